@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError marks an error in how the command was invoked (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// Exit statuses of the quittance command.
+const (
+	exitFailure  = 1
+	exitUsage    = 2
+	exitConflict = 3
+	exitAuth     = 4
+)
+
+// exitCode maps an error to the command's exit status.
+func exitCode(err error) int {
+	var usage usageError
+	var status statusError
+	switch {
+	case errors.As(err, &usage):
+		return exitUsage
+	case errors.As(err, &status):
+		return status.exitCode()
+	}
+	return exitFailure
+}
+
+// statusError is an error a client command received from the API.
+type statusError interface {
+	error
+	exitCode() int
+}
+
+func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "quittance",
+		Short:         "Quittance: a delegator-side ledger for work delegated over A2A",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		&cobra.Command{
+			Use:   "serve",
+			Short: "Serve the API on DATABASE_URL (production)",
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return serve(cmd.Context(), getenv, stdout, stderr)
+			},
+		},
+		&cobra.Command{
+			Use:   "dev",
+			Short: "Serve the API on a private PostgreSQL cluster under QUITTANCE_DATA_DIR",
+			Long: "dev runs the service for local work: unless DATABASE_URL is set, it creates (on first run) and starts a " +
+				"PostgreSQL cluster under QUITTANCE_DATA_DIR from the machine's PostgreSQL binaries, migrates it, " +
+				"and prints an on-call token. Ctrl-C stops the service and the cluster.",
+			Args: noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return dev(cmd.Context(), getenv, stdout, stderr)
+			},
+		},
+		&cobra.Command{
+			Use:   "migrate",
+			Short: "Apply pending migrations to DATABASE_URL and exit",
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return migrate(cmd.Context(), getenv, stderr)
+			},
+		},
+	)
+	return root
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments", cmd.CommandPath())}
+	}
+	return nil
+}

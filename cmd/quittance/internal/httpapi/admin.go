@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// BudgetBody is a budget and where its money is.
+type BudgetBody struct {
+	ID              string    `json:"id"`
+	Currency        string    `json:"currency"`
+	FundedMinor     int64     `json:"funded_minor"`
+	AvailableMinor  int64     `json:"available_minor"`
+	HeldMinor       int64     `json:"held_minor"`
+	SpentMinor      int64     `json:"spent_minor"`
+	WrittenOffMinor int64     `json:"written_off_minor"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+func budgetBody(b ledger.Budget) BudgetBody {
+	return BudgetBody{
+		ID: b.ID, Currency: b.Currency, FundedMinor: b.Funded, AvailableMinor: b.Available, HeldMinor: b.Held,
+		SpentMinor: b.Spent, WrittenOffMinor: b.WrittenOff, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
+	}
+}
+
+type budgetOutput struct {
+	Status int
+	Body   BudgetBody
+}
+
+type idPathInput struct {
+	ID string `path:"id" maxLength:"128"`
+}
+
+type putBudgetInput struct {
+	idPathInput
+	Body struct {
+		Currency    string `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
+		FundedMinor int64  `json:"funded_minor" minimum:"0" doc:"Total funding in integer minor units." example:"1000000"`
+	}
+}
+
+// OrgBody is a remote org's registration.
+type OrgBody struct {
+	ID                    string     `json:"id"`
+	Name                  string     `json:"name"`
+	SharedCoordinator     bool       `json:"shared_coordinator"`
+	JWKS                  any        `json:"jwks,omitempty"`
+	AgentCardURL          string     `json:"agent_card_url,omitempty"`
+	AllowedHosts          []string   `json:"allowed_hosts"`
+	RequireSignedReceipts bool       `json:"require_signed_receipts"`
+	IdentityRevokedAt     *time.Time `json:"identity_revoked_at,omitempty"`
+	IdentityRevokedReason string     `json:"identity_revoked_reason,omitempty"`
+	CreatedAt             time.Time  `json:"created_at"`
+	UpdatedAt             time.Time  `json:"updated_at"`
+}
+
+func orgBody(o ledger.Org) OrgBody {
+	return OrgBody{
+		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, JWKS: rawJSON(o.JWKS),
+		AgentCardURL: o.AgentCardURL, AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
+		IdentityRevokedAt: timePtr(o.IdentityRevokedAt), IdentityRevokedReason: o.IdentityRevokedReason,
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+	}
+}
+
+type orgOutput struct {
+	Status int
+	Body   OrgBody
+}
+
+type putOrgInput struct {
+	idPathInput
+	Body struct {
+		Name                  string         `json:"name" minLength:"1" maxLength:"200"`
+		SharedCoordinator     bool           `json:"shared_coordinator,omitempty" doc:"The org shares a transaction coordinator with us, so a cancel rolls its effects back: the compensation gate does not apply."`
+		JWKS                  map[string]any `json:"jwks,omitempty" doc:"The org's public JWK Set; acks and declarations must be signed by one of its keys."`
+		AgentCardURL          string         `json:"agent_card_url,omitempty" maxLength:"2048"`
+		AllowedHosts          []string       `json:"allowed_hosts,omitempty" maxItems:"32"`
+		RequireSignedReceipts bool           `json:"require_signed_receipts,omitempty"`
+	}
+}
+
+// TaskClassBody is a task class.
+type TaskClassBody struct {
+	Name                string    `json:"name"`
+	EffectCapable       bool      `json:"effect_capable"`
+	GateOn              []string  `json:"gate_on"`
+	CompensationTimeout string    `json:"compensation_timeout" example:"72h0m0s"`
+	UpdatedAt           time.Time `json:"updated_at"`
+}
+
+func taskClassBody(c ledger.TaskClass) TaskClassBody {
+	gate := make([]string, len(c.GateOn))
+	for i, s := range c.GateOn {
+		gate[i] = string(s)
+	}
+	return TaskClassBody{
+		Name: c.Name, EffectCapable: c.EffectCapable, GateOn: gate,
+		CompensationTimeout: c.CompensationTimeout.String(), UpdatedAt: c.UpdatedAt,
+	}
+}
+
+type taskClassOutput struct {
+	Body TaskClassBody
+}
+
+type namePathInput struct {
+	Name string `path:"name" maxLength:"64"`
+}
+
+type putTaskClassInput struct {
+	namePathInput
+	Body struct {
+		EffectCapable       bool     `json:"effect_capable"`
+		GateOn              []string `json:"gate_on" doc:"Terminal statuses that gate: a subset of [canceled, failed]."`
+		CompensationTimeout string   `json:"compensation_timeout" doc:"A Go duration, e.g. 72h." example:"72h"`
+	}
+}
+
+type createTokenInput struct {
+	Body struct {
+		Role   string `json:"role" enum:"orchestrator,finance,oncall"`
+		Tenant string `json:"tenant,omitempty" doc:"Required for orchestrator tokens, refused for others."`
+		Name   string `json:"name" minLength:"1" maxLength:"200" doc:"Who holds the token; recorded as the actor of what it does."`
+	}
+}
+
+type createTokenOutput struct {
+	Body struct {
+		ID     string `json:"id"`
+		Name   string `json:"name"`
+		Role   string `json:"role"`
+		Tenant string `json:"tenant,omitempty"`
+		Token  string `json:"token" doc:"The bearer token. It is shown once and only its hash is stored."`
+	}
+}
+
+func createdStatus(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+func (s *Server) registerAdmin() {
+	tags := []string{"admin"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-budget", Method: http.MethodPut, Path: "/admin/v1/budgets/{id}", Tags: tags,
+		Summary: "Create a budget or change its funding", Security: bearerAuth,
+	}, func(ctx context.Context, in *putBudgetInput) (*budgetOutput, error) {
+		b, created, err := s.ledger.PutBudget(ctx, principal(ctx), in.ID, in.Body.Currency, in.Body.FundedMinor)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &budgetOutput{Status: createdStatus(created), Body: budgetBody(b)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-budget", Method: http.MethodGet, Path: "/admin/v1/budgets/{id}", Tags: tags,
+		Summary: "Get a budget", Security: bearerAuth,
+	}, func(ctx context.Context, in *idPathInput) (*budgetOutput, error) {
+		b, err := s.ledger.GetBudget(ctx, principal(ctx), in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &budgetOutput{Status: http.StatusOK, Body: budgetBody(b)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-org", Method: http.MethodPut, Path: "/admin/v1/orgs/{id}", Tags: tags,
+		Summary: "Register a remote org or replace its registration", Security: bearerAuth,
+	}, func(ctx context.Context, in *putOrgInput) (*orgOutput, error) {
+		b := in.Body
+		var jwks []byte
+		if b.JWKS != nil {
+			var err error
+			if jwks, err = json.Marshal(b.JWKS); err != nil {
+				return nil, s.fail(ctx, err)
+			}
+		}
+		o, created, err := s.ledger.PutOrg(ctx, principal(ctx), in.ID, ledger.OrgInput{
+			Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, AgentCardURL: b.AgentCardURL,
+			AllowedHosts: b.AllowedHosts, RequireSignedReceipts: b.RequireSignedReceipts,
+		})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &orgOutput{Status: createdStatus(created), Body: orgBody(o)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-org", Method: http.MethodGet, Path: "/admin/v1/orgs/{id}", Tags: tags,
+		Summary: "Get a remote org", Security: bearerAuth,
+	}, func(ctx context.Context, in *idPathInput) (*orgOutput, error) {
+		o, err := s.ledger.GetOrg(ctx, principal(ctx), in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &orgOutput{Status: http.StatusOK, Body: orgBody(o)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-task-class", Method: http.MethodPut, Path: "/admin/v1/task-classes/{name}", Tags: tags,
+		Summary: "Register or replace a task class", Security: bearerAuth,
+	}, func(ctx context.Context, in *putTaskClassInput) (*taskClassOutput, error) {
+		timeout, err := time.ParseDuration(in.Body.CompensationTimeout)
+		if err != nil {
+			return nil, s.fail(ctx, ledger.Invalid("compensation_timeout", "must be a Go duration such as 72h or 90m"))
+		}
+		gate := make([]ledger.TaskStatus, 0, len(in.Body.GateOn))
+		for _, raw := range in.Body.GateOn {
+			st, err := ledger.ParseTaskStatus(raw)
+			if err != nil {
+				return nil, s.fail(ctx, ledger.Invalid("gate_on", "may contain only canceled and failed"))
+			}
+			gate = append(gate, st)
+		}
+		c, err := s.ledger.PutTaskClass(ctx, principal(ctx), ledger.TaskClass{
+			Name: in.Name, EffectCapable: in.Body.EffectCapable, GateOn: gate, CompensationTimeout: timeout,
+		})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &taskClassOutput{Body: taskClassBody(c)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-task-class", Method: http.MethodGet, Path: "/admin/v1/task-classes/{name}", Tags: tags,
+		Summary: "Get a task class", Security: bearerAuth,
+	}, func(ctx context.Context, in *namePathInput) (*taskClassOutput, error) {
+		c, err := s.ledger.GetTaskClass(ctx, principal(ctx), in.Name)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &taskClassOutput{Body: taskClassBody(c)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
+		Summary: "Issue an API token", Security: bearerAuth, DefaultStatus: http.StatusCreated,
+	}, func(ctx context.Context, in *createTokenInput) (*createTokenOutput, error) {
+		t, secret, err := s.ledger.CreateToken(ctx, principal(ctx), ledger.TokenInput{
+			Role: ledger.Role(in.Body.Role), Tenant: in.Body.Tenant, Name: in.Body.Name,
+		})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &createTokenOutput{}
+		out.Body.ID, out.Body.Name, out.Body.Role, out.Body.Tenant, out.Body.Token = t.ID.String(), t.Name, string(t.Role), t.Tenant, secret
+		return out, nil
+	})
+}

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Config wires the API to the domain services.
+type Config struct {
+	Ledger *ledger.Service
+	// Ready reports whether the service can serve: database reachable and migrated.
+	Ready func(context.Context) error
+	Log   *slog.Logger
+	// Version is reported in the OpenAPI document.
+	Version string
+}
+
+// Server is the HTTP API.
+type Server struct {
+	ledger *ledger.Service
+	ready  func(context.Context) error
+	log    *slog.Logger
+	api    huma.API
+	mux    *http.ServeMux
+}
+
+// bearerAuth is the security requirement of every authenticated operation.
+var bearerAuth = []map[string][]string{{"bearer": {}}}
+
+// New builds the API's handler.
+func New(cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	hc := huma.DefaultConfig("Quittance", cfg.Version)
+	hc.Info.Description = "A delegator-side ledger for work delegated to other organizations' agents over A2A."
+	hc.CreateHooks = nil // no $schema links in bodies
+	hc.DocsPath = ""
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token (roles: orchestrator, finance, oncall)."},
+	}
+	s := &Server{ledger: cfg.Ledger, ready: cfg.Ready, log: cfg.Log, mux: mux}
+	s.api = humago.New(mux, hc)
+	s.api.UseMiddleware(s.authenticate)
+	s.registerHealth()
+	s.registerDelegations()
+	s.registerAdmin()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// API exposes the huma API, for the OpenAPI document.
+func (s *Server) API() huma.API { return s.api }
+
+type principalKey struct{}
+
+// authenticate resolves the bearer token of operations that declare
+// security and refuses the request with 401 if it is missing or invalid.
+func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
+	if len(ctx.Operation().Security) == 0 {
+		next(ctx)
+		return
+	}
+	scheme, secret, _ := strings.Cut(ctx.Header("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		secret = ""
+	}
+	p, err := s.ledger.Authenticate(ctx.Context(), strings.TrimSpace(secret))
+	if err != nil {
+		s.writeProblem(ctx, problemFor(ctx.Context(), s.log, err))
+		return
+	}
+	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+func (s *Server) writeProblem(ctx huma.Context, err error) {
+	p := err.(*Problem)
+	if p.Status == http.StatusUnauthorized {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="quittance"`)
+	}
+	ctx.SetHeader("Content-Type", "application/problem+json")
+	ctx.SetStatus(p.Status)
+	_ = jsonEncode(ctx.BodyWriter(), p)
+}
+
+// principal is the caller of an authenticated operation.
+func principal(ctx context.Context) ledger.Principal {
+	p, _ := ctx.Value(principalKey{}).(ledger.Principal)
+	return p
+}
+
+// fail maps a domain error to its problem.
+func (s *Server) fail(ctx context.Context, err error) error { return problemFor(ctx, s.log, err) }
+
+type healthOutput struct {
+	Body struct {
+		Status string `json:"status" example:"ok"`
+	}
+}
+
+func (s *Server) registerHealth() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"health"},
+		Summary: "Liveness: the process is up",
+	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		out := &healthOutput{}
+		out.Body.Status = "ok"
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"health"},
+		Summary: "Readiness: the database is reachable and fully migrated",
+	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		if err := s.ready(ctx); err != nil {
+			s.log.WarnContext(ctx, "not ready", slog.Any("error", err))
+			return nil, newProblem(http.StatusServiceUnavailable, "not_ready", "the database is unreachable or not migrated")
+		}
+		out := &healthOutput{}
+		out.Body.Status = "ready"
+		return out, nil
+	})
+}

@@ -1,0 +1,301 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// MoneyBody is an amount in integer minor units of an ISO 4217 currency.
+type MoneyBody struct {
+	AmountMinor int64  `json:"amount_minor" doc:"Integer minor units (cents for USD)." example:"125000"`
+	Currency    string `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217 currency code." example:"EUR"`
+}
+
+// RemoteBody identifies the remote A2A task.
+type RemoteBody struct {
+	TaskID          string `json:"task_id" doc:"The remote A2A task id." example:"task-8c1f"`
+	ContextID       string `json:"context_id,omitempty" doc:"The remote A2A context id."`
+	ProtocolVersion string `json:"protocol_version,omitempty" doc:"The A2A protocol version spoken with the remote agent."`
+}
+
+// CompensationBody is what is known about compensation being sought.
+type CompensationBody struct {
+	IdempotencyKey string     `json:"idempotency_key" doc:"Stable key the remote org's compensation ack must carry."`
+	Deadline       *time.Time `json:"deadline,omitempty" doc:"When the obligation becomes compensation_unconfirmed if no evidence arrived."`
+	Attempts       int        `json:"attempts" doc:"Compensation requests sent so far."`
+	LastError      string     `json:"last_error,omitempty"`
+	Receipt        any        `json:"receipt,omitempty" doc:"The compensation receipt, once one arrived."`
+}
+
+// DelegationBody is a delegation as the API shows it.
+type DelegationBody struct {
+	ID                  string            `json:"id" format:"uuid"`
+	Tenant              string            `json:"tenant"`
+	BusinessOperationID string            `json:"business_operation_id"`
+	OrgID               string            `json:"org_id"`
+	TaskClass           string            `json:"task_class"`
+	BudgetID            string            `json:"budget_id"`
+	Hold                MoneyBody         `json:"hold"`
+	HoldState           string            `json:"hold_state" enum:"active,consumed,returned,lost"`
+	Remote              RemoteBody        `json:"remote"`
+	TaskStatus          string            `json:"task_status"`
+	TaskStatusAt        *time.Time        `json:"task_status_at,omitempty"`
+	TaskStatusMessage   string            `json:"task_status_message,omitempty"`
+	ObligationState     string            `json:"obligation_state"`
+	ObligationReason    string            `json:"obligation_reason,omitempty"`
+	CancelRequestedAt   *time.Time        `json:"cancel_requested_at,omitempty"`
+	Compensation        *CompensationBody `json:"compensation,omitempty"`
+	Version             int64             `json:"version"`
+	CreatedAt           time.Time         `json:"created_at"`
+	UpdatedAt           time.Time         `json:"updated_at"`
+}
+
+func delegationBody(d ledger.Delegation) DelegationBody {
+	b := DelegationBody{
+		ID: d.ID.String(), Tenant: d.Tenant, BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID,
+		TaskClass: d.TaskClass, BudgetID: d.BudgetID,
+		Hold:      MoneyBody{AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency},
+		HoldState: string(d.ObligationState.Hold()),
+		Remote:    RemoteBody{TaskID: d.Remote.TaskID, ContextID: d.Remote.ContextID, ProtocolVersion: d.Remote.ProtocolVersion},
+		TaskStatus: string(d.TaskStatus), TaskStatusAt: timePtr(d.TaskStatusAt), TaskStatusMessage: d.TaskStatusMessage,
+		ObligationState: string(d.ObligationState), ObligationReason: d.ObligationReason,
+		CancelRequestedAt: timePtr(d.CancelRequestedAt), Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+	}
+	if c := d.Compensation; c.IdempotencyKey != "" {
+		b.Compensation = &CompensationBody{
+			IdempotencyKey: c.IdempotencyKey, Deadline: timePtr(c.Deadline), Attempts: c.Attempts, LastError: c.LastError,
+		}
+		if len(c.Receipt) > 0 {
+			b.Compensation.Receipt = rawJSON(c.Receipt)
+		}
+	}
+	return b
+}
+
+type delegationOutput struct {
+	Status int
+	Body   DelegationBody
+}
+
+type createDelegationInput struct {
+	Body struct {
+		BusinessOperationID string     `json:"business_operation_id" minLength:"1" maxLength:"200" doc:"The orchestrator's id for this operation; creation is idempotent per tenant on it."`
+		OrgID               string     `json:"org_id" doc:"The remote org the work is delegated to."`
+		TaskClass           string     `json:"task_class" doc:"The kind of work; unknown classes are treated as effect-capable."`
+		BudgetID            string     `json:"budget_id"`
+		Hold                MoneyBody  `json:"hold"`
+		Remote              RemoteBody `json:"remote"`
+	}
+}
+
+type delegationPathInput struct {
+	ID string `path:"id" doc:"The delegation id (a UUID)."`
+}
+
+type taskStatusInput struct {
+	delegationPathInput
+	Body struct {
+		State     string     `json:"state" doc:"The remote task state: A2A v1.0 (TASK_STATE_CANCELED) or v0.3 (canceled, input-required) names." example:"TASK_STATE_CANCELED"`
+		Timestamp *time.Time `json:"timestamp,omitempty" doc:"When the remote task entered the state (TaskStatus.timestamp); defaults to now."`
+		Message   string     `json:"message,omitempty" maxLength:"4096" doc:"The status message text, if any."`
+	}
+}
+
+type listDelegationsInput struct {
+	ObligationState string `query:"obligation_state" enum:"held,revocation_pending_compensation,compensation_unconfirmed,escalated,settled,released,compensated,written_off"`
+	TaskStatus      string `query:"task_status"`
+	OrgID           string `query:"org_id"`
+	Limit           int    `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Cursor          string `query:"cursor" doc:"next_cursor of the previous page."`
+}
+
+type listDelegationsOutput struct {
+	Body struct {
+		Delegations []DelegationBody `json:"delegations"`
+		NextCursor  string           `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page."`
+	}
+}
+
+// EventBody is an audit-log event.
+type EventBody struct {
+	Seq            int64     `json:"seq"`
+	StreamSeq      int32     `json:"stream_seq"`
+	Type           string    `json:"type"`
+	At             time.Time `json:"at"`
+	Actor          string    `json:"actor"`
+	ObligationFrom string    `json:"obligation_from,omitempty"`
+	ObligationTo   string    `json:"obligation_to,omitempty"`
+	Data           any       `json:"data"`
+	Evidence       string    `json:"evidence,omitempty" doc:"The verbatim signed token the event rests on."`
+	Hash           string    `json:"hash" doc:"Hex sha256 over prev_hash and the event's canonical content."`
+	PrevHash       string    `json:"prev_hash"`
+}
+
+func eventBodies(events []ledger.Event) []EventBody {
+	out := make([]EventBody, len(events))
+	for i, e := range events {
+		out[i] = EventBody{
+			Seq: e.Seq, StreamSeq: e.StreamSeq, Type: e.Type, At: e.At, Actor: e.Actor,
+			ObligationFrom: string(e.ObligationFrom), ObligationTo: string(e.ObligationTo),
+			Data: rawJSON(e.Data), Evidence: e.Evidence, Hash: hexString(e.Hash), PrevHash: hexString(e.PrevHash),
+		}
+	}
+	return out
+}
+
+type eventsOutput struct {
+	Body struct {
+		Events []EventBody `json:"events"`
+	}
+}
+
+func (s *Server) registerDelegations() {
+	tags := []string{"delegations"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-delegation", Method: http.MethodPost, Path: "/v1/delegations", Tags: tags,
+		Summary:     "Record a delegation and hold its budget",
+		Description: "Idempotent per tenant on business_operation_id: the same request again returns 200 and the same delegation, with no second hold; the same id with a different request is 422.",
+		Security:    bearerAuth, DefaultStatus: http.StatusCreated,
+	}, func(ctx context.Context, in *createDelegationInput) (*delegationOutput, error) {
+		b := in.Body
+		d, created, err := s.ledger.CreateDelegation(ctx, principal(ctx), ledger.CreateInput{
+			BusinessOperationID: b.BusinessOperationID, OrgID: b.OrgID, TaskClass: b.TaskClass, BudgetID: b.BudgetID,
+			Hold:   ledger.Money{AmountMinor: b.Hold.AmountMinor, Currency: b.Hold.Currency},
+			Remote: ledger.RemoteTask{TaskID: b.Remote.TaskID, ContextID: b.Remote.ContextID, ProtocolVersion: b.Remote.ProtocolVersion},
+		})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		return &delegationOutput{Status: status, Body: delegationBody(d)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-delegation", Method: http.MethodGet, Path: "/v1/delegations/{id}", Tags: tags,
+		Summary: "Get a delegation", Security: bearerAuth,
+	}, func(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.ledger.GetDelegation(ctx, principal(ctx), id)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-delegations", Method: http.MethodGet, Path: "/v1/delegations", Tags: tags,
+		Summary: "List delegations, newest first", Security: bearerAuth,
+	}, func(ctx context.Context, in *listDelegationsInput) (*listDelegationsOutput, error) {
+		f := ledger.DelegationFilter{ObligationState: ledger.ObligationState(in.ObligationState), OrgID: in.OrgID, Limit: in.Limit}
+		if in.TaskStatus != "" {
+			st, err := ledger.ParseTaskStatus(in.TaskStatus)
+			if err != nil {
+				return nil, newProblem(http.StatusUnprocessableEntity, "unknown_task_status", err.Error(),
+					&huma.ErrorDetail{Location: "query.task_status", Message: "not an A2A task state", Value: in.TaskStatus})
+			}
+			f.TaskStatus = st
+		}
+		if in.Cursor != "" {
+			after, err := uuid.Parse(in.Cursor)
+			if err != nil {
+				return nil, newProblem(http.StatusUnprocessableEntity, "validation_failed", "cursor is not one this API issued",
+					&huma.ErrorDetail{Location: "query.cursor", Message: "invalid cursor", Value: in.Cursor})
+			}
+			f.After = after
+		}
+		ds, err := s.ledger.ListDelegations(ctx, principal(ctx), f)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &listDelegationsOutput{}
+		out.Body.Delegations = make([]DelegationBody, len(ds))
+		for i, d := range ds {
+			out.Body.Delegations[i] = delegationBody(d)
+		}
+		if len(ds) == f.Limit && f.Limit > 0 {
+			out.Body.NextCursor = ds[len(ds)-1].ID.String()
+		}
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "report-task-status", Method: http.MethodPost, Path: "/v1/delegations/{id}/task-status", Tags: tags,
+		Summary:     "Report the remote task's status",
+		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		st, err := ledger.ParseTaskStatus(in.Body.State)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		obs := ledger.Observation{Status: st, Message: in.Body.Message, Source: "api"}
+		if in.Body.Timestamp != nil {
+			obs.Timestamp = *in.Body.Timestamp
+		}
+		d, err := s.ledger.ReportTaskStatus(ctx, principal(ctx), id, obs)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "cancel-delegation", Method: http.MethodPost, Path: "/v1/delegations/{id}/cancel", Tags: tags,
+		Summary:     "Request revocation of the delegated task",
+		Description: "Records the cancel request. The hold stays until the remote task's terminal status and, where the gate applies, compensation evidence.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.ledger.RequestCancel(ctx, principal(ctx), id)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-delegation-events", Method: http.MethodGet, Path: "/v1/delegations/{id}/events", Tags: tags,
+		Summary: "The delegation's audit events, oldest first", Security: bearerAuth,
+	}, func(ctx context.Context, in *delegationPathInput) (*eventsOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		events, err := s.ledger.DelegationEvents(ctx, principal(ctx), id)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &eventsOutput{}
+		out.Body.Events = eventBodies(events)
+		return out, nil
+	})
+}
+
+// parseID parses a delegation id from the path. A malformed id names no
+// delegation, so it is the same 404 as a missing one.
+func parseID(raw string) (uuid.UUID, error) {
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return uuid.Nil, newProblem(http.StatusNotFound, "not_found", "no such resource")
+	}
+	return id, nil
+}

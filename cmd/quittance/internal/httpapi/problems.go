@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Problem is an RFC 9457 problem detail with a stable machine-readable code.
+type Problem struct {
+	Type     string              `json:"type,omitempty" doc:"A URI reference identifying the problem type."`
+	Title    string              `json:"title" doc:"A short summary of the problem type."`
+	Status   int                 `json:"status" doc:"The HTTP status code."`
+	Code     string              `json:"code" doc:"A stable, machine-readable name of the problem, e.g. insufficient_funds."`
+	Detail   string              `json:"detail,omitempty" doc:"What went wrong in this occurrence."`
+	Instance string              `json:"instance,omitempty"`
+	Errors   []*huma.ErrorDetail `json:"errors,omitempty" doc:"The individual fields at fault."`
+}
+
+// Error implements error.
+func (p *Problem) Error() string { return p.Detail }
+
+// GetStatus implements huma.StatusError.
+func (p *Problem) GetStatus() int { return p.Status }
+
+// ContentType makes huma send problems as application/problem+json.
+func (p *Problem) ContentType(ct string) string {
+	if ct == "application/json" {
+		return "application/problem+json"
+	}
+	return ct
+}
+
+// newProblem builds a problem.
+func newProblem(status int, code, detail string, errs ...*huma.ErrorDetail) *Problem {
+	return &Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, Detail: detail, Errors: errs}
+}
+
+// statusCodes names the problems huma itself raises (malformed JSON, schema
+// violations, unsupported media types) so every problem carries a code.
+var statusCodes = map[int]string{
+	http.StatusBadRequest:            "bad_request",
+	http.StatusUnauthorized:          "unauthenticated",
+	http.StatusForbidden:             "forbidden",
+	http.StatusNotFound:              "not_found",
+	http.StatusMethodNotAllowed:      "method_not_allowed",
+	http.StatusNotAcceptable:         "not_acceptable",
+	http.StatusConflict:              "conflict",
+	http.StatusRequestEntityTooLarge: "body_too_large",
+	http.StatusUnsupportedMediaType:  "unsupported_media_type",
+	http.StatusUnprocessableEntity:   "validation_failed",
+	http.StatusTooManyRequests:       "rate_limited",
+	http.StatusInternalServerError:   "internal",
+	http.StatusServiceUnavailable:    "unavailable",
+}
+
+func init() {
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		code, ok := statusCodes[status]
+		if !ok {
+			code = strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_")
+		}
+		var details []*huma.ErrorDetail
+		for _, err := range errs {
+			if err == nil {
+				continue
+			}
+			if d, ok := err.(huma.ErrorDetailer); ok {
+				details = append(details, d.ErrorDetail())
+			} else {
+				details = append(details, &huma.ErrorDetail{Message: err.Error()})
+			}
+		}
+		return newProblem(status, code, msg, details...)
+	}
+}
+
+// problemFor is the one mapping from domain errors to HTTP problems. Errors
+// it does not recognise are logged and become an opaque 500.
+func problemFor(ctx context.Context, log *slog.Logger, err error) error {
+	var (
+		validation *ledger.ValidationError
+		reference  *ledger.ReferenceError
+		conflict   *ledger.ConflictError
+		transition *ledger.TransitionError
+		problem    *Problem
+	)
+	switch {
+	case errors.As(err, &problem):
+		return problem
+	case errors.As(err, &validation):
+		return newProblem(http.StatusUnprocessableEntity, "validation_failed", validation.Error(),
+			&huma.ErrorDetail{Location: "body." + validation.Field, Message: validation.Problem})
+	case errors.As(err, &reference):
+		code := strings.TrimSuffix(reference.Field, "_id") + "_not_found"
+		return newProblem(http.StatusUnprocessableEntity, code, reference.Error(),
+			&huma.ErrorDetail{Location: "body." + reference.Field, Message: "does not exist", Value: reference.ID})
+	case errors.As(err, &conflict):
+		return newProblem(http.StatusConflict, conflict.Code, conflict.Detail)
+	case errors.As(err, &transition):
+		return newProblem(http.StatusConflict, "invalid_transition", transition.Error())
+	case errors.Is(err, ledger.ErrNotFound):
+		return newProblem(http.StatusNotFound, "not_found", "no such resource")
+	case errors.Is(err, ledger.ErrUnauthenticated):
+		return newProblem(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
+	case errors.Is(err, ledger.ErrForbidden):
+		return newProblem(http.StatusForbidden, "forbidden", "this token's role may not do this")
+	case errors.Is(err, ledger.ErrIdempotencyMismatch):
+		return newProblem(http.StatusUnprocessableEntity, "idempotency_mismatch",
+			"this business_operation_id was already used with a different request")
+	case errors.Is(err, ledger.ErrInsufficientFunds):
+		return newProblem(http.StatusUnprocessableEntity, "insufficient_funds", "the budget's available amount does not cover the hold")
+	case errors.Is(err, ledger.ErrUnknownTaskStatus):
+		return newProblem(http.StatusUnprocessableEntity, "unknown_task_status", err.Error(),
+			&huma.ErrorDetail{Location: "body.state", Message: "not an A2A task state"})
+	case errors.Is(err, context.Canceled):
+		return newProblem(499, "client_closed_request", "the request was canceled")
+	}
+	log.ErrorContext(ctx, "request failed", slog.Any("error", err))
+	return newProblem(http.StatusInternalServerError, "internal", "an internal error occurred; it has been logged")
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/migrations"
+	"github.com/quittance/quittance/sql/pgcluster"
+	"github.com/quittance/quittance/sql/pgstore"
+)
+
+// version is the build's version, set with -ldflags "-X main.version=…".
+var version = "dev"
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// openDatabase connects to url and applies pending migrations.
+func openDatabase(ctx context.Context, url string, log *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	err = migrations.Up(ctx, db, log)
+	db.Close()
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func migrate(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return usageError{errors.New("DATABASE_URL is required")}
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	pool, err := openDatabase(ctx, cfg.DatabaseURL, log)
+	if err != nil {
+		return err
+	}
+	pool.Close()
+	log.Info("migrations applied")
+	return nil
+}
+
+func serve(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return usageError{errors.New("DATABASE_URL is required (use `quittance dev` for a local embedded database)")}
+	}
+	return runService(ctx, cfg, newLogger(stderr, cfg.LogLevel), stdout)
+}
+
+// devTokenFile keeps the dev on-call token in the data directory, so the
+// README's walk-through works across restarts of `make run`.
+const devTokenFile = "dev-oncall-token"
+
+func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	if cfg.DatabaseURL == "" {
+		if _, err := pgcluster.FindBinaries(); errors.Is(err, pgcluster.ErrNotInstalled) {
+			log.Info("PostgreSQL binaries not found; installing them")
+			if err := pgcluster.InstallBinaries(ctx, log); err != nil {
+				return err
+			}
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", cfg.DataDir, err)
+		}
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: filepath.Join(cfg.DataDir, "postgres"), Log: log})
+		if err != nil {
+			return fmt.Errorf("start the embedded PostgreSQL: %w", err)
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := cluster.Stop(stopCtx); err != nil {
+				log.Error("stop the embedded PostgreSQL", slog.Any("error", err))
+			}
+		}()
+		cfg.DatabaseURL = cluster.URL("quittance")
+		fmt.Fprintf(stdout, "PostgreSQL: %s (data in %s)\n", cfg.DatabaseURL, cluster.DataDir())
+	}
+	if cfg.BootstrapToken == "" {
+		path := filepath.Join(cfg.DataDir, devTokenFile)
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			cfg.BootstrapToken = string(b)
+		case errors.Is(err, os.ErrNotExist):
+			cfg.BootstrapToken = ledger.NewTokenSecret()
+			if err := os.WriteFile(path, []byte(cfg.BootstrapToken), 0o600); err != nil {
+				return fmt.Errorf("save the dev token: %w", err)
+			}
+		default:
+			return fmt.Errorf("read the dev token: %w", err)
+		}
+		fmt.Fprintf(stdout, "On-call token (also in %s):\n  %s\n", path, cfg.BootstrapToken)
+	}
+	return runService(ctx, cfg, log, stdout)
+}
+
+// runService runs the service on cfg.DatabaseURL until ctx is canceled,
+// then shuts down gracefully: stop accepting, drain requests, close the pool.
+func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
+	pool, err := openDatabase(ctx, cfg.DatabaseURL, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := pgstore.New(pool)
+	ledgerSvc := ledger.NewService(ledger.Config{Store: store, Log: log})
+	if cfg.BootstrapToken != "" {
+		if _, err := ledgerSvc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
+			return fmt.Errorf("bootstrap token: %w", err)
+		}
+	}
+	api := httpapi.New(httpapi.Config{Ledger: ledgerSvc, Ready: store.Ping, Log: log, Version: version})
+
+	listener, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	server := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
+	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- server.Serve(listener) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := server.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("drain requests: %w", err)
+	}
+	return nil
+}
+

@@ -1,0 +1,495 @@
+package deploy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	manifestDir = "kubernetes"
+	rulesFile   = "../dashboards/alerts/quittance.rules.yaml"
+)
+
+// kustomization is the part of a kustomize Kustomization these manifests use; any other
+// field fails the strict decode.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Resources  []string `json:"resources"`
+}
+
+// decodeStrict decodes one YAML document into out, failing on unknown fields, trailing
+// documents, and an apiVersion or kind other than the ones given.
+func decodeStrict(t *testing.T, path, apiVersion, kind string, out any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs := strings.Split("\n"+string(raw), "\n---"); len(docs) > 1 {
+		t.Fatalf("%s: holds %d YAML documents, want 1", path, len(docs))
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(js, &meta); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if apiVersion != "" && (meta.APIVersion != apiVersion || meta.Kind != kind) {
+		t.Fatalf("%s: %s %s, want %s %s", path, meta.APIVersion, meta.Kind, apiVersion, kind)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		t.Fatalf("%s: strict decode into %T: %v", path, out, err)
+	}
+	if dec.More() {
+		t.Fatalf("%s: trailing data after the document", path)
+	}
+	// encoding/json matches field names case-insensitively, so DisallowUnknownFields
+	// lets "readOnlyRootFileSystem" through. Re-encode the typed value and require every
+	// key of the input to come back spelt exactly the same.
+	var in, back any
+	if err := json.Unmarshal(js, &in); err != nil {
+		t.Fatal(err)
+	}
+	again, err := json.Marshal(out)
+	if err != nil {
+		t.Fatalf("%s: re-encode: %v", path, err)
+	}
+	if err := json.Unmarshal(again, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range lostKeys(in, back, "") {
+		t.Errorf("%s: field %s is not a field of %T (misspelt or wrong case?)", path, p, out)
+	}
+}
+
+// lostKeys returns the key paths of in that do not come back exactly in out, the same
+// document decoded into its typed struct and encoded again. A key may only be missing
+// when its value is empty (omitted on encoding) and no key differing only in case took
+// its place.
+func lostKeys(in, out any, at string) []string {
+	var lost []string
+	switch in := in.(type) {
+	case map[string]any:
+		outMap, _ := out.(map[string]any)
+		for k, v := range in {
+			p := at + "." + k
+			if ov, ok := outMap[k]; ok {
+				lost = append(lost, lostKeys(v, ov, p)...)
+				continue
+			}
+			caseTwin := false
+			for ok := range outMap {
+				if strings.EqualFold(ok, k) {
+					caseTwin = true
+				}
+			}
+			if caseTwin || !isEmpty(v) {
+				lost = append(lost, p)
+			}
+		}
+	case []any:
+		outList, _ := out.([]any)
+		for i, v := range in {
+			var ov any
+			if i < len(outList) {
+				ov = outList[i]
+			}
+			lost = append(lost, lostKeys(v, ov, fmt.Sprintf("%s[%d]", at, i))...)
+		}
+	}
+	return lost
+}
+
+// isEmpty reports whether a decoded JSON value is one that omitempty leaves out.
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !v
+	case float64:
+		return v == 0
+	case string:
+		return v == ""
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}
+
+func manifest(name string) string { return filepath.Join(manifestDir, name) }
+
+// wantLabels are the labels that tie the server's Deployment, Service, PDB and
+// ServiceMonitor together.
+var wantLabels = map[string]string{
+	"app.kubernetes.io/name":      "quittance",
+	"app.kubernetes.io/component": "server",
+}
+
+func TestKustomizationListsEveryManifest(t *testing.T) {
+	var k kustomization
+	decodeStrict(t, manifest("kustomization.yaml"), "kustomize.config.k8s.io/v1beta1", "Kustomization", &k)
+
+	entries, err := os.ReadDir(manifestDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || filepath.Ext(name) != ".yaml" || name == "kustomization.yaml" || strings.HasSuffix(name, ".example.yaml") {
+			continue
+		}
+		want = append(want, name)
+	}
+	got := slices.Clone(k.Resources)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("kustomization resources = %v, want every manifest %v", got, want)
+	}
+	if slices.ContainsFunc(k.Resources, func(r string) bool { return strings.Contains(r, "secret") }) {
+		t.Errorf("kustomization must not list a Secret: %v", k.Resources)
+	}
+	for _, want := range []string{"deployment.yaml", "service.yaml", "pdb.yaml", "migrate-job.yaml", "servicemonitor.yaml", "prometheusrule.yaml"} {
+		if !slices.Contains(k.Resources, want) {
+			t.Errorf("kustomization does not list %s", want)
+		}
+	}
+}
+
+// checkHardened asserts the pod and container security settings both workloads share.
+func checkHardened(t *testing.T, what string, spec corev1.PodSpec) {
+	t.Helper()
+	psc := spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("%s: pod securityContext.runAsNonRoot must be true", what)
+	}
+	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: pod seccompProfile must be RuntimeDefault", what)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("%s: automountServiceAccountToken must be false", what)
+	}
+	for _, c := range spec.Containers {
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s/%s: no securityContext", what, c.Name)
+			continue
+		}
+		if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			t.Errorf("%s/%s: runAsNonRoot must be true", what, c.Name)
+		}
+		// The distroless image names its user "nonroot"; the kubelet can only verify a
+		// numeric uid, so it must be set here.
+		if sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+			t.Errorf("%s/%s: runAsUser must be a non-zero uid", what, c.Name)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s/%s: readOnlyRootFilesystem must be true", what, c.Name)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s/%s: allowPrivilegeEscalation must be false", what, c.Name)
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s/%s: must not be privileged", what, c.Name)
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+			t.Errorf("%s/%s: capabilities must drop ALL and add none", what, c.Name)
+		}
+		if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s/%s: seccompProfile must be RuntimeDefault", what, c.Name)
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("%s/%s: needs cpu and memory requests and a memory limit", what, c.Name)
+		}
+		if c.Image == "" {
+			t.Errorf("%s/%s: no image", what, c.Name)
+		}
+	}
+}
+
+// envVar returns the container's environment variable with the given name.
+func envVar(c corev1.Container, name string) (corev1.EnvVar, bool) {
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if i < 0 {
+		return corev1.EnvVar{}, false
+	}
+	return c.Env[i], true
+}
+
+// checkDatabaseURLFromSecret asserts DATABASE_URL comes from a required Secret key.
+func checkDatabaseURLFromSecret(t *testing.T, what string, c corev1.Container) {
+	t.Helper()
+	e, ok := envVar(c, "DATABASE_URL")
+	if !ok || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+		t.Errorf("%s: DATABASE_URL must come from a Secret, got %+v", what, e)
+		return
+	}
+	ref := e.ValueFrom.SecretKeyRef
+	if ref.Name == "" || ref.Key == "" || (ref.Optional != nil && *ref.Optional) {
+		t.Errorf("%s: DATABASE_URL secretKeyRef %+v must name a required key", what, ref)
+	}
+}
+
+// checkHTTPProbe asserts a probe is an HTTP GET of path on the http port.
+func checkHTTPProbe(t *testing.T, what string, p *corev1.Probe, path string, port corev1.ContainerPort) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil {
+		t.Errorf("%s: want an httpGet probe on %s", what, path)
+		return
+	}
+	if p.HTTPGet.Path != path {
+		t.Errorf("%s: path %q, want %q", what, p.HTTPGet.Path, path)
+	}
+	switch pp := p.HTTPGet.Port; {
+	case pp.Type == intstr.String && pp.StrVal == port.Name:
+	case pp.Type == intstr.Int && pp.IntVal == port.ContainerPort:
+	default:
+		t.Errorf("%s: port %s, want %s (%d)", what, pp.String(), port.Name, port.ContainerPort)
+	}
+}
+
+func loadDeployment(t *testing.T) appsv1.Deployment {
+	var d appsv1.Deployment
+	decodeStrict(t, manifest("deployment.yaml"), "apps/v1", "Deployment", &d)
+	return d
+}
+
+func loadService(t *testing.T) corev1.Service {
+	var s corev1.Service
+	decodeStrict(t, manifest("service.yaml"), "v1", "Service", &s)
+	return s
+}
+
+func TestDeployment(t *testing.T) {
+	d := loadDeployment(t)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %v, want 2", d.Spec.Replicas)
+	}
+	sel, err := metav1LabelSelector(d.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("selector %v does not match the pod template labels %v", sel, d.Spec.Template.Labels)
+	}
+	for k, v := range wantLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("pod label %s = %q, want %q", k, d.Spec.Template.Labels[k], v)
+		}
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("rolling update must keep every replica available (maxUnavailable 0), got %+v", ru)
+	}
+
+	spec := d.Spec.Template.Spec
+	checkHardened(t, "deployment", spec)
+	if g := spec.TerminationGracePeriodSeconds; g == nil || *g < 10 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want at least 10", g)
+	}
+	if len(spec.TopologySpreadConstraints) == 0 {
+		t.Error("no topologySpreadConstraints")
+	}
+	for _, c := range spec.TopologySpreadConstraints {
+		cs, err := metav1LabelSelector(c.LabelSelector)
+		if err != nil || !cs.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("topology spread on %s does not select the pods (%v)", c.TopologyKey, err)
+		}
+	}
+
+	if len(spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if !slices.Equal(c.Args, []string{"serve"}) || len(c.Command) != 0 {
+		t.Errorf("container runs command %v args %v, want the image entrypoint with args [serve]", c.Command, c.Args)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
+		t.Fatalf("ports = %+v, want http 8080", c.Ports)
+	}
+	port := c.Ports[0]
+	if e, _ := envVar(c, "QUITTANCE_ADDR"); e.Value != "0.0.0.0:8080" {
+		t.Errorf("QUITTANCE_ADDR = %q, want 0.0.0.0:8080", e.Value)
+	}
+	checkDatabaseURLFromSecret(t, "deployment", c)
+	if e, ok := envVar(c, "QUITTANCE_BOOTSTRAP_TOKEN"); ok && e.Value != "" {
+		t.Error("QUITTANCE_BOOTSTRAP_TOKEN must come from a Secret, not a literal")
+	}
+	checkHTTPProbe(t, "readinessProbe", c.ReadinessProbe, "/readyz", port)
+	checkHTTPProbe(t, "livenessProbe", c.LivenessProbe, "/healthz", port)
+	checkHTTPProbe(t, "startupProbe", c.StartupProbe, "/healthz", port)
+	if p := c.StartupProbe; p != nil && p.PeriodSeconds*p.FailureThreshold < 60 {
+		t.Errorf("startupProbe allows %ds, want at least 60s for start-up migrations", p.PeriodSeconds*p.FailureThreshold)
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/tmp" }) {
+		t.Error("read-only root filesystem needs a writable /tmp")
+	}
+}
+
+func TestService(t *testing.T) {
+	d := loadDeployment(t)
+	s := loadService(t)
+	if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("service selector %v does not select the deployment's pods %v", s.Spec.Selector, d.Spec.Template.Labels)
+	}
+	if len(s.Spec.Ports) != 1 {
+		t.Fatalf("ports = %+v, want one", s.Spec.Ports)
+	}
+	p := s.Spec.Ports[0]
+	if p.Name != "http" || p.Port != 8080 || p.TargetPort.String() != "http" {
+		t.Errorf("port = %+v, want http 8080 -> http", p)
+	}
+	for k, v := range wantLabels {
+		if s.Labels[k] != v {
+			t.Errorf("service label %s = %q, want %q", k, s.Labels[k], v)
+		}
+	}
+	if s.Name != "quittance" {
+		t.Errorf("service name %q: the alerts select job=\"quittance\", which is the Service's name", s.Name)
+	}
+}
+
+func TestPodDisruptionBudget(t *testing.T) {
+	d := loadDeployment(t)
+	var pdb policyv1.PodDisruptionBudget
+	decodeStrict(t, manifest("pdb.yaml"), "policy/v1", "PodDisruptionBudget", &pdb)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.String() != "1" || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("minAvailable = %v, maxUnavailable = %v; want minAvailable 1 only", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+	}
+	sel, err := metav1LabelSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("PDB selector does not select the deployment's pods (%v)", err)
+	}
+}
+
+func TestMigrateJob(t *testing.T) {
+	d := loadDeployment(t)
+	var j batchv1.Job
+	decodeStrict(t, manifest("migrate-job.yaml"), "batch/v1", "Job", &j)
+	spec := j.Spec.Template.Spec
+	checkHardened(t, "migrate job", spec)
+	if spec.RestartPolicy != corev1.RestartPolicyNever && spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+		t.Errorf("restartPolicy = %q", spec.RestartPolicy)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if !slices.Equal(c.Args, []string{"migrate"}) || len(c.Command) != 0 {
+		t.Errorf("job runs command %v args %v, want args [migrate]", c.Command, c.Args)
+	}
+	if c.Image != d.Spec.Template.Spec.Containers[0].Image {
+		t.Errorf("job image %q differs from the deployment's %q", c.Image, d.Spec.Template.Spec.Containers[0].Image)
+	}
+	checkDatabaseURLFromSecret(t, "migrate job", c)
+	// The migrate Job's pods must not be picked up by the Service, PDB or spread constraints.
+	if labels.SelectorFromSet(loadService(t).Spec.Selector).Matches(labels.Set(j.Spec.Template.Labels)) {
+		t.Error("the Service selects the migrate Job's pods")
+	}
+	if j.Spec.BackoffLimit == nil {
+		t.Error("backoffLimit must be set")
+	}
+}
+
+func TestServiceMonitor(t *testing.T) {
+	s := loadService(t)
+	var sm monitoringv1.ServiceMonitor
+	decodeStrict(t, manifest("servicemonitor.yaml"), "monitoring.coreos.com/v1", "ServiceMonitor", &sm)
+	sel, err := metav1LabelSelector(&sm.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Empty() || !sel.Matches(labels.Set(s.Labels)) {
+		t.Errorf("ServiceMonitor selector %v does not select the Service's labels %v", sel, s.Labels)
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("endpoints = %+v, want one", sm.Spec.Endpoints)
+	}
+	ep := sm.Spec.Endpoints[0]
+	if ep.Port == "" || ep.Port != s.Spec.Ports[0].Name {
+		t.Errorf("endpoint port %q, want the Service port name %q", ep.Port, s.Spec.Ports[0].Name)
+	}
+	if ep.Path != "/metrics" {
+		t.Errorf("endpoint path %q, want /metrics", ep.Path)
+	}
+}
+
+func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
+	var pr monitoringv1.PrometheusRule
+	decodeStrict(t, manifest("prometheusrule.yaml"), "monitoring.coreos.com/v1", "PrometheusRule", &pr)
+
+	// The rules file has the same shape as a PrometheusRule's spec.
+	var file monitoringv1.PrometheusRuleSpec
+	decodeStrict(t, rulesFile, "", "", &file)
+
+	if len(file.Groups) == 0 {
+		t.Fatalf("%s has no rule groups", rulesFile)
+	}
+	if !reflect.DeepEqual(pr.Spec.Groups, file.Groups) {
+		a, _ := json.MarshalIndent(pr.Spec.Groups, "", "  ")
+		b, _ := json.MarshalIndent(file.Groups, "", "  ")
+		t.Errorf("prometheusrule.yaml groups differ from %s:\n--- prometheusrule.yaml\n%s\n--- %s\n%s", rulesFile, a, rulesFile, b)
+	}
+
+	var alerts []string
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				alerts = append(alerts, r.Alert)
+			}
+		}
+	}
+	for _, want := range []string{
+		"QuittanceObligationUnconfirmed", "QuittanceEscalations", "QuittanceRefusedTokenSpike",
+		"QuittanceCompensationRequestFailures", "QuittanceCollectorFailing", "QuittanceNoScrape",
+	} {
+		if !slices.Contains(alerts, want) {
+			t.Errorf("alert %s missing from the PrometheusRule", want)
+		}
+	}
+}
+
+func TestSecretExampleStaysOutOfKustomization(t *testing.T) {
+	var s corev1.Secret
+	decodeStrict(t, manifest("secret.example.yaml"), "v1", "Secret", &s)
+	d := loadDeployment(t)
+	c := d.Spec.Template.Spec.Containers[0]
+	e, _ := envVar(c, "DATABASE_URL")
+	if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+		t.Fatal("DATABASE_URL is not from a Secret")
+	}
+	ref := e.ValueFrom.SecretKeyRef
+	if s.Name != ref.Name {
+		t.Errorf("example Secret is named %q, the deployment reads %q", s.Name, ref.Name)
+	}
+	if _, ok := s.StringData[ref.Key]; !ok {
+		t.Errorf("example Secret has no key %q", ref.Key)
+	}
+}

@@ -1,0 +1,134 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event types. Events are the audit log: appended, never changed.
+const (
+	EventTypeDelegationCreated   = "delegation_created"
+	EventTypeTaskStatusChanged   = "task_status_changed"
+	EventTypeTaskStatusDuplicate = "task_status_duplicate"
+	EventTypeTaskStatusStale     = "task_status_stale"
+	// EventTypeStatusConflict is the anomaly of a different status after a
+	// terminal one: the split brain this service exists to expose.
+	EventTypeStatusConflict   = "status_conflict"
+	EventTypeCancelRequested  = "cancel_requested"
+	EventTypeBudgetFunded     = "budget_funded"
+	EventTypeOrgUpdated       = "org_updated"
+	EventTypeTaskClassUpdated = "task_class_updated"
+	EventTypeTokenCreated     = "token_created"
+)
+
+// Event is one entry of the append-only audit log. Events form one hash
+// chain per stream: Hash = sha256 of the canonical content, which includes
+// PrevHash, the previous event's hash in the same stream.
+type Event struct {
+	Seq            int64
+	Stream         string
+	StreamSeq      int32
+	DelegationID   uuid.UUID
+	Type           string
+	At             time.Time
+	Actor          string
+	ObligationFrom ObligationState
+	ObligationTo   ObligationState
+	Data           json.RawMessage
+	// Evidence is a verbatim token (a JWS) the event rests on, kept so it can
+	// be verified again later.
+	Evidence string
+	PrevHash []byte
+	Hash     []byte
+}
+
+// GenesisHash is the PrevHash of the first event of every stream.
+var GenesisHash = make([]byte, sha256.Size)
+
+// ComputeHash returns the event's hash over its canonical content. The
+// content is a JSON object with sorted keys: stable across PostgreSQL's
+// jsonb normalization and Go versions, so anyone can recompute it.
+func (e Event) ComputeHash() ([]byte, error) {
+	data, err := canonicalJSON(e.Data)
+	if err != nil {
+		return nil, fmt.Errorf("canonicalize event data: %w", err)
+	}
+	delegation := ""
+	if e.DelegationID != uuid.Nil {
+		delegation = e.DelegationID.String()
+	}
+	content, err := json.Marshal(map[string]any{
+		"actor":           e.Actor,
+		"at":              e.At.UTC().Format(time.RFC3339Nano),
+		"data":            json.RawMessage(data),
+		"delegation_id":   delegation,
+		"evidence":        e.Evidence,
+		"obligation_from": string(e.ObligationFrom),
+		"obligation_to":   string(e.ObligationTo),
+		"prev_hash":       hex.EncodeToString(e.PrevHash),
+		"stream":          e.Stream,
+		"stream_seq":      e.StreamSeq,
+		"type":            e.Type,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(content)
+	return sum[:], nil
+}
+
+// ChainError reports the first event at which a stream's hash chain breaks.
+type ChainError struct {
+	Stream    string
+	StreamSeq int32
+	Problem   string
+}
+
+// Error implements error.
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("event chain %s broken at %d: %s", e.Stream, e.StreamSeq, e.Problem)
+}
+
+// VerifyChain checks that events, one stream's events in stream order,
+// form an unbroken hash chain from the genesis hash.
+func VerifyChain(events []Event) error {
+	prev := GenesisHash
+	for i, e := range events {
+		if e.StreamSeq != int32(i+1) {
+			return &ChainError{Stream: e.Stream, StreamSeq: e.StreamSeq, Problem: fmt.Sprintf("expected sequence %d", i+1)}
+		}
+		if !bytes.Equal(e.PrevHash, prev) {
+			return &ChainError{Stream: e.Stream, StreamSeq: e.StreamSeq, Problem: "prev_hash does not match the previous event"}
+		}
+		sum, err := e.ComputeHash()
+		if err != nil {
+			return &ChainError{Stream: e.Stream, StreamSeq: e.StreamSeq, Problem: err.Error()}
+		}
+		if !bytes.Equal(sum, e.Hash) {
+			return &ChainError{Stream: e.Stream, StreamSeq: e.StreamSeq, Problem: "hash does not match the content"}
+		}
+		prev = e.Hash
+	}
+	return nil
+}
+
+// canonicalJSON re-encodes a JSON value with object keys sorted and no
+// insignificant whitespace; numbers keep their literal text.
+func canonicalJSON(raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 {
+		return []byte("null"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}

@@ -1,0 +1,122 @@
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Money is an amount in integer minor units of an ISO 4217 currency. Money is
+// never a float.
+type Money struct {
+	AmountMinor int64
+	Currency    string
+}
+
+// RemoteTask identifies the A2A task at the remote org.
+type RemoteTask struct {
+	TaskID          string
+	ContextID       string
+	ProtocolVersion string
+}
+
+// Compensation is what Quittance knows about compensation being sought for
+// a delegation whose task ended while the gate applied.
+type Compensation struct {
+	// IdempotencyKey is derived from the delegation, identical across
+	// retries and restarts; acks must carry it.
+	IdempotencyKey string
+	Deadline       time.Time
+	Attempts       int
+	LastError      string
+	Receipt        json.RawMessage
+}
+
+// Delegation is one outbound delegation and its two lifecycles.
+type Delegation struct {
+	ID                  uuid.UUID
+	Tenant              string
+	BusinessOperationID string
+	// RequestHash fingerprints the creating request, so a retry with the same
+	// business_operation_id but a different body is detected.
+	RequestHash []byte
+	OrgID       string
+	TaskClass   string
+	BudgetID    string
+	Hold        Money
+	Remote      RemoteTask
+
+	TaskStatus        TaskStatus
+	TaskStatusAt      time.Time
+	TaskStatusMessage string
+
+	ObligationState   ObligationState
+	ObligationReason  string
+	CancelRequestedAt time.Time
+	Compensation      Compensation
+
+	// Version increases by one on every update.
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Stream is the name of the delegation's event stream.
+func (d Delegation) Stream() string { return DelegationStream(d.ID) }
+
+// DelegationStream names the event stream of delegation id.
+func DelegationStream(id uuid.UUID) string { return "delegation:" + id.String() }
+
+// Budget is money set aside for delegations. Always
+// Available + Held + Spent + WrittenOff = Funded.
+type Budget struct {
+	ID         string
+	Currency   string
+	Funded     int64
+	Available  int64
+	Held       int64
+	Spent      int64
+	WrittenOff int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Org is a remote organization whose agents Quittance delegates to.
+type Org struct {
+	ID                string
+	Name              string
+	SharedCoordinator bool
+	// JWKS is the org's public JWK Set, as registered; empty when none.
+	JWKS                  json.RawMessage
+	AgentCardURL          string
+	AllowedHosts          []string
+	RequireSignedReceipts bool
+	IdentityRevokedAt     time.Time
+	IdentityRevokedReason string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+}
+
+// IdentityRevoked reports whether on-call revoked the org's agent identity.
+func (o Org) IdentityRevoked() bool { return !o.IdentityRevokedAt.IsZero() }
+
+// DelegationFilter selects delegations for a listing. Empty fields match all.
+type DelegationFilter struct {
+	Tenant          string
+	ObligationState ObligationState
+	TaskStatus      TaskStatus
+	OrgID           string
+	// After is the cursor: only delegations listed after it are returned.
+	After uuid.UUID
+	Limit int
+}
+
+// BudgetMove is one movement of money in a budget, journaled.
+type BudgetMove struct {
+	BudgetID     string
+	DelegationID uuid.UUID
+	Kind         BudgetMoveKind
+	AmountMinor  int64
+	At           time.Time
+}

@@ -1,0 +1,239 @@
+package ledger
+
+import "fmt"
+
+// ObligationState is Quittance's own lifecycle of a delegation: what is still
+// owed after the remote task record is closed (DESIGN.md §2.2).
+type ObligationState string
+
+// The obligation states. The last four are terminal.
+const (
+	ObligationHeld                          ObligationState = "held"
+	ObligationRevocationPendingCompensation ObligationState = "revocation_pending_compensation"
+	ObligationCompensationUnconfirmed       ObligationState = "compensation_unconfirmed"
+	ObligationEscalated                     ObligationState = "escalated"
+	ObligationSettled                       ObligationState = "settled"
+	ObligationReleased                      ObligationState = "released"
+	ObligationCompensated                   ObligationState = "compensated"
+	ObligationWrittenOff                    ObligationState = "written_off"
+)
+
+// ObligationStates lists every obligation state, open ones first.
+var ObligationStates = []ObligationState{
+	ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed,
+	ObligationEscalated, ObligationSettled, ObligationReleased, ObligationCompensated, ObligationWrittenOff,
+}
+
+// ParseObligationState accepts exactly the stored names of the states.
+func ParseObligationState(raw string) (ObligationState, error) {
+	for _, s := range ObligationStates {
+		if raw == string(s) {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("unknown obligation state %q", raw)
+}
+
+// HoldState says where a delegation's held amount is.
+type HoldState string
+
+// The hold states: the money is held, spent on completed work, returned to
+// the budget, or lost to a write-off.
+const (
+	HoldActive   HoldState = "active"
+	HoldConsumed HoldState = "consumed"
+	HoldReturned HoldState = "returned"
+	HoldLost     HoldState = "lost"
+)
+
+// Hold reports where the hold is while the obligation is in state s.
+func (s ObligationState) Hold() HoldState {
+	switch s {
+	case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated:
+		return HoldActive
+	case ObligationSettled:
+		return HoldConsumed
+	case ObligationReleased, ObligationCompensated:
+		return HoldReturned
+	case ObligationWrittenOff:
+		return HoldLost
+	}
+	return HoldActive
+}
+
+// Terminal reports whether the obligation is over: its hold has left
+// "active" for good.
+func (s ObligationState) Terminal() bool { return s.Hold() != HoldActive }
+
+// ObligationEvent is something that may move an obligation. Each names one
+// kind of evidence; nothing else moves an obligation.
+type ObligationEvent string
+
+// The obligation events of DESIGN.md §2.2.
+const (
+	// EventTaskCompleted: the remote task reached completed.
+	EventTaskCompleted ObligationEvent = "task_completed"
+	// EventTaskRejected: the remote task was rejected before any work.
+	EventTaskRejected ObligationEvent = "task_rejected"
+	// EventTaskEndedUngated: canceled or failed, and the gate does not apply.
+	EventTaskEndedUngated ObligationEvent = "task_ended_ungated"
+	// EventTaskEndedCompensated: canceled or failed, the gate applies, and an
+	// atomic cancel-and-compensate receipt arrived in the same response.
+	EventTaskEndedCompensated ObligationEvent = "task_ended_compensated"
+	// EventTaskEndedGated: canceled or failed, and the gate applies.
+	EventTaskEndedGated ObligationEvent = "task_ended_gated"
+	// EventCompensationAck: the remote org acknowledged compensation.
+	EventCompensationAck ObligationEvent = "compensation_ack"
+	// EventDeclarationVerified: a signed no_compensation_required declaration verified.
+	EventDeclarationVerified ObligationEvent = "declaration_verified"
+	// EventCompensationUnconfirmed: the deadline passed, retries were
+	// exhausted, or the remote org was unreachable.
+	EventCompensationUnconfirmed ObligationEvent = "compensation_unconfirmed"
+	// EventIdentityRevoked: the remote org's agent identity was revoked.
+	EventIdentityRevoked ObligationEvent = "identity_revoked"
+	// EventWriteOffApproved: an on-call human's write-off was executed.
+	EventWriteOffApproved ObligationEvent = "write_off_approved"
+)
+
+// ObligationEvents lists every obligation event.
+var ObligationEvents = []ObligationEvent{
+	EventTaskCompleted, EventTaskRejected, EventTaskEndedUngated, EventTaskEndedCompensated,
+	EventTaskEndedGated, EventCompensationAck, EventDeclarationVerified, EventCompensationUnconfirmed,
+	EventIdentityRevoked, EventWriteOffApproved,
+}
+
+// Reasons recorded with a transition into a terminal or waiting state.
+const (
+	ReasonCompleted              = "completed"
+	ReasonRejectedBeforeWork     = "rejected_before_work"
+	ReasonGateNotRequired        = "gate_not_required"
+	ReasonAtomicCompensation     = "atomic_compensation_receipt"
+	ReasonCompensationRequired   = "compensation_required"
+	ReasonCompensationAcked      = "compensation_acknowledged"
+	ReasonNoCompensationDeclared = "no_compensation_declared"
+	ReasonCompensationUnconfirm  = "compensation_unconfirmed"
+	ReasonIdentityRevoked        = "identity_revoked"
+	ReasonWrittenOff             = "written_off"
+)
+
+// TransitionError reports an obligation event that is not allowed from the
+// obligation's current state.
+type TransitionError struct {
+	From  ObligationState
+	Event ObligationEvent
+}
+
+// Error implements error.
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("obligation in state %s cannot take event %s", e.From, e.Event)
+}
+
+// NextObligation is the obligation state machine: the state that event ev
+// moves an obligation in state from to, and the reason recorded with it.
+// It is exactly the transition table of DESIGN.md §2.2; every other pair is
+// refused with a *TransitionError.
+func NextObligation(from ObligationState, ev ObligationEvent) (ObligationState, string, error) {
+	refuse := func() (ObligationState, string, error) { return "", "", &TransitionError{From: from, Event: ev} }
+	switch from {
+	case ObligationHeld:
+		switch ev {
+		case EventTaskCompleted:
+			return ObligationSettled, ReasonCompleted, nil
+		case EventTaskRejected:
+			return ObligationReleased, ReasonRejectedBeforeWork, nil
+		case EventTaskEndedUngated:
+			return ObligationReleased, ReasonGateNotRequired, nil
+		case EventTaskEndedCompensated:
+			return ObligationCompensated, ReasonAtomicCompensation, nil
+		case EventTaskEndedGated:
+			return ObligationRevocationPendingCompensation, ReasonCompensationRequired, nil
+		case EventIdentityRevoked:
+			return ObligationEscalated, ReasonIdentityRevoked, nil
+		}
+	case ObligationRevocationPendingCompensation:
+		switch ev {
+		case EventCompensationAck:
+			return ObligationCompensated, ReasonCompensationAcked, nil
+		case EventDeclarationVerified:
+			return ObligationReleased, ReasonNoCompensationDeclared, nil
+		case EventCompensationUnconfirmed:
+			return ObligationCompensationUnconfirmed, ReasonCompensationUnconfirm, nil
+		case EventIdentityRevoked:
+			return ObligationEscalated, ReasonIdentityRevoked, nil
+		case EventWriteOffApproved:
+			return ObligationWrittenOff, ReasonWrittenOff, nil
+		}
+	case ObligationCompensationUnconfirmed:
+		switch ev {
+		case EventCompensationAck:
+			return ObligationCompensated, ReasonCompensationAcked, nil
+		case EventDeclarationVerified:
+			return ObligationReleased, ReasonNoCompensationDeclared, nil
+		case EventIdentityRevoked:
+			return ObligationEscalated, ReasonIdentityRevoked, nil
+		case EventWriteOffApproved:
+			return ObligationWrittenOff, ReasonWrittenOff, nil
+		}
+	case ObligationEscalated:
+		if ev == EventWriteOffApproved {
+			return ObligationWrittenOff, ReasonWrittenOff, nil
+		}
+	case ObligationSettled, ObligationReleased, ObligationCompensated, ObligationWrittenOff:
+		// Terminal: nothing moves a finished obligation.
+	}
+	return refuse()
+}
+
+// TerminalStatusEvent is the obligation event a terminal task status raises,
+// given whether the gate applies and whether an atomic compensation receipt
+// arrived with it. A non-terminal status raises none (ok is false).
+func TerminalStatusEvent(status TaskStatus, gated, atomicReceipt bool) (ev ObligationEvent, ok bool) {
+	switch status {
+	case StatusCompleted:
+		return EventTaskCompleted, true
+	case StatusRejected:
+		return EventTaskRejected, true
+	case StatusCanceled, StatusFailed:
+		switch {
+		case !gated:
+			return EventTaskEndedUngated, true
+		case atomicReceipt:
+			return EventTaskEndedCompensated, true
+		default:
+			return EventTaskEndedGated, true
+		}
+	case StatusUnknown, StatusSubmitted, StatusWorking, StatusInputRequired, StatusAuthRequired:
+	}
+	return "", false
+}
+
+// BudgetMoveKind names a movement of money between a budget's columns.
+type BudgetMoveKind string
+
+// The budget movements. Each moves an amount out of one column into another,
+// so funded never changes except by funding.
+const (
+	MoveFund     BudgetMoveKind = "fund"      // funded and available change together
+	MoveHold     BudgetMoveKind = "hold"      // available → held
+	MoveSpend    BudgetMoveKind = "spend"     // held → spent
+	MoveReturn   BudgetMoveKind = "return"    // held → available
+	MoveWriteOff BudgetMoveKind = "write_off" // held → written_off
+)
+
+// HoldMove is the budget movement that accompanies an obligation moving
+// from one state to another; ok is false when the hold does not move.
+func HoldMove(from, to ObligationState) (kind BudgetMoveKind, ok bool) {
+	if from.Hold() != HoldActive {
+		return "", false
+	}
+	switch to.Hold() {
+	case HoldConsumed:
+		return MoveSpend, true
+	case HoldReturned:
+		return MoveReturn, true
+	case HoldLost:
+		return MoveWriteOff, true
+	case HoldActive:
+	}
+	return "", false
+}

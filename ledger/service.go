@@ -1,0 +1,412 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Service is the ledger's use cases: recording delegations, their task
+// status, budgets, orgs, task classes and tokens. It holds no state of its
+// own; everything is in the Store.
+type Service struct {
+	store        Store
+	clock        Clock
+	log          *slog.Logger
+	validateJWKS func([]byte) error
+}
+
+// Config wires a Service.
+type Config struct {
+	Store Store
+	Clock Clock
+	Log   *slog.Logger
+	// ValidateJWKS checks a JWK Set an admin registers for an org. The
+	// signature rules live in the compensation package; the ledger only
+	// refuses what it rejects.
+	ValidateJWKS func([]byte) error
+}
+
+// NewService returns a Service.
+func NewService(cfg Config) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ValidateJWKS == nil {
+		cfg.ValidateJWKS = func([]byte) error { return nil }
+	}
+	return &Service{store: cfg.Store, clock: cfg.Clock, log: cfg.Log, validateJWKS: cfg.ValidateJWKS}
+}
+
+// Now is the service clock's time at PostgreSQL's precision (microseconds),
+// so what is hashed into an event equals what is read back.
+func (s *Service) Now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+
+var (
+	idPattern        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	classPattern     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	currencyPattern  = regexp.MustCompile(`^[A-Z]{3}$`)
+	maxTextLen       = 4096
+	maxRemoteIDLen   = 256
+	maxOperationLen  = 200
+	maxListLimit     = 500
+	defaultListLimit = 50
+)
+
+func checkID(field, v string) error {
+	if !idPattern.MatchString(v) {
+		return Invalid(field, "must be 1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+func checkCurrency(field, v string) error {
+	if !currencyPattern.MatchString(v) {
+		return Invalid(field, "must be an ISO 4217 code of three upper-case letters")
+	}
+	return nil
+}
+
+// Authenticate resolves a bearer token to its principal.
+func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	if secret == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	t, err := s.store.TokenByHash(ctx, HashToken(secret))
+	if errors.Is(err, ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up token: %w", err)
+	}
+	return Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Tenant: t.Tenant}, nil
+}
+
+// require refuses a principal whose role is not among roles.
+func require(p Principal, roles ...Role) error {
+	if slices.Contains(roles, p.Role) {
+		return nil
+	}
+	return ErrForbidden
+}
+
+// CreateInput is a request to record a delegation.
+type CreateInput struct {
+	BusinessOperationID string
+	OrgID               string
+	TaskClass           string
+	BudgetID            string
+	Hold                Money
+	Remote              RemoteTask
+}
+
+func (in CreateInput) validate() error {
+	switch {
+	case strings.TrimSpace(in.BusinessOperationID) == "" || len(in.BusinessOperationID) > maxOperationLen:
+		return Invalid("business_operation_id", "is required, at most %d characters", maxOperationLen)
+	case in.Hold.AmountMinor <= 0:
+		return Invalid("hold.amount_minor", "must be a positive integer number of minor units")
+	case in.Remote.TaskID == "" || len(in.Remote.TaskID) > maxRemoteIDLen:
+		return Invalid("remote.task_id", "is required, at most %d characters", maxRemoteIDLen)
+	case len(in.Remote.ContextID) > maxRemoteIDLen:
+		return Invalid("remote.context_id", "is at most %d characters", maxRemoteIDLen)
+	case !classPattern.MatchString(in.TaskClass):
+		return Invalid("task_class", "must be lower-case letters, digits and '_', starting with a letter")
+	}
+	if err := checkID("org_id", in.OrgID); err != nil {
+		return err
+	}
+	if err := checkID("budget_id", in.BudgetID); err != nil {
+		return err
+	}
+	return checkCurrency("hold.currency", in.Hold.Currency)
+}
+
+// hash fingerprints the request so an idempotent retry can be told from a
+// different request reusing the same business operation id.
+func (in CreateInput) hash() []byte {
+	b, _ := json.Marshal([]string{
+		in.OrgID, in.TaskClass, in.BudgetID, fmt.Sprint(in.Hold.AmountMinor), in.Hold.Currency,
+		in.Remote.TaskID, in.Remote.ContextID,
+	})
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// CreateDelegation records a delegation and places its hold, in one
+// transaction. It is idempotent per tenant on BusinessOperationID: the same
+// request again returns the recorded delegation with created false and no
+// second hold; a different request with the same id is ErrIdempotencyMismatch.
+func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateInput) (d Delegation, created bool, err error) {
+	if err := require(p, RoleOrchestrator); err != nil {
+		return Delegation{}, false, err
+	}
+	if err := in.validate(); err != nil {
+		return Delegation{}, false, err
+	}
+	hash := in.hash()
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		created = false
+		existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
+		if err == nil {
+			d, err = sameRequest(existing, hash)
+			return err
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		org, err := tx.Org(ctx, in.OrgID)
+		if errors.Is(err, ErrNotFound) {
+			return &ReferenceError{Field: "org_id", ID: in.OrgID}
+		} else if err != nil {
+			return err
+		}
+		if org.IdentityRevoked() {
+			return Conflict("org_identity_revoked", "org %s's agent identity is revoked; no new delegations", org.ID)
+		}
+		budget, err := tx.Budget(ctx, in.BudgetID)
+		if errors.Is(err, ErrNotFound) {
+			return &ReferenceError{Field: "budget_id", ID: in.BudgetID}
+		} else if err != nil {
+			return err
+		}
+		if budget.Currency != in.Hold.Currency {
+			return Conflict("currency_mismatch", "budget %s is in %s, the hold is in %s", budget.ID, budget.Currency, in.Hold.Currency)
+		}
+		if _, err := tx.DelegationByRemoteTask(ctx, in.OrgID, in.Remote.TaskID); err == nil {
+			return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		now := s.Now()
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		d = Delegation{
+			ID: id, Tenant: p.Tenant, BusinessOperationID: in.BusinessOperationID, RequestHash: hash,
+			OrgID: in.OrgID, TaskClass: in.TaskClass, BudgetID: in.BudgetID, Hold: in.Hold, Remote: in.Remote,
+			TaskStatus: StatusUnknown, ObligationState: ObligationHeld, Version: 1, CreatedAt: now, UpdatedAt: now,
+		}
+		inserted, err := tx.InsertDelegation(ctx, d)
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			// A concurrent identical request committed first.
+			existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
+			if err != nil {
+				return err
+			}
+			d, err = sameRequest(existing, hash)
+			return err
+		}
+		if _, err := tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now}); err != nil {
+			return err
+		}
+		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: map[string]any{
+			"business_operation_id": d.BusinessOperationID, "org_id": d.OrgID, "task_class": d.TaskClass,
+			"budget_id": d.BudgetID, "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
+			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID,
+		}})
+		created = true
+		return err
+	})
+	if err != nil {
+		return Delegation{}, false, err
+	}
+	return d, created, nil
+}
+
+func sameRequest(existing Delegation, hash []byte) (Delegation, error) {
+	if string(existing.RequestHash) != string(hash) {
+		return Delegation{}, ErrIdempotencyMismatch
+	}
+	return existing, nil
+}
+
+// visible loads a delegation the principal may see; any other is ErrNotFound.
+func visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegation, error) {
+	d, err := r.Delegation(ctx, id)
+	if err != nil {
+		return Delegation{}, err
+	}
+	if !p.SeesTenant(d.Tenant) {
+		return Delegation{}, fmt.Errorf("delegation %s: %w", id, ErrNotFound)
+	}
+	return d, nil
+}
+
+// lockVisible is visible with the delegation's row locked for tx.
+func lockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegation, error) {
+	if _, err := visible(ctx, tx, p, id); err != nil {
+		return Delegation{}, err
+	}
+	return tx.DelegationForUpdate(ctx, id)
+}
+
+// GetDelegation returns a delegation the principal may see.
+func (s *Service) GetDelegation(ctx context.Context, p Principal, id uuid.UUID) (Delegation, error) {
+	return visible(ctx, s.store, p, id)
+}
+
+// ListDelegations lists delegations newest first; orchestrators see their
+// tenant's only.
+func (s *Service) ListDelegations(ctx context.Context, p Principal, f DelegationFilter) ([]Delegation, error) {
+	if p.Role == RoleOrchestrator {
+		f.Tenant = p.Tenant
+	}
+	switch {
+	case f.Limit == 0:
+		f.Limit = defaultListLimit
+	case f.Limit < 1 || f.Limit > maxListLimit:
+		return nil, Invalid("limit", "must be between 1 and %d", maxListLimit)
+	}
+	return s.store.ListDelegations(ctx, f)
+}
+
+// DelegationEvents returns a visible delegation's events, oldest first.
+func (s *Service) DelegationEvents(ctx context.Context, p Principal, id uuid.UUID) ([]Event, error) {
+	d, err := visible(ctx, s.store, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.StreamEvents(ctx, d.Stream())
+}
+
+// Observation is a report of the remote task's status.
+type Observation struct {
+	Status TaskStatus
+	// Timestamp is when the remote reports the status took effect; zero
+	// means "now". Older than the last applied observation means stale.
+	Timestamp time.Time
+	Message   string
+	// AtomicReceipt is set when a compensation receipt arrived in the same
+	// response as a terminal status (an atomic cancel-and-compensate).
+	AtomicReceipt json.RawMessage
+	// Source names where the observation came from (api, push, poll, stream, cancel).
+	Source string
+}
+
+// ReportTaskStatus applies an observation of the remote task (DESIGN.md
+// §2.1): a terminal status is immutable, a different later terminal status
+// is recorded as a status_conflict anomaly, stale observations are recorded
+// and ignored, and a newly terminal status moves the obligation (§2.2).
+func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUID, obs Observation) (Delegation, error) {
+	if err := require(p, RoleOrchestrator); err != nil {
+		return Delegation{}, err
+	}
+	if len(obs.Message) > maxTextLen {
+		return Delegation{}, Invalid("message", "is at most %d characters", maxTextLen)
+	}
+	var out Delegation
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		d, err := lockVisible(ctx, tx, p, id)
+		if err != nil {
+			return err
+		}
+		out, err = ObserveTaskStatus(ctx, tx, d, obs, p.Actor(), s.Now())
+		return err
+	})
+	return out, err
+}
+
+// ObserveTaskStatus applies an observation to d inside tx. Every way of
+// observing a remote task (orchestrator report, push, poll, stream, cancel
+// reply) goes through it.
+func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
+	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
+	if obs.Timestamp.IsZero() {
+		at = now
+	}
+	data := map[string]any{
+		"state": string(obs.Status), "timestamp": at.Format(time.RFC3339Nano), "previous": string(d.TaskStatus),
+	}
+	if obs.Message != "" {
+		data["message"] = obs.Message
+	}
+	if obs.Source != "" {
+		data["source"] = obs.Source
+	}
+	record := func(typ string) (Delegation, error) {
+		_, err := Record(ctx, tx, d, Change{Type: typ, Actor: actor, At: now, Data: data})
+		return d, err
+	}
+	switch {
+	case d.TaskStatus.Terminal() && obs.Status == d.TaskStatus:
+		return record(EventTypeTaskStatusDuplicate)
+	case d.TaskStatus.Terminal():
+		return record(EventTypeStatusConflict)
+	case !d.TaskStatusAt.IsZero() && at.Before(d.TaskStatusAt):
+		data["last_applied_at"] = d.TaskStatusAt.UTC().Format(time.RFC3339Nano)
+		return record(EventTypeTaskStatusStale)
+	case obs.Status == d.TaskStatus && obs.Message == d.TaskStatusMessage:
+		return record(EventTypeTaskStatusDuplicate)
+	}
+	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, obs.Message
+	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data}
+	if obs.Status.Terminal() && d.ObligationState == ObligationHeld {
+		class, err := tx.TaskClass(ctx, d.TaskClass)
+		if errors.Is(err, ErrNotFound) {
+			class = UnknownTaskClass(d.TaskClass)
+		} else if err != nil {
+			return Delegation{}, err
+		}
+		org, err := tx.Org(ctx, d.OrgID)
+		if err != nil {
+			return Delegation{}, err
+		}
+		gated := GateApplies(class, org, obs.Status)
+		ev, _ := TerminalStatusEvent(obs.Status, gated, len(obs.AtomicReceipt) > 0)
+		change.Obligation = ev
+		change.CompensationTimeout = class.CompensationTimeout
+		data["gate_applies"] = gated
+		if ev == EventTaskEndedCompensated {
+			d.Compensation.IdempotencyKey = CompensationKey(d)
+			d.Compensation.Receipt = obs.AtomicReceipt
+			data["receipt"] = obs.AtomicReceipt
+		}
+	}
+	d, _, err := Apply(ctx, tx, d, change)
+	return d, err
+}
+
+// RequestCancel records that the orchestrator asked to revoke the
+// delegation. Asking twice records nothing new. Only a later terminal task
+// status moves the obligation: a cancel request is not evidence.
+func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) (Delegation, error) {
+	if err := require(p, RoleOrchestrator); err != nil {
+		return Delegation{}, err
+	}
+	var out Delegation
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		d, err := lockVisible(ctx, tx, p, id)
+		if err != nil {
+			return err
+		}
+		if !d.CancelRequestedAt.IsZero() {
+			out = d
+			return nil
+		}
+		if d.TaskStatus.Terminal() {
+			return Conflict("task_terminal", "the remote task is already %s", d.TaskStatus)
+		}
+		now := s.Now()
+		d.CancelRequestedAt = now
+		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now})
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,81 @@
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Clock tells the time. Services never call time.Now themselves, so tests
+// can move time (DESIGN.md §2.2 invariant 2 is checked with a fake clock).
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Store is the persistence the ledger needs. Every method takes the time it
+// should record as a parameter; the store never reads a clock.
+//
+// Error contract: a missing row is ErrNotFound (wrapped); a failed
+// conditional update is ErrConcurrentUpdate; a budget that cannot cover a
+// hold is ErrInsufficientFunds.
+type Store interface {
+	Reader
+	// InTx runs fn in one database transaction, committing if fn returns
+	// nil. Every state change, its hold movement and its event are written
+	// through one Tx, so they commit together or not at all. InTx retries fn
+	// on serialization failures and deadlocks, so fn must have no effects
+	// outside the Tx.
+	InTx(ctx context.Context, fn func(Tx) error) error
+	// Ping reports whether the database is reachable and fully migrated.
+	Ping(ctx context.Context) error
+}
+
+// Reader is the read side, usable inside and outside a transaction.
+type Reader interface {
+	Delegation(ctx context.Context, id uuid.UUID) (Delegation, error)
+	DelegationByOperation(ctx context.Context, tenant, businessOperationID string) (Delegation, error)
+	DelegationByRemoteTask(ctx context.Context, orgID, remoteTaskID string) (Delegation, error)
+	ListDelegations(ctx context.Context, f DelegationFilter) ([]Delegation, error)
+	// StreamEvents returns a stream's events in stream order.
+	StreamEvents(ctx context.Context, stream string) ([]Event, error)
+	Budget(ctx context.Context, id string) (Budget, error)
+	Org(ctx context.Context, id string) (Org, error)
+	// TaskClass returns the class, or ErrNotFound when none is registered.
+	TaskClass(ctx context.Context, name string) (TaskClass, error)
+	TokenByHash(ctx context.Context, hash []byte) (Token, error)
+}
+
+// Tx is a database transaction.
+type Tx interface {
+	Reader
+	// DelegationForUpdate loads a delegation and locks its row until the
+	// transaction ends.
+	DelegationForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error)
+	// InsertDelegation inserts d unless a delegation with the same tenant and
+	// business operation id exists; inserted is false in that case.
+	InsertDelegation(ctx context.Context, d Delegation) (inserted bool, err error)
+	// UpdateDelegation writes d's mutable fields if the stored version is
+	// d.Version-1, else returns ErrConcurrentUpdate.
+	UpdateDelegation(ctx context.Context, d Delegation) error
+	// MoveBudget applies one movement and journals it, returning the budget
+	// after it. A hold larger than the available amount is
+	// ErrInsufficientFunds and changes nothing.
+	MoveBudget(ctx context.Context, m BudgetMove) (Budget, error)
+	// PutBudget creates a budget, or updates its funding. Budgets with the
+	// given id are locked for the rest of the transaction.
+	BudgetForUpdate(ctx context.Context, id string) (Budget, error)
+	InsertBudget(ctx context.Context, b Budget) error
+	PutOrg(ctx context.Context, o Org) error
+	PutTaskClass(ctx context.Context, c TaskClass) error
+	InsertToken(ctx context.Context, t Token) error
+	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
+	// and Hash. Appends to one stream are serialized.
+	AppendEvent(ctx context.Context, e Event) (Event, error)
+}

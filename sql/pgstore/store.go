@@ -1,0 +1,120 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+	"github.com/quittance/quittance/sql/migrations"
+)
+
+// Store implements ledger.Store on a pgx pool.
+type Store struct {
+	reader
+	pool        *pgxpool.Pool
+	afterCommit func([]ledger.Event)
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithAfterCommit registers fn to receive the events each transaction
+// appended, after it commits (and only then): metrics and notifications are
+// derived from what is durable, never from what might roll back.
+func WithAfterCommit(fn func([]ledger.Event)) Option {
+	return func(s *Store) { s.afterCommit = fn }
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{reader: reader{q: dbsqlc.New(pool)}, pool: pool}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Pool returns the store's connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping reports whether the database answers and has every migration applied.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	pending, err := migrations.Pending(ctx, db)
+	if err != nil {
+		return err
+	}
+	if pending {
+		return errors.New("database has pending migrations")
+	}
+	return nil
+}
+
+// maxTxAttempts bounds retries of transactions PostgreSQL aborted for
+// serialization failures or deadlocks.
+const maxTxAttempts = 5
+
+// InTx runs fn in a transaction, retrying it when PostgreSQL reports a
+// serialization failure or deadlock.
+func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
+	var err error
+	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
+		var events []ledger.Event
+		events, err = s.inTxOnce(ctx, fn)
+		if err == nil {
+			if s.afterCommit != nil && len(events) > 0 {
+				s.afterCommit(events)
+			}
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(attempt) * 5 * time.Millisecond)
+	}
+	return err
+}
+
+func (s *Store) inTxOnce(ctx context.Context, fn func(ledger.Tx) error) ([]ledger.Event, error) {
+	pgtx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	t := &tx{reader: reader{q: dbsqlc.New(pgtx)}}
+	if err := fn(t); err != nil {
+		return nil, interpretError(err)
+	}
+	if err := pgtx.Commit(ctx); err != nil {
+		return nil, interpretError(fmt.Errorf("commit: %w", err))
+	}
+	return t.appended, nil
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+	}
+	return false
+}
+
+// interpretError turns PostgreSQL's errors into the ledger's.
+func interpretError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w", ledger.ErrNotFound)
+	}
+	return err
+}

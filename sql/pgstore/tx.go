@@ -1,0 +1,184 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// tx implements ledger.Tx on one pgx transaction.
+type tx struct {
+	reader
+	appended []ledger.Event
+}
+
+func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Delegation, error) {
+	row, err := t.q.DelegationGetByIDForUpdate(ctx, id)
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation", id)
+	}
+	return toDelegation(row), nil
+}
+
+func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, error) {
+	n, err := t.q.DelegationInsert(ctx, dbsqlc.DelegationInsertParams{
+		ID: d.ID, Tenant: d.Tenant, BusinessOperationID: d.BusinessOperationID, RequestHash: d.RequestHash,
+		OrgID: d.OrgID, TaskClass: d.TaskClass, BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor,
+		Currency: d.Hold.Currency, RemoteTaskID: optional(d.Remote.TaskID), RemoteContextID: optional(d.Remote.ContextID),
+		ProtocolVersion: optional(d.Remote.ProtocolVersion), TaskStatus: string(d.TaskStatus),
+		ObligationState: string(d.ObligationState), Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+	})
+	if err != nil {
+		return false, fmt.Errorf("insert delegation %s: %w", d.ID, err)
+	}
+	return n == 1, nil
+}
+
+func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
+	n, err := t.q.DelegationUpdate(ctx, dbsqlc.DelegationUpdateParams{
+		ID: d.ID, RemoteTaskID: optional(d.Remote.TaskID), RemoteContextID: optional(d.Remote.ContextID),
+		ProtocolVersion: optional(d.Remote.ProtocolVersion), TaskStatus: string(d.TaskStatus),
+		TaskStatusAt: optionalTime(d.TaskStatusAt), TaskStatusMessage: optional(d.TaskStatusMessage),
+		ObligationState: string(d.ObligationState), ObligationReason: optional(d.ObligationReason),
+		CancelRequestedAt: optionalTime(d.CancelRequestedAt), CompensationKey: optional(d.Compensation.IdempotencyKey),
+		CompensationDeadline: optionalTime(d.Compensation.Deadline), CompensationAttempts: int32(d.Compensation.Attempts),
+		CompensationLastError: optional(d.Compensation.LastError), CompensationReceipt: d.Compensation.Receipt,
+		PreviousVersion: d.Version - 1, UpdatedAt: d.UpdatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("update delegation %s: %w", d.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("delegation %s version %d: %w", d.ID, d.Version-1, ledger.ErrConcurrentUpdate)
+	}
+	return nil
+}
+
+func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) (ledger.Budget, error) {
+	id, amount := m.BudgetID, m.AmountMinor
+	var (
+		row dbsqlc.Budget
+		err error
+	)
+	switch m.Kind {
+	case ledger.MoveFund:
+		row, err = t.q.BudgetFund(ctx, dbsqlc.BudgetFundParams{ID: id, Amount: amount, At: m.At})
+	case ledger.MoveHold:
+		row, err = t.q.BudgetHold(ctx, dbsqlc.BudgetHoldParams{ID: id, Amount: amount, At: m.At})
+	case ledger.MoveSpend:
+		row, err = t.q.BudgetSpend(ctx, dbsqlc.BudgetSpendParams{ID: id, Amount: amount, At: m.At})
+	case ledger.MoveReturn:
+		row, err = t.q.BudgetReturn(ctx, dbsqlc.BudgetReturnParams{ID: id, Amount: amount, At: m.At})
+	case ledger.MoveWriteOff:
+		row, err = t.q.BudgetWriteOff(ctx, dbsqlc.BudgetWriteOffParams{ID: id, Amount: amount, At: m.At})
+	default:
+		return ledger.Budget{}, fmt.Errorf("unknown budget movement %q", m.Kind)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		if m.Kind == ledger.MoveHold {
+			return ledger.Budget{}, fmt.Errorf("hold %d on budget %s: %w", m.AmountMinor, m.BudgetID, ledger.ErrInsufficientFunds)
+		}
+		return ledger.Budget{}, fmt.Errorf("%s %d on budget %s: budget missing or amount not held", m.Kind, m.AmountMinor, m.BudgetID)
+	}
+	if err != nil {
+		return ledger.Budget{}, fmt.Errorf("%s %d on budget %s: %w", m.Kind, m.AmountMinor, m.BudgetID, err)
+	}
+	entry := dbsqlc.BudgetEntryInsertParams{BudgetID: m.BudgetID, Kind: string(m.Kind), AmountMinor: m.AmountMinor, At: m.At}
+	if m.DelegationID != uuid.Nil {
+		entry.DelegationID = uuid.NullUUID{UUID: m.DelegationID, Valid: true}
+	}
+	if err := t.q.BudgetEntryInsert(ctx, entry); err != nil {
+		return ledger.Budget{}, fmt.Errorf("journal %s on budget %s: %w", m.Kind, m.BudgetID, err)
+	}
+	return toBudget(row), nil
+}
+
+func (t *tx) BudgetForUpdate(ctx context.Context, id string) (ledger.Budget, error) {
+	row, err := t.q.BudgetGetByIDForUpdate(ctx, id)
+	if err != nil {
+		return ledger.Budget{}, notFound(err, "budget", id)
+	}
+	return toBudget(row), nil
+}
+
+func (t *tx) InsertBudget(ctx context.Context, b ledger.Budget) error {
+	if err := t.q.BudgetInsert(ctx, dbsqlc.BudgetInsertParams{ID: b.ID, Currency: b.Currency, CreatedAt: b.CreatedAt}); err != nil {
+		return fmt.Errorf("insert budget %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+func (t *tx) PutOrg(ctx context.Context, o ledger.Org) error {
+	err := t.q.OrgUpsert(ctx, dbsqlc.OrgUpsertParams{
+		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, Jwks: o.JWKS,
+		AgentCardUrl: optional(o.AgentCardURL), AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
+		IdentityRevokedAt: optionalTime(o.IdentityRevokedAt), IdentityRevokedReason: optional(o.IdentityRevokedReason),
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("store org %s: %w", o.ID, err)
+	}
+	return nil
+}
+
+func (t *tx) PutTaskClass(ctx context.Context, c ledger.TaskClass) error {
+	gate := make([]string, len(c.GateOn))
+	for i, s := range c.GateOn {
+		gate[i] = string(s)
+	}
+	err := t.q.TaskClassUpsert(ctx, dbsqlc.TaskClassUpsertParams{
+		Name: c.Name, EffectCapable: c.EffectCapable, GateOn: gate,
+		CompensationTimeoutMs: c.CompensationTimeout.Milliseconds(), UpdatedAt: c.UpdatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("store task class %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+func (t *tx) InsertToken(ctx context.Context, tok ledger.Token) error {
+	err := t.q.TokenInsert(ctx, dbsqlc.TokenInsertParams{
+		ID: tok.ID, Name: tok.Name, Role: string(tok.Role), Tenant: optional(tok.Tenant), TokenHash: tok.Hash, CreatedAt: tok.CreatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("insert token %s: %w", tok.Name, err)
+	}
+	return nil
+}
+
+func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
+	if err := t.q.EventStreamLock(ctx, e.Stream); err != nil {
+		return ledger.Event{}, fmt.Errorf("lock stream %s: %w", e.Stream, err)
+	}
+	head, err := t.q.EventStreamHead(ctx, e.Stream)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		e.StreamSeq, e.PrevHash = 1, ledger.GenesisHash
+	case err != nil:
+		return ledger.Event{}, fmt.Errorf("read head of stream %s: %w", e.Stream, err)
+	default:
+		e.StreamSeq, e.PrevHash = head.StreamSeq+1, head.Hash
+	}
+	if e.Hash, err = e.ComputeHash(); err != nil {
+		return ledger.Event{}, err
+	}
+	p := dbsqlc.EventInsertParams{
+		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: e.Type, At: e.At, Actor: e.Actor,
+		ObligationFrom: optional(string(e.ObligationFrom)), ObligationTo: optional(string(e.ObligationTo)),
+		Data: e.Data, Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
+	}
+	if e.DelegationID != uuid.Nil {
+		p.DelegationID = uuid.NullUUID{UUID: e.DelegationID, Valid: true}
+	}
+	if e.Seq, err = t.q.EventInsert(ctx, p); err != nil {
+		return ledger.Event{}, fmt.Errorf("insert event into %s: %w", e.Stream, err)
+	}
+	t.appended = append(t.appended, e)
+	return e, nil
+}

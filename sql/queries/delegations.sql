@@ -1,0 +1,53 @@
+-- name: DelegationGetByID :one
+SELECT * FROM delegations WHERE id = $1;
+
+-- name: DelegationGetByIDForUpdate :one
+SELECT * FROM delegations WHERE id = $1 FOR UPDATE;
+
+-- name: DelegationGetByOperation :one
+SELECT * FROM delegations WHERE tenant = $1 AND business_operation_id = $2;
+
+-- name: DelegationGetByRemoteTask :one
+SELECT * FROM delegations WHERE org_id = $1 AND remote_task_id = $2;
+
+-- name: DelegationInsert :execrows
+INSERT INTO delegations (
+    id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,
+    amount_minor, currency, remote_task_id, remote_context_id, protocol_version,
+    task_status, obligation_state, version, created_at, updated_at
+) VALUES (
+    @id, @tenant, @business_operation_id, @request_hash, @org_id, @task_class, @budget_id,
+    @amount_minor, @currency, @remote_task_id, @remote_context_id, @protocol_version,
+    @task_status, @obligation_state, @version, @created_at, @updated_at
+)
+ON CONFLICT (tenant, business_operation_id) DO NOTHING;
+
+-- name: DelegationUpdate :execrows
+UPDATE delegations SET
+    remote_task_id          = @remote_task_id,
+    remote_context_id       = @remote_context_id,
+    protocol_version        = @protocol_version,
+    task_status             = @task_status,
+    task_status_at          = @task_status_at,
+    task_status_message     = @task_status_message,
+    obligation_state        = @obligation_state,
+    obligation_reason       = @obligation_reason,
+    cancel_requested_at     = @cancel_requested_at,
+    compensation_key        = @compensation_key,
+    compensation_deadline   = @compensation_deadline,
+    compensation_attempts   = @compensation_attempts,
+    compensation_last_error = @compensation_last_error,
+    compensation_receipt    = @compensation_receipt,
+    version                 = version + 1,
+    updated_at              = @updated_at
+WHERE id = @id AND version = @previous_version;
+
+-- name: DelegationList :many
+SELECT * FROM delegations
+WHERE (sqlc.narg(tenant)::text IS NULL OR tenant = sqlc.narg(tenant))
+  AND (sqlc.narg(obligation_state)::text IS NULL OR obligation_state = sqlc.narg(obligation_state))
+  AND (sqlc.narg(task_status)::text IS NULL OR task_status = sqlc.narg(task_status))
+  AND (sqlc.narg(org_id)::text IS NULL OR org_id = sqlc.narg(org_id))
+  AND (sqlc.narg(after)::uuid IS NULL OR id < sqlc.narg(after))
+ORDER BY id DESC
+LIMIT @max_rows;

@@ -1,0 +1,40 @@
+-- name: OrgGetByID :one
+SELECT * FROM remote_orgs WHERE id = $1;
+
+-- name: OrgUpsert :exec
+INSERT INTO remote_orgs (
+    id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts,
+    identity_revoked_at, identity_revoked_reason, created_at, updated_at
+) VALUES (
+    @id, @name, @shared_coordinator, @jwks, @agent_card_url, @allowed_hosts, @require_signed_receipts,
+    @identity_revoked_at, @identity_revoked_reason, @created_at, @updated_at
+)
+ON CONFLICT (id) DO UPDATE SET
+    name                    = EXCLUDED.name,
+    shared_coordinator      = EXCLUDED.shared_coordinator,
+    jwks                    = EXCLUDED.jwks,
+    agent_card_url          = EXCLUDED.agent_card_url,
+    allowed_hosts           = EXCLUDED.allowed_hosts,
+    require_signed_receipts = EXCLUDED.require_signed_receipts,
+    identity_revoked_at     = EXCLUDED.identity_revoked_at,
+    identity_revoked_reason = EXCLUDED.identity_revoked_reason,
+    updated_at              = EXCLUDED.updated_at;
+
+-- name: TaskClassGetByName :one
+SELECT * FROM task_classes WHERE name = $1;
+
+-- name: TaskClassUpsert :exec
+INSERT INTO task_classes (name, effect_capable, gate_on, compensation_timeout_ms, updated_at)
+VALUES (@name, @effect_capable, @gate_on, @compensation_timeout_ms, @updated_at)
+ON CONFLICT (name) DO UPDATE SET
+    effect_capable          = EXCLUDED.effect_capable,
+    gate_on                 = EXCLUDED.gate_on,
+    compensation_timeout_ms = EXCLUDED.compensation_timeout_ms,
+    updated_at              = EXCLUDED.updated_at;
+
+-- name: TokenGetByHash :one
+SELECT * FROM api_tokens WHERE token_hash = $1;
+
+-- name: TokenInsert :exec
+INSERT INTO api_tokens (id, name, role, tenant, token_hash, created_at)
+VALUES (@id, @name, @role, @tenant, @token_hash, @created_at);

@@ -174,4 +174,3 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 	return nil
 }
-

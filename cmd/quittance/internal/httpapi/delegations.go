@@ -60,9 +60,9 @@ func delegationBody(d ledger.Delegation) DelegationBody {
 	b := DelegationBody{
 		ID: d.ID.String(), Tenant: d.Tenant, BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID,
 		TaskClass: d.TaskClass, BudgetID: d.BudgetID,
-		Hold:      MoneyBody{AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency},
-		HoldState: string(d.ObligationState.Hold()),
-		Remote:    RemoteBody{TaskID: d.Remote.TaskID, ContextID: d.Remote.ContextID, ProtocolVersion: d.Remote.ProtocolVersion},
+		Hold:       MoneyBody{AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency},
+		HoldState:  string(d.ObligationState.Hold()),
+		Remote:     RemoteBody{TaskID: d.Remote.TaskID, ContextID: d.Remote.ContextID, ProtocolVersion: d.Remote.ProtocolVersion},
 		TaskStatus: string(d.TaskStatus), TaskStatusAt: timePtr(d.TaskStatusAt), TaskStatusMessage: d.TaskStatusMessage,
 		ObligationState: string(d.ObligationState), ObligationReason: d.ObligationReason,
 		CancelRequestedAt: timePtr(d.CancelRequestedAt), Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,

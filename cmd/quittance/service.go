@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgcluster"
@@ -136,7 +137,10 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 	defer pool.Close()
 	store := pgstore.New(pool)
-	ledgerSvc := ledger.NewService(ledger.Config{Store: store, Log: log})
+	ledgerSvc := ledger.NewService(ledger.Config{
+		Store: store, Log: log,
+		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
+	})
 	if cfg.BootstrapToken != "" {
 		if _, err := ledgerSvc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
 			return fmt.Errorf("bootstrap token: %w", err)

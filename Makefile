@@ -1,0 +1,50 @@
+# Quittance. `make run` serves on an embedded PostgreSQL; `make test` runs
+# the whole suite against real PostgreSQL. Both need only Go and the
+# machine's PostgreSQL binaries (installed with apt-get when missing and root).
+
+GO        ?= go
+GOTEST    ?= $(GO) test -race -count=1
+PGTESTENV  = $(GO) run ./sql/pgtest/pgtestenv
+
+.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check check-rules fuzz
+
+## run: serve on the embedded default (a private PostgreSQL cluster under ./.quittance)
+run:
+	$(GO) run ./cmd/quittance dev
+
+## test: the whole suite against a throwaway PostgreSQL cluster
+test: vet test-go test-deploy
+
+test-go:
+	$(PGTESTENV) $(GOTEST) -timeout 15m ./...
+
+test-deploy:
+	cd deploy && $(GO) test -count=1 ./...
+
+## generate: regenerate the sqlc code from sql/migrations and sql/queries
+generate:
+	$(GO) tool sqlc generate
+
+## verify-generated: fail when the committed sqlc output is stale
+verify-generated:
+	$(GO) tool sqlc diff
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+## check-rules: promtool checks of the alert rules and their unit tests
+check-rules:
+	promtool check rules dashboards/alerts/quittance.rules.yaml
+	cd dashboards/alerts && promtool test rules quittance.rules.test.yaml
+
+## fuzz: run each fuzz target for a bounded time (FUZZTIME, default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$target"; \
+	    $(PGTESTENV) $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done

@@ -1,0 +1,34 @@
+// Package compensation is the second half of a delegation's obligation: after a
+// remote task ends canceled or failed, the delegator is not discharged until the
+// remote org acknowledges compensation of the effects it committed, declares (signed)
+// that it committed none, or an on-call human writes the obligation off.
+//
+// The package covers compensation requests and their retries, compensation acks,
+// no-compensation-required declarations and the verification of their signatures,
+// compensation deadlines, escalation when a remote org's identity is revoked, and
+// write-offs.
+//
+// # Signed evidence
+//
+// Acks and declarations that arrive over HTTP are compact JWS tokens. [PeekToken]
+// reads the untrusted issuer, subject and key id so the caller can find the
+// delegation and the org's registered keys; [Verify] then checks the token against
+// that org's JWK Set only (see DESIGN.md §3): an explicit algorithm allow-list
+// (EdDSA, ES256, ES384, PS256), no key material or key references taken from the
+// token itself, an explicit "typ" so an ack can never pass as a declaration, and the
+// iss, aud, sub, jti, iat and exp claims. Every refusal is a [*RefusalError] with a
+// stable code whose detail is safe to return to the remote org. Idempotency-key
+// matching and jti replay detection belong to the caller, inside the database
+// transaction that records the evidence; the codes for those refusals are defined
+// here so that every refusal has the same shape. [ParseOrgJWKS] validates the JWK Set
+// an admin registers for an org.
+//
+// # What this package must never do
+//
+// It never imports pgx or the generated store code: it defines the small interfaces
+// it needs and the sql packages implement them. It never reads the wall clock itself:
+// time is passed in. And nothing in it ever releases a hold because time passed: a
+// deadline only moves an obligation from revocation_pending_compensation to
+// compensation_unconfirmed; money moves only on evidence (an ack, a verified
+// declaration, or an approved write-off).
+package compensation

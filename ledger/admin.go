@@ -98,6 +98,14 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 			return Org{}, false, Invalid("jwks", "%v", err)
 		}
 	}
+	if in.AgentCardURL != "" || len(in.AllowedHosts) > 0 {
+		if in.AgentCardURL == "" {
+			return Org{}, false, Invalid("agent_card_url", "is required when allowed_hosts is given")
+		}
+		if err := s.validateAgent(in.AgentCardURL, in.AllowedHosts); err != nil {
+			return Org{}, false, Invalid("agent_card_url", "%v", err)
+		}
+	}
 	err = s.store.InTx(ctx, func(tx Tx) error {
 		now := s.Now()
 		current, err := tx.Org(ctx, id)

@@ -31,7 +31,7 @@ var DefaultGateOn = []TaskStatus{StatusCanceled, StatusFailed}
 // effect-capable, gating on canceled and failed. Failing safe means holding
 // money for work that turns out harmless, never releasing it for work that was not.
 func UnknownTaskClass(name string) TaskClass {
-	return TaskClass{Name: name, EffectCapable: true, GateOn: DefaultGateOn, CompensationTimeout: DefaultCompensationTimeout}
+	return TaskClass{Name: name, EffectCapable: true, GateOn: slices.Clone(DefaultGateOn), CompensationTimeout: DefaultCompensationTimeout}
 }
 
 // GateApplies reports whether ending in status requires confirmed

@@ -19,10 +19,12 @@ import (
 // status, budgets, orgs, task classes and tokens. It holds no state of its
 // own; everything is in the Store.
 type Service struct {
-	store        Store
-	clock        Clock
-	log          *slog.Logger
-	validateJWKS func([]byte) error
+	store            Store
+	clock            Clock
+	log              *slog.Logger
+	validateJWKS     func([]byte) error
+	validateAgent    func(cardURL string, allowedHosts []string) error
+	validateDispatch func(message []byte) error
 }
 
 // Config wires a Service.
@@ -34,6 +36,13 @@ type Config struct {
 	// signature rules live in the compensation package; the ledger only
 	// refuses what it rejects.
 	ValidateJWKS func([]byte) error
+	// ValidateAgentEndpoint checks the agent card URL and allowed hosts an
+	// admin registers for an org (the egress rules live in the delegate
+	// package). Nil accepts any.
+	ValidateAgentEndpoint func(cardURL string, allowedHosts []string) error
+	// ValidateDispatchMessage checks the A2A message of a delegation that
+	// Quittance is to dispatch itself. Nil accepts any JSON object.
+	ValidateDispatchMessage func(message []byte) error
 }
 
 // NewService returns a Service.
@@ -47,7 +56,16 @@ func NewService(cfg Config) *Service {
 	if cfg.ValidateJWKS == nil {
 		cfg.ValidateJWKS = func([]byte) error { return nil }
 	}
-	return &Service{store: cfg.Store, clock: cfg.Clock, log: cfg.Log, validateJWKS: cfg.ValidateJWKS}
+	if cfg.ValidateAgentEndpoint == nil {
+		cfg.ValidateAgentEndpoint = func(string, []string) error { return nil }
+	}
+	if cfg.ValidateDispatchMessage == nil {
+		cfg.ValidateDispatchMessage = func([]byte) error { return nil }
+	}
+	return &Service{
+		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, validateJWKS: cfg.ValidateJWKS,
+		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
+	}
 }
 
 // Now is the service clock's time at PostgreSQL's precision (microseconds),
@@ -102,7 +120,9 @@ func require(p Principal, roles ...Role) error {
 	return ErrForbidden
 }
 
-// CreateInput is a request to record a delegation.
+// CreateInput is a request to record a delegation. Exactly one of Remote
+// (the orchestrator dispatched the work itself and reports the remote task)
+// and Dispatch (Quittance is to send the work) is given.
 type CreateInput struct {
 	BusinessOperationID string
 	OrgID               string
@@ -110,7 +130,21 @@ type CreateInput struct {
 	BudgetID            string
 	Hold                Money
 	Remote              RemoteTask
+	// Dispatch, when set, asks Quittance to send the work to the org's
+	// agent itself, after placing the hold.
+	Dispatch *DispatchInput
 }
+
+// DispatchInput is the work Quittance sends to the remote agent for a
+// delegation it dispatches.
+type DispatchInput struct {
+	// Message is the A2A message to send, as a JSON object with "parts"
+	// and optionally "metadata". Quittance sets its id, role and context.
+	Message json.RawMessage
+}
+
+// maxDispatchMessageBytes caps the message of a dispatched delegation.
+const maxDispatchMessageBytes = 256 << 10
 
 func (in CreateInput) validate() error {
 	switch {
@@ -118,7 +152,11 @@ func (in CreateInput) validate() error {
 		return Invalid("business_operation_id", "is required, at most %d characters", maxOperationLen)
 	case in.Hold.AmountMinor <= 0:
 		return Invalid("hold.amount_minor", "must be a positive integer number of minor units")
-	case in.Remote.TaskID == "" || len(in.Remote.TaskID) > maxRemoteIDLen:
+	case in.Dispatch != nil && (in.Remote != RemoteTask{}):
+		return Invalid("dispatch", "cannot be combined with remote: either report the remote task or let Quittance dispatch")
+	case in.Dispatch != nil && (len(in.Dispatch.Message) == 0 || len(in.Dispatch.Message) > maxDispatchMessageBytes):
+		return Invalid("dispatch.message", "is required, at most %d bytes", maxDispatchMessageBytes)
+	case in.Dispatch == nil && (in.Remote.TaskID == "" || len(in.Remote.TaskID) > maxRemoteIDLen):
 		return Invalid("remote.task_id", "is required, at most %d characters", maxRemoteIDLen)
 	case len(in.Remote.ContextID) > maxRemoteIDLen:
 		return Invalid("remote.context_id", "is at most %d characters", maxRemoteIDLen)
@@ -137,10 +175,15 @@ func (in CreateInput) validate() error {
 // hash fingerprints the request so an idempotent retry can be told from a
 // different request reusing the same business operation id.
 func (in CreateInput) hash() []byte {
-	b, _ := json.Marshal([]string{
+	fields := []string{
 		in.OrgID, in.TaskClass, in.BudgetID, fmt.Sprint(in.Hold.AmountMinor), in.Hold.Currency,
 		in.Remote.TaskID, in.Remote.ContextID,
-	})
+	}
+	if in.Dispatch != nil {
+		sum := sha256.Sum256(in.Dispatch.Message)
+		fields = append(fields, "dispatch", fmt.Sprintf("%x", sum))
+	}
+	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
@@ -155,6 +198,11 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 	}
 	if err := in.validate(); err != nil {
 		return Delegation{}, false, err
+	}
+	if in.Dispatch != nil {
+		if err := s.validateDispatch(in.Dispatch.Message); err != nil {
+			return Delegation{}, false, Invalid("dispatch.message", "%v", err)
+		}
 	}
 	hash := in.hash()
 	err = s.store.InTx(ctx, func(tx Tx) error {
@@ -185,10 +233,21 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if budget.Currency != in.Hold.Currency {
 			return Conflict("currency_mismatch", "budget %s is in %s, the hold is in %s", budget.ID, budget.Currency, in.Hold.Currency)
 		}
-		if _, err := tx.DelegationByRemoteTask(ctx, in.OrgID, in.Remote.TaskID); err == nil {
-			return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
+		if in.Dispatch != nil && org.AgentCardURL == "" {
+			return Conflict("org_has_no_agent", "org %s has no registered agent card to dispatch to", org.ID)
+		}
+		if in.Dispatch == nil {
+			if other, err := tx.DelegationByRemoteTask(ctx, in.OrgID, in.Remote.TaskID); err == nil {
+				if other.Tenant == p.Tenant && other.BusinessOperationID == in.BusinessOperationID {
+					// A concurrent identical request committed between the
+					// lookup by operation above and this one.
+					d, err = sameRequest(other, hash)
+					return err
+				}
+				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)
+			} else if !errors.Is(err, ErrNotFound) {
+				return err
+			}
 		}
 		now := s.Now()
 		id, err := uuid.NewV7()
@@ -216,11 +275,25 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if _, err := tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now}); err != nil {
 			return err
 		}
+		mode := "record"
+		if in.Dispatch != nil {
+			mode = "dispatch"
+		}
 		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: map[string]any{
 			"business_operation_id": d.BusinessOperationID, "org_id": d.OrgID, "task_class": d.TaskClass,
 			"budget_id": d.BudgetID, "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
-			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID,
+			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID, "mode": mode,
 		}})
+		if err != nil {
+			return err
+		}
+		if in.Dispatch != nil {
+			// The send is queued with the hold: a crash between the two
+			// cannot leave a hold whose work is never sent.
+			err = tx.EnqueueOutbound(ctx, OutboundJob{
+				DelegationID: d.ID, Kind: OutboundDispatch, Payload: in.Dispatch.Message, RunAfter: now, At: now,
+			})
+		}
 		created = true
 		return err
 	})
@@ -296,6 +369,9 @@ type Observation struct {
 	// AtomicReceipt is set when a compensation receipt arrived in the same
 	// response as a terminal status (an atomic cancel-and-compensate).
 	AtomicReceipt json.RawMessage
+	// Evidence is a verbatim token the observation rests on (the signed
+	// ack of an atomic receipt), kept on the event.
+	Evidence string
 	// Source names where the observation came from (api, push, poll, stream, cancel).
 	Source string
 }
@@ -356,7 +432,7 @@ func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation
 		return record(EventTypeTaskStatusDuplicate)
 	}
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, obs.Message
-	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data}
+	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data, Evidence: obs.Evidence}
 	if obs.Status.Terminal() && d.ObligationState == ObligationHeld {
 		class, err := tx.TaskClass(ctx, d.TaskClass)
 		if errors.Is(err, ErrNotFound) {
@@ -377,6 +453,16 @@ func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation
 			d.Compensation.IdempotencyKey = CompensationKey(d)
 			d.Compensation.Receipt = obs.AtomicReceipt
 			data["receipt"] = obs.AtomicReceipt
+		}
+		if ev == EventTaskEndedGated && org.AgentCardURL != "" && d.Remote.TaskID != "" {
+			// Compensation is requested over A2A from an org whose agent
+			// Quittance can reach, queued with the transition itself.
+			err := tx.EnqueueOutbound(ctx, OutboundJob{
+				DelegationID: d.ID, Kind: OutboundCompensationRequest, RunAfter: now, At: now,
+			})
+			if err != nil {
+				return Delegation{}, err
+			}
 		}
 	}
 	d, _, err := Apply(ctx, tx, d, change)
@@ -406,6 +492,18 @@ func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) 
 		now := s.Now()
 		d.CancelRequestedAt = now
 		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now})
+		if err != nil {
+			return err
+		}
+		org, err := tx.Org(ctx, d.OrgID)
+		if err != nil {
+			return err
+		}
+		if org.AgentCardURL != "" {
+			// Quittance sends the cancel itself to an org whose agent it
+			// can reach; the reply, not the request, moves the obligation.
+			err = tx.EnqueueOutbound(ctx, OutboundJob{DelegationID: d.ID, Kind: OutboundCancel, RunAfter: now, At: now})
+		}
 		return err
 	})
 	return out, err

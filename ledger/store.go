@@ -78,4 +78,43 @@ type Tx interface {
 	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
 	// and Hash. Appends to one stream are serialized.
 	AppendEvent(ctx context.Context, e Event) (Event, error)
+	// EnqueueOutbound queues an outbound A2A call for the delegation, in the
+	// transaction of the change that calls for it, so a crash can delay the
+	// call but never lose it. At most one job of a kind is open per
+	// delegation: enqueuing again only brings the open one forward. A
+	// dispatch job also marks the delegation as dispatched by Quittance.
+	EnqueueOutbound(ctx context.Context, j OutboundJob) error
+}
+
+// OutboundKind names an outbound A2A call Quittance makes on a delegation's
+// behalf.
+type OutboundKind string
+
+// The outbound calls.
+const (
+	// OutboundDispatch sends the delegated message to the remote agent.
+	OutboundDispatch OutboundKind = "dispatch"
+	// OutboundCancel asks the remote agent to cancel the task.
+	OutboundCancel OutboundKind = "cancel"
+	// OutboundCompensationRequest asks the remote agent to compensate the
+	// effects of a task that ended while the gate applied.
+	OutboundCompensationRequest OutboundKind = "compensation_request"
+	// OutboundObserve fetches the remote task to confirm a push notification
+	// or poll a task not heard of for a while.
+	OutboundObserve OutboundKind = "observe"
+)
+
+// OutboundJob is an outbound A2A call waiting to be made.
+type OutboundJob struct {
+	// DelegationID is the delegation the call is made for.
+	DelegationID uuid.UUID
+	// Kind is the call.
+	Kind OutboundKind
+	// Payload is the call's input as JSON (the message of a dispatch); nil
+	// for calls that need nothing but the delegation.
+	Payload []byte
+	// RunAfter is the earliest time the call may be made.
+	RunAfter time.Time
+	// At is when the job is enqueued.
+	At time.Time
 }

@@ -80,6 +80,20 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 			},
 		},
 	)
+	// Client commands for on-call and finance: they talk to the API at
+	// QUITTANCE_URL with QUITTANCE_TOKEN.
+	root.AddCommand(
+		newObligationsCommand(getenv, stdout),
+		newDelegationsCommand(getenv, stdout),
+		newWriteOffCommand(getenv, stdout),
+		newWriteOffsCommand(getenv, stdout),
+		newOrgsCommand(getenv, stdout),
+		newSweepCommand(getenv, stdout),
+		newTokenCommand(getenv, stdout),
+		newVerifyChainCommand(getenv, stdout, stderr),
+	)
+	// A demo supplier's A2A agent, for the local walk-through.
+	root.AddCommand(newDemoAgentCommand(getenv, stdout, stderr))
 	return root
 }
 

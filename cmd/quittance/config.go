@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/quittance/quittance/delegate"
 )
 
 // config is the service's configuration, read from the environment. Every
@@ -27,6 +29,27 @@ type config struct {
 	PollAfter                      time.Duration `env:"QUITTANCE_POLL_AFTER" envDefault:"60s"`
 	LogLevel                       slog.Level    `env:"QUITTANCE_LOG_LEVEL" envDefault:"info"`
 	ShutdownTimeout                time.Duration `env:"QUITTANCE_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	// RateLimitRPS and RateLimitBurst are the per-credential token bucket
+	// (per bearer token, or per client IP without one); 0 RPS disables it.
+	RateLimitRPS   float64 `env:"QUITTANCE_RATE_LIMIT_RPS" envDefault:"50"`
+	RateLimitBurst int     `env:"QUITTANCE_RATE_LIMIT_BURST" envDefault:"100"`
+	// EgressAllowHTTP permits plain-http outbound A2A calls (dev and tests
+	// only); `quittance dev` turns it on.
+	EgressAllowHTTP bool `env:"QUITTANCE_EGRESS_ALLOW_HTTP" envDefault:"false"`
+	// A2AInterval is how often the A2A workers look for due outbound calls.
+	A2AInterval time.Duration `env:"QUITTANCE_A2A_INTERVAL" envDefault:"1s"`
+	// A2ALease is how long a worker holds a claimed outbound call before
+	// another replica may retry it.
+	A2ALease time.Duration `env:"QUITTANCE_A2A_LEASE" envDefault:"2m"`
+	// A2ABackoffBase and A2ABackoffMax bound the retry backoff of outbound
+	// A2A calls and of orgs whose agent fails.
+	A2ABackoffBase time.Duration `env:"QUITTANCE_A2A_BACKOFF_BASE" envDefault:"2s"`
+	A2ABackoffMax  time.Duration `env:"QUITTANCE_A2A_BACKOFF_MAX" envDefault:"5m"`
+	// CompensationMaxAttempts is how many compensation requests are sent
+	// over A2A before the obligation becomes compensation_unconfirmed.
+	CompensationMaxAttempts int `env:"QUITTANCE_COMPENSATION_MAX_ATTEMPTS" envDefault:"8"`
+	// A2AStreaming subscribes to tasks whose agent card declares streaming.
+	A2AStreaming bool `env:"QUITTANCE_A2A_STREAMING" envDefault:"true"`
 }
 
 // variables are the names config reads.
@@ -34,6 +57,9 @@ var variables = []string{
 	"DATABASE_URL", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
+	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST",
+	"QUITTANCE_EGRESS_ALLOW_HTTP", "QUITTANCE_A2A_INTERVAL", "QUITTANCE_A2A_LEASE", "QUITTANCE_A2A_BACKOFF_BASE",
+	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
@@ -63,8 +89,28 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.SweepInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_SWEEP_INTERVAL must be positive")}
 	}
+	if cfg.RateLimitRPS < 0 || cfg.RateLimitBurst < 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_RATE_LIMIT_RPS and QUITTANCE_RATE_LIMIT_BURST must not be negative")}
+	}
+	if cfg.A2AInterval <= 0 || cfg.A2ALease <= 0 || cfg.A2ABackoffBase <= 0 || cfg.A2ABackoffMax < cfg.A2ABackoffBase || cfg.PollAfter <= 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_A2A_INTERVAL, QUITTANCE_A2A_LEASE, QUITTANCE_A2A_BACKOFF_BASE and QUITTANCE_POLL_AFTER must be positive, and QUITTANCE_A2A_BACKOFF_MAX at least the base")}
+	}
+	if cfg.CompensationMaxAttempts < 1 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}
+	}
+	if _, err := delegate.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_EGRESS_ALLOW_CIDRS: %w", err)}
+	}
 	if cfg.WriteOffApprovalThresholdMinor < 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR must not be negative")}
 	}
 	return cfg, nil
+}
+
+// egressPolicy is the outbound policy of the A2A client: https only unless
+// QUITTANCE_EGRESS_ALLOW_HTTP, and special-purpose addresses only where
+// QUITTANCE_EGRESS_ALLOW_CIDRS lists them.
+func (c config) egressPolicy() delegate.EgressPolicy {
+	cidrs, _ := delegate.ParseAllowCIDRs(c.EgressAllowCIDRs) // checked by loadConfig
+	return delegate.EgressPolicy{AllowHTTP: c.EgressAllowHTTP, AllowCIDRs: cidrs}
 }

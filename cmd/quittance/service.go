@@ -14,9 +14,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgcluster"
@@ -72,7 +77,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout, stderr io.Wr
 	if cfg.DatabaseURL == "" {
 		return usageError{errors.New("DATABASE_URL is required (use `quittance dev` for a local embedded database)")}
 	}
-	return runService(ctx, cfg, newLogger(stderr, cfg.LogLevel), stdout)
+	return runService(ctx, cfg, newLogger(stderr, cfg.LogLevel), stdout, nil)
 }
 
 // devTokenFile keeps the dev on-call token in the data directory, so the
@@ -85,6 +90,12 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	// Local agents (the demo supplier, agents under development) listen on
+	// plain http on loopback.
+	cfg.EgressAllowHTTP = true
+	if cfg.EgressAllowCIDRs == "" {
+		cfg.EgressAllowCIDRs = "127.0.0.1/32"
+	}
 	if cfg.DatabaseURL == "" {
 		if _, err := pgcluster.FindBinaries(); errors.Is(err, pgcluster.ErrNotInstalled) {
 			log.Info("PostgreSQL binaries not found; installing them")
@@ -125,35 +136,110 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		}
 		fmt.Fprintf(stdout, "On-call token (also in %s):\n  %s\n", path, cfg.BootstrapToken)
 	}
-	return runService(ctx, cfg, log, stdout)
+	demo, err := startDevDemo(getenv, &cfg, log, stdout)
+	if err != nil {
+		return err
+	}
+	defer demo.close()
+	return runService(ctx, cfg, log, stdout, demo.onReady())
 }
 
 // runService runs the service on cfg.DatabaseURL until ctx is canceled,
 // then shuts down gracefully: stop accepting, drain requests, close the pool.
-func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) error {
+// onReady, if not nil, runs once the service is listening; its failure is
+// logged and does not stop the service.
+func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady func(context.Context, *ledger.Service) error) error {
 	pool, err := openDatabase(ctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	store := pgstore.New(pool)
+	// The metrics registry is private to this service (never Prometheus's
+	// global one) and served at /metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.New(reg)
+	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
+	reg.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
+	egress := cfg.egressPolicy()
 	ledgerSvc := ledger.NewService(ledger.Config{
 		Store: store, Log: log,
 		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
+		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
+			return delegate.ValidateAgentEndpoint(egress, cardURL, allowedHosts)
+		},
+		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
 	})
 	if cfg.BootstrapToken != "" {
 		if _, err := ledgerSvc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
 			return fmt.Errorf("bootstrap token: %w", err)
 		}
 	}
-	api := httpapi.New(httpapi.Config{Ledger: ledgerSvc, Ready: store.Ping, Log: log, Version: version})
+	compensationSvc := compensation.NewService(compensation.Config{
+		Store: store.Compensation(), Log: log, LedgerID: cfg.LedgerID,
+		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
+	})
+	// The A2A workers: dispatch, cancel, compensation requests, polling,
+	// streaming, and the push receiver. Every outbound call goes through one
+	// SSRF-safe client.
+	a2aWorker := delegate.NewWorker(delegate.Config{
+		Store: store.A2A(), Compensation: compensationSvc, HTTPClient: delegate.NewHTTPClient(egress),
+		Log: log.With(slog.String("component", "a2a")), LedgerID: cfg.LedgerID, PublicURL: cfg.PublicURL,
+		Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
+		BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,
+		CompensationMaxAttempts: cfg.CompensationMaxAttempts, Streaming: cfg.A2AStreaming,
+	})
+	if cfg.PublicURL == "" {
+		log.Warn("QUITTANCE_PUBLIC_URL is not set: no push notifications are registered with remote agents; dispatched tasks are polled")
+	}
+	api := httpapi.New(httpapi.Config{
+		Ledger: ledgerSvc, Compensation: compensationSvc, Ready: store.Ping, Log: log, Version: version, Push: a2aWorker,
+		Reports:  ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store}),
+		LedgerID: cfg.LedgerID, Metrics: metrics,
+		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst},
+	})
+	root := http.NewServeMux()
+	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	root.Handle("/", api)
+
+	// The deadline sweep runs on every replica; FOR UPDATE SKIP LOCKED keeps
+	// them from moving the same obligation twice. It is stopped, and waited
+	// for, before the pool closes.
+	sweepCtx, stopSweeps := context.WithCancel(context.WithoutCancel(ctx))
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		if err := compensationSvc.Sweeper(cfg.SweepInterval).Run(sweepCtx); err != nil {
+			log.Error("compensation sweep stopped", slog.Any("error", err))
+		}
+	}()
+	defer func() {
+		stopSweeps()
+		<-sweepDone
+	}()
+	// The A2A workers run on every replica too: the outbox is claimed with
+	// FOR UPDATE SKIP LOCKED and leases, streams under advisory locks. On
+	// shutdown they stop claiming and finish the calls in flight before the
+	// pool closes.
+	a2aCtx, stopA2A := context.WithCancel(context.WithoutCancel(ctx))
+	a2aDone := make(chan struct{})
+	go func() {
+		defer close(a2aDone)
+		if err := a2aWorker.Run(a2aCtx); err != nil {
+			log.Error("a2a workers stopped", slog.Any("error", err))
+		}
+	}()
+	defer func() {
+		stopA2A()
+		<-a2aDone
+	}()
 
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	server := &http.Server{
-		Handler:           api,
+		Handler:           root,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -165,6 +251,11 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
+	if onReady != nil {
+		if err := onReady(ctx, ledgerSvc); err != nil {
+			log.Warn("start-up hook failed", slog.Any("error", err))
+		}
+	}
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)

@@ -136,12 +136,14 @@ CREATE TABLE events (
 CREATE INDEX events_delegation ON events (delegation_id, seq) WHERE delegation_id IS NOT NULL;
 CREATE INDEX events_type ON events (type, seq);
 
+-- +goose StatementBegin
 CREATE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'events are append-only: % refused', TG_OP
         USING ERRCODE = 'insufficient_privilege';
 END;
 $$;
+-- +goose StatementEnd
 
 CREATE TRIGGER events_append_only
     BEFORE UPDATE OR DELETE ON events

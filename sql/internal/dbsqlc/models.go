@@ -10,6 +10,42 @@ import (
 	"github.com/google/uuid"
 )
 
+type A2aDelegation struct {
+	DelegationID       uuid.UUID
+	Dispatched         bool
+	PushTokenHash      []byte
+	ObservedAt         *time.Time
+	CompensationTaskID *string
+	CompensationRound  int32
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+type A2aOrgBackoff struct {
+	OrgID     string
+	Failures  int32
+	RetryAt   time.Time
+	LastError string
+	UpdatedAt time.Time
+}
+
+type A2aOutbox struct {
+	ID           int64
+	DelegationID uuid.UUID
+	Kind         string
+	Payload      []byte
+	Attempts     int32
+	RunAfter     time.Time
+	LockedUntil  *time.Time
+	LeaseToken   *string
+	Requeue      bool
+	LastError    *string
+	Outcome      *string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	DoneAt       *time.Time
+}
+
 type ApiToken struct {
 	ID        uuid.UUID
 	Name      string
@@ -97,6 +133,75 @@ type RemoteOrg struct {
 	IdentityRevokedAt     *time.Time
 	IdentityRevokedReason *string
 	CreatedAt             time.Time
+	UpdatedAt             time.Time
+}
+
+// Status conflicts, late evidence, write-offs contradicted by later evidence and refused tokens. Version 1.
+type ReportingAnomaliesV1 struct {
+	Seq             int64
+	Kind            string
+	EventType       string
+	DelegationID    uuid.NullUUID
+	OrgID           string
+	Tenant          *string
+	ObligationState *string
+	At              time.Time
+	Actor           string
+	Data            []byte
+}
+
+// Budgets: funded, available, held, spent and written-off amounts, and the number of active holds. Version 1.
+type ReportingBudgetsV1 struct {
+	BudgetID        string
+	Currency        string
+	FundedMinor     int64
+	AvailableMinor  int64
+	HeldMinor       int64
+	SpentMinor      int64
+	WrittenOffMinor int64
+	ActiveHolds     int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// Active holds by org, currency and obligation state, with age buckets. Version 1.
+type ReportingObligationSummaryV1 struct {
+	OrgID            string
+	Currency         string
+	ObligationState  string
+	ObligationCount  int64
+	AmountMinor      int64
+	CountLt1d        int64
+	AmountLt1dMinor  int64
+	Count1d7d        int64
+	Amount1d7dMinor  int64
+	Count7d30d       int64
+	Amount7d30dMinor int64
+	CountGt30d       int64
+	AmountGt30dMinor int64
+}
+
+// Open obligations (revocation_pending_compensation, compensation_unconfirmed, escalated) with their last evidence. Version 1: columns are never removed or changed.
+type ReportingPendingObligationsV1 struct {
+	DelegationID          uuid.UUID
+	Tenant                string
+	OrgID                 string
+	TaskClass             string
+	BudgetID              string
+	AmountMinor           int64
+	Currency              string
+	RemoteTaskID          *string
+	TaskStatus            string
+	ObligationState       string
+	ObligationReason      *string
+	CreatedAt             time.Time
+	AgeSeconds            int64
+	CancelRequestedAt     *time.Time
+	CompensationDeadline  *time.Time
+	CompensationAttempts  int32
+	CompensationLastError *string
+	LastEvidenceType      string
+	LastEvidenceAt        time.Time
 	UpdatedAt             time.Time
 }
 

@@ -41,7 +41,7 @@ type idPathInput struct {
 }
 
 type putBudgetInput struct {
-	idPathInput
+	ID   string `path:"id" maxLength:"128"`
 	Body struct {
 		Currency    string `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
 		FundedMinor int64  `json:"funded_minor" minimum:"0" doc:"Total funding in integer minor units." example:"1000000"`
@@ -78,7 +78,7 @@ type orgOutput struct {
 }
 
 type putOrgInput struct {
-	idPathInput
+	ID   string `path:"id" maxLength:"128"`
 	Body struct {
 		Name                  string         `json:"name" minLength:"1" maxLength:"200"`
 		SharedCoordinator     bool           `json:"shared_coordinator,omitempty" doc:"The org shares a transaction coordinator with us, so a cancel rolls its effects back: the compensation gate does not apply."`
@@ -118,7 +118,7 @@ type namePathInput struct {
 }
 
 type putTaskClassInput struct {
-	namePathInput
+	Name string `path:"name" maxLength:"64"`
 	Body struct {
 		EffectCapable       bool     `json:"effect_capable"`
 		GateOn              []string `json:"gate_on" doc:"Terminal statuses that gate: a subset of [canceled, failed]."`

@@ -5,10 +5,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -20,6 +23,23 @@ type Config struct {
 	Log   *slog.Logger
 	// Version is reported in the OpenAPI document.
 	Version string
+	// Compensation serves signed acks and declarations, the sweep, identity
+	// revocation and write-offs; their operations are registered only when
+	// it is set.
+	Compensation *compensation.Service
+	// Reports serves reconciliation (obligations, summary, anomalies,
+	// evidence); those operations are registered only when it is set.
+	Reports *ledger.Reports
+	// LedgerID is this ledger's id, the audience of signed tokens; the
+	// evidence endpoint reports it so tokens can be re-verified.
+	LedgerID string
+	// Metrics records request durations; nil records nothing.
+	Metrics *telemetry.Metrics
+	// RateLimit is the per-credential rate limit; zero disables it.
+	RateLimit RateLimit
+	// Push receives A2A push notifications at /a2a/push/{delegation_id};
+	// the endpoint is served only when it is set.
+	Push PushReceiver
 }
 
 // Server is the HTTP API.
@@ -29,6 +49,19 @@ type Server struct {
 	log    *slog.Logger
 	api    huma.API
 	mux    *http.ServeMux
+
+	// compensation is nil when the compensation operations are not served.
+	compensation *compensation.Service
+
+	// reports is nil when the reconciliation operations are not served.
+	reports  *ledger.Reports
+	ledgerID string
+	metrics  *telemetry.Metrics
+	limiter  *limiter
+	handler  http.Handler
+
+	// push is nil when the A2A push receiver is not served.
+	push PushReceiver
 }
 
 // bearerAuth is the security requirement of every authenticated operation.
@@ -48,16 +81,24 @@ func New(cfg Config) *Server {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token (roles: orchestrator, finance, oncall)."},
 	}
 	s := &Server{ledger: cfg.Ledger, ready: cfg.Ready, log: cfg.Log, mux: mux}
+	s.compensation = cfg.Compensation
+	s.push = cfg.Push
+	s.reports, s.ledgerID, s.metrics = cfg.Reports, cfg.LedgerID, cfg.Metrics
+	s.limiter = newLimiter(cfg.RateLimit, time.Now)
 	s.api = humago.New(mux, hc)
 	s.api.UseMiddleware(s.authenticate)
 	s.registerHealth()
 	s.registerDelegations()
 	s.registerAdmin()
+	s.registerCompensation()
+	s.registerReporting()
+	s.registerPush()
+	s.handler = s.middleware(mux)
 	return s
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // API exposes the huma API, for the OpenAPI document.
 func (s *Server) API() huma.API { return s.api }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -85,13 +86,19 @@ type delegationOutput struct {
 
 type createDelegationInput struct {
 	Body struct {
-		BusinessOperationID string     `json:"business_operation_id" minLength:"1" maxLength:"200" doc:"The orchestrator's id for this operation; creation is idempotent per tenant on it."`
-		OrgID               string     `json:"org_id" doc:"The remote org the work is delegated to."`
-		TaskClass           string     `json:"task_class" doc:"The kind of work; unknown classes are treated as effect-capable."`
-		BudgetID            string     `json:"budget_id"`
-		Hold                MoneyBody  `json:"hold"`
-		Remote              RemoteBody `json:"remote"`
+		BusinessOperationID string        `json:"business_operation_id" minLength:"1" maxLength:"200" doc:"The orchestrator's id for this operation; creation is idempotent per tenant on it."`
+		OrgID               string        `json:"org_id" doc:"The remote org the work is delegated to."`
+		TaskClass           string        `json:"task_class" doc:"The kind of work; unknown classes are treated as effect-capable."`
+		BudgetID            string        `json:"budget_id"`
+		Hold                MoneyBody     `json:"hold"`
+		Remote              *RemoteBody   `json:"remote,omitempty" doc:"The remote task the orchestrator created itself. Exactly one of remote and dispatch."`
+		Dispatch            *DispatchBody `json:"dispatch,omitempty" doc:"Work for Quittance to send to the org's agent over A2A after placing the hold. Exactly one of remote and dispatch."`
 	}
+}
+
+// DispatchBody asks Quittance to send the delegated work itself.
+type DispatchBody struct {
+	Message map[string]any `json:"message" doc:"The A2A message to send: {\"parts\": [...], \"metadata\": {...}}, parts in the A2A v1.0 shape (text, data, url or raw). Quittance sets its messageId (stable per delegation), role and push notification config."`
 }
 
 type delegationPathInput struct {
@@ -99,7 +106,7 @@ type delegationPathInput struct {
 }
 
 type taskStatusInput struct {
-	delegationPathInput
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
 	Body struct {
 		State     string     `json:"state" doc:"The remote task state: A2A v1.0 (TASK_STATE_CANCELED) or v0.3 (canceled, input-required) names." example:"TASK_STATE_CANCELED"`
 		Timestamp *time.Time `json:"timestamp,omitempty" doc:"When the remote task entered the state (TaskStatus.timestamp); defaults to now."`
@@ -166,8 +173,9 @@ func (s *Server) registerDelegations() {
 		b := in.Body
 		d, created, err := s.ledger.CreateDelegation(ctx, principal(ctx), ledger.CreateInput{
 			BusinessOperationID: b.BusinessOperationID, OrgID: b.OrgID, TaskClass: b.TaskClass, BudgetID: b.BudgetID,
-			Hold:   ledger.Money{AmountMinor: b.Hold.AmountMinor, Currency: b.Hold.Currency},
-			Remote: ledger.RemoteTask{TaskID: b.Remote.TaskID, ContextID: b.Remote.ContextID, ProtocolVersion: b.Remote.ProtocolVersion},
+			Hold:     ledger.Money{AmountMinor: b.Hold.AmountMinor, Currency: b.Hold.Currency},
+			Remote:   remoteTask(b.Remote),
+			Dispatch: dispatchInput(b.Dispatch),
 		})
 		if err != nil {
 			return nil, s.fail(ctx, err)
@@ -298,4 +306,24 @@ func parseID(raw string) (uuid.UUID, error) {
 		return uuid.Nil, newProblem(http.StatusNotFound, "not_found", "no such resource")
 	}
 	return id, nil
+}
+
+// remoteTask is the reported remote task of a create request, if any.
+func remoteTask(b *RemoteBody) ledger.RemoteTask {
+	if b == nil {
+		return ledger.RemoteTask{}
+	}
+	return ledger.RemoteTask{TaskID: b.TaskID, ContextID: b.ContextID, ProtocolVersion: b.ProtocolVersion}
+}
+
+// dispatchInput is the dispatch request of a create request, if any.
+func dispatchInput(b *DispatchBody) *ledger.DispatchInput {
+	if b == nil {
+		return nil
+	}
+	raw, err := json.Marshal(b.Message)
+	if err != nil || b.Message == nil {
+		raw = nil
+	}
+	return &ledger.DispatchInput{Message: raw}
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -90,10 +93,21 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 		conflict   *ledger.ConflictError
 		transition *ledger.TransitionError
 		problem    *Problem
+		refusal    *compensation.RefusalError
 	)
 	switch {
 	case errors.As(err, &problem):
 		return problem
+	case errors.As(err, &refusal):
+		return newProblem(refusalStatus(refusal.Code), refusal.Code, refusal.Detail)
+	case errors.Is(err, delegate.ErrPushUnauthorized):
+		return newProblem(http.StatusUnauthorized, "push_unauthorized", "the push notification token is missing or wrong")
+	case errors.Is(err, delegate.ErrPushTaskMismatch):
+		return newProblem(http.StatusConflict, "push_task_mismatch", "the push notification is about another task than the delegation's")
+	case errors.Is(err, delegate.ErrMalformedResponse):
+		return newProblem(http.StatusBadRequest, "malformed_push", "the body is not an A2A task, message or task update")
+	case errors.Is(err, compensation.ErrSelfApproval):
+		return newProblem(http.StatusForbidden, "self_approval", "a write-off must be approved by a different on-call identity than the one that requested it")
 	case errors.As(err, &validation):
 		return newProblem(http.StatusUnprocessableEntity, "validation_failed", validation.Error(),
 			&huma.ErrorDetail{Location: "body." + validation.Field, Message: validation.Problem})
@@ -124,4 +138,33 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	log.ErrorContext(ctx, "request failed", slog.Any("error", err))
 	return newProblem(http.StatusInternalServerError, "internal", "an internal error occurred; it has been logged")
+}
+
+// refusalStatus is the HTTP status of a refused compensation token: 401 when
+// the signature or its key is the problem, 403 when the issuing org's
+// identity is revoked, 404 when no delegation matches (iss, sub), 409 for a
+// replayed jti or evidence the obligation is not waiting for, 413 for an
+// oversized token, and 422 for everything wrong with the claims or the
+// token's form.
+func refusalStatus(code string) int {
+	switch code {
+	case compensation.CodeTokenAlgorithmRefused, compensation.CodeTokenHeaderRefused,
+		compensation.CodeTokenKeyUnknown, compensation.CodeTokenKeyUnusable, compensation.CodeTokenSignatureInvalid:
+		return http.StatusUnauthorized
+	case compensation.CodeTokenOrgRevoked:
+		return http.StatusForbidden
+	case compensation.CodeTokenDelegationUnknown:
+		return http.StatusNotFound
+	case compensation.CodeTokenReplayed, compensation.CodeEvidenceNotExpected:
+		return http.StatusConflict
+	case compensation.CodeTokenTooLarge:
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusUnprocessableEntity
+}
+
+// rateLimitedProblem is the 429 of a credential over its rate limit.
+func rateLimitedProblem(retryAfterSeconds int) *Problem {
+	return newProblem(http.StatusTooManyRequests, "rate_limited",
+		"too many requests for this credential; retry after "+strconv.Itoa(retryAfterSeconds)+"s")
 }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// exactArgs requires n positional arguments, as a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))}
+		}
+		return nil
+	}
+}
+
+// requireFlag is a usage error when a mandatory flag is empty.
+func requireFlag(name, value string) error {
+	if strings.TrimSpace(value) == "" {
+		return usageError{fmt.Errorf("--%s is required", name)}
+	}
+	return nil
+}
+
+// postAndPrint posts body to path and prints the JSON answer.
+func postAndPrint(cmd *cobra.Command, getenv func(string) string, stdout io.Writer, path string, body any) error {
+	c, err := newAPIClient(getenv)
+	if err != nil {
+		return err
+	}
+	var out json.RawMessage
+	if err := c.call(cmd.Context(), http.MethodPost, path, nil, body, &out); err != nil {
+		return err
+	}
+	return printJSON(stdout, out)
+}
+
+func newDelegationsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "delegations", Short: "Inspect delegations"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "show ID",
+		Short: "Show a delegation and its audit events",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			id := url.PathEscape(args[0])
+			var out struct {
+				Delegation json.RawMessage `json:"delegation"`
+				Events     json.RawMessage `json:"events"`
+			}
+			if err := c.call(cmd.Context(), http.MethodGet, "/v1/delegations/"+id, nil, nil, &out.Delegation); err != nil {
+				return err
+			}
+			var events struct {
+				Events json.RawMessage `json:"events"`
+			}
+			if err := c.call(cmd.Context(), http.MethodGet, "/v1/delegations/"+id+"/events", nil, nil, &events); err != nil {
+				return err
+			}
+			out.Events = events.Events
+			return printJSON(stdout, out)
+		},
+	})
+	return cmd
+}
+
+func newWriteOffCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var reason, reference string
+	cmd := &cobra.Command{
+		Use:   "write-off ID",
+		Short: "Write off a delegation's obligation (above the threshold it awaits a second approver)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlag("reason", reason); err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/delegations/"+url.PathEscape(args[0])+"/write-offs",
+				map[string]string{"reason": reason, "reference": reference})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the loss is accepted (required)")
+	cmd.Flags().StringVar(&reference, "reference", "", "an external reference: ticket, incident")
+	return cmd
+}
+
+func newWriteOffsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "write-offs", Short: "Act on write-offs"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "approve ID",
+		Short: "Approve a pending write-off (as a different on-call identity than its requester)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/write-offs/"+url.PathEscape(args[0])+"/approve", nil)
+		},
+	})
+	return cmd
+}
+
+func newOrgsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "orgs", Short: "Administer remote orgs"}
+	var reason string
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a remote org's agent identity; its open obligations escalate",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlag("reason", reason); err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/orgs/"+url.PathEscape(args[0])+"/revoke-identity",
+				map[string]string{"reason": reason})
+		},
+	}
+	revoke.Flags().StringVar(&reason, "reason", "", "why the identity is no longer trusted (required)")
+	cmd.AddCommand(revoke)
+	return cmd
+}
+
+func newSweepCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "sweep",
+		Short: "Run the compensation deadline sweep now",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/compensation/sweep", nil)
+		},
+	}
+}
+
+func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Issue API tokens"}
+	var role, tenant, name string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Issue an API token; the secret is printed once, on stdout",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlag("role", role); err != nil {
+				return err
+			}
+			if err := requireFlag("name", name); err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/tokens",
+				map[string]string{"role": role, "tenant": tenant, "name": name})
+		},
+	}
+	create.Flags().StringVar(&role, "role", "", "orchestrator, finance or oncall (required)")
+	create.Flags().StringVar(&tenant, "tenant", "", "the tenant (orchestrator tokens only)")
+	create.Flags().StringVar(&name, "name", "", "who holds the token (required)")
+	cmd.AddCommand(create)
+	return cmd
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgtest"
+)
+
+// cliEnv is the real service (run serve) on a test database, and a way to
+// run client commands against it.
+type cliEnv struct {
+	url    string
+	oncall string
+	dbURL  string
+	exec   func(ctx context.Context, sql string, args ...any) error
+}
+
+func startService(t *testing.T) *cliEnv {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	token := ledger.NewTokenSecret()
+	env := map[string]string{
+		"DATABASE_URL": pool.Config().ConnString(), "QUITTANCE_ADDR": "127.0.0.1:0",
+		"QUITTANCE_BOOTSTRAP_TOKEN": token, "QUITTANCE_LEDGER_ID": "ledger-cli",
+		"QUITTANCE_LOG_LEVEL": "error",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, pw, io.Discard)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance listening on "); ok {
+				urls <- strings.Fields(rest)[0]
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return &cliEnv{url: u, oncall: token, dbURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
+			_, err := pool.Exec(ctx, sql, args...)
+			return err
+		}}
+	case err := <-done:
+		t.Fatalf("serve stopped: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the service did not start")
+	}
+	return nil
+}
+
+// cli runs a client command and returns stdout, stderr and the exit code
+// main would use.
+func (e *cliEnv) cli(t *testing.T, token string, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	env := map[string]string{"QUITTANCE_URL": e.url, "QUITTANCE_TOKEN": token}
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+	code := 0
+	if err != nil {
+		code = exitCode(err)
+		stderr.WriteString("quittance: " + err.Error() + "\n")
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func (e *cliEnv) api(t *testing.T, method, path, token string, body any, out any) int {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, e.url+path, r)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+func (e *cliEnv) newToken(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := e.cli(t, e.oncall, append([]string{"token", "create"}, args...)...)
+	if code != 0 {
+		t.Fatalf("token create: %d %s", code, errOut)
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(out), &tok); err != nil || tok.Token == "" {
+		t.Fatalf("token create printed %q", out)
+	}
+	return tok.Token
+}
+
+// pendingDelegation creates a delegation whose task was canceled while the
+// gate applied: an open obligation.
+func (e *cliEnv) pendingDelegation(t *testing.T, orch, op string) string {
+	t.Helper()
+	var d struct {
+		ID              string `json:"id"`
+		ObligationState string `json:"obligation_state"`
+	}
+	if s := e.api(t, http.MethodPost, "/v1/delegations", orch, map[string]any{
+		"business_operation_id": op, "org_id": "supplier", "task_class": "procurement", "budget_id": "ops",
+		"hold": map[string]any{"amount_minor": 1000, "currency": "EUR"}, "remote": map[string]any{"task_id": "task-" + op},
+	}, &d); s != http.StatusCreated {
+		t.Fatalf("create delegation: %d", s)
+	}
+	if s := e.api(t, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", orch, map[string]any{"state": "canceled"}, &d); s != http.StatusOK {
+		t.Fatalf("report status: %d", s)
+	}
+	if d.ObligationState != "revocation_pending_compensation" {
+		t.Fatalf("state %s", d.ObligationState)
+	}
+	return d.ID
+}
+
+func TestCLIEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := startService(t)
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
+		t.Fatalf("put budget: %d", s)
+	}
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
+		t.Fatalf("put org: %d", s)
+	}
+	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
+	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	id := e.pendingDelegation(t, orch, "cli-1")
+	id2 := e.pendingDelegation(t, orch, "cli-2")
+
+	// Usage errors: exit 2.
+	if _, _, code := e.cli(t, e.oncall, "token", "create", "--name", "x"); code != exitUsage {
+		t.Errorf("token create without --role: exit %d, want 2", code)
+	}
+	if _, _, code := e.cli(t, e.oncall, "obligations", "list", "-o", "xml"); code != exitUsage {
+		t.Errorf("-o xml: exit %d, want 2", code)
+	}
+	if _, _, code := e.cli(t, e.oncall, "delegations", "show"); code != exitUsage {
+		t.Errorf("show without id: exit %d, want 2", code)
+	}
+	// Auth errors: exit 4, one line "quittance: <code>: <detail>".
+	_, errOut, code := e.cli(t, finance, "token", "create", "--role", "oncall", "--name", "sneaky")
+	if code != exitAuth || !strings.HasPrefix(errOut, "quittance: forbidden: ") {
+		t.Errorf("finance creating a token: exit %d, stderr %q", code, errOut)
+	}
+	if _, _, code := e.cli(t, "qt_wrong", "obligations", "list"); code != exitAuth {
+		t.Errorf("bad token: exit %d, want 4", code)
+	}
+	// Not found: exit 1.
+	if _, errOut, code := e.cli(t, e.oncall, "delegations", "show", uuid.NewString()); code != exitFailure || !strings.Contains(errOut, "not_found") {
+		t.Errorf("show missing: exit %d, %q", code, errOut)
+	}
+
+	out, _, code := e.cli(t, finance, "obligations", "list")
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "revocation_pending_compensation") {
+		t.Errorf("list table: exit %d\n%s", code, out)
+	}
+	out, _, code = e.cli(t, finance, "obligations", "list", "-o", "csv", "--org", "supplier", "--state", "revocation_pending_compensation")
+	if code != 0 || !strings.HasPrefix(out, "delegation_id,tenant,") || strings.Count(out, "\r\n") != 3 {
+		t.Errorf("list csv: exit %d\n%s", code, out)
+	}
+	out, _, code = e.cli(t, finance, "obligations", "list", "-o", "json", "--older-than", "1h")
+	if code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("list json older than 1h: exit %d\n%s", code, out)
+	}
+	out, _, code = e.cli(t, e.oncall, "delegations", "show", id)
+	if code != 0 || !strings.Contains(out, `"delegation_created"`) {
+		t.Errorf("show: exit %d\n%s", code, out)
+	}
+
+	// On-call actions (compensation endpoints).
+	if out, errOut, code := e.cli(t, e.oncall, "sweep"); code != 0 {
+		t.Errorf("sweep: exit %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := e.cli(t, e.oncall, "write-off", id, "--reference", "INC-1"); code != exitUsage {
+		t.Errorf("write-off without reason: exit %d %s", code, errOut)
+	}
+	if out, errOut, code := e.cli(t, e.oncall, "write-off", id, "--reason", "remote unreachable", "--reference", "INC-1"); code != 0 {
+		t.Errorf("write-off: exit %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := e.cli(t, e.oncall, "write-off", id, "--reason", "again"); code != exitConflict {
+		t.Errorf("write-off of a written-off obligation: exit %d %s, want 3", code, errOut)
+	}
+	if _, _, code := e.cli(t, e.oncall, "write-offs", "approve", uuid.NewString()); code != exitFailure {
+		t.Errorf("approve missing write-off: exit %d, want 1", code)
+	}
+	if out, errOut, code := e.cli(t, e.oncall, "orgs", "revoke", "supplier", "--reason", "key compromise"); code != 0 || !strings.Contains(out, `"escalated"`) {
+		t.Errorf("revoke: exit %d %s %s", code, out, errOut)
+	}
+
+	// verify-chain: intact, then a tampered row.
+	out, _, code = e.cli(t, finance, "verify-chain")
+	if code != 0 || !strings.Contains(out, "ok\t"+id2) {
+		t.Fatalf("verify-chain: exit %d\n%s", code, out)
+	}
+	ctx := context.Background()
+	for _, stmt := range []string{
+		"ALTER TABLE events DISABLE TRIGGER events_append_only",
+		"UPDATE events SET actor = 'token:mallory' WHERE delegation_id = '" + id2 + "' AND stream_seq = 1",
+		"ALTER TABLE events ENABLE TRIGGER events_append_only",
+	} {
+		if err := e.exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	out, _, code = e.cli(t, finance, "verify-chain", "--delegation", id2)
+	if code != exitFailure || !strings.Contains(out, "BROKEN\t"+id2) || !strings.Contains(out, "hash does not match") {
+		t.Fatalf("verify-chain after tampering: exit %d\n%s", code, out)
+	}
+	if _, _, code := e.cli(t, finance, "verify-chain", "--delegation", id); code != 0 {
+		t.Errorf("an untouched chain still verifies: exit %d", code)
+	}
+}
+
+func TestMetricsEndpointServesDashboardMetrics(t *testing.T) {
+	t.Parallel()
+	e := startService(t)
+	resp, err := http.Get(e.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, name := range []string{"quittance_obligations{", "quittance_collector_up 1", "quittance_write_offs_total{", "quittance_evidence_total{", "quittance_compensation_requests_total{"} {
+		if !bytes.Contains(body, []byte(name)) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}

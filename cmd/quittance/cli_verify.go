@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// chainEvent is an event as GET /v1/delegations/{id}/evidence returns it.
+type chainEvent struct {
+	Seq            int64           `json:"seq"`
+	Stream         string          `json:"stream"`
+	StreamSeq      int32           `json:"stream_seq"`
+	DelegationID   string          `json:"delegation_id"`
+	Type           string          `json:"type"`
+	At             time.Time       `json:"at"`
+	Actor          string          `json:"actor"`
+	ObligationFrom string          `json:"obligation_from"`
+	ObligationTo   string          `json:"obligation_to"`
+	Data           json.RawMessage `json:"data"`
+	Evidence       string          `json:"evidence"`
+	PrevHash       string          `json:"prev_hash"`
+	Hash           string          `json:"hash"`
+}
+
+type chain struct {
+	DelegationID string       `json:"delegation_id"`
+	OrgID        string       `json:"org_id"`
+	RemoteTaskID string       `json:"remote_task_id"`
+	LedgerID     string       `json:"ledger_id"`
+	Events       []chainEvent `json:"events"`
+}
+
+// errChainBroken is returned when any chain or signature failed to verify.
+var errChainBroken = errors.New("verification failed: the audit log does not verify (see above)")
+
+func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var delegation string
+	cmd := &cobra.Command{
+		Use:   "verify-chain",
+		Short: "Re-verify the audit log's hash chains and every stored signed token",
+		Long: "verify-chain fetches each delegation's event chain (or only --delegation's), recomputes every event's " +
+			"hash and link, and re-verifies every stored signed ack or declaration against the org's registered keys " +
+			"as of the time the event was recorded. It prints one line per delegation and exits 1 on any break.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			v := &verifier{c: c, keys: map[string]*jose.JSONWebKeySet{}, out: stdout}
+			if delegation != "" {
+				if _, err := uuid.Parse(delegation); err != nil {
+					return usageError{fmt.Errorf("--delegation must be a delegation id (a UUID)")}
+				}
+				if err := v.verify(ctx, delegation); err != nil {
+					return err
+				}
+			} else {
+				q := url.Values{"limit": {"500"}}
+				for {
+					var page struct {
+						Delegations []struct {
+							ID string `json:"id"`
+						} `json:"delegations"`
+						NextCursor string `json:"next_cursor"`
+					}
+					if err := c.call(ctx, http.MethodGet, "/v1/delegations", q, nil, &page); err != nil {
+						return err
+					}
+					for _, d := range page.Delegations {
+						if err := v.verify(ctx, d.ID); err != nil {
+							return err
+						}
+					}
+					if page.NextCursor == "" {
+						break
+					}
+					q.Set("cursor", page.NextCursor)
+				}
+			}
+			fmt.Fprintf(stderr, "verified %d delegation(s), %d event(s), %d signed token(s); %d broken\n",
+				v.delegations, v.events, v.tokens, v.broken)
+			if v.broken > 0 {
+				return errChainBroken
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&delegation, "delegation", "", "verify only this delegation")
+	return cmd
+}
+
+type verifier struct {
+	c    *apiClient
+	keys map[string]*jose.JSONWebKeySet
+	out  io.Writer
+
+	delegations, events, tokens, broken int
+}
+
+// verify checks one delegation's chain and tokens and prints the result.
+// Only failures to talk to the API are returned; breaks are counted.
+func (v *verifier) verify(ctx context.Context, id string) error {
+	var ch chain
+	if err := v.c.call(ctx, http.MethodGet, "/v1/delegations/"+url.PathEscape(id)+"/evidence", nil, nil, &ch); err != nil {
+		return err
+	}
+	v.delegations++
+	v.events += len(ch.Events)
+	problems := v.check(ctx, ch)
+	if len(problems) == 0 {
+		fmt.Fprintf(v.out, "ok\t%s\t%d events\n", ch.DelegationID, len(ch.Events))
+		return nil
+	}
+	v.broken++
+	for _, p := range problems {
+		fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", ch.DelegationID, p)
+	}
+	return nil
+}
+
+func (v *verifier) check(ctx context.Context, ch chain) []string {
+	var problems []string
+	events := make([]ledger.Event, len(ch.Events))
+	for i, e := range ch.Events {
+		le, err := toLedgerEvent(e)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("event %d: %v", e.StreamSeq, err))
+			continue
+		}
+		events[i] = le
+	}
+	if len(problems) == 0 {
+		if err := ledger.VerifyChain(events); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	for _, e := range ch.Events {
+		if e.Evidence == "" {
+			continue
+		}
+		v.tokens++
+		if err := v.verifyToken(ctx, ch, e); err != nil {
+			problems = append(problems, fmt.Sprintf("event %d (%s): token does not verify: %v", e.StreamSeq, e.Type, err))
+		}
+	}
+	return problems
+}
+
+func toLedgerEvent(e chainEvent) (ledger.Event, error) {
+	prev, err := hex.DecodeString(e.PrevHash)
+	if err != nil {
+		return ledger.Event{}, fmt.Errorf("prev_hash is not hex")
+	}
+	hash, err := hex.DecodeString(e.Hash)
+	if err != nil {
+		return ledger.Event{}, fmt.Errorf("hash is not hex")
+	}
+	var delegation uuid.UUID
+	if e.DelegationID != "" {
+		if delegation, err = uuid.Parse(e.DelegationID); err != nil {
+			return ledger.Event{}, fmt.Errorf("delegation_id is not a UUID")
+		}
+	}
+	return ledger.Event{
+		Seq: e.Seq, Stream: e.Stream, StreamSeq: e.StreamSeq, DelegationID: delegation, Type: e.Type, At: e.At,
+		Actor: e.Actor, ObligationFrom: ledger.ObligationState(e.ObligationFrom), ObligationTo: ledger.ObligationState(e.ObligationTo),
+		Data: e.Data, Evidence: e.Evidence, PrevHash: prev, Hash: hash,
+	}, nil
+}
+
+// verifyToken re-verifies a stored token against the org's keys as of the
+// event's time (the token was valid then; it may have expired since).
+func (v *verifier) verifyToken(ctx context.Context, ch chain, e chainEvent) error {
+	keys, err := v.orgKeys(ctx, ch.OrgID)
+	if err != nil {
+		return err
+	}
+	var data struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(e.Data, &data)
+	kind := compensation.TokenKind(data.Kind)
+	switch e.Type {
+	case compensation.EventTypeCompensationAcked:
+		kind = compensation.KindAck
+	case compensation.EventTypeNoCompensationDeclared:
+		kind = compensation.KindDeclaration
+	}
+	if !kind.Valid() {
+		return fmt.Errorf("the event does not say which kind of token it stores")
+	}
+	claims, err := compensation.Verify(compensation.VerifyInput{
+		Token: []byte(e.Evidence), Kind: kind, OrgID: ch.OrgID, Keys: keys, LedgerID: ch.LedgerID, Now: e.At,
+	})
+	if err != nil {
+		return err
+	}
+	if claims.Subject != ch.RemoteTaskID {
+		return fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, ch.RemoteTaskID)
+	}
+	return nil
+}
+
+// orgKeys fetches and caches an org's registered JWK Set.
+func (v *verifier) orgKeys(ctx context.Context, orgID string) (*jose.JSONWebKeySet, error) {
+	if k, ok := v.keys[orgID]; ok {
+		return k, nil
+	}
+	var org struct {
+		JWKS json.RawMessage `json:"jwks"`
+	}
+	if err := v.c.call(ctx, http.MethodGet, "/admin/v1/orgs/"+url.PathEscape(orgID), nil, nil, &org); err != nil {
+		return nil, err
+	}
+	keys := &jose.JSONWebKeySet{}
+	if len(org.JWKS) > 0 && string(org.JWKS) != "null" {
+		parsed, err := compensation.ParseOrgJWKS(org.JWKS)
+		if err != nil {
+			return nil, fmt.Errorf("org %s's registered keys: %w", orgID, err)
+		}
+		keys = parsed
+	}
+	v.keys[orgID] = keys
+	return keys, nil
+}

@@ -1,0 +1,19 @@
+// Package demoagent is a small A2A v1.0 remote agent that plays a supplier
+// organization for local demonstrations and tests: it takes procurement
+// requests, commits a purchase order while it works, keeps that purchase
+// order when its task is canceled (the gap Quittance exists to close), and
+// implements Quittance's compensation extension
+// (https://quittance.dev/a2a/compensation/v1), reversing the purchase order
+// and answering with a compensation receipt signed by the org's Ed25519 key.
+//
+// It speaks JSON-RPC A2A v1.0 over net/http: the agent card, SendMessage,
+// SendStreamingMessage, GetTask, CancelTask, SubscribeToTask and
+// CreateTaskPushNotificationConfig, with push notifications on every status
+// change. State lives in memory and is lost when the process stops.
+//
+// It is a stand-in for another organization's agent and nothing more: it
+// never imports the ledger's store or service, never talks to Quittance
+// except through the push endpoints Quittance registers with it, and is not
+// meant to be exposed beyond a developer's machine (it has no
+// authentication and no persistence).
+package demoagent

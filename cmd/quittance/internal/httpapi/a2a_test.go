@@ -1,0 +1,670 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/a2aproject/a2a-go/a2asrv/push"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgstore"
+	"github.com/quittance/quittance/sql/pgtest"
+)
+
+// These tests run the whole A2A lifecycle through Quittance's public API —
+// dispatch, push, poll, cancel, compensation over A2A — against a remote
+// agent we did not write: the a2a-go v0.3.3 server, in process, on
+// loopback. Quittance's outbound calls go through the production egress
+// client, allowing http and 127.0.0.1/32 only.
+
+const a2aLedgerID = "ledger-a2a-test"
+
+var testEgress = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+
+// v03Peer is a remote supplier agent on a2a-go v0.3.3. Tasks work until
+// released (completed), canceled, or refused cancel; a message carrying a
+// compensationRequest data part is answered with a compensation-receipt
+// artifact whose outcome is compOutcome.
+type v03Peer struct {
+	refuseCancel bool
+	compOutcome  string
+
+	release chan struct{}
+	stop    chan struct{}
+
+	mu         sync.Mutex
+	messageIDs []string
+	compReqs   []map[string]any
+	tasks      atomic.Int32
+
+	srv     *httptest.Server
+	cardURL string
+}
+
+func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	p.mu.Lock()
+	p.messageIDs = append(p.messageIDs, rc.Message.ID)
+	var req map[string]any
+	for _, part := range rc.Message.Parts {
+		if dp, ok := part.(a2a.DataPart); ok {
+			if r, ok := dp.Data["compensationRequest"].(map[string]any); ok {
+				req = r
+				p.compReqs = append(p.compReqs, r)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if req != nil {
+		outcome := p.compOutcome
+		if outcome == "" {
+			outcome = "compensated"
+		}
+		art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: map[string]any{
+			"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+		}})
+		art.Artifact.Name = compensation.ReceiptArtifactName
+		if err := q.Write(ctx, art); err != nil {
+			return err
+		}
+		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
+		done.Final = true
+		return q.Write(ctx, done)
+	}
+	p.tasks.Add(1)
+	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-p.stop:
+		return nil
+	case <-p.release:
+		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
+		done.Final = true
+		return q.Write(ctx, done)
+	}
+}
+
+func (p *v03Peer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if p.refuseCancel {
+		return a2a.ErrTaskNotCancelable
+	}
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func (p *v03Peer) received() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.messageIDs...)
+}
+
+// startV03Peer serves p on ip (127.0.0.1 unless given).
+func startV03Peer(t *testing.T, p *v03Peer, ip string) *v03Peer {
+	t.Helper()
+	p.stop = make(chan struct{})
+	if p.release == nil {
+		p.release = make(chan struct{})
+	}
+	handler := a2asrv.NewHandler(p,
+		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})),
+	)
+	mux := http.NewServeMux()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(p.stop) })
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
+		Name: "Supplier", Description: "sells pallets", URL: srv.URL + "/rpc",
+		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: "1.0.0",
+		Capabilities: a2a.AgentCapabilities{
+			PushNotifications: true,
+			Extensions:        []a2a.AgentExtension{{URI: compensation.ExtensionURI}},
+		},
+		DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
+		Skills: []a2a.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
+	}))
+	p.srv, p.cardURL = srv, srv.URL+a2asrv.WellKnownAgentCardPath
+	return p
+}
+
+// a2aEnv is the API with its A2A workers on a fresh database.
+type a2aEnv struct {
+	url      string
+	store    *pgstore.Store
+	ledger   *ledger.Service
+	worker   *delegate.Worker
+	oncall   string
+	orch     string
+	startRun func()
+}
+
+type a2aOptions struct {
+	noPush      bool          // no public URL: nothing is pushed
+	pollAfter   time.Duration // default: never within a test
+	noWorker    bool          // do not start the worker (start it with startRun)
+	maxAttempts int
+	// registerPolicy, if set, is the policy org registration validates
+	// against (the worker always uses testEgress).
+	registerPolicy *delegate.EgressPolicy
+}
+
+func newA2AEnv(t *testing.T, o a2aOptions) *a2aEnv {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	store := pgstore.New(pool)
+	register := testEgress
+	if o.registerPolicy != nil {
+		register = *o.registerPolicy
+	}
+	svc := ledger.NewService(ledger.Config{
+		Store:        store,
+		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
+		ValidateAgentEndpoint: func(u string, hosts []string) error {
+			return delegate.ValidateAgentEndpoint(register, u, hosts)
+		},
+		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
+	})
+	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), LedgerID: a2aLedgerID})
+	var handler http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	if o.pollAfter == 0 {
+		o.pollAfter = time.Hour
+	}
+	if o.maxAttempts == 0 {
+		o.maxAttempts = 3
+	}
+	public := srv.URL
+	if o.noPush {
+		public = ""
+	}
+	worker := delegate.NewWorker(delegate.Config{
+		Store: store.A2A(), Compensation: comp, HTTPClient: delegate.NewHTTPClient(testEgress), LedgerID: a2aLedgerID,
+		PublicURL: public, Interval: 20 * time.Millisecond, PollAfter: o.pollAfter, PollInterval: 20 * time.Millisecond,
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, CompensationPollInterval: 20 * time.Millisecond,
+		CompensationMaxAttempts: o.maxAttempts,
+	})
+	handler = httpapi.New(httpapi.Config{Ledger: svc, Compensation: comp, Ready: store.Ping, Version: "test", LedgerID: a2aLedgerID, Push: worker})
+	e := &a2aEnv{url: srv.URL, store: store, ledger: svc, worker: worker, oncall: ledger.NewTokenSecret(), orch: ledger.NewTokenSecret()}
+	ctx := context.Background()
+	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.oncall); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: "orch"}, e.orch); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	e.startRun = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = worker.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+		})
+	}
+	if !o.noWorker {
+		e.startRun()
+	}
+	e.must(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, http.StatusCreated)
+	return e
+}
+
+func (e *a2aEnv) do(t *testing.T, method, path, token string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, e.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (e *a2aEnv) must(t *testing.T, method, path, token string, body any, status int) []byte {
+	t.Helper()
+	got, out := e.do(t, method, path, token, body)
+	if got != status {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, status, out)
+	}
+	return out
+}
+
+func (e *a2aEnv) putOrg(t *testing.T, id, cardURL string, status int) {
+	t.Helper()
+	e.must(t, http.MethodPut, "/admin/v1/orgs/"+id, e.oncall, map[string]any{
+		"name": "Supplier " + id, "agent_card_url": cardURL, "allowed_hosts": []string{"127.0.0.1"},
+	}, status)
+}
+
+func (e *a2aEnv) dispatch(t *testing.T, op, org string) httpapi.DelegationBody {
+	t.Helper()
+	var d httpapi.DelegationBody
+	out := e.must(t, http.MethodPost, "/v1/delegations", e.orch, map[string]any{
+		"business_operation_id": op, "org_id": org, "task_class": "procurement", "budget_id": "ops",
+		"hold": map[string]any{"amount_minor": 12_500, "currency": "EUR"},
+		"dispatch": map[string]any{"message": map[string]any{
+			"parts": []any{map[string]any{"text": "buy 3 pallets"}, map[string]any{"data": map[string]any{"sku": "P-1", "qty": 3}}},
+		}},
+	}, http.StatusCreated)
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Remote.TaskID != "" || d.ObligationState != "held" || d.HoldState != "active" {
+		t.Fatalf("dispatched delegation at creation = %+v", d)
+	}
+	return d
+}
+
+func (e *a2aEnv) get(t *testing.T, id string) httpapi.DelegationBody {
+	t.Helper()
+	var d httpapi.DelegationBody
+	if err := json.Unmarshal(e.must(t, http.MethodGet, "/v1/delegations/"+id, e.orch, nil, http.StatusOK), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+type a2aEvent struct {
+	Type           string          `json:"type"`
+	ObligationFrom string          `json:"obligation_from"`
+	ObligationTo   string          `json:"obligation_to"`
+	Data           json.RawMessage `json:"data"`
+	Evidence       string          `json:"evidence"`
+}
+
+func (e *a2aEnv) events(t *testing.T, id string) []a2aEvent {
+	t.Helper()
+	var out struct {
+		Events []a2aEvent `json:"events"`
+	}
+	if err := json.Unmarshal(e.must(t, http.MethodGet, "/v1/delegations/"+id+"/events", e.orch, nil, http.StatusOK), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Events
+}
+
+func countEvents(events []a2aEvent, typ string) int {
+	n := 0
+	for _, ev := range events {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor polls the delegation until ok holds, failing after 15s.
+func (e *a2aEnv) waitFor(t *testing.T, id, what string, ok func(httpapi.DelegationBody) bool) httpapi.DelegationBody {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		d := e.get(t, id)
+		if ok(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; delegation = %+v; events = %+v", what, d, e.events(t, id))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func dispatched(d httpapi.DelegationBody) bool { return d.Remote.TaskID != "" }
+
+func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
+	e := newA2AEnv(t, a2aOptions{})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+
+	d := e.dispatch(t, "po-1", "supplier")
+	d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
+	if d.Remote.ContextID == "" || d.Remote.ProtocolVersion != "0.3" {
+		t.Fatalf("remote = %+v, want context id and protocol 0.3", d.Remote)
+	}
+	id := uuid.MustParse(d.ID)
+	if got := peer.received(); len(got) != 1 || got[0] != delegate.DispatchMessageID(id) {
+		t.Fatalf("peer received messages %v, want one %q", got, delegate.DispatchMessageID(id))
+	}
+
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if d.TaskStatus != "canceled" || d.HoldState != "returned" || d.Compensation == nil || d.Compensation.Receipt == nil || d.Compensation.Attempts != 1 {
+		t.Fatalf("after compensation: %+v", d)
+	}
+	peer.mu.Lock()
+	reqs := append([]map[string]any(nil), peer.compReqs...)
+	peer.mu.Unlock()
+	if len(reqs) != 1 || reqs[0]["taskId"] != d.Remote.TaskID || reqs[0]["idempotencyKey"] != d.Compensation.IdempotencyKey {
+		t.Fatalf("compensation requests = %v", reqs)
+	}
+	events := e.events(t, d.ID)
+	var path []string
+	for _, ev := range events {
+		if ev.ObligationTo != "" {
+			path = append(path, ev.ObligationFrom+"->"+ev.ObligationTo)
+		}
+	}
+	want := "held->revocation_pending_compensation,revocation_pending_compensation->compensated"
+	if strings.Join(path, ",") != want {
+		t.Fatalf("obligation path %v, want %s", path, want)
+	}
+	for _, typ := range []string{delegate.EventTypeTaskDispatched, ledger.EventTypeCancelRequested, compensation.EventTypeCompensationRequested, compensation.EventTypeCompensationAcked} {
+		if countEvents(events, typ) != 1 {
+			t.Fatalf("want one %s event; events = %+v", typ, events)
+		}
+	}
+	b := e.must(t, http.MethodGet, "/admin/v1/budgets/ops", e.oncall, nil, http.StatusOK)
+	var budget httpapi.BudgetBody
+	_ = json.Unmarshal(b, &budget)
+	if budget.HeldMinor != 0 || budget.AvailableMinor != 1_000_000 {
+		t.Fatalf("budget after compensation = %+v", budget)
+	}
+}
+
+func TestA2ACompensationFailuresEndUnconfirmedNeverReleased(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{compOutcome: "failed"}, "127.0.0.1")
+	e := newA2AEnv(t, a2aOptions{maxAttempts: 2})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-fail", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "unconfirmed", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensation_unconfirmed" })
+	if d.HoldState != "active" || d.Compensation.Attempts != 2 || !strings.Contains(d.Compensation.LastError, "failed") {
+		t.Fatalf("after exhausted retries: %+v", d)
+	}
+	events := e.events(t, d.ID)
+	if countEvents(events, compensation.EventTypeCompensationRetriesExhausted) != 1 {
+		t.Fatalf("events = %+v", events)
+	}
+	// Each round is a new request with its own messageId.
+	peer.mu.Lock()
+	n := len(peer.compReqs)
+	peer.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("peer got %d compensation requests, want 2", n)
+	}
+}
+
+func TestA2ACancelNotCancelableKeepsHold(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{refuseCancel: true}, "127.0.0.1")
+	e := newA2AEnv(t, a2aOptions{})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-2", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	deadline := time.Now().Add(15 * time.Second)
+	for countEvents(e.events(t, d.ID), delegate.EventTypeCancelRefused) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no cancel_refused event: %+v", e.events(t, d.ID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // let the follow-up observation run
+	d = e.get(t, d.ID)
+	if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" {
+		t.Fatalf("after a refused cancel: %+v", d)
+	}
+}
+
+func TestA2APollPicksUpTerminalState(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
+	e := newA2AEnv(t, a2aOptions{noPush: true, pollAfter: 50 * time.Millisecond})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-3", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	close(peer.release)
+	d = e.waitFor(t, d.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
+	if d.TaskStatus != "completed" || d.HoldState != "consumed" {
+		t.Fatalf("after poll: %+v", d)
+	}
+	found := false
+	for _, ev := range e.events(t, d.ID) {
+		if ev.Type == ledger.EventTypeTaskStatusChanged && ev.ObligationTo == "settled" && strings.Contains(string(ev.Data), `"source":"poll"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("settlement not observed by the poller: %+v", e.events(t, d.ID))
+	}
+}
+
+// sendPush posts a push notification for id with the given header and body.
+func (e *a2aEnv) sendPush(t *testing.T, id, header, value, contentType string, body []byte) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/a2a/push/"+id, bytes.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	if header != "" {
+		req.Header.Set(header, value)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+func TestA2APushReceiver(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
+	e := newA2AEnv(t, a2aOptions{})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-4", "supplier")
+	d = e.waitFor(t, d.ID, "dispatch", dispatched)
+	id := uuid.MustParse(d.ID)
+
+	// The registered token is random and only its hash is stored; replace
+	// it with one the test knows (the peer's own pushes now fail auth).
+	const token = "push-token-for-test"
+	sum := sha256.Sum256([]byte(token))
+	if err := e.store.A2A().InTx(t.Context(), func(tx delegate.Tx) error {
+		return tx.SetPushTokenHash(t.Context(), id, sum[:], time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	task := d.Remote.TaskID
+	v1Working := []byte(fmt.Sprintf(`{"statusUpdate":{"taskId":%q,"contextId":%q,"status":{"state":"TASK_STATE_WORKING"}}}`, task, d.Remote.ContextID))
+	v03Completed := []byte(fmt.Sprintf(`{"kind":"task","id":%q,"contextId":%q,"status":{"state":"completed"}}`, task, d.Remote.ContextID))
+
+	for _, tc := range []struct {
+		name, header, value, ct string
+		body                    []byte
+		status                  int
+	}{
+		{"bearer", "Authorization", "Bearer " + token, "application/a2a+json", v1Working, http.StatusAccepted},
+		{"x-token", "X-A2A-Notification-Token", token, "application/json", v1Working, http.StatusAccepted},
+		{"token", "A2A-Notification-Token", token, "application/json", v1Working, http.StatusAccepted},
+		{"wrong token", "X-A2A-Notification-Token", "nope", "application/json", v1Working, http.StatusUnauthorized},
+		{"no token", "", "", "application/json", v1Working, http.StatusUnauthorized},
+		{"wrong task", "X-A2A-Notification-Token", token, "application/json",
+			[]byte(`{"statusUpdate":{"taskId":"someone-else","status":{"state":"TASK_STATE_COMPLETED"}}}`), http.StatusConflict},
+		{"malformed", "X-A2A-Notification-Token", token, "application/json", []byte(`{"hello":1}`), http.StatusBadRequest},
+		{"wrong media type", "X-A2A-Notification-Token", token, "text/plain", v1Working, http.StatusUnsupportedMediaType},
+	} {
+		if got, body := e.sendPush(t, d.ID, tc.header, tc.value, tc.ct, tc.body); got != tc.status {
+			t.Fatalf("%s: status %d, want %d: %s", tc.name, got, tc.status, body)
+		}
+	}
+	if got, _ := e.sendPush(t, uuid.NewString(), "X-A2A-Notification-Token", token, "application/json", v1Working); got != http.StatusUnauthorized {
+		t.Fatalf("push for an unknown delegation: %d", got)
+	}
+	// A push claiming completion is only a hint: the task is still working
+	// at the remote, so nothing moves.
+	if got, _ := e.sendPush(t, d.ID, "X-A2A-Notification-Token", token, "application/json", v03Completed); got != http.StatusAccepted {
+		t.Fatalf("hint push: %d", got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if d := e.get(t, d.ID); d.ObligationState != "held" || d.TaskStatus != "working" {
+		t.Fatalf("a push alone moved the delegation: %+v", d)
+	}
+	if countEvents(e.events(t, d.ID), delegate.EventTypePushRefused) != 1 {
+		t.Fatalf("wrong-task push not recorded: %+v", e.events(t, d.ID))
+	}
+
+	// Now the task completes at the remote; duplicate and out-of-order
+	// pushes (completed twice, then working) settle it exactly once.
+	close(peer.release)
+	time.Sleep(100 * time.Millisecond)
+	for _, body := range [][]byte{v03Completed, v03Completed, v1Working} {
+		if got, _ := e.sendPush(t, d.ID, "Authorization", "Bearer "+token, "application/json", body); got != http.StatusAccepted {
+			t.Fatalf("push: %d", got)
+		}
+	}
+	d = e.waitFor(t, d.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
+	time.Sleep(200 * time.Millisecond)
+	transitions := 0
+	for _, ev := range e.events(t, d.ID) {
+		if ev.ObligationTo != "" {
+			transitions++
+		}
+	}
+	if transitions != 1 || e.get(t, d.ID).TaskStatus != "completed" {
+		t.Fatalf("transitions = %d; events = %+v", transitions, e.events(t, d.ID))
+	}
+}
+
+func TestA2ACrashBetweenHoldAndSendResumesWithSameMessageID(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
+	e := newA2AEnv(t, a2aOptions{noWorker: true})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-5", "supplier")
+	id := uuid.MustParse(d.ID)
+
+	// A worker claims the send and dies before making it: its lease
+	// (short here) must run out, and then a fresh worker makes the call.
+	now := time.Now()
+	jobs, err := e.store.A2A().ClaimJobs(t.Context(), now, now.Add(300*time.Millisecond), "crashed-worker", 10)
+	if err != nil || len(jobs) != 1 || jobs[0].Kind != ledger.OutboundDispatch || jobs[0].DelegationID != id {
+		t.Fatalf("claimed %+v, %v", jobs, err)
+	}
+	if got := peer.received(); len(got) != 0 {
+		t.Fatalf("the peer heard of the delegation before any worker sent it: %v", got)
+	}
+	if again, _ := e.store.A2A().ClaimJobs(t.Context(), time.Now(), time.Now().Add(time.Minute), "other", 10); len(again) != 0 {
+		t.Fatalf("a leased job was claimed twice: %+v", again)
+	}
+	e.startRun()
+	d = e.waitFor(t, d.ID, "dispatch after the lease expired", dispatched)
+	if got := peer.received(); len(got) != 1 || got[0] != delegate.DispatchMessageID(id) {
+		t.Fatalf("peer received %v, want exactly one %q", got, delegate.DispatchMessageID(id))
+	}
+	if n := peer.tasks.Load(); n != 1 {
+		t.Fatalf("the peer created %d tasks, want 1", n)
+	}
+	if d.ObligationState != "held" || countEvents(e.events(t, d.ID), delegate.EventTypeTaskDispatched) != 1 {
+		t.Fatalf("after resume: %+v", d)
+	}
+}
+
+func TestA2AEgressRefusesForbiddenAgentAddress(t *testing.T) {
+	t.Parallel()
+	forbidden := startV03Peer(t, &v03Peer{}, "127.0.0.2")
+	e := newA2AEnv(t, a2aOptions{})
+	// Registration refuses a card on an address outside the allow-list.
+	e.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusUnprocessableEntity)
+
+	// And if the registration policy was looser, the dialer still refuses.
+	loose := delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	e2 := newA2AEnv(t, a2aOptions{registerPolicy: &loose})
+	e2.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusCreated)
+	d := e2.dispatch(t, "po-6", "elsewhere")
+	deadline := time.Now().Add(15 * time.Second)
+	for countEvents(e2.events(t, d.ID), delegate.EventTypeDispatchFailed) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no dispatch_failed: %+v", e2.events(t, d.ID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := forbidden.received(); len(got) != 0 {
+		t.Fatalf("the forbidden agent was reached: %v", got)
+	}
+	if d := e2.get(t, d.ID); d.ObligationState != "held" || d.HoldState != "active" {
+		t.Fatalf("a refused dispatch moved the hold: %+v", d)
+	}
+	for _, ev := range e2.events(t, d.ID) {
+		if ev.Type == delegate.EventTypeDispatchFailed && !strings.Contains(string(ev.Data), "egress denied") {
+			t.Fatalf("dispatch_failed without the egress reason: %s", ev.Data)
+		}
+	}
+}
+
+func TestA2ADispatchValidation(t *testing.T) {
+	t.Parallel()
+	e := newA2AEnv(t, a2aOptions{noWorker: true})
+	e.must(t, http.MethodPut, "/admin/v1/orgs/no-agent", e.oncall, map[string]any{"name": "No agent"}, http.StatusCreated)
+	base := map[string]any{
+		"business_operation_id": "op", "org_id": "no-agent", "task_class": "procurement", "budget_id": "ops",
+		"hold": map[string]any{"amount_minor": 100, "currency": "EUR"},
+	}
+	with := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	msg := map[string]any{"message": map[string]any{"parts": []any{map[string]any{"text": "hi"}}}}
+	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with("dispatch", msg), http.StatusConflict) // org has no agent
+	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with("dispatch", msg, "remote", map[string]any{"task_id": "x"}), http.StatusUnprocessableEntity)
+	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with("dispatch", map[string]any{"message": map[string]any{"parts": []any{}}}), http.StatusUnprocessableEntity)
+	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with(), http.StatusUnprocessableEntity)
+	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.oncall, map[string]any{"name": "Bad", "agent_card_url": "ftp://127.0.0.1/card"}, http.StatusUnprocessableEntity)
+	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.oncall, map[string]any{"name": "Bad", "agent_card_url": "http://127.0.0.1/card"}, http.StatusUnprocessableEntity) // no allowed hosts
+}

@@ -1,0 +1,267 @@
+package httpapi
+
+import (
+	"context"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/quittance/quittance/compensation"
+)
+
+// joseContentType is the media type of a compact JWS (RFC 7515 §9.2.1).
+const joseContentType = "application/jose"
+
+// EvidenceOutcomeHeader names the response header that says what became of
+// accepted evidence: applied, duplicate or late_evidence.
+const EvidenceOutcomeHeader = "Quittance-Evidence-Outcome"
+
+type evidenceInput struct {
+	RawBody []byte `contentType:"application/jose" doc:"A compact JWS signed with one of the org's registered keys."`
+}
+
+// EvidenceBody is the answer to accepted signed evidence: the delegation,
+// and what became of the evidence.
+type EvidenceBody struct {
+	DelegationBody
+	Evidence EvidenceOutcomeBody `json:"evidence"`
+}
+
+// EvidenceOutcomeBody says what became of accepted evidence.
+type EvidenceOutcomeBody struct {
+	Outcome             string `json:"outcome" enum:"applied,duplicate,late_evidence" doc:"applied: the obligation moved; duplicate: this exact token was accepted before and nothing changed; late_evidence: the obligation had already ended, so the token was recorded as a late_evidence event and not applied."`
+	ContradictsWriteOff bool   `json:"contradicts_write_off,omitempty" doc:"Late evidence for a written-off obligation: the remote org reports compensation for a loss already accepted."`
+}
+
+type evidenceOutput struct {
+	Outcome string `header:"Quittance-Evidence-Outcome"`
+	Body    EvidenceBody
+}
+
+// evidenceGate refuses, before the body is read, requests to the evidence
+// endpoints that are not application/jose (415) or declare a body larger
+// than a token may be (413 token_too_large). A body sent without a length
+// is cut off by the operation's MaxBodyBytes (413 body_too_large).
+func (s *Server) evidenceGate(ctx huma.Context, next func(huma.Context)) {
+	mt, _, err := mime.ParseMediaType(ctx.Header("Content-Type"))
+	if err != nil || mt != joseContentType {
+		s.writeProblem(ctx, newProblem(http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"send the compact JWS with Content-Type: application/jose"))
+		return
+	}
+	if n, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && n > compensation.MaxTokenSize {
+		s.writeProblem(ctx, newProblem(http.StatusRequestEntityTooLarge, compensation.CodeTokenTooLarge,
+			"the token exceeds "+strconv.Itoa(compensation.MaxTokenSize)+" bytes"))
+		return
+	}
+	next(ctx)
+}
+
+// SweepBody is the result of an on-demand sweep.
+type SweepBody struct {
+	Moved int `json:"moved" doc:"How many obligations moved from revocation_pending_compensation to compensation_unconfirmed. Holds stay active."`
+}
+
+type sweepOutput struct {
+	Body SweepBody
+}
+
+type revokeIdentityInput struct {
+	ID   string `path:"id" maxLength:"128" doc:"The org id."`
+	Body struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the org's agent identity is no longer trusted."`
+	}
+}
+
+// RevokeIdentityBody is the org after its identity was revoked and how many
+// obligations were escalated.
+type RevokeIdentityBody struct {
+	Org       OrgBody `json:"org"`
+	Escalated int     `json:"escalated" doc:"Open obligations (held, revocation_pending_compensation, compensation_unconfirmed) moved to escalated. Holds stay active."`
+}
+
+type revokeIdentityOutput struct {
+	Body RevokeIdentityBody
+}
+
+type writeOffRequestInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		Reason    string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the loss is accepted."`
+		Reference string `json:"reference,omitempty" maxLength:"256" doc:"An external reference: ticket, incident."`
+	}
+}
+
+type writeOffPathInput struct {
+	ID string `path:"id" doc:"The write-off id (a UUID)."`
+}
+
+// WriteOffBody is a write-off.
+type WriteOffBody struct {
+	ID           string          `json:"id" format:"uuid"`
+	DelegationID string          `json:"delegation_id" format:"uuid"`
+	Status       string          `json:"status" enum:"pending_approval,executed,void"`
+	Amount       MoneyBody       `json:"amount"`
+	Reason       string          `json:"reason"`
+	Reference    string          `json:"reference,omitempty"`
+	RequestedBy  string          `json:"requested_by" doc:"Name of the requesting on-call token."`
+	ApprovedBy   string          `json:"approved_by,omitempty" doc:"Name of the approving on-call token, above the threshold."`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExecutedAt   *time.Time      `json:"executed_at,omitempty"`
+	Delegation   *DelegationBody `json:"delegation,omitempty" doc:"The delegation after the request or approval."`
+}
+
+func writeOffBody(w compensation.WriteOff) WriteOffBody {
+	return WriteOffBody{
+		ID: w.ID.String(), DelegationID: w.DelegationID.String(), Status: string(w.Status),
+		Amount: MoneyBody{AmountMinor: w.Amount.AmountMinor, Currency: w.Amount.Currency},
+		Reason: w.Reason, Reference: w.Reference, RequestedBy: w.RequestedBy, ApprovedBy: w.ApprovedBy,
+		CreatedAt: w.CreatedAt, ExecutedAt: timePtr(w.ExecutedAt),
+	}
+}
+
+func writeOffResultBody(r compensation.WriteOffResult) WriteOffBody {
+	b := writeOffBody(r.WriteOff)
+	d := delegationBody(r.Delegation)
+	b.Delegation = &d
+	return b
+}
+
+type writeOffOutput struct {
+	Status int
+	Body   WriteOffBody
+}
+
+const evidenceDescription = `The body is a compact JWS (Content-Type: application/jose, at most 16 KiB). No bearer token: the signature, by a key registered for the org that owns the delegation, is the credential. The delegation is found by the token's (iss, sub).
+
+200 with the delegation when the token is accepted; the evidence.outcome member and the Quittance-Evidence-Outcome header say what became of it: applied (the obligation moved), duplicate (this exact token was accepted before: the same result, nothing changed) or late_evidence (the obligation had already ended, e.g. been written off: the token is recorded as a late_evidence event for reconciliation and not applied — the state is unchanged).
+
+Refusals are problem+json with the refusal code as code, and change nothing but a token_refused event on the delegation's stream (when it is known) holding the code and the token's sha256: 401 for signature and key problems (token_algorithm_refused, token_header_refused, token_key_unknown, token_key_unusable, token_signature_invalid); 403 token_org_revoked; 404 token_delegation_unknown; 409 token_replayed and evidence_not_expected; 413 token_too_large; 415 for other content types; 422 for claim problems (token_malformed, token_type_mismatch, token_claims_missing, token_issuer_mismatch, token_audience_mismatch, token_expired, token_not_yet_valid, token_lifetime_too_long, token_idempotency_key_mismatch).`
+
+func (s *Server) registerCompensation() {
+	if s.compensation == nil {
+		return
+	}
+	remote := []string{"compensation evidence"}
+	evidenceOp := func(id, path, summary string) huma.Operation {
+		return huma.Operation{
+			OperationID: id, Method: http.MethodPost, Path: path, Tags: remote, Summary: summary,
+			Description:  evidenceDescription,
+			MaxBodyBytes: compensation.MaxTokenSize + 1, // huma refuses a body that reaches the limit
+			Middlewares:  huma.Middlewares{s.evidenceGate},
+			Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict,
+				http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity},
+		}
+	}
+	huma.Register(s.api, evidenceOp("post-compensation-ack", "/v1/compensation/acks",
+		"Acknowledge compensation (typ compensation-ack+jwt)"),
+		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
+			res, err := s.compensation.SubmitAck(ctx, in.RawBody)
+			if err != nil {
+				return nil, s.fail(ctx, err)
+			}
+			return evidenceOutputOf(res), nil
+		})
+	huma.Register(s.api, evidenceOp("post-compensation-declaration", "/v1/compensation/declarations",
+		"Declare that no compensation is required (typ no-compensation-required+jwt)"),
+		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
+			res, err := s.compensation.SubmitDeclaration(ctx, in.RawBody)
+			if err != nil {
+				return nil, s.fail(ctx, err)
+			}
+			return evidenceOutputOf(res), nil
+		})
+
+	admin := []string{"admin"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "sweep-compensation", Method: http.MethodPost, Path: "/admin/v1/compensation/sweep", Tags: admin,
+		Summary:     "Move obligations past their compensation deadline to compensation_unconfirmed",
+		Description: "Runs the periodic sweep now (on-call). Holds stay active: a deadline never releases money.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, _ *struct{}) (*sweepOutput, error) {
+		n, err := s.compensation.SweepNow(ctx, principal(ctx))
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &sweepOutput{Body: SweepBody{Moved: n}}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "revoke-org-identity", Method: http.MethodPost, Path: "/admin/v1/orgs/{id}/revoke-identity", Tags: admin,
+		Summary:     "Revoke a remote org's agent identity and escalate its open obligations",
+		Description: "On-call. Marks the identity revoked (its tokens are refused from now on) and, in the same transaction, moves every held, revocation_pending_compensation and compensation_unconfirmed obligation of the org to escalated, holds intact. 409 identity_already_revoked if it already is.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, in *revokeIdentityInput) (*revokeIdentityOutput, error) {
+		o, n, err := s.compensation.RevokeIdentity(ctx, principal(ctx), in.ID, in.Body.Reason)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &revokeIdentityOutput{Body: RevokeIdentityBody{Org: orgBody(o), Escalated: n}}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "request-write-off", Method: http.MethodPost, Path: "/admin/v1/delegations/{id}/write-offs", Tags: admin,
+		Summary: "Write an obligation off",
+		Description: "On-call, with a reason. Allowed from revocation_pending_compensation, compensation_unconfirmed and escalated (else 409 write_off_not_allowed). " +
+			"At or below the approval threshold it executes at once (status executed, the hold becomes written off); above it, status pending_approval until a different on-call identity approves it.",
+		Security: bearerAuth, DefaultStatus: http.StatusCreated,
+	}, func(ctx context.Context, in *writeOffRequestInput) (*writeOffOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.compensation.RequestWriteOff(ctx, principal(ctx), id, compensation.WriteOffInput{
+			Reason: in.Body.Reason, Reference: in.Body.Reference,
+		})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &writeOffOutput{Status: http.StatusCreated, Body: writeOffResultBody(res)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "approve-write-off", Method: http.MethodPost, Path: "/admin/v1/write-offs/{id}/approve", Tags: admin,
+		Summary: "Approve a pending write-off (four eyes)",
+		Description: "On-call, by a different token (id and name) than the requester (else 403 self_approval). 409 write_off_not_pending if it is not pending; " +
+			"409 write_off_not_allowed if the obligation meanwhile left the write-off states (e.g. an ack arrived) — the write-off is then voided.",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.compensation.ApproveWriteOff(ctx, principal(ctx), id)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &writeOffOutput{Status: http.StatusOK, Body: writeOffResultBody(res)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-write-off", Method: http.MethodGet, Path: "/admin/v1/write-offs/{id}", Tags: admin,
+		Summary: "Get a write-off", Security: bearerAuth,
+	}, func(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		w, err := s.compensation.GetWriteOff(ctx, principal(ctx), id)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &writeOffOutput{Status: http.StatusOK, Body: writeOffBody(w)}, nil
+	})
+}
+
+func evidenceOutputOf(res compensation.EvidenceResult) *evidenceOutput {
+	return &evidenceOutput{
+		Outcome: string(res.Outcome),
+		Body: EvidenceBody{
+			DelegationBody: delegationBody(res.Delegation),
+			Evidence:       EvidenceOutcomeBody{Outcome: string(res.Outcome), ContradictsWriteOff: res.ContradictsWriteOff},
+		},
+	}
+}

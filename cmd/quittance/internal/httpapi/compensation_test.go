@@ -1,0 +1,828 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgstore"
+	"github.com/quittance/quittance/sql/pgtest"
+)
+
+const (
+	ledgerID  = "ledger-test"
+	orgB      = "org-b"
+	orgC      = "org-c"
+	budgetID  = "ops"
+	funded    = 10_000_000
+	threshold = 100_000
+	ackTyp    = string(compensation.KindAck)
+	declTyp   = string(compensation.KindDeclaration)
+	acksPath  = "/v1/compensation/acks"
+	declsPath = "/v1/compensation/declarations"
+)
+
+// compEnv is the API with the compensation service on a fresh database, two
+// remote orgs with registered keys, a funded budget and an orchestrator.
+type compEnv struct {
+	*apitest.Env
+	orch string
+	b    *compensationtest.Signer // org-b's registered key
+	c    *compensationtest.Signer // org-c's registered key
+	n    int
+}
+
+func newCompEnv(t *testing.T) *compEnv {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	e := startAPI(t, pool, apitest.NewClock(apitest.Epoch), ledger.NewTokenSecret())
+	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
+		t.Fatalf("create on-call token: %v", err)
+	}
+	ce := &compEnv{
+		Env: e,
+		b:   compensationtest.NewEd25519Signer(t, "b-1"),
+		c:   compensationtest.NewES256Signer(t, "c-1"),
+	}
+	ce.orch = e.NewOrchestrator(t, "acme")
+	e.PutBudget(t, budgetID, "EUR", funded)
+	ce.putOrg(t, orgB, ce.b.JWKS())
+	ce.putOrg(t, orgC, ce.c.JWKS())
+	return ce
+}
+
+// startAPI starts the API, with new ledger and compensation services, on
+// pool: what a fresh replica or a restarted process runs.
+func startAPI(t *testing.T, pool *pgxpool.Pool, clock *apitest.Clock, oncallToken string) *apitest.Env {
+	t.Helper()
+	store := pgstore.New(pool)
+	svc := ledger.NewService(ledger.Config{
+		Store: store, Clock: clock,
+		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
+	})
+	comp := compensation.NewService(compensation.Config{
+		Store: store.Compensation(), Clock: clock, LedgerID: ledgerID, WriteOffApprovalThresholdMinor: threshold,
+	})
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Ledger: svc, Compensation: comp, Ready: store.Ping, Version: "test"}))
+	t.Cleanup(srv.Close)
+	e := &apitest.Env{
+		Server: srv, URL: srv.URL, Client: srv.Client(), Pool: pool, Store: store, Ledger: svc, Clock: clock,
+		OncallToken: oncallToken,
+	}
+	e.Client.Timeout = 30 * time.Second
+	return e
+}
+
+func (e *compEnv) putOrg(t *testing.T, id string, jwks []byte) {
+	t.Helper()
+	r := e.Do(t, http.MethodPut, "/admin/v1/orgs/"+id, e.OncallToken, map[string]any{"name": "Org " + id, "jwks": json.RawMessage(jwks)})
+	if r.Status != http.StatusCreated && r.Status != http.StatusOK {
+		t.Fatalf("%s: status %d: %s", r.Request, r.Status, r.Body)
+	}
+}
+
+// delegation creates a procurement delegation with org and returns it, held.
+func (e *compEnv) delegation(t *testing.T, org string, amount int64) httpapi.DelegationBody {
+	t.Helper()
+	e.n++
+	return e.CreateDelegation(t, e.orch, apitest.NewCreateRequest(fmt.Sprintf("op-%d", e.n), org, "procurement", budgetID, amount, "EUR"))
+}
+
+// pending creates a delegation whose task was canceled: it waits for
+// compensation evidence.
+func (e *compEnv) pending(t *testing.T, org string, amount int64) httpapi.DelegationBody {
+	t.Helper()
+	d := e.delegation(t, org, amount)
+	d = e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_CANCELED", time.Time{})
+	if d.ObligationState != string(ledger.ObligationRevocationPendingCompensation) || d.Compensation == nil || d.Compensation.IdempotencyKey == "" {
+		t.Fatalf("canceled delegation is %s with compensation %+v", d.ObligationState, d.Compensation)
+	}
+	return d
+}
+
+func (e *compEnv) signer(org string) *compensationtest.Signer {
+	if org == orgC {
+		return e.c
+	}
+	return e.b
+}
+
+func (e *compEnv) ackClaims(d httpapi.DelegationBody) map[string]any {
+	return compensationtest.AckClaims(d.OrgID, ledgerID, d.Remote.TaskID, d.Compensation.IdempotencyKey, e.Clock.Now())
+}
+
+func (e *compEnv) declClaims(d httpapi.DelegationBody) map[string]any {
+	return compensationtest.DeclarationClaims(d.OrgID, ledgerID, d.Remote.TaskID, e.Clock.Now())
+}
+
+// ack returns a valid ack for d signed by its org.
+func (e *compEnv) ack(t *testing.T, d httpapi.DelegationBody) string {
+	t.Helper()
+	return e.signer(d.OrgID).Sign(t, ackTyp, e.ackClaims(d))
+}
+
+// declaration returns a valid declaration for d signed by its org.
+func (e *compEnv) declaration(t *testing.T, d httpapi.DelegationBody) string {
+	t.Helper()
+	return e.signer(d.OrgID).Sign(t, declTyp, e.declClaims(d))
+}
+
+// post sends a token to an evidence endpoint as application/jose, without a
+// bearer token.
+func (e *compEnv) post(t *testing.T, path, token string) *apitest.Response {
+	t.Helper()
+	return e.postAs(t, path, "application/jose", []byte(token))
+}
+
+func (e *compEnv) postAs(t *testing.T, path, contentType string, body []byte) *apitest.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	return e.Send(t, req)
+}
+
+type evidenceResponse struct {
+	httpapi.DelegationBody
+	Evidence struct {
+		Outcome             string `json:"outcome"`
+		ContradictsWriteOff bool   `json:"contradicts_write_off"`
+	} `json:"evidence"`
+}
+
+// accept posts a token, expects 200 and the outcome, and returns the answer.
+func (e *compEnv) accept(t *testing.T, path, token, outcome string) evidenceResponse {
+	t.Helper()
+	r := e.post(t, path, token).Expect(t, http.StatusOK)
+	var out evidenceResponse
+	r.JSON(t, &out)
+	if out.Evidence.Outcome != outcome || r.Header.Get(httpapi.EvidenceOutcomeHeader) != outcome {
+		t.Fatalf("%s: outcome %q (header %q), want %q; body %s", r.Request, out.Evidence.Outcome, r.Header.Get(httpapi.EvidenceOutcomeHeader), outcome, r.Body)
+	}
+	return out
+}
+
+// state is everything a refused token must leave alone, for one delegation.
+type state struct {
+	Obligation string
+	Version    int64
+	Budget     httpapi.BudgetBody
+	Events     int
+	UsedTokens int
+	WriteOffs  int
+	Entries    int
+}
+
+func (e *compEnv) state(t *testing.T, id string) state {
+	t.Helper()
+	d := e.Delegation(t, e.OncallToken, id)
+	s := state{Obligation: d.ObligationState, Version: d.Version, Budget: e.Budget(t, budgetID), Events: len(e.Events(t, e.OncallToken, id))}
+	ctx := context.Background()
+	for q, dst := range map[string]*int{
+		"SELECT count(*) FROM used_token_ids": &s.UsedTokens,
+		"SELECT count(*) FROM write_offs":     &s.WriteOffs,
+		"SELECT count(*) FROM budget_entries": &s.Entries,
+	} {
+		if err := e.Pool.QueryRow(ctx, q).Scan(dst); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return s
+}
+
+func (e *compEnv) lastEvent(t *testing.T, id string) apitest.Event {
+	t.Helper()
+	events := e.Events(t, e.OncallToken, id)
+	return events[len(events)-1]
+}
+
+func eventData(t *testing.T, ev apitest.Event) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(ev.Data, &m); err != nil {
+		t.Fatalf("event data %s: %v", ev.Data, err)
+	}
+	return m
+}
+
+func sha(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func with(claims map[string]any, kv ...any) map[string]any {
+	out := map[string]any{}
+	for k, v := range claims {
+		out[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == nil {
+			delete(out, kv[i].(string))
+		} else {
+			out[kv[i].(string)] = kv[i+1]
+		}
+	}
+	return out
+}
+
+// TestEvidenceRefusals is the refusal catalogue over HTTP: each token is
+// refused with its status and code, and nothing changes — state, budget,
+// journal, used token ids, write-offs — except one token_refused event on
+// the delegation's stream when the delegation is known, which holds the
+// token's sha256 and never the token.
+func TestEvidenceRefusals(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgB, 5_000)
+	dc := e.pending(t, orgC, 5_000)
+	now := e.Clock.Now()
+	other := compensationtest.NewEd25519Signer(t, "b-1") // not registered, reuses org-b's kid
+	edPub := []byte(e.b.PublicJWK().Key.(ed25519.PublicKey))
+	ack := e.ackClaims(d)
+	hdr := compensationtest.WithHeader
+
+	type tc struct {
+		name   string
+		path   string
+		ct     string // default application/jose
+		token  string
+		target httpapi.DelegationBody // the delegation the refusal is recorded on; zero: none
+		status int
+		code   string
+	}
+	tests := []tc{
+		{name: "alg none", token: compensationtest.NoneToken(ack, hdr("typ", ackTyp), hdr("kid", "b-1")), target: d, status: 401, code: compensation.CodeTokenAlgorithmRefused},
+		{name: "alg HS256 keyed with the public key", token: compensationtest.HS256Token(edPub, ack, hdr("typ", ackTyp), hdr("kid", "b-1")), target: d, status: 401, code: compensation.CodeTokenAlgorithmRefused},
+		{name: "embedded jwk header", token: other.Sign(t, ackTyp, ack, hdr("jwk", other.PublicJWK())), target: d, status: 401, code: compensation.CodeTokenHeaderRefused},
+		{name: "jku header", token: e.b.Sign(t, ackTyp, ack, hdr("jku", "https://evil.example/jwks")), target: d, status: 401, code: compensation.CodeTokenHeaderRefused},
+		{name: "x5u header", token: e.b.Sign(t, ackTyp, ack, hdr("x5u", "https://evil.example/cert")), target: d, status: 401, code: compensation.CodeTokenHeaderRefused},
+		{name: "x5c header", token: e.b.Sign(t, ackTyp, ack, hdr("x5c", []string{"MIIB"})), target: d, status: 401, code: compensation.CodeTokenHeaderRefused},
+		{name: "crit header", token: e.b.Sign(t, ackTyp, ack, hdr("crit", []string{"exp"})), target: d, status: 401, code: compensation.CodeTokenHeaderRefused},
+		{name: "b64 header", token: e.b.Sign(t, ackTyp, ack, hdr("b64", false)), target: d, status: 401, code: compensation.CodeTokenHeaderRefused},
+		{name: "unregistered key with a registered kid", token: other.Sign(t, ackTyp, ack), target: d, status: 401, code: compensation.CodeTokenSignatureInvalid},
+		{name: "key of another org", token: e.b.Sign(t, ackTyp, e.ackClaims(dc)), target: dc, status: 401, code: compensation.CodeTokenKeyUnknown},
+		{name: "unknown kid", token: e.b.Sign(t, ackTyp, ack, hdr("kid", "nope")), target: d, status: 401, code: compensation.CodeTokenKeyUnknown},
+		{name: "tampered signature", token: flipLast(e.b.Sign(t, ackTyp, ack)), target: d, status: 401, code: compensation.CodeTokenSignatureInvalid},
+		{name: "wrong iss", token: e.b.Sign(t, ackTyp, with(ack, "iss", "org-x")), status: 404, code: compensation.CodeTokenDelegationUnknown},
+		{name: "unknown sub", token: e.b.Sign(t, ackTyp, with(ack, "sub", "task-nope")), status: 404, code: compensation.CodeTokenDelegationUnknown},
+		{name: "wrong aud", token: e.b.Sign(t, ackTyp, with(ack, "aud", "another-ledger")), target: d, status: 422, code: compensation.CodeTokenAudienceMismatch},
+		{name: "expired", token: e.b.Sign(t, ackTyp, with(ack, "iat", now.Add(-20*time.Minute).Unix(), "exp", now.Add(-15*time.Minute).Unix())), target: d, status: 422, code: compensation.CodeTokenExpired},
+		{name: "not yet valid", token: e.b.Sign(t, ackTyp, with(ack, "iat", now.Add(10*time.Minute).Unix(), "exp", now.Add(15*time.Minute).Unix())), target: d, status: 422, code: compensation.CodeTokenNotYetValid},
+		{name: "missing exp", token: e.b.Sign(t, ackTyp, with(ack, "exp", nil)), target: d, status: 422, code: compensation.CodeTokenClaimsMissing},
+		{name: "missing iat", token: e.b.Sign(t, ackTyp, with(ack, "iat", nil)), target: d, status: 422, code: compensation.CodeTokenClaimsMissing},
+		{name: "missing jti", token: e.b.Sign(t, ackTyp, with(ack, "jti", nil)), target: d, status: 422, code: compensation.CodeTokenClaimsMissing},
+		{name: "missing receipt_id", token: e.b.Sign(t, ackTyp, with(ack, "receipt_id", nil)), target: d, status: 422, code: compensation.CodeTokenClaimsMissing},
+		{name: "lifetime over ten minutes", token: e.b.Sign(t, ackTyp, with(ack, "exp", now.Add(11*time.Minute).Unix())), target: d, status: 422, code: compensation.CodeTokenLifetimeTooLong},
+		{name: "missing typ", token: e.b.Sign(t, "", ack), target: d, status: 422, code: compensation.CodeTokenTypeMismatch},
+		{name: "declaration at the acks endpoint", token: e.declaration(t, d), target: d, status: 422, code: compensation.CodeTokenTypeMismatch},
+		{name: "ack at the declarations endpoint", path: declsPath, token: e.ack(t, d), target: d, status: 422, code: compensation.CodeTokenTypeMismatch},
+		{name: "wrong idempotency key", token: e.b.Sign(t, ackTyp, with(ack, "idempotency_key", "qc_0000")), target: d, status: 422, code: compensation.CodeTokenIdempotencyKeyMismatch},
+		{name: "malformed", token: "this is not a token", status: 422, code: compensation.CodeTokenMalformed},
+		{name: "JWS JSON serialization", token: `{"payload":"e30","protected":"e30","signature":""}`, status: 422, code: compensation.CodeTokenMalformed},
+		{name: "oversized", token: e.b.Sign(t, ackTyp, with(ack, "pad", strings.Repeat("x", compensation.MaxTokenSize))), status: 413, code: compensation.CodeTokenTooLarge},
+		{name: "content type json", ct: "application/json", token: e.ack(t, d), status: 415, code: "unsupported_media_type"},
+		{name: "no content type", ct: "-", token: e.ack(t, d), status: 415, code: "unsupported_media_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := tt.path
+			if path == "" {
+				path = acksPath
+			}
+			watched := []string{d.ID, dc.ID}
+			before := map[string]state{}
+			for _, id := range watched {
+				before[id] = e.state(t, id)
+			}
+			var r *apitest.Response
+			switch tt.ct {
+			case "":
+				r = e.post(t, path, tt.token)
+			case "-":
+				req, _ := http.NewRequest(http.MethodPost, e.URL+path, strings.NewReader(tt.token))
+				r = e.Send(t, req)
+			default:
+				r = e.postAs(t, path, tt.ct, []byte(tt.token))
+			}
+			r.Problem(t, tt.status, tt.code)
+			if len(tt.token) > 20 && strings.Contains(string(r.Body), tt.token) {
+				t.Errorf("the problem echoes the token: %s", r.Body)
+			}
+			for _, id := range watched {
+				after := e.state(t, id)
+				want := before[id]
+				if id == tt.target.ID {
+					want.Events++
+					ev := e.lastEvent(t, id)
+					data := eventData(t, ev)
+					if ev.Type != compensation.EventTypeTokenRefused || data["code"] != tt.code || data["token_sha256"] != sha(tt.token) || ev.Evidence != "" {
+						t.Errorf("last event %s %s evidence %q, want token_refused with code %s and the token's sha256, no evidence", ev.Type, ev.Data, ev.Evidence, tt.code)
+					}
+				}
+				if after != want {
+					t.Errorf("delegation %s: state after %+v, want %+v", id, after, want)
+				}
+			}
+		})
+	}
+	e.CheckInvariants(t)
+}
+
+func flipLast(token string) string {
+	b := []byte(token)
+	i := len(b) - 5
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+// TestAckCompensates: a valid ack moves the obligation to compensated and
+// returns the hold, with the token stored verbatim as evidence and the
+// receipt on the delegation; the same ack again is answered with the same
+// result and moves nothing; another valid ack afterwards is late evidence.
+func TestAckCompensates(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgB, 7_500)
+	budgetBefore := e.Budget(t, budgetID)
+	token := e.ack(t, d)
+
+	got := e.accept(t, acksPath, token, "applied")
+	if got.ObligationState != "compensated" || got.HoldState != "returned" || got.ObligationReason != ledger.ReasonCompensationAcked {
+		t.Fatalf("after ack: %s/%s (%s), want compensated/returned", got.ObligationState, got.HoldState, got.ObligationReason)
+	}
+	receipt, _ := json.Marshal(got.Compensation.Receipt)
+	var rc compensation.Receipt
+	if err := json.Unmarshal(receipt, &rc); err != nil || rc.Kind != ackTyp || rc.ReceiptID == "" || rc.JTI == "" || rc.TokenSHA256 != sha(token) {
+		t.Fatalf("receipt %s (%v), want the ack's kind, receipt_id, jti and sha256", receipt, err)
+	}
+	b := e.Budget(t, budgetID)
+	if b.HeldMinor != budgetBefore.HeldMinor-7_500 || b.AvailableMinor != budgetBefore.AvailableMinor+7_500 {
+		t.Fatalf("budget after ack %+v, before %+v: the hold must return to available", b, budgetBefore)
+	}
+	ev := e.lastEvent(t, d.ID)
+	if ev.Type != compensation.EventTypeCompensationAcked || ev.Evidence != token || ev.ObligationTo != "compensated" || ev.Actor != "org:"+orgB {
+		t.Fatalf("last event %s -> %s by %s, evidence stored verbatim: %v", ev.Type, ev.ObligationTo, ev.Actor, ev.Evidence == token)
+	}
+
+	// The same token again: the same result, nothing moves.
+	before := e.state(t, d.ID)
+	again := e.accept(t, acksPath, token, "duplicate")
+	if again.ObligationState != "compensated" || again.Version != got.Version {
+		t.Fatalf("repeat: %s v%d, want compensated v%d", again.ObligationState, again.Version, got.Version)
+	}
+	if after := e.state(t, d.ID); after != before {
+		t.Fatalf("a repeated ack changed something: %+v -> %+v", before, after)
+	}
+
+	// A different valid ack for the compensated delegation: recorded, not applied.
+	late := e.ack(t, d)
+	out := e.accept(t, acksPath, late, "late_evidence")
+	if out.ObligationState != "compensated" || out.Version != got.Version || out.Evidence.ContradictsWriteOff {
+		t.Fatalf("late ack: %s v%d contradicts %v", out.ObligationState, out.Version, out.Evidence.ContradictsWriteOff)
+	}
+	ev = e.lastEvent(t, d.ID)
+	if ev.Type != compensation.EventTypeLateEvidence || ev.Evidence != late || ev.ObligationTo != "" {
+		t.Fatalf("last event %s -> %q, want late_evidence with the token and no transition", ev.Type, ev.ObligationTo)
+	}
+	if b2 := e.Budget(t, budgetID); b2 != b {
+		t.Fatalf("late ack moved money: %+v -> %+v", b, b2)
+	}
+	if err := ledger.VerifyChain(apitest.LedgerEvents(t, d.ID, e.Events(t, e.OncallToken, d.ID))); err != nil {
+		t.Fatal(err)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestDeclarationReleases: a verified declaration releases the hold with
+// reason no_compensation_declared.
+func TestDeclarationReleases(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgC, 3_000)
+	token := e.declaration(t, d)
+	got := e.accept(t, declsPath, token, "applied")
+	if got.ObligationState != "released" || got.ObligationReason != ledger.ReasonNoCompensationDeclared || got.HoldState != "returned" {
+		t.Fatalf("after declaration: %s (%s) hold %s", got.ObligationState, got.ObligationReason, got.HoldState)
+	}
+	ev := e.lastEvent(t, d.ID)
+	if ev.Type != compensation.EventTypeNoCompensationDeclared || ev.Evidence != token {
+		t.Fatalf("last event %s, evidence verbatim %v", ev.Type, ev.Evidence == token)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestReplayedJTIRefused: a jti the org already used is refused with
+// token_replayed, even in a different, validly signed token for another
+// delegation, and nothing changes there.
+func TestReplayedJTIRefused(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d1 := e.pending(t, orgB, 1_000)
+	d2 := e.pending(t, orgB, 1_000)
+	first := e.ackClaims(d1)
+	e.accept(t, acksPath, e.b.Sign(t, ackTyp, first), "applied")
+
+	before := e.state(t, d2.ID)
+	replay := e.b.Sign(t, declTyp, with(e.declClaims(d2), "jti", first["jti"]))
+	e.post(t, declsPath, replay).Problem(t, http.StatusConflict, compensation.CodeTokenReplayed)
+	after := e.state(t, d2.ID)
+	before.Events++ // token_refused
+	if after != before {
+		t.Fatalf("a replayed jti changed something: %+v -> %+v", before, after)
+	}
+	// Same delegation, same jti, different token: also a replay, not a duplicate.
+	e.post(t, acksPath, e.b.Sign(t, ackTyp, with(first, "receipt_id", "rcpt-other"))).Problem(t, http.StatusConflict, compensation.CodeTokenReplayed)
+	e.CheckInvariants(t)
+}
+
+// TestEvidenceBeforeTaskEnded: a valid declaration for a delegation whose
+// task has not ended is refused (evidence_not_expected) and changes nothing.
+func TestEvidenceBeforeTaskEnded(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.delegation(t, orgB, 1_000)
+	before := e.state(t, d.ID)
+	e.post(t, declsPath, e.declaration(t, d)).Problem(t, http.StatusConflict, compensation.CodeEvidenceNotExpected)
+	before.Events++
+	if after := e.state(t, d.ID); after != before {
+		t.Fatalf("%+v -> %+v", before, after)
+	}
+}
+
+func (e *compEnv) sweep(t *testing.T) int {
+	t.Helper()
+	var out httpapi.SweepBody
+	e.Do(t, http.MethodPost, "/admin/v1/compensation/sweep", e.OncallToken, nil).Expect(t, http.StatusOK).JSON(t, &out)
+	return out.Moved
+}
+
+// TestSweepAndRestart: the sweep moves an obligation past its deadline to
+// compensation_unconfirmed with the hold intact, only once; after a restart
+// (a new service instance on the same database) a late ack still
+// compensates it.
+func TestSweepAndRestart(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgB, 4_000)
+	other := e.pending(t, orgC, 4_000)
+	finance := e.NewToken(t, ledger.RoleFinance, "", "finance")
+	e.Do(t, http.MethodPost, "/admin/v1/compensation/sweep", finance, nil).Problem(t, http.StatusForbidden, "forbidden")
+
+	if n := e.sweep(t); n != 0 {
+		t.Fatalf("sweep before the deadline moved %d", n)
+	}
+	held := e.Budget(t, budgetID).HeldMinor
+	e.Clock.Advance(ledger.DefaultCompensationTimeout + time.Minute)
+	if n := e.sweep(t); n != 2 {
+		t.Fatalf("sweep after the deadline moved %d, want 2", n)
+	}
+	if n := e.sweep(t); n != 0 {
+		t.Fatalf("second sweep moved %d, want 0", n)
+	}
+	got := e.Delegation(t, e.OncallToken, d.ID)
+	if got.ObligationState != "compensation_unconfirmed" || got.HoldState != "active" {
+		t.Fatalf("after the deadline: %s/%s", got.ObligationState, got.HoldState)
+	}
+	if b := e.Budget(t, budgetID); b.HeldMinor != held {
+		t.Fatalf("the sweep moved money: held %d -> %d", held, b.HeldMinor)
+	}
+	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeDeadlinePassed || ev.ObligationTo != "compensation_unconfirmed" || ev.Actor != "system:sweep" {
+		t.Fatalf("last event %s -> %s by %s", ev.Type, ev.ObligationTo, ev.Actor)
+	}
+
+	// Restart: the old instance goes away, a new one serves the same database.
+	e.Server.Close()
+	e.Clock.Advance(30 * 24 * time.Hour)
+	restarted := &compEnv{Env: startAPI(t, e.Pool, e.Clock, e.OncallToken), orch: e.orch, b: e.b, c: e.c, n: e.n}
+	if n := restarted.sweep(t); n != 0 {
+		t.Fatalf("sweep after restart moved %d", n)
+	}
+	out := restarted.accept(t, acksPath, restarted.ack(t, got), "applied")
+	if out.ObligationState != "compensated" || out.HoldState != "returned" {
+		t.Fatalf("late ack after restart: %s/%s", out.ObligationState, out.HoldState)
+	}
+	out = restarted.accept(t, declsPath, restarted.declaration(t, other), "applied")
+	if out.ObligationState != "released" {
+		t.Fatalf("late declaration after restart: %s", out.ObligationState)
+	}
+	restarted.CheckInvariants(t)
+}
+
+type revokeResponse struct {
+	Org       httpapi.OrgBody `json:"org"`
+	Escalated int             `json:"escalated"`
+}
+
+// TestRevokeIdentityEscalates: revoking an org's identity escalates every
+// open obligation of that org (held, pending, unconfirmed), leaves its
+// finished ones and every other org's alone, and its tokens are refused
+// from then on.
+func TestRevokeIdentityEscalates(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	held := e.delegation(t, orgB, 1_000)
+	unconfirmed := e.pending(t, orgB, 2_000)
+	e.Clock.Advance(ledger.DefaultCompensationTimeout + time.Second)
+	e.sweep(t)
+	pending := e.pending(t, orgB, 3_000)
+	done := e.pending(t, orgB, 4_000)
+	e.accept(t, acksPath, e.ack(t, done), "applied")
+	otherOrg := e.pending(t, orgC, 5_000)
+	budget := e.Budget(t, budgetID)
+
+	path := "/admin/v1/orgs/" + orgB + "/revoke-identity"
+	e.Do(t, http.MethodPost, path, e.OncallToken, map[string]any{"reason": ""}).Problem(t, http.StatusUnprocessableEntity, "")
+	e.Do(t, http.MethodPost, path, e.NewToken(t, ledger.RoleFinance, "", "fin"), map[string]any{"reason": "x"}).Problem(t, http.StatusForbidden, "forbidden")
+	e.Do(t, http.MethodPost, "/admin/v1/orgs/org-nope/revoke-identity", e.OncallToken, map[string]any{"reason": "x"}).Problem(t, http.StatusNotFound, "not_found")
+
+	var out revokeResponse
+	e.Do(t, http.MethodPost, path, e.OncallToken, map[string]any{"reason": "signing key leaked"}).Expect(t, http.StatusOK).JSON(t, &out)
+	if out.Escalated != 3 || out.Org.IdentityRevokedAt == nil || out.Org.IdentityRevokedReason != "signing key leaked" {
+		t.Fatalf("revoke: %+v", out)
+	}
+	for _, id := range []string{held.ID, unconfirmed.ID, pending.ID} {
+		d := e.Delegation(t, e.OncallToken, id)
+		if d.ObligationState != "escalated" || d.HoldState != "active" {
+			t.Errorf("%s: %s/%s, want escalated/active", id, d.ObligationState, d.HoldState)
+		}
+		if ev := e.lastEvent(t, id); ev.Type != compensation.EventTypeIdentityRevoked || ev.ObligationTo != "escalated" || ev.Actor != "token:oncall" {
+			t.Errorf("%s: last event %s -> %s by %s", id, ev.Type, ev.ObligationTo, ev.Actor)
+		}
+	}
+	if d := e.Delegation(t, e.OncallToken, done.ID); d.ObligationState != "compensated" {
+		t.Errorf("finished delegation is %s", d.ObligationState)
+	}
+	if d := e.Delegation(t, e.OncallToken, otherOrg.ID); d.ObligationState != "revocation_pending_compensation" {
+		t.Errorf("other org's delegation is %s", d.ObligationState)
+	}
+	if b := e.Budget(t, budgetID); b != budget {
+		// updated_at aside, nothing may move: escalation keeps every hold.
+		if b.HeldMinor != budget.HeldMinor || b.AvailableMinor != budget.AvailableMinor {
+			t.Errorf("escalation moved money: %+v -> %+v", budget, b)
+		}
+	}
+	e.Do(t, http.MethodPost, path, e.OncallToken, map[string]any{"reason": "again"}).Problem(t, http.StatusConflict, "identity_already_revoked")
+
+	// Tokens of the revoked org are refused.
+	before := e.state(t, pending.ID)
+	e.post(t, acksPath, e.ack(t, pending)).Problem(t, http.StatusForbidden, compensation.CodeTokenOrgRevoked)
+	before.Events++
+	if after := e.state(t, pending.ID); after != before {
+		t.Fatalf("a revoked org's ack changed something: %+v -> %+v", before, after)
+	}
+	e.CheckInvariants(t)
+}
+
+func (e *compEnv) writeOff(t *testing.T, token, delegationID, reason string) *apitest.Response {
+	t.Helper()
+	return e.Do(t, http.MethodPost, "/admin/v1/delegations/"+delegationID+"/write-offs", token, map[string]any{"reason": reason, "reference": "INC-42"})
+}
+
+func (e *compEnv) approve(t *testing.T, token, writeOffID string) *apitest.Response {
+	t.Helper()
+	return e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+writeOffID+"/approve", token, nil)
+}
+
+// TestWriteOffFourEyes: at or below the threshold a write-off executes at
+// once; above it a different on-call identity must approve; self-approval,
+// non-on-call callers and wrong states are refused, and all of it is
+// recorded with the actor's token name.
+func TestWriteOffFourEyes(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	alice := e.NewToken(t, ledger.RoleOncall, "", "alice")
+	bob := e.NewToken(t, ledger.RoleOncall, "", "bob")
+	aliceAgain := e.NewToken(t, ledger.RoleOncall, "", "alice") // another token, same name
+	finance := e.NewToken(t, ledger.RoleFinance, "", "finance")
+
+	for _, amount := range []int64{threshold - 1, threshold} {
+		d := e.pending(t, orgB, amount)
+		before := e.Budget(t, budgetID)
+		var w httpapi.WriteOffBody
+		e.writeOff(t, alice, d.ID, "vendor confirmed no refund").Expect(t, http.StatusCreated).JSON(t, &w)
+		if w.Status != "executed" || w.Delegation == nil || w.Delegation.ObligationState != "written_off" || w.Delegation.HoldState != "lost" || w.RequestedBy != "alice" {
+			t.Fatalf("write-off of %d: %+v", amount, w)
+		}
+		after := e.Budget(t, budgetID)
+		if after.WrittenOffMinor != before.WrittenOffMinor+amount || after.HeldMinor != before.HeldMinor-amount {
+			t.Fatalf("write-off of %d: budget %+v -> %+v", amount, before, after)
+		}
+		if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffExecuted || ev.Actor != "token:alice" || ev.ObligationTo != "written_off" {
+			t.Fatalf("last event %s by %s -> %s", ev.Type, ev.Actor, ev.ObligationTo)
+		}
+	}
+
+	// Above the threshold: pending until a second identity approves.
+	d := e.pending(t, orgB, threshold+1)
+	e.writeOff(t, alice, d.ID, "  ").Problem(t, http.StatusUnprocessableEntity, "validation_failed")
+	e.writeOff(t, finance, d.ID, "x").Problem(t, http.StatusForbidden, "forbidden")
+	e.writeOff(t, e.orch, d.ID, "x").Problem(t, http.StatusForbidden, "forbidden")
+	var w httpapi.WriteOffBody
+	e.writeOff(t, alice, d.ID, "remote org bankrupt").Expect(t, http.StatusCreated).JSON(t, &w)
+	if w.Status != "pending_approval" || w.Delegation.ObligationState != "revocation_pending_compensation" {
+		t.Fatalf("above threshold: %+v", w)
+	}
+	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffRequested || ev.Actor != "token:alice" {
+		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
+	}
+	e.writeOff(t, bob, d.ID, "again").Problem(t, http.StatusConflict, "write_off_pending")
+	held := e.Budget(t, budgetID)
+	e.approve(t, alice, w.ID).Problem(t, http.StatusForbidden, "self_approval")
+	e.approve(t, aliceAgain, w.ID).Problem(t, http.StatusForbidden, "self_approval")
+	e.approve(t, finance, w.ID).Problem(t, http.StatusForbidden, "forbidden")
+	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffRefused || eventData(t, ev)["code"] != "self_approval" {
+		t.Fatalf("last event %s %s, want write_off_refused self_approval", ev.Type, ev.Data)
+	}
+	if b := e.Budget(t, budgetID); b != held {
+		t.Fatalf("refused approvals moved money: %+v -> %+v", held, b)
+	}
+	var approved httpapi.WriteOffBody
+	e.approve(t, bob, w.ID).Expect(t, http.StatusOK).JSON(t, &approved)
+	if approved.Status != "executed" || approved.ApprovedBy != "bob" || approved.Delegation.ObligationState != "written_off" {
+		t.Fatalf("approved: %+v", approved)
+	}
+	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffExecuted || ev.Actor != "token:bob" {
+		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
+	}
+	e.approve(t, bob, w.ID).Problem(t, http.StatusConflict, "write_off_not_pending")
+	var got httpapi.WriteOffBody
+	e.Do(t, http.MethodGet, "/admin/v1/write-offs/"+w.ID, finance, nil).Expect(t, http.StatusOK).JSON(t, &got)
+	if got.Status != "executed" || got.RequestedBy != "alice" || got.ApprovedBy != "bob" {
+		t.Fatalf("GET write-off: %+v", got)
+	}
+
+	// Wrong states.
+	heldD := e.delegation(t, orgB, 500)
+	e.writeOff(t, alice, heldD.ID, "x").Problem(t, http.StatusConflict, "write_off_not_allowed")
+	e.writeOff(t, alice, d.ID, "x").Problem(t, http.StatusConflict, "write_off_not_allowed")
+	if ev := e.lastEvent(t, heldD.ID); ev.Type != compensation.EventTypeWriteOffRefused || ev.Actor != "token:alice" {
+		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
+	}
+	e.writeOff(t, alice, "00000000-0000-0000-0000-000000000000", "x").Problem(t, http.StatusNotFound, "not_found")
+	e.approve(t, bob, "not-a-uuid").Problem(t, http.StatusNotFound, "not_found")
+
+	// An escalated obligation can be written off.
+	esc := e.delegation(t, orgC, 800)
+	e.Do(t, http.MethodPost, "/admin/v1/orgs/"+orgC+"/revoke-identity", bob, map[string]any{"reason": "compromised"}).Expect(t, http.StatusOK)
+	e.writeOff(t, bob, esc.ID, "identity compromised").Expect(t, http.StatusCreated)
+	e.CheckInvariants(t)
+}
+
+// TestPendingWriteOffVoidedByAck: an ack that arrives while a write-off
+// awaits approval discharges the obligation and voids the write-off; the
+// approval is then refused.
+func TestPendingWriteOffVoidedByAck(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	alice := e.NewToken(t, ledger.RoleOncall, "", "alice")
+	bob := e.NewToken(t, ledger.RoleOncall, "", "bob")
+	d := e.pending(t, orgB, threshold*3)
+	var w httpapi.WriteOffBody
+	e.writeOff(t, alice, d.ID, "no answer for weeks").Expect(t, http.StatusCreated).JSON(t, &w)
+	e.accept(t, acksPath, e.ack(t, d), "applied")
+	var got httpapi.WriteOffBody
+	e.Do(t, http.MethodGet, "/admin/v1/write-offs/"+w.ID, bob, nil).Expect(t, http.StatusOK).JSON(t, &got)
+	if got.Status != "void" {
+		t.Fatalf("write-off after the ack is %s, want void", got.Status)
+	}
+	e.approve(t, bob, w.ID).Problem(t, http.StatusConflict, "write_off_not_pending")
+	if dd := e.Delegation(t, bob, d.ID); dd.ObligationState != "compensated" {
+		t.Fatalf("delegation is %s", dd.ObligationState)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestLateAckAfterWriteOff: an ack after a write-off is recorded as
+// late_evidence with contradicts_write_off, never applied.
+func TestLateAckAfterWriteOff(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgB, 2_500)
+	e.writeOff(t, e.OncallToken, d.ID, "gave up").Expect(t, http.StatusCreated)
+	before := e.state(t, d.ID)
+	token := e.ack(t, d)
+	out := e.accept(t, acksPath, token, "late_evidence")
+	if out.ObligationState != "written_off" || !out.Evidence.ContradictsWriteOff {
+		t.Fatalf("late ack: %s contradicts %v", out.ObligationState, out.Evidence.ContradictsWriteOff)
+	}
+	ev := e.lastEvent(t, d.ID)
+	if ev.Type != compensation.EventTypeLateEvidence || ev.Evidence != token || eventData(t, ev)["contradicts_write_off"] != true {
+		t.Fatalf("last event %s %s", ev.Type, ev.Data)
+	}
+	after := e.state(t, d.ID)
+	before.Events++
+	before.UsedTokens++
+	if after != before {
+		t.Fatalf("late ack changed more than one event and its jti: %+v -> %+v", before, after)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestConcurrentAckWriteOffDeclaration races an ack, a write-off and a
+// declaration on one delegation: exactly one moves the obligation, the
+// evidence that loses is recorded as late evidence, a losing write-off is
+// refused and recorded, and the budget is conserved.
+func TestConcurrentAckWriteOffDeclaration(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	winners := map[string]int{}
+	for round := range 8 {
+		d := e.pending(t, orgB, 1_000+int64(round))
+		ack, decl := e.ack(t, d), e.declaration(t, d)
+		type result struct {
+			what   string
+			status int
+			body   []byte
+		}
+		results := make(chan result, 3)
+		start := make(chan struct{})
+		send := func(what string, req *http.Request) {
+			<-start
+			resp, err := e.Client.Do(req)
+			if err != nil {
+				results <- result{what: what}
+				return
+			}
+			defer resp.Body.Close()
+			var buf bytes.Buffer
+			_, _ = buf.ReadFrom(resp.Body)
+			results <- result{what, resp.StatusCode, buf.Bytes()}
+		}
+		mk := func(path, ct string, body []byte, token string) *http.Request {
+			req, _ := http.NewRequest(http.MethodPost, e.URL+path, bytes.NewReader(body))
+			req.Header.Set("Content-Type", ct)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			return req
+		}
+		woBody, _ := json.Marshal(map[string]any{"reason": "race"})
+		go send("ack", mk(acksPath, "application/jose", []byte(ack), ""))
+		go send("declaration", mk(declsPath, "application/jose", []byte(decl), ""))
+		go send("write_off", mk("/admin/v1/delegations/"+d.ID+"/write-offs", "application/json", woBody, e.OncallToken))
+		close(start)
+		applied := 0
+		for range 3 {
+			r := <-results
+			switch {
+			case r.what == "write_off" && r.status == http.StatusCreated:
+				applied++
+				winners["write_off"]++
+			case r.what == "write_off" && r.status == http.StatusConflict:
+			case r.status == http.StatusOK:
+				var out evidenceResponse
+				if err := json.Unmarshal(r.body, &out); err != nil {
+					t.Fatalf("%s: %s", r.what, r.body)
+				}
+				if out.Evidence.Outcome == "applied" {
+					applied++
+					winners[r.what]++
+				} else if out.Evidence.Outcome != "late_evidence" {
+					t.Fatalf("%s: outcome %s", r.what, out.Evidence.Outcome)
+				}
+			default:
+				t.Fatalf("round %d: %s answered %d: %s", round, r.what, r.status, r.body)
+			}
+		}
+		if applied != 1 {
+			t.Fatalf("round %d: %d requests moved the obligation, want exactly 1", round, applied)
+		}
+		transitions, recorded := 0, 0
+		for _, ev := range e.Events(t, e.OncallToken, d.ID) {
+			if ev.ObligationFrom == "revocation_pending_compensation" {
+				transitions++
+			}
+			switch ev.Type {
+			case compensation.EventTypeLateEvidence, compensation.EventTypeWriteOffRefused:
+				recorded++
+			}
+		}
+		if transitions != 1 || recorded != 2 {
+			t.Fatalf("round %d: %d transitions out of pending and %d recorded losers, want 1 and 2", round, transitions, recorded)
+		}
+	}
+	t.Logf("winners: %v", winners)
+	e.CheckInvariants(t)
+}

@@ -1,0 +1,4 @@
+package httpapi
+
+// GuardCSVCell exposes the CSV formula-injection guard to the tests.
+var GuardCSVCell = csvText

@@ -1,0 +1,502 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// ObligationBody is one obligation as GET /v1/obligations lists it. The
+// CSV export has one column per field, named like the JSON field, in this
+// order; money is integer minor units plus the currency.
+type ObligationBody struct {
+	DelegationID          string     `json:"delegation_id" format:"uuid"`
+	Tenant                string     `json:"tenant"`
+	OrgID                 string     `json:"org_id"`
+	TaskClass             string     `json:"task_class"`
+	BudgetID              string     `json:"budget_id"`
+	AmountMinor           int64      `json:"amount_minor" doc:"The held amount in integer minor units."`
+	Currency              string     `json:"currency" doc:"ISO 4217 currency of amount_minor."`
+	RemoteTaskID          string     `json:"remote_task_id"`
+	TaskStatus            string     `json:"task_status"`
+	ObligationState       string     `json:"obligation_state"`
+	ObligationReason      string     `json:"obligation_reason"`
+	CreatedAt             time.Time  `json:"created_at"`
+	AgeSeconds            int64      `json:"age_seconds" doc:"Seconds since created_at, at the time of the response."`
+	CancelRequestedAt     *time.Time `json:"cancel_requested_at"`
+	CompensationDeadline  *time.Time `json:"compensation_deadline"`
+	CompensationAttempts  int        `json:"compensation_attempts"`
+	CompensationLastError string     `json:"compensation_last_error"`
+	LastEvidenceType      string     `json:"last_evidence_type" doc:"Type of the last event in the delegation's audit stream."`
+	LastEvidenceAt        time.Time  `json:"last_evidence_at"`
+}
+
+// obligationColumns are the CSV header: the JSON field names, in order.
+var obligationColumns = []string{
+	"delegation_id", "tenant", "org_id", "task_class", "budget_id", "amount_minor", "currency",
+	"remote_task_id", "task_status", "obligation_state", "obligation_reason", "created_at", "age_seconds",
+	"cancel_requested_at", "compensation_deadline", "compensation_attempts", "compensation_last_error",
+	"last_evidence_type", "last_evidence_at",
+}
+
+func obligationBody(o ledger.ObligationRow, now time.Time) ObligationBody {
+	return ObligationBody{
+		DelegationID: o.DelegationID.String(), Tenant: o.Tenant, OrgID: o.OrgID, TaskClass: o.TaskClass,
+		BudgetID: o.BudgetID, AmountMinor: o.Amount.AmountMinor, Currency: o.Amount.Currency,
+		RemoteTaskID: o.RemoteTaskID, TaskStatus: string(o.TaskStatus), ObligationState: string(o.ObligationState),
+		ObligationReason: o.ObligationReason, CreatedAt: o.CreatedAt, AgeSeconds: int64(now.Sub(o.CreatedAt) / time.Second),
+		CancelRequestedAt: timePtr(o.CancelRequestedAt), CompensationDeadline: timePtr(o.CompensationDeadline),
+		CompensationAttempts: o.CompensationAttempts, CompensationLastError: o.CompensationLastError,
+		LastEvidenceType: o.LastEvidenceType, LastEvidenceAt: o.LastEvidenceAt,
+	}
+}
+
+// csvRecord renders b as CSV cells, in obligationColumns order. Free-text
+// cells are guarded against spreadsheet formula injection.
+func (b ObligationBody) csvRecord() []string {
+	return []string{
+		b.DelegationID, csvText(b.Tenant), csvText(b.OrgID), csvText(b.TaskClass), csvText(b.BudgetID),
+		strconv.FormatInt(b.AmountMinor, 10), csvText(b.Currency), csvText(b.RemoteTaskID), b.TaskStatus,
+		b.ObligationState, csvText(b.ObligationReason), csvTime(&b.CreatedAt), strconv.FormatInt(b.AgeSeconds, 10),
+		csvTime(b.CancelRequestedAt), csvTime(b.CompensationDeadline), strconv.Itoa(b.CompensationAttempts),
+		csvText(b.CompensationLastError), csvText(b.LastEvidenceType), csvTime(&b.LastEvidenceAt),
+	}
+}
+
+// csvText guards a free-text cell against formula injection (OWASP "CSV
+// injection"): a cell a spreadsheet would evaluate (starting with = + - @,
+// a tab or a carriage return) is prefixed with a single quote.
+func csvText(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+func csvTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+type listObligationsInput struct {
+	State     []string `query:"state,explode" doc:"Obligation states to list (repeat or comma-separate); default revocation_pending_compensation, compensation_unconfirmed and escalated."`
+	OrgID     string   `query:"org_id"`
+	Tenant    string   `query:"tenant"`
+	OlderThan string   `query:"older_than" doc:"Only obligations created longer ago than this Go duration (e.g. 72h) or number of days (e.g. 7d)."`
+	Format    string   `query:"format" enum:"json,csv" doc:"json (default, paged) or csv (the whole selection, streamed)."`
+	Limit     int      `query:"limit" minimum:"0" maximum:"1000" doc:"JSON page size (default 100); ignored for csv."`
+	Cursor    string   `query:"cursor" doc:"next_cursor of the previous JSON page."`
+	Accept    string   `header:"Accept"`
+}
+
+// ObligationListBody is a page of obligations.
+type ObligationListBody struct {
+	AsOf        time.Time        `json:"as_of" doc:"The time ages are measured at."`
+	Obligations []ObligationBody `json:"obligations"`
+	NextCursor  string           `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
+}
+
+type streamOutput struct {
+	Body func(huma.Context)
+}
+
+// SummaryBucketBody is a count and an amount of one age bucket.
+type SummaryBucketBody struct {
+	Count       int64 `json:"count"`
+	AmountMinor int64 `json:"amount_minor"`
+}
+
+// SummaryRowBody is the active holds of one org, currency and state.
+type SummaryRowBody struct {
+	OrgID           string `json:"org_id"`
+	Currency        string `json:"currency"`
+	ObligationState string `json:"obligation_state"`
+	Count           int64  `json:"count"`
+	AmountMinor     int64  `json:"amount_minor"`
+	// AgeBuckets are by creation time: under 1 day, 1 to 7 days, 7 to 30
+	// days, over 30 days.
+	AgeBuckets map[string]SummaryBucketBody `json:"age_buckets" doc:"Keys lt_1d, 1d_7d, 7d_30d, gt_30d."`
+}
+
+type summaryInput struct {
+	State  []string `query:"state,explode" doc:"States to include; default the active ones (held and the three open obligation states)."`
+	OrgID  string   `query:"org_id"`
+	Tenant string   `query:"tenant"`
+}
+
+type summaryOutput struct {
+	Body struct {
+		AsOf time.Time        `json:"as_of"`
+		Rows []SummaryRowBody `json:"rows"`
+	}
+}
+
+// AnomalyBody is one anomaly.
+type AnomalyBody struct {
+	Seq             int64     `json:"seq"`
+	Kind            string    `json:"kind" enum:"status_conflict,late_evidence,contradicted_write_off,refused_token"`
+	EventType       string    `json:"event_type"`
+	DelegationID    string    `json:"delegation_id,omitempty"`
+	OrgID           string    `json:"org_id,omitempty"`
+	Tenant          string    `json:"tenant,omitempty"`
+	ObligationState string    `json:"obligation_state,omitempty"`
+	At              time.Time `json:"at"`
+	Actor           string    `json:"actor"`
+	Data            any       `json:"data"`
+}
+
+type anomaliesInput struct {
+	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token; default all."`
+	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
+	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
+	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`
+}
+
+type anomaliesOutput struct {
+	Body struct {
+		Anomalies  []AnomalyBody `json:"anomalies"`
+		NextCursor int64         `json:"next_cursor,omitempty"`
+	}
+}
+
+// EvidenceEventBody is an audit event with everything needed to recompute
+// its hash (ledger.Event.ComputeHash) and re-verify its token.
+type EvidenceEventBody struct {
+	Seq            int64     `json:"seq"`
+	Stream         string    `json:"stream"`
+	StreamSeq      int32     `json:"stream_seq"`
+	DelegationID   string    `json:"delegation_id"`
+	Type           string    `json:"type"`
+	At             time.Time `json:"at"`
+	Actor          string    `json:"actor"`
+	ObligationFrom string    `json:"obligation_from,omitempty"`
+	ObligationTo   string    `json:"obligation_to,omitempty"`
+	Data           any       `json:"data"`
+	Evidence       string    `json:"evidence,omitempty" doc:"The verbatim signed token the event rests on."`
+	PrevHash       string    `json:"prev_hash"`
+	Hash           string    `json:"hash"`
+}
+
+// ChainBody is a delegation's event chain, as GET
+// /v1/delegations/{id}/evidence returns it.
+type ChainBody struct {
+	DelegationID string              `json:"delegation_id"`
+	OrgID        string              `json:"org_id"`
+	RemoteTaskID string              `json:"remote_task_id"`
+	LedgerID     string              `json:"ledger_id" doc:"The audience signed tokens must name."`
+	Stream       string              `json:"stream"`
+	Events       []EvidenceEventBody `json:"events"`
+}
+
+type chainOutput struct {
+	Body ChainBody
+}
+
+// parseOlderThan accepts a Go duration or a whole number of days ("7d").
+func parseOlderThan(raw string) (time.Duration, error) {
+	if raw == "" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(raw, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err == nil && n >= 0 && n < 100000 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < 0 {
+		return 0, ledger.Invalid("older_than", "must be a duration such as 72h or 7d")
+	}
+	return d, nil
+}
+
+func parseStates(raw []string) ([]ledger.ObligationState, error) {
+	var out []ledger.ObligationState
+	for _, r := range raw {
+		for _, s := range strings.Split(r, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			st, err := ledger.ParseObligationState(s)
+			if err != nil {
+				return nil, ledger.Invalid("state", "%q is not an obligation state", s)
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// obligationCursor encodes the position after a row: "<unix micros>.<uuid>".
+func encodeObligationCursor(c ledger.ObligationCursor) string {
+	return strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "." + c.ID.String()
+}
+
+func decodeObligationCursor(raw string) (ledger.ObligationCursor, error) {
+	if raw == "" {
+		return ledger.ObligationCursor{}, nil
+	}
+	micros, id, ok := strings.Cut(raw, ".")
+	us, err1 := strconv.ParseInt(micros, 10, 64)
+	uid, err2 := uuid.Parse(id)
+	if !ok || err1 != nil || err2 != nil {
+		return ledger.ObligationCursor{}, ledger.Invalid("cursor", "is not one this API issued")
+	}
+	return ledger.ObligationCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: uid}, nil
+}
+
+func (s *Server) registerReporting() {
+	if s.reports == nil {
+		return
+	}
+	tags := []string{"reconciliation"}
+	listSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[ObligationListBody](), true, "ObligationList")
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-obligations", Method: http.MethodGet, Path: "/v1/obligations", Tags: tags,
+		Summary: "List obligations for reconciliation (JSON or CSV)",
+		Description: "Open obligations by default (revocation_pending_compensation, compensation_unconfirmed, escalated), oldest first. " +
+			"format=csv (or Accept: text/csv) streams the whole selection from one database snapshot as RFC 4180 CSV whose header is the JSON field names; " +
+			"free-text cells that a spreadsheet would evaluate are prefixed with a single quote. Roles finance and oncall.",
+		Security: bearerAuth,
+		Responses: map[string]*huma.Response{"200": {
+			Description: "The obligations.",
+			Content: map[string]*huma.MediaType{
+				"application/json": {Schema: listSchema},
+				"text/csv":         {Schema: &huma.Schema{Type: "string"}},
+			},
+		}},
+	}, func(ctx context.Context, in *listObligationsInput) (*streamOutput, error) {
+		states, err := parseStates(in.State)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		olderThan, err := parseOlderThan(in.OlderThan)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		q := ledger.ObligationQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant, OlderThan: olderThan}
+		csvWanted := in.Format == "csv" || (in.Format == "" && strings.Contains(in.Accept, "text/csv"))
+		if csvWanted {
+			// Check access and arguments before anything is written.
+			q.Limit = 1
+			if _, err := s.reports.EachObligation(ctx, principal(ctx), q, func(ledger.ObligationRow) error { return nil }); err != nil {
+				return nil, s.fail(ctx, err)
+			}
+			q.Limit = 0
+			return &streamOutput{Body: func(hctx huma.Context) { s.streamObligationsCSV(ctx, hctx, q) }}, nil
+		}
+		if q.After, err = decodeObligationCursor(in.Cursor); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		q.Limit = in.Limit
+		if q.Limit == 0 {
+			q.Limit = ledger.DefaultReportLimit
+		}
+		var rows []ledger.ObligationRow
+		now, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o ledger.ObligationRow) error {
+			rows = append(rows, o)
+			return nil
+		})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		body := ObligationListBody{AsOf: now, Obligations: make([]ObligationBody, len(rows))}
+		for i, o := range rows {
+			body.Obligations[i] = obligationBody(o, now)
+		}
+		if len(rows) == q.Limit {
+			body.NextCursor = encodeObligationCursor(rows[len(rows)-1].Cursor())
+		}
+		return &streamOutput{Body: func(hctx huma.Context) {
+			hctx.SetHeader("Content-Type", "application/json")
+			hctx.SetStatus(http.StatusOK)
+			_ = jsonEncode(hctx.BodyWriter(), body)
+		}}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "obligation-summary", Method: http.MethodGet, Path: "/v1/obligations/summary", Tags: tags,
+		Summary:     "Active holds by org, currency and state, with age buckets",
+		Description: "Counts and amounts (integer minor units) of active holds, with age buckets lt_1d, 1d_7d, 7d_30d and gt_30d by creation time. Roles finance and oncall.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, in *summaryInput) (*summaryOutput, error) {
+		states, err := parseStates(in.State)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		rows, now, err := s.reports.Summary(ctx, principal(ctx), ledger.SummaryQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &summaryOutput{}
+		out.Body.AsOf = now
+		out.Body.Rows = make([]SummaryRowBody, len(rows))
+		for i, r := range rows {
+			out.Body.Rows[i] = SummaryRowBody{
+				OrgID: r.OrgID, Currency: r.Currency, ObligationState: string(r.ObligationState), Count: r.Count, AmountMinor: r.AmountMinor,
+				AgeBuckets: map[string]SummaryBucketBody{
+					"lt_1d":  {Count: r.Under1Day.Count, AmountMinor: r.Under1Day.AmountMinor},
+					"1d_7d":  {Count: r.Days1To7.Count, AmountMinor: r.Days1To7.AmountMinor},
+					"7d_30d": {Count: r.Days7To30.Count, AmountMinor: r.Days7To30.AmountMinor},
+					"gt_30d": {Count: r.Over30Days.Count, AmountMinor: r.Over30Days.AmountMinor},
+				},
+			}
+		}
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-anomalies", Method: http.MethodGet, Path: "/v1/anomalies", Tags: tags,
+		Summary: "Status conflicts, late evidence, write-offs contradicted by later acks, refused tokens",
+		Description: "Anomaly events, oldest first. kind contradicted_write_off is late evidence whose data has contradicts_write_off true. " +
+			"Roles finance and oncall.",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *anomaliesInput) (*anomaliesOutput, error) {
+		q := ledger.AnomalyQuery{Since: in.Since, AfterSeq: in.Cursor, Limit: in.Limit}
+		for _, raw := range in.Kind {
+			for _, k := range strings.Split(raw, ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					q.Kinds = append(q.Kinds, ledger.AnomalyKind(k))
+				}
+			}
+		}
+		list, err := s.reports.Anomalies(ctx, principal(ctx), q)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &anomaliesOutput{}
+		out.Body.Anomalies = make([]AnomalyBody, len(list))
+		for i, a := range list {
+			b := AnomalyBody{
+				Seq: a.Seq, Kind: string(a.Kind), EventType: a.EventType, OrgID: a.OrgID, Tenant: a.Tenant,
+				ObligationState: string(a.ObligationState), At: a.At, Actor: a.Actor, Data: rawJSON(a.Data),
+			}
+			if a.DelegationID != uuid.Nil {
+				b.DelegationID = a.DelegationID.String()
+			}
+			out.Body.Anomalies[i] = b
+		}
+		limit := q.Limit
+		if limit == 0 {
+			limit = ledger.DefaultReportLimit
+		}
+		if len(list) == limit {
+			out.Body.NextCursor = list[len(list)-1].Seq
+		}
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "delegation-evidence", Method: http.MethodGet, Path: "/v1/delegations/{id}/evidence", Tags: tags,
+		Summary: "The delegation's hash-chained event log with every stored token",
+		Description: "Everything `quittance verify-chain` needs to recompute each event's hash and re-verify each stored signed token " +
+			"against the org's registered keys. Roles finance and oncall.",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *delegationPathInput) (*chainOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		d, events, err := s.reports.Evidence(ctx, principal(ctx), id)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &chainOutput{}
+		out.Body.DelegationID, out.Body.OrgID, out.Body.RemoteTaskID = d.ID.String(), d.OrgID, d.Remote.TaskID
+		out.Body.LedgerID, out.Body.Stream = s.ledgerID, d.Stream()
+		out.Body.Events = make([]EvidenceEventBody, len(events))
+		for i, e := range events {
+			b := EvidenceEventBody{
+				Seq: e.Seq, Stream: e.Stream, StreamSeq: e.StreamSeq, Type: e.Type, At: e.At, Actor: e.Actor,
+				ObligationFrom: string(e.ObligationFrom), ObligationTo: string(e.ObligationTo),
+				Data: rawJSON(e.Data), Evidence: e.Evidence, PrevHash: hexString(e.PrevHash), Hash: hexString(e.Hash),
+			}
+			if e.DelegationID != uuid.Nil {
+				b.DelegationID = e.DelegationID.String()
+			}
+			out.Body.Events[i] = b
+		}
+		return out, nil
+	})
+}
+
+// csvFlushEvery is how many rows are written between flushes to the client.
+const csvFlushEvery = 200
+
+// streamObligationsCSV writes the selection as CSV, row by row, as the
+// database returns it. A failure before the first byte is a problem
+// response; after it, the connection is aborted so the client sees a
+// truncated transfer, never a short file that looks complete.
+func (s *Server) streamObligationsCSV(ctx context.Context, hctx huma.Context, q ledger.ObligationQuery) {
+	w := hctx.BodyWriter()
+	flush := func() {}
+	if f, ok := w.(http.Flusher); ok {
+		flush = f.Flush
+	}
+	var (
+		cw      *csv.Writer
+		rows    int
+		started bool
+	)
+	asOf := s.reports.Now()
+	start := func() error {
+		started = true
+		hctx.SetHeader("Content-Type", "text/csv; charset=utf-8; header=present")
+		hctx.SetHeader("Content-Disposition", fmt.Sprintf(`attachment; filename="obligations-%s.csv"`, asOf.Format("20060102T150405Z")))
+		hctx.SetStatus(http.StatusOK)
+		cw = csv.NewWriter(w)
+		cw.UseCRLF = true
+		return cw.Write(obligationColumns)
+	}
+	_, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o ledger.ObligationRow) error {
+		if !started {
+			if err := start(); err != nil {
+				return err
+			}
+		}
+		if err := cw.Write(obligationBody(o, asOf).csvRecord()); err != nil {
+			return err
+		}
+		rows++
+		if rows%csvFlushEvery == 0 {
+			cw.Flush()
+			if err := cw.Error(); err != nil {
+				return err
+			}
+			flush()
+		}
+		return nil
+	})
+	if err == nil && !started {
+		err = start()
+	}
+	if err == nil {
+		cw.Flush()
+		err = cw.Error()
+	}
+	if err == nil {
+		return
+	}
+	if !started {
+		s.writeProblem(hctx, problemFor(ctx, s.log, err))
+		return
+	}
+	if !errors.Is(err, context.Canceled) {
+		s.log.ErrorContext(ctx, "obligations export aborted", slog.Int("rows_written", rows), slog.Any("error", err))
+	}
+	panic(http.ErrAbortHandler)
+}

@@ -1,0 +1,248 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Evidence kinds and results, the label values of quittance_evidence_total.
+const (
+	EvidenceAck         = "ack"
+	EvidenceDeclaration = "declaration"
+	EvidenceTaskStatus  = "task_status"
+
+	ResultAccepted  = "accepted"
+	ResultRefused   = "refused"
+	ResultLate      = "late"
+	ResultDuplicate = "duplicate"
+)
+
+// Compensation request outcomes, the label values of
+// quittance_compensation_requests_total: the receipt outcomes of DESIGN.md
+// §4, plus error when the request did not complete.
+const (
+	OutcomeCompensated  = "compensated"
+	OutcomeNoEffects    = "no_effects"
+	OutcomeFailed       = "failed"
+	OutcomeNotSupported = "not_supported"
+	OutcomeError        = "error"
+)
+
+// httpBuckets cover API latencies from a cache-hot read to a slow export.
+var httpBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// a2aBuckets cover remote agents, which may take up to the 90s call timeout.
+var a2aBuckets = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 90}
+
+// Metrics are the in-process metrics. Create one per process with New, on
+// the registry that /metrics serves.
+type Metrics struct {
+	transitions     *prometheus.CounterVec
+	evidence        *prometheus.CounterVec
+	compensationReq *prometheus.CounterVec
+	writeOffs       *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+	a2aDuration     *prometheus.HistogramVec
+}
+
+// New creates the metrics and registers them on reg. Counters of known
+// label values start at zero, so rate() and alerts see them before the
+// first increment.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_transitions_total",
+			Help: "Obligation state transitions committed, by from and to state.",
+		}, []string{"from", "to"}),
+		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_evidence_total",
+			Help: "Evidence recorded (acks, declarations, task statuses), by kind and result: accepted, refused, late or duplicate.",
+		}, []string{"kind", "result"}),
+		compensationReq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_compensation_requests_total",
+			Help: "Compensation requests sent to remote agents, by outcome: compensated, no_effects, failed, not_supported or error.",
+		}, []string{"outcome"}),
+		writeOffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_write_offs_total",
+			Help: "Write-offs by resulting status: pending_approval (requested, awaiting a second approver), executed or void.",
+		}, []string{"status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quittance_http_request_duration_seconds",
+			Help:    "API request durations by route pattern, method and status code.",
+			Buckets: httpBuckets,
+		}, []string{"route", "method", "code"}),
+		a2aDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quittance_a2a_request_duration_seconds",
+			Help:    "Outbound A2A call durations by JSON-RPC method and outcome.",
+			Buckets: a2aBuckets,
+		}, []string{"method", "outcome"}),
+	}
+	reg.MustRegister(m.transitions, m.evidence, m.compensationReq, m.writeOffs, m.httpDuration, m.a2aDuration)
+	for _, kind := range []string{EvidenceAck, EvidenceDeclaration, EvidenceTaskStatus} {
+		for _, result := range []string{ResultAccepted, ResultRefused, ResultLate, ResultDuplicate} {
+			m.evidence.WithLabelValues(kind, result)
+		}
+	}
+	for _, o := range []string{OutcomeCompensated, OutcomeNoEffects, OutcomeFailed, OutcomeNotSupported, OutcomeError} {
+		m.compensationReq.WithLabelValues(o)
+	}
+	for _, s := range []string{"pending_approval", "executed", "void"} {
+		m.writeOffs.WithLabelValues(s)
+	}
+	return m
+}
+
+// ObserveCommitted counts the transitions and evidence of the events one
+// committed transaction appended. It is the pgstore.WithAfterCommit hook:
+// nothing is counted for a transaction that rolled back.
+func (m *Metrics) ObserveCommitted(events []ledger.Event) {
+	if m == nil {
+		return
+	}
+	for _, e := range events {
+		if e.ObligationFrom != "" && e.ObligationTo != "" {
+			m.transitions.WithLabelValues(string(e.ObligationFrom), string(e.ObligationTo)).Inc()
+		}
+		if kind, result, ok := ClassifyEvidence(e); ok {
+			m.evidence.WithLabelValues(kind, result).Inc()
+		}
+		if status, ok := writeOffStatus(e.Type); ok {
+			m.writeOffs.WithLabelValues(status).Inc()
+		}
+	}
+}
+
+// CompensationRequest counts one compensation request by its outcome (one
+// of the Outcome constants).
+func (m *Metrics) CompensationRequest(outcome string) {
+	if m == nil {
+		return
+	}
+	switch outcome {
+	case OutcomeCompensated, OutcomeNoEffects, OutcomeFailed, OutcomeNotSupported:
+	default:
+		outcome = OutcomeError
+	}
+	m.compensationReq.WithLabelValues(outcome).Inc()
+}
+
+// WriteOff counts a write-off reaching status (pending_approval, executed
+// or void). Write-offs are also counted from committed events by
+// ObserveCommitted; use this only for write-offs that append no event.
+func (m *Metrics) WriteOff(status string) {
+	if m == nil {
+		return
+	}
+	m.writeOffs.WithLabelValues(status).Inc()
+}
+
+// ObserveHTTP records one API request. route is the mux pattern, never the
+// raw path.
+func (m *Metrics) ObserveHTTP(route, method string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.httpDuration.WithLabelValues(route, method, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// ObserveA2A records one outbound A2A call.
+func (m *Metrics) ObserveA2A(method, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.a2aDuration.WithLabelValues(method, outcome).Observe(d.Seconds())
+}
+
+// Event types of write-offs, appended by the compensation package.
+const (
+	eventWriteOffRequested = "write_off_requested"
+	eventWriteOffExecuted  = "write_off_executed"
+	eventWriteOffVoided    = "write_off_voided"
+)
+
+func writeOffStatus(eventType string) (string, bool) {
+	switch eventType {
+	case eventWriteOffRequested:
+		return "pending_approval", true
+	case eventWriteOffExecuted:
+		return "executed", true
+	case eventWriteOffVoided:
+		return "void", true
+	}
+	return "", false
+}
+
+// evidenceTypes maps the event types that record evidence without moving
+// the obligation to their kind and result.
+var evidenceTypes = map[string][2]string{
+	ledger.EventTypeTaskStatusChanged:   {EvidenceTaskStatus, ResultAccepted},
+	ledger.EventTypeTaskStatusDuplicate: {EvidenceTaskStatus, ResultDuplicate},
+	ledger.EventTypeTaskStatusStale:     {EvidenceTaskStatus, ResultLate},
+	// A different status after a terminal one is a status that came too
+	// late to apply (DESIGN.md §2.2 invariant 5).
+	ledger.EventTypeStatusConflict: {EvidenceTaskStatus, ResultLate},
+}
+
+// ClassifyEvidence returns the evidence kind and result an event records,
+// and false for events that record no evidence (a delegation created, a
+// cancel request, an admin change).
+//
+// Task status events are classified by type. Acks and declarations are
+// classified by the obligation event that applied them, and otherwise
+// (duplicates, late arrivals, refusals) by the "evidence" member of the
+// event data, which the compensation package sets to "ack" or
+// "declaration".
+func ClassifyEvidence(e ledger.Event) (kind, result string, ok bool) {
+	if kr, ok := evidenceTypes[e.Type]; ok {
+		return kr[0], kr[1], true
+	}
+	var data struct {
+		ObligationEvent string `json:"obligation_event"`
+		Evidence        string `json:"evidence"`
+		Kind            string `json:"kind"`
+		Duplicate       bool   `json:"duplicate"`
+	}
+	_ = json.Unmarshal(e.Data, &data)
+	switch ledger.ObligationEvent(data.ObligationEvent) {
+	case ledger.EventCompensationAck:
+		return EvidenceAck, ResultAccepted, true
+	case ledger.EventDeclarationVerified:
+		return EvidenceDeclaration, ResultAccepted, true
+	}
+	kind = evidenceKind(data.Evidence)
+	if kind == "" {
+		kind = evidenceKind(data.Kind)
+	}
+	switch e.Type {
+	case ledger.EventTypeTokenRefused:
+		if kind == "" {
+			kind = EvidenceAck
+		}
+		return kind, ResultRefused, true
+	case ledger.EventTypeLateEvidence:
+		if kind == "" {
+			kind = EvidenceAck
+		}
+		return kind, ResultLate, true
+	}
+	if kind != "" && data.Duplicate {
+		return kind, ResultDuplicate, true
+	}
+	return "", "", false
+}
+
+// evidenceKind normalizes the ways events name signed evidence.
+func evidenceKind(s string) string {
+	switch s {
+	case "ack", "compensation_ack", "compensation-ack+jwt", "receipt":
+		return EvidenceAck
+	case "declaration", "no_compensation_required", "no-compensation-required+jwt":
+		return EvidenceDeclaration
+	}
+	return ""
+}

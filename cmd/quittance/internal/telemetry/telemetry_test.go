@@ -1,0 +1,101 @@
+package telemetry_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
+	"github.com/quittance/quittance/ledger"
+)
+
+func TestMetricsLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := telemetry.New(reg)
+	m.ObserveHTTP("/v1/obligations", "GET", 200, 1)
+	m.ObserveA2A("SendMessage", telemetry.A2AOutcomeOK, 1)
+	m.ObserveCommitted([]ledger.Event{{Type: "task_status_changed", ObligationFrom: "held", ObligationTo: "settled"}})
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestClassifyEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		typ, data    string
+		kind, result string
+	}{
+		{"task_status_changed", `{}`, "task_status", "accepted"},
+		{"task_status_duplicate", `{}`, "task_status", "duplicate"},
+		{"task_status_stale", `{}`, "task_status", "late"},
+		{"status_conflict", `{}`, "task_status", "late"},
+		{"compensation_acked", `{"obligation_event":"compensation_ack","kind":"compensation-ack+jwt"}`, "ack", "accepted"},
+		{"no_compensation_declared", `{"obligation_event":"declaration_verified"}`, "declaration", "accepted"},
+		{"token_refused", `{"kind":"no-compensation-required+jwt"}`, "declaration", "refused"},
+		{"token_refused", `{"kind":"compensation-ack+jwt"}`, "ack", "refused"},
+		{"late_evidence", `{"kind":"compensation-ack+jwt","contradicts_write_off":true}`, "ack", "late"},
+	} {
+		kind, result, ok := telemetry.ClassifyEvidence(ledger.Event{Type: tc.typ, Data: []byte(tc.data)})
+		if !ok || kind != tc.kind || result != tc.result {
+			t.Errorf("%s %s: %s/%s %v, want %s/%s", tc.typ, tc.data, kind, result, ok, tc.kind, tc.result)
+		}
+	}
+	if _, _, ok := telemetry.ClassifyEvidence(ledger.Event{Type: "delegation_created", Data: []byte(`{}`)}); ok {
+		t.Error("a created delegation is not evidence")
+	}
+}
+
+var traceparent = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$`)
+
+func TestTransportPropagatesTraceparent(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("traceparent"))
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	reg := prometheus.NewRegistry()
+	hc := &http.Client{Transport: telemetry.Transport(nil, telemetry.New(reg))}
+
+	// No trace yet: a new one is started.
+	resp, err := hc.Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// An inbound request's trace is continued.
+	inbound := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	h := http.Header{"Traceparent": {inbound}}
+	ctx := telemetry.ExtractTrace(context.Background(), h)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"method":"message/send"}`))
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	if len(got) != 2 || !traceparent.MatchString(got[0]) || !traceparent.MatchString(got[1]) {
+		t.Fatalf("traceparent headers %q", got)
+	}
+	m := traceparent.FindStringSubmatch(got[1])
+	if m[1] != "4bf92f3577b34da6a3ce929d0e0e4736" || m[2] == "00f067aa0ba902b7" {
+		t.Errorf("outbound %s does not continue %s as a child span", got[1], inbound)
+	}
+	if n := testutil.CollectAndCount(reg, "quittance_a2a_request_duration_seconds"); n != 2 {
+		t.Errorf("%d a2a series, want 2 (CancelTask and message/send)", n)
+	}
+	problems, _ := testutil.GatherAndLint(reg)
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}

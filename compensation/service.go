@@ -1,0 +1,384 @@
+package compensation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Event types the compensation service appends to a delegation's stream (and,
+// for identity revocation, to the org's stream).
+const (
+	// EventTypeCompensationAcked: a verified ack moved the obligation to compensated.
+	EventTypeCompensationAcked = "compensation_acked"
+	// EventTypeNoCompensationDeclared: a verified declaration moved the
+	// obligation to released.
+	EventTypeNoCompensationDeclared = "no_compensation_declared"
+	// EventTypeLateEvidence: a verified ack or declaration that arrived when
+	// the obligation could no longer take it (already discharged, written
+	// off, settled). Recorded with the token, never applied. Its data has
+	// contradicts_write_off: true when the obligation was written off.
+	EventTypeLateEvidence = "late_evidence"
+	// EventTypeTokenRefused: a token presented for the delegation was
+	// refused. Its data holds the refusal code and the token's sha256, never
+	// the unverified token itself.
+	EventTypeTokenRefused = "token_refused"
+	// EventTypeDeadlinePassed: the sweep moved the obligation to
+	// compensation_unconfirmed; the hold stays.
+	EventTypeDeadlinePassed = "compensation_deadline_passed"
+	// EventTypeIdentityRevoked: the org's identity was revoked and the
+	// obligation escalated.
+	EventTypeIdentityRevoked = "identity_revoked"
+	// EventTypeOrgIdentityRevoked is appended to the org's stream when on-call
+	// revokes its identity.
+	EventTypeOrgIdentityRevoked = "org_identity_revoked"
+	// EventTypeWriteOffRequested: a write-off above the threshold awaits a
+	// second approver.
+	EventTypeWriteOffRequested = "write_off_requested"
+	// EventTypeWriteOffExecuted: a write-off was executed; the hold is lost.
+	EventTypeWriteOffExecuted = "write_off_executed"
+	// EventTypeWriteOffVoided: a pending write-off was voided because the
+	// obligation left the states a write-off applies to.
+	EventTypeWriteOffVoided = "write_off_voided"
+	// EventTypeWriteOffRefused: an on-call request to write off or approve
+	// was refused (wrong state, self-approval, not pending).
+	EventTypeWriteOffRefused = "write_off_refused"
+)
+
+// CodeEvidenceNotExpected is the refusal code of a valid token for a
+// delegation whose obligation is not waiting for compensation evidence yet
+// (the remote task has not ended as far as the ledger knows).
+const CodeEvidenceNotExpected = "evidence_not_expected"
+
+// ErrSelfApproval is returned when an on-call identity tries to approve its
+// own write-off: the second pair of eyes must be a different token, with a
+// different name.
+var ErrSelfApproval = errors.New("a write-off must be approved by a different on-call identity")
+
+// DefaultSweepBatchSize is how many delegations one sweep transaction moves.
+const DefaultSweepBatchSize = 100
+
+// Service is the compensation use cases: accepting signed acks and
+// declarations, the deadline sweep, identity revocation and write-offs. It
+// holds no state of its own; everything is in the Store, and every change
+// goes through ledger.Apply or ledger.Record.
+type Service struct {
+	store     Store
+	clock     ledger.Clock
+	log       *slog.Logger
+	ledgerID  string
+	threshold int64
+	batch     int
+}
+
+// Config wires a Service.
+type Config struct {
+	// Store is the persistence.
+	Store Store
+	// Clock tells the time; the system clock when nil.
+	Clock ledger.Clock
+	// Log receives operational logs; never tokens.
+	Log *slog.Logger
+	// LedgerID is this ledger's id: the "aud" every token must carry.
+	LedgerID string
+	// WriteOffApprovalThresholdMinor is the largest amount a single on-call
+	// identity may write off; above it a second identity must approve.
+	WriteOffApprovalThresholdMinor int64
+	// SweepBatchSize bounds the delegations one sweep transaction moves;
+	// DefaultSweepBatchSize when zero.
+	SweepBatchSize int
+}
+
+// NewService returns a Service.
+func NewService(cfg Config) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = ledger.SystemClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SweepBatchSize <= 0 {
+		cfg.SweepBatchSize = DefaultSweepBatchSize
+	}
+	return &Service{
+		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
+		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize,
+	}
+}
+
+// now is the clock's time at PostgreSQL's precision, as in the ledger.
+func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// Outcome says what became of verified evidence.
+type Outcome string
+
+// The evidence outcomes.
+const (
+	// OutcomeApplied: the evidence moved the obligation.
+	OutcomeApplied Outcome = "applied"
+	// OutcomeDuplicate: the identical token was accepted before; nothing new
+	// was recorded and the current delegation is returned.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeLateEvidence: the evidence was recorded as a late_evidence event
+	// and not applied; the obligation had already ended.
+	OutcomeLateEvidence Outcome = "late_evidence"
+)
+
+// EvidenceResult is the answer to an accepted ack or declaration.
+type EvidenceResult struct {
+	// Delegation is the delegation after the evidence was handled.
+	Delegation ledger.Delegation
+	// Outcome says whether the evidence was applied, a duplicate, or late.
+	Outcome Outcome
+	// ContradictsWriteOff is set for late evidence arriving after a write-off:
+	// the remote org says it compensated a loss we already accepted.
+	ContradictsWriteOff bool
+}
+
+// SubmitAck accepts a compact JWS compensation ack (typ
+// compensation-ack+jwt). See Submit.
+func (s *Service) SubmitAck(ctx context.Context, token []byte) (EvidenceResult, error) {
+	return s.Submit(ctx, KindAck, token)
+}
+
+// SubmitDeclaration accepts a compact JWS no-compensation-required
+// declaration (typ no-compensation-required+jwt). See Submit.
+func (s *Service) SubmitDeclaration(ctx context.Context, token []byte) (EvidenceResult, error) {
+	return s.Submit(ctx, KindDeclaration, token)
+}
+
+// Submit verifies signed evidence of the given kind and applies it.
+//
+// The delegation is found by the token's (iss, sub); its org must not be
+// revoked; the signature is verified against that org's registered JWK Set
+// only. Then, in one transaction with the delegation locked: an identical
+// token accepted before is answered with the current delegation
+// (OutcomeDuplicate, nothing recorded); another token reusing an accepted
+// jti is refused (token_replayed); an ack must carry the delegation's
+// compensation idempotency key; the jti is recorded as used; and the evidence
+// is applied through ledger.Apply (OutcomeApplied) — or, when the obligation
+// has already ended, recorded through ledger.Record as late_evidence
+// (OutcomeLateEvidence). The token is stored verbatim as the event's
+// evidence either way.
+//
+// Every refusal is a *RefusalError and changes nothing; when the delegation
+// is known, the refusal is recorded afterwards as a token_refused event
+// holding the code and the token's sha256, never the token.
+func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (EvidenceResult, error) {
+	if !kind.Valid() {
+		return EvidenceResult{}, fmt.Errorf("submit evidence: unknown token kind %q", kind)
+	}
+	peek, err := PeekToken(token)
+	if err != nil {
+		s.logRefusal(ctx, kind, err, "")
+		return EvidenceResult{}, err
+	}
+	d, err := s.store.DelegationByRemoteTask(ctx, peek.Issuer, peek.Subject)
+	if errors.Is(err, ledger.ErrNotFound) {
+		ref := Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
+		s.logRefusal(ctx, kind, ref, "")
+		return EvidenceResult{}, ref
+	} else if err != nil {
+		return EvidenceResult{}, fmt.Errorf("find delegation for evidence: %w", err)
+	}
+	res, err := s.submit(ctx, kind, token, d)
+	var ref *RefusalError
+	if errors.As(err, &ref) {
+		s.logRefusal(ctx, kind, ref, d.ID.String())
+		if rerr := s.recordRefusal(ctx, d, kind, token, ref); rerr != nil {
+			// The refusal stands; failing to record it is logged, not
+			// turned into a 500 that would hide the refusal code.
+			s.log.ErrorContext(ctx, "record token refusal", slog.String("delegation_id", d.ID.String()), slog.Any("error", rerr))
+		}
+	}
+	return res, err
+}
+
+func (s *Service) submit(ctx context.Context, kind TokenKind, token []byte, found ledger.Delegation) (EvidenceResult, error) {
+	org, err := s.store.Org(ctx, found.OrgID)
+	if err != nil {
+		return EvidenceResult{}, fmt.Errorf("load org %s: %w", found.OrgID, err)
+	}
+	if org.IdentityRevoked() {
+		return EvidenceResult{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+	}
+	if len(org.JWKS) == 0 {
+		return EvidenceResult{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
+	}
+	keys, err := ParseOrgJWKS(org.JWKS)
+	if err != nil {
+		s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
+		return EvidenceResult{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
+	}
+	now := s.now()
+	claims, err := Verify(VerifyInput{Token: token, Kind: kind, OrgID: org.ID, Keys: keys, LedgerID: s.ledgerID, Now: now})
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if claims.Subject != found.Remote.TaskID {
+		return EvidenceResult{}, Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
+	}
+	sum := sha256.Sum256(token)
+	var res EvidenceResult
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		res = EvidenceResult{}
+		d, err := tx.DelegationForUpdate(ctx, found.ID)
+		if err != nil {
+			return err
+		}
+		// Re-read the org under the delegation lock: a revocation that
+		// committed while we verified has escalated the delegation too.
+		org, err := tx.Org(ctx, d.OrgID)
+		if err != nil {
+			return err
+		}
+		if org.IdentityRevoked() {
+			return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+		}
+		used, err := tx.UsedToken(ctx, org.ID, claims.JTI)
+		switch {
+		case err == nil && used.DelegationID == d.ID && string(used.TokenSHA256) == string(sum[:]):
+			res = EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}
+			return nil
+		case err == nil:
+			return Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+		case !errors.Is(err, ledger.ErrNotFound):
+			return err
+		}
+		if kind == KindAck && claims.IdempotencyKey != d.Compensation.IdempotencyKey {
+			return Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
+		}
+		ev := ledger.EventCompensationAck
+		if kind == KindDeclaration {
+			ev = ledger.EventDeclarationVerified
+		}
+		_, _, transErr := ledger.NextObligation(d.ObligationState, ev)
+		if transErr != nil && !d.ObligationState.Terminal() {
+			return Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
+		}
+		inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: org.ID, JTI: claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now})
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			return Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+		}
+		data := evidenceData(kind, claims, sum[:])
+		actor := "org:" + org.ID
+		if transErr != nil {
+			// Terminal: recorded and surfaced, never applied.
+			data["obligation_state"] = string(d.ObligationState)
+			contradicts := d.ObligationState == ledger.ObligationWrittenOff
+			data["contradicts_write_off"] = contradicts
+			if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+				Type: EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: string(token),
+			}); err != nil {
+				return err
+			}
+			res = EvidenceResult{Delegation: d, Outcome: OutcomeLateEvidence, ContradictsWriteOff: contradicts}
+			return nil
+		}
+		receipt, err := json.Marshal(receiptOf(kind, claims, sum[:], now))
+		if err != nil {
+			return err
+		}
+		d.Compensation.Receipt = receipt
+		typ := EventTypeCompensationAcked
+		if kind == KindDeclaration {
+			typ = EventTypeNoCompensationDeclared
+		}
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
+			Type: typ, Actor: actor, At: now, Obligation: ev, Data: data, Evidence: string(token),
+		})
+		if err != nil {
+			return err
+		}
+		if err := s.voidPending(ctx, tx, d, now, actor, "obligation discharged by "+typ); err != nil {
+			return err
+		}
+		res = EvidenceResult{Delegation: d, Outcome: OutcomeApplied}
+		return nil
+	})
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if res.Outcome == OutcomeLateEvidence {
+		s.log.WarnContext(ctx, "late compensation evidence recorded",
+			slog.String("delegation_id", res.Delegation.ID.String()), slog.String("kind", string(kind)),
+			slog.String("obligation_state", string(res.Delegation.ObligationState)),
+			slog.Bool("contradicts_write_off", res.ContradictsWriteOff))
+	}
+	return res, nil
+}
+
+// evidenceData is the event data of accepted evidence.
+func evidenceData(kind TokenKind, c Claims, sum []byte) map[string]any {
+	data := map[string]any{
+		"kind": string(kind), "jti": c.JTI, "iss": c.Issuer, "sub": c.Subject,
+		"iat": c.IssuedAt.UTC().Format(time.RFC3339), "exp": c.Expiry.UTC().Format(time.RFC3339),
+		"token_sha256": hex.EncodeToString(sum),
+	}
+	if c.ReceiptID != "" {
+		data["receipt_id"] = c.ReceiptID
+	}
+	if c.IdempotencyKey != "" {
+		data["idempotency_key"] = c.IdempotencyKey
+	}
+	return data
+}
+
+// Receipt is what the delegation shows as its compensation receipt once
+// signed evidence discharged it.
+type Receipt struct {
+	// Kind is the token's typ: compensation-ack+jwt or no-compensation-required+jwt.
+	Kind string `json:"kind"`
+	// ReceiptID is the ack's receipt_id; empty for a declaration.
+	ReceiptID string `json:"receipt_id,omitempty"`
+	// JTI is the token's jti.
+	JTI string `json:"jti"`
+	// TokenSHA256 is the hex sha256 of the token, which is stored verbatim
+	// on the event.
+	TokenSHA256 string `json:"token_sha256"`
+	// ReceivedAt is when the ledger accepted it.
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+func receiptOf(kind TokenKind, c Claims, sum []byte, now time.Time) Receipt {
+	return Receipt{Kind: string(kind), ReceiptID: c.ReceiptID, JTI: c.JTI, TokenSHA256: hex.EncodeToString(sum), ReceivedAt: now}
+}
+
+// recordRefusal appends a token_refused event to d's stream, in its own
+// transaction (the refused one rolled back). It stores the token's sha256
+// and the refusal code, never the unverified token.
+func (s *Service) recordRefusal(ctx context.Context, d ledger.Delegation, kind TokenKind, token []byte, ref *RefusalError) error {
+	sum := sha256.Sum256(token)
+	return s.store.InTx(ctx, func(tx Tx) error {
+		_, err := ledger.Record(ctx, tx, d, ledger.Change{
+			Type: EventTypeTokenRefused, Actor: "remote:unverified", At: s.now(),
+			Data: map[string]any{
+				"code": ref.Code, "detail": ref.Detail, "kind": string(kind),
+				"token_sha256": hex.EncodeToString(sum[:]), "token_bytes": len(token),
+			},
+		})
+		return err
+	})
+}
+
+func (s *Service) logRefusal(ctx context.Context, kind TokenKind, err error, delegationID string) {
+	var ref *RefusalError
+	if !errors.As(err, &ref) {
+		return
+	}
+	attrs := []any{slog.String("kind", string(kind)), slog.String("code", ref.Code)}
+	if delegationID != "" {
+		attrs = append(attrs, slog.String("delegation_id", delegationID))
+	}
+	s.log.InfoContext(ctx, "compensation evidence refused", attrs...)
+}

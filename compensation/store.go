@@ -1,0 +1,120 @@
+package compensation
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Store is the persistence the compensation service needs: the ledger's
+// reads, write-off reads, and transactions that can do everything a
+// ledger.Tx can plus the compensation-specific statements of Tx.
+//
+// Error contract: as ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
+type Store interface {
+	ledger.Reader
+	// InTx runs fn in one database transaction, committing if fn returns nil.
+	// Like ledger.Store.InTx it retries fn on serialization failures and
+	// deadlocks, so fn must have no effects outside the Tx.
+	InTx(ctx context.Context, fn func(Tx) error) error
+	// WriteOff returns a write-off, or ledger.ErrNotFound.
+	WriteOff(ctx context.Context, id uuid.UUID) (WriteOff, error)
+}
+
+// Tx is a database transaction of the compensation service. Every method
+// takes the time to record as a parameter where it records one; the store
+// never reads a clock.
+type Tx interface {
+	ledger.Tx
+	// OrgForUpdate loads an org and locks its row until the transaction ends.
+	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
+	// OpenDelegationsOfOrgForUpdate returns every delegation of the org whose
+	// obligation can still be escalated (held,
+	// revocation_pending_compensation, compensation_unconfirmed), locking
+	// each, in id order so concurrent lockers cannot deadlock.
+	OpenDelegationsOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error)
+	// ClaimPastDeadline returns up to limit delegations in
+	// revocation_pending_compensation whose compensation deadline is at or
+	// before now, locked with FOR UPDATE SKIP LOCKED: rows another
+	// transaction holds are skipped, so concurrent sweepers never take the
+	// same delegation.
+	ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error)
+	// UsedToken returns the record of a token id an org already used, or
+	// ledger.ErrNotFound.
+	UsedToken(ctx context.Context, orgID, jti string) (UsedToken, error)
+	// InsertUsedToken records a token id as used; inserted is false when the
+	// org already used it (the row is then left unchanged).
+	InsertUsedToken(ctx context.Context, u UsedToken) (inserted bool, err error)
+	// InsertWriteOff inserts a write-off.
+	InsertWriteOff(ctx context.Context, w WriteOff) error
+	// WriteOffForUpdate loads a write-off and locks its row.
+	WriteOffForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error)
+	// PendingWriteOff returns the delegation's write-off awaiting approval,
+	// or ledger.ErrNotFound when it has none.
+	PendingWriteOff(ctx context.Context, delegationID uuid.UUID) (WriteOff, error)
+	// UpdateWriteOff writes a write-off's status, approver and execution time.
+	UpdateWriteOff(ctx context.Context, w WriteOff) error
+}
+
+// UsedToken records that an org used a token id (jti): the same id is never
+// accepted twice from that org, and the token's hash tells an identical
+// resubmission (answered idempotently) from a replay (refused).
+type UsedToken struct {
+	// OrgID is the issuing org.
+	OrgID string
+	// JTI is the token's "jti" claim.
+	JTI string
+	// DelegationID is the delegation the token was presented for.
+	DelegationID uuid.UUID
+	// TokenSHA256 is the sha256 of the token as received.
+	TokenSHA256 []byte
+	// UsedAt is when the token was accepted.
+	UsedAt time.Time
+}
+
+// WriteOffStatus is where a write-off is in its four-eyes lifecycle.
+type WriteOffStatus string
+
+// The write-off statuses.
+const (
+	// WriteOffPendingApproval: above the threshold, waiting for a second
+	// on-call identity.
+	WriteOffPendingApproval WriteOffStatus = "pending_approval"
+	// WriteOffExecuted: the obligation was written off and the hold lost.
+	WriteOffExecuted WriteOffStatus = "executed"
+	// WriteOffVoid: the obligation was discharged by evidence (or otherwise
+	// left the states a write-off applies to) before approval.
+	WriteOffVoid WriteOffStatus = "void"
+)
+
+// WriteOff is a named on-call human accepting the loss of a delegation's
+// held amount, with a reason.
+type WriteOff struct {
+	// ID identifies the write-off.
+	ID uuid.UUID
+	// DelegationID is the delegation written off.
+	DelegationID uuid.UUID
+	// Amount is the delegation's hold at the time of the request.
+	Amount ledger.Money
+	// Reason is why the loss is accepted; always non-empty.
+	Reason string
+	// Reference is an optional external reference (a ticket, an incident).
+	Reference string
+	// Status is where the write-off is.
+	Status WriteOffStatus
+	// RequestedBy is the name of the requesting on-call token.
+	RequestedBy string
+	// RequestedByID is the id of the requesting on-call token.
+	RequestedByID uuid.UUID
+	// ApprovedBy is the name of the approving on-call token, if any.
+	ApprovedBy string
+	// ApprovedByID is the id of the approving on-call token, if any.
+	ApprovedByID uuid.UUID
+	// CreatedAt is when the write-off was requested.
+	CreatedAt time.Time
+	// ExecutedAt is when the obligation was written off; zero until then.
+	ExecutedAt time.Time
+}

@@ -1,0 +1,121 @@
+package compensation
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Sweep moves every delegation in revocation_pending_compensation whose
+// compensation deadline is at or before now to compensation_unconfirmed,
+// through ledger.Apply with ledger.EventCompensationUnconfirmed, one event
+// each. The hold stays active: a deadline never releases money (DESIGN.md
+// §2.2 invariant 2), and the obligation still takes a late ack or
+// declaration.
+//
+// Delegations are claimed in batches with FOR UPDATE SKIP LOCKED, one
+// transaction per batch, so sweeps on several replicas (or a sweep racing an
+// ack) never move the same delegation twice. It returns how many it moved.
+func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
+	now = now.UTC().Truncate(time.Microsecond)
+	moved := 0
+	for {
+		n := 0
+		err := s.store.InTx(ctx, func(tx Tx) error {
+			n = 0
+			due, err := tx.ClaimPastDeadline(ctx, now, s.batch)
+			if err != nil {
+				return err
+			}
+			for _, d := range due {
+				if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
+					Type: EventTypeDeadlinePassed, Actor: "system:sweep", At: now,
+					Obligation: ledger.EventCompensationUnconfirmed,
+					Data: map[string]any{
+						"deadline":        d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
+						"idempotency_key": d.Compensation.IdempotencyKey,
+						"hold_amount":     d.Hold.AmountMinor,
+					},
+				}); err != nil {
+					return fmt.Errorf("mark delegation %s unconfirmed: %w", d.ID, err)
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return moved, err
+		}
+		moved += n
+		if n < s.batch {
+			return moved, nil
+		}
+	}
+}
+
+// SweepNow runs Sweep at the service clock's current time, for an on-call
+// principal (POST /admin/v1/compensation/sweep).
+func (s *Service) SweepNow(ctx context.Context, p ledger.Principal) (int, error) {
+	if p.Role != ledger.RoleOncall {
+		return 0, ledger.ErrForbidden
+	}
+	return s.Sweep(ctx, s.now())
+}
+
+// Sweeper runs a sweep periodically.
+type Sweeper struct {
+	// Interval is the time between the end of one sweep and the start of
+	// the next.
+	Interval time.Duration
+	// Clock gives the time each sweep runs at.
+	Clock ledger.Clock
+	// Sweep is the work to run; Service.Sweep in production.
+	Sweep func(ctx context.Context, now time.Time) (int, error)
+	// Log receives failures and the count of each sweep that moved something.
+	Log *slog.Logger
+}
+
+// Sweeper returns the service's periodic sweeper.
+func (s *Service) Sweeper(interval time.Duration) *Sweeper {
+	return &Sweeper{Interval: interval, Clock: s.clock, Sweep: s.Sweep, Log: s.log}
+}
+
+// Run sweeps once immediately and then every Interval until ctx ends; it
+// returns nil then. A failed sweep is logged and retried at the next tick:
+// the obligation rows are the source of truth, so a missed sweep only delays
+// the move to compensation_unconfirmed, and never moves money.
+func (w *Sweeper) Run(ctx context.Context) error {
+	if w.Interval <= 0 {
+		return fmt.Errorf("sweep interval must be positive, got %s", w.Interval)
+	}
+	log := w.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clock := w.Clock
+	if clock == nil {
+		clock = ledger.SystemClock{}
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		n, err := w.Sweep(ctx, clock.Now())
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			log.ErrorContext(ctx, "compensation sweep failed", slog.Any("error", err))
+		case n > 0:
+			log.InfoContext(ctx, "compensation sweep moved obligations to compensation_unconfirmed", slog.Int("moved", n))
+		}
+		timer.Reset(w.Interval)
+	}
+}

@@ -1,0 +1,361 @@
+package compensation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+const (
+	maxReasonLen    = 4096
+	maxReferenceLen = 256
+)
+
+func requireOncall(p ledger.Principal) error {
+	if p.Role != ledger.RoleOncall {
+		return ledger.ErrForbidden
+	}
+	return nil
+}
+
+func checkReason(reason string) error {
+	if strings.TrimSpace(reason) == "" || len(reason) > maxReasonLen {
+		return ledger.Invalid("reason", "is required, at most %d characters", maxReasonLen)
+	}
+	return nil
+}
+
+// writeOffAllowed reports whether an obligation in state st can be written
+// off: only while compensation is being sought, is unconfirmed, or the org
+// was escalated.
+func writeOffAllowed(st ledger.ObligationState) bool {
+	switch st {
+	case ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationEscalated:
+		return true
+	case ledger.ObligationHeld, ledger.ObligationSettled, ledger.ObligationReleased, ledger.ObligationCompensated, ledger.ObligationWrittenOff:
+		return false
+	}
+	return false
+}
+
+// RevokeIdentity marks the org's agent identity revoked and, in the same
+// transaction, moves every open obligation with that org (held,
+// revocation_pending_compensation, compensation_unconfirmed) to escalated,
+// one event each, holds intact. Tokens signed by a revoked org are refused
+// from then on. It returns the org and how many obligations it escalated.
+// Revoking an already revoked identity is a conflict (identity_already_revoked).
+func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID, reason string) (ledger.Org, int, error) {
+	if err := requireOncall(p); err != nil {
+		return ledger.Org{}, 0, err
+	}
+	if err := checkReason(reason); err != nil {
+		return ledger.Org{}, 0, err
+	}
+	var (
+		org       ledger.Org
+		escalated int
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		escalated = 0
+		now := s.now()
+		var err error
+		org, err = tx.OrgForUpdate(ctx, orgID)
+		if err != nil {
+			return err
+		}
+		if org.IdentityRevoked() {
+			return ledger.Conflict("identity_already_revoked", "org %s's identity was revoked at %s", org.ID, org.IdentityRevokedAt.Format(time.RFC3339))
+		}
+		org.IdentityRevokedAt, org.IdentityRevokedReason, org.UpdatedAt = now, reason, now
+		if err := tx.PutOrg(ctx, org); err != nil {
+			return err
+		}
+		open, err := tx.OpenDelegationsOfOrgForUpdate(ctx, org.ID)
+		if err != nil {
+			return err
+		}
+		for _, d := range open {
+			if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
+				Type: EventTypeIdentityRevoked, Actor: p.Actor(), At: now, Obligation: ledger.EventIdentityRevoked,
+				Data: map[string]any{"org_id": org.ID, "revocation_reason": reason},
+			}); err != nil {
+				return fmt.Errorf("escalate delegation %s: %w", d.ID, err)
+			}
+			escalated++
+		}
+		data, err := json.Marshal(map[string]any{"reason": reason, "escalated": escalated})
+		if err != nil {
+			return err
+		}
+		_, err = tx.AppendEvent(ctx, ledger.Event{
+			Stream: "org:" + org.ID, Type: EventTypeOrgIdentityRevoked, At: now, Actor: p.Actor(), Data: data,
+		})
+		return err
+	})
+	if err != nil {
+		return ledger.Org{}, 0, err
+	}
+	return org, escalated, nil
+}
+
+// WriteOffInput is an on-call request to write an obligation off.
+type WriteOffInput struct {
+	// Reason is why the loss is accepted; required.
+	Reason string
+	// Reference is an optional external reference (ticket, incident).
+	Reference string
+}
+
+// WriteOffResult is a write-off and its delegation afterwards.
+type WriteOffResult struct {
+	// WriteOff is the write-off.
+	WriteOff WriteOff
+	// Delegation is the delegation after the request or approval.
+	Delegation ledger.Delegation
+}
+
+// RequestWriteOff writes off an obligation in revocation_pending_compensation,
+// compensation_unconfirmed or escalated. At or below the approval threshold
+// it executes at once (ledger.EventWriteOffApproved: the hold becomes the
+// budget's written_off); above it the write-off waits, pending_approval, for
+// a different on-call identity (ApproveWriteOff). Any other state is a
+// conflict (write_off_not_allowed), as is a second pending write-off
+// (write_off_pending); refusals are recorded as write_off_refused events.
+func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, delegationID uuid.UUID, in WriteOffInput) (WriteOffResult, error) {
+	if err := requireOncall(p); err != nil {
+		return WriteOffResult{}, err
+	}
+	if err := checkReason(in.Reason); err != nil {
+		return WriteOffResult{}, err
+	}
+	if len(in.Reference) > maxReferenceLen {
+		return WriteOffResult{}, ledger.Invalid("reference", "is at most %d characters", maxReferenceLen)
+	}
+	var (
+		out     WriteOffResult
+		refused *refusedChange
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		out, refused = WriteOffResult{}, nil
+		now := s.now()
+		d, err := tx.DelegationForUpdate(ctx, delegationID)
+		if err != nil {
+			return err
+		}
+		if !writeOffAllowed(d.ObligationState) {
+			err := ledger.Conflict("write_off_not_allowed", "an obligation in state %s cannot be written off", d.ObligationState)
+			refused = &refusedChange{d: d, err: err, data: map[string]any{"request": "write_off", "reason": in.Reason, "obligation_state": string(d.ObligationState)}}
+			return err
+		}
+		if pending, err := tx.PendingWriteOff(ctx, d.ID); err == nil {
+			return ledger.Conflict("write_off_pending", "write-off %s already awaits approval", pending.ID)
+		} else if !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		w := WriteOff{
+			ID: id, DelegationID: d.ID, Amount: d.Hold, Reason: in.Reason, Reference: in.Reference,
+			Status: WriteOffPendingApproval, RequestedBy: p.Name, RequestedByID: p.TokenID, CreatedAt: now,
+		}
+		data := writeOffData(w)
+		data["approval_threshold_minor"] = s.threshold
+		if w.Amount.AmountMinor > s.threshold {
+			if err := tx.InsertWriteOff(ctx, w); err != nil {
+				return err
+			}
+			if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffRequested, Actor: p.Actor(), At: now, Data: data}); err != nil {
+				return err
+			}
+			out = WriteOffResult{WriteOff: w, Delegation: d}
+			return nil
+		}
+		w.Status, w.ExecutedAt = WriteOffExecuted, now
+		if err := tx.InsertWriteOff(ctx, w); err != nil {
+			return err
+		}
+		data["status"] = string(w.Status)
+		data["approval"] = "not_required"
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
+			Type: EventTypeWriteOffExecuted, Actor: p.Actor(), At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
+		})
+		if err != nil {
+			return err
+		}
+		out = WriteOffResult{WriteOff: w, Delegation: d}
+		return nil
+	})
+	if err != nil {
+		s.recordRefused(ctx, p, refused)
+		return WriteOffResult{}, err
+	}
+	return out, nil
+}
+
+// ApproveWriteOff executes a pending write-off on behalf of a second on-call
+// identity. The requester may not approve their own (ErrSelfApproval: the
+// token id and the token name must both differ). A write-off that is not
+// pending is a conflict (write_off_not_pending). When the obligation has
+// meanwhile left the states a write-off applies to (an ack arrived), the
+// write-off is voided — committed, with a write_off_voided event — and the
+// approval is refused as a conflict (write_off_not_allowed).
+func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, writeOffID uuid.UUID) (WriteOffResult, error) {
+	if err := requireOncall(p); err != nil {
+		return WriteOffResult{}, err
+	}
+	// Lock order is delegation, then write-off, as everywhere else.
+	first, err := s.store.WriteOff(ctx, writeOffID)
+	if err != nil {
+		return WriteOffResult{}, err
+	}
+	var (
+		out     WriteOffResult
+		refused *refusedChange
+		voided  error
+	)
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		out, refused, voided = WriteOffResult{}, nil, nil
+		now := s.now()
+		d, err := tx.DelegationForUpdate(ctx, first.DelegationID)
+		if err != nil {
+			return err
+		}
+		w, err := tx.WriteOffForUpdate(ctx, writeOffID)
+		if err != nil {
+			return err
+		}
+		refuse := func(err error) error {
+			data := writeOffData(w)
+			data["request"] = "approve"
+			data["refusal"] = err.Error()
+			refused = &refusedChange{d: d, err: err, data: data}
+			return err
+		}
+		if w.Status != WriteOffPendingApproval {
+			return refuse(ledger.Conflict("write_off_not_pending", "write-off %s is %s", w.ID, w.Status))
+		}
+		if w.RequestedByID == p.TokenID || w.RequestedBy == p.Name {
+			return refuse(ErrSelfApproval)
+		}
+		if !writeOffAllowed(d.ObligationState) {
+			w.Status = WriteOffVoid
+			if err := tx.UpdateWriteOff(ctx, w); err != nil {
+				return err
+			}
+			data := writeOffData(w)
+			data["obligation_state"] = string(d.ObligationState)
+			data["void_reason"] = "obligation no longer open for write-off at approval"
+			if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffVoided, Actor: p.Actor(), At: now, Data: data}); err != nil {
+				return err
+			}
+			voided = ledger.Conflict("write_off_not_allowed", "the obligation is %s; write-off %s was voided", d.ObligationState, w.ID)
+			return nil
+		}
+		w.Status, w.ApprovedBy, w.ApprovedByID, w.ExecutedAt = WriteOffExecuted, p.Name, p.TokenID, now
+		if err := tx.UpdateWriteOff(ctx, w); err != nil {
+			return err
+		}
+		data := writeOffData(w)
+		data["approval"] = "four_eyes"
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
+			Type: EventTypeWriteOffExecuted, Actor: p.Actor(), At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
+		})
+		if err != nil {
+			return err
+		}
+		out = WriteOffResult{WriteOff: w, Delegation: d}
+		return nil
+	})
+	if err != nil {
+		s.recordRefused(ctx, p, refused)
+		return WriteOffResult{}, err
+	}
+	if voided != nil {
+		return WriteOffResult{}, voided
+	}
+	return out, nil
+}
+
+// GetWriteOff returns a write-off to on-call or finance.
+func (s *Service) GetWriteOff(ctx context.Context, p ledger.Principal, id uuid.UUID) (WriteOff, error) {
+	if p.Role != ledger.RoleOncall && p.Role != ledger.RoleFinance {
+		return WriteOff{}, ledger.ErrForbidden
+	}
+	return s.store.WriteOff(ctx, id)
+}
+
+// voidPending voids the delegation's pending write-off, if any, because
+// evidence discharged the obligation first.
+func (s *Service) voidPending(ctx context.Context, tx Tx, d ledger.Delegation, now time.Time, actor, why string) error {
+	w, err := tx.PendingWriteOff(ctx, d.ID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	w, err = tx.WriteOffForUpdate(ctx, w.ID)
+	if err != nil {
+		return err
+	}
+	w.Status = WriteOffVoid
+	if err := tx.UpdateWriteOff(ctx, w); err != nil {
+		return err
+	}
+	data := writeOffData(w)
+	data["obligation_state"] = string(d.ObligationState)
+	data["void_reason"] = why
+	_, err = ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffVoided, Actor: actor, At: now, Data: data})
+	return err
+}
+
+// refusedChange is an on-call request refused inside a transaction, to be
+// recorded after the rollback.
+type refusedChange struct {
+	d    ledger.Delegation
+	err  error
+	data map[string]any
+}
+
+// recordRefused appends a write_off_refused event for a refusal, in its own
+// transaction. Failing to record is logged; the refusal stands.
+func (s *Service) recordRefused(ctx context.Context, p ledger.Principal, r *refusedChange) {
+	if r == nil {
+		return
+	}
+	code := "forbidden"
+	var conflict *ledger.ConflictError
+	switch {
+	case errors.As(r.err, &conflict):
+		code = conflict.Code
+	case errors.Is(r.err, ErrSelfApproval):
+		code = "self_approval"
+	}
+	r.data["code"] = code
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		_, err := ledger.Record(ctx, tx, r.d, ledger.Change{Type: EventTypeWriteOffRefused, Actor: p.Actor(), At: s.now(), Data: r.data})
+		return err
+	})
+	if err != nil {
+		s.log.ErrorContext(ctx, "record write-off refusal", "delegation_id", r.d.ID.String(), "error", err)
+	}
+}
+
+func writeOffData(w WriteOff) map[string]any {
+	data := map[string]any{
+		"write_off_id": w.ID.String(), "status": string(w.Status), "reason": w.Reason, "reference": w.Reference,
+		"amount_minor": w.Amount.AmountMinor, "currency": w.Amount.Currency, "requested_by": w.RequestedBy,
+	}
+	if w.ApprovedBy != "" {
+		data["approved_by"] = w.ApprovedBy
+	}
+	return data
+}

@@ -1,0 +1,88 @@
+package delegate
+
+import (
+	"context"
+	"errors"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// cancelWaitAttempts bounds how long a cancel waits for its delegation's
+// dispatch to produce a task id.
+const cancelWaitAttempts = 20
+
+// cancel sends CancelTask for a delegation whose orchestrator asked to
+// revoke it. The reply is an observation like any other: a terminal
+// canceled status runs the gate (with an atomic receipt when the agent
+// declares one). A TaskNotCancelableError keeps the hold and is recorded
+// as cancel_refused; timeouts and 5xx are retried with backoff. Nothing
+// here ever releases a hold by itself.
+func (w *Worker) cancel(ctx context.Context, j Job) error {
+	d, err := w.store.Delegation(ctx, j.DelegationID)
+	if err != nil {
+		return err
+	}
+	if d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
+		return w.finish(ctx, j, "task_already_ended", nil)
+	}
+	if d.Remote.TaskID == "" {
+		// The dispatch has not produced a task yet; wait for it.
+		if j.Attempt < cancelWaitAttempts {
+			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), "waiting for the dispatch to create the remote task", nil)
+		}
+		return w.finish(ctx, j, "no_remote_task", func(tx Tx) error {
+			return record(ctx, tx, d, EventTypeCancelFailed, w.now(), map[string]any{"reason": "no_remote_task", "attempt": j.Attempt})
+		})
+	}
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return err
+	}
+	card, client, _, err := w.agent(ctx, org)
+	var task Task
+	if err == nil {
+		var exts []string
+		if declared, _ := compensationExtension(card); declared {
+			exts = []string{compensation.ExtensionURI}
+		}
+		task, err = client.CancelTask(ctx, d.Remote.TaskID, exts)
+	}
+	switch {
+	case err == nil && task.ID != d.Remote.TaskID:
+		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
+			return record(ctx, tx, d, EventTypeRemoteTaskConflict, w.now(), map[string]any{
+				"recorded_task_id": d.Remote.TaskID, "reported_task_id": truncate(task.ID, 256), "source": "cancel",
+			})
+		})
+	case err == nil:
+		return w.finish(ctx, j, "cancel_answered", func(tx Tx) error {
+			cur, err := tx.DelegationForUpdate(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			return w.applyCancelReply(ctx, tx, cur, org, card, task)
+		})
+	case errors.Is(err, ErrTaskNotCancelable):
+		// The remote refuses: the task goes on and the hold stays. Fetch
+		// the task too, in case it has meanwhile ended.
+		return w.finish(ctx, j, "not_cancelable", func(tx Tx) error {
+			now := w.now()
+			if err := record(ctx, tx, d, EventTypeCancelRefused, now, map[string]any{
+				"task_id": d.Remote.TaskID, "error": errorText(err),
+			}); err != nil {
+				return err
+			}
+			return tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+				DelegationID: d.ID, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"cancel_refused"}`), RunAfter: now, At: now,
+			})
+		})
+	case Retryable(err):
+		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+	}
+	return w.finish(ctx, j, "cancel_failed", func(tx Tx) error {
+		return record(ctx, tx, d, EventTypeCancelFailed, w.now(), map[string]any{
+			"task_id": d.Remote.TaskID, "error": errorText(err), "attempt": j.Attempt,
+		})
+	})
+}

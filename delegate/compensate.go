@@ -1,0 +1,253 @@
+package delegate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// compensationPending reports whether the obligation is still waiting for
+// compensation evidence that an A2A request can bring.
+func compensationPending(s ledger.ObligationState) bool {
+	return s == ledger.ObligationRevocationPendingCompensation || s == ledger.ObligationCompensationUnconfirmed
+}
+
+// compensate asks the org's agent to compensate a delegation's task
+// (DESIGN.md §4) and follows the task it answers with to its
+// compensation-receipt artifact. A receipt that JudgeReceipt accepts
+// discharges the obligation (compensated, or released for a verified
+// declaration); anything else — failed or not_supported receipts, refused
+// receipts, errors, a task that ends without a receipt — is a failed
+// attempt, retried with backoff until CompensationMaxAttempts, after which
+// the obligation becomes compensation_unconfirmed. Never a release.
+func (w *Worker) compensate(ctx context.Context, j Job) error {
+	d, err := w.store.Delegation(ctx, j.DelegationID)
+	if err != nil {
+		return err
+	}
+	if !compensationPending(d.ObligationState) || d.Remote.TaskID == "" {
+		return w.finish(ctx, j, "not_pending", nil)
+	}
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return err
+	}
+	if org.IdentityRevoked() {
+		return w.finish(ctx, j, "org_identity_revoked", nil)
+	}
+	tr, err := w.store.Tracking(ctx, d.ID)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return err
+	}
+	round := max(tr.CompensationRound, 1)
+	_, client, _, err := w.agent(ctx, org)
+	if err != nil {
+		return w.compensationFailed(ctx, j, round, "agent unavailable: "+errorText(err), true, false, tr.CompensationTaskID)
+	}
+
+	var (
+		task    *Task
+		reply   *Message
+		sent    bool
+		msgID   = compensation.RequestMessageID(d.ID, round)
+		pending = tr.CompensationTaskID
+	)
+	if pending != "" {
+		t, err := client.GetTask(ctx, pending)
+		switch {
+		case err != nil && Retryable(err):
+			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), errorText(err), nil)
+		case err != nil:
+			return w.compensationFailed(ctx, j, round, "fetch compensation task: "+errorText(err), false, true, "")
+		}
+		task = &t
+	} else {
+		req := compensation.RequestFor(d)
+		meta, _ := json.Marshal(map[string]compensation.CompensationRequest{compensation.ExtensionURI: req})
+		res, err := client.SendMessage(ctx, SendRequest{
+			Message: Message{
+				MessageID: msgID, ContextID: d.Remote.ContextID, Role: RoleUser,
+				Parts:            []Part{{Data: req.Data(), MediaType: "application/json"}},
+				Metadata:         meta,
+				Extensions:       []string{compensation.ExtensionURI},
+				ReferenceTaskIDs: []string{d.Remote.TaskID},
+			},
+			ReturnImmediately: true,
+			Extensions:        []string{compensation.ExtensionURI},
+		})
+		if err != nil {
+			// A transient failure resends the same messageId; a refusal
+			// starts a new round.
+			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), true, !Retryable(err), "")
+		}
+		sent = true
+		task, reply = res.Task, res.Message
+	}
+
+	taskID := ""
+	var receipt []byte
+	found := false
+	switch {
+	case task != nil:
+		taskID = task.ID
+		receipt, found = findReceipt(task.Artifacts)
+	case reply != nil:
+		for _, p := range reply.Parts {
+			if present(p.Data) {
+				if _, err := compensation.ParseRemoteReceipt(p.Data); err == nil {
+					receipt, found = p.Data, true
+					break
+				}
+			}
+		}
+	}
+	if !found {
+		if task != nil && !task.Status.State.Terminal() {
+			// Still working on it: record the request and look again later.
+			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "", func(tx Tx) error {
+				if sent {
+					_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID)
+					return err
+				}
+				return nil
+			})
+		}
+		state := "a message"
+		if task != nil {
+			state = string(task.Status.State)
+		}
+		return w.compensationFailed(ctx, j, round, fmt.Sprintf("the remote answered %s without a compensation receipt", state), sent, true, taskID)
+	}
+	r, err := compensation.ParseRemoteReceipt(receipt)
+	if err != nil {
+		return w.compensationFailed(ctx, j, round, truncate(err.Error(), 500), sent, true, taskID)
+	}
+	now := w.now()
+	verdict := compensation.JudgeReceipt(compensation.ReceiptInput{
+		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now,
+	})
+	if verdict.Event == "" {
+		return w.compensationFailed(ctx, j, round, "receipt "+string(r.Outcome)+": "+verdict.Problem, sent, true, taskID)
+	}
+	outcome := "compensated"
+	if verdict.Event == ledger.EventDeclarationVerified {
+		outcome = "no_effects_declared"
+	}
+	err = w.finish(ctx, j, outcome, func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if sent {
+			if cur, err = w.recordRequested(ctx, tx, d.ID, round, msgID, taskID); err != nil {
+				return err
+			}
+		}
+		_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, cur, r, verdict, workerActor, w.now())
+		return err
+	})
+	var ref *compensation.RefusalError
+	if errors.As(err, &ref) {
+		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, sent, true, taskID)
+	}
+	return err
+}
+
+// compensationPollDelay is the wait before a running compensation task is
+// fetched again: CompensationPollInterval while the obligation is pending,
+// BackoffMax once it is unconfirmed.
+func (w *Worker) compensationPollDelay(d ledger.Delegation) time.Duration {
+	if d.ObligationState == ledger.ObligationCompensationUnconfirmed {
+		return w.cfg.BackoffMax
+	}
+	return w.cfg.CompensationPollInterval
+}
+
+// recordRequested records, inside tx, a compensation request sent in round
+// and answered by the remote task taskID ("" for a message reply): one more
+// attempt on the delegation, and a compensation_requested event.
+func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round int, msgID, taskID string) (ledger.Delegation, error) {
+	d, err := tx.DelegationForUpdate(ctx, id)
+	if err != nil {
+		return ledger.Delegation{}, err
+	}
+	now := w.now()
+	if err := tx.SetCompensationTask(ctx, id, taskID, round, now); err != nil {
+		return ledger.Delegation{}, err
+	}
+	d.Compensation.Attempts++
+	d.Compensation.LastError = ""
+	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
+		Type: compensation.EventTypeCompensationRequested, Actor: workerActor, At: now,
+		Data: map[string]any{
+			"message_id": msgID, "round": round, "attempt": d.Compensation.Attempts,
+			"compensation_task_id": taskID, "task_id": d.Remote.TaskID, "idempotency_key": ledger.CompensationKey(d),
+		},
+	})
+	return d, err
+}
+
+// compensationFailed records a failed compensation attempt: the error on the
+// delegation (compensation.last_error), a compensation_request_failed event,
+// and a retry after backoff — or, once CompensationMaxAttempts attempts have
+// been made, compensation_retries_exhausted, which moves a pending obligation
+// to compensation_unconfirmed (the hold stays). counted says this run made an
+// attempt (sent a request, or could not); newRound that the next attempt
+// sends a new request with a new messageId, because the remote definitively
+// answered this one.
+func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, problem string, counted, newRound bool, taskID string) error {
+	problem = truncate(problem, 1000)
+	exhausted := false
+	err := w.store.InTx(ctx, func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, j.DelegationID)
+		if err != nil {
+			return err
+		}
+		now := w.now()
+		if !compensationPending(d.ObligationState) {
+			return tx.FinishJob(ctx, j, "not_pending", now)
+		}
+		nextRound, nextTask := round, taskID
+		if newRound {
+			nextRound, nextTask = round+1, ""
+		}
+		if err := tx.SetCompensationTask(ctx, d.ID, nextTask, nextRound, now); err != nil {
+			return err
+		}
+		if counted {
+			d.Compensation.Attempts++
+		}
+		d.Compensation.LastError = problem
+		exhausted = d.Compensation.Attempts >= w.cfg.CompensationMaxAttempts
+		data := map[string]any{
+			"attempt": d.Compensation.Attempts, "max_attempts": w.cfg.CompensationMaxAttempts, "round": round,
+			"error": problem, "message_id": compensation.RequestMessageID(d.ID, round),
+		}
+		change := ledger.Change{Type: compensation.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
+		if exhausted {
+			change.Type = compensation.EventTypeCompensationRetriesExhausted
+			if d.ObligationState == ledger.ObligationRevocationPendingCompensation {
+				change.Obligation = ledger.EventCompensationUnconfirmed
+			}
+		}
+		if _, _, err := ledger.Apply(ctx, tx, d, change); err != nil {
+			return err
+		}
+		if exhausted {
+			return tx.FinishJob(ctx, j, "retries_exhausted", now)
+		}
+		return tx.RetryJob(ctx, j, now.Add(w.backoff(d.Compensation.Attempts)), problem, now)
+	})
+	if err == nil {
+		w.log.WarnContext(ctx, "compensation request attempt failed", "delegation_id", j.DelegationID.String(),
+			"exhausted", exhausted, "problem", problem)
+	}
+	return err
+}

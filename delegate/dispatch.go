@@ -1,0 +1,286 @@
+package delegate
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// DispatchMessageID is the A2A messageId of the message Quittance sends for
+// delegation id. It is derived from the id alone, so every attempt — after
+// a timeout, a crash, on another replica — carries the same messageId and
+// the remote can deduplicate it.
+func DispatchMessageID(id uuid.UUID) string { return "quittance-dispatch-" + id.String() }
+
+// PushPath is the path, under the service's public URL, of the push
+// notification receiver of delegation id.
+func PushPath(id uuid.UUID) string { return "/a2a/push/" + id.String() }
+
+// dispatchMessage is the message an orchestrator asks Quittance to send:
+// parts and metadata. Parts use the A2A v1.0 shape (text, data, url, raw,
+// with mediaType, filename and metadata); v0.3 "kind" parts are accepted too.
+type dispatchMessage struct {
+	Parts    []wirePart      `json:"parts"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// maxDispatchParts bounds the parts of a dispatched message.
+const maxDispatchParts = 64
+
+// ValidateDispatchMessage checks the message of a delegation Quittance is
+// to dispatch: a JSON object with 1 to 64 parts, each with exactly one of
+// text, data, url and raw, and metadata, if any, an object. It is the
+// ledger's ValidateDispatchMessage.
+func ValidateDispatchMessage(raw []byte) error {
+	_, err := parseDispatchMessage(raw)
+	return err
+}
+
+func parseDispatchMessage(raw []byte) (Message, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var m dispatchMessage
+	if err := dec.Decode(&m); err != nil {
+		return Message{}, fmt.Errorf("not a JSON message object: %w", err)
+	}
+	if dec.More() {
+		return Message{}, errors.New("trailing data after the message")
+	}
+	if len(m.Parts) == 0 || len(m.Parts) > maxDispatchParts {
+		return Message{}, fmt.Errorf("must have 1 to %d parts", maxDispatchParts)
+	}
+	for i, p := range m.Parts {
+		n := 0
+		for _, set := range []bool{p.Text != "", present(p.Data), p.URL != "", p.Raw != "", p.File != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return Message{}, fmt.Errorf("part %d must have exactly one of text, data, url and raw", i)
+		}
+	}
+	if present(m.Metadata) && !bytes.HasPrefix(bytes.TrimSpace(m.Metadata), []byte("{")) {
+		return Message{}, errors.New("metadata must be an object")
+	}
+	parts, err := normalizeParts(m.Parts)
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{Role: RoleUser, Parts: parts, Metadata: nonNull(m.Metadata)}, nil
+}
+
+// dispatch sends a delegation's message to the org's agent and records the
+// task it created (or, for a direct message reply, settles the delegation).
+func (w *Worker) dispatch(ctx context.Context, j Job) error {
+	d, err := w.store.Delegation(ctx, j.DelegationID)
+	if err != nil {
+		return err
+	}
+	if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
+		return w.finish(ctx, j, "already_dispatched", nil)
+	}
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return err
+	}
+	giveUp := func(reason string, cause error) error {
+		data := map[string]any{"reason": reason, "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt}
+		if cause != nil {
+			data["error"] = errorText(cause)
+		}
+		return w.finish(ctx, j, "failed", func(tx Tx) error { return record(ctx, tx, d, EventTypeDispatchFailed, w.now(), data) })
+	}
+	if org.IdentityRevoked() {
+		return giveUp("org_identity_revoked", nil)
+	}
+	msg, err := parseDispatchMessage(j.Payload)
+	if err != nil {
+		return giveUp("invalid_message", err)
+	}
+	msg.MessageID = DispatchMessageID(d.ID)
+	card, client, iface, err := w.agent(ctx, org)
+	if err != nil {
+		if Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
+			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+		}
+		return giveUp("agent_unavailable", err)
+	}
+	var push *PushConfig
+	if w.cfg.PublicURL != "" && card.PushNotifications {
+		token := rand.Text()
+		sum := sha256.Sum256([]byte(token))
+		// The hash is stored before the token leaves: a push can never
+		// carry a token Quittance does not know.
+		if err := w.store.InTx(ctx, func(tx Tx) error { return tx.SetPushTokenHash(ctx, d.ID, sum[:], w.now()) }); err != nil {
+			return err
+		}
+		push = &PushConfig{ID: "quittance", URL: strings.TrimSuffix(w.cfg.PublicURL, "/") + PushPath(d.ID), Token: token}
+	}
+	res, err := client.SendMessage(ctx, SendRequest{Message: msg, ReturnImmediately: true, Push: push})
+	switch {
+	case err == nil && res.Task != nil:
+		return w.recordDispatched(ctx, j, d, org, iface, *res.Task, push)
+	case err == nil:
+		// A direct message reply: the agent did the work without a task.
+		return w.finish(ctx, j, "message_reply", func(tx Tx) error {
+			d, err := tx.DelegationForUpdate(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			d.Remote.ProtocolVersion = iface.ProtocolVersion
+			_, err = ledger.ObserveTaskStatus(ctx, tx, d, ledger.Observation{
+				Status: ledger.StatusCompleted, Message: messageText(res.Message), Source: "dispatch_message_reply",
+			}, workerActor, w.now())
+			return err
+		})
+	case noTaskCreated(err):
+		// The agent refused the message outright: no task exists, so no
+		// work was done. This is the remote rejecting the work.
+		return w.finish(ctx, j, "rejected", func(tx Tx) error {
+			d, err := tx.DelegationForUpdate(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			d.Remote.ProtocolVersion = iface.ProtocolVersion
+			_, err = ledger.ObserveTaskStatus(ctx, tx, d, ledger.Observation{
+				Status: ledger.StatusRejected, Message: truncate(err.Error(), 4000), Source: "dispatch_refused",
+			}, workerActor, w.now())
+			return err
+		})
+	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, ErrEgressDenied):
+		// Timeouts, 5xx, and errors that do not prove the task was not
+		// created: resend with the same messageId.
+		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+	}
+	return giveUp("send_failed", err)
+}
+
+// noTaskCreated reports whether a SendMessage error proves that the agent
+// created no task: a JSON-RPC error saying the request itself was
+// unacceptable. Internal errors prove nothing and are retried.
+func noTaskCreated(err error) bool {
+	var rpcErr *RPCError
+	if !errors.As(err, &rpcErr) {
+		return false
+	}
+	switch rpcErr.Code {
+	case -32600, -32601, -32602, -32004, -32005, -32008, -32009:
+		return true
+	}
+	return false
+}
+
+// recordDispatched records the task the remote created for d.
+func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegation, org ledger.Org, iface AgentInterface, task Task, push *PushConfig) error {
+	err := w.finish(ctx, j, "dispatched", func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		now := w.now()
+		if d.Remote.TaskID != "" {
+			if d.Remote.TaskID != task.ID {
+				return record(ctx, tx, d, EventTypeRemoteTaskConflict, now, map[string]any{
+					"recorded_task_id": d.Remote.TaskID, "reported_task_id": task.ID, "source": "dispatch",
+				})
+			}
+			return nil
+		}
+		if other, err := tx.DelegationByRemoteTask(ctx, d.OrgID, task.ID); err == nil && other.ID != d.ID {
+			return record(ctx, tx, d, EventTypeRemoteTaskConflict, now, map[string]any{
+				"reported_task_id": task.ID, "other_delegation_id": other.ID.String(), "source": "dispatch",
+			})
+		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+		d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeTaskDispatched, Actor: workerActor, At: now, Data: map[string]any{
+			"task_id": task.ID, "context_id": task.ContextID, "protocol_version": iface.ProtocolVersion,
+			"message_id": DispatchMessageID(d.ID), "attempt": j.Attempt, "push_registered": push != nil,
+		}})
+		if err != nil {
+			return err
+		}
+		if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, "dispatch"), workerActor, now); err != nil {
+			return err
+		}
+		return tx.MarkObserved(ctx, d.ID, now)
+	})
+	if err != nil {
+		return err
+	}
+	if push != nil && j.Attempt > 1 {
+		// An earlier attempt may have registered a push token whose hash
+		// was replaced since: register the current one on the task.
+		_, client, _, aerr := w.agent(ctx, org)
+		if aerr == nil {
+			aerr = client.SetPushConfig(ctx, task.ID, *push)
+		}
+		if aerr != nil {
+			w.log.WarnContext(ctx, "re-register push config failed; polling covers the task",
+				"delegation_id", d.ID.String(), "error", aerr)
+		}
+	}
+	return nil
+}
+
+// observation is what a fetched task says about its status.
+func observation(t Task, source string) ledger.Observation {
+	return ledger.Observation{
+		Status: t.Status.State, Timestamp: t.Status.Timestamp, Message: messageText(t.Status.Message), Source: source,
+	}
+}
+
+// messageText joins the text parts of a message, bounded to what the ledger keeps.
+func messageText(m *Message) string {
+	if m == nil {
+		return ""
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return truncate(strings.Join(texts, "\n"), 4000)
+}
+
+// ValidateAgentEndpoint checks what an admin registers for an org's agent:
+// the agent card URL must pass ValidateURL under p, and allowed_hosts must
+// list at least one host name or IP address (no scheme, port or path) —
+// the hosts the card's interface URLs may point at. It is the ledger's
+// ValidateAgentEndpoint.
+func ValidateAgentEndpoint(p EgressPolicy, cardURL string, allowedHosts []string) error {
+	if err := ValidateURL(p, cardURL); err != nil {
+		return fmt.Errorf("agent card URL refused: %w", err)
+	}
+	if len(allowedHosts) == 0 {
+		return errors.New("allowed_hosts must list at least one host the agent's interfaces may be on")
+	}
+	for _, h := range allowedHosts {
+		if h == "" || strings.ContainsAny(h, "/:@ ") && !strings.Contains(h, "::") {
+			return fmt.Errorf("allowed host %q must be a bare host name or IP address", h)
+		}
+		if err := ValidateURL(p, "https://"+hostForURL(h)+"/"); err != nil {
+			return fmt.Errorf("allowed host %q refused: %w", h, err)
+		}
+	}
+	return nil
+}
+
+// hostForURL brackets an IPv6 literal for use in a URL.
+func hostForURL(h string) string {
+	if strings.Contains(h, ":") {
+		return "[" + h + "]"
+	}
+	return h
+}

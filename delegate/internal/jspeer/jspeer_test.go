@@ -1,0 +1,384 @@
+package jspeer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/internal/jspeer"
+	"github.com/quittance/quittance/ledger"
+)
+
+var loopback = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+
+// connect fetches the peer's card the way Quittance does and returns a
+// client for its preferred JSON-RPC interface.
+func connect(t *testing.T, p *jspeer.Peer) (*delegate.Client, delegate.AgentCard) {
+	t.Helper()
+	hc := delegate.NewHTTPClient(loopback)
+	card, err := delegate.FetchAgentCard(context.Background(), hc, p.CardURL, p.AllowedHosts)
+	if err != nil {
+		t.Fatalf("fetch card: %v", err)
+	}
+	iface, err := card.JSONRPCInterface()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if iface.ProtocolVersion != "1.0" {
+		t.Fatalf("preferred interface speaks %s; want 1.0", iface.ProtocolVersion)
+	}
+	return delegate.NewClient(hc, iface), card
+}
+
+var msgSeq struct {
+	sync.Mutex
+	n int
+}
+
+func send(t *testing.T, c *delegate.Client, text string, immediate bool) delegate.Task {
+	t.Helper()
+	msgSeq.Lock()
+	msgSeq.n++
+	id := "msg-" + time.Now().Format("150405.000000") + "-" + string(rune('a'+msgSeq.n%26))
+	msgSeq.Unlock()
+	res, err := c.SendMessage(context.Background(), delegate.SendRequest{
+		Message:           delegate.Message{MessageID: id, Role: delegate.RoleUser, Parts: []delegate.Part{{Text: text}}},
+		ReturnImmediately: immediate,
+	})
+	if err != nil {
+		t.Fatalf("send %q: %v", text, err)
+	}
+	if res.Task == nil {
+		t.Fatalf("send %q: no task in the reply", text)
+	}
+	return *res.Task
+}
+
+func waitState(t *testing.T, c *delegate.Client, id string, state ledger.TaskStatus) delegate.Task {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		task, err := c.GetTask(context.Background(), id)
+		if err != nil {
+			t.Fatalf("get task: %v", err)
+		}
+		if task.Status.State == state {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s is %s; want %s", id, task.Status.State, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type receipt struct {
+	Outcome        string `json:"outcome"`
+	ReceiptID      string `json:"receiptId"`
+	TaskID         string `json:"taskId"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	JWS            string `json:"jws"`
+}
+
+func receiptOf(t *testing.T, task delegate.Task) receipt {
+	t.Helper()
+	for _, a := range task.Artifacts {
+		if a.Name == "compensation-receipt" && len(a.Parts) == 1 {
+			var r receipt
+			if err := json.Unmarshal(a.Parts[0].Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+	}
+	t.Fatalf("task %s (%s) has no compensation-receipt artifact", task.ID, task.Status.State)
+	return receipt{}
+}
+
+func requestCompensation(t *testing.T, c *delegate.Client, canceled delegate.Task, messageID, key string) delegate.Task {
+	t.Helper()
+	data, _ := json.Marshal(map[string]any{"compensationRequest": map[string]any{
+		"taskId": canceled.ID, "idempotencyKey": key, "reason": "delegation canceled",
+	}})
+	res, err := c.SendMessage(context.Background(), delegate.SendRequest{
+		Message: delegate.Message{
+			MessageID: messageID, ContextID: canceled.ContextID, Role: delegate.RoleUser,
+			ReferenceTaskIDs: []string{canceled.ID}, Extensions: []string{jspeer.ExtensionURI},
+			Parts: []delegate.Part{{Data: data}},
+		},
+		Extensions: []string{jspeer.ExtensionURI},
+	})
+	if err != nil {
+		t.Fatalf("compensation request: %v", err)
+	}
+	if res.Task == nil || res.Task.Status.State != ledger.StatusCompleted {
+		t.Fatalf("compensation reply %+v; want a completed task", res)
+	}
+	return *res.Task
+}
+
+func verify(t *testing.T, p *jspeer.Peer, token string, kind compensation.TokenKind) compensation.Claims {
+	t.Helper()
+	keys, err := compensation.ParseOrgJWKS(p.JWKS)
+	if err != nil {
+		t.Fatalf("peer JWKS not registrable: %v", err)
+	}
+	claims, err := compensation.Verify(compensation.VerifyInput{
+		Token: []byte(token), Kind: kind, OrgID: p.OrgID, Keys: keys, LedgerID: p.LedgerID, Now: time.Now(),
+	})
+	if err != nil {
+		t.Fatalf("verify %s: %v", kind, err)
+	}
+	return claims
+}
+
+func TestPeer(t *testing.T) {
+	p := jspeer.Start(t, jspeer.WithOrgID("js-supplier"), jspeer.WithLedgerID("ledger-js"))
+	c, card := connect(t, p)
+	ctx := context.Background()
+
+	t.Run("card", func(t *testing.T) {
+		if !card.Streaming || !card.PushNotifications {
+			t.Errorf("card streaming=%v push=%v; want both", card.Streaming, card.PushNotifications)
+		}
+		if _, ok := card.Extension(jspeer.ExtensionURI); !ok {
+			t.Error("card does not declare the compensation extension")
+		}
+	})
+
+	t.Run("send get cancel", func(t *testing.T) {
+		task := send(t, c, jspeer.ScenarioWork, true)
+		if s := task.Status.State; s != ledger.StatusSubmitted && s != ledger.StatusWorking {
+			t.Errorf("non-blocking send returned %s", s)
+		}
+		waitState(t, c, task.ID, ledger.StatusWorking)
+		canceled, err := c.CancelTask(ctx, task.ID, nil)
+		if err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+		if canceled.Status.State != ledger.StatusCanceled {
+			t.Errorf("cancel returned %s; want canceled", canceled.Status.State)
+		}
+		waitState(t, c, task.ID, ledger.StatusCanceled)
+	})
+
+	t.Run("scenarios", func(t *testing.T) {
+		for text, want := range map[string]ledger.TaskStatus{
+			jspeer.ScenarioComplete:      ledger.StatusCompleted,
+			jspeer.ScenarioFail:          ledger.StatusFailed,
+			jspeer.ScenarioInputRequired: ledger.StatusInputRequired,
+			jspeer.ScenarioAuthRequired:  ledger.StatusAuthRequired,
+		} {
+			task := send(t, c, text, false)
+			if task.Status.State != want {
+				t.Errorf("blocking send %q ended %s; want %s", text, task.Status.State, want)
+			}
+			if text == jspeer.ScenarioAuthRequired {
+				msg := task.Status.Message
+				if msg == nil || len(msg.Parts) == 0 || !strings.Contains(msg.Parts[0].Text, "https://") {
+					t.Errorf("auth_required status message %+v carries no consent URL", msg)
+				}
+			}
+		}
+		if _, err := c.GetTask(ctx, "no-such-task"); !errors.Is(err, delegate.ErrTaskNotFound) {
+			t.Errorf("get of an unknown task: %v; want TaskNotFound", err)
+		}
+	})
+
+	t.Run("not cancelable", func(t *testing.T) {
+		task := send(t, c, jspeer.ScenarioNotCancelable, true)
+		waitState(t, c, task.ID, ledger.StatusWorking)
+		if _, err := c.CancelTask(ctx, task.ID, nil); !errors.Is(err, delegate.ErrTaskNotCancelable) {
+			t.Errorf("cancel of a not_cancelable task: %v; want TaskNotCancelable", err)
+		}
+		done := send(t, c, jspeer.ScenarioComplete, false)
+		if _, err := c.CancelTask(ctx, done.ID, nil); !errors.Is(err, delegate.ErrTaskNotCancelable) {
+			t.Errorf("cancel of a completed task: %v; want TaskNotCancelable", err)
+		}
+	})
+
+	t.Run("subscribe", func(t *testing.T) {
+		task := send(t, c, jspeer.ScenarioWork, true)
+		waitState(t, c, task.ID, ledger.StatusWorking)
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		var events []delegate.StreamEvent
+		first := true
+		for ev, err := range c.Subscribe(sctx, task.ID) {
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			events = append(events, ev)
+			if first {
+				first = false
+				go c.CancelTask(ctx, task.ID, nil)
+			}
+		}
+		if len(events) < 2 || events[0].TaskID() != task.ID {
+			t.Fatalf("stream events %+v; want the task, then updates", events)
+		}
+		last := events[len(events)-1]
+		if last.StatusUpdate == nil || last.StatusUpdate.Status.State != ledger.StatusCanceled {
+			t.Errorf("stream ended with %+v; want a canceled status update", last)
+		}
+	})
+
+	t.Run("push", func(t *testing.T) {
+		type push struct {
+			token, contentType string
+			ev                 delegate.StreamEvent
+		}
+		var mu sync.Mutex
+		var got []push
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			ev, err := delegate.ParsePushNotification(body)
+			if err != nil {
+				t.Errorf("push body %s: %v", body, err)
+			}
+			mu.Lock()
+			got = append(got, push{delegate.PushTokenFromRequest(r), r.Header.Get("Content-Type"), ev})
+			mu.Unlock()
+		}))
+		defer recv.Close()
+
+		for _, pc := range []delegate.PushConfig{
+			{URL: recv.URL + "/a2a/push/token", Token: "tok-1"},
+			{URL: recv.URL + "/a2a/push/bearer", Token: "tok-2", AuthScheme: "Bearer", AuthCredentials: "tok-2"},
+		} {
+			res, err := c.SendMessage(ctx, delegate.SendRequest{
+				Message:           delegate.Message{MessageID: "push-" + pc.Token, Role: delegate.RoleUser, Parts: []delegate.Part{{Text: "work"}}},
+				ReturnImmediately: true, Push: &pc,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, c, res.Task.ID, ledger.StatusWorking)
+			if _, err := c.CancelTask(ctx, res.Task.ID, nil); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				mu.Lock()
+				var canceled bool
+				for _, p := range got {
+					if p.ev.TaskID() != res.Task.ID {
+						continue
+					}
+					if p.token != pc.Token || !strings.HasSuffix(p.contentType, "json") {
+						t.Errorf("push with token %q, Content-Type %q; want token %q", p.token, p.contentType, pc.Token)
+					}
+					canceled = canceled || (p.ev.StatusUpdate != nil && p.ev.StatusUpdate.Status.State == ledger.StatusCanceled)
+				}
+				mu.Unlock()
+				if canceled {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no push reported task %s canceled", res.Task.ID)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+
+		// A config registered after the send.
+		task := send(t, c, jspeer.ScenarioWork, true)
+		if err := c.SetPushConfig(ctx, task.ID, delegate.PushConfig{URL: recv.URL + "/a2a/push/later", Token: "tok-3"}); err != nil {
+			t.Fatalf("create push config: %v", err)
+		}
+		if _, err := c.CancelTask(ctx, task.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			var n int
+			for _, p := range got {
+				if p.ev.TaskID() == task.ID && p.token == "tok-3" {
+					n++
+				}
+			}
+			mu.Unlock()
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no push for a config created with CreateTaskPushNotificationConfig")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+
+	t.Run("compensation", func(t *testing.T) {
+		task := send(t, c, jspeer.ScenarioWork, true)
+		waitState(t, c, task.ID, ledger.StatusWorking)
+		canceled, err := c.CancelTask(ctx, task.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := requestCompensation(t, c, canceled, "comp-"+task.ID, "idem-"+task.ID)
+		rc := receiptOf(t, reply)
+		if rc.Outcome != jspeer.OutcomeCompensated || rc.TaskID != task.ID || rc.IdempotencyKey != "idem-"+task.ID {
+			t.Errorf("receipt %+v", rc)
+		}
+		claims := verify(t, p, rc.JWS, compensation.KindAck)
+		if claims.Issuer != "js-supplier" || claims.Subject != task.ID || claims.IdempotencyKey != rc.IdempotencyKey || claims.ReceiptID != rc.ReceiptID {
+			t.Errorf("claims %+v do not match receipt %+v", claims, rc)
+		}
+		again := receiptOf(t, requestCompensation(t, c, canceled, "comp-again-"+task.ID, "idem-"+task.ID))
+		if again != rc {
+			t.Errorf("repeat receipt %+v; want the original %+v", again, rc)
+		}
+	})
+}
+
+func TestPeerNoEffects(t *testing.T) {
+	p := jspeer.Start(t, jspeer.WithNoEffects())
+	c, _ := connect(t, p)
+	task := send(t, c, jspeer.ScenarioWork, true)
+	canceled, err := c.CancelTask(context.Background(), task.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := receiptOf(t, requestCompensation(t, c, canceled, "comp-1", "idem-1"))
+	if rc.Outcome != jspeer.OutcomeNoEffects {
+		t.Errorf("outcome %q; want no_effects", rc.Outcome)
+	}
+	claims := verify(t, p, rc.JWS, compensation.KindDeclaration)
+	if claims.Issuer != "js-peer" || claims.Audience != "quittance" || claims.Subject != task.ID {
+		t.Errorf("declaration claims %+v", claims)
+	}
+}
+
+func TestPeerAtomicCancel(t *testing.T) {
+	p := jspeer.Start(t, jspeer.WithAtomicCancel())
+	c, card := connect(t, p)
+	ext, _ := card.Extension(jspeer.ExtensionURI)
+	if !strings.Contains(string(ext.Params), `"atomicCancel":true`) {
+		t.Errorf("extension params %s; want atomicCancel", ext.Params)
+	}
+	task := send(t, c, jspeer.ScenarioWork, true)
+	waitState(t, c, task.ID, ledger.StatusWorking)
+	canceled, err := c.CancelTask(context.Background(), task.ID, []string{jspeer.ExtensionURI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify(t, p, receiptOf(t, canceled).JWS, compensation.KindAck)
+}
+
+func TestPeerWorkDuration(t *testing.T) {
+	p := jspeer.Start(t, jspeer.WithWorkDuration(200*time.Millisecond))
+	c, _ := connect(t, p)
+	task := send(t, c, jspeer.ScenarioWork, true)
+	waitState(t, c, task.ID, ledger.StatusCompleted)
+}

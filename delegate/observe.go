@@ -1,0 +1,406 @@
+package delegate
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// Observing remote tasks. Three sources feed ledger.ObserveTaskStatus, the
+// one task-status transition path: push notifications (only a hint: each
+// one enqueues an observe job that fetches the task with GetTask), the
+// poller (observe jobs for dispatched tasks not heard of for PollAfter) and
+// streams (SubscribeToTask, for agents whose card declares streaming).
+
+// Errors of the push receiver.
+var (
+	// ErrPushUnauthorized: the push names no delegation with a registered
+	// push token, or its token does not match.
+	ErrPushUnauthorized = errors.New("delegate: push notification not authorized")
+	// ErrPushTaskMismatch: the push is about another task than the
+	// delegation's.
+	ErrPushTaskMismatch = errors.New("delegate: push notification names another task")
+)
+
+// maxPushBytes caps a push notification body.
+const maxPushBytes = 1 << 20
+
+// MaxPushBytes is the largest push notification body ReceivePush accepts.
+const MaxPushBytes = maxPushBytes
+
+// ReceivePush handles a push notification for delegation id, presenting
+// token (see PushTokenFromRequest) with body. The token is compared in
+// constant time with the hash registered when the task was dispatched; an
+// unknown delegation and a wrong token are both ErrPushUnauthorized. A body
+// that is not a task update is ErrMalformedResponse (wrapped); one about
+// another task is ErrPushTaskMismatch and is recorded. Otherwise the push
+// is accepted as a hint: nothing is applied from it, but an observe job is
+// enqueued to fetch the task with GetTask, and the worker is woken.
+// Duplicate and out-of-order pushes thus cost one GetTask each at most.
+func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, body []byte) error {
+	tr, err := w.store.Tracking(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ErrPushUnauthorized
+	} else if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(token))
+	if token == "" || len(tr.PushTokenHash) != len(sum) || subtle.ConstantTimeCompare(tr.PushTokenHash, sum[:]) != 1 {
+		return ErrPushUnauthorized
+	}
+	if len(body) > maxPushBytes {
+		return fmt.Errorf("%w: push body too large", ErrMalformedResponse)
+	}
+	ev, err := ParsePushNotification(body)
+	if err != nil {
+		return err
+	}
+	d, err := w.store.Delegation(ctx, id)
+	if err != nil {
+		return err
+	}
+	if d.Remote.TaskID == "" {
+		// The push outran the dispatch reply; recording the dispatch
+		// observes the task anyway.
+		return nil
+	}
+	if ev.TaskID() != d.Remote.TaskID {
+		err := w.store.InTx(ctx, func(tx Tx) error {
+			return record(ctx, tx, d, EventTypePushRefused, w.now(), map[string]any{
+				"reason": "task_mismatch", "pushed_task_id": truncate(ev.TaskID(), 256),
+			})
+		})
+		if err != nil {
+			return err
+		}
+		return ErrPushTaskMismatch
+	}
+	now := w.now()
+	err = w.store.InTx(ctx, func(tx Tx) error {
+		return tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+			DelegationID: id, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"push"}`), RunAfter: now, At: now,
+		})
+	})
+	if err != nil {
+		return err
+	}
+	w.Wake()
+	return nil
+}
+
+// PollOnce enqueues an observe job for each dispatched task not observed for
+// PollAfter, skipping orgs that are backing off, and returns how many.
+func (w *Worker) PollOnce(ctx context.Context) (int, error) {
+	now := w.now()
+	ids, err := w.store.DelegationsToPoll(ctx, now.Add(-w.cfg.PollAfter), now, 100)
+	if err != nil {
+		return 0, fmt.Errorf("list tasks to poll: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	err = w.store.InTx(ctx, func(tx Tx) error {
+		for _, id := range ids {
+			if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+				DelegationID: id, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"poll"}`), RunAfter: now, At: now,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	w.Wake()
+	return len(ids), nil
+}
+
+// observeMaxAttempts bounds the retries of one observe job; the poller
+// enqueues a fresh one later.
+const observeMaxAttempts = 5
+
+// observe fetches a delegation's task and applies its status.
+func (w *Worker) observe(ctx context.Context, j Job) error {
+	var payload struct {
+		Source string `json:"source"`
+	}
+	_ = json.Unmarshal(j.Payload, &payload)
+	source := payload.Source
+	if source == "" {
+		source = "poll"
+	}
+	d, err := w.store.Delegation(ctx, j.DelegationID)
+	if err != nil {
+		return err
+	}
+	if d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
+		return w.finish(ctx, j, "nothing_to_observe", nil)
+	}
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return err
+	}
+	_, client, _, err := w.agent(ctx, org)
+	var task Task
+	if err == nil {
+		task, err = client.GetTask(ctx, d.Remote.TaskID)
+	}
+	if err != nil {
+		return w.observeFailed(ctx, j, d, org, err)
+	}
+	if task.ID != d.Remote.TaskID {
+		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
+			return record(ctx, tx, d, EventTypeRemoteTaskConflict, w.now(), map[string]any{
+				"recorded_task_id": d.Remote.TaskID, "reported_task_id": truncate(task.ID, 256), "source": source,
+			})
+		})
+	}
+	return w.finish(ctx, j, "observed", func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		now := w.now()
+		if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
+			return err
+		}
+		if err := tx.MarkObserved(ctx, d.ID, now); err != nil {
+			return err
+		}
+		return tx.ClearOrgFailures(ctx, d.OrgID)
+	})
+}
+
+// observeFailed backs the org off and retries the observe job a few times.
+func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, org ledger.Org, cause error) error {
+	w.log.WarnContext(ctx, "observe remote task failed", slog.String("delegation_id", d.ID.String()),
+		slog.String("org_id", org.ID), slog.Any("error", cause))
+	fail := func(tx Tx) error {
+		n, err := tx.OrgFailures(ctx, org.ID)
+		if err != nil {
+			return err
+		}
+		now := w.now()
+		return tx.FailOrg(ctx, org.ID, now.Add(w.backoff(n+1)), errorText(cause), now)
+	}
+	if Retryable(cause) && j.Attempt < observeMaxAttempts {
+		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(cause), fail)
+	}
+	return w.finish(ctx, j, "observe_failed", fail)
+}
+
+// applyCancelReply applies the task a cancel reply returned. A terminal
+// status carrying a compensation-receipt artifact, from an agent whose card
+// declares the compensation extension with atomicCancel, is an atomic
+// cancel-and-compensate: a compensated receipt that JudgeReceipt accepts
+// moves the obligation straight to compensated; a verified no_effects
+// declaration releases it right after the gate. A receipt that proves
+// nothing is recorded and the gate applies as usual.
+func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card AgentCard, task Task) error {
+	now := w.now()
+	obs := observation(task, "cancel")
+	var (
+		declaration *compensation.RemoteReceipt
+		verdict     compensation.ReceiptVerdict
+	)
+	if _, atomic := compensationExtension(card); atomic && obs.Status.Terminal() {
+		if raw, ok := findReceipt(task.Artifacts); ok {
+			r, err := compensation.ParseRemoteReceipt(raw)
+			if err == nil {
+				verdict = compensation.JudgeReceipt(compensation.ReceiptInput{
+					Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now, Atomic: true,
+				})
+			} else {
+				verdict = compensation.ReceiptVerdict{Problem: truncate(err.Error(), 500)}
+			}
+			switch verdict.Event {
+			case ledger.EventCompensationAck:
+				if err := useJTI(ctx, tx, d, r, verdict, now); err != nil {
+					return err
+				}
+				obs.AtomicReceipt, obs.Evidence = r.Raw, r.JWS
+			case ledger.EventDeclarationVerified:
+				declaration = &r
+			default:
+				if err := record(ctx, tx, d, EventTypeReceiptRefused, now, map[string]any{
+					"source": "cancel", "problem": verdict.Problem,
+				}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	d, err := ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
+	if err != nil {
+		return err
+	}
+	if declaration != nil && d.ObligationState == ledger.ObligationRevocationPendingCompensation {
+		if _, err := w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, *declaration, verdict, workerActor, now); err != nil {
+			return err
+		}
+	}
+	return tx.MarkObserved(ctx, d.ID, now)
+}
+
+// useJTI records the jti of a receipt's verified jws as used by the org; a
+// jti already used for another token is refused.
+func useJTI(ctx context.Context, tx Tx, d ledger.Delegation, r compensation.RemoteReceipt, v compensation.ReceiptVerdict, now time.Time) error {
+	if v.Claims == nil {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(r.JWS))
+	inserted, err := tx.InsertUsedToken(ctx, compensation.UsedToken{
+		OrgID: d.OrgID, JTI: v.Claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now,
+	})
+	if err != nil || inserted {
+		return err
+	}
+	return compensation.Refuse(compensation.CodeTokenReplayed, "this jti was already used by the issuing org")
+}
+
+// findReceipt returns the data of the first compensation-receipt artifact's
+// data part.
+func findReceipt(artifacts []Artifact) (json.RawMessage, bool) {
+	for _, a := range artifacts {
+		if a.Name != compensation.ReceiptArtifactName && a.ArtifactID != compensation.ReceiptArtifactName {
+			continue
+		}
+		for _, p := range a.Parts {
+			if present(p.Data) {
+				return p.Data, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// superviseStreams starts a stream for each dispatched task whose agent
+// streams and that no replica streams yet (a PostgreSQL advisory lock per
+// delegation decides), up to MaxStreams on this replica.
+func (w *Worker) superviseStreams(ctx context.Context) error {
+	ids, err := w.store.DelegationsToStream(ctx, 200)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		w.mu.Lock()
+		busy, full := w.streams[id], len(w.streams) >= w.cfg.MaxStreams
+		w.mu.Unlock()
+		if busy {
+			continue
+		}
+		if full {
+			return nil
+		}
+		d, err := w.store.Delegation(ctx, id)
+		if err != nil {
+			return err
+		}
+		org, err := w.store.Org(ctx, d.OrgID)
+		if err != nil {
+			return err
+		}
+		card, client, _, err := w.agent(ctx, org)
+		if err != nil || !card.Streaming {
+			continue
+		}
+		unlock, ok, err := w.store.TryLock(ctx, "quittance/a2a-stream:"+id.String())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		w.mu.Lock()
+		w.streams[id] = true
+		w.mu.Unlock()
+		w.running.Go(func() {
+			defer func() {
+				unlock()
+				w.mu.Lock()
+				delete(w.streams, id)
+				w.mu.Unlock()
+			}()
+			w.stream(ctx, id, client)
+		})
+	}
+	return nil
+}
+
+// stream follows one task's updates until it is terminal or ctx ends,
+// reconnecting with backoff after each drop. Each drop also enqueues an
+// observe job, so an update missed while disconnected is still seen.
+func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
+	for attempt := 1; ctx.Err() == nil; attempt++ {
+		d, err := w.store.Delegation(ctx, id)
+		if err != nil || d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
+			return
+		}
+		for ev, err := range client.Subscribe(ctx, d.Remote.TaskID) {
+			if err != nil {
+				w.log.InfoContext(ctx, "task stream ended", slog.String("delegation_id", id.String()), slog.Any("error", err))
+				break
+			}
+			var status *TaskStatusValue
+			switch {
+			case ev.TaskID() != d.Remote.TaskID:
+				continue
+			case ev.Task != nil:
+				status = &ev.Task.Status
+			case ev.StatusUpdate != nil:
+				status = &ev.StatusUpdate.Status
+			default:
+				continue
+			}
+			attempt = 1
+			var after ledger.Delegation
+			err := w.store.InTx(ctx, func(tx Tx) error {
+				cur, err := tx.DelegationForUpdate(ctx, id)
+				if err != nil {
+					return err
+				}
+				now := w.now()
+				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, observation(Task{ID: d.Remote.TaskID, Status: *status}, "stream"), workerActor, now)
+				if err != nil {
+					return err
+				}
+				return tx.MarkObserved(ctx, id, now)
+			})
+			if err != nil {
+				w.log.ErrorContext(ctx, "record streamed status failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+				break
+			}
+			if after.TaskStatus.Terminal() {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		now := w.now()
+		if err := w.store.InTx(ctx, func(tx Tx) error {
+			return tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+				DelegationID: id, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"stream_reconnect"}`), RunAfter: now, At: now,
+			})
+		}); err != nil {
+			w.log.ErrorContext(ctx, "enqueue observe after stream drop failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+		}
+		w.Wake()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.backoff(attempt)):
+		}
+	}
+}

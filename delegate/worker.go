@@ -1,0 +1,484 @@
+package delegate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// The A2A workers. Every outbound call Quittance makes on a delegation's
+// behalf is a job in a durable outbox (ledger.OutboundJob), enqueued in the
+// transaction of the change that calls for it. A Worker claims due jobs
+// with a lease (FOR UPDATE SKIP LOCKED in the store), makes the remote call
+// outside any transaction, and records the result in a new transaction —
+// through ledger.Apply, ledger.ObserveTaskStatus or
+// compensation.ApplyRemoteReceipt — together with finishing or rescheduling
+// the job. A worker that crashes mid-call leaves its job leased; once the
+// lease runs out another worker makes the same call again, with the same
+// A2A messageId, so the remote can deduplicate it.
+
+// Event types the A2A workers append to a delegation's stream.
+const (
+	// EventTypeTaskDispatched: Quittance sent the delegated message and the
+	// remote created a task; its id, context id and protocol version are
+	// recorded on the delegation.
+	EventTypeTaskDispatched = "task_dispatched"
+	// EventTypeDispatchFailed: the delegated message could not be sent and
+	// Quittance stopped trying; the hold stays until on-call acts.
+	EventTypeDispatchFailed = "dispatch_failed"
+	// EventTypeCancelRefused: the remote answered the cancel with
+	// TaskNotCancelableError; the hold stays.
+	EventTypeCancelRefused = "cancel_refused"
+	// EventTypeCancelFailed: the cancel could not be delivered and Quittance
+	// stopped trying; the hold stays.
+	EventTypeCancelFailed = "cancel_failed"
+	// EventTypePushRefused: a push notification with a valid token named
+	// another task than the delegation's.
+	EventTypePushRefused = "push_refused"
+	// EventTypeRemoteTaskConflict: the remote answered with a task that is
+	// not the delegation's, or one already recorded on another delegation.
+	EventTypeRemoteTaskConflict = "remote_task_conflict"
+	// EventTypeReceiptRefused: a compensation receipt in a cancel reply
+	// proved nothing; the data says why.
+	EventTypeReceiptRefused = "compensation_receipt_refused"
+)
+
+// workerActor is the actor of every event the workers append.
+const workerActor = "system:a2a"
+
+// ErrLeaseLost reports that a job's lease expired and another worker claimed
+// it: the result is not recorded, and the other worker repeats the call.
+var ErrLeaseLost = errors.New("delegate: job lease lost")
+
+// Job is an outbound A2A call claimed by a worker.
+type Job struct {
+	// ID identifies the job.
+	ID int64
+	// DelegationID is the delegation the call is made for.
+	DelegationID uuid.UUID
+	// Kind is the call.
+	Kind ledger.OutboundKind
+	// Payload is the call's input, as enqueued.
+	Payload []byte
+	// Attempt counts the claims of the job, this one included.
+	Attempt int
+	// LeaseToken identifies this claim: only its holder may finish or
+	// reschedule the job.
+	LeaseToken string
+	// CreatedAt is when the job was enqueued.
+	CreatedAt time.Time
+}
+
+// Tracking is what Quittance keeps about a delegation as an A2A client.
+type Tracking struct {
+	// Dispatched says Quittance sent the delegated work itself.
+	Dispatched bool
+	// PushTokenHash is the SHA-256 of the push token registered with the
+	// remote; the token itself is never stored.
+	PushTokenHash []byte
+	// ObservedAt is when the remote task was last observed.
+	ObservedAt time.Time
+	// CompensationTaskID is the remote task answering the current
+	// compensation request, once known.
+	CompensationTaskID string
+	// CompensationRound numbers compensation requests: a new round (and a
+	// new messageId) starts only after the remote definitively failed one.
+	CompensationRound int
+}
+
+// Store is the persistence the A2A workers need. Error contract: as
+// ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
+type Store interface {
+	ledger.Reader
+	// InTx runs fn in one database transaction, committing if fn returns
+	// nil; it retries fn on serialization failures, so fn must have no
+	// effects outside the Tx.
+	InTx(ctx context.Context, fn func(Tx) error) error
+	// ClaimJobs claims up to limit jobs due at now, leasing them until
+	// leaseUntil under leaseToken. Jobs claimed by others and not yet
+	// expired are skipped; several workers never claim the same job.
+	ClaimJobs(ctx context.Context, now, leaseUntil time.Time, leaseToken string, limit int) ([]Job, error)
+	// Tracking returns the delegation's A2A tracking, or ledger.ErrNotFound.
+	Tracking(ctx context.Context, id uuid.UUID) (Tracking, error)
+	// DelegationsToPoll lists dispatched delegations whose task is not
+	// terminal, whose obligation is held, last observed at or before cutoff,
+	// and whose org is not backing off at now.
+	DelegationsToPoll(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error)
+	// DelegationsToStream lists dispatched delegations whose task is known
+	// and not terminal.
+	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)
+	// TryLock takes the session-level advisory lock named key on a
+	// dedicated connection, without waiting. When acquired, unlock releases
+	// it and the connection; the lock also ends if the process dies.
+	TryLock(ctx context.Context, key string) (unlock func(), acquired bool, err error)
+}
+
+// Tx is a database transaction of the A2A workers: everything the
+// compensation service's transactions can do, plus the outbox and the A2A
+// tracking of delegations.
+type Tx interface {
+	compensation.Tx
+	// Tracking returns the delegation's A2A tracking, or ledger.ErrNotFound.
+	Tracking(ctx context.Context, id uuid.UUID) (Tracking, error)
+	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
+	// caller no longer holds its lease. A job enqueued again while it ran is
+	// scheduled once more instead of finished.
+	FinishJob(ctx context.Context, j Job, outcome string, now time.Time) error
+	// RetryJob reschedules a job to run at runAfter, or returns ErrLeaseLost.
+	RetryJob(ctx context.Context, j Job, runAfter time.Time, lastError string, now time.Time) error
+	// SetPushTokenHash records the hash of the push token registered with the remote.
+	SetPushTokenHash(ctx context.Context, id uuid.UUID, hash []byte, now time.Time) error
+	// MarkObserved records that the remote task was observed at now.
+	MarkObserved(ctx context.Context, id uuid.UUID, now time.Time) error
+	// SetCompensationTask records the remote task answering compensation
+	// request round ("" when a new round is to be sent).
+	SetCompensationTask(ctx context.Context, id uuid.UUID, taskID string, round int, now time.Time) error
+	// OrgFailures returns how many consecutive failures the org's agent has
+	// had (0 when none).
+	OrgFailures(ctx context.Context, orgID string) (int, error)
+	// FailOrg records one more failure of the org's agent and leaves the
+	// org alone until retryAt.
+	FailOrg(ctx context.Context, orgID string, retryAt time.Time, lastError string, now time.Time) error
+	// ClearOrgFailures forgets the org's failures.
+	ClearOrgFailures(ctx context.Context, orgID string) error
+}
+
+// Config wires a Worker. Zero durations take the defaults given.
+type Config struct {
+	// Store is the persistence.
+	Store Store
+	// Compensation applies compensation receipts.
+	Compensation *compensation.Service
+	// HTTPClient makes every outbound call; it must come from NewHTTPClient.
+	HTTPClient *http.Client
+	// Clock tells the time; the system clock when nil.
+	Clock ledger.Clock
+	// Log receives operational logs; never tokens.
+	Log *slog.Logger
+	// LedgerID is this ledger's id, the audience of signed receipts.
+	LedgerID string
+	// PublicURL is the base URL remote agents reach this service at; push
+	// notifications are registered at PublicURL/a2a/push/{delegation_id}.
+	// Empty disables push registration (the poller still observes tasks).
+	PublicURL string
+	// Interval is how often due jobs are looked for (default 1s).
+	Interval time.Duration
+	// Lease is how long a claimed job is reserved for its worker (default 2m).
+	Lease time.Duration
+	// PollAfter is how long a dispatched task may go unobserved before it
+	// is polled (default 60s).
+	PollAfter time.Duration
+	// PollInterval is how often the poller looks for such tasks (default
+	// PollAfter/4, at most 15s).
+	PollInterval time.Duration
+	// BackoffBase and BackoffMax bound the exponential backoff of retried
+	// calls and of orgs whose agent fails (defaults 2s and 5m).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// CompensationMaxAttempts is how many compensation requests are sent
+	// before the obligation becomes compensation_unconfirmed (default 8).
+	CompensationMaxAttempts int
+	// CompensationPollInterval is how often a running compensation task is
+	// fetched for its receipt (default 5s).
+	CompensationPollInterval time.Duration
+	// DispatchMaxAttempts is how many times an ambiguous dispatch failure
+	// is retried before Quittance gives up (default 10).
+	DispatchMaxAttempts int
+	// CardTTL is how long a fetched agent card is reused (default 5m).
+	CardTTL time.Duration
+	// Concurrency bounds the jobs worked on at once (default 8).
+	Concurrency int
+	// Streaming enables subscribing to tasks whose agent card declares
+	// streaming.
+	Streaming bool
+	// StreamInterval is how often tasks to stream are looked for (default 5s).
+	StreamInterval time.Duration
+	// MaxStreams bounds the streams one replica holds open (default 16).
+	MaxStreams int
+}
+
+// Worker makes the outbound A2A calls of the outbox, polls and streams
+// dispatched tasks, and receives push notifications. Several Workers, in
+// one process or many replicas, may run against the same database.
+type Worker struct {
+	cfg   Config
+	store Store
+	clock ledger.Clock
+	log   *slog.Logger
+	cards *cardCache
+	wake  chan struct{}
+
+	mu      sync.Mutex
+	streams map[uuid.UUID]bool
+	running sync.WaitGroup
+}
+
+// NewWorker returns a Worker.
+func NewWorker(cfg Config) *Worker {
+	if cfg.Clock == nil {
+		cfg.Clock = ledger.SystemClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Interval, time.Second)
+	def(&cfg.Lease, 2*time.Minute)
+	def(&cfg.PollAfter, 60*time.Second)
+	def(&cfg.PollInterval, min(cfg.PollAfter/4, 15*time.Second))
+	def(&cfg.BackoffBase, 2*time.Second)
+	def(&cfg.BackoffMax, 5*time.Minute)
+	def(&cfg.CompensationPollInterval, 5*time.Second)
+	def(&cfg.CardTTL, 5*time.Minute)
+	def(&cfg.StreamInterval, 5*time.Second)
+	if cfg.CompensationMaxAttempts <= 0 {
+		cfg.CompensationMaxAttempts = 8
+	}
+	if cfg.DispatchMaxAttempts <= 0 {
+		cfg.DispatchMaxAttempts = 10
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = 16
+	}
+	if cfg.Compensation == nil {
+		cfg.Compensation = compensation.NewService(compensation.Config{Clock: cfg.Clock, Log: cfg.Log, LedgerID: cfg.LedgerID})
+	}
+	return &Worker{
+		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Log,
+		cards: newCardCache(cfg.HTTPClient, cfg.Clock, cfg.CardTTL), wake: make(chan struct{}, 1),
+		streams: map[uuid.UUID]bool{},
+	}
+}
+
+// now is the clock's time at PostgreSQL's precision, as in the ledger.
+func (w *Worker) now() time.Time { return w.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// Wake makes the worker look for due jobs now rather than at its next tick.
+func (w *Worker) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run works until ctx ends: it claims and runs due jobs, polls tasks not
+// heard of for PollAfter, and (when enabled) streams tasks. When ctx ends
+// it stops claiming, waits for the calls in flight (each bounded by its own
+// timeout) and returns nil; jobs it did not finish are claimed again by
+// the next worker once their lease expires.
+func (w *Worker) Run(ctx context.Context) error {
+	jobs := time.NewTicker(w.cfg.Interval)
+	defer jobs.Stop()
+	poll := time.NewTicker(w.cfg.PollInterval)
+	defer poll.Stop()
+	stream := time.NewTicker(w.cfg.StreamInterval)
+	defer stream.Stop()
+	defer w.running.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-jobs.C:
+		case <-w.wake:
+		case <-poll.C:
+			if _, err := w.PollOnce(ctx); err != nil && ctx.Err() == nil {
+				w.log.ErrorContext(ctx, "a2a poll failed", slog.Any("error", err))
+			}
+			continue
+		case <-stream.C:
+			if w.cfg.Streaming {
+				if err := w.superviseStreams(ctx); err != nil && ctx.Err() == nil {
+					w.log.ErrorContext(ctx, "a2a stream supervision failed", slog.Any("error", err))
+				}
+			}
+			continue
+		}
+		for {
+			n, err := w.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				w.log.ErrorContext(ctx, "a2a jobs failed", slog.Any("error", err))
+			}
+			if n < w.cfg.Concurrency || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// RunOnce claims up to Concurrency due jobs, runs them concurrently, and
+// returns how many it ran once all have finished.
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	now := w.now()
+	jobs, err := w.store.ClaimJobs(ctx, now, now.Add(w.cfg.Lease), rand.Text(), w.cfg.Concurrency)
+	if err != nil {
+		return 0, fmt.Errorf("claim a2a jobs: %w", err)
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			// A job's call is not abandoned halfway when ctx ends: it
+			// finishes within its own timeout and records its result.
+			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
+			defer cancel()
+			if err := w.runJob(jctx, j); err != nil {
+				w.log.ErrorContext(ctx, "a2a job failed", slog.Int64("job_id", j.ID), slog.String("kind", string(j.Kind)),
+					slog.String("delegation_id", j.DelegationID.String()), slog.Any("error", err))
+			}
+		})
+	}
+	wg.Wait()
+	return len(jobs), nil
+}
+
+func (w *Worker) runJob(ctx context.Context, j Job) error {
+	switch j.Kind {
+	case ledger.OutboundDispatch:
+		return w.dispatch(ctx, j)
+	case ledger.OutboundCancel:
+		return w.cancel(ctx, j)
+	case ledger.OutboundCompensationRequest:
+		return w.compensate(ctx, j)
+	case ledger.OutboundObserve:
+		return w.observe(ctx, j)
+	}
+	return w.finish(ctx, j, "unknown_kind", nil)
+}
+
+// finish records fn's changes and finishes the job, in one transaction.
+func (w *Worker) finish(ctx context.Context, j Job, outcome string, fn func(Tx) error) error {
+	return w.store.InTx(ctx, func(tx Tx) error {
+		if fn != nil {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		return tx.FinishJob(ctx, j, outcome, w.now())
+	})
+}
+
+// retryAt records fn's changes and reschedules the job for at, in one transaction.
+func (w *Worker) retryAt(ctx context.Context, j Job, at time.Time, cause string, fn func(Tx) error) error {
+	return w.store.InTx(ctx, func(tx Tx) error {
+		if fn != nil {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		return tx.RetryJob(ctx, j, at, truncate(cause, 1000), w.now())
+	})
+}
+
+// backoff is the wait before retry n (1-based): BackoffBase doubling up to
+// BackoffMax.
+func (w *Worker) backoff(n int) time.Duration {
+	d := w.cfg.BackoffBase
+	for i := 1; i < n && d < w.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, w.cfg.BackoffMax)
+}
+
+// record appends an event to d's stream without changing it.
+func record(ctx context.Context, tx Tx, d ledger.Delegation, typ string, at time.Time, data map[string]any) error {
+	_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: workerActor, At: at, Data: data})
+	return err
+}
+
+// errorText is an error's message for events and last_error columns. Remote
+// error messages are the remote's words; they are kept short.
+func errorText(err error) string { return truncate(err.Error(), 500) }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// agent returns the org's agent card and a client for its JSON-RPC interface.
+func (w *Worker) agent(ctx context.Context, org ledger.Org) (AgentCard, *Client, AgentInterface, error) {
+	if org.AgentCardURL == "" {
+		return AgentCard{}, nil, AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
+	}
+	card, err := w.cards.get(ctx, org)
+	if err != nil {
+		return AgentCard{}, nil, AgentInterface{}, err
+	}
+	iface, err := card.JSONRPCInterface()
+	if err != nil {
+		return AgentCard{}, nil, AgentInterface{}, err
+	}
+	return card, NewClient(w.cfg.HTTPClient, iface), iface, nil
+}
+
+// cardCache keeps fetched agent cards for a while, per org; a change of the
+// org's card URL or allowed hosts fetches again.
+type cardCache struct {
+	hc    *http.Client
+	clock ledger.Clock
+	ttl   time.Duration
+	mu    sync.Mutex
+	m     map[string]cachedCard
+}
+
+type cachedCard struct {
+	key     string
+	card    AgentCard
+	fetched time.Time
+}
+
+func newCardCache(hc *http.Client, clock ledger.Clock, ttl time.Duration) *cardCache {
+	return &cardCache{hc: hc, clock: clock, ttl: ttl, m: map[string]cachedCard{}}
+}
+
+func (c *cardCache) get(ctx context.Context, org ledger.Org) (AgentCard, error) {
+	key := org.AgentCardURL + "\x00" + fmt.Sprint(org.AllowedHosts)
+	c.mu.Lock()
+	e, ok := c.m[org.ID]
+	c.mu.Unlock()
+	if ok && e.key == key && c.clock.Now().Sub(e.fetched) < c.ttl {
+		return e.card, nil
+	}
+	card, err := FetchAgentCard(ctx, c.hc, org.AgentCardURL, org.AllowedHosts)
+	if err != nil {
+		return AgentCard{}, err
+	}
+	c.mu.Lock()
+	c.m[org.ID] = cachedCard{key: key, card: card, fetched: c.clock.Now()}
+	c.mu.Unlock()
+	return card, nil
+}
+
+// compensationExtension reports whether the card declares the compensation
+// extension, and whether with params.atomicCancel true.
+func compensationExtension(card AgentCard) (declared, atomicCancel bool) {
+	ext, ok := card.Extension(compensation.ExtensionURI)
+	if !ok {
+		return false, false
+	}
+	var params struct {
+		AtomicCancel bool `json:"atomicCancel"`
+	}
+	if len(ext.Params) > 0 {
+		_ = json.Unmarshal(ext.Params, &params)
+	}
+	return true, params.AtomicCancel
+}

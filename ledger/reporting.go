@@ -1,0 +1,334 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event types that reporting surfaces as anomalies. The compensation
+// package appends late_evidence (with "contradicts_write_off": true in its
+// data when the late evidence contradicts an executed write-off) and
+// token_refused events; the ledger appends status_conflict.
+const (
+	EventTypeLateEvidence = "late_evidence"
+	EventTypeTokenRefused = "token_refused"
+)
+
+// PendingObligationStates are the states GET /v1/obligations lists by
+// default: the remote task ended, the gate applied, and the hold is still
+// active.
+var PendingObligationStates = []ObligationState{
+	ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated,
+}
+
+// ActiveObligationStates are the states whose hold is active.
+var ActiveObligationStates = []ObligationState{
+	ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated,
+}
+
+// ObligationCursor is the position after which a page of obligations starts:
+// obligations are listed oldest first, by creation time then id.
+type ObligationCursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// IsZero reports whether the cursor is unset (start from the beginning).
+func (c ObligationCursor) IsZero() bool { return c.CreatedAt.IsZero() && c.ID == uuid.Nil }
+
+// ObligationQuery selects obligations for reconciliation. Empty fields match
+// all; an empty States means PendingObligationStates.
+type ObligationQuery struct {
+	States []ObligationState
+	OrgID  string
+	Tenant string
+	// OlderThan keeps only obligations created more than this long before
+	// the query's time; zero keeps all.
+	OlderThan time.Duration
+	After     ObligationCursor
+	// Limit bounds the rows; zero means no bound (a streamed export).
+	Limit int
+}
+
+// ObligationRow is one obligation as reconciliation sees it.
+type ObligationRow struct {
+	DelegationID          uuid.UUID
+	Tenant                string
+	OrgID                 string
+	TaskClass             string
+	BudgetID              string
+	Amount                Money
+	RemoteTaskID          string
+	TaskStatus            TaskStatus
+	ObligationState       ObligationState
+	ObligationReason      string
+	CancelRequestedAt     time.Time
+	CompensationDeadline  time.Time
+	CompensationAttempts  int
+	CompensationLastError string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	// LastEvidenceType and LastEvidenceAt describe the last event appended
+	// to the delegation's stream.
+	LastEvidenceType string
+	LastEvidenceAt   time.Time
+}
+
+// Cursor is the position just after r.
+func (r ObligationRow) Cursor() ObligationCursor {
+	return ObligationCursor{CreatedAt: r.CreatedAt, ID: r.DelegationID}
+}
+
+// SummaryQuery selects the active holds a summary covers. An empty States
+// means ActiveObligationStates.
+type SummaryQuery struct {
+	States []ObligationState
+	OrgID  string
+	Tenant string
+}
+
+// AgeBucket is a count and an amount of obligations of one age range.
+type AgeBucket struct {
+	Count       int64
+	AmountMinor int64
+}
+
+// SummaryRow is the active holds of one org, currency and obligation state.
+type SummaryRow struct {
+	OrgID           string
+	Currency        string
+	ObligationState ObligationState
+	Count           int64
+	AmountMinor     int64
+	// Buckets are by age at the summary's time: under 1 day, 1 to 7 days,
+	// 7 to 30 days, over 30 days.
+	Under1Day, Days1To7, Days7To30, Over30Days AgeBucket
+}
+
+// AnomalyKind classifies an anomaly for reconciliation.
+type AnomalyKind string
+
+// The anomaly kinds.
+const (
+	// AnomalyStatusConflict: a different terminal task status after a
+	// terminal one (DESIGN.md §2.1).
+	AnomalyStatusConflict AnomalyKind = "status_conflict"
+	// AnomalyLateEvidence: evidence that arrived after the obligation ended.
+	AnomalyLateEvidence AnomalyKind = "late_evidence"
+	// AnomalyContradictedWriteOff: late evidence (an ack) contradicting a
+	// write-off: the loss booked may not have happened.
+	AnomalyContradictedWriteOff AnomalyKind = "contradicted_write_off"
+	// AnomalyRefusedToken: a signed ack or declaration that was refused.
+	AnomalyRefusedToken AnomalyKind = "refused_token"
+)
+
+// AnomalyKinds lists every anomaly kind.
+var AnomalyKinds = []AnomalyKind{AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken}
+
+// AnomalyEventTypes are the event types anomalies are read from.
+var AnomalyEventTypes = []string{EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused}
+
+// AnomalyQuery selects anomalies. Empty fields match all.
+type AnomalyQuery struct {
+	Kinds []AnomalyKind
+	// Since keeps anomalies recorded at or after it.
+	Since time.Time
+	// AfterSeq is the cursor: the seq of the last anomaly already seen.
+	AfterSeq int64
+	Limit    int
+}
+
+// Anomaly is one anomaly event.
+type Anomaly struct {
+	Seq             int64
+	Kind            AnomalyKind
+	EventType       string
+	DelegationID    uuid.UUID
+	OrgID           string
+	Tenant          string
+	ObligationState ObligationState
+	At              time.Time
+	Actor           string
+	Data            json.RawMessage
+}
+
+// ClassifyAnomaly returns the anomaly kind of an event, and false for an
+// event that is not an anomaly.
+func ClassifyAnomaly(eventType string, data json.RawMessage) (AnomalyKind, bool) {
+	switch eventType {
+	case EventTypeStatusConflict:
+		return AnomalyStatusConflict, true
+	case EventTypeTokenRefused:
+		return AnomalyRefusedToken, true
+	case EventTypeLateEvidence:
+		var d struct {
+			ContradictsWriteOff bool `json:"contradicts_write_off"`
+		}
+		if json.Unmarshal(data, &d) == nil && d.ContradictsWriteOff {
+			return AnomalyContradictedWriteOff, true
+		}
+		return AnomalyLateEvidence, true
+	}
+	return "", false
+}
+
+// ReportStore is the read side reporting needs. Obligations streams rows to
+// fn from one consistent snapshot, without holding them all in memory; fn's
+// error stops the stream and is returned.
+type ReportStore interface {
+	Obligations(ctx context.Context, q ObligationQuery, now time.Time, fn func(ObligationRow) error) error
+	ObligationSummary(ctx context.Context, q SummaryQuery, now time.Time) ([]SummaryRow, error)
+	// Anomalies returns anomalies in seq order; the caller filters kinds.
+	Anomalies(ctx context.Context, q AnomalyQuery) ([]Anomaly, error)
+}
+
+// Reports answers finance's and on-call's reconciliation questions. Every
+// method requires the finance or oncall role.
+type Reports struct {
+	store  ReportStore
+	reader Reader
+	clock  Clock
+}
+
+// ReportsConfig wires Reports.
+type ReportsConfig struct {
+	Store  ReportStore
+	Reader Reader
+	Clock  Clock
+}
+
+// NewReports returns Reports.
+func NewReports(cfg ReportsConfig) *Reports {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	return &Reports{store: cfg.Store, reader: cfg.Reader, clock: cfg.Clock}
+}
+
+// Now is the reports' clock time at PostgreSQL's precision.
+func (r *Reports) Now() time.Time { return r.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// Maximum page sizes of the JSON listings.
+const (
+	MaxReportLimit     = 1000
+	DefaultReportLimit = 100
+)
+
+func checkStates(field string, states []ObligationState, dflt []ObligationState) ([]ObligationState, error) {
+	if len(states) == 0 {
+		return dflt, nil
+	}
+	for _, s := range states {
+		if _, err := ParseObligationState(string(s)); err != nil {
+			return nil, Invalid(field, "%q is not an obligation state", s)
+		}
+	}
+	return states, nil
+}
+
+func checkLimit(limit int, streamed bool) (int, error) {
+	switch {
+	case limit == 0 && streamed:
+		return 0, nil
+	case limit == 0:
+		return DefaultReportLimit, nil
+	case limit < 1 || limit > MaxReportLimit:
+		return 0, Invalid("limit", "must be between 1 and %d", MaxReportLimit)
+	}
+	return limit, nil
+}
+
+// EachObligation streams the obligations q selects to fn, oldest first, as
+// of now; a zero q.Limit streams them all. It returns the time the ages
+// were measured at.
+func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQuery, fn func(ObligationRow) error) (time.Time, error) {
+	if err := require(p, RoleFinance, RoleOncall); err != nil {
+		return time.Time{}, err
+	}
+	var err error
+	if q.States, err = checkStates("state", q.States, PendingObligationStates); err != nil {
+		return time.Time{}, err
+	}
+	if q.OlderThan < 0 {
+		return time.Time{}, Invalid("older_than", "must not be negative")
+	}
+	if q.Limit < 0 || q.Limit > MaxReportLimit {
+		return time.Time{}, Invalid("limit", "must be between 1 and %d", MaxReportLimit)
+	}
+	now := r.Now()
+	return now, r.store.Obligations(ctx, q, now, fn)
+}
+
+// Summary returns active holds by org, currency and state with age buckets.
+func (r *Reports) Summary(ctx context.Context, p Principal, q SummaryQuery) ([]SummaryRow, time.Time, error) {
+	if err := require(p, RoleFinance, RoleOncall); err != nil {
+		return nil, time.Time{}, err
+	}
+	var err error
+	if q.States, err = checkStates("state", q.States, ActiveObligationStates); err != nil {
+		return nil, time.Time{}, err
+	}
+	now := r.Now()
+	rows, err := r.store.ObligationSummary(ctx, q, now)
+	return rows, now, err
+}
+
+// Anomalies returns anomalies after q.AfterSeq, oldest first.
+func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([]Anomaly, error) {
+	if err := require(p, RoleFinance, RoleOncall); err != nil {
+		return nil, err
+	}
+	for _, k := range q.Kinds {
+		if !slices.Contains(AnomalyKinds, k) {
+			return nil, Invalid("kind", "%q is not an anomaly kind", k)
+		}
+	}
+	var err error
+	if q.Limit, err = checkLimit(q.Limit, false); err != nil {
+		return nil, err
+	}
+	if len(q.Kinds) == 0 {
+		return r.store.Anomalies(ctx, q)
+	}
+	// Kinds are derived from event data, so filter here, reading on until
+	// the page is full or the log is exhausted.
+	var out []Anomaly
+	for len(out) < q.Limit {
+		page, err := r.store.Anomalies(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page {
+			if slices.Contains(q.Kinds, a.Kind) && len(out) < q.Limit {
+				out = append(out, a)
+			}
+			q.AfterSeq = a.Seq
+		}
+		if len(page) < q.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Evidence returns a delegation and its whole event chain, with every
+// stored token, for re-verification.
+func (r *Reports) Evidence(ctx context.Context, p Principal, id uuid.UUID) (Delegation, []Event, error) {
+	if err := require(p, RoleFinance, RoleOncall); err != nil {
+		return Delegation{}, nil, err
+	}
+	d, err := r.reader.Delegation(ctx, id)
+	if err != nil {
+		return Delegation{}, nil, err
+	}
+	events, err := r.reader.StreamEvents(ctx, d.Stream())
+	if err != nil {
+		return Delegation{}, nil, fmt.Errorf("load evidence of %s: %w", id, err)
+	}
+	return d, events, nil
+}

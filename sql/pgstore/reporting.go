@@ -1,0 +1,145 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// reportPageSize is how many obligations one round trip fetches while a
+// listing is streamed: memory stays bounded whatever the table's size.
+const reportPageSize = 500
+
+// Reports implements ledger.ReportStore.
+type Reports struct {
+	store *Store
+}
+
+// Reports returns the store's reporting read side.
+func (s *Store) Reports() *Reports { return &Reports{store: s} }
+
+var _ ledger.ReportStore = (*Reports)(nil)
+
+func stateStrings(states []ledger.ObligationState) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// Obligations streams the obligations q selects to fn in (created_at, id)
+// order. It pages through one read-only, repeatable-read transaction, so
+// the whole stream is one consistent snapshot and at most one page is in
+// memory at a time.
+func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now time.Time, fn func(ledger.ObligationRow) error) error {
+	tx, err := r.store.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin report transaction: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	queries := dbsqlc.New(tx)
+	p := dbsqlc.ObligationPageParams{
+		States: stateStrings(q.States),
+		OrgID:  optional(q.OrgID),
+		Tenant: optional(q.Tenant),
+	}
+	if q.OlderThan > 0 {
+		before := now.Add(-q.OlderThan)
+		p.CreatedBefore = &before
+	}
+	after := q.After
+	remaining := q.Limit
+	for {
+		size := reportPageSize
+		if q.Limit > 0 && remaining < size {
+			size = remaining
+		}
+		p.MaxRows = int32(size)
+		p.AfterCreatedAt, p.AfterID = nil, uuid.Nil
+		if !after.IsZero() {
+			at := after.CreatedAt
+			p.AfterCreatedAt, p.AfterID = &at, after.ID
+		}
+		rows, err := queries.ObligationPage(ctx, p)
+		if err != nil {
+			return fmt.Errorf("list obligations: %w", err)
+		}
+		for _, row := range rows {
+			o := toObligationRow(row)
+			if err := fn(o); err != nil {
+				return err
+			}
+			after = o.Cursor()
+		}
+		remaining -= len(rows)
+		if len(rows) < size || (q.Limit > 0 && remaining <= 0) {
+			return nil
+		}
+	}
+}
+
+func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
+	return ledger.ObligationRow{
+		DelegationID: r.ID, Tenant: r.Tenant, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
+		Amount:       ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
+		RemoteTaskID: deref(r.RemoteTaskID), TaskStatus: ledger.TaskStatus(r.TaskStatus),
+		ObligationState: ledger.ObligationState(r.ObligationState), ObligationReason: deref(r.ObligationReason),
+		CancelRequestedAt: derefTime(r.CancelRequestedAt), CompensationDeadline: derefTime(r.CompensationDeadline),
+		CompensationAttempts: int(r.CompensationAttempts), CompensationLastError: deref(r.CompensationLastError),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		LastEvidenceType: r.LastEvidenceType, LastEvidenceAt: r.LastEvidenceAt.UTC(),
+	}
+}
+
+// ObligationSummary returns active holds by org, currency and state, with
+// age buckets measured from now.
+func (r *Reports) ObligationSummary(ctx context.Context, q ledger.SummaryQuery, now time.Time) ([]ledger.SummaryRow, error) {
+	rows, err := r.store.reader.q.ObligationSummary(ctx, dbsqlc.ObligationSummaryParams{
+		Now: now, States: stateStrings(q.States), OrgID: optional(q.OrgID), Tenant: optional(q.Tenant),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("summarize obligations: %w", err)
+	}
+	out := make([]ledger.SummaryRow, len(rows))
+	for i, row := range rows {
+		out[i] = ledger.SummaryRow{
+			OrgID: row.OrgID, Currency: row.Currency, ObligationState: ledger.ObligationState(row.ObligationState),
+			Count: row.ObligationCount, AmountMinor: row.AmountMinor,
+			Under1Day:  ledger.AgeBucket{Count: row.CountLt1d, AmountMinor: row.AmountLt1d},
+			Days1To7:   ledger.AgeBucket{Count: row.Count1d7d, AmountMinor: row.Amount1d7d},
+			Days7To30:  ledger.AgeBucket{Count: row.Count7d30d, AmountMinor: row.Amount7d30d},
+			Over30Days: ledger.AgeBucket{Count: row.CountGt30d, AmountMinor: row.AmountGt30d},
+		}
+	}
+	return out, nil
+}
+
+// Anomalies returns anomaly events after q.AfterSeq in seq order.
+func (r *Reports) Anomalies(ctx context.Context, q ledger.AnomalyQuery) ([]ledger.Anomaly, error) {
+	p := dbsqlc.AnomalyListParams{Types: ledger.AnomalyEventTypes, AfterSeq: q.AfterSeq, MaxRows: int32(q.Limit)}
+	if !q.Since.IsZero() {
+		since := q.Since
+		p.Since = &since
+	}
+	rows, err := r.store.reader.q.AnomalyList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list anomalies: %w", err)
+	}
+	out := make([]ledger.Anomaly, len(rows))
+	for i, row := range rows {
+		kind, _ := ledger.ClassifyAnomaly(row.Type, row.Data)
+		out[i] = ledger.Anomaly{
+			Seq: row.Seq, Kind: kind, EventType: row.Type, DelegationID: row.DelegationID.UUID,
+			OrgID: row.OrgID, Tenant: row.Tenant, ObligationState: ledger.ObligationState(row.ObligationState),
+			At: row.At.UTC(), Actor: row.Actor, Data: row.Data,
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,97 @@
+-- Reporting queries for the API (GET /v1/obligations, /summary, /anomalies)
+-- and the metrics collector. They read the base tables, not the reporting
+-- views: the views are a frozen contract for outside readers, these queries
+-- may change with the API. Ages are measured from a now parameter given by
+-- the caller (its injected clock), never from the database clock.
+
+-- name: ObligationPage :many
+-- One page of obligations in (created_at, id) order, after the cursor, with
+-- the last event of the stream of each delegation. The caller pages through a
+-- read-only repeatable-read transaction to stream a consistent snapshot.
+SELECT
+    d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+    d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
+    d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
+    d.compensation_last_error, d.created_at, d.updated_at,
+    coalesce(last_event.type, '')::text                AS last_evidence_type,
+    coalesce(last_event.at, d.created_at)::timestamptz AS last_evidence_at
+FROM delegations d
+LEFT JOIN LATERAL (
+    SELECT e.type, e.at FROM events e
+    WHERE e.delegation_id = d.id
+    ORDER BY e.seq DESC
+    LIMIT 1
+) last_event ON true
+WHERE d.obligation_state = ANY (@states::text[])
+  AND (sqlc.narg(org_id)::text IS NULL OR d.org_id = sqlc.narg(org_id))
+  AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))
+  AND (sqlc.narg(created_before)::timestamptz IS NULL OR d.created_at < sqlc.narg(created_before))
+  AND (sqlc.narg(after_created_at)::timestamptz IS NULL
+       OR d.created_at > sqlc.narg(after_created_at) OR (d.created_at = sqlc.narg(after_created_at) AND d.id > @after_id::uuid))
+ORDER BY d.created_at, d.id
+LIMIT @max_rows;
+
+-- name: ObligationSummary :many
+-- Active amounts and counts by org, currency and state, with age buckets
+-- measured from the now parameter: under 1 day, 1-7 days, 7-30 days, over 30 days.
+SELECT
+    b.org_id, b.currency, b.obligation_state,
+    count(*)                                                        AS obligation_count,
+    sum(b.amount_minor)::bigint                                     AS amount_minor,
+    count(*) FILTER (WHERE b.bucket = 0)                            AS count_lt_1d,
+    coalesce(sum(b.amount_minor) FILTER (WHERE b.bucket = 0), 0)::bigint AS amount_lt_1d,
+    count(*) FILTER (WHERE b.bucket = 1)                            AS count_1d_7d,
+    coalesce(sum(b.amount_minor) FILTER (WHERE b.bucket = 1), 0)::bigint AS amount_1d_7d,
+    count(*) FILTER (WHERE b.bucket = 2)                            AS count_7d_30d,
+    coalesce(sum(b.amount_minor) FILTER (WHERE b.bucket = 2), 0)::bigint AS amount_7d_30d,
+    count(*) FILTER (WHERE b.bucket = 3)                            AS count_gt_30d,
+    coalesce(sum(b.amount_minor) FILTER (WHERE b.bucket = 3), 0)::bigint AS amount_gt_30d
+FROM (
+    SELECT d.org_id, d.currency, d.obligation_state, d.amount_minor,
+           CASE
+               WHEN age.a < interval '1 day' THEN 0
+               WHEN age.a < interval '7 days' THEN 1
+               WHEN age.a < interval '30 days' THEN 2
+               ELSE 3
+           END AS bucket
+    FROM delegations d
+    CROSS JOIN LATERAL (SELECT sqlc.arg(now)::timestamptz - d.created_at AS a) age
+    WHERE d.obligation_state = ANY (sqlc.arg(states)::text[])
+      AND (sqlc.narg(org_id)::text IS NULL OR d.org_id = sqlc.narg(org_id))
+      AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))
+) b
+GROUP BY b.org_id, b.currency, b.obligation_state
+ORDER BY b.org_id, b.currency, b.obligation_state;
+
+-- name: AnomalyList :many
+-- Anomaly events (status conflicts, late evidence, refused tokens) after
+-- the after_seq cursor, oldest first.
+SELECT
+    e.seq, e.type, e.stream, e.delegation_id, e.at, e.actor, e.data,
+    coalesce(d.org_id, e.data ->> 'org_id',
+             CASE WHEN e.stream LIKE 'org:%' THEN substr(e.stream, 5) END, '')::text AS org_id,
+    coalesce(d.tenant, '')::text           AS tenant,
+    coalesce(d.obligation_state, '')::text AS obligation_state
+FROM events e
+LEFT JOIN delegations d ON d.id = e.delegation_id
+WHERE e.type = ANY (@types::text[])
+  AND e.seq > @after_seq
+  AND (sqlc.narg(since)::timestamptz IS NULL OR e.at >= sqlc.narg(since))
+ORDER BY e.seq
+LIMIT @max_rows;
+
+-- name: MetricsSnapshot :many
+-- Everything the scrape-time collector exports, in one statement: the number
+-- of delegations per obligation state, the amount held per currency (from
+-- the budgets, whose held column is the sum of active holds) and the
+-- creation time of the oldest obligation per active state.
+SELECT 'obligations'::text AS metric, obligation_state::text AS label, count(*)::float8 AS value
+FROM delegations GROUP BY obligation_state
+UNION ALL
+SELECT 'held'::text, currency::text, sum(held_minor)::float8
+FROM budgets GROUP BY currency
+UNION ALL
+SELECT 'oldest'::text, obligation_state::text, extract(epoch FROM min(created_at))::float8
+FROM delegations
+WHERE obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed', 'escalated')
+GROUP BY obligation_state;

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/push"
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
@@ -667,4 +669,46 @@ func TestA2ADispatchValidation(t *testing.T) {
 	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with(), http.StatusUnprocessableEntity)
 	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.oncall, map[string]any{"name": "Bad", "agent_card_url": "ftp://127.0.0.1/card"}, http.StatusUnprocessableEntity)
 	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.oncall, map[string]any{"name": "Bad", "agent_card_url": "http://127.0.0.1/card"}, http.StatusUnprocessableEntity) // no allowed hosts
+}
+
+// TestA2ADemoAgentLifecycle runs the `make run` walk-through against the
+// demo supplier agent: dispatch, cancel, and compensation with a signed
+// receipt, without reporting anything by hand.
+func TestA2ADemoAgentLifecycle(t *testing.T) {
+	t.Parallel()
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + l.Addr().String()
+	agent, err := demoagent.New(demoagent.Config{LedgerID: a2aLedgerID, Key: key, BaseURL: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+	srv := httptest.NewUnstartedServer(agent.Handler())
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	e := newA2AEnv(t, a2aOptions{})
+	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.oncall, map[string]any{
+		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
+		"jwks": json.RawMessage(agent.JWKS()), "require_signed_receipts": true,
+	}, http.StatusCreated)
+	d := e.dispatch(t, "po-demo", agent.OrgID())
+	d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
+	if d.Remote.ProtocolVersion != "1.0" {
+		t.Fatalf("remote = %+v", d.Remote)
+	}
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if d.TaskStatus != "canceled" || d.HoldState != "returned" {
+		t.Fatalf("after the walk-through: %+v", d)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -825,4 +826,33 @@ func TestConcurrentAckWriteOffDeclaration(t *testing.T) {
 	}
 	t.Logf("winners: %v", winners)
 	e.CheckInvariants(t)
+}
+
+// TestEvidenceBodyLimitWithoutLength: a body sent without a Content-Length
+// (chunked) is cut off at the token size limit by the operation's
+// MaxBodyBytes, and a token of exactly the limit is still read whole.
+func TestEvidenceBodyLimitWithoutLength(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgB, 1_000)
+	chunked := func(body []byte) *apitest.Response {
+		req, err := http.NewRequest(http.MethodPost, e.URL+acksPath, io.MultiReader(bytes.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/jose")
+		return e.Send(t, req)
+	}
+	before := e.state(t, d.ID)
+	chunked(bytes.Repeat([]byte("A"), compensation.MaxTokenSize+1)).Problem(t, http.StatusRequestEntityTooLarge, "body_too_large")
+	if after := e.state(t, d.ID); after != before {
+		t.Fatalf("an oversized body changed something: %+v -> %+v", before, after)
+	}
+	// Exactly MaxTokenSize bytes: read whole, then judged as a token.
+	padded := e.b.Sign(t, ackTyp, with(e.ackClaims(d), "pad", ""))
+	padded += strings.Repeat(" ", compensation.MaxTokenSize-len(padded)) // surrounding whitespace is ignored
+	out := e.accept(t, acksPath, padded, "applied")
+	if out.ObligationState != "compensated" {
+		t.Fatalf("a token of exactly the limit: %s", out.ObligationState)
+	}
 }

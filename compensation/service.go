@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/failpoint"
 )
 
 // Event types the compensation service appends to a delegation's stream (and,
@@ -225,6 +226,7 @@ func (s *Service) submit(ctx context.Context, kind TokenKind, token []byte, foun
 	if claims.Subject != found.Remote.TaskID {
 		return EvidenceResult{}, Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
 	}
+	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
 	sum := sha256.Sum256(token)
 	var res EvidenceResult
 	err = s.store.InTx(ctx, func(tx Tx) error {

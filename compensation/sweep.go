@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/failpoint"
 )
 
 // Sweep moves every delegation in revocation_pending_compensation whose
@@ -53,6 +54,7 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 		if n < s.batch {
 			return moved, nil
 		}
+		failpoint.Inject("mid-sweep") // crash tests: one batch committed, more to come
 	}
 }
 

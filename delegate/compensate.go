@@ -70,7 +70,10 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		task = &t
 	} else {
 		req := compensation.RequestFor(d)
-		meta, _ := json.Marshal(map[string]compensation.CompensationRequest{compensation.ExtensionURI: req})
+		meta, err := w.requestMetadata(d, req, msgID)
+		if err != nil {
+			return err
+		}
 		res, err := client.SendMessage(ctx, SendRequest{
 			Message: Message{
 				MessageID: msgID, ContextID: d.Remote.ContextID, Role: RoleUser,
@@ -250,4 +253,23 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 			"exhausted", exhausted, "problem", problem)
 	}
 	return err
+}
+
+// requestMetadata is the compensation request's metadata under the
+// extension URI: the request itself and, when the ledger has a signing
+// identity, requestJws — a compact JWS (typ compensation-request+jwt) of the
+// request, so the remote org can verify who asked against the ledger's
+// published JWKS.
+func (w *Worker) requestMetadata(d ledger.Delegation, req compensation.CompensationRequest, msgID string) (json.RawMessage, error) {
+	ext := map[string]any{"taskId": req.TaskID, "idempotencyKey": req.IdempotencyKey, "reason": req.Reason}
+	if w.cfg.Identity != nil {
+		jws, err := w.cfg.Identity.SignCompensationRequest(compensation.RequestClaims{
+			OrgID: d.OrgID, TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey, MessageID: msgID, Now: w.now(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		ext["requestJws"] = jws
+	}
+	return json.Marshal(map[string]any{compensation.ExtensionURI: ext})
 }

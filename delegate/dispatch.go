@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/failpoint"
 )
 
 // DispatchMessageID is the A2A messageId of the message Quittance sends for
@@ -107,6 +108,9 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		return giveUp("invalid_message", err)
 	}
 	msg.MessageID = DispatchMessageID(d.ID)
+	if err := w.linkMessage(ctx, d, &msg); err != nil {
+		return err
+	}
 	card, client, iface, err := w.agent(ctx, org)
 	if err != nil {
 		if Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
@@ -125,6 +129,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		}
 		push = &PushConfig{ID: "quittance", URL: strings.TrimSuffix(w.cfg.PublicURL, "/") + PushPath(d.ID), Token: token}
 	}
+	failpoint.Inject("before-remote-send") // crash tests: the job is claimed, nothing sent yet
 	res, err := client.SendMessage(ctx, SendRequest{Message: msg, ReturnImmediately: true, Push: push})
 	switch {
 	case err == nil && res.Task != nil:
@@ -210,6 +215,11 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 		if err != nil {
 			return err
 		}
+		if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
+			return s.ApplyTask(task, "dispatch", now, w.cfg.Snapshot)
+		}); err != nil {
+			return err
+		}
 		if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, "dispatch"), workerActor, now); err != nil {
 			return err
 		}
@@ -283,4 +293,30 @@ func hostForURL(h string) string {
 		return "[" + h + "]"
 	}
 	return h
+}
+
+// linkMessage sends a delegation created with context_from in the linked
+// delegation's remote context, and sets referenceTaskIds to the remote
+// tasks of the delegations it references.
+func (w *Worker) linkMessage(ctx context.Context, d ledger.Delegation, msg *Message) error {
+	links, err := w.store.DelegationLinks(ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if l.From != d.ID {
+			continue
+		}
+		other, err := w.store.Delegation(ctx, l.To)
+		if err != nil {
+			return err
+		}
+		switch l.Kind {
+		case ledger.LinkContextFrom:
+			msg.ContextID = other.Remote.ContextID
+		case ledger.LinkReference:
+			msg.ReferenceTaskIDs = append(msg.ReferenceTaskIDs, other.Remote.TaskID)
+		}
+	}
+	return nil
 }

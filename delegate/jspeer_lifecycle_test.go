@@ -36,6 +36,7 @@ type jsEnv struct {
 	ledger *ledger.Service
 	peer   *jspeer.Peer
 	orch   ledger.Principal
+	w      *delegate.Worker
 }
 
 type jsOptions struct {
@@ -101,7 +102,7 @@ func newJSEnv(t *testing.T, o jsOptions) *jsEnv {
 	}); err != nil {
 		t.Fatalf("register the JS peer: %v", err)
 	}
-	return &jsEnv{store: store, ledger: svc, peer: peer, orch: ledger.Principal{Name: "orch", Role: ledger.RoleOrchestrator, Tenant: "acme"}}
+	return &jsEnv{store: store, ledger: svc, peer: peer, orch: ledger.Principal{Name: "orch", Role: ledger.RoleOrchestrator, Tenant: "acme"}, w: worker}
 }
 
 func (e *jsEnv) dispatch(t *testing.T, op, scenario string) ledger.Delegation {

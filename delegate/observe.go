@@ -172,6 +172,11 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			return err
 		}
 		now := w.now()
+		if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
+			return s.ApplyTask(task, source, now, w.cfg.Snapshot)
+		}); err != nil {
+			return err
+		}
 		if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
 			return err
 		}
@@ -240,6 +245,11 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 				}
 			}
 		}
+	}
+	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
+		return s.ApplyTask(task, "cancel", now, w.cfg.Snapshot)
+	}); err != nil {
+		return err
 	}
 	d, err := ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
 	if err != nil {
@@ -360,6 +370,17 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
 				status = &ev.Task.Status
 			case ev.StatusUpdate != nil:
 				status = &ev.StatusUpdate.Status
+			case ev.ArtifactUpdate != nil:
+				// Chunks are applied to the snapshot in the order the
+				// stream delivers them.
+				if err := w.store.InTx(ctx, func(tx Tx) error {
+					return w.putSnapshot(ctx, tx, id, func(s TaskSnapshot) TaskSnapshot {
+						return s.ApplyArtifactUpdate(*ev.ArtifactUpdate, "stream", w.now(), w.cfg.Snapshot)
+					})
+				}); err != nil {
+					w.log.ErrorContext(ctx, "record streamed artifact failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+				}
+				continue
 			default:
 				continue
 			}
@@ -371,6 +392,14 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
 					return err
 				}
 				now := w.now()
+				if err := w.putSnapshot(ctx, tx, id, func(s TaskSnapshot) TaskSnapshot {
+					if ev.Task != nil {
+						return s.ApplyTask(*ev.Task, "stream", now, w.cfg.Snapshot)
+					}
+					return s.ApplyStatus(*ev.StatusUpdate, "stream", now)
+				}); err != nil {
+					return err
+				}
 				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, observation(Task{ID: d.Remote.TaskID, Status: *status}, "stream"), workerActor, now)
 				if err != nil {
 					return err

@@ -118,6 +118,13 @@ type Store interface {
 	// DelegationsToStream lists dispatched delegations whose task is known
 	// and not terminal.
 	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)
+	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
+	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
+	// QueuedFollowUps lists a delegation's queued follow-up messages, oldest first.
+	QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
+	// TaskSnapshot returns the delegation's latest task snapshot, or
+	// ledger.ErrNotFound when none was kept yet.
+	TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
 	// TryLock takes the session-level advisory lock named key on a
 	// dedicated connection, without waiting. When acquired, unlock releases
 	// it and the connection; the lock also ends if the process dies.
@@ -152,6 +159,20 @@ type Tx interface {
 	FailOrg(ctx context.Context, orgID string, retryAt time.Time, lastError string, now time.Time) error
 	// ClearOrgFailures forgets the org's failures.
 	ClearOrgFailures(ctx context.Context, orgID string) error
+	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
+	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
+	// InsertFollowUp queues a follow-up message.
+	InsertFollowUp(ctx context.Context, m FollowUp) error
+	// FinishFollowUp records a follow-up message's final status (sent or
+	// failed), error and result state, counting one more attempt.
+	FinishFollowUp(ctx context.Context, m FollowUp, now time.Time) error
+	// AttemptFollowUp counts a failed attempt that will be retried.
+	AttemptFollowUp(ctx context.Context, m FollowUp, problem string, now time.Time) error
+	// TaskSnapshotForUpdate returns the delegation's task snapshot, locked
+	// for the transaction, or ledger.ErrNotFound.
+	TaskSnapshotForUpdate(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
+	// PutTaskSnapshot stores the delegation's task snapshot.
+	PutTaskSnapshot(ctx context.Context, id uuid.UUID, s TaskSnapshot, now time.Time) error
 }
 
 // Config wires a Worker. Zero durations take the defaults given.
@@ -206,6 +227,11 @@ type Config struct {
 	StreamInterval time.Duration
 	// MaxStreams bounds the streams one replica holds open (default 16).
 	MaxStreams int
+	// Snapshot bounds the task snapshots kept per delegation.
+	Snapshot SnapshotLimits
+	// Identity, when set, signs outbound compensation requests (a compact
+	// JWS in the request's extension metadata, requestJws).
+	Identity *compensation.Identity
 }
 
 // Worker makes the outbound A2A calls of the outbox, polls and streams
@@ -358,6 +384,8 @@ func (w *Worker) runJob(ctx context.Context, j Job) error {
 		return w.compensate(ctx, j)
 	case ledger.OutboundObserve:
 		return w.observe(ctx, j)
+	case ledger.OutboundMessage:
+		return w.sendFollowUps(ctx, j)
 	}
 	return w.finish(ctx, j, "unknown_kind", nil)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger/failpoint"
 )
 
 // Service is the ledger's use cases: recording delegations, their task
@@ -133,6 +135,12 @@ type CreateInput struct {
 	// Dispatch, when set, asks Quittance to send the work to the org's
 	// agent itself, after placing the hold.
 	Dispatch *DispatchInput
+	// ContextFrom, when set, names a delegation (with the same org) whose
+	// remote context the new task is sent in: a refinement of its work.
+	ContextFrom uuid.UUID
+	// References name delegations (with the same org) whose remote tasks
+	// the new task references (A2A referenceTaskIds).
+	References []uuid.UUID
 }
 
 // DispatchInput is the work Quittance sends to the remote agent for a
@@ -183,6 +191,12 @@ func (in CreateInput) hash() []byte {
 		sum := sha256.Sum256(in.Dispatch.Message)
 		fields = append(fields, "dispatch", fmt.Sprintf("%x", sum))
 	}
+	if in.ContextFrom != uuid.Nil {
+		fields = append(fields, "context_from", in.ContextFrom.String())
+	}
+	for _, id := range in.References {
+		fields = append(fields, "reference", id.String())
+	}
 	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return sum[:]
@@ -215,7 +229,7 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		org, err := tx.Org(ctx, in.OrgID)
+		org, err := tx.OrgForShare(ctx, in.OrgID)
 		if errors.Is(err, ErrNotFound) {
 			return &ReferenceError{Field: "org_id", ID: in.OrgID}
 		} else if err != nil {
@@ -232,6 +246,9 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		}
 		if budget.Currency != in.Hold.Currency {
 			return Conflict("currency_mismatch", "budget %s is in %s, the hold is in %s", budget.ID, budget.Currency, in.Hold.Currency)
+		}
+		if err := checkLinks(ctx, tx, p, in); err != nil {
+			return err
 		}
 		if in.Dispatch != nil && org.AgentCardURL == "" {
 			return Conflict("org_has_no_agent", "org %s has no registered agent card to dispatch to", org.ID)
@@ -279,11 +296,16 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if in.Dispatch != nil {
 			mode = "dispatch"
 		}
-		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: map[string]any{
+		if err := insertLinks(ctx, tx, d, in, now); err != nil {
+			return err
+		}
+		createdData := map[string]any{
 			"business_operation_id": d.BusinessOperationID, "org_id": d.OrgID, "task_class": d.TaskClass,
 			"budget_id": d.BudgetID, "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
 			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID, "mode": mode,
-		}})
+		}
+		linkData(in, createdData)
+		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData})
 		if err != nil {
 			return err
 		}
@@ -300,6 +322,7 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 	if err != nil {
 		return Delegation{}, false, err
 	}
+	failpoint.Inject("after-hold-commit") // crash tests: the hold is committed, the client has no answer
 	return d, created, nil
 }
 

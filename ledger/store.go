@@ -50,6 +50,8 @@ type Reader interface {
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
 	TokenByHash(ctx context.Context, hash []byte) (Token, error)
+	// DelegationLinks returns the links from and to a delegation.
+	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)
 }
 
 // Tx is a database transaction.
@@ -58,6 +60,9 @@ type Tx interface {
 	// DelegationForUpdate loads a delegation and locks its row until the
 	// transaction ends.
 	DelegationForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error)
+	// OrgForShare loads an org and holds a share lock on it until the
+	// transaction ends, so its identity cannot be revoked meanwhile.
+	OrgForShare(ctx context.Context, id string) (Org, error)
 	// InsertDelegation inserts d unless a delegation with the same tenant and
 	// business operation id exists; inserted is false in that case.
 	InsertDelegation(ctx context.Context, d Delegation) (inserted bool, err error)
@@ -84,6 +89,8 @@ type Tx interface {
 	// delegation: enqueuing again only brings the open one forward. A
 	// dispatch job also marks the delegation as dispatched by Quittance.
 	EnqueueOutbound(ctx context.Context, j OutboundJob) error
+	// InsertDelegationLink records that l.From refers to l.To.
+	InsertDelegationLink(ctx context.Context, l DelegationLink, at time.Time) error
 }
 
 // OutboundKind names an outbound A2A call Quittance makes on a delegation's
@@ -102,6 +109,9 @@ const (
 	// OutboundObserve fetches the remote task to confirm a push notification
 	// or poll a task not heard of for a while.
 	OutboundObserve OutboundKind = "observe"
+	// OutboundMessage sends the queued follow-up messages of a delegation
+	// (answers to an input_required or auth_required task), in order.
+	OutboundMessage OutboundKind = "message"
 )
 
 // OutboundJob is an outbound A2A call waiting to be made.

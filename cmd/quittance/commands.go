@@ -91,6 +91,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newSweepCommand(getenv, stdout),
 		newTokenCommand(getenv, stdout),
 		newVerifyChainCommand(getenv, stdout, stderr),
+		newWebhooksCommand(getenv, stdout),
 	)
 	// A demo supplier's A2A agent, for the local walk-through.
 	root.AddCommand(newDemoAgentCommand(getenv, stdout, stderr))

@@ -50,6 +50,26 @@ type config struct {
 	CompensationMaxAttempts int `env:"QUITTANCE_COMPENSATION_MAX_ATTEMPTS" envDefault:"8"`
 	// A2AStreaming subscribes to tasks whose agent card declares streaming.
 	A2AStreaming bool `env:"QUITTANCE_A2A_STREAMING" envDefault:"true"`
+	// SigningKeyFile holds the ledger's Ed25519 signing keys (a PEM PKCS #8
+	// key, or a JWK Set of private keys whose first key signs); `dev`
+	// generates one in the data directory.
+	SigningKeyFile string `env:"QUITTANCE_SIGNING_KEY_FILE"`
+	// WebhookMaxAttempts is how many delivery attempts are made before a
+	// webhook delivery is dead-lettered.
+	WebhookMaxAttempts int `env:"QUITTANCE_WEBHOOK_MAX_ATTEMPTS" envDefault:"40"`
+	// WebhookBackoffBase and WebhookBackoffMax bound the backoff between
+	// webhook delivery attempts.
+	WebhookBackoffBase time.Duration `env:"QUITTANCE_WEBHOOK_BACKOFF_BASE" envDefault:"5s"`
+	WebhookBackoffMax  time.Duration `env:"QUITTANCE_WEBHOOK_BACKOFF_MAX" envDefault:"1h"`
+	// StreamHeartbeat is how long an event stream may be idle before a
+	// heartbeat comment is sent.
+	StreamHeartbeat time.Duration `env:"QUITTANCE_STREAM_HEARTBEAT" envDefault:"15s"`
+	// StreamPoll is how often an event stream reads the table without a
+	// LISTEN/NOTIFY wake-up.
+	StreamPoll time.Duration `env:"QUITTANCE_STREAM_POLL" envDefault:"2s"`
+	// createSigningKey makes the service generate SigningKeyFile when it is
+	// missing (dev only).
+	createSigningKey bool
 }
 
 // variables are the names config reads.
@@ -60,6 +80,8 @@ var variables = []string{
 	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST",
 	"QUITTANCE_EGRESS_ALLOW_HTTP", "QUITTANCE_A2A_INTERVAL", "QUITTANCE_A2A_LEASE", "QUITTANCE_A2A_BACKOFF_BASE",
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
+	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
+	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
@@ -94,6 +116,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.A2AInterval <= 0 || cfg.A2ALease <= 0 || cfg.A2ABackoffBase <= 0 || cfg.A2ABackoffMax < cfg.A2ABackoffBase || cfg.PollAfter <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_A2A_INTERVAL, QUITTANCE_A2A_LEASE, QUITTANCE_A2A_BACKOFF_BASE and QUITTANCE_POLL_AFTER must be positive, and QUITTANCE_A2A_BACKOFF_MAX at least the base")}
+	}
+	if cfg.WebhookMaxAttempts < 1 || cfg.WebhookBackoffBase <= 0 || cfg.WebhookBackoffMax < cfg.WebhookBackoffBase || cfg.StreamHeartbeat <= 0 || cfg.StreamPoll <= 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WEBHOOK_MAX_ATTEMPTS must be at least 1, QUITTANCE_WEBHOOK_BACKOFF_BASE, QUITTANCE_STREAM_HEARTBEAT and QUITTANCE_STREAM_POLL positive, and QUITTANCE_WEBHOOK_BACKOFF_MAX at least the base")}
 	}
 	if cfg.CompensationMaxAttempts < 1 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}

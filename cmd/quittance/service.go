@@ -23,6 +23,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgcluster"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -84,6 +85,10 @@ func serve(ctx context.Context, getenv func(string) string, stdout, stderr io.Wr
 // README's walk-through works across restarts of `make run`.
 const devTokenFile = "dev-oncall-token"
 
+// devSigningKeyFile keeps the dev ledger signing key (a JWK Set) in the data
+// directory.
+const devSigningKeyFile = "ledger-signing-key.jwks.json"
+
 func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -119,6 +124,10 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		}()
 		cfg.DatabaseURL = cluster.URL("quittance")
 		fmt.Fprintf(stdout, "PostgreSQL: %s (data in %s)\n", cfg.DatabaseURL, cluster.DataDir())
+	}
+	if cfg.SigningKeyFile == "" {
+		cfg.SigningKeyFile = filepath.Join(cfg.DataDir, devSigningKeyFile)
+		cfg.createSigningKey = true
 	}
 	if cfg.BootstrapToken == "" {
 		path := filepath.Join(cfg.DataDir, devTokenFile)
@@ -179,6 +188,18 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		Store: store.Compensation(), Log: log, LedgerID: cfg.LedgerID,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
 	})
+	// The ledger's identity signs outbound compensation requests; its public
+	// keys are served at /.well-known/jwks.json.
+	var identity *compensation.Identity
+	if cfg.SigningKeyFile != "" {
+		identity, err = compensation.LoadOrCreateIdentityFile(cfg.LedgerID, cfg.SigningKeyFile, cfg.createSigningKey, time.Now())
+		if err != nil {
+			return usageError{fmt.Errorf("QUITTANCE_SIGNING_KEY_FILE: %w", err)}
+		}
+		log.Info("ledger signing key loaded", slog.String("kid", identity.ActiveKeyID()))
+	} else {
+		log.Warn("QUITTANCE_SIGNING_KEY_FILE is not set: compensation requests are not signed and no JWKS is published")
+	}
 	// The A2A workers: dispatch, cancel, compensation requests, polling,
 	// streaming, and the push receiver. Every outbound call goes through one
 	// SSRF-safe client.
@@ -187,12 +208,26 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		Log: log.With(slog.String("component", "a2a")), LedgerID: cfg.LedgerID, PublicURL: cfg.PublicURL,
 		Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
 		BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,
-		CompensationMaxAttempts: cfg.CompensationMaxAttempts, Streaming: cfg.A2AStreaming,
+		CompensationMaxAttempts: cfg.CompensationMaxAttempts, Streaming: cfg.A2AStreaming, Identity: identity,
 	})
 	if cfg.PublicURL == "" {
 		log.Warn("QUITTANCE_PUBLIC_URL is not set: no push notifications are registered with remote agents; dispatched tasks are polled")
 	}
+	// Webhooks: deliveries are outbox rows written with their events and
+	// delivered by every replica through the same egress policy.
+	webhooks := webhook.NewService(webhook.Config{
+		Store: store.Webhooks(), Log: log.With(slog.String("component", "webhooks")), Egress: egress,
+		MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
+		Wake: store.FeedWake,
+	})
+	var jwks func() []byte
+	if identity != nil {
+		jwks = identity.JWKS
+	}
+	streamsDone := make(chan struct{})
 	api := httpapi.New(httpapi.Config{
+		Orchestrator: a2aWorker, Feed: store, Webhooks: webhooks, JWKS: jwks,
+		Stream: httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
 		Ledger: ledgerSvc, Compensation: compensationSvc, Ready: store.Ping, Log: log, Version: version, Push: a2aWorker,
 		Reports:  ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store}),
 		LedgerID: cfg.LedgerID, Metrics: metrics,
@@ -234,6 +269,19 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		<-a2aDone
 	}()
 
+	webhookCtx, stopWebhooks := context.WithCancel(context.WithoutCancel(ctx))
+	webhookDone := make(chan struct{})
+	go func() {
+		defer close(webhookDone)
+		if err := webhooks.Run(webhookCtx); err != nil {
+			log.Error("webhook deliveries stopped", slog.Any("error", err))
+		}
+	}()
+	defer func() {
+		stopWebhooks()
+		<-webhookDone
+	}()
+
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -246,6 +294,9 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	// Event streams never end by themselves: shutting down ends them, and
+	// clients resume elsewhere with Last-Event-ID.
+	server.RegisterOnShutdown(func() { close(streamsDone) })
 	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
 	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
 

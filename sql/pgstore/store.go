@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,10 @@ type Store struct {
 	reader
 	pool        *pgxpool.Pool
 	afterCommit func([]ledger.Event)
+
+	// listen wakes event stream readers (FeedWake); started on first use.
+	listenOnce sync.Once
+	listen     *listener
 }
 
 // Option configures a Store.

@@ -26,6 +26,14 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 	return toDelegation(row), nil
 }
 
+func (t *tx) OrgForShare(ctx context.Context, id string) (ledger.Org, error) {
+	row, err := t.q.OrgGetByIDForShare(ctx, id)
+	if err != nil {
+		return ledger.Org{}, notFound(err, "org", id)
+	}
+	return toOrg(row), nil
+}
+
 func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, error) {
 	n, err := t.q.DelegationInsert(ctx, dbsqlc.DelegationInsertParams{
 		ID: d.ID, Tenant: d.Tenant, BusinessOperationID: d.BusinessOperationID, RequestHash: d.RequestHash,
@@ -178,6 +186,9 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	}
 	if e.Seq, err = t.q.EventInsert(ctx, p); err != nil {
 		return ledger.Event{}, fmt.Errorf("insert event into %s: %w", e.Stream, err)
+	}
+	if err := t.enqueueWebhooks(ctx, e); err != nil {
+		return ledger.Event{}, err
 	}
 	t.appended = append(t.appended, e)
 	return e, nil

@@ -1,6 +1,12 @@
 -- name: OrgGetByID :one
 SELECT * FROM remote_orgs WHERE id = $1;
 
+-- name: OrgGetByIDForShare :one
+-- Delegation creation holds this lock until it commits, so an identity
+-- revocation (which updates the row) either sees the new delegation and
+-- escalates it, or commits first and the creation sees the revocation.
+SELECT * FROM remote_orgs WHERE id = $1 FOR SHARE;
+
 -- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
     id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts,
@@ -16,8 +22,10 @@ ON CONFLICT (id) DO UPDATE SET
     agent_card_url          = EXCLUDED.agent_card_url,
     allowed_hosts           = EXCLUDED.allowed_hosts,
     require_signed_receipts = EXCLUDED.require_signed_receipts,
-    identity_revoked_at     = EXCLUDED.identity_revoked_at,
-    identity_revoked_reason = EXCLUDED.identity_revoked_reason,
+    -- A registration never undoes a revocation, even one committed while
+    -- the registration was in flight.
+    identity_revoked_at     = COALESCE(remote_orgs.identity_revoked_at, EXCLUDED.identity_revoked_at),
+    identity_revoked_reason = COALESCE(remote_orgs.identity_revoked_reason, EXCLUDED.identity_revoked_reason),
     updated_at              = EXCLUDED.updated_at;
 
 -- name: TaskClassGetByName :one

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type A2aDelegation struct {
@@ -106,6 +107,28 @@ type Delegation struct {
 	UpdatedAt             time.Time
 }
 
+type DelegationLink struct {
+	DelegationID uuid.UUID
+	LinkedID     uuid.UUID
+	Kind         string
+	CreatedAt    time.Time
+}
+
+type DelegationMessage struct {
+	DelegationID uuid.UUID
+	MessageID    string
+	A2aMessageID string
+	RequestHash  []byte
+	Payload      []byte
+	Status       string
+	Attempts     int32
+	Error        *string
+	ResultState  *string
+	CreatedAt    time.Time
+	SentAt       *time.Time
+	UpdatedAt    time.Time
+}
+
 type Event struct {
 	Seq            int64
 	Stream         string
@@ -120,6 +143,13 @@ type Event struct {
 	Evidence       *string
 	PrevHash       []byte
 	Hash           []byte
+}
+
+type EventPosition struct {
+	Pos          int64
+	Seq          int64
+	DelegationID uuid.NullUUID
+	Tenant       *string
 }
 
 type RemoteOrg struct {
@@ -213,12 +243,45 @@ type TaskClass struct {
 	UpdatedAt             time.Time
 }
 
+type TaskSnapshot struct {
+	DelegationID uuid.UUID
+	Snapshot     []byte
+	UpdatedAt    time.Time
+}
+
 type UsedTokenID struct {
 	OrgID        string
 	Jti          string
 	DelegationID uuid.UUID
 	TokenSha256  []byte
 	UsedAt       time.Time
+}
+
+type WebhookDelivery struct {
+	ID            int64
+	Tenant        string
+	EndpointID    string
+	EventSeq      int64
+	Status        string
+	Attempts      int32
+	NextAttemptAt time.Time
+	LockedUntil   *time.Time
+	LeaseToken    *string
+	LastStatus    pgtype.Int4
+	LastError     *string
+	CreatedAt     time.Time
+	DeliveredAt   *time.Time
+	UpdatedAt     time.Time
+}
+
+type WebhookEndpoint struct {
+	Tenant     string
+	ID         string
+	Url        string
+	EventTypes []string
+	Secret     string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 type WriteOff struct {

@@ -35,6 +35,32 @@ func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) 
 	return i, err
 }
 
+const orgGetByIDForShare = `-- name: OrgGetByIDForShare :one
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at FROM remote_orgs WHERE id = $1 FOR SHARE
+`
+
+// Delegation creation holds this lock until it commits, so an identity
+// revocation (which updates the row) either sees the new delegation and
+// escalates it, or commits first and the creation sees the revocation.
+func (q *Queries) OrgGetByIDForShare(ctx context.Context, id string) (RemoteOrg, error) {
+	row := q.db.QueryRow(ctx, orgGetByIDForShare, id)
+	var i RemoteOrg
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.SharedCoordinator,
+		&i.Jwks,
+		&i.AgentCardUrl,
+		&i.AllowedHosts,
+		&i.RequireSignedReceipts,
+		&i.IdentityRevokedAt,
+		&i.IdentityRevokedReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const orgUpsert = `-- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
     id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts,
@@ -50,8 +76,10 @@ ON CONFLICT (id) DO UPDATE SET
     agent_card_url          = EXCLUDED.agent_card_url,
     allowed_hosts           = EXCLUDED.allowed_hosts,
     require_signed_receipts = EXCLUDED.require_signed_receipts,
-    identity_revoked_at     = EXCLUDED.identity_revoked_at,
-    identity_revoked_reason = EXCLUDED.identity_revoked_reason,
+    -- A registration never undoes a revocation, even one committed while
+    -- the registration was in flight.
+    identity_revoked_at     = COALESCE(remote_orgs.identity_revoked_at, EXCLUDED.identity_revoked_at),
+    identity_revoked_reason = COALESCE(remote_orgs.identity_revoked_reason, EXCLUDED.identity_revoked_reason),
     updated_at              = EXCLUDED.updated_at
 `
 

@@ -13,6 +13,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/webhook"
 )
 
 // Config wires the API to the domain services.
@@ -40,6 +41,20 @@ type Config struct {
 	// Push receives A2A push notifications at /a2a/push/{delegation_id};
 	// the endpoint is served only when it is set.
 	Push PushReceiver
+	// Orchestrator continues interrupted tasks and serves task snapshots;
+	// those operations are registered only when it is set.
+	Orchestrator Orchestrator
+	// Feed serves the replayable event streams; they are served only when
+	// it is set.
+	Feed ledger.Feed
+	// Stream tunes the event streams.
+	Stream StreamConfig
+	// Webhooks manages webhook endpoints and deliveries; those operations
+	// are registered only when it is set.
+	Webhooks *webhook.Service
+	// JWKS returns the ledger's public JWK Set, served at
+	// /.well-known/jwks.json when set.
+	JWKS func() []byte
 }
 
 // Server is the HTTP API.
@@ -62,6 +77,12 @@ type Server struct {
 
 	// push is nil when the A2A push receiver is not served.
 	push PushReceiver
+
+	orchestrator Orchestrator
+	feed         ledger.Feed
+	stream       StreamConfig
+	webhooks     *webhook.Service
+	jwks         func() []byte
 }
 
 // bearerAuth is the security requirement of every authenticated operation.
@@ -83,6 +104,7 @@ func New(cfg Config) *Server {
 	s := &Server{ledger: cfg.Ledger, ready: cfg.Ready, log: cfg.Log, mux: mux}
 	s.compensation = cfg.Compensation
 	s.push = cfg.Push
+	s.orchestrator, s.feed, s.stream, s.webhooks, s.jwks = cfg.Orchestrator, cfg.Feed, cfg.Stream.withDefaults(), cfg.Webhooks, cfg.JWKS
 	s.reports, s.ledgerID, s.metrics = cfg.Reports, cfg.LedgerID, cfg.Metrics
 	s.limiter = newLimiter(cfg.RateLimit, time.Now)
 	s.api = humago.New(mux, hc)
@@ -93,7 +115,11 @@ func New(cfg Config) *Server {
 	s.registerCompensation()
 	s.registerReporting()
 	s.registerPush()
-	s.handler = s.middleware(mux)
+	s.registerOrchestrator()
+	s.registerStreams()
+	s.registerWebhooks()
+	s.registerJWKS()
+	s.handler = s.middleware(s.routeStreams(mux))
 	return s
 }
 

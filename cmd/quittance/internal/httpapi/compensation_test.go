@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -854,5 +855,58 @@ func TestEvidenceBodyLimitWithoutLength(t *testing.T) {
 	out := e.accept(t, acksPath, padded, "applied")
 	if out.ObligationState != "compensated" {
 		t.Fatalf("a token of exactly the limit: %s", out.ObligationState)
+	}
+}
+
+// TestRevocationRacesCreation revokes an org's identity while delegations
+// to it are being created: once the revocation has committed, no delegation
+// of that org may be left "held" — each one was either escalated by the
+// revocation or refused because it saw it.
+func TestRevocationRacesCreation(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	const creators = 16
+	var wg sync.WaitGroup
+	statuses := make(chan int, creators)
+	for i := range creators {
+		wg.Go(func() {
+			req := apitest.NewCreateRequest(fmt.Sprintf("race-%d", i), orgB, "procurement", budgetID, 10, "EUR")
+			statuses <- e.Do(t, http.MethodPost, "/v1/delegations", e.orch, req).Status
+		})
+	}
+	wg.Go(func() {
+		e.Do(t, http.MethodPost, "/admin/v1/orgs/"+orgB+"/revoke-identity", e.OncallToken,
+			map[string]any{"reason": "key compromised"}).Expect(t, http.StatusOK)
+	})
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		if s != http.StatusCreated && s != http.StatusConflict {
+			t.Errorf("create during revocation: status %d, want 201 or 409", s)
+		}
+	}
+	var held int
+	if err := e.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM delegations WHERE org_id = $1 AND obligation_state = 'held'`, orgB).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Errorf("%d delegations of the revoked org are still held, want all escalated", held)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestRegistrationKeepsRevocation re-registers a revoked org: the
+// registration must not restore the identity it revoked.
+func TestRegistrationKeepsRevocation(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	e.Do(t, http.MethodPost, "/admin/v1/orgs/"+orgB+"/revoke-identity", e.OncallToken,
+		map[string]any{"reason": "key compromised"}).Expect(t, http.StatusOK)
+	e.putOrg(t, orgB, e.b.JWKS())
+	var org httpapi.OrgBody
+	e.Do(t, http.MethodGet, "/admin/v1/orgs/"+orgB, e.OncallToken, nil).Expect(t, http.StatusOK).JSON(t, &org)
+	if org.IdentityRevokedAt == nil || org.IdentityRevokedReason != "key compromised" {
+		t.Errorf("after re-registration: revoked_at %v, reason %q; want the revocation kept", org.IdentityRevokedAt, org.IdentityRevokedReason)
 	}
 }

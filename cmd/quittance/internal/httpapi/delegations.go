@@ -52,6 +52,7 @@ type DelegationBody struct {
 	ObligationReason    string            `json:"obligation_reason,omitempty"`
 	CancelRequestedAt   *time.Time        `json:"cancel_requested_at,omitempty"`
 	Compensation        *CompensationBody `json:"compensation,omitempty"`
+	Links               *LinksBody        `json:"links,omitempty" doc:"Links to and from other delegations (shown on a single delegation)."`
 	Version             int64             `json:"version"`
 	CreatedAt           time.Time         `json:"created_at"`
 	UpdatedAt           time.Time         `json:"updated_at"`
@@ -93,7 +94,68 @@ type createDelegationInput struct {
 		Hold                MoneyBody     `json:"hold"`
 		Remote              *RemoteBody   `json:"remote,omitempty" doc:"The remote task the orchestrator created itself. Exactly one of remote and dispatch."`
 		Dispatch            *DispatchBody `json:"dispatch,omitempty" doc:"Work for Quittance to send to the org's agent over A2A after placing the hold. Exactly one of remote and dispatch."`
+		ContextFrom         string        `json:"context_from,omitempty" format:"uuid" doc:"A delegation with the same org whose remote context the new task is sent in (a refinement of its work)."`
+		References          []string      `json:"references,omitempty" maxItems:"16" doc:"Delegations with the same org whose remote tasks the new task references (A2A referenceTaskIds)."`
 	}
+}
+
+// LinksBody shows a delegation's links both ways.
+type LinksBody struct {
+	ContextFrom     string   `json:"context_from,omitempty" doc:"The delegation whose remote context this one was sent in."`
+	References      []string `json:"references" doc:"Delegations whose remote tasks this one references."`
+	ContextChildren []string `json:"context_children" doc:"Delegations sent in this one's remote context."`
+	ReferencedBy    []string `json:"referenced_by" doc:"Delegations that reference this one's remote task."`
+}
+
+func linksBody(l ledger.Links) *LinksBody {
+	ids := func(in []uuid.UUID) []string {
+		out := make([]string, len(in))
+		for i, id := range in {
+			out[i] = id.String()
+		}
+		return out
+	}
+	b := &LinksBody{References: ids(l.References), ContextChildren: ids(l.ContextChildren), ReferencedBy: ids(l.ReferencedBy)}
+	if l.ContextFrom != uuid.Nil {
+		b.ContextFrom = l.ContextFrom.String()
+	}
+	return b
+}
+
+// withLinks adds the delegation's links to its body.
+func (s *Server) withLinks(ctx context.Context, b DelegationBody) (DelegationBody, error) {
+	id, err := uuid.Parse(b.ID)
+	if err != nil {
+		return b, err
+	}
+	l, err := s.ledger.DelegationLinks(ctx, principal(ctx), id)
+	if err != nil {
+		return b, err
+	}
+	b.Links = linksBody(l)
+	return b, nil
+}
+
+// linkIDs parses the linked delegation ids of a create request; an id that
+// is not a UUID names no delegation.
+func linkIDs(contextFrom string, refs []string) (uuid.UUID, []uuid.UUID, error) {
+	var from uuid.UUID
+	if contextFrom != "" {
+		id, err := uuid.Parse(contextFrom)
+		if err != nil {
+			return uuid.Nil, nil, &ledger.ReferenceError{Field: "context_from", ID: contextFrom}
+		}
+		from = id
+	}
+	out := make([]uuid.UUID, 0, len(refs))
+	for _, r := range refs {
+		id, err := uuid.Parse(r)
+		if err != nil {
+			return uuid.Nil, nil, &ledger.ReferenceError{Field: "references", ID: r}
+		}
+		out = append(out, id)
+	}
+	return from, out, nil
 }
 
 // DispatchBody asks Quittance to send the delegated work itself.
@@ -103,6 +165,12 @@ type DispatchBody struct {
 
 type delegationPathInput struct {
 	ID string `path:"id" doc:"The delegation id (a UUID)."`
+}
+
+type delegationEventsInput struct {
+	ID     string `path:"id" doc:"The delegation id (a UUID)."`
+	Stream bool   `query:"stream" doc:"true: serve a replayable Server-Sent Events stream (id = the event's seq; resume with Last-Event-ID or after)."`
+	After  string `query:"after" doc:"With stream=true: resume after the event with this seq (like Last-Event-ID), or 'now' for new events only."`
 }
 
 type taskStatusInput struct {
@@ -171,11 +239,16 @@ func (s *Server) registerDelegations() {
 		Security:    bearerAuth, DefaultStatus: http.StatusCreated,
 	}, func(ctx context.Context, in *createDelegationInput) (*delegationOutput, error) {
 		b := in.Body
+		from, refs, err := linkIDs(b.ContextFrom, b.References)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
 		d, created, err := s.ledger.CreateDelegation(ctx, principal(ctx), ledger.CreateInput{
 			BusinessOperationID: b.BusinessOperationID, OrgID: b.OrgID, TaskClass: b.TaskClass, BudgetID: b.BudgetID,
-			Hold:     ledger.Money{AmountMinor: b.Hold.AmountMinor, Currency: b.Hold.Currency},
-			Remote:   remoteTask(b.Remote),
-			Dispatch: dispatchInput(b.Dispatch),
+			Hold:        ledger.Money{AmountMinor: b.Hold.AmountMinor, Currency: b.Hold.Currency},
+			Remote:      remoteTask(b.Remote),
+			Dispatch:    dispatchInput(b.Dispatch),
+			ContextFrom: from, References: refs,
 		})
 		if err != nil {
 			return nil, s.fail(ctx, err)
@@ -184,7 +257,13 @@ func (s *Server) registerDelegations() {
 		if created {
 			status = http.StatusCreated
 		}
-		return &delegationOutput{Status: status, Body: delegationBody(d)}, nil
+		body := delegationBody(d)
+		if from != uuid.Nil || len(refs) > 0 {
+			if body, err = s.withLinks(ctx, body); err != nil {
+				return nil, s.fail(ctx, err)
+			}
+		}
+		return &delegationOutput{Status: status, Body: body}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{
@@ -199,7 +278,11 @@ func (s *Server) registerDelegations() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+		body, err := s.withLinks(ctx, delegationBody(d))
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &delegationOutput{Status: http.StatusOK, Body: body}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{
@@ -282,8 +365,10 @@ func (s *Server) registerDelegations() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-delegation-events", Method: http.MethodGet, Path: "/v1/delegations/{id}/events", Tags: tags,
-		Summary: "The delegation's audit events, oldest first", Security: bearerAuth,
-	}, func(ctx context.Context, in *delegationPathInput) (*eventsOutput, error) {
+		Summary:     "The delegation's audit events, oldest first",
+		Description: "With stream=true (or Accept: text/event-stream) the events are served as a replayable Server-Sent Events stream instead: see GET /v1/events.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, in *delegationEventsInput) (*eventsOutput, error) {
 		id, err := parseID(in.ID)
 		if err != nil {
 			return nil, err

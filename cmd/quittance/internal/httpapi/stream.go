@@ -1,0 +1,334 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Replayable event streams. GET /v1/events (a tenant's delegations for an
+// orchestrator, everything for finance and on-call) and GET
+// /v1/delegations/{id}/events serve, with stream=true or Accept:
+// text/event-stream, the durable events table as Server-Sent Events: each
+// event's SSE id is its seq, and Last-Event-ID (or after=<seq>) resumes
+// exactly after it, on any replica and across restarts: nothing is held in
+// process memory but a wake-up signal.
+//
+// Ordering. seq is a bigserial taken at insert, so two transactions can
+// commit out of seq order; a reader that resumed "after seq N" would miss a
+// lower seq committed after it read N. Streams are therefore served in
+// commit order, by the position a deferred trigger gives each event at
+// commit time under one advisory lock (migration 00004): positions become
+// visible in increasing order, so a reader that saw position P will never
+// find a new event below P. Last-Event-ID carries the seq (what clients
+// see and store), which is mapped back to its position to resume; ids are
+// unique but, across delegations, not necessarily increasing. Within one
+// delegation, appends are serialized, so its stream is in seq order.
+//
+// Wake-ups come from LISTEN/NOTIFY (the same trigger notifies at commit),
+// and the table is polled every StreamConfig.Poll anyway; a comment line is
+// sent every StreamConfig.Heartbeat so proxies keep idle streams open.
+
+// StreamConfig tunes the event streams. Zero values take the defaults.
+type StreamConfig struct {
+	// Heartbeat is how long a stream may be idle before a comment line is
+	// sent (default 15s).
+	Heartbeat time.Duration
+	// Poll is how often the table is read without a wake-up (default 2s).
+	Poll time.Duration
+	// Batch is how many events are read at a time (default 100).
+	Batch int
+	// Done, when closed, ends every open stream (graceful shutdown).
+	Done <-chan struct{}
+}
+
+func (c StreamConfig) withDefaults() StreamConfig {
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.Poll <= 0 {
+		c.Poll = 2 * time.Second
+	}
+	if c.Batch <= 0 {
+		c.Batch = 100
+	}
+	return c
+}
+
+// FeedEventBody is an event of the feed: the audit event with its
+// delegation.
+type FeedEventBody struct {
+	EventBody
+	DelegationID string `json:"delegation_id,omitempty" format:"uuid"`
+	Stream       string `json:"stream"`
+}
+
+func feedEventBody(fe ledger.FeedEvent) FeedEventBody {
+	b := FeedEventBody{EventBody: eventBodies([]ledger.Event{fe.Event})[0], Stream: fe.Event.Stream}
+	if fe.Event.DelegationID != uuid.Nil {
+		b.DelegationID = fe.Event.DelegationID.String()
+	}
+	return b
+}
+
+type feedInput struct {
+	Stream bool   `query:"stream" doc:"true: serve a replayable Server-Sent Events stream (id = the event's seq; resume with Last-Event-ID or after)."`
+	After  string `query:"after" doc:"Return events committed after the event with this seq; 'now' for new events only."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"100"`
+}
+
+type feedOutput struct {
+	Body struct {
+		Events []FeedEventBody `json:"events"`
+		// NextAfter is the after of the next page.
+		NextAfter string `json:"next_after,omitempty" doc:"Pass as after to read on; absent when there were no events."`
+	}
+}
+
+func (s *Server) registerStreams() {
+	if s.feed == nil {
+		return
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
+		Summary: "Events in commit order (a tenant's for orchestrators, all for finance and on-call)",
+		Description: "A page of events in commit order. With stream=true (or Accept: text/event-stream) a replayable Server-Sent Events stream: " +
+			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate.",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *feedInput) (*feedOutput, error) {
+		q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)
+		if err != nil {
+			return nil, err
+		}
+		if q.AfterPosition, err = s.resumePosition(ctx, in.After); err != nil {
+			return nil, err
+		}
+		q.Limit = in.Limit
+		events, err := s.feed.FeedEvents(ctx, q)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &feedOutput{}
+		out.Body.Events = make([]FeedEventBody, len(events))
+		for i, fe := range events {
+			out.Body.Events[i] = feedEventBody(fe)
+		}
+		if n := len(events); n > 0 {
+			out.Body.NextAfter = strconv.FormatInt(events[n-1].Event.Seq, 10)
+		}
+		return out, nil
+	})
+}
+
+// feedScope is what the principal may read: one delegation it may see, its
+// tenant's delegations (orchestrators), or everything (finance, on-call).
+func (s *Server) feedScope(ctx context.Context, p ledger.Principal, delegation uuid.UUID) (ledger.FeedQuery, error) {
+	var q ledger.FeedQuery
+	if delegation != uuid.Nil {
+		if _, err := s.ledger.GetDelegation(ctx, p, delegation); err != nil {
+			return q, s.fail(ctx, err)
+		}
+		q.DelegationID = delegation
+		return q, nil
+	}
+	switch p.Role {
+	case ledger.RoleFinance, ledger.RoleOncall:
+	case ledger.RoleOrchestrator:
+		q.Tenant = p.Tenant
+	default:
+		return q, s.fail(ctx, ledger.ErrForbidden)
+	}
+	return q, nil
+}
+
+// resumePosition maps a Last-Event-ID or after value (an event's seq, or
+// "now") to the feed position to read after.
+func (s *Server) resumePosition(ctx context.Context, v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	switch v {
+	case "":
+		return 0, nil
+	case "now":
+		pos, err := s.feed.FeedHead(ctx)
+		if err != nil {
+			return 0, s.fail(ctx, err)
+		}
+		return pos, nil
+	}
+	seq, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || seq < 0 {
+		return 0, newProblem(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID and after must be an event seq or 'now'")
+	}
+	if seq == 0 {
+		return 0, nil
+	}
+	pos, err := s.feed.FeedPosition(ctx, seq)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return 0, newProblem(http.StatusBadRequest, "invalid_last_event_id", "no event has this seq")
+	}
+	if err != nil {
+		return 0, s.fail(ctx, err)
+	}
+	return pos, nil
+}
+
+// routeStreams sends stream requests of the event listings to the SSE
+// handler and everything else to next. The JSON listings stay huma
+// operations on the same paths.
+func (s *Server) routeStreams(next http.Handler) http.Handler {
+	if s.feed == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && wantsStream(r) {
+			if r.URL.Path == "/v1/events" {
+				s.serveStream(w, r, "")
+				return
+			}
+			if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/delegations/"); ok {
+				if id, ok := strings.CutSuffix(rest, "/events"); ok && id != "" && !strings.Contains(id, "/") {
+					s.serveStream(w, r, id)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func wantsStream(r *http.Request) bool {
+	if v := r.URL.Query().Get("stream"); v != "" {
+		b, err := strconv.ParseBool(v)
+		return err == nil && b
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// serveStream serves one SSE stream until the client goes away or the
+// server shuts down.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation string) {
+	ctx := r.Context()
+	r.Pattern = "GET /v1/events (stream)"
+	if delegation != "" {
+		r.Pattern = "GET /v1/delegations/{id}/events (stream)"
+	}
+	scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		secret = ""
+	}
+	p, err := s.ledger.Authenticate(ctx, strings.TrimSpace(secret))
+	if err != nil {
+		s.writeHTTPProblem(w, r, err)
+		return
+	}
+	var id uuid.UUID
+	if delegation != "" {
+		if id, err = parseID(delegation); err != nil {
+			s.writeHTTPProblem(w, r, err)
+			return
+		}
+	}
+	q, err := s.feedScope(ctx, p, id)
+	if err != nil {
+		s.writeHTTPProblem(w, r, err)
+		return
+	}
+	resume := r.Header.Get("Last-Event-ID")
+	if resume == "" {
+		resume = r.URL.Query().Get("after")
+	}
+	if q.AfterPosition, err = s.resumePosition(ctx, resume); err != nil {
+		s.writeHTTPProblem(w, r, err)
+		return
+	}
+	q.Limit = s.stream.Batch
+
+	wake, stop := s.feed.FeedWake()
+	defer stop()
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, "retry: 2000\n: stream of quittance events\n\n"); err != nil {
+		return
+	}
+	_ = rc.Flush()
+
+	poll := time.NewTicker(s.stream.Poll)
+	defer poll.Stop()
+	idle := time.NewTimer(s.stream.Heartbeat)
+	defer idle.Stop()
+	for {
+		events, err := s.feed.FeedEvents(ctx, q)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "event stream read failed", slog.Any("error", err))
+			}
+			return
+		}
+		for _, fe := range events {
+			data, err := json.Marshal(feedEventBody(fe))
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", fe.Event.Seq, data); err != nil {
+				return
+			}
+			q.AfterPosition = fe.Position
+		}
+		if len(events) > 0 {
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			idle.Reset(s.stream.Heartbeat)
+		}
+		if len(events) == q.Limit {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stream.Done:
+			return
+		case <-wake:
+		case <-poll.C:
+		case <-idle.C:
+			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			idle.Reset(s.stream.Heartbeat)
+		}
+	}
+}
+
+// writeHTTPProblem maps err through the one problem mapping and writes it,
+// for handlers served outside huma.
+func (s *Server) writeHTTPProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p, ok := problemFor(r.Context(), s.log, err).(*Problem)
+	if !ok {
+		p = newProblem(http.StatusInternalServerError, "internal", "an internal error occurred; it has been logged")
+	}
+	if p.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="quittance"`)
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = jsonEncode(w, p)
+}

@@ -1,0 +1,66 @@
+package delegate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+func TestSnapshotAppliesChunksInOrder(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	limits := SnapshotLimits{MaxArtifactBytes: 200, MaxTotalBytes: 400}
+	chunk := func(id, text string, appendChunk, last bool) ArtifactUpdate {
+		return ArtifactUpdate{TaskID: "t1", Artifact: Artifact{ArtifactID: id, Name: "n-" + id, Parts: []Part{{Text: text}}}, Append: appendChunk, LastChunk: last}
+	}
+	var s TaskSnapshot
+	s = s.ApplyStatus(StatusUpdate{TaskID: "t1", Status: TaskStatusValue{State: ledger.StatusWorking, Message: &Message{Parts: []Part{{Text: "working"}}}}}, "stream", now)
+	s = s.ApplyArtifactUpdate(chunk("a", "one ", false, false), "stream", now, limits)
+	s = s.ApplyArtifactUpdate(chunk("b", "other", false, true), "stream", now, limits)
+	if s.Artifacts[0].Complete {
+		t.Fatal("an artifact without its last chunk is complete")
+	}
+	s = s.ApplyArtifactUpdate(chunk("a", "two ", true, false), "stream", now, limits)
+	s = s.ApplyArtifactUpdate(chunk("a", "three", true, true), "stream", now, limits)
+	if len(s.Artifacts) != 2 || s.Artifacts[0].ArtifactID != "a" || s.Artifacts[1].ArtifactID != "b" {
+		t.Fatalf("artifacts = %+v", s.Artifacts)
+	}
+	var text strings.Builder
+	for _, p := range s.Artifacts[0].Parts {
+		text.WriteString(p.Text)
+	}
+	if text.String() != "one two three" || !s.Artifacts[0].Complete || s.StatusMessage.Text != "working" {
+		t.Fatalf("assembled %q, snapshot %+v", text.String(), s)
+	}
+	// A chunk without append replaces the artifact.
+	s = s.ApplyArtifactUpdate(chunk("b", "replaced", false, true), "stream", now, limits)
+	if len(s.Artifacts[1].Parts) != 1 || s.Artifacts[1].Parts[0].Text != "replaced" {
+		t.Fatalf("replaced artifact = %+v", s.Artifacts[1])
+	}
+
+	// Growing past the per-artifact bound keeps a marker and the size.
+	big := strings.Repeat("x", 150)
+	s = s.ApplyArtifactUpdate(chunk("c", big, false, false), "stream", now, limits)
+	if s.Artifacts[2].TooLarge {
+		t.Fatal("marked too large early")
+	}
+	s = s.ApplyArtifactUpdate(chunk("c", big, true, true), "stream", now, limits)
+	c := s.Artifacts[2]
+	if !c.TooLarge || len(c.Parts) != 0 || c.SizeBytes < 300 || !c.Complete || c.Name != "n-c" {
+		t.Fatalf("oversized artifact = %+v", c)
+	}
+	raw, _ := json.Marshal(s)
+	if !strings.Contains(string(raw), `"too_large":true`) || strings.Contains(string(raw), big) {
+		t.Fatalf("snapshot JSON %s", raw)
+	}
+	// A fetched task replaces everything, within the same bounds.
+	s = s.ApplyTask(Task{ID: "t1", Status: TaskStatusValue{State: ledger.StatusCompleted}, Artifacts: []Artifact{
+		{ArtifactID: "a", Parts: []Part{{Text: "final"}}}, {ArtifactID: "huge", Parts: []Part{{Text: strings.Repeat("y", 500)}}},
+	}}, "poll", now, limits)
+	if s.State != ledger.StatusCompleted || len(s.Artifacts) != 2 || !s.Artifacts[1].TooLarge || s.Artifacts[0].TooLarge || s.StatusMessage != nil {
+		t.Fatalf("after a fetched task: %+v", s)
+	}
+}

@@ -6,7 +6,7 @@ GO        ?= go
 GOTEST    ?= $(GO) test -race -count=1
 PGTESTENV  = $(GO) run ./sql/pgtest/pgtestenv
 
-.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check check-rules fuzz
+.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check check-rules fuzz bench soak
 
 ## run: serve on the embedded default (a private PostgreSQL cluster under ./.quittance)
 run:
@@ -48,3 +48,18 @@ fuzz:
 	    $(PGTESTENV) $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+## bench: pgbench vs. the Quittance lifecycle (8 and 32 clients, hot and many
+## budgets) and reconciliation latency at 1M delegations, on one private
+## PostgreSQL (~10 minutes; BENCH_QUICK=1 for a ~2 minute run; BENCH_FLAGS for more)
+BENCH_QUICK ?=
+BENCH_FLAGS ?=
+bench:
+	$(GO) run ./cmd/quittance-bench bench $(if $(filter 1 yes true,$(BENCH_QUICK)),-quick) $(BENCH_FLAGS)
+
+## soak: concurrent lifecycle under SIGKILLs of the service and immediate
+## PostgreSQL restarts, then every invariant checked (SOAK_DURATION, at most 10m)
+SOAK_DURATION ?= 5m
+SOAK_FLAGS    ?=
+soak:
+	$(GO) run ./cmd/quittance-bench soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)

@@ -49,7 +49,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	round := max(tr.CompensationRound, 1)
 	_, client, _, err := w.agent(ctx, org)
 	if err != nil {
-		return w.compensationFailed(ctx, j, round, "agent unavailable: "+errorText(err), true, false, tr.CompensationTaskID)
+		return w.compensationFailed(ctx, j, round, "agent unavailable: "+errorText(err), outcomeError, true, false, tr.CompensationTaskID)
 	}
 
 	var (
@@ -65,7 +65,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		case err != nil && Retryable(err):
 			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), errorText(err), nil)
 		case err != nil:
-			return w.compensationFailed(ctx, j, round, "fetch compensation task: "+errorText(err), false, true, "")
+			return w.compensationFailed(ctx, j, round, "fetch compensation task: "+errorText(err), outcomeError, false, true, "")
 		}
 		task = &t
 	} else {
@@ -88,7 +88,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			// A transient failure resends the same messageId; a refusal
 			// starts a new round.
-			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), true, !Retryable(err), "")
+			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, !Retryable(err), "")
 		}
 		sent = true
 		task, reply = res.Task, res.Message
@@ -126,18 +126,18 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if task != nil {
 			state = string(task.Status.State)
 		}
-		return w.compensationFailed(ctx, j, round, fmt.Sprintf("the remote answered %s without a compensation receipt", state), sent, true, taskID)
+		return w.compensationFailed(ctx, j, round, fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError, sent, true, taskID)
 	}
 	r, err := compensation.ParseRemoteReceipt(receipt)
 	if err != nil {
-		return w.compensationFailed(ctx, j, round, truncate(err.Error(), 500), sent, true, taskID)
+		return w.compensationFailed(ctx, j, round, truncate(err.Error(), 500), outcomeError, sent, true, taskID)
 	}
 	now := w.now()
 	verdict := compensation.JudgeReceipt(compensation.ReceiptInput{
 		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now,
 	})
 	if verdict.Event == "" {
-		return w.compensationFailed(ctx, j, round, "receipt "+string(r.Outcome)+": "+verdict.Problem, sent, true, taskID)
+		return w.compensationFailed(ctx, j, round, "receipt "+string(r.Outcome)+": "+verdict.Problem, string(r.Outcome), sent, true, taskID)
 	}
 	outcome := "compensated"
 	if verdict.Event == ledger.EventDeclarationVerified {
@@ -158,7 +158,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
-		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, sent, true, taskID)
+		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, outcomeError, sent, true, taskID)
 	}
 	return err
 }
@@ -197,7 +197,12 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 	return d, err
 }
 
-// compensationFailed records a failed compensation attempt: the error on the
+// outcomeError is the outcome of a compensation attempt that got no
+// receipt: the request failed, or the receipt could not be read or was refused.
+const outcomeError = "error"
+
+// compensationFailed records a failed compensation attempt (outcome is the
+// receipt's outcome, or outcomeError when there was no usable receipt): the error on the
 // delegation (compensation.last_error), a compensation_request_failed event,
 // and a retry after backoff — or, once CompensationMaxAttempts attempts have
 // been made, compensation_retries_exhausted, which moves a pending obligation
@@ -205,7 +210,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 // attempt (sent a request, or could not); newRound that the next attempt
 // sends a new request with a new messageId, because the remote definitively
 // answered this one.
-func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, problem string, counted, newRound bool, taskID string) error {
+func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, problem, outcome string, counted, newRound bool, taskID string) error {
 	problem = truncate(problem, 1000)
 	exhausted := false
 	err := w.store.InTx(ctx, func(tx Tx) error {
@@ -231,7 +236,7 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 		exhausted = d.Compensation.Attempts >= w.cfg.CompensationMaxAttempts
 		data := map[string]any{
 			"attempt": d.Compensation.Attempts, "max_attempts": w.cfg.CompensationMaxAttempts, "round": round,
-			"error": problem, "message_id": compensation.RequestMessageID(d.ID, round),
+			"error": problem, "outcome": outcome, "message_id": compensation.RequestMessageID(d.ID, round),
 		}
 		change := ledger.Change{Type: compensation.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
 		if exhausted {

@@ -69,12 +69,11 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	if err != nil {
 		return err
 	}
-	if d.Remote.TaskID == "" {
-		// The push outran the dispatch reply; recording the dispatch
-		// observes the task anyway.
-		return nil
-	}
-	if ev.TaskID() != d.Remote.TaskID {
+	// A push can outrun the dispatch reply (the remote pushes before it
+	// answers SendMessage): the task id is not recorded yet, so the push
+	// cannot be checked against it, but it still asks for a look at the
+	// task — observe waits for the task id.
+	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
 		err := w.store.InTx(ctx, func(tx Tx) error {
 			return record(ctx, tx, d, EventTypePushRefused, w.now(), map[string]any{
 				"reason": "task_mismatch", "pushed_task_id": truncate(ev.TaskID(), 256),
@@ -143,6 +142,11 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	d, err := w.store.Delegation(ctx, j.DelegationID)
 	if err != nil {
 		return err
+	}
+	if d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld && j.Attempt < observeMaxAttempts {
+		// Dispatched but the task id is not recorded yet (a push outran
+		// the dispatch reply): look again once it is.
+		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), "task id not recorded yet", nil)
 	}
 	if d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
 		return w.finish(ctx, j, "nothing_to_observe", nil)

@@ -39,7 +39,10 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 	for k, v := range c.Data {
 		data[k] = v
 	}
-	var to ObligationState
+	var (
+		to   ObligationState
+		move *BudgetMove
+	)
 	if c.Obligation != "" {
 		next, reason, err := NextObligation(from, c.Obligation)
 		if err != nil {
@@ -51,12 +54,7 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 		data["obligation_event"] = string(c.Obligation)
 		data["reason"] = reason
 		if kind, ok := HoldMove(from, next); ok {
-			_, err := tx.MoveBudget(ctx, BudgetMove{
-				BudgetID: d.BudgetID, DelegationID: d.ID, Kind: kind, AmountMinor: d.Hold.AmountMinor, At: c.At,
-			})
-			if err != nil {
-				return Delegation{}, Event{}, fmt.Errorf("move hold of delegation %s: %w", d.ID, err)
-			}
+			move = &BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: kind, AmountMinor: d.Hold.AmountMinor, At: c.At}
 			data["hold"] = map[string]any{"movement": string(kind), "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency}
 		}
 		if next == ObligationRevocationPendingCompensation {
@@ -83,6 +81,13 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 	e, err := appendEvent(ctx, tx, e, data)
 	if err != nil {
 		return Delegation{}, Event{}, err
+	}
+	// The budget row is the one many delegations share: it is moved last,
+	// so its lock is held for the shortest time before the commit.
+	if move != nil {
+		if _, err := tx.MoveBudget(ctx, *move); err != nil {
+			return Delegation{}, Event{}, fmt.Errorf("move hold of delegation %s: %w", d.ID, err)
+		}
 	}
 	return d, e, nil
 }

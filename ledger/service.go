@@ -289,9 +289,6 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 			d, err = sameRequest(existing, hash)
 			return err
 		}
-		if _, err := tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now}); err != nil {
-			return err
-		}
 		mode := "record"
 		if in.Dispatch != nil {
 			mode = "dispatch"
@@ -315,7 +312,14 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 			err = tx.EnqueueOutbound(ctx, OutboundJob{
 				DelegationID: d.ID, Kind: OutboundDispatch, Payload: in.Dispatch.Message, RunAfter: now, At: now,
 			})
+			if err != nil {
+				return err
+			}
 		}
+		// The hold is placed last: the budget row is shared by many
+		// delegations, so its lock is held for the shortest time before
+		// the commit. An insufficient budget rolls everything back.
+		_, err = tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now})
 		created = true
 		return err
 	})
@@ -347,10 +351,14 @@ func visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegati
 
 // lockVisible is visible with the delegation's row locked for tx.
 func lockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegation, error) {
-	if _, err := visible(ctx, tx, p, id); err != nil {
+	d, err := tx.DelegationForUpdate(ctx, id)
+	if err != nil {
 		return Delegation{}, err
 	}
-	return tx.DelegationForUpdate(ctx, id)
+	if !p.SeesTenant(d.Tenant) {
+		return Delegation{}, fmt.Errorf("delegation %s: %w", id, ErrNotFound)
+	}
+	return d, nil
 }
 
 // GetDelegation returns a delegation the principal may see.

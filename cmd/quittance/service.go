@@ -202,9 +202,11 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 	// The A2A workers: dispatch, cancel, compensation requests, polling,
 	// streaming, and the push receiver. Every outbound call goes through one
-	// SSRF-safe client.
+	// SSRF-safe client, timed and carrying a W3C traceparent.
+	a2aClient := delegate.NewHTTPClient(egress)
+	a2aClient.Transport = telemetry.Transport(a2aClient.Transport, metrics)
 	a2aWorker := delegate.NewWorker(delegate.Config{
-		Store: store.A2A(), Compensation: compensationSvc, HTTPClient: delegate.NewHTTPClient(egress),
+		Store: store.A2A(), Compensation: compensationSvc, HTTPClient: a2aClient,
 		Log: log.With(slog.String("component", "a2a")), LedgerID: cfg.LedgerID, PublicURL: cfg.PublicURL,
 		Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
 		BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -114,7 +115,34 @@ func (m *Metrics) ObserveCommitted(events []ledger.Event) {
 		if status, ok := writeOffStatus(e.Type); ok {
 			m.writeOffs.WithLabelValues(status).Inc()
 		}
+		if outcome, ok := compensationRequestOutcome(e); ok {
+			m.CompensationRequest(outcome)
+		}
 	}
+}
+
+// compensationRequestOutcome is the outcome of a compensation request over
+// A2A that event e concludes: an accepted receipt (compensation_acked or
+// no_compensation_declared with channel a2a) or a failed attempt.
+func compensationRequestOutcome(e ledger.Event) (string, bool) {
+	switch e.Type {
+	case compensation.EventTypeCompensationAcked, compensation.EventTypeNoCompensationDeclared,
+		compensation.EventTypeCompensationRequestFailed, compensation.EventTypeCompensationRetriesExhausted:
+	default:
+		return "", false
+	}
+	var data struct {
+		Channel string `json:"channel"`
+		Outcome string `json:"outcome"`
+	}
+	if err := json.Unmarshal(e.Data, &data); err != nil {
+		return OutcomeError, true
+	}
+	accepted := e.Type == compensation.EventTypeCompensationAcked || e.Type == compensation.EventTypeNoCompensationDeclared
+	if accepted && data.Channel != "a2a" {
+		return "", false // an ack posted over HTTP answers no request of ours
+	}
+	return data.Outcome, true
 }
 
 // CompensationRequest counts one compensation request by its outcome (one

@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -97,5 +98,44 @@ func TestTransportPropagatesTraceparent(t *testing.T) {
 	problems, _ := testutil.GatherAndLint(reg)
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestCompensationRequestOutcomes counts compensation requests over A2A by
+// the outcome their concluding event records, and never counts an ack that
+// a remote org posted over HTTP, which answers no request of ours.
+func TestCompensationRequestOutcomes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := telemetry.New(reg)
+	m.ObserveCommitted([]ledger.Event{
+		{Type: "compensation_acked", Data: []byte(`{"channel":"a2a","outcome":"compensated"}`)},
+		{Type: "compensation_acked", Data: []byte(`{"kind":"ack"}`)},
+		{Type: "no_compensation_declared", Data: []byte(`{"channel":"a2a","outcome":"no_effects"}`)},
+		{Type: "compensation_request_failed", Data: []byte(`{"outcome":"not_supported"}`)},
+		{Type: "compensation_request_failed", Data: []byte(`{"outcome":"failed"}`)},
+		{Type: "compensation_retries_exhausted", Data: []byte(`{"outcome":"error"}`)},
+		{Type: "compensation_request_failed", Data: []byte(`{}`)},
+	})
+	want := `
+# HELP quittance_compensation_requests_total %s
+# TYPE quittance_compensation_requests_total counter
+quittance_compensation_requests_total{outcome="compensated"} 1
+quittance_compensation_requests_total{outcome="error"} 2
+quittance_compensation_requests_total{outcome="failed"} 1
+quittance_compensation_requests_total{outcome="no_effects"} 1
+quittance_compensation_requests_total{outcome="not_supported"} 1
+`
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var help string
+	for _, f := range families {
+		if f.GetName() == "quittance_compensation_requests_total" {
+			help = f.GetHelp()
+		}
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(want, help)), "quittance_compensation_requests_total"); err != nil {
+		t.Error(err)
 	}
 }

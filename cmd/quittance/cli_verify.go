@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/google/uuid"
@@ -19,29 +17,14 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// chainEvent is an event as GET /v1/delegations/{id}/evidence returns it.
-type chainEvent struct {
-	Seq            int64           `json:"seq"`
-	Stream         string          `json:"stream"`
-	StreamSeq      int32           `json:"stream_seq"`
-	DelegationID   string          `json:"delegation_id"`
-	Type           string          `json:"type"`
-	At             time.Time       `json:"at"`
-	Actor          string          `json:"actor"`
-	ObligationFrom string          `json:"obligation_from"`
-	ObligationTo   string          `json:"obligation_to"`
-	Data           json.RawMessage `json:"data"`
-	Evidence       string          `json:"evidence"`
-	PrevHash       string          `json:"prev_hash"`
-	Hash           string          `json:"hash"`
-}
-
+// chain is a delegation's event chain as GET /v1/delegations/{id}/evidence
+// returns it.
 type chain struct {
-	DelegationID string       `json:"delegation_id"`
-	OrgID        string       `json:"org_id"`
-	RemoteTaskID string       `json:"remote_task_id"`
-	LedgerID     string       `json:"ledger_id"`
-	Events       []chainEvent `json:"events"`
+	DelegationID string               `json:"delegation_id"`
+	OrgID        string               `json:"org_id"`
+	RemoteTaskID string               `json:"remote_task_id"`
+	LedgerID     string               `json:"ledger_id"`
+	Events       []ledger.EventRecord `json:"events"`
 }
 
 // errChainBroken is returned when any chain or signature failed to verify.
@@ -138,7 +121,7 @@ func (v *verifier) check(ctx context.Context, ch chain) []string {
 	var problems []string
 	events := make([]ledger.Event, len(ch.Events))
 	for i, e := range ch.Events {
-		le, err := toLedgerEvent(e)
+		le, err := e.Event()
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("event %d: %v", e.StreamSeq, err))
 			continue
@@ -162,31 +145,9 @@ func (v *verifier) check(ctx context.Context, ch chain) []string {
 	return problems
 }
 
-func toLedgerEvent(e chainEvent) (ledger.Event, error) {
-	prev, err := hex.DecodeString(e.PrevHash)
-	if err != nil {
-		return ledger.Event{}, fmt.Errorf("prev_hash is not hex")
-	}
-	hash, err := hex.DecodeString(e.Hash)
-	if err != nil {
-		return ledger.Event{}, fmt.Errorf("hash is not hex")
-	}
-	var delegation uuid.UUID
-	if e.DelegationID != "" {
-		if delegation, err = uuid.Parse(e.DelegationID); err != nil {
-			return ledger.Event{}, fmt.Errorf("delegation_id is not a UUID")
-		}
-	}
-	return ledger.Event{
-		Seq: e.Seq, Stream: e.Stream, StreamSeq: e.StreamSeq, DelegationID: delegation, Type: e.Type, At: e.At,
-		Actor: e.Actor, ObligationFrom: ledger.ObligationState(e.ObligationFrom), ObligationTo: ledger.ObligationState(e.ObligationTo),
-		Data: e.Data, Evidence: e.Evidence, PrevHash: prev, Hash: hash,
-	}, nil
-}
-
 // verifyToken re-verifies a stored token against the org's keys as of the
 // event's time (the token was valid then; it may have expired since).
-func (v *verifier) verifyToken(ctx context.Context, ch chain, e chainEvent) error {
+func (v *verifier) verifyToken(ctx context.Context, ch chain, e ledger.EventRecord) error {
 	keys, err := v.orgKeys(ctx, ch.OrgID)
 	if err != nil {
 		return err

@@ -226,13 +226,13 @@ func holdsOf(t testing.TB, pool *pgxpool.Pool, op string) (delegations, holds in
 
 // checkEventsOverAPI re-verifies a delegation's hash chain as a client
 // would: from GET /v1/delegations/{id}/events, with ledger.VerifyChain.
-func checkEventsOverAPI(t testing.TB, c *testClient, token, id string) []apitest.Event {
+func checkEventsOverAPI(t testing.TB, c *testClient, token, id string) []ledger.EventRecord {
 	t.Helper()
 	var out struct {
-		Events []apitest.Event `json:"events"`
+		Events []ledger.EventRecord `json:"events"`
 	}
 	c.must(t, http.MethodGet, "/v1/delegations/"+id+"/events", token, nil, &out, http.StatusOK)
-	if err := ledger.VerifyChain(apitest.LedgerEvents(t, id, out.Events)); err != nil {
+	if err := ledger.VerifyChain(apitest.LedgerEvents(t, out.Events)); err != nil {
 		t.Errorf("event chain of %s: %v", id, err)
 	}
 	return out.Events

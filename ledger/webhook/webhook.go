@@ -336,25 +336,12 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 }
 
 // Payload is the JSON body of a delivery, in the Standard Webhooks shape:
-// the event type, a timestamp, and the event as data.
+// the event type, a timestamp, and the event as data, in the published form
+// the API and the event streams use.
 type Payload struct {
-	Type      string      `json:"type"`
-	Timestamp time.Time   `json:"timestamp"`
-	Data      PayloadData `json:"data"`
-}
-
-// PayloadData is the event a delivery carries, as the API shows events.
-type PayloadData struct {
-	Seq            int64           `json:"seq"`
-	StreamSeq      int32           `json:"stream_seq"`
-	DelegationID   string          `json:"delegation_id"`
-	Type           string          `json:"type"`
-	At             time.Time       `json:"at"`
-	Actor          string          `json:"actor"`
-	ObligationFrom string          `json:"obligation_from,omitempty"`
-	ObligationTo   string          `json:"obligation_to,omitempty"`
-	Data           json.RawMessage `json:"data"`
-	Hash           string          `json:"hash"`
+	Type      string             `json:"type"`
+	Timestamp time.Time          `json:"timestamp"`
+	Data      ledger.EventRecord `json:"data"`
 }
 
 // deliver makes one attempt and records its outcome.
@@ -367,11 +354,7 @@ func (s *Service) deliver(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: ev.At, Data: PayloadData{
-		Seq: ev.Seq, StreamSeq: ev.StreamSeq, DelegationID: ev.DelegationID.String(), Type: ev.Type, At: ev.At,
-		Actor: ev.Actor, ObligationFrom: string(ev.ObligationFrom), ObligationTo: string(ev.ObligationTo),
-		Data: ev.Data, Hash: fmt.Sprintf("%x", ev.Hash),
-	}})
+	body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: ev.At, Data: ledger.NewEventRecord(ev)})
 	if err != nil {
 		return err
 	}

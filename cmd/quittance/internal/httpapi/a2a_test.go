@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,22 +27,19 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
-	"github.com/quittance/quittance/sql/pgstore"
-	"github.com/quittance/quittance/sql/pgtest"
 )
 
 // These tests run the whole A2A lifecycle through Quittance's public API —
 // dispatch, push, poll, cancel, compensation over A2A — against a remote
 // agent we did not write: the a2a-go v0.3.3 server, in process, on
 // loopback. Quittance's outbound calls go through the production egress
-// client, allowing http and 127.0.0.1/32 only.
+// client, allowing http and 127.0.0.1/32 only (apitest.LoopbackEgress).
 
 const a2aLedgerID = "ledger-a2a-test"
-
-var testEgress = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
 // v03Peer is a remote supplier agent on a2a-go v0.3.3. Tasks work until
 // released (completed), canceled, or refused cancel; a message carrying a
@@ -159,86 +157,36 @@ func startV03Peer(t *testing.T, p *v03Peer, ip string) *v03Peer {
 	return p
 }
 
-// a2aEnv is the API with its A2A workers on a fresh database.
+// a2aEnv is the API with its A2A workers (apitest.WithWorker) on the
+// system clock, with an orchestrator token of tenant acme and a funded
+// budget "ops".
 type a2aEnv struct {
-	url      string
-	store    *pgstore.Store
-	ledger   *ledger.Service
-	worker   *delegate.Worker
-	oncall   string
-	orch     string
-	startRun func()
+	*apitest.Env
+	orch string
+	// opts are what the Env was started with, for restart.
+	opts []apitest.Option
 }
 
-type a2aOptions struct {
-	noPush      bool          // no public URL: nothing is pushed
-	pollAfter   time.Duration // default: never within a test
-	noWorker    bool          // do not start the worker (start it with startRun)
-	maxAttempts int
-	// registerPolicy, if set, is the policy org registration validates
-	// against (the worker always uses testEgress).
-	registerPolicy *delegate.EgressPolicy
-}
-
-func newA2AEnv(t *testing.T, o a2aOptions) *a2aEnv {
+// newA2AEnv starts an a2aEnv on a fresh database: its workers are w (at
+// most 3 compensation requests unless set), opts change the rest.
+func newA2AEnv(t *testing.T, w apitest.Worker, opts ...apitest.Option) *a2aEnv {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	store := pgstore.New(pool)
-	register := testEgress
-	if o.registerPolicy != nil {
-		register = *o.registerPolicy
+	if w.CompensationMaxAttempts == 0 {
+		w.CompensationMaxAttempts = 3
 	}
-	svc := ledger.NewService(ledger.Config{
-		Store:        store,
-		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
-		ValidateAgentEndpoint: func(u string, hosts []string) error {
-			return delegate.ValidateAgentEndpoint(register, u, hosts)
-		},
-		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
-	})
-	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), LedgerID: a2aLedgerID})
-	var handler http.Handler
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	if o.pollAfter == 0 {
-		o.pollAfter = time.Hour
-	}
-	if o.maxAttempts == 0 {
-		o.maxAttempts = 3
-	}
-	public := srv.URL
-	if o.noPush {
-		public = ""
-	}
-	worker := delegate.NewWorker(delegate.Config{
-		Store: store.A2A(), Compensation: comp, HTTPClient: delegate.NewHTTPClient(testEgress), LedgerID: a2aLedgerID,
-		PublicURL: public, Interval: 20 * time.Millisecond, PollAfter: o.pollAfter, PollInterval: 20 * time.Millisecond,
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, CompensationPollInterval: 20 * time.Millisecond,
-		CompensationMaxAttempts: o.maxAttempts,
-	})
-	handler = httpapi.New(httpapi.Config{Ledger: svc, Compensation: comp, Ready: store.Ping, Version: "test", LedgerID: a2aLedgerID, Push: worker})
-	e := &a2aEnv{url: srv.URL, store: store, ledger: svc, worker: worker, oncall: ledger.NewTokenSecret(), orch: ledger.NewTokenSecret()}
-	ctx := context.Background()
-	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.oncall); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: "orch"}, e.orch); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	e.startRun = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); _ = worker.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-		})
-	}
-	if !o.noWorker {
-		e.startRun()
-	}
-	e.must(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, http.StatusCreated)
+	opts = append([]apitest.Option{apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(a2aLedgerID), apitest.WithWorker(w)}, opts...)
+	e := &a2aEnv{Env: apitest.New(t, opts...), opts: opts}
+	e.orch = e.NewOrchestrator(t, "acme")
+	e.must(t, http.MethodPut, "/admin/v1/budgets/ops", e.OncallToken, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, http.StatusCreated)
 	return e
+}
+
+// restart starts a new API with new workers on the same database, as a
+// restarted process does, with opts added; the tokens stay valid.
+func (e *a2aEnv) restart(t *testing.T, opts ...apitest.Option) *a2aEnv {
+	t.Helper()
+	opts = append(append(slices.Clone(e.opts), apitest.WithOncallToken(e.OncallToken)), opts...)
+	return &a2aEnv{Env: apitest.Start(t, e.Pool, opts...), orch: e.orch, opts: opts}
 }
 
 func (e *a2aEnv) do(t *testing.T, method, path, token string, body any) (int, []byte) {
@@ -251,7 +199,7 @@ func (e *a2aEnv) do(t *testing.T, method, path, token string, body any) (int, []
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, e.url+path, r)
+	req, err := http.NewRequest(method, e.URL+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +229,7 @@ func (e *a2aEnv) must(t *testing.T, method, path, token string, body any, status
 
 func (e *a2aEnv) putOrg(t *testing.T, id, cardURL string, status int) {
 	t.Helper()
-	e.must(t, http.MethodPut, "/admin/v1/orgs/"+id, e.oncall, map[string]any{
+	e.must(t, http.MethodPut, "/admin/v1/orgs/"+id, e.OncallToken, map[string]any{
 		"name": "Supplier " + id, "agent_card_url": cardURL, "allowed_hosts": []string{"127.0.0.1"},
 	}, status)
 }
@@ -314,18 +262,10 @@ func (e *a2aEnv) get(t *testing.T, id string) httpapi.DelegationBody {
 	return d
 }
 
-type a2aEvent struct {
-	Type           string          `json:"type"`
-	ObligationFrom string          `json:"obligation_from"`
-	ObligationTo   string          `json:"obligation_to"`
-	Data           json.RawMessage `json:"data"`
-	Evidence       string          `json:"evidence"`
-}
-
-func (e *a2aEnv) events(t *testing.T, id string) []a2aEvent {
+func (e *a2aEnv) events(t *testing.T, id string) []ledger.EventRecord {
 	t.Helper()
 	var out struct {
-		Events []a2aEvent `json:"events"`
+		Events []ledger.EventRecord `json:"events"`
 	}
 	if err := json.Unmarshal(e.must(t, http.MethodGet, "/v1/delegations/"+id+"/events", e.orch, nil, http.StatusOK), &out); err != nil {
 		t.Fatal(err)
@@ -333,7 +273,7 @@ func (e *a2aEnv) events(t *testing.T, id string) []a2aEvent {
 	return out.Events
 }
 
-func countEvents(events []a2aEvent, typ string) int {
+func countEvents(events []ledger.EventRecord, typ string) int {
 	n := 0
 	for _, ev := range events {
 		if ev.Type == typ {
@@ -364,7 +304,7 @@ func dispatched(d httpapi.DelegationBody) bool { return d.Remote.TaskID != "" }
 func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
-	e := newA2AEnv(t, a2aOptions{})
+	e := newA2AEnv(t, apitest.Worker{})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 
 	d := e.dispatch(t, "po-1", "supplier")
@@ -392,7 +332,7 @@ func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
 	var path []string
 	for _, ev := range events {
 		if ev.ObligationTo != "" {
-			path = append(path, ev.ObligationFrom+"->"+ev.ObligationTo)
+			path = append(path, string(ev.ObligationFrom)+"->"+string(ev.ObligationTo))
 		}
 	}
 	want := "held->revocation_pending_compensation,revocation_pending_compensation->compensated"
@@ -404,7 +344,7 @@ func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
 			t.Fatalf("want one %s event; events = %+v", typ, events)
 		}
 	}
-	b := e.must(t, http.MethodGet, "/admin/v1/budgets/ops", e.oncall, nil, http.StatusOK)
+	b := e.must(t, http.MethodGet, "/admin/v1/budgets/ops", e.OncallToken, nil, http.StatusOK)
 	var budget httpapi.BudgetBody
 	_ = json.Unmarshal(b, &budget)
 	if budget.HeldMinor != 0 || budget.AvailableMinor != 1_000_000 {
@@ -415,7 +355,7 @@ func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
 func TestA2ACompensationFailuresEndUnconfirmedNeverReleased(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{compOutcome: "failed"}, "127.0.0.1")
-	e := newA2AEnv(t, a2aOptions{maxAttempts: 2})
+	e := newA2AEnv(t, apitest.Worker{CompensationMaxAttempts: 2})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-fail", "supplier")
 	e.waitFor(t, d.ID, "dispatch", dispatched)
@@ -440,7 +380,7 @@ func TestA2ACompensationFailuresEndUnconfirmedNeverReleased(t *testing.T) {
 func TestA2ACancelNotCancelableKeepsHold(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{refuseCancel: true}, "127.0.0.1")
-	e := newA2AEnv(t, a2aOptions{})
+	e := newA2AEnv(t, apitest.Worker{})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-2", "supplier")
 	e.waitFor(t, d.ID, "dispatch", dispatched)
@@ -462,7 +402,7 @@ func TestA2ACancelNotCancelableKeepsHold(t *testing.T) {
 func TestA2APollPicksUpTerminalState(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
-	e := newA2AEnv(t, a2aOptions{noPush: true, pollAfter: 50 * time.Millisecond})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-3", "supplier")
 	e.waitFor(t, d.ID, "dispatch", dispatched)
@@ -485,7 +425,7 @@ func TestA2APollPicksUpTerminalState(t *testing.T) {
 // sendPush posts a push notification for id with the given header and body.
 func (e *a2aEnv) sendPush(t *testing.T, id, header, value, contentType string, body []byte) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/a2a/push/"+id, bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, e.URL+"/a2a/push/"+id, bytes.NewReader(body))
 	req.Header.Set("Content-Type", contentType)
 	if header != "" {
 		req.Header.Set(header, value)
@@ -502,7 +442,7 @@ func (e *a2aEnv) sendPush(t *testing.T, id, header, value, contentType string, b
 func TestA2APushReceiver(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
-	e := newA2AEnv(t, a2aOptions{})
+	e := newA2AEnv(t, apitest.Worker{})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-4", "supplier")
 	d = e.waitFor(t, d.ID, "dispatch", dispatched)
@@ -512,7 +452,7 @@ func TestA2APushReceiver(t *testing.T) {
 	// it with one the test knows (the peer's own pushes now fail auth).
 	const token = "push-token-for-test"
 	sum := sha256.Sum256([]byte(token))
-	if err := e.store.A2A().InTx(t.Context(), func(tx delegate.Tx) error {
+	if err := e.Store.A2A().InTx(t.Context(), func(tx delegate.Tx) error {
 		return tx.SetPushTokenHash(t.Context(), id, sum[:], time.Now())
 	}); err != nil {
 		t.Fatal(err)
@@ -581,7 +521,7 @@ func TestA2APushReceiver(t *testing.T) {
 func TestA2ACrashBetweenHoldAndSendResumesWithSameMessageID(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
-	e := newA2AEnv(t, a2aOptions{noWorker: true})
+	e := newA2AEnv(t, apitest.Worker{Stopped: true})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-5", "supplier")
 	id := uuid.MustParse(d.ID)
@@ -589,17 +529,17 @@ func TestA2ACrashBetweenHoldAndSendResumesWithSameMessageID(t *testing.T) {
 	// A worker claims the send and dies before making it: its lease
 	// (short here) must run out, and then a fresh worker makes the call.
 	now := time.Now()
-	jobs, err := e.store.A2A().ClaimJobs(t.Context(), now, now.Add(300*time.Millisecond), "crashed-worker", 10)
+	jobs, err := e.Store.A2A().ClaimJobs(t.Context(), now, now.Add(300*time.Millisecond), "crashed-worker", 10)
 	if err != nil || len(jobs) != 1 || jobs[0].Kind != ledger.OutboundDispatch || jobs[0].DelegationID != id {
 		t.Fatalf("claimed %+v, %v", jobs, err)
 	}
 	if got := peer.received(); len(got) != 0 {
 		t.Fatalf("the peer heard of the delegation before any worker sent it: %v", got)
 	}
-	if again, _ := e.store.A2A().ClaimJobs(t.Context(), time.Now(), time.Now().Add(time.Minute), "other", 10); len(again) != 0 {
+	if again, _ := e.Store.A2A().ClaimJobs(t.Context(), time.Now(), time.Now().Add(time.Minute), "other", 10); len(again) != 0 {
 		t.Fatalf("a leased job was claimed twice: %+v", again)
 	}
-	e.startRun()
+	e.StartWorker()
 	d = e.waitFor(t, d.ID, "dispatch after the lease expired", dispatched)
 	if got := peer.received(); len(got) != 1 || got[0] != delegate.DispatchMessageID(id) {
 		t.Fatalf("peer received %v, want exactly one %q", got, delegate.DispatchMessageID(id))
@@ -615,13 +555,13 @@ func TestA2ACrashBetweenHoldAndSendResumesWithSameMessageID(t *testing.T) {
 func TestA2AEgressRefusesForbiddenAgentAddress(t *testing.T) {
 	t.Parallel()
 	forbidden := startV03Peer(t, &v03Peer{}, "127.0.0.2")
-	e := newA2AEnv(t, a2aOptions{})
+	e := newA2AEnv(t, apitest.Worker{})
 	// Registration refuses a card on an address outside the allow-list.
 	e.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusUnprocessableEntity)
 
 	// And if the registration policy was looser, the dialer still refuses.
 	loose := delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	e2 := newA2AEnv(t, a2aOptions{registerPolicy: &loose})
+	e2 := newA2AEnv(t, apitest.Worker{}, apitest.WithRegistrationEgress(loose))
 	e2.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusCreated)
 	d := e2.dispatch(t, "po-6", "elsewhere")
 	deadline := time.Now().Add(15 * time.Second)
@@ -646,8 +586,8 @@ func TestA2AEgressRefusesForbiddenAgentAddress(t *testing.T) {
 
 func TestA2ADispatchValidation(t *testing.T) {
 	t.Parallel()
-	e := newA2AEnv(t, a2aOptions{noWorker: true})
-	e.must(t, http.MethodPut, "/admin/v1/orgs/no-agent", e.oncall, map[string]any{"name": "No agent"}, http.StatusCreated)
+	e := newA2AEnv(t, apitest.Worker{Stopped: true})
+	e.must(t, http.MethodPut, "/admin/v1/orgs/no-agent", e.OncallToken, map[string]any{"name": "No agent"}, http.StatusCreated)
 	base := map[string]any{
 		"business_operation_id": "op", "org_id": "no-agent", "task_class": "procurement", "budget_id": "ops",
 		"hold": map[string]any{"amount_minor": 100, "currency": "EUR"},
@@ -667,8 +607,8 @@ func TestA2ADispatchValidation(t *testing.T) {
 	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with("dispatch", msg, "remote", map[string]any{"task_id": "x"}), http.StatusUnprocessableEntity)
 	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with("dispatch", map[string]any{"message": map[string]any{"parts": []any{}}}), http.StatusUnprocessableEntity)
 	e.must(t, http.MethodPost, "/v1/delegations", e.orch, with(), http.StatusUnprocessableEntity)
-	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.oncall, map[string]any{"name": "Bad", "agent_card_url": "ftp://127.0.0.1/card"}, http.StatusUnprocessableEntity)
-	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.oncall, map[string]any{"name": "Bad", "agent_card_url": "http://127.0.0.1/card"}, http.StatusUnprocessableEntity) // no allowed hosts
+	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.OncallToken, map[string]any{"name": "Bad", "agent_card_url": "ftp://127.0.0.1/card"}, http.StatusUnprocessableEntity)
+	e.must(t, http.MethodPut, "/admin/v1/orgs/bad", e.OncallToken, map[string]any{"name": "Bad", "agent_card_url": "http://127.0.0.1/card"}, http.StatusUnprocessableEntity) // no allowed hosts
 }
 
 // TestA2ADemoAgentLifecycle runs the `make run` walk-through against the
@@ -696,8 +636,8 @@ func TestA2ADemoAgentLifecycle(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	e := newA2AEnv(t, a2aOptions{})
-	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.oncall, map[string]any{
+	e := newA2AEnv(t, apitest.Worker{})
+	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
 		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
 		"jwks": json.RawMessage(agent.JWKS()), "require_signed_receipts": true,
 	}, http.StatusCreated)

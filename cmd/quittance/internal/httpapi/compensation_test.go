@@ -10,21 +10,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
-	"github.com/quittance/quittance/sql/pgstore"
-	"github.com/quittance/quittance/sql/pgtest"
 )
 
 const (
@@ -52,11 +47,7 @@ type compEnv struct {
 
 func newCompEnv(t *testing.T) *compEnv {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	e := startAPI(t, pool, apitest.NewClock(apitest.Epoch), ledger.NewTokenSecret())
-	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
-		t.Fatalf("create on-call token: %v", err)
-	}
+	e := apitest.New(t, apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold))
 	ce := &compEnv{
 		Env: e,
 		b:   compensationtest.NewEd25519Signer(t, "b-1"),
@@ -67,28 +58,6 @@ func newCompEnv(t *testing.T) *compEnv {
 	ce.putOrg(t, orgB, ce.b.JWKS())
 	ce.putOrg(t, orgC, ce.c.JWKS())
 	return ce
-}
-
-// startAPI starts the API, with new ledger and compensation services, on
-// pool: what a fresh replica or a restarted process runs.
-func startAPI(t *testing.T, pool *pgxpool.Pool, clock *apitest.Clock, oncallToken string) *apitest.Env {
-	t.Helper()
-	store := pgstore.New(pool)
-	svc := ledger.NewService(ledger.Config{
-		Store: store, Clock: clock,
-		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
-	})
-	comp := compensation.NewService(compensation.Config{
-		Store: store.Compensation(), Clock: clock, LedgerID: ledgerID, WriteOffApprovalThresholdMinor: threshold,
-	})
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Ledger: svc, Compensation: comp, Ready: store.Ping, Version: "test"}))
-	t.Cleanup(srv.Close)
-	e := &apitest.Env{
-		Server: srv, URL: srv.URL, Client: srv.Client(), Pool: pool, Store: store, Ledger: svc, Clock: clock,
-		OncallToken: oncallToken,
-	}
-	e.Client.Timeout = 30 * time.Second
-	return e
 }
 
 func (e *compEnv) putOrg(t *testing.T, id string, jwks []byte) {
@@ -210,13 +179,13 @@ func (e *compEnv) state(t *testing.T, id string) state {
 	return s
 }
 
-func (e *compEnv) lastEvent(t *testing.T, id string) apitest.Event {
+func (e *compEnv) lastEvent(t *testing.T, id string) ledger.EventRecord {
 	t.Helper()
 	events := e.Events(t, e.OncallToken, id)
 	return events[len(events)-1]
 }
 
-func eventData(t *testing.T, ev apitest.Event) map[string]any {
+func eventData(t *testing.T, ev ledger.EventRecord) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(ev.Data, &m); err != nil {
@@ -411,7 +380,7 @@ func TestAckCompensates(t *testing.T) {
 	if b2 := e.Budget(t, budgetID); b2 != b {
 		t.Fatalf("late ack moved money: %+v -> %+v", b, b2)
 	}
-	if err := ledger.VerifyChain(apitest.LedgerEvents(t, d.ID, e.Events(t, e.OncallToken, d.ID))); err != nil {
+	if err := ledger.VerifyChain(apitest.LedgerEvents(t, e.Events(t, e.OncallToken, d.ID))); err != nil {
 		t.Fatal(err)
 	}
 	e.CheckInvariants(t)
@@ -517,7 +486,9 @@ func TestSweepAndRestart(t *testing.T) {
 	// Restart: the old instance goes away, a new one serves the same database.
 	e.Server.Close()
 	e.Clock.Advance(30 * 24 * time.Hour)
-	restarted := &compEnv{Env: startAPI(t, e.Pool, e.Clock, e.OncallToken), orch: e.orch, b: e.b, c: e.c, n: e.n}
+	env := apitest.Start(t, e.Pool, apitest.WithClock(e.Clock), apitest.WithOncallToken(e.OncallToken),
+		apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold))
+	restarted := &compEnv{Env: env, orch: e.orch, b: e.b, c: e.c, n: e.n}
 	if n := restarted.sweep(t); n != 0 {
 		t.Fatalf("sweep after restart moved %d", n)
 	}

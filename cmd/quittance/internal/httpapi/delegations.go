@@ -197,36 +197,18 @@ type listDelegationsOutput struct {
 	}
 }
 
-// EventBody is an audit-log event.
-type EventBody struct {
-	Seq            int64     `json:"seq"`
-	StreamSeq      int32     `json:"stream_seq"`
-	Type           string    `json:"type"`
-	At             time.Time `json:"at"`
-	Actor          string    `json:"actor"`
-	ObligationFrom string    `json:"obligation_from,omitempty"`
-	ObligationTo   string    `json:"obligation_to,omitempty"`
-	Data           any       `json:"data"`
-	Evidence       string    `json:"evidence,omitempty" doc:"The verbatim signed token the event rests on."`
-	Hash           string    `json:"hash" doc:"Hex sha256 over prev_hash and the event's canonical content."`
-	PrevHash       string    `json:"prev_hash"`
-}
-
-func eventBodies(events []ledger.Event) []EventBody {
-	out := make([]EventBody, len(events))
+// eventRecords returns events in their published form.
+func eventRecords(events []ledger.Event) []ledger.EventRecord {
+	out := make([]ledger.EventRecord, len(events))
 	for i, e := range events {
-		out[i] = EventBody{
-			Seq: e.Seq, StreamSeq: e.StreamSeq, Type: e.Type, At: e.At, Actor: e.Actor,
-			ObligationFrom: string(e.ObligationFrom), ObligationTo: string(e.ObligationTo),
-			Data: rawJSON(e.Data), Evidence: e.Evidence, Hash: hexString(e.Hash), PrevHash: hexString(e.PrevHash),
-		}
+		out[i] = ledger.NewEventRecord(e)
 	}
 	return out
 }
 
 type eventsOutput struct {
 	Body struct {
-		Events []EventBody `json:"events"`
+		Events []ledger.EventRecord `json:"events"`
 	}
 }
 
@@ -378,7 +360,7 @@ func (s *Server) registerDelegations() {
 			return nil, s.fail(ctx, err)
 		}
 		out := &eventsOutput{}
-		out.Body.Events = eventBodies(events)
+		out.Body.Events = eventRecords(events)
 		return out, nil
 	})
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"time"
@@ -16,8 +15,6 @@ func rawJSON(b []byte) any {
 	}
 	return json.RawMessage(b)
 }
-
-func hexString(b []byte) string { return hex.EncodeToString(b) }
 
 // timePtr maps the zero time to an absent field.
 func timePtr(t time.Time) *time.Time {

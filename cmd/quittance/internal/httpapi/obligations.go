@@ -173,33 +173,15 @@ type anomaliesOutput struct {
 	}
 }
 
-// EvidenceEventBody is an audit event with everything needed to recompute
-// its hash (ledger.Event.ComputeHash) and re-verify its token.
-type EvidenceEventBody struct {
-	Seq            int64     `json:"seq"`
-	Stream         string    `json:"stream"`
-	StreamSeq      int32     `json:"stream_seq"`
-	DelegationID   string    `json:"delegation_id"`
-	Type           string    `json:"type"`
-	At             time.Time `json:"at"`
-	Actor          string    `json:"actor"`
-	ObligationFrom string    `json:"obligation_from,omitempty"`
-	ObligationTo   string    `json:"obligation_to,omitempty"`
-	Data           any       `json:"data"`
-	Evidence       string    `json:"evidence,omitempty" doc:"The verbatim signed token the event rests on."`
-	PrevHash       string    `json:"prev_hash"`
-	Hash           string    `json:"hash"`
-}
-
 // ChainBody is a delegation's event chain, as GET
 // /v1/delegations/{id}/evidence returns it.
 type ChainBody struct {
-	DelegationID string              `json:"delegation_id"`
-	OrgID        string              `json:"org_id"`
-	RemoteTaskID string              `json:"remote_task_id"`
-	LedgerID     string              `json:"ledger_id" doc:"The audience signed tokens must name."`
-	Stream       string              `json:"stream"`
-	Events       []EvidenceEventBody `json:"events"`
+	DelegationID string               `json:"delegation_id"`
+	OrgID        string               `json:"org_id"`
+	RemoteTaskID string               `json:"remote_task_id"`
+	LedgerID     string               `json:"ledger_id" doc:"The audience signed tokens must name."`
+	Stream       string               `json:"stream"`
+	Events       []ledger.EventRecord `json:"events" doc:"Each with everything needed to recompute its hash (ledger.Event.ComputeHash) and re-verify its token."`
 }
 
 type chainOutput struct {
@@ -418,18 +400,7 @@ func (s *Server) registerReporting() {
 		out := &chainOutput{}
 		out.Body.DelegationID, out.Body.OrgID, out.Body.RemoteTaskID = d.ID.String(), d.OrgID, d.Remote.TaskID
 		out.Body.LedgerID, out.Body.Stream = s.ledgerID, d.Stream()
-		out.Body.Events = make([]EvidenceEventBody, len(events))
-		for i, e := range events {
-			b := EvidenceEventBody{
-				Seq: e.Seq, Stream: e.Stream, StreamSeq: e.StreamSeq, Type: e.Type, At: e.At, Actor: e.Actor,
-				ObligationFrom: string(e.ObligationFrom), ObligationTo: string(e.ObligationTo),
-				Data: rawJSON(e.Data), Evidence: e.Evidence, PrevHash: hexString(e.PrevHash), Hash: hexString(e.Hash),
-			}
-			if e.DelegationID != uuid.Nil {
-				b.DelegationID = e.DelegationID.String()
-			}
-			out.Body.Events[i] = b
-		}
+		out.Body.Events = eventRecords(events)
 		return out, nil
 	})
 }

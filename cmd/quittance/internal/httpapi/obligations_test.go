@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
@@ -19,41 +18,20 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/dashboards"
 	"github.com/quittance/quittance/ledger"
-	"github.com/quittance/quittance/sql/pgstore"
-	"github.com/quittance/quittance/sql/pgtest"
 )
 
-// reportEnv is an apitest.Env whose API also serves reconciliation, with
-// metrics on a private registry.
+// reportEnv is an apitest.Env with a finance and an orchestrator token,
+// two funded budgets and two orgs.
 type reportEnv struct {
 	*apitest.Env
-	Reg     *prometheus.Registry
-	Metrics *telemetry.Metrics
 	Finance string
 	Orch    string
 }
 
 func newReportEnv(t *testing.T, limit httpapi.RateLimit) *reportEnv {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	reg := prometheus.NewRegistry()
-	metrics := telemetry.New(reg)
-	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
-	reg.MustRegister(pgstore.NewCollector(store))
-	clock := apitest.NewClock(apitest.Epoch)
-	svc := ledger.NewService(ledger.Config{Store: store, Clock: clock})
-	api := httpapi.New(httpapi.Config{
-		Ledger: svc, Ready: store.Ping, Version: "test", LedgerID: "ledger-test", Metrics: metrics, RateLimit: limit,
-		Reports: ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: clock}),
-	})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	e := &apitest.Env{Server: srv, URL: srv.URL, Client: srv.Client(), Pool: pool, Store: store, Ledger: svc, Clock: clock,
-		OncallToken: ledger.NewTokenSecret()}
-	if _, err := svc.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
-		t.Fatal(err)
-	}
-	env := &reportEnv{Env: e, Reg: reg, Metrics: metrics}
+	e := apitest.New(t, apitest.WithRateLimit(limit))
+	env := &reportEnv{Env: e}
 	env.Finance = e.NewToken(t, ledger.RoleFinance, "", "finance")
 	env.Orch = e.NewOrchestrator(t, "acme")
 	e.PutBudget(t, "ops-eur", "EUR", 100_000_000)
@@ -353,14 +331,14 @@ func TestMetricsLintAndDashboardNames(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	problems, err := testutil.GatherAndLint(e.Reg)
+	problems, err := testutil.GatherAndLint(e.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Errorf("lint %s: %s", p.Metric, p.Text)
 	}
-	families, err := e.Reg.Gather()
+	families, err := e.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +391,7 @@ quittance_oldest_open_obligation_created_timestamp_seconds{state="escalated"} 0
 quittance_oldest_open_obligation_created_timestamp_seconds{state="held"} %d
 quittance_oldest_open_obligation_created_timestamp_seconds{state="revocation_pending_compensation"} %d
 `, apitest.Epoch.Unix(), apitest.Epoch.Unix())
-	if err := testutil.GatherAndCompare(e.Reg, strings.NewReader(expected),
+	if err := testutil.GatherAndCompare(e.Registry, strings.NewReader(expected),
 		"quittance_collector_up", "quittance_held_minor_units", "quittance_obligations",
 		"quittance_oldest_open_obligation_created_timestamp_seconds"); err != nil {
 		t.Fatal(err)
@@ -425,10 +403,10 @@ quittance_oldest_open_obligation_created_timestamp_seconds{state="revocation_pen
 quittance_transitions_total{from="held",to="revocation_pending_compensation"} 1
 quittance_transitions_total{from="held",to="settled"} 1
 `
-	if err := testutil.GatherAndCompare(e.Reg, strings.NewReader(counters), "quittance_transitions_total"); err != nil {
+	if err := testutil.GatherAndCompare(e.Registry, strings.NewReader(counters), "quittance_transitions_total"); err != nil {
 		t.Fatal(err)
 	}
-	families, _ := e.Reg.Gather()
+	families, _ := e.Registry.Gather()
 	got := map[string]float64{}
 	for _, f := range families {
 		if f.GetName() != "quittance_evidence_total" {
@@ -449,7 +427,7 @@ quittance_transitions_total{from="held",to="settled"} 1
 	// A database that fails makes the collector report itself down, and
 	// count the error, instead of failing the scrape.
 	e.Pool.Close()
-	if err := testutil.GatherAndCompare(e.Reg, strings.NewReader(`
+	if err := testutil.GatherAndCompare(e.Registry, strings.NewReader(`
 # HELP quittance_collector_errors_total Scrape-time database queries that failed or timed out.
 # TYPE quittance_collector_errors_total counter
 quittance_collector_errors_total 1

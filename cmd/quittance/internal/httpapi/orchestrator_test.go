@@ -24,15 +24,13 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	"github.com/a2aproject/a2a-go/a2asrv/push"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
-	"github.com/quittance/quittance/sql/pgstore"
-	"github.com/quittance/quittance/sql/pgtest"
 )
 
 // These tests drive the orchestrator loop through the public API on real
@@ -165,101 +163,21 @@ func startOrchPeer(t *testing.T) *orchPeer {
 // deliveries and the ledger identity.
 type orchEnv struct {
 	*a2aEnv
-	dbURL    string
-	store    *pgstore.Store
-	hooks    *webhook.Service
-	identity *compensation.Identity
 }
 
-type orchOptions struct {
-	dbURL          string
-	oncall, orch   string
-	webhookMax     int
-	streamPoll     time.Duration
-	streamBeat     time.Duration
-	noWebhookRuns  bool
-	identityKeyPEM []byte
-}
-
-func newOrchEnv(t *testing.T, o orchOptions) *orchEnv {
+// newOrchEnv starts an orchEnv on a fresh database: its workers are w with
+// webhook deliveries (tasks polled after 300ms without news, every 50ms,
+// unless set), opts change the rest.
+func newOrchEnv(t *testing.T, w apitest.Worker, opts ...apitest.Option) *orchEnv {
 	t.Helper()
-	if o.dbURL == "" {
-		o.dbURL = pgtest.URL(t)
+	w.Webhooks = true
+	if w.PollAfter == 0 {
+		w.PollAfter = 300 * time.Millisecond
 	}
-	if o.oncall == "" {
-		o.oncall, o.orch = ledger.NewTokenSecret(), ledger.NewTokenSecret()
+	if w.PollInterval == 0 {
+		w.PollInterval = 50 * time.Millisecond
 	}
-	pool, err := pgxpool.New(context.Background(), o.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := pgstore.New(pool)
-	svc := ledger.NewService(ledger.Config{
-		Store:        store,
-		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
-		ValidateAgentEndpoint: func(u string, hosts []string) error {
-			return delegate.ValidateAgentEndpoint(testEgress, u, hosts)
-		},
-		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
-	})
-	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), LedgerID: orchLedgerID})
-	keyFile, err := compensation.NewIdentityFile("orch", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	identity, err := compensation.LoadIdentity(orchLedgerID, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var handler http.Handler
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	worker := delegate.NewWorker(delegate.Config{
-		Store: store.A2A(), Compensation: comp, HTTPClient: delegate.NewHTTPClient(testEgress), LedgerID: orchLedgerID,
-		PublicURL: srv.URL, Interval: 20 * time.Millisecond, PollAfter: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, CompensationPollInterval: 20 * time.Millisecond,
-		Identity: identity,
-	})
-	if o.webhookMax == 0 {
-		o.webhookMax = 5
-	}
-	hooks := webhook.NewService(webhook.Config{
-		Store: store.Webhooks(), Egress: testEgress, MaxAttempts: o.webhookMax,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Interval: 20 * time.Millisecond, Wake: store.FeedWake,
-	})
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done) })
-	handler = httpapi.New(httpapi.Config{
-		Ledger: svc, Compensation: comp, Ready: store.Ping, Version: "test", LedgerID: orchLedgerID, Push: worker,
-		Orchestrator: worker, Feed: store, Webhooks: hooks, JWKS: identity.JWKS,
-		Stream: httpapi.StreamConfig{Heartbeat: o.streamBeat, Poll: o.streamPoll, Done: done},
-	})
-	e := &orchEnv{
-		a2aEnv: &a2aEnv{url: srv.URL, store: store, ledger: svc, worker: worker, oncall: o.oncall, orch: o.orch},
-		dbURL:  o.dbURL, store: store, hooks: hooks, identity: identity,
-	}
-	ctx := context.Background()
-	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, o.oncall); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: "orch"}, o.orch); err != nil {
-		t.Fatal(err)
-	}
-	run := func(fn func(context.Context) error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan struct{})
-		go func() { defer close(stopped); _ = fn(ctx) }()
-		t.Cleanup(func() { cancel(); <-stopped })
-	}
-	run(worker.Run)
-	if !o.noWebhookRuns {
-		run(hooks.Run)
-	}
-	if code, _ := e.do(t, http.MethodGet, "/admin/v1/budgets/ops", e.oncall, nil); code == http.StatusNotFound {
-		e.must(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, http.StatusCreated)
-	}
-	return e
+	return &orchEnv{newA2AEnv(t, w, append([]apitest.Option{apitest.WithLedgerID(orchLedgerID), apitest.WithIdentity()}, opts...)...)}
 }
 
 func (e *orchEnv) dispatchText(t *testing.T, op, org, text string, extra map[string]any) httpapi.DelegationBody {
@@ -294,7 +212,7 @@ func TestContinueInterruptedTasks(t *testing.T) {
 		t.Run(scenario, func(t *testing.T) {
 			t.Parallel()
 			peer := startOrchPeer(t)
-			e := newOrchEnv(t, orchOptions{})
+			e := newOrchEnv(t, apitest.Worker{})
 			e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 			d := e.dispatchText(t, "op-"+scenario, "supplier", scenario, nil)
 			d = e.waitFor(t, d.ID, scenario, func(d httpapi.DelegationBody) bool { return d.TaskStatus == scenario })
@@ -368,7 +286,7 @@ func TestContinueInterruptedTasks(t *testing.T) {
 func TestRefinementLinksAndContext(t *testing.T) {
 	t.Parallel()
 	peer := startOrchPeer(t)
-	e := newOrchEnv(t, orchOptions{})
+	e := newOrchEnv(t, apitest.Worker{})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	first := e.dispatchText(t, "op-first", "supplier", "input_required", nil)
 	first = e.waitFor(t, first.ID, "dispatch", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "input_required" })
@@ -400,17 +318,17 @@ func TestRefinementLinksAndContext(t *testing.T) {
 func TestCompensationRequestCarriesVerifiableJWS(t *testing.T) {
 	t.Parallel()
 	peer := startOrchPeer(t)
-	e := newOrchEnv(t, orchOptions{})
+	e := newOrchEnv(t, apitest.Worker{})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 
-	resp, err := http.Get(e.url + "/.well-known/jwks.json")
+	resp, err := http.Get(e.URL + "/.well-known/jwks.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	jwks, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "jwk-set") ||
-		!strings.Contains(string(jwks), e.identity.ActiveKeyID()) || strings.Contains(string(jwks), `"d"`) {
+		!strings.Contains(string(jwks), e.Identity.ActiveKeyID()) || strings.Contains(string(jwks), `"d"`) {
 		t.Fatalf("JWKS: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), jwks)
 	}
 
@@ -561,8 +479,8 @@ func recordMarker(ctx context.Context, tx ledger.Tx, id uuid.UUID, typ string) (
 
 func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	t.Parallel()
-	e := newOrchEnv(t, orchOptions{streamPoll: 50 * time.Millisecond, streamBeat: 100 * time.Millisecond})
-	e.must(t, http.MethodPut, "/admin/v1/orgs/plain", e.oncall, map[string]any{"name": "Plain"}, http.StatusCreated)
+	e := newOrchEnv(t, apitest.Worker{}, apitest.WithStream(50*time.Millisecond, 100*time.Millisecond))
+	e.must(t, http.MethodPut, "/admin/v1/orgs/plain", e.OncallToken, map[string]any{"name": "Plain"}, http.StatusCreated)
 	create := func(op string) uuid.UUID {
 		var d httpapi.DelegationBody
 		_ = json.Unmarshal(e.must(t, http.MethodPost, "/v1/delegations", e.orch, map[string]any{
@@ -573,7 +491,7 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	}
 	d1, d2 := create("op-1"), create("op-2")
 
-	stream := openStream(t, e.url+"/v1/events?stream=true", e.orch, "")
+	stream := openStream(t, e.URL+"/v1/events?stream=true", e.orch, "")
 	if got := eventType(t, stream.next(t)); got != ledger.EventTypeDelegationCreated {
 		t.Fatalf("first event %s", got)
 	}
@@ -584,7 +502,7 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	// T1 appends first (lower seq) and commits last; T2 commits in between.
 	appended, release, committed := make(chan ledger.Event, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
-		committed <- e.store.InTx(context.Background(), func(tx ledger.Tx) error {
+		committed <- e.Store.InTx(context.Background(), func(tx ledger.Tx) error {
 			ev, err := recordMarker(context.Background(), tx, d1, "marker_slow")
 			if err != nil {
 				return err
@@ -599,7 +517,7 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	}()
 	slow := <-appended
 	var fast ledger.Event
-	if err := e.store.InTx(context.Background(), func(tx ledger.Tx) error {
+	if err := e.Store.InTx(context.Background(), func(tx ledger.Tx) error {
 		var err error
 		fast, err = recordMarker(context.Background(), tx, d2, "marker_fast")
 		return err
@@ -624,7 +542,7 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	}
 	// Resuming after the higher seq must still deliver the lower one,
 	// committed later, and nothing twice.
-	resumed := openStream(t, e.url+"/v1/events?stream=true", e.orch, ev.id)
+	resumed := openStream(t, e.URL+"/v1/events?stream=true", e.orch, ev.id)
 	got := resumed.next(t)
 	if eventType(t, got) != "marker_slow" || got.id != strconv.FormatInt(slow.Seq, 10) {
 		t.Fatalf("after resuming at %s got %s %s", ev.id, got.id, got.data)
@@ -633,9 +551,9 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	resumed.close()
 
 	// A restart: a new server on the same database, the client resumes there.
-	restarted := newOrchEnv(t, orchOptions{dbURL: e.dbURL, oncall: e.oncall, orch: e.orch, streamPoll: 50 * time.Millisecond})
-	again := openStream(t, restarted.url+"/v1/delegations/"+d1.String()+"/events?stream=true", restarted.orch, got.id)
-	if err := restarted.store.InTx(context.Background(), func(tx ledger.Tx) error {
+	restarted := e.restart(t, apitest.WithStream(50*time.Millisecond, 0))
+	again := openStream(t, restarted.URL+"/v1/delegations/"+d1.String()+"/events?stream=true", restarted.orch, got.id)
+	if err := restarted.Store.InTx(context.Background(), func(tx ledger.Tx) error {
 		_, err := recordMarker(context.Background(), tx, d1, "marker_after_restart")
 		return err
 	}); err != nil {
@@ -647,7 +565,7 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	again.quiet(t, 200*time.Millisecond)
 
 	// The delegation stream from the start has exactly its own events.
-	full := openStream(t, restarted.url+"/v1/delegations/"+d1.String()+"/events?stream=true", restarted.orch, "")
+	full := openStream(t, restarted.URL+"/v1/delegations/"+d1.String()+"/events?stream=true", restarted.orch, "")
 	for _, want := range []string{ledger.EventTypeDelegationCreated, "marker_slow", "marker_after_restart"} {
 		if typ := eventType(t, full.next(t)); typ != want {
 			t.Fatalf("delegation stream: got %s, want %s", typ, want)
@@ -657,10 +575,10 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 
 	// Tenants see only their own events; the JSON listing is unchanged.
 	other := ledger.NewTokenSecret()
-	if _, err := e.ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "globex", Name: "globex"}, other); err != nil {
+	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "globex", Name: "globex"}, other); err != nil {
 		t.Fatal(err)
 	}
-	foreign := openStream(t, e.url+"/v1/events?stream=true", other, "")
+	foreign := openStream(t, e.URL+"/v1/events?stream=true", other, "")
 	foreign.quiet(t, 200*time.Millisecond)
 	if code, _ := e.do(t, http.MethodGet, "/v1/delegations/"+d1.String()+"/events?stream=true", other, nil); code != http.StatusNotFound {
 		t.Fatalf("another tenant's delegation stream: %d", code)
@@ -785,8 +703,8 @@ func allStatus(status string, n int) func([]httpapi.DeliveryBody) bool {
 
 func TestWebhooksRetryDeadLetterAndRedrive(t *testing.T) {
 	t.Parallel()
-	e := newOrchEnv(t, orchOptions{webhookMax: 4})
-	e.must(t, http.MethodPut, "/admin/v1/orgs/plain", e.oncall, map[string]any{"name": "Plain"}, http.StatusCreated)
+	e := newOrchEnv(t, apitest.Worker{WebhookMaxAttempts: 4})
+	e.must(t, http.MethodPut, "/admin/v1/orgs/plain", e.OncallToken, map[string]any{"name": "Plain"}, http.StatusCreated)
 
 	flaky := &hookReceiver{failures: 2, attempts: map[string]int{}, accepted: map[string]int{}}
 	flakySrv := httptest.NewServer(flaky)
@@ -849,7 +767,7 @@ func TestWebhooksRetryDeadLetterAndRedrive(t *testing.T) {
 	var redriven struct {
 		Redriven int `json:"redriven"`
 	}
-	_ = json.Unmarshal(e.must(t, http.MethodPost, "/admin/v1/webhooks/deliveries/redrive", e.oncall,
+	_ = json.Unmarshal(e.must(t, http.MethodPost, "/admin/v1/webhooks/deliveries/redrive", e.OncallToken,
 		map[string]any{"tenant": "acme", "webhook_id": "down"}, http.StatusOK), &redriven)
 	if redriven.Redriven != 1 {
 		t.Fatalf("redriven %d", redriven.Redriven)
@@ -877,7 +795,7 @@ func TestWebhookDeliveryRefusesForbiddenAddressAtSendTime(t *testing.T) {
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	e := newOrchEnv(t, orchOptions{webhookMax: 2})
+	e := newOrchEnv(t, apitest.Worker{WebhookMaxAttempts: 2})
 	code, _ := e.do(t, http.MethodPut, "/v1/webhooks/elsewhere", e.orch, map[string]any{"url": srv.URL})
 	if code != http.StatusUnprocessableEntity {
 		t.Fatalf("127.0.0.2 outside the allow-list was accepted: %d", code)

@@ -112,7 +112,7 @@ func TestObligationOutcomesFromTaskStatus(t *testing.T) {
 			expectBudget(t, env, "b", tc.budget)
 			events := env.Events(t, orch, d.ID)
 			last := events[len(events)-1]
-			if last.ObligationFrom != "held" || last.ObligationTo != string(tc.state) {
+			if last.ObligationFrom != "held" || last.ObligationTo != tc.state {
 				t.Fatalf("last event %s: %s → %s", last.Type, last.ObligationFrom, last.ObligationTo)
 			}
 			var data struct {
@@ -147,7 +147,7 @@ func TestTaskStatusRules(t *testing.T) {
 	orch := env.NewOrchestrator(t, "acme")
 	t0 := apitest.Epoch.Add(-time.Hour)
 
-	type eventCheck func(t *testing.T, d httpapi.DelegationBody, ev apitest.Event)
+	type eventCheck func(t *testing.T, d httpapi.DelegationBody, ev ledger.EventRecord)
 	step := func(t *testing.T, id, state string, at time.Time, wantType string, check eventCheck) httpapi.DelegationBody {
 		t.Helper()
 		nEvents := len(env.Events(t, orch, id))
@@ -182,7 +182,7 @@ func TestTaskStatusRules(t *testing.T) {
 		// Stale: older than the last applied.
 		budgetBefore := env.Budget(t, "b")
 		got = step(t, d.ID, "TASK_STATE_WORKING", t0.Add(time.Second), ledger.EventTypeTaskStatusStale,
-			func(t *testing.T, d httpapi.DelegationBody, ev apitest.Event) {
+			func(t *testing.T, d httpapi.DelegationBody, ev ledger.EventRecord) {
 				if ev.ObligationTo != "" {
 					t.Fatal("a stale report moved the obligation")
 				}
@@ -227,7 +227,7 @@ func TestTaskStatusRules(t *testing.T) {
 			{"cancelled", ledger.EventTypeTaskStatusDuplicate},
 		} {
 			at := t0.Add(time.Duration(10+i) * time.Second)
-			got := step(t, d.ID, tc.state, at, tc.wantType, func(t *testing.T, _ httpapi.DelegationBody, ev apitest.Event) {
+			got := step(t, d.ID, tc.state, at, tc.wantType, func(t *testing.T, _ httpapi.DelegationBody, ev ledger.EventRecord) {
 				if ev.ObligationFrom != "" || ev.ObligationTo != "" {
 					t.Fatalf("%s after canceled carried a transition %s → %s", tc.state, ev.ObligationFrom, ev.ObligationTo)
 				}

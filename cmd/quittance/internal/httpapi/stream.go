@@ -66,22 +66,6 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	return c
 }
 
-// FeedEventBody is an event of the feed: the audit event with its
-// delegation.
-type FeedEventBody struct {
-	EventBody
-	DelegationID string `json:"delegation_id,omitempty" format:"uuid"`
-	Stream       string `json:"stream"`
-}
-
-func feedEventBody(fe ledger.FeedEvent) FeedEventBody {
-	b := FeedEventBody{EventBody: eventBodies([]ledger.Event{fe.Event})[0], Stream: fe.Event.Stream}
-	if fe.Event.DelegationID != uuid.Nil {
-		b.DelegationID = fe.Event.DelegationID.String()
-	}
-	return b
-}
-
 type feedInput struct {
 	Stream bool   `query:"stream" doc:"true: serve a replayable Server-Sent Events stream (id = the event's seq; resume with Last-Event-ID or after)."`
 	After  string `query:"after" doc:"Return events committed after the event with this seq; 'now' for new events only."`
@@ -90,7 +74,7 @@ type feedInput struct {
 
 type feedOutput struct {
 	Body struct {
-		Events []FeedEventBody `json:"events"`
+		Events []ledger.EventRecord `json:"events"`
 		// NextAfter is the after of the next page.
 		NextAfter string `json:"next_after,omitempty" doc:"Pass as after to read on; absent when there were no events."`
 	}
@@ -120,9 +104,9 @@ func (s *Server) registerStreams() {
 			return nil, s.fail(ctx, err)
 		}
 		out := &feedOutput{}
-		out.Body.Events = make([]FeedEventBody, len(events))
+		out.Body.Events = make([]ledger.EventRecord, len(events))
 		for i, fe := range events {
-			out.Body.Events[i] = feedEventBody(fe)
+			out.Body.Events[i] = ledger.NewEventRecord(fe.Event)
 		}
 		if n := len(events); n > 0 {
 			out.Body.NextAfter = strconv.FormatInt(events[n-1].Event.Seq, 10)
@@ -281,7 +265,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 			return
 		}
 		for _, fe := range events {
-			data, err := json.Marshal(feedEventBody(fe))
+			data, err := json.Marshal(ledger.NewEventRecord(fe.Event))
 			if err != nil {
 				return
 			}

@@ -113,7 +113,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if last.ObligationFrom != "held" || last.ObligationTo != "revocation_pending_compensation" {
 		t.Fatalf("last event transition %s → %s", last.ObligationFrom, last.ObligationTo)
 	}
-	chain := apitest.LedgerEvents(t, d.ID, events)
+	chain := apitest.LedgerEvents(t, events)
 	if err := ledger.VerifyChain(chain); err != nil {
 		t.Fatalf("the events the API shows do not verify: %v", err)
 	}

@@ -1,7 +1,9 @@
 // Package apitest runs Quittance's HTTP API in tests: an httptest.Server
-// wired to the real ledger service on a fresh, migrated PostgreSQL database
-// (from sql/pgtest), a settable clock, and helpers to make tokens, budgets,
-// orgs and task classes and to do JSON requests through a real HTTP client.
+// wired to the services the way the quittance binary wires them, on a
+// fresh, migrated PostgreSQL database (from sql/pgtest), with a settable
+// clock, optionally the A2A and webhook workers, and helpers to make
+// tokens, budgets, orgs and task classes and to do JSON requests through a
+// real HTTP client.
 //
 // It also checks the ledger's invariants straight from the database
 // (CheckInvariants) and takes snapshots of everything written
@@ -17,15 +19,21 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -65,7 +73,12 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 	return c.now
 }
 
-// Env is a running API on its own database.
+// Env is a running API on its own database, wired the way the quittance
+// binary wires it (cmd/quittance/service.go): the ledger with the real JWKS,
+// agent-endpoint and dispatch-message validators, compensation, reports,
+// the event feed, webhooks and metrics on a private registry; optionally
+// the background workers (WithWorker) and a ledger signing identity
+// (WithIdentity).
 type Env struct {
 	// Server is the API's test server; URL is its base URL.
 	Server *httptest.Server
@@ -77,33 +90,257 @@ type Env struct {
 	Pool   *pgxpool.Pool
 	Store  *pgstore.Store
 	Ledger *ledger.Service
-	// Clock is the service's clock.
+	// Clock is the service's clock; nil when the Env runs on another clock
+	// (WithClock).
 	Clock *Clock
 	// OncallToken is the bearer token of an on-call (admin) principal.
 	OncallToken string
+
+	// Compensation, Reports and Webhooks are the other services the API
+	// serves.
+	Compensation *compensation.Service
+	Reports      *ledger.Reports
+	Webhooks     *webhook.Service
+	// LedgerID is the ledger's id, the audience of signed tokens.
+	LedgerID string
+	// Registry is the Env's private metrics registry; Metrics records to it.
+	Registry *prometheus.Registry
+	Metrics  *telemetry.Metrics
+	// Worker is the A2A worker (WithWorker); nil without one.
+	Worker *delegate.Worker
+	// Identity is the ledger's signing identity (WithIdentity); nil without
+	// one.
+	Identity *compensation.Identity
+
+	startWorker func()
 }
+
+// LoopbackEgress is the egress policy of an Env: plain http to 127.0.0.1
+// only, where test peers listen.
+var LoopbackEgress = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+
+// Worker configures the background workers of an Env (WithWorker): the A2A
+// outbox workers and, if asked, webhook deliveries, both through
+// LoopbackEgress, on intervals short enough for tests. The compensation
+// sweep does not run by itself; tests sweep through the API.
+type Worker struct {
+	// Stopped builds the workers without running them; Env.StartWorker
+	// runs them.
+	Stopped bool
+	// NoPush leaves the public URL unset, so remote agents are asked for no
+	// push notifications and dispatched tasks are polled.
+	NoPush bool
+	// PollAfter is how long a dispatched task may go without news before it
+	// is polled (default 1h: never within a test).
+	PollAfter time.Duration
+	// PollInterval is how often a polled task is asked again (default 20ms).
+	PollInterval time.Duration
+	// CompensationMaxAttempts bounds the compensation requests sent for one
+	// obligation (the worker's default when zero).
+	CompensationMaxAttempts int
+	// Webhooks runs webhook deliveries too.
+	Webhooks bool
+	// WebhookMaxAttempts is how many attempts a webhook delivery gets
+	// before it is dead-lettered (default 5).
+	WebhookMaxAttempts int
+}
+
+// Option changes what New and Start build.
+type Option func(*options)
+
+type options struct {
+	clock          ledger.Clock
+	ledgerID       string
+	threshold      int64
+	registerEgress delegate.EgressPolicy
+	oncallToken    string
+	rateLimit      httpapi.RateLimit
+	stream         httpapi.StreamConfig
+	worker         *Worker
+	identity       bool
+}
+
+// WithClock runs every service on c instead of a new Clock stopped at
+// Epoch; ledger.SystemClock{} for tests that run the workers.
+func WithClock(c ledger.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLedgerID sets the ledger's id (default "ledger-test").
+func WithLedgerID(id string) Option { return func(o *options) { o.ledgerID = id } }
+
+// WithWriteOffThreshold sets the largest write-off one on-call identity may
+// make alone (default 100000, the service's default).
+func WithWriteOffThreshold(minor int64) Option { return func(o *options) { o.threshold = minor } }
+
+// WithRegistrationEgress sets the policy org registration checks agent
+// endpoints against (default LoopbackEgress); the workers still dial
+// through LoopbackEgress.
+func WithRegistrationEgress(p delegate.EgressPolicy) Option {
+	return func(o *options) { o.registerEgress = p }
+}
+
+// WithOncallToken sets the secret of the on-call principal's token (default a new
+// one), so an Env started again on the same database keeps it.
+func WithOncallToken(secret string) Option { return func(o *options) { o.oncallToken = secret } }
+
+// WithRateLimit sets the API's per-credential rate limit (default none).
+func WithRateLimit(r httpapi.RateLimit) Option { return func(o *options) { o.rateLimit = r } }
+
+// WithStream sets how often the event streams poll the table and how long
+// they may be idle before a heartbeat (defaults: the API's).
+func WithStream(poll, heartbeat time.Duration) Option {
+	return func(o *options) { o.stream.Poll, o.stream.Heartbeat = poll, heartbeat }
+}
+
+// WithWorker builds the background workers, configured by w.
+func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
+
+// WithIdentity gives the ledger a fresh signing identity: compensation
+// requests are signed and its JWK Set is served.
+func WithIdentity() Option { return func(o *options) { o.identity = true } }
 
 // New starts an API on a fresh migrated database. Everything is torn down
 // when t ends.
-func New(t testing.TB) *Env {
+func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	store := pgstore.New(pool)
-	clock := NewClock(Epoch)
-	svc := ledger.NewService(ledger.Config{Store: store, Clock: clock})
-	api := httpapi.New(httpapi.Config{Ledger: svc, Ready: store.Ping, Version: "test"})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	e := &Env{
-		Server: srv, URL: srv.URL, Client: srv.Client(),
-		Pool: pool, Store: store, Ledger: svc, Clock: clock,
-		OncallToken: ledger.NewTokenSecret(),
+	return Start(t, pgtest.Pool(t), opts...)
+}
+
+// Start starts an API on pool's database, with new services: what a fresh
+// replica or a restarted process runs. The on-call token is created unless
+// it exists. Everything Start starts is stopped when t ends; pool is left
+// open.
+func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
+	t.Helper()
+	o := options{
+		clock: NewClock(Epoch), ledgerID: "ledger-test", threshold: 100_000,
+		registerEgress: LoopbackEgress, oncallToken: ledger.NewTokenSecret(),
 	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := telemetry.New(reg)
+	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
+	reg.MustRegister(pgstore.NewCollector(store))
+	e := &Env{
+		Pool: pool, Store: store, OncallToken: o.oncallToken, LedgerID: o.ledgerID, Registry: reg, Metrics: metrics,
+	}
+	e.Clock, _ = o.clock.(*Clock)
+	e.Ledger = ledger.NewService(ledger.Config{
+		Store: store, Clock: o.clock,
+		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
+		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
+			return delegate.ValidateAgentEndpoint(o.registerEgress, cardURL, allowedHosts)
+		},
+		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
+	})
+	e.Compensation = compensation.NewService(compensation.Config{
+		Store: store.Compensation(), Clock: o.clock, LedgerID: o.ledgerID, WriteOffApprovalThresholdMinor: o.threshold,
+	})
+	e.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: o.clock})
+	if o.identity {
+		keyFile, err := compensation.NewIdentityFile("test", time.Now())
+		if err != nil {
+			t.Fatalf("apitest: new signing key: %v", err)
+		}
+		if e.Identity, err = compensation.LoadIdentity(o.ledgerID, keyFile); err != nil {
+			t.Fatalf("apitest: load signing key: %v", err)
+		}
+	}
+
+	// The server starts first: the worker registers push notifications at
+	// its URL.
+	var api http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { api.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	e.Server, e.URL, e.Client = srv, srv.URL, srv.Client()
 	e.Client.Timeout = 30 * time.Second
-	if _, err := svc.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
+
+	cfg := httpapi.Config{
+		Ledger: e.Ledger, Compensation: e.Compensation, Reports: e.Reports, Feed: store,
+		Ready: store.Ping, Version: "test", LedgerID: o.ledgerID, Metrics: metrics, RateLimit: o.rateLimit,
+	}
+	webhookMax := 5
+	if o.worker != nil && o.worker.WebhookMaxAttempts > 0 {
+		webhookMax = o.worker.WebhookMaxAttempts
+	}
+	e.Webhooks = webhook.NewService(webhook.Config{
+		Store: store.Webhooks(), Clock: o.clock, Egress: LoopbackEgress, MaxAttempts: webhookMax,
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Interval: 20 * time.Millisecond, Wake: store.FeedWake,
+	})
+	cfg.Webhooks = e.Webhooks
+	if o.worker != nil {
+		e.buildWorker(t, *o.worker, o)
+		cfg.Push, cfg.Orchestrator = e.Worker, e.Worker
+	}
+	if e.Identity != nil {
+		cfg.JWKS = e.Identity.JWKS
+	}
+	// Closing the streams' Done (before the server closes: cleanups run
+	// last first) ends open event streams.
+	streamsDone := make(chan struct{})
+	t.Cleanup(func() { close(streamsDone) })
+	cfg.Stream = o.stream
+	cfg.Stream.Done = streamsDone
+	api = httpapi.New(cfg)
+
+	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
 		t.Fatalf("apitest: create on-call token: %v", err)
 	}
+	if o.worker != nil && !o.worker.Stopped {
+		e.StartWorker()
+	}
 	return e
+}
+
+// buildWorker builds the A2A worker of w; it (and webhook deliveries if w
+// asks for them) runs once StartWorker is called.
+func (e *Env) buildWorker(t testing.TB, w Worker, o options) {
+	if w.PollAfter == 0 {
+		w.PollAfter = time.Hour
+	}
+	if w.PollInterval == 0 {
+		w.PollInterval = 20 * time.Millisecond
+	}
+	public := e.URL
+	if w.NoPush {
+		public = ""
+	}
+	// As in the binary: one SSRF-safe client, timed and carrying a W3C
+	// traceparent.
+	client := delegate.NewHTTPClient(LoopbackEgress)
+	client.Transport = telemetry.Transport(client.Transport, e.Metrics)
+	e.Worker = delegate.NewWorker(delegate.Config{
+		Store: e.Store.A2A(), Compensation: e.Compensation, Clock: o.clock, HTTPClient: client,
+		LedgerID: o.ledgerID, PublicURL: public, Identity: e.Identity,
+		Interval: 20 * time.Millisecond, PollAfter: w.PollAfter, PollInterval: w.PollInterval,
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, CompensationPollInterval: 20 * time.Millisecond,
+		CompensationMaxAttempts: w.CompensationMaxAttempts,
+	})
+	var once sync.Once
+	e.startWorker = func() {
+		once.Do(func() {
+			run := func(fn func(context.Context) error) {
+				ctx, cancel := context.WithCancel(context.Background())
+				stopped := make(chan struct{})
+				go func() { defer close(stopped); _ = fn(ctx) }()
+				t.Cleanup(func() { cancel(); <-stopped })
+			}
+			run(e.Worker.Run)
+			if w.Webhooks {
+				run(e.Webhooks.Run)
+			}
+		})
+	}
+}
+
+// StartWorker runs the workers of an Env built with WithWorker(Worker{Stopped:
+// true}); they stop when the test ends. It does nothing the second time,
+// or without WithWorker.
+func (e *Env) StartWorker() {
+	if e.startWorker != nil {
+		e.startWorker()
+	}
 }
 
 // Response is an HTTP response with its body read.
@@ -340,26 +577,11 @@ func (e *Env) Delegation(t testing.TB, token, id string) httpapi.DelegationBody 
 	return d
 }
 
-// Event is an audit event as the API shows it, with its data kept raw.
-type Event struct {
-	Seq            int64           `json:"seq"`
-	StreamSeq      int32           `json:"stream_seq"`
-	Type           string          `json:"type"`
-	At             time.Time       `json:"at"`
-	Actor          string          `json:"actor"`
-	ObligationFrom string          `json:"obligation_from"`
-	ObligationTo   string          `json:"obligation_to"`
-	Data           json.RawMessage `json:"data"`
-	Evidence       string          `json:"evidence"`
-	Hash           string          `json:"hash"`
-	PrevHash       string          `json:"prev_hash"`
-}
-
 // Events lists a delegation's events through the API, expecting 200.
-func (e *Env) Events(t testing.TB, token, id string) []Event {
+func (e *Env) Events(t testing.TB, token, id string) []ledger.EventRecord {
 	t.Helper()
 	var out struct {
-		Events []Event `json:"events"`
+		Events []ledger.EventRecord `json:"events"`
 	}
 	e.Do(t, http.MethodGet, "/v1/delegations/"+id+"/events", token, nil).Expect(t, http.StatusOK).JSON(t, &out)
 	return out.Events

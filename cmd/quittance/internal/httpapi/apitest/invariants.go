@@ -2,7 +2,6 @@ package apitest
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -209,27 +208,18 @@ func Violations(ctx context.Context, e *Env) []string {
 	return problems
 }
 
-// LedgerEvents converts a delegation's events as the API shows them into
-// ledger events, so a client can verify the chain with ledger.VerifyChain.
-func LedgerEvents(t testing.TB, delegationID string, events []Event) []ledger.Event {
+// LedgerEvents turns events as the API publishes them back into ledger
+// events, so a test can verify their chain with ledger.VerifyChain as any
+// client would.
+func LedgerEvents(t testing.TB, records []ledger.EventRecord) []ledger.Event {
 	t.Helper()
-	id, err := uuid.Parse(delegationID)
-	if err != nil {
-		t.Fatalf("delegation id %q: %v", delegationID, err)
-	}
-	out := make([]ledger.Event, len(events))
-	for i, ev := range events {
-		hash, err1 := hex.DecodeString(ev.Hash)
-		prev, err2 := hex.DecodeString(ev.PrevHash)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("event %d: hash %q / prev_hash %q are not hex", ev.StreamSeq, ev.Hash, ev.PrevHash)
+	out := make([]ledger.Event, len(records))
+	for i, r := range records {
+		e, err := r.Event()
+		if err != nil {
+			t.Fatalf("event %d: %v", r.StreamSeq, err)
 		}
-		out[i] = ledger.Event{
-			Seq: ev.Seq, Stream: ledger.DelegationStream(id), StreamSeq: ev.StreamSeq, DelegationID: id,
-			Type: ev.Type, At: ev.At, Actor: ev.Actor,
-			ObligationFrom: ledger.ObligationState(ev.ObligationFrom), ObligationTo: ledger.ObligationState(ev.ObligationTo),
-			Data: ev.Data, Evidence: ev.Evidence, PrevHash: prev, Hash: hash,
-		}
+		out[i] = e
 	}
 	return out
 }

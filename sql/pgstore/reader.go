@@ -24,7 +24,7 @@ func notFound(err error, what string, id any) error {
 		return fmt.Errorf("%s %v: %w", what, id, ledger.ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("load %s %v: %w", what, id, err)
+		return fmt.Errorf("load %s %v: %w", what, id, interpretError(err))
 	}
 	return nil
 }

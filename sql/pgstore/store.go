@@ -121,5 +121,14 @@ func interpretError(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w", ledger.ErrNotFound)
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "22021", "22P05": // character_not_in_repertoire, untranslatable_character
+			// Text PostgreSQL cannot store (a NUL character) is the
+			// request's fault, not the server's.
+			return &ledger.ValidationError{Field: "body", Problem: "text must not contain NUL characters"}
+		}
+	}
 	return err
 }

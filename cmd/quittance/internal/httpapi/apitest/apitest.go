@@ -135,6 +135,10 @@ type Worker struct {
 	PollAfter time.Duration
 	// PollInterval is how often a polled task is asked again (default 20ms).
 	PollInterval time.Duration
+	// Streaming subscribes to tasks whose agent card declares streaming,
+	// looking for tasks to stream every 20ms (the binary's default is on;
+	// an Env's is off, so tests see push and poll alone unless they ask).
+	Streaming bool
 	// CompensationMaxAttempts bounds the compensation requests sent for one
 	// obligation (the worker's default when zero).
 	CompensationMaxAttempts int
@@ -306,6 +310,10 @@ func (e *Env) buildWorker(t testing.TB, w Worker, o options) {
 	if w.NoPush {
 		public = ""
 	}
+	var streamInterval time.Duration // the worker's default
+	if w.Streaming {
+		streamInterval = 20 * time.Millisecond
+	}
 	// As in the binary: one SSRF-safe client, timed and carrying a W3C
 	// traceparent.
 	client := delegate.NewHTTPClient(LoopbackEgress)
@@ -315,7 +323,7 @@ func (e *Env) buildWorker(t testing.TB, w Worker, o options) {
 		LedgerID: o.ledgerID, PublicURL: public, Identity: e.Identity,
 		Interval: 20 * time.Millisecond, PollAfter: w.PollAfter, PollInterval: w.PollInterval,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, CompensationPollInterval: 20 * time.Millisecond,
-		CompensationMaxAttempts: w.CompensationMaxAttempts,
+		CompensationMaxAttempts: w.CompensationMaxAttempts, Streaming: w.Streaming, StreamInterval: streamInterval,
 	})
 	var once sync.Once
 	e.startWorker = func() {

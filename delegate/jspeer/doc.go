@@ -11,7 +11,10 @@
 // Its scenarios are chosen by the text of the first user message; see the
 // Scenario constants.
 //
-// It is test support only: it must never be imported by non-test code, and
-// it skips (or, with QUITTANCE_REQUIRE_JS_PEER set, fails) the test when
-// node or npm is missing rather than install anything system-wide.
+// It is test support only and must never be imported by non-test code. It
+// is not under an internal directory only so that the HTTP API's tests
+// (cmd/quittance/internal/httpapi), which run the interop lifecycle through
+// Quittance's public API, can import it. It
+// skips (or, with QUITTANCE_REQUIRE_JS_PEER set, fails) the test when node
+// or npm is missing rather than install anything system-wide.
 package jspeer

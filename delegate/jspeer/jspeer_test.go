@@ -15,7 +15,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
-	"github.com/quittance/quittance/delegate/internal/jspeer"
+	"github.com/quittance/quittance/delegate/jspeer"
 	"github.com/quittance/quittance/ledger"
 )
 

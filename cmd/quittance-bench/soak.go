@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgstore"
 )
 
 // maxSoak bounds a soak run.
@@ -181,7 +182,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := s.current().waitReady(ctx, 60*time.Second); err != nil {
 		s.violate("service not ready after the run: %v", err)
 	}
-	rep, err := checkInvariants(ctx, s.pool)
+	rep, err := pgstore.CheckInvariants(ctx, s.pool)
 	if err != nil {
 		return err
 	}
@@ -191,8 +192,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	s.checkAcknowledged(rep)
 
 	states := map[ledger.ObligationState]int{}
-	for _, d := range rep.Delegations {
-		states[d.State]++
+	for _, st := range rep.Delegations {
+		states[st]++
 	}
 	fmt.Fprintf(stdout, "\nsoak finished after %s (seed %d)\n", ran.Round(time.Second), cfg.Seed)
 	fmt.Fprintf(stdout, "  operations acknowledged: %d (%d retried requests)\n", s.ops.Load(), s.retries.Load())
@@ -347,7 +348,7 @@ func (s *soak) watchEvents(ctx context.Context) {
 // checkAcknowledged: every delegation the API acknowledged exists, and is
 // in the state the API last acknowledged — or, for an open state, in a
 // state reachable from it.
-func (s *soak) checkAcknowledged(rep invariantReport) {
+func (s *soak) checkAcknowledged(rep pgstore.InvariantReport) {
 	s.mu.Lock()
 	acked := make(map[string]ledger.ObligationState, len(s.acked))
 	for k, v := range s.acked {
@@ -355,14 +356,14 @@ func (s *soak) checkAcknowledged(rep invariantReport) {
 	}
 	s.mu.Unlock()
 	for id, want := range acked {
-		d, ok := rep.Delegations[uuid.MustParse(id)]
+		got, ok := rep.Delegations[uuid.MustParse(id)]
 		switch {
 		case !ok:
 			s.violate("delegation %s was acknowledged (%s) but is not in the database", id, want)
-		case want.Terminal() && d.State != want:
-			s.violate("delegation %s: the API acknowledged %s, the database says %s", id, want, d.State)
-		case !want.Terminal() && d.State != want && d.State != ledger.ObligationCompensationUnconfirmed:
-			s.violate("delegation %s: the API acknowledged %s, the database says %s", id, want, d.State)
+		case want.Terminal() && got != want:
+			s.violate("delegation %s: the API acknowledged %s, the database says %s", id, want, got)
+		case !want.Terminal() && got != want && got != ledger.ObligationCompensationUnconfirmed:
+			s.violate("delegation %s: the API acknowledged %s, the database says %s", id, want, got)
 		}
 	}
 }

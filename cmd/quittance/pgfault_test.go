@@ -199,13 +199,17 @@ func signAck(t testing.TB, signer *compensationtest.Signer, d delegationView) st
 }
 
 // checkDatabase asserts DESIGN.md §2.2's invariants straight from the
-// database (apitest.Violations: conservation per budget, held = sum of
+// database (pgstore.CheckInvariants: conservation per budget, held = sum of
 // active holds, one hold entry per delegation, allowed transition paths,
 // every event stream's hash chain through ledger.VerifyChain).
 func checkDatabase(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	for _, v := range apitest.Violations(t.Context(), &apitest.Env{Pool: pool, Store: pgstore.New(pool)}) {
+	rep, err := pgstore.CheckInvariants(t.Context(), pool)
+	for _, v := range rep.Violations {
 		t.Error("invariant violated: " + v)
+	}
+	if err != nil {
+		t.Errorf("check invariants: %v", err)
 	}
 }
 

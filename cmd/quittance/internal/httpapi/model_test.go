@@ -865,8 +865,8 @@ func (m *model) checkDatabase() {
 	rows, err := pool.Query(ctx, `
 		SELECT b.id, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor,
 		       coalesce((SELECT sum(amount_minor) FROM delegations d WHERE d.budget_id = b.id
-		                 AND d.obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed', 'escalated')), 0)::bigint
-		FROM budgets b ORDER BY b.id`)
+		                 AND d.obligation_state = ANY($1::text[])), 0)::bigint
+		FROM budgets b ORDER BY b.id`, ledger.ActiveObligationStates)
 	if err != nil {
 		m.fatalf("query budgets: %v", err)
 	}

@@ -1,0 +1,226 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// InvariantReport is what CheckInvariants found in the database.
+type InvariantReport struct {
+	// Violations describes every broken invariant, one readable sentence
+	// each, naming the budget, delegation, stream or event concerned. It is
+	// empty when the database is consistent.
+	Violations []string
+	// Budgets is the number of budgets checked.
+	Budgets int
+	// Delegations maps every delegation checked to its obligation state as
+	// the row records it.
+	Delegations map[uuid.UUID]ledger.ObligationState
+	// Events is the number of events checked.
+	Events int
+	// Streams is the number of event streams checked.
+	Streams int
+}
+
+// fail records a violation.
+func (r *InvariantReport) fail(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// CheckInvariants re-checks the invariants of DESIGN.md §2.2 straight from
+// the rows in pool's database, trusting none of the application's code
+// paths:
+//   - per budget: available + held + spent + written_off = funded, no
+//     column is negative, held is the sum of the active holds, spent the sum
+//     of the settled delegations, written_off the sum of the written-off
+//     ones, and the budget journal adds up to every column;
+//   - per delegation: exactly one hold entry in the journal, and one entry
+//     moving it out (spend, return or write_off, as the hold state says)
+//     exactly when the hold has left active, each of the delegation's amount;
+//   - per delegation: its stream has events, the first is
+//     delegation_created, and the events carrying an obligation transition
+//     form a path of allowed transitions (ledger.NextObligation on the
+//     event's obligation_event) from held to the row's state, so no hold
+//     left active without its evidence event;
+//   - every event stream's hash chain verifies (ledger.VerifyChain), and
+//     every delegation stream belongs to an existing delegation.
+//
+// Broken invariants are reported in the report's Violations; the error is
+// non-nil only when the database could not be read, and the report then
+// holds what was found before the failure. CheckInvariants reads every
+// event into memory: it is meant for tests and offline checks, not for a
+// serving path.
+func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, error) {
+	q := dbsqlc.New(pool)
+	rep := InvariantReport{Delegations: map[uuid.UUID]ledger.ObligationState{}}
+	if err := checkBudgets(ctx, q, &rep); err != nil {
+		return rep, err
+	}
+	delegations, err := checkJournal(ctx, q, &rep)
+	if err != nil {
+		return rep, err
+	}
+	rows, err := q.EventListAll(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("list events: %w", err)
+	}
+	streams := map[string][]ledger.Event{}
+	for _, row := range rows {
+		e := toEvent(row)
+		streams[e.Stream] = append(streams[e.Stream], e)
+	}
+	rep.Events, rep.Streams = len(rows), len(streams)
+	checkTransitions(delegations, streams, &rep)
+	checkChains(streams, &rep)
+	return rep, nil
+}
+
+// activeStates returns the obligation states whose hold is active, as the
+// state machine defines them.
+func activeStates() []string {
+	var out []string
+	for _, s := range ledger.ObligationStates {
+		if s.Hold() == ledger.HoldActive {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}
+
+// checkBudgets checks every budget's columns against each other, against
+// its delegations and against its journal.
+func checkBudgets(ctx context.Context, q *dbsqlc.Queries, rep *InvariantReport) error {
+	rows, err := q.BudgetListWithTotals(ctx, activeStates())
+	if err != nil {
+		return fmt.Errorf("list budgets: %w", err)
+	}
+	for _, b := range rows {
+		rep.Budgets++
+		if b.AvailableMinor+b.HeldMinor+b.SpentMinor+b.WrittenOffMinor != b.FundedMinor {
+			rep.fail("budget %s: available %d + held %d + spent %d + written_off %d != funded %d",
+				b.ID, b.AvailableMinor, b.HeldMinor, b.SpentMinor, b.WrittenOffMinor, b.FundedMinor)
+		}
+		if b.AvailableMinor < 0 || b.HeldMinor < 0 || b.SpentMinor < 0 || b.WrittenOffMinor < 0 {
+			rep.fail("budget %s: a negative column: available %d, held %d, spent %d, written_off %d",
+				b.ID, b.AvailableMinor, b.HeldMinor, b.SpentMinor, b.WrittenOffMinor)
+		}
+		if b.HeldMinor != b.ActiveSum {
+			rep.fail("budget %s: held %d != sum of active holds %d", b.ID, b.HeldMinor, b.ActiveSum)
+		}
+		if b.SpentMinor != b.SettledSum {
+			rep.fail("budget %s: spent %d != sum of settled delegations %d", b.ID, b.SpentMinor, b.SettledSum)
+		}
+		if b.WrittenOffMinor != b.WrittenOffSum {
+			rep.fail("budget %s: written_off %d != sum of written-off delegations %d", b.ID, b.WrittenOffMinor, b.WrittenOffSum)
+		}
+		if b.JournalFunded != b.FundedMinor || b.JournalHeld != b.HeldMinor || b.JournalSpent != b.SpentMinor || b.JournalWrittenOff != b.WrittenOffMinor {
+			rep.fail("budget %s: journal (funded %d, held %d, spent %d, written_off %d) disagrees with the row (%d, %d, %d, %d)",
+				b.ID, b.JournalFunded, b.JournalHeld, b.JournalSpent, b.JournalWrittenOff,
+				b.FundedMinor, b.HeldMinor, b.SpentMinor, b.WrittenOffMinor)
+		}
+	}
+	return nil
+}
+
+// checkJournal checks every delegation's journal entries against its hold
+// state, records the delegation in rep, and returns the delegation ids in
+// id order.
+func checkJournal(ctx context.Context, q *dbsqlc.Queries, rep *InvariantReport) ([]uuid.UUID, error) {
+	rows, err := q.DelegationListWithEntries(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list delegations: %w", err)
+	}
+	ids := make([]uuid.UUID, 0, len(rows))
+	for _, d := range rows {
+		st := ledger.ObligationState(d.ObligationState)
+		rep.Delegations[d.ID] = st
+		ids = append(ids, d.ID)
+		want := []string{string(ledger.MoveHold)}
+		switch st.Hold() {
+		case ledger.HoldConsumed:
+			want = append(want, string(ledger.MoveSpend))
+		case ledger.HoldReturned:
+			want = append(want, string(ledger.MoveReturn))
+		case ledger.HoldLost:
+			want = append(want, string(ledger.MoveWriteOff))
+		case ledger.HoldActive:
+		}
+		if !slices.Equal(d.EntryKinds, want) {
+			rep.fail("delegation %s (%s): journal entries %v, want %v", d.ID, st, d.EntryKinds, want)
+		}
+		for _, a := range d.EntryAmounts {
+			if a != d.AmountMinor {
+				rep.fail("delegation %s: journal amount %d != hold %d", d.ID, a, d.AmountMinor)
+			}
+		}
+	}
+	return ids, nil
+}
+
+// checkTransitions checks that each delegation's events form a path of
+// allowed obligation transitions from held to the state rep records for it.
+func checkTransitions(delegations []uuid.UUID, streams map[string][]ledger.Event, rep *InvariantReport) {
+	for _, id := range delegations {
+		events := streams[ledger.DelegationStream(id)]
+		if len(events) == 0 {
+			rep.fail("delegation %s has no events", id)
+			continue
+		}
+		if events[0].Type != ledger.EventTypeDelegationCreated {
+			rep.fail("delegation %s: first event is %s, not %s", id, events[0].Type, ledger.EventTypeDelegationCreated)
+		}
+		state := ledger.ObligationHeld
+		for _, ev := range events {
+			if ev.ObligationFrom == "" && ev.ObligationTo == "" {
+				continue
+			}
+			var data struct {
+				ObligationEvent ledger.ObligationEvent `json:"obligation_event"`
+			}
+			_ = json.Unmarshal(ev.Data, &data) // a missing event fails NextObligation below
+			next, _, err := ledger.NextObligation(ev.ObligationFrom, data.ObligationEvent)
+			switch {
+			case ev.ObligationFrom != state:
+				rep.fail("delegation %s event %d: transition from %s, but the obligation was %s", id, ev.StreamSeq, ev.ObligationFrom, state)
+			case err != nil || next != ev.ObligationTo:
+				rep.fail("delegation %s event %d: %s -%s-> %s is not an allowed transition", id, ev.StreamSeq, ev.ObligationFrom, data.ObligationEvent, ev.ObligationTo)
+			}
+			state = ev.ObligationTo
+		}
+		if want := rep.Delegations[id]; state != want {
+			rep.fail("delegation %s: its events lead to %s, the row says %s", id, state, want)
+		}
+	}
+}
+
+// checkChains verifies every stream's hash chain, and that every delegation
+// stream names an existing delegation, in stream order.
+func checkChains(streams map[string][]ledger.Event, rep *InvariantReport) {
+	for _, stream := range slices.Sorted(maps.Keys(streams)) {
+		if err := ledger.VerifyChain(streams[stream]); err != nil {
+			rep.fail("%v", err)
+		}
+		raw, ok := strings.CutPrefix(stream, "delegation:")
+		if !ok {
+			continue
+		}
+		id, err := uuid.Parse(raw)
+		if err != nil {
+			rep.fail("stream %s: not a delegation id", stream)
+			continue
+		}
+		if _, ok := rep.Delegations[id]; !ok {
+			rep.fail("stream %s: no such delegation", stream)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgstore"
+)
+
+// invariantFixture is a database with one budget, one delegation still
+// held and one settled.
+type invariantFixture struct {
+	bundle
+	held, settled ledger.Delegation
+}
+
+func setupInvariants(t *testing.T) invariantFixture {
+	t.Helper()
+	b := setup(t)
+	held := b.delegation(t, "op-held")
+	settled := b.delegation(t, "op-settled")
+	b.report(t, settled.ID, ledger.StatusWorking, epoch)
+	b.report(t, settled.ID, ledger.StatusCompleted, epoch.Add(time.Second))
+	return invariantFixture{bundle: b, held: held, settled: settled}
+}
+
+// tamper runs stmt as the test database's superuser, around the
+// application, with the events_append_only trigger disabled for it.
+func (f invariantFixture) tamper(t *testing.T, stmt string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, s := range []string{`ALTER TABLE events DISABLE TRIGGER events_append_only`, stmt, `ALTER TABLE events ENABLE TRIGGER events_append_only`} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+func TestCheckInvariantsCleanDatabase(t *testing.T) {
+	t.Parallel()
+	f := setupInvariants(t)
+	ctx := context.Background()
+	rep, err := pgstore.CheckInvariants(ctx, f.pool)
+	if err != nil {
+		t.Fatalf("CheckInvariants: %v", err)
+	}
+	if len(rep.Violations) > 0 {
+		t.Fatalf("violations in a database only the ledger wrote:\n%s", strings.Join(rep.Violations, "\n"))
+	}
+	var events, streams int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT stream) FROM events`).Scan(&events, &streams); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Budgets != 1 || rep.Events != events || rep.Streams != streams {
+		t.Errorf("report counts %d budgets, %d events in %d streams; the database has 1, %d in %d",
+			rep.Budgets, rep.Events, rep.Streams, events, streams)
+	}
+	want := map[uuid.UUID]ledger.ObligationState{f.held.ID: ledger.ObligationHeld, f.settled.ID: ledger.ObligationSettled}
+	if fmt.Sprint(rep.Delegations) != fmt.Sprint(want) {
+		t.Errorf("report delegations %v, want %v", rep.Delegations, want)
+	}
+}
+
+func TestCheckInvariantsReportsTampering(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		stmt func(f invariantFixture) string
+		want func(f invariantFixture) []string
+	}{
+		{
+			name: "budget held moved without a hold",
+			stmt: func(invariantFixture) string {
+				// Conserving, so the budgets_conservation constraint lets it through.
+				return `UPDATE budgets SET held_minor = held_minor + 7, available_minor = available_minor - 7 WHERE id = 'ops'`
+			},
+			want: func(invariantFixture) []string {
+				return []string{
+					"budget ops: held 1257 != sum of active holds 1250",
+					"budget ops: journal (funded 10000, held 1250, spent 1250, written_off 0) disagrees with the row (10000, 1257, 1250, 0)",
+				}
+			},
+		},
+		{
+			name: "journal entry deleted",
+			stmt: func(invariantFixture) string { return `DELETE FROM budget_entries WHERE kind = 'spend'` },
+			want: func(f invariantFixture) []string {
+				return []string{
+					fmt.Sprintf("delegation %s (settled): journal entries [hold], want [hold spend]", f.settled.ID),
+					"budget ops: journal (funded 10000, held 2500, spent 0, written_off 0) disagrees with the row (10000, 1250, 1250, 0)",
+				}
+			},
+		},
+		{
+			name: "event data edited",
+			stmt: func(f invariantFixture) string {
+				return fmt.Sprintf(`UPDATE events SET data = data || '{"tampered": true}' WHERE stream = '%s' AND stream_seq = 2`, f.settled.Stream())
+			},
+			want: func(f invariantFixture) []string {
+				return []string{fmt.Sprintf("event chain %s broken at 2", f.settled.Stream())}
+			},
+		},
+		{
+			name: "obligation transition rewritten",
+			stmt: func(f invariantFixture) string {
+				return fmt.Sprintf(`UPDATE events SET obligation_to = 'released' WHERE stream = '%s' AND obligation_to = 'settled'`, f.settled.Stream())
+			},
+			want: func(f invariantFixture) []string {
+				return []string{
+					fmt.Sprintf("event chain %s broken at", f.settled.Stream()),
+					"-> released is not an allowed transition",
+					fmt.Sprintf("delegation %s: its events lead to released, the row says settled", f.settled.ID),
+				}
+			},
+		},
+		{
+			name: "delegation events deleted",
+			stmt: func(f invariantFixture) string {
+				return fmt.Sprintf(`DELETE FROM events WHERE stream = '%s'`, f.held.Stream())
+			},
+			want: func(f invariantFixture) []string {
+				return []string{fmt.Sprintf("delegation %s has no events", f.held.ID)}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupInvariants(t)
+			f.tamper(t, tc.stmt(f))
+			rep, err := pgstore.CheckInvariants(context.Background(), f.pool)
+			if err != nil {
+				t.Fatalf("CheckInvariants: %v", err)
+			}
+			got := strings.Join(rep.Violations, "\n")
+			for _, w := range tc.want(f) {
+				if !strings.Contains(got, w) {
+					t.Errorf("violations do not report %q; got:\n%s", w, got)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,34 @@
+-- name: BudgetListWithTotals :many
+-- For CheckInvariants: every budget with the sums its columns must equal,
+-- the delegations' amounts by hold state and the journal folded per column.
+SELECT b.id, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor,
+       coalesce((SELECT sum(d.amount_minor) FROM delegations d
+                 WHERE d.budget_id = b.id AND d.obligation_state = ANY(@active_states::text[])), 0)::bigint AS active_sum,
+       coalesce((SELECT sum(d.amount_minor) FROM delegations d
+                 WHERE d.budget_id = b.id AND d.obligation_state = 'settled'), 0)::bigint AS settled_sum,
+       coalesce((SELECT sum(d.amount_minor) FROM delegations d
+                 WHERE d.budget_id = b.id AND d.obligation_state = 'written_off'), 0)::bigint AS written_off_sum,
+       coalesce((SELECT sum(CASE j.kind WHEN 'fund' THEN j.amount_minor ELSE 0 END)
+                 FROM budget_entries j WHERE j.budget_id = b.id), 0)::bigint AS journal_funded,
+       coalesce((SELECT sum(CASE j.kind WHEN 'hold' THEN j.amount_minor WHEN 'fund' THEN 0 ELSE -j.amount_minor END)
+                 FROM budget_entries j WHERE j.budget_id = b.id), 0)::bigint AS journal_held,
+       coalesce((SELECT sum(CASE j.kind WHEN 'spend' THEN j.amount_minor ELSE 0 END)
+                 FROM budget_entries j WHERE j.budget_id = b.id), 0)::bigint AS journal_spent,
+       coalesce((SELECT sum(CASE j.kind WHEN 'write_off' THEN j.amount_minor ELSE 0 END)
+                 FROM budget_entries j WHERE j.budget_id = b.id), 0)::bigint AS journal_written_off
+FROM budgets b
+ORDER BY b.id;
+
+-- name: DelegationListWithEntries :many
+-- For CheckInvariants: every delegation with its journal entries, oldest first.
+SELECT d.id, d.obligation_state, d.amount_minor,
+       coalesce(array_agg(j.kind ORDER BY j.id) FILTER (WHERE j.id IS NOT NULL), '{}')::text[] AS entry_kinds,
+       coalesce(array_agg(j.amount_minor ORDER BY j.id) FILTER (WHERE j.id IS NOT NULL), '{}')::bigint[] AS entry_amounts
+FROM delegations d
+LEFT JOIN budget_entries j ON j.delegation_id = d.id
+GROUP BY d.id
+ORDER BY d.id;
+
+-- name: EventListAll :many
+-- For CheckInvariants: every event, grouped by stream, in stream order.
+SELECT * FROM events ORDER BY stream, stream_seq;

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -111,7 +113,18 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", cfg.DataDir, err)
 		}
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: filepath.Join(cfg.DataDir, "postgres"), Log: log})
+		clusterDir := filepath.Join(cfg.DataDir, "postgres")
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})
+		if errors.Is(err, pgcluster.ErrDataDirUnreachable) {
+			// Root keeps the checkout in a directory the postgres user
+			// cannot enter (such as /root): the cluster lives in a
+			// directory of its own instead, the same one on every run.
+			clusterDir, err = sharedClusterDir(clusterDir)
+			if err == nil {
+				fmt.Fprintf(stdout, "%s is closed to the postgres user; keeping the cluster in %s\n", cfg.DataDir, clusterDir)
+				cluster, err = pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("start the embedded PostgreSQL: %w", err)
 		}
@@ -321,4 +334,20 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		return fmt.Errorf("drain requests: %w", err)
 	}
 	return nil
+}
+
+// sharedClusterDir is where dev keeps the cluster for a data directory the
+// server's user cannot reach: under /var/lib/quittance, named after the
+// absolute path it stands in for, so each checkout keeps its own data.
+func sharedClusterDir(dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	dir := filepath.Join("/var/lib/quittance", filepath.Base(filepath.Dir(filepath.Dir(abs)))+"-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	return filepath.Join(dir, "postgres"), nil
 }

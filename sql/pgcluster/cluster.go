@@ -215,6 +215,11 @@ func (c *Cluster) prepare(ctx context.Context) error {
 	return c.initdb(ctx)
 }
 
+// ErrDataDirUnreachable is returned, wrapped in advice, when the server's
+// OS user (postgres, when the caller is root) cannot reach the data
+// directory because a parent directory is closed to it.
+var ErrDataDirUnreachable = errors.New("data directory unreachable by the server's user")
+
 // checkReachable fails with advice when the server's OS user cannot reach
 // the data directory because a parent directory is closed to it, which
 // happens when root keeps the data under a private directory.
@@ -228,9 +233,9 @@ func (c *Cluster) checkReachable() error {
 			return fmt.Errorf("inspect %s: %w", dir, err)
 		}
 		if !searchable(fi, c.runAs) {
-			return fmt.Errorf("the %s user, which runs the server, cannot enter %s (mode %v); "+
+			return fmt.Errorf("%w: the %s user, which runs the server, cannot enter %s (mode %v); "+
 				"run `chmod o+x %s` or choose a data directory elsewhere",
-				c.runAs.name, dir, fi.Mode().Perm(), dir)
+				ErrDataDirUnreachable, c.runAs.name, dir, fi.Mode().Perm(), dir)
 		}
 		if dir == filepath.Dir(dir) {
 			return nil

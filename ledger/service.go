@@ -27,6 +27,7 @@ type Service struct {
 	validateJWKS     func([]byte) error
 	validateAgent    func(cardURL string, allowedHosts []string) error
 	validateDispatch func(message []byte) error
+	tokens           tokenCache
 }
 
 // Config wires a Service.
@@ -99,19 +100,26 @@ func checkCurrency(field, v string) error {
 	return nil
 }
 
-// Authenticate resolves a bearer token to its principal.
+// Authenticate resolves a bearer token to its principal. A token found
+// valid is trusted for tokenCacheTTL without another database lookup.
 func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" {
 		return Principal{}, ErrUnauthenticated
 	}
-	t, err := s.store.TokenByHash(ctx, HashToken(secret))
+	hash, now := HashToken(secret), s.clock.Now()
+	if p, ok := s.tokens.get(hash, now); ok {
+		return p, nil
+	}
+	t, err := s.store.TokenByHash(ctx, hash)
 	if errors.Is(err, ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) {
 		return Principal{}, ErrUnauthenticated
 	}
 	if err != nil {
 		return Principal{}, fmt.Errorf("look up token: %w", err)
 	}
-	return Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Tenant: t.Tenant}, nil
+	p := Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Tenant: t.Tenant}
+	s.tokens.put(hash, p, now)
+	return p, nil
 }
 
 // require refuses a principal whose role is not among roles.

@@ -6,30 +6,35 @@
 
 -- name: ObligationPage :many
 -- One page of obligations in (created_at, id) order, after the cursor, with
--- the last event of the stream of each delegation. The caller pages through a
+-- the last event of the stream of each delegation. The page is chosen
+-- first and only its rows look up their last event, so the cost does not
+-- grow with the number of open obligations. The caller pages through a
 -- read-only repeatable-read transaction to stream a consistent snapshot.
 SELECT
-    d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
-    d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
-    d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
-    d.compensation_last_error, d.created_at, d.updated_at,
+    p.id, p.tenant, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
+    p.remote_task_id, p.task_status, p.obligation_state, p.obligation_reason,
+    p.cancel_requested_at, p.compensation_deadline, p.compensation_attempts,
+    p.compensation_last_error, p.created_at, p.updated_at,
     coalesce(last_event.type, '')::text                AS last_evidence_type,
-    coalesce(last_event.at, d.created_at)::timestamptz AS last_evidence_at
-FROM delegations d
+    coalesce(last_event.at, p.created_at)::timestamptz AS last_evidence_at
+FROM (
+    SELECT d.* FROM delegations d
+    WHERE d.obligation_state = ANY (@states::text[])
+      AND (sqlc.narg(org_id)::text IS NULL OR d.org_id = sqlc.narg(org_id))
+      AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))
+      AND (sqlc.narg(created_before)::timestamptz IS NULL OR d.created_at < sqlc.narg(created_before))
+      AND (sqlc.narg(after_created_at)::timestamptz IS NULL
+           OR d.created_at > sqlc.narg(after_created_at) OR (d.created_at = sqlc.narg(after_created_at) AND d.id > @after_id::uuid))
+    ORDER BY d.created_at, d.id
+    LIMIT @max_rows
+) p
 LEFT JOIN LATERAL (
     SELECT e.type, e.at FROM events e
-    WHERE e.delegation_id = d.id
+    WHERE e.delegation_id = p.id
     ORDER BY e.seq DESC
     LIMIT 1
 ) last_event ON true
-WHERE d.obligation_state = ANY (@states::text[])
-  AND (sqlc.narg(org_id)::text IS NULL OR d.org_id = sqlc.narg(org_id))
-  AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))
-  AND (sqlc.narg(created_before)::timestamptz IS NULL OR d.created_at < sqlc.narg(created_before))
-  AND (sqlc.narg(after_created_at)::timestamptz IS NULL
-       OR d.created_at > sqlc.narg(after_created_at) OR (d.created_at = sqlc.narg(after_created_at) AND d.id > @after_id::uuid))
-ORDER BY d.created_at, d.id
-LIMIT @max_rows;
+ORDER BY p.created_at, p.id;
 
 -- name: ObligationSummary :many
 -- Active amounts and counts by org, currency and state, with age buckets

@@ -132,27 +132,30 @@ func (q *Queries) MetricsSnapshot(ctx context.Context) ([]MetricsSnapshotRow, er
 const obligationPage = `-- name: ObligationPage :many
 
 SELECT
-    d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
-    d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
-    d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
-    d.compensation_last_error, d.created_at, d.updated_at,
+    p.id, p.tenant, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
+    p.remote_task_id, p.task_status, p.obligation_state, p.obligation_reason,
+    p.cancel_requested_at, p.compensation_deadline, p.compensation_attempts,
+    p.compensation_last_error, p.created_at, p.updated_at,
     coalesce(last_event.type, '')::text                AS last_evidence_type,
-    coalesce(last_event.at, d.created_at)::timestamptz AS last_evidence_at
-FROM delegations d
+    coalesce(last_event.at, p.created_at)::timestamptz AS last_evidence_at
+FROM (
+    SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at FROM delegations d
+    WHERE d.obligation_state = ANY ($1::text[])
+      AND ($2::text IS NULL OR d.org_id = $2)
+      AND ($3::text IS NULL OR d.tenant = $3)
+      AND ($4::timestamptz IS NULL OR d.created_at < $4)
+      AND ($5::timestamptz IS NULL
+           OR d.created_at > $5 OR (d.created_at = $5 AND d.id > $6::uuid))
+    ORDER BY d.created_at, d.id
+    LIMIT $7
+) p
 LEFT JOIN LATERAL (
     SELECT e.type, e.at FROM events e
-    WHERE e.delegation_id = d.id
+    WHERE e.delegation_id = p.id
     ORDER BY e.seq DESC
     LIMIT 1
 ) last_event ON true
-WHERE d.obligation_state = ANY ($1::text[])
-  AND ($2::text IS NULL OR d.org_id = $2)
-  AND ($3::text IS NULL OR d.tenant = $3)
-  AND ($4::timestamptz IS NULL OR d.created_at < $4)
-  AND ($5::timestamptz IS NULL
-       OR d.created_at > $5 OR (d.created_at = $5 AND d.id > $6::uuid))
-ORDER BY d.created_at, d.id
-LIMIT $7
+ORDER BY p.created_at, p.id
 `
 
 type ObligationPageParams struct {
@@ -193,7 +196,9 @@ type ObligationPageRow struct {
 // may change with the API. Ages are measured from a now parameter given by
 // the caller (its injected clock), never from the database clock.
 // One page of obligations in (created_at, id) order, after the cursor, with
-// the last event of the stream of each delegation. The caller pages through a
+// the last event of the stream of each delegation. The page is chosen
+// first and only its rows look up their last event, so the cost does not
+// grow with the number of open obligations. The caller pages through a
 // read-only repeatable-read transaction to stream a consistent snapshot.
 func (q *Queries) ObligationPage(ctx context.Context, arg ObligationPageParams) ([]ObligationPageRow, error) {
 	rows, err := q.db.Query(ctx, obligationPage,

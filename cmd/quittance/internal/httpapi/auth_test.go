@@ -2,9 +2,11 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -204,4 +206,21 @@ func TestTokensStoredAsHashes(t *testing.T) {
 	if n := countRows(t, env, `SELECT count(*) FROM events e WHERE position($1 in e::text) > 0`, secret); n != 0 {
 		t.Fatal("the token secret is in the audit log")
 	}
+}
+
+// TestRevokedTokenStopsWithinCacheTTL revokes a token in the database: an
+// authenticated token is trusted for ten seconds without another lookup,
+// and refused once that time has passed.
+func TestRevokedTokenStopsWithinCacheTTL(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t)
+	orch := e.NewOrchestrator(t, "acme")
+	e.Do(t, http.MethodGet, "/v1/delegations", orch, nil).Expect(t, http.StatusOK)
+	if _, err := e.Pool.Exec(context.Background(),
+		`UPDATE api_tokens SET revoked_at = $1 WHERE token_hash = $2`, e.Clock.Now(), ledger.HashToken(orch)); err != nil {
+		t.Fatal(err)
+	}
+	e.Do(t, http.MethodGet, "/v1/delegations", orch, nil).Expect(t, http.StatusOK)
+	e.Clock.Advance(11 * time.Second)
+	e.Do(t, http.MethodGet, "/v1/delegations", orch, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
 }

@@ -162,8 +162,8 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte) (Evidence
 // only. Then, in one transaction with the delegation locked: an identical
 // token accepted before is answered with the current delegation
 // (OutcomeDuplicate, nothing recorded); another token reusing an accepted
-// jti is refused (token_replayed); an ack must carry the delegation's
-// compensation idempotency key; the jti is recorded as used; and the evidence
+// jti is refused (token_replayed); the jti is recorded as used; an ack must
+// carry the delegation's compensation idempotency key; and the evidence
 // is applied through ledger.Apply (OutcomeApplied) — or, when the obligation
 // has already ended, recorded through ledger.Record as late_evidence
 // (OutcomeLateEvidence). The token is stored verbatim as the event's
@@ -244,15 +244,21 @@ func (s *Service) submit(ctx context.Context, kind TokenKind, token []byte, foun
 		if org.IdentityRevoked() {
 			return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
 		}
-		used, err := tx.UsedToken(ctx, org.ID, claims.JTI)
-		switch {
-		case err == nil && used.DelegationID == d.ID && string(used.TokenSHA256) == string(sum[:]):
-			res = EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}
-			return nil
-		case err == nil:
-			return Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
-		case !errors.Is(err, ledger.ErrNotFound):
+		// The jti is claimed first; any refusal below rolls the claim back.
+		inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: org.ID, JTI: claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now})
+		if err != nil {
 			return err
+		}
+		if !inserted {
+			used, err := tx.UsedToken(ctx, org.ID, claims.JTI)
+			if err != nil {
+				return err
+			}
+			if used.DelegationID == d.ID && string(used.TokenSHA256) == string(sum[:]) {
+				res = EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}
+				return nil
+			}
+			return Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
 		}
 		if kind == KindAck && claims.IdempotencyKey != d.Compensation.IdempotencyKey {
 			return Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
@@ -264,13 +270,6 @@ func (s *Service) submit(ctx context.Context, kind TokenKind, token []byte, foun
 		_, _, transErr := ledger.NextObligation(d.ObligationState, ev)
 		if transErr != nil && !d.ObligationState.Terminal() {
 			return Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
-		}
-		inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: org.ID, JTI: claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now})
-		if err != nil {
-			return err
-		}
-		if !inserted {
-			return Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
 		}
 		data := evidenceData(kind, claims, sum[:])
 		actor := "org:" + org.ID

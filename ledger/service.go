@@ -289,9 +289,13 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 			return err
 		}
 		if !inserted {
-			// A concurrent identical request committed first.
+			// A concurrent request committed first: the same operation
+			// (an idempotent retry), or another one claiming the same
+			// remote task.
 			existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
-			if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)
+			} else if err != nil {
 				return err
 			}
 			d, err = sameRequest(existing, hash)

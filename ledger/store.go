@@ -64,7 +64,8 @@ type Tx interface {
 	// transaction ends, so its identity cannot be revoked meanwhile.
 	OrgForShare(ctx context.Context, id string) (Org, error)
 	// InsertDelegation inserts d unless a delegation with the same tenant and
-	// business operation id exists; inserted is false in that case.
+	// business operation id, or the same org and remote task id, exists;
+	// inserted is false in that case.
 	InsertDelegation(ctx context.Context, d Delegation) (inserted bool, err error)
 	// UpdateDelegation writes d's mutable fields if the stored version is
 	// d.Version-1, else returns ErrConcurrentUpdate.

@@ -11,6 +11,9 @@ SELECT * FROM delegations WHERE tenant = $1 AND business_operation_id = $2;
 SELECT * FROM delegations WHERE org_id = $1 AND remote_task_id = $2;
 
 -- name: DelegationInsert :execrows
+-- Inserts nothing when a delegation with the same tenant and business
+-- operation id, or the same org and remote task id, exists: any unique
+-- index is an arbiter, so a concurrent identical request is never an error.
 INSERT INTO delegations (
     id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,
     amount_minor, currency, remote_task_id, remote_context_id, protocol_version,
@@ -20,7 +23,7 @@ INSERT INTO delegations (
     @amount_minor, @currency, @remote_task_id, @remote_context_id, @protocol_version,
     @task_status, @obligation_state, @version, @created_at, @updated_at
 )
-ON CONFLICT (tenant, business_operation_id) DO NOTHING;
+ON CONFLICT DO NOTHING;
 
 -- name: DelegationUpdate :execrows
 UPDATE delegations SET

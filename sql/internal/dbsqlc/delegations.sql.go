@@ -184,7 +184,7 @@ INSERT INTO delegations (
     $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17
 )
-ON CONFLICT (tenant, business_operation_id) DO NOTHING
+ON CONFLICT DO NOTHING
 `
 
 type DelegationInsertParams struct {
@@ -207,6 +207,9 @@ type DelegationInsertParams struct {
 	UpdatedAt           time.Time
 }
 
+// Inserts nothing when a delegation with the same tenant and business
+// operation id, or the same org and remote task id, exists: any unique
+// index is an arbiter, so a concurrent identical request is never an error.
 func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertParams) (int64, error) {
 	result, err := q.db.Exec(ctx, delegationInsert,
 		arg.ID,

@@ -152,6 +152,12 @@ type EventPosition struct {
 	Tenant       *string
 }
 
+type EventStreamHead struct {
+	Stream    string
+	StreamSeq int32
+	Hash      []byte
+}
+
 type RemoteOrg struct {
 	ID                    string
 	Name                  string

@@ -88,10 +88,6 @@ var bulkLoad = []string{
 	                 WHEN 'written_off' THEN 'write_off_executed' ELSE 'task_status_changed' END)) s(seq, type)
 	 WHERE s.seq < 3 OR d.obligation_state <> 'held'
 	 ORDER BY d.id, s.seq`,
-	`INSERT INTO event_stream_heads (stream, stream_seq, hash)
-	 SELECT DISTINCT ON (stream) stream, stream_seq, hash FROM events
-	 WHERE stream LIKE 'delegation:%'
-	 ORDER BY stream, stream_seq DESC`,
 	`UPDATE budgets b SET
 	        held_minor = s.held, spent_minor = s.spent, written_off_minor = s.wo,
 	        available_minor = b.funded_minor - s.held - s.spent - s.wo

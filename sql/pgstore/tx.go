@@ -161,11 +161,18 @@ func (t *tx) InsertToken(ctx context.Context, tok ledger.Token) error {
 }
 
 func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
-	head, err := t.q.EventStreamAdvance(ctx, dbsqlc.EventStreamAdvanceParams{Stream: e.Stream, Genesis: ledger.GenesisHash})
-	if err != nil {
-		return ledger.Event{}, fmt.Errorf("advance stream %s: %w", e.Stream, err)
+	if err := t.q.EventStreamLock(ctx, e.Stream); err != nil {
+		return ledger.Event{}, fmt.Errorf("lock stream %s: %w", e.Stream, err)
 	}
-	e.StreamSeq, e.PrevHash = head.StreamSeq, head.Hash
+	head, err := t.q.EventStreamHead(ctx, e.Stream)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		e.StreamSeq, e.PrevHash = 1, ledger.GenesisHash
+	case err != nil:
+		return ledger.Event{}, fmt.Errorf("read head of stream %s: %w", e.Stream, err)
+	default:
+		e.StreamSeq, e.PrevHash = head.StreamSeq+1, head.Hash
+	}
 	if e.Hash, err = e.ComputeHash(); err != nil {
 		return ledger.Event{}, err
 	}

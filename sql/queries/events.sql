@@ -1,17 +1,11 @@
--- name: EventStreamAdvance :one
--- Claims the next position of a stream and returns it with the hash of the
--- event before it (the genesis hash for a new stream). The head row stays
--- locked until the transaction ends: appends to one stream are serialized.
-INSERT INTO event_stream_heads AS h (stream, stream_seq, hash)
-VALUES (@stream, 1, @genesis)
-ON CONFLICT (stream) DO UPDATE SET stream_seq = h.stream_seq + 1
-RETURNING stream_seq, hash;
+-- name: EventStreamLock :exec
+-- Serializes appends to one stream for the rest of the transaction.
+SELECT pg_advisory_xact_lock(hashtextextended(@stream::text, 0));
+
+-- name: EventStreamHead :one
+SELECT stream_seq, hash FROM events WHERE stream = $1 ORDER BY stream_seq DESC LIMIT 1;
 
 -- name: EventInsert :one
--- Inserts the event and records its hash as the stream's head.
-WITH head AS (
-    UPDATE event_stream_heads SET hash = @hash WHERE stream = @stream
-)
 INSERT INTO events (
     stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
     data, evidence, prev_hash, hash

@@ -13,9 +13,6 @@ import (
 )
 
 const eventInsert = `-- name: EventInsert :one
-WITH head AS (
-    UPDATE event_stream_heads SET hash = $12 WHERE stream = $1
-)
 INSERT INTO events (
     stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
     data, evidence, prev_hash, hash
@@ -41,7 +38,6 @@ type EventInsertParams struct {
 	Hash           []byte
 }
 
-// Inserts the event and records its hash as the stream's head.
 func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64, error) {
 	row := q.db.QueryRow(ctx, eventInsert,
 		arg.Stream,
@@ -100,29 +96,28 @@ func (q *Queries) EventListByStream(ctx context.Context, stream string) ([]Event
 	return items, nil
 }
 
-const eventStreamAdvance = `-- name: EventStreamAdvance :one
-INSERT INTO event_stream_heads AS h (stream, stream_seq, hash)
-VALUES ($1, 1, $2)
-ON CONFLICT (stream) DO UPDATE SET stream_seq = h.stream_seq + 1
-RETURNING stream_seq, hash
+const eventStreamHead = `-- name: EventStreamHead :one
+SELECT stream_seq, hash FROM events WHERE stream = $1 ORDER BY stream_seq DESC LIMIT 1
 `
 
-type EventStreamAdvanceParams struct {
-	Stream  string
-	Genesis []byte
-}
-
-type EventStreamAdvanceRow struct {
+type EventStreamHeadRow struct {
 	StreamSeq int32
 	Hash      []byte
 }
 
-// Claims the next position of a stream and returns it with the hash of the
-// event before it (the genesis hash for a new stream). The head row stays
-// locked until the transaction ends: appends to one stream are serialized.
-func (q *Queries) EventStreamAdvance(ctx context.Context, arg EventStreamAdvanceParams) (EventStreamAdvanceRow, error) {
-	row := q.db.QueryRow(ctx, eventStreamAdvance, arg.Stream, arg.Genesis)
-	var i EventStreamAdvanceRow
+func (q *Queries) EventStreamHead(ctx context.Context, stream string) (EventStreamHeadRow, error) {
+	row := q.db.QueryRow(ctx, eventStreamHead, stream)
+	var i EventStreamHeadRow
 	err := row.Scan(&i.StreamSeq, &i.Hash)
 	return i, err
+}
+
+const eventStreamLock = `-- name: EventStreamLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))
+`
+
+// Serializes appends to one stream for the rest of the transaction.
+func (q *Queries) EventStreamLock(ctx context.Context, stream string) error {
+	_, err := q.db.Exec(ctx, eventStreamLock, stream)
+	return err
 }

@@ -152,12 +152,6 @@ type EventPosition struct {
 	Tenant       *string
 }
 
-type EventStreamHead struct {
-	Stream    string
-	StreamSeq int32
-	Hash      []byte
-}
-
 type RemoteOrg struct {
 	ID                    string
 	Name                  string

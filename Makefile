@@ -29,8 +29,11 @@ generate:
 verify-generated:
 	$(GO) tool sqlc diff
 
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 vet:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 

@@ -207,7 +207,7 @@ func VerifyCompensationRequest(token string, ledgerJWKS []byte, ledgerID, orgID 
 	if err := json.Unmarshal(ledgerJWKS, &set); err != nil {
 		return RequestClaims{}, fmt.Errorf("ledger JWKS: %w", err)
 	}
-	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		return RequestClaims{}, fmt.Errorf("parse compensation request token: %w", err)
 	}

@@ -183,12 +183,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 		if err := tx.InsertWriteOff(ctx, w); err != nil {
 			return err
 		}
-		data["status"] = string(w.Status)
-		data["approval"] = "not_required"
-		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
-			Type: EventTypeWriteOffExecuted, Actor: p.Actor(), At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
-		})
-		if err != nil {
+		if d, err = executeWriteOff(ctx, tx, d, w, data, "not_required", p.Actor(), now); err != nil {
 			return err
 		}
 		out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -264,12 +259,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if err := tx.UpdateWriteOff(ctx, w); err != nil {
 			return err
 		}
-		data := writeOffData(w)
-		data["approval"] = "four_eyes"
-		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
-			Type: EventTypeWriteOffExecuted, Actor: p.Actor(), At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
-		})
-		if err != nil {
+		if d, err = executeWriteOff(ctx, tx, d, w, writeOffData(w), "four_eyes", p.Actor(), now); err != nil {
 			return err
 		}
 		out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -358,4 +348,16 @@ func writeOffData(w WriteOff) map[string]any {
 		data["approved_by"] = w.ApprovedBy
 	}
 	return data
+}
+
+// executeWriteOff applies an executed write-off w to its delegation d: the
+// one way a hold moves to written_off, whether the write-off needed no
+// approval or a second on-call identity approved it.
+func executeWriteOff(ctx context.Context, tx Tx, d ledger.Delegation, w WriteOff, data map[string]any, approval, actor string, now time.Time) (ledger.Delegation, error) {
+	data["status"] = string(w.Status)
+	data["approval"] = approval
+	d, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
+		Type: EventTypeWriteOffExecuted, Actor: actor, At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
+	})
+	return d, err
 }

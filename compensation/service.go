@@ -157,15 +157,16 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte) (Evidence
 
 // Submit verifies signed evidence of the given kind and applies it.
 //
-// The delegation is found by the token's (iss, sub); its org must not be
-// revoked; the signature is verified against that org's registered JWK Set
-// only. Then, in one transaction with the delegation locked: an identical
-// token accepted before is answered with the current delegation
-// (OutcomeDuplicate, nothing recorded); another token reusing an accepted
-// jti is refused (token_replayed); the jti is recorded as used; an ack must
-// carry the delegation's compensation idempotency key; and the evidence
-// is applied through ledger.Apply (OutcomeApplied) — or, when the obligation
-// has already ended, recorded through ledger.Record as late_evidence
+// Everything happens in one transaction, with the delegation the token's
+// (iss, sub) names locked first, so a revocation or other evidence for it
+// cannot interleave: its org must not be revoked; the signature is verified
+// against that org's registered JWK Set only; an identical token accepted
+// before is answered with the current delegation (OutcomeDuplicate, nothing
+// recorded); another token reusing an accepted jti is refused
+// (token_replayed); the jti is recorded as used; an ack must carry the
+// delegation's compensation idempotency key; and the evidence is applied
+// through ledger.Apply (OutcomeApplied) — or, when the obligation has
+// already ended, recorded through ledger.Record as late_evidence
 // (OutcomeLateEvidence). The token is stored verbatim as the event's
 // evidence either way.
 //
@@ -181,31 +182,55 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 		s.logRefusal(ctx, kind, err, "")
 		return EvidenceResult{}, err
 	}
-	d, err := s.store.DelegationByRemoteTask(ctx, peek.Issuer, peek.Subject)
-	if errors.Is(err, ledger.ErrNotFound) {
-		ref := Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
-		s.logRefusal(ctx, kind, ref, "")
-		return EvidenceResult{}, ref
-	} else if err != nil {
-		return EvidenceResult{}, fmt.Errorf("find delegation for evidence: %w", err)
-	}
-	res, err := s.submit(ctx, kind, token, d)
+	var (
+		res   EvidenceResult
+		found ledger.Delegation // the delegation the token names, once known
+		known bool
+	)
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		res, found, known = EvidenceResult{}, ledger.Delegation{}, false
+		d, err := tx.DelegationByRemoteTaskForUpdate(ctx, peek.Issuer, peek.Subject)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
+		} else if err != nil {
+			return fmt.Errorf("find delegation for evidence: %w", err)
+		}
+		found, known = d, true
+		res, err = s.accept(ctx, tx, kind, token, d)
+		return err
+	})
 	var ref *RefusalError
 	if errors.As(err, &ref) {
-		s.logRefusal(ctx, kind, ref, d.ID.String())
-		if rerr := s.recordRefusal(ctx, d, kind, token, ref); rerr != nil {
+		if !known {
+			s.logRefusal(ctx, kind, ref, "")
+			return EvidenceResult{}, err
+		}
+		s.logRefusal(ctx, kind, ref, found.ID.String())
+		if rerr := s.recordRefusal(ctx, found, kind, token, ref); rerr != nil {
 			// The refusal stands; failing to record it is logged, not
 			// turned into a 500 that would hide the refusal code.
-			s.log.ErrorContext(ctx, "record token refusal", slog.String("delegation_id", d.ID.String()), slog.Any("error", rerr))
+			s.log.ErrorContext(ctx, "record token refusal", slog.String("delegation_id", found.ID.String()), slog.Any("error", rerr))
 		}
+		return EvidenceResult{}, err
 	}
-	return res, err
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if res.Outcome == OutcomeLateEvidence {
+		s.log.WarnContext(ctx, "late compensation evidence recorded",
+			slog.String("delegation_id", res.Delegation.ID.String()), slog.String("kind", string(kind)),
+			slog.String("obligation_state", string(res.Delegation.ObligationState)),
+			slog.Bool("contradicts_write_off", res.ContradictsWriteOff))
+	}
+	return res, nil
 }
 
-func (s *Service) submit(ctx context.Context, kind TokenKind, token []byte, found ledger.Delegation) (EvidenceResult, error) {
-	org, err := s.store.Org(ctx, found.OrgID)
+// accept verifies the token against d's org and applies or records it, in
+// tx, with d locked. See Submit.
+func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byte, d ledger.Delegation) (EvidenceResult, error) {
+	org, err := tx.Org(ctx, d.OrgID)
 	if err != nil {
-		return EvidenceResult{}, fmt.Errorf("load org %s: %w", found.OrgID, err)
+		return EvidenceResult{}, fmt.Errorf("load org %s: %w", d.OrgID, err)
 	}
 	if org.IdentityRevoked() {
 		return EvidenceResult{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
@@ -223,100 +248,70 @@ func (s *Service) submit(ctx context.Context, kind TokenKind, token []byte, foun
 	if err != nil {
 		return EvidenceResult{}, err
 	}
-	if claims.Subject != found.Remote.TaskID {
+	if claims.Subject != d.Remote.TaskID {
 		return EvidenceResult{}, Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
 	}
 	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
 	sum := sha256.Sum256(token)
-	var res EvidenceResult
-	err = s.store.InTx(ctx, func(tx Tx) error {
-		res = EvidenceResult{}
-		d, err := tx.DelegationForUpdate(ctx, found.ID)
+	// The jti is claimed first; any refusal below rolls the claim back.
+	inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: org.ID, JTI: claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now})
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if !inserted {
+		used, err := tx.UsedToken(ctx, org.ID, claims.JTI)
 		if err != nil {
-			return err
+			return EvidenceResult{}, err
 		}
-		// Re-read the org under the delegation lock: a revocation that
-		// committed while we verified has escalated the delegation too.
-		org, err := tx.Org(ctx, d.OrgID)
-		if err != nil {
-			return err
+		if used.DelegationID == d.ID && string(used.TokenSHA256) == string(sum[:]) {
+			return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
 		}
-		if org.IdentityRevoked() {
-			return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+		return EvidenceResult{}, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+	}
+	if kind == KindAck && claims.IdempotencyKey != d.Compensation.IdempotencyKey {
+		return EvidenceResult{}, Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
+	}
+	ev := ledger.EventCompensationAck
+	if kind == KindDeclaration {
+		ev = ledger.EventDeclarationVerified
+	}
+	_, _, transErr := ledger.NextObligation(d.ObligationState, ev)
+	if transErr != nil && !d.ObligationState.Terminal() {
+		return EvidenceResult{}, Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
+	}
+	data := evidenceData(kind, claims, sum[:])
+	actor := "org:" + org.ID
+	if transErr != nil {
+		// Terminal: recorded and surfaced, never applied.
+		data["obligation_state"] = string(d.ObligationState)
+		contradicts := d.ObligationState == ledger.ObligationWrittenOff
+		data["contradicts_write_off"] = contradicts
+		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+			Type: EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: string(token),
+		}); err != nil {
+			return EvidenceResult{}, err
 		}
-		// The jti is claimed first; any refusal below rolls the claim back.
-		inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: org.ID, JTI: claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now})
-		if err != nil {
-			return err
-		}
-		if !inserted {
-			used, err := tx.UsedToken(ctx, org.ID, claims.JTI)
-			if err != nil {
-				return err
-			}
-			if used.DelegationID == d.ID && string(used.TokenSHA256) == string(sum[:]) {
-				res = EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}
-				return nil
-			}
-			return Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
-		}
-		if kind == KindAck && claims.IdempotencyKey != d.Compensation.IdempotencyKey {
-			return Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
-		}
-		ev := ledger.EventCompensationAck
-		if kind == KindDeclaration {
-			ev = ledger.EventDeclarationVerified
-		}
-		_, _, transErr := ledger.NextObligation(d.ObligationState, ev)
-		if transErr != nil && !d.ObligationState.Terminal() {
-			return Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
-		}
-		data := evidenceData(kind, claims, sum[:])
-		actor := "org:" + org.ID
-		if transErr != nil {
-			// Terminal: recorded and surfaced, never applied.
-			data["obligation_state"] = string(d.ObligationState)
-			contradicts := d.ObligationState == ledger.ObligationWrittenOff
-			data["contradicts_write_off"] = contradicts
-			if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-				Type: EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: string(token),
-			}); err != nil {
-				return err
-			}
-			res = EvidenceResult{Delegation: d, Outcome: OutcomeLateEvidence, ContradictsWriteOff: contradicts}
-			return nil
-		}
-		receipt, err := json.Marshal(receiptOf(kind, claims, sum[:], now))
-		if err != nil {
-			return err
-		}
-		d.Compensation.Receipt = receipt
-		typ := EventTypeCompensationAcked
-		if kind == KindDeclaration {
-			typ = EventTypeNoCompensationDeclared
-		}
-		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
-			Type: typ, Actor: actor, At: now, Obligation: ev, Data: data, Evidence: string(token),
-		})
-		if err != nil {
-			return err
-		}
-		if err := s.voidPending(ctx, tx, d, now, actor, "obligation discharged by "+typ); err != nil {
-			return err
-		}
-		res = EvidenceResult{Delegation: d, Outcome: OutcomeApplied}
-		return nil
+		return EvidenceResult{Delegation: d, Outcome: OutcomeLateEvidence, ContradictsWriteOff: contradicts}, nil
+	}
+	receipt, err := json.Marshal(receiptOf(kind, claims, sum[:], now))
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	d.Compensation.Receipt = receipt
+	typ := EventTypeCompensationAcked
+	if kind == KindDeclaration {
+		typ = EventTypeNoCompensationDeclared
+	}
+	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
+		Type: typ, Actor: actor, At: now, Obligation: ev, Data: data, Evidence: string(token),
 	})
 	if err != nil {
 		return EvidenceResult{}, err
 	}
-	if res.Outcome == OutcomeLateEvidence {
-		s.log.WarnContext(ctx, "late compensation evidence recorded",
-			slog.String("delegation_id", res.Delegation.ID.String()), slog.String("kind", string(kind)),
-			slog.String("obligation_state", string(res.Delegation.ObligationState)),
-			slog.Bool("contradicts_write_off", res.ContradictsWriteOff))
+	if err := s.voidPending(ctx, tx, d, now, actor, "obligation discharged by "+typ); err != nil {
+		return EvidenceResult{}, err
 	}
-	return res, nil
+	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
 }
 
 // evidenceData is the event data of accepted evidence.

@@ -29,6 +29,10 @@ type Store interface {
 // never reads a clock.
 type Tx interface {
 	ledger.Tx
+	// DelegationByRemoteTaskForUpdate loads the delegation recording the
+	// org's remote task and locks its row until the transaction ends, or
+	// returns ledger.ErrNotFound.
+	DelegationByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) (ledger.Delegation, error)
 	// OrgForUpdate loads an org and locks its row until the transaction ends.
 	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
 	// OpenDelegationsOfOrgForUpdate returns every delegation of the org whose

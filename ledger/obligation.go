@@ -220,6 +220,15 @@ const (
 	MoveWriteOff BudgetMoveKind = "write_off" // held → written_off
 )
 
+// Valid reports whether k is one of the budget movements.
+func (k BudgetMoveKind) Valid() bool {
+	switch k {
+	case MoveFund, MoveHold, MoveSpend, MoveReturn, MoveWriteOff:
+		return true
+	}
+	return false
+}
+
 // HoldMove is the budget movement that accompanies an obligation moving
 // from one state to another; ok is false when the hold does not move.
 func HoldMove(from, to ObligationState) (kind BudgetMoveKind, ok bool) {

@@ -261,19 +261,6 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if in.Dispatch != nil && org.AgentCardURL == "" {
 			return Conflict("org_has_no_agent", "org %s has no registered agent card to dispatch to", org.ID)
 		}
-		if in.Dispatch == nil {
-			if other, err := tx.DelegationByRemoteTask(ctx, in.OrgID, in.Remote.TaskID); err == nil {
-				if other.Tenant == p.Tenant && other.BusinessOperationID == in.BusinessOperationID {
-					// A concurrent identical request committed between the
-					// lookup by operation above and this one.
-					d, err = sameRequest(other, hash)
-					return err
-				}
-				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)
-			} else if !errors.Is(err, ErrNotFound) {
-				return err
-			}
-		}
 		now := s.Now()
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -289,9 +276,9 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 			return err
 		}
 		if !inserted {
-			// A concurrent request committed first: the same operation
-			// (an idempotent retry), or another one claiming the same
-			// remote task.
+			// The operation committed since the lookup above (a
+			// concurrent identical request), or another delegation
+			// already records the same remote task.
 			existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
 			if errors.Is(err, ErrNotFound) {
 				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)

@@ -82,7 +82,9 @@ type Tx interface {
 	PutTaskClass(ctx context.Context, c TaskClass) error
 	InsertToken(ctx context.Context, t Token) error
 	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
-	// and Hash. Appends to one stream are serialized.
+	// and Hash. Appends to one stream are serialized. A delegation's event is
+	// queued, in the same statement, for delivery to every webhook endpoint
+	// of its tenant that subscribes to its type.
 	AppendEvent(ctx context.Context, e Event) (Event, error)
 	// EnqueueOutbound queues an outbound A2A call for the delegation, in the
 	// transaction of the change that calls for it, so a crash can delay the

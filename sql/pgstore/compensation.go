@@ -36,6 +36,14 @@ func (c compensationStore) WriteOff(ctx context.Context, id uuid.UUID) (compensa
 
 var _ compensation.Tx = (*tx)(nil)
 
+func (t *tx) DelegationByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) (ledger.Delegation, error) {
+	row, err := t.q.DelegationGetByRemoteTaskForUpdate(ctx, dbsqlc.DelegationGetByRemoteTaskForUpdateParams{OrgID: orgID, RemoteTaskID: &taskID})
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
+	}
+	return toDelegation(row), nil
+}
+
 func (t *tx) OrgForUpdate(ctx context.Context, id string) (ledger.Org, error) {
 	row, err := t.q.OrgGetByIDForUpdate(ctx, id)
 	if err != nil {

@@ -148,23 +148,6 @@ func (t *tx) PutTaskSnapshot(ctx context.Context, id uuid.UUID, s delegate.TaskS
 	return nil
 }
 
-// enqueueWebhooks writes, in the event's own transaction, one delivery row
-// per webhook endpoint of the event's tenant that subscribes to its type.
-// AppendEvent calls it for every event, so no event can commit without its
-// deliveries.
-func (t *tx) enqueueWebhooks(ctx context.Context, e ledger.Event) error {
-	if e.DelegationID == uuid.Nil {
-		return nil
-	}
-	err := t.q.WebhookEnqueueForEvent(ctx, dbsqlc.WebhookEnqueueForEventParams{
-		EventSeq: e.Seq, Now: e.At, DelegationID: e.DelegationID, EventType: e.Type,
-	})
-	if err != nil {
-		return fmt.Errorf("queue webhook deliveries of event %d: %w", e.Seq, err)
-	}
-	return nil
-}
-
 // FeedEvents returns events after a commit-ordered position.
 func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) ([]ledger.FeedEvent, error) {
 	p := dbsqlc.FeedListParams{AfterPos: f.AfterPosition, Tenant: optional(f.Tenant), MaxRows: int32(f.Limit)}

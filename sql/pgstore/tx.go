@@ -69,25 +69,14 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 }
 
 func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) (ledger.Budget, error) {
-	id, amount := m.BudgetID, m.AmountMinor
-	var (
-		row dbsqlc.Budget
-		err error
-	)
-	switch m.Kind {
-	case ledger.MoveFund:
-		row, err = t.q.BudgetFund(ctx, dbsqlc.BudgetFundParams{ID: id, Amount: amount, At: m.At})
-	case ledger.MoveHold:
-		row, err = t.q.BudgetHold(ctx, dbsqlc.BudgetHoldParams{ID: id, Amount: amount, At: m.At})
-	case ledger.MoveSpend:
-		row, err = t.q.BudgetSpend(ctx, dbsqlc.BudgetSpendParams{ID: id, Amount: amount, At: m.At})
-	case ledger.MoveReturn:
-		row, err = t.q.BudgetReturn(ctx, dbsqlc.BudgetReturnParams{ID: id, Amount: amount, At: m.At})
-	case ledger.MoveWriteOff:
-		row, err = t.q.BudgetWriteOff(ctx, dbsqlc.BudgetWriteOffParams{ID: id, Amount: amount, At: m.At})
-	default:
+	if !m.Kind.Valid() {
 		return ledger.Budget{}, fmt.Errorf("unknown budget movement %q", m.Kind)
 	}
+	p := dbsqlc.BudgetMoveParams{ID: m.BudgetID, Kind: string(m.Kind), Amount: m.AmountMinor, At: m.At}
+	if m.DelegationID != uuid.Nil {
+		p.DelegationID = uuid.NullUUID{UUID: m.DelegationID, Valid: true}
+	}
+	row, err := t.q.BudgetMove(ctx, p)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if m.Kind == ledger.MoveHold {
 			return ledger.Budget{}, fmt.Errorf("hold %d on budget %s: %w", m.AmountMinor, m.BudgetID, ledger.ErrInsufficientFunds)
@@ -97,14 +86,7 @@ func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) (ledger.Budget
 	if err != nil {
 		return ledger.Budget{}, fmt.Errorf("%s %d on budget %s: %w", m.Kind, m.AmountMinor, m.BudgetID, err)
 	}
-	entry := dbsqlc.BudgetEntryInsertParams{BudgetID: m.BudgetID, Kind: string(m.Kind), AmountMinor: m.AmountMinor, At: m.At}
-	if m.DelegationID != uuid.Nil {
-		entry.DelegationID = uuid.NullUUID{UUID: m.DelegationID, Valid: true}
-	}
-	if err := t.q.BudgetEntryInsert(ctx, entry); err != nil {
-		return ledger.Budget{}, fmt.Errorf("journal %s on budget %s: %w", m.Kind, m.BudgetID, err)
-	}
-	return toBudget(row), nil
+	return toBudget(dbsqlc.Budget(row)), nil
 }
 
 func (t *tx) BudgetForUpdate(ctx context.Context, id string) (ledger.Budget, error) {
@@ -161,9 +143,6 @@ func (t *tx) InsertToken(ctx context.Context, tok ledger.Token) error {
 }
 
 func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
-	if err := t.q.EventStreamLock(ctx, e.Stream); err != nil {
-		return ledger.Event{}, fmt.Errorf("lock stream %s: %w", e.Stream, err)
-	}
 	head, err := t.q.EventStreamHead(ctx, e.Stream)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -186,9 +165,6 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	}
 	if e.Seq, err = t.q.EventInsert(ctx, p); err != nil {
 		return ledger.Event{}, fmt.Errorf("insert event into %s: %w", e.Stream, err)
-	}
-	if err := t.enqueueWebhooks(ctx, e); err != nil {
-		return ledger.Event{}, err
 	}
 	t.appended = append(t.appended, e)
 	return e, nil

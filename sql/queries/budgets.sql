@@ -8,35 +8,35 @@ SELECT * FROM budgets WHERE id = $1 FOR UPDATE;
 INSERT INTO budgets (id, currency, funded_minor, available_minor, created_at, updated_at)
 VALUES (@id, @currency, 0, 0, @created_at, @created_at);
 
--- Each movement is one conditional UPDATE: a hold larger than the available
--- amount matches no row, so a budget can never be overdrawn, whatever runs
--- concurrently. The CHECK constraints guard the other columns.
-
--- name: BudgetFund :one
-UPDATE budgets SET funded_minor = funded_minor + @amount, available_minor = available_minor + @amount, updated_at = @at
-WHERE id = @id AND available_minor + @amount >= 0
-RETURNING *;
-
--- name: BudgetHold :one
-UPDATE budgets SET available_minor = available_minor - @amount, held_minor = held_minor + @amount, updated_at = @at
-WHERE id = @id AND available_minor >= @amount
-RETURNING *;
-
--- name: BudgetSpend :one
-UPDATE budgets SET held_minor = held_minor - @amount, spent_minor = spent_minor + @amount, updated_at = @at
-WHERE id = @id AND held_minor >= @amount
-RETURNING *;
-
--- name: BudgetReturn :one
-UPDATE budgets SET held_minor = held_minor - @amount, available_minor = available_minor + @amount, updated_at = @at
-WHERE id = @id AND held_minor >= @amount
-RETURNING *;
-
--- name: BudgetWriteOff :one
-UPDATE budgets SET held_minor = held_minor - @amount, written_off_minor = written_off_minor + @amount, updated_at = @at
-WHERE id = @id AND held_minor >= @amount
-RETURNING *;
-
--- name: BudgetEntryInsert :exec
-INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
-VALUES (@budget_id, @delegation_id, @kind, @amount_minor, @at);
+-- name: BudgetMove :one
+-- Moves an amount between a budget's columns and journals the movement, in
+-- one statement. The signs say which columns each kind of movement credits
+-- (+1) and debits (-1). The UPDATE is conditional: a hold larger than the
+-- available amount, or a release larger than the held amount, matches no
+-- row, so a budget can never be overdrawn whatever runs concurrently, and
+-- nothing is journaled. The CHECK constraints guard the other columns.
+WITH moved AS (
+    UPDATE budgets b SET
+        funded_minor      = b.funded_minor      + k.funded      * @amount::bigint,
+        available_minor   = b.available_minor   + k.available   * @amount::bigint,
+        held_minor        = b.held_minor        + k.held        * @amount::bigint,
+        spent_minor       = b.spent_minor       + k.spent       * @amount::bigint,
+        written_off_minor = b.written_off_minor + k.written_off * @amount::bigint,
+        updated_at        = @at
+    FROM (VALUES
+        --            funded available held spent written_off
+        ('fund',      1,     1,         0,   0,    0),
+        ('hold',      0,     -1,        1,   0,    0),
+        ('spend',     0,     0,         -1,  1,    0),
+        ('return',    0,     1,         -1,  0,    0),
+        ('write_off', 0,     0,         -1,  0,    1)
+    ) AS k (kind, funded, available, held, spent, written_off)
+    WHERE b.id = @id AND k.kind = @kind::text
+      AND b.available_minor + k.available * @amount::bigint >= 0
+      AND b.held_minor + k.held * @amount::bigint >= 0
+    RETURNING b.*
+), journal AS (
+    INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
+    SELECT m.id, @delegation_id, @kind::text, @amount::bigint, @at FROM moved m
+)
+SELECT * FROM moved;

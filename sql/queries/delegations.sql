@@ -10,6 +10,9 @@ SELECT * FROM delegations WHERE tenant = $1 AND business_operation_id = $2;
 -- name: DelegationGetByRemoteTask :one
 SELECT * FROM delegations WHERE org_id = $1 AND remote_task_id = $2;
 
+-- name: DelegationGetByRemoteTaskForUpdate :one
+SELECT * FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE;
+
 -- name: DelegationInsert :execrows
 -- Inserts nothing when a delegation with the same tenant and business
 -- operation id, or the same org and remote task id, exists: any unique

@@ -1,19 +1,31 @@
--- name: EventStreamLock :exec
--- Serializes appends to one stream for the rest of the transaction.
-SELECT pg_advisory_xact_lock(hashtextextended(@stream::text, 0));
-
 -- name: EventStreamHead :one
-SELECT stream_seq, hash FROM events WHERE stream = $1 ORDER BY stream_seq DESC LIMIT 1;
+-- Locks the stream for the rest of the transaction and returns its last
+-- event (no row for a new stream): see event_stream_head.
+SELECT h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash FROM event_stream_head(@stream::text) AS h;
 
 -- name: EventInsert :one
-INSERT INTO events (
-    stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
-    data, evidence, prev_hash, hash
-) VALUES (
-    @stream, @stream_seq, @delegation_id, @type, @at, @actor, @obligation_from, @obligation_to,
-    @data, @evidence, @prev_hash, @hash
+-- Appends an event and, for a delegation's event, queues its delivery to
+-- every webhook endpoint of the delegation's tenant that subscribes to its
+-- type (all types when event_types is empty), in one statement.
+WITH appended AS (
+    INSERT INTO events (
+        stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
+        data, evidence, prev_hash, hash
+    ) VALUES (
+        @stream, @stream_seq, @delegation_id, @type, @at, @actor, @obligation_from, @obligation_to,
+        @data, @evidence, @prev_hash, @hash
+    )
+    RETURNING seq, delegation_id, type, at
+), queued AS (
+    INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
+    SELECT w.tenant, w.id, a.seq, a.at, a.at, a.at
+    FROM appended a
+    JOIN delegations d ON d.id = a.delegation_id
+    JOIN webhook_endpoints w ON w.tenant = d.tenant
+    WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
+    ON CONFLICT DO NOTHING
 )
-RETURNING seq;
+SELECT seq FROM appended;
 
 -- name: EventListByStream :many
 SELECT * FROM events WHERE stream = $1 ORDER BY stream_seq;

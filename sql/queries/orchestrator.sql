@@ -67,16 +67,6 @@ SELECT coalesce(max(pos), 0)::bigint FROM event_positions;
 -- name: EventGetBySeq :one
 SELECT * FROM events WHERE seq = $1;
 
--- name: WebhookEnqueueForEvent :exec
--- Queues a delivery of an event to every endpoint of the event's tenant
--- that subscribes to its type (all types when event_types is empty).
-INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
-SELECT w.tenant, w.id, @event_seq, @now, @now, @now
-FROM webhook_endpoints w
-JOIN delegations d ON d.id = @delegation_id AND d.tenant = w.tenant
-WHERE cardinality(w.event_types) = 0 OR @event_type::text = ANY (w.event_types)
-ON CONFLICT DO NOTHING;
-
 -- name: WebhookEndpointUpsert :one
 INSERT INTO webhook_endpoints (tenant, id, url, event_types, secret, created_at, updated_at)
 VALUES (@tenant, @id, @url, @event_types, @secret, @now, @now)

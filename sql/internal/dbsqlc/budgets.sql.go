@@ -12,63 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const budgetEntryInsert = `-- name: BudgetEntryInsert :exec
-INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
-VALUES ($1, $2, $3, $4, $5)
-`
-
-type BudgetEntryInsertParams struct {
-	BudgetID     string
-	DelegationID uuid.NullUUID
-	Kind         string
-	AmountMinor  int64
-	At           time.Time
-}
-
-func (q *Queries) BudgetEntryInsert(ctx context.Context, arg BudgetEntryInsertParams) error {
-	_, err := q.db.Exec(ctx, budgetEntryInsert,
-		arg.BudgetID,
-		arg.DelegationID,
-		arg.Kind,
-		arg.AmountMinor,
-		arg.At,
-	)
-	return err
-}
-
-const budgetFund = `-- name: BudgetFund :one
-
-UPDATE budgets SET funded_minor = funded_minor + $1, available_minor = available_minor + $1, updated_at = $2
-WHERE id = $3 AND available_minor + $1 >= 0
-RETURNING id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at
-`
-
-type BudgetFundParams struct {
-	Amount int64
-	At     time.Time
-	ID     string
-}
-
-// Each movement is one conditional UPDATE: a hold larger than the available
-// amount matches no row, so a budget can never be overdrawn, whatever runs
-// concurrently. The CHECK constraints guard the other columns.
-func (q *Queries) BudgetFund(ctx context.Context, arg BudgetFundParams) (Budget, error) {
-	row := q.db.QueryRow(ctx, budgetFund, arg.Amount, arg.At, arg.ID)
-	var i Budget
-	err := row.Scan(
-		&i.ID,
-		&i.Currency,
-		&i.FundedMinor,
-		&i.AvailableMinor,
-		&i.HeldMinor,
-		&i.SpentMinor,
-		&i.WrittenOffMinor,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const budgetGetByID = `-- name: BudgetGetByID :one
 SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at FROM budgets WHERE id = $1
 `
@@ -111,35 +54,6 @@ func (q *Queries) BudgetGetByIDForUpdate(ctx context.Context, id string) (Budget
 	return i, err
 }
 
-const budgetHold = `-- name: BudgetHold :one
-UPDATE budgets SET available_minor = available_minor - $1, held_minor = held_minor + $1, updated_at = $2
-WHERE id = $3 AND available_minor >= $1
-RETURNING id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at
-`
-
-type BudgetHoldParams struct {
-	Amount int64
-	At     time.Time
-	ID     string
-}
-
-func (q *Queries) BudgetHold(ctx context.Context, arg BudgetHoldParams) (Budget, error) {
-	row := q.db.QueryRow(ctx, budgetHold, arg.Amount, arg.At, arg.ID)
-	var i Budget
-	err := row.Scan(
-		&i.ID,
-		&i.Currency,
-		&i.FundedMinor,
-		&i.AvailableMinor,
-		&i.HeldMinor,
-		&i.SpentMinor,
-		&i.WrittenOffMinor,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const budgetInsert = `-- name: BudgetInsert :exec
 INSERT INTO budgets (id, currency, funded_minor, available_minor, created_at, updated_at)
 VALUES ($1, $2, 0, 0, $3, $3)
@@ -156,79 +70,69 @@ func (q *Queries) BudgetInsert(ctx context.Context, arg BudgetInsertParams) erro
 	return err
 }
 
-const budgetReturn = `-- name: BudgetReturn :one
-UPDATE budgets SET held_minor = held_minor - $1, available_minor = available_minor + $1, updated_at = $2
-WHERE id = $3 AND held_minor >= $1
-RETURNING id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at
+const budgetMove = `-- name: BudgetMove :one
+WITH moved AS (
+    UPDATE budgets b SET
+        funded_minor      = b.funded_minor      + k.funded      * $1::bigint,
+        available_minor   = b.available_minor   + k.available   * $1::bigint,
+        held_minor        = b.held_minor        + k.held        * $1::bigint,
+        spent_minor       = b.spent_minor       + k.spent       * $1::bigint,
+        written_off_minor = b.written_off_minor + k.written_off * $1::bigint,
+        updated_at        = $2
+    FROM (VALUES
+        --            funded available held spent written_off
+        ('fund',      1,     1,         0,   0,    0),
+        ('hold',      0,     -1,        1,   0,    0),
+        ('spend',     0,     0,         -1,  1,    0),
+        ('return',    0,     1,         -1,  0,    0),
+        ('write_off', 0,     0,         -1,  0,    1)
+    ) AS k (kind, funded, available, held, spent, written_off)
+    WHERE b.id = $3 AND k.kind = $4::text
+      AND b.available_minor + k.available * $1::bigint >= 0
+      AND b.held_minor + k.held * $1::bigint >= 0
+    RETURNING b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at
+), journal AS (
+    INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
+    SELECT m.id, $5, $4::text, $1::bigint, $2 FROM moved m
+)
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at FROM moved
 `
 
-type BudgetReturnParams struct {
-	Amount int64
-	At     time.Time
-	ID     string
+type BudgetMoveParams struct {
+	Amount       int64
+	At           time.Time
+	ID           string
+	Kind         string
+	DelegationID uuid.NullUUID
 }
 
-func (q *Queries) BudgetReturn(ctx context.Context, arg BudgetReturnParams) (Budget, error) {
-	row := q.db.QueryRow(ctx, budgetReturn, arg.Amount, arg.At, arg.ID)
-	var i Budget
-	err := row.Scan(
-		&i.ID,
-		&i.Currency,
-		&i.FundedMinor,
-		&i.AvailableMinor,
-		&i.HeldMinor,
-		&i.SpentMinor,
-		&i.WrittenOffMinor,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+type BudgetMoveRow struct {
+	ID              string
+	Currency        string
+	FundedMinor     int64
+	AvailableMinor  int64
+	HeldMinor       int64
+	SpentMinor      int64
+	WrittenOffMinor int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// Moves an amount between a budget's columns and journals the movement, in
+// one statement. The signs say which columns each kind of movement credits
+// (+1) and debits (-1). The UPDATE is conditional: a hold larger than the
+// available amount, or a release larger than the held amount, matches no
+// row, so a budget can never be overdrawn whatever runs concurrently, and
+// nothing is journaled. The CHECK constraints guard the other columns.
+func (q *Queries) BudgetMove(ctx context.Context, arg BudgetMoveParams) (BudgetMoveRow, error) {
+	row := q.db.QueryRow(ctx, budgetMove,
+		arg.Amount,
+		arg.At,
+		arg.ID,
+		arg.Kind,
+		arg.DelegationID,
 	)
-	return i, err
-}
-
-const budgetSpend = `-- name: BudgetSpend :one
-UPDATE budgets SET held_minor = held_minor - $1, spent_minor = spent_minor + $1, updated_at = $2
-WHERE id = $3 AND held_minor >= $1
-RETURNING id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at
-`
-
-type BudgetSpendParams struct {
-	Amount int64
-	At     time.Time
-	ID     string
-}
-
-func (q *Queries) BudgetSpend(ctx context.Context, arg BudgetSpendParams) (Budget, error) {
-	row := q.db.QueryRow(ctx, budgetSpend, arg.Amount, arg.At, arg.ID)
-	var i Budget
-	err := row.Scan(
-		&i.ID,
-		&i.Currency,
-		&i.FundedMinor,
-		&i.AvailableMinor,
-		&i.HeldMinor,
-		&i.SpentMinor,
-		&i.WrittenOffMinor,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
-const budgetWriteOff = `-- name: BudgetWriteOff :one
-UPDATE budgets SET held_minor = held_minor - $1, written_off_minor = written_off_minor + $1, updated_at = $2
-WHERE id = $3 AND held_minor >= $1
-RETURNING id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at
-`
-
-type BudgetWriteOffParams struct {
-	Amount int64
-	At     time.Time
-	ID     string
-}
-
-func (q *Queries) BudgetWriteOff(ctx context.Context, arg BudgetWriteOffParams) (Budget, error) {
-	row := q.db.QueryRow(ctx, budgetWriteOff, arg.Amount, arg.At, arg.ID)
-	var i Budget
+	var i BudgetMoveRow
 	err := row.Scan(
 		&i.ID,
 		&i.Currency,

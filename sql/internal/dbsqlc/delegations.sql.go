@@ -174,6 +174,49 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 	return i, err
 }
 
+const delegationGetByRemoteTaskForUpdate = `-- name: DelegationGetByRemoteTaskForUpdate :one
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
+`
+
+type DelegationGetByRemoteTaskForUpdateParams struct {
+	OrgID        string
+	RemoteTaskID *string
+}
+
+func (q *Queries) DelegationGetByRemoteTaskForUpdate(ctx context.Context, arg DelegationGetByRemoteTaskForUpdateParams) (Delegation, error) {
+	row := q.db.QueryRow(ctx, delegationGetByRemoteTaskForUpdate, arg.OrgID, arg.RemoteTaskID)
+	var i Delegation
+	err := row.Scan(
+		&i.ID,
+		&i.Tenant,
+		&i.BusinessOperationID,
+		&i.RequestHash,
+		&i.OrgID,
+		&i.TaskClass,
+		&i.BudgetID,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.RemoteTaskID,
+		&i.RemoteContextID,
+		&i.ProtocolVersion,
+		&i.TaskStatus,
+		&i.TaskStatusAt,
+		&i.TaskStatusMessage,
+		&i.ObligationState,
+		&i.ObligationReason,
+		&i.CancelRequestedAt,
+		&i.CompensationKey,
+		&i.CompensationDeadline,
+		&i.CompensationAttempts,
+		&i.CompensationLastError,
+		&i.CompensationReceipt,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const delegationInsert = `-- name: DelegationInsert :execrows
 INSERT INTO delegations (
     id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,

@@ -13,14 +13,25 @@ import (
 )
 
 const eventInsert = `-- name: EventInsert :one
-INSERT INTO events (
-    stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
-    data, evidence, prev_hash, hash
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $11, $12
+WITH appended AS (
+    INSERT INTO events (
+        stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
+        data, evidence, prev_hash, hash
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6, $7, $8,
+        $9, $10, $11, $12
+    )
+    RETURNING seq, delegation_id, type, at
+), queued AS (
+    INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
+    SELECT w.tenant, w.id, a.seq, a.at, a.at, a.at
+    FROM appended a
+    JOIN delegations d ON d.id = a.delegation_id
+    JOIN webhook_endpoints w ON w.tenant = d.tenant
+    WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
+    ON CONFLICT DO NOTHING
 )
-RETURNING seq
+SELECT seq FROM appended
 `
 
 type EventInsertParams struct {
@@ -38,6 +49,9 @@ type EventInsertParams struct {
 	Hash           []byte
 }
 
+// Appends an event and, for a delegation's event, queues its delivery to
+// every webhook endpoint of the delegation's tenant that subscribes to its
+// type (all types when event_types is empty), in one statement.
 func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64, error) {
 	row := q.db.QueryRow(ctx, eventInsert,
 		arg.Stream,
@@ -97,7 +111,7 @@ func (q *Queries) EventListByStream(ctx context.Context, stream string) ([]Event
 }
 
 const eventStreamHead = `-- name: EventStreamHead :one
-SELECT stream_seq, hash FROM events WHERE stream = $1 ORDER BY stream_seq DESC LIMIT 1
+SELECT h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash FROM event_stream_head($1::text) AS h
 `
 
 type EventStreamHeadRow struct {
@@ -105,19 +119,11 @@ type EventStreamHeadRow struct {
 	Hash      []byte
 }
 
+// Locks the stream for the rest of the transaction and returns its last
+// event (no row for a new stream): see event_stream_head.
 func (q *Queries) EventStreamHead(ctx context.Context, stream string) (EventStreamHeadRow, error) {
 	row := q.db.QueryRow(ctx, eventStreamHead, stream)
 	var i EventStreamHeadRow
 	err := row.Scan(&i.StreamSeq, &i.Hash)
 	return i, err
-}
-
-const eventStreamLock = `-- name: EventStreamLock :exec
-SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))
-`
-
-// Serializes appends to one stream for the rest of the transaction.
-func (q *Queries) EventStreamLock(ctx context.Context, stream string) error {
-	_, err := q.db.Exec(ctx, eventStreamLock, stream)
-	return err
 }

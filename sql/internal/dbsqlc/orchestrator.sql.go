@@ -742,31 +742,3 @@ func (q *Queries) WebhookEndpointUpsert(ctx context.Context, arg WebhookEndpoint
 	)
 	return i, err
 }
-
-const webhookEnqueueForEvent = `-- name: WebhookEnqueueForEvent :exec
-INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
-SELECT w.tenant, w.id, $1, $2, $2, $2
-FROM webhook_endpoints w
-JOIN delegations d ON d.id = $3 AND d.tenant = w.tenant
-WHERE cardinality(w.event_types) = 0 OR $4::text = ANY (w.event_types)
-ON CONFLICT DO NOTHING
-`
-
-type WebhookEnqueueForEventParams struct {
-	EventSeq     int64
-	Now          time.Time
-	DelegationID uuid.UUID
-	EventType    string
-}
-
-// Queues a delivery of an event to every endpoint of the event's tenant
-// that subscribes to its type (all types when event_types is empty).
-func (q *Queries) WebhookEnqueueForEvent(ctx context.Context, arg WebhookEnqueueForEventParams) error {
-	_, err := q.db.Exec(ctx, webhookEnqueueForEvent,
-		arg.EventSeq,
-		arg.Now,
-		arg.DelegationID,
-		arg.EventType,
-	)
-	return err
-}

@@ -210,6 +210,37 @@ func (in CreateInput) hash() []byte {
 	return sum[:]
 }
 
+// checkReferences checks, in tx, what a new delegation refers to: its org
+// (held with a share lock, so a revocation cannot commit in between), its
+// budget and its links.
+func checkReferences(ctx context.Context, tx Tx, p Principal, in CreateInput) error {
+	org, err := tx.OrgForShare(ctx, in.OrgID)
+	if errors.Is(err, ErrNotFound) {
+		return &ReferenceError{Field: "org_id", ID: in.OrgID}
+	} else if err != nil {
+		return err
+	}
+	if org.IdentityRevoked() {
+		return Conflict("org_identity_revoked", "org %s's agent identity is revoked; no new delegations", org.ID)
+	}
+	budget, err := tx.Budget(ctx, in.BudgetID)
+	if errors.Is(err, ErrNotFound) {
+		return &ReferenceError{Field: "budget_id", ID: in.BudgetID}
+	} else if err != nil {
+		return err
+	}
+	if budget.Currency != in.Hold.Currency {
+		return Conflict("currency_mismatch", "budget %s is in %s, the hold is in %s", budget.ID, budget.Currency, in.Hold.Currency)
+	}
+	if err := checkLinks(ctx, tx, p, in); err != nil {
+		return err
+	}
+	if in.Dispatch != nil && org.AgentCardURL == "" {
+		return Conflict("org_has_no_agent", "org %s has no registered agent card to dispatch to", org.ID)
+	}
+	return nil
+}
+
 // CreateDelegation records a delegation and places its hold, in one
 // transaction. It is idempotent per tenant on BusinessOperationID: the same
 // request again returns the recorded delegation with created false and no
@@ -229,37 +260,13 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 	hash := in.hash()
 	err = s.store.InTx(ctx, func(tx Tx) error {
 		created = false
-		existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
-		if err == nil {
-			d, err = sameRequest(existing, hash)
+		if err := checkReferences(ctx, tx, p, in); err != nil {
+			// An idempotent retry is answered with what was recorded,
+			// whatever changed since (a revoked org, a moved link).
+			if existing, lerr := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID); lerr == nil {
+				d, err = sameRequest(existing, hash)
+			}
 			return err
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		org, err := tx.OrgForShare(ctx, in.OrgID)
-		if errors.Is(err, ErrNotFound) {
-			return &ReferenceError{Field: "org_id", ID: in.OrgID}
-		} else if err != nil {
-			return err
-		}
-		if org.IdentityRevoked() {
-			return Conflict("org_identity_revoked", "org %s's agent identity is revoked; no new delegations", org.ID)
-		}
-		budget, err := tx.Budget(ctx, in.BudgetID)
-		if errors.Is(err, ErrNotFound) {
-			return &ReferenceError{Field: "budget_id", ID: in.BudgetID}
-		} else if err != nil {
-			return err
-		}
-		if budget.Currency != in.Hold.Currency {
-			return Conflict("currency_mismatch", "budget %s is in %s, the hold is in %s", budget.ID, budget.Currency, in.Hold.Currency)
-		}
-		if err := checkLinks(ctx, tx, p, in); err != nil {
-			return err
-		}
-		if in.Dispatch != nil && org.AgentCardURL == "" {
-			return Conflict("org_has_no_agent", "org %s has no registered agent card to dispatch to", org.ID)
 		}
 		now := s.Now()
 		id, err := uuid.NewV7()
@@ -276,9 +283,9 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 			return err
 		}
 		if !inserted {
-			// The operation committed since the lookup above (a
-			// concurrent identical request), or another delegation
-			// already records the same remote task.
+			// The operation is recorded already (an idempotent retry, or
+			// a concurrent identical request that committed first), or
+			// another delegation records the same remote task.
 			existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
 			if errors.Is(err, ErrNotFound) {
 				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)

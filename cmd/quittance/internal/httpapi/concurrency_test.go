@@ -70,6 +70,16 @@ func TestCreateIsIdempotent(t *testing.T) {
 	before := env.Snapshot(t)
 	env.Do(t, http.MethodPost, "/v1/delegations", orch, r).Problem(t, http.StatusConflict, "remote_task_taken")
 	env.AssertUnchanged(t, before, "a delegation reusing a remote task")
+
+	// A retry is answered with what was recorded even when the request
+	// could no longer be made: the org's identity was revoked since.
+	env.Do(t, http.MethodPost, "/admin/v1/orgs/org/revoke-identity", env.OncallToken, map[string]any{"reason": "key leaked"}).Expect(t, http.StatusOK)
+	env.Do(t, http.MethodPost, "/v1/delegations", orch, req).Expect(t, http.StatusOK).JSON(t, &again)
+	if again.ID != first.ID {
+		t.Fatalf("retry after revocation returned %s, want %s", again.ID, first.ID)
+	}
+	r = apitest.NewCreateRequest("op-3", "org", "procurement", "b", 1, "EUR")
+	env.Do(t, http.MethodPost, "/v1/delegations", orch, r).Problem(t, http.StatusConflict, "org_identity_revoked")
 	env.CheckInvariants(t)
 }
 

@@ -25,6 +25,10 @@ type Change struct {
 	Data                map[string]any
 	// Evidence is a verbatim token the change rests on.
 	Evidence string
+	// NewStream says the event starts d's stream: d was inserted by this
+	// transaction, so no other can have appended to its stream, and the
+	// event is appended as the first without reading a head.
+	NewStream bool
 }
 
 // Apply is the one writer of delegation changes. Inside tx it applies the
@@ -96,9 +100,11 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 // duplicates, stale reports and refusals are recorded and surfaced, never
 // applied (DESIGN.md §2.2 invariant 5).
 func Record(ctx context.Context, tx Tx, d Delegation, c Change) (Event, error) {
-	return appendEvent(ctx, tx, Event{
-		Stream: d.Stream(), DelegationID: d.ID, Type: c.Type, At: c.At, Actor: c.Actor, Evidence: c.Evidence,
-	}, c.Data)
+	e := Event{Stream: d.Stream(), DelegationID: d.ID, Type: c.Type, At: c.At, Actor: c.Actor, Evidence: c.Evidence}
+	if c.NewStream {
+		e.StreamSeq = 1
+	}
+	return appendEvent(ctx, tx, e, c.Data)
 }
 
 func appendEvent(ctx context.Context, tx Tx, e Event, data map[string]any) (Event, error) {

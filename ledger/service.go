@@ -308,7 +308,7 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID, "mode": mode,
 		}
 		linkData(in, createdData)
-		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData})
+		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData, NewStream: true})
 		if err != nil {
 			return err
 		}

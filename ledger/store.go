@@ -82,7 +82,10 @@ type Tx interface {
 	PutTaskClass(ctx context.Context, c TaskClass) error
 	InsertToken(ctx context.Context, t Token) error
 	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
-	// and Hash. Appends to one stream are serialized. A delegation's event is
+	// and Hash. Appends to one stream are serialized. A caller that created
+	// the stream's owner in this transaction sets StreamSeq to 1: the event
+	// is then appended as the stream's first without reading its head, and
+	// refused if the stream has events after all. A delegation's event is
 	// queued, in the same statement, for delivery to every webhook endpoint
 	// of its tenant that subscribes to its type.
 	AppendEvent(ctx context.Context, e Event) (Event, error)

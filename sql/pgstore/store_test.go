@@ -384,6 +384,37 @@ func TestAppendEventSerializesOneStream(t *testing.T) {
 	}
 }
 
+// TestAppendEventStartingAStream: an event appended as a stream's first
+// (StreamSeq 1, no head read) starts the chain, and is refused without a
+// trace when the stream already has events.
+func TestAppendEventStartingAStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	start := func() error {
+		return b.store.InTx(ctx, func(tx ledger.Tx) error {
+			_, err := tx.AppendEvent(ctx, ledger.Event{Stream: "test:new", StreamSeq: 1, Type: "test", At: epoch, Actor: "test", Data: []byte(`{}`)})
+			return err
+		})
+	}
+	if err := start(); err != nil {
+		t.Fatalf("start a new stream: %v", err)
+	}
+	if err := start(); err == nil {
+		t.Fatal("a second first event was appended")
+	}
+	events, err := b.store.StreamEvents(ctx, "test:new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 {
+		t.Fatalf("%d events, want 1", len(events))
+	}
+	if err := ledger.VerifyChain(events); err != nil {
+		t.Fatalf("chain of a started stream: %v", err)
+	}
+}
+
 func TestStoreErrorContract(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -143,15 +143,22 @@ func (t *tx) InsertToken(ctx context.Context, tok ledger.Token) error {
 }
 
 func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
-	head, err := t.q.EventStreamHead(ctx, e.Stream)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		e.StreamSeq, e.PrevHash = 1, ledger.GenesisHash
-	case err != nil:
-		return ledger.Event{}, fmt.Errorf("read head of stream %s: %w", e.Stream, err)
-	default:
-		e.StreamSeq, e.PrevHash = head.StreamSeq+1, head.Hash
+	if e.StreamSeq == 1 {
+		// A new stream: the unique (stream, stream_seq) constraint refuses
+		// the insert if it is not.
+		e.PrevHash = ledger.GenesisHash
+	} else {
+		head, err := t.q.EventStreamHead(ctx, e.Stream)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			e.StreamSeq, e.PrevHash = 1, ledger.GenesisHash
+		case err != nil:
+			return ledger.Event{}, fmt.Errorf("read head of stream %s: %w", e.Stream, err)
+		default:
+			e.StreamSeq, e.PrevHash = head.StreamSeq+1, head.Hash
+		}
 	}
+	var err error
 	if e.Hash, err = e.ComputeHash(); err != nil {
 		return ledger.Event{}, err
 	}

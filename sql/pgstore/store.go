@@ -93,10 +93,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
 }
 
 func (s *Store) inTxOnce(ctx context.Context, fn func(ledger.Tx) error) ([]ledger.Event, error) {
-	pgtx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("begin transaction: %w", err)
-	}
+	pgtx := &beginWithFirst{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	t := &tx{reader: reader{q: dbsqlc.New(pgtx)}}
 	if err := fn(t); err != nil {

@@ -1,6 +1,7 @@
 package compensation
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	jose "github.com/go-jose/go-jose/v4"
 	josejson "github.com/go-jose/go-jose/v4/json"
@@ -138,4 +140,40 @@ func describeKey(pub any) string {
 	default:
 		return "key of an unsupported type"
 	}
+}
+
+// keyCache remembers each org's parsed JWK Set, so accepting evidence does
+// not parse the same registered set again on every request. An entry serves
+// only while the org's registered bytes are the ones it was parsed from: a
+// rotated set is parsed, and replaces the entry, on its first use. There is
+// one entry per org, so the cache is as large as the registry.
+type keyCache struct {
+	mu   sync.Mutex
+	orgs map[string]parsedKeys
+}
+
+type parsedKeys struct {
+	raw  []byte
+	keys *jose.JSONWebKeySet
+}
+
+// keys returns the parsed JWK Set registered for orgID as raw.
+func (c *keyCache) keys(orgID string, raw []byte) (*jose.JSONWebKeySet, error) {
+	c.mu.Lock()
+	e, ok := c.orgs[orgID]
+	c.mu.Unlock()
+	if ok && bytes.Equal(e.raw, raw) {
+		return e.keys, nil
+	}
+	keys, err := ParseOrgJWKS(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.orgs == nil {
+		c.orgs = make(map[string]parsedKeys)
+	}
+	c.orgs[orgID] = parsedKeys{raw: bytes.Clone(raw), keys: keys}
+	c.mu.Unlock()
+	return keys, nil
 }

@@ -77,6 +77,7 @@ type Service struct {
 	ledgerID  string
 	threshold int64
 	batch     int
+	keys      keyCache
 }
 
 // Config wires a Service.
@@ -238,7 +239,7 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 	if len(org.JWKS) == 0 {
 		return EvidenceResult{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
 	}
-	keys, err := ParseOrgJWKS(org.JWKS)
+	keys, err := s.keys.keys(org.ID, org.JWKS)
 	if err != nil {
 		s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
 		return EvidenceResult{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")

@@ -404,6 +404,25 @@ func TestDeclarationReleases(t *testing.T) {
 	e.CheckInvariants(t)
 }
 
+// TestKeyRotation: evidence is verified against the org's JWK Set as
+// registered now. After the org rotates its key, a token signed with the
+// retired key is refused (the ledger verified with that key before, so a
+// remembered parse of the old set must not serve) and the new key's token
+// is applied.
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d1 := e.pending(t, orgB, 1_000)
+	d2 := e.pending(t, orgB, 1_000)
+	e.accept(t, acksPath, e.ack(t, d1), "applied")
+
+	rotated := compensationtest.NewEd25519Signer(t, "b-2")
+	e.putOrg(t, orgB, rotated.JWKS())
+	e.post(t, acksPath, e.b.Sign(t, ackTyp, e.ackClaims(d2))).Problem(t, http.StatusUnauthorized, compensation.CodeTokenKeyUnknown)
+	e.accept(t, acksPath, rotated.Sign(t, ackTyp, e.ackClaims(d2)), "applied")
+	e.CheckInvariants(t)
+}
+
 // TestReplayedJTIRefused: a jti the org already used is refused with
 // token_replayed, even in a different, validly signed token for another
 // delegation, and nothing changes there.

@@ -214,20 +214,27 @@ func (in CreateInput) hash() []byte {
 // (held with a share lock, so a revocation cannot commit in between), its
 // budget and its links.
 func checkReferences(ctx context.Context, tx Tx, p Principal, in CreateInput) error {
-	org, err := tx.OrgForShare(ctx, in.OrgID)
+	revoked := func(org Org) error {
+		return Conflict("org_identity_revoked", "org %s's agent identity is revoked; no new delegations", org.ID)
+	}
+	org, budget, err := tx.CreationReferences(ctx, in.OrgID, in.BudgetID)
 	if errors.Is(err, ErrNotFound) {
-		return &ReferenceError{Field: "org_id", ID: in.OrgID}
+		// Say which is missing, checking the org first as when both exist.
+		org, err := tx.Org(ctx, in.OrgID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return &ReferenceError{Field: "org_id", ID: in.OrgID}
+		case err != nil:
+			return err
+		case org.IdentityRevoked():
+			return revoked(org)
+		}
+		return &ReferenceError{Field: "budget_id", ID: in.BudgetID}
 	} else if err != nil {
 		return err
 	}
 	if org.IdentityRevoked() {
-		return Conflict("org_identity_revoked", "org %s's agent identity is revoked; no new delegations", org.ID)
-	}
-	budget, err := tx.Budget(ctx, in.BudgetID)
-	if errors.Is(err, ErrNotFound) {
-		return &ReferenceError{Field: "budget_id", ID: in.BudgetID}
-	} else if err != nil {
-		return err
+		return revoked(org)
 	}
 	if budget.Currency != in.Hold.Currency {
 		return Conflict("currency_mismatch", "budget %s is in %s, the hold is in %s", budget.ID, budget.Currency, in.Hold.Currency)

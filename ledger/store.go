@@ -60,9 +60,11 @@ type Tx interface {
 	// DelegationForUpdate loads a delegation and locks its row until the
 	// transaction ends.
 	DelegationForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error)
-	// OrgForShare loads an org and holds a share lock on it until the
-	// transaction ends, so its identity cannot be revoked meanwhile.
-	OrgForShare(ctx context.Context, id string) (Org, error)
+	// CreationReferences loads the org and the budget a new delegation
+	// refers to, in one round trip, and holds a share lock on the org until
+	// the transaction ends, so its identity cannot be revoked meanwhile. It
+	// returns ErrNotFound when either is missing.
+	CreationReferences(ctx context.Context, orgID, budgetID string) (Org, Budget, error)
 	// InsertDelegation inserts d unless a delegation with the same tenant and
 	// business operation id, or the same org and remote task id, exists;
 	// inserted is false in that case.

@@ -26,12 +26,12 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 	return toDelegation(row), nil
 }
 
-func (t *tx) OrgForShare(ctx context.Context, id string) (ledger.Org, error) {
-	row, err := t.q.OrgGetByIDForShare(ctx, id)
+func (t *tx) CreationReferences(ctx context.Context, orgID, budgetID string) (ledger.Org, ledger.Budget, error) {
+	row, err := t.q.CreationReferences(ctx, dbsqlc.CreationReferencesParams{OrgID: orgID, BudgetID: budgetID})
 	if err != nil {
-		return ledger.Org{}, notFound(err, "org", id)
+		return ledger.Org{}, ledger.Budget{}, notFound(err, "org and budget", orgID+", "+budgetID)
 	}
-	return toOrg(row), nil
+	return toOrg(row.RemoteOrg), toBudget(row.Budget), nil
 }
 
 func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, error) {

@@ -1,11 +1,16 @@
 -- name: OrgGetByID :one
 SELECT * FROM remote_orgs WHERE id = $1;
 
--- name: OrgGetByIDForShare :one
--- Delegation creation holds this lock until it commits, so an identity
--- revocation (which updates the row) either sees the new delegation and
--- escalates it, or commits first and the creation sees the revocation.
-SELECT * FROM remote_orgs WHERE id = $1 FOR SHARE;
+-- name: CreationReferences :one
+-- The org and the budget a new delegation refers to, in one round trip; no
+-- row when either is missing. Delegation creation holds the org's share
+-- lock until it commits, so an identity revocation (which updates the row)
+-- either sees the new delegation and escalates it, or commits first and the
+-- creation sees the revocation.
+SELECT sqlc.embed(o), sqlc.embed(b)
+FROM remote_orgs o, budgets b
+WHERE o.id = @org_id AND b.id = @budget_id
+FOR SHARE OF o;
 
 -- name: OrgUpsert :exec
 INSERT INTO remote_orgs (

@@ -12,38 +12,62 @@ import (
 	"github.com/google/uuid"
 )
 
+const creationReferences = `-- name: CreationReferences :one
+SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at
+FROM remote_orgs o, budgets b
+WHERE o.id = $1 AND b.id = $2
+FOR SHARE OF o
+`
+
+type CreationReferencesParams struct {
+	OrgID    string
+	BudgetID string
+}
+
+type CreationReferencesRow struct {
+	RemoteOrg RemoteOrg
+	Budget    Budget
+}
+
+// The org and the budget a new delegation refers to, in one round trip; no
+// row when either is missing. Delegation creation holds the org's share
+// lock until it commits, so an identity revocation (which updates the row)
+// either sees the new delegation and escalates it, or commits first and the
+// creation sees the revocation.
+func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferencesParams) (CreationReferencesRow, error) {
+	row := q.db.QueryRow(ctx, creationReferences, arg.OrgID, arg.BudgetID)
+	var i CreationReferencesRow
+	err := row.Scan(
+		&i.RemoteOrg.ID,
+		&i.RemoteOrg.Name,
+		&i.RemoteOrg.SharedCoordinator,
+		&i.RemoteOrg.Jwks,
+		&i.RemoteOrg.AgentCardUrl,
+		&i.RemoteOrg.AllowedHosts,
+		&i.RemoteOrg.RequireSignedReceipts,
+		&i.RemoteOrg.IdentityRevokedAt,
+		&i.RemoteOrg.IdentityRevokedReason,
+		&i.RemoteOrg.CreatedAt,
+		&i.RemoteOrg.UpdatedAt,
+		&i.Budget.ID,
+		&i.Budget.Currency,
+		&i.Budget.FundedMinor,
+		&i.Budget.AvailableMinor,
+		&i.Budget.HeldMinor,
+		&i.Budget.SpentMinor,
+		&i.Budget.WrittenOffMinor,
+		&i.Budget.CreatedAt,
+		&i.Budget.UpdatedAt,
+	)
+	return i, err
+}
+
 const orgGetByID = `-- name: OrgGetByID :one
 SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at FROM remote_orgs WHERE id = $1
 `
 
 func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) {
 	row := q.db.QueryRow(ctx, orgGetByID, id)
-	var i RemoteOrg
-	err := row.Scan(
-		&i.ID,
-		&i.Name,
-		&i.SharedCoordinator,
-		&i.Jwks,
-		&i.AgentCardUrl,
-		&i.AllowedHosts,
-		&i.RequireSignedReceipts,
-		&i.IdentityRevokedAt,
-		&i.IdentityRevokedReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
-const orgGetByIDForShare = `-- name: OrgGetByIDForShare :one
-SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at FROM remote_orgs WHERE id = $1 FOR SHARE
-`
-
-// Delegation creation holds this lock until it commits, so an identity
-// revocation (which updates the row) either sees the new delegation and
-// escalates it, or commits first and the creation sees the revocation.
-func (q *Queries) OrgGetByIDForShare(ctx context.Context, id string) (RemoteOrg, error) {
-	row := q.db.QueryRow(ctx, orgGetByIDForShare, id)
 	var i RemoteOrg
 	err := row.Scan(
 		&i.ID,

@@ -478,15 +478,12 @@ func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, obs.Message
 	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data, Evidence: obs.Evidence}
 	if obs.Status.Terminal() && d.ObligationState == ObligationHeld {
-		class, err := tx.TaskClass(ctx, d.TaskClass)
-		if errors.Is(err, ErrNotFound) {
-			class = UnknownTaskClass(d.TaskClass)
-		} else if err != nil {
-			return Delegation{}, err
-		}
-		org, err := tx.Org(ctx, d.OrgID)
+		org, class, known, err := tx.GatePolicy(ctx, d.OrgID, d.TaskClass)
 		if err != nil {
 			return Delegation{}, err
+		}
+		if !known {
+			class = UnknownTaskClass(d.TaskClass)
 		}
 		gated := GateApplies(class, org, obs.Status)
 		ev, _ := TerminalStatusEvent(obs.Status, gated, len(obs.AtomicReceipt) > 0)

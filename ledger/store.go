@@ -60,6 +60,11 @@ type Tx interface {
 	// DelegationForUpdate loads a delegation and locks its row until the
 	// transaction ends.
 	DelegationForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error)
+	// GatePolicy loads what decides whether a terminal task status gates a
+	// delegation's hold: its org and its task class, in one round trip.
+	// known is false when the class is not registered; the org missing is
+	// ErrNotFound.
+	GatePolicy(ctx context.Context, orgID, taskClass string) (org Org, class TaskClass, known bool, err error)
 	// CreationReferences loads the org and the budget a new delegation
 	// refers to, in one round trip, and holds a share lock on the org until
 	// the transaction ends, so its identity cannot be revoked meanwhile. It

@@ -26,6 +26,21 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 	return toDelegation(row), nil
 }
 
+func (t *tx) GatePolicy(ctx context.Context, orgID, taskClass string) (ledger.Org, ledger.TaskClass, bool, error) {
+	row, err := t.q.GatePolicy(ctx, dbsqlc.GatePolicyParams{OrgID: orgID, TaskClass: taskClass})
+	if err != nil {
+		return ledger.Org{}, ledger.TaskClass{}, false, notFound(err, "org", orgID)
+	}
+	if row.ClassName == nil {
+		return toOrg(row.RemoteOrg), ledger.TaskClass{}, false, nil
+	}
+	class := toTaskClass(dbsqlc.TaskClass{
+		Name: *row.ClassName, EffectCapable: row.EffectCapable.Bool, GateOn: row.GateOn,
+		CompensationTimeoutMs: row.CompensationTimeoutMs.Int64, UpdatedAt: *row.ClassUpdatedAt,
+	})
+	return toOrg(row.RemoteOrg), class, true, nil
+}
+
 func (t *tx) CreationReferences(ctx context.Context, orgID, budgetID string) (ledger.Org, ledger.Budget, error) {
 	row, err := t.q.CreationReferences(ctx, dbsqlc.CreationReferencesParams{OrgID: orgID, BudgetID: budgetID})
 	if err != nil {

@@ -33,6 +33,16 @@ ON CONFLICT (id) DO UPDATE SET
     identity_revoked_reason = COALESCE(remote_orgs.identity_revoked_reason, EXCLUDED.identity_revoked_reason),
     updated_at              = EXCLUDED.updated_at;
 
+-- name: GatePolicy :one
+-- What decides whether a terminal task status gates a delegation's hold:
+-- its org and, when registered, its task class (NULL columns when not), in
+-- one round trip.
+SELECT sqlc.embed(o), c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
+       c.updated_at AS class_updated_at
+FROM remote_orgs o
+LEFT JOIN task_classes c ON c.name = @task_class
+WHERE o.id = @org_id;
+
 -- name: TaskClassGetByName :one
 SELECT * FROM task_classes WHERE name = $1;
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const creationReferences = `-- name: CreationReferences :one
@@ -58,6 +59,55 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 		&i.Budget.WrittenOffMinor,
 		&i.Budget.CreatedAt,
 		&i.Budget.UpdatedAt,
+	)
+	return i, err
+}
+
+const gatePolicy = `-- name: GatePolicy :one
+SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
+       c.updated_at AS class_updated_at
+FROM remote_orgs o
+LEFT JOIN task_classes c ON c.name = $1
+WHERE o.id = $2
+`
+
+type GatePolicyParams struct {
+	TaskClass string
+	OrgID     string
+}
+
+type GatePolicyRow struct {
+	RemoteOrg             RemoteOrg
+	ClassName             *string
+	EffectCapable         pgtype.Bool
+	GateOn                []string
+	CompensationTimeoutMs pgtype.Int8
+	ClassUpdatedAt        *time.Time
+}
+
+// What decides whether a terminal task status gates a delegation's hold:
+// its org and, when registered, its task class (NULL columns when not), in
+// one round trip.
+func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePolicyRow, error) {
+	row := q.db.QueryRow(ctx, gatePolicy, arg.TaskClass, arg.OrgID)
+	var i GatePolicyRow
+	err := row.Scan(
+		&i.RemoteOrg.ID,
+		&i.RemoteOrg.Name,
+		&i.RemoteOrg.SharedCoordinator,
+		&i.RemoteOrg.Jwks,
+		&i.RemoteOrg.AgentCardUrl,
+		&i.RemoteOrg.AllowedHosts,
+		&i.RemoteOrg.RequireSignedReceipts,
+		&i.RemoteOrg.IdentityRevokedAt,
+		&i.RemoteOrg.IdentityRevokedReason,
+		&i.RemoteOrg.CreatedAt,
+		&i.RemoteOrg.UpdatedAt,
+		&i.ClassName,
+		&i.EffectCapable,
+		&i.GateOn,
+		&i.CompensationTimeoutMs,
+		&i.ClassUpdatedAt,
 	)
 	return i, err
 }

@@ -39,6 +39,7 @@ type benchConfig struct {
 	Quick           bool
 	FailOnTargets   bool
 	Perf            bool
+	Pprof           bool
 	ResultsMarkdown string
 }
 
@@ -58,7 +59,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch directory (cluster, logs)")
 	fs.BoolVar(&cfg.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "a quick run: 10s per run, 200k delegations (also BENCH_QUICK=1)")
 	fs.BoolVar(&cfg.FailOnTargets, "fail-on-targets", false, "exit non-zero when a target is missed")
-	fs.BoolVar(&cfg.Perf, "perf", false, "record a CPU profile of the service with perf(1) during each lifecycle run (kept with -keep)")
+	fs.BoolVar(&cfg.Perf, "perf", false, "record a CPU profile of the service with perf(1), kernel included, during each lifecycle run (kept with -keep)")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "take Go's CPU profile of the service (QUITTANCE_DEBUG_ADDR) during each lifecycle run, for go tool pprof (kept with -keep)")
 	fs.StringVar(&cfg.ResultsMarkdown, "markdown", "", "also write the results as a Markdown table to this file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, errUsage
@@ -304,10 +306,17 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		return res, err
 	}
 	admin := ledger.NewTokenSecret()
+	env := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}
+	var debugAddr string
+	if cfg.Pprof {
+		if debugAddr, err = freeAddr(); err != nil {
+			return res, err
+		}
+		env = append(env, "QUITTANCE_DEBUG_ADDR="+debugAddr)
+	}
 	svc, err := startService(ctx, serviceConfig{
 		Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: admin,
-		LogPath: filepath.Join(h.dir, name+".log"),
-		Env:     []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"},
+		LogPath: filepath.Join(h.dir, name+".log"), Env: env,
 	})
 	if err != nil {
 		return res, err
@@ -423,6 +432,12 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 			return res, fmt.Errorf("perf record: %w", err)
 		}
 	}
+	var pprofDone chan error
+	pprofPath := filepath.Join(h.dir, name+".pprof")
+	if cfg.Pprof {
+		pprofDone = make(chan error, 1)
+		go func() { pprofDone <- fetchCPUProfile(ctx, debugAddr, cfg.Duration, pprofPath) }()
+	}
 	measuring.Store(true)
 	t0 := time.Now()
 	select {
@@ -434,6 +449,12 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		_ = perf.Process.Signal(os.Interrupt)
 		_ = perf.Wait()
 		fmt.Fprintf(h.stderr, "  CPU profile: perf report -i %s\n", filepath.Join(h.dir, name+".perf.data"))
+	}
+	if pprofDone != nil {
+		if err := <-pprofDone; err != nil {
+			return res, err
+		}
+		fmt.Fprintf(h.stderr, "  CPU profile: go tool pprof %s %s\n", h.binary, pprofPath)
 	}
 	res.Duration = time.Since(t0)
 	res.Ops = ops.Load()
@@ -542,4 +563,31 @@ func renderBench(cfg benchConfig, pgb []pgbenchResult, lifes []lifecycleResult, 
 	}
 	fmt.Fprintf(&text, "\n%d targets missed; took %s\n", missed, took.Round(time.Second))
 	return benchReport{text: text.String(), markdown: md.String(), missed: missed}
+}
+
+// fetchCPUProfile takes Go's CPU profile of the service over d from its
+// profile listener and writes it to path.
+func fetchCPUProfile(ctx context.Context, debugAddr string, d time.Duration, path string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, max(1, int(d.Seconds())))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("take CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("take CPU profile: status %d", resp.StatusCode)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("write CPU profile: %w", err)
+	}
+	return f.Close()
 }

@@ -24,9 +24,12 @@ type cliEnv struct {
 	oncall string
 	dbURL  string
 	exec   func(ctx context.Context, sql string, args ...any) error
+	// profilesURL is where the service serves its runtime profiles, when
+	// QUITTANCE_DEBUG_ADDR was set.
+	profilesURL string
 }
 
-func startService(t *testing.T) *cliEnv {
+func startService(t *testing.T, extraEnv ...string) *cliEnv {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	token := ledger.NewTokenSecret()
@@ -34,6 +37,10 @@ func startService(t *testing.T) *cliEnv {
 		"DATABASE_URL": pool.Config().ConnString(), "QUITTANCE_ADDR": "127.0.0.1:0",
 		"QUITTANCE_BOOTSTRAP_TOKEN": token, "QUITTANCE_LEDGER_ID": "ledger-cli",
 		"QUITTANCE_LOG_LEVEL": "error",
+	}
+	for _, kv := range extraEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -48,18 +55,24 @@ func startService(t *testing.T) *cliEnv {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	urls := make(chan string, 1)
+	// The profiles line, when there is one, comes before the API's.
+	type addresses struct{ api, profiles string }
+	ready := make(chan addresses, 1)
 	go func() {
+		var profiles string
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance profiles on "); ok {
+				profiles = strings.Fields(rest)[0]
+			}
 			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance listening on "); ok {
-				urls <- strings.Fields(rest)[0]
+				ready <- addresses{api: strings.Fields(rest)[0], profiles: profiles}
 			}
 		}
 	}()
 	select {
-	case u := <-urls:
-		return &cliEnv{url: u, oncall: token, dbURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
+	case a := <-ready:
+		return &cliEnv{url: a.api, profilesURL: a.profiles, oncall: token, dbURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
 			_, err := pool.Exec(ctx, sql, args...)
 			return err
 		}}
@@ -240,6 +253,38 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	if _, _, code := e.cli(t, finance, "verify-chain", "--delegation", id); code != 0 {
 		t.Errorf("an untouched chain still verifies: exit %d", code)
+	}
+}
+
+// TestProfilesOnTheirOwnListener: with QUITTANCE_DEBUG_ADDR the service
+// serves Go's CPU profile there, and never on the API's address; without
+// it, there is no profile listener at all.
+func TestProfilesOnTheirOwnListener(t *testing.T) {
+	t.Parallel()
+	e := startService(t, "QUITTANCE_DEBUG_ADDR=127.0.0.1:0")
+	if e.profilesURL == "" {
+		t.Fatal("no profile listener announced")
+	}
+	get := func(url string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+	status, body := get(e.profilesURL + "profile?seconds=1")
+	// A CPU profile is a gzip-compressed protocol buffer.
+	if status != http.StatusOK || !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
+		t.Fatalf("CPU profile: status %d, %d bytes", status, len(body))
+	}
+	if status, _ := get(e.url + "/debug/pprof/"); status == http.StatusOK {
+		t.Fatal("the API's address serves profiles")
+	}
+	if off := startService(t); off.profilesURL != "" {
+		t.Fatalf("profiles served at %s without QUITTANCE_DEBUG_ADDR", off.profilesURL)
 	}
 }
 

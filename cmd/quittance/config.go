@@ -67,6 +67,11 @@ type config struct {
 	// StreamPoll is how often an event stream reads the table without a
 	// LISTEN/NOTIFY wake-up.
 	StreamPoll time.Duration `env:"QUITTANCE_STREAM_POLL" envDefault:"2s"`
+	// DebugAddr, when set, serves Go's runtime profiles (net/http/pprof)
+	// on a listener of their own, never on the API's address. Off by
+	// default: profiles show the service's internals and cost CPU while
+	// they are taken, so bind it to loopback.
+	DebugAddr string `env:"QUITTANCE_DEBUG_ADDR"`
 	// createSigningKey makes the service generate SigningKeyFile when it is
 	// missing (dev only).
 	createSigningKey bool
@@ -81,7 +86,7 @@ var variables = []string{
 	"QUITTANCE_EGRESS_ALLOW_HTTP", "QUITTANCE_A2A_INTERVAL", "QUITTANCE_A2A_LEASE", "QUITTANCE_A2A_BACKOFF_BASE",
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
-	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL",
+	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file

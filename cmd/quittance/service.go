@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -312,6 +313,14 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// Event streams never end by themselves: shutting down ends them, and
 	// clients resume elsewhere with Last-Event-ID.
 	server.RegisterOnShutdown(func() { close(streamsDone) })
+	if cfg.DebugAddr != "" {
+		stopDebug, err := serveDebug(cfg.DebugAddr, log, stdout)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
+
 	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
 	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
 
@@ -334,6 +343,37 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		return fmt.Errorf("drain requests: %w", err)
 	}
 	return nil
+}
+
+// serveDebug serves Go's runtime profiles (net/http/pprof) on addr, apart
+// from the API, until the returned function stops it. (Importing
+// net/http/pprof also registers them on http.DefaultServeMux, which
+// Quittance never serves.)
+func serveDebug(addr string, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (QUITTANCE_DEBUG_ADDR): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	server := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stdout, "Quittance profiles on http://%s/debug/pprof/\n", listener.Addr())
+	log.Info("serving profiles", slog.String("addr", listener.Addr().String()))
+	go func() {
+		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("profile listener stopped", slog.Any("error", err))
+		}
+	}()
+	// A profile being taken is cut short: it is not a request to drain.
+	return func() { _ = server.Close() }, nil
 }
 
 // sharedClusterDir is where dev keeps the cluster for a data directory the

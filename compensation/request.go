@@ -317,14 +317,7 @@ func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx Tx, d ledger.Delega
 		return d, err
 	}
 	d.Compensation.Receipt = r.Raw
-	d, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
+	return s.dischargeWithPending(ctx, tx, d, ledger.Change{
 		Type: typ, Actor: actor, At: now, Obligation: v.Event, Data: data, Evidence: r.JWS,
 	})
-	if err != nil {
-		return ledger.Delegation{}, err
-	}
-	if err := s.voidPending(ctx, tx, d, now, actor, "obligation discharged by "+typ); err != nil {
-		return ledger.Delegation{}, err
-	}
-	return d, nil
 }

@@ -303,13 +303,10 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 	if kind == KindDeclaration {
 		typ = EventTypeNoCompensationDeclared
 	}
-	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
+	d, err = s.dischargeWithPending(ctx, tx, d, ledger.Change{
 		Type: typ, Actor: actor, At: now, Obligation: ev, Data: data, Evidence: string(token),
 	})
 	if err != nil {
-		return EvidenceResult{}, err
-	}
-	if err := s.voidPending(ctx, tx, d, now, actor, "obligation discharged by "+typ); err != nil {
 		return EvidenceResult{}, err
 	}
 	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil

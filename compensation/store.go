@@ -56,9 +56,6 @@ type Tx interface {
 	InsertWriteOff(ctx context.Context, w WriteOff) error
 	// WriteOffForUpdate loads a write-off and locks its row.
 	WriteOffForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error)
-	// PendingWriteOff returns the delegation's write-off awaiting approval,
-	// or ledger.ErrNotFound when it has none.
-	PendingWriteOff(ctx context.Context, delegationID uuid.UUID) (WriteOff, error)
 	// UpdateWriteOff writes a write-off's status, approver and execution time.
 	UpdateWriteOff(ctx context.Context, w WriteOff) error
 }

@@ -154,10 +154,8 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 			refused = &refusedChange{d: d, err: err, data: map[string]any{"request": "write_off", "reason": in.Reason, "obligation_state": string(d.ObligationState)}}
 			return err
 		}
-		if pending, err := tx.PendingWriteOff(ctx, d.ID); err == nil {
-			return ledger.Conflict("write_off_pending", "write-off %s already awaits approval", pending.ID)
-		} else if !errors.Is(err, ledger.ErrNotFound) {
-			return err
+		if d.PendingWriteOffID != uuid.Nil {
+			return ledger.Conflict("write_off_pending", "write-off %s already awaits approval", d.PendingWriteOffID)
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -173,7 +171,8 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 			if err := tx.InsertWriteOff(ctx, w); err != nil {
 				return err
 			}
-			if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffRequested, Actor: p.Actor(), At: now, Data: data}); err != nil {
+			d.PendingWriteOffID = w.ID
+			if d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffRequested, Actor: p.Actor(), At: now, Data: data}); err != nil {
 				return err
 			}
 			out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -241,6 +240,8 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if w.RequestedByID == p.TokenID || w.RequestedBy == p.Name {
 			return refuse(ErrSelfApproval)
 		}
+		// The write-off leaves pending either way below.
+		d.PendingWriteOffID = uuid.Nil
 		if !writeOffAllowed(d.ObligationState) {
 			w.Status = WriteOffVoid
 			if err := tx.UpdateWriteOff(ctx, w); err != nil {
@@ -249,7 +250,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 			data := writeOffData(w)
 			data["obligation_state"] = string(d.ObligationState)
 			data["void_reason"] = "obligation no longer open for write-off at approval"
-			if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffVoided, Actor: p.Actor(), At: now, Data: data}); err != nil {
+			if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffVoided, Actor: p.Actor(), At: now, Data: data}); err != nil {
 				return err
 			}
 			voided = ledger.Conflict("write_off_not_allowed", "the obligation is %s; write-off %s was voided", d.ObligationState, w.ID)
@@ -283,16 +284,29 @@ func (s *Service) GetWriteOff(ctx context.Context, p ledger.Principal, id uuid.U
 	return s.store.WriteOff(ctx, id)
 }
 
-// voidPending voids the delegation's pending write-off, if any, because
-// evidence discharged the obligation first.
-func (s *Service) voidPending(ctx context.Context, tx Tx, d ledger.Delegation, now time.Time, actor, why string) error {
-	w, err := tx.PendingWriteOff(ctx, d.ID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return err
+// dischargeWithPending applies c, evidence that discharges d's obligation,
+// and voids d's pending write-off, if any, in tx: the delegation is
+// written without its pending write-off, and the write-off is voided with
+// its own event.
+func (s *Service) dischargeWithPending(ctx context.Context, tx Tx, d ledger.Delegation, c ledger.Change) (ledger.Delegation, error) {
+	pending := d.PendingWriteOffID
+	d.PendingWriteOffID = uuid.Nil
+	d, _, err := ledger.Apply(ctx, tx, d, c)
+	if err != nil {
+		return ledger.Delegation{}, err
 	}
-	w, err = tx.WriteOffForUpdate(ctx, w.ID)
+	if pending != uuid.Nil {
+		if err := s.voidPending(ctx, tx, d, pending, c.At, c.Actor, "obligation discharged by "+c.Type); err != nil {
+			return ledger.Delegation{}, err
+		}
+	}
+	return d, nil
+}
+
+// voidPending voids the write-off that was pending on d, because evidence
+// discharged the obligation first.
+func (s *Service) voidPending(ctx context.Context, tx Tx, d ledger.Delegation, id uuid.UUID, now time.Time, actor, why string) error {
+	w, err := tx.WriteOffForUpdate(ctx, id)
 	if err != nil {
 		return err
 	}

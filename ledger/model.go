@@ -55,6 +55,11 @@ type Delegation struct {
 	ObligationReason  string
 	CancelRequestedAt time.Time
 	Compensation      Compensation
+	// PendingWriteOffID is the write-off awaiting a second approver, if
+	// any (uuid.Nil when none): the compensation service sets and clears
+	// it, so evidence that discharges the obligation knows from the locked
+	// row whether there is a write-off to void.
+	PendingWriteOffID uuid.UUID
 
 	// Version increases by one on every update.
 	Version   int64

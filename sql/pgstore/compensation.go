@@ -110,14 +110,6 @@ func (t *tx) WriteOffForUpdate(ctx context.Context, id uuid.UUID) (compensation.
 	return toWriteOff(row), nil
 }
 
-func (t *tx) PendingWriteOff(ctx context.Context, delegationID uuid.UUID) (compensation.WriteOff, error) {
-	row, err := t.q.WriteOffGetPendingByDelegation(ctx, delegationID)
-	if err != nil {
-		return compensation.WriteOff{}, notFound(err, "pending write-off of delegation", delegationID)
-	}
-	return toWriteOff(row), nil
-}
-
 func (t *tx) UpdateWriteOff(ctx context.Context, w compensation.WriteOff) error {
 	n, err := t.q.WriteOffUpdate(ctx, dbsqlc.WriteOffUpdateParams{
 		ID: w.ID, Status: string(w.Status), ApprovedBy: optional(w.ApprovedBy), ApprovedByID: nullUUID(w.ApprovedByID),

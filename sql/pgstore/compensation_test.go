@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -136,14 +139,14 @@ func TestUsedTokensAndWriteOffs(t *testing.T) {
 		if err != nil || got.DelegationID != d.ID || string(got.TokenSHA256) != string(u.TokenSHA256) {
 			return fmt.Errorf("used token %+v, %v", got, err)
 		}
-		if _, err := tx.PendingWriteOff(ctx, d.ID); !errors.Is(err, ledger.ErrNotFound) {
-			return fmt.Errorf("no pending write-off: %v", err)
+		if _, err := tx.WriteOffForUpdate(ctx, w.ID); !errors.Is(err, ledger.ErrNotFound) {
+			return fmt.Errorf("write-off before it is inserted: %v", err)
 		}
 		if err := tx.InsertWriteOff(ctx, w); err != nil {
 			return err
 		}
-		p, err := tx.PendingWriteOff(ctx, d.ID)
-		if err != nil || p.ID != w.ID || p.RequestedBy != "alice" || p.Amount != d.Hold {
+		p, err := tx.WriteOffForUpdate(ctx, w.ID)
+		if err != nil || p.Status != compensation.WriteOffPendingApproval || p.RequestedBy != "alice" || p.Amount != d.Hold {
 			return fmt.Errorf("pending write-off %+v, %v", p, err)
 		}
 		w.Status, w.ApprovedBy, w.ApprovedByID, w.ExecutedAt = compensation.WriteOffExecuted, "bob", uuid.New(), epoch
@@ -171,5 +174,48 @@ func TestUsedTokensAndWriteOffs(t *testing.T) {
 	})
 	if err == nil {
 		t.Fatal("a write-off approved by its requester was stored")
+	}
+}
+
+// TestPendingWriteOffBackfill: migrating to 00006 names, on each
+// delegation, the write-off that was already awaiting approval, so the
+// database passes CheckInvariants right after the upgrade.
+func TestPendingWriteOffBackfill(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := pgstore.New(pool)
+	ctx := context.Background()
+	ds := canceledDelegations(t, store, 2)
+	comp := compensation.NewService(compensation.Config{
+		Store: store.Compensation(), Clock: fixedClock{epoch}, WriteOffApprovalThresholdMinor: 1,
+	})
+	requested, err := comp.RequestWriteOff(ctx, oncall, ds[0].ID, compensation.WriteOffInput{Reason: "supplier gone"})
+	if err != nil || requested.WriteOff.Status != compensation.WriteOffPendingApproval {
+		t.Fatalf("request write-off: %+v, %v", requested.WriteOff, err)
+	}
+
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	migrate, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.DownTo(ctx, 5); err != nil {
+		t.Fatalf("down to 00005: %v", err)
+	}
+	if _, err := migrate.UpTo(ctx, 6); err != nil {
+		t.Fatalf("up to 00006: %v", err)
+	}
+	pool.Reset() // statements prepared before the column was re-added
+
+	for i, want := range []uuid.UUID{requested.WriteOff.ID, uuid.Nil} {
+		d, err := store.Delegation(ctx, ds[i].ID)
+		if err != nil || d.PendingWriteOffID != want {
+			t.Fatalf("delegation %d: pending write-off %s (%v), want %s", i, d.PendingWriteOffID, err, want)
+		}
+	}
+	rep, err := pgstore.CheckInvariants(ctx, pool)
+	if err != nil || len(rep.Violations) > 0 {
+		t.Fatalf("invariants after the upgrade: %v %v", rep.Violations, err)
 	}
 }

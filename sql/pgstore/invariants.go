@@ -47,6 +47,8 @@ func (r *InvariantReport) fail(format string, args ...any) {
 //   - per delegation: exactly one hold entry in the journal, and one entry
 //     moving it out (spend, return or write_off, as the hold state says)
 //     exactly when the hold has left active, each of the delegation's amount;
+//   - per delegation: pending_write_off_id names its write-off awaiting
+//     approval, and is empty when it has none;
 //   - per delegation: its stream has events, the first is
 //     delegation_created, and the events carrying an obligation transition
 //     form a path of allowed transitions (ledger.NextObligation on the
@@ -69,6 +71,14 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, 
 	delegations, err := checkJournal(ctx, q, &rep)
 	if err != nil {
 		return rep, err
+	}
+	mismatches, err := q.DelegationPendingWriteOffMismatches(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("list pending write-offs: %w", err)
+	}
+	for _, m := range mismatches {
+		rep.fail("delegation %s: pending_write_off_id is %s, its write-off awaiting approval is %s",
+			m.ID, nullID(m.PendingWriteOffID), nullID(m.PendingID))
 	}
 	rows, err := q.EventListAll(ctx)
 	if err != nil {
@@ -223,4 +233,12 @@ func checkChains(streams map[string][]ledger.Event, rep *InvariantReport) {
 			rep.fail("stream %s: no such delegation", stream)
 		}
 	}
+}
+
+// nullID is id as text, or "none".
+func nullID(id uuid.NullUUID) string {
+	if !id.Valid {
+		return "none"
+	}
+	return id.UUID.String()
 }

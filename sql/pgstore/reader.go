@@ -141,7 +141,8 @@ func toDelegation(r dbsqlc.Delegation) ledger.Delegation {
 			Attempts: int(r.CompensationAttempts), LastError: deref(r.CompensationLastError),
 			Receipt: r.CompensationReceipt,
 		},
-		Version: r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		PendingWriteOffID: r.PendingWriteOffID.UUID,
+		Version:           r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 

@@ -72,7 +72,8 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 		CancelRequestedAt: optionalTime(d.CancelRequestedAt), CompensationKey: optional(d.Compensation.IdempotencyKey),
 		CompensationDeadline: optionalTime(d.Compensation.Deadline), CompensationAttempts: int32(d.Compensation.Attempts),
 		CompensationLastError: optional(d.Compensation.LastError), CompensationReceipt: d.Compensation.Receipt,
-		PreviousVersion: d.Version - 1, UpdatedAt: d.UpdatedAt,
+		PendingWriteOffID: uuid.NullUUID{UUID: d.PendingWriteOffID, Valid: d.PendingWriteOffID != uuid.Nil},
+		PreviousVersion:   d.Version - 1, UpdatedAt: d.UpdatedAt,
 	})
 	if err != nil {
 		return fmt.Errorf("update delegation %s: %w", d.ID, err)

@@ -42,9 +42,6 @@ SELECT * FROM write_offs WHERE id = $1;
 -- name: WriteOffGetByIDForUpdate :one
 SELECT * FROM write_offs WHERE id = $1 FOR UPDATE;
 
--- name: WriteOffGetPendingByDelegation :one
-SELECT * FROM write_offs WHERE delegation_id = $1 AND status = 'pending_approval';
-
 -- name: WriteOffUpdate :execrows
 UPDATE write_offs SET
     status         = @status,

@@ -44,6 +44,7 @@ UPDATE delegations SET
     compensation_attempts   = @compensation_attempts,
     compensation_last_error = @compensation_last_error,
     compensation_receipt    = @compensation_receipt,
+    pending_write_off_id    = @pending_write_off_id,
     version                 = version + 1,
     updated_at              = @updated_at
 WHERE id = @id AND version = @previous_version;

@@ -32,3 +32,12 @@ ORDER BY d.id;
 -- name: EventListAll :many
 -- For CheckInvariants: every event, grouped by stream, in stream order.
 SELECT * FROM events ORDER BY stream, stream_seq;
+
+-- name: DelegationPendingWriteOffMismatches :many
+-- For CheckInvariants: delegations whose pending_write_off_id does not name
+-- their write-off awaiting approval (or names one when there is none).
+SELECT d.id, d.pending_write_off_id, w.id AS pending_id
+FROM delegations d
+LEFT JOIN write_offs w ON w.delegation_id = d.id AND w.status = 'pending_approval'
+WHERE d.pending_write_off_id IS DISTINCT FROM w.id
+ORDER BY d.id;

@@ -13,7 +13,7 @@ import (
 )
 
 const delegationClaimPastDeadline = `-- name: DelegationClaimPastDeadline :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
 WHERE obligation_state = 'revocation_pending_compensation'
   AND compensation_deadline <= $1
 ORDER BY compensation_deadline, id
@@ -64,6 +64,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 			&i.Version,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PendingWriteOffID,
 		); err != nil {
 			return nil, err
 		}
@@ -76,7 +77,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 }
 
 const delegationListEscalatableByOrgForUpdate = `-- name: DelegationListEscalatableByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
 WHERE org_id = $1
   AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
 ORDER BY id
@@ -120,6 +121,7 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 			&i.Version,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PendingWriteOffID,
 		); err != nil {
 			return nil, err
 		}
@@ -235,31 +237,6 @@ SELECT id, delegation_id, amount_minor, currency, reason, reference, status, req
 
 func (q *Queries) WriteOffGetByIDForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error) {
 	row := q.db.QueryRow(ctx, writeOffGetByIDForUpdate, id)
-	var i WriteOff
-	err := row.Scan(
-		&i.ID,
-		&i.DelegationID,
-		&i.AmountMinor,
-		&i.Currency,
-		&i.Reason,
-		&i.Reference,
-		&i.Status,
-		&i.RequestedBy,
-		&i.RequestedByID,
-		&i.ApprovedBy,
-		&i.ApprovedByID,
-		&i.CreatedAt,
-		&i.ExecutedAt,
-	)
-	return i, err
-}
-
-const writeOffGetPendingByDelegation = `-- name: WriteOffGetPendingByDelegation :one
-SELECT id, delegation_id, amount_minor, currency, reason, reference, status, requested_by, requested_by_id, approved_by, approved_by_id, created_at, executed_at FROM write_offs WHERE delegation_id = $1 AND status = 'pending_approval'
-`
-
-func (q *Queries) WriteOffGetPendingByDelegation(ctx context.Context, delegationID uuid.UUID) (WriteOff, error) {
-	row := q.db.QueryRow(ctx, writeOffGetPendingByDelegation, delegationID)
 	var i WriteOff
 	err := row.Scan(
 		&i.ID,

@@ -128,6 +128,42 @@ func (q *Queries) DelegationListWithEntries(ctx context.Context) ([]DelegationLi
 	return items, nil
 }
 
+const delegationPendingWriteOffMismatches = `-- name: DelegationPendingWriteOffMismatches :many
+SELECT d.id, d.pending_write_off_id, w.id AS pending_id
+FROM delegations d
+LEFT JOIN write_offs w ON w.delegation_id = d.id AND w.status = 'pending_approval'
+WHERE d.pending_write_off_id IS DISTINCT FROM w.id
+ORDER BY d.id
+`
+
+type DelegationPendingWriteOffMismatchesRow struct {
+	ID                uuid.UUID
+	PendingWriteOffID uuid.NullUUID
+	PendingID         uuid.NullUUID
+}
+
+// For CheckInvariants: delegations whose pending_write_off_id does not name
+// their write-off awaiting approval (or names one when there is none).
+func (q *Queries) DelegationPendingWriteOffMismatches(ctx context.Context) ([]DelegationPendingWriteOffMismatchesRow, error) {
+	rows, err := q.db.Query(ctx, delegationPendingWriteOffMismatches)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationPendingWriteOffMismatchesRow
+	for rows.Next() {
+		var i DelegationPendingWriteOffMismatchesRow
+		if err := rows.Scan(&i.ID, &i.PendingWriteOffID, &i.PendingID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventListAll = `-- name: EventListAll :many
 SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash FROM events ORDER BY stream, stream_seq
 `

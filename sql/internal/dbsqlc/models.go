@@ -105,6 +105,7 @@ type Delegation struct {
 	Version               int64
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+	PendingWriteOffID     uuid.NullUUID
 }
 
 type DelegationLink struct {

@@ -150,6 +150,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	case noTaskCreated(err):
 		// The agent refused the message outright: no task exists, so no
 		// work was done. This is the remote rejecting the work.
+		refusal := truncate(err.Error(), 4000)
 		return w.finish(ctx, j, "rejected", func(tx Tx) error {
 			d, err := tx.DelegationForUpdate(ctx, d.ID)
 			if err != nil {
@@ -157,7 +158,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 			}
 			d.Remote.ProtocolVersion = iface.ProtocolVersion
 			_, err = ledger.ObserveTaskStatus(ctx, tx, d, ledger.Observation{
-				Status: ledger.StatusRejected, Message: truncate(err.Error(), 4000), Source: "dispatch_refused",
+				Status: ledger.StatusRejected, Message: refusal, Source: "dispatch_refused",
 			}, workerActor, w.now())
 			return err
 		})

@@ -44,10 +44,12 @@ const a2aLedgerID = "ledger-a2a-test"
 // v03Peer is a remote supplier agent on a2a-go v0.3.3. Tasks work until
 // released (completed), canceled, or refused cancel; a message carrying a
 // compensationRequest data part is answered with a compensation-receipt
-// artifact whose outcome is compOutcome.
+// artifact whose outcome is compOutcome. With refuseWith set, every
+// message is refused with that error before a task exists.
 type v03Peer struct {
 	refuseCancel bool
 	compOutcome  string
+	refuseWith   error
 
 	release chan struct{}
 	stop    chan struct{}
@@ -64,6 +66,10 @@ type v03Peer struct {
 func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	p.mu.Lock()
 	p.messageIDs = append(p.messageIDs, rc.Message.ID)
+	if p.refuseWith != nil {
+		p.mu.Unlock()
+		return p.refuseWith
+	}
 	var req map[string]any
 	for _, part := range rc.Message.Parts {
 		if dp, ok := part.(a2a.DataPart); ok {
@@ -582,6 +588,25 @@ func TestA2AEgressRefusesForbiddenAgentAddress(t *testing.T) {
 			t.Fatalf("dispatch_failed without the egress reason: %s", ev.Data)
 		}
 	}
+}
+
+// TestA2ADispatchRefusedByAgent: an agent that refuses the message outright
+// (invalid params: no task exists) rejects the work, so the obligation is
+// released with the refusal as the status message, once.
+func TestA2ADispatchRefusedByAgent(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{refuseWith: a2a.ErrInvalidParams}, "127.0.0.1")
+	e := newA2AEnv(t, apitest.Worker{})
+	e.putOrg(t, "picky", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-refused", "picky")
+	d = e.waitFor(t, d.ID, "the refusal", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "rejected" })
+	if d.ObligationState != "released" || d.HoldState != "returned" || !strings.Contains(d.TaskStatusMessage, "invalid params") {
+		t.Fatalf("after a refused dispatch: %+v", d)
+	}
+	if got := peer.received(); len(got) != 1 {
+		t.Fatalf("the agent received %d messages, want 1: %v", len(got), got)
+	}
+	e.CheckInvariants(t)
 }
 
 func TestA2ADispatchValidation(t *testing.T) {

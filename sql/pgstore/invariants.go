@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/ledger"
@@ -48,7 +49,8 @@ func (r *InvariantReport) fail(format string, args ...any) {
 //     moving it out (spend, return or write_off, as the hold state says)
 //     exactly when the hold has left active, each of the delegation's amount;
 //   - per delegation: pending_write_off_id names its write-off awaiting
-//     approval, and is empty when it has none;
+//     approval, and is empty when it has none; it is written_off exactly
+//     when it has an executed write-off, one, of its amount;
 //   - per delegation: its stream has events, the first is
 //     delegation_created, and the events carrying an obligation transition
 //     form a path of allowed transitions (ledger.NextObligation on the
@@ -63,8 +65,15 @@ func (r *InvariantReport) fail(format string, args ...any) {
 // event into memory: it is meant for tests and offline checks, not for a
 // serving path.
 func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, error) {
-	q := dbsqlc.New(pool)
 	rep := InvariantReport{Delegations: map[uuid.UUID]ledger.ObligationState{}}
+	// One snapshot for every read, so a write committing meanwhile cannot
+	// show as a violation between two of them.
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return rep, fmt.Errorf("begin invariant check: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	q := dbsqlc.New(tx)
 	if err := checkBudgets(ctx, q, &rep); err != nil {
 		return rep, err
 	}
@@ -79,6 +88,14 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, 
 	for _, m := range mismatches {
 		rep.fail("delegation %s: pending_write_off_id is %s, its write-off awaiting approval is %s",
 			m.ID, nullID(m.PendingWriteOffID), nullID(m.PendingID))
+	}
+	writeOffs, err := q.DelegationWriteOffMismatches(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("list executed write-offs: %w", err)
+	}
+	for _, m := range writeOffs {
+		rep.fail("delegation %s (%s, %d): %d executed write-offs of %d in total, want one of the hold exactly when written off",
+			m.ID, m.ObligationState, m.AmountMinor, m.Executed, m.ExecutedMinor)
 	}
 	rows, err := q.EventListAll(ctx)
 	if err != nil {

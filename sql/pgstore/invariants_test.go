@@ -125,6 +125,26 @@ func TestCheckInvariantsReportsTampering(t *testing.T) {
 			},
 		},
 		{
+			name: "executed write-off of a delegation not written off",
+			stmt: func(f invariantFixture) string {
+				return fmt.Sprintf(`INSERT INTO write_offs (id, delegation_id, amount_minor, currency, reason, status, requested_by, requested_by_id, created_at, executed_at)
+					VALUES (gen_random_uuid(), '%s', 1250, 'EUR', 'forged', 'executed', 'x', gen_random_uuid(), now(), now())`, f.held.ID)
+			},
+			want: func(f invariantFixture) []string {
+				return []string{fmt.Sprintf("delegation %s (held, 1250): 1 executed write-offs of 1250 in total", f.held.ID)}
+			},
+		},
+		{
+			name: "pending write-off the delegation does not name",
+			stmt: func(f invariantFixture) string {
+				return fmt.Sprintf(`INSERT INTO write_offs (id, delegation_id, amount_minor, currency, reason, status, requested_by, requested_by_id, created_at)
+					VALUES ('00000000-0000-0000-0000-0000000000aa', '%s', 1250, 'EUR', 'forged', 'pending_approval', 'x', gen_random_uuid(), now())`, f.held.ID)
+			},
+			want: func(f invariantFixture) []string {
+				return []string{fmt.Sprintf("delegation %s: pending_write_off_id is none, its write-off awaiting approval is 00000000-0000-0000-0000-0000000000aa", f.held.ID)}
+			},
+		},
+		{
 			name: "delegation events deleted",
 			stmt: func(f invariantFixture) string {
 				return fmt.Sprintf(`DELETE FROM events WHERE stream = '%s'`, f.held.Stream())

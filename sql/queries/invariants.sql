@@ -41,3 +41,16 @@ FROM delegations d
 LEFT JOIN write_offs w ON w.delegation_id = d.id AND w.status = 'pending_approval'
 WHERE d.pending_write_off_id IS DISTINCT FROM w.id
 ORDER BY d.id;
+
+-- name: DelegationWriteOffMismatches :many
+-- For CheckInvariants: delegations written off without exactly one executed
+-- write-off of their amount, and executed write-offs of delegations that
+-- are not written off.
+SELECT d.id, d.obligation_state, d.amount_minor,
+       count(w.id)::integer AS executed, coalesce(sum(w.amount_minor), 0)::bigint AS executed_minor
+FROM delegations d
+LEFT JOIN write_offs w ON w.delegation_id = d.id AND w.status = 'executed'
+GROUP BY d.id
+HAVING (d.obligation_state = 'written_off' AND (count(w.id) <> 1 OR coalesce(sum(w.amount_minor), 0) <> d.amount_minor))
+    OR (d.obligation_state <> 'written_off' AND count(w.id) > 0)
+ORDER BY d.id;

@@ -328,45 +328,6 @@ func (q *Queries) A2AJobFinish(ctx context.Context, arg A2AJobFinishParams) (int
 	return result.RowsAffected(), nil
 }
 
-const a2AJobListByDelegation = `-- name: A2AJobListByDelegation :many
-SELECT id, delegation_id, kind, payload, attempts, run_after, locked_until, lease_token, requeue, last_error, outcome, created_at, updated_at, done_at FROM a2a_outbox WHERE delegation_id = $1 ORDER BY id
-`
-
-func (q *Queries) A2AJobListByDelegation(ctx context.Context, delegationID uuid.UUID) ([]A2aOutbox, error) {
-	rows, err := q.db.Query(ctx, a2AJobListByDelegation, delegationID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []A2aOutbox
-	for rows.Next() {
-		var i A2aOutbox
-		if err := rows.Scan(
-			&i.ID,
-			&i.DelegationID,
-			&i.Kind,
-			&i.Payload,
-			&i.Attempts,
-			&i.RunAfter,
-			&i.LockedUntil,
-			&i.LeaseToken,
-			&i.Requeue,
-			&i.LastError,
-			&i.Outcome,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.DoneAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const a2AJobRetry = `-- name: A2AJobRetry :execrows
 UPDATE a2a_outbox SET
     run_after    = $1,

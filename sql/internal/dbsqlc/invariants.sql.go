@@ -164,6 +164,54 @@ func (q *Queries) DelegationPendingWriteOffMismatches(ctx context.Context) ([]De
 	return items, nil
 }
 
+const delegationWriteOffMismatches = `-- name: DelegationWriteOffMismatches :many
+SELECT d.id, d.obligation_state, d.amount_minor,
+       count(w.id)::integer AS executed, coalesce(sum(w.amount_minor), 0)::bigint AS executed_minor
+FROM delegations d
+LEFT JOIN write_offs w ON w.delegation_id = d.id AND w.status = 'executed'
+GROUP BY d.id
+HAVING (d.obligation_state = 'written_off' AND (count(w.id) <> 1 OR coalesce(sum(w.amount_minor), 0) <> d.amount_minor))
+    OR (d.obligation_state <> 'written_off' AND count(w.id) > 0)
+ORDER BY d.id
+`
+
+type DelegationWriteOffMismatchesRow struct {
+	ID              uuid.UUID
+	ObligationState string
+	AmountMinor     int64
+	Executed        int32
+	ExecutedMinor   int64
+}
+
+// For CheckInvariants: delegations written off without exactly one executed
+// write-off of their amount, and executed write-offs of delegations that
+// are not written off.
+func (q *Queries) DelegationWriteOffMismatches(ctx context.Context) ([]DelegationWriteOffMismatchesRow, error) {
+	rows, err := q.db.Query(ctx, delegationWriteOffMismatches)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationWriteOffMismatchesRow
+	for rows.Next() {
+		var i DelegationWriteOffMismatchesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ObligationState,
+			&i.AmountMinor,
+			&i.Executed,
+			&i.ExecutedMinor,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventListAll = `-- name: EventListAll :many
 SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash FROM events ORDER BY stream, stream_seq
 `

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -26,11 +28,11 @@ const (
 	// the obligation could no longer take it (already discharged, written
 	// off, settled). Recorded with the token, never applied. Its data has
 	// contradicts_write_off: true when the obligation was written off.
-	EventTypeLateEvidence = "late_evidence"
+	EventTypeLateEvidence = ledger.EventTypeLateEvidence
 	// EventTypeTokenRefused: a token presented for the delegation was
 	// refused. Its data holds the refusal code and the token's sha256, never
 	// the unverified token itself.
-	EventTypeTokenRefused = "token_refused"
+	EventTypeTokenRefused = ledger.EventTypeTokenRefused
 	// EventTypeDeadlinePassed: the sweep moved the obligation to
 	// compensation_unconfirmed; the hold stays.
 	EventTypeDeadlinePassed = "compensation_deadline_passed"
@@ -186,23 +188,22 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 	var (
 		res   EvidenceResult
 		found ledger.Delegation // the delegation the token names, once known
-		known bool
 	)
 	err = s.store.InTx(ctx, func(tx Tx) error {
-		res, found, known = EvidenceResult{}, ledger.Delegation{}, false
+		res, found = EvidenceResult{}, ledger.Delegation{}
 		d, err := tx.DelegationByRemoteTaskForUpdate(ctx, peek.Issuer, peek.Subject)
 		if errors.Is(err, ledger.ErrNotFound) {
 			return Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
 		} else if err != nil {
 			return fmt.Errorf("find delegation for evidence: %w", err)
 		}
-		found, known = d, true
+		found = d
 		res, err = s.accept(ctx, tx, kind, token, d)
 		return err
 	})
 	var ref *RefusalError
 	if errors.As(err, &ref) {
-		if !known {
+		if found.ID == uuid.Nil {
 			s.logRefusal(ctx, kind, ref, "")
 			return EvidenceResult{}, err
 		}

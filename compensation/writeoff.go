@@ -32,17 +32,12 @@ func checkReason(reason string) error {
 	return nil
 }
 
-// writeOffAllowed reports whether an obligation in state st can be written
-// off: only while compensation is being sought, is unconfirmed, or the org
-// was escalated.
+// writeOffAllowed reports whether the state machine lets an obligation in
+// state st be written off: only while compensation is being sought, is
+// unconfirmed, or the org was escalated.
 func writeOffAllowed(st ledger.ObligationState) bool {
-	switch st {
-	case ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationEscalated:
-		return true
-	case ledger.ObligationHeld, ledger.ObligationSettled, ledger.ObligationReleased, ledger.ObligationCompensated, ledger.ObligationWrittenOff:
-		return false
-	}
-	return false
+	_, _, err := ledger.NextObligation(st, ledger.EventWriteOffApproved)
+	return err == nil
 }
 
 // RevokeIdentity marks the org's agent identity revoked and, in the same

@@ -16,13 +16,12 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	"github.com/a2aproject/a2a-go/a2asrv/push"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
 // These tests run the client against the a2a-go v0.3.3 server in process:
 // an independent A2A v0.3 implementation.
-
-const testExtensionURI = "https://quittance.dev/a2a/compensation/v1"
 
 // v03Executor is a remote agent: a task works until it is canceled or the
 // test ends. With stream set, it reports "working" every few milliseconds
@@ -108,7 +107,7 @@ func setupV03(t *testing.T, exec *v03Executor) *v03Bundle {
 			Streaming:         true,
 			PushNotifications: true,
 			Extensions: []a2a.AgentExtension{
-				{URI: testExtensionURI, Params: map[string]any{"atomicCancel": true}},
+				{URI: compensation.ExtensionURI, Params: map[string]any{"atomicCancel": true}},
 			},
 		},
 		DefaultInputModes:  []string{"text"},
@@ -136,11 +135,11 @@ func (b *v03Bundle) startTask(t *testing.T, push *PushConfig) Task {
 			MessageID:  "msg-" + strings.ReplaceAll(t.Name(), "/", "-"),
 			Role:       RoleUser,
 			Parts:      []Part{{Text: "buy 3 pallets"}, {Data: []byte(`{"sku":"P-1","qty":3}`)}},
-			Extensions: []string{testExtensionURI},
+			Extensions: []string{compensation.ExtensionURI},
 		},
 		ReturnImmediately: true,
 		Push:              push,
-		Extensions:        []string{testExtensionURI},
+		Extensions:        []string{compensation.ExtensionURI},
 	})
 	if err != nil {
 		t.Fatalf("send: %v", err)
@@ -161,7 +160,7 @@ func TestV03AgentCard(t *testing.T) {
 	if b.card.Name != "Procurement Agent" || !b.card.Streaming || !b.card.PushNotifications {
 		t.Fatalf("card = %+v", b.card)
 	}
-	ext, ok := b.card.Extension(testExtensionURI)
+	ext, ok := b.card.Extension(compensation.ExtensionURI)
 	if !ok || string(ext.Params) != `{"atomicCancel":true}` {
 		t.Fatalf("extension = %+v, %v", ext, ok)
 	}

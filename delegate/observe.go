@@ -32,11 +32,8 @@ var (
 	ErrPushTaskMismatch = errors.New("delegate: push notification names another task")
 )
 
-// maxPushBytes caps a push notification body.
-const maxPushBytes = 1 << 20
-
 // MaxPushBytes is the largest push notification body ReceivePush accepts.
-const MaxPushBytes = maxPushBytes
+const MaxPushBytes = 1 << 20
 
 // ReceivePush handles a push notification for delegation id, presenting
 // token (see PushTokenFromRequest) with body. The token is compared in
@@ -58,7 +55,7 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	if token == "" || len(tr.PushTokenHash) != len(sum) || subtle.ConstantTimeCompare(tr.PushTokenHash, sum[:]) != 1 {
 		return ErrPushUnauthorized
 	}
-	if len(body) > maxPushBytes {
+	if len(body) > MaxPushBytes {
 		return fmt.Errorf("%w: push body too large", ErrMalformedResponse)
 	}
 	ev, err := ParsePushNotification(body)

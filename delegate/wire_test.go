@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -107,12 +108,12 @@ func TestV1SendMessageWire(t *testing.T) {
 				{Data: json.RawMessage(`{"compensationRequest":{"taskId":"t-0"}}`)},
 				{Raw: []byte{0xff, 0x00}, MediaType: "application/octet-stream", Filename: "x.bin"},
 			},
-			Extensions:       []string{testExtensionURI},
+			Extensions:       []string{compensation.ExtensionURI},
 			ReferenceTaskIDs: []string{"t-0"},
 		},
 		ReturnImmediately: true,
 		Push:              &PushConfig{ID: "cfg", URL: "https://quittance.example/push", Token: "tok", AuthScheme: "Bearer", AuthCredentials: "cred"},
-		Extensions:        []string{testExtensionURI, "https://example.com/ext/b"},
+		Extensions:        []string{compensation.ExtensionURI, "https://example.com/ext/b"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestV1SendMessageWire(t *testing.T) {
 	}
 	for h, want := range map[string]string{
 		"A2A-Version":    "1.0",
-		"A2A-Extensions": testExtensionURI + ", https://example.com/ext/b",
+		"A2A-Extensions": compensation.ExtensionURI + ", https://example.com/ext/b",
 		"Content-Type":   "application/json",
 	} {
 		if got := call.Header.Get(h); got != want {
@@ -143,7 +144,7 @@ func TestV1SendMessageWire(t *testing.T) {
 		"message/role":                             `"ROLE_USER"`,
 		"message/messageId":                        `"m-1"`,
 		"message/parts":                            `[{"text":"cancel effects"},{"data":{"compensationRequest":{"taskId":"t-0"}}},{"filename":"x.bin","mediaType":"application/octet-stream","raw":"/wA="}]`,
-		"message/extensions":                       `["` + testExtensionURI + `"]`,
+		"message/extensions":                       `["` + compensation.ExtensionURI + `"]`,
 		"message/referenceTaskIds":                 `["t-0"]`,
 		"message/kind":                             `null`,
 		"configuration/returnImmediately":          `true`,
@@ -196,7 +197,7 @@ func TestV1TaskMethodsWire(t *testing.T) {
 		t.Fatalf("GetTask call = %s %s", call.Method, call.Raw)
 	}
 
-	_, err = c.CancelTask(t.Context(), "t-1", []string{testExtensionURI})
+	_, err = c.CancelTask(t.Context(), "t-1", []string{compensation.ExtensionURI})
 	if !errors.Is(err, ErrTaskNotCancelable) || errors.Is(err, ErrTaskNotFound) {
 		t.Fatalf("cancel error = %v", err)
 	}
@@ -205,7 +206,7 @@ func TestV1TaskMethodsWire(t *testing.T) {
 		t.Fatalf("error data not kept: %#v", err)
 	}
 	call = s.last(t)
-	if call.Method != "CancelTask" || asJSON(call.Params) != `{"id":"t-1","tenant":"acme"}` || call.Header.Get("A2A-Extensions") != testExtensionURI {
+	if call.Method != "CancelTask" || asJSON(call.Params) != `{"id":"t-1","tenant":"acme"}` || call.Header.Get("A2A-Extensions") != compensation.ExtensionURI {
 		t.Fatalf("CancelTask call = %s %s", call.Method, call.Raw)
 	}
 
@@ -303,7 +304,7 @@ func TestV03Wire(t *testing.T) {
 		Message:           Message{MessageID: "m-1", Parts: []Part{{Text: "hi"}, {Data: json.RawMessage(`{"a":1}`)}, {URL: "https://x.example/f.pdf", MediaType: "application/pdf"}}},
 		ReturnImmediately: true,
 		Push:              &PushConfig{URL: "https://q.example/push", AuthScheme: "Bearer", AuthCredentials: "c"},
-		Extensions:        []string{testExtensionURI},
+		Extensions:        []string{compensation.ExtensionURI},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func TestV03Wire(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	call := s.last(t)
-	if call.Method != "message/send" || call.Header.Get("X-A2A-Extensions") != testExtensionURI || call.Header.Get("A2A-Extensions") != "" {
+	if call.Method != "message/send" || call.Header.Get("X-A2A-Extensions") != compensation.ExtensionURI || call.Header.Get("A2A-Extensions") != "" {
 		t.Fatalf("send call = %s %v", call.Method, call.Header)
 	}
 	if call.Header.Get("A2A-Version") != "0.3" {

@@ -257,8 +257,8 @@ func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQ
 	if q.OlderThan < 0 {
 		return time.Time{}, Invalid("older_than", "must not be negative")
 	}
-	if q.Limit < 0 || q.Limit > MaxReportLimit {
-		return time.Time{}, Invalid("limit", "must be between 1 and %d", MaxReportLimit)
+	if q.Limit, err = checkLimit(q.Limit, true); err != nil {
+		return time.Time{}, err
 	}
 	now := r.Now()
 	return now, r.store.Obligations(ctx, q, now, fn)

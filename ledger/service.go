@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,7 +22,6 @@ import (
 type Service struct {
 	store            Store
 	clock            Clock
-	log              *slog.Logger
 	validateJWKS     func([]byte) error
 	validateAgent    func(cardURL string, allowedHosts []string) error
 	validateDispatch func(message []byte) error
@@ -34,7 +32,6 @@ type Service struct {
 type Config struct {
 	Store Store
 	Clock Clock
-	Log   *slog.Logger
 	// ValidateJWKS checks a JWK Set an admin registers for an org. The
 	// signature rules live in the compensation package; the ledger only
 	// refuses what it rejects.
@@ -53,9 +50,6 @@ func NewService(cfg Config) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock{}
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.ValidateJWKS == nil {
 		cfg.ValidateJWKS = func([]byte) error { return nil }
 	}
@@ -66,7 +60,7 @@ func NewService(cfg Config) *Service {
 		cfg.ValidateDispatchMessage = func([]byte) error { return nil }
 	}
 	return &Service{
-		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, validateJWKS: cfg.ValidateJWKS,
+		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
 	}
 }

@@ -32,15 +32,14 @@ type devDemo struct {
 	base      string
 	stop      func()
 	bootstrap string
-	log       *slog.Logger
 	stdout    io.Writer
 }
 
 // startDevDemo starts the demo agent unless QUITTANCE_DEMO_AGENT is "off"
 // (or its address is taken, which it reports and carries on without it),
-// and defaults the settings the local walk-through needs to reach it:
-// egress to loopback, and the service's own address as its public URL for
-// push notifications.
+// and defaults what the local walk-through needs beyond dev's loopback
+// egress: the service's own address as its public URL for push
+// notifications.
 func startDevDemo(getenv func(string) string, cfg *config, log *slog.Logger, stdout io.Writer) (*devDemo, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("QUITTANCE_DEMO_AGENT")), "off") {
 		return nil, nil
@@ -63,13 +62,10 @@ func startDevDemo(getenv func(string) string, cfg *config, log *slog.Logger, std
 		fmt.Fprintf(stdout, "Demo supplier agent not started: %v (QUITTANCE_DEMO_AGENT=off skips it)\n", err)
 		return nil, nil
 	}
-	if cfg.EgressAllowCIDRs == "" {
-		cfg.EgressAllowCIDRs = "127.0.0.1/32"
-	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Addr
 	}
-	return &devDemo{agent: agent, base: base, stop: stop, bootstrap: cfg.BootstrapToken, log: log, stdout: stdout}, nil
+	return &devDemo{agent: agent, base: base, stop: stop, bootstrap: cfg.BootstrapToken, stdout: stdout}, nil
 }
 
 // close stops the agent.

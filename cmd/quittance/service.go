@@ -186,7 +186,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	reg.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
 	egress := cfg.egressPolicy()
 	ledgerSvc := ledger.NewService(ledger.Config{
-		Store: store, Log: log,
+		Store:        store,
 		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
 		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
 			return delegate.ValidateAgentEndpoint(egress, cardURL, allowedHosts)

@@ -22,11 +22,13 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/quittance/quittance/compensation"
 )
 
 // ExtensionURI is the compensation extension the peer declares and
 // implements.
-const ExtensionURI = "https://quittance.dev/a2a/compensation/v1"
+const ExtensionURI = compensation.ExtensionURI
 
 // RequireEnv names the environment variable that turns a missing node or
 // npm from a skipped test into a failed one. CI sets it.

@@ -54,9 +54,6 @@ UPDATE a2a_outbox SET
     updated_at   = @now
 WHERE id = @id AND lease_token = @lease_token AND done_at IS NULL;
 
--- name: A2AJobListByDelegation :many
-SELECT * FROM a2a_outbox WHERE delegation_id = $1 ORDER BY id;
-
 -- name: A2ADelegationEnsure :exec
 INSERT INTO a2a_delegations (delegation_id, dispatched, created_at, updated_at)
 VALUES (@delegation_id, @dispatched, @now, @now)

@@ -300,11 +300,14 @@ func TestSubscribe(t *testing.T) {
 		t.Error("stream carried no purchase-order artifact update")
 	}
 
-	// A terminal task cannot be subscribed to.
+	// A terminal task cannot be subscribed to: the stream yields that error.
+	var subscribeErr error
 	for _, err := range b.client.Subscribe(ctx, res.Task.ID) {
-		if !errors.Is(err, delegate.ErrUnsupportedOperation) {
-			t.Errorf("subscribe to a completed task: %v; want UnsupportedOperation", err)
-		}
+		subscribeErr = err
+		break
+	}
+	if !errors.Is(subscribeErr, delegate.ErrUnsupportedOperation) {
+		t.Errorf("subscribe to a completed task: %v; want UnsupportedOperation", subscribeErr)
 	}
 }
 

@@ -235,10 +235,7 @@ func (s *Server) registerDelegations() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-		}
+		status := createdStatus(created)
 		body := delegationBody(d)
 		if from != uuid.Nil || len(refs) > 0 {
 			if body, err = s.withLinks(ctx, body); err != nil {

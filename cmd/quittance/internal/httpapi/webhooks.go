@@ -94,11 +94,7 @@ func (s *Server) registerWebhooks() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-		}
-		return &webhookOutput{Status: status, Body: webhookBody(e)}, nil
+		return &webhookOutput{Status: createdStatus(created), Body: webhookBody(e)}, nil
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-webhook", Method: http.MethodGet, Path: "/v1/webhooks/{id}", Tags: tags,

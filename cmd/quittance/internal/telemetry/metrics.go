@@ -159,16 +159,6 @@ func (m *Metrics) CompensationRequest(outcome string) {
 	m.compensationReq.WithLabelValues(outcome).Inc()
 }
 
-// WriteOff counts a write-off reaching status (pending_approval, executed
-// or void). Write-offs are also counted from committed events by
-// ObserveCommitted; use this only for write-offs that append no event.
-func (m *Metrics) WriteOff(status string) {
-	if m == nil {
-		return
-	}
-	m.writeOffs.WithLabelValues(status).Inc()
-}
-
 // ObserveHTTP records one API request. route is the mux pattern, never the
 // raw path.
 func (m *Metrics) ObserveHTTP(route, method string, code int, d time.Duration) {
@@ -186,20 +176,13 @@ func (m *Metrics) ObserveA2A(method, outcome string, d time.Duration) {
 	m.a2aDuration.WithLabelValues(method, outcome).Observe(d.Seconds())
 }
 
-// Event types of write-offs, appended by the compensation package.
-const (
-	eventWriteOffRequested = "write_off_requested"
-	eventWriteOffExecuted  = "write_off_executed"
-	eventWriteOffVoided    = "write_off_voided"
-)
-
 func writeOffStatus(eventType string) (string, bool) {
 	switch eventType {
-	case eventWriteOffRequested:
+	case compensation.EventTypeWriteOffRequested:
 		return "pending_approval", true
-	case eventWriteOffExecuted:
+	case compensation.EventTypeWriteOffExecuted:
 		return "executed", true
-	case eventWriteOffVoided:
+	case compensation.EventTypeWriteOffVoided:
 		return "void", true
 	}
 	return "", false

@@ -42,14 +42,6 @@ var a2aMethods = map[string]bool{
 	"agent/getAuthenticatedExtendedCard": true,
 }
 
-type methodKey struct{}
-
-// WithA2AMethod names the A2A method of the requests made with ctx. Without
-// it, Transport reads the method from the JSON-RPC request body.
-func WithA2AMethod(ctx context.Context, method string) context.Context {
-	return context.WithValue(ctx, methodKey{}, method)
-}
-
 // Transport wraps base (nil: http.DefaultTransport) for outbound A2A calls:
 // it records quittance_a2a_request_duration_seconds and sends a W3C
 // traceparent header through otelhttp, continuing the trace of the request's
@@ -112,12 +104,9 @@ func isTimeout(err error) bool {
 // maxPeek bounds how much of a request body is read to find its method.
 const maxPeek = 1 << 20
 
-// a2aMethod names the call: the context's method, else the JSON-RPC
-// "method" of a replayable body, else agent_card for GETs of an agent card.
+// a2aMethod names the call: the JSON-RPC "method" of a replayable body, or
+// agent_card for GETs of an agent card.
 func a2aMethod(req *http.Request) string {
-	if m, ok := req.Context().Value(methodKey{}).(string); ok {
-		return knownMethod(m)
-	}
 	if req.Method == http.MethodGet {
 		if strings.Contains(req.URL.Path, "agent-card") || strings.HasSuffix(req.URL.Path, "agent.json") {
 			return "agent_card"

@@ -144,14 +144,15 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		outcome = "no_effects_declared"
 	}
 	err = w.finish(ctx, j, outcome, func(tx Tx) error {
-		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		// recordRequested locks the delegation itself.
+		var cur ledger.Delegation
+		if sent {
+			cur, err = w.recordRequested(ctx, tx, d.ID, round, msgID, taskID)
+		} else {
+			cur, err = tx.DelegationForUpdate(ctx, d.ID)
+		}
 		if err != nil {
 			return err
-		}
-		if sent {
-			if cur, err = w.recordRequested(ctx, tx, d.ID, round, msgID, taskID); err != nil {
-				return err
-			}
 		}
 		_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, cur, r, verdict, workerActor, w.now())
 		return err

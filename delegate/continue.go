@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"regexp"
 	"time"
 
@@ -116,14 +115,8 @@ func (w *Worker) Continue(ctx context.Context, p ledger.Principal, id uuid.UUID,
 	)
 	err := w.store.InTx(ctx, func(tx Tx) error {
 		created = false
-		d, err := tx.Delegation(ctx, id)
+		d, err := ledger.LockVisible(ctx, tx, p, id)
 		if err != nil {
-			return err
-		}
-		if !p.SeesTenant(d.Tenant) {
-			return fmt.Errorf("delegation %s: %w", id, ledger.ErrNotFound)
-		}
-		if d, err = tx.DelegationForUpdate(ctx, id); err != nil {
 			return err
 		}
 		existing, err := tx.FollowUp(ctx, id, in.MessageID)
@@ -179,12 +172,8 @@ func (w *Worker) Continue(ctx context.Context, p ledger.Principal, id uuid.UUID,
 // FollowUp returns a follow-up message of a delegation the principal may
 // see.
 func (w *Worker) FollowUp(ctx context.Context, p ledger.Principal, id uuid.UUID, messageID string) (FollowUp, error) {
-	d, err := w.store.Delegation(ctx, id)
-	if err != nil {
+	if _, err := ledger.Visible(ctx, w.store, p, id); err != nil {
 		return FollowUp{}, err
-	}
-	if !p.SeesTenant(d.Tenant) {
-		return FollowUp{}, fmt.Errorf("delegation %s: %w", id, ledger.ErrNotFound)
 	}
 	return w.store.FollowUp(ctx, id, messageID)
 }
@@ -192,12 +181,8 @@ func (w *Worker) FollowUp(ctx context.Context, p ledger.Principal, id uuid.UUID,
 // TaskSnapshot returns the latest remote task snapshot of a delegation the
 // principal may see; ledger.ErrNotFound when nothing was observed yet.
 func (w *Worker) TaskSnapshot(ctx context.Context, p ledger.Principal, id uuid.UUID) (TaskSnapshot, error) {
-	d, err := w.store.Delegation(ctx, id)
-	if err != nil {
+	if _, err := ledger.Visible(ctx, w.store, p, id); err != nil {
 		return TaskSnapshot{}, err
-	}
-	if !p.SeesTenant(d.Tenant) {
-		return TaskSnapshot{}, fmt.Errorf("delegation %s: %w", id, ledger.ErrNotFound)
 	}
 	return w.store.TaskSnapshot(ctx, id)
 }

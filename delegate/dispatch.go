@@ -133,7 +133,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	res, err := client.SendMessage(ctx, SendRequest{Message: msg, ReturnImmediately: true, Push: push})
 	switch {
 	case err == nil && res.Task != nil:
-		return w.recordDispatched(ctx, j, d, org, iface, *res.Task, push)
+		return w.recordDispatched(ctx, j, d, client, iface, *res.Task, push)
 	case err == nil:
 		// A direct message reply: the agent did the work without a task.
 		return w.finish(ctx, j, "message_reply", func(tx Tx) error {
@@ -186,7 +186,7 @@ func noTaskCreated(err error) bool {
 }
 
 // recordDispatched records the task the remote created for d.
-func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegation, org ledger.Org, iface AgentInterface, task Task, push *PushConfig) error {
+func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegation, client *Client, iface AgentInterface, task Task, push *PushConfig) error {
 	err := w.finish(ctx, j, "dispatched", func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
 		if err != nil {
@@ -232,11 +232,7 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 	if push != nil && j.Attempt > 1 {
 		// An earlier attempt may have registered a push token whose hash
 		// was replaced since: register the current one on the task.
-		_, client, _, aerr := w.agent(ctx, org)
-		if aerr == nil {
-			aerr = client.SetPushConfig(ctx, task.ID, *push)
-		}
-		if aerr != nil {
+		if aerr := client.SetPushConfig(ctx, task.ID, *push); aerr != nil {
 			w.log.WarnContext(ctx, "re-register push config failed; polling covers the task",
 				"delegation_id", d.ID.String(), "error", aerr)
 		}

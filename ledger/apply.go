@@ -61,8 +61,11 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 			move = &BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: kind, AmountMinor: d.Hold.AmountMinor, At: c.At}
 			data["hold"] = map[string]any{"movement": string(kind), "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency}
 		}
-		if next == ObligationRevocationPendingCompensation {
+		if next == ObligationRevocationPendingCompensation || c.Obligation == EventTaskEndedCompensated {
+			// Compensation is sought, or was done with the task's end.
 			d.Compensation.IdempotencyKey = CompensationKey(d)
+		}
+		if next == ObligationRevocationPendingCompensation {
 			d.Compensation.Deadline = c.At.Add(c.CompensationTimeout)
 			data["compensation"] = map[string]any{
 				"idempotency_key": d.Compensation.IdempotencyKey,

@@ -70,7 +70,7 @@ func LinksOf(id uuid.UUID, links []DelegationLink) Links {
 // DelegationLinks returns the links of a delegation the principal may see,
 // both ways.
 func (s *Service) DelegationLinks(ctx context.Context, p Principal, id uuid.UUID) (Links, error) {
-	if _, err := visible(ctx, s.store, p, id); err != nil {
+	if _, err := Visible(ctx, s.store, p, id); err != nil {
 		return Links{}, err
 	}
 	links, err := s.store.DelegationLinks(ctx, id)

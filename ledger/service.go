@@ -344,8 +344,8 @@ func sameRequest(existing Delegation, hash []byte) (Delegation, error) {
 	return existing, nil
 }
 
-// visible loads a delegation the principal may see; any other is ErrNotFound.
-func visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegation, error) {
+// Visible loads a delegation the principal may see; any other is ErrNotFound.
+func Visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegation, error) {
 	d, err := r.Delegation(ctx, id)
 	if err != nil {
 		return Delegation{}, err
@@ -356,8 +356,8 @@ func visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegati
 	return d, nil
 }
 
-// lockVisible is visible with the delegation's row locked for tx.
-func lockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegation, error) {
+// LockVisible is Visible with the delegation's row locked for tx.
+func LockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegation, error) {
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return Delegation{}, err
@@ -370,7 +370,7 @@ func lockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegat
 
 // GetDelegation returns a delegation the principal may see.
 func (s *Service) GetDelegation(ctx context.Context, p Principal, id uuid.UUID) (Delegation, error) {
-	return visible(ctx, s.store, p, id)
+	return Visible(ctx, s.store, p, id)
 }
 
 // ListDelegations lists delegations newest first; orchestrators see their
@@ -390,7 +390,7 @@ func (s *Service) ListDelegations(ctx context.Context, p Principal, f Delegation
 
 // DelegationEvents returns a visible delegation's events, oldest first.
 func (s *Service) DelegationEvents(ctx context.Context, p Principal, id uuid.UUID) ([]Event, error) {
-	d, err := visible(ctx, s.store, p, id)
+	d, err := Visible(ctx, s.store, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +427,7 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 	}
 	var out Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		d, err := lockVisible(ctx, tx, p, id)
+		d, err := LockVisible(ctx, tx, p, id)
 		if err != nil {
 			return err
 		}
@@ -485,7 +485,6 @@ func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation
 		change.CompensationTimeout = class.CompensationTimeout
 		data["gate_applies"] = gated
 		if ev == EventTaskEndedCompensated {
-			d.Compensation.IdempotencyKey = CompensationKey(d)
 			d.Compensation.Receipt = obs.AtomicReceipt
 			data["receipt"] = obs.AtomicReceipt
 		}
@@ -513,7 +512,7 @@ func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) 
 	}
 	var out Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		d, err := lockVisible(ctx, tx, p, id)
+		d, err := LockVisible(ctx, tx, p, id)
 		if err != nil {
 			return err
 		}

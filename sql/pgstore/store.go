@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,10 @@ type Store struct {
 	reader
 	pool        *pgxpool.Pool
 	afterCommit func([]ledger.Event)
+	// migrated is set once Ping has found every migration applied: a
+	// binary's migrations, once applied, stay applied, so later pings
+	// only ask whether the database answers.
+	migrated atomic.Bool
 
 	// listen wakes event stream readers (FeedWake); started on first use.
 	listenOnce sync.Once
@@ -55,6 +60,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("ping database: %w", err)
 	}
+	if s.migrated.Load() {
+		return nil
+	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
 	pending, err := migrations.Pending(ctx, db)
@@ -64,6 +72,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if pending {
 		return errors.New("database has pending migrations")
 	}
+	s.migrated.Store(true)
 	return nil
 }
 

@@ -289,18 +289,8 @@ func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx Tx, d ledger.Delega
 		for k, val := range evidenceData(v.Claims.Kind, *v.Claims, sum[:]) {
 			data[k] = val
 		}
-		inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: v.Claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now})
-		if err != nil {
+		if _, err := claimJTI(ctx, tx, d, v.Claims.JTI, sum[:], now); err != nil {
 			return ledger.Delegation{}, err
-		}
-		if !inserted {
-			used, err := tx.UsedToken(ctx, d.OrgID, v.Claims.JTI)
-			if err != nil {
-				return ledger.Delegation{}, err
-			}
-			if used.DelegationID != d.ID || !bytes.Equal(used.TokenSHA256, sum[:]) {
-				return ledger.Delegation{}, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
-			}
 		}
 	}
 	typ := EventTypeCompensationAcked

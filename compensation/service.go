@@ -1,6 +1,7 @@
 package compensation
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -256,19 +257,12 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
 	sum := sha256.Sum256(token)
 	// The jti is claimed first; any refusal below rolls the claim back.
-	inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: org.ID, JTI: claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now})
+	identical, err := claimJTI(ctx, tx, d, claims.JTI, sum[:], now)
 	if err != nil {
 		return EvidenceResult{}, err
 	}
-	if !inserted {
-		used, err := tx.UsedToken(ctx, org.ID, claims.JTI)
-		if err != nil {
-			return EvidenceResult{}, err
-		}
-		if used.DelegationID == d.ID && string(used.TokenSHA256) == string(sum[:]) {
-			return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
-		}
-		return EvidenceResult{}, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+	if identical {
+		return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
 	}
 	if kind == KindAck && claims.IdempotencyKey != d.Compensation.IdempotencyKey {
 		return EvidenceResult{}, Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
@@ -311,6 +305,24 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 		return EvidenceResult{}, err
 	}
 	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+}
+
+// claimJTI records jti as used by d's org, for d and the token whose sha256
+// is sum. identical is true when this very token was accepted for d
+// before; any other reuse of the jti is refused (token_replayed).
+func claimJTI(ctx context.Context, tx Tx, d ledger.Delegation, jti string, sum []byte, now time.Time) (identical bool, err error) {
+	inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: jti, DelegationID: d.ID, TokenSHA256: sum, UsedAt: now})
+	if err != nil || inserted {
+		return false, err
+	}
+	used, err := tx.UsedToken(ctx, d.OrgID, jti)
+	if err != nil {
+		return false, err
+	}
+	if used.DelegationID == d.ID && bytes.Equal(used.TokenSHA256, sum) {
+		return true, nil
+	}
+	return false, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
 }
 
 // evidenceData is the event data of accepted evidence.

@@ -73,9 +73,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			}); err != nil {
 				return err
 			}
-			return tx.EnqueueOutbound(ctx, ledger.OutboundJob{
-				DelegationID: d.ID, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"cancel_refused"}`), RunAfter: now, At: now,
-			})
+			return enqueueObserve(ctx, tx, d.ID, "cancel_refused", now)
 		})
 	case Retryable(err):
 		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)

@@ -284,12 +284,19 @@ func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m 
 	if res.Task == nil || res.Task.ID != d.Remote.TaskID {
 		return nil
 	}
+	return w.recordTask(ctx, tx, d, *res.Task, "message", now)
+}
+
+// recordTask records, in tx with d locked, what a fetched or returned task
+// says: its snapshot, its status (through ledger.ObserveTaskStatus) and
+// when it was observed. source names where the task came from.
+func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, task Task, source string, now time.Time) error {
 	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
-		return s.ApplyTask(*res.Task, "message", now, w.cfg.Snapshot)
+		return s.ApplyTask(task, source, now, w.cfg.Snapshot)
 	}); err != nil {
 		return err
 	}
-	if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(*res.Task, "message"), workerActor, now); err != nil {
+	if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)

@@ -131,36 +131,32 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	}
 	failpoint.Inject("before-remote-send") // crash tests: the job is claimed, nothing sent yet
 	res, err := client.SendMessage(ctx, SendRequest{Message: msg, ReturnImmediately: true, Push: push})
+	// endedWithoutTask finishes the job with the end of work that never had
+	// a task, observed on the locked delegation.
+	endedWithoutTask := func(outcome string, obs ledger.Observation) error {
+		return w.finish(ctx, j, outcome, func(tx Tx) error {
+			d, err := tx.DelegationForUpdate(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			d.Remote.ProtocolVersion = iface.ProtocolVersion
+			_, err = ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, w.now())
+			return err
+		})
+	}
 	switch {
 	case err == nil && res.Task != nil:
 		return w.recordDispatched(ctx, j, d, client, iface, *res.Task, push)
 	case err == nil:
 		// A direct message reply: the agent did the work without a task.
-		return w.finish(ctx, j, "message_reply", func(tx Tx) error {
-			d, err := tx.DelegationForUpdate(ctx, d.ID)
-			if err != nil {
-				return err
-			}
-			d.Remote.ProtocolVersion = iface.ProtocolVersion
-			_, err = ledger.ObserveTaskStatus(ctx, tx, d, ledger.Observation{
-				Status: ledger.StatusCompleted, Message: messageText(res.Message), Source: "dispatch_message_reply",
-			}, workerActor, w.now())
-			return err
+		return endedWithoutTask("message_reply", ledger.Observation{
+			Status: ledger.StatusCompleted, Message: messageText(res.Message), Source: "dispatch_message_reply",
 		})
 	case noTaskCreated(err):
 		// The agent refused the message outright: no task exists, so no
 		// work was done. This is the remote rejecting the work.
-		refusal := truncate(err.Error(), 4000)
-		return w.finish(ctx, j, "rejected", func(tx Tx) error {
-			d, err := tx.DelegationForUpdate(ctx, d.ID)
-			if err != nil {
-				return err
-			}
-			d.Remote.ProtocolVersion = iface.ProtocolVersion
-			_, err = ledger.ObserveTaskStatus(ctx, tx, d, ledger.Observation{
-				Status: ledger.StatusRejected, Message: refusal, Source: "dispatch_refused",
-			}, workerActor, w.now())
-			return err
+		return endedWithoutTask("rejected", ledger.Observation{
+			Status: ledger.StatusRejected, Message: truncate(err.Error(), 4000), Source: "dispatch_refused",
 		})
 	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, ErrEgressDenied):
 		// Timeouts, 5xx, and errors that do not prove the task was not
@@ -216,15 +212,7 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 		if err != nil {
 			return err
 		}
-		if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
-			return s.ApplyTask(task, "dispatch", now, w.cfg.Snapshot)
-		}); err != nil {
-			return err
-		}
-		if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, "dispatch"), workerActor, now); err != nil {
-			return err
-		}
-		return tx.MarkObserved(ctx, d.ID, now)
+		return w.recordTask(ctx, tx, d, task, "dispatch", now)
 	})
 	if err != nil {
 		return err

@@ -83,9 +83,7 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	}
 	now := w.now()
 	err = w.store.InTx(ctx, func(tx Tx) error {
-		return tx.EnqueueOutbound(ctx, ledger.OutboundJob{
-			DelegationID: id, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"push"}`), RunAfter: now, At: now,
-		})
+		return enqueueObserve(ctx, tx, id, "push", now)
 	})
 	if err != nil {
 		return err
@@ -107,9 +105,7 @@ func (w *Worker) PollOnce(ctx context.Context) (int, error) {
 	}
 	err = w.store.InTx(ctx, func(tx Tx) error {
 		for _, id := range ids {
-			if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
-				DelegationID: id, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"poll"}`), RunAfter: now, At: now,
-			}); err != nil {
+			if err := enqueueObserve(ctx, tx, id, "poll", now); err != nil {
 				return err
 			}
 		}
@@ -173,15 +169,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			return err
 		}
 		now := w.now()
-		if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
-			return s.ApplyTask(task, source, now, w.cfg.Snapshot)
-		}); err != nil {
-			return err
-		}
-		if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
-			return err
-		}
-		if err := tx.MarkObserved(ctx, d.ID, now); err != nil {
+		if err := w.recordTask(ctx, tx, d, task, source, now); err != nil {
 			return err
 		}
 		return tx.ClearOrgFailures(ctx, d.OrgID)
@@ -278,6 +266,18 @@ func useJTI(ctx context.Context, tx Tx, d ledger.Delegation, r compensation.Remo
 		return err
 	}
 	return compensation.Refuse(compensation.CodeTokenReplayed, "this jti was already used by the issuing org")
+}
+
+// enqueueObserve queues, in tx, a fetch of the delegation's remote task,
+// naming what prompted it (push, poll, stream_reconnect, cancel_refused).
+func enqueueObserve(ctx context.Context, tx Tx, id uuid.UUID, source string, now time.Time) error {
+	payload, err := json.Marshal(map[string]string{"source": source})
+	if err != nil {
+		return err
+	}
+	return tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+		DelegationID: id, Kind: ledger.OutboundObserve, Payload: payload, RunAfter: now, At: now,
+	})
 }
 
 // findReceipt returns the data of the first compensation-receipt artifact's
@@ -420,9 +420,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
 		}
 		now := w.now()
 		if err := w.store.InTx(ctx, func(tx Tx) error {
-			return tx.EnqueueOutbound(ctx, ledger.OutboundJob{
-				DelegationID: id, Kind: ledger.OutboundObserve, Payload: []byte(`{"source":"stream_reconnect"}`), RunAfter: now, At: now,
-			})
+			return enqueueObserve(ctx, tx, id, "stream_reconnect", now)
 		}); err != nil {
 			w.log.ErrorContext(ctx, "enqueue observe after stream drop failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
 		}

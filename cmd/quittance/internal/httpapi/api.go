@@ -138,11 +138,7 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	scheme, secret, _ := strings.Cut(ctx.Header("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		secret = ""
-	}
-	p, err := s.ledger.Authenticate(ctx.Context(), strings.TrimSpace(secret))
+	p, err := s.ledger.Authenticate(ctx.Context(), bearerSecret(ctx.Header("Authorization")))
 	if err != nil {
 		s.writeProblem(ctx, problemFor(ctx.Context(), s.log, err))
 		return
@@ -150,10 +146,20 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
+// bearerSecret is the token of an "Authorization: Bearer <token>" header
+// value; empty for any other scheme or none.
+func bearerSecret(header string) string {
+	scheme, secret, _ := strings.Cut(header, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(secret)
+}
+
 func (s *Server) writeProblem(ctx huma.Context, err error) {
 	p := err.(*Problem)
 	if p.Status == http.StatusUnauthorized {
-		ctx.SetHeader("WWW-Authenticate", `Bearer realm="quittance"`)
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="`+apiRealm+`"`)
 	}
 	ctx.SetHeader("Content-Type", "application/problem+json")
 	ctx.SetStatus(p.Status)

@@ -97,9 +97,8 @@ func (l *limiter) sweep(now time.Time) {
 // rateKey identifies the credential of a request: a prefix of the bearer
 // token's SHA-256, or the client IP when there is no bearer token.
 func rateKey(r *http.Request) string {
-	scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(secret) != "" {
-		sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	if secret := bearerSecret(r.Header.Get("Authorization")); secret != "" {
+		sum := sha256.Sum256([]byte(secret))
 		return "token:" + hex.EncodeToString(sum[:8])
 	}
 	return "ip:" + clientIP(r)

@@ -40,12 +40,12 @@ func (s *Server) receivePush(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		s.writePushProblem(w, r, delegate.ErrPushUnauthorized)
+		s.writeHTTPProblem(w, r, pushRealm, delegate.ErrPushUnauthorized)
 		return
 	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" && mt != "application/a2a+json" {
-		s.writePushProblem(w, r, newProblem(http.StatusUnsupportedMediaType, "unsupported_media_type",
+		s.writeHTTPProblem(w, r, pushRealm, newProblem(http.StatusUnsupportedMediaType, "unsupported_media_type",
 			"push notifications must be application/json or application/a2a+json"))
 		return
 	}
@@ -53,29 +53,15 @@ func (s *Server) receivePush(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.writePushProblem(w, r, newProblem(http.StatusRequestEntityTooLarge, "body_too_large", "the push notification is too large"))
+			s.writeHTTPProblem(w, r, pushRealm, newProblem(http.StatusRequestEntityTooLarge, "body_too_large", "the push notification is too large"))
 			return
 		}
-		s.writePushProblem(w, r, newProblem(http.StatusBadRequest, "bad_request", "the push notification body could not be read"))
+		s.writeHTTPProblem(w, r, pushRealm, newProblem(http.StatusBadRequest, "bad_request", "the push notification body could not be read"))
 		return
 	}
 	if err := s.push.ReceivePush(ctx, id, delegate.PushTokenFromRequest(r), body); err != nil {
-		s.writePushProblem(w, r, err)
+		s.writeHTTPProblem(w, r, pushRealm, err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
-}
-
-// writePushProblem maps err through the one problem mapping and writes it.
-func (s *Server) writePushProblem(w http.ResponseWriter, r *http.Request, err error) {
-	p, ok := problemFor(r.Context(), s.log, err).(*Problem)
-	if !ok {
-		p = newProblem(http.StatusInternalServerError, "internal", "an internal error occurred; it has been logged")
-	}
-	if p.Status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="quittance-push"`)
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(p.Status)
-	_ = jsonEncode(w, p)
 }

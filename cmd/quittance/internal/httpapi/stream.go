@@ -207,25 +207,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	if delegation != "" {
 		r.Pattern = "GET /v1/delegations/{id}/events (stream)"
 	}
-	scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		secret = ""
-	}
-	p, err := s.ledger.Authenticate(ctx, strings.TrimSpace(secret))
+	p, err := s.ledger.Authenticate(ctx, bearerSecret(r.Header.Get("Authorization")))
 	if err != nil {
-		s.writeHTTPProblem(w, r, err)
+		s.writeHTTPProblem(w, r, apiRealm, err)
 		return
 	}
 	var id uuid.UUID
 	if delegation != "" {
 		if id, err = parseID(delegation); err != nil {
-			s.writeHTTPProblem(w, r, err)
+			s.writeHTTPProblem(w, r, apiRealm, err)
 			return
 		}
 	}
 	q, err := s.feedScope(ctx, p, id)
 	if err != nil {
-		s.writeHTTPProblem(w, r, err)
+		s.writeHTTPProblem(w, r, apiRealm, err)
 		return
 	}
 	resume := r.Header.Get("Last-Event-ID")
@@ -233,7 +229,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 		resume = r.URL.Query().Get("after")
 	}
 	if q.AfterPosition, err = s.resumePosition(ctx, resume); err != nil {
-		s.writeHTTPProblem(w, r, err)
+		s.writeHTTPProblem(w, r, apiRealm, err)
 		return
 	}
 	q.Limit = s.stream.Batch
@@ -302,15 +298,22 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	}
 }
 
+// The bearer realms a 401 names: the API's, and the push receiver's (whose
+// tokens are the per-delegation push tokens, not API tokens).
+const (
+	apiRealm  = "quittance"
+	pushRealm = "quittance-push"
+)
+
 // writeHTTPProblem maps err through the one problem mapping and writes it,
-// for handlers served outside huma.
-func (s *Server) writeHTTPProblem(w http.ResponseWriter, r *http.Request, err error) {
+// for handlers served outside huma; a 401 names realm.
+func (s *Server) writeHTTPProblem(w http.ResponseWriter, r *http.Request, realm string, err error) {
 	p, ok := problemFor(r.Context(), s.log, err).(*Problem)
 	if !ok {
 		p = newProblem(http.StatusInternalServerError, "internal", "an internal error occurred; it has been logged")
 	}
 	if p.Status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="quittance"`)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)

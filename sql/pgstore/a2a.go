@@ -74,11 +74,7 @@ func (a a2aStore) DelegationsToStream(ctx context.Context, limit int) ([]uuid.UU
 	if err != nil {
 		return nil, fmt.Errorf("list delegations to stream: %w", err)
 	}
-	ids := make([]uuid.UUID, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	return ids, nil
+	return rows, nil
 }
 
 // TryLock takes a session-level advisory lock on a connection of its own,
@@ -155,29 +151,14 @@ func (t *tx) RetryJob(ctx context.Context, j delegate.Job, runAfter time.Time, l
 	return nil
 }
 
-// ensureTracking creates the delegation's tracking row if it has none, so
-// updates of delegations Quittance did not dispatch have a row to change.
-func (t *tx) ensureTracking(ctx context.Context, id uuid.UUID, now time.Time) error {
-	if err := t.q.A2ADelegationEnsure(ctx, dbsqlc.A2ADelegationEnsureParams{DelegationID: id, Now: now}); err != nil {
-		return fmt.Errorf("track delegation %s: %w", id, err)
-	}
-	return nil
-}
-
 func (t *tx) SetPushTokenHash(ctx context.Context, id uuid.UUID, hash []byte, now time.Time) error {
-	if err := t.ensureTracking(ctx, id, now); err != nil {
-		return err
-	}
-	if _, err := t.q.A2ADelegationSetPushToken(ctx, dbsqlc.A2ADelegationSetPushTokenParams{PushTokenHash: hash, Now: now, DelegationID: id}); err != nil {
+	if err := t.q.A2ADelegationSetPushToken(ctx, dbsqlc.A2ADelegationSetPushTokenParams{PushTokenHash: hash, Now: now, DelegationID: id}); err != nil {
 		return fmt.Errorf("store push token hash of delegation %s: %w", id, err)
 	}
 	return nil
 }
 
 func (t *tx) MarkObserved(ctx context.Context, id uuid.UUID, now time.Time) error {
-	if err := t.ensureTracking(ctx, id, now); err != nil {
-		return err
-	}
 	if err := t.q.A2ADelegationObserved(ctx, dbsqlc.A2ADelegationObservedParams{Now: now, DelegationID: id}); err != nil {
 		return fmt.Errorf("mark delegation %s observed: %w", id, err)
 	}
@@ -185,10 +166,7 @@ func (t *tx) MarkObserved(ctx context.Context, id uuid.UUID, now time.Time) erro
 }
 
 func (t *tx) SetCompensationTask(ctx context.Context, id uuid.UUID, taskID string, round int, now time.Time) error {
-	if err := t.ensureTracking(ctx, id, now); err != nil {
-		return err
-	}
-	_, err := t.q.A2ADelegationSetCompensationTask(ctx, dbsqlc.A2ADelegationSetCompensationTaskParams{
+	err := t.q.A2ADelegationSetCompensationTask(ctx, dbsqlc.A2ADelegationSetCompensationTaskParams{
 		CompensationTaskID: optional(taskID), CompensationRound: int32(round), Now: now, DelegationID: id,
 	})
 	if err != nil {
@@ -209,7 +187,7 @@ func (t *tx) OrgFailures(ctx context.Context, orgID string) (int, error) {
 }
 
 func (t *tx) FailOrg(ctx context.Context, orgID string, retryAt time.Time, lastError string, now time.Time) error {
-	if _, err := t.q.A2AOrgBackoffFail(ctx, dbsqlc.A2AOrgBackoffFailParams{OrgID: orgID, RetryAt: retryAt, LastError: lastError, Now: now}); err != nil {
+	if err := t.q.A2AOrgBackoffFail(ctx, dbsqlc.A2AOrgBackoffFailParams{OrgID: orgID, RetryAt: retryAt, LastError: lastError, Now: now}); err != nil {
 		return fmt.Errorf("back off org %s: %w", orgID, err)
 	}
 	return nil

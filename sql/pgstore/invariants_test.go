@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -30,17 +31,18 @@ func setupInvariants(t *testing.T) invariantFixture {
 	return invariantFixture{bundle: b, held: held, settled: settled}
 }
 
-// tamper runs stmt as the test database's superuser, around the
-// application, with the events_append_only trigger disabled for it.
-func (f invariantFixture) tamper(t *testing.T, stmt string) {
+// tamper runs stmts as the test database's superuser, around the
+// application, with the events_append_only trigger disabled for them.
+func tamper(t *testing.T, pool *pgxpool.Pool, stmts ...string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := f.pool.Acquire(ctx)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	for _, s := range []string{`ALTER TABLE events DISABLE TRIGGER events_append_only`, stmt, `ALTER TABLE events ENABLE TRIGGER events_append_only`} {
+	all := append(append([]string{`ALTER TABLE events DISABLE TRIGGER events_append_only`}, stmts...), `ALTER TABLE events ENABLE TRIGGER events_append_only`)
+	for _, s := range all {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
@@ -157,7 +159,7 @@ func TestCheckInvariantsReportsTampering(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := setupInvariants(t)
-			f.tamper(t, tc.stmt(f))
+			tamper(t, f.pool, tc.stmt(f))
 			rep, err := pgstore.CheckInvariants(context.Background(), f.pool)
 			if err != nil {
 				t.Fatalf("CheckInvariants: %v", err)

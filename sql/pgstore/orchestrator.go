@@ -160,11 +160,7 @@ func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) ([]ledger.Fe
 	}
 	out := make([]ledger.FeedEvent, len(rows))
 	for i, r := range rows {
-		out[i] = ledger.FeedEvent{Position: r.Pos, Event: toEvent(dbsqlc.Event{
-			Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID, Type: r.Type, At: r.At,
-			Actor: r.Actor, ObligationFrom: r.ObligationFrom, ObligationTo: r.ObligationTo, Data: r.Data,
-			Evidence: r.Evidence, PrevHash: r.PrevHash, Hash: r.Hash,
-		})}
+		out[i] = ledger.FeedEvent{Position: r.Pos, Event: toEvent(r.Event)}
 	}
 	return out, nil
 }

@@ -64,20 +64,30 @@ ON CONFLICT (delegation_id) DO UPDATE SET
 -- name: A2ADelegationGet :one
 SELECT * FROM a2a_delegations WHERE delegation_id = $1;
 
--- name: A2ADelegationSetPushToken :execrows
-UPDATE a2a_delegations SET push_token_hash = @push_token_hash, updated_at = @now
-WHERE delegation_id = @delegation_id;
+-- The setters below create the delegation's tracking row when it has none
+-- (a delegation Quittance did not dispatch), in the same statement.
+
+-- name: A2ADelegationSetPushToken :exec
+INSERT INTO a2a_delegations (delegation_id, push_token_hash, created_at, updated_at)
+VALUES (@delegation_id, @push_token_hash, @now, @now)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    push_token_hash = EXCLUDED.push_token_hash,
+    updated_at      = EXCLUDED.updated_at;
 
 -- name: A2ADelegationObserved :exec
-UPDATE a2a_delegations SET observed_at = GREATEST(observed_at, @now), updated_at = @now
-WHERE delegation_id = @delegation_id;
+INSERT INTO a2a_delegations (delegation_id, observed_at, created_at, updated_at)
+VALUES (@delegation_id, @now::timestamptz, @now, @now)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    observed_at = GREATEST(a2a_delegations.observed_at, EXCLUDED.observed_at),
+    updated_at  = EXCLUDED.updated_at;
 
--- name: A2ADelegationSetCompensationTask :execrows
-UPDATE a2a_delegations SET
-    compensation_task_id = @compensation_task_id,
-    compensation_round   = @compensation_round,
-    updated_at           = @now
-WHERE delegation_id = @delegation_id;
+-- name: A2ADelegationSetCompensationTask :exec
+INSERT INTO a2a_delegations (delegation_id, compensation_task_id, compensation_round, created_at, updated_at)
+VALUES (@delegation_id, @compensation_task_id, @compensation_round, @now, @now)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    compensation_task_id = EXCLUDED.compensation_task_id,
+    compensation_round   = EXCLUDED.compensation_round,
+    updated_at           = EXCLUDED.updated_at;
 
 -- name: A2ADelegationsToPoll :many
 -- Dispatched delegations whose remote task is not terminal, whose obligation
@@ -97,7 +107,7 @@ LIMIT @max_rows;
 
 -- name: A2ADelegationsToStream :many
 -- Dispatched delegations whose remote task is known and not terminal.
-SELECT d.id, d.org_id FROM delegations d
+SELECT d.id FROM delegations d
 JOIN a2a_delegations a ON a.delegation_id = d.id
 WHERE a.dispatched
   AND d.remote_task_id IS NOT NULL
@@ -106,15 +116,14 @@ WHERE a.dispatched
 ORDER BY d.id
 LIMIT @max_rows;
 
--- name: A2AOrgBackoffFail :one
+-- name: A2AOrgBackoffFail :exec
 INSERT INTO a2a_org_backoff (org_id, failures, retry_at, last_error, updated_at)
 VALUES (@org_id, 1, @retry_at, @last_error, @now)
 ON CONFLICT (org_id) DO UPDATE SET
     failures   = a2a_org_backoff.failures + 1,
     retry_at   = EXCLUDED.retry_at,
     last_error = EXCLUDED.last_error,
-    updated_at = EXCLUDED.updated_at
-RETURNING failures;
+    updated_at = EXCLUDED.updated_at;
 
 -- name: A2AOrgBackoffGet :one
 SELECT * FROM a2a_org_backoff WHERE org_id = $1;

@@ -50,7 +50,7 @@ ON CONFLICT (delegation_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_
 -- name: FeedList :many
 -- Events after a commit-ordered position, in commit order, optionally of
 -- one tenant or one delegation.
-SELECT p.pos, e.* FROM event_positions p
+SELECT p.pos, sqlc.embed(e) FROM event_positions p
 JOIN events e ON e.seq = p.seq
 WHERE p.pos > @after_pos
   AND (sqlc.narg(tenant)::text IS NULL OR p.tenant = sqlc.narg(tenant))

@@ -52,65 +52,69 @@ func (q *Queries) A2ADelegationGet(ctx context.Context, delegationID uuid.UUID) 
 }
 
 const a2ADelegationObserved = `-- name: A2ADelegationObserved :exec
-UPDATE a2a_delegations SET observed_at = GREATEST(observed_at, $1), updated_at = $1
-WHERE delegation_id = $2
+INSERT INTO a2a_delegations (delegation_id, observed_at, created_at, updated_at)
+VALUES ($1, $2::timestamptz, $2, $2)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    observed_at = GREATEST(a2a_delegations.observed_at, EXCLUDED.observed_at),
+    updated_at  = EXCLUDED.updated_at
 `
 
 type A2ADelegationObservedParams struct {
-	Now          time.Time
 	DelegationID uuid.UUID
+	Now          time.Time
 }
 
 func (q *Queries) A2ADelegationObserved(ctx context.Context, arg A2ADelegationObservedParams) error {
-	_, err := q.db.Exec(ctx, a2ADelegationObserved, arg.Now, arg.DelegationID)
+	_, err := q.db.Exec(ctx, a2ADelegationObserved, arg.DelegationID, arg.Now)
 	return err
 }
 
-const a2ADelegationSetCompensationTask = `-- name: A2ADelegationSetCompensationTask :execrows
-UPDATE a2a_delegations SET
-    compensation_task_id = $1,
-    compensation_round   = $2,
-    updated_at           = $3
-WHERE delegation_id = $4
+const a2ADelegationSetCompensationTask = `-- name: A2ADelegationSetCompensationTask :exec
+INSERT INTO a2a_delegations (delegation_id, compensation_task_id, compensation_round, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $4)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    compensation_task_id = EXCLUDED.compensation_task_id,
+    compensation_round   = EXCLUDED.compensation_round,
+    updated_at           = EXCLUDED.updated_at
 `
 
 type A2ADelegationSetCompensationTaskParams struct {
+	DelegationID       uuid.UUID
 	CompensationTaskID *string
 	CompensationRound  int32
 	Now                time.Time
-	DelegationID       uuid.UUID
 }
 
-func (q *Queries) A2ADelegationSetCompensationTask(ctx context.Context, arg A2ADelegationSetCompensationTaskParams) (int64, error) {
-	result, err := q.db.Exec(ctx, a2ADelegationSetCompensationTask,
+func (q *Queries) A2ADelegationSetCompensationTask(ctx context.Context, arg A2ADelegationSetCompensationTaskParams) error {
+	_, err := q.db.Exec(ctx, a2ADelegationSetCompensationTask,
+		arg.DelegationID,
 		arg.CompensationTaskID,
 		arg.CompensationRound,
 		arg.Now,
-		arg.DelegationID,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	return err
 }
 
-const a2ADelegationSetPushToken = `-- name: A2ADelegationSetPushToken :execrows
-UPDATE a2a_delegations SET push_token_hash = $1, updated_at = $2
-WHERE delegation_id = $3
+const a2ADelegationSetPushToken = `-- name: A2ADelegationSetPushToken :exec
+
+INSERT INTO a2a_delegations (delegation_id, push_token_hash, created_at, updated_at)
+VALUES ($1, $2, $3, $3)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    push_token_hash = EXCLUDED.push_token_hash,
+    updated_at      = EXCLUDED.updated_at
 `
 
 type A2ADelegationSetPushTokenParams struct {
+	DelegationID  uuid.UUID
 	PushTokenHash []byte
 	Now           time.Time
-	DelegationID  uuid.UUID
 }
 
-func (q *Queries) A2ADelegationSetPushToken(ctx context.Context, arg A2ADelegationSetPushTokenParams) (int64, error) {
-	result, err := q.db.Exec(ctx, a2ADelegationSetPushToken, arg.PushTokenHash, arg.Now, arg.DelegationID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// The setters below create the delegation's tracking row when it has none
+// (a delegation Quittance did not dispatch), in the same statement.
+func (q *Queries) A2ADelegationSetPushToken(ctx context.Context, arg A2ADelegationSetPushTokenParams) error {
+	_, err := q.db.Exec(ctx, a2ADelegationSetPushToken, arg.DelegationID, arg.PushTokenHash, arg.Now)
+	return err
 }
 
 const a2ADelegationsToPoll = `-- name: A2ADelegationsToPoll :many
@@ -157,7 +161,7 @@ func (q *Queries) A2ADelegationsToPoll(ctx context.Context, arg A2ADelegationsTo
 }
 
 const a2ADelegationsToStream = `-- name: A2ADelegationsToStream :many
-SELECT d.id, d.org_id FROM delegations d
+SELECT d.id FROM delegations d
 JOIN a2a_delegations a ON a.delegation_id = d.id
 WHERE a.dispatched
   AND d.remote_task_id IS NOT NULL
@@ -167,25 +171,20 @@ ORDER BY d.id
 LIMIT $1
 `
 
-type A2ADelegationsToStreamRow struct {
-	ID    uuid.UUID
-	OrgID string
-}
-
 // Dispatched delegations whose remote task is known and not terminal.
-func (q *Queries) A2ADelegationsToStream(ctx context.Context, maxRows int32) ([]A2ADelegationsToStreamRow, error) {
+func (q *Queries) A2ADelegationsToStream(ctx context.Context, maxRows int32) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, a2ADelegationsToStream, maxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []A2ADelegationsToStreamRow
+	var items []uuid.UUID
 	for rows.Next() {
-		var i A2ADelegationsToStreamRow
-		if err := rows.Scan(&i.ID, &i.OrgID); err != nil {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		items = append(items, i)
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -371,7 +370,7 @@ func (q *Queries) A2AOrgBackoffClear(ctx context.Context, orgID string) error {
 	return err
 }
 
-const a2AOrgBackoffFail = `-- name: A2AOrgBackoffFail :one
+const a2AOrgBackoffFail = `-- name: A2AOrgBackoffFail :exec
 INSERT INTO a2a_org_backoff (org_id, failures, retry_at, last_error, updated_at)
 VALUES ($1, 1, $2, $3, $4)
 ON CONFLICT (org_id) DO UPDATE SET
@@ -379,7 +378,6 @@ ON CONFLICT (org_id) DO UPDATE SET
     retry_at   = EXCLUDED.retry_at,
     last_error = EXCLUDED.last_error,
     updated_at = EXCLUDED.updated_at
-RETURNING failures
 `
 
 type A2AOrgBackoffFailParams struct {
@@ -389,16 +387,14 @@ type A2AOrgBackoffFailParams struct {
 	Now       time.Time
 }
 
-func (q *Queries) A2AOrgBackoffFail(ctx context.Context, arg A2AOrgBackoffFailParams) (int32, error) {
-	row := q.db.QueryRow(ctx, a2AOrgBackoffFail,
+func (q *Queries) A2AOrgBackoffFail(ctx context.Context, arg A2AOrgBackoffFailParams) error {
+	_, err := q.db.Exec(ctx, a2AOrgBackoffFail,
 		arg.OrgID,
 		arg.RetryAt,
 		arg.LastError,
 		arg.Now,
 	)
-	var failures int32
-	err := row.Scan(&failures)
-	return failures, err
+	return err
 }
 
 const a2AOrgBackoffGet = `-- name: A2AOrgBackoffGet :one

@@ -67,20 +67,8 @@ type FeedListParams struct {
 }
 
 type FeedListRow struct {
-	Pos            int64
-	Seq            int64
-	Stream         string
-	StreamSeq      int32
-	DelegationID   uuid.NullUUID
-	Type           string
-	At             time.Time
-	Actor          string
-	ObligationFrom *string
-	ObligationTo   *string
-	Data           []byte
-	Evidence       *string
-	PrevHash       []byte
-	Hash           []byte
+	Pos   int64
+	Event Event
 }
 
 // Events after a commit-ordered position, in commit order, optionally of
@@ -101,19 +89,19 @@ func (q *Queries) FeedList(ctx context.Context, arg FeedListParams) ([]FeedListR
 		var i FeedListRow
 		if err := rows.Scan(
 			&i.Pos,
-			&i.Seq,
-			&i.Stream,
-			&i.StreamSeq,
-			&i.DelegationID,
-			&i.Type,
-			&i.At,
-			&i.Actor,
-			&i.ObligationFrom,
-			&i.ObligationTo,
-			&i.Data,
-			&i.Evidence,
-			&i.PrevHash,
-			&i.Hash,
+			&i.Event.Seq,
+			&i.Event.Stream,
+			&i.Event.StreamSeq,
+			&i.Event.DelegationID,
+			&i.Event.Type,
+			&i.Event.At,
+			&i.Event.Actor,
+			&i.Event.ObligationFrom,
+			&i.Event.ObligationTo,
+			&i.Event.Data,
+			&i.Event.Evidence,
+			&i.Event.PrevHash,
+			&i.Event.Hash,
 		); err != nil {
 			return nil, err
 		}

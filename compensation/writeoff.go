@@ -2,7 +2,6 @@ package compensation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -85,13 +84,8 @@ func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID,
 			}
 			escalated++
 		}
-		data, err := json.Marshal(map[string]any{"reason": reason, "escalated": escalated})
-		if err != nil {
-			return err
-		}
-		_, err = tx.AppendEvent(ctx, ledger.Event{
-			Stream: "org:" + org.ID, Type: EventTypeOrgIdentityRevoked, At: now, Actor: p.Actor(), Data: data,
-		})
+		_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "org:" + org.ID, Type: EventTypeOrgIdentityRevoked, At: now, Actor: p.Actor()},
+			map[string]any{"reason": reason, "escalated": escalated})
 		return err
 	})
 	if err != nil {

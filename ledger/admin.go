@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -54,10 +53,8 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id, currency strin
 				return err
 			}
 		}
-		_, err = tx.AppendEvent(ctx, Event{
-			Stream: "budget:" + id, Type: EventTypeBudgetFunded, At: now, Actor: p.Actor(),
-			Data: mustJSON(map[string]any{"currency": currency, "funded_minor": funded, "delta_minor": delta}),
-		})
+		_, err = Append(ctx, tx, Event{Stream: "budget:" + id, Type: EventTypeBudgetFunded, At: now, Actor: p.Actor()},
+			map[string]any{"currency": currency, "funded_minor": funded, "delta_minor": delta})
 		return err
 	})
 	return b, created, err
@@ -128,13 +125,11 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 		if err := tx.PutOrg(ctx, o); err != nil {
 			return err
 		}
-		_, err = tx.AppendEvent(ctx, Event{
-			Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: p.Actor(),
-			Data: mustJSON(map[string]any{
+		_, err = Append(ctx, tx, Event{Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: p.Actor()},
+			map[string]any{
 				"name": in.Name, "shared_coordinator": in.SharedCoordinator, "jwks_registered": len(in.JWKS) > 0,
 				"agent_card_url": in.AgentCardURL, "allowed_hosts": o.AllowedHosts,
-			}),
-		})
+			})
 		return err
 	})
 	return o, created, err
@@ -174,12 +169,10 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 		if err := tx.PutTaskClass(ctx, c); err != nil {
 			return err
 		}
-		_, err := tx.AppendEvent(ctx, Event{
-			Stream: "task_class:" + c.Name, Type: EventTypeTaskClassUpdated, At: c.UpdatedAt, Actor: p.Actor(),
-			Data: mustJSON(map[string]any{
+		_, err := Append(ctx, tx, Event{Stream: "task_class:" + c.Name, Type: EventTypeTaskClassUpdated, At: c.UpdatedAt, Actor: p.Actor()},
+			map[string]any{
 				"effect_capable": c.EffectCapable, "gate_on": c.GateOn, "compensation_timeout": c.CompensationTimeout.String(),
-			}),
-		})
+			})
 		return err
 	})
 	return c, err
@@ -252,23 +245,12 @@ func (s *Service) issueToken(ctx context.Context, actor string, in TokenInput, s
 		if err := tx.InsertToken(ctx, t); err != nil {
 			return err
 		}
-		_, err := tx.AppendEvent(ctx, Event{
-			Stream: "token:" + id.String(), Type: EventTypeTokenCreated, At: t.CreatedAt, Actor: actor,
-			Data: mustJSON(map[string]any{"name": t.Name, "role": string(t.Role), "tenant": t.Tenant}),
-		})
+		_, err := Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenCreated, At: t.CreatedAt, Actor: actor},
+			map[string]any{"name": t.Name, "role": string(t.Role), "tenant": t.Tenant})
 		return err
 	})
 	if err != nil {
 		return Token{}, "", err
 	}
 	return t, secret, nil
-}
-
-// mustJSON encodes event data built from maps of plain values, which cannot fail.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode event data: %v", err))
-	}
-	return b
 }

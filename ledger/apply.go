@@ -85,7 +85,7 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 	if to != "" {
 		e.ObligationFrom, e.ObligationTo = from, to
 	}
-	e, err := appendEvent(ctx, tx, e, data)
+	e, err := Append(ctx, tx, e, data)
 	if err != nil {
 		return Delegation{}, Event{}, err
 	}
@@ -107,10 +107,13 @@ func Record(ctx context.Context, tx Tx, d Delegation, c Change) (Event, error) {
 	if c.NewStream {
 		e.StreamSeq = 1
 	}
-	return appendEvent(ctx, tx, e, c.Data)
+	return Append(ctx, tx, e, c.Data)
 }
 
-func appendEvent(ctx context.Context, tx Tx, e Event, data map[string]any) (Event, error) {
+// Append appends e to its stream with data as its JSON data: every event
+// of the ledger, a delegation's or another stream's (budget, org, task
+// class, token), is written through it.
+func Append(ctx context.Context, tx Tx, e Event, data map[string]any) (Event, error) {
 	if data == nil {
 		data = map[string]any{}
 	}

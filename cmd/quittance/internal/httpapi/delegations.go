@@ -385,9 +385,19 @@ func dispatchInput(b *DispatchBody) *ledger.DispatchInput {
 	if b == nil {
 		return nil
 	}
-	raw, err := json.Marshal(b.Message)
-	if err != nil || b.Message == nil {
-		raw = nil
+	return &ledger.DispatchInput{Message: messageJSON(b.Message)}
+}
+
+// messageJSON is an A2A message of a request body as JSON, or nil when the
+// body has none (or it does not encode), for the message's validation to
+// refuse.
+func messageJSON(m map[string]any) []byte {
+	if m == nil {
+		return nil
 	}
-	return &ledger.DispatchInput{Message: raw}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return raw
 }

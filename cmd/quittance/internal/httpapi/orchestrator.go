@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -84,11 +83,7 @@ func (s *Server) registerOrchestrator() {
 		if err != nil {
 			return nil, err
 		}
-		raw, err := json.Marshal(in.Body.Message)
-		if err != nil || in.Body.Message == nil {
-			raw = nil
-		}
-		m, created, err := s.orchestrator.Continue(ctx, principal(ctx), id, delegate.ContinueInput{MessageID: in.Body.MessageID, Message: raw})
+		m, created, err := s.orchestrator.Continue(ctx, principal(ctx), id, delegate.ContinueInput{MessageID: in.Body.MessageID, Message: messageJSON(in.Body.Message)})
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}

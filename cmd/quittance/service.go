@@ -254,49 +254,13 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	root.Handle("/", api)
 
 	// The deadline sweep runs on every replica; FOR UPDATE SKIP LOCKED keeps
-	// them from moving the same obligation twice. It is stopped, and waited
-	// for, before the pool closes.
-	sweepCtx, stopSweeps := context.WithCancel(context.WithoutCancel(ctx))
-	sweepDone := make(chan struct{})
-	go func() {
-		defer close(sweepDone)
-		if err := compensationSvc.Sweeper(cfg.SweepInterval).Run(sweepCtx); err != nil {
-			log.Error("compensation sweep stopped", slog.Any("error", err))
-		}
-	}()
-	defer func() {
-		stopSweeps()
-		<-sweepDone
-	}()
+	// them from moving the same obligation twice.
+	defer runBackground(ctx, log, "compensation sweep", compensationSvc.Sweeper(cfg.SweepInterval).Run)()
 	// The A2A workers run on every replica too: the outbox is claimed with
 	// FOR UPDATE SKIP LOCKED and leases, streams under advisory locks. On
-	// shutdown they stop claiming and finish the calls in flight before the
-	// pool closes.
-	a2aCtx, stopA2A := context.WithCancel(context.WithoutCancel(ctx))
-	a2aDone := make(chan struct{})
-	go func() {
-		defer close(a2aDone)
-		if err := a2aWorker.Run(a2aCtx); err != nil {
-			log.Error("a2a workers stopped", slog.Any("error", err))
-		}
-	}()
-	defer func() {
-		stopA2A()
-		<-a2aDone
-	}()
-
-	webhookCtx, stopWebhooks := context.WithCancel(context.WithoutCancel(ctx))
-	webhookDone := make(chan struct{})
-	go func() {
-		defer close(webhookDone)
-		if err := webhooks.Run(webhookCtx); err != nil {
-			log.Error("webhook deliveries stopped", slog.Any("error", err))
-		}
-	}()
-	defer func() {
-		stopWebhooks()
-		<-webhookDone
-	}()
+	// shutdown they stop claiming and finish the calls in flight.
+	defer runBackground(ctx, log, "a2a workers", a2aWorker.Run)()
+	defer runBackground(ctx, log, "webhook deliveries", webhooks.Run)()
 
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -343,6 +307,25 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		return fmt.Errorf("drain requests: %w", err)
 	}
 	return nil
+}
+
+// runBackground runs a worker loop until the returned function, deferred
+// by the caller, stops it and waits for it: workers stop, and finish what
+// they are doing, before the connection pool closes. ctx's values reach
+// run, its cancellation does not: shutdown is the stop function's to call.
+func runBackground(ctx context.Context, log *slog.Logger, name string, run func(context.Context) error) (stop func()) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := run(runCtx); err != nil {
+			log.Error(name+" stopped", slog.Any("error", err))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // serveDebug serves Go's runtime profiles (net/http/pprof) on addr, apart

@@ -125,12 +125,14 @@ func decodeParams(raw json.RawMessage, v any) error {
 // procurement request that creates a task. Without returnImmediately it
 // waits until the task is terminal or interrupted (or the client leaves).
 func (a *Agent) sendMessage(r *http.Request, raw json.RawMessage) (any, error) {
-	t, err := a.acceptMessage(raw)
+	var p sendParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	t, err := a.acceptMessage(p)
 	if err != nil {
 		return nil, err
 	}
-	var p sendParams
-	_ = json.Unmarshal(raw, &p) // already decoded once by acceptMessage
 	if p.Configuration == nil || !p.Configuration.ReturnImmediately {
 		select {
 		case <-t.settled:
@@ -142,14 +144,11 @@ func (a *Agent) sendMessage(r *http.Request, raw json.RawMessage) (any, error) {
 	return streamResponse{Task: t.snapshot()}, nil
 }
 
-// acceptMessage validates a SendMessage or SendStreamingMessage request and
-// returns the task it belongs to: the task already created for its
-// messageId, a new compensation task, or a new procurement task.
-func (a *Agent) acceptMessage(raw json.RawMessage) (*task, error) {
-	var p sendParams
-	if err := decodeParams(raw, &p); err != nil {
-		return nil, err
-	}
+// acceptMessage validates the params of a SendMessage or
+// SendStreamingMessage request and returns the task it belongs to: the
+// task already created for its messageId, a new compensation task, or a
+// new procurement task.
+func (a *Agent) acceptMessage(p sendParams) (*task, error) {
 	m := p.Message
 	switch {
 	case m == nil:
@@ -281,7 +280,12 @@ func (a *Agent) createPushConfig(raw json.RawMessage) (any, error) {
 }
 
 func (a *Agent) sendStreamingMessage(w http.ResponseWriter, r *http.Request, id, raw json.RawMessage) {
-	t, err := a.acceptMessage(raw)
+	var p sendParams
+	err := decodeParams(raw, &p)
+	var t *task
+	if err == nil {
+		t, err = a.acceptMessage(p)
+	}
 	if err != nil {
 		writeRPC(w, id, nil, asRPCError(err))
 		return

@@ -157,18 +157,9 @@ func decodeEvent(raw []byte) (StreamEvent, error) {
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return StreamEvent{}, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
 	}
-	switch probe.Kind {
-	case "task":
-		return decodeMember(raw, decodeTaskObject, func(t *Task) StreamEvent { return StreamEvent{Task: t} })
-	case "message":
-		return decodeMember(raw, decodeMessageObject, func(m *Message) StreamEvent { return StreamEvent{Message: m} })
-	case "status-update":
-		return decodeMember(raw, decodeStatusUpdate, func(u *StatusUpdate) StreamEvent { return StreamEvent{StatusUpdate: u} })
-	case "artifact-update":
-		return decodeMember(raw, decodeArtifactUpdate, func(u *ArtifactUpdate) StreamEvent { return StreamEvent{ArtifactUpdate: u} })
-	case "":
-	default:
-		return StreamEvent{}, fmt.Errorf("%w: unknown event kind %q", ErrMalformedResponse, probe.Kind)
+	// A v0.3 event names its kind and is the object itself.
+	if probe.Kind != "" {
+		return decodeEventAs(probe.Kind, raw)
 	}
 	n := 0
 	for _, m := range []json.RawMessage{probe.Task, probe.Message, probe.StatusUpdate, probe.ArtifactUpdate} {
@@ -180,25 +171,43 @@ func decodeEvent(raw []byte) (StreamEvent, error) {
 	case n > 1:
 		return StreamEvent{}, fmt.Errorf("%w: event has %d members", ErrMalformedResponse, n)
 	case present(probe.Task):
-		return decodeMember(probe.Task, decodeTaskObject, func(t *Task) StreamEvent { return StreamEvent{Task: t} })
+		return decodeEventAs("task", probe.Task)
 	case present(probe.Message):
-		return decodeMember(probe.Message, decodeMessageObject, func(m *Message) StreamEvent { return StreamEvent{Message: m} })
+		return decodeEventAs("message", probe.Message)
 	case present(probe.StatusUpdate):
-		return decodeMember(probe.StatusUpdate, decodeStatusUpdate, func(u *StatusUpdate) StreamEvent { return StreamEvent{StatusUpdate: u} })
+		return decodeEventAs("status-update", probe.StatusUpdate)
 	case present(probe.ArtifactUpdate):
-		return decodeMember(probe.ArtifactUpdate, decodeArtifactUpdate, func(u *ArtifactUpdate) StreamEvent { return StreamEvent{ArtifactUpdate: u} })
+		return decodeEventAs("artifact-update", probe.ArtifactUpdate)
 	case probe.ID != "":
-		return decodeMember(raw, decodeTaskObject, func(t *Task) StreamEvent { return StreamEvent{Task: t} })
+		// A bare task (a v1.0 GetTask or CancelTask result).
+		return decodeEventAs("task", raw)
 	}
 	return StreamEvent{}, fmt.Errorf("%w: not a task, message or task update", ErrMalformedResponse)
 }
 
-func decodeMember[T any](raw []byte, decode func([]byte) (T, error), wrap func(T) StreamEvent) (StreamEvent, error) {
-	v, err := decode(raw)
+// decodeEventAs decodes raw as the event of the given kind (the v0.3 kind
+// names; a v1.0 event's member maps onto them).
+func decodeEventAs(kind string, raw []byte) (StreamEvent, error) {
+	var (
+		ev  StreamEvent
+		err error
+	)
+	switch kind {
+	case "task":
+		ev.Task, err = decodeTaskObject(raw)
+	case "message":
+		ev.Message, err = decodeMessageObject(raw)
+	case "status-update":
+		ev.StatusUpdate, err = decodeStatusUpdate(raw)
+	case "artifact-update":
+		ev.ArtifactUpdate, err = decodeArtifactUpdate(raw)
+	default:
+		return StreamEvent{}, fmt.Errorf("%w: unknown event kind %q", ErrMalformedResponse, kind)
+	}
 	if err != nil {
 		return StreamEvent{}, err
 	}
-	return wrap(v), nil
+	return ev, nil
 }
 
 // decodeTaskResult decodes the result of GetTask or CancelTask: a task.

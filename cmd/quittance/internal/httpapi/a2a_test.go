@@ -195,42 +195,16 @@ func (e *a2aEnv) restart(t *testing.T, opts ...apitest.Option) *a2aEnv {
 	return &a2aEnv{Env: apitest.Start(t, e.Pool, opts...), orch: e.orch, opts: opts}
 }
 
+// do sends a request through apitest.Env.Do and returns the status and body.
 func (e *a2aEnv) do(t *testing.T, method, path, token string, body any) (int, []byte) {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, e.URL+path, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	r := e.Do(t, method, path, token, body)
+	return r.Status, r.Body
 }
 
 func (e *a2aEnv) must(t *testing.T, method, path, token string, body any, status int) []byte {
 	t.Helper()
-	got, out := e.do(t, method, path, token, body)
-	if got != status {
-		t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, status, out)
-	}
-	return out
+	return e.Do(t, method, path, token, body).Expect(t, status).Body
 }
 
 func (e *a2aEnv) putOrg(t *testing.T, id, cardURL string, status int) {
@@ -261,22 +235,12 @@ func (e *a2aEnv) dispatch(t *testing.T, op, org string) httpapi.DelegationBody {
 
 func (e *a2aEnv) get(t *testing.T, id string) httpapi.DelegationBody {
 	t.Helper()
-	var d httpapi.DelegationBody
-	if err := json.Unmarshal(e.must(t, http.MethodGet, "/v1/delegations/"+id, e.orch, nil, http.StatusOK), &d); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return e.Delegation(t, e.orch, id)
 }
 
 func (e *a2aEnv) events(t *testing.T, id string) []ledger.EventRecord {
 	t.Helper()
-	var out struct {
-		Events []ledger.EventRecord `json:"events"`
-	}
-	if err := json.Unmarshal(e.must(t, http.MethodGet, "/v1/delegations/"+id+"/events", e.orch, nil, http.StatusOK), &out); err != nil {
-		t.Fatal(err)
-	}
-	return out.Events
+	return e.Events(t, e.orch, id)
 }
 
 func countEvents(events []ledger.EventRecord, typ string) int {

@@ -134,7 +134,17 @@ func startV03Peer(t *testing.T, p *v03Peer, ip string) *v03Peer {
 	if p.release == nil {
 		p.release = make(chan struct{})
 	}
-	handler := a2asrv.NewHandler(p,
+	p.srv, p.cardURL = serveA2APeer(t, p, ip, "sells pallets")
+	t.Cleanup(func() { close(p.stop) })
+	return p
+}
+
+// serveA2APeer serves an a2a-go v0.3.3 agent running exec on ip, with push
+// notifications and the compensation extension on its card, until the
+// test ends. It returns the server and the agent card's URL.
+func serveA2APeer(t *testing.T, exec a2asrv.AgentExecutor, ip, description string) (*httptest.Server, string) {
+	t.Helper()
+	handler := a2asrv.NewHandler(exec,
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})),
 	)
 	mux := http.NewServeMux()
@@ -147,10 +157,9 @@ func startV03Peer(t *testing.T, p *v03Peer, ip string) *v03Peer {
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(p.stop) })
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
-		Name: "Supplier", Description: "sells pallets", URL: srv.URL + "/rpc",
+		Name: "Supplier", Description: description, URL: srv.URL + "/rpc",
 		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: "1.0.0",
 		Capabilities: a2a.AgentCapabilities{
 			PushNotifications: true,
@@ -159,8 +168,7 @@ func startV03Peer(t *testing.T, p *v03Peer, ip string) *v03Peer {
 		DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
 		Skills: []a2a.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
 	}))
-	p.srv, p.cardURL = srv, srv.URL+a2asrv.WellKnownAgentCardPath
-	return p
+	return srv, srv.URL + a2asrv.WellKnownAgentCardPath
 }
 
 // a2aEnv is the API with its A2A workers (apitest.WithWorker) on the

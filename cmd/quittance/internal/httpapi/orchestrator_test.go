@@ -22,7 +22,6 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
-	"github.com/a2aproject/a2a-go/a2asrv/push"
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
@@ -137,25 +136,8 @@ func (p *orchPeer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 func startOrchPeer(t *testing.T) *orchPeer {
 	t.Helper()
 	p := &orchPeer{stop: make(chan struct{})}
-	handler := a2asrv.NewHandler(p,
-		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})),
-	)
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	_, p.cardURL = serveA2APeer(t, p, "127.0.0.1", "asks questions")
 	t.Cleanup(func() { close(p.stop) })
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
-		Name: "Supplier", Description: "asks questions", URL: srv.URL + "/rpc",
-		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: "1.0.0",
-		Capabilities: a2a.AgentCapabilities{
-			PushNotifications: true,
-			Extensions:        []a2a.AgentExtension{{URI: compensation.ExtensionURI}},
-		},
-		DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
-		Skills: []a2a.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
-	}))
-	p.cardURL = srv.URL + a2asrv.WellKnownAgentCardPath
 	return p
 }
 

@@ -13,7 +13,7 @@ import (
 // the obligation transition it carries.
 type Change struct {
 	// Type is the event type.
-	Type  string
+	Type  EventType
 	Actor string
 	At    time.Time
 	// Obligation is the obligation event to apply; empty for changes that

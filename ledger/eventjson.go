@@ -19,7 +19,7 @@ type EventRecord struct {
 	Stream         string          `json:"stream" doc:"The hash chain the event belongs to (one per delegation, org, budget, …)."`
 	StreamSeq      int32           `json:"stream_seq" doc:"The event's position in its stream, from 1."`
 	DelegationID   string          `json:"delegation_id,omitempty" format:"uuid" doc:"The delegation the event is about; absent for events of no delegation."`
-	Type           string          `json:"type"`
+	Type           EventType       `json:"type"`
 	At             time.Time       `json:"at"`
 	Actor          string          `json:"actor"`
 	ObligationFrom ObligationState `json:"obligation_from,omitempty" doc:"The obligation state before the event; absent when the event moved none."`

@@ -454,7 +454,7 @@ func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation
 	if obs.Source != "" {
 		data["source"] = obs.Source
 	}
-	record := func(typ string) (Delegation, error) {
+	record := func(typ EventType) (Delegation, error) {
 		_, err := Record(ctx, tx, d, Change{Type: typ, Actor: actor, At: now, Data: data})
 		return d, err
 	}

@@ -175,7 +175,7 @@ func toTaskClass(r dbsqlc.TaskClass) ledger.TaskClass {
 
 func toEvent(r dbsqlc.Event) ledger.Event {
 	return ledger.Event{
-		Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID.UUID, Type: r.Type,
+		Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID.UUID, Type: ledger.EventType(r.Type),
 		At: r.At, Actor: r.Actor, ObligationFrom: ledger.ObligationState(deref(r.ObligationFrom)),
 		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: r.Data, Evidence: deref(r.Evidence),
 		PrevHash: r.PrevHash, Hash: r.Hash,

@@ -179,7 +179,7 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 		return ledger.Event{}, err
 	}
 	p := dbsqlc.EventInsertParams{
-		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: e.Type, At: e.At, Actor: e.Actor,
+		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: string(e.Type), At: e.At, Actor: e.Actor,
 		ObligationFrom: optional(string(e.ObligationFrom)), ObligationTo: optional(string(e.ObligationTo)),
 		Data: e.Data, Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
 	}

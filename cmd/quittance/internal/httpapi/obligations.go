@@ -59,7 +59,7 @@ func obligationBody(o ledger.ObligationRow, now time.Time) ObligationBody {
 		ObligationReason: o.ObligationReason, CreatedAt: o.CreatedAt, AgeSeconds: int64(now.Sub(o.CreatedAt) / time.Second),
 		CancelRequestedAt: timePtr(o.CancelRequestedAt), CompensationDeadline: timePtr(o.CompensationDeadline),
 		CompensationAttempts: o.CompensationAttempts, CompensationLastError: o.CompensationLastError,
-		LastEvidenceType: o.LastEvidenceType, LastEvidenceAt: o.LastEvidenceAt,
+		LastEvidenceType: string(o.LastEvidenceType), LastEvidenceAt: o.LastEvidenceAt,
 	}
 }
 
@@ -360,7 +360,7 @@ func (s *Server) registerReporting() {
 		out.Body.Anomalies = make([]AnomalyBody, len(list))
 		for i, a := range list {
 			b := AnomalyBody{
-				Seq: a.Seq, Kind: string(a.Kind), EventType: a.EventType, OrgID: a.OrgID, Tenant: a.Tenant,
+				Seq: a.Seq, Kind: string(a.Kind), EventType: string(a.EventType), OrgID: a.OrgID, Tenant: a.Tenant,
 				ObligationState: string(a.ObligationState), At: a.At, Actor: a.Actor, Data: rawJSON(a.Data),
 			}
 			if a.DelegationID != uuid.Nil {

@@ -176,12 +176,12 @@ type anomaliesOutput struct {
 // ChainBody is a delegation's event chain, as GET
 // /v1/delegations/{id}/evidence returns it.
 type ChainBody struct {
-	DelegationID string               `json:"delegation_id"`
-	OrgID        string               `json:"org_id"`
-	RemoteTaskID string               `json:"remote_task_id"`
-	LedgerID     string               `json:"ledger_id" doc:"The audience signed tokens must name."`
-	Stream       string               `json:"stream"`
-	Events       []ledger.EventRecord `json:"events" doc:"Each with everything needed to recompute its hash (ledger.Event.ComputeHash) and re-verify its token."`
+	DelegationID string        `json:"delegation_id"`
+	OrgID        string        `json:"org_id"`
+	RemoteTaskID string        `json:"remote_task_id"`
+	LedgerID     string        `json:"ledger_id" doc:"The audience signed tokens must name."`
+	Stream       string        `json:"stream"`
+	Events       []EventRecord `json:"events" doc:"Each with everything needed to recompute its hash (ledger.Event.ComputeHash) and re-verify its token."`
 }
 
 type chainOutput struct {

@@ -12,10 +12,11 @@
 // alone never moves a hold, and a hold leaves "active" only through a
 // transition of NextObligation.
 //
-// Every change is written through one function, Apply (or Record, for an
-// event that changes nothing, and Append, for the streams of budgets, orgs,
-// task classes and tokens): the state change, its hold movement and exactly
-// one event commit in one Tx, or nothing does. Events form one hash chain
+// Every change of a delegation is written by Apply (or Record, for an event
+// that changes nothing): the state change, its hold movement and exactly
+// one event commit in one Tx, or nothing does. Every event, of a
+// delegation's stream or of a budget's, org's, task class's or token's, is
+// appended by Append. Events form one hash chain
 // per stream (Event.ComputeHash, VerifyChain) and are never updated or
 // deleted; EventType is the catalogue of what they record, and EventRecord
 // their published JSON form.

@@ -106,8 +106,8 @@ type AnomalyKind string
 
 // The anomaly kinds.
 const (
-	// AnomalyStatusConflict: a different terminal task status after a
-	// terminal one (DESIGN.md §2.1).
+	// AnomalyStatusConflict: a different task status, terminal or not,
+	// after a terminal one, which is immutable.
 	AnomalyStatusConflict AnomalyKind = "status_conflict"
 	// AnomalyLateEvidence: evidence that arrived after the obligation ended.
 	AnomalyLateEvidence AnomalyKind = "late_evidence"

@@ -32,7 +32,7 @@ func (a a2aStore) InTx(ctx context.Context, fn func(delegate.Tx) error) error {
 // ClaimJobs claims due jobs in one statement (FOR UPDATE SKIP LOCKED), so
 // concurrent claimers on any replica never get the same job.
 func (a a2aStore) ClaimJobs(ctx context.Context, now, leaseUntil time.Time, leaseToken string, limit int) ([]delegate.Job, error) {
-	rows, err := a.q.A2AJobClaim(ctx, dbsqlc.A2AJobClaimParams{
+	rows, err := a.q.OutboxJobClaim(ctx, dbsqlc.OutboxJobClaimParams{
 		LeaseUntil: &leaseUntil, LeaseToken: &leaseToken, Now: now, MaxJobs: int32(limit),
 	})
 	if err != nil {
@@ -49,7 +49,7 @@ func (a a2aStore) ClaimJobs(ctx context.Context, now, leaseUntil time.Time, leas
 }
 
 func (r reader) Tracking(ctx context.Context, id uuid.UUID) (delegate.Tracking, error) {
-	row, err := r.q.A2ADelegationGet(ctx, id)
+	row, err := r.q.A2ATrackingGet(ctx, id)
 	if err != nil {
 		return delegate.Tracking{}, notFound(err, "a2a tracking of delegation", id)
 	}
@@ -61,7 +61,7 @@ func (r reader) Tracking(ctx context.Context, id uuid.UUID) (delegate.Tracking, 
 
 // DelegationsToPoll lists dispatched tasks due for a poll.
 func (a a2aStore) DelegationsToPoll(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error) {
-	ids, err := a.q.A2ADelegationsToPoll(ctx, dbsqlc.A2ADelegationsToPollParams{Cutoff: &cutoff, Now: now, MaxRows: int32(limit)})
+	ids, err := a.q.A2ATrackingListToPoll(ctx, dbsqlc.A2ATrackingListToPollParams{Cutoff: &cutoff, Now: now, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list delegations to poll: %w", err)
 	}
@@ -70,7 +70,7 @@ func (a a2aStore) DelegationsToPoll(ctx context.Context, cutoff, now time.Time, 
 
 // DelegationsToStream lists dispatched tasks that may be streamed.
 func (a a2aStore) DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error) {
-	rows, err := a.q.A2ADelegationsToStream(ctx, int32(limit))
+	rows, err := a.q.A2ATrackingListToStream(ctx, int32(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list delegations to stream: %w", err)
 	}
@@ -86,7 +86,7 @@ func (a a2aStore) TryLock(ctx context.Context, key string) (func(), bool, error)
 		return nil, false, fmt.Errorf("acquire connection for lock %s: %w", key, err)
 	}
 	q := dbsqlc.New(conn)
-	ok, err := q.A2AStreamTryLock(ctx, key)
+	ok, err := q.AdvisoryLockTry(ctx, key)
 	if err != nil || !ok {
 		conn.Release()
 		if err != nil {
@@ -97,7 +97,7 @@ func (a a2aStore) TryLock(ctx context.Context, key string) (func(), bool, error)
 	unlock := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := q.A2AStreamUnlock(ctx, key); err != nil {
+		if _, err := q.AdvisoryLockRelease(ctx, key); err != nil {
 			// The lock must not outlive its holder on a pooled
 			// connection: close the connection instead.
 			_ = conn.Conn().Close(ctx)
@@ -113,12 +113,12 @@ func (t *tx) EnqueueOutbound(ctx context.Context, j ledger.OutboundJob) error {
 		payload = []byte("{}")
 	}
 	if j.Kind == ledger.OutboundDispatch {
-		err := t.q.A2ADelegationEnsure(ctx, dbsqlc.A2ADelegationEnsureParams{DelegationID: j.DelegationID, Dispatched: true, Now: j.At})
+		err := t.q.A2ATrackingEnsure(ctx, dbsqlc.A2ATrackingEnsureParams{DelegationID: j.DelegationID, Dispatched: true, Now: j.At})
 		if err != nil {
 			return fmt.Errorf("track dispatched delegation %s: %w", j.DelegationID, err)
 		}
 	}
-	err := t.q.A2AJobEnqueue(ctx, dbsqlc.A2AJobEnqueueParams{
+	err := t.q.OutboxJobEnqueue(ctx, dbsqlc.OutboxJobEnqueueParams{
 		DelegationID: j.DelegationID, Kind: string(j.Kind), Payload: payload, RunAfter: j.RunAfter, Now: j.At,
 	})
 	if err != nil {
@@ -128,7 +128,7 @@ func (t *tx) EnqueueOutbound(ctx context.Context, j ledger.OutboundJob) error {
 }
 
 func (t *tx) FinishJob(ctx context.Context, j delegate.Job, outcome string, now time.Time) error {
-	n, err := t.q.A2AJobFinish(ctx, dbsqlc.A2AJobFinishParams{Now: now, Outcome: &outcome, ID: j.ID, LeaseToken: &j.LeaseToken})
+	n, err := t.q.OutboxJobFinish(ctx, dbsqlc.OutboxJobFinishParams{Now: now, Outcome: &outcome, ID: j.ID, LeaseToken: &j.LeaseToken})
 	if err != nil {
 		return fmt.Errorf("finish a2a job %d: %w", j.ID, err)
 	}
@@ -139,7 +139,7 @@ func (t *tx) FinishJob(ctx context.Context, j delegate.Job, outcome string, now 
 }
 
 func (t *tx) RetryJob(ctx context.Context, j delegate.Job, runAfter time.Time, lastError string, now time.Time) error {
-	n, err := t.q.A2AJobRetry(ctx, dbsqlc.A2AJobRetryParams{
+	n, err := t.q.OutboxJobRetry(ctx, dbsqlc.OutboxJobRetryParams{
 		RunAfter: runAfter, LastError: optional(lastError), Now: now, ID: j.ID, LeaseToken: &j.LeaseToken,
 	})
 	if err != nil {
@@ -152,21 +152,21 @@ func (t *tx) RetryJob(ctx context.Context, j delegate.Job, runAfter time.Time, l
 }
 
 func (t *tx) SetPushTokenHash(ctx context.Context, id uuid.UUID, hash []byte, now time.Time) error {
-	if err := t.q.A2ADelegationSetPushToken(ctx, dbsqlc.A2ADelegationSetPushTokenParams{PushTokenHash: hash, Now: now, DelegationID: id}); err != nil {
+	if err := t.q.A2ATrackingSetPushToken(ctx, dbsqlc.A2ATrackingSetPushTokenParams{PushTokenHash: hash, Now: now, DelegationID: id}); err != nil {
 		return fmt.Errorf("store push token hash of delegation %s: %w", id, err)
 	}
 	return nil
 }
 
 func (t *tx) MarkObserved(ctx context.Context, id uuid.UUID, now time.Time) error {
-	if err := t.q.A2ADelegationObserved(ctx, dbsqlc.A2ADelegationObservedParams{Now: now, DelegationID: id}); err != nil {
+	if err := t.q.A2ATrackingObserved(ctx, dbsqlc.A2ATrackingObservedParams{Now: now, DelegationID: id}); err != nil {
 		return fmt.Errorf("mark delegation %s observed: %w", id, err)
 	}
 	return nil
 }
 
 func (t *tx) SetCompensationTask(ctx context.Context, id uuid.UUID, taskID string, round int, now time.Time) error {
-	err := t.q.A2ADelegationSetCompensationTask(ctx, dbsqlc.A2ADelegationSetCompensationTaskParams{
+	err := t.q.A2ATrackingSetCompensationTask(ctx, dbsqlc.A2ATrackingSetCompensationTaskParams{
 		CompensationTaskID: optional(taskID), CompensationRound: int32(round), Now: now, DelegationID: id,
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func (t *tx) SetCompensationTask(ctx context.Context, id uuid.UUID, taskID strin
 }
 
 func (t *tx) OrgFailures(ctx context.Context, orgID string) (int, error) {
-	row, err := t.q.A2AOrgBackoffGet(ctx, orgID)
+	row, err := t.q.OrgBackoffGet(ctx, orgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -187,14 +187,14 @@ func (t *tx) OrgFailures(ctx context.Context, orgID string) (int, error) {
 }
 
 func (t *tx) FailOrg(ctx context.Context, orgID string, retryAt time.Time, lastError string, now time.Time) error {
-	if err := t.q.A2AOrgBackoffFail(ctx, dbsqlc.A2AOrgBackoffFailParams{OrgID: orgID, RetryAt: retryAt, LastError: lastError, Now: now}); err != nil {
+	if err := t.q.OrgBackoffFail(ctx, dbsqlc.OrgBackoffFailParams{OrgID: orgID, RetryAt: retryAt, LastError: lastError, Now: now}); err != nil {
 		return fmt.Errorf("back off org %s: %w", orgID, err)
 	}
 	return nil
 }
 
 func (t *tx) ClearOrgFailures(ctx context.Context, orgID string) error {
-	if err := t.q.A2AOrgBackoffClear(ctx, orgID); err != nil {
+	if err := t.q.OrgBackoffClear(ctx, orgID); err != nil {
 		return fmt.Errorf("clear backoff of org %s: %w", orgID, err)
 	}
 	return nil

@@ -61,7 +61,7 @@ func toFollowUp(r dbsqlc.DelegationMessage) delegate.FollowUp {
 }
 
 func (r reader) FollowUp(ctx context.Context, id uuid.UUID, messageID string) (delegate.FollowUp, error) {
-	row, err := r.q.MessageGet(ctx, dbsqlc.MessageGetParams{DelegationID: id, MessageID: messageID})
+	row, err := r.q.FollowUpGet(ctx, dbsqlc.FollowUpGetParams{DelegationID: id, MessageID: messageID})
 	if err != nil {
 		return delegate.FollowUp{}, notFound(err, "message", messageID)
 	}
@@ -69,7 +69,7 @@ func (r reader) FollowUp(ctx context.Context, id uuid.UUID, messageID string) (d
 }
 
 func (r reader) QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]delegate.FollowUp, error) {
-	rows, err := r.q.MessageListQueued(ctx, id)
+	rows, err := r.q.FollowUpListQueued(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("list queued messages of delegation %s: %w", id, err)
 	}
@@ -81,7 +81,7 @@ func (r reader) QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]delegate.F
 }
 
 func (t *tx) InsertFollowUp(ctx context.Context, m delegate.FollowUp) error {
-	n, err := t.q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+	n, err := t.q.FollowUpInsert(ctx, dbsqlc.FollowUpInsertParams{
 		DelegationID: m.DelegationID, MessageID: m.MessageID, A2aMessageID: m.A2AMessageID,
 		RequestHash: m.RequestHash, Payload: m.Payload, Now: m.CreatedAt,
 	})
@@ -95,7 +95,7 @@ func (t *tx) InsertFollowUp(ctx context.Context, m delegate.FollowUp) error {
 }
 
 func (t *tx) FinishFollowUp(ctx context.Context, m delegate.FollowUp, now time.Time) error {
-	err := t.q.MessageFinish(ctx, dbsqlc.MessageFinishParams{
+	err := t.q.FollowUpFinish(ctx, dbsqlc.FollowUpFinishParams{
 		Status: m.Status, Error: optional(m.Error), ResultState: optional(string(m.ResultState)), Now: now,
 		DelegationID: m.DelegationID, MessageID: m.MessageID,
 	})
@@ -106,7 +106,7 @@ func (t *tx) FinishFollowUp(ctx context.Context, m delegate.FollowUp, now time.T
 }
 
 func (t *tx) AttemptFollowUp(ctx context.Context, m delegate.FollowUp, problem string, now time.Time) error {
-	err := t.q.MessageAttempt(ctx, dbsqlc.MessageAttemptParams{Error: optional(problem), Now: now, DelegationID: m.DelegationID, MessageID: m.MessageID})
+	err := t.q.FollowUpAttempt(ctx, dbsqlc.FollowUpAttemptParams{Error: optional(problem), Now: now, DelegationID: m.DelegationID, MessageID: m.MessageID})
 	if err != nil {
 		return fmt.Errorf("record attempt of message %s: %w", m.MessageID, err)
 	}
@@ -122,7 +122,7 @@ func decodeSnapshot(raw []byte) (delegate.TaskSnapshot, error) {
 }
 
 func (r reader) TaskSnapshot(ctx context.Context, id uuid.UUID) (delegate.TaskSnapshot, error) {
-	row, err := r.q.SnapshotGet(ctx, id)
+	row, err := r.q.TaskSnapshotGet(ctx, id)
 	if err != nil {
 		return delegate.TaskSnapshot{}, notFound(err, "task snapshot of delegation", id)
 	}
@@ -130,7 +130,7 @@ func (r reader) TaskSnapshot(ctx context.Context, id uuid.UUID) (delegate.TaskSn
 }
 
 func (t *tx) TaskSnapshotForUpdate(ctx context.Context, id uuid.UUID) (delegate.TaskSnapshot, error) {
-	row, err := t.q.SnapshotGetForUpdate(ctx, id)
+	row, err := t.q.TaskSnapshotGetForUpdate(ctx, id)
 	if err != nil {
 		return delegate.TaskSnapshot{}, notFound(err, "task snapshot of delegation", id)
 	}
@@ -142,7 +142,7 @@ func (t *tx) PutTaskSnapshot(ctx context.Context, id uuid.UUID, s delegate.TaskS
 	if err != nil {
 		return fmt.Errorf("encode task snapshot: %w", err)
 	}
-	if err := t.q.SnapshotPut(ctx, dbsqlc.SnapshotPutParams{DelegationID: id, Snapshot: raw, Now: now}); err != nil {
+	if err := t.q.TaskSnapshotPut(ctx, dbsqlc.TaskSnapshotPutParams{DelegationID: id, Snapshot: raw, Now: now}); err != nil {
 		return fmt.Errorf("store task snapshot of delegation %s: %w", id, err)
 	}
 	return nil

@@ -13,12 +13,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 	"github.com/quittance/quittance/sql/migrations"
 )
 
-// Store implements ledger.Store on a pgx pool.
+// Store implements ledger.Store and ledger.Feed on a pgx pool; its views
+// (A2A, Compensation, Webhooks) implement the other domains' stores on the
+// same pool and transactions.
 type Store struct {
 	reader
 	pool        *pgxpool.Pool
@@ -32,6 +37,11 @@ type Store struct {
 	listenOnce sync.Once
 	listen     *listener
 }
+
+var (
+	_ ledger.Store = (*Store)(nil)
+	_ ledger.Feed  = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -138,3 +148,35 @@ func interpretError(err error) error {
 	}
 	return err
 }
+
+// A2A returns the store as the A2A workers' Store: the same pool and
+// transactions, with the outbox and A2A tracking statements added.
+func (s *Store) A2A() delegate.Store { return a2aStore{s} }
+
+// a2aStore adapts Store to delegate.Store.
+type a2aStore struct{ *Store }
+
+// InTx runs fn in a transaction of the underlying Store, so retries, commit
+// and after-commit hooks are the ledger's.
+func (a a2aStore) InTx(ctx context.Context, fn func(delegate.Tx) error) error {
+	return a.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
+}
+
+// Compensation returns the store as the compensation service's Store: the
+// same pool and transactions, with the compensation statements added.
+func (s *Store) Compensation() compensation.Store { return compensationStore{s} }
+
+// compensationStore adapts Store to compensation.Store.
+type compensationStore struct{ *Store }
+
+// InTx runs fn in a transaction of the underlying Store, so retries, commit
+// and after-commit hooks are the ledger's.
+func (c compensationStore) InTx(ctx context.Context, fn func(compensation.Tx) error) error {
+	return c.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
+}
+
+// Webhooks returns the store as the webhook service's Store.
+func (s *Store) Webhooks() webhook.Store { return webhookStore{s} }
+
+// webhookStore adapts Store to webhook.Store.
+type webhookStore struct{ *Store }

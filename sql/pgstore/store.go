@@ -93,6 +93,13 @@ const maxTxAttempts = 5
 // InTx runs fn in a transaction, retrying it when PostgreSQL reports a
 // serialization failure or deadlock.
 func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.inTx(ctx, func(t *tx) error { return fn(t) })
+}
+
+// inTx is every InTx: each domain's (the Store's, its views') passes the
+// transaction to its fn as that domain's Tx, which *tx implements, so
+// retries, commit and after-commit hooks are the same for all.
+func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
 		var events []ledger.Event
@@ -111,7 +118,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
 	return err
 }
 
-func (s *Store) inTxOnce(ctx context.Context, fn func(ledger.Tx) error) ([]ledger.Event, error) {
+func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) ([]ledger.Event, error) {
 	pgtx := &beginWithFirst{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	t := &tx{reader: reader{q: dbsqlc.New(pgtx)}}
@@ -156,10 +163,9 @@ func (s *Store) A2A() delegate.Store { return a2aStore{s} }
 // a2aStore adapts Store to delegate.Store.
 type a2aStore struct{ *Store }
 
-// InTx runs fn in a transaction of the underlying Store, so retries, commit
-// and after-commit hooks are the ledger's.
+// InTx runs fn in a transaction of the underlying Store (see inTx).
 func (a a2aStore) InTx(ctx context.Context, fn func(delegate.Tx) error) error {
-	return a.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
+	return a.inTx(ctx, func(t *tx) error { return fn(t) })
 }
 
 // Compensation returns the store as the compensation service's Store: the
@@ -169,10 +175,9 @@ func (s *Store) Compensation() compensation.Store { return compensationStore{s} 
 // compensationStore adapts Store to compensation.Store.
 type compensationStore struct{ *Store }
 
-// InTx runs fn in a transaction of the underlying Store, so retries, commit
-// and after-commit hooks are the ledger's.
+// InTx runs fn in a transaction of the underlying Store (see inTx).
 func (c compensationStore) InTx(ctx context.Context, fn func(compensation.Tx) error) error {
-	return c.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
+	return c.inTx(ctx, func(t *tx) error { return fn(t) })
 }
 
 // Webhooks returns the store as the webhook service's Store.

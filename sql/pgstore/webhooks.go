@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
@@ -50,8 +49,8 @@ func (w webhookStore) Deliveries(ctx context.Context, f webhook.DeliveryFilter) 
 
 func (w webhookStore) Redrive(ctx context.Context, tenant, endpointID string, now time.Time) (int, error) {
 	var n int64
-	err := w.InTx(ctx, func(t ledger.Tx) error {
-		q := t.(*tx).q
+	err := w.inTx(ctx, func(t *tx) error {
+		q := t.q
 		var err error
 		n, err = q.WebhookDeliveryRedrive(ctx, dbsqlc.WebhookDeliveryRedriveParams{Now: now, Tenant: optional(tenant), EndpointID: optional(endpointID)})
 		if err != nil {

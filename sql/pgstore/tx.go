@@ -6,13 +6,14 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// tx implements ledger.Tx on one pgx transaction.
+// tx is one pgx transaction. It has every statement a transaction may
+// run, so it implements the Tx of each domain that writes through it; each
+// domain's Tx declares only the part that domain uses.
 type tx struct {
 	reader
 	appended []ledger.Event
 }
 
-// A transaction implements the Tx of every domain that writes through it.
 var (
 	_ ledger.Tx       = (*tx)(nil)
 	_ compensation.Tx = (*tx)(nil)

@@ -357,7 +357,7 @@ func Visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegati
 }
 
 // LockVisible is Visible with the delegation's row locked for tx.
-func LockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegation, error) {
+func LockVisible(ctx context.Context, tx DelegationLocker, p Principal, id uuid.UUID) (Delegation, error) {
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return Delegation{}, err
@@ -440,7 +440,7 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 // ObserveTaskStatus applies an observation to d inside tx. Every way of
 // observing a remote task (orchestrator report, push, poll, stream, cancel
 // reply) goes through it.
-func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
+func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
 	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
 	if obs.Timestamp.IsZero() {
 		at = now

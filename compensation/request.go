@@ -262,7 +262,7 @@ func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (Claims, string) {
 // is voided. When the obligation has already ended, the receipt is recorded
 // as late_evidence and not applied; when it is not waiting for compensation,
 // the receipt is refused with evidence_not_expected.
-func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx Tx, d ledger.Delegation, r RemoteReceipt, v ReceiptVerdict, actor string, now time.Time) (ledger.Delegation, error) {
+func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, r RemoteReceipt, v ReceiptVerdict, actor string, now time.Time) (ledger.Delegation, error) {
 	if v.Event != ledger.EventCompensationAck && v.Event != ledger.EventDeclarationVerified {
 		return ledger.Delegation{}, fmt.Errorf("apply compensation receipt: verdict proves nothing (%s)", v.Problem)
 	}

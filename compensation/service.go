@@ -271,7 +271,7 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 // claimJTI records jti as used by d's org, for d and the token whose sha256
 // is sum. identical is true when this very token was accepted for d
 // before; any other reuse of the jti is refused (token_replayed).
-func claimJTI(ctx context.Context, tx Tx, d ledger.Delegation, jti string, sum []byte, now time.Time) (identical bool, err error) {
+func claimJTI(ctx context.Context, tx ReceiptTx, d ledger.Delegation, jti string, sum []byte, now time.Time) (identical bool, err error) {
 	inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: jti, DelegationID: d.ID, TokenSHA256: sum, UsedAt: now})
 	if err != nil || inserted {
 		return false, err

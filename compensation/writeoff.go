@@ -277,7 +277,7 @@ func (s *Service) GetWriteOff(ctx context.Context, p ledger.Principal, id uuid.U
 // and voids d's pending write-off, if any, in tx: the delegation is
 // written without its pending write-off, and the write-off is voided with
 // its own event.
-func (s *Service) dischargeWithPending(ctx context.Context, tx Tx, d ledger.Delegation, c ledger.Change) (ledger.Delegation, error) {
+func (s *Service) dischargeWithPending(ctx context.Context, tx ReceiptTx, d ledger.Delegation, c ledger.Change) (ledger.Delegation, error) {
 	pending := d.PendingWriteOffID
 	d.PendingWriteOffID = uuid.Nil
 	d, _, err := ledger.Apply(ctx, tx, d, c)
@@ -294,7 +294,7 @@ func (s *Service) dischargeWithPending(ctx context.Context, tx Tx, d ledger.Dele
 
 // voidPending voids the write-off that was pending on d, because evidence
 // discharged the obligation first.
-func (s *Service) voidPending(ctx context.Context, tx Tx, d ledger.Delegation, id uuid.UUID, now time.Time, actor, why string) error {
+func (s *Service) voidPending(ctx context.Context, tx ReceiptTx, d ledger.Delegation, id uuid.UUID, now time.Time, actor, why string) error {
 	w, err := tx.WriteOffForUpdate(ctx, id)
 	if err != nil {
 		return err

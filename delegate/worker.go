@@ -105,13 +105,21 @@ type Store interface {
 	TryLock(ctx context.Context, key string) (unlock func(), acquired bool, err error)
 }
 
-// Tx is a database transaction of the A2A workers: everything the
-// compensation service's transactions can do, plus the outbox and the A2A
-// tracking of delegations.
+// Tx is a database transaction of the A2A workers: what
+// ledger.ObserveTaskStatus, ledger.LockVisible and
+// compensation.ApplyRemoteReceipt write through, plus the outbox, the A2A
+// tracking of delegations, the backoff of failing orgs, follow-up messages
+// and task snapshots. Error contract: as ledger.Store; a missing row is
+// ledger.ErrNotFound (wrapped).
 type Tx interface {
-	compensation.Tx
-	// Tracking returns the delegation's A2A tracking, or ledger.ErrNotFound.
-	Tracking(ctx context.Context, id uuid.UUID) (Tracking, error)
+	ledger.ObservationTx
+	ledger.DelegationLocker
+	compensation.ReceiptTx
+	// DelegationByRemoteTask loads the delegation recording the org's remote
+	// task, or returns ledger.ErrNotFound.
+	DelegationByRemoteTask(ctx context.Context, orgID, remoteTaskID string) (ledger.Delegation, error)
+	// Org loads an org without locking it.
+	Org(ctx context.Context, id string) (ledger.Org, error)
 	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
 	// caller no longer holds its lease. A job enqueued again while it ran is
 	// scheduled once more instead of finished.

@@ -38,7 +38,7 @@ type Change struct {
 // "active" without the evidence that moved it, and every transition has
 // its one event. Callers set any other fields of d (the task status)
 // before calling it.
-func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Event, error) {
+func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation, Event, error) {
 	from := d.ObligationState
 	data := map[string]any{}
 	for k, v := range c.Data {
@@ -104,7 +104,7 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 // event of a delegation just inserted (NewStream), and everything that is
 // recorded and surfaced but never applied — late evidence, duplicates,
 // stale reports, conflicts and refusals.
-func Record(ctx context.Context, tx Tx, d Delegation, c Change) (Event, error) {
+func Record(ctx context.Context, tx EventAppender, d Delegation, c Change) (Event, error) {
 	e := Event{Stream: d.Stream(), DelegationID: d.ID, Type: c.Type, At: c.At, Actor: c.Actor, Evidence: c.Evidence}
 	if c.NewStream {
 		e.StreamSeq = 1
@@ -115,7 +115,7 @@ func Record(ctx context.Context, tx Tx, d Delegation, c Change) (Event, error) {
 // Append appends e to its stream with data as its JSON data: every event
 // of the ledger, a delegation's or another stream's (budget, org, task
 // class, token), is written through it.
-func Append(ctx context.Context, tx Tx, e Event, data map[string]any) (Event, error) {
+func Append(ctx context.Context, tx EventAppender, e Event, data map[string]any) (Event, error) {
 	if data == nil {
 		data = map[string]any{}
 	}

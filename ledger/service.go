@@ -357,7 +357,7 @@ func Visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegati
 }
 
 // LockVisible is Visible with the delegation's row locked for tx.
-func LockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegation, error) {
+func LockVisible(ctx context.Context, tx DelegationLocker, p Principal, id uuid.UUID) (Delegation, error) {
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return Delegation{}, err
@@ -444,7 +444,7 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 // observing a remote task (an orchestrator's report; a dispatch, message or
 // cancel reply, a poll, a push or a stream of the A2A workers) goes
 // through it.
-func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
+func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
 	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
 	if obs.Timestamp.IsZero() {
 		at = now

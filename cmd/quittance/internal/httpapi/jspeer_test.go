@@ -357,8 +357,8 @@ func TestJSPeerNotCancelableKeepsHold(t *testing.T) {
 	d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
 	e.cancel(t, d.ID)
 	e.waitForEvent(t, d.ID, ledger.EventTypeCancelRefused)
-	time.Sleep(200 * time.Millisecond) // let the follow-up observation run
-	d = e.get(t, d.ID)
+	// The follow-up observation records the task still working.
+	d = e.waitFor(t, d.ID, "the task still working", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
 	if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" {
 		t.Fatalf("after a refused cancel: %+v", d)
 	}

@@ -31,9 +31,10 @@
 //
 // # What this package must never do
 //
-// It defines the interfaces it consumes (Store, Tx, Reader, Feed,
-// ReportStore, Clock) and never imports their implementations: no pgx, no
-// database/sql, nothing under sql/ (neither the store nor the sqlc output).
+// It defines the interfaces it consumes (Store, Reader, Tx and the narrower
+// ObservationTx, ChangeTx and EventAppender, Feed, ReportStore, Clock) and
+// never imports their implementations: no pgx, no database/sql, nothing
+// under sql/ (neither the store nor the sqlc output).
 // It imports no HTTP framework and no net/http: its types carry no huma or
 // JSON-schema tags, and the HTTP layer has its own body types. It imports no
 // other domain package (compensation, delegate, ledger/webhook); they import

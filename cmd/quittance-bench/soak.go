@@ -612,7 +612,7 @@ func (s *soak) writeOff(ctx context.Context, d *delegation, amount int64) error 
 func (s *soak) recoverWriteOff(ctx context.Context, id string) (writeOffBody, error) {
 	var evs struct {
 		Events []struct {
-			Type string `json:"type"`
+			Type ledger.EventType `json:"type"`
 			Data struct {
 				WriteOffID string `json:"write_off_id"`
 				Status     string `json:"status"`
@@ -624,9 +624,9 @@ func (s *soak) recoverWriteOff(ctx context.Context, id string) (writeOffBody, er
 	}
 	for i := len(evs.Events) - 1; i >= 0; i-- {
 		switch ev := evs.Events[i]; ev.Type {
-		case "write_off_executed":
+		case ledger.EventTypeWriteOffExecuted:
 			return writeOffBody{ID: ev.Data.WriteOffID, Status: "executed"}, nil
-		case "write_off_requested":
+		case ledger.EventTypeWriteOffRequested:
 			return writeOffBody{ID: ev.Data.WriteOffID, Status: "pending_approval"}, nil
 		}
 	}

@@ -56,7 +56,7 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 		return ledger.Event{}, err
 	}
 	p := dbsqlc.EventInsertParams{
-		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: e.Type, At: e.At, Actor: e.Actor,
+		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: string(e.Type), At: e.At, Actor: e.Actor,
 		ObligationFrom: optional(string(e.ObligationFrom)), ObligationTo: optional(string(e.ObligationTo)),
 		Data: e.Data, Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
 	}
@@ -72,7 +72,7 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 
 func toEvent(r dbsqlc.Event) ledger.Event {
 	return ledger.Event{
-		Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID.UUID, Type: r.Type,
+		Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID.UUID, Type: ledger.EventType(r.Type),
 		At: r.At, Actor: r.Actor, ObligationFrom: ledger.ObligationState(deref(r.ObligationFrom)),
 		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: r.Data, Evidence: deref(r.Evidence),
 		PrevHash: r.PrevHash, Hash: r.Hash,

@@ -47,11 +47,11 @@ func main() {
 // been printed already.
 var errUsage = errors.New("usage")
 
-// violationsError is the soak's failure: invariants were violated.
+// violationsError is the soak's failure: an invariant or another check was violated.
 type violationsError struct{ n int }
 
 // Error implements error.
-func (e violationsError) Error() string { return fmt.Sprintf("%d invariant violations", e.n) }
+func (e violationsError) Error() string { return fmt.Sprintf("%d violations", e.n) }
 
 const usage = `usage: quittance-bench <command> [flags]
 

@@ -651,8 +651,12 @@ func (s *soak) checkAgents(ctx context.Context) (string, error) {
 		return "", err
 	}
 	var sends, messages, tasks int
+	seen := map[string]bool{} // messageIds some agent was sent
 	for org, a := range s.agents {
 		perMessage, answered := a.counts()
+		for m := range perMessage {
+			seen[m] = true
+		}
 		for m, n := range perMessage {
 			sends += n
 			messages++
@@ -672,11 +676,9 @@ func (s *soak) checkAgents(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	for m, d := range all {
-		if _, ok := s.agents[d.org]; ok {
-			if perMessage, _ := s.agents[d.org].counts(); perMessage[m] == 0 {
-				s.violate("dispatched delegation %s never reached its agent", strings.TrimPrefix(m, "quittance-dispatch-"))
-			}
+	for m := range all {
+		if !seen[m] {
+			s.violate("dispatched delegation %s never reached its agent", strings.TrimPrefix(m, "quittance-dispatch-"))
 		}
 	}
 	return fmt.Sprintf("%d dispatched delegations, %d tasks (one each: %v), %d SendMessage requests for %d messageIds",

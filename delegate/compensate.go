@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -130,7 +131,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	}
 	r, err := compensation.ParseRemoteReceipt(receipt)
 	if err != nil {
-		return w.compensationFailed(ctx, j, round, truncate(err.Error(), 500), outcomeError, sent, true, taskID)
+		return w.compensationFailed(ctx, j, round, text.Truncate(err.Error(), 500), outcomeError, sent, true, taskID)
 	}
 	now := w.now()
 	verdict := compensation.JudgeReceipt(compensation.ReceiptInput{
@@ -212,7 +213,7 @@ const outcomeError = "error"
 // sends a new request with a new messageId, because the remote definitively
 // answered this one.
 func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, problem, outcome string, counted, newRound bool, taskID string) error {
-	problem = truncate(problem, 1000)
+	problem = text.Truncate(problem, 1000)
 	exhausted := false
 	err := w.store.InTx(ctx, func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, j.DelegationID)
@@ -252,7 +253,7 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 		if exhausted {
 			return tx.FinishJob(ctx, j, "retries_exhausted", now)
 		}
-		return tx.RetryJob(ctx, j, now.Add(w.backoff(d.Compensation.Attempts)), problem, now)
+		return tx.RetryJob(ctx, j, now.Add(w.backoff.Wait(d.Compensation.Attempts)), problem, now)
 	})
 	if err == nil {
 		w.log.WarnContext(ctx, "compensation request attempt failed", "delegation_id", j.DelegationID.String(),

@@ -197,7 +197,7 @@ func (w *Worker) sendFollowUps(ctx context.Context, j Job) error {
 	_, client, iface, err := w.agent(ctx, org)
 	if err != nil {
 		if Retryable(err) && j.Attempt < messageMaxAttempts {
-			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 		}
 		return w.finish(ctx, j, "agent_unavailable", func(tx Tx) error {
 			for _, m := range queued {
@@ -225,7 +225,7 @@ func (w *Worker) sendFollowUps(ctx context.Context, j Job) error {
 				return err
 			}
 		case Retryable(err) && j.Attempt < messageMaxAttempts:
-			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), func(tx Tx) error {
+			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), func(tx Tx) error {
 				return tx.AttemptFollowUp(ctx, m, errorText(err), w.now())
 			})
 		default:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -114,7 +115,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	card, client, iface, err := w.agent(ctx, org)
 	if err != nil {
 		if Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
-			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 		}
 		return giveUp("agent_unavailable", err)
 	}
@@ -156,12 +157,12 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		// The agent refused the message outright: no task exists, so no
 		// work was done. This is the remote rejecting the work.
 		return endedWithoutTask("rejected", ledger.Observation{
-			Status: ledger.StatusRejected, Message: truncate(err.Error(), 4000), Source: "dispatch_refused",
+			Status: ledger.StatusRejected, Message: text.Truncate(err.Error(), 4000), Source: "dispatch_refused",
 		})
 	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, ErrEgressDenied):
 		// Timeouts, 5xx, and errors that do not prove the task was not
 		// created: resend with the same messageId.
-		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
 	return giveUp("send_failed", err)
 }
@@ -246,7 +247,7 @@ func messageText(m *Message) string {
 			texts = append(texts, p.Text)
 		}
 	}
-	return truncate(strings.Join(texts, "\n"), 4000)
+	return text.Truncate(strings.Join(texts, "\n"), 4000)
 }
 
 // ValidateAgentEndpoint checks what an admin registers for an org's agent:

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -73,7 +74,7 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
 		err := w.store.InTx(ctx, func(tx Tx) error {
 			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
-				"reason": "task_mismatch", "pushed_task_id": truncate(ev.TaskID(), 256),
+				"reason": "task_mismatch", "pushed_task_id": text.Truncate(ev.TaskID(), 256),
 			})
 		})
 		if err != nil {
@@ -139,7 +140,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	if d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld && j.Attempt < observeMaxAttempts {
 		// Dispatched but the task id is not recorded yet (a push outran
 		// the dispatch reply): look again once it is.
-		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), "task id not recorded yet", nil)
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), "task id not recorded yet", nil)
 	}
 	if d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
 		return w.finish(ctx, j, "nothing_to_observe", nil)
@@ -159,7 +160,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	if task.ID != d.Remote.TaskID {
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
 			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), map[string]any{
-				"recorded_task_id": d.Remote.TaskID, "reported_task_id": truncate(task.ID, 256), "source": source,
+				"recorded_task_id": d.Remote.TaskID, "reported_task_id": text.Truncate(task.ID, 256), "source": source,
 			})
 		})
 	}
@@ -186,10 +187,10 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 			return err
 		}
 		now := w.now()
-		return tx.FailOrg(ctx, org.ID, now.Add(w.backoff(n+1)), errorText(cause), now)
+		return tx.FailOrg(ctx, org.ID, now.Add(w.backoff.Wait(n+1)), errorText(cause), now)
 	}
 	if Retryable(cause) && j.Attempt < observeMaxAttempts {
-		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(cause), fail)
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(cause), fail)
 	}
 	return w.finish(ctx, j, "observe_failed", fail)
 }
@@ -216,7 +217,7 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 					Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now, Atomic: true,
 				})
 			} else {
-				verdict = compensation.ReceiptVerdict{Problem: truncate(err.Error(), 500)}
+				verdict = compensation.ReceiptVerdict{Problem: text.Truncate(err.Error(), 500)}
 			}
 			switch verdict.Event {
 			case ledger.EventCompensationAck:
@@ -428,7 +429,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(w.backoff(attempt)):
+		case <-time.After(w.backoff.Wait(attempt)):
 		}
 	}
 }

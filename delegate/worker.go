@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/backoff"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -220,12 +222,13 @@ type Config struct {
 // dispatched tasks, and receives push notifications. Several Workers, in
 // one process or many replicas, may run against the same database.
 type Worker struct {
-	cfg   Config
-	store Store
-	clock ledger.Clock
-	log   *slog.Logger
-	cards *cardCache
-	wake  chan struct{}
+	cfg     Config
+	store   Store
+	clock   ledger.Clock
+	log     *slog.Logger
+	backoff backoff.Exponential
+	cards   *cardCache
+	wake    chan struct{}
 
 	mu      sync.Mutex
 	streams map[uuid.UUID]bool
@@ -271,7 +274,8 @@ func NewWorker(cfg Config) *Worker {
 	}
 	return &Worker{
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Log,
-		cards: newCardCache(cfg.HTTPClient, cfg.Clock, cfg.CardTTL), wake: make(chan struct{}, 1),
+		backoff: backoff.Exponential{Base: cfg.BackoffBase, Max: cfg.BackoffMax},
+		cards:   newCardCache(cfg.HTTPClient, cfg.Clock, cfg.CardTTL), wake: make(chan struct{}, 1),
 		streams: map[uuid.UUID]bool{},
 	}
 }
@@ -392,18 +396,8 @@ func (w *Worker) retryAt(ctx context.Context, j Job, at time.Time, cause string,
 				return err
 			}
 		}
-		return tx.RetryJob(ctx, j, at, truncate(cause, 1000), w.now())
+		return tx.RetryJob(ctx, j, at, text.Truncate(cause, 1000), w.now())
 	})
-}
-
-// backoff is the wait before retry n (1-based): BackoffBase doubling up to
-// BackoffMax.
-func (w *Worker) backoff(n int) time.Duration {
-	d := w.cfg.BackoffBase
-	for i := 1; i < n && d < w.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, w.cfg.BackoffMax)
 }
 
 // record appends an event to d's stream without changing it.
@@ -414,14 +408,7 @@ func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventTyp
 
 // errorText is an error's message for events and last_error columns. Remote
 // error messages are the remote's words; they are kept short.
-func errorText(err error) string { return truncate(err.Error(), 500) }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+func errorText(err error) string { return text.Truncate(err.Error(), 500) }
 
 // agent returns the org's agent card and a client for its JSON-RPC interface.
 func (w *Worker) agent(ctx context.Context, org ledger.Org) (AgentCard, *Client, AgentInterface, error) {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/internal/backoff"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -140,7 +142,8 @@ type Config struct {
 
 // Service manages endpoints and delivers.
 type Service struct {
-	cfg Config
+	cfg     Config
+	backoff backoff.Exponential
 }
 
 // NewService returns a Service.
@@ -167,7 +170,7 @@ func NewService(cfg Config) *Service {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 40
 	}
-	return &Service{cfg: cfg}
+	return &Service{cfg: cfg, backoff: backoff.Exponential{Base: cfg.BackoffBase, Max: cfg.BackoffMax}}
 }
 
 func (s *Service) now() time.Time { return s.cfg.Clock.Now().UTC().Truncate(time.Microsecond) }
@@ -365,7 +368,7 @@ func (s *Service) deliver(ctx context.Context, d Delivery) error {
 	dead := d.Attempts >= s.cfg.MaxAttempts
 	s.cfg.Log.WarnContext(ctx, "webhook delivery attempt failed", slog.Int64("delivery_id", d.ID),
 		slog.String("endpoint_id", d.EndpointID), slog.Int("attempt", d.Attempts), slog.Bool("dead", dead), slog.String("problem", problem))
-	return s.cfg.Store.DeliveryFailed(ctx, d, dead, now.Add(s.backoff(d.Attempts)), status, problem, now)
+	return s.cfg.Store.DeliveryFailed(ctx, d, dead, now.Add(s.backoff.Wait(d.Attempts)), status, problem, now)
 }
 
 // post sends a signed delivery and returns the status and, for anything
@@ -394,7 +397,7 @@ func (s *Service) post(ctx context.Context, ep Endpoint, d Delivery, body []byte
 		if errors.Is(err, delegate.ErrEgressDenied) {
 			msg = "egress denied: " + msg
 		}
-		return 0, truncate(msg, 500)
+		return 0, text.Truncate(msg, 500)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -402,20 +405,4 @@ func (s *Service) post(ctx context.Context, ep Endpoint, d Delivery, body []byte
 		return resp.StatusCode, "HTTP " + strconv.Itoa(resp.StatusCode)
 	}
 	return resp.StatusCode, ""
-}
-
-// backoff is the wait after attempt n: BackoffBase doubling up to BackoffMax.
-func (s *Service) backoff(n int) time.Duration {
-	d := s.cfg.BackoffBase
-	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, s.cfg.BackoffMax)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

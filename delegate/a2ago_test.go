@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/push"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -90,7 +91,8 @@ func setupV03(t *testing.T, exec *v03Executor) *v03Bundle {
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})),
 	)
 	mux := http.NewServeMux()
-	srv := serveOn(t, "127.0.0.1", mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(exec.stop) })
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
@@ -115,7 +117,7 @@ func setupV03(t *testing.T, exec *v03Executor) *v03Bundle {
 		Skills:             []a2a.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
 	}))
 
-	hc := NewHTTPClient(loopbackPolicy)
+	hc := egress.NewClient(loopbackPolicy)
 	u, _ := url.Parse(srv.URL)
 	card, err := FetchAgentCard(t.Context(), hc, srv.URL+a2asrv.WellKnownAgentCardPath, []string{u.Hostname()})
 	if err != nil {
@@ -164,8 +166,8 @@ func TestV03AgentCard(t *testing.T) {
 	if !ok || string(ext.Params) != `{"atomicCancel":true}` {
 		t.Fatalf("extension = %+v, %v", ext, ok)
 	}
-	if _, err := FetchAgentCard(t.Context(), NewHTTPClient(loopbackPolicy), b.srv.URL+a2asrv.WellKnownAgentCardPath, []string{"agent.example.com"}); !errors.Is(err, ErrEgressDenied) {
-		t.Fatalf("card with a foreign interface host: got %v, want ErrEgressDenied", err)
+	if _, err := FetchAgentCard(t.Context(), egress.NewClient(loopbackPolicy), b.srv.URL+a2asrv.WellKnownAgentCardPath, []string{"agent.example.com"}); !errors.Is(err, egress.ErrDenied) {
+		t.Fatalf("card with a foreign interface host: got %v, want egress.ErrDenied", err)
 	}
 }
 
@@ -230,10 +232,11 @@ type pushDelivery struct {
 
 func pushReceiver(t *testing.T) (*httptest.Server, <-chan pushDelivery) {
 	ch := make(chan pushDelivery, 16)
-	srv := serveOn(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		ch <- pushDelivery{header: r.Header.Clone(), body: body}
 	}))
+	t.Cleanup(srv.Close)
 	return srv, ch
 }
 

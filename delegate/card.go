@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // maxCardBytes caps an agent card.
@@ -114,14 +116,14 @@ func FetchAgentCard(ctx context.Context, client *http.Client, cardURL string, al
 func checkInterfaceHost(raw string, allowedHosts []string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("%w: interface URL %q is not an http(s) URL", ErrEgressDenied, raw)
+		return fmt.Errorf("%w: interface URL %q is not an http(s) URL", egress.ErrDenied, raw)
 	}
 	if u.User != nil {
-		return fmt.Errorf("%w: interface URL has userinfo", ErrEgressDenied)
+		return fmt.Errorf("%w: interface URL has userinfo", egress.ErrDenied)
 	}
 	host := u.Hostname()
 	if !slices.ContainsFunc(allowedHosts, func(h string) bool { return strings.EqualFold(h, host) }) {
-		return fmt.Errorf("%w: interface host %q is not an allowed host of the organization", ErrEgressDenied, host)
+		return fmt.Errorf("%w: interface host %q is not an allowed host of the organization", egress.ErrDenied, host)
 	}
 	return nil
 }

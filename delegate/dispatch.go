@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
@@ -159,7 +160,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		return endedWithoutTask("rejected", ledger.Observation{
 			Status: ledger.StatusRejected, Message: text.Truncate(err.Error(), 4000), Source: "dispatch_refused",
 		})
-	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, ErrEgressDenied):
+	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, egress.ErrDenied):
 		// Timeouts, 5xx, and errors that do not prove the task was not
 		// created: resend with the same messageId.
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
@@ -251,12 +252,12 @@ func messageText(m *Message) string {
 }
 
 // ValidateAgentEndpoint checks what an admin registers for an org's agent:
-// the agent card URL must pass ValidateURL under p, and allowed_hosts must
+// the agent card URL must pass p.ValidateURL, and allowed_hosts must
 // list at least one host name or IP address (no scheme, port or path) —
 // the hosts the card's interface URLs may point at. It is the ledger's
 // ValidateAgentEndpoint.
-func ValidateAgentEndpoint(p EgressPolicy, cardURL string, allowedHosts []string) error {
-	if err := ValidateURL(p, cardURL); err != nil {
+func ValidateAgentEndpoint(p egress.Policy, cardURL string, allowedHosts []string) error {
+	if err := p.ValidateURL(cardURL); err != nil {
 		return fmt.Errorf("agent card URL refused: %w", err)
 	}
 	if len(allowedHosts) == 0 {
@@ -266,7 +267,7 @@ func ValidateAgentEndpoint(p EgressPolicy, cardURL string, allowedHosts []string
 		if h == "" || strings.ContainsAny(h, "/:@ ") && !strings.Contains(h, "::") {
 			return fmt.Errorf("allowed host %q must be a bare host name or IP address", h)
 		}
-		if err := ValidateURL(p, "https://"+hostForURL(h)+"/"); err != nil {
+		if err := p.ValidateURL("https://" + hostForURL(h) + "/"); err != nil {
 			return fmt.Errorf("allowed host %q refused: %w", h, err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // Sentinel errors for the A2A error codes Quittance acts on. An *RPCError
@@ -99,7 +101,7 @@ func Retryable(err error) bool {
 		netErr    net.Error
 	)
 	switch {
-	case errors.Is(err, ErrEgressDenied), errors.Is(err, ErrMalformedResponse), errors.Is(err, ErrBodyTooLarge):
+	case errors.Is(err, egress.ErrDenied), errors.Is(err, ErrMalformedResponse), errors.Is(err, ErrBodyTooLarge):
 		return false
 	case errors.As(err, &rpcErr):
 		return false

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -69,9 +71,10 @@ func writeResult(w http.ResponseWriter, id json.RawMessage, result string) {
 func setupRPC(t *testing.T, iface AgentInterface, reply func(w http.ResponseWriter, c rpcCall)) (*rpcServer, *Client) {
 	t.Helper()
 	s := &rpcServer{reply: reply}
-	srv := serveOn(t, "127.0.0.1", s)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
 	iface.URL = srv.URL + "/a2a"
-	return s, NewClient(NewHTTPClient(loopbackPolicy), iface)
+	return s, NewClient(egress.NewClient(loopbackPolicy), iface)
 }
 
 // jsonPath fetches a nested value from decoded JSON by member names.

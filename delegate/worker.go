@@ -165,7 +165,7 @@ type Config struct {
 	Store Store
 	// Compensation applies compensation receipts.
 	Compensation *compensation.Service
-	// HTTPClient makes every outbound call; it must come from NewHTTPClient.
+	// HTTPClient makes every outbound call; it must come from egress.NewClient.
 	HTTPClient *http.Client
 	// Clock tells the time; the system clock when nil.
 	Clock ledger.Clock

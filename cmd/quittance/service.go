@@ -25,6 +25,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/migrations"
@@ -184,12 +185,12 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	metrics := telemetry.New(reg)
 	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
 	reg.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
-	egress := cfg.egressPolicy()
+	egressPolicy := cfg.egressPolicy()
 	ledgerSvc := ledger.NewService(ledger.Config{
 		Store:        store,
 		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
 		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
-			return delegate.ValidateAgentEndpoint(egress, cardURL, allowedHosts)
+			return delegate.ValidateAgentEndpoint(egressPolicy, cardURL, allowedHosts)
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
 	})
@@ -217,7 +218,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// The A2A workers: dispatch, cancel, compensation requests, polling,
 	// streaming, and the push receiver. Every outbound call goes through one
 	// SSRF-safe client, timed and carrying a W3C traceparent.
-	a2aClient := delegate.NewHTTPClient(egress)
+	a2aClient := egress.NewClient(egressPolicy)
 	a2aClient.Transport = telemetry.Transport(a2aClient.Transport, metrics)
 	a2aWorker := delegate.NewWorker(delegate.Config{
 		Store: store.A2A(), Compensation: compensationSvc, HTTPClient: a2aClient,
@@ -232,7 +233,8 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// Webhooks: deliveries are outbox rows written with their events and
 	// delivered by every replica through the same egress policy.
 	webhooks := webhook.NewService(webhook.Config{
-		Store: store.Webhooks(), Log: log.With(slog.String("component", "webhooks")), Egress: egress,
+		Store: store.Webhooks(), Log: log.With(slog.String("component", "webhooks")),
+		ValidateURL: egressPolicy.ValidateURL, HTTPClient: egress.NewClient(egressPolicy),
 		MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
 		Wake: store.FeedWake,
 	})

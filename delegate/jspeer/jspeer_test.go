@@ -15,17 +15,18 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/delegate/jspeer"
 	"github.com/quittance/quittance/ledger"
 )
 
-var loopback = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+var loopback = egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
 // connect fetches the peer's card the way Quittance does and returns a
 // client for its preferred JSON-RPC interface.
 func connect(t *testing.T, p *jspeer.Peer) (*delegate.Client, delegate.AgentCard) {
 	t.Helper()
-	hc := delegate.NewHTTPClient(loopback)
+	hc := egress.NewClient(loopback)
 	card, err := delegate.FetchAgentCard(context.Background(), hc, p.CardURL, p.AllowedHosts)
 	if err != nil {
 		t.Fatalf("fetch card: %v", err)

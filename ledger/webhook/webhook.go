@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/internal/backoff"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
@@ -116,11 +115,13 @@ type Config struct {
 	Store Store
 	Clock ledger.Clock
 	Log   *slog.Logger
-	// Egress is the policy endpoint URLs are checked against (https only,
-	// no private destinations, unless it allows them).
-	Egress delegate.EgressPolicy
-	// HTTPClient delivers; it must come from delegate.NewHTTPClient(Egress)
-	// (the default).
+	// ValidateURL checks an endpoint URL a tenant registers against the
+	// egress policy (https only, no private destinations, unless the policy
+	// allows them); the rules live with the SSRF-safe client, and the
+	// wiring passes the policy's check. Required.
+	ValidateURL func(rawURL string) error
+	// HTTPClient delivers; it must be the SSRF-safe client of the same
+	// egress policy ValidateURL checks against. Required.
 	HTTPClient *http.Client
 	// MaxAttempts is how many attempts are made before a delivery is
 	// dead-lettered (default 40: with the default backoff, more than a day).
@@ -154,8 +155,8 @@ func NewService(cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = delegate.NewHTTPClient(cfg.Egress)
+	if cfg.ValidateURL == nil || cfg.HTTPClient == nil {
+		panic("webhook: Config.ValidateURL and Config.HTTPClient are required")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -204,7 +205,7 @@ func Sign(secret, msgID string, ts time.Time, body []byte) (string, error) {
 func MessageID(seq int64) string { return "qe_" + strconv.FormatInt(seq, 10) }
 
 // PutEndpoint creates or updates an orchestrator tenant's endpoint. The URL
-// must pass delegate.ValidateURL under the egress policy. created is true
+// must pass Config.ValidateURL, the egress policy's check. created is true
 // when the endpoint is new: only then does the result carry the secret.
 // Every event type named must be in the ledger's catalogue
 // (ledger.ParseEventType).
@@ -218,7 +219,7 @@ func (s *Service) PutEndpoint(ctx context.Context, p ledger.Principal, id, url s
 	if len(url) > 2048 {
 		return Endpoint{}, false, ledger.Invalid("url", "is at most 2048 characters")
 	}
-	if err := delegate.ValidateURL(s.cfg.Egress, url); err != nil {
+	if err := s.cfg.ValidateURL(url); err != nil {
 		return Endpoint{}, false, ledger.Invalid("url", "refused by the egress policy: %v", err)
 	}
 	if len(eventTypes) > 64 {
@@ -393,11 +394,8 @@ func (s *Service) post(ctx context.Context, ep Endpoint, d Delivery, body []byte
 	req.Header.Set("webhook-signature", sig)
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, delegate.ErrEgressDenied) {
-			msg = "egress denied: " + msg
-		}
-		return 0, text.Truncate(msg, 500)
+		// An egress refusal says so in its own text ("egress denied").
+		return 0, text.Truncate(err.Error(), 500)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -19,11 +19,12 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 )
 
 // loopback is the egress policy of the tests: plain http to 127.0.0.1.
-var loopback = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+var loopback = egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
 type bundle struct {
 	agent  *demoagent.Agent
@@ -47,7 +48,7 @@ func setup(t *testing.T, cfg demoagent.Config) *bundle {
 	t.Cleanup(agent.Close)
 	srv := httptest.NewServer(agent.Handler())
 	t.Cleanup(srv.Close)
-	hc := delegate.NewHTTPClient(loopback)
+	hc := egress.NewClient(loopback)
 	card, err := delegate.FetchAgentCard(context.Background(), hc, agent.CardURL(srv.URL), []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatalf("fetch agent card: %v", err)

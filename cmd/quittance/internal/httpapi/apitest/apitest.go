@@ -32,6 +32,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -117,7 +118,7 @@ type Env struct {
 
 // LoopbackEgress is the egress policy of an Env: plain http to 127.0.0.1
 // only, where test peers listen.
-var LoopbackEgress = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+var LoopbackEgress = egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
 // Worker configures the background workers of an Env (WithWorker): the A2A
 // outbox workers and, if asked, webhook deliveries, both through
@@ -156,7 +157,7 @@ type options struct {
 	clock          ledger.Clock
 	ledgerID       string
 	threshold      int64
-	registerEgress delegate.EgressPolicy
+	registerEgress egress.Policy
 	oncallToken    string
 	rateLimit      httpapi.RateLimit
 	stream         httpapi.StreamConfig
@@ -178,7 +179,7 @@ func WithWriteOffThreshold(minor int64) Option { return func(o *options) { o.thr
 // WithRegistrationEgress sets the policy org registration checks agent
 // endpoints against (default LoopbackEgress); the workers still dial
 // through LoopbackEgress.
-func WithRegistrationEgress(p delegate.EgressPolicy) Option {
+func WithRegistrationEgress(p egress.Policy) Option {
 	return func(o *options) { o.registerEgress = p }
 }
 
@@ -269,7 +270,8 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		webhookMax = o.worker.WebhookMaxAttempts
 	}
 	e.Webhooks = webhook.NewService(webhook.Config{
-		Store: store.Webhooks(), Clock: o.clock, Egress: LoopbackEgress, MaxAttempts: webhookMax,
+		Store: store.Webhooks(), Clock: o.clock, ValidateURL: LoopbackEgress.ValidateURL, HTTPClient: egress.NewClient(LoopbackEgress),
+		MaxAttempts: webhookMax,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Interval: 20 * time.Millisecond, Wake: store.FeedWake,
 	})
 	cfg.Webhooks = e.Webhooks
@@ -316,7 +318,7 @@ func (e *Env) buildWorker(t testing.TB, w Worker, o options) {
 	}
 	// As in the binary: one SSRF-safe client, timed and carrying a W3C
 	// traceparent.
-	client := delegate.NewHTTPClient(LoopbackEgress)
+	client := egress.NewClient(LoopbackEgress)
 	client.Transport = telemetry.Transport(client.Transport, e.Metrics)
 	e.Worker = delegate.NewWorker(delegate.Config{
 		Store: e.Store.A2A(), Compensation: e.Compensation, Clock: o.clock, HTTPClient: client,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/quittance/quittance/delegate/a2a"
+
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
@@ -41,7 +43,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		return err
 	}
 	card, client, _, err := w.agent(ctx, org)
-	var task Task
+	var task a2a.Task
 	if err == nil {
 		var exts []string
 		if declared, _ := compensationExtension(card); declared {
@@ -64,7 +66,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			}
 			return w.applyCancelReply(ctx, tx, cur, org, card, task)
 		})
-	case errors.Is(err, ErrTaskNotCancelable):
+	case errors.Is(err, a2a.ErrTaskNotCancelable):
 		// The remote refuses: the task goes on and the hold stays. Fetch
 		// the task too, in case it has meanwhile ended.
 		return w.finish(ctx, j, "not_cancelable", func(tx Tx) error {
@@ -76,7 +78,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			}
 			return enqueueObserve(ctx, tx, d.ID, "cancel_refused", now)
 		})
-	case Retryable(err):
+	case a2a.Retryable(err):
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
 	return w.finish(ctx, j, "cancel_failed", func(tx Tx) error {

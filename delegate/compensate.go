@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
@@ -54,8 +55,8 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	}
 
 	var (
-		task    *Task
-		reply   *Message
+		task    *a2a.Task
+		reply   *a2a.Message
 		sent    bool
 		msgID   = compensation.RequestMessageID(d.ID, round)
 		pending = tr.CompensationTaskID
@@ -63,7 +64,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	if pending != "" {
 		t, err := client.GetTask(ctx, pending)
 		switch {
-		case err != nil && Retryable(err):
+		case err != nil && a2a.Retryable(err):
 			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), errorText(err), nil)
 		case err != nil:
 			return w.compensationFailed(ctx, j, round, "fetch compensation task: "+errorText(err), outcomeError, false, true, "")
@@ -75,10 +76,10 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			return err
 		}
-		res, err := client.SendMessage(ctx, SendRequest{
-			Message: Message{
-				MessageID: msgID, ContextID: d.Remote.ContextID, Role: RoleUser,
-				Parts:            []Part{{Data: req.Data(), MediaType: "application/json"}},
+		res, err := client.SendMessage(ctx, a2a.SendRequest{
+			Message: a2a.Message{
+				MessageID: msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
+				Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
 				Metadata:         meta,
 				Extensions:       []string{compensation.ExtensionURI},
 				ReferenceTaskIDs: []string{d.Remote.TaskID},
@@ -89,7 +90,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			// A transient failure resends the same messageId; a refusal
 			// starts a new round.
-			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, !Retryable(err), "")
+			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, !a2a.Retryable(err), "")
 		}
 		sent = true
 		task, reply = res.Task, res.Message
@@ -104,7 +105,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		receipt, found = findReceipt(task.Artifacts)
 	case reply != nil:
 		for _, p := range reply.Parts {
-			if present(p.Data) {
+			if p.Data != nil {
 				if _, err := compensation.ParseRemoteReceipt(p.Data); err == nil {
 					receipt, found = p.Data, true
 					break

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/quittance/quittance/delegate/a2a"
+
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
@@ -196,7 +198,7 @@ func (w *Worker) sendFollowUps(ctx context.Context, j Job) error {
 	}
 	_, client, iface, err := w.agent(ctx, org)
 	if err != nil {
-		if Retryable(err) && j.Attempt < messageMaxAttempts {
+		if a2a.Retryable(err) && j.Attempt < messageMaxAttempts {
 			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 		}
 		return w.finish(ctx, j, "agent_unavailable", func(tx Tx) error {
@@ -217,14 +219,14 @@ func (w *Worker) sendFollowUps(ctx context.Context, j Job) error {
 			continue
 		}
 		msg.MessageID, msg.TaskID, msg.ContextID = m.A2AMessageID, d.Remote.TaskID, d.Remote.ContextID
-		res, err := client.SendMessage(ctx, SendRequest{Message: msg, ReturnImmediately: true})
+		res, err := client.SendMessage(ctx, a2a.SendRequest{Message: msg, ReturnImmediately: true})
 		switch {
 		case err == nil:
 			err = w.store.InTx(ctx, func(tx Tx) error { return w.recordFollowUpSent(ctx, tx, d.ID, m, res, iface) })
 			if err != nil {
 				return err
 			}
-		case Retryable(err) && j.Attempt < messageMaxAttempts:
+		case a2a.Retryable(err) && j.Attempt < messageMaxAttempts:
 			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), func(tx Tx) error {
 				return tx.AttemptFollowUp(ctx, m, errorText(err), w.now())
 			})
@@ -251,7 +253,7 @@ func (w *Worker) failFollowUp(ctx context.Context, tx Tx, d ledger.Delegation, m
 
 // recordFollowUpSent records a delivered follow-up message and what the
 // remote answered: the task's status and snapshot.
-func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m FollowUp, res SendResult, iface AgentInterface) error {
+func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m FollowUp, res a2a.SendResult, iface a2a.AgentInterface) error {
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return err
@@ -260,7 +262,7 @@ func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m 
 	m.Status, m.Error = MessageSent, ""
 	data := map[string]any{"message_id": m.MessageID, "a2a_message_id": m.A2AMessageID, "task_id": d.Remote.TaskID}
 	if res.Task != nil {
-		m.ResultState = res.Task.Status.State
+		m.ResultState = taskStatus(res.Task.Status.State)
 		data["task_state"] = string(res.Task.Status.State)
 	}
 	if err := tx.FinishFollowUp(ctx, m, now); err != nil {
@@ -278,7 +280,7 @@ func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m 
 // recordTask records, in tx with d locked, what a fetched or returned task
 // says: its snapshot, its status (through ledger.ObserveTaskStatus) and
 // when it was observed. source names where the task came from.
-func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, task Task, source string, now time.Time) error {
+func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, task a2a.Task, source string, now time.Time) error {
 	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
 		return s.ApplyTask(task, source, now, w.cfg.Snapshot)
 	}); err != nil {

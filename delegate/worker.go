@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/backoff"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
@@ -411,19 +412,19 @@ func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventTyp
 func errorText(err error) string { return text.Truncate(err.Error(), 500) }
 
 // agent returns the org's agent card and a client for its JSON-RPC interface.
-func (w *Worker) agent(ctx context.Context, org ledger.Org) (AgentCard, *Client, AgentInterface, error) {
+func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a.Client, a2a.AgentInterface, error) {
 	if org.AgentCardURL == "" {
-		return AgentCard{}, nil, AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
+		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
 	}
 	card, err := w.cards.get(ctx, org)
 	if err != nil {
-		return AgentCard{}, nil, AgentInterface{}, err
+		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}
 	iface, err := card.JSONRPCInterface()
 	if err != nil {
-		return AgentCard{}, nil, AgentInterface{}, err
+		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}
-	return card, NewClient(w.cfg.HTTPClient, iface), iface, nil
+	return card, a2a.NewClient(w.cfg.HTTPClient, iface), iface, nil
 }
 
 // cardCache keeps fetched agent cards for a while, per org; a change of the
@@ -438,7 +439,7 @@ type cardCache struct {
 
 type cachedCard struct {
 	key     string
-	card    AgentCard
+	card    a2a.AgentCard
 	fetched time.Time
 }
 
@@ -446,7 +447,7 @@ func newCardCache(hc *http.Client, clock ledger.Clock, ttl time.Duration) *cardC
 	return &cardCache{hc: hc, clock: clock, ttl: ttl, m: map[string]cachedCard{}}
 }
 
-func (c *cardCache) get(ctx context.Context, org ledger.Org) (AgentCard, error) {
+func (c *cardCache) get(ctx context.Context, org ledger.Org) (a2a.AgentCard, error) {
 	key := org.AgentCardURL + "\x00" + fmt.Sprint(org.AllowedHosts)
 	c.mu.Lock()
 	e, ok := c.m[org.ID]
@@ -454,9 +455,9 @@ func (c *cardCache) get(ctx context.Context, org ledger.Org) (AgentCard, error) 
 	if ok && e.key == key && c.clock.Now().Sub(e.fetched) < c.ttl {
 		return e.card, nil
 	}
-	card, err := FetchAgentCard(ctx, c.hc, org.AgentCardURL, org.AllowedHosts)
+	card, err := a2a.FetchAgentCard(ctx, c.hc, org.AgentCardURL, org.AllowedHosts)
 	if err != nil {
-		return AgentCard{}, err
+		return a2a.AgentCard{}, err
 	}
 	c.mu.Lock()
 	c.m[org.ID] = cachedCard{key: key, card: card, fetched: c.clock.Now()}
@@ -466,7 +467,7 @@ func (c *cardCache) get(ctx context.Context, org ledger.Org) (AgentCard, error) 
 
 // compensationExtension reports whether the card declares the compensation
 // extension, and whether with params.atomicCancel true.
-func compensationExtension(card AgentCard) (declared, atomicCancel bool) {
+func compensationExtension(card a2a.AgentCard) (declared, atomicCancel bool) {
 	ext, ok := card.Extension(compensation.ExtensionURI)
 	if !ok {
 		return false, false

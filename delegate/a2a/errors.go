@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/quittance/quittance/delegate/egress"
 )
 
-// Sentinel errors for the A2A error codes Quittance acts on. An *RPCError
+// Sentinel errors for the A2A error codes a client acts on. An *RPCError
 // matches the sentinel of its code with errors.Is.
 var (
 	// ErrTaskNotFound is A2A error -32001: the remote agent does not know the task.
@@ -40,7 +40,7 @@ var (
 var ErrMalformedResponse = errors.New("a2a: malformed response")
 
 // ErrBodyTooLarge reports a response body or stream event above the size cap.
-var ErrBodyTooLarge = errors.New("delegate: response body too large")
+var ErrBodyTooLarge = errors.New("a2a: response body too large")
 
 var rpcCodes = map[error]int{
 	ErrTaskNotFound:             -32001,

@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 const maxCardBytes = 1 << 20
 
 // ErrNoJSONRPCInterface reports an agent card without a JSON-RPC interface
-// in a protocol version Quittance speaks (1.0 or 0.3).
-var ErrNoJSONRPCInterface = errors.New("delegate: agent card has no usable JSON-RPC interface")
+// in a protocol version this client speaks (1.0 or 0.3).
+var ErrNoJSONRPCInterface = errors.New("a2a: agent card has no usable JSON-RPC interface")
 
 // BindingJSONRPC is the protocol binding name of JSON-RPC interfaces.
 const BindingJSONRPC = "JSONRPC"
@@ -79,7 +79,7 @@ type wireCard struct {
 // FetchAgentCard fetches the agent card at cardURL, the URL pinned for the
 // organization (no discovery), and normalizes it. Every interface URL must
 // be an http(s) URL whose host is in allowedHosts (compared without case),
-// so a card cannot send Quittance's calls elsewhere.
+// so a card cannot send the client's calls elsewhere.
 func FetchAgentCard(ctx context.Context, client *http.Client, cardURL string, allowedHosts []string) (AgentCard, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()

@@ -9,6 +9,11 @@
 //     one through ledger.Apply, ledger.ObserveTaskStatus or
 //     compensation.Service.ApplyRemoteReceipt; it also polls and streams
 //     dispatched tasks and receives push notifications (ReceivePush);
+//   - the Orchestrator, the orchestrating agent's use cases on a dispatched
+//     delegation: answering a remote task that stopped for input or
+//     authorization (Continue), and reading back those answers and the
+//     latest snapshot of the remote task; it queues work for the Worker and
+//     never calls a remote agent itself;
 //   - the validators the ledger is wired with for what it will dispatch
 //     (ValidateDispatchMessage, ValidateAgentEndpoint);
 //   - the domain types the sql/ store persists: Job, Tracking, FollowUp,

@@ -74,14 +74,12 @@ type Tracking struct {
 	CompensationRound int
 }
 
-// Store is the persistence the A2A workers need. Error contract: as
-// ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
+// Store is the persistence of package delegate, as the sql/ store provides
+// it: all the Orchestrator needs, and what the A2A workers need besides.
+// Error contract: as ledger.Store; a missing row is ledger.ErrNotFound
+// (wrapped).
 type Store interface {
-	ledger.Reader
-	// InTx runs fn in one database transaction, committing if fn returns
-	// nil; it retries fn on serialization failures, so fn must have no
-	// effects outside the Tx.
-	InTx(ctx context.Context, fn func(Tx) error) error
+	OrchestratorStore
 	// ClaimJobs claims up to limit jobs due at now, leasing them until
 	// leaseUntil under leaseToken. Jobs claimed by others and not yet
 	// expired are skipped; several workers never claim the same job.
@@ -95,21 +93,16 @@ type Store interface {
 	// DelegationsToStream lists dispatched delegations whose task is known
 	// and not terminal.
 	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)
-	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
-	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
 	// QueuedFollowUps lists a delegation's queued follow-up messages, oldest first.
 	QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
-	// TaskSnapshot returns the delegation's latest task snapshot, or
-	// ledger.ErrNotFound when none was kept yet.
-	TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
 	// TryLock takes the session-level advisory lock named key on a
 	// dedicated connection, without waiting. When acquired, unlock releases
 	// it and the connection; the lock also ends if the process dies.
 	TryLock(ctx context.Context, key string) (unlock func(), acquired bool, err error)
 }
 
-// Tx is a database transaction of the A2A workers: what
-// ledger.ObserveTaskStatus, ledger.LockVisible and
+// Tx is a database transaction of package delegate, the A2A workers' and
+// the Orchestrator's: what ledger.ObserveTaskStatus, ledger.LockVisible and
 // compensation.ApplyRemoteReceipt write through, plus the outbox, the A2A
 // tracking of delegations, the backoff of failing orgs, follow-up messages
 // and task snapshots. Error contract: as ledger.Store; a missing row is
@@ -479,4 +472,29 @@ func compensationExtension(card a2a.AgentCard) (declared, atomicCancel bool) {
 		_ = json.Unmarshal(ext.Params, &params)
 	}
 	return true, params.AtomicCancel
+}
+
+// recordTask records, in tx with d locked, what a fetched or returned task
+// says: its snapshot, its status (through ledger.ObserveTaskStatus) and
+// when it was observed. source names where the task came from.
+func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, task a2a.Task, source string, now time.Time) error {
+	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
+		return s.ApplyTask(task, source, now, w.cfg.Snapshot)
+	}); err != nil {
+		return err
+	}
+	if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
+		return err
+	}
+	return tx.MarkObserved(ctx, d.ID, now)
+}
+
+// putSnapshot updates the delegation's task snapshot inside tx (the row is
+// locked, so concurrent updates apply in turn).
+func (w *Worker) putSnapshot(ctx context.Context, tx Tx, id uuid.UUID, fn func(TaskSnapshot) TaskSnapshot) error {
+	cur, err := tx.TaskSnapshotForUpdate(ctx, id)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return err
+	}
+	return tx.PutTaskSnapshot(ctx, id, fn(cur), w.now())
 }

@@ -227,6 +227,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,
 		CompensationMaxAttempts: cfg.CompensationMaxAttempts, Streaming: cfg.A2AStreaming, Identity: identity,
 	})
+	orchestrator := delegate.NewOrchestrator(delegate.OrchestratorConfig{Store: store.A2A(), Wake: a2aWorker.Wake})
 	if cfg.PublicURL == "" {
 		log.Warn("QUITTANCE_PUBLIC_URL is not set: no push notifications are registered with remote agents; dispatched tasks are polled")
 	}
@@ -244,7 +245,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 	streamsDone := make(chan struct{})
 	api := httpapi.New(httpapi.Config{
-		Orchestrator: a2aWorker, Feed: store, Webhooks: webhooks, JWKS: jwks,
+		Orchestrator: orchestrator, Feed: store, Webhooks: webhooks, JWKS: jwks,
 		Stream: httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
 		Ledger: ledgerSvc, Compensation: compensationSvc, Ready: store.Ping, Log: log, Version: version, Push: a2aWorker,
 		Reports:  ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store}),

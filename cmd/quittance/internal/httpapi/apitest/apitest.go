@@ -277,7 +277,8 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	cfg.Webhooks = e.Webhooks
 	if o.worker != nil {
 		e.buildWorker(t, *o.worker, o)
-		cfg.Push, cfg.Orchestrator = e.Worker, e.Worker
+		cfg.Push = e.Worker
+		cfg.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{Store: store.A2A(), Clock: o.clock, Wake: e.Worker.Wake})
 	}
 	if e.Identity != nil {
 		cfg.JWKS = e.Identity.JWKS

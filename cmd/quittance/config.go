@@ -9,7 +9,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // config is the service's configuration, read from the environment. Every
@@ -128,7 +128,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.CompensationMaxAttempts < 1 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}
 	}
-	if _, err := delegate.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
+	if _, err := egress.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_EGRESS_ALLOW_CIDRS: %w", err)}
 	}
 	if cfg.WriteOffApprovalThresholdMinor < 0 {
@@ -140,7 +140,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 // egressPolicy is the outbound policy of the A2A client: https only unless
 // QUITTANCE_EGRESS_ALLOW_HTTP, and special-purpose addresses only where
 // QUITTANCE_EGRESS_ALLOW_CIDRS lists them.
-func (c config) egressPolicy() delegate.EgressPolicy {
-	cidrs, _ := delegate.ParseAllowCIDRs(c.EgressAllowCIDRs) // checked by loadConfig
-	return delegate.EgressPolicy{AllowHTTP: c.EgressAllowHTTP, AllowCIDRs: cidrs}
+func (c config) egressPolicy() egress.Policy {
+	cidrs, _ := egress.ParseAllowCIDRs(c.EgressAllowCIDRs) // checked by loadConfig
+	return egress.Policy{AllowHTTP: c.EgressAllowHTTP, AllowCIDRs: cidrs}
 }

@@ -1,32 +1,80 @@
-package delegate
+package a2a
 
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/quittance/quittance/ledger"
 )
 
 // Message roles, as normalized from either protocol version.
 const (
-	RoleUser  = "user"
+	// RoleUser is the role of the client's messages.
+	RoleUser = "user"
+	// RoleAgent is the role of the remote agent's messages.
 	RoleAgent = "agent"
 )
+
+// TaskState is a task's state, normalized from whatever wire form the agent
+// used — the v1.0 enum name (TASK_STATE_INPUT_REQUIRED) or number, the v0.3
+// name (input-required), in any letter case — to one lower-case snake_case
+// name.
+type TaskState string
+
+// The task states of A2A v1.0 and v0.3. TaskStateUnknown is v0.3's
+// "unknown"; v1.0's TASK_STATE_UNSPECIFIED is not a state and is refused.
+const (
+	// TaskStateUnknown: the agent does not know the task's state (v0.3).
+	TaskStateUnknown TaskState = "unknown"
+	// TaskStateSubmitted: the agent accepted the task and has not started.
+	TaskStateSubmitted TaskState = "submitted"
+	// TaskStateWorking: the agent is working on the task.
+	TaskStateWorking TaskState = "working"
+	// TaskStateInputRequired: the agent waits for a message from the client.
+	TaskStateInputRequired TaskState = "input_required"
+	// TaskStateAuthRequired: the agent waits for an authorization, often
+	// named in the status message.
+	TaskStateAuthRequired TaskState = "auth_required"
+	// TaskStateCompleted: the agent finished the task (terminal).
+	TaskStateCompleted TaskState = "completed"
+	// TaskStateFailed: the task ended in an error (terminal).
+	TaskStateFailed TaskState = "failed"
+	// TaskStateCanceled: the task was canceled (terminal). It says nothing
+	// of what the task had already done.
+	TaskStateCanceled TaskState = "canceled"
+	// TaskStateRejected: the agent refused the task (terminal).
+	TaskStateRejected TaskState = "rejected"
+)
+
+// TaskStates lists every task state.
+var TaskStates = []TaskState{
+	TaskStateUnknown, TaskStateSubmitted, TaskStateWorking, TaskStateInputRequired, TaskStateAuthRequired,
+	TaskStateCompleted, TaskStateFailed, TaskStateCanceled, TaskStateRejected,
+}
+
+// Terminal reports whether the protocol lets no other state follow this one.
+func (s TaskState) Terminal() bool {
+	switch s {
+	case TaskStateCompleted, TaskStateFailed, TaskStateCanceled, TaskStateRejected:
+		return true
+	case TaskStateUnknown, TaskStateSubmitted, TaskStateWorking, TaskStateInputRequired, TaskStateAuthRequired:
+		return false
+	}
+	return false
+}
 
 // Task is a remote A2A task as last reported by the remote agent, in a
 // form independent of the protocol version it came in.
 type Task struct {
 	ID        string
 	ContextID string
-	Status    TaskStatusValue
+	Status    TaskStatus
 	Artifacts []Artifact
 	Metadata  json.RawMessage
 }
 
-// TaskStatusValue is a task's status: its state, an optional message from
-// the agent, and when the agent recorded it (zero if the agent did not say).
-type TaskStatusValue struct {
-	State     ledger.TaskStatus
+// TaskStatus is a task's status: its state, an optional message from the
+// agent, and when the agent recorded it (zero if the agent did not say).
+type TaskStatus struct {
+	State     TaskState
 	Message   *Message
 	Timestamp time.Time
 }
@@ -45,7 +93,8 @@ type Message struct {
 
 // Part is one piece of message or artifact content. Exactly one of Text,
 // Data, URL and Raw carries the content: Data if set, else URL, else Raw,
-// else Text.
+// else Text. Data and Metadata are nil when the part has none (a JSON null
+// included).
 type Part struct {
 	Text      string
 	Data      json.RawMessage
@@ -94,7 +143,7 @@ func (e StreamEvent) TaskID() string {
 type StatusUpdate struct {
 	TaskID    string
 	ContextID string
-	Status    TaskStatusValue
+	Status    TaskStatus
 }
 
 // ArtifactUpdate reports a new artifact, or a chunk of one when Append is

@@ -1,4 +1,4 @@
-package delegate
+package egress
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 // loopbackPolicy is the test policy: plain http allowed, and 127.0.0.1 only
 // among the special-purpose addresses.
-var loopbackPolicy = EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+var loopbackPolicy = Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
 // serveOn starts a test HTTP server listening on the given loopback
 // address (such as 127.0.0.2), skipping the test if it cannot listen there.

@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	a2ago "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	"github.com/a2aproject/a2a-go/a2asrv/push"
 
-	"github.com/quittance/quittance/compensation"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // These tests run the client against the a2a-go v0.3.3 server in process:
@@ -34,7 +33,7 @@ type v03Executor struct {
 }
 
 func (e *v03Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+	if err := q.Write(ctx, a2ago.NewStatusUpdateEvent(reqCtx, a2ago.TaskStateWorking, nil)); err != nil {
 		return err
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -44,19 +43,19 @@ func (e *v03Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext
 		case <-ctx.Done():
 			return nil
 		case <-e.stop:
-			done := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+			done := a2ago.NewStatusUpdateEvent(reqCtx, a2ago.TaskStateCompleted, nil)
 			done.Final = true
 			return q.Write(ctx, done)
 		case <-e.release:
-			if err := q.Write(ctx, a2a.NewArtifactEvent(reqCtx, a2a.TextPart{Text: "po-4711"})); err != nil {
+			if err := q.Write(ctx, a2ago.NewArtifactEvent(reqCtx, a2ago.TextPart{Text: "po-4711"})); err != nil {
 				return err
 			}
-			done := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+			done := a2ago.NewStatusUpdateEvent(reqCtx, a2ago.TaskStateCompleted, nil)
 			done.Final = true
 			return q.Write(ctx, done)
 		case <-tick.C:
 			if e.stream {
-				if err := q.Write(ctx, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, nil)); err != nil {
+				if err := q.Write(ctx, a2ago.NewStatusUpdateEvent(reqCtx, a2ago.TaskStateWorking, nil)); err != nil {
 					return err
 				}
 			}
@@ -66,9 +65,9 @@ func (e *v03Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext
 
 func (e *v03Executor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 	if e.refuseCancel {
-		return a2a.ErrTaskNotCancelable
+		return a2ago.ErrTaskNotCancelable
 	}
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
+	ev := a2ago.NewStatusUpdateEvent(reqCtx, a2ago.TaskStateCanceled, nil)
 	ev.Final = true
 	return q.Write(ctx, ev)
 }
@@ -90,32 +89,33 @@ func setupV03(t *testing.T, exec *v03Executor) *v03Bundle {
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})),
 	)
 	mux := http.NewServeMux()
-	srv := serveOn(t, "127.0.0.1", mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(exec.stop) })
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2ago.AgentCard{
 		Name:               "Procurement Agent",
 		Description:        "buys things",
 		URL:                srv.URL + "/rpc",
-		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		AdditionalInterfaces: []a2a.AgentInterface{
-			{URL: srv.URL + "/rpc", Transport: a2a.TransportProtocolJSONRPC},
+		PreferredTransport: a2ago.TransportProtocolJSONRPC,
+		AdditionalInterfaces: []a2ago.AgentInterface{
+			{URL: srv.URL + "/rpc", Transport: a2ago.TransportProtocolJSONRPC},
 		},
 		ProtocolVersion: "0.3.0",
 		Version:         "1.0.0",
-		Capabilities: a2a.AgentCapabilities{
+		Capabilities: a2ago.AgentCapabilities{
 			Streaming:         true,
 			PushNotifications: true,
-			Extensions: []a2a.AgentExtension{
-				{URI: compensation.ExtensionURI, Params: map[string]any{"atomicCancel": true}},
+			Extensions: []a2ago.AgentExtension{
+				{URI: testExtensionURI, Params: map[string]any{"atomicCancel": true}},
 			},
 		},
 		DefaultInputModes:  []string{"text"},
 		DefaultOutputModes: []string{"text"},
-		Skills:             []a2a.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
+		Skills:             []a2ago.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
 	}))
 
-	hc := NewHTTPClient(loopbackPolicy)
+	hc := egress.NewClient(loopbackPolicy)
 	u, _ := url.Parse(srv.URL)
 	card, err := FetchAgentCard(t.Context(), hc, srv.URL+a2asrv.WellKnownAgentCardPath, []string{u.Hostname()})
 	if err != nil {
@@ -135,11 +135,11 @@ func (b *v03Bundle) startTask(t *testing.T, push *PushConfig) Task {
 			MessageID:  "msg-" + strings.ReplaceAll(t.Name(), "/", "-"),
 			Role:       RoleUser,
 			Parts:      []Part{{Text: "buy 3 pallets"}, {Data: []byte(`{"sku":"P-1","qty":3}`)}},
-			Extensions: []string{compensation.ExtensionURI},
+			Extensions: []string{testExtensionURI},
 		},
 		ReturnImmediately: true,
 		Push:              push,
-		Extensions:        []string{compensation.ExtensionURI},
+		Extensions:        []string{testExtensionURI},
 	})
 	if err != nil {
 		t.Fatalf("send: %v", err)
@@ -160,12 +160,12 @@ func TestV03AgentCard(t *testing.T) {
 	if b.card.Name != "Procurement Agent" || !b.card.Streaming || !b.card.PushNotifications {
 		t.Fatalf("card = %+v", b.card)
 	}
-	ext, ok := b.card.Extension(compensation.ExtensionURI)
+	ext, ok := b.card.Extension(testExtensionURI)
 	if !ok || string(ext.Params) != `{"atomicCancel":true}` {
 		t.Fatalf("extension = %+v, %v", ext, ok)
 	}
-	if _, err := FetchAgentCard(t.Context(), NewHTTPClient(loopbackPolicy), b.srv.URL+a2asrv.WellKnownAgentCardPath, []string{"agent.example.com"}); !errors.Is(err, ErrEgressDenied) {
-		t.Fatalf("card with a foreign interface host: got %v, want ErrEgressDenied", err)
+	if _, err := FetchAgentCard(t.Context(), egress.NewClient(loopbackPolicy), b.srv.URL+a2asrv.WellKnownAgentCardPath, []string{"agent.example.com"}); !errors.Is(err, egress.ErrDenied) {
+		t.Fatalf("card with a foreign interface host: got %v, want egress.ErrDenied", err)
 	}
 }
 
@@ -173,7 +173,7 @@ func TestV03SendGetCancel(t *testing.T) {
 	t.Parallel()
 	b := setupV03(t, &v03Executor{})
 	task := b.startTask(t, nil)
-	if task.ID == "" || task.ContextID == "" || task.Status.State != ledger.StatusWorking {
+	if task.ID == "" || task.ContextID == "" || task.Status.State != TaskStateWorking {
 		t.Fatalf("sent task = %+v", task)
 	}
 
@@ -181,7 +181,7 @@ func TestV03SendGetCancel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	if got.ID != task.ID || got.ContextID != task.ContextID || got.Status.State != ledger.StatusWorking {
+	if got.ID != task.ID || got.ContextID != task.ContextID || got.Status.State != TaskStateWorking {
 		t.Fatalf("got task %+v", got)
 	}
 	if got.Status.Timestamp.IsZero() {
@@ -192,7 +192,7 @@ func TestV03SendGetCancel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if canceled.ID != task.ID || canceled.Status.State != ledger.StatusCanceled {
+	if canceled.ID != task.ID || canceled.Status.State != TaskStateCanceled {
 		t.Fatalf("canceled task %+v", canceled)
 	}
 
@@ -230,10 +230,11 @@ type pushDelivery struct {
 
 func pushReceiver(t *testing.T) (*httptest.Server, <-chan pushDelivery) {
 	ch := make(chan pushDelivery, 16)
-	srv := serveOn(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		ch <- pushDelivery{header: r.Header.Clone(), body: body}
 	}))
+	t.Cleanup(srv.Close)
 	return srv, ch
 }
 
@@ -266,7 +267,7 @@ func TestV03Push(t *testing.T) {
 			if tok := PushTokenFromRequest(r); tok != "tok-123" {
 				t.Fatalf("push token = %q", tok)
 			}
-			if ev.Task.Status.State == ledger.StatusCanceled {
+			if ev.Task.Status.State == TaskStateCanceled {
 				return
 			}
 		case <-timeout:
@@ -325,7 +326,7 @@ func TestV03Resubscribe(t *testing.T) {
 		if u := ev.ArtifactUpdate; u != nil && len(u.Artifact.Parts) == 1 {
 			artifact = u.Artifact.Parts[0].Text
 		}
-		if u := ev.StatusUpdate; u != nil && u.Status.State == ledger.StatusCompleted {
+		if u := ev.StatusUpdate; u != nil && u.Status.State == TaskStateCompleted {
 			completed = true
 		}
 	}

@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"bytes"
@@ -19,6 +19,9 @@ import (
 // callTimeout bounds a unary JSON-RPC call (streams are bounded only by the
 // caller's context).
 const callTimeout = 90 * time.Second
+
+// maxBodyBytes caps a JSON-RPC response body.
+const maxBodyBytes = 8 << 20
 
 // Client calls one remote agent interface over JSON-RPC, in the protocol
 // version the interface declares: A2A v1.0, or v0.3 for interfaces whose
@@ -43,7 +46,7 @@ type dialect interface {
 }
 
 // NewClient returns a client for iface, sending every request through hc,
-// which should come from NewHTTPClient.
+// which should come from egress.NewClient.
 func NewClient(hc *http.Client, iface AgentInterface) *Client {
 	var d dialect = v1Dialect{tenant: iface.Tenant}
 	if majorMinor(iface.ProtocolVersion) == "0.3" {
@@ -262,4 +265,17 @@ func idMatches(raw json.RawMessage, id int64) bool {
 		return v == want
 	}
 	return false
+}
+
+// readCapped reads r to the end, failing with ErrBodyTooLarge beyond limit
+// bytes.
+func readCapped(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
+	}
+	return b, nil
 }

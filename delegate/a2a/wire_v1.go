@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import "encoding/json"
 

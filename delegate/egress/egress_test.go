@@ -1,4 +1,4 @@
-package delegate
+package egress
 
 import (
 	"context"
@@ -19,10 +19,10 @@ import (
 
 func TestValidateURL(t *testing.T) {
 	t.Parallel()
-	prod := EgressPolicy{}
+	prod := Policy{}
 	tests := []struct {
 		name   string
-		policy EgressPolicy
+		policy Policy
 		url    string
 		ok     bool
 	}{
@@ -58,12 +58,12 @@ func TestValidateURL(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := ValidateURL(tc.policy, tc.url)
+			err := tc.policy.ValidateURL(tc.url)
 			if tc.ok && err != nil {
 				t.Fatalf("ValidateURL(%q) = %v, want nil", tc.url, err)
 			}
-			if !tc.ok && !errors.Is(err, ErrEgressDenied) {
-				t.Fatalf("ValidateURL(%q) = %v, want ErrEgressDenied", tc.url, err)
+			if !tc.ok && !errors.Is(err, ErrDenied) {
+				t.Fatalf("ValidateURL(%q) = %v, want ErrDenied", tc.url, err)
 			}
 		})
 	}
@@ -115,7 +115,7 @@ func get(ctx context.Context, hc *http.Client, u string) (string, error) {
 // connecting (by the dialer's Control hook), not by the static URL check.
 func isDialRefusal(err error) bool {
 	var opErr *net.OpError
-	return errors.Is(err, ErrEgressDenied) && errors.Is(err, ssrf.ErrProhibitedIP) && errors.As(err, &opErr)
+	return errors.Is(err, ErrDenied) && errors.Is(err, ssrf.ErrProhibitedIP) && errors.As(err, &opErr)
 }
 
 func TestDialRefusesAddressOutsideAllowList(t *testing.T) {
@@ -125,17 +125,14 @@ func TestDialRefusesAddressOutsideAllowList(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 
 	dns := newFakeDNS("127.0.0.2")
-	hc := newHTTPClient(loopbackPolicy, dns.resolver())
+	hc := newClient(loopbackPolicy, dns.resolver())
 	u := "http://agent.quittance.test:" + port + "/"
-	if err := ValidateURL(loopbackPolicy, u); err != nil {
+	if err := loopbackPolicy.ValidateURL(u); err != nil {
 		t.Fatalf("static check should pass for a name: %v", err)
 	}
 	_, err := get(t.Context(), hc, u)
 	if !isDialRefusal(err) {
 		t.Fatalf("got %v, want a dial-time egress refusal", err)
-	}
-	if Retryable(err) {
-		t.Fatal("an egress refusal must not be retryable")
 	}
 	if n := target.hits.Load(); n != 0 {
 		t.Fatalf("forbidden server was reached %d times", n)
@@ -158,9 +155,9 @@ func TestDialCatchesResolverFlip(t *testing.T) {
 	}
 
 	dns := newFakeDNS("127.0.0.1")
-	hc := newHTTPClient(loopbackPolicy, dns.resolver())
+	hc := newClient(loopbackPolicy, dns.resolver())
 	u := "http://flip.quittance.test:" + port + "/"
-	if err := ValidateURL(loopbackPolicy, u); err != nil {
+	if err := loopbackPolicy.ValidateURL(u); err != nil {
 		t.Fatal(err)
 	}
 	if body, err := get(t.Context(), hc, u); err != nil || body != "ok" {
@@ -201,16 +198,16 @@ func TestRedirects(t *testing.T) {
 		http.Redirect(w, r, forbiddenSrv.URL+"/", http.StatusFound)
 	})
 	srv := serveOn(t, "127.0.0.1", mux)
-	hc := NewHTTPClient(loopbackPolicy)
+	hc := NewClient(loopbackPolicy)
 
 	if body, err := get(t.Context(), hc, srv.URL+"/hop/3"); err != nil || body != "done" {
 		t.Fatalf("3 redirects: %q, %v", body, err)
 	}
-	if _, err := get(t.Context(), hc, srv.URL+"/hop/4"); !errors.Is(err, ErrEgressDenied) {
-		t.Fatalf("4 redirects: got %v, want ErrEgressDenied", err)
+	if _, err := get(t.Context(), hc, srv.URL+"/hop/4"); !errors.Is(err, ErrDenied) {
+		t.Fatalf("4 redirects: got %v, want ErrDenied", err)
 	}
-	if _, err := get(t.Context(), hc, srv.URL+"/away"); !errors.Is(err, ErrEgressDenied) {
-		t.Fatalf("redirect to forbidden address: got %v, want ErrEgressDenied", err)
+	if _, err := get(t.Context(), hc, srv.URL+"/away"); !errors.Is(err, ErrDenied) {
+		t.Fatalf("redirect to forbidden address: got %v, want ErrDenied", err)
 	}
 	if forbidden.hits.Load() != 0 {
 		t.Fatal("redirect reached the forbidden address")
@@ -221,8 +218,8 @@ func TestRedirects(t *testing.T) {
 	if err == nil {
 		resp.Body.Close()
 	}
-	if !errors.Is(err, ErrEgressDenied) {
-		t.Fatalf("POST redirect: got %v, want ErrEgressDenied", err)
+	if !errors.Is(err, ErrDenied) {
+		t.Fatalf("POST redirect: got %v, want ErrDenied", err)
 	}
 	if finalHits != 1 || postHits != 0 {
 		t.Fatalf("final hits %d, POST hits %d", finalHits, postHits)
@@ -235,21 +232,21 @@ func TestStaticRefusals(t *testing.T) {
 	srv := serveOn(t, "127.0.0.1", target)
 	u, _ := url.Parse(srv.URL)
 
-	prodLike := EgressPolicy{AllowCIDRs: loopbackPolicy.AllowCIDRs} // https only
-	if _, err := get(t.Context(), NewHTTPClient(prodLike), srv.URL); !errors.Is(err, ErrEgressDenied) {
+	prodLike := Policy{AllowCIDRs: loopbackPolicy.AllowCIDRs} // https only
+	if _, err := get(t.Context(), NewClient(prodLike), srv.URL); !errors.Is(err, ErrDenied) {
 		t.Fatalf("http with AllowHTTP=false: got %v", err)
 	}
 	withUser := "http://user:secret@" + u.Host + "/"
-	if _, err := get(t.Context(), NewHTTPClient(loopbackPolicy), withUser); !errors.Is(err, ErrEgressDenied) {
+	if _, err := get(t.Context(), NewClient(loopbackPolicy), withUser); !errors.Is(err, ErrDenied) {
 		t.Fatalf("userinfo: got %v", err)
 	}
-	if _, err := get(t.Context(), NewHTTPClient(EgressPolicy{AllowHTTP: true}), srv.URL); !errors.Is(err, ErrEgressDenied) {
+	if _, err := get(t.Context(), NewClient(Policy{AllowHTTP: true}), srv.URL); !errors.Is(err, ErrDenied) {
 		t.Fatalf("loopback without allow-list: got %v", err)
 	}
 	if n := target.hits.Load(); n != 0 {
 		t.Fatalf("refused requests reached the server %d times", n)
 	}
-	if body, err := get(t.Context(), NewHTTPClient(loopbackPolicy), srv.URL); err != nil || body != "ok" {
+	if body, err := get(t.Context(), NewClient(loopbackPolicy), srv.URL); err != nil || body != "ok" {
 		t.Fatalf("allowed request: %q, %v", body, err)
 	}
 }
@@ -267,7 +264,7 @@ func TestProxyEnvironmentIgnored(t *testing.T) {
 	t.Setenv("NO_PROXY", "")
 	t.Setenv("no_proxy", "")
 
-	hc := newHTTPClient(loopbackPolicy, newFakeDNS("127.0.0.1").resolver())
+	hc := newClient(loopbackPolicy, newFakeDNS("127.0.0.1").resolver())
 	if tr := hc.Transport.(*guardedTransport); tr.base.Proxy != nil {
 		t.Fatal("transport has a proxy function")
 	}
@@ -278,60 +275,5 @@ func TestProxyEnvironmentIgnored(t *testing.T) {
 	}
 	if proxy.hits.Load() != 0 || target.hits.Load() != 1 {
 		t.Fatalf("proxy hits %d, target hits %d", proxy.hits.Load(), target.hits.Load())
-	}
-}
-
-func TestReadCapped(t *testing.T) {
-	t.Parallel()
-	if b, err := readCapped(strings.NewReader("12345"), 5); err != nil || string(b) != "12345" {
-		t.Fatalf("at the cap: %q, %v", b, err)
-	}
-	if _, err := readCapped(strings.NewReader("123456"), 5); !errors.Is(err, ErrBodyTooLarge) {
-		t.Fatalf("over the cap: %v", err)
-	}
-}
-
-func TestRetryable(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{nil, false},
-		{&HTTPStatusError{StatusCode: 503}, true},
-		{fmt.Errorf("x: %w", &HTTPStatusError{StatusCode: 500}), true},
-		{&HTTPStatusError{StatusCode: 429}, true},
-		{&HTTPStatusError{StatusCode: 408}, true},
-		{&HTTPStatusError{StatusCode: 404}, false},
-		{&HTTPStatusError{StatusCode: 400}, false},
-		{&RPCError{Code: -32603}, false},
-		{&RPCError{Code: -32001}, false},
-		{context.DeadlineExceeded, true},
-		{context.Canceled, false},
-		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
-		{io.ErrUnexpectedEOF, true},
-		{fmt.Errorf("%w: x", ErrEgressDenied), false},
-		{fmt.Errorf("%w: x", ErrMalformedResponse), false},
-		{fmt.Errorf("%w: x", ErrBodyTooLarge), false},
-		{errors.New("something else"), false},
-	}
-	for _, tc := range tests {
-		if got := Retryable(tc.err); got != tc.want {
-			t.Errorf("Retryable(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-}
-
-func TestRetryableConnectionRefused(t *testing.T) {
-	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	_, err = get(t.Context(), NewHTTPClient(loopbackPolicy), "http://"+addr+"/")
-	if err == nil || !Retryable(err) {
-		t.Fatalf("connection refused: %v, retryable %v", err, Retryable(err))
 	}
 }

@@ -1,11 +1,14 @@
-package delegate
+package a2a
 
 import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 const v1CardJSON = `{
@@ -29,11 +32,12 @@ const v1CardJSON = `{
 func TestFetchAgentCardV1(t *testing.T) {
 	t.Parallel()
 	var version string
-	srv := serveOn(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		version = r.Header.Get("A2A-Version")
 		io.WriteString(w, v1CardJSON)
 	}))
-	hc := NewHTTPClient(loopbackPolicy)
+	t.Cleanup(srv.Close)
+	hc := egress.NewClient(loopbackPolicy)
 	allowed := []string{"GRPC.agent.example", "agent.example"}
 	card, err := FetchAgentCard(t.Context(), hc, srv.URL+"/.well-known/agent-card.json", allowed)
 	if err != nil {
@@ -59,7 +63,7 @@ func TestFetchAgentCardV1(t *testing.T) {
 	}
 
 	_, err = FetchAgentCard(t.Context(), hc, srv.URL+"/.well-known/agent-card.json", []string{"agent.example"})
-	if !errors.Is(err, ErrEgressDenied) || !strings.Contains(err.Error(), "grpc.agent.example") {
+	if !errors.Is(err, egress.ErrDenied) || !strings.Contains(err.Error(), "grpc.agent.example") {
 		t.Fatalf("interface on a host not allowed: got %v", err)
 	}
 }
@@ -134,8 +138,9 @@ func TestFetchAgentCardErrors(t *testing.T) {
 	mux.HandleFunc("/userinfo", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"url":"https://u:p@agent.example/rpc"}`)
 	})
-	srv := serveOn(t, "127.0.0.1", mux)
-	hc := NewHTTPClient(loopbackPolicy)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	hc := egress.NewClient(loopbackPolicy)
 	allowed := []string{"agent.example"}
 
 	var statusErr *HTTPStatusError
@@ -145,7 +150,7 @@ func TestFetchAgentCardErrors(t *testing.T) {
 	if _, err := FetchAgentCard(t.Context(), hc, srv.URL+"/huge", allowed); !errors.Is(err, ErrBodyTooLarge) {
 		t.Fatalf("huge card: %v", err)
 	}
-	if _, err := FetchAgentCard(t.Context(), hc, srv.URL+"/userinfo", allowed); !errors.Is(err, ErrEgressDenied) {
+	if _, err := FetchAgentCard(t.Context(), hc, srv.URL+"/userinfo", allowed); !errors.Is(err, egress.ErrDenied) {
 		t.Fatalf("userinfo in interface: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/quittance/quittance/ledger"
 )
 
 // Decoding is tolerant of both protocol versions at once: v1.0 member-name
@@ -20,6 +18,7 @@ import (
 // enumValue is a ProtoJSON enum: its name as a string, or its number.
 type enumValue string
 
+// UnmarshalJSON reads an enum sent as a name or as a number.
 func (e *enumValue) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string
@@ -38,21 +37,32 @@ func (e *enumValue) UnmarshalJSON(b []byte) error {
 }
 
 // taskStateNumbers maps the a2a.proto TaskState numbers to names.
-var taskStateNumbers = map[string]string{
-	"1": "submitted", "2": "working", "3": "completed", "4": "failed",
-	"5": "canceled", "6": "input_required", "7": "rejected", "8": "auth_required",
+var taskStateNumbers = map[string]TaskState{
+	"1": TaskStateSubmitted, "2": TaskStateWorking, "3": TaskStateCompleted, "4": TaskStateFailed,
+	"5": TaskStateCanceled, "6": TaskStateInputRequired, "7": TaskStateRejected, "8": TaskStateAuthRequired,
 }
 
-func parseState(e enumValue) (ledger.TaskStatus, error) {
-	s := string(e)
-	if name, ok := taskStateNumbers[s]; ok {
-		s = name
+// parseState accepts a state as either version sends it: a v1.0 enum name
+// (TASK_STATE_INPUT_REQUIRED) or number, a v0.3 name (input-required), in
+// any letter case, and the British "cancelled". Anything else, an empty or
+// unspecified state included, is a malformed response: a report that says
+// nothing must not be read as a state.
+func parseState(e enumValue) (TaskState, error) {
+	if st, ok := taskStateNumbers[string(e)]; ok {
+		return st, nil
 	}
-	st, err := ledger.ParseTaskStatus(s)
-	if err != nil {
-		return "", fmt.Errorf("%w: task state: %w", ErrMalformedResponse, err)
+	s := strings.ToLower(strings.TrimSpace(string(e)))
+	s = strings.TrimPrefix(s, "task_state_")
+	s = strings.ReplaceAll(s, "-", "_")
+	if s == "cancelled" {
+		s = string(TaskStateCanceled)
 	}
-	return st, nil
+	for _, known := range TaskStates {
+		if s == string(known) {
+			return known, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown task state %q", ErrMalformedResponse, string(e))
 }
 
 func parseRole(e enumValue) string {
@@ -302,22 +312,22 @@ func decodeArtifactUpdate(raw []byte) (*ArtifactUpdate, error) {
 	return &ArtifactUpdate{TaskID: w.TaskID, ContextID: w.ContextID, Artifact: art, Append: w.Append, LastChunk: w.LastChunk}, nil
 }
 
-func (w wireStatus) normalize() (TaskStatusValue, error) {
+func (w wireStatus) normalize() (TaskStatus, error) {
 	state, err := parseState(w.State)
 	if err != nil {
-		return TaskStatusValue{}, err
+		return TaskStatus{}, err
 	}
-	v := TaskStatusValue{State: state}
+	v := TaskStatus{State: state}
 	if w.Timestamp != "" {
 		ts, err := time.Parse(time.RFC3339Nano, w.Timestamp)
 		if err != nil {
-			return TaskStatusValue{}, fmt.Errorf("%w: status timestamp: %w", ErrMalformedResponse, err)
+			return TaskStatus{}, fmt.Errorf("%w: status timestamp: %w", ErrMalformedResponse, err)
 		}
 		v.Timestamp = ts.UTC()
 	}
 	if w.Message != nil {
 		if v.Message, err = w.Message.normalize(); err != nil {
-			return TaskStatusValue{}, err
+			return TaskStatus{}, err
 		}
 	}
 	return v, nil
@@ -351,7 +361,7 @@ func (w wireArtifact) normalize() (Artifact, error) {
 func normalizeParts(ws []wirePart) ([]Part, error) {
 	parts := make([]Part, 0, len(ws))
 	for _, w := range ws {
-		p := Part{Text: w.Text, Data: w.Data, URL: w.URL, MediaType: w.MediaType, Filename: w.Filename, Metadata: nonNull(w.Metadata)}
+		p := Part{Text: w.Text, Data: nonNull(w.Data), URL: w.URL, MediaType: w.MediaType, Filename: w.Filename, Metadata: nonNull(w.Metadata)}
 		raw := w.Raw
 		if w.File != nil {
 			p.URL, raw, p.MediaType, p.Filename = w.File.URI, w.File.Bytes, w.File.MimeType, w.File.Name

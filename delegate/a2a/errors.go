@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"context"
@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+
+	"github.com/quittance/quittance/delegate/egress"
 )
 
-// Sentinel errors for the A2A error codes Quittance acts on. An *RPCError
+// Sentinel errors for the A2A error codes a client acts on. An *RPCError
 // matches the sentinel of its code with errors.Is.
 var (
 	// ErrTaskNotFound is A2A error -32001: the remote agent does not know the task.
@@ -38,7 +40,7 @@ var (
 var ErrMalformedResponse = errors.New("a2a: malformed response")
 
 // ErrBodyTooLarge reports a response body or stream event above the size cap.
-var ErrBodyTooLarge = errors.New("delegate: response body too large")
+var ErrBodyTooLarge = errors.New("a2a: response body too large")
 
 var rpcCodes = map[error]int{
 	ErrTaskNotFound:             -32001,
@@ -99,7 +101,7 @@ func Retryable(err error) bool {
 		netErr    net.Error
 	)
 	switch {
-	case errors.Is(err, ErrEgressDenied), errors.Is(err, ErrMalformedResponse), errors.Is(err, ErrBodyTooLarge):
+	case errors.Is(err, egress.ErrDenied), errors.Is(err, ErrMalformedResponse), errors.Is(err, ErrBodyTooLarge):
 		return false
 	case errors.As(err, &rpcErr):
 		return false

@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // maxCardBytes caps an agent card.
 const maxCardBytes = 1 << 20
 
 // ErrNoJSONRPCInterface reports an agent card without a JSON-RPC interface
-// in a protocol version Quittance speaks (1.0 or 0.3).
-var ErrNoJSONRPCInterface = errors.New("delegate: agent card has no usable JSON-RPC interface")
+// in a protocol version this client speaks (1.0 or 0.3).
+var ErrNoJSONRPCInterface = errors.New("a2a: agent card has no usable JSON-RPC interface")
 
 // BindingJSONRPC is the protocol binding name of JSON-RPC interfaces.
 const BindingJSONRPC = "JSONRPC"
@@ -77,7 +79,7 @@ type wireCard struct {
 // FetchAgentCard fetches the agent card at cardURL, the URL pinned for the
 // organization (no discovery), and normalizes it. Every interface URL must
 // be an http(s) URL whose host is in allowedHosts (compared without case),
-// so a card cannot send Quittance's calls elsewhere.
+// so a card cannot send the client's calls elsewhere.
 func FetchAgentCard(ctx context.Context, client *http.Client, cardURL string, allowedHosts []string) (AgentCard, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -114,14 +116,14 @@ func FetchAgentCard(ctx context.Context, client *http.Client, cardURL string, al
 func checkInterfaceHost(raw string, allowedHosts []string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("%w: interface URL %q is not an http(s) URL", ErrEgressDenied, raw)
+		return fmt.Errorf("%w: interface URL %q is not an http(s) URL", egress.ErrDenied, raw)
 	}
 	if u.User != nil {
-		return fmt.Errorf("%w: interface URL has userinfo", ErrEgressDenied)
+		return fmt.Errorf("%w: interface URL has userinfo", egress.ErrDenied)
 	}
 	host := u.Hostname()
 	if !slices.ContainsFunc(allowedHosts, func(h string) bool { return strings.EqualFold(h, host) }) {
-		return fmt.Errorf("%w: interface host %q is not an allowed host of the organization", ErrEgressDenied, host)
+		return fmt.Errorf("%w: interface host %q is not an allowed host of the organization", egress.ErrDenied, host)
 	}
 	return nil
 }

@@ -1,10 +1,9 @@
-package delegate
+package egress
 
 import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,11 +16,12 @@ import (
 	"code.dny.dev/ssrf"
 )
 
-// ErrEgressDenied reports an outbound request refused by the egress policy:
-// a forbidden scheme, userinfo in the URL, a redirect not allowed, or a
+// ErrDenied reports an outbound request refused by the egress policy: a
+// forbidden scheme, userinfo in the URL, a redirect not allowed, or a
 // destination address that is private, loopback, link-local or otherwise
-// special-purpose and not explicitly allowed.
-var ErrEgressDenied = errors.New("delegate: egress denied")
+// special-purpose and not explicitly allowed. Its text, "egress denied",
+// is in the message of every error that wraps it.
+var ErrDenied = errors.New("egress denied")
 
 // Limits of the outbound HTTP client.
 const (
@@ -29,12 +29,11 @@ const (
 	tlsHandshakeTimeout   = 10 * time.Second
 	responseHeaderTimeout = 60 * time.Second
 	maxRedirects          = 3
-	maxBodyBytes          = 8 << 20
 )
 
-// EgressPolicy says where outbound requests may go. The zero value is the
+// Policy says where outbound requests may go. The zero value is the
 // production policy: https only, and only to globally routable addresses.
-type EgressPolicy struct {
+type Policy struct {
 	// AllowHTTP permits plain http URLs (development and tests only).
 	AllowHTTP bool
 	// AllowCIDRs are address ranges permitted even though they are
@@ -74,7 +73,7 @@ func ParseAllowCIDRs(s string) ([]netip.Prefix, error) {
 
 // guardian builds the address checker for the policy: any port, tcp only,
 // the IANA special-purpose registries denied except for AllowCIDRs.
-func (p EgressPolicy) guardian() *ssrf.Guardian {
+func (p Policy) guardian() *ssrf.Guardian {
 	var v4, v6 []netip.Prefix
 	for _, pr := range p.AllowCIDRs {
 		if pr.Addr().Is4() {
@@ -88,7 +87,7 @@ func (p EgressPolicy) guardian() *ssrf.Guardian {
 
 // allowsLoopback reports whether the policy explicitly allows a loopback
 // address, which is what makes the name "localhost" acceptable.
-func (p EgressPolicy) allowsLoopback() bool {
+func (p Policy) allowsLoopback() bool {
 	for _, pr := range p.AllowCIDRs {
 		if pr.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 1})) || pr.Contains(netip.IPv6Loopback()) {
 			return true
@@ -100,49 +99,51 @@ func (p EgressPolicy) allowsLoopback() bool {
 // ValidateURL makes the static checks on an outbound URL: absolute http(s)
 // URL with a host, https unless AllowHTTP, no userinfo, a host that is a
 // well-formed DNS name or an IP literal the policy permits. Names are only
-// resolved at dial time, where NewHTTPClient checks the resolved address.
-func ValidateURL(p EgressPolicy, raw string) error {
+// resolved at dial time, where NewClient checks the resolved address. It
+// is what a URL someone registers (an agent card, a webhook endpoint) must
+// pass before it is stored.
+func (p Policy) ValidateURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%w: unparsable URL", ErrEgressDenied)
+		return fmt.Errorf("%w: unparsable URL", ErrDenied)
 	}
 	return p.validate(u)
 }
 
-func (p EgressPolicy) validate(u *url.URL) error {
+func (p Policy) validate(u *url.URL) error {
 	switch {
 	case u.Scheme == "https":
 	case u.Scheme == "http" && p.AllowHTTP:
 	default:
-		return fmt.Errorf("%w: scheme %q not allowed", ErrEgressDenied, u.Scheme)
+		return fmt.Errorf("%w: scheme %q not allowed", ErrDenied, u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" {
-		return fmt.Errorf("%w: URL has no host", ErrEgressDenied)
+		return fmt.Errorf("%w: URL has no host", ErrDenied)
 	}
 	if u.User != nil {
-		return fmt.Errorf("%w: userinfo in URL", ErrEgressDenied)
+		return fmt.Errorf("%w: userinfo in URL", ErrDenied)
 	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("%w: invalid port %q", ErrEgressDenied, port)
+			return fmt.Errorf("%w: invalid port %q", ErrDenied, port)
 		}
 	}
 	host := u.Hostname()
 	if addr, err := netip.ParseAddr(host); err == nil {
 		if addr.Zone() != "" {
-			return fmt.Errorf("%w: zoned address", ErrEgressDenied)
+			return fmt.Errorf("%w: zoned address", ErrDenied)
 		}
 		if err := p.guardian().SafeAddr(addr.Unmap()); err != nil {
-			return fmt.Errorf("%w: %w", ErrEgressDenied, err)
+			return fmt.Errorf("%w: %w", ErrDenied, err)
 		}
 		return nil
 	}
 	if !validHostname(host) {
-		return fmt.Errorf("%w: invalid host name", ErrEgressDenied)
+		return fmt.Errorf("%w: invalid host name", ErrDenied)
 	}
 	name := strings.ToLower(strings.TrimSuffix(host, "."))
 	if (name == "localhost" || strings.HasSuffix(name, ".localhost")) && !p.allowsLoopback() {
-		return fmt.Errorf("%w: localhost not allowed", ErrEgressDenied)
+		return fmt.Errorf("%w: localhost not allowed", ErrDenied)
 	}
 	return nil
 }
@@ -174,21 +175,21 @@ func validHostname(host string) bool {
 	return strings.IndexFunc(last, func(r rune) bool { return r < '0' || r > '9' }) >= 0
 }
 
-// NewHTTPClient returns the client for every outbound request of Quittance:
-// agent cards, JSON-RPC calls, SSE streams and JWKS. Each request URL
-// (including each redirect) passes ValidateURL, and each connection is
-// checked against the policy just before connecting, on the resolved
-// address, so a name that later resolves elsewhere cannot slip through.
-// Proxy environment variables are ignored. At most three redirects are
-// followed, and none for a POST. The client has no overall timeout, so that
-// SSE streams can stay open; callers bound requests with their context.
-func NewHTTPClient(p EgressPolicy) *http.Client {
-	return newHTTPClient(p, nil)
+// NewClient returns the client for every outbound request of Quittance:
+// agent cards, JSON-RPC calls, SSE streams, JWKS and webhook deliveries.
+// Each request URL (including each redirect) passes ValidateURL, and each
+// connection is checked against the policy just before connecting, on the
+// resolved address, so a name that later resolves elsewhere cannot slip
+// through. Proxy environment variables are ignored. At most three redirects
+// are followed, and none for a POST. The client has no overall timeout, so
+// that SSE streams can stay open; callers bound requests with their context.
+func NewClient(p Policy) *http.Client {
+	return newClient(p, nil)
 }
 
-// newHTTPClient is NewHTTPClient with the name resolver used by the dialer
-// (nil for the system resolver); tests pass one they control.
-func newHTTPClient(p EgressPolicy, resolver *net.Resolver) *http.Client {
+// newClient is NewClient with the name resolver used by the dialer (nil for
+// the system resolver); tests pass one they control.
+func newClient(p Policy, resolver *net.Resolver) *http.Client {
 	guard := p.guardian()
 	dialer := &net.Dialer{
 		Timeout:   dialTimeout,
@@ -196,7 +197,7 @@ func newHTTPClient(p EgressPolicy, resolver *net.Resolver) *http.Client {
 		Resolver:  resolver,
 		Control: func(network, address string, _ syscall.RawConn) error {
 			if err := guard.Safe(network, address, nil); err != nil {
-				return fmt.Errorf("%w: %w", ErrEgressDenied, err)
+				return fmt.Errorf("%w: %w", ErrDenied, err)
 			}
 			return nil
 		},
@@ -222,7 +223,7 @@ func newHTTPClient(p EgressPolicy, resolver *net.Resolver) *http.Client {
 // guardedTransport applies the static URL checks to every request the
 // client sends, the first one and each redirect alike.
 type guardedTransport struct {
-	policy EgressPolicy
+	policy Policy
 	base   *http.Transport
 }
 
@@ -247,23 +248,10 @@ func (t *guardedTransport) CloseIdleConnections() {
 // a POST (a JSON-RPC call must reach the pinned endpoint or fail).
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if via[0].Method != http.MethodGet && via[0].Method != http.MethodHead {
-		return fmt.Errorf("%w: redirect of %s not followed", ErrEgressDenied, via[0].Method)
+		return fmt.Errorf("%w: redirect of %s not followed", ErrDenied, via[0].Method)
 	}
 	if len(via) > maxRedirects {
-		return fmt.Errorf("%w: more than %d redirects", ErrEgressDenied, maxRedirects)
+		return fmt.Errorf("%w: more than %d redirects", ErrDenied, maxRedirects)
 	}
 	return nil
-}
-
-// readCapped reads r to the end, failing with ErrBodyTooLarge beyond limit
-// bytes.
-func readCapped(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
-	}
-	return b, nil
 }

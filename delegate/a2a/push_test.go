@@ -1,11 +1,9 @@
-package delegate
+package a2a
 
 import (
 	"errors"
 	"net/http"
 	"testing"
-
-	"github.com/quittance/quittance/ledger"
 )
 
 func TestParsePushNotification(t *testing.T) {
@@ -14,16 +12,16 @@ func TestParsePushNotification(t *testing.T) {
 		name  string
 		body  string
 		kind  string
-		state ledger.TaskStatus
+		state TaskState
 	}{
-		{"v1.0 status update", `{"statusUpdate":{"taskId":"t-1","contextId":"c","status":{"state":"TASK_STATE_CANCELED","timestamp":"2026-03-01T10:00:00Z"}}}`, "status", ledger.StatusCanceled},
-		{"v1.0 task", `{"task":{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}`, "task", ledger.StatusCompleted},
+		{"v1.0 status update", `{"statusUpdate":{"taskId":"t-1","contextId":"c","status":{"state":"TASK_STATE_CANCELED","timestamp":"2026-03-01T10:00:00Z"}}}`, "status", TaskStateCanceled},
+		{"v1.0 task", `{"task":{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}`, "task", TaskStateCompleted},
 		{"v1.0 artifact update", `{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":{"artifactId":"a","parts":[{"text":"x"}]}}}`, "artifact", ""},
 		{"v1.0 message in a task", `{"message":{"messageId":"m","taskId":"t-1","role":"ROLE_AGENT","parts":[]}}`, "message", ""},
-		{"v1.0 numeric enum", `{"statusUpdate":{"taskId":"t-1","status":{"state":4}}}`, "status", ledger.StatusFailed},
-		{"v0.3 task with kind", `{"kind":"task","id":"t-1","contextId":"c","status":{"state":"input-required"}}`, "task", ledger.StatusInputRequired},
-		{"v0.3 task without kind", `{"id":"t-1","contextId":"c","status":{"state":"canceled"},"history":[]}`, "task", ledger.StatusCanceled},
-		{"v0.3 status update", `{"kind":"status-update","taskId":"t-1","contextId":"c","final":true,"status":{"state":"rejected"}}`, "status", ledger.StatusRejected},
+		{"v1.0 numeric enum", `{"statusUpdate":{"taskId":"t-1","status":{"state":4}}}`, "status", TaskStateFailed},
+		{"v0.3 task with kind", `{"kind":"task","id":"t-1","contextId":"c","status":{"state":"input-required"}}`, "task", TaskStateInputRequired},
+		{"v0.3 task without kind", `{"id":"t-1","contextId":"c","status":{"state":"canceled"},"history":[]}`, "task", TaskStateCanceled},
+		{"v0.3 status update", `{"kind":"status-update","taskId":"t-1","contextId":"c","final":true,"status":{"state":"rejected"}}`, "status", TaskStateRejected},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,7 +33,7 @@ func TestParsePushNotification(t *testing.T) {
 			if ev.TaskID() != "t-1" {
 				t.Fatalf("task id = %q", ev.TaskID())
 			}
-			var state ledger.TaskStatus
+			var state TaskState
 			switch tc.kind {
 			case "task":
 				state = ev.Task.Status.State

@@ -1,4 +1,4 @@
-package delegate
+package a2a
 
 import (
 	"encoding/json"
@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/quittance/quittance/compensation"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/delegate/egress"
 )
+
+// testExtensionURI is an extension the tests activate and declare.
+const testExtensionURI = "https://example.com/a2a/ext/v1"
 
 // rpcCall is one JSON-RPC request as a test server received it.
 type rpcCall struct {
@@ -69,9 +72,10 @@ func writeResult(w http.ResponseWriter, id json.RawMessage, result string) {
 func setupRPC(t *testing.T, iface AgentInterface, reply func(w http.ResponseWriter, c rpcCall)) (*rpcServer, *Client) {
 	t.Helper()
 	s := &rpcServer{reply: reply}
-	srv := serveOn(t, "127.0.0.1", s)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
 	iface.URL = srv.URL + "/a2a"
-	return s, NewClient(NewHTTPClient(loopbackPolicy), iface)
+	return s, NewClient(egress.NewClient(loopbackPolicy), iface)
 }
 
 // jsonPath fetches a nested value from decoded JSON by member names.
@@ -108,17 +112,17 @@ func TestV1SendMessageWire(t *testing.T) {
 				{Data: json.RawMessage(`{"compensationRequest":{"taskId":"t-0"}}`)},
 				{Raw: []byte{0xff, 0x00}, MediaType: "application/octet-stream", Filename: "x.bin"},
 			},
-			Extensions:       []string{compensation.ExtensionURI},
+			Extensions:       []string{testExtensionURI},
 			ReferenceTaskIDs: []string{"t-0"},
 		},
 		ReturnImmediately: true,
 		Push:              &PushConfig{ID: "cfg", URL: "https://quittance.example/push", Token: "tok", AuthScheme: "Bearer", AuthCredentials: "cred"},
-		Extensions:        []string{compensation.ExtensionURI, "https://example.com/ext/b"},
+		Extensions:        []string{testExtensionURI, "https://example.com/ext/b"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Task == nil || res.Task.ID != "t-1" || res.Task.Status.State != ledger.StatusSubmitted ||
+	if res.Task == nil || res.Task.ID != "t-1" || res.Task.Status.State != TaskStateSubmitted ||
 		!res.Task.Status.Timestamp.Equal(time.Date(2026, 1, 2, 3, 4, 5, 5e8, time.UTC)) {
 		t.Fatalf("result = %+v", res.Task)
 	}
@@ -129,7 +133,7 @@ func TestV1SendMessageWire(t *testing.T) {
 	}
 	for h, want := range map[string]string{
 		"A2A-Version":    "1.0",
-		"A2A-Extensions": compensation.ExtensionURI + ", https://example.com/ext/b",
+		"A2A-Extensions": testExtensionURI + ", https://example.com/ext/b",
 		"Content-Type":   "application/json",
 	} {
 		if got := call.Header.Get(h); got != want {
@@ -144,7 +148,7 @@ func TestV1SendMessageWire(t *testing.T) {
 		"message/role":                             `"ROLE_USER"`,
 		"message/messageId":                        `"m-1"`,
 		"message/parts":                            `[{"text":"cancel effects"},{"data":{"compensationRequest":{"taskId":"t-0"}}},{"filename":"x.bin","mediaType":"application/octet-stream","raw":"/wA="}]`,
-		"message/extensions":                       `["` + compensation.ExtensionURI + `"]`,
+		"message/extensions":                       `["` + testExtensionURI + `"]`,
 		"message/referenceTaskIds":                 `["t-0"]`,
 		"message/kind":                             `null`,
 		"configuration/returnImmediately":          `true`,
@@ -183,7 +187,7 @@ func TestV1TaskMethodsWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.Status.State != ledger.StatusInputRequired || task.Status.Message == nil ||
+	if task.Status.State != TaskStateInputRequired || task.Status.Message == nil ||
 		task.Status.Message.Role != RoleAgent || task.Status.Message.Parts[0].Text != "which PO?" {
 		t.Fatalf("task status = %+v", task.Status)
 	}
@@ -197,7 +201,7 @@ func TestV1TaskMethodsWire(t *testing.T) {
 		t.Fatalf("GetTask call = %s %s", call.Method, call.Raw)
 	}
 
-	_, err = c.CancelTask(t.Context(), "t-1", []string{compensation.ExtensionURI})
+	_, err = c.CancelTask(t.Context(), "t-1", []string{testExtensionURI})
 	if !errors.Is(err, ErrTaskNotCancelable) || errors.Is(err, ErrTaskNotFound) {
 		t.Fatalf("cancel error = %v", err)
 	}
@@ -206,7 +210,7 @@ func TestV1TaskMethodsWire(t *testing.T) {
 		t.Fatalf("error data not kept: %#v", err)
 	}
 	call = s.last(t)
-	if call.Method != "CancelTask" || asJSON(call.Params) != `{"id":"t-1","tenant":"acme"}` || call.Header.Get("A2A-Extensions") != compensation.ExtensionURI {
+	if call.Method != "CancelTask" || asJSON(call.Params) != `{"id":"t-1","tenant":"acme"}` || call.Header.Get("A2A-Extensions") != testExtensionURI {
 		t.Fatalf("CancelTask call = %s %s", call.Method, call.Raw)
 	}
 
@@ -304,7 +308,7 @@ func TestV03Wire(t *testing.T) {
 		Message:           Message{MessageID: "m-1", Parts: []Part{{Text: "hi"}, {Data: json.RawMessage(`{"a":1}`)}, {URL: "https://x.example/f.pdf", MediaType: "application/pdf"}}},
 		ReturnImmediately: true,
 		Push:              &PushConfig{URL: "https://q.example/push", AuthScheme: "Bearer", AuthCredentials: "c"},
-		Extensions:        []string{compensation.ExtensionURI},
+		Extensions:        []string{testExtensionURI},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +317,7 @@ func TestV03Wire(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	call := s.last(t)
-	if call.Method != "message/send" || call.Header.Get("X-A2A-Extensions") != compensation.ExtensionURI || call.Header.Get("A2A-Extensions") != "" {
+	if call.Method != "message/send" || call.Header.Get("X-A2A-Extensions") != testExtensionURI || call.Header.Get("A2A-Extensions") != "" {
 		t.Fatalf("send call = %s %v", call.Method, call.Header)
 	}
 	if call.Header.Get("A2A-Version") != "0.3" {

@@ -13,7 +13,7 @@ import (
 )
 
 const delegationClaimPastDeadline = `-- name: DelegationClaimPastDeadline :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
 WHERE obligation_state = 'revocation_pending_compensation'
   AND compensation_deadline <= $1
 ORDER BY compensation_deadline, id
@@ -65,6 +65,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
 		); err != nil {
 			return nil, err
 		}
@@ -77,7 +78,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 }
 
 const delegationListEscalatableByOrgForUpdate = `-- name: DelegationListEscalatableByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
 WHERE org_id = $1
   AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
 ORDER BY id
@@ -122,6 +123,7 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
 		); err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 const delegationGetByID = `-- name: DelegationGetByID :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE id = $1
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE id = $1
 `
 
 func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -47,12 +47,13 @@ func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByIDForUpdate = `-- name: DelegationGetByIDForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE id = $1 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -86,12 +87,13 @@ func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByOperation = `-- name: DelegationGetByOperation :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE tenant = $1 AND business_operation_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE tenant = $1 AND business_operation_id = $2
 `
 
 type DelegationGetByOperationParams struct {
@@ -130,12 +132,13 @@ func (q *Queries) DelegationGetByOperation(ctx context.Context, arg DelegationGe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTask = `-- name: DelegationGetByRemoteTask :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE org_id = $1 AND remote_task_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE org_id = $1 AND remote_task_id = $2
 `
 
 type DelegationGetByRemoteTaskParams struct {
@@ -174,12 +177,13 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTaskForUpdate = `-- name: DelegationGetByRemoteTaskForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
 `
 
 type DelegationGetByRemoteTaskForUpdateParams struct {
@@ -218,6 +222,7 @@ func (q *Queries) DelegationGetByRemoteTaskForUpdate(ctx context.Context, arg De
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
@@ -285,7 +290,7 @@ func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertPara
 }
 
 const delegationList = `-- name: DelegationList :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::text IS NULL OR obligation_state = $2)
   AND ($3::text IS NULL OR task_status = $3)
@@ -348,6 +353,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
 		); err != nil {
 			return nil, err
 		}

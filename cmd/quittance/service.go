@@ -182,6 +182,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.New(reg)
+	telemetry.RegisterAlertSettings(reg, cfg.UnconfirmedAlertGrace)
 	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
 	reg.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
 	egress := cfg.egressPolicy()

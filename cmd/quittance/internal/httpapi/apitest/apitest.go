@@ -224,6 +224,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.New(reg)
+	telemetry.RegisterAlertSettings(reg, 15*time.Minute)
 	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
 	reg.MustRegister(pgstore.NewCollector(store))
 	e := &Env{

@@ -48,8 +48,7 @@ var calledA2AMethods = []string{
 var a2aMethods = map[string]bool{
 	"SendMessage": true, "SendStreamingMessage": true, "GetTask": true, "CancelTask": true,
 	"SubscribeToTask": true, "SetTaskPushNotificationConfig": true, "GetTaskPushNotificationConfig": true,
-	"CreateTaskPushNotificationConfig": true,
-	"ListTasks":                        true, "GetExtendedAgentCard": true,
+	"CreateTaskPushNotificationConfig": true, "ListTasks": true, "GetExtendedAgentCard": true,
 	"message/send": true, "message/stream": true, "tasks/get": true, "tasks/cancel": true,
 	"tasks/resubscribe": true, "tasks/pushNotificationConfig/set": true, "tasks/pushNotificationConfig/get": true,
 	"agent/getAuthenticatedExtendedCard": true,

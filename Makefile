@@ -57,17 +57,21 @@ fuzz:
 	  done; \
 	done
 
-## bench: pgbench vs. the Quittance lifecycle (8 and 32 clients, hot and many
-## budgets) and reconciliation latency at 1M delegations, on one private
-## PostgreSQL (~10 minutes; BENCH_QUICK=1 for a ~2 minute run; BENCH_FLAGS for more)
+## bench: pgbench vs. the Quittance lifecycle (8 and 32 clients; many budgets
+## against pgbench at scale 32, one hot budget against scale 1), three
+## replicas beside one, and reconciliation and the deadline sweep at 10M
+## delegations generated with SQL, on one private PostgreSQL (BENCH_QUICK=1 for
+## a short run whose figures are not the benchmark's; BENCH_FLAGS for more)
 BENCH_QUICK ?=
 BENCH_FLAGS ?=
 bench:
 	$(GO) run ./cmd/quittance-bench bench $(if $(filter 1 yes true,$(BENCH_QUICK)),-quick) $(BENCH_FLAGS)
 
-## soak: concurrent lifecycle under SIGKILLs of the service and immediate
+## soak: concurrent lifecycle on REPLICAS service processes (default 1) with the
+## demo agent as the remote, under SIGKILLs of random replicas and immediate
 ## PostgreSQL restarts, then every invariant checked (SOAK_DURATION, at most 10m)
 SOAK_DURATION ?= 5m
+REPLICAS      ?= 1
 SOAK_FLAGS    ?=
 soak:
-	$(GO) run ./cmd/quittance-bench soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
+	$(GO) run ./cmd/quittance-bench soak -duration $(SOAK_DURATION) -replicas $(REPLICAS) $(SOAK_FLAGS)

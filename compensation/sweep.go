@@ -33,7 +33,7 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 			}
 			for _, d := range due {
 				if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
-					Type: EventTypeDeadlinePassed, Actor: "system:sweep", At: now,
+					Type: ledger.EventTypeDeadlinePassed, Actor: "system:sweep", At: now,
 					Obligation: ledger.EventCompensationUnconfirmed,
 					Data: map[string]any{
 						"deadline":        d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),

@@ -32,7 +32,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), "waiting for the dispatch to create the remote task", nil)
 		}
 		return w.finish(ctx, j, "no_remote_task", func(tx Tx) error {
-			return record(ctx, tx, d, EventTypeCancelFailed, w.now(), map[string]any{"reason": "no_remote_task", "attempt": j.Attempt})
+			return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), map[string]any{"reason": "no_remote_task", "attempt": j.Attempt})
 		})
 	}
 	org, err := w.store.Org(ctx, d.OrgID)
@@ -51,7 +51,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	switch {
 	case err == nil && task.ID != d.Remote.TaskID:
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
-			return record(ctx, tx, d, EventTypeRemoteTaskConflict, w.now(), map[string]any{
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), map[string]any{
 				"recorded_task_id": d.Remote.TaskID, "reported_task_id": truncate(task.ID, 256), "source": "cancel",
 			})
 		})
@@ -68,7 +68,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		// the task too, in case it has meanwhile ended.
 		return w.finish(ctx, j, "not_cancelable", func(tx Tx) error {
 			now := w.now()
-			if err := record(ctx, tx, d, EventTypeCancelRefused, now, map[string]any{
+			if err := record(ctx, tx, d, ledger.EventTypeCancelRefused, now, map[string]any{
 				"task_id": d.Remote.TaskID, "error": errorText(err),
 			}); err != nil {
 				return err
@@ -79,7 +79,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
 	}
 	return w.finish(ctx, j, "cancel_failed", func(tx Tx) error {
-		return record(ctx, tx, d, EventTypeCancelFailed, w.now(), map[string]any{
+		return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), map[string]any{
 			"task_id": d.Remote.TaskID, "error": errorText(err), "attempt": j.Attempt,
 		})
 	})

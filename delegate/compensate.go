@@ -189,7 +189,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 	d.Compensation.Attempts++
 	d.Compensation.LastError = ""
 	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
-		Type: compensation.EventTypeCompensationRequested, Actor: workerActor, At: now,
+		Type: ledger.EventTypeCompensationRequested, Actor: workerActor, At: now,
 		Data: map[string]any{
 			"message_id": msgID, "round": round, "attempt": d.Compensation.Attempts,
 			"compensation_task_id": taskID, "task_id": d.Remote.TaskID, "idempotency_key": ledger.CompensationKey(d),
@@ -239,9 +239,9 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 			"attempt": d.Compensation.Attempts, "max_attempts": w.cfg.CompensationMaxAttempts, "round": round,
 			"error": problem, "outcome": outcome, "message_id": compensation.RequestMessageID(d.ID, round),
 		}
-		change := ledger.Change{Type: compensation.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
+		change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
 		if exhausted {
-			change.Type = compensation.EventTypeCompensationRetriesExhausted
+			change.Type = ledger.EventTypeCompensationRetriesExhausted
 			if d.ObligationState == ledger.ObligationRevocationPendingCompensation {
 				change.Obligation = ledger.EventCompensationUnconfirmed
 			}

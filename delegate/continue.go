@@ -21,18 +21,6 @@ import (
 // ("message" jobs), in the order the answers were queued. A terminal task
 // is never continued: a refinement is a new delegation (context_from).
 
-// Event types of follow-up messages, appended to the delegation's stream.
-const (
-	// EventTypeMessageQueued: the orchestrator answered the remote task; the
-	// message waits in the outbox.
-	EventTypeMessageQueued = "task_message_queued"
-	// EventTypeMessageSent: the message was delivered to the remote task.
-	EventTypeMessageSent = "task_message_sent"
-	// EventTypeMessageFailed: the remote refused the message, or it could
-	// not be delivered; Quittance stopped trying.
-	EventTypeMessageFailed = "task_message_failed"
-)
-
 // Statuses of a follow-up message.
 const (
 	// MessageQueued: waiting in the outbox.
@@ -152,7 +140,7 @@ func (w *Worker) Continue(ctx context.Context, p ledger.Principal, id uuid.UUID,
 		if err := tx.InsertFollowUp(ctx, out); err != nil {
 			return err
 		}
-		if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeMessageQueued, Actor: p.Actor(), At: now, Data: map[string]any{
+		if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeMessageQueued, Actor: p.Actor(), At: now, Data: map[string]any{
 			"message_id": in.MessageID, "a2a_message_id": out.A2AMessageID, "task_id": d.Remote.TaskID, "task_status": string(d.TaskStatus),
 		}}); err != nil {
 			return err
@@ -256,7 +244,7 @@ func (w *Worker) failFollowUp(ctx context.Context, tx Tx, d ledger.Delegation, m
 	if err := tx.FinishFollowUp(ctx, m, now); err != nil {
 		return err
 	}
-	return record(ctx, tx, d, EventTypeMessageFailed, now, map[string]any{
+	return record(ctx, tx, d, ledger.EventTypeMessageFailed, now, map[string]any{
 		"message_id": m.MessageID, "a2a_message_id": m.A2AMessageID, "error": problem,
 	})
 }
@@ -278,7 +266,7 @@ func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m 
 	if err := tx.FinishFollowUp(ctx, m, now); err != nil {
 		return err
 	}
-	if err := record(ctx, tx, d, EventTypeMessageSent, now, data); err != nil {
+	if err := record(ctx, tx, d, ledger.EventTypeMessageSent, now, data); err != nil {
 		return err
 	}
 	if res.Task == nil || res.Task.ID != d.Remote.TaskID {

@@ -98,7 +98,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		if cause != nil {
 			data["error"] = errorText(cause)
 		}
-		return w.finish(ctx, j, "failed", func(tx Tx) error { return record(ctx, tx, d, EventTypeDispatchFailed, w.now(), data) })
+		return w.finish(ctx, j, "failed", func(tx Tx) error { return record(ctx, tx, d, ledger.EventTypeDispatchFailed, w.now(), data) })
 	}
 	if org.IdentityRevoked() {
 		return giveUp("org_identity_revoked", nil)
@@ -191,21 +191,21 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 		now := w.now()
 		if d.Remote.TaskID != "" {
 			if d.Remote.TaskID != task.ID {
-				return record(ctx, tx, d, EventTypeRemoteTaskConflict, now, map[string]any{
+				return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
 					"recorded_task_id": d.Remote.TaskID, "reported_task_id": task.ID, "source": "dispatch",
 				})
 			}
 			return nil
 		}
 		if other, err := tx.DelegationByRemoteTask(ctx, d.OrgID, task.ID); err == nil && other.ID != d.ID {
-			return record(ctx, tx, d, EventTypeRemoteTaskConflict, now, map[string]any{
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
 				"reported_task_id": task.ID, "other_delegation_id": other.ID.String(), "source": "dispatch",
 			})
 		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
 		d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}
-		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeTaskDispatched, Actor: workerActor, At: now, Data: map[string]any{
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskDispatched, Actor: workerActor, At: now, Data: map[string]any{
 			"task_id": task.ID, "context_id": task.ContextID, "protocol_version": iface.ProtocolVersion,
 			"message_id": DispatchMessageID(d.ID), "attempt": j.Attempt, "push_registered": push != nil,
 		}})

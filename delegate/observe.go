@@ -72,7 +72,7 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	// task — observe waits for the task id.
 	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
 		err := w.store.InTx(ctx, func(tx Tx) error {
-			return record(ctx, tx, d, EventTypePushRefused, w.now(), map[string]any{
+			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
 				"reason": "task_mismatch", "pushed_task_id": truncate(ev.TaskID(), 256),
 			})
 		})
@@ -158,7 +158,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	}
 	if task.ID != d.Remote.TaskID {
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
-			return record(ctx, tx, d, EventTypeRemoteTaskConflict, w.now(), map[string]any{
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), map[string]any{
 				"recorded_task_id": d.Remote.TaskID, "reported_task_id": truncate(task.ID, 256), "source": source,
 			})
 		})
@@ -227,7 +227,7 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 			case ledger.EventDeclarationVerified:
 				declaration = &r
 			default:
-				if err := record(ctx, tx, d, EventTypeReceiptRefused, now, map[string]any{
+				if err := record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, map[string]any{
 					"source": "cancel", "problem": verdict.Problem,
 				}); err != nil {
 					return err

@@ -28,32 +28,6 @@ import (
 // lease runs out another worker makes the same call again, with the same
 // A2A messageId, so the remote can deduplicate it.
 
-// Event types the A2A workers append to a delegation's stream.
-const (
-	// EventTypeTaskDispatched: Quittance sent the delegated message and the
-	// remote created a task; its id, context id and protocol version are
-	// recorded on the delegation.
-	EventTypeTaskDispatched = "task_dispatched"
-	// EventTypeDispatchFailed: the delegated message could not be sent and
-	// Quittance stopped trying; the hold stays until on-call acts.
-	EventTypeDispatchFailed = "dispatch_failed"
-	// EventTypeCancelRefused: the remote answered the cancel with
-	// TaskNotCancelableError; the hold stays.
-	EventTypeCancelRefused = "cancel_refused"
-	// EventTypeCancelFailed: the cancel could not be delivered and Quittance
-	// stopped trying; the hold stays.
-	EventTypeCancelFailed = "cancel_failed"
-	// EventTypePushRefused: a push notification with a valid token named
-	// another task than the delegation's.
-	EventTypePushRefused = "push_refused"
-	// EventTypeRemoteTaskConflict: the remote answered with a task that is
-	// not the delegation's, or one already recorded on another delegation.
-	EventTypeRemoteTaskConflict = "remote_task_conflict"
-	// EventTypeReceiptRefused: a compensation receipt in a cancel reply
-	// proved nothing; the data says why.
-	EventTypeReceiptRefused = "compensation_receipt_refused"
-)
-
 // workerActor is the actor of every event the workers append.
 const workerActor = "system:a2a"
 
@@ -131,13 +105,21 @@ type Store interface {
 	TryLock(ctx context.Context, key string) (unlock func(), acquired bool, err error)
 }
 
-// Tx is a database transaction of the A2A workers: everything the
-// compensation service's transactions can do, plus the outbox and the A2A
-// tracking of delegations.
+// Tx is a database transaction of the A2A workers: what
+// ledger.ObserveTaskStatus, ledger.LockVisible and
+// compensation.ApplyRemoteReceipt write through, plus the outbox, the A2A
+// tracking of delegations, the backoff of failing orgs, follow-up messages
+// and task snapshots. Error contract: as ledger.Store; a missing row is
+// ledger.ErrNotFound (wrapped).
 type Tx interface {
-	compensation.Tx
-	// Tracking returns the delegation's A2A tracking, or ledger.ErrNotFound.
-	Tracking(ctx context.Context, id uuid.UUID) (Tracking, error)
+	ledger.ObservationTx
+	ledger.DelegationLocker
+	compensation.ReceiptTx
+	// DelegationByRemoteTask loads the delegation recording the org's remote
+	// task, or returns ledger.ErrNotFound.
+	DelegationByRemoteTask(ctx context.Context, orgID, remoteTaskID string) (ledger.Delegation, error)
+	// Org loads an org without locking it.
+	Org(ctx context.Context, id string) (ledger.Org, error)
 	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
 	// caller no longer holds its lease. A job enqueued again while it ran is
 	// scheduled once more instead of finished.
@@ -425,7 +407,7 @@ func (w *Worker) backoff(n int) time.Duration {
 }
 
 // record appends an event to d's stream without changing it.
-func record(ctx context.Context, tx Tx, d ledger.Delegation, typ string, at time.Time, data map[string]any) error {
+func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventType, at time.Time, data map[string]any) error {
 	_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: workerActor, At: at, Data: data})
 	return err
 }

@@ -172,10 +172,7 @@ func NewService(cfg Config) *Service {
 
 func (s *Service) now() time.Time { return s.cfg.Clock.Now().UTC().Truncate(time.Microsecond) }
 
-var (
-	idPattern        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-	eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-)
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // NewSecret returns a fresh signing secret: "whsec_" and the base64 of 32
 // random bytes.
@@ -206,6 +203,8 @@ func MessageID(seq int64) string { return "qe_" + strconv.FormatInt(seq, 10) }
 // PutEndpoint creates or updates an orchestrator tenant's endpoint. The URL
 // must pass delegate.ValidateURL under the egress policy. created is true
 // when the endpoint is new: only then does the result carry the secret.
+// Every event type named must be in the ledger's catalogue
+// (ledger.ParseEventType).
 func (s *Service) PutEndpoint(ctx context.Context, p ledger.Principal, id, url string, eventTypes []string) (Endpoint, bool, error) {
 	if p.Role != ledger.RoleOrchestrator {
 		return Endpoint{}, false, ledger.ErrForbidden
@@ -223,8 +222,8 @@ func (s *Service) PutEndpoint(ctx context.Context, p ledger.Principal, id, url s
 		return Endpoint{}, false, ledger.Invalid("event_types", "at most 64 types")
 	}
 	for _, t := range eventTypes {
-		if !eventTypePattern.MatchString(t) {
-			return Endpoint{}, false, ledger.Invalid("event_types", "%q is not an event type name", t)
+		if _, err := ledger.ParseEventType(t); err != nil {
+			return Endpoint{}, false, ledger.Invalid("event_types", "%q is not an event type", t)
 		}
 	}
 	if eventTypes == nil {
@@ -339,7 +338,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 // the event type, a timestamp, and the event as data, in the published form
 // the API and the event streams use.
 type Payload struct {
-	Type      string             `json:"type"`
+	Type      ledger.EventType   `json:"type"`
 	Timestamp time.Time          `json:"timestamp"`
 	Data      ledger.EventRecord `json:"data"`
 }

@@ -61,3 +61,6 @@ SELECT * FROM api_tokens WHERE token_hash = $1;
 -- name: TokenInsert :exec
 INSERT INTO api_tokens (id, name, role, tenant, token_hash, created_at)
 VALUES (@id, @name, @role, @tenant, @token_hash, @created_at);
+
+-- name: OrgGetByIDForUpdate :one
+SELECT * FROM remote_orgs WHERE id = $1 FOR UPDATE;

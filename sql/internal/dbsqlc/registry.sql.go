@@ -135,6 +135,29 @@ func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) 
 	return i, err
 }
 
+const orgGetByIDForUpdate = `-- name: OrgGetByIDForUpdate :one
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at FROM remote_orgs WHERE id = $1 FOR UPDATE
+`
+
+func (q *Queries) OrgGetByIDForUpdate(ctx context.Context, id string) (RemoteOrg, error) {
+	row := q.db.QueryRow(ctx, orgGetByIDForUpdate, id)
+	var i RemoteOrg
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.SharedCoordinator,
+		&i.Jwks,
+		&i.AgentCardUrl,
+		&i.AllowedHosts,
+		&i.RequireSignedReceipts,
+		&i.IdentityRevokedAt,
+		&i.IdentityRevokedReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const orgUpsert = `-- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
     id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts,

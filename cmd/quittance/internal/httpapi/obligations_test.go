@@ -276,8 +276,9 @@ func TestAnomalies(t *testing.T) {
 func TestAnomalyClassification(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		typ, data string
-		want      ledger.AnomalyKind
+		typ  ledger.EventType
+		data string
+		want ledger.AnomalyKind
 	}{
 		{"status_conflict", `{}`, ledger.AnomalyStatusConflict},
 		{"late_evidence", `{"contradicts_write_off": false}`, ledger.AnomalyLateEvidence},

@@ -97,7 +97,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 
 	events := env.Events(t, orch, d.ID)
-	wantTypes := []string{"delegation_created", "task_status_changed", "cancel_requested", "task_status_changed"}
+	wantTypes := []ledger.EventType{"delegation_created", "task_status_changed", "cancel_requested", "task_status_changed"}
 	if len(events) != len(wantTypes) {
 		t.Fatalf("%d events, want %d: %+v", len(events), len(wantTypes), events)
 	}

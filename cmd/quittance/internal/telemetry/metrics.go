@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -170,8 +169,8 @@ func (m *Metrics) ObserveCommitted(events []ledger.Event) {
 // no_compensation_declared with channel a2a) or a failed attempt.
 func compensationRequestOutcome(e ledger.Event) (string, bool) {
 	switch e.Type {
-	case compensation.EventTypeCompensationAcked, compensation.EventTypeNoCompensationDeclared,
-		compensation.EventTypeCompensationRequestFailed, compensation.EventTypeCompensationRetriesExhausted:
+	case ledger.EventTypeCompensationAcked, ledger.EventTypeNoCompensationDeclared,
+		ledger.EventTypeCompensationRequestFailed, ledger.EventTypeCompensationRetriesExhausted:
 	default:
 		return "", false
 	}
@@ -182,7 +181,7 @@ func compensationRequestOutcome(e ledger.Event) (string, bool) {
 	if err := json.Unmarshal(e.Data, &data); err != nil {
 		return OutcomeError, true
 	}
-	accepted := e.Type == compensation.EventTypeCompensationAcked || e.Type == compensation.EventTypeNoCompensationDeclared
+	accepted := e.Type == ledger.EventTypeCompensationAcked || e.Type == ledger.EventTypeNoCompensationDeclared
 	if accepted && data.Channel != "a2a" {
 		return "", false // an ack posted over HTTP answers no request of ours
 	}
@@ -220,13 +219,13 @@ func (m *Metrics) ObserveA2A(method, outcome string, d time.Duration) {
 	m.a2aDuration.WithLabelValues(method, outcome).Observe(d.Seconds())
 }
 
-func writeOffStatus(eventType string) (string, bool) {
+func writeOffStatus(eventType ledger.EventType) (string, bool) {
 	switch eventType {
-	case compensation.EventTypeWriteOffRequested:
+	case ledger.EventTypeWriteOffRequested:
 		return "pending_approval", true
-	case compensation.EventTypeWriteOffExecuted:
+	case ledger.EventTypeWriteOffExecuted:
 		return "executed", true
-	case compensation.EventTypeWriteOffVoided:
+	case ledger.EventTypeWriteOffVoided:
 		return "void", true
 	}
 	return "", false
@@ -234,7 +233,7 @@ func writeOffStatus(eventType string) (string, bool) {
 
 // evidenceTypes maps the event types that record evidence without moving
 // the obligation to their kind and result.
-var evidenceTypes = map[string][2]string{
+var evidenceTypes = map[ledger.EventType][2]string{
 	ledger.EventTypeTaskStatusChanged:   {EvidenceTaskStatus, ResultAccepted},
 	ledger.EventTypeTaskStatusDuplicate: {EvidenceTaskStatus, ResultDuplicate},
 	ledger.EventTypeTaskStatusStale:     {EvidenceTaskStatus, ResultLate},

@@ -34,7 +34,8 @@ func TestMetricsLint(t *testing.T) {
 
 func TestClassifyEvidence(t *testing.T) {
 	for _, tc := range []struct {
-		typ, data    string
+		typ          ledger.EventType
+		data         string
 		kind, result string
 	}{
 		{"task_status_changed", `{}`, "task_status", "accepted"},

@@ -6,7 +6,7 @@ GO        ?= go
 GOTEST    ?= $(GO) test -race -count=1
 PGTESTENV  = $(GO) run ./sql/pgtest/pgtestenv
 
-.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check check-rules fuzz bench soak
+.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check prometheus check-rules fuzz bench soak
 
 ## run: serve on the embedded default (a private PostgreSQL cluster under ./.quittance)
 run:
@@ -37,8 +37,13 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
+## prometheus: install prometheus and promtool (Debian package, as root) when missing;
+## the Prometheus integration test installs them the same way
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || $(GO) run ./dashboards/promtest/promtestinstall
+
 ## check-rules: promtool checks of the alert rules and their unit tests
-check-rules:
+check-rules: prometheus
 	promtool check rules dashboards/alerts/quittance.rules.yaml
 	cd dashboards/alerts && promtool test rules quittance.rules.test.yaml
 

@@ -186,6 +186,16 @@ func (s *Service) GetTaskClass(ctx context.Context, p Principal, name string) (T
 	return s.store.TaskClass(ctx, name)
 }
 
+// ListTaskClasses returns every registered task class, by name.
+// Delegations whose class is not among them are treated as effect-capable,
+// gated on canceled and failed, with DefaultCompensationTimeout.
+func (s *Service) ListTaskClasses(ctx context.Context, p Principal) ([]TaskClass, error) {
+	if err := require(p, RoleOncall, RoleFinance); err != nil {
+		return nil, err
+	}
+	return s.store.TaskClasses(ctx)
+}
+
 // TokenInput asks for a new API token.
 type TokenInput struct {
 	Role   Role

@@ -49,6 +49,8 @@ type Reader interface {
 	Org(ctx context.Context, id string) (Org, error)
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
+	// TaskClasses returns every registered task class, by name.
+	TaskClasses(ctx context.Context) ([]TaskClass, error)
 	TokenByHash(ctx context.Context, hash []byte) (Token, error)
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)

@@ -92,6 +92,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newTokenCommand(getenv, stdout),
 		newVerifyChainCommand(getenv, stdout, stderr),
 		newWebhooksCommand(getenv, stdout),
+		newTaskClassesCommand(getenv, stdout),
 	)
 	// A demo supplier's A2A agent, for the local walk-through.
 	root.AddCommand(newDemoAgentCommand(getenv, stdout, stderr))

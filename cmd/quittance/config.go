@@ -72,6 +72,11 @@ type config struct {
 	// default: profiles show the service's internals and cost CPU while
 	// they are taken, so bind it to loopback.
 	DebugAddr string `env:"QUITTANCE_DEBUG_ADDR"`
+	// UnconfirmedAlertGrace is how long an obligation may stay in
+	// compensation_unconfirmed before QuittanceObligationUnconfirmed
+	// fires; exported as quittance_unconfirmed_alert_grace_seconds, which
+	// the rule compares with.
+	UnconfirmedAlertGrace time.Duration `env:"QUITTANCE_UNCONFIRMED_ALERT_GRACE" envDefault:"15m"`
 	// createSigningKey makes the service generate SigningKeyFile when it is
 	// missing (dev only).
 	createSigningKey bool
@@ -87,6 +92,7 @@ var variables = []string{
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
 	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR",
+	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
@@ -130,6 +136,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if _, err := egress.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_EGRESS_ALLOW_CIDRS: %w", err)}
+	}
+	if cfg.UnconfirmedAlertGrace < 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_UNCONFIRMED_ALERT_GRACE must not be negative")}
 	}
 	if cfg.WriteOffApprovalThresholdMinor < 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR must not be negative")}

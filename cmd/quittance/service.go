@@ -199,6 +199,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	svc := app.New(app.Config{
 		Pool: pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
+		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
 		A2A: delegate.Config{
 			PublicURL: cfg.PublicURL, Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
 			BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,

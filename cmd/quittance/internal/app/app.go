@@ -3,6 +3,7 @@ package app
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,7 +60,15 @@ type Config struct {
 	RateLimit httpapi.RateLimit
 	// Stream tunes the API's event streams; closing its Done ends them.
 	Stream httpapi.StreamConfig
+	// UnconfirmedAlertGrace is exported for the alert rules: how long an
+	// obligation may stay compensation_unconfirmed before on-call is paged
+	// (DefaultUnconfirmedAlertGrace when zero).
+	UnconfirmedAlertGrace time.Duration
 }
+
+// DefaultUnconfirmedAlertGrace is the unconfirmed alert's grace when none is
+// configured.
+const DefaultUnconfirmedAlertGrace = 15 * time.Minute
 
 // App is Quittance built: every part, so that the caller can run the
 // background loops it wants and serve API.
@@ -91,6 +100,11 @@ func New(cfg Config) *App {
 		log = slog.New(slog.DiscardHandler)
 	}
 	metrics := telemetry.New(cfg.Registry)
+	grace := cfg.UnconfirmedAlertGrace
+	if grace == 0 {
+		grace = DefaultUnconfirmedAlertGrace
+	}
+	telemetry.RegisterAlertSettings(cfg.Registry, grace)
 	store := pgstore.New(cfg.Pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
 	cfg.Registry.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
 

@@ -34,7 +34,7 @@ type Change struct {
 // Apply is the one writer of delegation changes. Inside tx it applies the
 // obligation event (if any) to d through the state machine, moves the hold
 // to match, writes d, and appends exactly one event — so the state change,
-// its money and its evidence commit together or not at all (DESIGN.md §2.2
+// its money and its evidence commit together or not at all (ledger/DESIGN.md §2.2
 // invariants 1 and 4). Callers set any other fields of d (the task status)
 // before calling it.
 func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Event, error) {
@@ -101,7 +101,7 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 
 // Record appends an event to d's stream without changing d: late evidence,
 // duplicates, stale reports and refusals are recorded and surfaced, never
-// applied (DESIGN.md §2.2 invariant 5).
+// applied (ledger/DESIGN.md §2.2 invariant 5).
 func Record(ctx context.Context, tx Tx, d Delegation, c Change) (Event, error) {
 	e := Event{Stream: d.Stream(), DelegationID: d.ID, Type: c.Type, At: c.At, Actor: c.Actor, Evidence: c.Evidence}
 	if c.NewStream {

@@ -116,7 +116,7 @@ type AnomalyKind string
 // The anomaly kinds.
 const (
 	// AnomalyStatusConflict: a different terminal task status after a
-	// terminal one (DESIGN.md §2.1).
+	// terminal one (ledger/DESIGN.md §2.1).
 	AnomalyStatusConflict AnomalyKind = "status_conflict"
 	// AnomalyLateEvidence: evidence that arrived after the obligation ended.
 	AnomalyLateEvidence AnomalyKind = "late_evidence"

@@ -414,7 +414,7 @@ type Observation struct {
 	Source string
 }
 
-// ReportTaskStatus applies an observation of the remote task (DESIGN.md
+// ReportTaskStatus applies an observation of the remote task (ledger/DESIGN.md
 // §2.1): a terminal status is immutable, a different later terminal status
 // is recorded as a status_conflict anomaly, stale observations are recorded
 // and ignored, and a newly terminal status moves the obligation (§2.2).

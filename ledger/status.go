@@ -6,7 +6,7 @@ import (
 )
 
 // TaskStatus is the remote A2A task's state as Quittance last observed it. It
-// is stored and emitted in the lower-case names of DESIGN.md §2.1, whatever
+// is stored and emitted in the lower-case names of ledger/DESIGN.md §2.1, whatever
 // wire form (A2A v1.0 or v0.3) it arrived in.
 type TaskStatus string
 

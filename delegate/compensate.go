@@ -22,7 +22,7 @@ func compensationPending(s ledger.ObligationState) bool {
 }
 
 // compensate asks the org's agent to compensate a delegation's task
-// (DESIGN.md §4) and follows the task it answers with to its
+// (ledger/DESIGN.md §4) and follows the task it answers with to its
 // compensation-receipt artifact. A receipt that JudgeReceipt accepts
 // discharges the obligation (compensated, or released for a verified
 // declaration); anything else — failed or not_supported receipts, refused

@@ -8,7 +8,7 @@ import (
 )
 
 // Clock tells the time. Services never call time.Now themselves, so tests
-// can move time (DESIGN.md §2.2 invariant 2 is checked with a fake clock).
+// can move time (ledger/DESIGN.md §2.2 invariant 2 is checked with a fake clock).
 type Clock interface {
 	Now() time.Time
 }

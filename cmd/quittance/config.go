@@ -13,7 +13,8 @@ import (
 )
 
 // config is the service's configuration, read from the environment. Every
-// variable is listed in the README's configuration table.
+// variable is listed in deploy/CONFIGURATION.md, and a test checks that the
+// table there names exactly the variables read here.
 type config struct {
 	DatabaseURL    string        `env:"DATABASE_URL"`
 	Addr           string        `env:"QUITTANCE_ADDR" envDefault:"127.0.0.1:8080"`

@@ -103,15 +103,17 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if cfg.EgressAllowCIDRs == "" {
 		cfg.EgressAllowCIDRs = "127.0.0.1/32"
 	}
+	// The data directory holds the dev token and signing key even when
+	// DATABASE_URL names a database elsewhere.
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", cfg.DataDir, err)
+	}
 	if cfg.DatabaseURL == "" {
 		if _, err := pgcluster.FindBinaries(); errors.Is(err, pgcluster.ErrNotInstalled) {
 			log.Info("PostgreSQL binaries not found; installing them")
 			if err := pgcluster.InstallBinaries(ctx, log); err != nil {
 				return err
 			}
-		}
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", cfg.DataDir, err)
 		}
 		clusterDir := filepath.Join(cfg.DataDir, "postgres")
 		cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})

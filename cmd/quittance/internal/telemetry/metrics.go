@@ -23,7 +23,7 @@ const (
 )
 
 // Compensation request outcomes, the label values of
-// quittance_compensation_requests_total: the receipt outcomes of DESIGN.md
+// quittance_compensation_requests_total: the receipt outcomes of ledger/DESIGN.md
 // §4, plus error when the request did not complete.
 const (
 	OutcomeCompensated  = "compensated"
@@ -238,7 +238,7 @@ var evidenceTypes = map[ledger.EventType][2]string{
 	ledger.EventTypeTaskStatusDuplicate: {EvidenceTaskStatus, ResultDuplicate},
 	ledger.EventTypeTaskStatusStale:     {EvidenceTaskStatus, ResultLate},
 	// A different status after a terminal one is a status that came too
-	// late to apply (DESIGN.md §2.2 invariant 5).
+	// late to apply (ledger/DESIGN.md §2.2 invariant 5).
 	ledger.EventTypeStatusConflict: {EvidenceTaskStatus, ResultLate},
 }
 

@@ -168,7 +168,7 @@ func TestKnownSeriesFromStartUp(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	telemetry.New(reg)
 	transitions := telemetry.ObligationTransitions()
-	// DESIGN.md §2.2's table: held to settled, released, compensated,
+	// ledger/DESIGN.md §2.2's table: held to settled, released, compensated,
 	// revocation_pending_compensation and escalated; pending to
 	// compensated, released, compensation_unconfirmed, escalated and
 	// written_off; unconfirmed to all of those but itself; escalated to

@@ -49,7 +49,7 @@ type Reader interface {
 	Org(ctx context.Context, id string) (Org, error)
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
-	TokenByHash(ctx context.Context, hash []byte) (Token, error)
+	PrincipalReader
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)
 }
@@ -142,8 +142,7 @@ type Tx interface {
 	PutOrg(ctx context.Context, o Org) error
 	// PutTaskClass creates or updates a task class.
 	PutTaskClass(ctx context.Context, c TaskClass) error
-	// InsertToken records an API token (its hash, never the secret).
-	InsertToken(ctx context.Context, t Token) error
+	PrincipalTx
 }
 
 // OutboundKind names an outbound A2A call Quittance makes on a delegation's

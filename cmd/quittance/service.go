@@ -101,6 +101,7 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	// Local agents (the demo supplier, agents under development) listen on
 	// plain http on loopback.
 	cfg.EgressAllowHTTP = true
+	cfg.dev = true
 	if cfg.EgressAllowCIDRs == "" {
 		cfg.EgressAllowCIDRs = "127.0.0.1/32"
 	}
@@ -192,7 +193,11 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 			return delegate.ValidateAgentEndpoint(egress, cardURL, allowedHosts)
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
+		Dev:                     cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
 	})
+	// Credential revocations reach this replica's authentication cache
+	// through LISTEN/NOTIFY; pending changes expire.
+	defer runBackground(ctx, log, "principals", func(ctx context.Context) error { return ledgerSvc.Run(ctx, time.Minute) })()
 	if cfg.BootstrapToken != "" {
 		if _, err := ledgerSvc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
 			return fmt.Errorf("bootstrap token: %w", err)
@@ -247,7 +252,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		Ledger: ledgerSvc, Compensation: compensationSvc, Ready: store.Ping, Log: log, Version: version, Push: a2aWorker,
 		Reports:  ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store}),
 		LedgerID: cfg.LedgerID, Metrics: metrics,
-		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst},
+		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst, ClientIPHeader: cfg.TrustedProxyHeader},
 	})
 	root := http.NewServeMux()
 	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))

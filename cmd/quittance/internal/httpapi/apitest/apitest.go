@@ -162,6 +162,7 @@ type options struct {
 	stream         httpapi.StreamConfig
 	worker         *Worker
 	identity       bool
+	production     bool
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -197,6 +198,14 @@ func WithStream(poll, heartbeat time.Duration) Option {
 
 // WithWorker builds the background workers, configured by w.
 func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
+
+// WithProduction runs the ledger as `quittance serve` does, not as `dev`
+// (the default of an Env, so tests can do privileged things with the
+// bootstrap on-call token alone): the bootstrap token (OncallToken) may
+// then create the first two on-call principals and nothing else, and every
+// privileged change waits for a second on-call principal (see
+// Env.TwoOncall).
+func WithProduction() Option { return func(o *options) { o.production = true } }
 
 // WithIdentity gives the ledger a fresh signing identity: compensation
 // requests are signed and its JWK Set is served.
@@ -237,7 +246,16 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 			return delegate.ValidateAgentEndpoint(o.registerEgress, cardURL, allowedHosts)
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
+		Dev:                     !o.production,
 	})
+	{
+		// As in the binary: revocations reach the authentication cache
+		// through LISTEN/NOTIFY, and pending changes expire.
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() { defer close(stopped); _ = e.Ledger.Run(ctx, time.Second) }()
+		t.Cleanup(func() { cancel(); <-stopped })
+	}
 	e.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: o.clock, LedgerID: o.ledgerID, WriteOffApprovalThresholdMinor: o.threshold,
 	})
@@ -288,7 +306,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	cfg.Stream.Done = streamsDone
 	api = httpapi.New(cfg)
 
-	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
+	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, e.OncallToken); err != nil {
 		t.Fatalf("apitest: create on-call token: %v", err)
 	}
 	if o.worker != nil && !o.worker.Stopped {
@@ -477,6 +495,51 @@ func (e *Env) NewToken(t testing.TB, role ledger.Role, tenant, name string) stri
 		t.Fatal("apitest: token response without a token")
 	}
 	return out.Token
+}
+
+// Oncall is an on-call principal of an Env: its id and a token.
+type Oncall struct {
+	ID    string
+	Name  string
+	Token string
+}
+
+// TwoOncall creates two on-call principals with the bootstrap token (the
+// two it may create outside dev) and returns them.
+func (e *Env) TwoOncall(t testing.TB, a, b string) (Oncall, Oncall) {
+	t.Helper()
+	mk := func(name string) Oncall {
+		var out struct {
+			Token       string `json:"token"`
+			PrincipalID string `json:"principal_id"`
+		}
+		e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": name}).
+			Expect(t, http.StatusCreated).JSON(t, &out)
+		return Oncall{ID: out.PrincipalID, Name: name, Token: out.Token}
+	}
+	return mk(a), mk(b)
+}
+
+// Approve approves a pending change with token, expecting 200.
+func (e *Env) Approve(t testing.TB, token, changeID string) {
+	t.Helper()
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+changeID+"/approve", token, nil).Expect(t, http.StatusOK)
+}
+
+// PrincipalID returns the principal id of a token's holder.
+func (e *Env) PrincipalID(t testing.TB, token string) string {
+	t.Helper()
+	p, err := e.Ledger.Authenticate(context.Background(), token)
+	if err != nil {
+		t.Fatalf("apitest: authenticate: %v", err)
+	}
+	return p.ID.String()
+}
+
+// Actor is how events name the holder of token.
+func (e *Env) Actor(t testing.TB, token string) string {
+	t.Helper()
+	return "principal:" + e.PrincipalID(t, token)
 }
 
 // NewOrchestrator issues an orchestrator token for tenant.

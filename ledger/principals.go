@@ -400,16 +400,17 @@ func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r Pr
 	return err
 }
 
-// EnsureToken makes sure the bootstrap credential with exactly this secret
-// exists (QUITTANCE_BOOTSTRAP_TOKEN), with a bootstrap principal of its
-// own; both are created if missing.
+// EnsureToken makes sure a credential with exactly this secret exists, with
+// a principal of its own; both are created if missing. An on-call one is
+// the bootstrap credential (QUITTANCE_BOOTSTRAP_TOKEN) and its principal
+// the bootstrap principal.
 func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
 	t, r, err := s.store.CredentialByHash(ctx, HashToken(secret))
 	if err == nil {
 		if r.Role != in.Role || r.Tenant != in.Tenant || !t.RevokedAt.IsZero() || r.Disabled() {
 			return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q, revoked or disabled", r.Role, t.Name)
 		}
-		if !r.Bootstrap {
+		if !r.Bootstrap && in.Role == RoleOncall {
 			// A token created before principals existed: mark its principal.
 			err = s.store.InTx(ctx, func(tx Tx) error {
 				r, err := tx.PrincipalForUpdate(ctx, r.ID)
@@ -438,10 +439,15 @@ func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string)
 		if err != nil {
 			return err
 		}
-		// The bootstrap principal's name is made unique, so it never takes
-		// a person's name.
-		name := "bootstrap-" + id.String()[:8]
-		r := PrincipalRecord{ID: id, Kind: KindPerson, Name: name, Role: in.Role, Tenant: in.Tenant, Bootstrap: true, CreatedAt: now}
+		// The principal takes the asked name, or, when a principal has it,
+		// the name with the id appended.
+		name := strings.TrimSpace(in.Name)
+		if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(name)); err == nil {
+			name += "-" + id.String()
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		r := PrincipalRecord{ID: id, Kind: in.Kind, Name: name, Role: in.Role, Tenant: in.Tenant, Bootstrap: in.Role == RoleOncall, CreatedAt: now}
 		t = Token{ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret), CreatedAt: now}
 		return s.createPrincipal(ctx, tx, "system:bootstrap", r, t, now, "")
 	})

@@ -90,6 +90,9 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newOrgsCommand(getenv, stdout),
 		newSweepCommand(getenv, stdout),
 		newTokenCommand(getenv, stdout),
+		newPrincipalsCommand(getenv, stdout),
+		newCredentialsCommand(getenv, stdout),
+		newChangesCommand(getenv, stdout),
 		newVerifyChainCommand(getenv, stdout, stderr),
 		newWebhooksCommand(getenv, stdout),
 	)

@@ -88,21 +88,7 @@ CREATE TABLE pending_changes (
 );
 CREATE INDEX pending_changes_open ON pending_changes (expires_at) WHERE status = 'pending';
 
--- Refused evidence tokens, counted per (claimed org, reason), with a bounded
--- sample of the latest refusals: the public evidence endpoints record
--- refusals here, never as one event per token on a delegation's chain.
-CREATE TABLE refused_tokens (
-    org_id   text        NOT NULL,
-    reason   text        NOT NULL,
-    count    bigint      NOT NULL,
-    first_at timestamptz NOT NULL,
-    last_at  timestamptz NOT NULL,
-    sample   jsonb       NOT NULL DEFAULT '[]',
-    PRIMARY KEY (org_id, reason)
-);
-
 -- +goose Down
-DROP TABLE refused_tokens;
 DROP TABLE pending_changes;
 DROP TRIGGER principals_changed ON principals;
 DROP TRIGGER api_tokens_changed ON api_tokens;

@@ -188,15 +188,6 @@ type Principal struct {
 	DisabledReason *string
 }
 
-type RefusedToken struct {
-	OrgID   string
-	Reason  string
-	Count   int64
-	FirstAt time.Time
-	LastAt  time.Time
-	Sample  []byte
-}
-
 type RemoteOrg struct {
 	ID                    string
 	Name                  string

@@ -247,6 +247,9 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
 		Dev:                     !o.production,
+		// Tests move the clock by weeks; a person's credential outlives them
+		// unless a test gives it an expiry.
+		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,
 	})
 	{
 		// As in the binary: revocations reach the authentication cache
@@ -306,7 +309,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	cfg.Stream.Done = streamsDone
 	api = httpapi.New(cfg)
 
-	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, e.OncallToken); err != nil {
+	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
 		t.Fatalf("apitest: create on-call token: %v", err)
 	}
 	if o.worker != nil && !o.worker.Stopped {

@@ -305,7 +305,7 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 	if err != nil {
 		return res, err
 	}
-	admin := ledger.NewTokenSecret()
+	bootstrap := ledger.NewTokenSecret()
 	env := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}
 	var debugAddr string
 	if cfg.Pprof {
@@ -315,7 +315,7 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		env = append(env, "QUITTANCE_DEBUG_ADDR="+debugAddr)
 	}
 	svc, err := startService(ctx, serviceConfig{
-		Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: admin,
+		Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: bootstrap,
 		LogPath: filepath.Join(h.dir, name+".log"), Env: env,
 	})
 	if err != nil {
@@ -323,6 +323,10 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 	}
 	defer svc.stop()
 	c := newClient(svc.URL, n)
+	admin, admin2, err := twoOncall(ctx, c, bootstrap)
+	if err != nil {
+		return res, err
+	}
 	const org = "supplier"
 	sig := newSigner("k1")
 	budgets := []string{"hot"}
@@ -338,11 +342,11 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 			return res, err
 		}
 	}
-	if err := c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+org, admin,
-		map[string]any{"name": "Supplier", "jwks": sig.jwks()}, nil, http.StatusCreated); err != nil {
+	if err := privileged(ctx, c, http.MethodPut, "/admin/v1/orgs/"+org, admin, admin2,
+		map[string]any{"name": "Supplier", "jwks": sig.jwks()}); err != nil {
 		return res, err
 	}
-	orch, err := newToken(ctx, c, admin, "orchestrator", "bench", "bench-orchestrator")
+	orch, err := newToken(ctx, c, admin, admin2, "orchestrator", "bench", "bench-orchestrator")
 	if err != nil {
 		return res, err
 	}

@@ -147,7 +147,11 @@ func runRecon(ctx context.Context, h *harness, cfg benchConfig) ([]reconResult, 
 	fmt.Fprintf(h.stderr, "loaded in %s\n", info.LoadTime.Round(time.Second))
 
 	c := newClient(svc.URL, 1)
-	finance, err := newToken(ctx, c, admin, "finance", "", "bench-finance")
+	oncall, oncall2, err := twoOncall(ctx, c, admin)
+	if err != nil {
+		return nil, info, err
+	}
+	finance, err := newToken(ctx, c, oncall, oncall2, "finance", "", "bench-finance")
 	if err != nil {
 		return nil, info, err
 	}

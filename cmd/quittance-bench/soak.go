@@ -238,6 +238,13 @@ func (s *soak) current() *service {
 // setup registers budgets, three orgs (two gated with their own keys, one
 // with a shared coordinator), an orchestrator and a second on-call token.
 func (s *soak) setup(ctx context.Context) error {
+	// The bootstrap token creates the two on-call principals; from then on
+	// the first administers and the second approves.
+	admin, oncall2, err := twoOncall(ctx, s.c, s.admin)
+	if err != nil {
+		return err
+	}
+	s.admin, s.oncall2 = admin, oncall2
 	for i := range 4 {
 		if err := s.c.must(ctx, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i), s.admin,
 			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 45}, nil, http.StatusCreated); err != nil {
@@ -250,16 +257,12 @@ func (s *soak) setup(ctx context.Context) error {
 	}{{"org-a", false}, {"org-b", false}, {"org-shared", true}} {
 		sig := newSigner(o.id + "-k1")
 		s.signers[o.id] = sig
-		if err := s.c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+o.id, s.admin,
-			map[string]any{"name": o.id, "shared_coordinator": o.shared, "jwks": sig.jwks()}, nil, http.StatusCreated); err != nil {
+		if err := privileged(ctx, s.c, http.MethodPut, "/admin/v1/orgs/"+o.id, s.admin, s.oncall2,
+			map[string]any{"name": o.id, "shared_coordinator": o.shared, "jwks": sig.jwks()}); err != nil {
 			return err
 		}
 	}
-	var err error
-	if s.orch, err = newToken(ctx, s.c, s.admin, "orchestrator", "soak", "soak-orchestrator"); err != nil {
-		return err
-	}
-	s.oncall2, err = newToken(ctx, s.c, s.admin, "oncall", "", "oncall-2")
+	s.orch, err = newToken(ctx, s.c, s.admin, s.oncall2, "orchestrator", "soak", "soak-orchestrator")
 	return err
 }
 

@@ -26,8 +26,8 @@ type cliEnv struct {
 	bootstrap string
 	oncall    string
 	oncall2   string
-	dbURL  string
-	exec   func(ctx context.Context, sql string, args ...any) error
+	dbURL     string
+	exec      func(ctx context.Context, sql string, args ...any) error
 	// profilesURL is where the service serves its runtime profiles, when
 	// QUITTANCE_DEBUG_ADDR was set.
 	profilesURL string

@@ -25,7 +25,7 @@ const CodeEvidenceNotExpected = "evidence_not_expected"
 // ErrSelfApproval is returned when an on-call identity tries to approve its
 // own write-off: the second pair of eyes must be a different token, with a
 // different name.
-var ErrSelfApproval = errors.New("a write-off must be approved by a different on-call identity")
+var ErrSelfApproval = errors.New("a write-off must be approved by a different on-call principal")
 
 // DefaultSweepBatchSize is how many delegations one sweep transaction moves.
 const DefaultSweepBatchSize = 100

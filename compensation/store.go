@@ -119,11 +119,11 @@ type WriteOff struct {
 	Status WriteOffStatus
 	// RequestedBy is the name of the requesting on-call token.
 	RequestedBy string
-	// RequestedByID is the id of the requesting on-call token.
+	// RequestedByID is the id of the requesting on-call principal.
 	RequestedByID uuid.UUID
 	// ApprovedBy is the name of the approving on-call token, if any.
 	ApprovedBy string
-	// ApprovedByID is the id of the approving on-call token, if any.
+	// ApprovedByID is the id of the approving on-call principal, if any.
 	ApprovedByID uuid.UUID
 	// CreatedAt is when the write-off was requested.
 	CreatedAt time.Time

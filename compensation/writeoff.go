@@ -17,6 +17,8 @@ const (
 	maxReferenceLen = 256
 )
 
+// requireOncall refuses every principal but on-call (the bootstrap
+// credential outside dev has ledger.RoleBootstrap, so it is refused too).
 func requireOncall(p ledger.Principal) error {
 	if p.Role != ledger.RoleOncall {
 		return ledger.ErrForbidden
@@ -152,7 +154,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 		}
 		w := WriteOff{
 			ID: id, DelegationID: d.ID, Amount: d.Hold, Reason: in.Reason, Reference: in.Reference,
-			Status: WriteOffPendingApproval, RequestedBy: p.Name, RequestedByID: p.TokenID, CreatedAt: now,
+			Status: WriteOffPendingApproval, RequestedBy: p.Name, RequestedByID: p.ID, CreatedAt: now,
 		}
 		data := writeOffData(w)
 		data["approval_threshold_minor"] = s.threshold
@@ -185,8 +187,8 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 }
 
 // ApproveWriteOff executes a pending write-off on behalf of a second on-call
-// identity. The requester may not approve their own (ErrSelfApproval: the
-// token id and the token name must both differ). A write-off that is not
+// principal. The requesting principal may not approve its own
+// (ErrSelfApproval), whichever of its credentials it presents. A write-off that is not
 // pending is a conflict (write_off_not_pending). When the obligation has
 // meanwhile left the states a write-off applies to (an ack arrived), the
 // write-off is voided — committed, with a write_off_voided event — and the
@@ -226,7 +228,9 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if w.Status != WriteOffPendingApproval {
 			return refuse(ledger.Conflict("write_off_not_pending", "write-off %s is %s", w.ID, w.Status))
 		}
-		if w.RequestedByID == p.TokenID || w.RequestedBy == p.Name {
+		// Four-eyes compares principals: a second credential of the
+		// requester, or any spelling of its name, is still the requester.
+		if w.RequestedByID == p.ID {
 			return refuse(ErrSelfApproval)
 		}
 		// The write-off leaves pending either way below.
@@ -245,7 +249,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 			voided = ledger.Conflict("write_off_not_allowed", "the obligation is %s; write-off %s was voided", d.ObligationState, w.ID)
 			return nil
 		}
-		w.Status, w.ApprovedBy, w.ApprovedByID, w.ExecutedAt = WriteOffExecuted, p.Name, p.TokenID, now
+		w.Status, w.ApprovedBy, w.ApprovedByID, w.ExecutedAt = WriteOffExecuted, p.Name, p.ID, now
 		if err := tx.UpdateWriteOff(ctx, w); err != nil {
 			return err
 		}

@@ -2,13 +2,12 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // PutBudget creates a budget or changes its funding. The currency of a
@@ -80,58 +79,128 @@ type OrgInput struct {
 
 // PutOrg registers a remote org or replaces its registration. Its identity
 // revocation, once made, is kept: re-registering does not restore trust.
+//
+// A change to what the org is trusted with (its keys, agent endpoint,
+// allowed hosts, shared_coordinator flag or signed-receipt requirement),
+// including registering an org with any of them, is a privileged change:
+// it is recorded as pending and returned as an *ApprovalRequiredError, and
+// applies when a different on-call principal approves it (under dev, the
+// bootstrap principal's applies at once). A change of name alone applies
+// at once.
 func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInput) (o Org, created bool, err error) {
 	if err := require(p, RoleOncall); err != nil {
 		return Org{}, false, err
 	}
-	if err := checkID("id", id); err != nil {
+	if err := s.checkOrgInput(id, in); err != nil {
 		return Org{}, false, err
 	}
+	if in.AllowedHosts == nil {
+		in.AllowedHosts = []string{}
+	}
+	var pending *PendingChange
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		pending = nil
+		now := s.Now()
+		current, err := tx.Org(ctx, id)
+		exists := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if !s.access.immediate(p) && orgTrustChanges(exists, current, in) {
+			o = current
+			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in},
+				fmt.Sprintf("register or change org %s: keys, agent endpoint, allowed hosts or coordinator flag", id))
+			pending = &pc
+			return err
+		}
+		o, created, err = s.applyOrg(ctx, tx, p.Actor(), id, in, now, "")
+		return err
+	})
+	if err == nil && pending != nil {
+		return o, false, &ApprovalRequiredError{Change: *pending}
+	}
+	return o, created, err
+}
+
+func (s *Service) checkOrgInput(id string, in OrgInput) error {
+	if err := checkID("id", id); err != nil {
+		return err
+	}
 	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
-		return Org{}, false, Invalid("name", "is required, at most 200 characters")
+		return Invalid("name", "is required, at most 200 characters")
 	}
 	if len(in.JWKS) > 0 {
 		if err := s.validateJWKS(in.JWKS); err != nil {
-			return Org{}, false, Invalid("jwks", "%v", err)
+			return Invalid("jwks", "%v", err)
 		}
 	}
 	if in.AgentCardURL != "" || len(in.AllowedHosts) > 0 {
 		if in.AgentCardURL == "" {
-			return Org{}, false, Invalid("agent_card_url", "is required when allowed_hosts is given")
+			return Invalid("agent_card_url", "is required when allowed_hosts is given")
 		}
 		if err := s.validateAgent(in.AgentCardURL, in.AllowedHosts); err != nil {
-			return Org{}, false, Invalid("agent_card_url", "%v", err)
+			return Invalid("agent_card_url", "%v", err)
 		}
 	}
-	err = s.store.InTx(ctx, func(tx Tx) error {
-		now := s.Now()
-		current, err := tx.Org(ctx, id)
-		created = errors.Is(err, ErrNotFound)
-		if err != nil && !created {
-			return err
-		}
-		o = Org{
-			ID: id, Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKS: in.JWKS,
-			AgentCardURL: in.AgentCardURL, AllowedHosts: in.AllowedHosts, RequireSignedReceipts: in.RequireSignedReceipts,
-			IdentityRevokedAt: current.IdentityRevokedAt, IdentityRevokedReason: current.IdentityRevokedReason,
-			CreatedAt: now, UpdatedAt: now,
-		}
-		if !created {
-			o.CreatedAt = current.CreatedAt
-		}
-		if o.AllowedHosts == nil {
-			o.AllowedHosts = []string{}
-		}
-		if err := tx.PutOrg(ctx, o); err != nil {
-			return err
-		}
-		_, err = Append(ctx, tx, Event{Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: p.Actor()},
-			map[string]any{
-				"name": in.Name, "shared_coordinator": in.SharedCoordinator, "jwks_registered": len(in.JWKS) > 0,
-				"agent_card_url": in.AgentCardURL, "allowed_hosts": o.AllowedHosts,
-			})
-		return err
-	})
+	return nil
+}
+
+// orgTrustChanges reports whether registering in over current (which
+// exists or not) changes what the org is trusted with.
+func orgTrustChanges(exists bool, current Org, in OrgInput) bool {
+	if !exists {
+		return len(in.JWKS) > 0 || in.SharedCoordinator || in.AgentCardURL != "" || len(in.AllowedHosts) > 0 || in.RequireSignedReceipts
+	}
+	return !sameJSON(current.JWKS, in.JWKS) || current.SharedCoordinator != in.SharedCoordinator ||
+		current.AgentCardURL != in.AgentCardURL || current.RequireSignedReceipts != in.RequireSignedReceipts ||
+		!slices.Equal(slices.Sorted(slices.Values(current.AllowedHosts)), slices.Sorted(slices.Values(in.AllowedHosts)))
+}
+
+// sameJSON reports whether two JSON documents are equal as values (the
+// database normalizes key order and spacing); empty equals empty.
+func sameJSON(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	ra, _ := json.Marshal(va)
+	rb, _ := json.Marshal(vb)
+	return string(ra) == string(rb)
+}
+
+// applyOrg writes the registration in tx, with its org_updated event.
+func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgInput, now time.Time, change string) (o Org, created bool, err error) {
+	current, err := tx.Org(ctx, id)
+	created = errors.Is(err, ErrNotFound)
+	if err != nil && !created {
+		return Org{}, false, err
+	}
+	o = Org{
+		ID: id, Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKS: in.JWKS,
+		AgentCardURL: in.AgentCardURL, AllowedHosts: in.AllowedHosts, RequireSignedReceipts: in.RequireSignedReceipts,
+		IdentityRevokedAt: current.IdentityRevokedAt, IdentityRevokedReason: current.IdentityRevokedReason,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if !created {
+		o.CreatedAt = current.CreatedAt
+	}
+	if o.AllowedHosts == nil {
+		o.AllowedHosts = []string{}
+	}
+	if err := tx.PutOrg(ctx, o); err != nil {
+		return Org{}, false, err
+	}
+	data := map[string]any{
+		"name": in.Name, "shared_coordinator": in.SharedCoordinator, "jwks_registered": len(in.JWKS) > 0,
+		"agent_card_url": in.AgentCardURL, "allowed_hosts": o.AllowedHosts,
+	}
+	if change != "" {
+		data["pending_change_id"] = change
+	}
+	_, err = Append(ctx, tx, Event{Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: actor}, data)
 	return o, created, err
 }
 
@@ -145,6 +214,11 @@ func (s *Service) GetOrg(ctx context.Context, p Principal, id string) (Org, erro
 
 // PutTaskClass registers or replaces a task class. It affects delegations
 // whose task ends after the change; obligations already entered are kept.
+// Registering a class, or changing its gate, effect capability or
+// compensation timeout, is a privileged change: it is recorded as pending
+// and returned as an *ApprovalRequiredError, and applies when a different
+// on-call principal approves it (under dev, the bootstrap principal's
+// applies at once). Putting a class unchanged changes nothing.
 func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (TaskClass, error) {
 	if err := require(p, RoleOncall); err != nil {
 		return TaskClass{}, err
@@ -164,18 +238,56 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 	if c.GateOn == nil {
 		c.GateOn = []TaskStatus{}
 	}
+	var (
+		out     TaskClass
+		pending *PendingChange
+	)
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		c.UpdatedAt = s.Now()
-		if err := tx.PutTaskClass(ctx, c); err != nil {
+		pending, out = nil, c
+		now := s.Now()
+		current, err := tx.TaskClass(ctx, c.Name)
+		switch {
+		case err == nil && current.EffectCapable == c.EffectCapable && slices.Equal(current.GateOn, c.GateOn) &&
+			current.CompensationTimeout.Milliseconds() == c.CompensationTimeout.Milliseconds():
+			out = current
+			return nil
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		case !s.access.immediate(p):
+			if err == nil {
+				out = current
+			}
+			pc, err := s.requestChange(ctx, tx, p, now, ChangeTaskClassUpdate, "task_class:"+c.Name, taskClassPayload{Class: c},
+				fmt.Sprintf("set task class %s: effect_capable %t, gate_on %v, compensation_timeout %s", c.Name, c.EffectCapable, c.GateOn, c.CompensationTimeout))
+			pending = &pc
 			return err
 		}
-		_, err := Append(ctx, tx, Event{Stream: "task_class:" + c.Name, Type: EventTypeTaskClassUpdated, At: c.UpdatedAt, Actor: p.Actor()},
-			map[string]any{
-				"effect_capable": c.EffectCapable, "gate_on": c.GateOn, "compensation_timeout": c.CompensationTimeout.String(),
-			})
-		return err
+		if err := s.applyTaskClass(ctx, tx, p.Actor(), c, now, ""); err != nil {
+			return err
+		}
+		out.UpdatedAt = now
+		return nil
 	})
-	return c, err
+	if err == nil && pending != nil {
+		return out, &ApprovalRequiredError{Change: *pending}
+	}
+	return out, err
+}
+
+// applyTaskClass writes c in tx, with its task_class_updated event.
+func (s *Service) applyTaskClass(ctx context.Context, tx Tx, actor string, c TaskClass, now time.Time, change string) error {
+	c.UpdatedAt = now
+	if err := tx.PutTaskClass(ctx, c); err != nil {
+		return err
+	}
+	data := map[string]any{
+		"effect_capable": c.EffectCapable, "gate_on": c.GateOn, "compensation_timeout": c.CompensationTimeout.String(),
+	}
+	if change != "" {
+		data["pending_change_id"] = change
+	}
+	_, err := Append(ctx, tx, Event{Stream: "task_class:" + c.Name, Type: EventTypeTaskClassUpdated, At: now, Actor: actor}, data)
+	return err
 }
 
 // GetTaskClass returns a registered task class.
@@ -194,98 +306,4 @@ func (s *Service) ListTaskClasses(ctx context.Context, p Principal) ([]TaskClass
 		return nil, err
 	}
 	return s.store.TaskClasses(ctx)
-}
-
-// TokenInput asks for a new API token.
-type TokenInput struct {
-	Role   Role
-	Tenant string
-	Name   string
-}
-
-// CreateToken issues a token; the secret is returned once and only its
-// hash is stored.
-func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (Token, string, error) {
-	if err := require(p, RoleOncall); err != nil {
-		return Token{}, "", err
-	}
-	return s.issueToken(ctx, p.Actor(), in, NewTokenSecret())
-}
-
-// EnsureToken makes sure a token with exactly this secret exists (the
-// bootstrap token of QUITTANCE_BOOTSTRAP_TOKEN); it is created if missing.
-//
-// Every replica calls it at start-up, so several may call it at once on a
-// database that has no such token yet: all of them find it missing and
-// insert it, and the unique token hash lets one insert commit while the
-// others fail (PostgreSQL makes a conflicting insert wait for the first
-// one's transaction, so by then the winner's row is committed). A failed
-// insert is therefore followed by a second look-up, and a token found then
-// is the one the concurrent start created: the loser starts as well, and
-// only the winner's token_created event exists.
-func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
-	t, err := s.existingToken(ctx, in, secret)
-	if !errors.Is(err, ErrNotFound) {
-		return t, err
-	}
-	t, _, err = s.issueToken(ctx, "system:bootstrap", in, secret)
-	if err == nil {
-		return t, nil
-	}
-	if found, lookupErr := s.existingToken(ctx, in, secret); lookupErr == nil {
-		return found, nil
-	} else if !errors.Is(lookupErr, ErrNotFound) {
-		return Token{}, errors.Join(err, lookupErr)
-	}
-	return Token{}, err
-}
-
-// existingToken returns the token with this secret if it exists as the
-// token in asks for, ErrNotFound if there is none, and an error if it
-// exists as something else (another role or tenant, or revoked).
-func (s *Service) existingToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
-	t, err := s.store.TokenByHash(ctx, HashToken(secret))
-	if err != nil {
-		return Token{}, err
-	}
-	if t.Role != in.Role || t.Tenant != in.Tenant || !t.RevokedAt.IsZero() {
-		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q", t.Role, t.Name)
-	}
-	return t, nil
-}
-
-func (s *Service) issueToken(ctx context.Context, actor string, in TokenInput, secret string) (Token, string, error) {
-	if _, err := ParseRole(string(in.Role)); err != nil {
-		return Token{}, "", Invalid("role", "must be orchestrator, finance or oncall")
-	}
-	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
-		return Token{}, "", Invalid("name", "is required, at most 200 characters")
-	}
-	switch {
-	case in.Role == RoleOrchestrator && in.Tenant == "":
-		return Token{}, "", Invalid("tenant", "is required for orchestrator tokens")
-	case in.Role != RoleOrchestrator && in.Tenant != "":
-		return Token{}, "", Invalid("tenant", "applies to orchestrator tokens only")
-	case in.Tenant != "":
-		if err := checkID("tenant", in.Tenant); err != nil {
-			return Token{}, "", err
-		}
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Token{}, "", err
-	}
-	t := Token{ID: id, Name: in.Name, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret), CreatedAt: s.Now()}
-	err = s.store.InTx(ctx, func(tx Tx) error {
-		if err := tx.InsertToken(ctx, t); err != nil {
-			return err
-		}
-		_, err := Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenCreated, At: t.CreatedAt, Actor: actor},
-			map[string]any{"name": t.Name, "role": string(t.Role), "tenant": t.Tenant})
-		return err
-	})
-	if err != nil {
-		return Token{}, "", err
-	}
-	return t, secret, nil
 }

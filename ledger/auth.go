@@ -30,28 +30,102 @@ func ParseRole(raw string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q", raw)
 }
 
-// Token is an API token as stored: never the secret itself, only its hash.
-type Token struct {
-	ID        uuid.UUID
-	Name      string
-	Role      Role
-	Tenant    string
-	Hash      []byte
-	CreatedAt time.Time
-	RevokedAt time.Time
+// RoleBootstrap is the role of the bootstrap credential
+// (QUITTANCE_BOOTSTRAP_TOKEN) outside dev: it may create the first two
+// on-call principals and nothing else, so every other role check refuses
+// it. It is never stored and ParseRole does not accept it.
+const RoleBootstrap Role = "bootstrap"
+
+// PrincipalKind says whether a principal is a person or a machine.
+type PrincipalKind string
+
+// The principal kinds.
+const (
+	// KindPerson is a human: on-call staff, finance.
+	KindPerson PrincipalKind = "person"
+	// KindMachine is a program: an orchestrating agent, a finance job.
+	KindMachine PrincipalKind = "machine"
+)
+
+// ParsePrincipalKind accepts exactly the kind names.
+func ParsePrincipalKind(raw string) (PrincipalKind, error) {
+	switch k := PrincipalKind(raw); k {
+	case KindPerson, KindMachine:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown principal kind %q", raw)
 }
 
-// Principal is the authenticated caller of an API request.
+// Token is an API credential as stored: never the secret itself, only its
+// hash. It belongs to one principal and carries the principal's role and
+// tenant as they were when it was issued (authentication uses the
+// principal's).
+type Token struct {
+	ID           uuid.UUID
+	PrincipalID  uuid.UUID
+	Name         string
+	Role         Role
+	Tenant       string
+	Hash         []byte
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	LastUsedAt   time.Time
+	RevokedAt    time.Time
+	RevokedBy    uuid.UUID
+	RevokeReason string
+}
+
+// Usable reports whether the credential authenticates at now: not revoked
+// and not expired.
+func (t Token) Usable(now time.Time) bool {
+	return t.RevokedAt.IsZero() && (t.ExpiresAt.IsZero() || now.Before(t.ExpiresAt))
+}
+
+// PrincipalRecord is a principal as stored.
+type PrincipalRecord struct {
+	ID     uuid.UUID
+	Kind   PrincipalKind
+	Name   string
+	Role   Role
+	Tenant string
+	// Bootstrap marks the principal of the bootstrap credential.
+	Bootstrap      bool
+	CreatedBy      uuid.UUID
+	CreatedAt      time.Time
+	DisabledAt     time.Time
+	DisabledBy     uuid.UUID
+	DisabledReason string
+}
+
+// Disabled reports whether the principal was disabled.
+func (r PrincipalRecord) Disabled() bool { return !r.DisabledAt.IsZero() }
+
+// Principal is the authenticated caller of an API request: a principal
+// and the credential it presented.
 type Principal struct {
+	// ID is the principal's id: what four-eyes compares.
+	ID uuid.UUID
+	// TokenID is the id of the credential the request presented.
 	TokenID uuid.UUID
-	Name    string
-	Role    Role
+	// Name is the principal's display name.
+	Name string
+	Kind PrincipalKind
+	Role Role
 	// Tenant is set for orchestrators only.
 	Tenant string
+	// Bootstrap is set for the bootstrap principal.
+	Bootstrap bool
+	// CredentialExpiresAt is when the presented credential expires; zero
+	// for never.
+	CredentialExpiresAt time.Time
 }
 
-// Actor is how the principal is named in events.
-func (p Principal) Actor() string { return "token:" + p.Name }
+// Actor is how the principal is named in events: "principal:<id>". The id
+// never changes and never collides, whatever the display name.
+func (p Principal) Actor() string { return PrincipalActor(p.ID) }
+
+// PrincipalActor is the event actor of the principal with id.
+func PrincipalActor(id uuid.UUID) string { return "principal:" + id.String() }
 
 // SeesTenant reports whether the principal may see a tenant's data.
 func (p Principal) SeesTenant(tenant string) bool {

@@ -72,6 +72,40 @@ const (
 	EventTypeTokenCreated EventType = "token_created"
 )
 
+// Events of the principal, credential and pending change streams
+// ("principal:<id>", "token:<id>", "pending_change:<id>"), appended by
+// this package through Append.
+const (
+	// EventTypePrincipalCreated: a principal (a person or a machine) was
+	// created, at once or on the approval of a pending change, on its
+	// stream ("principal:<id>"), with its kind, name, role and tenant.
+	EventTypePrincipalCreated EventType = "principal_created"
+	// EventTypePrincipalDisabled: Service.DisablePrincipal disabled a
+	// principal and revoked every credential it had.
+	EventTypePrincipalDisabled EventType = "principal_disabled"
+	// EventTypePrincipalRoleGranted: a principal was given another role
+	// (on approval, or at once by the bootstrap principal under dev).
+	EventTypePrincipalRoleGranted EventType = "principal_role_granted"
+	// EventTypeTokenRevoked: an API credential was revoked (by itself, by
+	// on-call, by a rotation, or because its principal was disabled), on
+	// the credential's stream ("token:<id>").
+	EventTypeTokenRevoked EventType = "token_revoked"
+	// EventTypeChangeRequested: an on-call principal asked for a privileged
+	// change (a person principal, a role, an org's keys, coordinator flag
+	// or allowed hosts, a task class's gate or timeout); it waits, on its
+	// stream ("pending_change:<id>"), for a different on-call principal.
+	EventTypeChangeRequested EventType = "change_requested"
+	// EventTypeChangeApproved: a different on-call principal approved a
+	// pending change and it was applied in the same transaction.
+	EventTypeChangeApproved EventType = "change_approved"
+	// EventTypeChangeRefused: a pending change was refused (by an on-call
+	// principal, or because it could no longer apply).
+	EventTypeChangeRefused EventType = "change_refused"
+	// EventTypeChangeExpired: a pending change was not decided in time
+	// and will never apply.
+	EventTypeChangeExpired EventType = "change_expired"
+)
+
 // Events of a delegation's stream appended by the compensation package:
 // signed evidence, deadlines, identity revocation and write-offs.
 const (
@@ -188,6 +222,9 @@ var eventTypes = []EventType{
 	EventTypeTaskStatusStale, EventTypeStatusConflict, EventTypeCancelRequested,
 
 	EventTypeBudgetFunded, EventTypeOrgUpdated, EventTypeTaskClassUpdated, EventTypeTokenCreated,
+
+	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypeTokenRevoked,
+	EventTypeChangeRequested, EventTypeChangeApproved, EventTypeChangeRefused, EventTypeChangeExpired,
 
 	EventTypeCompensationAcked, EventTypeNoCompensationDeclared, EventTypeLateEvidence,
 	EventTypeTokenRefused, EventTypeDeadlinePassed, EventTypeIdentityRevoked, EventTypeOrgIdentityRevoked,

@@ -26,6 +26,7 @@ type Service struct {
 	validateAgent    func(cardURL string, allowedHosts []string) error
 	validateDispatch func(message []byte) error
 	tokens           tokenCache
+	access           accessPolicy
 }
 
 // Config wires a Service.
@@ -43,6 +44,17 @@ type Config struct {
 	// ValidateDispatchMessage checks the A2A message of a delegation that
 	// Quittance is to dispatch itself. Nil accepts any JSON object.
 	ValidateDispatchMessage func(message []byte) error
+	// Dev is what `quittance dev` (make run) runs: changes made with the
+	// bootstrap credential take effect at once, so one developer can try
+	// everything alone. Every other principal is held to the two-person
+	// rule in every mode.
+	Dev bool
+	// PersonCredentialTTL is how long a credential of a person principal
+	// lasts unless the request sets its expiry (default 30 days).
+	PersonCredentialTTL time.Duration
+	// PendingChangeTTL is how long a privileged change waits for its
+	// approval before it expires (default 24h).
+	PendingChangeTTL time.Duration
 }
 
 // NewService returns a Service.
@@ -59,9 +71,16 @@ func NewService(cfg Config) *Service {
 	if cfg.ValidateDispatchMessage == nil {
 		cfg.ValidateDispatchMessage = func([]byte) error { return nil }
 	}
+	if cfg.PersonCredentialTTL <= 0 {
+		cfg.PersonCredentialTTL = DefaultPersonCredentialTTL
+	}
+	if cfg.PendingChangeTTL <= 0 {
+		cfg.PendingChangeTTL = DefaultPendingChangeTTL
+	}
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
+		access: accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, pendingTTL: cfg.PendingChangeTTL},
 	}
 }
 
@@ -92,28 +111,6 @@ func checkCurrency(field, v string) error {
 		return Invalid(field, "must be an ISO 4217 code of three upper-case letters")
 	}
 	return nil
-}
-
-// Authenticate resolves a bearer token to its principal. A token found
-// valid is trusted for tokenCacheTTL without another database lookup.
-func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
-	if secret == "" {
-		return Principal{}, ErrUnauthenticated
-	}
-	hash, now := HashToken(secret), s.clock.Now()
-	if p, ok := s.tokens.get(hash, now); ok {
-		return p, nil
-	}
-	t, err := s.store.TokenByHash(ctx, hash)
-	if errors.Is(err, ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) {
-		return Principal{}, ErrUnauthenticated
-	}
-	if err != nil {
-		return Principal{}, fmt.Errorf("look up token: %w", err)
-	}
-	p := Principal{TokenID: t.ID, Name: t.Name, Role: t.Role, Tenant: t.Tenant}
-	s.tokens.put(hash, p, now)
-	return p, nil
 }
 
 // require refuses a principal whose role is not among roles.

@@ -51,7 +51,7 @@ type Reader interface {
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
 	// TaskClasses returns every registered task class, by name.
 	TaskClasses(ctx context.Context) ([]TaskClass, error)
-	TokenByHash(ctx context.Context, hash []byte) (Token, error)
+	PrincipalReader
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)
 }
@@ -144,8 +144,7 @@ type Tx interface {
 	PutOrg(ctx context.Context, o Org) error
 	// PutTaskClass creates or updates a task class.
 	PutTaskClass(ctx context.Context, c TaskClass) error
-	// InsertToken records an API token (its hash, never the secret).
-	InsertToken(ctx context.Context, t Token) error
+	PrincipalTx
 }
 
 // OutboundKind names an outbound A2A call Quittance makes on a delegation's

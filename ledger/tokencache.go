@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// tokenCacheTTL is how long an authenticated token is trusted without
+// tokenCacheTTL is how long an authenticated credential is trusted without
 // asking the database again. Every API request authenticates, so this
-// saves a round trip on each; a token revoked in the database stops working
-// within this time.
+// saves a round trip on each. A revocation does not wait for it: the
+// cache is used only while the service listens for credential changes
+// (WatchCredentials), and each change empties it.
 const tokenCacheTTL = 10 * time.Second
 
 // tokenCacheMax bounds the cache; when full it is emptied, not evicted
@@ -16,9 +17,15 @@ const tokenCacheTTL = 10 * time.Second
 const tokenCacheMax = 10_000
 
 // tokenCache remembers recently authenticated principals by token hash.
-// Only successful lookups are cached, so a new token works at once.
+// Only successful lookups are cached, so a new token works at once. It
+// answers nothing while disabled: when no one listens for revocations, a
+// cached credential could outlive its revocation.
 type tokenCache struct {
 	mu      sync.Mutex
+	enabled bool
+	// gen counts invalidations; a lookup that started before one must not
+	// fill the cache with what it read.
+	gen     uint64
 	entries map[string]cachedPrincipal
 }
 
@@ -30,18 +37,55 @@ type cachedPrincipal struct {
 func (c *tokenCache) get(hash []byte, now time.Time) (Principal, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.enabled {
+		return Principal{}, false
+	}
 	e, ok := c.entries[string(hash)]
-	if !ok || now.After(e.until) {
+	if !ok || !now.Before(e.until) {
 		return Principal{}, false
 	}
 	return e.principal, true
 }
 
-func (c *tokenCache) put(hash []byte, p Principal, now time.Time) {
+// generation is the invalidation count to pass to put.
+func (c *tokenCache) generation() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.gen
+}
+
+// put caches p until its credential expires or the TTL passes, unless the
+// cache was invalidated since gen was read.
+func (c *tokenCache) put(hash []byte, p Principal, now time.Time, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled || gen != c.gen {
+		return
+	}
 	if c.entries == nil || len(c.entries) >= tokenCacheMax {
 		c.entries = make(map[string]cachedPrincipal)
 	}
-	c.entries[string(hash)] = cachedPrincipal{principal: p, until: now.Add(tokenCacheTTL)}
+	until := now.Add(tokenCacheTTL)
+	if !p.CredentialExpiresAt.IsZero() && p.CredentialExpiresAt.Before(until) {
+		until = p.CredentialExpiresAt
+	}
+	c.entries[string(hash)] = cachedPrincipal{principal: p, until: until}
+}
+
+// invalidate empties the cache; enabled says whether it may fill again.
+func (c *tokenCache) invalidate(enabled bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.enabled = enabled
+	c.entries = nil
+}
+
+// flush empties the cache and leaves it on or off as it was: after this
+// replica revoked something, so it does not wait for its own notification.
+func (c *tokenCache) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.entries = nil
 }

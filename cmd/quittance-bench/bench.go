@@ -426,6 +426,12 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		clients[i] = newClient(s.URL, n)
 	}
 	c := clients[0]
+	// The bootstrap token creates the two on-call principals; from then on
+	// the first administers and the second approves privileged changes.
+	admin, admin2, err := twoOncall(ctx, c, admin)
+	if err != nil {
+		return res, err
+	}
 	const org = "supplier"
 	sig := newSigner("k1")
 	budgets := []string{"hot"}
@@ -441,11 +447,11 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 			return res, err
 		}
 	}
-	if err := c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+org, admin,
-		map[string]any{"name": "Supplier", "jwks": sig.jwks()}, nil, http.StatusCreated); err != nil {
+	if err := privileged(ctx, c, http.MethodPut, "/admin/v1/orgs/"+org, admin, admin2,
+		map[string]any{"name": "Supplier", "jwks": sig.jwks()}); err != nil {
 		return res, err
 	}
-	orch, err := newToken(ctx, c, admin, "orchestrator", "bench", "bench-orchestrator")
+	orch, err := newToken(ctx, c, admin, admin2, "orchestrator", "bench", "bench-orchestrator")
 	if err != nil {
 		return res, err
 	}

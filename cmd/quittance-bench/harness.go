@@ -397,17 +397,55 @@ func evidenceClaims(org, task, idempotencyKey string, now time.Time) map[string]
 	return c
 }
 
-// newToken issues an API token through the admin API.
-func newToken(ctx context.Context, c *client, admin, role, tenant, name string) (string, error) {
+// newToken issues an API token through the admin API; a principal that
+// needs a second on-call approval (202) is approved with approver.
+func newToken(ctx context.Context, c *client, admin, approver, role, tenant, name string) (string, error) {
 	var out struct {
-		Token string `json:"token"`
+		Token         string `json:"token"`
+		PendingChange *struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
 	}
 	body := map[string]any{"role": role, "name": name}
 	if tenant != "" {
 		body["tenant"] = tenant
 	}
-	if err := c.must(ctx, http.MethodPost, "/admin/v1/tokens", admin, body, &out, http.StatusCreated); err != nil {
+	if err := c.must(ctx, http.MethodPost, "/admin/v1/tokens", admin, body, &out, http.StatusCreated, http.StatusAccepted); err != nil {
 		return "", err
 	}
+	if out.PendingChange != nil {
+		if err := c.must(ctx, http.MethodPost, "/admin/v1/pending-changes/"+out.PendingChange.ID+"/approve", approver, nil, nil, http.StatusOK); err != nil {
+			return "", err
+		}
+	}
 	return out.Token, nil
+}
+
+// twoOncall creates, with the bootstrap token, the two on-call principals
+// it may create outside dev, and returns their tokens: one asks for
+// privileged changes, the other approves them.
+func twoOncall(ctx context.Context, c *client, bootstrap string) (string, string, error) {
+	a, err := newToken(ctx, c, bootstrap, "", "oncall", "", "bench-oncall-1")
+	if err != nil {
+		return "", "", err
+	}
+	b, err := newToken(ctx, c, bootstrap, "", "oncall", "", "bench-oncall-2")
+	return a, b, err
+}
+
+// privileged does a privileged change with token and, when it waits for a
+// second on-call principal (202), approves it with approver.
+func privileged(ctx context.Context, c *client, method, path, token, approver string, body any) error {
+	var out struct {
+		PendingChange *struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
+	}
+	if err := c.must(ctx, method, path, token, body, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted); err != nil {
+		return err
+	}
+	if out.PendingChange == nil {
+		return nil
+	}
+	return c.must(ctx, http.MethodPost, "/admin/v1/pending-changes/"+out.PendingChange.ID+"/approve", approver, nil, nil, http.StatusOK)
 }

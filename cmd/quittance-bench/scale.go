@@ -468,7 +468,11 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 	}
 	defer svc.stop()
 	c := newClient(svc.URL, 1)
-	finance, err := newToken(ctx, c, admin, "finance", "", "bench-finance")
+	oncall, oncall2, err := twoOncall(ctx, c, admin)
+	if err != nil {
+		return err
+	}
+	finance, err := newToken(ctx, c, oncall, oncall2, "finance", "", "bench-finance")
 	if err != nil {
 		return err
 	}

@@ -378,10 +378,17 @@ func sortedCounts(m map[ledger.ObligationState]int) string {
 
 // setup registers budgets, three orgs reported on by the clients (two
 // gated with their own keys, one with a shared coordinator), the two demo
-// agents' orgs, an orchestrator with a webhook endpoint at hookURL, and a
-// second on-call token.
+// agents' orgs, an orchestrator with a webhook endpoint at hookURL, and
+// the second on-call principal.
 func (s *soak) setup(ctx context.Context, hookURL string) error {
 	c := s.clients[0]
+	// The bootstrap token creates the two on-call principals; from then on
+	// the first administers and the second approves privileged changes.
+	admin, oncall2, err := twoOncall(ctx, c, s.admin)
+	if err != nil {
+		return err
+	}
+	s.admin, s.oncall2 = admin, oncall2
 	for i := range 4 {
 		if err := c.must(ctx, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i), s.admin,
 			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 45}, nil, http.StatusCreated); err != nil {
@@ -394,8 +401,8 @@ func (s *soak) setup(ctx context.Context, hookURL string) error {
 	}{{"org-a", false}, {"org-b", false}, {"org-shared", true}} {
 		sig := newSigner(o.id + "-k1")
 		s.signers[o.id] = sig
-		if err := c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+o.id, s.admin,
-			map[string]any{"name": o.id, "shared_coordinator": o.shared, "jwks": sig.jwks()}, nil, http.StatusCreated); err != nil {
+		if err := privileged(ctx, c, http.MethodPut, "/admin/v1/orgs/"+o.id, s.admin, s.oncall2,
+			map[string]any{"name": o.id, "shared_coordinator": o.shared, "jwks": sig.jwks()}); err != nil {
 			return err
 		}
 	}
@@ -404,15 +411,14 @@ func (s *soak) setup(ctx context.Context, hookURL string) error {
 		if err != nil {
 			return fmt.Errorf("the demo agent's JWK Set: %w", err)
 		}
-		if err := c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+org, s.admin, map[string]any{
+		if err := privileged(ctx, c, http.MethodPut, "/admin/v1/orgs/"+org, s.admin, s.oncall2, map[string]any{
 			"name": "Demo supplier " + org, "agent_card_url": a.cardURL(), "allowed_hosts": []string{"127.0.0.1"},
 			"jwks": jwks, "require_signed_receipts": true,
-		}, nil, http.StatusCreated); err != nil {
+		}); err != nil {
 			return err
 		}
 	}
-	var err error
-	if s.orch, err = newToken(ctx, c, s.admin, "orchestrator", soakTenant, "soak-orchestrator"); err != nil {
+	if s.orch, err = newToken(ctx, c, s.admin, s.oncall2, "orchestrator", soakTenant, "soak-orchestrator"); err != nil {
 		return err
 	}
 	var hook struct {
@@ -422,8 +428,7 @@ func (s *soak) setup(ctx context.Context, hookURL string) error {
 		return err
 	}
 	s.hooks.setSecret(hook.Secret)
-	s.oncall2, err = newToken(ctx, c, s.admin, "oncall", "", "oncall-2")
-	return err
+	return nil
 }
 
 // faults SIGKILLs and restarts a random replica, and crashes PostgreSQL

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -139,10 +140,13 @@ func newSweepCommand(getenv func(string) string, stdout io.Writer) *cobra.Comman
 
 func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Issue API tokens"}
-	var role, tenant, name string
+	var (
+		role, tenant, name, kind string
+		expiresIn                time.Duration
+	)
 	create := &cobra.Command{
 		Use:   "create",
-		Short: "Issue an API token; the secret is printed once, on stdout",
+		Short: "Issue an API token (a new name creates its principal); the secret is printed once, on stdout",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlag("role", role); err != nil {
@@ -151,10 +155,22 @@ func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Comman
 			if err := requireFlag("name", name); err != nil {
 				return err
 			}
-			return postAndPrint(cmd, getenv, stdout, "/admin/v1/tokens",
-				map[string]string{"role": role, "tenant": tenant, "name": name})
+			body := map[string]string{"role": role, "tenant": tenant, "name": name}
+			if kind != "" {
+				body["kind"] = kind
+			}
+			expires, err := expiresFlag(expiresIn)
+			if err != nil {
+				return err
+			}
+			if expires != "" {
+				body["expires_at"] = expires
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/tokens", body)
 		},
 	}
+	create.Flags().StringVar(&kind, "kind", "", "person or machine (a new principal; default: orchestrators are machines)")
+	create.Flags().DurationVar(&expiresIn, "expires-in", 0, "lifetime of the token (default: QUITTANCE_PERSON_CREDENTIAL_TTL for people, none for machines)")
 	create.Flags().StringVar(&role, "role", "", "orchestrator, finance or oncall (required)")
 	create.Flags().StringVar(&tenant, "tenant", "", "the tenant (orchestrator tokens only)")
 	create.Flags().StringVar(&name, "name", "", "who holds the token (required)")

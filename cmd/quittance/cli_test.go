@@ -20,10 +20,14 @@ import (
 // cliEnv is the real service (run serve) on a test database, and a way to
 // run client commands against it.
 type cliEnv struct {
-	url    string
-	oncall string
-	dbURL  string
-	exec   func(ctx context.Context, sql string, args ...any) error
+	url string
+	// bootstrap is QUITTANCE_BOOTSTRAP_TOKEN; oncall and oncall2 are the two
+	// on-call principals it created (all it may do outside dev).
+	bootstrap string
+	oncall    string
+	oncall2   string
+	dbURL     string
+	exec      func(ctx context.Context, sql string, args ...any) error
 	// profilesURL is where the service serves its runtime profiles, when
 	// QUITTANCE_DEBUG_ADDR was set.
 	profilesURL string
@@ -72,10 +76,12 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 	}()
 	select {
 	case a := <-ready:
-		return &cliEnv{url: a.api, profilesURL: a.profiles, oncall: token, dbURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
+		e := &cliEnv{url: a.api, profilesURL: a.profiles, bootstrap: token, dbURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
 			_, err := pool.Exec(ctx, sql, args...)
 			return err
 		}}
+		e.oncall, e.oncall2 = twoOncall(t, newTestClient(e.url), token)
+		return e
 	case err := <-done:
 		t.Fatalf("serve stopped: %v", err)
 	case <-time.After(60 * time.Second):
@@ -127,10 +133,22 @@ func (e *cliEnv) newToken(t *testing.T, args ...string) string {
 		t.Fatalf("token create: %d %s", code, errOut)
 	}
 	var tok struct {
-		Token string `json:"token"`
+		Token         string `json:"token"`
+		PendingChange *struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
 	}
 	if err := json.Unmarshal([]byte(out), &tok); err != nil || tok.Token == "" {
 		t.Fatalf("token create printed %q", out)
+	}
+	if tok.PendingChange != nil {
+		// A person principal: the other on-call approves it.
+		if _, _, code := e.cli(t, e.oncall, "changes", "approve", tok.PendingChange.ID); code != exitAuth {
+			t.Errorf("self-approval of a new principal: exit %d, want %d", code, exitAuth)
+		}
+		if out, errOut, code := e.cli(t, e.oncall2, "changes", "approve", tok.PendingChange.ID); code != 0 {
+			t.Fatalf("changes approve: exit %d %s %s", code, out, errOut)
+		}
 	}
 	return tok.Token
 }
@@ -182,8 +200,44 @@ func TestCLIEndToEnd(t *testing.T) {
 	if _, _, code := e.cli(t, e.oncall, "delegations", "show"); code != exitUsage {
 		t.Errorf("show without id: exit %d, want 2", code)
 	}
+	if _, _, code := e.cli(t, e.oncall, "principals", "disable", uuid.NewString()); code != exitUsage {
+		t.Errorf("principals disable without --reason: exit %d, want 2", code)
+	}
+	if _, _, code := e.cli(t, e.oncall, "credentials", "revoke", "not-a-uuid"); code != exitUsage {
+		t.Errorf("credentials revoke of a non-UUID: exit %d, want 2", code)
+	}
+	if _, _, code := e.cli(t, e.oncall, "changes", "list", "--status", "maybe"); code != exitUsage {
+		t.Errorf("changes list --status maybe: exit %d, want 2", code)
+	}
+	// The bootstrap token has created its two on-call principals: nothing else.
+	if _, _, code := e.cli(t, e.bootstrap, "obligations", "list"); code != exitAuth {
+		t.Errorf("bootstrap token listing obligations: exit %d, want 4", code)
+	}
+	// Credentials: listed without secrets, revoked, rotated.
+	spare := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "spare")
+	out, errOut, code := e.cli(t, e.oncall, "credentials", "list")
+	if code != 0 || strings.Contains(out, spare) || !strings.Contains(out, `"spare"`) {
+		t.Errorf("credentials list: exit %d %s\n%s", code, errOut, out)
+	}
+	var creds struct {
+		Credentials []struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"credentials"`
+	}
+	_ = json.Unmarshal([]byte(out), &creds)
+	for _, c := range creds.Credentials {
+		if c.Name == "spare" {
+			if _, errOut, code := e.cli(t, e.oncall, "credentials", "revoke", c.ID, "--reason", "unused"); code != 0 {
+				t.Errorf("credentials revoke: exit %d %s", code, errOut)
+			}
+		}
+	}
+	if _, _, code := e.cli(t, spare, "obligations", "list"); code != exitAuth {
+		t.Errorf("a revoked credential: exit %d, want 4", code)
+	}
 	// Auth errors: exit 4, one line "quittance: <code>: <detail>".
-	_, errOut, code := e.cli(t, finance, "token", "create", "--role", "oncall", "--name", "sneaky")
+	_, errOut, code = e.cli(t, finance, "token", "create", "--role", "oncall", "--name", "sneaky")
 	if code != exitAuth || !strings.HasPrefix(errOut, "quittance: forbidden: ") {
 		t.Errorf("finance creating a token: exit %d, stderr %q", code, errOut)
 	}
@@ -195,7 +249,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Errorf("show missing: exit %d, %q", code, errOut)
 	}
 
-	out, _, code := e.cli(t, finance, "obligations", "list")
+	out, _, code = e.cli(t, finance, "obligations", "list")
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "revocation_pending_compensation") {
 		t.Errorf("list table: exit %d\n%s", code, out)
 	}

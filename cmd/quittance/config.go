@@ -78,6 +78,21 @@ type config struct {
 	// fires; exported as quittance_unconfirmed_alert_grace_seconds, which
 	// the rule compares with.
 	UnconfirmedAlertGrace time.Duration `env:"QUITTANCE_UNCONFIRMED_ALERT_GRACE" envDefault:"15m"`
+	// TrustedProxyHeader names the header that carries the client's
+	// address behind a load balancer (X-Forwarded-For: its last entry;
+	// any other: its whole value), for the per-address rate limit. Unset,
+	// the connection's peer is the client. Set it only when every request
+	// reaches the service through a proxy that sets that header.
+	TrustedProxyHeader string `env:"QUITTANCE_TRUSTED_PROXY_HEADER"`
+	// PersonCredentialTTL is how long a person's credential lasts unless
+	// it is issued with its own expiry.
+	PersonCredentialTTL time.Duration `env:"QUITTANCE_PERSON_CREDENTIAL_TTL" envDefault:"720h"`
+	// PendingChangeTTL is how long a privileged change waits for its
+	// second on-call approver before it expires.
+	PendingChangeTTL time.Duration `env:"QUITTANCE_PENDING_CHANGE_TTL" envDefault:"24h"`
+	// dev is set by `quittance dev`: the bootstrap credential's changes
+	// take effect at once.
+	dev bool
 	// createSigningKey makes the service generate SigningKeyFile when it is
 	// missing (dev only).
 	createSigningKey bool
@@ -94,6 +109,7 @@ var variables = []string{
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
 	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR",
 	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",
+	"QUITTANCE_TRUSTED_PROXY_HEADER", "QUITTANCE_PERSON_CREDENTIAL_TTL", "QUITTANCE_PENDING_CHANGE_TTL",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
@@ -131,6 +147,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.WebhookMaxAttempts < 1 || cfg.WebhookBackoffBase <= 0 || cfg.WebhookBackoffMax < cfg.WebhookBackoffBase || cfg.StreamHeartbeat <= 0 || cfg.StreamPoll <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WEBHOOK_MAX_ATTEMPTS must be at least 1, QUITTANCE_WEBHOOK_BACKOFF_BASE, QUITTANCE_STREAM_HEARTBEAT and QUITTANCE_STREAM_POLL positive, and QUITTANCE_WEBHOOK_BACKOFF_MAX at least the base")}
+	}
+	if cfg.PersonCredentialTTL <= 0 || cfg.PendingChangeTTL <= 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_PERSON_CREDENTIAL_TTL and QUITTANCE_PENDING_CHANGE_TTL must be positive")}
 	}
 	if cfg.CompensationMaxAttempts < 1 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}

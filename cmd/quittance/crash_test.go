@@ -103,16 +103,20 @@ type serviceProcess struct {
 // crashEnv is one crash test: a database, the binary's environment, and the
 // process currently serving.
 type crashEnv struct {
-	t      *testing.T
-	bin    string
-	env    map[string]string
-	proc   *serviceProcess
-	api    *testClient
-	orch   string
-	oncall string
-	signer *compensationtest.Signer
-	logDir string
-	runs   int
+	t    *testing.T
+	bin  string
+	env  map[string]string
+	proc *serviceProcess
+	api  *testClient
+	orch string
+	// bootstrap is QUITTANCE_BOOTSTRAP_TOKEN; oncall and oncall2 are the
+	// two on-call principals it created.
+	bootstrap string
+	oncall    string
+	oncall2   string
+	signer    *compensationtest.Signer
+	logDir    string
+	runs      int
 }
 
 // newCrashEnv starts the failpoint binary on a fresh database with the
@@ -120,10 +124,10 @@ type crashEnv struct {
 // into the org's registration).
 func newCrashEnv(t *testing.T, point string, org map[string]any, env map[string]string) *crashEnv {
 	t.Helper()
-	e := &crashEnv{t: t, bin: failpointBinary(t), oncall: ledger.NewTokenSecret(), logDir: t.TempDir(),
+	e := &crashEnv{t: t, bin: failpointBinary(t), bootstrap: ledger.NewTokenSecret(), logDir: t.TempDir(),
 		signer: compensationtest.NewEd25519Signer(t, "supplier-key-1")}
 	e.env = map[string]string{
-		"DATABASE_URL": pgtest.URL(t), "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN": e.oncall,
+		"DATABASE_URL": pgtest.URL(t), "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN": e.bootstrap,
 		"QUITTANCE_LEDGER_ID": faultLedgerID, "QUITTANCE_LOG_LEVEL": "info", "QUITTANCE_RATE_LIMIT_RPS": "0",
 		"QUITTANCE_SWEEP_INTERVAL": "1h", "QUITTANCE_SHUTDOWN_TIMEOUT": "5s",
 	}
@@ -131,7 +135,7 @@ func newCrashEnv(t *testing.T, point string, org map[string]any, env map[string]
 		e.env[k] = v
 	}
 	e.start(point)
-	e.orch = fixtures(t, e.api, e.oncall, e.signer, org)
+	e.orch, e.oncall, e.oncall2 = fixtures(t, e.api, e.bootstrap, e.signer, org)
 	return e
 }
 
@@ -356,9 +360,9 @@ func TestCrashMidSweep(t *testing.T) {
 	t.Parallel()
 	e := newCrashEnv(t, "mid-sweep", nil, nil)
 	// Deadlines that pass at once: 1ms after the cancel.
-	e.api.must(t, http.MethodPut, "/admin/v1/task-classes/quick_procurement", e.oncall, map[string]any{
+	mustPrivileged(t, e.api, http.MethodPut, "/admin/v1/task-classes/quick_procurement", e.oncall, e.oncall2, map[string]any{
 		"effect_capable": true, "gate_on": []string{"canceled"}, "compensation_timeout": "1ms",
-	}, nil, http.StatusOK)
+	})
 	total := compensationDefaultBatch + compensationDefaultBatch/2
 	ops := make(chan string, total)
 	var wg sync.WaitGroup

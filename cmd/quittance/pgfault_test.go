@@ -156,15 +156,18 @@ type delegationView struct {
 	} `json:"compensation"`
 }
 
-// fixtures registers the org (with signer's keys, and optionally more
-// fields), funds the budget, and returns an orchestrator token.
-func fixtures(t testing.TB, c *testClient, oncall string, signer *compensationtest.Signer, org map[string]any) string {
+// fixtures creates the two on-call principals with the bootstrap token,
+// registers the org (with signer's keys, and optionally more fields; one
+// on-call asks, the other approves), funds the budget, and returns an
+// orchestrator token and the on-call tokens.
+func fixtures(t testing.TB, c *testClient, bootstrap string, signer *compensationtest.Signer, org map[string]any) (orch, oncall, oncall2 string) {
 	t.Helper()
+	oncall, oncall2 = twoOncall(t, c, bootstrap)
 	body := map[string]any{"name": "Supplier", "shared_coordinator": false, "jwks": json.RawMessage(signer.JWKS())}
 	for k, v := range org {
 		body[k] = v
 	}
-	c.must(t, http.MethodPut, "/admin/v1/orgs/"+faultOrg, oncall, body, nil, http.StatusOK, http.StatusCreated)
+	mustPrivileged(t, c, http.MethodPut, "/admin/v1/orgs/"+faultOrg, oncall, oncall2, body)
 	c.must(t, http.MethodPut, "/admin/v1/budgets/"+faultBudget, oncall,
 		map[string]any{"currency": "EUR", "funded_minor": faultFunded}, nil, http.StatusOK, http.StatusCreated)
 	var tok struct {
@@ -175,7 +178,7 @@ func fixtures(t testing.TB, c *testClient, oncall string, signer *compensationte
 	if tok.Token == "" {
 		t.Fatal("token response without a token")
 	}
-	return tok.Token
+	return tok.Token, oncall, oncall2
 }
 
 // createBody is the request of a delegation recorded by the orchestrator
@@ -606,7 +609,8 @@ func newFaultSetup(t *testing.T, dbURL, serviceURL string) *faultSetup {
 	oncall := ledger.NewTokenSecret()
 	api := newTestClient(inProcessService(t, serviceURL, oncall))
 	signer := compensationtest.NewEd25519Signer(t, "supplier-key-1")
-	return &faultSetup{api: api, orch: fixtures(t, api, oncall, signer, nil), signer: signer, pool: testPool(t, dbURL)}
+	orch, _, _ := fixtures(t, api, oncall, signer, nil)
+	return &faultSetup{api: api, orch: orch, signer: signer, pool: testPool(t, dbURL)}
 }
 
 // TestPostgresImmediateRestartUnderLoad crashes PostgreSQL (pg_ctl restart

@@ -100,6 +100,7 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	// Local agents (the demo supplier, agents under development) listen on
 	// plain http on loopback.
 	cfg.EgressAllowHTTP = true
+	cfg.dev = true
 	if cfg.EgressAllowCIDRs == "" {
 		cfg.EgressAllowCIDRs = "127.0.0.1/32"
 	}
@@ -202,6 +203,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		Pool: pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
 		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
+		Dev:                   cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
 		A2A: delegate.Config{
 			PublicURL: cfg.PublicURL, Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
 			BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,
@@ -210,9 +212,12 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		Webhooks: webhook.Config{
 			MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
 		},
-		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst},
+		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst, ClientIPHeader: cfg.TrustedProxyHeader},
 		Stream:    httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
 	})
+	// Credential revocations reach this replica's authentication cache
+	// through LISTEN/NOTIFY; pending changes expire.
+	defer runBackground(ctx, log, "principals", func(ctx context.Context) error { return svc.Ledger.Run(ctx, time.Minute) })()
 	if cfg.BootstrapToken != "" {
 		if _, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
 			return fmt.Errorf("bootstrap token: %w", err)

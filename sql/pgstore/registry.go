@@ -97,27 +97,6 @@ func (t *tx) PutTaskClass(ctx context.Context, c ledger.TaskClass) error {
 	return nil
 }
 
-func (r reader) TokenByHash(ctx context.Context, hash []byte) (ledger.Token, error) {
-	row, err := r.q.TokenGetByHash(ctx, hash)
-	if err != nil {
-		return ledger.Token{}, notFound(err, "token", "(hash)")
-	}
-	return ledger.Token{
-		ID: row.ID, Name: row.Name, Role: ledger.Role(row.Role), Tenant: deref(row.Tenant),
-		Hash: row.TokenHash, CreatedAt: row.CreatedAt, RevokedAt: derefTime(row.RevokedAt),
-	}, nil
-}
-
-func (t *tx) InsertToken(ctx context.Context, tok ledger.Token) error {
-	err := t.q.TokenInsert(ctx, dbsqlc.TokenInsertParams{
-		ID: tok.ID, Name: tok.Name, Role: string(tok.Role), Tenant: optional(tok.Tenant), TokenHash: tok.Hash, CreatedAt: tok.CreatedAt,
-	})
-	if err != nil {
-		return fmt.Errorf("insert token %s: %w", tok.Name, err)
-	}
-	return nil
-}
-
 func toOrg(r dbsqlc.RemoteOrg) ledger.Org {
 	return ledger.Org{
 		ID: r.ID, Name: r.Name, SharedCoordinator: r.SharedCoordinator, JWKS: r.Jwks,

@@ -59,12 +59,5 @@ ON CONFLICT (name) DO UPDATE SET
     compensation_timeout_ms = EXCLUDED.compensation_timeout_ms,
     updated_at              = EXCLUDED.updated_at;
 
--- name: TokenGetByHash :one
-SELECT * FROM api_tokens WHERE token_hash = $1;
-
--- name: TokenInsert :exec
-INSERT INTO api_tokens (id, name, role, tenant, token_hash, created_at)
-VALUES (@id, @name, @role, @tenant, @token_hash, @created_at);
-
 -- name: OrgGetByIDForUpdate :one
 SELECT * FROM remote_orgs WHERE id = $1 FOR UPDATE;

@@ -49,13 +49,18 @@ type A2aOutbox struct {
 }
 
 type ApiToken struct {
-	ID        uuid.UUID
-	Name      string
-	Role      string
-	Tenant    *string
-	TokenHash []byte
-	CreatedAt time.Time
-	RevokedAt *time.Time
+	ID           uuid.UUID
+	Name         string
+	Role         string
+	Tenant       *string
+	TokenHash    []byte
+	CreatedAt    time.Time
+	RevokedAt    *time.Time
+	PrincipalID  uuid.UUID
+	ExpiresAt    *time.Time
+	LastUsedAt   *time.Time
+	RevokedBy    uuid.NullUUID
+	RevokeReason *string
 }
 
 type Budget struct {
@@ -153,6 +158,36 @@ type EventPosition struct {
 	Seq          int64
 	DelegationID uuid.NullUUID
 	Tenant       *string
+}
+
+type PendingChange struct {
+	ID             uuid.UUID
+	Kind           string
+	Target         string
+	Payload        []byte
+	Summary        string
+	Status         string
+	RequestedBy    uuid.UUID
+	RequestedAt    time.Time
+	ExpiresAt      time.Time
+	DecidedBy      uuid.NullUUID
+	DecidedAt      *time.Time
+	DecisionReason *string
+}
+
+type Principal struct {
+	ID             uuid.UUID
+	Kind           string
+	DisplayName    string
+	NameKey        string
+	Role           string
+	Tenant         *string
+	Bootstrap      bool
+	CreatedBy      uuid.NullUUID
+	CreatedAt      time.Time
+	DisabledAt     *time.Time
+	DisabledBy     uuid.NullUUID
+	DisabledReason *string
 }
 
 type RemoteOrg struct {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -284,51 +283,6 @@ func (q *Queries) TaskClassUpsert(ctx context.Context, arg TaskClassUpsertParams
 		arg.GateOn,
 		arg.CompensationTimeoutMs,
 		arg.UpdatedAt,
-	)
-	return err
-}
-
-const tokenGetByHash = `-- name: TokenGetByHash :one
-SELECT id, name, role, tenant, token_hash, created_at, revoked_at FROM api_tokens WHERE token_hash = $1
-`
-
-func (q *Queries) TokenGetByHash(ctx context.Context, tokenHash []byte) (ApiToken, error) {
-	row := q.db.QueryRow(ctx, tokenGetByHash, tokenHash)
-	var i ApiToken
-	err := row.Scan(
-		&i.ID,
-		&i.Name,
-		&i.Role,
-		&i.Tenant,
-		&i.TokenHash,
-		&i.CreatedAt,
-		&i.RevokedAt,
-	)
-	return i, err
-}
-
-const tokenInsert = `-- name: TokenInsert :exec
-INSERT INTO api_tokens (id, name, role, tenant, token_hash, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)
-`
-
-type TokenInsertParams struct {
-	ID        uuid.UUID
-	Name      string
-	Role      string
-	Tenant    *string
-	TokenHash []byte
-	CreatedAt time.Time
-}
-
-func (q *Queries) TokenInsert(ctx context.Context, arg TokenInsertParams) error {
-	_, err := q.db.Exec(ctx, tokenInsert,
-		arg.ID,
-		arg.Name,
-		arg.Role,
-		arg.Tenant,
-		arg.TokenHash,
-		arg.CreatedAt,
 	)
 	return err
 }

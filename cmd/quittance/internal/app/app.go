@@ -60,6 +60,15 @@ type Config struct {
 	RateLimit httpapi.RateLimit
 	// Stream tunes the API's event streams; closing its Done ends them.
 	Stream httpapi.StreamConfig
+	// Dev makes the bootstrap credential's privileged changes take effect
+	// at once (quittance dev), so one developer can try everything alone.
+	Dev bool
+	// PersonCredentialTTL is how long a person's credential lasts unless it
+	// is issued with its own expiry (the ledger's default when zero).
+	PersonCredentialTTL time.Duration
+	// PendingChangeTTL is how long a privileged change waits for its second
+	// on-call approver (the ledger's default when zero).
+	PendingChangeTTL time.Duration
 	// UnconfirmedAlertGrace is exported for the alert rules: how long an
 	// obligation may stay compensation_unconfirmed before on-call is paged
 	// (DefaultUnconfirmedAlertGrace when zero).
@@ -120,6 +129,7 @@ func New(cfg Config) *App {
 			return delegate.ValidateAgentEndpoint(registration, cardURL, allowedHosts)
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
+		Dev:                     cfg.Dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
 	})
 	a.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,

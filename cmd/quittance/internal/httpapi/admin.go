@@ -61,6 +61,9 @@ type OrgBody struct {
 	IdentityRevokedReason string     `json:"identity_revoked_reason,omitempty"`
 	CreatedAt             time.Time  `json:"created_at"`
 	UpdatedAt             time.Time  `json:"updated_at"`
+	// PendingChange is set on a 202: the org is shown as it is, and the
+	// requested change waits for a second on-call principal.
+	PendingChange *PendingChangeBody `json:"pending_change,omitempty"`
 }
 
 func orgBody(o ledger.Org) OrgBody {
@@ -96,6 +99,9 @@ type TaskClassBody struct {
 	GateOn              []string  `json:"gate_on"`
 	CompensationTimeout string    `json:"compensation_timeout" example:"72h0m0s"`
 	UpdatedAt           time.Time `json:"updated_at"`
+	// PendingChange is set on a 202: the class is shown as it is, and the
+	// requested change waits for a second on-call principal.
+	PendingChange *PendingChangeBody `json:"pending_change,omitempty"`
 }
 
 func taskClassBody(c ledger.TaskClass) TaskClassBody {
@@ -110,7 +116,8 @@ func taskClassBody(c ledger.TaskClass) TaskClassBody {
 }
 
 type taskClassOutput struct {
-	Body TaskClassBody
+	Status int
+	Body   TaskClassBody
 }
 
 type taskClassListOutput struct {
@@ -129,24 +136,6 @@ type putTaskClassInput struct {
 		EffectCapable       bool     `json:"effect_capable"`
 		GateOn              []string `json:"gate_on" doc:"Terminal statuses that gate: a subset of [canceled, failed]."`
 		CompensationTimeout string   `json:"compensation_timeout" doc:"A Go duration, e.g. 72h." example:"72h"`
-	}
-}
-
-type createTokenInput struct {
-	Body struct {
-		Role   string `json:"role" enum:"orchestrator,finance,oncall"`
-		Tenant string `json:"tenant,omitempty" doc:"Required for orchestrator tokens, refused for others."`
-		Name   string `json:"name" minLength:"1" maxLength:"200" doc:"Who holds the token; recorded as the actor of what it does."`
-	}
-}
-
-type createTokenOutput struct {
-	Body struct {
-		ID     string `json:"id"`
-		Name   string `json:"name"`
-		Role   string `json:"role"`
-		Tenant string `json:"tenant,omitempty"`
-		Token  string `json:"token" doc:"The bearer token. It is shown once and only its hash is stored."`
 	}
 }
 
@@ -196,6 +185,11 @@ func (s *Server) registerAdmin() {
 			Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, AgentCardURL: b.AgentCardURL,
 			AllowedHosts: b.AllowedHosts, RequireSignedReceipts: b.RequireSignedReceipts,
 		})
+		if pc, ok := pendingOf(err); ok {
+			body := orgBody(o)
+			body.ID, body.PendingChange = in.ID, pc
+			return &orgOutput{Status: http.StatusAccepted, Body: body}, nil
+		}
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
@@ -231,10 +225,15 @@ func (s *Server) registerAdmin() {
 		c, err := s.ledger.PutTaskClass(ctx, principal(ctx), ledger.TaskClass{
 			Name: in.Name, EffectCapable: in.Body.EffectCapable, GateOn: gate, CompensationTimeout: timeout,
 		})
+		if pc, ok := pendingOf(err); ok {
+			body := taskClassBody(c)
+			body.Name, body.PendingChange = in.Name, pc
+			return &taskClassOutput{Status: http.StatusAccepted, Body: body}, nil
+		}
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		return &taskClassOutput{Body: taskClassBody(c)}, nil
+		return &taskClassOutput{Status: http.StatusOK, Body: taskClassBody(c)}, nil
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-task-class", Method: http.MethodGet, Path: "/admin/v1/task-classes/{name}", Tags: tags,
@@ -244,7 +243,7 @@ func (s *Server) registerAdmin() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		return &taskClassOutput{Body: taskClassBody(c)}, nil
+		return &taskClassOutput{Status: http.StatusOK, Body: taskClassBody(c)}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{
@@ -265,19 +264,5 @@ func (s *Server) registerAdmin() {
 		}
 		return out, nil
 	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
-		Summary: "Issue an API token", Security: bearerAuth, DefaultStatus: http.StatusCreated,
-	}, func(ctx context.Context, in *createTokenInput) (*createTokenOutput, error) {
-		t, secret, err := s.ledger.CreateToken(ctx, principal(ctx), ledger.TokenInput{
-			Role: ledger.Role(in.Body.Role), Tenant: in.Body.Tenant, Name: in.Body.Name,
-		})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &createTokenOutput{}
-		out.Body.ID, out.Body.Name, out.Body.Role, out.Body.Tenant, out.Body.Token = t.ID.String(), t.Name, string(t.Role), t.Tenant, secret
-		return out, nil
-	})
+	s.registerPrincipals()
 }

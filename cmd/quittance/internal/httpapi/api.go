@@ -143,6 +143,9 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		s.writeProblem(ctx, problemFor(ctx.Context(), s.log, err))
 		return
 	}
+	if !s.chargePrincipal(ctx.Context(), p, ctx.SetHeader, func(pr *Problem) { s.writeProblem(ctx, pr) }) {
+		return
+	}
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 

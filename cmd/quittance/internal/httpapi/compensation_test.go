@@ -559,7 +559,7 @@ func TestRevokeIdentityEscalates(t *testing.T) {
 		if d.ObligationState != "escalated" || d.HoldState != "active" {
 			t.Errorf("%s: %s/%s, want escalated/active", id, d.ObligationState, d.HoldState)
 		}
-		if ev := e.lastEvent(t, id); ev.Type != ledger.EventTypeIdentityRevoked || ev.ObligationTo != "escalated" || ev.Actor != "token:oncall" {
+		if ev := e.lastEvent(t, id); ev.Type != ledger.EventTypeIdentityRevoked || ev.ObligationTo != "escalated" || ev.Actor != e.Actor(t, e.OncallToken) {
 			t.Errorf("%s: last event %s -> %s by %s", id, ev.Type, ev.ObligationTo, ev.Actor)
 		}
 	}
@@ -599,14 +599,15 @@ func (e *compEnv) approve(t *testing.T, token, writeOffID string) *apitest.Respo
 
 // TestWriteOffFourEyes: at or below the threshold a write-off executes at
 // once; above it a different on-call identity must approve; self-approval,
-// non-on-call callers and wrong states are refused, and all of it is
-// recorded with the actor's token name.
+// non-on-call callers and wrong states are refused (a second credential of
+// the same principal, under its name in any case, is still self-approval),
+// and all of it is recorded with the actor's principal id.
 func TestWriteOffFourEyes(t *testing.T) {
 	t.Parallel()
 	e := newCompEnv(t)
 	alice := e.NewToken(t, ledger.RoleOncall, "", "alice")
 	bob := e.NewToken(t, ledger.RoleOncall, "", "bob")
-	aliceAgain := e.NewToken(t, ledger.RoleOncall, "", "alice") // another token, same name
+	aliceAgain := e.NewToken(t, ledger.RoleOncall, "", "Alice") // another token of the same principal, its name in another case
 	finance := e.NewToken(t, ledger.RoleFinance, "", "finance")
 
 	for _, amount := range []int64{threshold - 1, threshold} {
@@ -621,7 +622,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 		if after.WrittenOffMinor != before.WrittenOffMinor+amount || after.HeldMinor != before.HeldMinor-amount {
 			t.Fatalf("write-off of %d: budget %+v -> %+v", amount, before, after)
 		}
-		if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffExecuted || ev.Actor != "token:alice" || ev.ObligationTo != "written_off" {
+		if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffExecuted || ev.Actor != e.Actor(t, alice) || ev.ObligationTo != "written_off" {
 			t.Fatalf("last event %s by %s -> %s", ev.Type, ev.Actor, ev.ObligationTo)
 		}
 	}
@@ -636,7 +637,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 	if w.Status != "pending_approval" || w.Delegation.ObligationState != "revocation_pending_compensation" {
 		t.Fatalf("above threshold: %+v", w)
 	}
-	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffRequested || ev.Actor != "token:alice" {
+	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffRequested || ev.Actor != e.Actor(t, alice) {
 		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
 	}
 	e.writeOff(t, bob, d.ID, "again").Problem(t, http.StatusConflict, "write_off_pending")
@@ -655,7 +656,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 	if approved.Status != "executed" || approved.ApprovedBy != "bob" || approved.Delegation.ObligationState != "written_off" {
 		t.Fatalf("approved: %+v", approved)
 	}
-	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffExecuted || ev.Actor != "token:bob" {
+	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffExecuted || ev.Actor != e.Actor(t, bob) {
 		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
 	}
 	e.approve(t, bob, w.ID).Problem(t, http.StatusConflict, "write_off_not_pending")
@@ -669,7 +670,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 	heldD := e.delegation(t, orgB, 500)
 	e.writeOff(t, alice, heldD.ID, "x").Problem(t, http.StatusConflict, "write_off_not_allowed")
 	e.writeOff(t, alice, d.ID, "x").Problem(t, http.StatusConflict, "write_off_not_allowed")
-	if ev := e.lastEvent(t, heldD.ID); ev.Type != ledger.EventTypeWriteOffRefused || ev.Actor != "token:alice" {
+	if ev := e.lastEvent(t, heldD.ID); ev.Type != ledger.EventTypeWriteOffRefused || ev.Actor != e.Actor(t, alice) {
 		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
 	}
 	e.writeOff(t, alice, "00000000-0000-0000-0000-000000000000", "x").Problem(t, http.StatusNotFound, "not_found")

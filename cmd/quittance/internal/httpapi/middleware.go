@@ -1,8 +1,7 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"log/slog"
 	"math"
 	"net"
@@ -12,18 +11,30 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
+	"github.com/quittance/quittance/ledger"
 )
 
-// RateLimit configures the per-credential rate limit: a token bucket per
-// bearer token (keyed by a prefix of the token's SHA-256, never the token)
-// or, for requests without one, per client IP. The health probes and
-// /metrics are not limited. A zero RPS disables the limit.
+// RateLimit configures the rate limits, token buckets of
+// golang.org/x/time/rate: one per authenticated principal, and one per
+// client address for every request that is not (yet) known to be a
+// principal's: requests without a bearer token, public endpoints, and
+// bearer tokens that are not in the authentication cache. An unknown bearer
+// token therefore costs at most one database lookup per token of its
+// address's bucket, however many different tokens it tries. The health
+// probes and /metrics are not limited. A zero RPS disables the limits.
 type RateLimit struct {
 	// RPS is the sustained rate, in requests per second.
 	RPS float64
 	// Burst is the bucket size: how many requests may arrive at once.
 	Burst int
+	// ClientIPHeader, when set, names the header a trusted load balancer
+	// puts the client's address in (X-Forwarded-For: its last entry, the
+	// one the balancer added; any other header: its whole value). Unset,
+	// the connection's peer is the client.
+	ClientIPHeader string
 }
 
 // exemptPaths are never rate limited: probes and scrapes must not be
@@ -32,9 +43,10 @@ var exemptPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics":
 
 // limiter is a set of token buckets, one per key.
 type limiter struct {
-	rate  float64
-	burst float64
-	now   func() time.Time
+	limit    rate.Limit
+	burst    int
+	ipHeader string
+	now      func() time.Time
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -42,19 +54,19 @@ type limiter struct {
 }
 
 type bucket struct {
-	tokens float64
-	last   time.Time
+	l    *rate.Limiter
+	last time.Time
 }
 
 func newLimiter(cfg RateLimit, now func() time.Time) *limiter {
 	if cfg.RPS <= 0 {
 		return nil
 	}
-	burst := float64(cfg.Burst)
+	burst := cfg.Burst
 	if burst < 1 {
-		burst = math.Max(1, math.Ceil(cfg.RPS))
+		burst = int(math.Max(1, math.Ceil(cfg.RPS)))
 	}
-	return &limiter{rate: cfg.RPS, burst: burst, now: now, buckets: map[string]*bucket{}}
+	return &limiter{limit: rate.Limit(cfg.RPS), burst: burst, ipHeader: http.CanonicalHeaderKey(cfg.ClientIPHeader), now: now, buckets: map[string]*bucket{}}
 }
 
 // allow takes a token from key's bucket. When the bucket is empty it
@@ -62,21 +74,23 @@ func newLimiter(cfg RateLimit, now func() time.Time) *limiter {
 func (l *limiter) allow(key string) (bool, time.Duration) {
 	now := l.now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.sweep(now)
 	b, ok := l.buckets[key]
 	if !ok {
-		b = &bucket{tokens: l.burst, last: now}
+		b = &bucket{l: rate.NewLimiter(l.limit, l.burst)}
 		l.buckets[key] = b
 	}
-	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
 	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
+	l.mu.Unlock()
+	r := b.l.ReserveN(now, 1)
+	if !r.OK() {
+		return false, time.Second
 	}
-	wait := time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
-	return false, wait
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		return false, wait
+	}
+	return true, 0
 }
 
 // sweep forgets buckets that have been full for a while, so the map does
@@ -86,7 +100,7 @@ func (l *limiter) sweep(now time.Time) {
 		return
 	}
 	l.swept = now
-	full := time.Duration(l.burst / l.rate * float64(time.Second))
+	full := time.Duration(float64(l.burst) / float64(l.limit) * float64(time.Second))
 	for k, b := range l.buckets {
 		if now.Sub(b.last) > full+time.Minute {
 			delete(l.buckets, k)
@@ -94,24 +108,69 @@ func (l *limiter) sweep(now time.Time) {
 	}
 }
 
-// rateKey identifies the credential of a request: a prefix of the bearer
-// token's SHA-256, or the client IP when there is no bearer token.
-func rateKey(r *http.Request) string {
-	if secret := bearerSecret(r.Header.Get("Authorization")); secret != "" {
-		sum := sha256.Sum256([]byte(secret))
-		return "token:" + hex.EncodeToString(sum[:8])
+// clientIP is the client's address: the connection's peer, or, behind a
+// trusted proxy, what its header says.
+func (l *limiter) clientIP(r *http.Request) string {
+	if l != nil && l.ipHeader != "" {
+		if v := r.Header.Values(l.ipHeader); len(v) > 0 {
+			last := v[len(v)-1]
+			if l.ipHeader == "X-Forwarded-For" {
+				parts := strings.Split(last, ",")
+				last = parts[len(parts)-1]
+			}
+			if ip := strings.TrimSpace(last); ip != "" {
+				return ip
+			}
+		}
 	}
-	return "ip:" + clientIP(r)
+	return clientIP(r)
 }
 
-// clientIP is the connection's peer address. Forwarded headers are not
-// trusted: behind a proxy, the proxy is the client.
+// clientIP is the connection's peer address.
 func clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// chargedKey marks a request whose principal's bucket the middleware
+// already took a token from.
+type chargedKey struct{}
+
+// rateKey is the bucket of a request: its principal's, when its bearer
+// token is in the authentication cache (no database lookup needed to
+// know), else its client address's.
+func (s *Server) rateKey(r *http.Request) (key string, principal bool) {
+	if p, ok := s.ledger.CachedPrincipal(bearerSecret(r.Header.Get("Authorization"))); ok {
+		return "principal:" + p.ID.String(), true
+	}
+	return "ip:" + s.limiter.clientIP(r), false
+}
+
+// chargePrincipal takes a token from p's bucket unless the middleware did
+// already; false means the request is over the limit, and the 429 is written.
+func (s *Server) chargePrincipal(ctx context.Context, p ledger.Principal, header func(string, string), write func(*Problem)) bool {
+	if s.limiter == nil || ctx.Value(chargedKey{}) != nil {
+		return true
+	}
+	ok, wait := s.limiter.allow("principal:" + p.ID.String())
+	if ok {
+		return true
+	}
+	retry := retryAfter(wait)
+	header("Retry-After", strconv.Itoa(retry))
+	write(rateLimitedProblem(retry))
+	return false
+}
+
+func retryAfter(wait time.Duration) int {
+	retry := int(math.Ceil(wait.Seconds()))
+	if retry < 1 {
+		retry = 1
+	}
+	return retry
 }
 
 // statusRecorder remembers the status and size of a response.
@@ -156,16 +215,16 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		limited := false
 		if s.limiter != nil && !exemptPaths[r.URL.Path] {
-			if ok, wait := s.limiter.allow(rateKey(r)); !ok {
+			key, isPrincipal := s.rateKey(r)
+			if ok, wait := s.limiter.allow(key); !ok {
 				limited = true
-				retry := int(math.Ceil(wait.Seconds()))
-				if retry < 1 {
-					retry = 1
-				}
+				retry := retryAfter(wait)
 				rec.Header().Set("Retry-After", strconv.Itoa(retry))
 				rec.Header().Set("Content-Type", "application/problem+json")
 				rec.WriteHeader(http.StatusTooManyRequests)
 				_ = jsonEncode(rec, rateLimitedProblem(retry))
+			} else if isPrincipal {
+				r = r.WithContext(context.WithValue(r.Context(), chargedKey{}, true))
 			}
 		}
 		defer func() {
@@ -196,7 +255,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			attrs := []slog.Attr{
 				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Int64("bytes", rec.bytes),
-				slog.Duration("duration", time.Since(start)), slog.String("remote_ip", clientIP(r)),
+				slog.Duration("duration", time.Since(start)), slog.String("remote_ip", s.limiter.clientIP(r)),
 			}
 			if id := telemetry.TraceID(r.Context()); id != "" {
 				attrs = append(attrs, slog.String("trace_id", id))

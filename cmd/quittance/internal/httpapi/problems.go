@@ -108,7 +108,9 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 	case errors.Is(err, a2a.ErrMalformedResponse):
 		return newProblem(http.StatusBadRequest, "malformed_push", "the body is not an A2A task, message or task update")
 	case errors.Is(err, compensation.ErrSelfApproval):
-		return newProblem(http.StatusForbidden, "self_approval", "a write-off must be approved by a different on-call identity than the one that requested it")
+		return newProblem(http.StatusForbidden, "self_approval", "a write-off must be approved by a different on-call principal than the one that requested it")
+	case errors.Is(err, ledger.ErrSelfApproval):
+		return newProblem(http.StatusForbidden, "self_approval", "a change must be approved by a different on-call principal than the one that requested it")
 	case errors.As(err, &validation):
 		return newProblem(http.StatusUnprocessableEntity, "validation_failed", validation.Error(),
 			&huma.ErrorDetail{Location: "body." + validation.Field, Message: validation.Problem})

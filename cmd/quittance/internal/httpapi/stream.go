@@ -199,6 +199,9 @@ func wantsStream(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
+// streamRecheck is how often an open event stream checks its credential.
+const streamRecheck = time.Second
+
 // serveStream serves one SSE stream until the client goes away or the
 // server shuts down.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation string) {
@@ -207,7 +210,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	if delegation != "" {
 		r.Pattern = "GET /v1/delegations/{id}/events (stream)"
 	}
-	p, err := s.ledger.Authenticate(ctx, bearerSecret(r.Header.Get("Authorization")))
+	secret := bearerSecret(r.Header.Get("Authorization"))
+	p, err := s.ledger.Authenticate(ctx, secret)
 	if err != nil {
 		s.writeHTTPProblem(w, r, apiRealm, err)
 		return
@@ -252,6 +256,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	defer poll.Stop()
 	idle := time.NewTimer(s.stream.Heartbeat)
 	defer idle.Stop()
+	// The credential is checked again every second: a revoked or expired
+	// credential, or a disabled principal, ends its open streams.
+	recheck := time.NewTicker(streamRecheck)
+	defer recheck.Stop()
 	for {
 		events, err := s.feed.FeedEvents(ctx, q)
 		if err != nil {
@@ -286,6 +294,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 			return
 		case <-wake:
 		case <-poll.C:
+		case <-recheck.C:
+			if _, err := s.ledger.Authenticate(ctx, secret); errors.Is(err, ledger.ErrUnauthenticated) {
+				_, _ = fmt.Fprint(w, ": credential no longer valid\n\n")
+				_ = rc.Flush()
+				return
+			}
 		case <-idle.C:
 			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
 				return

@@ -107,7 +107,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 		if e.Type != wantTypes[i] || e.StreamSeq != int32(i+1) || e.Hash == "" || len(e.PrevHash) != 64 {
 			t.Errorf("event %d: %+v, want type %s", i+1, e, wantTypes[i])
 		}
-		if e.Actor != "token:procurement-agent" {
+		if e.Actor != env.Actor(t, orch) {
 			t.Errorf("event %d actor %q", i+1, e.Actor)
 		}
 	}

@@ -164,6 +164,7 @@ type options struct {
 	stream         httpapi.StreamConfig
 	worker         *Worker
 	identity       bool
+	production     bool
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -200,6 +201,14 @@ func WithStream(poll, heartbeat time.Duration) Option {
 // WithWorker runs the background workers, configured by w (without it they
 // are built, as always, but never run).
 func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
+
+// WithProduction runs the ledger as `quittance serve` does, not as `dev`
+// (the default of an Env, so tests can do privileged things with the
+// bootstrap on-call token alone): the bootstrap token (OncallToken) may
+// then create the first two on-call principals and nothing else, and every
+// privileged change waits for a second on-call principal (see
+// Env.TwoOncall).
+func WithProduction() Option { return func(o *options) { o.production = true } }
 
 // WithIdentity gives the ledger a fresh signing identity: compensation
 // requests are signed and its JWK Set is served.
@@ -259,8 +268,20 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		Pool: pool, Registry: e.Registry, Clock: o.clock, LedgerID: o.ledgerID, Version: "test", Identity: e.Identity,
 		WriteOffApprovalThresholdMinor: o.threshold, Egress: LoopbackEgress, AgentRegistrationEgress: o.registerEgress,
 		A2A: w.a2aConfig(e.URL), Webhooks: w.webhookConfig(), RateLimit: o.rateLimit, Stream: stream,
+		Dev: !o.production,
+		// Tests move the clock by weeks; a person's credential outlives them
+		// unless a test gives it an expiry.
+		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,
 	})
 	e.Store, e.Metrics, e.Ledger, e.Compensation, e.Reports = built.Store, built.Metrics, built.Ledger, built.Compensation, built.Reports
+	{
+		// As in the binary: revocations reach the authentication cache
+		// through LISTEN/NOTIFY, and pending changes expire.
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() { defer close(stopped); _ = e.Ledger.Run(ctx, time.Second) }()
+		t.Cleanup(func() { cancel(); <-stopped })
+	}
 	e.Worker, e.Webhooks = built.Worker, built.Webhooks
 	api = built.API
 
@@ -467,6 +488,51 @@ func (e *Env) NewToken(t testing.TB, role ledger.Role, tenant, name string) stri
 		t.Fatal("apitest: token response without a token")
 	}
 	return out.Token
+}
+
+// Oncall is an on-call principal of an Env: its id and a token.
+type Oncall struct {
+	ID    string
+	Name  string
+	Token string
+}
+
+// TwoOncall creates two on-call principals with the bootstrap token (the
+// two it may create outside dev) and returns them.
+func (e *Env) TwoOncall(t testing.TB, a, b string) (Oncall, Oncall) {
+	t.Helper()
+	mk := func(name string) Oncall {
+		var out struct {
+			Token       string `json:"token"`
+			PrincipalID string `json:"principal_id"`
+		}
+		e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": name}).
+			Expect(t, http.StatusCreated).JSON(t, &out)
+		return Oncall{ID: out.PrincipalID, Name: name, Token: out.Token}
+	}
+	return mk(a), mk(b)
+}
+
+// Approve approves a pending change with token, expecting 200.
+func (e *Env) Approve(t testing.TB, token, changeID string) {
+	t.Helper()
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+changeID+"/approve", token, nil).Expect(t, http.StatusOK)
+}
+
+// PrincipalID returns the principal id of a token's holder.
+func (e *Env) PrincipalID(t testing.TB, token string) string {
+	t.Helper()
+	p, err := e.Ledger.Authenticate(context.Background(), token)
+	if err != nil {
+		t.Fatalf("apitest: authenticate: %v", err)
+	}
+	return p.ID.String()
+}
+
+// Actor is how events name the holder of token.
+func (e *Env) Actor(t testing.TB, token string) string {
+	t.Helper()
+	return "principal:" + e.PrincipalID(t, token)
 }
 
 // NewOrchestrator issues an orchestrator token for tenant.

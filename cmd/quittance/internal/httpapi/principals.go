@@ -1,0 +1,421 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// PrincipalBody is a principal: a person or a machine.
+type PrincipalBody struct {
+	ID             string     `json:"id"`
+	Kind           string     `json:"kind" enum:"person,machine"`
+	Name           string     `json:"name"`
+	Role           string     `json:"role"`
+	Tenant         string     `json:"tenant,omitempty"`
+	Bootstrap      bool       `json:"bootstrap,omitempty"`
+	Actor          string     `json:"actor" doc:"How events name this principal."`
+	CreatedBy      string     `json:"created_by,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledBy     string     `json:"disabled_by,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
+}
+
+func principalBody(r ledger.PrincipalRecord) PrincipalBody {
+	return PrincipalBody{
+		ID: r.ID.String(), Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap,
+		Actor: ledger.PrincipalActor(r.ID), CreatedBy: idString(r.CreatedBy), CreatedAt: r.CreatedAt,
+		DisabledAt: timePtr(r.DisabledAt), DisabledBy: idString(r.DisabledBy), DisabledReason: r.DisabledReason,
+	}
+}
+
+// CredentialBody is an API credential, never its secret.
+type CredentialBody struct {
+	ID           string     `json:"id"`
+	PrincipalID  string     `json:"principal_id"`
+	Name         string     `json:"name"`
+	Role         string     `json:"role"`
+	Tenant       string     `json:"tenant,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
+	LastUsedAt   *time.Time `json:"last_used_at,omitempty" doc:"Recorded at most once a minute."`
+	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
+	RevokedBy    string     `json:"revoked_by,omitempty"`
+	RevokeReason string     `json:"revoke_reason,omitempty"`
+}
+
+func credentialBody(t ledger.Token) CredentialBody {
+	return CredentialBody{
+		ID: t.ID.String(), PrincipalID: t.PrincipalID.String(), Name: t.Name, Role: string(t.Role), Tenant: t.Tenant,
+		CreatedAt: t.CreatedAt, ExpiresAt: timePtr(t.ExpiresAt), LastUsedAt: timePtr(t.LastUsedAt),
+		RevokedAt: timePtr(t.RevokedAt), RevokedBy: idString(t.RevokedBy), RevokeReason: t.RevokeReason,
+	}
+}
+
+// PendingChangeBody is a privileged change waiting for, or decided by, a
+// second on-call principal.
+type PendingChangeBody struct {
+	ID             string          `json:"id"`
+	Kind           string          `json:"kind" enum:"principal_create,role_grant,org_update,task_class_update"`
+	Target         string          `json:"target"`
+	Summary        string          `json:"summary"`
+	Status         string          `json:"status" enum:"pending,applied,refused,expired"`
+	Change         json.RawMessage `json:"change,omitempty" doc:"The change as it applies on approval (no secret: a credential's hash at most)."`
+	RequestedBy    string          `json:"requested_by"`
+	RequestedAt    time.Time       `json:"requested_at"`
+	ExpiresAt      time.Time       `json:"expires_at"`
+	DecidedBy      string          `json:"decided_by,omitempty"`
+	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
+	DecisionReason string          `json:"decision_reason,omitempty"`
+}
+
+func pendingChangeBody(c ledger.PendingChange) *PendingChangeBody {
+	return &PendingChangeBody{
+		ID: c.ID.String(), Kind: string(c.Kind), Target: c.Target, Summary: c.Summary, Status: string(c.Status),
+		RequestedBy: c.RequestedBy.String(), RequestedAt: c.RequestedAt, ExpiresAt: c.ExpiresAt,
+		DecidedBy: idString(c.DecidedBy), DecidedAt: timePtr(c.DecidedAt), DecisionReason: c.DecisionReason,
+	}
+}
+
+// pendingOf reports whether err says a change was recorded for approval.
+func pendingOf(err error) (*PendingChangeBody, bool) {
+	var pending *ledger.ApprovalRequiredError
+	if !errors.As(err, &pending) {
+		return nil, false
+	}
+	return pendingChangeBody(pending.Change), true
+}
+
+func idString(id uuid.UUID) string {
+	if id == uuid.Nil {
+		return ""
+	}
+	return id.String()
+}
+
+type createTokenInput struct {
+	Body struct {
+		Role      string     `json:"role" enum:"orchestrator,finance,oncall"`
+		Tenant    string     `json:"tenant,omitempty" doc:"Required for orchestrator tokens, refused for others."`
+		Name      string     `json:"name" minLength:"1" maxLength:"200" doc:"The principal: an existing one (by name, any case) gets another credential; a new name creates the principal."`
+		Kind      string     `json:"kind,omitempty" enum:"person,machine" doc:"A new principal's kind; by default orchestrators are machines, finance and on-call people."`
+		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"When the credential stops working; by default a person's lasts QUITTANCE_PERSON_CREDENTIAL_TTL and a machine's never expires."`
+		Label     string     `json:"label,omitempty" maxLength:"200" doc:"A name for the credential itself (default the principal's name)."`
+	}
+}
+
+type issuedTokenBody struct {
+	ID            string             `json:"id" doc:"The credential's id."`
+	PrincipalID   string             `json:"principal_id"`
+	Name          string             `json:"name" doc:"The principal's name."`
+	Role          string             `json:"role"`
+	Tenant        string             `json:"tenant,omitempty"`
+	ExpiresAt     *time.Time         `json:"expires_at,omitempty"`
+	Token         string             `json:"token" doc:"The bearer token. It is shown once and only its hash is stored."`
+	PendingChange *PendingChangeBody `json:"pending_change,omitempty" doc:"Set on a 202: the principal exists, and the token works, once a different on-call principal approves."`
+}
+
+type issuedTokenOutput struct {
+	Status int
+	Body   issuedTokenBody
+}
+
+func issuedToken(t ledger.IssuedToken) *issuedTokenOutput {
+	out := &issuedTokenOutput{Status: http.StatusCreated, Body: issuedTokenBody{
+		ID: t.Token.ID.String(), PrincipalID: t.Principal.ID.String(), Name: t.Principal.Name, Role: string(t.Principal.Role),
+		Tenant: t.Principal.Tenant, ExpiresAt: timePtr(t.Token.ExpiresAt), Token: t.Secret,
+	}}
+	if t.Pending != nil {
+		out.Status, out.Body.PendingChange = http.StatusAccepted, pendingChangeBody(*t.Pending)
+	}
+	return out
+}
+
+type uuidPathInput struct {
+	ID uuid.UUID `path:"id"`
+}
+
+type principalOutput struct {
+	Status int
+	Body   PrincipalBody
+}
+
+type listPrincipalsOutput struct {
+	Body struct {
+		Principals []PrincipalBody `json:"principals"`
+	}
+}
+
+type disablePrincipalInput struct {
+	ID   uuid.UUID `path:"id"`
+	Body struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"4096"`
+	}
+}
+
+type disablePrincipalOutput struct {
+	Body struct {
+		Principal          PrincipalBody `json:"principal"`
+		CredentialsRevoked int64         `json:"credentials_revoked"`
+	}
+}
+
+type grantRoleInput struct {
+	ID   uuid.UUID `path:"id"`
+	Body struct {
+		Role   string `json:"role" enum:"orchestrator,finance,oncall"`
+		Tenant string `json:"tenant,omitempty"`
+	}
+}
+
+type grantRoleOutput struct {
+	Status int
+	Body   struct {
+		Principal     PrincipalBody      `json:"principal"`
+		PendingChange *PendingChangeBody `json:"pending_change,omitempty"`
+	}
+}
+
+type listCredentialsInput struct {
+	PrincipalID string `query:"principal_id" doc:"Only this principal's credentials (on-call); others always see only their own."`
+}
+
+type listCredentialsOutput struct {
+	Body struct {
+		Credentials []CredentialBody `json:"credentials"`
+	}
+}
+
+type revokeCredentialInput struct {
+	ID   uuid.UUID `path:"id"`
+	Body *struct {
+		Reason string `json:"reason,omitempty" maxLength:"4096"`
+	} `required:"false"`
+}
+
+type credentialOutput struct {
+	Body CredentialBody
+}
+
+type rotateCredentialInput struct {
+	ID   uuid.UUID `path:"id"`
+	Body *struct {
+		ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	} `required:"false"`
+}
+
+type listPendingInput struct {
+	Status string `query:"status" enum:"pending,applied,refused,expired,all" default:"pending"`
+}
+
+type listPendingOutput struct {
+	Body struct {
+		Changes []*PendingChangeBody `json:"changes"`
+	}
+}
+
+type pendingOutput struct {
+	Body *PendingChangeBody
+}
+
+type refusePendingInput struct {
+	ID   uuid.UUID `path:"id"`
+	Body struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"4096"`
+	}
+}
+
+func (s *Server) registerPrincipals() {
+	tags := []string{"principals"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
+		Summary: "Issue an API credential (creating its principal if new)", Security: bearerAuth, DefaultStatus: http.StatusCreated,
+		Description: "On-call. A name that exists (any case) adds a credential to that principal: your own, or a machine's; " +
+			"never another person's. A new name creates the principal: a machine orchestrator at once (201); a person, or any " +
+			"finance or on-call principal, with 202 and a pending change a different on-call principal approves, after which " +
+			"the returned token works. The bootstrap credential may create the first two on-call principals, and nothing else " +
+			"(except under dev).",
+	}, func(ctx context.Context, in *createTokenInput) (*issuedTokenOutput, error) {
+		b := in.Body
+		ti := ledger.TokenInput{Role: ledger.Role(b.Role), Tenant: b.Tenant, Name: b.Name, Kind: ledger.PrincipalKind(b.Kind), Label: b.Label}
+		if b.ExpiresAt != nil {
+			ti.ExpiresAt = *b.ExpiresAt
+		}
+		t, err := s.ledger.CreateToken(ctx, principal(ctx), ti)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return issuedToken(t), nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-principals", Method: http.MethodGet, Path: "/admin/v1/principals", Tags: tags,
+		Summary: "List principals", Security: bearerAuth,
+	}, func(ctx context.Context, _ *struct{}) (*listPrincipalsOutput, error) {
+		rs, err := s.ledger.ListPrincipals(ctx, principal(ctx))
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &listPrincipalsOutput{}
+		out.Body.Principals = make([]PrincipalBody, len(rs))
+		for i, r := range rs {
+			out.Body.Principals[i] = principalBody(r)
+		}
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-principal", Method: http.MethodGet, Path: "/admin/v1/principals/{id}", Tags: tags,
+		Summary: "Get a principal", Security: bearerAuth,
+	}, func(ctx context.Context, in *uuidPathInput) (*principalOutput, error) {
+		r, err := s.ledger.GetPrincipal(ctx, principal(ctx), in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &principalOutput{Status: http.StatusOK, Body: principalBody(r)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "disable-principal", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/disable", Tags: tags,
+		Summary: "Disable a principal and revoke all its credentials", Security: bearerAuth,
+		Description: "On-call, at once (no second approver: taking access away must be fast). Every credential of the principal stops working on every replica within a second, and its open event streams end.",
+	}, func(ctx context.Context, in *disablePrincipalInput) (*disablePrincipalOutput, error) {
+		r, n, err := s.ledger.DisablePrincipal(ctx, principal(ctx), in.ID, in.Body.Reason)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &disablePrincipalOutput{}
+		out.Body.Principal, out.Body.CredentialsRevoked = principalBody(r), n
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "grant-role", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/role", Tags: tags,
+		Summary: "Ask for a principal to get another role", Security: bearerAuth,
+		Description: "On-call. 202 with a pending change a different on-call principal approves.",
+	}, func(ctx context.Context, in *grantRoleInput) (*grantRoleOutput, error) {
+		r, err := s.ledger.RequestRoleGrant(ctx, principal(ctx), in.ID, ledger.Role(in.Body.Role), in.Body.Tenant)
+		out := &grantRoleOutput{Status: http.StatusOK}
+		if pc, ok := pendingOf(err); ok {
+			out.Status, out.Body.PendingChange = http.StatusAccepted, pc
+		} else if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out.Body.Principal = principalBody(r)
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-credentials", Method: http.MethodGet, Path: "/admin/v1/credentials", Tags: tags,
+		Summary: "List credentials (never their secrets)", Security: bearerAuth,
+		Description: "On-call sees every principal's; anyone else only their own.",
+	}, func(ctx context.Context, in *listCredentialsInput) (*listCredentialsOutput, error) {
+		var pid uuid.UUID
+		if in.PrincipalID != "" {
+			var err error
+			if pid, err = uuid.Parse(in.PrincipalID); err != nil {
+				return nil, s.fail(ctx, ledger.Invalid("principal_id", "must be a UUID"))
+			}
+		}
+		ts, err := s.ledger.ListCredentials(ctx, principal(ctx), pid)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &listCredentialsOutput{}
+		out.Body.Credentials = make([]CredentialBody, len(ts))
+		for i, t := range ts {
+			out.Body.Credentials[i] = credentialBody(t)
+		}
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "revoke-credential", Method: http.MethodPost, Path: "/admin/v1/credentials/{id}/revoke", Tags: tags,
+		Summary: "Revoke a credential", Security: bearerAuth,
+		Description: "Your own, or (on-call) anyone's. It gets 401 on every replica within a second, and its open event streams end. 409 token_already_revoked if it was.",
+	}, func(ctx context.Context, in *revokeCredentialInput) (*credentialOutput, error) {
+		reason := ""
+		if in.Body != nil {
+			reason = in.Body.Reason
+		}
+		t, err := s.ledger.RevokeCredential(ctx, principal(ctx), in.ID, reason)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &credentialOutput{Body: credentialBody(t)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "rotate-credential", Method: http.MethodPost, Path: "/admin/v1/credentials/{id}/rotate", Tags: tags,
+		Summary: "Issue a new credential and revoke this one", Security: bearerAuth, DefaultStatus: http.StatusCreated,
+		Description: "Your own, or (on-call) a machine principal's. The new secret is returned once; the old credential is revoked in the same transaction.",
+	}, func(ctx context.Context, in *rotateCredentialInput) (*issuedTokenOutput, error) {
+		var expires time.Time
+		if in.Body != nil && in.Body.ExpiresAt != nil {
+			expires = *in.Body.ExpiresAt
+		}
+		t, err := s.ledger.RotateCredential(ctx, principal(ctx), in.ID, expires)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return issuedToken(t), nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-pending-changes", Method: http.MethodGet, Path: "/admin/v1/pending-changes", Tags: tags,
+		Summary: "List privileged changes awaiting (or past) approval", Security: bearerAuth,
+	}, func(ctx context.Context, in *listPendingInput) (*listPendingOutput, error) {
+		var st ledger.PendingStatus
+		if in.Status != "all" {
+			var err error
+			if st, err = ledger.ParsePendingStatus(in.Status); err != nil {
+				return nil, s.fail(ctx, ledger.Invalid("status", "must be pending, applied, refused, expired or all"))
+			}
+		}
+		cs, err := s.ledger.ListPendingChanges(ctx, principal(ctx), st)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &listPendingOutput{}
+		out.Body.Changes = make([]*PendingChangeBody, len(cs))
+		for i, c := range cs {
+			out.Body.Changes[i] = pendingChangeBody(c)
+		}
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-pending-change", Method: http.MethodGet, Path: "/admin/v1/pending-changes/{id}", Tags: tags,
+		Summary: "Get a pending change, with the change it applies", Security: bearerAuth,
+	}, func(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
+		c, err := s.ledger.GetPendingChange(ctx, principal(ctx), in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		b := pendingChangeBody(c)
+		b.Change = c.Payload
+		return &pendingOutput{Body: b}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "approve-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/approve", Tags: tags,
+		Summary: "Approve a pending change: it applies now", Security: bearerAuth,
+		Description: "On-call, and a different principal from the one that asked (403 self_approval otherwise, whatever credential or name is used). 409 change_not_pending, change_expired.",
+	}, func(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
+		c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &pendingOutput{Body: pendingChangeBody(c)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "refuse-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/refuse", Tags: tags,
+		Summary: "Refuse (or withdraw) a pending change", Security: bearerAuth,
+	}, func(ctx context.Context, in *refusePendingInput) (*pendingOutput, error) {
+		c, err := s.ledger.RefusePendingChange(ctx, principal(ctx), in.ID, in.Body.Reason)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &pendingOutput{Body: pendingChangeBody(c)}, nil
+	})
+}

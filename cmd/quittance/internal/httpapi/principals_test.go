@@ -1,0 +1,328 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/ledger"
+)
+
+type issued struct {
+	ID            string                     `json:"id"`
+	PrincipalID   string                     `json:"principal_id"`
+	Token         string                     `json:"token"`
+	PendingChange *httpapi.PendingChangeBody `json:"pending_change"`
+}
+
+func mint(t *testing.T, e *apitest.Env, token string, body map[string]any, status int) issued {
+	t.Helper()
+	var out issued
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", token, body).Expect(t, status).JSON(t, &out)
+	return out
+}
+
+// prodEnv is an Env run as production (not dev), with the two on-call
+// principals the bootstrap token may create, a budget, an org with a key,
+// an approved task class and an orchestrator.
+type prodEnv struct {
+	*apitest.Env
+	alice, bob apitest.Oncall
+	orch       string
+	key        *compensationtest.Signer
+	n          int
+}
+
+func newProdEnv(t *testing.T) *prodEnv {
+	t.Helper()
+	e := apitest.New(t, apitest.WithProduction(), apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold))
+	pe := &prodEnv{Env: e, key: compensationtest.NewEd25519Signer(t, "b-1")}
+	pe.alice, pe.bob = e.TwoOncall(t, "alice", "bob")
+	// The bootstrap token has done what it may: a third on-call, and
+	// anything else, are refused.
+	mint(t, e, e.OncallToken, map[string]any{"role": "oncall", "name": "carol"}, http.StatusConflict)
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, e.OncallToken, map[string]any{"currency": "EUR", "funded_minor": 1}).
+		Problem(t, http.StatusForbidden, "forbidden")
+
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, pe.alice.Token, map[string]any{"currency": "EUR", "funded_minor": funded}).Expect(t, http.StatusCreated)
+	// An org's key and a task class are privileged: alice asks, bob approves.
+	var o httpapi.OrgBody
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, pe.alice.Token, map[string]any{"name": "Org B", "jwks": json.RawMessage(pe.key.JWKS())}).
+		Expect(t, http.StatusAccepted).JSON(t, &o)
+	e.Approve(t, pe.bob.Token, o.PendingChange.ID)
+	var c httpapi.TaskClassBody
+	e.Do(t, http.MethodPut, "/admin/v1/task-classes/procurement", pe.alice.Token, map[string]any{
+		"effect_capable": true, "gate_on": []string{"canceled", "failed"}, "compensation_timeout": "48h",
+	}).Expect(t, http.StatusAccepted).JSON(t, &c)
+	e.Approve(t, pe.bob.Token, c.PendingChange.ID)
+	// A machine orchestrator needs no second approver.
+	pe.orch = mint(t, e, pe.alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated).Token
+	return pe
+}
+
+func (e *prodEnv) pending(t *testing.T, amount int64) httpapi.DelegationBody {
+	t.Helper()
+	e.n++
+	d := e.CreateDelegation(t, e.orch, apitest.NewCreateRequest("op-"+string(rune('a'+e.n)), orgB, "procurement", budgetID, amount, "EUR"))
+	d = e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_CANCELED", time.Time{})
+	if d.ObligationState != "revocation_pending_compensation" {
+		t.Fatalf("delegation is %s", d.ObligationState)
+	}
+	return d
+}
+
+// TestMintedIdentityCannotApprove: the attack where one on-call mints a
+// second on-call identity ("bob", or "Alice") and approves their own
+// write-off fails. A new on-call principal does not exist until a
+// different principal approves it, its token does not work before, the
+// requester cannot approve it, and a second credential under the
+// requester's name in any case is the same principal, refused as
+// self-approval.
+func TestMintedIdentityCannotApprove(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+
+	// alice mints an on-call "mallory": pending, and mallory's token is useless.
+	m := mint(t, e.Env, alice.Token, map[string]any{"role": "oncall", "name": "mallory"}, http.StatusAccepted)
+	if m.PendingChange == nil || m.PendingChange.Status != "pending" || m.PendingChange.Kind != "principal_create" {
+		t.Fatalf("minting an on-call principal: %+v", m)
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/principals", m.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", alice.Token, nil).
+		Problem(t, http.StatusForbidden, "self_approval")
+
+	// alice mints "Alice": the same principal, another credential.
+	again := mint(t, e.Env, alice.Token, map[string]any{"role": "oncall", "name": "Alice"}, http.StatusCreated)
+	if again.PrincipalID != alice.ID {
+		t.Fatalf("%q is principal %s, alice is %s", "Alice", again.PrincipalID, alice.ID)
+	}
+	// Nor may alice mint a credential for bob.
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", alice.Token, map[string]any{"role": "oncall", "name": "BOB"}).
+		Problem(t, http.StatusConflict, "credential_for_another_person")
+
+	// The write-off above the threshold: alice asks; neither her second
+	// credential nor a pending identity can approve; bob can.
+	d := e.pending(t, threshold+1)
+	var w httpapi.WriteOffBody
+	e.Do(t, http.MethodPost, "/admin/v1/delegations/"+d.ID+"/write-offs", alice.Token, map[string]any{"reason": "gone"}).
+		Expect(t, http.StatusCreated).JSON(t, &w)
+	if w.Status != "pending_approval" {
+		t.Fatalf("write-off: %+v", w)
+	}
+	approve := func(token string) *apitest.Response {
+		return e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+w.ID+"/approve", token, nil)
+	}
+	approve(again.Token).Problem(t, http.StatusForbidden, "self_approval")
+	approve(m.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	approve(e.OncallToken).Problem(t, http.StatusForbidden, "forbidden")
+	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "revocation_pending_compensation" {
+		t.Fatalf("after refused approvals: %s", got.ObligationState)
+	}
+	approve(bob.Token).Expect(t, http.StatusOK)
+	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "written_off" {
+		t.Fatalf("after bob approved: %s", got.ObligationState)
+	}
+
+	// bob approves mallory: from then on the token works, as mallory.
+	e.Approve(t, bob.Token, m.PendingChange.ID)
+	var p httpapi.PrincipalBody
+	e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, m.Token, nil).Expect(t, http.StatusOK).JSON(t, &p)
+	if p.Name != "mallory" || p.Role != "oncall" || p.CreatedBy != alice.ID {
+		t.Fatalf("mallory: %+v", p)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", bob.Token, nil).
+		Problem(t, http.StatusConflict, "change_not_pending")
+}
+
+// TestSinglePersonKeyChangeHasNoEffect: one on-call replacing an org's
+// keys with one they hold changes nothing until a second principal
+// approves: a declaration signed with the new key is refused and the hold
+// stays; after bob approves, the same kind of declaration releases.
+func TestSinglePersonKeyChangeHasNoEffect(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	d := e.pending(t, 500)
+	evil := compensationtest.NewEd25519Signer(t, "evil-1")
+	var o httpapi.OrgBody
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B", "jwks": json.RawMessage(evil.JWKS())}).
+		Expect(t, http.StatusAccepted).JSON(t, &o)
+	if o.PendingChange == nil || o.PendingChange.Kind != "org_update" {
+		t.Fatalf("key change: %+v", o)
+	}
+	decl := func() *apitest.Response {
+		req, _ := http.NewRequest(http.MethodPost, e.URL+declsPath,
+			strings.NewReader(evil.Sign(t, declTyp, compensationtest.DeclarationClaims(orgB, ledgerID, d.Remote.TaskID, e.Clock.Now()))))
+		req.Header.Set("Content-Type", "application/jose")
+		return e.Send(t, req)
+	}
+	if r := decl(); r.Status == http.StatusOK {
+		t.Fatalf("a declaration signed with an unapproved key was accepted: %s", r.Body)
+	}
+	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
+		t.Fatalf("after the unapproved key: %s / %s", got.ObligationState, got.HoldState)
+	}
+	// The name alone is not privileged.
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B renamed", "jwks": json.RawMessage(e.key.JWKS())}).
+		Expect(t, http.StatusOK)
+	e.Approve(t, e.bob.Token, o.PendingChange.ID)
+	decl().Expect(t, http.StatusOK)
+	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "released" {
+		t.Fatalf("after the approved key: %s", got.ObligationState)
+	}
+}
+
+// TestRevokedCredentialOnSecondReplica: a credential revoked through one
+// replica gets 401 on another within a second, although the other had it
+// in its authentication cache, and the other's open event stream of that
+// credential ends.
+func TestRevokedCredentialOnSecondReplica(t *testing.T) {
+	t.Parallel()
+	e1 := apitest.New(t)
+	e2 := apitest.Start(t, e1.Pool, apitest.WithOncallToken(e1.OncallToken))
+	orch := mint(t, e1, e1.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated)
+	// Fill e2's cache.
+	waitFor(t, 5*time.Second, func() bool {
+		e2.Do(t, http.MethodGet, "/v1/delegations", orch.Token, nil).Expect(t, http.StatusOK)
+		_, cached := e2.Ledger.CachedPrincipal(orch.Token)
+		return cached
+	})
+
+	req, err := http.NewRequest(http.MethodGet, e2.URL+"/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+orch.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := e2.Client.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	ended := make(chan time.Time, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+		}
+		ended <- time.Now()
+	}()
+
+	var list struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e1.Do(t, http.MethodGet, "/admin/v1/credentials?principal_id="+orch.PrincipalID, e1.OncallToken, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	if len(list.Credentials) != 1 || list.Credentials[0].ID != orch.ID || strings.Contains(string(mustJSON(t, list)), orch.Token) {
+		t.Fatalf("credentials: %+v", list)
+	}
+	revoked := time.Now()
+	e1.Do(t, http.MethodPost, "/admin/v1/credentials/"+orch.ID+"/revoke", e1.OncallToken, map[string]any{"reason": "leaked"}).Expect(t, http.StatusOK)
+	waitFor(t, time.Second, func() bool {
+		return e2.Do(t, http.MethodGet, "/v1/delegations", orch.Token, nil).Status == http.StatusUnauthorized
+	})
+	select {
+	case at := <-ended:
+		if at.Sub(revoked) > 3*time.Second {
+			t.Fatalf("the stream ended %s after the revocation", at.Sub(revoked))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the revoked credential's stream is still open")
+	}
+	e1.Do(t, http.MethodPost, "/admin/v1/credentials/"+orch.ID+"/revoke", e1.OncallToken, nil).Problem(t, http.StatusConflict, "token_already_revoked")
+}
+
+// TestCredentialExpiryRotationDisable: an expired credential is refused;
+// rotation returns a working credential and revokes the old one;
+// disabling a principal ends every credential it has.
+func TestCredentialExpiryRotationDisable(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t)
+	exp := e.Clock.Now().Add(time.Hour)
+	a := mint(t, e, e.OncallToken, map[string]any{"role": "finance", "name": "fin", "kind": "machine", "expires_at": exp}, http.StatusCreated)
+	e.Do(t, http.MethodGet, "/v1/obligations", a.Token, nil).Expect(t, http.StatusOK)
+	e.Clock.Advance(2 * time.Hour)
+	e.Do(t, http.MethodGet, "/v1/obligations", a.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+
+	b := mint(t, e, e.OncallToken, map[string]any{"role": "finance", "name": "fin"}, http.StatusCreated)
+	if b.PrincipalID != a.PrincipalID {
+		t.Fatalf("a second credential of fin is principal %s, not %s", b.PrincipalID, a.PrincipalID)
+	}
+	var r issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+b.ID+"/rotate", b.Token, nil).Expect(t, http.StatusCreated).JSON(t, &r)
+	e.Do(t, http.MethodGet, "/v1/obligations", b.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	e.Do(t, http.MethodGet, "/v1/obligations", r.Token, nil).Expect(t, http.StatusOK)
+
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+a.PrincipalID+"/disable", e.OncallToken, map[string]any{"reason": "job retired"}).Expect(t, http.StatusOK)
+	e.Do(t, http.MethodGet, "/v1/obligations", r.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "finance", "name": "FIN"}).
+		Problem(t, http.StatusConflict, "principal_disabled")
+}
+
+// TestRandomBearerFlood: sending a new random bearer token on every request
+// does not get a fresh bucket each time: unknown tokens share their client
+// address's bucket, and get 429 once it is empty, on authenticated and on
+// public endpoints alike, while a known principal keeps its own bucket.
+func TestRandomBearerFlood(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithRateLimit(httpapi.RateLimit{RPS: 0.001, Burst: 10}))
+	orch := e.NewOrchestrator(t, "acme")
+	// Authenticated once (not through the API, so the address bucket is
+	// untouched) while the cache is on: the API knows orch for free.
+	waitFor(t, 5*time.Second, func() bool {
+		if _, err := e.Ledger.Authenticate(context.Background(), orch); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := e.Ledger.CachedPrincipal(orch)
+		return ok
+	})
+	limited := 0
+	for range 30 {
+		r := e.Do(t, http.MethodGet, "/v1/delegations", ledger.NewTokenSecret(), nil)
+		if r.Status == http.StatusTooManyRequests {
+			limited++
+			continue
+		}
+		r.Problem(t, http.StatusUnauthorized, "unauthenticated")
+	}
+	if limited < 20 {
+		t.Fatalf("%d of 30 random-bearer requests were limited", limited)
+	}
+	// The public evidence endpoint: garbage tokens are limited too.
+	req, _ := http.NewRequest(http.MethodPost, e.URL+declsPath, strings.NewReader("garbage.token.here"))
+	req.Header.Set("Content-Type", "application/jose")
+	req.Header.Set("Authorization", "Bearer "+ledger.NewTokenSecret())
+	e.Send(t, req).Problem(t, http.StatusTooManyRequests, "rate_limited")
+	// The known principal is not starved by the flood.
+	e.Do(t, http.MethodGet, "/v1/delegations", orch, nil).Expect(t, http.StatusOK)
+}
+
+func waitFor(t *testing.T, limit time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s", limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,357 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ChangeKind names a privileged change that needs a second on-call
+// principal.
+type ChangeKind string
+
+// The privileged changes.
+const (
+	// ChangePrincipalCreate creates a person principal, or any finance or
+	// on-call principal, with its first credential.
+	ChangePrincipalCreate ChangeKind = "principal_create"
+	// ChangeRoleGrant gives an existing principal another role.
+	ChangeRoleGrant ChangeKind = "role_grant"
+	// ChangeOrgUpdate changes an org's keys (its inline JWKS), agent
+	// endpoint, allowed hosts, shared_coordinator flag or signed-receipt
+	// requirement.
+	ChangeOrgUpdate ChangeKind = "org_update"
+	// ChangeTaskClassUpdate registers a task class or changes its gate,
+	// effect capability or compensation timeout.
+	ChangeTaskClassUpdate ChangeKind = "task_class_update"
+)
+
+// PendingStatus is where a pending change is in its life.
+type PendingStatus string
+
+// The pending change statuses.
+const (
+	PendingOpen     PendingStatus = "pending"
+	PendingApplied  PendingStatus = "applied"
+	PendingRefused  PendingStatus = "refused"
+	PendingExpired  PendingStatus = "expired"
+	maxPendingBatch               = 100
+)
+
+// ParsePendingStatus accepts exactly the status names.
+func ParsePendingStatus(raw string) (PendingStatus, error) {
+	switch st := PendingStatus(raw); st {
+	case PendingOpen, PendingApplied, PendingRefused, PendingExpired:
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown pending change status %q", raw)
+}
+
+// PendingChange is a privileged change waiting for, or decided by, a
+// second on-call principal.
+type PendingChange struct {
+	ID     uuid.UUID
+	Kind   ChangeKind
+	Target string
+	// Payload is the change as it is applied on approval.
+	Payload        json.RawMessage
+	Summary        string
+	Status         PendingStatus
+	RequestedBy    uuid.UUID
+	RequestedAt    time.Time
+	ExpiresAt      time.Time
+	DecidedBy      uuid.UUID
+	DecidedAt      time.Time
+	DecisionReason string
+}
+
+// ApprovalRequiredError is returned by a privileged change that was
+// recorded as Change and waits for a different on-call principal; nothing
+// else changed.
+type ApprovalRequiredError struct {
+	Change PendingChange
+}
+
+// Error implements error.
+func (e *ApprovalRequiredError) Error() string {
+	return "approval required: pending change " + e.Change.ID.String()
+}
+
+// ErrSelfApproval is returned when a principal approves its own request:
+// four-eyes compares principals, never names or credentials.
+var ErrSelfApproval = errors.New("the requesting principal cannot approve its own request")
+
+type principalCreatePayload struct {
+	Principal PrincipalRecord `json:"principal"`
+	Token     Token           `json:"token"`
+}
+
+type roleGrantPayload struct {
+	PrincipalID uuid.UUID `json:"principal_id"`
+	Role        Role      `json:"role"`
+	Tenant      string    `json:"tenant"`
+}
+
+type orgUpdatePayload struct {
+	ID    string   `json:"id"`
+	Input OrgInput `json:"input"`
+}
+
+type taskClassPayload struct {
+	Class TaskClass `json:"class"`
+}
+
+// requestChange records a pending change and its change_requested event.
+func (s *Service) requestChange(ctx context.Context, tx Tx, p Principal, now time.Time, kind ChangeKind, target string, payload any, summary string) (PendingChange, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return PendingChange{}, fmt.Errorf("encode pending change: %w", err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return PendingChange{}, err
+	}
+	c := PendingChange{
+		ID: id, Kind: kind, Target: target, Payload: raw, Summary: summary, Status: PendingOpen,
+		RequestedBy: p.ID, RequestedAt: now, ExpiresAt: now.Add(s.access.pendingTTL),
+	}
+	if err := tx.InsertPendingChange(ctx, c); err != nil {
+		return PendingChange{}, err
+	}
+	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + id.String(), Type: EventTypeChangeRequested, At: now, Actor: p.Actor(), StreamSeq: 1},
+		map[string]any{"kind": string(kind), "target": target, "summary": summary, "expires_at": c.ExpiresAt.Format(time.RFC3339Nano)})
+	return c, err
+}
+
+// RequestRoleGrant asks for an existing principal to get another role
+// (and tenant, for an orchestrator); it applies when a different on-call
+// principal approves. Under dev the bootstrap principal's grant applies
+// at once.
+func (s *Service) RequestRoleGrant(ctx context.Context, p Principal, id uuid.UUID, role Role, tenant string) (PrincipalRecord, error) {
+	if err := require(p, RoleOncall); err != nil {
+		return PrincipalRecord{}, err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return PrincipalRecord{}, Invalid("role", "must be orchestrator, finance or oncall")
+	}
+	if (role == RoleOrchestrator) != (tenant != "") {
+		return PrincipalRecord{}, Invalid("tenant", "is required for orchestrators and refused for other roles")
+	}
+	var (
+		r       PrincipalRecord
+		pending *PendingChange
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		pending = nil
+		now := s.Now()
+		var err error
+		if r, err = tx.PrincipalForUpdate(ctx, id); err != nil {
+			return err
+		}
+		if r.Disabled() {
+			return Conflict("principal_disabled", "principal %s is disabled", r.ID)
+		}
+		if role == RoleOncall && r.Kind != KindPerson {
+			return Invalid("role", "on-call principals are people")
+		}
+		payload := roleGrantPayload{PrincipalID: id, Role: role, Tenant: tenant}
+		if s.access.immediate(p) {
+			r, err = s.applyRoleGrant(ctx, tx, p.Actor(), payload, now, "")
+			return err
+		}
+		pc, err := s.requestChange(ctx, tx, p, now, ChangeRoleGrant, "principal:"+id.String(), payload,
+			fmt.Sprintf("grant %s%s to principal %q", role, tenantSuffix(tenant), r.Name))
+		pending = &pc
+		return err
+	})
+	if err == nil && pending != nil {
+		err = &ApprovalRequiredError{Change: *pending}
+	}
+	return r, err
+}
+
+func (s *Service) applyRoleGrant(ctx context.Context, tx Tx, actor string, g roleGrantPayload, now time.Time, change string) (PrincipalRecord, error) {
+	r, err := tx.PrincipalForUpdate(ctx, g.PrincipalID)
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	if r.Disabled() {
+		return PrincipalRecord{}, Conflict("principal_disabled", "principal %s is disabled", r.ID)
+	}
+	from := r.Role
+	r.Role, r.Tenant = g.Role, g.Tenant
+	if err := tx.UpdatePrincipal(ctx, r); err != nil {
+		return PrincipalRecord{}, err
+	}
+	data := map[string]any{"role_granted": string(g.Role), "previous_role": string(from), "tenant": g.Tenant}
+	if change != "" {
+		data["pending_change_id"] = change
+	}
+	_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalRoleGranted, At: now, Actor: actor}, data)
+	return r, err
+}
+
+// ListPendingChanges lists pending changes (newest first), to on-call and
+// finance; status "" lists every status.
+func (s *Service) ListPendingChanges(ctx context.Context, p Principal, status PendingStatus) ([]PendingChange, error) {
+	if err := require(p, RoleOncall, RoleFinance); err != nil {
+		return nil, err
+	}
+	return s.store.ListPendingChanges(ctx, status)
+}
+
+// GetPendingChange returns a pending change to on-call and finance.
+func (s *Service) GetPendingChange(ctx context.Context, p Principal, id uuid.UUID) (PendingChange, error) {
+	if err := require(p, RoleOncall, RoleFinance); err != nil {
+		return PendingChange{}, err
+	}
+	return s.store.PendingChange(ctx, id)
+}
+
+// ApprovePendingChange applies a pending change on behalf of a second
+// on-call principal, in one transaction with its change_approved event.
+// The requesting principal may not approve it (ErrSelfApproval), whatever
+// credential or name it uses. A change that is not pending is a conflict
+// (change_not_pending); one past its expiry is expired and refused
+// (change_expired). A change that no longer applies (the principal name
+// was taken meanwhile) is refused with the reason and the error returned.
+func (s *Service) ApprovePendingChange(ctx context.Context, p Principal, id uuid.UUID) (PendingChange, error) {
+	return s.decide(ctx, p, id, true, "")
+}
+
+// RefusePendingChange refuses a pending change; any on-call principal may,
+// including the one who asked (to withdraw it).
+func (s *Service) RefusePendingChange(ctx context.Context, p Principal, id uuid.UUID, reason string) (PendingChange, error) {
+	if strings.TrimSpace(reason) == "" || len(reason) > maxTextLen {
+		return PendingChange{}, Invalid("reason", "is required, at most %d characters", maxTextLen)
+	}
+	return s.decide(ctx, p, id, false, reason)
+}
+
+func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve bool, reason string) (PendingChange, error) {
+	if err := require(p, RoleOncall); err != nil {
+		return PendingChange{}, err
+	}
+	var (
+		c        PendingChange
+		decision error
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		decision = nil
+		now := s.Now()
+		var err error
+		if c, err = tx.PendingChangeForUpdate(ctx, id); err != nil {
+			return err
+		}
+		if c.Status != PendingOpen {
+			return Conflict("change_not_pending", "change %s is %s", c.ID, c.Status)
+		}
+		if !now.Before(c.ExpiresAt) {
+			decision = Conflict("change_expired", "change %s expired at %s", c.ID, c.ExpiresAt.Format(time.RFC3339))
+			return s.closeChange(ctx, tx, &c, PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, EventTypeChangeExpired)
+		}
+		if !approve {
+			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), reason, now, EventTypeChangeRefused)
+		}
+		if c.RequestedBy == p.ID {
+			return ErrSelfApproval
+		}
+		if err := s.applyChange(ctx, tx, p, c, now); err != nil {
+			var conflict *ConflictError
+			var invalid *ValidationError
+			if errors.As(err, &conflict) || errors.As(err, &invalid) || errors.Is(err, ErrNotFound) {
+				// The change can no longer apply: it is refused, for good.
+				decision = err
+				return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), "cannot apply: "+err.Error(), now, EventTypeChangeRefused)
+			}
+			return err
+		}
+		return s.closeChange(ctx, tx, &c, PendingApplied, p.ID, p.Actor(), "", now, EventTypeChangeApproved)
+	})
+	if err != nil {
+		return PendingChange{}, err
+	}
+	return c, decision
+}
+
+// applyChange applies c as approved by p, in tx.
+func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) error {
+	switch c.Kind {
+	case ChangePrincipalCreate:
+		var pl principalCreatePayload
+		if err := json.Unmarshal(c.Payload, &pl); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(pl.Principal.Name)); err == nil {
+			return Conflict("principal_name_taken", "a principal named %q exists", pl.Principal.Name)
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return s.createPrincipal(ctx, tx, p.Actor(), pl.Principal, pl.Token, now, c.ID.String())
+	case ChangeRoleGrant:
+		var pl roleGrantPayload
+		if err := json.Unmarshal(c.Payload, &pl); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		_, err := s.applyRoleGrant(ctx, tx, p.Actor(), pl, now, c.ID.String())
+		return err
+	case ChangeOrgUpdate:
+		var pl orgUpdatePayload
+		if err := json.Unmarshal(c.Payload, &pl); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		if err := s.checkOrgInput(pl.ID, pl.Input); err != nil {
+			return err
+		}
+		_, _, err := s.applyOrg(ctx, tx, p.Actor(), pl.ID, pl.Input, now, c.ID.String())
+		return err
+	case ChangeTaskClassUpdate:
+		var pl taskClassPayload
+		if err := json.Unmarshal(c.Payload, &pl); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		return s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
+	}
+	return fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
+}
+
+func (s *Service) closeChange(ctx context.Context, tx Tx, c *PendingChange, st PendingStatus, by uuid.UUID, actor, reason string, now time.Time, typ EventType) error {
+	c.Status, c.DecidedBy, c.DecidedAt, c.DecisionReason = st, by, now, reason
+	if err := tx.DecidePendingChange(ctx, *c); err != nil {
+		return err
+	}
+	data := map[string]any{"kind": string(c.Kind), "target": c.Target, "status": string(st)}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	_, err := Append(ctx, tx, Event{Stream: "pending_change:" + c.ID.String(), Type: typ, At: now, Actor: actor}, data)
+	return err
+}
+
+// ExpirePendingChanges expires every pending change past its expiry, one
+// change_expired event each, and returns how many. The sweep calls it; it
+// is safe on every replica at once.
+func (s *Service) ExpirePendingChanges(ctx context.Context) (int, error) {
+	n := 0
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		n = 0
+		now := s.Now()
+		due, err := tx.ExpiredPendingChangesForUpdate(ctx, now)
+		if err != nil {
+			return err
+		}
+		for i := range due {
+			if err := s.closeChange(ctx, tx, &due[i], PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, EventTypeChangeExpired); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,675 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// DefaultPersonCredentialTTL is how long a person's credential lasts when
+// the request does not say.
+const DefaultPersonCredentialTTL = 30 * 24 * time.Hour
+
+// DefaultPendingChangeTTL is how long a privileged change waits for its
+// second approver.
+const DefaultPendingChangeTTL = 24 * time.Hour
+
+// bootstrapOncallLimit is how many on-call principals the bootstrap
+// credential may create outside dev.
+const bootstrapOncallLimit = 2
+
+// accessPolicy is the service's configuration of principals and approvals.
+type accessPolicy struct {
+	dev        bool
+	personTTL  time.Duration
+	pendingTTL time.Duration
+}
+
+// immediate reports whether p's privileged changes take effect without a
+// second approver: only the bootstrap principal's, and only under dev.
+func (a accessPolicy) immediate(p Principal) bool { return a.dev && p.Bootstrap }
+
+// PrincipalReader reads principals, credentials and pending changes.
+// Error contract: as Store.
+type PrincipalReader interface {
+	// CredentialByHash returns the credential whose secret hashes to hash,
+	// with its principal.
+	CredentialByHash(ctx context.Context, hash []byte) (Token, PrincipalRecord, error)
+	// TouchCredential records that the credential was used at at; it
+	// writes at most once a minute per credential.
+	TouchCredential(ctx context.Context, id uuid.UUID, at time.Time) error
+	PrincipalByID(ctx context.Context, id uuid.UUID) (PrincipalRecord, error)
+	ListPrincipals(ctx context.Context) ([]PrincipalRecord, error)
+	// ListCredentials lists the credentials of one principal, or of all
+	// when principalID is uuid.Nil.
+	ListCredentials(ctx context.Context, principalID uuid.UUID) ([]Token, error)
+	Credential(ctx context.Context, id uuid.UUID) (Token, error)
+	PendingChange(ctx context.Context, id uuid.UUID) (PendingChange, error)
+	// ListPendingChanges lists changes in status, or all when status is "".
+	ListPendingChanges(ctx context.Context, status PendingStatus) ([]PendingChange, error)
+}
+
+// PrincipalTx writes principals, credentials and pending changes inside a
+// transaction. Error contract: as Store.
+type PrincipalTx interface {
+	// LockPrincipals serializes the transactions that create principals,
+	// so the bootstrap credential's limit holds under concurrency.
+	LockPrincipals(ctx context.Context) error
+	// CountActiveOncall counts on-call principals that are neither the
+	// bootstrap principal nor disabled.
+	CountActiveOncall(ctx context.Context) (int64, error)
+	InsertPrincipal(ctx context.Context, r PrincipalRecord) error
+	PrincipalForUpdate(ctx context.Context, id uuid.UUID) (PrincipalRecord, error)
+	// PrincipalByNameForUpdate finds a principal by its case-folded name.
+	PrincipalByNameForUpdate(ctx context.Context, nameKey string) (PrincipalRecord, error)
+	// UpdatePrincipal writes r's role, tenant, bootstrap flag and disabling.
+	UpdatePrincipal(ctx context.Context, r PrincipalRecord) error
+	// InsertToken records an API credential (its hash, never the secret).
+	InsertToken(ctx context.Context, t Token) error
+	TokenForUpdate(ctx context.Context, id uuid.UUID) (Token, error)
+	// RevokeToken revokes one credential; revoked is false when it already
+	// was.
+	RevokeToken(ctx context.Context, id uuid.UUID, at time.Time, by uuid.UUID, reason string) (revoked bool, err error)
+	// RevokePrincipalTokens revokes every credential of a principal not yet
+	// revoked and returns how many.
+	RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) (int64, error)
+	InsertPendingChange(ctx context.Context, c PendingChange) error
+	PendingChangeForUpdate(ctx context.Context, id uuid.UUID) (PendingChange, error)
+	// DecidePendingChange writes c's status and decision.
+	DecidePendingChange(ctx context.Context, c PendingChange) error
+	// ExpiredPendingChangesForUpdate locks pending changes whose expiry
+	// is at or before now, skipping those another transaction holds.
+	ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]PendingChange, error)
+	// TaskClass returns the class, or ErrNotFound when none is registered.
+	TaskClass(ctx context.Context, name string) (TaskClass, error)
+}
+
+// CredentialWatcher tells the service when any credential or principal
+// changes, on any replica: the store's PostgreSQL LISTEN/NOTIFY.
+type CredentialWatcher interface {
+	// WatchCredentials listens until ctx ends or the connection fails. It
+	// calls connected once it listens, and changed after each commit that
+	// revoked, expired or disabled anything.
+	WatchCredentials(ctx context.Context, connected, changed func()) error
+}
+
+// NameKey is the case-folded form of a principal's name, under which names
+// are unique: "Alice" and "alice" are one principal.
+func NameKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
+
+// WatchCredentials keeps the authentication cache coherent with the
+// database until ctx ends: while it listens, every credential change on any
+// replica empties the cache at once; while it does not (before it starts,
+// or after the connection fails until it is back), nothing is cached and
+// every request is authenticated against the database. Without a watcher
+// in the store it returns at once and nothing is ever cached.
+func (s *Service) WatchCredentials(ctx context.Context) error {
+	w, ok := s.store.(CredentialWatcher)
+	if !ok {
+		return nil
+	}
+	defer s.tokens.invalidate(false)
+	for wait := 100 * time.Millisecond; ctx.Err() == nil; wait = min(wait*2, 5*time.Second) {
+		err := w.WatchCredentials(ctx, func() { s.tokens.invalidate(true) }, func() { s.tokens.invalidate(true) })
+		s.tokens.invalidate(false)
+		if ctx.Err() != nil {
+			break
+		}
+		_ = err // a failed connection is retried; the cache stays off meanwhile
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// Authenticate resolves a bearer token to its principal. The credential
+// must be neither revoked nor expired, and its principal not disabled. A
+// principal found valid is cached (see WatchCredentials).
+func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	if secret == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	hash, now := HashToken(secret), s.clock.Now()
+	if p, ok := s.tokens.get(hash, now); ok {
+		return p, nil
+	}
+	gen := s.tokens.generation()
+	t, r, err := s.store.CredentialByHash(ctx, hash)
+	if errors.Is(err, ErrNotFound) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up token: %w", err)
+	}
+	if !t.Usable(now) || r.Disabled() {
+		return Principal{}, ErrUnauthenticated
+	}
+	p := principalOf(t, r, s.access.dev)
+	if err := s.store.TouchCredential(ctx, t.ID, s.Now()); err != nil {
+		return Principal{}, fmt.Errorf("record token use: %w", err)
+	}
+	s.tokens.put(hash, p, now, gen)
+	return p, nil
+}
+
+// CachedPrincipal returns the principal of secret if it is in the
+// authentication cache, without asking the database: the rate limiter's
+// way to tell a known credential from an unknown one for free.
+func (s *Service) CachedPrincipal(secret string) (Principal, bool) {
+	if secret == "" {
+		return Principal{}, false
+	}
+	return s.tokens.get(HashToken(secret), s.clock.Now())
+}
+
+func principalOf(t Token, r PrincipalRecord, dev bool) Principal {
+	p := Principal{
+		ID: r.ID, TokenID: t.ID, Name: r.Name, Kind: r.Kind, Role: r.Role, Tenant: r.Tenant,
+		Bootstrap: r.Bootstrap, CredentialExpiresAt: t.ExpiresAt,
+	}
+	if r.Bootstrap && !dev {
+		p.Role = RoleBootstrap
+	}
+	return p
+}
+
+// TokenInput asks for a new API credential: for the principal of that name
+// (case-insensitively) if one exists, else for a new principal.
+type TokenInput struct {
+	Role   Role
+	Tenant string
+	Name   string
+	// Kind is the new principal's kind; by default orchestrators are
+	// machines and finance and on-call people. On-call is always a person.
+	Kind PrincipalKind
+	// ExpiresAt is when the credential stops working; zero for the
+	// default (PersonCredentialTTL for people, never for machines).
+	ExpiresAt time.Time
+	// Label names the credential itself (default the principal's name).
+	Label string
+}
+
+// IssuedToken is a credential just issued: the secret is shown once.
+type IssuedToken struct {
+	Token     Token
+	Principal PrincipalRecord
+	Secret    string
+	// Pending is set when the principal does not exist until a second
+	// on-call principal approves its creation; the credential works from
+	// then on.
+	Pending *PendingChange
+}
+
+// CreateToken issues a credential. Naming an existing principal (its name,
+// any case) adds a credential to it: on-call may do so for itself and for
+// machine principals, never for another person. Naming a new one creates
+// the principal: a machine orchestrator at once; a person, or any finance
+// or on-call principal, only when a different on-call principal approves
+// (the result's Pending). The bootstrap credential may create the first
+// two on-call principals at once and nothing else, except under dev.
+func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (IssuedToken, error) {
+	if p.Role != RoleOncall && p.Role != RoleBootstrap {
+		return IssuedToken{}, ErrForbidden
+	}
+	if err := s.checkTokenInput(&in); err != nil {
+		return IssuedToken{}, err
+	}
+	if !in.ExpiresAt.IsZero() && !in.ExpiresAt.After(s.Now()) {
+		return IssuedToken{}, Invalid("expires_at", "must be in the future")
+	}
+	secret := NewTokenSecret()
+	var out IssuedToken
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		out = IssuedToken{Secret: secret}
+		now := s.Now()
+		if err := tx.LockPrincipals(ctx); err != nil {
+			return err
+		}
+		existing, err := tx.PrincipalByNameForUpdate(ctx, NameKey(in.Name))
+		switch {
+		case err == nil:
+			if p.Role == RoleBootstrap {
+				return ErrForbidden
+			}
+			if existing.Disabled() {
+				return Conflict("principal_disabled", "principal %s is disabled", existing.ID)
+			}
+			if existing.Role != in.Role || existing.Tenant != in.Tenant {
+				return Conflict("principal_role_mismatch", "principal %q is %s%s; granting another role is a separate, approved change",
+					existing.Name, existing.Role, tenantSuffix(existing.Tenant))
+			}
+			if existing.ID != p.ID && existing.Kind == KindPerson && !s.access.immediate(p) {
+				return Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", existing.Name)
+			}
+			out.Principal = existing
+			out.Token, err = s.insertToken(ctx, tx, p, existing, in, secret, now)
+			return err
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		r := PrincipalRecord{ID: id, Kind: in.Kind, Name: strings.TrimSpace(in.Name), Role: in.Role, Tenant: in.Tenant, CreatedBy: p.ID, CreatedAt: now}
+		tokenID, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		t := Token{
+			ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret),
+			CreatedAt: now, ExpiresAt: s.expiry(r.Kind, in.ExpiresAt, now),
+		}
+		out.Principal, out.Token = r, t
+		switch {
+		case p.Role == RoleBootstrap:
+			if in.Role != RoleOncall {
+				return ErrForbidden
+			}
+			n, err := tx.CountActiveOncall(ctx)
+			if err != nil {
+				return err
+			}
+			if n >= bootstrapOncallLimit {
+				return Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist", bootstrapOncallLimit)
+			}
+			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
+		case s.access.immediate(p), in.Role == RoleOrchestrator && in.Kind == KindMachine:
+			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
+		}
+		pc, err := s.requestChange(ctx, tx, p, now, ChangePrincipalCreate, "principal:"+id.String(),
+			principalCreatePayload{Principal: r, Token: t},
+			fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant)))
+		out.Pending = &pc
+		return err
+	})
+	if err != nil {
+		return IssuedToken{}, err
+	}
+	return out, nil
+}
+
+func tenantSuffix(tenant string) string {
+	if tenant == "" {
+		return ""
+	}
+	return ", tenant " + tenant
+}
+
+func (s *Service) expiry(kind PrincipalKind, asked, now time.Time) time.Time {
+	switch {
+	case !asked.IsZero():
+		return asked.UTC().Truncate(time.Microsecond)
+	case kind == KindPerson:
+		return now.Add(s.access.personTTL)
+	}
+	return time.Time{}
+}
+
+func (s *Service) checkTokenInput(in *TokenInput) error {
+	if _, err := ParseRole(string(in.Role)); err != nil {
+		return Invalid("role", "must be orchestrator, finance or oncall")
+	}
+	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
+		return Invalid("name", "is required, at most 200 characters")
+	}
+	switch {
+	case in.Role == RoleOrchestrator && in.Tenant == "":
+		return Invalid("tenant", "is required for orchestrator tokens")
+	case in.Role != RoleOrchestrator && in.Tenant != "":
+		return Invalid("tenant", "applies to orchestrator tokens only")
+	case in.Tenant != "":
+		if err := checkID("tenant", in.Tenant); err != nil {
+			return err
+		}
+	}
+	switch in.Kind {
+	case "":
+		in.Kind = KindPerson
+		if in.Role == RoleOrchestrator {
+			in.Kind = KindMachine
+		}
+	case KindPerson, KindMachine:
+	default:
+		return Invalid("kind", "must be person or machine")
+	}
+	if in.Role == RoleOncall && in.Kind != KindPerson {
+		return Invalid("kind", "on-call principals are people")
+	}
+	if len(in.Label) > 200 {
+		return Invalid("label", "is at most 200 characters")
+	}
+	if strings.TrimSpace(in.Label) == "" {
+		in.Label = strings.TrimSpace(in.Name)
+	}
+	return nil
+}
+
+// insertToken adds a credential to an existing principal r.
+func (s *Service) insertToken(ctx context.Context, tx Tx, p Principal, r PrincipalRecord, in TokenInput, secret string, now time.Time) (Token, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Token{}, err
+	}
+	t := Token{
+		ID: id, PrincipalID: r.ID, Name: in.Label, Role: r.Role, Tenant: r.Tenant, Hash: HashToken(secret),
+		CreatedAt: now, ExpiresAt: s.expiry(r.Kind, in.ExpiresAt, now),
+	}
+	if err := tx.InsertToken(ctx, t); err != nil {
+		return Token{}, err
+	}
+	_, err = Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenCreated, At: now, Actor: p.Actor(), StreamSeq: 1}, tokenData(t, r))
+	return t, err
+}
+
+func tokenData(t Token, r PrincipalRecord) map[string]any {
+	data := map[string]any{
+		"name": t.Name, "role": string(r.Role), "tenant": r.Tenant, "principal_id": r.ID.String(), "principal_name": r.Name,
+	}
+	if !t.ExpiresAt.IsZero() {
+		data["expires_at"] = t.ExpiresAt.Format(time.RFC3339Nano)
+	}
+	return data
+}
+
+// createPrincipal inserts r with its first credential t, and their events.
+func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r PrincipalRecord, t Token, now time.Time, change string) error {
+	if err := tx.InsertPrincipal(ctx, r); err != nil {
+		return err
+	}
+	data := map[string]any{"kind": string(r.Kind), "name": r.Name, "role": string(r.Role), "tenant": r.Tenant, "bootstrap": r.Bootstrap}
+	if r.CreatedBy != uuid.Nil {
+		data["created_by"] = r.CreatedBy.String()
+	}
+	if change != "" {
+		data["pending_change_id"] = change
+	}
+	if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalCreated, At: now, Actor: actor, StreamSeq: 1}, data); err != nil {
+		return err
+	}
+	if err := tx.InsertToken(ctx, t); err != nil {
+		return err
+	}
+	_, err := Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, tokenData(t, r))
+	return err
+}
+
+// EnsureToken makes sure a credential with exactly this secret exists, with
+// a principal of its own; both are created if missing. An on-call one is
+// the bootstrap credential (QUITTANCE_BOOTSTRAP_TOKEN) and its principal
+// the bootstrap principal.
+func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
+	t, err := s.existingBootstrap(ctx, in, secret)
+	if !errors.Is(err, ErrNotFound) {
+		return t, err
+	}
+	if err := s.checkTokenInput(&in); err != nil {
+		return Token{}, err
+	}
+	t, err = s.insertBootstrap(ctx, in, secret)
+	if err == nil {
+		return t, nil
+	}
+	// Every replica calls EnsureToken at start-up, so several may call it at
+	// once on a database that has no such token yet: all of them find it
+	// missing and insert it, and the unique token hash (and principal name)
+	// lets one insert commit while the others fail — PostgreSQL makes a
+	// conflicting insert wait for the first one's transaction, so by then
+	// the winner's row is committed. A failed insert is therefore followed
+	// by a second look-up: a token found then is the one the concurrent
+	// start created, and the loser starts as well.
+	if found, lookupErr := s.existingBootstrap(ctx, in, secret); lookupErr == nil {
+		return found, nil
+	} else if !errors.Is(lookupErr, ErrNotFound) {
+		return Token{}, errors.Join(err, lookupErr)
+	}
+	return Token{}, err
+}
+
+// existingBootstrap returns the credential with this secret if it exists as
+// the one in asks for (marking its principal as the bootstrap principal when
+// it predates principals), ErrNotFound if there is none, and an error if it
+// exists as something else (another role or tenant, revoked or disabled).
+func (s *Service) existingBootstrap(ctx context.Context, in TokenInput, secret string) (Token, error) {
+	t, r, err := s.store.CredentialByHash(ctx, HashToken(secret))
+	if err != nil {
+		return Token{}, err
+	}
+	if r.Role != in.Role || r.Tenant != in.Tenant || !t.RevokedAt.IsZero() || r.Disabled() {
+		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q, revoked or disabled", r.Role, t.Name)
+	}
+	if r.Bootstrap || in.Role != RoleOncall {
+		return t, nil
+	}
+	// A token created before principals existed: mark its principal.
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		r, err := tx.PrincipalForUpdate(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		r.Bootstrap = true
+		return tx.UpdatePrincipal(ctx, r)
+	})
+	return t, err
+}
+
+// insertBootstrap creates the bootstrap principal with its one credential.
+func (s *Service) insertBootstrap(ctx context.Context, in TokenInput, secret string) (Token, error) {
+	var t Token
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		now := s.Now()
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		tokenID, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		// The principal takes the asked name, or, when a principal has it,
+		// the name with the id appended.
+		name := strings.TrimSpace(in.Name)
+		if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(name)); err == nil {
+			name += "-" + id.String()
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		r := PrincipalRecord{ID: id, Kind: in.Kind, Name: name, Role: in.Role, Tenant: in.Tenant, Bootstrap: in.Role == RoleOncall, CreatedAt: now}
+		t = Token{ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret), CreatedAt: now}
+		return s.createPrincipal(ctx, tx, "system:bootstrap", r, t, now, "")
+	})
+	return t, err
+}
+
+// ListPrincipals lists every principal, to on-call and finance.
+func (s *Service) ListPrincipals(ctx context.Context, p Principal) ([]PrincipalRecord, error) {
+	if err := require(p, RoleOncall, RoleFinance); err != nil {
+		return nil, err
+	}
+	return s.store.ListPrincipals(ctx)
+}
+
+// GetPrincipal returns a principal to on-call and finance, and to itself.
+func (s *Service) GetPrincipal(ctx context.Context, p Principal, id uuid.UUID) (PrincipalRecord, error) {
+	if p.ID != id {
+		if err := require(p, RoleOncall, RoleFinance); err != nil {
+			return PrincipalRecord{}, err
+		}
+	}
+	return s.store.PrincipalByID(ctx, id)
+}
+
+// ListCredentials lists credentials, never their secrets: on-call sees
+// everyone's (or one principal's), anyone else only their own.
+func (s *Service) ListCredentials(ctx context.Context, p Principal, principalID uuid.UUID) ([]Token, error) {
+	if p.Role == RoleBootstrap {
+		return nil, ErrForbidden
+	}
+	if p.Role != RoleOncall {
+		if principalID != uuid.Nil && principalID != p.ID {
+			return nil, ErrForbidden
+		}
+		principalID = p.ID
+	}
+	return s.store.ListCredentials(ctx, principalID)
+}
+
+// RevokeCredential revokes one credential: on-call may revoke any, anyone
+// their own. It takes effect on every replica within a second and ends the
+// credential's open event streams. Revoking a revoked credential is a
+// conflict (token_already_revoked).
+func (s *Service) RevokeCredential(ctx context.Context, p Principal, id uuid.UUID, reason string) (Token, error) {
+	if len(reason) > maxTextLen {
+		return Token{}, Invalid("reason", "is at most %d characters", maxTextLen)
+	}
+	var t Token
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		var err error
+		t, err = tx.TokenForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.PrincipalID != p.ID && p.Role != RoleOncall {
+			return ErrNotFound
+		}
+		return s.revokeToken(ctx, tx, p, &t, reason, s.Now())
+	})
+	s.tokens.flush()
+	return t, err
+}
+
+func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token, reason string, now time.Time) error {
+	ok, err := tx.RevokeToken(ctx, t.ID, now, p.ID, reason)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return Conflict("token_already_revoked", "credential %s is already revoked", t.ID)
+	}
+	t.RevokedAt, t.RevokedBy, t.RevokeReason = now, p.ID, reason
+	_, err = Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenRevoked, At: now, Actor: p.Actor()},
+		map[string]any{"principal_id": t.PrincipalID.String(), "reason": reason})
+	return err
+}
+
+// RotateCredential issues a new credential for the principal of
+// credential id, with the same lifetime policy, and revokes the old one,
+// in one transaction. The caller rotates its own credentials; on-call also
+// those of machine principals.
+func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUID, expiresAt time.Time) (IssuedToken, error) {
+	if p.Role == RoleBootstrap {
+		return IssuedToken{}, ErrForbidden
+	}
+	if !expiresAt.IsZero() && !expiresAt.After(s.Now()) {
+		return IssuedToken{}, Invalid("expires_at", "must be in the future")
+	}
+	secret := NewTokenSecret()
+	var out IssuedToken
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		out = IssuedToken{Secret: secret}
+		now := s.Now()
+		old, err := tx.TokenForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		r, err := tx.PrincipalForUpdate(ctx, old.PrincipalID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.ID == p.ID:
+		case p.Role == RoleOncall && r.Kind == KindMachine:
+		case p.Role == RoleOncall:
+			return Conflict("credential_for_another_person", "principal %q is a person; only they rotate their credentials", r.Name)
+		default:
+			return ErrNotFound
+		}
+		if r.Disabled() {
+			return Conflict("principal_disabled", "principal %s is disabled", r.ID)
+		}
+		if err := s.revokeToken(ctx, tx, p, &old, "rotated", now); err != nil {
+			return err
+		}
+		out.Principal = r
+		out.Token, err = s.insertToken(ctx, tx, p, r, TokenInput{Label: old.Name, ExpiresAt: expiresAt}, secret, now)
+		return err
+	})
+	s.tokens.flush()
+	if err != nil {
+		return IssuedToken{}, err
+	}
+	return out, nil
+}
+
+// DisablePrincipal disables a principal and revokes all its credentials,
+// at once: on-call only (and not on itself, so the last on-call cannot
+// lock everyone out by mistake). Disabling a disabled principal is a
+// conflict (principal_disabled).
+func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUID, reason string) (PrincipalRecord, int64, error) {
+	if err := require(p, RoleOncall); err != nil {
+		return PrincipalRecord{}, 0, err
+	}
+	if strings.TrimSpace(reason) == "" || len(reason) > maxTextLen {
+		return PrincipalRecord{}, 0, Invalid("reason", "is required, at most %d characters", maxTextLen)
+	}
+	if id == p.ID {
+		return PrincipalRecord{}, 0, Conflict("disable_self", "a principal cannot disable itself; revoke your credentials instead")
+	}
+	var (
+		r       PrincipalRecord
+		revoked int64
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		now := s.Now()
+		var err error
+		if r, err = tx.PrincipalForUpdate(ctx, id); err != nil {
+			return err
+		}
+		if r.Disabled() {
+			return Conflict("principal_disabled", "principal %s is already disabled", r.ID)
+		}
+		r.DisabledAt, r.DisabledBy, r.DisabledReason = now, p.ID, reason
+		if err := tx.UpdatePrincipal(ctx, r); err != nil {
+			return err
+		}
+		if revoked, err = tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason); err != nil {
+			return err
+		}
+		_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalDisabled, At: now, Actor: p.Actor()},
+			map[string]any{"reason": reason, "credentials_revoked": revoked})
+		return err
+	})
+	s.tokens.flush()
+	return r, revoked, err
+}
+
+// Run does the service's background work until ctx ends: it keeps the
+// authentication cache coherent (WatchCredentials) and expires pending
+// changes past their expiry every interval (default a minute).
+func (s *Service) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.WatchCredentials(ctx)
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			<-done
+			return nil
+		case <-t.C:
+			_, _ = s.ExpirePendingChanges(ctx) // retried on the next tick
+		}
+	}
+}

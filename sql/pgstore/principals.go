@@ -1,0 +1,277 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// credentialsChannel is notified, by a trigger, at the commit of every
+// transaction that revokes, expires or disables a credential or principal.
+const credentialsChannel = "quittance_credentials"
+
+var _ ledger.CredentialWatcher = (*Store)(nil)
+
+func (r reader) CredentialByHash(ctx context.Context, hash []byte) (ledger.Token, ledger.PrincipalRecord, error) {
+	row, err := r.q.CredentialAuthenticate(ctx, hash)
+	if err != nil {
+		return ledger.Token{}, ledger.PrincipalRecord{}, notFound(err, "token", "(hash)")
+	}
+	return toToken(row.ApiToken), toPrincipal(row.Principal), nil
+}
+
+// TokenByHash returns the credential whose secret hashes to hash.
+func (r reader) TokenByHash(ctx context.Context, hash []byte) (ledger.Token, error) {
+	t, _, err := r.CredentialByHash(ctx, hash)
+	return t, err
+}
+
+func (r reader) TouchCredential(ctx context.Context, id uuid.UUID, at time.Time) error {
+	stale := at.Add(-time.Minute)
+	if err := r.q.CredentialTouch(ctx, dbsqlc.CredentialTouchParams{UsedAt: &at, ID: id, StaleBefore: &stale}); err != nil {
+		return fmt.Errorf("touch token %s: %w", id, interpretError(err))
+	}
+	return nil
+}
+
+func (r reader) PrincipalByID(ctx context.Context, id uuid.UUID) (ledger.PrincipalRecord, error) {
+	row, err := r.q.PrincipalGetByID(ctx, id)
+	if err != nil {
+		return ledger.PrincipalRecord{}, notFound(err, "principal", id)
+	}
+	return toPrincipal(row), nil
+}
+
+func (r reader) ListPrincipals(ctx context.Context) ([]ledger.PrincipalRecord, error) {
+	rows, err := r.q.PrincipalList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list principals: %w", interpretError(err))
+	}
+	out := make([]ledger.PrincipalRecord, len(rows))
+	for i, row := range rows {
+		out[i] = toPrincipal(row)
+	}
+	return out, nil
+}
+
+func (r reader) ListCredentials(ctx context.Context, principalID uuid.UUID) ([]ledger.Token, error) {
+	rows, err := r.q.CredentialList(ctx, nullUUID(principalID))
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", interpretError(err))
+	}
+	out := make([]ledger.Token, len(rows))
+	for i, row := range rows {
+		out[i] = toToken(row)
+	}
+	return out, nil
+}
+
+func (r reader) Credential(ctx context.Context, id uuid.UUID) (ledger.Token, error) {
+	row, err := r.q.CredentialGetByID(ctx, id)
+	if err != nil {
+		return ledger.Token{}, notFound(err, "token", id)
+	}
+	return toToken(row), nil
+}
+
+func (r reader) PendingChange(ctx context.Context, id uuid.UUID) (ledger.PendingChange, error) {
+	row, err := r.q.PendingChangeGetByID(ctx, id)
+	if err != nil {
+		return ledger.PendingChange{}, notFound(err, "pending change", id)
+	}
+	return toPendingChange(row), nil
+}
+
+func (r reader) ListPendingChanges(ctx context.Context, status ledger.PendingStatus) ([]ledger.PendingChange, error) {
+	rows, err := r.q.PendingChangeList(ctx, optional(string(status)))
+	if err != nil {
+		return nil, fmt.Errorf("list pending changes: %w", interpretError(err))
+	}
+	out := make([]ledger.PendingChange, len(rows))
+	for i, row := range rows {
+		out[i] = toPendingChange(row)
+	}
+	return out, nil
+}
+
+func (t *tx) LockPrincipals(ctx context.Context) error {
+	if err := t.q.PrincipalLockRegistry(ctx); err != nil {
+		return fmt.Errorf("lock principals: %w", interpretError(err))
+	}
+	return nil
+}
+
+func (t *tx) CountActiveOncall(ctx context.Context) (int64, error) {
+	n, err := t.q.PrincipalCountActiveOncall(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count on-call principals: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (t *tx) InsertPrincipal(ctx context.Context, p ledger.PrincipalRecord) error {
+	err := t.q.PrincipalInsert(ctx, dbsqlc.PrincipalInsertParams{
+		ID: p.ID, Kind: string(p.Kind), DisplayName: p.Name, NameKey: ledger.NameKey(p.Name), Role: string(p.Role),
+		Tenant: optional(p.Tenant), Bootstrap: p.Bootstrap, CreatedBy: nullUUID(p.CreatedBy), CreatedAt: p.CreatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("insert principal %s: %w", p.ID, interpretError(err))
+	}
+	return nil
+}
+
+func (t *tx) PrincipalForUpdate(ctx context.Context, id uuid.UUID) (ledger.PrincipalRecord, error) {
+	row, err := t.q.PrincipalGetByIDForUpdate(ctx, id)
+	if err != nil {
+		return ledger.PrincipalRecord{}, notFound(err, "principal", id)
+	}
+	return toPrincipal(row), nil
+}
+
+func (t *tx) PrincipalByNameForUpdate(ctx context.Context, nameKey string) (ledger.PrincipalRecord, error) {
+	row, err := t.q.PrincipalGetByNameKeyForUpdate(ctx, nameKey)
+	if err != nil {
+		return ledger.PrincipalRecord{}, notFound(err, "principal named", nameKey)
+	}
+	return toPrincipal(row), nil
+}
+
+func (t *tx) UpdatePrincipal(ctx context.Context, p ledger.PrincipalRecord) error {
+	err := t.q.PrincipalUpdate(ctx, dbsqlc.PrincipalUpdateParams{
+		ID: p.ID, Role: string(p.Role), Tenant: optional(p.Tenant), Bootstrap: p.Bootstrap,
+		DisabledAt: optionalTime(p.DisabledAt), DisabledBy: nullUUID(p.DisabledBy), DisabledReason: optional(p.DisabledReason),
+	})
+	if err != nil {
+		return fmt.Errorf("update principal %s: %w", p.ID, interpretError(err))
+	}
+	return nil
+}
+
+func (t *tx) InsertToken(ctx context.Context, tok ledger.Token) error {
+	err := t.q.CredentialInsert(ctx, dbsqlc.CredentialInsertParams{
+		ID: tok.ID, PrincipalID: tok.PrincipalID, Name: tok.Name, Role: string(tok.Role), Tenant: optional(tok.Tenant),
+		TokenHash: tok.Hash, CreatedAt: tok.CreatedAt, ExpiresAt: optionalTime(tok.ExpiresAt),
+	})
+	if err != nil {
+		return fmt.Errorf("insert token %s: %w", tok.ID, interpretError(err))
+	}
+	return nil
+}
+
+func (t *tx) TokenForUpdate(ctx context.Context, id uuid.UUID) (ledger.Token, error) {
+	row, err := t.q.CredentialGetByIDForUpdate(ctx, id)
+	if err != nil {
+		return ledger.Token{}, notFound(err, "token", id)
+	}
+	return toToken(row), nil
+}
+
+func (t *tx) RevokeToken(ctx context.Context, id uuid.UUID, at time.Time, by uuid.UUID, reason string) (bool, error) {
+	n, err := t.q.CredentialRevoke(ctx, dbsqlc.CredentialRevokeParams{ID: id, RevokedAt: &at, RevokedBy: nullUUID(by), RevokeReason: optional(reason)})
+	if err != nil {
+		return false, fmt.Errorf("revoke token %s: %w", id, interpretError(err))
+	}
+	return n == 1, nil
+}
+
+func (t *tx) RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) (int64, error) {
+	n, err := t.q.CredentialRevokeAllOfPrincipal(ctx, dbsqlc.CredentialRevokeAllOfPrincipalParams{
+		PrincipalID: principalID, RevokedAt: &at, RevokedBy: nullUUID(by), RevokeReason: optional(reason),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("revoke tokens of principal %s: %w", principalID, interpretError(err))
+	}
+	return n, nil
+}
+
+func (t *tx) InsertPendingChange(ctx context.Context, c ledger.PendingChange) error {
+	err := t.q.PendingChangeInsert(ctx, dbsqlc.PendingChangeInsertParams{
+		ID: c.ID, Kind: string(c.Kind), Target: c.Target, Payload: c.Payload, Summary: c.Summary,
+		RequestedBy: c.RequestedBy, RequestedAt: c.RequestedAt, ExpiresAt: c.ExpiresAt,
+	})
+	if err != nil {
+		return fmt.Errorf("insert pending change %s: %w", c.ID, interpretError(err))
+	}
+	return nil
+}
+
+func (t *tx) PendingChangeForUpdate(ctx context.Context, id uuid.UUID) (ledger.PendingChange, error) {
+	row, err := t.q.PendingChangeGetByIDForUpdate(ctx, id)
+	if err != nil {
+		return ledger.PendingChange{}, notFound(err, "pending change", id)
+	}
+	return toPendingChange(row), nil
+}
+
+func (t *tx) DecidePendingChange(ctx context.Context, c ledger.PendingChange) error {
+	err := t.q.PendingChangeDecide(ctx, dbsqlc.PendingChangeDecideParams{
+		ID: c.ID, Status: string(c.Status), DecidedBy: nullUUID(c.DecidedBy), DecidedAt: optionalTime(c.DecidedAt),
+		DecisionReason: optional(c.DecisionReason),
+	})
+	if err != nil {
+		return fmt.Errorf("decide pending change %s: %w", c.ID, interpretError(err))
+	}
+	return nil
+}
+
+func (t *tx) ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]ledger.PendingChange, error) {
+	rows, err := t.q.PendingChangeExpiredForUpdate(ctx, now)
+	if err != nil {
+		return nil, fmt.Errorf("load expired pending changes: %w", interpretError(err))
+	}
+	out := make([]ledger.PendingChange, len(rows))
+	for i, row := range rows {
+		out[i] = toPendingChange(row)
+	}
+	return out, nil
+}
+
+// WatchCredentials holds a LISTEN connection on the credentials channel
+// until ctx ends or the connection fails.
+func (s *Store) WatchCredentials(ctx context.Context, connected, changed func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+credentialsChannel); err != nil {
+		return err
+	}
+	connected()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		changed()
+	}
+}
+
+func toToken(r dbsqlc.ApiToken) ledger.Token {
+	return ledger.Token{
+		ID: r.ID, PrincipalID: r.PrincipalID, Name: r.Name, Role: ledger.Role(r.Role), Tenant: deref(r.Tenant),
+		Hash: r.TokenHash, CreatedAt: r.CreatedAt, ExpiresAt: derefTime(r.ExpiresAt), LastUsedAt: derefTime(r.LastUsedAt),
+		RevokedAt: derefTime(r.RevokedAt), RevokedBy: r.RevokedBy.UUID, RevokeReason: deref(r.RevokeReason),
+	}
+}
+
+func toPrincipal(r dbsqlc.Principal) ledger.PrincipalRecord {
+	return ledger.PrincipalRecord{
+		ID: r.ID, Kind: ledger.PrincipalKind(r.Kind), Name: r.DisplayName, Role: ledger.Role(r.Role), Tenant: deref(r.Tenant),
+		Bootstrap: r.Bootstrap, CreatedBy: r.CreatedBy.UUID, CreatedAt: r.CreatedAt, DisabledAt: derefTime(r.DisabledAt),
+		DisabledBy: r.DisabledBy.UUID, DisabledReason: deref(r.DisabledReason),
+	}
+}
+
+func toPendingChange(r dbsqlc.PendingChange) ledger.PendingChange {
+	return ledger.PendingChange{
+		ID: r.ID, Kind: ledger.ChangeKind(r.Kind), Target: r.Target, Payload: r.Payload, Summary: r.Summary,
+		Status: ledger.PendingStatus(r.Status), RequestedBy: r.RequestedBy, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt,
+		DecidedBy: r.DecidedBy.UUID, DecidedAt: derefTime(r.DecidedAt), DecisionReason: deref(r.DecisionReason),
+	}
+}

@@ -24,28 +24,40 @@ func TestCLITaskClasses(t *testing.T) {
 		t.Fatalf("list: exit %d %s\n%s", code, errOut, out)
 	}
 
-	// A new class starts from the defaults of an unregistered one.
-	out, errOut, code = e.cli(t, e.oncall, "task-classes", "set", "quick_procurement", "--compensation-timeout", "90s")
-	if code != 0 {
-		t.Fatalf("set new: exit %d %s", code, errOut)
+	// Every change of a class waits for a second on-call approver.
+	set := func(args ...string) {
+		t.Helper()
+		out, errOut, code := e.cli(t, e.oncall, append([]string{"task-classes", "set"}, args...)...)
+		var pending struct {
+			PendingChange struct{ ID string } `json:"pending_change"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &pending) != nil || pending.PendingChange.ID == "" {
+			t.Fatalf("set %v: exit %d %s, want a pending change: %q", args, code, errOut, out)
+		}
+		if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", pending.PendingChange.ID); code != 0 {
+			t.Fatalf("approve set %v: exit %d %s", args, code, errOut)
+		}
 	}
-	var tc taskClass
-	if err := json.Unmarshal([]byte(out), &tc); err != nil || tc.Name != "quick_procurement" || !tc.EffectCapable ||
-		tc.CompensationTimeout != "1m30s" || strings.Join(tc.GateOn, ",") != "canceled,failed" {
-		t.Fatalf("set new printed %q (%v)", out, err)
+	show := func() taskClass {
+		t.Helper()
+		out, _, code := e.cli(t, finance, "task-classes", "show", "quick_procurement")
+		var tc taskClass
+		if err := json.Unmarshal([]byte(out), &tc); code != 0 || err != nil {
+			t.Fatalf("show: exit %d %q (%v)", code, out, err)
+		}
+		return tc
+	}
+	// A new class starts from the defaults of an unregistered one.
+	set("quick_procurement", "--compensation-timeout", "90s")
+	if tc := show(); !tc.EffectCapable || tc.CompensationTimeout != "1m30s" || strings.Join(tc.GateOn, ",") != "canceled,failed" {
+		t.Fatalf("new class: %+v", tc)
 	}
 	// Changing one setting keeps the others.
-	if _, errOut, code := e.cli(t, e.oncall, "task-classes", "set", "quick_procurement", "--gate-on", "canceled"); code != 0 {
-		t.Fatalf("set gate: exit %d %s", code, errOut)
+	set("quick_procurement", "--gate-on", "canceled")
+	if tc := show(); tc.CompensationTimeout != "1m30s" || strings.Join(tc.GateOn, ",") != "canceled" || !tc.EffectCapable {
+		t.Fatalf("after set gate: %+v", tc)
 	}
-	out, _, code = e.cli(t, finance, "task-classes", "show", "quick_procurement")
-	if err := json.Unmarshal([]byte(out), &tc); code != 0 || err != nil || tc.CompensationTimeout != "1m30s" ||
-		strings.Join(tc.GateOn, ",") != "canceled" || !tc.EffectCapable {
-		t.Fatalf("show after set: exit %d %q", code, out)
-	}
-	if _, _, code := e.cli(t, e.oncall, "task-classes", "set", "quick_procurement", "--effect-capable=false"); code != 0 {
-		t.Fatalf("set effect-capable: exit %d", code)
-	}
+	set("quick_procurement", "--effect-capable=false")
 	out, _, _ = e.cli(t, finance, "task-classes", "list", "-o", "json")
 	var all []taskClass
 	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all) != 6 {
@@ -91,12 +103,14 @@ func TestCLIOrgKeys(t *testing.T) {
 	e := startService(t)
 	old := compensationtest.NewEd25519Signer(t, "old-key")
 	next := compensationtest.NewES256Signer(t, "new-key")
+	var registered json.RawMessage
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
 		"name": "Supplier", "shared_coordinator": true, "require_signed_receipts": true,
 		"jwks": json.RawMessage(old.JWKS()),
-	}, nil); s >= 300 {
+	}, &registered); s != http.StatusAccepted {
 		t.Fatalf("put org: %d", s)
 	}
+	e.approvePending(t, registered)
 	dir := t.TempDir()
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
@@ -107,10 +121,13 @@ func TestCLIOrgKeys(t *testing.T) {
 	}
 	both := write("both.json", compensationtest.JWKS(old.PublicJWK(), next.PublicJWK()))
 
-	if _, errOut, code := e.cli(t, e.oncall, "orgs", "keys", "set", "supplier", "--jwks", both); code != 0 {
+	// A key change waits for the second on-call principal.
+	out, errOut, code := e.cli(t, e.oncall, "orgs", "keys", "set", "supplier", "--jwks", both)
+	if code != 0 {
 		t.Fatalf("keys set: exit %d %s", code, errOut)
 	}
-	out, errOut, code := e.cli(t, e.oncall, "orgs", "keys", "show", "supplier")
+	e.approvePending(t, []byte(out))
+	out, errOut, code = e.cli(t, e.oncall, "orgs", "keys", "show", "supplier")
 	if code != 0 || !strings.Contains(out, `"old-key"`) || !strings.Contains(out, `"new-key"`) {
 		t.Fatalf("keys show: exit %d %s\n%s", code, errOut, out)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -146,7 +147,12 @@ func newTaskClassesCommand(getenv func(string) string, stdout io.Writer) *cobra.
 			if current.GateOn == nil {
 				current.GateOn = []string{}
 			}
-			var out taskClass
+			// A change of the gate or the timeout waits for a second
+			// on-call approver: the answer then names the pending change.
+			var out struct {
+				taskClass
+				PendingChange json.RawMessage `json:"pending_change,omitempty"`
+			}
 			err = c.call(cmd.Context(), http.MethodPut, path, nil, map[string]any{
 				"effect_capable": current.EffectCapable, "gate_on": current.GateOn,
 				"compensation_timeout": current.CompensationTimeout,

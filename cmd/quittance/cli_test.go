@@ -155,6 +155,21 @@ func (e *cliEnv) newToken(t *testing.T, args ...string) string {
 
 // pendingDelegation creates a delegation whose task was canceled while the
 // gate applied: an open obligation.
+// approvePending approves, as the second on-call principal, the pending
+// change a privileged request answered with (its JSON answer, out).
+func (e *cliEnv) approvePending(t *testing.T, out []byte) {
+	t.Helper()
+	var pending struct {
+		PendingChange struct{ ID string } `json:"pending_change"`
+	}
+	if err := json.Unmarshal(out, &pending); err != nil || pending.PendingChange.ID == "" {
+		t.Fatalf("want a pending change, got %q (%v)", out, err)
+	}
+	if s := e.api(t, http.MethodPost, "/admin/v1/pending-changes/"+pending.PendingChange.ID+"/approve", e.oncall2, nil, nil); s != http.StatusOK {
+		t.Fatalf("approve %s: %d", pending.PendingChange.ID, s)
+	}
+}
+
 func (e *cliEnv) pendingDelegation(t *testing.T, orch, op string) string {
 	t.Helper()
 	var d struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -180,8 +181,20 @@ func TestPrometheusAlertsAndDashboards(t *testing.T) {
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
 		t.Fatalf("put budget: %d", s)
 	}
-	if _, errOut, code := e.cli(t, e.oncall, "task-classes", "set", "quick", "--compensation-timeout", "1s"); code != 0 {
+	// A task class's timeout is a privileged change: the second on-call
+	// principal approves it.
+	out, errOut, code := e.cli(t, e.oncall, "task-classes", "set", "quick", "--compensation-timeout", "1s")
+	if code != 0 {
 		t.Fatalf("task-classes set: %s", errOut)
+	}
+	var set struct {
+		PendingChange struct{ ID string } `json:"pending_change"`
+	}
+	if err := json.Unmarshal([]byte(out), &set); err != nil || set.PendingChange.ID == "" {
+		t.Fatalf("task-classes set: want a pending change, got %q (%v)", out, err)
+	}
+	if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", set.PendingChange.ID); code != 0 {
+		t.Fatalf("changes approve: %s", errOut)
 	}
 	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
 	create := func(op, org, class string) string {

@@ -75,11 +75,11 @@ var bulkLoad = []string{
 	        CASE d.obligation_state WHEN 'settled' THEN 'spend' WHEN 'written_off' THEN 'write_off' ELSE 'return' END,
 	        d.amount_minor, d.updated_at
 	 FROM delegations d WHERE d.obligation_state IN ('settled', 'released', 'compensated', 'written_off')`,
-	`INSERT INTO events (stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, prev_hash, hash)
+	`INSERT INTO events (stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, hashed_data, prev_hash, hash)
 	 SELECT 'delegation:' || d.id, s.seq, d.id, s.type, d.created_at + s.seq * interval '1 hour', 'bench:bulk',
 	        CASE WHEN s.seq = 3 THEN CASE WHEN d.obligation_state = 'compensation_unconfirmed' THEN 'revocation_pending_compensation' ELSE 'held' END END,
 	        CASE WHEN s.seq = 3 THEN d.obligation_state END,
-	        '{}'::jsonb,
+	        '{}'::jsonb, '{}'::json,
 	        sha256((d.id::text || (s.seq - 1))::bytea), sha256((d.id::text || s.seq)::bytea)
 	 FROM delegations d
 	 CROSS JOIN LATERAL (VALUES (1, 'delegation_created'), (2, 'task_status_changed'),

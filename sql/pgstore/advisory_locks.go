@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
 // TryLock takes a session-level advisory lock on a connection of its own,
@@ -16,7 +14,7 @@ func (a a2aStore) TryLock(ctx context.Context, key string) (func(), bool, error)
 	if err != nil {
 		return nil, false, fmt.Errorf("acquire connection for lock %s: %w", key, err)
 	}
-	q := dbsqlc.New(conn)
+	q := newQueries(conn)
 	ok, err := q.AdvisoryLockTry(ctx, key)
 	if err != nil || !ok {
 		conn.Release()

@@ -51,14 +51,20 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 			e.StreamSeq, e.PrevHash = head.StreamSeq+1, head.Hash
 		}
 	}
-	var err error
+	// What is hashed is what is stored: the event's text and data as
+	// PostgreSQL can store them, the data in canonical form, kept byte for
+	// byte in hashed_data (jsonb's copy may read back differently).
+	e, err := ledger.StorableEvent(e)
+	if err != nil {
+		return ledger.Event{}, fmt.Errorf("event for %s: %w", e.Stream, err)
+	}
 	if e.Hash, err = e.ComputeHash(); err != nil {
 		return ledger.Event{}, err
 	}
 	p := dbsqlc.EventInsertParams{
 		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: string(e.Type), At: e.At, Actor: e.Actor,
 		ObligationFrom: optional(string(e.ObligationFrom)), ObligationTo: optional(string(e.ObligationTo)),
-		Data: e.Data, Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
+		HashedData: e.Data, Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
 	}
 	if e.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: e.DelegationID, Valid: true}
@@ -70,11 +76,19 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	return e, nil
 }
 
+// toEvent maps an event row to the domain's Event. Its Data is the data
+// the hash was computed over: hashed_data, or for an event stored before
+// hashed_data was kept, the jsonb data as it reads back (what its hash was
+// computed over then).
 func toEvent(r dbsqlc.Event) ledger.Event {
+	data := r.Data
+	if r.HashedData != nil {
+		data = r.HashedData
+	}
 	return ledger.Event{
 		Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID.UUID, Type: ledger.EventType(r.Type),
 		At: r.At, Actor: r.Actor, ObligationFrom: ledger.ObligationState(deref(r.ObligationFrom)),
-		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: r.Data, Evidence: deref(r.Evidence),
+		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: data, Evidence: deref(r.Evidence),
 		PrevHash: r.PrevHash, Hash: r.Hash,
 	}
 }

@@ -7,13 +7,14 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
 )
 
 const delegationClaimPastDeadline = `-- name: DelegationClaimPastDeadline :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations
 WHERE obligation_state = 'revocation_pending_compensation'
   AND compensation_deadline <= $1
 ORDER BY compensation_deadline, id
@@ -65,6 +66,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
+			&i.LastObservedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -77,7 +79,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 }
 
 const delegationGetByID = `-- name: DelegationGetByID :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE id = $1
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations WHERE id = $1
 `
 
 func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -111,12 +113,13 @@ func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByIDForUpdate = `-- name: DelegationGetByIDForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE id = $1 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -150,12 +153,13 @@ func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByOperation = `-- name: DelegationGetByOperation :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE tenant = $1 AND business_operation_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations WHERE tenant = $1 AND business_operation_id = $2
 `
 
 type DelegationGetByOperationParams struct {
@@ -194,12 +198,13 @@ func (q *Queries) DelegationGetByOperation(ctx context.Context, arg DelegationGe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTask = `-- name: DelegationGetByRemoteTask :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE org_id = $1 AND remote_task_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations WHERE org_id = $1 AND remote_task_id = $2
 `
 
 type DelegationGetByRemoteTaskParams struct {
@@ -238,12 +243,13 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTaskForUpdate = `-- name: DelegationGetByRemoteTaskForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
 `
 
 type DelegationGetByRemoteTaskForUpdateParams struct {
@@ -282,6 +288,7 @@ func (q *Queries) DelegationGetByRemoteTaskForUpdate(ctx context.Context, arg De
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
@@ -349,7 +356,7 @@ func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertPara
 }
 
 const delegationList = `-- name: DelegationList :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::text IS NULL OR obligation_state = $2)
   AND ($3::text IS NULL OR task_status = $3)
@@ -412,6 +419,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
+			&i.LastObservedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -424,7 +432,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 }
 
 const delegationListEscalatableByOrgForUpdate = `-- name: DelegationListEscalatableByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, last_observed_at FROM delegations
 WHERE org_id = $1
   AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
 ORDER BY id
@@ -469,6 +477,7 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
+			&i.LastObservedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -478,6 +487,23 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 		return nil, err
 	}
 	return items, nil
+}
+
+const delegationMarkObserved = `-- name: DelegationMarkObserved :exec
+UPDATE delegations SET last_observed_at = greatest(last_observed_at, $1::timestamptz)
+WHERE id = $2
+`
+
+type DelegationMarkObservedParams struct {
+	ObservedAt time.Time
+	ID         uuid.UUID
+}
+
+// An observation of the remote task: last_observed_at only moves forward,
+// and the row's version and updated_at stay (nothing it shows changed).
+func (q *Queries) DelegationMarkObserved(ctx context.Context, arg DelegationMarkObservedParams) error {
+	_, err := q.db.Exec(ctx, delegationMarkObserved, arg.ObservedAt, arg.ID)
+	return err
 }
 
 const delegationUpdate = `-- name: DelegationUpdate :execrows
@@ -516,7 +542,7 @@ type DelegationUpdateParams struct {
 	CompensationDeadline  *time.Time
 	CompensationAttempts  int32
 	CompensationLastError *string
-	CompensationReceipt   []byte
+	CompensationReceipt   json.RawMessage
 	PendingWriteOffID     uuid.NullUUID
 	UpdatedAt             time.Time
 	ID                    uuid.UUID

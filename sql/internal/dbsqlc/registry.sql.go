@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -184,7 +185,7 @@ type OrgUpsertParams struct {
 	ID                    string
 	Name                  string
 	SharedCoordinator     bool
-	Jwks                  []byte
+	Jwks                  json.RawMessage
 	AgentCardUrl          *string
 	AllowedHosts          []string
 	RequireSignedReceipts bool

@@ -110,7 +110,7 @@ func StorableEvent(e Event) (Event, error) {
 	e.Actor, _ = StorableText(e.Actor)
 	e.Evidence, _ = StorableText(e.Evidence)
 	if len(e.Data) == 0 {
-		e.Data = json.RawMessage("{}")
+		return e, nil // no data: the store refuses it
 	}
 	clean, changed, err := StorableJSON(e.Data)
 	if err != nil {

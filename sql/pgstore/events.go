@@ -67,7 +67,7 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	p := dbsqlc.EventInsertParams{
 		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: string(e.Type), At: e.At, Actor: e.Actor,
 		ObligationFrom: optional(string(e.ObligationFrom)), ObligationTo: optional(string(e.ObligationTo)),
-		HashedData: e.Data, Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
+		HashedData: string(e.Data), Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
 	}
 	if e.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: e.DelegationID, Valid: true}

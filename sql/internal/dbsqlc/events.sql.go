@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,7 +45,7 @@ WITH appended AS (
         data, hashed_data, evidence, prev_hash, hash
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9::jsonb, $9::json, $10, $11, $12
+        ($9::text)::jsonb, ($9::text)::json, $10, $11, $12
     )
     RETURNING seq, delegation_id, type, at
 ), queued AS (
@@ -70,14 +69,15 @@ type EventInsertParams struct {
 	Actor          string
 	ObligationFrom *string
 	ObligationTo   *string
-	HashedData     json.RawMessage
+	HashedData     string
 	Evidence       *string
 	PrevHash       []byte
 	Hash           []byte
 }
 
 // Appends an event, its data kept both exactly as hashed (hashed_data) and
-// as jsonb for queries (data), from the one parameter, and, for a delegation's event, queues its delivery to
+// as jsonb for queries (data), from the one parameter. The parameter is
+// text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
 // every webhook endpoint of the delegation's tenant that subscribes to its
 // type (all types when event_types is empty), in one statement.
 func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64, error) {

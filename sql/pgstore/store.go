@@ -147,8 +147,10 @@ func interpretError(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "22021", "22P05": // character_not_in_repertoire, untranslatable_character
-			// Text PostgreSQL cannot store (a NUL character) is the
-			// request's fault, not the server's.
+			// Text PostgreSQL cannot store (a NUL character). Every
+			// parameter is cleaned on its way (storableDB), so this is
+			// only text built inside a statement; still the request's
+			// fault, not the server's.
 			return &ledger.ValidationError{Field: "body", Problem: "text must not contain NUL characters"}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// Compensation over A2A (DESIGN.md §4). Quittance asks a remote org's agent
+// Compensation over A2A (ledger/DESIGN.md §4). Quittance asks a remote org's agent
 // to compensate a task with an ordinary A2A message, and the agent answers
 // with a task whose "compensation-receipt" artifact says what it did. This
 // file builds the request and judges the receipt; the delegate package makes
@@ -173,7 +173,7 @@ type ReceiptVerdict struct {
 }
 
 // JudgeReceipt decides what a receipt returned on Quittance's own call to the
-// org's registered agent proves (DESIGN.md §3, §4). It must be about the
+// org's registered agent proves (ledger/DESIGN.md §3, §4). It must be about the
 // delegation's task and echo its idempotency key. "compensated" is an ack:
 // channel-authenticated, unless the org requires signed receipts, when a jws
 // of type compensation-ack+jwt must verify against the org's keys. A jws

@@ -13,7 +13,7 @@ import (
 // Sweep moves every delegation in revocation_pending_compensation whose
 // compensation deadline is at or before now to compensation_unconfirmed,
 // through ledger.Apply with ledger.EventCompensationUnconfirmed, one event
-// each. The hold stays active: a deadline never releases money (DESIGN.md
+// each. The hold stays active: a deadline never releases money (ledger/DESIGN.md
 // §2.2 invariant 2), and the obligation still takes a late ack or
 // declaration.
 //

@@ -37,8 +37,8 @@ type Config struct {
 	// refuses what it rejects.
 	ValidateJWKS func([]byte) error
 	// ValidateAgentEndpoint checks the agent card URL and allowed hosts an
-	// admin registers for an org (the egress rules live in the delegate
-	// package). Nil accepts any.
+	// admin registers for an org (the egress rules live in delegate/egress).
+	// Nil accepts any.
 	ValidateAgentEndpoint func(cardURL string, allowedHosts []string) error
 	// ValidateDispatchMessage checks the A2A message of a delegation that
 	// Quittance is to dispatch itself. Nil accepts any JSON object.

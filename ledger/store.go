@@ -8,7 +8,7 @@ import (
 )
 
 // Clock tells the time. Services never call time.Now themselves, so tests
-// can move time (DESIGN.md §2.2 invariant 2 is checked with a fake clock).
+// can move time (ledger/DESIGN.md §2.2 invariant 2 is checked with a fake clock).
 type Clock interface {
 	Now() time.Time
 }
@@ -49,6 +49,8 @@ type Reader interface {
 	Org(ctx context.Context, id string) (Org, error)
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
+	// TaskClasses returns every registered task class, by name.
+	TaskClasses(ctx context.Context) ([]TaskClass, error)
 	TokenByHash(ctx context.Context, hash []byte) (Token, error)
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)

@@ -9,11 +9,12 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // config is the service's configuration, read from the environment. Every
-// variable is listed in the README's configuration table.
+// variable is listed in deploy/CONFIGURATION.md, and a test checks that the
+// table there names exactly the variables read here.
 type config struct {
 	DatabaseURL    string        `env:"DATABASE_URL"`
 	Addr           string        `env:"QUITTANCE_ADDR" envDefault:"127.0.0.1:8080"`
@@ -72,6 +73,11 @@ type config struct {
 	// default: profiles show the service's internals and cost CPU while
 	// they are taken, so bind it to loopback.
 	DebugAddr string `env:"QUITTANCE_DEBUG_ADDR"`
+	// UnconfirmedAlertGrace is how long an obligation may stay in
+	// compensation_unconfirmed before QuittanceObligationUnconfirmed
+	// fires; exported as quittance_unconfirmed_alert_grace_seconds, which
+	// the rule compares with.
+	UnconfirmedAlertGrace time.Duration `env:"QUITTANCE_UNCONFIRMED_ALERT_GRACE" envDefault:"15m"`
 	// createSigningKey makes the service generate SigningKeyFile when it is
 	// missing (dev only).
 	createSigningKey bool
@@ -87,6 +93,7 @@ var variables = []string{
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
 	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR",
+	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
@@ -128,8 +135,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.CompensationMaxAttempts < 1 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}
 	}
-	if _, err := delegate.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
+	if _, err := egress.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_EGRESS_ALLOW_CIDRS: %w", err)}
+	}
+	if cfg.UnconfirmedAlertGrace < 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_UNCONFIRMED_ALERT_GRACE must not be negative")}
 	}
 	if cfg.WriteOffApprovalThresholdMinor < 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR must not be negative")}
@@ -140,7 +150,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 // egressPolicy is the outbound policy of the A2A client: https only unless
 // QUITTANCE_EGRESS_ALLOW_HTTP, and special-purpose addresses only where
 // QUITTANCE_EGRESS_ALLOW_CIDRS lists them.
-func (c config) egressPolicy() delegate.EgressPolicy {
-	cidrs, _ := delegate.ParseAllowCIDRs(c.EgressAllowCIDRs) // checked by loadConfig
-	return delegate.EgressPolicy{AllowHTTP: c.EgressAllowHTTP, AllowCIDRs: cidrs}
+func (c config) egressPolicy() egress.Policy {
+	cidrs, _ := egress.ParseAllowCIDRs(c.EgressAllowCIDRs) // checked by loadConfig
+	return egress.Policy{AllowHTTP: c.EgressAllowHTTP, AllowCIDRs: cidrs}
 }

@@ -4,34 +4,32 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TryLock takes a session-level advisory lock on a connection of its own,
-// held until unlock; the connection (and with it the lock) is released
-// then, or when the process dies.
+// opened for it outside the pool and closed by unlock: the lock is released
+// then, or when the process dies. A lock is held for as long as a task is
+// streamed, so taking its connection from the pool would let a few streams
+// exhaust the pool and stall every other query, the streams' own included.
 func (a a2aStore) TryLock(ctx context.Context, key string) (func(), bool, error) {
-	conn, err := a.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, a.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return nil, false, fmt.Errorf("acquire connection for lock %s: %w", key, err)
+		return nil, false, fmt.Errorf("connect for lock %s: %w", key, err)
 	}
-	q := newQueries(conn)
-	ok, err := q.AdvisoryLockTry(ctx, key)
+	closeConn := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(ctx)
+	}
+	ok, err := newQueries(conn).AdvisoryLockTry(ctx, key)
 	if err != nil || !ok {
-		conn.Release()
+		closeConn()
 		if err != nil {
 			return nil, false, fmt.Errorf("try lock %s: %w", key, err)
 		}
 		return nil, false, nil
 	}
-	unlock := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := q.AdvisoryLockRelease(ctx, key); err != nil {
-			// The lock must not outlive its holder on a pooled
-			// connection: close the connection instead.
-			_ = conn.Conn().Close(ctx)
-		}
-		conn.Release()
-	}
-	return unlock, true, nil
+	return closeConn, true, nil
 }

@@ -69,6 +69,19 @@ func (r reader) TaskClass(ctx context.Context, name string) (ledger.TaskClass, e
 	return toTaskClass(row), nil
 }
 
+// TaskClasses returns every registered task class, by name.
+func (r reader) TaskClasses(ctx context.Context) ([]ledger.TaskClass, error) {
+	rows, err := r.q.TaskClassList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list task classes: %w", interpretError(err))
+	}
+	out := make([]ledger.TaskClass, len(rows))
+	for i, row := range rows {
+		out[i] = toTaskClass(row)
+	}
+	return out, nil
+}
+
 func (t *tx) PutTaskClass(ctx context.Context, c ledger.TaskClass) error {
 	gate := make([]string, len(c.GateOn))
 	for i, s := range c.GateOn {

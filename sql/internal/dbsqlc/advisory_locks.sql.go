@@ -9,23 +9,13 @@ import (
 	"context"
 )
 
-const advisoryLockRelease = `-- name: AdvisoryLockRelease :one
-SELECT pg_advisory_unlock(hashtextextended($1::text, 0))
-`
-
-func (q *Queries) AdvisoryLockRelease(ctx context.Context, lockKey string) (bool, error) {
-	row := q.db.QueryRow(ctx, advisoryLockRelease, lockKey)
-	var pg_advisory_unlock bool
-	err := row.Scan(&pg_advisory_unlock)
-	return pg_advisory_unlock, err
-}
-
 const advisoryLockTry = `-- name: AdvisoryLockTry :one
 SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))
 `
 
 // Takes the session-level advisory lock named lock_key without waiting:
-// true when taken. The lock lasts until released or the session ends.
+// true when taken. The lock lasts until the session ends: its holder
+// closes the connection to release it.
 func (q *Queries) AdvisoryLockTry(ctx context.Context, lockKey string) (bool, error) {
 	row := q.db.QueryRow(ctx, advisoryLockTry, lockKey)
 	var pg_try_advisory_lock bool

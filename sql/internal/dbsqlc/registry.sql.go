@@ -229,6 +229,37 @@ func (q *Queries) TaskClassGetByName(ctx context.Context, name string) (TaskClas
 	return i, err
 }
 
+const taskClassList = `-- name: TaskClassList :many
+SELECT name, effect_capable, gate_on, compensation_timeout_ms, updated_at FROM task_classes ORDER BY name
+`
+
+// Every registered task class, by name. There are few: a full read.
+func (q *Queries) TaskClassList(ctx context.Context) ([]TaskClass, error) {
+	rows, err := q.db.Query(ctx, taskClassList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskClass
+	for rows.Next() {
+		var i TaskClass
+		if err := rows.Scan(
+			&i.Name,
+			&i.EffectCapable,
+			&i.GateOn,
+			&i.CompensationTimeoutMs,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskClassUpsert = `-- name: TaskClassUpsert :exec
 INSERT INTO task_classes (name, effect_capable, gate_on, compensation_timeout_ms, updated_at)
 VALUES ($1, $2, $3, $4, $5)

@@ -30,6 +30,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -538,7 +539,7 @@ func TestA2AEgressRefusesForbiddenAgentAddress(t *testing.T) {
 	e.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusUnprocessableEntity)
 
 	// And if the registration policy was looser, the dialer still refuses.
-	loose := delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	loose := egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	e2 := newA2AEnv(t, apitest.Worker{}, apitest.WithRegistrationEgress(loose))
 	e2.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusCreated)
 	d := e2.dispatch(t, "po-6", "elsewhere")

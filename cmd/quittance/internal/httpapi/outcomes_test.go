@@ -135,7 +135,7 @@ func TestObligationOutcomesFromTaskStatus(t *testing.T) {
 	}
 }
 
-// TestTaskStatusRules checks DESIGN.md §2.1: terminal statuses are
+// TestTaskStatusRules checks ledger/DESIGN.md §2.1: terminal statuses are
 // immutable, a different later terminal status is a status_conflict event,
 // a repeat of what is applied appends no event and only moves
 // last_observed_at, stale reports are recorded and ignored, and v0.3 names

@@ -10,9 +10,11 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// TestREADMEWalkthrough follows the README's curl walk-through: a canceled
-// procurement delegation is held in revocation_pending_compensation, with
-// its budget still held.
+// TestREADMEWalkthrough follows the first part of the walk-through in
+// README.md, in process and with a fake clock: a canceled procurement
+// delegation is held in revocation_pending_compensation, with its budget
+// still held, and time alone does not move it. (cmd/quittance's
+// TestDocWalkthroughs runs the walk-through itself, as written.)
 func TestREADMEWalkthrough(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)

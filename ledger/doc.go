@@ -21,6 +21,12 @@
 // deleted; EventType is the catalogue of what they record, and EventRecord
 // their published JSON form.
 //
+// Remote text is data: StorableText and StorableJSON define what is stored
+// in place of text the database refuses (a NUL, invalid UTF-8, an unpaired
+// surrogate, a number jsonb's numeric cannot hold), and StorableEvent
+// applies them to an event before it is hashed, so an event's hash covers
+// exactly the data stored, byte for byte.
+//
 // Service holds the use cases (delegations, task status, cancels, budgets,
 // orgs, task classes, tokens) and Reports the reconciliation reads. Both
 // check the principal's Role, take the time from an injected Clock, and

@@ -35,11 +35,16 @@ type Event struct {
 // GenesisHash is the PrevHash of the first event of every stream.
 var GenesisHash = make([]byte, sha256.Size)
 
-// ComputeHash returns the event's hash over its canonical content. The
-// content is a JSON object with sorted keys: stable across PostgreSQL's
-// jsonb normalization and Go versions, so anyone can recompute it.
+// ComputeHash returns the event's hash over its canonical content: a JSON
+// object with sorted keys holding the event's fields and its data in
+// canonical form (CanonicalJSON), so anyone can recompute it. The store
+// keeps the data exactly as hashed (StorableEvent produces it), next to the
+// jsonb copy queries read: jsonb normalises numbers (1e2 is 100), so a hash
+// recomputed from it would break on data that jsonb rewrites. Events
+// stored before the exact copy was kept are hashed from their jsonb data,
+// as they always were.
 func (e Event) ComputeHash() ([]byte, error) {
-	data, err := canonicalJSON(e.Data)
+	data, err := CanonicalJSON(e.Data)
 	if err != nil {
 		return nil, fmt.Errorf("canonicalize event data: %w", err)
 	}
@@ -100,19 +105,4 @@ func VerifyChain(events []Event) error {
 		prev = e.Hash
 	}
 	return nil
-}
-
-// canonicalJSON re-encodes a JSON value with object keys sorted and no
-// insignificant whitespace; numbers keep their literal text.
-func canonicalJSON(raw json.RawMessage) ([]byte, error) {
-	if len(raw) == 0 {
-		return []byte("null"), nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return json.Marshal(v)
 }

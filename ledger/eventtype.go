@@ -34,9 +34,12 @@ const (
 	// released, compensated (an atomic cancel-and-compensate receipt) or
 	// revocation_pending_compensation (the gate applies).
 	EventTypeTaskStatusChanged EventType = "task_status_changed"
-	// EventTypeTaskStatusDuplicate: ObserveTaskStatus received the status
+	// EventTypeTaskStatusDuplicate: an observation repeated the status
 	// already applied (the same terminal status again, or the same status
-	// and message). Recorded, not applied.
+	// and message). No longer written: such an observation only moves the
+	// delegation's LastObservedAt (polling an unchanged task once a minute
+	// appended 1,440 of these a day, each fanned out to webhooks). The type
+	// stays in the catalogue because streams recorded before have it.
 	EventTypeTaskStatusDuplicate EventType = "task_status_duplicate"
 	// EventTypeTaskStatusStale: ObserveTaskStatus received a status older
 	// than the last applied one; its data has last_applied_at. Recorded,

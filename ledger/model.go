@@ -50,6 +50,11 @@ type Delegation struct {
 	TaskStatus        TaskStatus
 	TaskStatusAt      time.Time
 	TaskStatusMessage string
+	// LastObservedAt is when Quittance last received an observation of the
+	// remote task, whether or not it changed anything (zero before the
+	// first). An observation that repeats the current status and message
+	// moves only this: it appends no event.
+	LastObservedAt time.Time
 
 	ObligationState   ObligationState
 	ObligationReason  string

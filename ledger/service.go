@@ -440,37 +440,59 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 // ObserveTaskStatus applies an observation to d inside tx. Every way of
 // observing a remote task (an orchestrator's report; a dispatch, message or
 // cancel reply, a poll, a push or a stream of the A2A workers) goes
-// through it.
+// through it. Every observation moves d's LastObservedAt to now. One that
+// repeats what is applied (the same terminal status again, or the same
+// status and message) changes nothing else and appends no event; a stale
+// one (older than the last applied) and one that contradicts a terminal
+// status are recorded as events and not applied; any other is applied, with
+// its event. The message is compared and kept as StorableText makes it, so
+// remote text the database could not store is recorded all the same.
 func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
 	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
 	if obs.Timestamp.IsZero() {
 		at = now
 	}
+	message, _ := StorableText(obs.Message)
 	data := map[string]any{
 		"state": string(obs.Status), "timestamp": at.Format(time.RFC3339Nano), "previous": string(d.TaskStatus),
 	}
 	if obs.Message != "" {
+		// As received: the event's data is cleaned when it is stored,
+		// keeping the raw bytes (StorableEvent).
 		data["message"] = obs.Message
 	}
 	if obs.Source != "" {
 		data["source"] = obs.Source
 	}
+	observed := func(d Delegation) (Delegation, error) {
+		if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
+			return Delegation{}, fmt.Errorf("mark delegation %s observed: %w", d.ID, err)
+		}
+		if now.After(d.LastObservedAt) {
+			d.LastObservedAt = now
+		}
+		return d, nil
+	}
 	record := func(typ EventType) (Delegation, error) {
-		_, err := Record(ctx, tx, d, Change{Type: typ, Actor: actor, At: now, Data: data})
-		return d, err
+		if _, err := Record(ctx, tx, d, Change{Type: typ, Actor: actor, At: now, Data: data}); err != nil {
+			return Delegation{}, err
+		}
+		return observed(d)
 	}
 	switch {
 	case d.TaskStatus.Terminal() && obs.Status == d.TaskStatus:
-		return record(EventTypeTaskStatusDuplicate)
+		// A terminal status is immutable, its message included: hearing
+		// it again says nothing new.
+		return observed(d)
 	case d.TaskStatus.Terminal():
 		return record(EventTypeStatusConflict)
 	case !d.TaskStatusAt.IsZero() && at.Before(d.TaskStatusAt):
 		data["last_applied_at"] = d.TaskStatusAt.UTC().Format(time.RFC3339Nano)
 		return record(EventTypeTaskStatusStale)
-	case obs.Status == d.TaskStatus && obs.Message == d.TaskStatusMessage:
-		return record(EventTypeTaskStatusDuplicate)
+	case obs.Status == d.TaskStatus && message == d.TaskStatusMessage:
+		return observed(d)
 	}
-	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, obs.Message
+	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
 	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data, Evidence: obs.Evidence}
 	if obs.Status.Terminal() && d.ObligationState == ObligationHeld {
 		org, class, known, err := tx.GatePolicy(ctx, d.OrgID, d.TaskClass)
@@ -501,7 +523,10 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		}
 	}
 	d, _, err := Apply(ctx, tx, d, change)
-	return d, err
+	if err != nil {
+		return Delegation{}, err
+	}
+	return observed(d)
 }
 
 // RequestCancel records that the orchestrator asked to revoke the

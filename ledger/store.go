@@ -111,6 +111,10 @@ type ObservationTx interface {
 	// delegation: enqueuing again only brings the open one forward. A
 	// dispatch job also marks the delegation as dispatched by Quittance.
 	EnqueueOutbound(ctx context.Context, j OutboundJob) error
+	// MarkDelegationObserved records that the delegation's remote task was
+	// observed at at: its LastObservedAt moves forward to at (never back),
+	// and nothing else of the row changes, not even its version.
+	MarkDelegationObserved(ctx context.Context, id uuid.UUID, at time.Time) error
 }
 
 // Tx is a database transaction of the ledger's own services (Service):

@@ -256,12 +256,12 @@ WITH gen AS (
     FROM ids ORDER BY id
     RETURNING id, tenant, budget_id, amount_minor, obligation_state, created_at, updated_at
 ), e AS (
-    INSERT INTO events (stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, prev_hash, hash)
+    INSERT INTO events (stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, hashed_data, prev_hash, hash)
     SELECT 'delegation:' || d.id, s.seq, d.id, s.type, d.created_at + s.seq * interval '1 hour', 'bench:generated',
            CASE WHEN s.seq = 3 THEN CASE WHEN d.obligation_state = 'compensation_unconfirmed'
                                          THEN 'revocation_pending_compensation' ELSE 'held' END END,
            CASE WHEN s.seq = 3 THEN d.obligation_state END,
-           '{}'::jsonb,
+           '{}'::jsonb, '{}'::json,
            CASE WHEN s.seq = 1 THEN '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
                 ELSE sha256((d.id::text || (s.seq - 1))::bytea) END,
            sha256((d.id::text || s.seq)::bytea)

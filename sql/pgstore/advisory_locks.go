@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
 // TryLock takes a session-level advisory lock on a connection of its own,
@@ -25,7 +23,7 @@ func (a a2aStore) TryLock(ctx context.Context, key string) (func(), bool, error)
 		defer cancel()
 		_ = conn.Close(ctx)
 	}
-	ok, err := dbsqlc.New(conn).AdvisoryLockTry(ctx, key)
+	ok, err := newQueries(conn).AdvisoryLockTry(ctx, key)
 	if err != nil || !ok {
 		closeConn()
 		if err != nil {

@@ -124,6 +124,13 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 	return nil
 }
 
+func (t *tx) MarkDelegationObserved(ctx context.Context, id uuid.UUID, at time.Time) error {
+	if err := t.q.DelegationMarkObserved(ctx, dbsqlc.DelegationMarkObservedParams{ID: id, ObservedAt: at}); err != nil {
+		return fmt.Errorf("mark delegation %s observed: %w", id, err)
+	}
+	return nil
+}
+
 func toDelegation(r dbsqlc.Delegation) ledger.Delegation {
 	return ledger.Delegation{
 		ID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, RequestHash: r.RequestHash,
@@ -135,6 +142,7 @@ func toDelegation(r dbsqlc.Delegation) ledger.Delegation {
 		TaskStatus:        ledger.TaskStatus(r.TaskStatus),
 		TaskStatusAt:      derefTime(r.TaskStatusAt),
 		TaskStatusMessage: deref(r.TaskStatusMessage),
+		LastObservedAt:    derefTime(r.LastObservedAt),
 		ObligationState:   ledger.ObligationState(r.ObligationState),
 		ObligationReason:  deref(r.ObligationReason),
 		CancelRequestedAt: derefTime(r.CancelRequestedAt),

@@ -1,9 +1,12 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -51,14 +54,20 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 			e.StreamSeq, e.PrevHash = head.StreamSeq+1, head.Hash
 		}
 	}
-	var err error
+	// What is hashed is what is stored: the event's text and data as
+	// PostgreSQL can store them, the data in canonical form, kept byte for
+	// byte in hashed_data (jsonb's copy may read back differently).
+	e, err := ledger.StorableEvent(e)
+	if err != nil {
+		return ledger.Event{}, fmt.Errorf("event for %s: %w", e.Stream, err)
+	}
 	if e.Hash, err = e.ComputeHash(); err != nil {
 		return ledger.Event{}, err
 	}
 	p := dbsqlc.EventInsertParams{
 		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: string(e.Type), At: e.At, Actor: e.Actor,
 		ObligationFrom: optional(string(e.ObligationFrom)), ObligationTo: optional(string(e.ObligationTo)),
-		Data: e.Data, Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
+		HashedData: string(e.Data), Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
 	}
 	if e.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: e.DelegationID, Valid: true}
@@ -70,11 +79,76 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	return e, nil
 }
 
+// toEvent maps an event row to the domain's Event. Its Data is the data
+// the hash was computed over: hashed_data, or for an event stored before
+// hashed_data was kept, the jsonb data as it reads back (what its hash was
+// computed over then).
+// An event whose jsonb data no longer equals its hashed_data (a row edited
+// around the append-only trigger) is returned with its jsonb data, so its
+// hash no longer matches and VerifyChain reports the edit wherever the
+// event is read.
 func toEvent(r dbsqlc.Event) ledger.Event {
+	data := json.RawMessage(r.Data)
+	if r.HashedData != nil && jsonbEqual(r.HashedData, r.Data) {
+		data = r.HashedData
+	}
 	return ledger.Event{
 		Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID.UUID, Type: ledger.EventType(r.Type),
 		At: r.At, Actor: r.Actor, ObligationFrom: ledger.ObligationState(deref(r.ObligationFrom)),
-		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: r.Data, Evidence: deref(r.Evidence),
+		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: data, Evidence: deref(r.Evidence),
 		PrevHash: r.PrevHash, Hash: r.Hash,
+	}
+}
+
+// jsonbEqual reports whether two JSON texts are equal as jsonb values:
+// numbers by value (1e2 equals 100), objects by their keys (the last of
+// duplicates), arrays and strings exactly.
+func jsonbEqual(a, b []byte) bool {
+	decode := func(raw []byte) (any, bool) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		return v, dec.Decode(&v) == nil
+	}
+	va, ok1 := decode(a)
+	vb, ok2 := decode(b)
+	return ok1 && ok2 && jsonValueEqual(va, vb)
+}
+
+func jsonValueEqual(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		rx, okx := new(big.Rat).SetString(string(x))
+		ry, oky := new(big.Rat).SetString(string(y))
+		return okx && oky && rx.Cmp(ry) == 0
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !jsonValueEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !jsonValueEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return a == b
 	}
 }

@@ -56,8 +56,9 @@ func (r *InvariantReport) fail(format string, args ...any) {
 //     form a path of allowed transitions (ledger.NextObligation on the
 //     event's obligation_event) from held to the row's state, so no hold
 //     left active without its evidence event;
-//   - every event stream's hash chain verifies (ledger.VerifyChain), and
-//     every delegation stream belongs to an existing delegation.
+//   - every event stream's hash chain verifies (ledger.VerifyChain), each
+//     event's jsonb data equals the data its hash covers (hashed_data),
+//     and every delegation stream belongs to an existing delegation.
 //
 // Broken invariants are reported in the report's Violations; the error is
 // non-nil only when the database could not be read, and the report then
@@ -73,7 +74,7 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, 
 		return rep, fmt.Errorf("begin invariant check: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-	q := dbsqlc.New(tx)
+	q := newQueries(tx)
 	if err := checkBudgets(ctx, q, &rep); err != nil {
 		return rep, err
 	}
@@ -103,8 +104,11 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, 
 	}
 	streams := map[string][]ledger.Event{}
 	for _, row := range rows {
-		e := toEvent(row)
+		e := toEvent(row.Event)
 		streams[e.Stream] = append(streams[e.Stream], e)
+		if !row.DataMatchesHashed {
+			rep.fail("%v", &ledger.ChainError{Stream: e.Stream, StreamSeq: e.StreamSeq, Problem: "data does not equal the data its hash covers"})
+		}
 	}
 	rep.Events, rep.Streams = len(rows), len(streams)
 	checkTransitions(delegations, streams, &rep)

@@ -52,7 +52,7 @@ func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now
 		return fmt.Errorf("begin report transaction: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-	queries := dbsqlc.New(tx)
+	queries := newQueries(tx)
 	p := dbsqlc.ObligationPageParams{
 		States: stateStrings(q.States),
 		OrgID:  optional(q.OrgID),

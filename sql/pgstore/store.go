@@ -17,7 +17,6 @@ import (
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
-	"github.com/quittance/quittance/sql/internal/dbsqlc"
 	"github.com/quittance/quittance/sql/migrations"
 )
 
@@ -55,7 +54,7 @@ func WithAfterCommit(fn func([]ledger.Event)) Option {
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
-	s := &Store{reader: reader{q: dbsqlc.New(pool)}, pool: pool}
+	s := &Store{reader: reader{q: newQueries(pool)}, pool: pool}
 	for _, o := range opts {
 		o(s)
 	}
@@ -121,7 +120,7 @@ func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) ([]ledger.Event, error) {
 	pgtx := &beginWithFirst{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	t := &tx{reader: reader{q: dbsqlc.New(pgtx)}}
+	t := &tx{reader: reader{q: newQueries(pgtx)}}
 	if err := fn(t); err != nil {
 		return nil, interpretError(err)
 	}
@@ -148,8 +147,10 @@ func interpretError(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "22021", "22P05": // character_not_in_repertoire, untranslatable_character
-			// Text PostgreSQL cannot store (a NUL character) is the
-			// request's fault, not the server's.
+			// Text PostgreSQL cannot store (a NUL character). Every
+			// parameter is cleaned on its way (storableDB), so this is
+			// only text built inside a statement; still the request's
+			// fault, not the server's.
 			return &ledger.ValidationError{Field: "body", Problem: "text must not contain NUL characters"}
 		}
 	}

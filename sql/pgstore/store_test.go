@@ -134,7 +134,7 @@ func TestEventChainVerifiesAndBreaksWhenTampered(t *testing.T) {
 	b.report(t, d.ID, ledger.StatusWorking, epoch.Add(time.Second))
 	b.report(t, d.ID, ledger.StatusWorking, epoch)                             // stale
 	b.report(t, d.ID, ledger.StatusCanceled, epoch.Add(2*time.Second))         // → revocation_pending_compensation
-	b.report(t, d.ID, ledger.StatusCanceled, epoch.Add(3*time.Second))         // duplicate
+	b.report(t, d.ID, ledger.StatusCanceled, epoch.Add(3*time.Second))         // a repeat: no event
 	got := b.report(t, d.ID, ledger.StatusCompleted, epoch.Add(4*time.Second)) // status_conflict
 	if _, err := b.svc.RequestCancel(ctx, orch, d.ID); err == nil {
 		t.Fatal("cancel of a terminal task accepted")
@@ -149,8 +149,7 @@ func TestEventChainVerifiesAndBreaksWhenTampered(t *testing.T) {
 	}
 	wantTypes := []ledger.EventType{
 		ledger.EventTypeDelegationCreated, ledger.EventTypeTaskStatusChanged, ledger.EventTypeTaskStatusChanged,
-		ledger.EventTypeTaskStatusStale, ledger.EventTypeTaskStatusChanged, ledger.EventTypeTaskStatusDuplicate,
-		ledger.EventTypeStatusConflict,
+		ledger.EventTypeTaskStatusStale, ledger.EventTypeTaskStatusChanged, ledger.EventTypeStatusConflict,
 	}
 	if len(events) != len(wantTypes) {
 		t.Fatalf("%d events, want %d", len(events), len(wantTypes))

@@ -49,6 +49,12 @@ UPDATE delegations SET
     updated_at              = @updated_at
 WHERE id = @id AND version = @previous_version;
 
+-- name: DelegationMarkObserved :exec
+-- An observation of the remote task: last_observed_at only moves forward,
+-- and the row's version and updated_at stay (nothing it shows changed).
+UPDATE delegations SET last_observed_at = greatest(last_observed_at, @observed_at::timestamptz)
+WHERE id = @id;
+
 -- name: DelegationList :many
 SELECT * FROM delegations
 WHERE (sqlc.narg(tenant)::text IS NULL OR tenant = sqlc.narg(tenant))

@@ -4,16 +4,18 @@
 SELECT h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash FROM event_stream_head(@stream::text) AS h;
 
 -- name: EventInsert :one
--- Appends an event and, for a delegation's event, queues its delivery to
+-- Appends an event, its data kept both exactly as hashed (hashed_data) and
+-- as jsonb for queries (data), from the one parameter. The parameter is
+-- text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
 -- every webhook endpoint of the delegation's tenant that subscribes to its
 -- type (all types when event_types is empty), in one statement.
 WITH appended AS (
     INSERT INTO events (
         stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
-        data, evidence, prev_hash, hash
+        data, hashed_data, evidence, prev_hash, hash
     ) VALUES (
         @stream, @stream_seq, @delegation_id, @type, @at, @actor, @obligation_from, @obligation_to,
-        @data, @evidence, @prev_hash, @hash
+        (@hashed_data::text)::jsonb, (@hashed_data::text)::json, @evidence, @prev_hash, @hash
     )
     RETURNING seq, delegation_id, type, at
 ), queued AS (

@@ -30,8 +30,10 @@ GROUP BY d.id
 ORDER BY d.id;
 
 -- name: EventListAll :many
--- For CheckInvariants: every event, grouped by stream, in stream order.
-SELECT * FROM events ORDER BY stream, stream_seq;
+-- For CheckInvariants: every event, grouped by stream, in stream order,
+-- and whether its jsonb data still equals the data it was hashed over.
+SELECT sqlc.embed(events), (hashed_data IS NULL OR hashed_data::jsonb = data)::boolean AS data_matches_hashed
+FROM events ORDER BY stream, stream_seq;
 
 -- name: DelegationPendingWriteOffMismatches :many
 -- For CheckInvariants: delegations whose pending_write_off_id does not name

@@ -7,13 +7,14 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
 )
 
 const delegationClaimPastDeadline = `-- name: DelegationClaimPastDeadline :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations
 WHERE obligation_state = 'revocation_pending_compensation'
   AND compensation_deadline <= $1
 ORDER BY compensation_deadline, id
@@ -66,6 +67,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
 			&i.ObligationStateSince,
+			&i.LastObservedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -78,7 +80,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 }
 
 const delegationGetByID = `-- name: DelegationGetByID :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE id = $1
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations WHERE id = $1
 `
 
 func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -113,12 +115,13 @@ func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegati
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
 		&i.ObligationStateSince,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByIDForUpdate = `-- name: DelegationGetByIDForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE id = $1 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -153,12 +156,13 @@ func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) 
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
 		&i.ObligationStateSince,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByOperation = `-- name: DelegationGetByOperation :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE tenant = $1 AND business_operation_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations WHERE tenant = $1 AND business_operation_id = $2
 `
 
 type DelegationGetByOperationParams struct {
@@ -198,12 +202,13 @@ func (q *Queries) DelegationGetByOperation(ctx context.Context, arg DelegationGe
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
 		&i.ObligationStateSince,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTask = `-- name: DelegationGetByRemoteTask :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE org_id = $1 AND remote_task_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations WHERE org_id = $1 AND remote_task_id = $2
 `
 
 type DelegationGetByRemoteTaskParams struct {
@@ -243,12 +248,13 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
 		&i.ObligationStateSince,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTaskForUpdate = `-- name: DelegationGetByRemoteTaskForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
 `
 
 type DelegationGetByRemoteTaskForUpdateParams struct {
@@ -288,6 +294,7 @@ func (q *Queries) DelegationGetByRemoteTaskForUpdate(ctx context.Context, arg De
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
 		&i.ObligationStateSince,
+		&i.LastObservedAt,
 	)
 	return i, err
 }
@@ -355,7 +362,7 @@ func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertPara
 }
 
 const delegationList = `-- name: DelegationList :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::text IS NULL OR obligation_state = $2)
   AND ($3::text IS NULL OR task_status = $3)
@@ -419,6 +426,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
 			&i.ObligationStateSince,
+			&i.LastObservedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -431,7 +439,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 }
 
 const delegationListEscalatableByOrgForUpdate = `-- name: DelegationListEscalatableByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at FROM delegations
 WHERE org_id = $1
   AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
 ORDER BY id
@@ -477,6 +485,7 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
 			&i.ObligationStateSince,
+			&i.LastObservedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -486,6 +495,23 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 		return nil, err
 	}
 	return items, nil
+}
+
+const delegationMarkObserved = `-- name: DelegationMarkObserved :exec
+UPDATE delegations SET last_observed_at = greatest(last_observed_at, $1::timestamptz)
+WHERE id = $2
+`
+
+type DelegationMarkObservedParams struct {
+	ObservedAt time.Time
+	ID         uuid.UUID
+}
+
+// An observation of the remote task: last_observed_at only moves forward,
+// and the row's version and updated_at stay (nothing it shows changed).
+func (q *Queries) DelegationMarkObserved(ctx context.Context, arg DelegationMarkObservedParams) error {
+	_, err := q.db.Exec(ctx, delegationMarkObserved, arg.ObservedAt, arg.ID)
+	return err
 }
 
 const delegationUpdate = `-- name: DelegationUpdate :execrows
@@ -524,7 +550,7 @@ type DelegationUpdateParams struct {
 	CompensationDeadline  *time.Time
 	CompensationAttempts  int32
 	CompensationLastError *string
-	CompensationReceipt   []byte
+	CompensationReceipt   json.RawMessage
 	PendingWriteOffID     uuid.NullUUID
 	UpdatedAt             time.Time
 	ID                    uuid.UUID

@@ -13,7 +13,7 @@ import (
 )
 
 const eventGetBySeq = `-- name: EventGetBySeq :one
-SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash FROM events WHERE seq = $1
+SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash, hashed_data FROM events WHERE seq = $1
 `
 
 func (q *Queries) EventGetBySeq(ctx context.Context, seq int64) (Event, error) {
@@ -33,6 +33,7 @@ func (q *Queries) EventGetBySeq(ctx context.Context, seq int64) (Event, error) {
 		&i.Evidence,
 		&i.PrevHash,
 		&i.Hash,
+		&i.HashedData,
 	)
 	return i, err
 }
@@ -41,10 +42,10 @@ const eventInsert = `-- name: EventInsert :one
 WITH appended AS (
     INSERT INTO events (
         stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
-        data, evidence, prev_hash, hash
+        data, hashed_data, evidence, prev_hash, hash
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8,
-        $9, $10, $11, $12
+        ($9::text)::jsonb, ($9::text)::json, $10, $11, $12
     )
     RETURNING seq, delegation_id, type, at
 ), queued AS (
@@ -68,13 +69,15 @@ type EventInsertParams struct {
 	Actor          string
 	ObligationFrom *string
 	ObligationTo   *string
-	Data           []byte
+	HashedData     string
 	Evidence       *string
 	PrevHash       []byte
 	Hash           []byte
 }
 
-// Appends an event and, for a delegation's event, queues its delivery to
+// Appends an event, its data kept both exactly as hashed (hashed_data) and
+// as jsonb for queries (data), from the one parameter. The parameter is
+// text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
 // every webhook endpoint of the delegation's tenant that subscribes to its
 // type (all types when event_types is empty), in one statement.
 func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64, error) {
@@ -87,7 +90,7 @@ func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64
 		arg.Actor,
 		arg.ObligationFrom,
 		arg.ObligationTo,
-		arg.Data,
+		arg.HashedData,
 		arg.Evidence,
 		arg.PrevHash,
 		arg.Hash,
@@ -98,7 +101,7 @@ func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64
 }
 
 const eventListByStream = `-- name: EventListByStream :many
-SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash FROM events WHERE stream = $1 ORDER BY stream_seq
+SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash, hashed_data FROM events WHERE stream = $1 ORDER BY stream_seq
 `
 
 func (q *Queries) EventListByStream(ctx context.Context, stream string) ([]Event, error) {
@@ -124,6 +127,7 @@ func (q *Queries) EventListByStream(ctx context.Context, stream string) ([]Event
 			&i.Evidence,
 			&i.PrevHash,
 			&i.Hash,
+			&i.HashedData,
 		); err != nil {
 			return nil, err
 		}

@@ -23,7 +23,7 @@ func (q *Queries) FeedHead(ctx context.Context) (int64, error) {
 }
 
 const feedList = `-- name: FeedList :many
-SELECT p.pos, e.seq, e.stream, e.stream_seq, e.delegation_id, e.type, e.at, e.actor, e.obligation_from, e.obligation_to, e.data, e.evidence, e.prev_hash, e.hash FROM event_positions p
+SELECT p.pos, e.seq, e.stream, e.stream_seq, e.delegation_id, e.type, e.at, e.actor, e.obligation_from, e.obligation_to, e.data, e.evidence, e.prev_hash, e.hash, e.hashed_data FROM event_positions p
 JOIN events e ON e.seq = p.seq
 WHERE p.pos > $1
   AND ($2::text IS NULL OR p.tenant = $2)
@@ -75,6 +75,7 @@ func (q *Queries) FeedList(ctx context.Context, arg FeedListParams) ([]FeedListR
 			&i.Event.Evidence,
 			&i.Event.PrevHash,
 			&i.Event.Hash,
+			&i.Event.HashedData,
 		); err != nil {
 			return nil, err
 		}

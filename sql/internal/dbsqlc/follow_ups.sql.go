@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -109,7 +110,7 @@ type FollowUpInsertParams struct {
 	MessageID    string
 	A2aMessageID string
 	RequestHash  []byte
-	Payload      []byte
+	Payload      json.RawMessage
 	Now          time.Time
 }
 

@@ -213,33 +213,42 @@ func (q *Queries) DelegationWriteOffMismatches(ctx context.Context) ([]Delegatio
 }
 
 const eventListAll = `-- name: EventListAll :many
-SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash FROM events ORDER BY stream, stream_seq
+SELECT events.seq, events.stream, events.stream_seq, events.delegation_id, events.type, events.at, events.actor, events.obligation_from, events.obligation_to, events.data, events.evidence, events.prev_hash, events.hash, events.hashed_data, (hashed_data IS NULL OR hashed_data::jsonb = data)::boolean AS data_matches_hashed
+FROM events ORDER BY stream, stream_seq
 `
 
-// For CheckInvariants: every event, grouped by stream, in stream order.
-func (q *Queries) EventListAll(ctx context.Context) ([]Event, error) {
+type EventListAllRow struct {
+	Event             Event
+	DataMatchesHashed bool
+}
+
+// For CheckInvariants: every event, grouped by stream, in stream order,
+// and whether its jsonb data still equals the data it was hashed over.
+func (q *Queries) EventListAll(ctx context.Context) ([]EventListAllRow, error) {
 	rows, err := q.db.Query(ctx, eventListAll)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Event
+	var items []EventListAllRow
 	for rows.Next() {
-		var i Event
+		var i EventListAllRow
 		if err := rows.Scan(
-			&i.Seq,
-			&i.Stream,
-			&i.StreamSeq,
-			&i.DelegationID,
-			&i.Type,
-			&i.At,
-			&i.Actor,
-			&i.ObligationFrom,
-			&i.ObligationTo,
-			&i.Data,
-			&i.Evidence,
-			&i.PrevHash,
-			&i.Hash,
+			&i.Event.Seq,
+			&i.Event.Stream,
+			&i.Event.StreamSeq,
+			&i.Event.DelegationID,
+			&i.Event.Type,
+			&i.Event.At,
+			&i.Event.Actor,
+			&i.Event.ObligationFrom,
+			&i.Event.ObligationTo,
+			&i.Event.Data,
+			&i.Event.Evidence,
+			&i.Event.PrevHash,
+			&i.Event.Hash,
+			&i.Event.HashedData,
+			&i.DataMatchesHashed,
 		); err != nil {
 			return nil, err
 		}

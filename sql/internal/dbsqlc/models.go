@@ -5,6 +5,7 @@
 package dbsqlc
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,7 +35,7 @@ type A2aOutbox struct {
 	ID            int64
 	DelegationID  uuid.UUID
 	Kind          string
-	Payload       []byte
+	Payload       json.RawMessage
 	Attempts      int32
 	RunAfter      time.Time
 	LockedUntil   *time.Time
@@ -107,12 +108,13 @@ type Delegation struct {
 	CompensationDeadline  *time.Time
 	CompensationAttempts  int32
 	CompensationLastError *string
-	CompensationReceipt   []byte
+	CompensationReceipt   json.RawMessage
 	Version               int64
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
 	PendingWriteOffID     uuid.NullUUID
 	ObligationStateSince  *time.Time
+	LastObservedAt        *time.Time
 }
 
 type DelegationLink struct {
@@ -127,7 +129,7 @@ type DelegationMessage struct {
 	MessageID    string
 	A2aMessageID string
 	RequestHash  []byte
-	Payload      []byte
+	Payload      json.RawMessage
 	Status       string
 	Attempts     int32
 	Error        *string
@@ -147,10 +149,11 @@ type Event struct {
 	Actor          string
 	ObligationFrom *string
 	ObligationTo   *string
-	Data           []byte
+	Data           json.RawMessage
 	Evidence       *string
 	PrevHash       []byte
 	Hash           []byte
+	HashedData     json.RawMessage
 }
 
 type EventPosition struct {
@@ -194,7 +197,7 @@ type RemoteOrg struct {
 	ID                    string
 	Name                  string
 	SharedCoordinator     bool
-	Jwks                  []byte
+	Jwks                  json.RawMessage
 	AgentCardUrl          *string
 	AllowedHosts          []string
 	RequireSignedReceipts bool
@@ -215,7 +218,7 @@ type ReportingAnomaliesV1 struct {
 	ObligationState *string
 	At              time.Time
 	Actor           string
-	Data            []byte
+	Data            json.RawMessage
 }
 
 // Budgets: funded, available, held, spent and written-off amounts, and the number of active holds. Version 1.
@@ -283,7 +286,7 @@ type TaskClass struct {
 
 type TaskSnapshot struct {
 	DelegationID uuid.UUID
-	Snapshot     []byte
+	Snapshot     json.RawMessage
 	UpdatedAt    time.Time
 }
 

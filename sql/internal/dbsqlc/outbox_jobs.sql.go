@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,7 +44,7 @@ type OutboxJobClaimRow struct {
 	ID           int64
 	DelegationID uuid.UUID
 	Kind         string
-	Payload      []byte
+	Payload      json.RawMessage
 	Attempts     int32
 	CreatedAt    time.Time
 }
@@ -94,7 +95,7 @@ ON CONFLICT (delegation_id, kind) WHERE done_at IS NULL DO UPDATE SET
 type OutboxJobEnqueueParams struct {
 	DelegationID uuid.UUID
 	Kind         string
-	Payload      []byte
+	Payload      json.RawMessage
 	RunAfter     time.Time
 	Now          time.Time
 }

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -183,7 +184,7 @@ type OrgUpsertParams struct {
 	ID                    string
 	Name                  string
 	SharedCoordinator     bool
-	Jwks                  []byte
+	Jwks                  json.RawMessage
 	AgentCardUrl          *string
 	AllowedHosts          []string
 	RequireSignedReceipts bool

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,7 +18,7 @@ SELECT snapshot, updated_at FROM task_snapshots WHERE delegation_id = $1
 `
 
 type TaskSnapshotGetRow struct {
-	Snapshot  []byte
+	Snapshot  json.RawMessage
 	UpdatedAt time.Time
 }
 
@@ -33,7 +34,7 @@ SELECT snapshot, updated_at FROM task_snapshots WHERE delegation_id = $1 FOR UPD
 `
 
 type TaskSnapshotGetForUpdateRow struct {
-	Snapshot  []byte
+	Snapshot  json.RawMessage
 	UpdatedAt time.Time
 }
 
@@ -51,7 +52,7 @@ ON CONFLICT (delegation_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_
 
 type TaskSnapshotPutParams struct {
 	DelegationID uuid.UUID
-	Snapshot     []byte
+	Snapshot     json.RawMessage
 	Now          time.Time
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/ledger"
 )
 
 func countRows(t *testing.T, env *apitest.Env, query string, args ...any) int {
@@ -194,8 +195,9 @@ func TestConcurrentHoldsNeverOverdraw(t *testing.T) {
 }
 
 // TestConcurrentReportsOnOneDelegation: racing terminal reports on one
-// delegation apply exactly one; the rest are recorded as duplicates or
-// conflicts, and the money moves once.
+// delegation apply exactly one; the other statuses are recorded as
+// conflicts, repeats of the applied one append nothing, and the money moves
+// once.
 func TestConcurrentReportsOnOneDelegation(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
@@ -227,15 +229,23 @@ func TestConcurrentReportsOnOneDelegation(t *testing.T) {
 	if wantState == "" || got.ObligationState != wantState {
 		t.Fatalf("after racing reports: task %s, obligation %s", got.TaskStatus, got.ObligationState)
 	}
+	// Each report of another terminal status than the applied one is a
+	// status_conflict event; a repeat of the applied one appends nothing.
 	events := env.Events(t, orch, d.ID)
-	if len(events) != n+1 {
-		t.Fatalf("%d events for %d reports, want %d", len(events), n, n+1)
+	if want := 1 + 1 + (n - n/len(states)); len(events) != want {
+		t.Fatalf("%d events for %d reports, want %d", len(events), n, want)
 	}
-	transitions := 0
+	transitions, conflicts := 0, 0
 	for _, e := range events {
 		if e.ObligationTo != "" {
 			transitions++
 		}
+		if e.Type == ledger.EventTypeStatusConflict {
+			conflicts++
+		}
+	}
+	if want := n - n/len(states); conflicts != want {
+		t.Fatalf("%d status_conflict events, want %d", conflicts, want)
 	}
 	if transitions != 1 {
 		t.Fatalf("%d obligation transitions, want exactly 1", transitions)

@@ -48,6 +48,7 @@ type DelegationBody struct {
 	TaskStatus          string            `json:"task_status"`
 	TaskStatusAt        *time.Time        `json:"task_status_at,omitempty"`
 	TaskStatusMessage   string            `json:"task_status_message,omitempty"`
+	LastObservedAt      *time.Time        `json:"last_observed_at,omitempty" doc:"When Quittance last received an observation of the remote task, changed or not. An observation that repeats the current status and message moves only this and appends no event."`
 	ObligationState     string            `json:"obligation_state"`
 	ObligationReason    string            `json:"obligation_reason,omitempty"`
 	CancelRequestedAt   *time.Time        `json:"cancel_requested_at,omitempty"`
@@ -66,7 +67,7 @@ func delegationBody(d ledger.Delegation) DelegationBody {
 		HoldState:  string(d.ObligationState.Hold()),
 		Remote:     RemoteBody{TaskID: d.Remote.TaskID, ContextID: d.Remote.ContextID, ProtocolVersion: d.Remote.ProtocolVersion},
 		TaskStatus: string(d.TaskStatus), TaskStatusAt: timePtr(d.TaskStatusAt), TaskStatusMessage: d.TaskStatusMessage,
-		ObligationState: string(d.ObligationState), ObligationReason: d.ObligationReason,
+		LastObservedAt: timePtr(d.LastObservedAt), ObligationState: string(d.ObligationState), ObligationReason: d.ObligationReason,
 		CancelRequestedAt: timePtr(d.CancelRequestedAt), Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
 	if c := d.Compensation; c.IdempotencyKey != "" {

@@ -137,8 +137,9 @@ func TestObligationOutcomesFromTaskStatus(t *testing.T) {
 
 // TestTaskStatusRules checks ledger/DESIGN.md §2.1: terminal statuses are
 // immutable, a different later terminal status is a status_conflict event,
-// a repeat is a duplicate, stale reports are recorded and ignored, and v0.3
-// names are accepted.
+// a repeat of what is applied appends no event and only moves
+// last_observed_at, stale reports are recorded and ignored, and v0.3 names
+// are accepted.
 func TestTaskStatusRules(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
@@ -151,8 +152,19 @@ func TestTaskStatusRules(t *testing.T) {
 	step := func(t *testing.T, id, state string, at time.Time, wantType ledger.EventType, check eventCheck) httpapi.DelegationBody {
 		t.Helper()
 		nEvents := len(env.Events(t, orch, id))
+		now := env.Clock.Advance(time.Second)
 		d := env.ReportStatus(t, orch, id, state, at)
+		if d.LastObservedAt == nil || !d.LastObservedAt.Equal(now) {
+			t.Fatalf("report %s at %v: last_observed_at %v, want %v", state, at, d.LastObservedAt, now)
+		}
 		events := env.Events(t, orch, id)
+		if wantType == "" {
+			// A repeat of what is applied only moves last_observed_at.
+			if len(events) != nEvents {
+				t.Fatalf("report %s at %v: %d new events, want none (%s)", state, at, len(events)-nEvents, events[len(events)-1].Type)
+			}
+			return d
+		}
 		if len(events) != nEvents+1 {
 			t.Fatalf("report %s at %v: %d new events, want exactly 1", state, at, len(events)-nEvents)
 		}
@@ -177,8 +189,8 @@ func TestTaskStatusRules(t *testing.T) {
 		if got.TaskStatus != "auth_required" {
 			t.Fatalf("auth-required stored as %q", got.TaskStatus)
 		}
-		// The same non-terminal status again is a duplicate.
-		step(t, d.ID, "TASK_STATE_AUTH_REQUIRED", t0.Add(3*time.Second), ledger.EventTypeTaskStatusDuplicate, nil)
+		// The same non-terminal status again appends nothing.
+		step(t, d.ID, "TASK_STATE_AUTH_REQUIRED", t0.Add(3*time.Second), "", nil)
 		// Stale: older than the last applied.
 		budgetBefore := env.Budget(t, "b")
 		got = step(t, d.ID, "TASK_STATE_WORKING", t0.Add(time.Second), ledger.EventTypeTaskStatusStale,
@@ -223,9 +235,9 @@ func TestTaskStatusRules(t *testing.T) {
 			{"TASK_STATE_REJECTED", ledger.EventTypeStatusConflict},
 			{"failed", ledger.EventTypeStatusConflict},
 			{"TASK_STATE_WORKING", ledger.EventTypeStatusConflict},
-			{"TASK_STATE_CANCELED", ledger.EventTypeTaskStatusDuplicate},
-			{"canceled", ledger.EventTypeTaskStatusDuplicate},
-			{"cancelled", ledger.EventTypeTaskStatusDuplicate},
+			{"TASK_STATE_CANCELED", ""},
+			{"canceled", ""},
+			{"cancelled", ""},
 		} {
 			at := t0.Add(time.Duration(10+i) * time.Second)
 			got := step(t, d.ID, tc.state, at, tc.wantType, func(t *testing.T, _ httpapi.DelegationBody, ev ledger.EventRecord) {

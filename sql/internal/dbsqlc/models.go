@@ -151,6 +151,8 @@ type EventPosition struct {
 	Seq          int64
 	DelegationID uuid.NullUUID
 	Tenant       *string
+	OrderXid     pgtype.Uint64
+	TxPos        int64
 }
 
 type RemoteOrg struct {

@@ -69,6 +69,21 @@ func readAll(t *testing.T, s *pgstore.Store, q ledger.FeedQuery) []ledger.FeedEv
 	}
 }
 
+// readSettled is readAll once it returns at least n events, which is when
+// the transactions that wrote them and every transaction open when they
+// committed, on the whole (shared) server, have ended.
+func readSettled(t *testing.T, s *pgstore.Store, q ledger.FeedQuery, n int) []ledger.FeedEvent {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		events := readAll(t, s, q)
+		if len(events) >= n || time.Now().After(deadline) {
+			return events
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func seqsOf(events []ledger.FeedEvent) []int64 {
 	out := make([]int64, len(events))
 	for i, fe := range events {
@@ -507,7 +522,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 			if rollback {
 				want = want[:1]
 			}
-			deadline := time.After(10 * time.Second)
+			deadline := time.After(30 * time.Second)
 			for len(after) < len(want) {
 				select {
 				case <-wake:
@@ -595,7 +610,7 @@ func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 		t.Fatalf("positions changed in the migration: %v, were %v", got, old)
 	}
 	fresh := appendTx("a4", "d1")
-	feed := readAll(t, store, ledger.FeedQuery{})
+	feed := readSettled(t, store, ledger.FeedQuery{}, len(legacy)+len(fresh))
 	if got, want := seqsOf(feed), append(slices.Clone(legacy), fresh...); !slices.Equal(got, want) {
 		t.Fatalf("feed %v, want the old events in their order, then the new: %v", got, want)
 	}
@@ -625,7 +640,7 @@ func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 	}
 	pool.Reset()
 	again := appendTx("a5")
-	if got, want := seqsOf(readAll(t, store, ledger.FeedQuery{})), append(seqsOf(feed), again...); !slices.Equal(got, want) {
+	if got, want := seqsOf(readSettled(t, store, ledger.FeedQuery{}, len(feed)+1)), append(seqsOf(feed), again...); !slices.Equal(got, want) {
 		t.Fatalf("after down and up: %v, want %v", got, want)
 	}
 }

@@ -6,12 +6,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// FeedEvent is an event with its commit-ordered position in the feed of all
-// events. Positions increase in the order transactions committed, which
-// may differ from the order of Seq (taken at insert): a reader that resumes
-// after a position misses nothing committed later.
+// FeedEvent is an event with its position in the feed of all events. The
+// feed is in the order transactions committed, which may differ from the
+// order of Seq (taken at insert), and a reader that resumes after an
+// event's position misses nothing committed later. A position names its
+// event's place in that order; positions are not ordered by their numbers.
 type FeedEvent struct {
-	// Position is the event's place in commit order.
+	// Position identifies the event's place in the feed.
 	Position int64
 	// Event is the event.
 	Event Event
@@ -32,11 +33,14 @@ type FeedQuery struct {
 // Feed reads the durable, commit-ordered feed of events, for replayable
 // streams. Error contract: an unknown seq is ErrNotFound (wrapped).
 type Feed interface {
-	// FeedEvents returns events after q.AfterPosition, in commit order.
+	// FeedEvents returns events after q.AfterPosition, in the feed's order:
+	// those that are final, that is, before which no event can be added
+	// any more.
 	FeedEvents(ctx context.Context, q FeedQuery) ([]FeedEvent, error)
 	// FeedPosition returns the position of the event with sequence seq.
 	FeedPosition(ctx context.Context, seq int64) (int64, error)
-	// FeedHead returns the highest position committed so far.
+	// FeedHead returns the position of the last event FeedEvents would
+	// return now (0 when none), to read only events not yet readable.
 	FeedHead(ctx context.Context) (int64, error)
 	// FeedWake returns a channel that receives a value whenever new events
 	// may have been committed (by any replica), and a function that stops

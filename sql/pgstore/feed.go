@@ -13,7 +13,16 @@ import (
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
-// FeedEvents returns events after a commit-ordered position.
+// The feed's order and its cut are described in migration 00009 and on the
+// FeedList query: events are served in (order_xid, tx_pos, pos) order, and
+// only once no transaction that could still write an event before them is
+// open. No writer waits for another; a reader waits for the transactions
+// that were writing when an event committed.
+
+// FeedEvents returns the events after f.AfterPosition, in the feed's order,
+// that are ready to serve. When the page ends at events that are committed
+// but wait for an older transaction, it arranges for the subscribers of
+// FeedWake to be woken once they are ready.
 func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) ([]ledger.FeedEvent, error) {
 	p := dbsqlc.FeedListParams{AfterPos: f.AfterPosition, Tenant: optional(f.Tenant), MaxRows: int32(f.Limit)}
 	if f.DelegationID != uuid.Nil {
@@ -23,14 +32,18 @@ func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) ([]ledger.Fe
 	if err != nil {
 		return nil, fmt.Errorf("read event feed: %w", err)
 	}
-	out := make([]ledger.FeedEvent, len(rows))
-	for i, r := range rows {
-		out[i] = ledger.FeedEvent{Position: r.Pos, Event: toEvent(r.Event)}
+	out := make([]ledger.FeedEvent, 0, len(rows))
+	for _, r := range rows {
+		if !r.Ready {
+			s.listener().awaitCut(r.OrderXid.Uint64)
+			break
+		}
+		out = append(out, ledger.FeedEvent{Position: r.Pos, Event: toEvent(r.Event)})
 	}
 	return out, nil
 }
 
-// FeedPosition returns the commit-ordered position of event seq.
+// FeedPosition returns the feed position of event seq.
 func (s *Store) FeedPosition(ctx context.Context, seq int64) (int64, error) {
 	pos, err := s.q.FeedPositionOf(ctx, seq)
 	if err != nil {
@@ -39,7 +52,9 @@ func (s *Store) FeedPosition(ctx context.Context, seq int64) (int64, error) {
 	return pos, nil
 }
 
-// FeedHead returns the highest committed position.
+// FeedHead returns the position of the last event ready to serve, in the
+// feed's order (0 when there is none): reading after it yields only events
+// not yet readable now.
 func (s *Store) FeedHead(ctx context.Context) (int64, error) {
 	pos, err := s.q.FeedHead(ctx)
 	if err != nil {
@@ -48,12 +63,58 @@ func (s *Store) FeedHead(ctx context.Context) (int64, error) {
 	return pos, nil
 }
 
-// FeedWake subscribes to commits of new events: one LISTEN connection per
+// FeedWake subscribes to wake-ups of feed readers: one LISTEN connection per
 // Store, opened while anyone subscribes, fans the notifications
-// (quittance_events, sent by the position trigger at commit) out to every
-// subscriber. It only wakes readers; it buffers no events.
+// (quittance_events, sent after every commit that appended events) out to
+// every subscriber, and so does a commit through this Store and the cut
+// passing events that waited for it. It only wakes readers; it buffers no
+// events.
 func (s *Store) FeedWake() (<-chan struct{}, func()) {
 	return s.listener().subscribe()
+}
+
+// notifier sends the quittance_events notifications of a Store's commits.
+type notifier struct {
+	mu      sync.Mutex
+	running bool // a goroutine is sending
+	again   bool // a commit came after it started its last notification
+}
+
+// eventsCommitted wakes feed readers after a commit that appended events:
+// this Store's subscribers at once, every replica's (this one's too)
+// through NOTIFY. The notification is sent in a statement of its own,
+// never in the writing transaction, whose commit would then take
+// PostgreSQL's cluster-wide notification lock. One goroutine sends at a
+// time; the commits that arrive meanwhile share its next notification.
+func (s *Store) eventsCommitted() {
+	s.listener().broadcast()
+	n := &s.notify
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.running {
+		n.again = true
+		return
+	}
+	n.running = true
+	go s.sendNotifications()
+}
+
+func (s *Store) sendNotifications() {
+	n := &s.notify
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A lost notification costs latency, never an event: readers poll.
+		_ = s.q.FeedNotify(ctx)
+		cancel()
+		n.mu.Lock()
+		if !n.again {
+			n.running = false
+			n.mu.Unlock()
+			return
+		}
+		n.again = false
+		n.mu.Unlock()
+	}
 }
 
 func (s *Store) listener() *listener {
@@ -65,11 +126,23 @@ func (s *Store) listener() *listener {
 type listener struct {
 	store *Store
 
-	mu     sync.Mutex
-	subs   map[int]chan struct{}
-	next   int
+	mu   sync.Mutex
+	subs map[int]chan struct{}
+	next int
+	gen  *listenGen // while anyone subscribes
+}
+
+// listenGen is one period in which a listener has subscribers: its LISTEN
+// goroutine and, while committed events wait for the feed's cut, the
+// goroutine that watches the cut. Both end when the period does.
+type listenGen struct {
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	wg     sync.WaitGroup
+	// watching says the cut watcher runs; it wakes everyone once the cut
+	// has passed cutXID. Guarded by listener.mu.
+	watching bool
+	cutXID   uint64
 }
 
 func (l *listener) subscribe() (<-chan struct{}, func()) {
@@ -78,10 +151,15 @@ func (l *listener) subscribe() (<-chan struct{}, func()) {
 	id := l.next
 	l.next++
 	l.subs[id] = ch
-	if l.cancel == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		l.cancel, l.done = cancel, make(chan struct{})
-		go l.run(ctx, l.done)
+	if l.gen == nil {
+		g := &listenGen{}
+		g.ctx, g.cancel = context.WithCancel(context.Background())
+		l.gen = g
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			l.run(g.ctx)
+		}()
 	}
 	l.mu.Unlock()
 	var once sync.Once
@@ -89,14 +167,14 @@ func (l *listener) subscribe() (<-chan struct{}, func()) {
 		once.Do(func() {
 			l.mu.Lock()
 			delete(l.subs, id)
-			var done chan struct{}
-			if len(l.subs) == 0 && l.cancel != nil {
-				l.cancel()
-				l.cancel, done = nil, l.done
+			var ended *listenGen
+			if len(l.subs) == 0 && l.gen != nil {
+				ended, l.gen = l.gen, nil
+				ended.cancel()
 			}
 			l.mu.Unlock()
-			if done != nil {
-				<-done
+			if ended != nil {
+				ended.wg.Wait()
 			}
 		})
 	}
@@ -105,6 +183,10 @@ func (l *listener) subscribe() (<-chan struct{}, func()) {
 func (l *listener) broadcast() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.broadcastLocked()
+}
+
+func (l *listener) broadcastLocked() {
 	for _, ch := range l.subs {
 		select {
 		case ch <- struct{}{}:
@@ -113,11 +195,54 @@ func (l *listener) broadcast() {
 	}
 }
 
+// awaitCut arranges one wake-up of every subscriber once the feed's cut has
+// passed xid, that is, once the transactions that event waits for have
+// ended. No notification announces that: they may end by rolling back, or
+// by committing nothing. It does nothing when nobody subscribes.
+func (l *listener) awaitCut(xid uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.gen
+	if g == nil {
+		return
+	}
+	if g.watching {
+		g.cutXID = min(g.cutXID, xid)
+		return
+	}
+	g.watching, g.cutXID = true, xid
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		l.watchCut(g)
+	}()
+}
+
+// watchCut reads the cut, soon and then less often, until it has passed
+// g.cutXID or g ends. The transactions it waits for are a ledger's: short.
+func (l *listener) watchCut(g *listenGen) {
+	for wait := 2 * time.Millisecond; ; wait = min(wait*2, 200*time.Millisecond) {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		cut, err := l.store.q.FeedCut(g.ctx)
+		l.mu.Lock()
+		if err == nil && cut.Uint64 > g.cutXID {
+			g.watching = false
+			l.broadcastLocked()
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+	}
+}
+
 // run keeps a LISTEN connection open until ctx ends, reconnecting after
 // failures; after each (re)connect it wakes everyone, since notifications
 // sent while disconnected are lost.
-func (l *listener) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (l *listener) run(ctx context.Context) {
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; wait = min(wait*2, 5*time.Second) {
 		if err := l.listenOnce(ctx); err != nil && ctx.Err() == nil {
 			select {

@@ -35,6 +35,8 @@ type Store struct {
 	// listen wakes event stream readers (FeedWake); started on first use.
 	listenOnce sync.Once
 	listen     *listener
+	// notify sends the wake-ups of other replicas after commits.
+	notify notifier
 }
 
 var (
@@ -104,8 +106,11 @@ func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 		var events []ledger.Event
 		events, err = s.inTxOnce(ctx, fn)
 		if err == nil {
-			if s.afterCommit != nil && len(events) > 0 {
-				s.afterCommit(events)
+			if len(events) > 0 {
+				s.eventsCommitted()
+				if s.afterCommit != nil {
+					s.afterCommit(events)
+				}
 			}
 			return nil
 		}

@@ -9,12 +9,32 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const feedHead = `-- name: FeedHead :one
-SELECT coalesce(max(pos), 0)::bigint FROM event_positions
+const feedCut = `-- name: FeedCut :one
+SELECT pg_snapshot_xmin(pg_current_snapshot())::xid8
 `
 
+// The feed's cut now: rows with order_xid below it are ready.
+func (q *Queries) FeedCut(ctx context.Context) (pgtype.Uint64, error) {
+	row := q.db.QueryRow(ctx, feedCut)
+	var column_1 pgtype.Uint64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const feedHead = `-- name: FeedHead :one
+SELECT coalesce((
+    SELECT p.pos FROM event_positions p
+    WHERE p.order_xid < pg_snapshot_xmin(pg_current_snapshot())::xid8
+    ORDER BY p.order_xid DESC, p.tx_pos DESC, p.pos DESC
+    LIMIT 1
+), 0)::bigint
+`
+
+// The position of the last ready event in the feed's order (0: none), so
+// that reading after it yields exactly the events not yet readable.
 func (q *Queries) FeedHead(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, feedHead)
 	var column_1 int64
@@ -23,12 +43,29 @@ func (q *Queries) FeedHead(ctx context.Context) (int64, error) {
 }
 
 const feedList = `-- name: FeedList :many
-SELECT p.pos, e.seq, e.stream, e.stream_seq, e.delegation_id, e.type, e.at, e.actor, e.obligation_from, e.obligation_to, e.data, e.evidence, e.prev_hash, e.hash, e.hashed_data FROM event_positions p
+WITH cut AS (
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::xid8 AS xmin
+), bound AS (
+    SELECT coalesce((
+        SELECT min(h.order_xid) FROM event_positions h
+        WHERE h.order_xid >= cut.xmin
+          AND ($2::text IS NULL OR h.tenant = $2)
+          AND ($3::uuid IS NULL OR h.delegation_id = $3)
+    ), cut.xmin)::xid8 AS order_xid
+    FROM cut
+)
+SELECT p.pos, p.order_xid, (p.order_xid < cut.xmin)::boolean AS ready, e.seq, e.stream, e.stream_seq, e.delegation_id, e.type, e.at, e.actor, e.obligation_from, e.obligation_to, e.data, e.evidence, e.prev_hash, e.hash, e.hashed_data
+FROM event_positions p
 JOIN events e ON e.seq = p.seq
-WHERE p.pos > $1
+CROSS JOIN cut
+WHERE (p.order_xid, p.tx_pos, p.pos) > (
+        coalesce((SELECT a.order_xid FROM event_positions a WHERE a.pos = $1), '0')::xid8,
+        coalesce((SELECT a.tx_pos FROM event_positions a WHERE a.pos = $1), 0)::bigint,
+        $1::bigint)
+  AND p.order_xid <= (SELECT bound.order_xid FROM bound)
   AND ($2::text IS NULL OR p.tenant = $2)
   AND ($3::uuid IS NULL OR p.delegation_id = $3)
-ORDER BY p.pos
+ORDER BY p.order_xid, p.tx_pos, p.pos
 LIMIT $4
 `
 
@@ -40,12 +77,28 @@ type FeedListParams struct {
 }
 
 type FeedListRow struct {
-	Pos   int64
-	Event Event
+	Pos      int64
+	OrderXid pgtype.Uint64
+	Ready    bool
+	Event    Event
 }
 
-// Events after a commit-ordered position, in commit order, optionally of
-// one tenant or one delegation.
+// Events after the event at position after_pos in the feed's order
+// (order_xid, tx_pos, pos), optionally of one tenant or one delegation.
+//
+// Only rows below the cut, order_xid < xmin of this statement's snapshot,
+// are final (migration 00009): nothing can still be written below it, and
+// everything committed below it is visible now. Such rows are ready
+// (ready = true) and come first; serving them up to the last and resuming
+// after it misses nothing and repeats nothing. The rows of the first
+// transaction above the cut, if any, follow with ready = false, so the
+// caller learns what it waits for (their order_xid) without reading the
+// rest; it must not serve them.
+//
+// after_pos names the cursor row by its position: the cursor is that row's
+// (order_xid, tx_pos, pos). 0 is before the first event. A position no row
+// has is taken as one from before 00009 (order_xid 0, tx_pos 0), which
+// orders like the old numeric positions did.
 func (q *Queries) FeedList(ctx context.Context, arg FeedListParams) ([]FeedListRow, error) {
 	rows, err := q.db.Query(ctx, feedList,
 		arg.AfterPos,
@@ -62,6 +115,8 @@ func (q *Queries) FeedList(ctx context.Context, arg FeedListParams) ([]FeedListR
 		var i FeedListRow
 		if err := rows.Scan(
 			&i.Pos,
+			&i.OrderXid,
+			&i.Ready,
 			&i.Event.Seq,
 			&i.Event.Stream,
 			&i.Event.StreamSeq,
@@ -85,6 +140,19 @@ func (q *Queries) FeedList(ctx context.Context, arg FeedListParams) ([]FeedListR
 		return nil, err
 	}
 	return items, nil
+}
+
+const feedNotify = `-- name: FeedNotify :exec
+SELECT set_config('synchronous_commit', 'off', true), pg_notify('quittance_events', '')
+`
+
+// Wakes the readers of every replica (LISTEN quittance_events). Sent after
+// a commit, in a transaction of its own: NOTIFY takes a cluster-wide lock
+// at commit, which no writing transaction may hold. A lost notification
+// costs latency, never an event, so it need not wait for the WAL flush.
+func (q *Queries) FeedNotify(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, feedNotify)
+	return err
 }
 
 const feedPositionOf = `-- name: FeedPositionOf :one

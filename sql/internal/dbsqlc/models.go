@@ -161,13 +161,15 @@ type EventPosition struct {
 	Seq          int64
 	DelegationID uuid.NullUUID
 	Tenant       *string
+	OrderXid     pgtype.Uint64
+	TxPos        int64
 }
 
 type PendingChange struct {
 	ID             uuid.UUID
 	Kind           string
 	Target         string
-	Payload        []byte
+	Payload        json.RawMessage
 	Summary        string
 	Status         string
 	RequestedBy    uuid.UUID

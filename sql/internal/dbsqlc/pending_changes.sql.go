@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -131,7 +132,7 @@ type PendingChangeInsertParams struct {
 	ID          uuid.UUID
 	Kind        string
 	Target      string
-	Payload     []byte
+	Payload     json.RawMessage
 	Summary     string
 	RequestedBy uuid.UUID
 	RequestedAt time.Time

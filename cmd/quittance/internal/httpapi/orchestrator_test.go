@@ -483,6 +483,9 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 
 	// T1 appends first (lower seq) and commits last; T2 commits in between.
 	appended, release, committed := make(chan ledger.Event, 1), make(chan struct{}), make(chan error, 1)
+	var releaseOnce sync.Once
+	commitSlow := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(commitSlow) // should the test fail while T1 is open
 	go func() {
 		committed <- e.Store.InTx(context.Background(), func(tx ledger.Tx) error {
 			ev, err := recordMarker(context.Background(), tx, d1, "marker_slow")
@@ -509,19 +512,21 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	if slow.Seq >= fast.Seq {
 		t.Fatalf("seqs %d, %d: the test needs the slow transaction to hold the lower seq", slow.Seq, fast.Seq)
 	}
+	// While T1 is open, heartbeats flow and nothing else: the slow event is
+	// not committed, and the fast one waits for T1, which was writing when
+	// it committed and could still commit an event before it.
+	stream.quiet(t, 300*time.Millisecond)
+
+	commitSlow()
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	// Both arrive at once, in commit order: ids are not increasing.
 	ev := stream.next(t)
 	if eventType(t, ev) != "marker_fast" {
 		t.Fatalf("got %s", ev.data)
 	}
-	// Heartbeats flow while nothing is committed; the slow event is not
-	// shown before it commits.
-	stream.quiet(t, 300*time.Millisecond)
-	stream.close() // forced disconnect
-
-	close(release)
-	if err := <-committed; err != nil {
-		t.Fatal(err)
-	}
+	stream.close() // forced disconnect, the slow event unread
 	// Resuming after the higher seq must still deliver the lower one,
 	// committed later, and nothing twice.
 	resumed := openStream(t, e.URL+"/v1/events?stream=true", e.orch, ev.id)

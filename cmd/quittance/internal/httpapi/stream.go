@@ -27,18 +27,22 @@ import (
 //
 // Ordering. seq is a bigserial taken at insert, so two transactions can
 // commit out of seq order; a reader that resumed "after seq N" would miss a
-// lower seq committed after it read N. Streams are therefore served in
-// commit order, by the position a deferred trigger gives each event at
-// commit time under one advisory lock (migration 00004): positions become
-// visible in increasing order, so a reader that saw position P will never
-// find a new event below P. Last-Event-ID carries the seq (what clients
-// see and store), which is mapped back to its position to resume; ids are
-// unique but, across delegations, not necessarily increasing. Within one
-// delegation, appends are serialized, so its stream is in seq order.
+// lower seq committed after it read N. Streams are therefore served in the
+// feed's order, which follows commit order, and an event is served only
+// once no transaction that could still commit an event before it is open
+// (migration 00009; no writer waits for another): a reader that saw an
+// event will never find a new one before it. Last-Event-ID carries the seq
+// (what clients see and store), which is mapped back to its feed position
+// to resume; ids are unique but, across delegations, not necessarily
+// increasing. Within one delegation, appends are serialized, so its stream
+// is in seq order. An event that commits while an older writing
+// transaction is open is served when that transaction ends.
 //
-// Wake-ups come from LISTEN/NOTIFY (the same trigger notifies at commit),
-// and the table is polled every StreamConfig.Poll anyway; a comment line is
-// sent every StreamConfig.Heartbeat so proxies keep idle streams open.
+// Wake-ups come from LISTEN/NOTIFY (the store notifies after each commit
+// that appended events, and wakes its own readers when events that waited
+// become readable), and the table is polled every StreamConfig.Poll anyway;
+// a comment line is sent every StreamConfig.Heartbeat so proxies keep idle
+// streams open.
 
 // StreamConfig tunes the event streams. Zero values take the defaults.
 type StreamConfig struct {

@@ -22,6 +22,8 @@ type Store interface {
 	InTx(ctx context.Context, fn func(Tx) error) error
 	// WriteOff returns a write-off, or ledger.ErrNotFound.
 	WriteOff(ctx context.Context, id uuid.UUID) (WriteOff, error)
+	// WriteOffs lists write-offs, newest first (see WriteOffFilter).
+	WriteOffs(ctx context.Context, f WriteOffFilter) ([]WriteOff, error)
 }
 
 // Tx is a database transaction of the compensation service. Every method
@@ -58,6 +60,9 @@ type Tx interface {
 	WriteOffForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error)
 	// UpdateWriteOff writes a write-off's status, approver and execution time.
 	UpdateWriteOff(ctx context.Context, w WriteOff) error
+	// RejectWriteOff writes a write-off's rejection: its status, rejecter,
+	// reason and time.
+	RejectWriteOff(ctx context.Context, w WriteOff) error
 }
 
 // UsedToken records that an org used a token id (jti): the same id is never
@@ -89,6 +94,9 @@ const (
 	// WriteOffVoid: the obligation was discharged by evidence (or otherwise
 	// left the states a write-off applies to) before approval.
 	WriteOffVoid WriteOffStatus = "void"
+	// WriteOffRejected: a second on-call identity refused the write-off,
+	// with a reason; the obligation stays open and the hold active.
+	WriteOffRejected WriteOffStatus = "rejected"
 )
 
 // WriteOff is a named on-call human accepting the loss of a delegation's
@@ -118,4 +126,11 @@ type WriteOff struct {
 	CreatedAt time.Time
 	// ExecutedAt is when the obligation was written off; zero until then.
 	ExecutedAt time.Time
+	// RejectedBy and RejectedByID name the on-call token that rejected
+	// the write-off, RejectionReason says why, and RejectedAt when; empty
+	// unless the write-off was rejected.
+	RejectedBy      string
+	RejectedByID    uuid.UUID
+	RejectionReason string
+	RejectedAt      time.Time
 }

@@ -149,7 +149,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 		}
 		data := writeOffData(w)
 		data["approval_threshold_minor"] = s.threshold
-		if w.Amount.AmountMinor > s.threshold {
+		if s.NeedsApproval(w.Amount) {
 			if err := tx.InsertWriteOff(ctx, w); err != nil {
 				return err
 			}

@@ -122,3 +122,21 @@ func (w WriteOff) DecidableBy(p ledger.Principal) bool {
 func (w WriteOff) requestedBy(p ledger.Principal) bool {
 	return w.RequestedByID == p.TokenID || w.RequestedBy == p.Name
 }
+
+// ApprovalThresholdMinor is the largest amount one on-call identity may
+// write off alone; above it a second identity must approve.
+func (s *Service) ApprovalThresholdMinor() int64 { return s.threshold }
+
+// NeedsApproval reports whether a write-off of amount needs a second
+// on-call identity's approval.
+func (s *Service) NeedsApproval(amount ledger.Money) bool { return amount.AmountMinor > s.threshold }
+
+// LedgerID is this ledger's id, the audience every token must name.
+func (s *Service) LedgerID() string { return s.ledgerID }
+
+// CanWriteOff reports whether a write-off may be requested for d now: its
+// obligation is in a state a write-off applies to, and none is pending.
+// RequestWriteOff refuses exactly the others.
+func CanWriteOff(d ledger.Delegation) bool {
+	return writeOffAllowed(d.ObligationState) && d.PendingWriteOffID == uuid.Nil
+}

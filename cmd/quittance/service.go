@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
@@ -241,17 +242,27 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		jwks = identity.JWKS
 	}
 	streamsDone := make(chan struct{})
+	reports := ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store})
+	cases := ledger.NewCases(ledger.CasesConfig{Store: store.Cases()})
 	api := httpapi.New(httpapi.Config{
 		Orchestrator: a2aWorker, Feed: store, Webhooks: webhooks, JWKS: jwks,
 		Stream: httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
 		Ledger: ledgerSvc, Compensation: compensationSvc, Ready: store.Ping, Log: log, Version: version, Push: a2aWorker,
-		Reports:  ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store}),
+		Reports: reports, Cases: cases,
 		LedgerID: cfg.LedgerID, Metrics: metrics,
 		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst},
 	})
 	root := http.NewServeMux()
 	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	root.Handle("/", api)
+	consoleHandler, err := newConsole(cfg, consoleServices{
+		store: store, ledger: ledgerSvc, reports: reports, cases: cases, compensation: compensationSvc,
+		webhooks: webhooks, snapshots: a2aWorker, clock: ledger.SystemClock{},
+	}, log)
+	if err != nil {
+		return usageError{err}
+	}
+	root.Handle(console.Prefix, consoleHandler)
 
 	// The deadline sweep runs on every replica; FOR UPDATE SKIP LOCKED keeps
 	// them from moving the same obligation twice.
@@ -286,6 +297,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 
 	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
+	fmt.Fprintf(stdout, "Console: http://%s%s (sign in with an on-call or finance API token)\n", listener.Addr(), console.Prefix)
 	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
 
 	serveErr := make(chan error, 1)

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
@@ -111,6 +112,10 @@ type Env struct {
 	// Identity is the ledger's signing identity (WithIdentity); nil without
 	// one.
 	Identity *compensation.Identity
+	// Cases is case handling; Console is the web console, served under
+	// /console/ on Server.
+	Cases   *ledger.Cases
+	Console *console.Console
 
 	startWorker func()
 }
@@ -162,6 +167,7 @@ type options struct {
 	stream         httpapi.StreamConfig
 	worker         *Worker
 	identity       bool
+	oidc           *console.OIDC
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -242,6 +248,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		Store: store.Compensation(), Clock: o.clock, LedgerID: o.ledgerID, WriteOffApprovalThresholdMinor: o.threshold,
 	})
 	e.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: o.clock})
+	e.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: o.clock})
 	if o.identity {
 		keyFile, err := compensation.NewIdentityFile("test", time.Now())
 		if err != nil {
@@ -263,6 +270,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	cfg := httpapi.Config{
 		Ledger: e.Ledger, Compensation: e.Compensation, Reports: e.Reports, Feed: store,
 		Ready: store.Ping, Version: "test", LedgerID: o.ledgerID, Metrics: metrics, RateLimit: o.rateLimit,
+		Cases: e.Cases,
 	}
 	webhookMax := 5
 	if o.worker != nil && o.worker.WebhookMaxAttempts > 0 {
@@ -286,7 +294,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	t.Cleanup(func() { close(streamsDone) })
 	cfg.Stream = o.stream
 	cfg.Stream.Done = streamsDone
-	api = httpapi.New(cfg)
+	api = e.withConsole(httpapi.New(cfg), o)
 
 	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
 		t.Fatalf("apitest: create on-call token: %v", err)

@@ -2,7 +2,7 @@ package ledger
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"

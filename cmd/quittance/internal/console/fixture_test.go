@@ -1,7 +1,6 @@
 package console_test
 
 import (
-
 	"encoding/json"
 	"fmt"
 	"io"
@@ -208,8 +207,6 @@ func (w *world) totalEvents(t *testing.T) int {
 	}
 	return n
 }
-
-
 
 var (
 	delegationLinks = regexp.MustCompile(`<td><a href="/console/delegations/([0-9a-f-]{36})">`)

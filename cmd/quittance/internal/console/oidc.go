@@ -30,6 +30,9 @@ type OIDCConfig struct {
 	ClientID     string
 	ClientSecret string
 	// RedirectURL is this console's callback: <public URL>/console/oidc/callback.
+	// A path alone ("/console/oidc/callback") is resolved against the
+	// request's host, for a console reached at one address only (tests);
+	// the identity provider refuses any callback not registered with it.
 	RedirectURL string
 	// RoleClaim names the ID token claim holding the person's groups or
 	// roles (a string or a list of strings), e.g. "groups".
@@ -107,9 +110,17 @@ func (o *OIDC) discover(ctx context.Context) (*oidc.Provider, error) {
 	return p, nil
 }
 
-func (o *OIDC) oauth(p *oidc.Provider) oauth2.Config {
+func (o *OIDC) oauth(p *oidc.Provider, r *http.Request) oauth2.Config {
+	redirect := o.cfg.RedirectURL
+	if strings.HasPrefix(redirect, "/") {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		redirect = scheme + "://" + r.Host + redirect
+	}
 	return oauth2.Config{
-		ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret, RedirectURL: o.cfg.RedirectURL,
+		ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret, RedirectURL: redirect,
 		Endpoint: p.Endpoint(), Scopes: []string{oidc.ScopeOpenID, "profile", "email"},
 	}
 }
@@ -186,7 +197,7 @@ func (c *Console) oidcLogin(w http.ResponseWriter, r *http.Request) {
 		Name: oidcCookieName, Value: strings.Join([]string{state, nonce, verifier, next}, "."),
 		Path: Prefix + "oidc/", MaxAge: 600, HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteLaxMode,
 	})
-	cfg := o.oauth(p)
+	cfg := o.oauth(p, r)
 	http.Redirect(w, r, cfg.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusFound)
 }
 
@@ -224,7 +235,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		refuse("identity provider unreachable", err)
 		return
 	}
-	cfg := o.oauth(p)
+	cfg := o.oauth(p, r)
 	tok, err := cfg.Exchange(o.context(r.Context()), q.Get("code"), oauth2.VerifierOption(parts[2]))
 	if err != nil {
 		refuse("the code exchange failed", err)

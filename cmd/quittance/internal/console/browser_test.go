@@ -173,7 +173,7 @@ func (b *tab) eval(js string) any {
 
 func (b *tab) present(css string) bool {
 	b.t.Helper()
-	return b.eval(`document.querySelector(` + jsString(css) + `) !== null`) == true
+	return b.eval(`document.querySelector(`+jsString(css)+`) !== null`) == true
 }
 
 func (b *tab) location() string {

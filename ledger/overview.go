@@ -125,7 +125,8 @@ func (o *Overview) Scorecard(ctx context.Context, p Principal, q ScorecardQuery)
 	}
 	now := o.Now()
 	if q.Until.IsZero() {
-		q.Until = now
+		// Up to and including now.
+		q.Until = now.Add(time.Microsecond)
 	}
 	if q.Since.IsZero() {
 		q.Since = q.Until.Add(-30 * 24 * time.Hour)

@@ -165,7 +165,11 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer demo.close()
-	return runService(ctx, cfg, log, stdout, demo.onReady())
+	devUI, err := newDevConsole(getenv, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	return runService(ctx, cfg, log, stdout, chainHooks(demo.onReady(), devUI.onReady))
 }
 
 // runService runs the service on cfg.DatabaseURL until ctx is canceled,
@@ -297,7 +301,9 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 
 	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
-	fmt.Fprintf(stdout, "Console: http://%s%s (sign in with an on-call or finance API token)\n", listener.Addr(), console.Prefix)
+	if onReady == nil {
+		fmt.Fprintf(stdout, "Console: http://%s%s (sign in with an on-call or finance API token)\n", listener.Addr(), console.Prefix)
+	}
 	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
 
 	serveErr := make(chan error, 1)

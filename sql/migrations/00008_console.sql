@@ -52,6 +52,13 @@ ALTER TABLE write_offs ADD CONSTRAINT write_offs_rejecter
     CHECK (rejected_by_id IS NULL OR rejected_by_id <> requested_by_id);
 CREATE INDEX write_offs_status_created ON write_offs (status, created_at DESC, id DESC);
 
+-- The needs-action queue and the list of every obligation, oldest or
+-- newest first, read a page straight off these indexes: the partial one
+-- for the open states, the full one for every state.
+CREATE INDEX delegations_open_created ON delegations (created_at, id)
+    WHERE obligation_state IN ('revocation_pending_compensation', 'compensation_unconfirmed', 'escalated');
+CREATE INDEX delegations_created ON delegations (created_at, id);
+
 -- The counterparty scorecard reads how obligations left the gated states
 -- (revocation_pending_compensation, compensation_unconfirmed, escalated)
 -- over a period: only those transitions are indexed, by time.
@@ -61,6 +68,8 @@ CREATE INDEX events_gated_entries ON events (delegation_id)
     WHERE obligation_to = 'revocation_pending_compensation';
 
 -- +goose Down
+DROP INDEX delegations_created;
+DROP INDEX delegations_open_created;
 DROP INDEX events_gated_entries;
 DROP INDEX events_gated_exits;
 DROP INDEX write_offs_status_created;

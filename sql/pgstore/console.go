@@ -166,7 +166,17 @@ func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time
 	if !q.After.IsZero() {
 		p.HasAfter, p.AfterKey, p.AfterID = true, q.After.Key, q.After.ID
 	}
-	rows, err := c.q.CaseQueuePage(ctx, p)
+	var rows []dbsqlc.CaseQueuePageRow
+	var err error
+	switch q.Sort {
+	case ledger.SortOldest, ledger.SortNewest:
+		// Oldest and newest first read their page off the (created_at,
+		// id) indexes; the cursor's key is the creation time in
+		// microseconds.
+		rows, err = c.queueByCreated(ctx, q.Sort == ledger.SortNewest, p)
+	default:
+		rows, err = c.q.CaseQueuePage(ctx, p)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list the needs-action queue: %w", err)
 	}
@@ -189,6 +199,47 @@ func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time
 			},
 			PendingWriteOffID: r.PendingWriteOffID.UUID,
 			Cursor:            ledger.QueueCursor{Key: r.SortKey, ID: r.ID},
+		}
+	}
+	return out, nil
+}
+
+// queueByCreated reads a queue page in creation order with the query
+// that an index serves, and returns its rows as CaseQueuePage rows.
+func (c caseStore) queueByCreated(ctx context.Context, newest bool, p dbsqlc.CaseQueuePageParams) ([]dbsqlc.CaseQueuePageRow, error) {
+	o := dbsqlc.CaseQueueOldestParams{
+		States: p.States, OrgID: p.OrgID, Tenant: p.Tenant, Currency: p.Currency, MinAmount: p.MinAmount, MaxAmount: p.MaxAmount,
+		CreatedBefore: p.CreatedBefore, CreatedAfter: p.CreatedAfter, DeadlineBefore: p.DeadlineBefore, Owner: p.Owner,
+		Snoozed: p.Snoozed, Now: p.Now, MaxRows: p.MaxRows,
+	}
+	if p.HasAfter {
+		at := time.UnixMicro(p.AfterKey).UTC()
+		o.AfterCreatedAt, o.AfterID = &at, p.AfterID
+	}
+	var rows []dbsqlc.CaseQueueOldestRow
+	var err error
+	if newest {
+		var nr []dbsqlc.CaseQueueNewestRow
+		nr, err = c.q.CaseQueueNewest(ctx, dbsqlc.CaseQueueNewestParams(o))
+		for _, r := range nr {
+			rows = append(rows, dbsqlc.CaseQueueOldestRow(r))
+		}
+	} else {
+		rows, err = c.q.CaseQueueOldest(ctx, o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.CaseQueuePageRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.CaseQueuePageRow{
+			ID: r.ID, Tenant: r.Tenant, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID, AmountMinor: r.AmountMinor,
+			Currency: r.Currency, RemoteTaskID: r.RemoteTaskID, TaskStatus: r.TaskStatus, ObligationState: r.ObligationState,
+			ObligationReason: r.ObligationReason, CancelRequestedAt: r.CancelRequestedAt, CompensationDeadline: r.CompensationDeadline,
+			CompensationAttempts: r.CompensationAttempts, CompensationLastError: r.CompensationLastError,
+			PendingWriteOffID: r.PendingWriteOffID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Owner: r.Owner,
+			SnoozedUntil: r.SnoozedUntil, Notes: r.Notes, CaseUpdatedAt: r.CaseUpdatedAt, SortKey: r.CreatedAt.UnixMicro(),
+			LastEvidenceType: r.LastEvidenceType, LastEvidenceAt: r.LastEvidenceAt,
 		}
 	}
 	return out, nil

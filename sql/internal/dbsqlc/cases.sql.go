@@ -34,6 +34,317 @@ func (q *Queries) CaseGetByDelegation(ctx context.Context, delegationID uuid.UUI
 	return i, err
 }
 
+const caseQueueNewest = `-- name: CaseQueueNewest :many
+SELECT
+    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
+    q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
+    q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
+    q.owner, q.snoozed_until, q.notes, q.case_updated_at,
+    coalesce(last_event.type, '')::text                AS last_evidence_type,
+    coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
+FROM (
+        SELECT
+            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
+            d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
+            d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
+            coalesce(c.owner, '')::text      AS owner,
+            c.snoozed_until                  AS snoozed_until,
+            coalesce(c.notes, 0)::integer    AS notes,
+            c.updated_at                     AS case_updated_at
+        FROM delegations d
+        LEFT JOIN delegation_cases c ON c.delegation_id = d.id
+        WHERE d.obligation_state = ANY ($1::text[])
+          AND ($2::text IS NULL OR d.org_id = $2)
+          AND ($3::text IS NULL OR d.tenant = $3)
+          AND ($4::text IS NULL OR d.currency = $4)
+          AND ($5::bigint IS NULL OR d.amount_minor >= $5)
+          AND ($6::bigint IS NULL OR d.amount_minor <= $6)
+          AND ($7::timestamptz IS NULL OR d.created_at < $7)
+          AND ($8::timestamptz IS NULL OR d.created_at > $8)
+          AND ($9::timestamptz IS NULL OR d.compensation_deadline < $9)
+          AND ($10::text IS NULL OR coalesce(c.owner, '') = $10)
+          AND ($11::text = 'show'
+               OR ($11::text = 'hide' AND (c.snoozed_until IS NULL OR c.snoozed_until <= $12))
+               OR ($11::text = 'only' AND c.snoozed_until > $12))
+          AND ($13::timestamptz IS NULL OR (d.created_at, d.id) < ($13, $14::uuid))
+        ORDER BY d.created_at DESC, d.id DESC
+        LIMIT $15
+) q
+LEFT JOIN LATERAL (
+    SELECT e.type, e.at FROM events e
+    WHERE e.delegation_id = q.id
+    ORDER BY e.seq DESC
+    LIMIT 1
+) last_event ON true
+ORDER BY q.created_at DESC, q.id DESC
+`
+
+type CaseQueueNewestParams struct {
+	States         []string
+	OrgID          *string
+	Tenant         *string
+	Currency       *string
+	MinAmount      pgtype.Int8
+	MaxAmount      pgtype.Int8
+	CreatedBefore  *time.Time
+	CreatedAfter   *time.Time
+	DeadlineBefore *time.Time
+	Owner          *string
+	Snoozed        string
+	Now            *time.Time
+	AfterCreatedAt *time.Time
+	AfterID        uuid.UUID
+	MaxRows        int32
+}
+
+type CaseQueueNewestRow struct {
+	ID                    uuid.UUID
+	Tenant                string
+	OrgID                 string
+	TaskClass             string
+	BudgetID              string
+	AmountMinor           int64
+	Currency              string
+	RemoteTaskID          *string
+	TaskStatus            string
+	ObligationState       string
+	ObligationReason      *string
+	CancelRequestedAt     *time.Time
+	CompensationDeadline  *time.Time
+	CompensationAttempts  int32
+	CompensationLastError *string
+	PendingWriteOffID     uuid.NullUUID
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	Owner                 string
+	SnoozedUntil          *time.Time
+	Notes                 int32
+	CaseUpdatedAt         *time.Time
+	LastEvidenceType      string
+	LastEvidenceAt        time.Time
+}
+
+// The queue newest first, as CaseQueueOldest backwards.
+func (q *Queries) CaseQueueNewest(ctx context.Context, arg CaseQueueNewestParams) ([]CaseQueueNewestRow, error) {
+	rows, err := q.db.Query(ctx, caseQueueNewest,
+		arg.States,
+		arg.OrgID,
+		arg.Tenant,
+		arg.Currency,
+		arg.MinAmount,
+		arg.MaxAmount,
+		arg.CreatedBefore,
+		arg.CreatedAfter,
+		arg.DeadlineBefore,
+		arg.Owner,
+		arg.Snoozed,
+		arg.Now,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CaseQueueNewestRow
+	for rows.Next() {
+		var i CaseQueueNewestRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.OrgID,
+			&i.TaskClass,
+			&i.BudgetID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.RemoteTaskID,
+			&i.TaskStatus,
+			&i.ObligationState,
+			&i.ObligationReason,
+			&i.CancelRequestedAt,
+			&i.CompensationDeadline,
+			&i.CompensationAttempts,
+			&i.CompensationLastError,
+			&i.PendingWriteOffID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Owner,
+			&i.SnoozedUntil,
+			&i.Notes,
+			&i.CaseUpdatedAt,
+			&i.LastEvidenceType,
+			&i.LastEvidenceAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const caseQueueOldest = `-- name: CaseQueueOldest :many
+SELECT
+    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
+    q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
+    q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
+    q.owner, q.snoozed_until, q.notes, q.case_updated_at,
+    coalesce(last_event.type, '')::text                AS last_evidence_type,
+    coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
+FROM (
+        SELECT
+            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
+            d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
+            d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
+            coalesce(c.owner, '')::text      AS owner,
+            c.snoozed_until                  AS snoozed_until,
+            coalesce(c.notes, 0)::integer    AS notes,
+            c.updated_at                     AS case_updated_at
+        FROM delegations d
+        LEFT JOIN delegation_cases c ON c.delegation_id = d.id
+        WHERE d.obligation_state = ANY ($1::text[])
+          AND ($2::text IS NULL OR d.org_id = $2)
+          AND ($3::text IS NULL OR d.tenant = $3)
+          AND ($4::text IS NULL OR d.currency = $4)
+          AND ($5::bigint IS NULL OR d.amount_minor >= $5)
+          AND ($6::bigint IS NULL OR d.amount_minor <= $6)
+          AND ($7::timestamptz IS NULL OR d.created_at < $7)
+          AND ($8::timestamptz IS NULL OR d.created_at > $8)
+          AND ($9::timestamptz IS NULL OR d.compensation_deadline < $9)
+          AND ($10::text IS NULL OR coalesce(c.owner, '') = $10)
+          AND ($11::text = 'show'
+               OR ($11::text = 'hide' AND (c.snoozed_until IS NULL OR c.snoozed_until <= $12))
+               OR ($11::text = 'only' AND c.snoozed_until > $12))
+          AND ($13::timestamptz IS NULL OR (d.created_at, d.id) > ($13, $14::uuid))
+        ORDER BY d.created_at, d.id
+        LIMIT $15
+) q
+LEFT JOIN LATERAL (
+    SELECT e.type, e.at FROM events e
+    WHERE e.delegation_id = q.id
+    ORDER BY e.seq DESC
+    LIMIT 1
+) last_event ON true
+ORDER BY q.created_at, q.id
+`
+
+type CaseQueueOldestParams struct {
+	States         []string
+	OrgID          *string
+	Tenant         *string
+	Currency       *string
+	MinAmount      pgtype.Int8
+	MaxAmount      pgtype.Int8
+	CreatedBefore  *time.Time
+	CreatedAfter   *time.Time
+	DeadlineBefore *time.Time
+	Owner          *string
+	Snoozed        string
+	Now            *time.Time
+	AfterCreatedAt *time.Time
+	AfterID        uuid.UUID
+	MaxRows        int32
+}
+
+type CaseQueueOldestRow struct {
+	ID                    uuid.UUID
+	Tenant                string
+	OrgID                 string
+	TaskClass             string
+	BudgetID              string
+	AmountMinor           int64
+	Currency              string
+	RemoteTaskID          *string
+	TaskStatus            string
+	ObligationState       string
+	ObligationReason      *string
+	CancelRequestedAt     *time.Time
+	CompensationDeadline  *time.Time
+	CompensationAttempts  int32
+	CompensationLastError *string
+	PendingWriteOffID     uuid.NullUUID
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	Owner                 string
+	SnoozedUntil          *time.Time
+	Notes                 int32
+	CaseUpdatedAt         *time.Time
+	LastEvidenceType      string
+	LastEvidenceAt        time.Time
+}
+
+// The queue oldest first: the same filters as CaseQueuePage, ordered by
+// (created_at, id) so that an index on them (partial, over the open
+// states, for the needs-action queue; full for every obligation) yields
+// the page without reading the rest.
+func (q *Queries) CaseQueueOldest(ctx context.Context, arg CaseQueueOldestParams) ([]CaseQueueOldestRow, error) {
+	rows, err := q.db.Query(ctx, caseQueueOldest,
+		arg.States,
+		arg.OrgID,
+		arg.Tenant,
+		arg.Currency,
+		arg.MinAmount,
+		arg.MaxAmount,
+		arg.CreatedBefore,
+		arg.CreatedAfter,
+		arg.DeadlineBefore,
+		arg.Owner,
+		arg.Snoozed,
+		arg.Now,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CaseQueueOldestRow
+	for rows.Next() {
+		var i CaseQueueOldestRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.OrgID,
+			&i.TaskClass,
+			&i.BudgetID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.RemoteTaskID,
+			&i.TaskStatus,
+			&i.ObligationState,
+			&i.ObligationReason,
+			&i.CancelRequestedAt,
+			&i.CompensationDeadline,
+			&i.CompensationAttempts,
+			&i.CompensationLastError,
+			&i.PendingWriteOffID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Owner,
+			&i.SnoozedUntil,
+			&i.Notes,
+			&i.CaseUpdatedAt,
+			&i.LastEvidenceType,
+			&i.LastEvidenceAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const caseQueuePage = `-- name: CaseQueuePage :many
 SELECT
     q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
@@ -56,8 +367,8 @@ FROM (
             c.updated_at                     AS case_updated_at,
             ($1::bigint * CASE $2::text
                 WHEN 'amount' THEN d.amount_minor
-                WHEN 'deadline' THEN coalesce((extract(epoch FROM d.compensation_deadline) * 1000000)::bigint, 4000000000000000)
-                ELSE (extract(epoch FROM d.created_at) * 1000000)::bigint
+                WHEN 'deadline' THEN coalesce((date_part('epoch', d.compensation_deadline) * 1000000)::bigint, 4000000000000000)
+                ELSE (date_part('epoch', d.created_at) * 1000000)::bigint
             END)::bigint                     AS sort_key
         FROM delegations d
         LEFT JOIN delegation_cases c ON c.delegation_id = d.id
@@ -141,8 +452,10 @@ type CaseQueuePageRow struct {
 // order after the cursor. sort_key is the created time in microseconds
 // (oldest/newest), the amount (amount_*), or the compensation deadline in
 // microseconds (deadline; none sorts last), multiplied by direction (1 or
-// -1) for descending orders. Rows are chosen first; only the page's rows
-// look up their last event.
+// -1) for descending orders. Times are read with date_part (double
+// precision, exact to the microsecond for centuries), which is several
+// times cheaper than extract's numeric. Rows are chosen first; only the
+// page's rows look up their last event.
 func (q *Queries) CaseQueuePage(ctx context.Context, arg CaseQueuePageParams) ([]CaseQueuePageRow, error) {
 	rows, err := q.db.Query(ctx, caseQueuePage,
 		arg.Direction,

@@ -57,42 +57,51 @@ func TestFiltersSortAndKeyset(t *testing.T) {
 	big := b.get("/console/obligations?view=all&min=1000&currency=EUR")
 	big.contains(t, w.big.ID)
 	big.lacks(t, w.small.ID)
-	// All seven obligations, two per page, largest first.
-	seen := map[string]bool{}
-	next := "/console/obligations?view=all&sort=amount_desc&limit=2"
-	var first string
-	for pages := 0; next != ""; pages++ {
-		if pages > 10 {
-			t.Fatal("pager does not end")
-		}
-		p := b.get(next)
-		ids := delegationLinks.FindAllStringSubmatch(p.body, -1)
-		for _, m := range ids {
-			if seen[m[1]] {
-				t.Fatalf("%s shown twice", m[1])
+	// All seven obligations, two per page, in every order: no gaps, no
+	// repeats, and each export holds exactly its page's rows.
+	for _, sort := range []string{"amount_desc", "amount_asc", "oldest", "newest", "deadline"} {
+		seen := map[string]bool{}
+		next := "/console/obligations?view=all&sort=" + sort + "&limit=2"
+		var first string
+		for pages := 0; next != ""; pages++ {
+			if pages > 10 {
+				t.Fatalf("%s: the pager does not end", sort)
 			}
-			seen[m[1]] = true
-		}
-		if first == "" && len(ids) > 0 {
-			first = ids[0][1]
-		}
-		export := exportLink.FindStringSubmatch(p.body)
-		csv := b.get(strings.ReplaceAll(export[1], "&amp;", "&"))
-		if got := strings.Count(csv.body, "\r\n") - 1; got != len(ids) {
-			t.Fatalf("export of %s has %d rows, the page %d", next, got, len(ids))
-		}
-		for _, m := range ids {
-			if !strings.Contains(csv.body, m[1]) {
-				t.Fatalf("export lacks %s", m[1])
+			p := b.get(next)
+			ids := delegationLinks.FindAllStringSubmatch(p.body, -1)
+			for _, m := range ids {
+				if seen[m[1]] {
+					t.Fatalf("%s: %s shown twice", sort, m[1])
+				}
+				seen[m[1]] = true
+			}
+			if first == "" && len(ids) > 0 {
+				first = ids[0][1]
+			}
+			export := exportLink.FindStringSubmatch(p.body)
+			csv := b.get(strings.ReplaceAll(export[1], "&amp;", "&"))
+			if got := strings.Count(csv.body, "\r\n") - 1; got != len(ids) {
+				t.Fatalf("export of %s has %d rows, the page %d", next, got, len(ids))
+			}
+			for _, m := range ids {
+				if !strings.Contains(csv.body, m[1]) {
+					t.Fatalf("export lacks %s", m[1])
+				}
+			}
+			next = ""
+			if m := nextLink.FindStringSubmatch(p.body); m != nil {
+				next = strings.ReplaceAll(m[1], "&amp;", "&")
 			}
 		}
-		next = ""
-		if m := nextLink.FindStringSubmatch(p.body); m != nil {
-			next = strings.ReplaceAll(m[1], "&amp;", "&")
+		if len(seen) != 7 {
+			t.Fatalf("%s: paged through %d obligations, want 7", sort, len(seen))
 		}
-	}
-	if len(seen) != 7 || first != w.big.ID {
-		t.Fatalf("paged through %d obligations, first %s; want 7, first %s", len(seen), first, w.big.ID)
+		if sort == "amount_desc" && first != w.big.ID {
+			t.Fatalf("largest first is %s, want %s", first, w.big.ID)
+		}
+		if sort == "newest" && first == w.big.ID {
+			t.Fatal("newest first starts with the oldest")
+		}
 	}
 }
 

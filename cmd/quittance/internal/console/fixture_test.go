@@ -94,12 +94,12 @@ func newWorld(t *testing.T, opts ...apitest.Option) *world {
 // browserless is a console client without a browser: a cookie jar and
 // the console's forms, posted as a browser would post them.
 type browserless struct {
-	t      *testing.T
+	t      testing.TB
 	w      *world
 	client *http.Client
 }
 
-func (w *world) client(t *testing.T) *browserless {
+func (w *world) client(t testing.TB) *browserless {
 	jar, _ := cookiejar.New(nil)
 	return &browserless{t: t, w: w, client: &http.Client{
 		Jar: jar, Timeout: 20 * time.Second,
@@ -141,7 +141,7 @@ func (b *browserless) get(path string) page { return b.do(http.MethodGet, path, 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf is the anti-forgery token of a page's forms.
-func (p page) csrf(t *testing.T) string {
+func (p page) csrf(t testing.TB) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(p.body)
 	if m == nil {

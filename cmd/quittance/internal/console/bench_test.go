@@ -104,7 +104,7 @@ func seedBench(b *testing.B) *apitest.Env {
 		                         amount_minor, currency, remote_task_id, task_status, obligation_state,
 		                         compensation_deadline, version, created_at, updated_at)
 		SELECT md5('bench' || i)::uuid, 'tenant-' || (i % 7), 'op-' || i, '\x00', CASE WHEN i % 2 = 0 THEN 'org-a' ELSE 'org-b' END,
-		       'procurement', 'bench', 1000 + (i * 7919) % 1000000, 'EUR', 'task-' || i, 'canceled',
+		       'procurement', 'bench', 1000 + (i::bigint * 7919) % 1000000, 'EUR', 'task-' || i, 'canceled',
 		       CASE WHEN i <= $2 THEN (ARRAY['revocation_pending_compensation', 'compensation_unconfirmed', 'escalated'])[1 + i % 3]
 		            ELSE (ARRAY['settled', 'released', 'compensated', 'written_off'])[1 + i % 4] END,
 		       $3::timestamptz - make_interval(secs => i) + interval '72 hours', 2,

@@ -128,6 +128,11 @@ func (c *Console) startSession(w http.ResponseWriter, r *http.Request, p ledger.
 		c.fail(w, r, nil, err)
 		return
 	}
+	// Expired sessions are refused anyway; each sign-in also clears them
+	// away, so the table holds about one row per live session.
+	if _, err := c.cfg.Sessions.Sweep(r.Context()); err != nil {
+		c.log.WarnContext(r.Context(), "sweep expired console sessions", slog.Any("error", err))
+	}
 	c.clearCookie(w, r, signInCookieName)
 	c.setCookie(w, r, sessionCookieName, id, sess.ExpiresAt.Sub(sess.CreatedAt))
 	c.log.InfoContext(r.Context(), "console session started", slog.String("principal", p.Name),

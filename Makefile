@@ -6,11 +6,17 @@ GO        ?= go
 GOTEST    ?= $(GO) test -race -count=1
 PGTESTENV  = $(GO) run ./sql/pgtest/pgtestenv
 
-.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check check-rules fuzz bench soak
+.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check prometheus check-rules fuzz bench soak
 
 ## run: serve on the embedded default (a private PostgreSQL cluster under ./.quittance)
+# The binary is built to a git-ignored path and exec'd, so Ctrl-C reaches
+# the service itself, which shuts down cleanly and exits 0.
+QUITTANCE_BIN = bin/quittance
 run:
-	$(GO) run ./cmd/quittance dev
+	@echo "Building $(QUITTANCE_BIN) from ./cmd/quittance (the first build compiles every dependency and can take a few minutes)..."
+	@$(GO) build -o $(QUITTANCE_BIN) ./cmd/quittance
+	@echo "Starting $(QUITTANCE_BIN) dev; Ctrl-C stops it"
+	@exec ./$(QUITTANCE_BIN) dev
 
 ## test: the whole suite against a throwaway PostgreSQL cluster
 test: vet test-go test-deploy
@@ -37,8 +43,13 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
+## prometheus: install prometheus and promtool (Debian package, as root) when missing;
+## the Prometheus integration test installs them the same way
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || $(GO) run ./dashboards/promtest/promtestinstall
+
 ## check-rules: promtool checks of the alert rules and their unit tests
-check-rules:
+check-rules: prometheus
 	promtool check rules dashboards/alerts/quittance.rules.yaml
 	cd dashboards/alerts && promtool test rules quittance.rules.test.yaml
 
@@ -52,17 +63,21 @@ fuzz:
 	  done; \
 	done
 
-## bench: pgbench vs. the Quittance lifecycle (8 and 32 clients, hot and many
-## budgets) and reconciliation latency at 1M delegations, on one private
-## PostgreSQL (~10 minutes; BENCH_QUICK=1 for a ~2 minute run; BENCH_FLAGS for more)
+## bench: pgbench vs. the Quittance lifecycle (8 and 32 clients; many budgets
+## against pgbench at scale 32, one hot budget against scale 1), three
+## replicas beside one, and reconciliation and the deadline sweep at 10M
+## delegations generated with SQL, on one private PostgreSQL (BENCH_QUICK=1 for
+## a short run whose figures are not the benchmark's; BENCH_FLAGS for more)
 BENCH_QUICK ?=
 BENCH_FLAGS ?=
 bench:
 	$(GO) run ./cmd/quittance-bench bench $(if $(filter 1 yes true,$(BENCH_QUICK)),-quick) $(BENCH_FLAGS)
 
-## soak: concurrent lifecycle under SIGKILLs of the service and immediate
+## soak: concurrent lifecycle on REPLICAS service processes (default 1) with the
+## demo agent as the remote, under SIGKILLs of random replicas and immediate
 ## PostgreSQL restarts, then every invariant checked (SOAK_DURATION, at most 10m)
 SOAK_DURATION ?= 5m
+REPLICAS      ?= 1
 SOAK_FLAGS    ?=
 soak:
-	$(GO) run ./cmd/quittance-bench soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
+	$(GO) run ./cmd/quittance-bench soak -duration $(SOAK_DURATION) -replicas $(REPLICAS) $(SOAK_FLAGS)

@@ -13,7 +13,7 @@
 // Acks and declarations that arrive over HTTP are compact JWS tokens. [PeekToken]
 // reads the untrusted issuer, subject and key id so the caller can find the
 // delegation and the org's registered keys; [Verify] then checks the token against
-// that org's JWK Set only (see DESIGN.md §3): an explicit algorithm allow-list
+// that org's JWK Set only (see ledger/DESIGN.md §3): an explicit algorithm allow-list
 // (EdDSA, ES256, ES384, PS256), no key material or key references taken from the
 // token itself, an explicit "typ" so an ack can never pass as a declaration, and the
 // iss, aud, sub, jti, iat and exp claims. Every refusal is a [*RefusalError] with a

@@ -15,7 +15,7 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// Compensation over A2A (DESIGN.md §4). Quittance asks a remote org's agent
+// Compensation over A2A (ledger/DESIGN.md §4). Quittance asks a remote org's agent
 // to compensate a task with an ordinary A2A message, and the agent answers
 // with a task whose "compensation-receipt" artifact says what it did. This
 // file builds the request and judges the receipt; the delegate package makes
@@ -30,23 +30,6 @@ const ExtensionURI = "https://quittance.dev/a2a/compensation/v1"
 // ReceiptArtifactName is the name (or id) of the artifact that carries a
 // compensation receipt as a data part.
 const ReceiptArtifactName = "compensation-receipt"
-
-// Event types of compensation requests over A2A, appended to the
-// delegation's stream. Receipts that discharge the obligation are recorded as
-// EventTypeCompensationAcked or EventTypeNoCompensationDeclared, like signed
-// evidence that arrives over HTTP.
-const (
-	// EventTypeCompensationRequested: a compensation request was sent (or
-	// resent after a failure) to the org's agent.
-	EventTypeCompensationRequested = "compensation_requested"
-	// EventTypeCompensationRequestFailed: an attempt failed (the call failed,
-	// the remote answered failed or not_supported, or its receipt was
-	// refused); the request is retried with backoff.
-	EventTypeCompensationRequestFailed = "compensation_request_failed"
-	// EventTypeCompensationRetriesExhausted: the last attempt failed; the
-	// obligation moved to compensation_unconfirmed and the hold stays.
-	EventTypeCompensationRetriesExhausted = "compensation_retries_exhausted"
-)
 
 // CompensationRequest is the content of a compensation request's data part,
 // under the "compensationRequest" member.
@@ -190,7 +173,7 @@ type ReceiptVerdict struct {
 }
 
 // JudgeReceipt decides what a receipt returned on Quittance's own call to the
-// org's registered agent proves (DESIGN.md §3, §4). It must be about the
+// org's registered agent proves (ledger/DESIGN.md §3, §4). It must be about the
 // delegation's task and echo its idempotency key. "compensated" is an ack:
 // channel-authenticated, unless the org requires signed receipts, when a jws
 // of type compensation-ack+jwt must verify against the org's keys. A jws
@@ -279,7 +262,7 @@ func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (Claims, string) {
 // is voided. When the obligation has already ended, the receipt is recorded
 // as late_evidence and not applied; when it is not waiting for compensation,
 // the receipt is refused with evidence_not_expected.
-func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx Tx, d ledger.Delegation, r RemoteReceipt, v ReceiptVerdict, actor string, now time.Time) (ledger.Delegation, error) {
+func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, r RemoteReceipt, v ReceiptVerdict, actor string, now time.Time) (ledger.Delegation, error) {
 	if v.Event != ledger.EventCompensationAck && v.Event != ledger.EventDeclarationVerified {
 		return ledger.Delegation{}, fmt.Errorf("apply compensation receipt: verdict proves nothing (%s)", v.Problem)
 	}
@@ -293,9 +276,9 @@ func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx Tx, d ledger.Delega
 			return ledger.Delegation{}, err
 		}
 	}
-	typ := EventTypeCompensationAcked
+	typ := ledger.EventTypeCompensationAcked
 	if v.Event == ledger.EventDeclarationVerified {
-		typ = EventTypeNoCompensationDeclared
+		typ = ledger.EventTypeNoCompensationDeclared
 	}
 	if _, _, err := ledger.NextObligation(d.ObligationState, v.Event); err != nil {
 		if !d.ObligationState.Terminal() {
@@ -303,7 +286,7 @@ func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx Tx, d ledger.Delega
 		}
 		data["obligation_state"] = string(d.ObligationState)
 		data["contradicts_write_off"] = d.ObligationState == ledger.ObligationWrittenOff
-		_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: r.JWS})
+		_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: r.JWS})
 		return d, err
 	}
 	d.Compensation.Receipt = r.Raw

@@ -17,45 +17,6 @@ import (
 	"github.com/quittance/quittance/ledger/failpoint"
 )
 
-// Event types the compensation service appends to a delegation's stream (and,
-// for identity revocation, to the org's stream).
-const (
-	// EventTypeCompensationAcked: a verified ack moved the obligation to compensated.
-	EventTypeCompensationAcked = "compensation_acked"
-	// EventTypeNoCompensationDeclared: a verified declaration moved the
-	// obligation to released.
-	EventTypeNoCompensationDeclared = "no_compensation_declared"
-	// EventTypeLateEvidence: a verified ack or declaration that arrived when
-	// the obligation could no longer take it (already discharged, written
-	// off, settled). Recorded with the token, never applied. Its data has
-	// contradicts_write_off: true when the obligation was written off.
-	EventTypeLateEvidence = ledger.EventTypeLateEvidence
-	// EventTypeTokenRefused: a token presented for the delegation was
-	// refused. Its data holds the refusal code and the token's sha256, never
-	// the unverified token itself.
-	EventTypeTokenRefused = ledger.EventTypeTokenRefused
-	// EventTypeDeadlinePassed: the sweep moved the obligation to
-	// compensation_unconfirmed; the hold stays.
-	EventTypeDeadlinePassed = "compensation_deadline_passed"
-	// EventTypeIdentityRevoked: the org's identity was revoked and the
-	// obligation escalated.
-	EventTypeIdentityRevoked = "identity_revoked"
-	// EventTypeOrgIdentityRevoked is appended to the org's stream when on-call
-	// revokes its identity.
-	EventTypeOrgIdentityRevoked = "org_identity_revoked"
-	// EventTypeWriteOffRequested: a write-off above the threshold awaits a
-	// second approver.
-	EventTypeWriteOffRequested = "write_off_requested"
-	// EventTypeWriteOffExecuted: a write-off was executed; the hold is lost.
-	EventTypeWriteOffExecuted = "write_off_executed"
-	// EventTypeWriteOffVoided: a pending write-off was voided because the
-	// obligation left the states a write-off applies to.
-	EventTypeWriteOffVoided = "write_off_voided"
-	// EventTypeWriteOffRefused: an on-call request to write off or approve
-	// was refused (wrong state, self-approval, not pending).
-	EventTypeWriteOffRefused = "write_off_refused"
-)
-
 // CodeEvidenceNotExpected is the refusal code of a valid token for a
 // delegation whose obligation is not waiting for compensation evidence yet
 // (the remote task has not ended as far as the ledger knows).
@@ -283,7 +244,7 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 		contradicts := d.ObligationState == ledger.ObligationWrittenOff
 		data["contradicts_write_off"] = contradicts
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: string(token),
+			Type: ledger.EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: string(token),
 		}); err != nil {
 			return EvidenceResult{}, err
 		}
@@ -294,9 +255,9 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 		return EvidenceResult{}, err
 	}
 	d.Compensation.Receipt = receipt
-	typ := EventTypeCompensationAcked
+	typ := ledger.EventTypeCompensationAcked
 	if kind == KindDeclaration {
-		typ = EventTypeNoCompensationDeclared
+		typ = ledger.EventTypeNoCompensationDeclared
 	}
 	d, err = s.dischargeWithPending(ctx, tx, d, ledger.Change{
 		Type: typ, Actor: actor, At: now, Obligation: ev, Data: data, Evidence: string(token),
@@ -310,7 +271,7 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 // claimJTI records jti as used by d's org, for d and the token whose sha256
 // is sum. identical is true when this very token was accepted for d
 // before; any other reuse of the jti is refused (token_replayed).
-func claimJTI(ctx context.Context, tx Tx, d ledger.Delegation, jti string, sum []byte, now time.Time) (identical bool, err error) {
+func claimJTI(ctx context.Context, tx ReceiptTx, d ledger.Delegation, jti string, sum []byte, now time.Time) (identical bool, err error) {
 	inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: jti, DelegationID: d.ID, TokenSHA256: sum, UsedAt: now})
 	if err != nil || inserted {
 		return false, err
@@ -368,7 +329,7 @@ func (s *Service) recordRefusal(ctx context.Context, d ledger.Delegation, kind T
 	sum := sha256.Sum256(token)
 	return s.store.InTx(ctx, func(tx Tx) error {
 		_, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: EventTypeTokenRefused, Actor: "remote:unverified", At: s.now(),
+			Type: ledger.EventTypeTokenRefused, Actor: "remote:unverified", At: s.now(),
 			Data: map[string]any{
 				"code": ref.Code, "detail": ref.Detail, "kind": string(kind),
 				"token_sha256": hex.EncodeToString(sum[:]), "token_bytes": len(token),

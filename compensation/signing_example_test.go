@@ -3,6 +3,8 @@ package compensation_test
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,22 +13,23 @@ import (
 	"github.com/quittance/quittance/compensation"
 )
 
-// signAck is the remote org's side as README-section.md shows it: a compact
-// JWS made with go-jose v4.
-func signAck(priv ed25519.PrivateKey, kid, org, ledgerID, taskID, idemKey, receiptID, jti string, now time.Time) (string, error) {
+// signAck is the remote org's side as compensation/SIGNING.md shows it in
+// Go: a compact JWS made with go-jose v4.
+func signAck(priv ed25519.PrivateKey, kid, org, ledgerID, taskID, idemKey, receiptID, jti string) (string, error) {
 	signer, err := jose.NewSigner(
 		jose.SigningKey{Algorithm: jose.EdDSA, Key: priv},
 		(&jose.SignerOptions{}).
 			WithHeader(jose.HeaderKey("kid"), kid).
-			WithType("compensation-ack+jwt"),
+			WithType("compensation-ack+jwt"), // "no-compensation-required+jwt" for a declaration
 	)
 	if err != nil {
 		return "", err
 	}
+	now := time.Now()
 	claims, err := json.Marshal(map[string]any{
 		"iss": org, "aud": ledgerID, "sub": taskID, "jti": jti,
 		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
-		"idempotency_key": idemKey, "receipt_id": receiptID,
+		"idempotency_key": idemKey, "receipt_id": receiptID, // acks only
 	})
 	if err != nil {
 		return "", err
@@ -38,7 +41,7 @@ func signAck(priv ed25519.PrivateKey, kid, org, ledgerID, taskID, idemKey, recei
 	return jws.CompactSerialize()
 }
 
-// TestDocumentedSigningVerifies keeps the README's signing recipe honest:
+// TestDocumentedSigningVerifies keeps SIGNING.md's Go recipe honest:
 // a token made exactly that way verifies against the org's registered key.
 func TestDocumentedSigningVerifies(t *testing.T) {
 	t.Parallel()
@@ -55,7 +58,7 @@ func TestDocumentedSigningVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	token, err := signAck(priv, "acme-2026-01", "acme", "quittance", "task-8c1f", "qc_3f1d", "rcpt-991", "a4b1c6d0", now)
+	token, err := signAck(priv, "acme-2026-01", "acme", "quittance", "task-8c1f", "qc_3f1d", "rcpt-991", "a4b1c6d0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,5 +70,28 @@ func TestDocumentedSigningVerifies(t *testing.T) {
 	}
 	if c.IdempotencyKey != "qc_3f1d" || c.ReceiptID != "rcpt-991" || c.Subject != "task-8c1f" {
 		t.Fatalf("claims %+v", c)
+	}
+}
+
+// TestSigningDocShowsTheTestedCode fails when SIGNING.md's signAck is no
+// longer the one TestDocumentedSigningVerifies checks.
+func TestSigningDocShowsTheTestedCode(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("signing_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(src), "func signAck(")
+	end := strings.Index(string(src)[start:], "\n}\n")
+	if start < 0 || end < 0 {
+		t.Fatal("signAck not found in signing_example_test.go")
+	}
+	fn := string(src)[start : start+end+3]
+	doc, err := os.ReadFile("SIGNING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), fn) {
+		t.Errorf("SIGNING.md does not show signAck as signing_example_test.go has it:\n%s", fn)
 	}
 }

@@ -9,13 +9,11 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// Store is the persistence the compensation service needs: the ledger's
-// reads, write-off reads, and transactions that can do everything a
-// ledger.Tx can plus the compensation-specific statements of Tx.
+// Store is the persistence the compensation service needs.
 //
-// Error contract: as ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
+// Error contract, for Store, ReceiptTx and Tx: as ledger.Store; a missing
+// row is ledger.ErrNotFound (wrapped).
 type Store interface {
-	ledger.Reader
 	// InTx runs fn in one database transaction, committing if fn returns nil.
 	// Like ledger.Store.InTx it retries fn on serialization failures and
 	// deadlocks, so fn must have no effects outside the Tx.
@@ -26,17 +24,40 @@ type Store interface {
 	WriteOffs(ctx context.Context, f WriteOffFilter) ([]WriteOff, error)
 }
 
-// Tx is a database transaction of the compensation service. Every method
-// takes the time to record as a parameter where it records one; the store
-// never reads a clock.
+// ReceiptTx is what ApplyRemoteReceipt writes through: ledger.Apply's,
+// plus the token ids a signed receipt uses up and the pending write-off a
+// discharge voids. The A2A workers' transactions have it, so they apply
+// receipts without being a compensation Tx. Every method takes the time to
+// record as a parameter where it records one; the store never reads a clock.
+type ReceiptTx interface {
+	ledger.ChangeTx
+	// UsedToken returns the record of a token id an org already used, or
+	// ledger.ErrNotFound.
+	UsedToken(ctx context.Context, orgID, jti string) (UsedToken, error)
+	// InsertUsedToken records a token id as used; inserted is false when the
+	// org already used it (the row is then left unchanged).
+	InsertUsedToken(ctx context.Context, u UsedToken) (inserted bool, err error)
+	// WriteOffForUpdate loads a write-off and locks its row.
+	WriteOffForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error)
+	// UpdateWriteOff writes a write-off's status, approver and execution time.
+	UpdateWriteOff(ctx context.Context, w WriteOff) error
+}
+
+// Tx is a database transaction of the compensation service: everything it
+// reads and writes inside one.
 type Tx interface {
-	ledger.Tx
+	ReceiptTx
+	ledger.DelegationLocker
+	// Org loads an org without locking it.
+	Org(ctx context.Context, id string) (ledger.Org, error)
+	// OrgForUpdate loads an org and locks its row until the transaction ends.
+	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
+	// PutOrg writes an org; it never clears a recorded identity revocation.
+	PutOrg(ctx context.Context, o ledger.Org) error
 	// DelegationByRemoteTaskForUpdate loads the delegation recording the
 	// org's remote task and locks its row until the transaction ends, or
 	// returns ledger.ErrNotFound.
 	DelegationByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) (ledger.Delegation, error)
-	// OrgForUpdate loads an org and locks its row until the transaction ends.
-	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
 	// OpenDelegationsOfOrgForUpdate returns every delegation of the org whose
 	// obligation can still be escalated (held,
 	// revocation_pending_compensation, compensation_unconfirmed), locking
@@ -48,18 +69,8 @@ type Tx interface {
 	// transaction holds are skipped, so concurrent sweepers never take the
 	// same delegation.
 	ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error)
-	// UsedToken returns the record of a token id an org already used, or
-	// ledger.ErrNotFound.
-	UsedToken(ctx context.Context, orgID, jti string) (UsedToken, error)
-	// InsertUsedToken records a token id as used; inserted is false when the
-	// org already used it (the row is then left unchanged).
-	InsertUsedToken(ctx context.Context, u UsedToken) (inserted bool, err error)
 	// InsertWriteOff inserts a write-off.
 	InsertWriteOff(ctx context.Context, w WriteOff) error
-	// WriteOffForUpdate loads a write-off and locks its row.
-	WriteOffForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error)
-	// UpdateWriteOff writes a write-off's status, approver and execution time.
-	UpdateWriteOff(ctx context.Context, w WriteOff) error
 	// RejectWriteOff writes a write-off's rejection: its status, rejecter,
 	// reason and time.
 	RejectWriteOff(ctx context.Context, w WriteOff) error

@@ -13,7 +13,7 @@ import (
 // Sweep moves every delegation in revocation_pending_compensation whose
 // compensation deadline is at or before now to compensation_unconfirmed,
 // through ledger.Apply with ledger.EventCompensationUnconfirmed, one event
-// each. The hold stays active: a deadline never releases money (DESIGN.md
+// each. The hold stays active: a deadline never releases money (ledger/DESIGN.md
 // §2.2 invariant 2), and the obligation still takes a late ack or
 // declaration.
 //
@@ -33,7 +33,7 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 			}
 			for _, d := range due {
 				if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
-					Type: EventTypeDeadlinePassed, Actor: "system:sweep", At: now,
+					Type: ledger.EventTypeDeadlinePassed, Actor: "system:sweep", At: now,
 					Obligation: ledger.EventCompensationUnconfirmed,
 					Data: map[string]any{
 						"deadline":        d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),

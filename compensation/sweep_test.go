@@ -87,10 +87,10 @@ func (b *bundle) pending(t *testing.T, op string, amount int64) ledger.Delegatio
 	return d
 }
 
-func (b *bundle) countEvents(t *testing.T, typ string) int {
+func (b *bundle) countEvents(t *testing.T, typ ledger.EventType) int {
 	t.Helper()
 	var n int
-	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM events WHERE type = $1", typ).Scan(&n); err != nil {
+	if err := b.pool.QueryRow(context.Background(), "SELECT count(*) FROM events WHERE type = $1", string(typ)).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -133,7 +133,7 @@ func TestSweepReplicasNeverDoubleApply(t *testing.T) {
 	if moved != due {
 		t.Fatalf("replicas moved %d in total, want %d", moved, due)
 	}
-	if n := b.countEvents(t, compensation.EventTypeDeadlinePassed); n != due {
+	if n := b.countEvents(t, ledger.EventTypeDeadlinePassed); n != due {
 		t.Fatalf("%d deadline events, want %d", n, due)
 	}
 	if d, _ := b.store.Delegation(context.Background(), notDue.ID); d.ObligationState != ledger.ObligationRevocationPendingCompensation {
@@ -260,7 +260,7 @@ func TestTenYearsWithoutEvidence(t *testing.T) {
 		budgetAfter.Spent != budgetBefore.Spent || budgetAfter.WrittenOff != budgetBefore.WrittenOff {
 		t.Fatalf("ten years of sweeps moved money: %+v -> %+v", budgetBefore, budgetAfter)
 	}
-	if n := b.countEvents(t, compensation.EventTypeDeadlinePassed); n != 1 {
+	if n := b.countEvents(t, ledger.EventTypeDeadlinePassed); n != 1 {
 		t.Fatalf("%d deadline events, want 1", n)
 	}
 	var entries int

@@ -70,14 +70,14 @@ func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID,
 		}
 		for _, d := range open {
 			if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
-				Type: EventTypeIdentityRevoked, Actor: p.Actor(), At: now, Obligation: ledger.EventIdentityRevoked,
+				Type: ledger.EventTypeIdentityRevoked, Actor: p.Actor(), At: now, Obligation: ledger.EventIdentityRevoked,
 				Data: map[string]any{"org_id": org.ID, "revocation_reason": reason},
 			}); err != nil {
 				return fmt.Errorf("escalate delegation %s: %w", d.ID, err)
 			}
 			escalated++
 		}
-		_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "org:" + org.ID, Type: EventTypeOrgIdentityRevoked, At: now, Actor: p.Actor()},
+		_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "org:" + org.ID, Type: ledger.EventTypeOrgIdentityRevoked, At: now, Actor: p.Actor()},
 			map[string]any{"reason": reason, "escalated": escalated})
 		return err
 	})
@@ -154,7 +154,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 				return err
 			}
 			d.PendingWriteOffID = w.ID
-			if d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffRequested, Actor: p.Actor(), At: now, Data: data}); err != nil {
+			if d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffRequested, Actor: p.Actor(), At: now, Data: data}); err != nil {
 				return err
 			}
 			out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -232,7 +232,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 			data := writeOffData(w)
 			data["obligation_state"] = string(d.ObligationState)
 			data["void_reason"] = "obligation no longer open for write-off at approval"
-			if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffVoided, Actor: p.Actor(), At: now, Data: data}); err != nil {
+			if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffVoided, Actor: p.Actor(), At: now, Data: data}); err != nil {
 				return err
 			}
 			voided = ledger.Conflict("write_off_not_allowed", "the obligation is %s; write-off %s was voided", d.ObligationState, w.ID)
@@ -270,7 +270,7 @@ func (s *Service) GetWriteOff(ctx context.Context, p ledger.Principal, id uuid.U
 // and voids d's pending write-off, if any, in tx: the delegation is
 // written without its pending write-off, and the write-off is voided with
 // its own event.
-func (s *Service) dischargeWithPending(ctx context.Context, tx Tx, d ledger.Delegation, c ledger.Change) (ledger.Delegation, error) {
+func (s *Service) dischargeWithPending(ctx context.Context, tx ReceiptTx, d ledger.Delegation, c ledger.Change) (ledger.Delegation, error) {
 	pending := d.PendingWriteOffID
 	d.PendingWriteOffID = uuid.Nil
 	d, _, err := ledger.Apply(ctx, tx, d, c)
@@ -278,7 +278,7 @@ func (s *Service) dischargeWithPending(ctx context.Context, tx Tx, d ledger.Dele
 		return ledger.Delegation{}, err
 	}
 	if pending != uuid.Nil {
-		if err := s.voidPending(ctx, tx, d, pending, c.At, c.Actor, "obligation discharged by "+c.Type); err != nil {
+		if err := s.voidPending(ctx, tx, d, pending, c.At, c.Actor, "obligation discharged by "+string(c.Type)); err != nil {
 			return ledger.Delegation{}, err
 		}
 	}
@@ -287,7 +287,7 @@ func (s *Service) dischargeWithPending(ctx context.Context, tx Tx, d ledger.Dele
 
 // voidPending voids the write-off that was pending on d, because evidence
 // discharged the obligation first.
-func (s *Service) voidPending(ctx context.Context, tx Tx, d ledger.Delegation, id uuid.UUID, now time.Time, actor, why string) error {
+func (s *Service) voidPending(ctx context.Context, tx ReceiptTx, d ledger.Delegation, id uuid.UUID, now time.Time, actor, why string) error {
 	w, err := tx.WriteOffForUpdate(ctx, id)
 	if err != nil {
 		return err
@@ -299,7 +299,7 @@ func (s *Service) voidPending(ctx context.Context, tx Tx, d ledger.Delegation, i
 	data := writeOffData(w)
 	data["obligation_state"] = string(d.ObligationState)
 	data["void_reason"] = why
-	_, err = ledger.Record(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffVoided, Actor: actor, At: now, Data: data})
+	_, err = ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffVoided, Actor: actor, At: now, Data: data})
 	return err
 }
 
@@ -327,7 +327,7 @@ func (s *Service) recordRefused(ctx context.Context, p ledger.Principal, r *refu
 	}
 	r.data["code"] = code
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		_, err := ledger.Record(ctx, tx, r.d, ledger.Change{Type: EventTypeWriteOffRefused, Actor: p.Actor(), At: s.now(), Data: r.data})
+		_, err := ledger.Record(ctx, tx, r.d, ledger.Change{Type: ledger.EventTypeWriteOffRefused, Actor: p.Actor(), At: s.now(), Data: r.data})
 		return err
 	})
 	if err != nil {
@@ -353,7 +353,7 @@ func executeWriteOff(ctx context.Context, tx Tx, d ledger.Delegation, w WriteOff
 	data["status"] = string(w.Status)
 	data["approval"] = approval
 	d, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
-		Type: EventTypeWriteOffExecuted, Actor: actor, At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
+		Type: ledger.EventTypeWriteOffExecuted, Actor: actor, At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
 	})
 	return d, err
 }

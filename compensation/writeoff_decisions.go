@@ -8,11 +8,6 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// EventTypeWriteOffRejected: a second on-call identity rejected a pending
-// write-off, with a reason. The obligation stays where it was and the hold
-// stays active.
-const EventTypeWriteOffRejected = "write_off_rejected"
-
 // WriteOffFilter selects write-offs for a listing.
 type WriteOffFilter struct {
 	// Statuses keeps write-offs in these statuses; empty keeps all.
@@ -97,7 +92,7 @@ func (s *Service) RejectWriteOff(ctx context.Context, p ledger.Principal, writeO
 		data := writeOffData(w)
 		data["rejected_by"], data["rejection_reason"] = w.RejectedBy, w.RejectionReason
 		data["obligation_state"] = string(d.ObligationState)
-		if d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeWriteOffRejected, Actor: p.Actor(), At: now, Data: data}); err != nil {
+		if d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffRejected, Actor: p.Actor(), At: now, Data: data}); err != nil {
 			return err
 		}
 		out = WriteOffResult{WriteOff: w, Delegation: d}

@@ -47,6 +47,78 @@ func ReferencedMetrics() ([]string, error) {
 	return names, nil
 }
 
+// Query is one PromQL query of a Grafana panel, as the dashboard file has it:
+// Grafana's variables ($__rate_interval, $__range, $job) are not expanded.
+type Query struct {
+	// Dashboard is the dashboard's uid.
+	Dashboard string
+	// Panel is the panel's title.
+	Panel string
+	// RefID names the query within its panel.
+	RefID string
+	// Expr is the PromQL expression.
+	Expr string
+	// NoValue is what the panel shows when the query returns nothing
+	// (fieldConfig.defaults.noValue); empty when it shows Grafana's "No data".
+	NoValue string
+}
+
+// PanelQueries returns the queries of every panel of the embedded
+// dashboards, rows' nested panels included, in file and panel order.
+func PanelQueries() ([]Query, error) {
+	names, err := fs.Glob(files, dashboardGlob)
+	if err != nil {
+		return nil, fmt.Errorf("list dashboards: %w", err)
+	}
+	type panel struct {
+		Title       string `json:"title"`
+		FieldConfig struct {
+			Defaults struct {
+				NoValue string `json:"noValue"`
+			} `json:"defaults"`
+		} `json:"fieldConfig"`
+		Targets []struct {
+			RefID string `json:"refId"`
+			Expr  string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var out []Query
+	var walk func(uid string, raw []json.RawMessage) error
+	walk = func(uid string, raw []json.RawMessage) error {
+		for _, r := range raw {
+			var p panel
+			if err := json.Unmarshal(r, &p); err != nil {
+				return err
+			}
+			for _, t := range p.Targets {
+				out = append(out, Query{Dashboard: uid, Panel: p.Title, RefID: t.RefID, Expr: t.Expr, NoValue: p.FieldConfig.Defaults.NoValue})
+			}
+			if err := walk(uid, p.Panels); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, name := range names {
+		b, err := files.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("read dashboard %s: %w", name, err)
+		}
+		var d struct {
+			UID    string            `json:"uid"`
+			Panels []json.RawMessage `json:"panels"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("parse dashboard %s: %w", path.Base(name), err)
+		}
+		if err := walk(d.UID, d.Panels); err != nil {
+			return nil, fmt.Errorf("parse dashboard %s: %w", path.Base(name), err)
+		}
+	}
+	return out, nil
+}
+
 // expressions returns the PromQL expressions of every embedded dashboard and rule.
 func expressions() ([]string, error) {
 	var exprs []string

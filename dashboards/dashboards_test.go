@@ -23,8 +23,15 @@ var knownMetrics = []string{
 	"quittance_held_minor_units",
 	"quittance_http_request_duration_seconds",
 	"quittance_obligations",
+	"quittance_oldest_obligation_state_entry_timestamp_seconds",
 	"quittance_oldest_open_obligation_created_timestamp_seconds",
+	"quittance_outbox_jobs",
+	"quittance_outbox_lease_expiries_total",
+	"quittance_outbox_oldest_due_timestamp_seconds",
+	"quittance_outbox_retried_job_max_attempts",
 	"quittance_transitions_total",
+	"quittance_unconfirmed_alert_grace_seconds",
+	"quittance_webhook_deliveries",
 	"quittance_write_offs_total",
 }
 
@@ -208,6 +215,7 @@ func TestRulesAnnotationsAndRunbooks(t *testing.T) {
 	for _, want := range []string{
 		"QuittanceObligationUnconfirmed", "QuittanceEscalations", "QuittanceRefusedTokenSpike",
 		"QuittanceCompensationRequestFailures", "QuittanceCollectorFailing", "QuittanceNoScrape",
+		"QuittanceOutboxStuck", "QuittanceOutboxJobFailing", "QuittanceWebhookDeadLetters",
 	} {
 		if !alerts[want] {
 			t.Errorf("alert %s is missing", want)
@@ -271,5 +279,40 @@ func TestMetricNames(t *testing.T) {
 		if got := metricNames(tt.expr); !slices.Equal(got, tt.want) {
 			t.Errorf("metricNames(%q) = %v, want %v", tt.expr, got, tt.want)
 		}
+	}
+}
+
+// TestNoRuleNamesAScrapeJob: the rules work whatever the scrape job of
+// Quittance is called, and so does the dashboard, which asks for it.
+func TestNoRuleNamesAScrapeJob(t *testing.T) {
+	exprs, err := expressions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range exprs {
+		if strings.Contains(e, `job="`) || strings.Contains(e, `job=~"quittance`) {
+			t.Errorf("expression names a scrape job: %s", e)
+		}
+	}
+}
+
+func TestPanelQueries(t *testing.T) {
+	qs, err := PanelQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	panels := map[string]Query{}
+	for _, q := range qs {
+		if q.Dashboard == "" || q.Panel == "" || q.RefID == "" || strings.TrimSpace(q.Expr) == "" {
+			t.Errorf("incomplete query %+v", q)
+		}
+		panels[q.Dashboard+"/"+q.Panel+"/"+q.RefID] = q
+	}
+	q, ok := panels["quittance-oncall/Longest in compensation_unconfirmed/A"]
+	if !ok || !strings.Contains(q.Expr, "quittance_oldest_obligation_state_entry_timestamp_seconds") || q.NoValue != "none" {
+		t.Errorf("on-call time-in-state panel: %+v", q)
+	}
+	if _, ok := panels["quittance-finance/Written-off obligations per hour/A"]; !ok {
+		t.Errorf("finance panels missing from %d queries", len(qs))
 	}
 }

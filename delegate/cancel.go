@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"github.com/quittance/quittance/delegate/a2a"
+
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -29,10 +32,10 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	if d.Remote.TaskID == "" {
 		// The dispatch has not produced a task yet; wait for it.
 		if j.Attempt < cancelWaitAttempts {
-			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), "waiting for the dispatch to create the remote task", nil)
+			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), "waiting for the dispatch to create the remote task", nil)
 		}
 		return w.finish(ctx, j, "no_remote_task", func(tx Tx) error {
-			return record(ctx, tx, d, EventTypeCancelFailed, w.now(), map[string]any{"reason": "no_remote_task", "attempt": j.Attempt})
+			return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), map[string]any{"reason": "no_remote_task", "attempt": j.Attempt})
 		})
 	}
 	org, err := w.store.Org(ctx, d.OrgID)
@@ -40,7 +43,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		return err
 	}
 	card, client, _, err := w.agent(ctx, org)
-	var task Task
+	var task a2a.Task
 	if err == nil {
 		var exts []string
 		if declared, _ := compensationExtension(card); declared {
@@ -51,8 +54,8 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	switch {
 	case err == nil && task.ID != d.Remote.TaskID:
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
-			return record(ctx, tx, d, EventTypeRemoteTaskConflict, w.now(), map[string]any{
-				"recorded_task_id": d.Remote.TaskID, "reported_task_id": truncate(task.ID, 256), "source": "cancel",
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), map[string]any{
+				"recorded_task_id": d.Remote.TaskID, "reported_task_id": text.Truncate(task.ID, 256), "source": "cancel",
 			})
 		})
 	case err == nil:
@@ -63,23 +66,23 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			}
 			return w.applyCancelReply(ctx, tx, cur, org, card, task)
 		})
-	case errors.Is(err, ErrTaskNotCancelable):
+	case errors.Is(err, a2a.ErrTaskNotCancelable):
 		// The remote refuses: the task goes on and the hold stays. Fetch
 		// the task too, in case it has meanwhile ended.
 		return w.finish(ctx, j, "not_cancelable", func(tx Tx) error {
 			now := w.now()
-			if err := record(ctx, tx, d, EventTypeCancelRefused, now, map[string]any{
+			if err := record(ctx, tx, d, ledger.EventTypeCancelRefused, now, map[string]any{
 				"task_id": d.Remote.TaskID, "error": errorText(err),
 			}); err != nil {
 				return err
 			}
 			return enqueueObserve(ctx, tx, d.ID, "cancel_refused", now)
 		})
-	case Retryable(err):
-		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+	case a2a.Retryable(err):
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
 	return w.finish(ctx, j, "cancel_failed", func(tx Tx) error {
-		return record(ctx, tx, d, EventTypeCancelFailed, w.now(), map[string]any{
+		return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), map[string]any{
 			"task_id": d.Remote.TaskID, "error": errorText(err), "attempt": j.Attempt,
 		})
 	})

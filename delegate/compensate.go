@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -20,7 +22,7 @@ func compensationPending(s ledger.ObligationState) bool {
 }
 
 // compensate asks the org's agent to compensate a delegation's task
-// (DESIGN.md §4) and follows the task it answers with to its
+// (ledger/DESIGN.md §4) and follows the task it answers with to its
 // compensation-receipt artifact. A receipt that JudgeReceipt accepts
 // discharges the obligation (compensated, or released for a verified
 // declaration); anything else — failed or not_supported receipts, refused
@@ -53,8 +55,8 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	}
 
 	var (
-		task    *Task
-		reply   *Message
+		task    *a2a.Task
+		reply   *a2a.Message
 		sent    bool
 		msgID   = compensation.RequestMessageID(d.ID, round)
 		pending = tr.CompensationTaskID
@@ -62,7 +64,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	if pending != "" {
 		t, err := client.GetTask(ctx, pending)
 		switch {
-		case err != nil && Retryable(err):
+		case err != nil && a2a.Retryable(err):
 			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), errorText(err), nil)
 		case err != nil:
 			return w.compensationFailed(ctx, j, round, "fetch compensation task: "+errorText(err), outcomeError, false, true, "")
@@ -74,10 +76,10 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			return err
 		}
-		res, err := client.SendMessage(ctx, SendRequest{
-			Message: Message{
-				MessageID: msgID, ContextID: d.Remote.ContextID, Role: RoleUser,
-				Parts:            []Part{{Data: req.Data(), MediaType: "application/json"}},
+		res, err := client.SendMessage(ctx, a2a.SendRequest{
+			Message: a2a.Message{
+				MessageID: msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
+				Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
 				Metadata:         meta,
 				Extensions:       []string{compensation.ExtensionURI},
 				ReferenceTaskIDs: []string{d.Remote.TaskID},
@@ -88,7 +90,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			// A transient failure resends the same messageId; a refusal
 			// starts a new round.
-			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, !Retryable(err), "")
+			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, !a2a.Retryable(err), "")
 		}
 		sent = true
 		task, reply = res.Task, res.Message
@@ -103,7 +105,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		receipt, found = findReceipt(task.Artifacts)
 	case reply != nil:
 		for _, p := range reply.Parts {
-			if present(p.Data) {
+			if p.Data != nil {
 				if _, err := compensation.ParseRemoteReceipt(p.Data); err == nil {
 					receipt, found = p.Data, true
 					break
@@ -130,7 +132,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	}
 	r, err := compensation.ParseRemoteReceipt(receipt)
 	if err != nil {
-		return w.compensationFailed(ctx, j, round, truncate(err.Error(), 500), outcomeError, sent, true, taskID)
+		return w.compensationFailed(ctx, j, round, text.Truncate(err.Error(), 500), outcomeError, sent, true, taskID)
 	}
 	now := w.now()
 	verdict := compensation.JudgeReceipt(compensation.ReceiptInput{
@@ -189,7 +191,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 	d.Compensation.Attempts++
 	d.Compensation.LastError = ""
 	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
-		Type: compensation.EventTypeCompensationRequested, Actor: workerActor, At: now,
+		Type: ledger.EventTypeCompensationRequested, Actor: workerActor, At: now,
 		Data: map[string]any{
 			"message_id": msgID, "round": round, "attempt": d.Compensation.Attempts,
 			"compensation_task_id": taskID, "task_id": d.Remote.TaskID, "idempotency_key": ledger.CompensationKey(d),
@@ -212,7 +214,7 @@ const outcomeError = "error"
 // sends a new request with a new messageId, because the remote definitively
 // answered this one.
 func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, problem, outcome string, counted, newRound bool, taskID string) error {
-	problem = truncate(problem, 1000)
+	problem = text.Truncate(problem, 1000)
 	exhausted := false
 	err := w.store.InTx(ctx, func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, j.DelegationID)
@@ -239,9 +241,9 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 			"attempt": d.Compensation.Attempts, "max_attempts": w.cfg.CompensationMaxAttempts, "round": round,
 			"error": problem, "outcome": outcome, "message_id": compensation.RequestMessageID(d.ID, round),
 		}
-		change := ledger.Change{Type: compensation.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
+		change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
 		if exhausted {
-			change.Type = compensation.EventTypeCompensationRetriesExhausted
+			change.Type = ledger.EventTypeCompensationRetriesExhausted
 			if d.ObligationState == ledger.ObligationRevocationPendingCompensation {
 				change.Obligation = ledger.EventCompensationUnconfirmed
 			}
@@ -252,7 +254,7 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 		if exhausted {
 			return tx.FinishJob(ctx, j, "retries_exhausted", now)
 		}
-		return tx.RetryJob(ctx, j, now.Add(w.backoff(d.Compensation.Attempts)), problem, now)
+		return tx.RetryJob(ctx, j, now.Add(w.backoff.Wait(d.Compensation.Attempts)), problem, now)
 	})
 	if err == nil {
 		w.log.WarnContext(ctx, "compensation request attempt failed", "delegation_id", j.DelegationID.String(),

@@ -1,17 +1,18 @@
 package delegate
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -26,57 +27,22 @@ func DispatchMessageID(id uuid.UUID) string { return "quittance-dispatch-" + id.
 // notification receiver of delegation id.
 func PushPath(id uuid.UUID) string { return "/a2a/push/" + id.String() }
 
-// dispatchMessage is the message an orchestrator asks Quittance to send:
-// parts and metadata. Parts use the A2A v1.0 shape (text, data, url, raw,
-// with mediaType, filename and metadata); v0.3 "kind" parts are accepted too.
-type dispatchMessage struct {
-	Parts    []wirePart      `json:"parts"`
-	Metadata json.RawMessage `json:"metadata"`
-}
-
 // maxDispatchParts bounds the parts of a dispatched message.
 const maxDispatchParts = 64
 
 // ValidateDispatchMessage checks the message of a delegation Quittance is
 // to dispatch: a JSON object with 1 to 64 parts, each with exactly one of
-// text, data, url and raw, and metadata, if any, an object. It is the
-// ledger's ValidateDispatchMessage.
+// text, data, url and raw, and metadata, if any, an object (see
+// a2a.ParseMessageContent). It is the ledger's ValidateDispatchMessage.
 func ValidateDispatchMessage(raw []byte) error {
 	_, err := parseDispatchMessage(raw)
 	return err
 }
 
-func parseDispatchMessage(raw []byte) (Message, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	var m dispatchMessage
-	if err := dec.Decode(&m); err != nil {
-		return Message{}, fmt.Errorf("not a JSON message object: %w", err)
-	}
-	if dec.More() {
-		return Message{}, errors.New("trailing data after the message")
-	}
-	if len(m.Parts) == 0 || len(m.Parts) > maxDispatchParts {
-		return Message{}, fmt.Errorf("must have 1 to %d parts", maxDispatchParts)
-	}
-	for i, p := range m.Parts {
-		n := 0
-		for _, set := range []bool{p.Text != "", present(p.Data), p.URL != "", p.Raw != "", p.File != nil} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return Message{}, fmt.Errorf("part %d must have exactly one of text, data, url and raw", i)
-		}
-	}
-	if present(m.Metadata) && !bytes.HasPrefix(bytes.TrimSpace(m.Metadata), []byte("{")) {
-		return Message{}, errors.New("metadata must be an object")
-	}
-	parts, err := normalizeParts(m.Parts)
-	if err != nil {
-		return Message{}, err
-	}
-	return Message{Role: RoleUser, Parts: parts, Metadata: nonNull(m.Metadata)}, nil
+// parseDispatchMessage decodes the message an orchestrator asks Quittance to
+// send, for a dispatch or a follow-up.
+func parseDispatchMessage(raw []byte) (a2a.Message, error) {
+	return a2a.ParseMessageContent(raw, maxDispatchParts)
 }
 
 // dispatch sends a delegation's message to the org's agent and records the
@@ -98,7 +64,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		if cause != nil {
 			data["error"] = errorText(cause)
 		}
-		return w.finish(ctx, j, "failed", func(tx Tx) error { return record(ctx, tx, d, EventTypeDispatchFailed, w.now(), data) })
+		return w.finish(ctx, j, "failed", func(tx Tx) error { return record(ctx, tx, d, ledger.EventTypeDispatchFailed, w.now(), data) })
 	}
 	if org.IdentityRevoked() {
 		return giveUp("org_identity_revoked", nil)
@@ -113,12 +79,12 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	}
 	card, client, iface, err := w.agent(ctx, org)
 	if err != nil {
-		if Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
-			return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+		if a2a.Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
+			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 		}
 		return giveUp("agent_unavailable", err)
 	}
-	var push *PushConfig
+	var push *a2a.PushConfig
 	if w.cfg.PublicURL != "" && card.PushNotifications {
 		token := rand.Text()
 		sum := sha256.Sum256([]byte(token))
@@ -127,10 +93,10 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		if err := w.store.InTx(ctx, func(tx Tx) error { return tx.SetPushTokenHash(ctx, d.ID, sum[:], w.now()) }); err != nil {
 			return err
 		}
-		push = &PushConfig{ID: "quittance", URL: strings.TrimSuffix(w.cfg.PublicURL, "/") + PushPath(d.ID), Token: token}
+		push = &a2a.PushConfig{ID: "quittance", URL: strings.TrimSuffix(w.cfg.PublicURL, "/") + PushPath(d.ID), Token: token}
 	}
 	failpoint.Inject("before-remote-send") // crash tests: the job is claimed, nothing sent yet
-	res, err := client.SendMessage(ctx, SendRequest{Message: msg, ReturnImmediately: true, Push: push})
+	res, err := client.SendMessage(ctx, a2a.SendRequest{Message: msg, ReturnImmediately: true, Push: push})
 	// endedWithoutTask finishes the job with the end of work that never had
 	// a task, observed on the locked delegation.
 	endedWithoutTask := func(outcome string, obs ledger.Observation) error {
@@ -156,12 +122,12 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		// The agent refused the message outright: no task exists, so no
 		// work was done. This is the remote rejecting the work.
 		return endedWithoutTask("rejected", ledger.Observation{
-			Status: ledger.StatusRejected, Message: truncate(err.Error(), 4000), Source: "dispatch_refused",
+			Status: ledger.StatusRejected, Message: text.Truncate(err.Error(), 4000), Source: "dispatch_refused",
 		})
-	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, ErrEgressDenied):
+	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, egress.ErrDenied):
 		// Timeouts, 5xx, and errors that do not prove the task was not
 		// created: resend with the same messageId.
-		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(err), nil)
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
 	return giveUp("send_failed", err)
 }
@@ -170,7 +136,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 // created no task: a JSON-RPC error saying the request itself was
 // unacceptable. Internal errors prove nothing and are retried.
 func noTaskCreated(err error) bool {
-	var rpcErr *RPCError
+	var rpcErr *a2a.RPCError
 	if !errors.As(err, &rpcErr) {
 		return false
 	}
@@ -182,7 +148,7 @@ func noTaskCreated(err error) bool {
 }
 
 // recordDispatched records the task the remote created for d.
-func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegation, client *Client, iface AgentInterface, task Task, push *PushConfig) error {
+func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegation, client *a2a.Client, iface a2a.AgentInterface, task a2a.Task, push *a2a.PushConfig) error {
 	err := w.finish(ctx, j, "dispatched", func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
 		if err != nil {
@@ -191,21 +157,21 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 		now := w.now()
 		if d.Remote.TaskID != "" {
 			if d.Remote.TaskID != task.ID {
-				return record(ctx, tx, d, EventTypeRemoteTaskConflict, now, map[string]any{
+				return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
 					"recorded_task_id": d.Remote.TaskID, "reported_task_id": task.ID, "source": "dispatch",
 				})
 			}
 			return nil
 		}
 		if other, err := tx.DelegationByRemoteTask(ctx, d.OrgID, task.ID); err == nil && other.ID != d.ID {
-			return record(ctx, tx, d, EventTypeRemoteTaskConflict, now, map[string]any{
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
 				"reported_task_id": task.ID, "other_delegation_id": other.ID.String(), "source": "dispatch",
 			})
 		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
 		d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}
-		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: EventTypeTaskDispatched, Actor: workerActor, At: now, Data: map[string]any{
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskDispatched, Actor: workerActor, At: now, Data: map[string]any{
 			"task_id": task.ID, "context_id": task.ContextID, "protocol_version": iface.ProtocolVersion,
 			"message_id": DispatchMessageID(d.ID), "attempt": j.Attempt, "push_registered": push != nil,
 		}})
@@ -228,15 +194,20 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 	return nil
 }
 
+// taskStatus is the ledger's name for a task state the remote reported. The
+// A2A client normalizes every state to the names the ledger stores (one
+// test holds the two lists together), so the name carries over as it is.
+func taskStatus(s a2a.TaskState) ledger.TaskStatus { return ledger.TaskStatus(s) }
+
 // observation is what a fetched task says about its status.
-func observation(t Task, source string) ledger.Observation {
+func observation(t a2a.Task, source string) ledger.Observation {
 	return ledger.Observation{
-		Status: t.Status.State, Timestamp: t.Status.Timestamp, Message: messageText(t.Status.Message), Source: source,
+		Status: taskStatus(t.Status.State), Timestamp: t.Status.Timestamp, Message: messageText(t.Status.Message), Source: source,
 	}
 }
 
 // messageText joins the text parts of a message, bounded to what the ledger keeps.
-func messageText(m *Message) string {
+func messageText(m *a2a.Message) string {
 	if m == nil {
 		return ""
 	}
@@ -246,16 +217,16 @@ func messageText(m *Message) string {
 			texts = append(texts, p.Text)
 		}
 	}
-	return truncate(strings.Join(texts, "\n"), 4000)
+	return text.Truncate(strings.Join(texts, "\n"), 4000)
 }
 
 // ValidateAgentEndpoint checks what an admin registers for an org's agent:
-// the agent card URL must pass ValidateURL under p, and allowed_hosts must
+// the agent card URL must pass p.ValidateURL, and allowed_hosts must
 // list at least one host name or IP address (no scheme, port or path) —
 // the hosts the card's interface URLs may point at. It is the ledger's
 // ValidateAgentEndpoint.
-func ValidateAgentEndpoint(p EgressPolicy, cardURL string, allowedHosts []string) error {
-	if err := ValidateURL(p, cardURL); err != nil {
+func ValidateAgentEndpoint(p egress.Policy, cardURL string, allowedHosts []string) error {
+	if err := p.ValidateURL(cardURL); err != nil {
 		return fmt.Errorf("agent card URL refused: %w", err)
 	}
 	if len(allowedHosts) == 0 {
@@ -265,7 +236,7 @@ func ValidateAgentEndpoint(p EgressPolicy, cardURL string, allowedHosts []string
 		if h == "" || strings.ContainsAny(h, "/:@ ") && !strings.Contains(h, "::") {
 			return fmt.Errorf("allowed host %q must be a bare host name or IP address", h)
 		}
-		if err := ValidateURL(p, "https://"+hostForURL(h)+"/"); err != nil {
+		if err := p.ValidateURL("https://" + hostForURL(h) + "/"); err != nil {
 			return fmt.Errorf("allowed host %q refused: %w", h, err)
 		}
 	}
@@ -283,7 +254,7 @@ func hostForURL(h string) string {
 // linkMessage sends a delegation created with context_from in the linked
 // delegation's remote context, and sets referenceTaskIds to the remote
 // tasks of the delegations it references.
-func (w *Worker) linkMessage(ctx context.Context, d ledger.Delegation, msg *Message) error {
+func (w *Worker) linkMessage(ctx context.Context, d ledger.Delegation, msg *a2a.Message) error {
 	links, err := w.store.DelegationLinks(ctx, d.ID)
 	if err != nil {
 		return err

@@ -1,23 +1,31 @@
-// Package delegate is the A2A client side of Quittance: it talks to the
-// agents of remote organizations on the ledger's behalf.
+// Package delegate is Quittance acting as an A2A client on the ledger's
+// behalf: the outbox worker that makes every outbound call a delegation
+// needs, and the domain types it keeps about a delegation's remote task.
 //
 // It provides:
-//   - an SSRF-safe HTTP client (NewHTTPClient) that every outbound request
-//     goes through — agent cards, JSON-RPC calls, SSE streams, JWKS — and the
-//     static URL checks (ValidateURL) used when an organization registers URLs;
-//   - agent card fetching from a pinned URL, normalized over the A2A v1.0 and
-//     v0.3 card shapes (FetchAgentCard);
-//   - a JSON-RPC client that speaks A2A v1.0 or v0.3, as the card says, with
-//     domain-neutral Task, Message and StreamEvent types (Client);
-//   - an SSE reader for streamed responses;
-//   - parsing of inbound push notification bodies and tokens
-//     (ParsePushNotification, PushTokenFromRequest).
+//   - the Worker, which claims due outbound jobs with a lease — dispatch,
+//     cancel, compensation request, observe, follow-up message — makes the
+//     remote call outside any transaction, and records the answer in a new
+//     one through ledger.Apply, ledger.ObserveTaskStatus or
+//     compensation.Service.ApplyRemoteReceipt; it also polls and streams
+//     dispatched tasks and receives push notifications (ReceivePush);
+//   - the Orchestrator, the orchestrating agent's use cases on a dispatched
+//     delegation: answering a remote task that stopped for input or
+//     authorization (Continue), and reading back those answers and the
+//     latest snapshot of the remote task; it queues work for the Worker and
+//     never calls a remote agent itself;
+//   - the validators the ledger is wired with for what it will dispatch
+//     (ValidateDispatchMessage, ValidateAgentEndpoint);
+//   - the domain types the sql/ store persists: Job, Tracking, FollowUp,
+//     TaskSnapshot.
 //
-// A task state reported by a remote agent is normalized to ledger.TaskStatus
-// and nothing more: this package reports what the remote side said. It never
-// decides obligation outcomes (settling, releasing, compensating, writing off
-// belong to the ledger and compensation packages), never imports pgx or the
-// sql/ store, and never opens an outbound connection except through the
-// client built by NewHTTPClient. A push notification is only a hint: callers
-// confirm it with GetTask before acting on it.
+// It speaks to remote agents only through delegate/a2a, over the SSRF-safe
+// client of delegate/egress it is given. A task state a remote agent
+// reports becomes an observation for the ledger and nothing more: this
+// package never decides obligation outcomes itself (settling, releasing,
+// compensating, writing off belong to the ledger and compensation
+// packages), never releases a hold on an ambiguous answer, never imports
+// pgx or the sql/ store, and never opens an outbound connection except
+// through the client it is given. A push notification is only a hint: it
+// is confirmed with GetTask before anything is applied.
 package delegate

@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -56,9 +58,9 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 		return ErrPushUnauthorized
 	}
 	if len(body) > MaxPushBytes {
-		return fmt.Errorf("%w: push body too large", ErrMalformedResponse)
+		return fmt.Errorf("%w: push body too large", a2a.ErrMalformedResponse)
 	}
-	ev, err := ParsePushNotification(body)
+	ev, err := a2a.ParsePushNotification(body)
 	if err != nil {
 		return err
 	}
@@ -72,8 +74,8 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	// task — observe waits for the task id.
 	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
 		err := w.store.InTx(ctx, func(tx Tx) error {
-			return record(ctx, tx, d, EventTypePushRefused, w.now(), map[string]any{
-				"reason": "task_mismatch", "pushed_task_id": truncate(ev.TaskID(), 256),
+			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
+				"reason": "task_mismatch", "pushed_task_id": text.Truncate(ev.TaskID(), 256),
 			})
 		})
 		if err != nil {
@@ -139,7 +141,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	if d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld && j.Attempt < observeMaxAttempts {
 		// Dispatched but the task id is not recorded yet (a push outran
 		// the dispatch reply): look again once it is.
-		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), "task id not recorded yet", nil)
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), "task id not recorded yet", nil)
 	}
 	if d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
 		return w.finish(ctx, j, "nothing_to_observe", nil)
@@ -149,7 +151,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 		return err
 	}
 	_, client, _, err := w.agent(ctx, org)
-	var task Task
+	var task a2a.Task
 	if err == nil {
 		task, err = client.GetTask(ctx, d.Remote.TaskID)
 	}
@@ -158,8 +160,8 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	}
 	if task.ID != d.Remote.TaskID {
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
-			return record(ctx, tx, d, EventTypeRemoteTaskConflict, w.now(), map[string]any{
-				"recorded_task_id": d.Remote.TaskID, "reported_task_id": truncate(task.ID, 256), "source": source,
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), map[string]any{
+				"recorded_task_id": d.Remote.TaskID, "reported_task_id": text.Truncate(task.ID, 256), "source": source,
 			})
 		})
 	}
@@ -186,10 +188,10 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 			return err
 		}
 		now := w.now()
-		return tx.FailOrg(ctx, org.ID, now.Add(w.backoff(n+1)), errorText(cause), now)
+		return tx.FailOrg(ctx, org.ID, now.Add(w.backoff.Wait(n+1)), errorText(cause), now)
 	}
-	if Retryable(cause) && j.Attempt < observeMaxAttempts {
-		return w.retryAt(ctx, j, w.now().Add(w.backoff(j.Attempt)), errorText(cause), fail)
+	if a2a.Retryable(cause) && j.Attempt < observeMaxAttempts {
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(cause), fail)
 	}
 	return w.finish(ctx, j, "observe_failed", fail)
 }
@@ -201,7 +203,7 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 // moves the obligation straight to compensated; a verified no_effects
 // declaration releases it right after the gate. A receipt that proves
 // nothing is recorded and the gate applies as usual.
-func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card AgentCard, task Task) error {
+func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task) error {
 	now := w.now()
 	obs := observation(task, "cancel")
 	var (
@@ -216,7 +218,7 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 					Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now, Atomic: true,
 				})
 			} else {
-				verdict = compensation.ReceiptVerdict{Problem: truncate(err.Error(), 500)}
+				verdict = compensation.ReceiptVerdict{Problem: text.Truncate(err.Error(), 500)}
 			}
 			switch verdict.Event {
 			case ledger.EventCompensationAck:
@@ -227,7 +229,7 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 			case ledger.EventDeclarationVerified:
 				declaration = &r
 			default:
-				if err := record(ctx, tx, d, EventTypeReceiptRefused, now, map[string]any{
+				if err := record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, map[string]any{
 					"source": "cancel", "problem": verdict.Problem,
 				}); err != nil {
 					return err
@@ -282,13 +284,13 @@ func enqueueObserve(ctx context.Context, tx Tx, id uuid.UUID, source string, now
 
 // findReceipt returns the data of the first compensation-receipt artifact's
 // data part.
-func findReceipt(artifacts []Artifact) (json.RawMessage, bool) {
+func findReceipt(artifacts []a2a.Artifact) (json.RawMessage, bool) {
 	for _, a := range artifacts {
 		if a.Name != compensation.ReceiptArtifactName && a.ArtifactID != compensation.ReceiptArtifactName {
 			continue
 		}
 		for _, p := range a.Parts {
-			if present(p.Data) {
+			if p.Data != nil {
 				return p.Data, true
 			}
 		}
@@ -352,7 +354,7 @@ func (w *Worker) superviseStreams(ctx context.Context) error {
 // stream follows one task's updates until it is terminal or ctx ends,
 // reconnecting with backoff after each drop. Each drop also enqueues an
 // observe job, so an update missed while disconnected is still seen.
-func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
+func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 	for attempt := 1; ctx.Err() == nil; attempt++ {
 		d, err := w.store.Delegation(ctx, id)
 		if err != nil || d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
@@ -363,7 +365,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
 				w.log.InfoContext(ctx, "task stream ended", slog.String("delegation_id", id.String()), slog.Any("error", err))
 				break
 			}
-			var status *TaskStatusValue
+			var status *a2a.TaskStatus
 			switch {
 			case ev.TaskID() != d.Remote.TaskID:
 				continue
@@ -401,7 +403,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
 				}); err != nil {
 					return err
 				}
-				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, observation(Task{ID: d.Remote.TaskID, Status: *status}, "stream"), workerActor, now)
+				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream"), workerActor, now)
 				if err != nil {
 					return err
 				}
@@ -428,7 +430,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *Client) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(w.backoff(attempt)):
+		case <-time.After(w.backoff.Wait(attempt)):
 		}
 	}
 }

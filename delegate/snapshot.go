@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/quittance/quittance/delegate/a2a"
+
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -98,15 +100,15 @@ type SnapshotPart struct {
 	Metadata  json.RawMessage `json:"metadata,omitempty"`
 }
 
-func snapshotParts(parts []Part) []SnapshotPart {
+func snapshotParts(parts []a2a.Part) []SnapshotPart {
 	out := make([]SnapshotPart, len(parts))
 	for i, p := range parts {
-		out[i] = SnapshotPart{Text: p.Text, Data: nonNull(p.Data), URL: p.URL, Raw: p.Raw, MediaType: p.MediaType, Filename: p.Filename, Metadata: nonNull(p.Metadata)}
+		out[i] = SnapshotPart{Text: p.Text, Data: p.Data, URL: p.URL, Raw: p.Raw, MediaType: p.MediaType, Filename: p.Filename, Metadata: p.Metadata}
 	}
 	return out
 }
 
-func snapshotMessage(m *Message) *SnapshotMessage {
+func snapshotMessage(m *a2a.Message) *SnapshotMessage {
 	if m == nil {
 		return nil
 	}
@@ -119,17 +121,17 @@ func partsSize(parts []SnapshotPart) int {
 }
 
 // ApplyTask replaces the snapshot with a fetched task, bounded by limits.
-func (s TaskSnapshot) ApplyTask(t Task, source string, now time.Time, limits SnapshotLimits) TaskSnapshot {
+func (s TaskSnapshot) ApplyTask(t a2a.Task, source string, now time.Time, limits SnapshotLimits) TaskSnapshot {
 	out := TaskSnapshot{TaskID: t.ID, ContextID: t.ContextID, Source: source, UpdatedAt: now, Artifacts: []SnapshotArtifact{}}
 	out = out.withStatus(t.Status)
 	for _, a := range t.Artifacts {
-		out = out.ApplyArtifactUpdate(ArtifactUpdate{TaskID: t.ID, Artifact: a, LastChunk: true}, source, now, limits)
+		out = out.ApplyArtifactUpdate(a2a.ArtifactUpdate{TaskID: t.ID, Artifact: a, LastChunk: true}, source, now, limits)
 	}
 	return out
 }
 
 // ApplyStatus records a status update.
-func (s TaskSnapshot) ApplyStatus(u StatusUpdate, source string, now time.Time) TaskSnapshot {
+func (s TaskSnapshot) ApplyStatus(u a2a.StatusUpdate, source string, now time.Time) TaskSnapshot {
 	if s.TaskID == "" {
 		s.TaskID, s.ContextID = u.TaskID, u.ContextID
 	}
@@ -140,8 +142,8 @@ func (s TaskSnapshot) ApplyStatus(u StatusUpdate, source string, now time.Time) 
 	return s.withStatus(u.Status)
 }
 
-func (s TaskSnapshot) withStatus(v TaskStatusValue) TaskSnapshot {
-	s.State = v.State
+func (s TaskSnapshot) withStatus(v a2a.TaskStatus) TaskSnapshot {
+	s.State = taskStatus(v.State)
 	s.StatusMessage = snapshotMessage(v.Message)
 	s.StatusTimestamp = nil
 	if !v.Timestamp.IsZero() {
@@ -155,7 +157,7 @@ func (s TaskSnapshot) withStatus(v TaskStatusValue) TaskSnapshot {
 // replaces (or adds) the artifact; with Append it adds the parts to the
 // artifact with the same id (or starts it, if unseen). LastChunk marks it
 // complete. Sizes are checked against limits after every chunk.
-func (s TaskSnapshot) ApplyArtifactUpdate(u ArtifactUpdate, source string, now time.Time, limits SnapshotLimits) TaskSnapshot {
+func (s TaskSnapshot) ApplyArtifactUpdate(u a2a.ArtifactUpdate, source string, now time.Time, limits SnapshotLimits) TaskSnapshot {
 	limits = limits.withDefaults()
 	if s.TaskID == "" {
 		s.TaskID, s.ContextID = u.TaskID, u.ContextID
@@ -183,7 +185,7 @@ func (s TaskSnapshot) ApplyArtifactUpdate(u ArtifactUpdate, source string, now t
 	if u.Artifact.Name != "" {
 		a.Name = u.Artifact.Name
 	}
-	if present(u.Artifact.Metadata) {
+	if u.Artifact.Metadata != nil {
 		a.Metadata = u.Artifact.Metadata
 	}
 	a.Complete = u.LastChunk

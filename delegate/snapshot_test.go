@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/delegate/a2a"
+
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -13,11 +15,11 @@ func TestSnapshotAppliesChunksInOrder(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	limits := SnapshotLimits{MaxArtifactBytes: 200, MaxTotalBytes: 400}
-	chunk := func(id, text string, appendChunk, last bool) ArtifactUpdate {
-		return ArtifactUpdate{TaskID: "t1", Artifact: Artifact{ArtifactID: id, Name: "n-" + id, Parts: []Part{{Text: text}}}, Append: appendChunk, LastChunk: last}
+	chunk := func(id, text string, appendChunk, last bool) a2a.ArtifactUpdate {
+		return a2a.ArtifactUpdate{TaskID: "t1", Artifact: a2a.Artifact{ArtifactID: id, Name: "n-" + id, Parts: []a2a.Part{{Text: text}}}, Append: appendChunk, LastChunk: last}
 	}
 	var s TaskSnapshot
-	s = s.ApplyStatus(StatusUpdate{TaskID: "t1", Status: TaskStatusValue{State: ledger.StatusWorking, Message: &Message{Parts: []Part{{Text: "working"}}}}}, "stream", now)
+	s = s.ApplyStatus(a2a.StatusUpdate{TaskID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking, Message: &a2a.Message{Parts: []a2a.Part{{Text: "working"}}}}}, "stream", now)
 	s = s.ApplyArtifactUpdate(chunk("a", "one ", false, false), "stream", now, limits)
 	s = s.ApplyArtifactUpdate(chunk("b", "other", false, true), "stream", now, limits)
 	if s.Artifacts[0].Complete {
@@ -57,8 +59,8 @@ func TestSnapshotAppliesChunksInOrder(t *testing.T) {
 		t.Fatalf("snapshot JSON %s", raw)
 	}
 	// A fetched task replaces everything, within the same bounds.
-	s = s.ApplyTask(Task{ID: "t1", Status: TaskStatusValue{State: ledger.StatusCompleted}, Artifacts: []Artifact{
-		{ArtifactID: "a", Parts: []Part{{Text: "final"}}}, {ArtifactID: "huge", Parts: []Part{{Text: strings.Repeat("y", 500)}}},
+	s = s.ApplyTask(a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}, Artifacts: []a2a.Artifact{
+		{ArtifactID: "a", Parts: []a2a.Part{{Text: "final"}}}, {ArtifactID: "huge", Parts: []a2a.Part{{Text: strings.Repeat("y", 500)}}},
 	}}, "poll", now, limits)
 	if s.State != ledger.StatusCompleted || len(s.Artifacts) != 2 || !s.Artifacts[1].TooLarge || s.Artifacts[0].TooLarge || s.StatusMessage != nil {
 		t.Fatalf("after a fetched task: %+v", s)

@@ -14,6 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/internal/backoff"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -27,32 +30,6 @@ import (
 // the job. A worker that crashes mid-call leaves its job leased; once the
 // lease runs out another worker makes the same call again, with the same
 // A2A messageId, so the remote can deduplicate it.
-
-// Event types the A2A workers append to a delegation's stream.
-const (
-	// EventTypeTaskDispatched: Quittance sent the delegated message and the
-	// remote created a task; its id, context id and protocol version are
-	// recorded on the delegation.
-	EventTypeTaskDispatched = "task_dispatched"
-	// EventTypeDispatchFailed: the delegated message could not be sent and
-	// Quittance stopped trying; the hold stays until on-call acts.
-	EventTypeDispatchFailed = "dispatch_failed"
-	// EventTypeCancelRefused: the remote answered the cancel with
-	// TaskNotCancelableError; the hold stays.
-	EventTypeCancelRefused = "cancel_refused"
-	// EventTypeCancelFailed: the cancel could not be delivered and Quittance
-	// stopped trying; the hold stays.
-	EventTypeCancelFailed = "cancel_failed"
-	// EventTypePushRefused: a push notification with a valid token named
-	// another task than the delegation's.
-	EventTypePushRefused = "push_refused"
-	// EventTypeRemoteTaskConflict: the remote answered with a task that is
-	// not the delegation's, or one already recorded on another delegation.
-	EventTypeRemoteTaskConflict = "remote_task_conflict"
-	// EventTypeReceiptRefused: a compensation receipt in a cancel reply
-	// proved nothing; the data says why.
-	EventTypeReceiptRefused = "compensation_receipt_refused"
-)
 
 // workerActor is the actor of every event the workers append.
 const workerActor = "system:a2a"
@@ -97,14 +74,12 @@ type Tracking struct {
 	CompensationRound int
 }
 
-// Store is the persistence the A2A workers need. Error contract: as
-// ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
+// Store is the persistence of package delegate, as the sql/ store provides
+// it: all the Orchestrator needs, and what the A2A workers need besides.
+// Error contract: as ledger.Store; a missing row is ledger.ErrNotFound
+// (wrapped).
 type Store interface {
-	ledger.Reader
-	// InTx runs fn in one database transaction, committing if fn returns
-	// nil; it retries fn on serialization failures, so fn must have no
-	// effects outside the Tx.
-	InTx(ctx context.Context, fn func(Tx) error) error
+	OrchestratorStore
 	// ClaimJobs claims up to limit jobs due at now, leasing them until
 	// leaseUntil under leaseToken. Jobs claimed by others and not yet
 	// expired are skipped; several workers never claim the same job.
@@ -118,26 +93,29 @@ type Store interface {
 	// DelegationsToStream lists dispatched delegations whose task is known
 	// and not terminal.
 	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)
-	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
-	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
 	// QueuedFollowUps lists a delegation's queued follow-up messages, oldest first.
 	QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
-	// TaskSnapshot returns the delegation's latest task snapshot, or
-	// ledger.ErrNotFound when none was kept yet.
-	TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
 	// TryLock takes the session-level advisory lock named key on a
 	// dedicated connection, without waiting. When acquired, unlock releases
 	// it and the connection; the lock also ends if the process dies.
 	TryLock(ctx context.Context, key string) (unlock func(), acquired bool, err error)
 }
 
-// Tx is a database transaction of the A2A workers: everything the
-// compensation service's transactions can do, plus the outbox and the A2A
-// tracking of delegations.
+// Tx is a database transaction of package delegate, the A2A workers' and
+// the Orchestrator's: what ledger.ObserveTaskStatus, ledger.LockVisible and
+// compensation.ApplyRemoteReceipt write through, plus the outbox, the A2A
+// tracking of delegations, the backoff of failing orgs, follow-up messages
+// and task snapshots. Error contract: as ledger.Store; a missing row is
+// ledger.ErrNotFound (wrapped).
 type Tx interface {
-	compensation.Tx
-	// Tracking returns the delegation's A2A tracking, or ledger.ErrNotFound.
-	Tracking(ctx context.Context, id uuid.UUID) (Tracking, error)
+	ledger.ObservationTx
+	ledger.DelegationLocker
+	compensation.ReceiptTx
+	// DelegationByRemoteTask loads the delegation recording the org's remote
+	// task, or returns ledger.ErrNotFound.
+	DelegationByRemoteTask(ctx context.Context, orgID, remoteTaskID string) (ledger.Delegation, error)
+	// Org loads an org without locking it.
+	Org(ctx context.Context, id string) (ledger.Org, error)
 	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
 	// caller no longer holds its lease. A job enqueued again while it ran is
 	// scheduled once more instead of finished.
@@ -181,7 +159,7 @@ type Config struct {
 	Store Store
 	// Compensation applies compensation receipts.
 	Compensation *compensation.Service
-	// HTTPClient makes every outbound call; it must come from NewHTTPClient.
+	// HTTPClient makes every outbound call; it must come from egress.NewClient.
 	HTTPClient *http.Client
 	// Clock tells the time; the system clock when nil.
 	Clock ledger.Clock
@@ -238,12 +216,13 @@ type Config struct {
 // dispatched tasks, and receives push notifications. Several Workers, in
 // one process or many replicas, may run against the same database.
 type Worker struct {
-	cfg   Config
-	store Store
-	clock ledger.Clock
-	log   *slog.Logger
-	cards *cardCache
-	wake  chan struct{}
+	cfg     Config
+	store   Store
+	clock   ledger.Clock
+	log     *slog.Logger
+	backoff backoff.Exponential
+	cards   *cardCache
+	wake    chan struct{}
 
 	mu      sync.Mutex
 	streams map[uuid.UUID]bool
@@ -289,7 +268,8 @@ func NewWorker(cfg Config) *Worker {
 	}
 	return &Worker{
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Log,
-		cards: newCardCache(cfg.HTTPClient, cfg.Clock, cfg.CardTTL), wake: make(chan struct{}, 1),
+		backoff: backoff.Exponential{Base: cfg.BackoffBase, Max: cfg.BackoffMax},
+		cards:   newCardCache(cfg.HTTPClient, cfg.Clock, cfg.CardTTL), wake: make(chan struct{}, 1),
 		streams: map[uuid.UUID]bool{},
 	}
 }
@@ -410,51 +390,34 @@ func (w *Worker) retryAt(ctx context.Context, j Job, at time.Time, cause string,
 				return err
 			}
 		}
-		return tx.RetryJob(ctx, j, at, truncate(cause, 1000), w.now())
+		return tx.RetryJob(ctx, j, at, text.Truncate(cause, 1000), w.now())
 	})
 }
 
-// backoff is the wait before retry n (1-based): BackoffBase doubling up to
-// BackoffMax.
-func (w *Worker) backoff(n int) time.Duration {
-	d := w.cfg.BackoffBase
-	for i := 1; i < n && d < w.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, w.cfg.BackoffMax)
-}
-
 // record appends an event to d's stream without changing it.
-func record(ctx context.Context, tx Tx, d ledger.Delegation, typ string, at time.Time, data map[string]any) error {
+func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventType, at time.Time, data map[string]any) error {
 	_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: workerActor, At: at, Data: data})
 	return err
 }
 
 // errorText is an error's message for events and last_error columns. Remote
 // error messages are the remote's words; they are kept short.
-func errorText(err error) string { return truncate(err.Error(), 500) }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+func errorText(err error) string { return text.Truncate(err.Error(), 500) }
 
 // agent returns the org's agent card and a client for its JSON-RPC interface.
-func (w *Worker) agent(ctx context.Context, org ledger.Org) (AgentCard, *Client, AgentInterface, error) {
+func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a.Client, a2a.AgentInterface, error) {
 	if org.AgentCardURL == "" {
-		return AgentCard{}, nil, AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
+		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
 	}
 	card, err := w.cards.get(ctx, org)
 	if err != nil {
-		return AgentCard{}, nil, AgentInterface{}, err
+		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}
 	iface, err := card.JSONRPCInterface()
 	if err != nil {
-		return AgentCard{}, nil, AgentInterface{}, err
+		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}
-	return card, NewClient(w.cfg.HTTPClient, iface), iface, nil
+	return card, a2a.NewClient(w.cfg.HTTPClient, iface), iface, nil
 }
 
 // cardCache keeps fetched agent cards for a while, per org; a change of the
@@ -469,7 +432,7 @@ type cardCache struct {
 
 type cachedCard struct {
 	key     string
-	card    AgentCard
+	card    a2a.AgentCard
 	fetched time.Time
 }
 
@@ -477,7 +440,7 @@ func newCardCache(hc *http.Client, clock ledger.Clock, ttl time.Duration) *cardC
 	return &cardCache{hc: hc, clock: clock, ttl: ttl, m: map[string]cachedCard{}}
 }
 
-func (c *cardCache) get(ctx context.Context, org ledger.Org) (AgentCard, error) {
+func (c *cardCache) get(ctx context.Context, org ledger.Org) (a2a.AgentCard, error) {
 	key := org.AgentCardURL + "\x00" + fmt.Sprint(org.AllowedHosts)
 	c.mu.Lock()
 	e, ok := c.m[org.ID]
@@ -485,9 +448,9 @@ func (c *cardCache) get(ctx context.Context, org ledger.Org) (AgentCard, error) 
 	if ok && e.key == key && c.clock.Now().Sub(e.fetched) < c.ttl {
 		return e.card, nil
 	}
-	card, err := FetchAgentCard(ctx, c.hc, org.AgentCardURL, org.AllowedHosts)
+	card, err := a2a.FetchAgentCard(ctx, c.hc, org.AgentCardURL, org.AllowedHosts)
 	if err != nil {
-		return AgentCard{}, err
+		return a2a.AgentCard{}, err
 	}
 	c.mu.Lock()
 	c.m[org.ID] = cachedCard{key: key, card: card, fetched: c.clock.Now()}
@@ -497,7 +460,7 @@ func (c *cardCache) get(ctx context.Context, org ledger.Org) (AgentCard, error) 
 
 // compensationExtension reports whether the card declares the compensation
 // extension, and whether with params.atomicCancel true.
-func compensationExtension(card AgentCard) (declared, atomicCancel bool) {
+func compensationExtension(card a2a.AgentCard) (declared, atomicCancel bool) {
 	ext, ok := card.Extension(compensation.ExtensionURI)
 	if !ok {
 		return false, false
@@ -509,4 +472,29 @@ func compensationExtension(card AgentCard) (declared, atomicCancel bool) {
 		_ = json.Unmarshal(ext.Params, &params)
 	}
 	return true, params.AtomicCancel
+}
+
+// recordTask records, in tx with d locked, what a fetched or returned task
+// says: its snapshot, its status (through ledger.ObserveTaskStatus) and
+// when it was observed. source names where the task came from.
+func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, task a2a.Task, source string, now time.Time) error {
+	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
+		return s.ApplyTask(task, source, now, w.cfg.Snapshot)
+	}); err != nil {
+		return err
+	}
+	if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
+		return err
+	}
+	return tx.MarkObserved(ctx, d.ID, now)
+}
+
+// putSnapshot updates the delegation's task snapshot inside tx (the row is
+// locked, so concurrent updates apply in turn).
+func (w *Worker) putSnapshot(ctx context.Context, tx Tx, id uuid.UUID, fn func(TaskSnapshot) TaskSnapshot) error {
+	cur, err := tx.TaskSnapshotForUpdate(ctx, id)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return err
+	}
+	return tx.PutTaskSnapshot(ctx, id, fn(cur), w.now())
 }

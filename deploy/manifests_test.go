@@ -469,6 +469,7 @@ func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 	for _, want := range []string{
 		"QuittanceObligationUnconfirmed", "QuittanceEscalations", "QuittanceRefusedTokenSpike",
 		"QuittanceCompensationRequestFailures", "QuittanceCollectorFailing", "QuittanceNoScrape",
+		"QuittanceOutboxStuck", "QuittanceOutboxJobFailing", "QuittanceWebhookDeadLetters",
 	} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing from the PrometheusRule", want)

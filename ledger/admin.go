@@ -186,6 +186,16 @@ func (s *Service) GetTaskClass(ctx context.Context, p Principal, name string) (T
 	return s.store.TaskClass(ctx, name)
 }
 
+// ListTaskClasses returns every registered task class, by name.
+// Delegations whose class is not among them are treated as effect-capable,
+// gated on canceled and failed, with DefaultCompensationTimeout.
+func (s *Service) ListTaskClasses(ctx context.Context, p Principal) ([]TaskClass, error) {
+	if err := require(p, RoleOncall, RoleFinance); err != nil {
+		return nil, err
+	}
+	return s.store.TaskClasses(ctx)
+}
+
 // TokenInput asks for a new API token.
 type TokenInput struct {
 	Role   Role
@@ -204,19 +214,44 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 
 // EnsureToken makes sure a token with exactly this secret exists (the
 // bootstrap token of QUITTANCE_BOOTSTRAP_TOKEN); it is created if missing.
+//
+// Every replica calls it at start-up, so several may call it at once on a
+// database that has no such token yet: all of them find it missing and
+// insert it, and the unique token hash lets one insert commit while the
+// others fail (PostgreSQL makes a conflicting insert wait for the first
+// one's transaction, so by then the winner's row is committed). A failed
+// insert is therefore followed by a second look-up, and a token found then
+// is the one the concurrent start created: the loser starts as well, and
+// only the winner's token_created event exists.
 func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
-	t, err := s.store.TokenByHash(ctx, HashToken(secret))
-	if err == nil {
-		if t.Role != in.Role || t.Tenant != in.Tenant || !t.RevokedAt.IsZero() {
-			return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q", t.Role, t.Name)
-		}
-		return t, nil
-	}
+	t, err := s.existingToken(ctx, in, secret)
 	if !errors.Is(err, ErrNotFound) {
-		return Token{}, err
+		return t, err
 	}
 	t, _, err = s.issueToken(ctx, "system:bootstrap", in, secret)
-	return t, err
+	if err == nil {
+		return t, nil
+	}
+	if found, lookupErr := s.existingToken(ctx, in, secret); lookupErr == nil {
+		return found, nil
+	} else if !errors.Is(lookupErr, ErrNotFound) {
+		return Token{}, errors.Join(err, lookupErr)
+	}
+	return Token{}, err
+}
+
+// existingToken returns the token with this secret if it exists as the
+// token in asks for, ErrNotFound if there is none, and an error if it
+// exists as something else (another role or tenant, or revoked).
+func (s *Service) existingToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
+	t, err := s.store.TokenByHash(ctx, HashToken(secret))
+	if err != nil {
+		return Token{}, err
+	}
+	if t.Role != in.Role || t.Tenant != in.Tenant || !t.RevokedAt.IsZero() {
+		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q", t.Role, t.Name)
+	}
+	return t, nil
 }
 
 func (s *Service) issueToken(ctx context.Context, actor string, in TokenInput, secret string) (Token, string, error) {

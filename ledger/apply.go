@@ -13,7 +13,7 @@ import (
 // the obligation transition it carries.
 type Change struct {
 	// Type is the event type.
-	Type  string
+	Type  EventType
 	Actor string
 	At    time.Time
 	// Obligation is the obligation event to apply; empty for changes that
@@ -34,10 +34,11 @@ type Change struct {
 // Apply is the one writer of delegation changes. Inside tx it applies the
 // obligation event (if any) to d through the state machine, moves the hold
 // to match, writes d, and appends exactly one event — so the state change,
-// its money and its evidence commit together or not at all (DESIGN.md §2.2
-// invariants 1 and 4). Callers set any other fields of d (the task status)
+// its money and its evidence commit together or not at all: no hold leaves
+// "active" without the evidence that moved it, and every transition has
+// its one event. Callers set any other fields of d (the task status)
 // before calling it.
-func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Event, error) {
+func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation, Event, error) {
 	from := d.ObligationState
 	data := map[string]any{}
 	for k, v := range c.Data {
@@ -99,10 +100,11 @@ func Apply(ctx context.Context, tx Tx, d Delegation, c Change) (Delegation, Even
 	return d, e, nil
 }
 
-// Record appends an event to d's stream without changing d: late evidence,
-// duplicates, stale reports and refusals are recorded and surfaced, never
-// applied (DESIGN.md §2.2 invariant 5).
-func Record(ctx context.Context, tx Tx, d Delegation, c Change) (Event, error) {
+// Record appends an event to d's stream without changing d: the first
+// event of a delegation just inserted (NewStream), and everything that is
+// recorded and surfaced but never applied — late evidence, duplicates,
+// stale reports, conflicts and refusals.
+func Record(ctx context.Context, tx EventAppender, d Delegation, c Change) (Event, error) {
 	e := Event{Stream: d.Stream(), DelegationID: d.ID, Type: c.Type, At: c.At, Actor: c.Actor, Evidence: c.Evidence}
 	if c.NewStream {
 		e.StreamSeq = 1
@@ -113,7 +115,7 @@ func Record(ctx context.Context, tx Tx, d Delegation, c Change) (Event, error) {
 // Append appends e to its stream with data as its JSON data: every event
 // of the ledger, a delegation's or another stream's (budget, org, task
 // class, token), is written through it.
-func Append(ctx context.Context, tx Tx, e Event, data map[string]any) (Event, error) {
+func Append(ctx context.Context, tx EventAppender, e Event, data map[string]any) (Event, error) {
 	if data == nil {
 		data = map[string]any{}
 	}

@@ -11,20 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Event types of case handling. Each is appended to the delegation's stream
-// with ledger.Record: case handling never moves the obligation or the hold.
-const (
-	// EventTypeCaseOwnerAssigned: an on-call person took (or gave up,
-	// with an empty owner) ownership of the obligation.
-	EventTypeCaseOwnerAssigned = "case_owner_assigned"
-	// EventTypeCaseNoteAdded: a note was added to the obligation.
-	EventTypeCaseNoteAdded = "case_note_added"
-	// EventTypeCaseSnoozed: the obligation's needs-action entry was snoozed
-	// until a time (or woken, with no time). The hold does not move and
-	// reports still list it.
-	EventTypeCaseSnoozed = "case_snoozed"
-)
-
 // Limits of case handling input.
 const (
 	maxOwnerLen    = 200
@@ -222,7 +208,7 @@ func applyCaseChange(ctx context.Context, tx CaseTx, p Principal, d Delegation, 
 	if err := tx.PutCase(ctx, next); err != nil {
 		return Case{}, false, err
 	}
-	typ := map[CaseChangeKind]string{CaseAssign: EventTypeCaseOwnerAssigned, CaseNote: EventTypeCaseNoteAdded, CaseSnooze: EventTypeCaseSnoozed}[ch.Kind]
+	typ := map[CaseChangeKind]EventType{CaseAssign: EventTypeCaseOwnerAssigned, CaseNote: EventTypeCaseNoteAdded, CaseSnooze: EventTypeCaseSnoozed}[ch.Kind]
 	if _, err := Record(ctx, tx, d, Change{Type: typ, Actor: p.Actor(), At: now, Data: data}); err != nil {
 		return Case{}, false, err
 	}

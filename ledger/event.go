@@ -11,22 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Event types. Events are the audit log: appended, never changed.
-const (
-	EventTypeDelegationCreated   = "delegation_created"
-	EventTypeTaskStatusChanged   = "task_status_changed"
-	EventTypeTaskStatusDuplicate = "task_status_duplicate"
-	EventTypeTaskStatusStale     = "task_status_stale"
-	// EventTypeStatusConflict is the anomaly of a different status after a
-	// terminal one: the split brain this service exists to expose.
-	EventTypeStatusConflict   = "status_conflict"
-	EventTypeCancelRequested  = "cancel_requested"
-	EventTypeBudgetFunded     = "budget_funded"
-	EventTypeOrgUpdated       = "org_updated"
-	EventTypeTaskClassUpdated = "task_class_updated"
-	EventTypeTokenCreated     = "token_created"
-)
-
 // Event is one entry of the append-only audit log. Events form one hash
 // chain per stream: Hash = sha256 of the canonical content, which includes
 // PrevHash, the previous event's hash in the same stream.
@@ -35,7 +19,7 @@ type Event struct {
 	Stream         string
 	StreamSeq      int32
 	DelegationID   uuid.UUID
-	Type           string
+	Type           EventType
 	At             time.Time
 	Actor          string
 	ObligationFrom ObligationState
@@ -74,7 +58,7 @@ func (e Event) ComputeHash() ([]byte, error) {
 		"prev_hash":       hex.EncodeToString(e.PrevHash),
 		"stream":          e.Stream,
 		"stream_seq":      e.StreamSeq,
-		"type":            e.Type,
+		"type":            string(e.Type),
 	})
 	if err != nil {
 		return nil, err

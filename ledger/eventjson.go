@@ -14,20 +14,43 @@ import (
 // carry. It holds everything ComputeHash reads, so anyone who receives a
 // stream's records can turn them back into events (Event) and check the
 // chain with VerifyChain. Its field names are part of the audit contract.
+// It carries encoding/json tags only: the HTTP layer describes the fields
+// for its API documentation with a type of its own.
 type EventRecord struct {
-	Seq            int64           `json:"seq" doc:"The event's position in the whole log; the SSE id of streamed events."`
-	Stream         string          `json:"stream" doc:"The hash chain the event belongs to (one per delegation, org, budget, …)."`
-	StreamSeq      int32           `json:"stream_seq" doc:"The event's position in its stream, from 1."`
-	DelegationID   string          `json:"delegation_id,omitempty" format:"uuid" doc:"The delegation the event is about; absent for events of no delegation."`
-	Type           string          `json:"type"`
-	At             time.Time       `json:"at"`
-	Actor          string          `json:"actor"`
-	ObligationFrom ObligationState `json:"obligation_from,omitempty" doc:"The obligation state before the event; absent when the event moved none."`
-	ObligationTo   ObligationState `json:"obligation_to,omitempty" doc:"The obligation state after the event; absent when the event moved none."`
-	Data           json.RawMessage `json:"data" doc:"The event's data, as stored."`
-	Evidence       string          `json:"evidence,omitempty" doc:"The verbatim signed token the event rests on."`
-	PrevHash       string          `json:"prev_hash" doc:"Hex hash of the previous event in the stream; 64 zeros for the first."`
-	Hash           string          `json:"hash" doc:"Hex sha256 over prev_hash and the event's canonical content."`
+	// Seq is the event's position in the whole log; the SSE id of streamed
+	// events.
+	Seq int64 `json:"seq"`
+	// Stream is the hash chain the event belongs to (one per delegation,
+	// org, budget, …).
+	Stream string `json:"stream"`
+	// StreamSeq is the event's position in its stream, from 1.
+	StreamSeq int32 `json:"stream_seq"`
+	// DelegationID is the UUID of the delegation the event is about; absent
+	// for events of no delegation.
+	DelegationID string `json:"delegation_id,omitempty"`
+	// Type is what the event records: one of the EventType catalogue.
+	Type EventType `json:"type"`
+	At   time.Time `json:"at"`
+	// Actor is who caused the event: "token:<name>" (an API principal),
+	// "org:<id>" (signed evidence), "system:…" (a worker or the sweep) or
+	// "remote:unverified" (a refused token).
+	Actor string `json:"actor"`
+	// ObligationFrom is the obligation state before the event; absent when
+	// the event moved none.
+	ObligationFrom ObligationState `json:"obligation_from,omitempty"`
+	// ObligationTo is the obligation state after the event; absent when the
+	// event moved none.
+	ObligationTo ObligationState `json:"obligation_to,omitempty"`
+	// Data is the event's data, as stored.
+	Data json.RawMessage `json:"data"`
+	// Evidence is the verbatim signed token the event rests on.
+	Evidence string `json:"evidence,omitempty"`
+	// PrevHash is the hex hash of the previous event in the stream; 64
+	// zeros for the first.
+	PrevHash string `json:"prev_hash"`
+	// Hash is the hex sha256 over prev_hash and the event's canonical
+	// content.
+	Hash string `json:"hash"`
 }
 
 // NewEventRecord returns the published form of e.

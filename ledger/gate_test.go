@@ -41,7 +41,7 @@ func TestUnknownTaskClassFailsSafe(t *testing.T) {
 		t.Fatalf("UnknownTaskClass = %+v", c)
 	}
 	if ledger.DefaultCompensationTimeout.Hours() != 72 {
-		t.Fatalf("default compensation timeout %v, DESIGN.md says 72h", ledger.DefaultCompensationTimeout)
+		t.Fatalf("default compensation timeout %v, ledger/DESIGN.md §2.2 says 72h", ledger.DefaultCompensationTimeout)
 	}
 	noCoordinator := ledger.Org{ID: "o"}
 	for _, st := range []ledger.TaskStatus{ledger.StatusCanceled, ledger.StatusFailed} {

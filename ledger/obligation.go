@@ -3,7 +3,7 @@ package ledger
 import "fmt"
 
 // ObligationState is Quittance's own lifecycle of a delegation: what is still
-// owed after the remote task record is closed (DESIGN.md §2.2).
+// owed after the remote task record is closed.
 type ObligationState string
 
 // The obligation states. The last four are terminal.
@@ -69,7 +69,7 @@ func (s ObligationState) Terminal() bool { return s.Hold() != HoldActive }
 // kind of evidence; nothing else moves an obligation.
 type ObligationEvent string
 
-// The obligation events of DESIGN.md §2.2.
+// The obligation events.
 const (
 	// EventTaskCompleted: the remote task reached completed.
 	EventTaskCompleted ObligationEvent = "task_completed"
@@ -130,8 +130,8 @@ func (e *TransitionError) Error() string {
 
 // NextObligation is the obligation state machine: the state that event ev
 // moves an obligation in state from to, and the reason recorded with it.
-// It is exactly the transition table of DESIGN.md §2.2; every other pair is
-// refused with a *TransitionError.
+// It is the whole transition table: every pair it does not list is refused
+// with a *TransitionError.
 func NextObligation(from ObligationState, ev ObligationEvent) (ObligationState, string, error) {
 	refuse := func() (ObligationState, string, error) { return "", "", &TransitionError{From: from, Event: ev} }
 	switch from {

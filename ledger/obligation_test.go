@@ -8,13 +8,13 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// transition is one allowed row of DESIGN.md §2.2's transition table.
+// transition is one allowed row of ledger/DESIGN.md §2.2's transition table.
 type transition struct {
 	to     ledger.ObligationState
 	reason string
 }
 
-// allowedTransitions is DESIGN.md §2.2's table, written out independently
+// allowedTransitions is ledger/DESIGN.md §2.2's table, written out independently
 // of the implementation: every pair not listed here must be refused.
 var allowedTransitions = map[ledger.ObligationState]map[ledger.ObligationEvent]transition{
 	ledger.ObligationHeld: {
@@ -46,7 +46,7 @@ var allowedTransitions = map[ledger.ObligationState]map[ledger.ObligationEvent]t
 func TestObligationStatesAndEventsAreComplete(t *testing.T) {
 	t.Parallel()
 	if got := len(ledger.ObligationStates); got != 8 {
-		t.Fatalf("ObligationStates has %d states, DESIGN.md §2.2 names 8", got)
+		t.Fatalf("ObligationStates has %d states, ledger/DESIGN.md §2.2 names 8", got)
 	}
 	if got := len(ledger.ObligationEvents); got != 10 {
 		t.Fatalf("ObligationEvents has %d events, want 10", got)
@@ -102,7 +102,7 @@ func TestNextObligationEveryPair(t *testing.T) {
 				want, ok := allowedTransitions[from][ev]
 				if ok {
 					if err != nil {
-						t.Fatalf("NextObligation(%s, %s) refused: %v; DESIGN.md §2.2 allows → %s", from, ev, err, want.to)
+						t.Fatalf("NextObligation(%s, %s) refused: %v; ledger/DESIGN.md §2.2 allows → %s", from, ev, err, want.to)
 					}
 					if to != want.to || reason != want.reason {
 						t.Fatalf("NextObligation(%s, %s) = %s (%s), want %s (%s)", from, ev, to, reason, want.to, want.reason)
@@ -129,7 +129,7 @@ func TestNextObligationEveryPair(t *testing.T) {
 		}
 	}
 	if allowed != 16 {
-		t.Fatalf("the expected table has %d allowed transitions, DESIGN.md §2.2 has 16", allowed)
+		t.Fatalf("the expected table has %d allowed transitions, ledger/DESIGN.md §2.2 has 16", allowed)
 	}
 }
 

@@ -10,15 +10,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Event types that reporting surfaces as anomalies. The compensation
-// package appends late_evidence (with "contradicts_write_off": true in its
-// data when the late evidence contradicts an executed write-off) and
-// token_refused events; the ledger appends status_conflict.
-const (
-	EventTypeLateEvidence = "late_evidence"
-	EventTypeTokenRefused = "token_refused"
-)
-
 // PendingObligationStates are the states GET /v1/obligations lists by
 // default: the remote task ended, the gate applied, and the hold is still
 // active.
@@ -75,7 +66,7 @@ type ObligationRow struct {
 	UpdatedAt             time.Time
 	// LastEvidenceType and LastEvidenceAt describe the last event appended
 	// to the delegation's stream.
-	LastEvidenceType string
+	LastEvidenceType EventType
 	LastEvidenceAt   time.Time
 }
 
@@ -115,8 +106,8 @@ type AnomalyKind string
 
 // The anomaly kinds.
 const (
-	// AnomalyStatusConflict: a different terminal task status after a
-	// terminal one (DESIGN.md §2.1).
+	// AnomalyStatusConflict: a different task status, terminal or not,
+	// after a terminal one, which is immutable.
 	AnomalyStatusConflict AnomalyKind = "status_conflict"
 	// AnomalyLateEvidence: evidence that arrived after the obligation ended.
 	AnomalyLateEvidence AnomalyKind = "late_evidence"
@@ -131,7 +122,7 @@ const (
 var AnomalyKinds = []AnomalyKind{AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken}
 
 // AnomalyEventTypes are the event types anomalies are read from.
-var AnomalyEventTypes = []string{EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused}
+var AnomalyEventTypes = []EventType{EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused}
 
 // AnomalyQuery selects anomalies. Empty fields match all.
 type AnomalyQuery struct {
@@ -147,7 +138,7 @@ type AnomalyQuery struct {
 type Anomaly struct {
 	Seq             int64
 	Kind            AnomalyKind
-	EventType       string
+	EventType       EventType
 	DelegationID    uuid.UUID
 	OrgID           string
 	Tenant          string
@@ -159,7 +150,7 @@ type Anomaly struct {
 
 // ClassifyAnomaly returns the anomaly kind of an event, and false for an
 // event that is not an anomaly.
-func ClassifyAnomaly(eventType string, data json.RawMessage) (AnomalyKind, bool) {
+func ClassifyAnomaly(eventType EventType, data json.RawMessage) (AnomalyKind, bool) {
 	switch eventType {
 	case EventTypeStatusConflict:
 		return AnomalyStatusConflict, true

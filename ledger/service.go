@@ -37,8 +37,8 @@ type Config struct {
 	// refuses what it rejects.
 	ValidateJWKS func([]byte) error
 	// ValidateAgentEndpoint checks the agent card URL and allowed hosts an
-	// admin registers for an org (the egress rules live in the delegate
-	// package). Nil accepts any.
+	// admin registers for an org (the egress rules live in delegate/egress).
+	// Nil accepts any.
 	ValidateAgentEndpoint func(cardURL string, allowedHosts []string) error
 	// ValidateDispatchMessage checks the A2A message of a delegation that
 	// Quittance is to dispatch itself. Nil accepts any JSON object.
@@ -357,7 +357,7 @@ func Visible(ctx context.Context, r Reader, p Principal, id uuid.UUID) (Delegati
 }
 
 // LockVisible is Visible with the delegation's row locked for tx.
-func LockVisible(ctx context.Context, tx Tx, p Principal, id uuid.UUID) (Delegation, error) {
+func LockVisible(ctx context.Context, tx DelegationLocker, p Principal, id uuid.UUID) (Delegation, error) {
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return Delegation{}, err
@@ -410,14 +410,17 @@ type Observation struct {
 	// Evidence is a verbatim token the observation rests on (the signed
 	// ack of an atomic receipt), kept on the event.
 	Evidence string
-	// Source names where the observation came from (api, push, poll, stream, cancel).
+	// Source names where the observation came from: api for an
+	// orchestrator's report, or what the A2A workers saw (dispatch,
+	// message, cancel, poll, push, stream, …).
 	Source string
 }
 
-// ReportTaskStatus applies an observation of the remote task (DESIGN.md
-// §2.1): a terminal status is immutable, a different later terminal status
-// is recorded as a status_conflict anomaly, stale observations are recorded
-// and ignored, and a newly terminal status moves the obligation (§2.2).
+// ReportTaskStatus applies an orchestrator's observation of the remote task
+// through ObserveTaskStatus: a terminal status is immutable, so any
+// different status after it is recorded as a status_conflict anomaly; stale
+// observations are recorded and ignored; and a newly terminal status moves
+// the obligation.
 func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUID, obs Observation) (Delegation, error) {
 	if err := require(p, RoleOrchestrator); err != nil {
 		return Delegation{}, err
@@ -438,9 +441,10 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 }
 
 // ObserveTaskStatus applies an observation to d inside tx. Every way of
-// observing a remote task (orchestrator report, push, poll, stream, cancel
-// reply) goes through it.
-func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
+// observing a remote task (an orchestrator's report; a dispatch, message or
+// cancel reply, a poll, a push or a stream of the A2A workers) goes
+// through it.
+func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
 	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
 	if obs.Timestamp.IsZero() {
 		at = now
@@ -454,7 +458,7 @@ func ObserveTaskStatus(ctx context.Context, tx Tx, d Delegation, obs Observation
 	if obs.Source != "" {
 		data["source"] = obs.Source
 	}
-	record := func(typ string) (Delegation, error) {
+	record := func(typ EventType) (Delegation, error) {
 		_, err := Record(ctx, tx, d, Change{Type: typ, Actor: actor, At: now, Data: data})
 		return d, err
 	}

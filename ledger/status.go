@@ -6,8 +6,8 @@ import (
 )
 
 // TaskStatus is the remote A2A task's state as Quittance last observed it. It
-// is stored and emitted in the lower-case names of DESIGN.md §2.1, whatever
-// wire form (A2A v1.0 or v0.3) it arrived in.
+// is stored and emitted in the lower-case names below, whatever wire form
+// (A2A v1.0 or v0.3) it arrived in.
 type TaskStatus string
 
 // The task statuses. StatusUnknown is the state before the first observation.

@@ -84,7 +84,7 @@ func TestTaskStatusTerminal(t *testing.T) {
 	t.Parallel()
 	terminal := []ledger.TaskStatus{ledger.StatusCompleted, ledger.StatusFailed, ledger.StatusCanceled, ledger.StatusRejected}
 	if len(ledger.TaskStatuses) != 9 {
-		t.Fatalf("TaskStatuses has %d members, DESIGN.md §2.1 names 9", len(ledger.TaskStatuses))
+		t.Fatalf("TaskStatuses has %d members, ledger/DESIGN.md §2.1 names 9", len(ledger.TaskStatuses))
 	}
 	for _, s := range ledger.TaskStatuses {
 		if s.Terminal() != slices.Contains(terminal, s) {

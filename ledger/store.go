@@ -8,7 +8,7 @@ import (
 )
 
 // Clock tells the time. Services never call time.Now themselves, so tests
-// can move time (DESIGN.md §2.2 invariant 2 is checked with a fake clock).
+// can move time (ledger/DESIGN.md §2.2 invariant 2 is checked with a fake clock).
 type Clock interface {
 	Now() time.Time
 }
@@ -22,9 +22,10 @@ func (SystemClock) Now() time.Time { return time.Now() }
 // Store is the persistence the ledger needs. Every method takes the time it
 // should record as a parameter; the store never reads a clock.
 //
-// Error contract: a missing row is ErrNotFound (wrapped); a failed
-// conditional update is ErrConcurrentUpdate; a budget that cannot cover a
-// hold is ErrInsufficientFunds.
+// Error contract, for Store and every transaction interface below: a
+// missing row is ErrNotFound (wrapped); a failed conditional update is
+// ErrConcurrentUpdate; a budget that cannot cover a hold is
+// ErrInsufficientFunds. Any other error is the database's.
 type Store interface {
 	Reader
 	// InTx runs fn in one database transaction, committing if fn returns
@@ -37,11 +38,10 @@ type Store interface {
 	Ping(ctx context.Context) error
 }
 
-// Reader is the read side, usable inside and outside a transaction.
+// Reader is the read side the ledger's services use outside a transaction.
+// Error contract: as Store.
 type Reader interface {
 	Delegation(ctx context.Context, id uuid.UUID) (Delegation, error)
-	DelegationByOperation(ctx context.Context, tenant, businessOperationID string) (Delegation, error)
-	DelegationByRemoteTask(ctx context.Context, orgID, remoteTaskID string) (Delegation, error)
 	ListDelegations(ctx context.Context, f DelegationFilter) ([]Delegation, error)
 	// StreamEvents returns a stream's events in stream order.
 	StreamEvents(ctx context.Context, stream string) ([]Event, error)
@@ -49,22 +49,78 @@ type Reader interface {
 	Org(ctx context.Context, id string) (Org, error)
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
+	// TaskClasses returns every registered task class, by name.
+	TaskClasses(ctx context.Context) ([]TaskClass, error)
 	TokenByHash(ctx context.Context, hash []byte) (Token, error)
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)
 }
 
-// Tx is a database transaction.
-type Tx interface {
-	Reader
+// The transaction interfaces. Each exported function that works inside a
+// transaction takes the smallest of them it needs, so another domain's
+// transaction (compensation.Tx, delegate.Tx) can be passed to it without
+// being the ledger's whole Tx.
+
+// EventAppender appends events: what Append and Record write through.
+// Error contract: as Store.
+type EventAppender interface {
+	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
+	// and Hash. Appends to one stream are serialized. A caller that created
+	// the stream's owner in this transaction sets StreamSeq to 1: the event
+	// is then appended as the stream's first without reading its head, and
+	// refused if the stream has events after all. A delegation's event is
+	// queued, in the same statement, for delivery to every webhook endpoint
+	// of its tenant that subscribes to its type.
+	AppendEvent(ctx context.Context, e Event) (Event, error)
+}
+
+// DelegationLocker locks delegations: what LockVisible needs.
+// Error contract: as Store.
+type DelegationLocker interface {
 	// DelegationForUpdate loads a delegation and locks its row until the
 	// transaction ends.
 	DelegationForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error)
+}
+
+// ChangeTx is what Apply writes a change through: the delegation, its
+// event and its hold. Error contract: as Store.
+type ChangeTx interface {
+	EventAppender
+	// UpdateDelegation writes d's mutable fields if the stored version is
+	// d.Version-1, else returns ErrConcurrentUpdate.
+	UpdateDelegation(ctx context.Context, d Delegation) error
+	// MoveBudget applies one movement and journals it, returning the budget
+	// after it. A hold larger than the available amount is
+	// ErrInsufficientFunds and changes nothing.
+	MoveBudget(ctx context.Context, m BudgetMove) (Budget, error)
+}
+
+// ObservationTx is what ObserveTaskStatus writes through: Apply's, plus
+// what a terminal status needs to decide the gate and queue a compensation
+// request. Error contract: as Store.
+type ObservationTx interface {
+	ChangeTx
 	// GatePolicy loads what decides whether a terminal task status gates a
 	// delegation's hold: its org and its task class, in one round trip.
 	// known is false when the class is not registered; the org missing is
 	// ErrNotFound.
 	GatePolicy(ctx context.Context, orgID, taskClass string) (org Org, class TaskClass, known bool, err error)
+	// EnqueueOutbound queues an outbound A2A call for the delegation, in the
+	// transaction of the change that calls for it, so a crash can delay the
+	// call but never lose it. At most one job of a kind is open per
+	// delegation: enqueuing again only brings the open one forward. A
+	// dispatch job also marks the delegation as dispatched by Quittance.
+	EnqueueOutbound(ctx context.Context, j OutboundJob) error
+}
+
+// Tx is a database transaction of the ledger's own services (Service):
+// everything they read and write inside one. Error contract: as Store.
+type Tx interface {
+	ObservationTx
+	DelegationLocker
+	Delegation(ctx context.Context, id uuid.UUID) (Delegation, error)
+	DelegationByOperation(ctx context.Context, tenant, businessOperationID string) (Delegation, error)
+	Org(ctx context.Context, id string) (Org, error)
 	// CreationReferences loads the org and the budget a new delegation
 	// refers to, in one round trip, and holds a share lock on the org until
 	// the transaction ends, so its identity cannot be revoked meanwhile. It
@@ -74,36 +130,22 @@ type Tx interface {
 	// business operation id, or the same org and remote task id, exists;
 	// inserted is false in that case.
 	InsertDelegation(ctx context.Context, d Delegation) (inserted bool, err error)
-	// UpdateDelegation writes d's mutable fields if the stored version is
-	// d.Version-1, else returns ErrConcurrentUpdate.
-	UpdateDelegation(ctx context.Context, d Delegation) error
-	// MoveBudget applies one movement and journals it, returning the budget
-	// after it. A hold larger than the available amount is
-	// ErrInsufficientFunds and changes nothing.
-	MoveBudget(ctx context.Context, m BudgetMove) (Budget, error)
-	// PutBudget creates a budget, or updates its funding. Budgets with the
-	// given id are locked for the rest of the transaction.
-	BudgetForUpdate(ctx context.Context, id string) (Budget, error)
-	InsertBudget(ctx context.Context, b Budget) error
-	PutOrg(ctx context.Context, o Org) error
-	PutTaskClass(ctx context.Context, c TaskClass) error
-	InsertToken(ctx context.Context, t Token) error
-	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
-	// and Hash. Appends to one stream are serialized. A caller that created
-	// the stream's owner in this transaction sets StreamSeq to 1: the event
-	// is then appended as the stream's first without reading its head, and
-	// refused if the stream has events after all. A delegation's event is
-	// queued, in the same statement, for delivery to every webhook endpoint
-	// of its tenant that subscribes to its type.
-	AppendEvent(ctx context.Context, e Event) (Event, error)
-	// EnqueueOutbound queues an outbound A2A call for the delegation, in the
-	// transaction of the change that calls for it, so a crash can delay the
-	// call but never lose it. At most one job of a kind is open per
-	// delegation: enqueuing again only brings the open one forward. A
-	// dispatch job also marks the delegation as dispatched by Quittance.
-	EnqueueOutbound(ctx context.Context, j OutboundJob) error
 	// InsertDelegationLink records that l.From refers to l.To.
 	InsertDelegationLink(ctx context.Context, l DelegationLink, at time.Time) error
+	// BudgetForUpdate loads a budget and locks its row until the
+	// transaction ends, so a funding change is computed from a balance no
+	// one else moves meanwhile.
+	BudgetForUpdate(ctx context.Context, id string) (Budget, error)
+	// InsertBudget creates a budget with nothing funded; funding is a
+	// MoveBudget of kind MoveFund.
+	InsertBudget(ctx context.Context, b Budget) error
+	// PutOrg creates or updates an org. It never clears a recorded identity
+	// revocation.
+	PutOrg(ctx context.Context, o Org) error
+	// PutTaskClass creates or updates a task class.
+	PutTaskClass(ctx context.Context, c TaskClass) error
+	// InsertToken records an API token (its hash, never the secret).
+	InsertToken(ctx context.Context, t Token) error
 }
 
 // OutboundKind names an outbound A2A call Quittance makes on a delegation's

@@ -18,8 +18,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/quittance/quittance/ledger"
 )
@@ -30,11 +31,13 @@ type benchConfig struct {
 	Duration        time.Duration
 	Warmup          time.Duration
 	ManyBudgets     int
-	ReconTotal      int
-	ReconOpen       int
-	ReconRequests   int
+	HotScale        int
+	ManyScale       int
+	Replicas        int
+	TxnLog          bool
+	Scale           scaleConfig
 	SkipLifecycle   bool
-	SkipRecon       bool
+	SkipScale       bool
 	Keep            bool
 	Quick           bool
 	FailOnTargets   bool
@@ -51,17 +54,20 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.DurationVar(&cfg.Duration, "duration", 45*time.Second, "measured duration of each pgbench and lifecycle run")
 	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "unmeasured warm-up before each lifecycle run")
 	fs.IntVar(&cfg.ManyBudgets, "budgets", 256, "number of budgets of the many-budgets case")
-	fs.IntVar(&cfg.ReconTotal, "recon-delegations", 1_000_000, "delegations bulk-loaded for the reconciliation queries")
-	fs.IntVar(&cfg.ReconOpen, "recon-open", 10_000, "of which open obligations")
-	fs.IntVar(&cfg.ReconRequests, "recon-requests", 300, "requests per reconciliation query")
+	fs.IntVar(&cfg.HotScale, "hot-scale", 1, "pgbench scale of the one-hot-budget anchor (1: one branch row, as hot as the one budget)")
+	fs.IntVar(&cfg.ManyScale, "many-scale", 0, "pgbench scale of the many-budgets anchor, at least the largest -clients (default: the larger of 32 and the largest -clients)")
+	fs.IntVar(&cfg.Replicas, "replicas", 3, "service processes of the multi-replica run (many budgets) measured beside one replica; 1 skips it")
+	fs.BoolVar(&cfg.TxnLog, "txn-log", true, "log every transaction on both sides (pgbench -l, and the same line per Quittance operation) and take the percentiles from the logs; false logs none on either side and reports mean latencies only")
+	cfg.Scale.register(fs)
 	fs.BoolVar(&cfg.SkipLifecycle, "skip-lifecycle", false, "skip pgbench and the lifecycle runs")
-	fs.BoolVar(&cfg.SkipRecon, "skip-recon", false, "skip the reconciliation queries")
+	fs.BoolVar(&cfg.SkipScale, "skip-scale", false, "skip the data-scale runs (reconciliation and the deadline sweep)")
+	fs.BoolVar(&cfg.SkipScale, "skip-recon", false, "the same as -skip-scale")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch directory (cluster, logs)")
-	fs.BoolVar(&cfg.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "a quick run: 10s per run, 200k delegations (also BENCH_QUICK=1)")
+	fs.BoolVar(&cfg.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "a quick run: 10s per run and a small data set (also BENCH_QUICK=1); its figures are not the benchmark's")
 	fs.BoolVar(&cfg.FailOnTargets, "fail-on-targets", false, "exit non-zero when a target is missed")
 	fs.BoolVar(&cfg.Perf, "perf", false, "record a CPU profile of the service with perf(1), kernel included, during each lifecycle run (kept with -keep)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "take Go's CPU profile of the service (QUITTANCE_DEBUG_ADDR) during each lifecycle run, for go tool pprof (kept with -keep)")
-	fs.StringVar(&cfg.ResultsMarkdown, "markdown", "", "also write the results as a Markdown table to this file")
+	fs.StringVar(&cfg.ResultsMarkdown, "markdown", "", "also write the machine and the results as Markdown to this file")
 	if err := fs.Parse(args); err != nil {
 		return cfg, errUsage
 	}
@@ -72,35 +78,51 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchConfig, error) {
 		}
 		cfg.Clients = append(cfg.Clients, n)
 	}
+	maxClients := slices.Max(cfg.Clients)
+	if cfg.ManyScale == 0 {
+		cfg.ManyScale = max(32, maxClients)
+	}
+	if cfg.ManyScale < maxClients {
+		return cfg, fmt.Errorf("-many-scale %d is below the largest -clients %d: pgbench's clients would share branch rows, a hot-row workload", cfg.ManyScale, maxClients)
+	}
+	if cfg.HotScale < 1 {
+		return cfg, errors.New("-hot-scale must be at least 1")
+	}
+	if cfg.Replicas < 1 {
+		return cfg, errors.New("-replicas must be at least 1")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if cfg.Quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["duration"] {
 			cfg.Duration = 10 * time.Second
 		}
 		if !set["warmup"] {
 			cfg.Warmup = time.Second
 		}
-		if !set["recon-delegations"] {
-			cfg.ReconTotal = 200_000
-		}
-		if !set["recon-requests"] {
-			cfg.ReconRequests = 200
-		}
+		cfg.Scale.quick(set)
 	}
-	if cfg.ReconOpen > cfg.ReconTotal {
-		return cfg, errors.New("-recon-open exceeds -recon-delegations")
-	}
-	return cfg, nil
+	return cfg, cfg.Scale.check()
 }
 
-// Targets of issue 6.
+// Targets of the benchmark.
 const (
-	targetManyRatio = 0.7
-	targetHotRatio  = 0.5
-	targetReconP99  = 50 * time.Millisecond
-	targetRSS       = 150 << 20
+	// targetRatio32 and targetRatio8 are Quittance's operations per second
+	// over its pgbench anchor's TPS, at 32 clients and more, and below.
+	targetRatio32 = 0.7
+	targetRatio8  = 0.5
+	// targetReplicas is the total of the multi-replica run over one replica.
+	targetReplicas = 1.0
+	targetRSS      = 150 << 20
 )
+
+// ratioTarget is the target ratio to the pgbench anchor at n clients.
+func ratioTarget(n int) float64 {
+	if n >= 32 {
+		return targetRatio32
+	}
+	return targetRatio8
+}
 
 // latencies summarizes a sample of durations.
 type latencies []time.Duration
@@ -118,9 +140,10 @@ func (l latencies) quantile(q float64) time.Duration {
 // pgbenchResult is one pgbench run.
 type pgbenchResult struct {
 	Clients  int
+	Scale    int
 	TPS      float64
 	Avg      time.Duration
-	P50, P99 time.Duration
+	P50, P99 time.Duration // zero without the transaction log
 	Txns     int
 	Load     string // the 1-minute load average at the end
 }
@@ -129,23 +152,15 @@ type pgbenchResult struct {
 type lifecycleResult struct {
 	Clients  int
 	Mode     string // "hot" or "many"
+	Replicas int
 	Ops      int64
 	Errors   int64
 	OpsPerS  float64
-	P50, P99 time.Duration
-	PeakRSS  int64
+	Avg      time.Duration
+	P50, P99 time.Duration // zero without the transaction log
+	PeakRSS  int64         // the largest of the replicas'
 	Duration time.Duration
 	Load     string // the 1-minute load average at the end
-}
-
-// reconResult is the latency of one reconciliation query.
-type reconResult struct {
-	Name     string
-	Path     string
-	Requests int
-	P50, P99 time.Duration
-	Max      time.Duration
-	Bytes    int
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -159,39 +174,52 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer h.close()
+	m := describeMachine(ctx, h)
+	fmt.Fprintf(stderr, "machine: %s\n", m)
 
 	var (
 		pgb   []pgbenchResult
 		lifes []lifecycleResult
-		recon []reconResult
-		info  reconInfo
+		sc    *scaleResult
 	)
 	if !cfg.SkipLifecycle {
 		for _, n := range cfg.Clients {
-			r, err := runPgbench(ctx, h, n, cfg.Duration)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stderr, "pgbench  c=%-3d %8.1f tps  p50 %s p99 %s load %s\n", n, r.TPS, ms(r.P50), ms(r.P99), r.Load)
-			pgb = append(pgb, r)
+			// Each anchor is run right before the Quittance case it anchors,
+			// so both see the machine in the same state.
 			for _, mode := range []string{"many", "hot"} {
-				l, err := runLifecycle(ctx, h, cfg, n, mode)
+				scale := cfg.ManyScale
+				if mode == "hot" {
+					scale = cfg.HotScale
+				}
+				r, err := runPgbench(ctx, h, n, scale, cfg.Duration, cfg.TxnLog)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(stderr, "quittance c=%-3d %-4s %8.1f ops/s p50 %s p99 %s rss %s errors %d load %s\n",
-					n, mode, l.OpsPerS, ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load)
-				lifes = append(lifes, l)
+				fmt.Fprintf(stderr, "pgbench   c=%-3d scale %-3d %8.1f tps  mean %s p50 %s p99 %s load %s\n",
+					n, scale, r.TPS, ms(r.Avg), ms(r.P50), ms(r.P99), r.Load)
+				pgb = append(pgb, r)
+				replicas := []int{1}
+				if mode == "many" && cfg.Replicas > 1 {
+					replicas = append(replicas, cfg.Replicas)
+				}
+				for _, rep := range replicas {
+					l, err := runLifecycle(ctx, h, cfg, n, mode, rep)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(stderr, "quittance c=%-3d %-4s ×%d %8.1f ops/s mean %s p50 %s p99 %s rss %s errors %d load %s\n",
+						n, mode, rep, l.OpsPerS, ms(l.Avg), ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load)
+					lifes = append(lifes, l)
+				}
 			}
 		}
 	}
-	if !cfg.SkipRecon {
-		recon, info, err = runRecon(ctx, h, cfg)
-		if err != nil {
+	if !cfg.SkipScale {
+		if sc, err = runScale(ctx, h, cfg.Scale); err != nil {
 			return err
 		}
 	}
-	report := renderBench(cfg, pgb, lifes, recon, info, time.Since(started))
+	report := renderBench(cfg, m, pgb, lifes, sc, time.Since(started))
 	fmt.Fprint(stdout, report.text)
 	if cfg.ResultsMarkdown != "" {
 		if err := os.WriteFile(cfg.ResultsMarkdown, []byte(report.markdown), 0o644); err != nil {
@@ -204,10 +232,23 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// runPgbench initializes pgbench at scale 1 in a fresh database and runs
-// tpcb-like with n clients and 2 threads, logging every transaction so
-// the latency percentiles are computed the same way as Quittance's.
-func runPgbench(ctx context.Context, h *harness, n int, d time.Duration) (pgbenchResult, error) {
+// checkpoint forces a checkpoint, so that no run pays for the writes of
+// the set-up before it.
+func checkpoint(ctx context.Context, h *harness) error {
+	conn, err := pgx.Connect(ctx, h.cluster.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
+// runPgbench initializes pgbench at scale in a fresh database and runs
+// tpcb-like with n clients and 2 threads. With txnLog every transaction is
+// logged (-l), and the percentiles are computed from the log the same way
+// as Quittance's; without it neither side logs.
+func runPgbench(ctx context.Context, h *harness, n, scale int, d time.Duration, txnLog bool) (pgbenchResult, error) {
 	url, err := h.createDatabase(ctx, "pgbench")
 	if err != nil {
 		return pgbenchResult{}, err
@@ -216,21 +257,28 @@ func runPgbench(ctx context.Context, h *harness, n int, d time.Duration) (pgbenc
 	if err != nil {
 		return pgbenchResult{}, err
 	}
-	init := exec.CommandContext(ctx, bin, "-i", "-s", "1", "-q", url)
+	// Server-side data generation (-I G): the same tables, faster at scale.
+	init := exec.CommandContext(ctx, bin, "-i", "-s", strconv.Itoa(scale), "-q", "-I", "dtGvp", url)
 	if out, err := init.CombinedOutput(); err != nil {
-		return pgbenchResult{}, fmt.Errorf("pgbench -i: %w: %s", err, out)
+		return pgbenchResult{}, fmt.Errorf("pgbench -i -s %d: %w: %s", scale, err, out)
 	}
-	logDir := filepath.Join(h.dir, fmt.Sprintf("pgbench-c%d", n))
+	if err := checkpoint(ctx, h); err != nil {
+		return pgbenchResult{}, err
+	}
+	logDir := filepath.Join(h.dir, fmt.Sprintf("pgbench-s%d-c%d", scale, n))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return pgbenchResult{}, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "-b", "tpcb-like", "-c", strconv.Itoa(n), "-j", "2",
-		"-T", strconv.Itoa(int(d.Seconds())), "-l", "--log-prefix="+filepath.Join(logDir, "txn"), url)
+	args := []string{"-b", "tpcb-like", "-c", strconv.Itoa(n), "-j", "2", "-T", strconv.Itoa(int(d.Seconds()))}
+	if txnLog {
+		args = append(args, "-l", "--log-prefix="+filepath.Join(logDir, "txn"))
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return pgbenchResult{}, fmt.Errorf("pgbench: %w: %s", err, out)
 	}
-	r := pgbenchResult{Clients: n}
+	r := pgbenchResult{Clients: n, Scale: scale}
 	if m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
 		r.TPS, _ = strconv.ParseFloat(string(m[1]), 64)
 	} else {
@@ -240,13 +288,30 @@ func runPgbench(ctx context.Context, h *harness, n int, d time.Duration) (pgbenc
 		v, _ := strconv.ParseFloat(string(m[1]), 64)
 		r.Avg = time.Duration(v * float64(time.Millisecond))
 	}
-	// Per-transaction log lines: client_id transaction_no time_us script_no epoch epoch_us.
-	files, _ := filepath.Glob(filepath.Join(logDir, "txn*"))
+	if txnLog {
+		lat, err := readTxnLogs(filepath.Join(logDir, "txn*"))
+		if err != nil {
+			return r, err
+		}
+		r.Txns, r.P50, r.P99 = len(lat), lat.quantile(0.50), lat.quantile(0.99)
+	}
+	r.Load = loadAverage()
+	return r, nil
+}
+
+// readTxnLogs reads per-transaction logs in pgbench's format (client_id
+// transaction_no time_us script_no epoch epoch_us), which the lifecycle
+// runs write too, and returns the latencies.
+func readTxnLogs(glob string) (latencies, error) {
+	files, err := filepath.Glob(glob)
+	if err != nil {
+		return nil, err
+	}
 	var lat latencies
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
-			return r, err
+			return nil, err
 		}
 		sc := bufio.NewScanner(fh)
 		for sc.Scan() {
@@ -254,16 +319,16 @@ func runPgbench(ctx context.Context, h *harness, n int, d time.Duration) (pgbenc
 			if len(fields) < 3 {
 				continue
 			}
-			us, err := strconv.ParseInt(fields[2], 10, 64)
-			if err == nil {
+			if us, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
 				lat = append(lat, time.Duration(us)*time.Microsecond)
 			}
 		}
 		fh.Close()
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("read %s: %w", f, err)
+		}
 	}
-	r.Txns, r.P50, r.P99 = len(lat), lat.quantile(0.50), lat.quantile(0.99)
-	r.Load = loadAverage()
-	return r, nil
+	return lat, nil
 }
 
 // findPgbench finds the pgbench of the PostgreSQL the cluster runs:
@@ -291,17 +356,45 @@ func isExecutable(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// runLifecycle starts the service on a fresh database and drives n
-// clients through create → task-status canceled → signed ack, on one
-// budget (mode "hot") or spread over many budgets ("many").
-func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode string) (lifecycleResult, error) {
-	res := lifecycleResult{Clients: n, Mode: mode}
-	name := fmt.Sprintf("quittance_%s_c%d", mode, n)
-	dbURL, err := h.createDatabase(ctx, name)
-	if err != nil {
-		return res, err
+// startReplicas starts n `quittance serve` processes on dbURL at the same
+// moment and waits until all are ready. env(i) is replica i's extra
+// environment.
+func startReplicas(ctx context.Context, h *harness, n int, dbURL, token, name string, env func(i int) []string) ([]*service, error) {
+	svcs := make([]*service, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		wg.Go(func() {
+			svcs[i], errs[i] = startService(ctx, serviceConfig{
+				Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: token,
+				LogPath: filepath.Join(h.dir, fmt.Sprintf("%s-r%d.log", name, i)), Env: env(i),
+			})
+		})
 	}
-	addr, err := freeAddr()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, s := range svcs {
+			if s != nil {
+				s.stop()
+			}
+		}
+		return nil, err
+	}
+	return svcs, nil
+}
+
+// runLifecycle starts replicas service processes on a fresh database and
+// drives n clients through create → task-status canceled → signed ack, on
+// one budget (mode "hot") or spread over many budgets ("many"). Each
+// client sends its successive requests to successive replicas.
+func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode string, replicas int) (lifecycleResult, error) {
+	res := lifecycleResult{Clients: n, Mode: mode, Replicas: replicas}
+	name := fmt.Sprintf("quittance_%s_c%d_r%d", mode, n, replicas)
+	dbURL, err := h.createDatabase(ctx, name)
 	if err != nil {
 		return res, err
 	}
@@ -312,17 +405,27 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		if debugAddr, err = freeAddr(); err != nil {
 			return res, err
 		}
-		env = append(env, "QUITTANCE_DEBUG_ADDR="+debugAddr)
 	}
-	svc, err := startService(ctx, serviceConfig{
-		Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: admin,
-		LogPath: filepath.Join(h.dir, name+".log"), Env: env,
+	svcs, err := startReplicas(ctx, h, replicas, dbURL, admin, name, func(i int) []string {
+		if i == 0 && debugAddr != "" {
+			// Only the first replica is profiled.
+			return append(slices.Clone(env), "QUITTANCE_DEBUG_ADDR="+debugAddr)
+		}
+		return env
 	})
 	if err != nil {
 		return res, err
 	}
-	defer svc.stop()
-	c := newClient(svc.URL, n)
+	defer func() {
+		for _, s := range svcs {
+			s.stop()
+		}
+	}()
+	clients := make([]*client, replicas)
+	for i, s := range svcs {
+		clients[i] = newClient(s.URL, n)
+	}
+	c := clients[0]
 	const org = "supplier"
 	sig := newSigner("k1")
 	budgets := []string{"hot"}
@@ -346,28 +449,43 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 	if err != nil {
 		return res, err
 	}
+	if err := checkpoint(ctx, h); err != nil {
+		return res, err
+	}
+	logDir := filepath.Join(h.dir, name+"-txn")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return res, err
+	}
 
 	var (
 		measuring atomic.Bool
 		ops, errs atomic.Int64
-		mu        sync.Mutex
-		lat       latencies
+		totalNs   atomic.Int64
 		firstErr  atomic.Value
+		logErr    atomic.Value
 	)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	for i := range n {
+		var txnLog *bufio.Writer
+		if cfg.TxnLog {
+			f, err := os.Create(filepath.Join(logDir, fmt.Sprintf("txn.%d", i)))
+			if err != nil {
+				return res, err
+			}
+			txnLog = bufio.NewWriterSize(f, 64<<10)
+			defer f.Close()
+		}
 		wg.Go(func() {
-			local := make(latencies, 0, 1<<14)
-			defer func() {
-				mu.Lock()
-				lat = append(lat, local...)
-				mu.Unlock()
-			}()
-			timed := func(f func() error) bool {
+			var seq int64
+			next := i
+			// do sends one request to the next replica in turn.
+			do := func(f func(c *client) error) bool {
+				c := clients[next%replicas]
+				next++
 				t0 := time.Now()
-				err := f()
+				err := f(c)
 				if runCtx.Err() != nil {
 					return false
 				}
@@ -377,17 +495,31 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 					return false
 				}
 				if measuring.Load() {
+					end := time.Now()
+					d := end.Sub(t0)
 					ops.Add(1)
-					local = append(local, time.Since(t0))
+					totalNs.Add(int64(d))
+					if txnLog != nil {
+						// pgbench's -l line: client_id transaction_no time_us script_no epoch epoch_us.
+						fmt.Fprintf(txnLog, "%d %d %d 0 %d %d\n", i, seq, d.Microseconds(), end.Unix(), end.Nanosecond()/1000)
+					}
+					seq++
 				}
 				return true
 			}
+			defer func() {
+				if txnLog != nil {
+					if err := txnLog.Flush(); err != nil {
+						logErr.CompareAndSwap(nil, err.Error())
+					}
+				}
+			}()
 			for k := 0; runCtx.Err() == nil; k++ {
 				op := fmt.Sprintf("c%d-%d", i, k)
 				task := "task-" + op
 				budget := budgets[(i*7919+k)%len(budgets)]
 				var d delegation
-				ok := timed(func() error {
+				ok := do(func(c *client) error {
 					return c.must(runCtx, http.MethodPost, "/v1/delegations", orch, map[string]any{
 						"business_operation_id": op, "org_id": org, "task_class": "procurement", "budget_id": budget,
 						"hold":   map[string]any{"amount_minor": 1000 + k%1000, "currency": "EUR"},
@@ -397,7 +529,7 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 				if !ok {
 					continue
 				}
-				ok = timed(func() error {
+				ok = do(func(c *client) error {
 					return c.must(runCtx, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", orch,
 						map[string]any{"state": "TASK_STATE_CANCELED"}, &d, http.StatusOK)
 				})
@@ -409,7 +541,7 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 					continue
 				}
 				token := sig.sign(typAck, evidenceClaims(org, task, d.Compensation.IdempotencyKey, time.Now()))
-				timed(func() error {
+				do(func(c *client) error {
 					resp, err := c.do(runCtx, http.MethodPost, "/v1/compensation/acks", "", "application/jose", token)
 					if err != nil {
 						return err
@@ -425,7 +557,7 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 	time.Sleep(cfg.Warmup)
 	var perf *exec.Cmd
 	if cfg.Perf {
-		perf = exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(svc.cmd.Process.Pid),
+		perf = exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(svcs[0].cmd.Process.Pid),
 			"-o", filepath.Join(h.dir, name+".perf.data"))
 		perf.Stdout, perf.Stderr = io.Discard, io.Discard
 		if err := perf.Start(); err != nil {
@@ -445,6 +577,7 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 	case <-ctx.Done():
 	}
 	measuring.Store(false)
+	res.Duration = time.Since(t0)
 	if perf != nil {
 		_ = perf.Process.Signal(os.Interrupt)
 		_ = perf.Wait()
@@ -456,7 +589,6 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		}
 		fmt.Fprintf(h.stderr, "  CPU profile: go tool pprof %s %s\n", h.binary, pprofPath)
 	}
-	res.Duration = time.Since(t0)
 	res.Ops = ops.Load()
 	res.Load = loadAverage()
 	stop()
@@ -464,11 +596,27 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
+	if v := logErr.Load(); v != nil {
+		return res, fmt.Errorf("write the transaction log: %s", v)
+	}
 	res.Errors = errs.Load()
 	res.OpsPerS = float64(res.Ops) / res.Duration.Seconds()
-	res.P50, res.P99 = lat.quantile(0.5), lat.quantile(0.99)
-	if res.PeakRSS, err = svc.peakRSS(); err != nil {
-		return res, err
+	if res.Ops > 0 {
+		res.Avg = time.Duration(totalNs.Load() / res.Ops)
+	}
+	if cfg.TxnLog {
+		lat, err := readTxnLogs(filepath.Join(logDir, "txn.*"))
+		if err != nil {
+			return res, err
+		}
+		res.P50, res.P99 = lat.quantile(0.5), lat.quantile(0.99)
+	}
+	for _, s := range svcs {
+		rss, err := s.peakRSS()
+		if err != nil {
+			return res, err
+		}
+		res.PeakRSS = max(res.PeakRSS, rss)
 	}
 	if v := firstErr.Load(); v != nil {
 		fmt.Fprintf(h.stderr, "  first error: %s\n", v)
@@ -490,80 +638,14 @@ func loadAverage() string {
 	return f[0]
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-// benchReport is the rendered results.
-type benchReport struct {
-	text, markdown string
-	missed         int
-}
-
-func renderBench(cfg benchConfig, pgb []pgbenchResult, lifes []lifecycleResult, recon []reconResult, info reconInfo, took time.Duration) benchReport {
-	var (
-		text, md strings.Builder
-		missed   int
-	)
-	verdict := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		missed++
-		return "MISSED"
-	}
-	tps := map[int]float64{}
-	for _, p := range pgb {
-		tps[p.Clients] = p.TPS
-	}
-	if len(lifes) > 0 {
-		tw := tabwriter.NewWriter(&text, 2, 4, 2, ' ', 0)
-		fmt.Fprintf(&text, "\nLifecycle throughput (create → task-status canceled → signed ack; %s per run, fsync on)\n\n", cfg.Duration)
-		fmt.Fprintln(tw, "clients\tcase\tpgbench tps\tpgbench p50\tpgbench p99\tquittance ops/s\tratio\ttarget\tquittance p50\tquittance p99\tpeak RSS\terrors\tload (pgbench/quittance)\t")
-		md.WriteString("| clients | case | pgbench TPS | pgbench p50 / p99 | Quittance ops/s | ratio | target | Quittance p50 / p99 | peak RSS | errors | load avg (pgbench / Quittance) |\n")
-		md.WriteString("|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
-		for _, l := range lifes {
-			var pg pgbenchResult
-			for _, p := range pgb {
-				if p.Clients == l.Clients {
-					pg = p
-				}
-			}
-			ratio := l.OpsPerS / pg.TPS
-			want := targetManyRatio
-			name := "many budgets"
-			if l.Mode == "hot" {
-				want, name = targetHotRatio, "one hot budget"
-			}
-			v := verdict(ratio >= want)
-			rss := mib(l.PeakRSS)
-			if l.Clients == 32 {
-				rss += " (" + verdict(l.PeakRSS < targetRSS) + ")"
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.0f\t%.2f×\t≥%.1f× %s\t%s\t%s\t%s\t%d\t%s / %s\t\n",
-				l.Clients, name, pg.TPS, ms(pg.P50), ms(pg.P99), l.OpsPerS, ratio, want, v, ms(l.P50), ms(l.P99), rss, l.Errors, pg.Load, l.Load)
-			fmt.Fprintf(&md, "| %d | %s | %.0f | %s / %s | %.0f | %.2f× | ≥ %.1f× %s | %s / %s | %s | %d | %s / %s |\n",
-				l.Clients, name, pg.TPS, ms(pg.P50), ms(pg.P99), l.OpsPerS, ratio, want, v, ms(l.P50), ms(l.P99), rss, l.Errors, pg.Load, l.Load)
-		}
-		tw.Flush()
-	}
-	if len(recon) > 0 {
-		fmt.Fprintf(&text, "\nReconciliation at %d delegations, %d open (bulk load %s; %d requests each, sequential)\n\n",
-			info.Total, info.Open, info.LoadTime.Round(time.Second), cfg.ReconRequests)
-		fmt.Fprintf(&md, "\nReconciliation at %d delegations, %d open obligations (%d requests each, sequential):\n\n", info.Total, info.Open, cfg.ReconRequests)
-		md.WriteString("| query | p50 | p99 | max | target |\n|---|---:|---:|---:|---|\n")
-		tw := tabwriter.NewWriter(&text, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "query\tp50\tp99\tmax\tbytes\ttarget\t")
-		for _, r := range recon {
-			v := verdict(r.P99 < targetReconP99)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\tp99 < 50 ms %s\t\n", r.Name, ms(r.P50), ms(r.P99), ms(r.Max), r.Bytes, v)
-			fmt.Fprintf(&md, "| `%s` | %s | %s | %s | < 50 ms %s |\n", r.Path, ms(r.P50), ms(r.P99), ms(r.Max), v)
-		}
-		tw.Flush()
-	}
-	fmt.Fprintf(&text, "\n%d targets missed; took %s\n", missed, took.Round(time.Second))
-	return benchReport{text: text.String(), markdown: md.String(), missed: missed}
-}
 
 // fetchCPUProfile takes Go's CPU profile of the service over d from its
 // profile listener and writes it to path.

@@ -1,12 +1,12 @@
 // Command quittance-bench measures Quittance against the PostgreSQL it runs
 // on, and soaks it under faults.
 //
-//	quittance-bench bench [flags]   pgbench vs. the Quittance lifecycle, reconciliation latency
-//	quittance-bench soak  [flags]   concurrent lifecycle under SIGKILLs and PostgreSQL crashes
+//	quittance-bench bench [flags]   pgbench vs. the Quittance lifecycle (one and several replicas), data scale
+//	quittance-bench soak  [flags]   concurrent lifecycle on one or more replicas under SIGKILLs and PostgreSQL crashes
 //
 // Both subcommands start a private PostgreSQL cluster from the machine's
 // binaries (sql/pgcluster, fsync on) in a temporary directory, build the
-// real quittance binary and run `quittance serve` as a subprocess on
+// real quittance binary and run `quittance serve` as subprocesses on
 // loopback, so what is measured is what is deployed. Everything they start
 // is stopped, and the temporary directory removed, when they return (with
 // -keep the directory stays, for its logs).
@@ -47,19 +47,23 @@ func main() {
 // been printed already.
 var errUsage = errors.New("usage")
 
-// violationsError is the soak's failure: invariants were violated.
+// violationsError is the soak's failure: an invariant or another check was violated.
 type violationsError struct{ n int }
 
 // Error implements error.
-func (e violationsError) Error() string { return fmt.Sprintf("%d invariant violations", e.n) }
+func (e violationsError) Error() string { return fmt.Sprintf("%d violations", e.n) }
 
 const usage = `usage: quittance-bench <command> [flags]
 
 commands:
-  bench   pgbench tpcb-like vs. the Quittance lifecycle (8 and 32 clients, hot
-          and many budgets) and reconciliation latency at 1M delegations
-  soak    concurrent lifecycle with SIGKILLs of the service and immediate
-          PostgreSQL restarts; checks every invariant at the end
+  bench   pgbench tpcb-like (scale 1 for one hot budget, scale >= clients for
+          many budgets) vs. the Quittance lifecycle at 8 and 32 clients; three
+          replicas beside one; reconciliation and the deadline sweep at 10M
+          delegations
+  soak    concurrent lifecycle on -replicas service processes, with the demo
+          agent as the remote, SIGKILLs of random replicas and immediate
+          PostgreSQL restarts; checks every invariant, the agent's tasks, the
+          webhook deliveries and a reconnecting event stream at the end
 
 Run "quittance-bench <command> -h" for the flags of a command.
 `

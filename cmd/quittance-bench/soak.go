@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 )
@@ -30,8 +31,10 @@ const maxSoak = 10 * time.Minute
 type soakConfig struct {
 	Duration  time.Duration
 	Clients   int
+	Replicas  int
 	KillEvery time.Duration
 	PGEvery   time.Duration
+	Drain     time.Duration
 	Seed      uint64
 	Keep      bool
 }
@@ -42,8 +45,10 @@ func parseSoakFlags(args []string, stderr io.Writer) (soakConfig, error) {
 	var cfg soakConfig
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Minute, "how long the clients run (at most 10m)")
 	fs.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
-	fs.DurationVar(&cfg.KillEvery, "kill-every", 20*time.Second, "mean time between SIGKILLs of the service")
+	fs.IntVar(&cfg.Replicas, "replicas", 1, "service processes on the one PostgreSQL; the clients spread their requests over them")
+	fs.DurationVar(&cfg.KillEvery, "kill-every", 20*time.Second, "mean time between SIGKILLs of a random replica")
 	fs.DurationVar(&cfg.PGEvery, "pg-every", 45*time.Second, "mean time between immediate PostgreSQL restarts")
+	fs.DurationVar(&cfg.Drain, "drain", 3*time.Minute, "how long, after the clients stop, the remote work, webhooks and the event stream may take to finish")
 	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients' and the faults' choices")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch directory (cluster, service logs)")
 	if err := fs.Parse(args); err != nil {
@@ -52,43 +57,73 @@ func parseSoakFlags(args []string, stderr io.Writer) (soakConfig, error) {
 	if cfg.Duration <= 0 || cfg.Duration > maxSoak {
 		return cfg, fmt.Errorf("-duration must be in (0, %s]", maxSoak)
 	}
-	if cfg.Clients < 1 {
-		return cfg, errors.New("-clients must be positive")
+	if cfg.Clients < 1 || cfg.Replicas < 1 || cfg.Drain <= 0 {
+		return cfg, errors.New("-clients and -replicas must be positive, -drain a positive duration")
 	}
 	return cfg, nil
 }
 
-// Soak world: the approval threshold the service runs with, and the
-// scenarios a client plays.
-const soakThreshold = 100_000
+// Soak world: the approval threshold the service runs with, the tenant of
+// the clients, the demo agents' orgs, and the scenarios a client plays.
+const (
+	soakThreshold = 100_000
+	soakTenant    = "soak"
+	// demoFast's tasks complete a moment after they are dispatched;
+	// demoSlow's work until canceled, and honour compensation requests.
+	demoFast = "demo-fast"
+	demoSlow = "demo-slow"
+)
 
 type scenario int
 
 const (
-	scSettle      scenario = iota // working → completed: settled
-	scAck                         // canceled → signed ack: compensated
-	scDeclaration                 // failed → signed declaration: released
-	scWriteOff                    // canceled → write-off (four eyes above the threshold): written_off
-	scRejected                    // rejected: released
-	scUngated                     // read_only canceled: released
-	scOpen                        // canceled, left waiting: revocation_pending_compensation
-	scHeld                        // created and left: held
+	scSettle             scenario = iota // working → completed: settled
+	scAck                                // canceled → signed ack: compensated
+	scDeclaration                        // failed → signed declaration: released
+	scWriteOff                           // canceled → write-off (four eyes above the threshold): written_off
+	scRejected                           // rejected: released
+	scUngated                            // read_only canceled: released
+	scOpen                               // canceled, left waiting: revocation_pending_compensation
+	scHeld                               // created and left: held
+	scDispatchSettle                     // dispatched to the demo agent, which completes it: settled
+	scDispatchCompensate                 // dispatched, canceled through Quittance, compensated over A2A: compensated
 	numScenarios
 )
 
+var scenarioNames = [numScenarios]string{
+	"settle", "ack", "declaration", "write-off", "rejected", "ungated", "left open", "left held",
+	"dispatched and completed", "dispatched, canceled and compensated",
+}
+
+// replica is one service process of the soak, restarted after each kill
+// on the same address.
+type replica struct {
+	mu  sync.Mutex
+	cfg serviceConfig
+	svc *service
+}
+
+func (r *replica) current() *service {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.svc
+}
+
 // soak is the state of a soak run.
 type soak struct {
-	cfg    soakConfig
-	h      *harness
-	svcCfg serviceConfig
+	cfg soakConfig
+	h   *harness
 
-	svcMu sync.Mutex
-	svc   *service
+	replicas []*replica
+	clients  []*client // one per replica
+	next     atomic.Uint64
 
-	c                 *client
 	admin, oncall2    string
 	orch              string
 	signers           map[string]*signer
+	agents            map[string]*demoAgent
+	hooks             *webhookReceiver
+	events            *sseClient
 	pool              *pgxpool.Pool
 	ops, retries      atomic.Int64
 	kills, pgRestarts atomic.Int64
@@ -96,6 +131,7 @@ type soak struct {
 
 	mu         sync.Mutex
 	acked      map[string]ledger.ObligationState // delegation id → last state the API acknowledged
+	expect     map[string]ledger.ObligationState // dispatched delegation id → the state the remote's work must bring it to
 	violations []string
 }
 
@@ -111,48 +147,123 @@ func (s *soak) ack(id string, st ledger.ObligationState) {
 	s.acked[id] = st
 }
 
+func (s *soak) expectState(id string, st ledger.ObligationState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expect[id] = st
+}
+
 func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseSoakFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "soak: %s, %d clients, SIGKILL every ~%s, PostgreSQL crash every ~%s, seed %d\n",
-		cfg.Duration, cfg.Clients, cfg.KillEvery, cfg.PGEvery, cfg.Seed)
+	fmt.Fprintf(stderr, "soak: %s, %d clients, %d replicas, SIGKILL of a replica every ~%s, PostgreSQL crash every ~%s, seed %d\n",
+		cfg.Duration, cfg.Clients, cfg.Replicas, cfg.KillEvery, cfg.PGEvery, cfg.Seed)
 	h, err := newHarness(ctx, stderr, cfg.Keep)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	s := &soak{cfg: cfg, h: h, acked: map[string]ledger.ObligationState{}, signers: map[string]*signer{}}
+	s := &soak{cfg: cfg, h: h, acked: map[string]ledger.ObligationState{}, expect: map[string]ledger.ObligationState{},
+		signers: map[string]*signer{}, agents: map[string]*demoAgent{}}
 	dbURL := h.cluster.URL("quittance")
-	addr, err := freeAddr()
+
+	// The remote org: the demo agent, twice (one completes its tasks, one
+	// waits to be canceled), each behind a proxy that counts messageIds.
+	for org, delay := range map[string]time.Duration{demoFast: time.Second, demoSlow: time.Hour} {
+		a, err := startDemoAgent(ctx, h, org, delay)
+		if err != nil {
+			return err
+		}
+		defer a.stop()
+		s.agents[org] = a
+	}
+	// The replicas, and the balancer in front of them that the agents push
+	// their notifications to.
+	addrs := make([]string, cfg.Replicas)
+	urls := make([]string, cfg.Replicas)
+	for i := range addrs {
+		if addrs[i], err = freeAddr(); err != nil {
+			return err
+		}
+		urls[i] = "http://" + addrs[i]
+	}
+	lb, err := serveLoopback(&balancer{backends: urls, hc: &http.Client{Timeout: 20 * time.Second}})
 	if err != nil {
 		return err
 	}
+	defer lb.close()
 	s.admin = ledger.NewTokenSecret()
-	s.svcCfg = serviceConfig{
-		Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: s.admin, LogPath: filepath.Join(h.dir, "quittance.log"),
-		Env: []string{
-			"QUITTANCE_SWEEP_INTERVAL=5s", "QUITTANCE_A2A_STREAMING=false", "QUITTANCE_SHUTDOWN_TIMEOUT=5s",
-			fmt.Sprintf("QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR=%d", soakThreshold),
-		},
+	env := []string{
+		"QUITTANCE_SWEEP_INTERVAL=5s", "QUITTANCE_A2A_STREAMING=false", "QUITTANCE_SHUTDOWN_TIMEOUT=5s",
+		fmt.Sprintf("QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR=%d", soakThreshold),
+		// The remotes and the webhook receiver listen on loopback, over http.
+		"QUITTANCE_EGRESS_ALLOW_HTTP=true", "QUITTANCE_EGRESS_ALLOW_CIDRS=127.0.0.1/32",
+		"QUITTANCE_PUBLIC_URL=" + lb.URL,
+		// Short leases and backoffs: the work of a killed replica is taken
+		// over within seconds.
+		"QUITTANCE_A2A_INTERVAL=200ms", "QUITTANCE_A2A_LEASE=5s", "QUITTANCE_A2A_BACKOFF_BASE=500ms",
+		"QUITTANCE_A2A_BACKOFF_MAX=5s", "QUITTANCE_POLL_AFTER=2s",
+		"QUITTANCE_WEBHOOK_BACKOFF_BASE=200ms", "QUITTANCE_WEBHOOK_BACKOFF_MAX=5s", "QUITTANCE_STREAM_POLL=500ms",
 	}
-	if s.svc, err = startService(ctx, s.svcCfg); err != nil {
+	s.replicas = make([]*replica, cfg.Replicas)
+	s.clients = make([]*client, cfg.Replicas)
+	for i := range s.replicas {
+		s.replicas[i] = &replica{cfg: serviceConfig{
+			Binary: h.binary, Addr: addrs[i], DatabaseURL: dbURL, Token: s.admin, Env: env,
+			LogPath: filepath.Join(h.dir, fmt.Sprintf("quittance-r%d.log", i)),
+		}}
+		s.clients[i] = newClient(urls[i], cfg.Clients)
+	}
+	// The replicas start together, as a deployment's do.
+	var (
+		startWG   sync.WaitGroup
+		startErrs = make([]error, cfg.Replicas)
+	)
+	for i, r := range s.replicas {
+		startWG.Go(func() { r.svc, startErrs[i] = startService(ctx, r.cfg) })
+	}
+	startWG.Wait()
+	defer func() {
+		for _, r := range s.replicas {
+			if svc := r.current(); svc != nil {
+				svc.stop()
+			}
+		}
+	}()
+	if err := errors.Join(startErrs...); err != nil {
 		return err
 	}
-	defer func() { s.current().stop() }()
-	s.c = newClient(s.svc.URL, cfg.Clients)
 	if s.pool, err = pgxpool.New(ctx, dbURL); err != nil {
 		return err
 	}
 	defer s.pool.Close()
-	if err := s.setup(ctx); err != nil {
+	// The webhook receiver listens before its endpoint is registered (the
+	// registration checks the URL); it learns its secret from the answer.
+	s.hooks = &webhookReceiver{accepted: map[int64][32]byte{}}
+	hooks, err := serveLoopback(s.hooks)
+	if err != nil {
+		return err
+	}
+	defer hooks.close()
+	if err := s.setup(ctx, hooks.URL+"/hook"); err != nil {
 		return err
 	}
 
 	started := time.Now()
 	runCtx, stopClients := context.WithTimeout(ctx, cfg.Duration)
 	defer stopClients()
+	// The event stream is followed from the first event until the end of
+	// the drain.
+	s.events = newSSEClient(urls, s.admin)
+	sseCtx, stopSSE := context.WithCancel(ctx)
+	defer stopSSE()
+	sseDone := make(chan struct{})
+	go func() {
+		defer close(sseDone)
+		s.events.run(sseCtx)
+	}()
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
@@ -177,11 +288,29 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	ran := time.Since(started)
 
-	// The end: the service must be up again on its own, then every
-	// invariant is checked in the database.
-	if err := s.current().waitReady(ctx, 60*time.Second); err != nil {
-		s.violate("service not ready after the run: %v", err)
+	// The end: every replica must be up again on its own; the remote work
+	// in flight, the webhook deliveries and the event stream then finish
+	// (within -drain), and everything is checked.
+	for i, r := range s.replicas {
+		if err := r.current().waitReady(ctx, 60*time.Second); err != nil {
+			s.violate("replica %d not ready after the run: %v", i, err)
+		}
 	}
+	drained := time.Now()
+	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Drain)
+	defer stopDrain()
+	s.drainRemote(drainCtx)
+	remoteTook := time.Since(drained)
+	s.drainWebhooks(drainCtx)
+	hooksTook := time.Since(drained)
+	s.drainEvents(drainCtx)
+	stopSSE()
+	<-sseDone
+	drainTook := time.Since(drained)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
 	rep, err := pgstore.CheckInvariants(ctx, s.pool)
 	if err != nil {
 		return err
@@ -190,19 +319,37 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		s.violate("%s", v)
 	}
 	s.checkAcknowledged(rep)
+	agentReport, err := s.checkAgents(ctx)
+	if err != nil {
+		return err
+	}
+	hookReport, err := s.checkWebhooks(ctx)
+	if err != nil {
+		return err
+	}
+	eventReport, err := s.checkEvents(ctx)
+	if err != nil {
+		return err
+	}
 
 	states := map[ledger.ObligationState]int{}
 	for _, st := range rep.Delegations {
 		states[st]++
 	}
-	fmt.Fprintf(stdout, "\nsoak finished after %s (seed %d)\n", ran.Round(time.Second), cfg.Seed)
+	fmt.Fprintf(stdout, "\nsoak finished after %s (seed %d, %d replicas); drained in %s (remote work done at %s, webhooks at %s)\n",
+		ran.Round(time.Second), cfg.Seed, cfg.Replicas, drainTook.Round(time.Second), remoteTook.Round(time.Second), hooksTook.Round(time.Second))
 	fmt.Fprintf(stdout, "  operations acknowledged: %d (%d retried requests)\n", s.ops.Load(), s.retries.Load())
-	fmt.Fprintf(stdout, "  scenarios: settle %d, ack %d, declaration %d, write-off %d, rejected %d, ungated %d, left open %d, left held %d\n",
-		s.scenarios[scSettle].Load(), s.scenarios[scAck].Load(), s.scenarios[scDeclaration].Load(), s.scenarios[scWriteOff].Load(),
-		s.scenarios[scRejected].Load(), s.scenarios[scUngated].Load(), s.scenarios[scOpen].Load(), s.scenarios[scHeld].Load())
-	fmt.Fprintf(stdout, "  faults injected: %d SIGKILLs of the service, %d immediate PostgreSQL restarts\n", s.kills.Load(), s.pgRestarts.Load())
+	var sc []string
+	for i := range numScenarios {
+		sc = append(sc, fmt.Sprintf("%s %d", scenarioNames[i], s.scenarios[i].Load()))
+	}
+	fmt.Fprintf(stdout, "  scenarios: %s\n", strings.Join(sc, ", "))
+	fmt.Fprintf(stdout, "  faults injected: %d SIGKILLs of a replica, %d immediate PostgreSQL restarts\n", s.kills.Load(), s.pgRestarts.Load())
 	fmt.Fprintf(stdout, "  database: %d delegations %v, %d budgets, %d events in %d streams\n",
 		len(rep.Delegations), sortedCounts(states), rep.Budgets, rep.Events, rep.Streams)
+	fmt.Fprintf(stdout, "  demo agent: %s\n", agentReport)
+	fmt.Fprintf(stdout, "  webhooks: %s\n", hookReport)
+	fmt.Fprintf(stdout, "  event stream: %s\n", eventReport)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(stdout, "  acknowledged delegations checked: %d\n", len(s.acked))
@@ -229,17 +376,14 @@ func sortedCounts(m map[ledger.ObligationState]int) string {
 	return "(" + strings.Join(parts, " ") + ")"
 }
 
-func (s *soak) current() *service {
-	s.svcMu.Lock()
-	defer s.svcMu.Unlock()
-	return s.svc
-}
-
-// setup registers budgets, three orgs (two gated with their own keys, one
-// with a shared coordinator), an orchestrator and a second on-call token.
-func (s *soak) setup(ctx context.Context) error {
+// setup registers budgets, three orgs reported on by the clients (two
+// gated with their own keys, one with a shared coordinator), the two demo
+// agents' orgs, an orchestrator with a webhook endpoint at hookURL, and a
+// second on-call token.
+func (s *soak) setup(ctx context.Context, hookURL string) error {
+	c := s.clients[0]
 	for i := range 4 {
-		if err := s.c.must(ctx, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i), s.admin,
+		if err := c.must(ctx, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i), s.admin,
 			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 45}, nil, http.StatusCreated); err != nil {
 			return err
 		}
@@ -250,20 +394,39 @@ func (s *soak) setup(ctx context.Context) error {
 	}{{"org-a", false}, {"org-b", false}, {"org-shared", true}} {
 		sig := newSigner(o.id + "-k1")
 		s.signers[o.id] = sig
-		if err := s.c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+o.id, s.admin,
+		if err := c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+o.id, s.admin,
 			map[string]any{"name": o.id, "shared_coordinator": o.shared, "jwks": sig.jwks()}, nil, http.StatusCreated); err != nil {
 			return err
 		}
 	}
+	for org, a := range s.agents {
+		jwks, err := a.jwks(ctx)
+		if err != nil {
+			return fmt.Errorf("the demo agent's JWK Set: %w", err)
+		}
+		if err := c.must(ctx, http.MethodPut, "/admin/v1/orgs/"+org, s.admin, map[string]any{
+			"name": "Demo supplier " + org, "agent_card_url": a.cardURL(), "allowed_hosts": []string{"127.0.0.1"},
+			"jwks": jwks, "require_signed_receipts": true,
+		}, nil, http.StatusCreated); err != nil {
+			return err
+		}
+	}
 	var err error
-	if s.orch, err = newToken(ctx, s.c, s.admin, "orchestrator", "soak", "soak-orchestrator"); err != nil {
+	if s.orch, err = newToken(ctx, c, s.admin, "orchestrator", soakTenant, "soak-orchestrator"); err != nil {
 		return err
 	}
-	s.oncall2, err = newToken(ctx, s.c, s.admin, "oncall", "", "oncall-2")
+	var hook struct {
+		Secret string `json:"secret"`
+	}
+	if err := c.must(ctx, http.MethodPut, "/v1/webhooks/soak-hook", s.orch, map[string]any{"url": hookURL}, &hook, http.StatusCreated); err != nil {
+		return err
+	}
+	s.hooks.setSecret(hook.Secret)
+	s.oncall2, err = newToken(ctx, c, s.admin, "oncall", "", "oncall-2")
 	return err
 }
 
-// faults SIGKILLs and restarts the service, and crashes PostgreSQL
+// faults SIGKILLs and restarts a random replica, and crashes PostgreSQL
 // (immediate restart), at random intervals around the configured means,
 // one fault at a time.
 func (s *soak) faults(ctx context.Context, rng *rand.Rand) {
@@ -283,22 +446,26 @@ func (s *soak) faults(ctx context.Context, rng *rand.Rand) {
 		case <-time.After(time.Until(next)):
 		}
 		if !nextPG.Before(nextKill) {
-			s.svcMu.Lock()
-			s.svc.kill()
+			i := rng.IntN(len(s.replicas))
+			r := s.replicas[i]
+			r.mu.Lock()
+			r.svc.kill()
 			s.kills.Add(1)
+			s.events.killed(i)
 			time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
-			// A restart that fails is retried: the clients keep retrying meanwhile.
+			// A restart that fails is retried: the clients keep retrying,
+			// on the other replicas, meanwhile.
 			for {
-				svc, err := startService(context.WithoutCancel(ctx), s.svcCfg)
+				svc, err := startService(context.WithoutCancel(ctx), r.cfg)
 				if err == nil {
-					s.svc = svc
+					r.svc = svc
 					break
 				}
-				fmt.Fprintf(s.h.stderr, "soak: restart the service: %v\n", err)
+				fmt.Fprintf(s.h.stderr, "soak: restart replica %d: %v\n", i, err)
 				time.Sleep(time.Second)
 			}
-			s.svcMu.Unlock()
-			fmt.Fprintf(s.h.stderr, "soak: SIGKILL #%d of the service, restarted\n", s.kills.Load())
+			r.mu.Unlock()
+			fmt.Fprintf(s.h.stderr, "soak: SIGKILL #%d, of replica %d, restarted\n", s.kills.Load(), i)
 			nextKill = time.Now().Add(jitter(s.cfg.KillEvery))
 		} else {
 			t0 := time.Now()
@@ -310,11 +477,13 @@ func (s *soak) faults(ctx context.Context, rng *rand.Rand) {
 				return
 			}
 			s.pgRestarts.Add(1)
-			// The service must recover on its own, without a restart.
-			if err := s.current().waitReady(ctx, 60*time.Second); err != nil && ctx.Err() == nil {
-				s.violate("service not ready 60s after PostgreSQL restart #%d: %v", s.pgRestarts.Load(), err)
+			// Every replica must recover on its own, without a restart.
+			for i, r := range s.replicas {
+				if err := r.current().waitReady(ctx, 60*time.Second); err != nil && ctx.Err() == nil {
+					s.violate("replica %d not ready 60s after PostgreSQL restart #%d: %v", i, s.pgRestarts.Load(), err)
+				}
 			}
-			fmt.Fprintf(s.h.stderr, "soak: PostgreSQL immediate restart #%d, service ready again after %s\n",
+			fmt.Fprintf(s.h.stderr, "soak: PostgreSQL immediate restart #%d, every replica ready again after %s\n",
 				s.pgRestarts.Load(), time.Since(t0).Round(time.Millisecond))
 			nextPG = time.Now().Add(jitter(s.cfg.PGEvery))
 		}
@@ -368,18 +537,306 @@ func (s *soak) checkAcknowledged(rep pgstore.InvariantReport) {
 	}
 }
 
+// drainRemote waits until every dispatched delegation has reached the
+// state its remote's work brings it to, acknowledging it then.
+func (s *soak) drainRemote(ctx context.Context) {
+	s.mu.Lock()
+	want := make(map[uuid.UUID]ledger.ObligationState, len(s.expect))
+	for id, st := range s.expect {
+		want[uuid.MustParse(id)] = st
+	}
+	s.mu.Unlock()
+	ids := make([]uuid.UUID, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	got := map[uuid.UUID]ledger.ObligationState{}
+	for {
+		rows, err := s.pool.Query(ctx, `SELECT id, obligation_state FROM delegations WHERE id = ANY ($1)`, ids)
+		if err == nil {
+			for rows.Next() {
+				var id uuid.UUID
+				var st string
+				if rows.Scan(&id, &st) == nil {
+					got[id] = ledger.ObligationState(st)
+				}
+			}
+			rows.Close()
+		}
+		pending := 0
+		for id, st := range want {
+			if got[id] != st {
+				pending++
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			for id, st := range want {
+				if got[id] != st {
+					s.violate("dispatched delegation %s is %s at the end of the drain; its remote's work should have made it %s", id, got[id], st)
+				}
+			}
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	for id, st := range want {
+		s.ack(id.String(), st)
+	}
+}
+
+// drainWebhooks waits until no delivery is pending.
+func (s *soak) drainWebhooks(ctx context.Context) {
+	for {
+		var pending int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'`).Scan(&pending)
+		if err == nil && pending == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.violate("%d webhook deliveries still pending at the end of the drain", pending)
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// drainEvents waits until the event stream client has received as many
+// events as the database holds.
+func (s *soak) drainEvents(ctx context.Context) {
+	for {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n)
+		if err == nil && s.events.received() >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.violate("event stream: %v: %d events received of %d at the end of the drain", errNotCaughtUp, s.events.received(), n)
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// checkAgents: the demo agents saw exactly one task per dispatched
+// delegation, the one the delegation names, whatever the kills and
+// restarts made Quittance send again.
+func (s *soak) checkAgents(ctx context.Context) (string, error) {
+	type dispatched struct {
+		org  string
+		task *string
+	}
+	all := map[string]dispatched{} // dispatch messageId → delegation
+	rows, err := s.pool.Query(ctx, `SELECT id, org_id, remote_task_id FROM delegations WHERE org_id = ANY ($1)`,
+		[]string{demoFast, demoSlow})
+	if err != nil {
+		return "", err
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var d dispatched
+		if err := rows.Scan(&id, &d.org, &d.task); err != nil {
+			rows.Close()
+			return "", err
+		}
+		all[delegate.DispatchMessageID(id)] = d
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	var sends, messages, tasks int
+	seen := map[string]bool{} // messageIds some agent was sent
+	for org, a := range s.agents {
+		perMessage, answered := a.counts()
+		for m := range perMessage {
+			seen[m] = true
+		}
+		for m, n := range perMessage {
+			sends += n
+			messages++
+			if !strings.HasPrefix(m, "quittance-dispatch-") {
+				continue // compensation requests
+			}
+			d, ok := all[m]
+			switch {
+			case !ok || d.org != org:
+				s.violate("demo agent %s: dispatch %s names no delegation of its org", org, m)
+			case len(answered[m]) != 1:
+				s.violate("demo agent %s: dispatch %s created %d tasks %v (%d sends); want exactly one", org, m, len(answered[m]), answered[m], n)
+			case d.task == nil || *d.task != answered[m][0]:
+				s.violate("demo agent %s: dispatch %s created task %s; the delegation names %v", org, m, answered[m][0], d.task)
+			default:
+				tasks++
+			}
+		}
+	}
+	for m := range all {
+		if !seen[m] {
+			s.violate("dispatched delegation %s never reached its agent", strings.TrimPrefix(m, "quittance-dispatch-"))
+		}
+	}
+	return fmt.Sprintf("%d dispatched delegations, %d tasks (one each: %v), %d SendMessage requests for %d messageIds",
+		len(all), tasks, tasks == len(all), sends, messages), nil
+}
+
+// checkWebhooks: every event of the soak tenant's delegations was
+// accepted by the receiver once, and nothing else was delivered.
+func (s *soak) checkWebhooks(ctx context.Context) (string, error) {
+	want := map[int64]bool{}
+	rows, err := s.pool.Query(ctx, `SELECT e.seq FROM events e JOIN delegations d ON d.id = e.delegation_id WHERE d.tenant = $1`, soakTenant)
+	if err != nil {
+		return "", err
+	}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return "", err
+		}
+		want[seq] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	var dead int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE status = 'dead'`).Scan(&dead); err != nil {
+		return "", err
+	}
+	if dead > 0 {
+		s.violate("%d webhook deliveries dead-lettered", dead)
+	}
+	h := s.hooks
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.problems {
+		s.violate("%s", p)
+	}
+	missing := 0
+	for seq := range want {
+		if _, ok := h.accepted[seq]; !ok {
+			missing++
+			if missing <= 20 {
+				s.violate("webhook: event %d of the tenant's delegations was never accepted", seq)
+			}
+		}
+	}
+	if missing > 20 {
+		s.violate("webhook: … %d events in all never accepted", missing)
+	}
+	for seq := range h.accepted {
+		if !want[seq] {
+			s.violate("webhook: event %d accepted but it is no committed event of the tenant's delegations", seq)
+		}
+	}
+	return fmt.Sprintf("%d events of the tenant's delegations, %d accepted once each, %d redeliveries answered and not accepted again",
+		len(want), len(h.accepted), h.redelivered), nil
+}
+
+// checkEvents: the event stream client, reconnecting to another replica
+// after every kill, received every committed event exactly once.
+func (s *soak) checkEvents(ctx context.Context) (string, error) {
+	var seqs []int64
+	rows, err := s.pool.Query(ctx, `SELECT seq FROM events`)
+	if err != nil {
+		return "", err
+	}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return "", err
+		}
+		seqs = append(seqs, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	c := s.events
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.problems {
+		s.violate("%s", p)
+	}
+	missing := 0
+	for _, seq := range seqs {
+		if c.seen[seq] == 0 {
+			missing++
+			if missing <= 20 {
+				s.violate("event stream: event %d never received", seq)
+			}
+		}
+	}
+	if missing > 20 {
+		s.violate("event stream: … %d events in all never received", missing)
+	}
+	if extra := len(c.seen) - (len(seqs) - missing); extra > 0 {
+		s.violate("event stream: %d events received that the database does not hold", extra)
+	}
+	how := "on another replica after each of the kills"
+	if len(c.replicas) == 1 {
+		how = "on the one replica"
+	}
+	return fmt.Sprintf("%d events in the database, %d received; the stream resumed %d times with Last-Event-ID, %s (%d kills)",
+		len(seqs), len(c.seen), c.resumed, how, s.kills.Load()), nil
+}
+
+// pick returns the client of the replica the next request goes to.
+func (s *soak) pick() *client {
+	return s.clients[int(s.next.Add(1)-1)%len(s.clients)]
+}
+
+// dispatchBody is the work a dispatched delegation sends the demo agent.
+func dispatchBody(op string) map[string]any {
+	return map[string]any{"message": map[string]any{
+		"parts": []any{map[string]any{"text": "soak order " + op}},
+	}}
+}
+
+// waitDispatched polls the delegation until its remote task is known.
+func (s *soak) waitDispatched(ctx context.Context, d *delegation) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var cur struct {
+			delegation
+			Remote struct {
+				TaskID string `json:"task_id"`
+			} `json:"remote"`
+		}
+		if err := s.get(ctx, "/v1/delegations/"+d.ID, s.orch, &cur); err != nil {
+			return err
+		}
+		if cur.Remote.TaskID != "" {
+			*d = cur.delegation
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("delegation %s not dispatched after 2 minutes (task %s, obligation %s)", d.ID, cur.TaskStatus, cur.ObligationState)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // errGiveUp is a request that got no definitive answer in time.
 var errGiveUp = errors.New("no definitive answer")
 
 // call sends a request until it gets a definitive answer (any 2xx or 4xx
 // other than 429), retrying the identical request on connection errors,
-// 5xx and 429. attempts says how many were sent.
+// 5xx and 429. Each attempt goes to the next replica. attempts says how
+// many were sent.
 func (s *soak) call(ctx context.Context, method, path, token, contentType string, body any) (resp response, attempts int, err error) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		attempts++
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-		resp, err = s.c.do(rctx, method, path, token, contentType, body)
+		resp, err = s.pick().do(rctx, method, path, token, contentType, body)
 		cancel()
 		if err == nil && resp.Status < 500 && resp.Status != http.StatusTooManyRequests {
 			return resp, attempts, nil
@@ -428,7 +885,11 @@ func (s *soak) play(ctx context.Context, i, k int, sc scenario, rng *rand.Rand) 
 		if rng.IntN(3) == 0 {
 			org = "org-shared"
 		}
-	case scAck, scDeclaration, scWriteOff, scOpen, scHeld:
+	case scDispatchSettle:
+		org = demoFast
+	case scDispatchCompensate:
+		org = demoSlow
+	case scAck, scDeclaration, scWriteOff, scOpen, scHeld, numScenarios:
 	}
 	op := fmt.Sprintf("soak-%d-%d-%d", s.cfg.Seed%100000, i, k)
 	task := "task-" + op
@@ -437,13 +898,19 @@ func (s *soak) play(ctx context.Context, i, k int, sc scenario, rng *rand.Rand) 
 		amount = 100 + rng.Int64N(soakThreshold-100)
 	}
 	var d delegation
-	// Create.
-	resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations", s.orch, "", map[string]any{
+	// Create: reported (the orchestrator made the remote task itself), or
+	// dispatched by Quittance to a demo agent.
+	body := map[string]any{
 		"business_operation_id": op, "org_id": org, "task_class": class,
 		"budget_id": fmt.Sprintf("soak-%d", rng.IntN(4)),
 		"hold":      map[string]any{"amount_minor": amount, "currency": "EUR"},
-		"remote":    map[string]any{"task_id": task, "context_id": "ctx-" + op},
-	})
+	}
+	if sc == scDispatchSettle || sc == scDispatchCompensate {
+		body["dispatch"] = dispatchBody(op)
+	} else {
+		body["remote"] = map[string]any{"task_id": task, "context_id": "ctx-" + op}
+	}
+	resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations", s.orch, "", body)
 	if err != nil {
 		return err
 	}
@@ -507,6 +974,26 @@ func (s *soak) play(ctx context.Context, i, k int, sc scenario, rng *rand.Rand) 
 
 	switch sc {
 	case scHeld:
+		return nil
+	case scDispatchSettle:
+		// The agent completes the task; Quittance learns it by push or poll.
+		s.expectState(d.ID, ledger.ObligationSettled)
+		return nil
+	case scDispatchCompensate:
+		if err := s.waitDispatched(ctx, &d); err != nil {
+			return err
+		}
+		resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", s.orch, "", nil)
+		if err != nil {
+			return err
+		}
+		if resp.Status != http.StatusOK {
+			return fmt.Errorf("cancel: status %d (attempt %d): %s", resp.Status, n, resp.Body)
+		}
+		s.ops.Add(1)
+		// Quittance cancels the remote task and requests compensation over
+		// A2A; the agent's signed receipt discharges the obligation.
+		s.expectState(d.ID, ledger.ObligationCompensated)
 		return nil
 	case scSettle:
 		if err := report("TASK_STATE_WORKING", ledger.ObligationHeld); err != nil {
@@ -612,7 +1099,7 @@ func (s *soak) writeOff(ctx context.Context, d *delegation, amount int64) error 
 func (s *soak) recoverWriteOff(ctx context.Context, id string) (writeOffBody, error) {
 	var evs struct {
 		Events []struct {
-			Type string `json:"type"`
+			Type ledger.EventType `json:"type"`
 			Data struct {
 				WriteOffID string `json:"write_off_id"`
 				Status     string `json:"status"`
@@ -624,9 +1111,9 @@ func (s *soak) recoverWriteOff(ctx context.Context, id string) (writeOffBody, er
 	}
 	for i := len(evs.Events) - 1; i >= 0; i-- {
 		switch ev := evs.Events[i]; ev.Type {
-		case "write_off_executed":
+		case ledger.EventTypeWriteOffExecuted:
 			return writeOffBody{ID: ev.Data.WriteOffID, Status: "executed"}, nil
-		case "write_off_requested":
+		case ledger.EventTypeWriteOffRequested:
 			return writeOffBody{ID: ev.Data.WriteOffID, Status: "pending_approval"}, nil
 		}
 	}

@@ -122,7 +122,7 @@ func newOrgsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command
 		},
 	}
 	revoke.Flags().StringVar(&reason, "reason", "", "why the identity is no longer trusted (required)")
-	cmd.AddCommand(revoke)
+	cmd.AddCommand(revoke, newOrgShowCommand(getenv, stdout), newOrgKeysCommand(getenv, stdout))
 	return cmd
 }
 

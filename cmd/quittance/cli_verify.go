@@ -158,9 +158,9 @@ func (v *verifier) verifyToken(ctx context.Context, ch chain, e ledger.EventReco
 	_ = json.Unmarshal(e.Data, &data)
 	kind := compensation.TokenKind(data.Kind)
 	switch e.Type {
-	case compensation.EventTypeCompensationAcked:
+	case ledger.EventTypeCompensationAcked:
 		kind = compensation.KindAck
-	case compensation.EventTypeNoCompensationDeclared:
+	case ledger.EventTypeNoCompensationDeclared:
 		kind = compensation.KindDeclaration
 	}
 	if !kind.Valid() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -57,7 +58,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 			Short: "Serve the API on DATABASE_URL (production)",
 			Args:  noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				return serve(cmd.Context(), getenv, stdout, stderr)
+				return untilStopped(cmd.Context(), stderr, serve(cmd.Context(), getenv, stdout, stderr))
 			},
 		},
 		&cobra.Command{
@@ -68,7 +69,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 				"and prints an on-call token. Ctrl-C stops the service and the cluster.",
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				return dev(cmd.Context(), getenv, stdout, stderr)
+				return untilStopped(cmd.Context(), stderr, dev(cmd.Context(), getenv, stdout, stderr))
 			},
 		},
 		&cobra.Command{
@@ -92,10 +93,24 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newTokenCommand(getenv, stdout),
 		newVerifyChainCommand(getenv, stdout, stderr),
 		newWebhooksCommand(getenv, stdout),
+		newTaskClassesCommand(getenv, stdout),
 	)
 	// A demo supplier's A2A agent, for the local walk-through.
 	root.AddCommand(newDemoAgentCommand(getenv, stdout, stderr))
 	return root
+}
+
+// untilStopped is the result of a command that serves until it is told to
+// stop. Once ctx is canceled (SIGINT or SIGTERM), stopping is what was
+// asked for: an error on the way out (start-up cut short, say) is reported
+// on stderr and the exit is clean. Errors of a command that was not told to
+// stop are returned as they are.
+func untilStopped(ctx context.Context, stderr io.Writer, err error) error {
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(stderr, "quittance: stopped before start-up completed:", err)
+		return nil
+	}
+	return err
 }
 
 func noArgs(cmd *cobra.Command, args []string) error {

@@ -9,11 +9,12 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // config is the service's configuration, read from the environment. Every
-// variable is listed in the README's configuration table.
+// variable is listed in deploy/CONFIGURATION.md, and a test checks that the
+// table there names exactly the variables read here.
 type config struct {
 	DatabaseURL    string        `env:"DATABASE_URL"`
 	Addr           string        `env:"QUITTANCE_ADDR" envDefault:"127.0.0.1:8080"`
@@ -86,6 +87,11 @@ type config struct {
 	OIDCRedirectURL  string `env:"QUITTANCE_OIDC_REDIRECT_URL"`
 	OIDCRoleClaim    string `env:"QUITTANCE_OIDC_ROLE_CLAIM" envDefault:"groups"`
 	OIDCRoleMap      string `env:"QUITTANCE_OIDC_ROLE_MAP"`
+	// UnconfirmedAlertGrace is how long an obligation may stay in
+	// compensation_unconfirmed before QuittanceObligationUnconfirmed
+	// fires; exported as quittance_unconfirmed_alert_grace_seconds, which
+	// the rule compares with.
+	UnconfirmedAlertGrace time.Duration `env:"QUITTANCE_UNCONFIRMED_ALERT_GRACE" envDefault:"15m"`
 	// createSigningKey makes the service generate SigningKeyFile when it is
 	// missing (dev only).
 	createSigningKey bool
@@ -103,6 +109,7 @@ var variables = []string{
 	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR",
 	"QUITTANCE_CONSOLE_SESSION_TTL", "QUITTANCE_OIDC_ISSUER_URL", "QUITTANCE_OIDC_CLIENT_ID", "QUITTANCE_OIDC_CLIENT_SECRET",
 	"QUITTANCE_OIDC_REDIRECT_URL", "QUITTANCE_OIDC_ROLE_CLAIM", "QUITTANCE_OIDC_ROLE_MAP",
+	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
@@ -144,8 +151,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.CompensationMaxAttempts < 1 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}
 	}
-	if _, err := delegate.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
+	if _, err := egress.ParseAllowCIDRs(cfg.EgressAllowCIDRs); err != nil {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_EGRESS_ALLOW_CIDRS: %w", err)}
+	}
+	if cfg.UnconfirmedAlertGrace < 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_UNCONFIRMED_ALERT_GRACE must not be negative")}
 	}
 	if err := cfg.checkConsole(); err != nil {
 		return config{}, usageError{fmt.Errorf("configuration: %w", err)}
@@ -159,7 +169,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 // egressPolicy is the outbound policy of the A2A client: https only unless
 // QUITTANCE_EGRESS_ALLOW_HTTP, and special-purpose addresses only where
 // QUITTANCE_EGRESS_ALLOW_CIDRS lists them.
-func (c config) egressPolicy() delegate.EgressPolicy {
-	cidrs, _ := delegate.ParseAllowCIDRs(c.EgressAllowCIDRs) // checked by loadConfig
-	return delegate.EgressPolicy{AllowHTTP: c.EgressAllowHTTP, AllowCIDRs: cidrs}
+func (c config) egressPolicy() egress.Policy {
+	cidrs, _ := egress.ParseAllowCIDRs(c.EgressAllowCIDRs) // checked by loadConfig
+	return egress.Policy{AllowHTTP: c.EgressAllowHTTP, AllowCIDRs: cidrs}
 }

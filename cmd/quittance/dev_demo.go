@@ -99,7 +99,7 @@ func (d *devDemo) register(ctx context.Context, svc *ledger.Service) error {
 		Name:         devDemoOrgName,
 		JWKS:         d.agent.JWKS(),
 		AgentCardURL: d.agent.CardURL("http://127.0.0.1:" + port),
-		// delegate.FetchAgentCard compares interface hosts without port.
+		// a2a.FetchAgentCard compares interface hosts without port.
 		AllowedHosts: []string{"127.0.0.1"},
 	}
 	current, err := svc.GetOrg(ctx, p, orgID)

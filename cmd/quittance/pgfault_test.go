@@ -6,7 +6,7 @@ package main
 // (runService, as `quittance serve` wires it) and is driven through a real
 // HTTP client; every answer is recorded, and afterwards the database must
 // hold everything that was answered 2xx, nothing twice, and the invariants
-// of DESIGN.md §2.2.
+// of ledger/DESIGN.md §2.2.
 
 import (
 	"bufio"
@@ -198,7 +198,7 @@ func signAck(t testing.TB, signer *compensationtest.Signer, d delegationView) st
 		compensationtest.AckClaims(faultOrg, faultLedgerID, d.Remote.TaskID, d.Compensation.IdempotencyKey, time.Now()))
 }
 
-// checkDatabase asserts DESIGN.md §2.2's invariants straight from the
+// checkDatabase asserts ledger/DESIGN.md §2.2's invariants straight from the
 // database (pgstore.CheckInvariants: conservation per budget, held = sum of
 // active holds, one hold entry per delegation, allowed transition paths,
 // every event stream's hash chain through ledger.VerifyChain).

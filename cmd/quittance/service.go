@@ -21,16 +21,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/app"
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
-	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgcluster"
-	"github.com/quittance/quittance/sql/pgstore"
 )
 
 // version is the build's version, set with -ldflags "-X main.version=…".
@@ -105,15 +104,17 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if cfg.EgressAllowCIDRs == "" {
 		cfg.EgressAllowCIDRs = "127.0.0.1/32"
 	}
+	// The data directory holds the dev token and signing key even when
+	// DATABASE_URL names a database elsewhere.
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", cfg.DataDir, err)
+	}
 	if cfg.DatabaseURL == "" {
 		if _, err := pgcluster.FindBinaries(); errors.Is(err, pgcluster.ErrNotInstalled) {
 			log.Info("PostgreSQL binaries not found; installing them")
 			if err := pgcluster.InstallBinaries(ctx, log); err != nil {
 				return err
 			}
-		}
-		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", cfg.DataDir, err)
 		}
 		clusterDir := filepath.Join(cfg.DataDir, "postgres")
 		cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})
@@ -186,27 +187,6 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// global one) and served at /metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := telemetry.New(reg)
-	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
-	reg.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
-	egress := cfg.egressPolicy()
-	ledgerSvc := ledger.NewService(ledger.Config{
-		Store:        store,
-		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
-		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
-			return delegate.ValidateAgentEndpoint(egress, cardURL, allowedHosts)
-		},
-		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
-	})
-	if cfg.BootstrapToken != "" {
-		if _, err := ledgerSvc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
-			return fmt.Errorf("bootstrap token: %w", err)
-		}
-	}
-	compensationSvc := compensation.NewService(compensation.Config{
-		Store: store.Compensation(), Log: log, LedgerID: cfg.LedgerID,
-		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
-	})
 	// The ledger's identity signs outbound compensation requests; its public
 	// keys are served at /.well-known/jwks.json.
 	var identity *compensation.Identity
@@ -219,63 +199,48 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	} else {
 		log.Warn("QUITTANCE_SIGNING_KEY_FILE is not set: compensation requests are not signed and no JWKS is published")
 	}
-	// The A2A workers: dispatch, cancel, compensation requests, polling,
-	// streaming, and the push receiver. Every outbound call goes through one
-	// SSRF-safe client, timed and carrying a W3C traceparent.
-	a2aClient := delegate.NewHTTPClient(egress)
-	a2aClient.Transport = telemetry.Transport(a2aClient.Transport, metrics)
-	a2aWorker := delegate.NewWorker(delegate.Config{
-		Store: store.A2A(), Compensation: compensationSvc, HTTPClient: a2aClient,
-		Log: log.With(slog.String("component", "a2a")), LedgerID: cfg.LedgerID, PublicURL: cfg.PublicURL,
-		Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
-		BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,
-		CompensationMaxAttempts: cfg.CompensationMaxAttempts, Streaming: cfg.A2AStreaming, Identity: identity,
-	})
 	if cfg.PublicURL == "" {
 		log.Warn("QUITTANCE_PUBLIC_URL is not set: no push notifications are registered with remote agents; dispatched tasks are polled")
 	}
-	// Webhooks: deliveries are outbox rows written with their events and
-	// delivered by every replica through the same egress policy.
-	webhooks := webhook.NewService(webhook.Config{
-		Store: store.Webhooks(), Log: log.With(slog.String("component", "webhooks")), Egress: egress,
-		MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
-		Wake: store.FeedWake,
-	})
-	var jwks func() []byte
-	if identity != nil {
-		jwks = identity.JWKS
-	}
 	streamsDone := make(chan struct{})
-	reports := ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store})
-	cases := ledger.NewCases(ledger.CasesConfig{Store: store.Cases()})
-	api := httpapi.New(httpapi.Config{
-		Orchestrator: a2aWorker, Feed: store, Webhooks: webhooks, JWKS: jwks,
-		Stream: httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
-		Ledger: ledgerSvc, Compensation: compensationSvc, Ready: store.Ping, Log: log, Version: version, Push: a2aWorker,
-		Reports: reports, Cases: cases,
-		LedgerID: cfg.LedgerID, Metrics: metrics,
-		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst},
-	})
-	root := http.NewServeMux()
-	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
-	root.Handle("/", api)
-	consoleHandler, err := newConsole(cfg, consoleServices{
-		store: store, ledger: ledgerSvc, reports: reports, cases: cases, compensation: compensationSvc,
-		webhooks: webhooks, snapshots: a2aWorker, clock: ledger.SystemClock{},
-	}, log)
+	consoleCfg, err := cfg.consoleConfig()
 	if err != nil {
 		return usageError{err}
 	}
-	root.Handle(console.Prefix, consoleHandler)
+	svc := app.New(app.Config{
+		Console: consoleCfg,
+		Pool:    pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
+		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
+		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
+		A2A: delegate.Config{
+			PublicURL: cfg.PublicURL, Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
+			BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,
+			CompensationMaxAttempts: cfg.CompensationMaxAttempts, Streaming: cfg.A2AStreaming,
+		},
+		Webhooks: webhook.Config{
+			MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
+		},
+		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst},
+		Stream:    httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
+	})
+	if cfg.BootstrapToken != "" {
+		if _, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
+			return fmt.Errorf("bootstrap token: %w", err)
+		}
+	}
+	root := http.NewServeMux()
+	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	root.Handle("/", svc.API)
+	root.Handle(console.Prefix, svc.Console)
 
 	// The deadline sweep runs on every replica; FOR UPDATE SKIP LOCKED keeps
 	// them from moving the same obligation twice.
-	defer runBackground(ctx, log, "compensation sweep", compensationSvc.Sweeper(cfg.SweepInterval).Run)()
+	defer runBackground(ctx, log, "compensation sweep", svc.Compensation.Sweeper(cfg.SweepInterval).Run)()
 	// The A2A workers run on every replica too: the outbox is claimed with
 	// FOR UPDATE SKIP LOCKED and leases, streams under advisory locks. On
 	// shutdown they stop claiming and finish the calls in flight.
-	defer runBackground(ctx, log, "a2a workers", a2aWorker.Run)()
-	defer runBackground(ctx, log, "webhook deliveries", webhooks.Run)()
+	defer runBackground(ctx, log, "a2a workers", svc.Worker.Run)()
+	defer runBackground(ctx, log, "webhook deliveries", svc.Webhooks.Run)()
 
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -309,7 +274,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
 	if onReady != nil {
-		if err := onReady(ctx, ledgerSvc); err != nil {
+		if err := onReady(ctx, svc.Ledger); err != nil {
 			log.Warn("start-up hook failed", slog.Any("error", err))
 		}
 	}

@@ -71,7 +71,7 @@ type Peer struct {
 	// CardURL is the URL of its agent card.
 	CardURL string
 	// AllowedHosts are the hosts its card's interfaces live on, in the
-	// form delegate.FetchAgentCard compares.
+	// form a2a.FetchAgentCard compares.
 	AllowedHosts []string
 	// OrgID is the "iss" of the receipts it signs.
 	OrgID string

@@ -14,19 +14,19 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/compensation"
-	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/delegate/jspeer"
-	"github.com/quittance/quittance/ledger"
 )
 
-var loopback = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+var loopback = egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
 // connect fetches the peer's card the way Quittance does and returns a
 // client for its preferred JSON-RPC interface.
-func connect(t *testing.T, p *jspeer.Peer) (*delegate.Client, delegate.AgentCard) {
+func connect(t *testing.T, p *jspeer.Peer) (*a2a.Client, a2a.AgentCard) {
 	t.Helper()
-	hc := delegate.NewHTTPClient(loopback)
-	card, err := delegate.FetchAgentCard(context.Background(), hc, p.CardURL, p.AllowedHosts)
+	hc := egress.NewClient(loopback)
+	card, err := a2a.FetchAgentCard(context.Background(), hc, p.CardURL, p.AllowedHosts)
 	if err != nil {
 		t.Fatalf("fetch card: %v", err)
 	}
@@ -37,7 +37,7 @@ func connect(t *testing.T, p *jspeer.Peer) (*delegate.Client, delegate.AgentCard
 	if iface.ProtocolVersion != "1.0" {
 		t.Fatalf("preferred interface speaks %s; want 1.0", iface.ProtocolVersion)
 	}
-	return delegate.NewClient(hc, iface), card
+	return a2a.NewClient(hc, iface), card
 }
 
 var msgSeq struct {
@@ -45,14 +45,14 @@ var msgSeq struct {
 	n int
 }
 
-func send(t *testing.T, c *delegate.Client, text string, immediate bool) delegate.Task {
+func send(t *testing.T, c *a2a.Client, text string, immediate bool) a2a.Task {
 	t.Helper()
 	msgSeq.Lock()
 	msgSeq.n++
 	id := "msg-" + time.Now().Format("150405.000000") + "-" + string(rune('a'+msgSeq.n%26))
 	msgSeq.Unlock()
-	res, err := c.SendMessage(context.Background(), delegate.SendRequest{
-		Message:           delegate.Message{MessageID: id, Role: delegate.RoleUser, Parts: []delegate.Part{{Text: text}}},
+	res, err := c.SendMessage(context.Background(), a2a.SendRequest{
+		Message:           a2a.Message{MessageID: id, Role: a2a.RoleUser, Parts: []a2a.Part{{Text: text}}},
 		ReturnImmediately: immediate,
 	})
 	if err != nil {
@@ -64,7 +64,7 @@ func send(t *testing.T, c *delegate.Client, text string, immediate bool) delegat
 	return *res.Task
 }
 
-func waitState(t *testing.T, c *delegate.Client, id string, state ledger.TaskStatus) delegate.Task {
+func waitState(t *testing.T, c *a2a.Client, id string, state a2a.TaskState) a2a.Task {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -90,7 +90,7 @@ type receipt struct {
 	JWS            string `json:"jws"`
 }
 
-func receiptOf(t *testing.T, task delegate.Task) receipt {
+func receiptOf(t *testing.T, task a2a.Task) receipt {
 	t.Helper()
 	for _, a := range task.Artifacts {
 		if a.Name == "compensation-receipt" && len(a.Parts) == 1 {
@@ -105,23 +105,23 @@ func receiptOf(t *testing.T, task delegate.Task) receipt {
 	return receipt{}
 }
 
-func requestCompensation(t *testing.T, c *delegate.Client, canceled delegate.Task, messageID, key string) delegate.Task {
+func requestCompensation(t *testing.T, c *a2a.Client, canceled a2a.Task, messageID, key string) a2a.Task {
 	t.Helper()
 	data, _ := json.Marshal(map[string]any{"compensationRequest": map[string]any{
 		"taskId": canceled.ID, "idempotencyKey": key, "reason": "delegation canceled",
 	}})
-	res, err := c.SendMessage(context.Background(), delegate.SendRequest{
-		Message: delegate.Message{
-			MessageID: messageID, ContextID: canceled.ContextID, Role: delegate.RoleUser,
+	res, err := c.SendMessage(context.Background(), a2a.SendRequest{
+		Message: a2a.Message{
+			MessageID: messageID, ContextID: canceled.ContextID, Role: a2a.RoleUser,
 			ReferenceTaskIDs: []string{canceled.ID}, Extensions: []string{jspeer.ExtensionURI},
-			Parts: []delegate.Part{{Data: data}},
+			Parts: []a2a.Part{{Data: data}},
 		},
 		Extensions: []string{jspeer.ExtensionURI},
 	})
 	if err != nil {
 		t.Fatalf("compensation request: %v", err)
 	}
-	if res.Task == nil || res.Task.Status.State != ledger.StatusCompleted {
+	if res.Task == nil || res.Task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("compensation reply %+v; want a completed task", res)
 	}
 	return *res.Task
@@ -158,26 +158,26 @@ func TestPeer(t *testing.T) {
 
 	t.Run("send get cancel", func(t *testing.T) {
 		task := send(t, c, jspeer.ScenarioWork, true)
-		if s := task.Status.State; s != ledger.StatusSubmitted && s != ledger.StatusWorking {
+		if s := task.Status.State; s != a2a.TaskStateSubmitted && s != a2a.TaskStateWorking {
 			t.Errorf("non-blocking send returned %s", s)
 		}
-		waitState(t, c, task.ID, ledger.StatusWorking)
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
 		canceled, err := c.CancelTask(ctx, task.ID, nil)
 		if err != nil {
 			t.Fatalf("cancel: %v", err)
 		}
-		if canceled.Status.State != ledger.StatusCanceled {
+		if canceled.Status.State != a2a.TaskStateCanceled {
 			t.Errorf("cancel returned %s; want canceled", canceled.Status.State)
 		}
-		waitState(t, c, task.ID, ledger.StatusCanceled)
+		waitState(t, c, task.ID, a2a.TaskStateCanceled)
 	})
 
 	t.Run("scenarios", func(t *testing.T) {
-		for text, want := range map[string]ledger.TaskStatus{
-			jspeer.ScenarioComplete:      ledger.StatusCompleted,
-			jspeer.ScenarioFail:          ledger.StatusFailed,
-			jspeer.ScenarioInputRequired: ledger.StatusInputRequired,
-			jspeer.ScenarioAuthRequired:  ledger.StatusAuthRequired,
+		for text, want := range map[string]a2a.TaskState{
+			jspeer.ScenarioComplete:      a2a.TaskStateCompleted,
+			jspeer.ScenarioFail:          a2a.TaskStateFailed,
+			jspeer.ScenarioInputRequired: a2a.TaskStateInputRequired,
+			jspeer.ScenarioAuthRequired:  a2a.TaskStateAuthRequired,
 		} {
 			task := send(t, c, text, false)
 			if task.Status.State != want {
@@ -190,29 +190,29 @@ func TestPeer(t *testing.T) {
 				}
 			}
 		}
-		if _, err := c.GetTask(ctx, "no-such-task"); !errors.Is(err, delegate.ErrTaskNotFound) {
+		if _, err := c.GetTask(ctx, "no-such-task"); !errors.Is(err, a2a.ErrTaskNotFound) {
 			t.Errorf("get of an unknown task: %v; want TaskNotFound", err)
 		}
 	})
 
 	t.Run("not cancelable", func(t *testing.T) {
 		task := send(t, c, jspeer.ScenarioNotCancelable, true)
-		waitState(t, c, task.ID, ledger.StatusWorking)
-		if _, err := c.CancelTask(ctx, task.ID, nil); !errors.Is(err, delegate.ErrTaskNotCancelable) {
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		if _, err := c.CancelTask(ctx, task.ID, nil); !errors.Is(err, a2a.ErrTaskNotCancelable) {
 			t.Errorf("cancel of a not_cancelable task: %v; want TaskNotCancelable", err)
 		}
 		done := send(t, c, jspeer.ScenarioComplete, false)
-		if _, err := c.CancelTask(ctx, done.ID, nil); !errors.Is(err, delegate.ErrTaskNotCancelable) {
+		if _, err := c.CancelTask(ctx, done.ID, nil); !errors.Is(err, a2a.ErrTaskNotCancelable) {
 			t.Errorf("cancel of a completed task: %v; want TaskNotCancelable", err)
 		}
 	})
 
 	t.Run("subscribe", func(t *testing.T) {
 		task := send(t, c, jspeer.ScenarioWork, true)
-		waitState(t, c, task.ID, ledger.StatusWorking)
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		var events []delegate.StreamEvent
+		var events []a2a.StreamEvent
 		first := true
 		for ev, err := range c.Subscribe(sctx, task.ID) {
 			if err != nil {
@@ -228,7 +228,7 @@ func TestPeer(t *testing.T) {
 			t.Fatalf("stream events %+v; want the task, then updates", events)
 		}
 		last := events[len(events)-1]
-		if last.StatusUpdate == nil || last.StatusUpdate.Status.State != ledger.StatusCanceled {
+		if last.StatusUpdate == nil || last.StatusUpdate.Status.State != a2a.TaskStateCanceled {
 			t.Errorf("stream ended with %+v; want a canceled status update", last)
 		}
 	})
@@ -236,34 +236,34 @@ func TestPeer(t *testing.T) {
 	t.Run("push", func(t *testing.T) {
 		type push struct {
 			token, contentType string
-			ev                 delegate.StreamEvent
+			ev                 a2a.StreamEvent
 		}
 		var mu sync.Mutex
 		var got []push
 		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
-			ev, err := delegate.ParsePushNotification(body)
+			ev, err := a2a.ParsePushNotification(body)
 			if err != nil {
 				t.Errorf("push body %s: %v", body, err)
 			}
 			mu.Lock()
-			got = append(got, push{delegate.PushTokenFromRequest(r), r.Header.Get("Content-Type"), ev})
+			got = append(got, push{a2a.PushTokenFromRequest(r), r.Header.Get("Content-Type"), ev})
 			mu.Unlock()
 		}))
 		defer recv.Close()
 
-		for _, pc := range []delegate.PushConfig{
+		for _, pc := range []a2a.PushConfig{
 			{URL: recv.URL + "/a2a/push/token", Token: "tok-1"},
 			{URL: recv.URL + "/a2a/push/bearer", Token: "tok-2", AuthScheme: "Bearer", AuthCredentials: "tok-2"},
 		} {
-			res, err := c.SendMessage(ctx, delegate.SendRequest{
-				Message:           delegate.Message{MessageID: "push-" + pc.Token, Role: delegate.RoleUser, Parts: []delegate.Part{{Text: "work"}}},
+			res, err := c.SendMessage(ctx, a2a.SendRequest{
+				Message:           a2a.Message{MessageID: "push-" + pc.Token, Role: a2a.RoleUser, Parts: []a2a.Part{{Text: "work"}}},
 				ReturnImmediately: true, Push: &pc,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitState(t, c, res.Task.ID, ledger.StatusWorking)
+			waitState(t, c, res.Task.ID, a2a.TaskStateWorking)
 			if _, err := c.CancelTask(ctx, res.Task.ID, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +278,7 @@ func TestPeer(t *testing.T) {
 					if p.token != pc.Token || !strings.HasSuffix(p.contentType, "json") {
 						t.Errorf("push with token %q, Content-Type %q; want token %q", p.token, p.contentType, pc.Token)
 					}
-					canceled = canceled || (p.ev.StatusUpdate != nil && p.ev.StatusUpdate.Status.State == ledger.StatusCanceled)
+					canceled = canceled || (p.ev.StatusUpdate != nil && p.ev.StatusUpdate.Status.State == a2a.TaskStateCanceled)
 				}
 				mu.Unlock()
 				if canceled {
@@ -293,7 +293,7 @@ func TestPeer(t *testing.T) {
 
 		// A config registered after the send.
 		task := send(t, c, jspeer.ScenarioWork, true)
-		if err := c.SetPushConfig(ctx, task.ID, delegate.PushConfig{URL: recv.URL + "/a2a/push/later", Token: "tok-3"}); err != nil {
+		if err := c.SetPushConfig(ctx, task.ID, a2a.PushConfig{URL: recv.URL + "/a2a/push/later", Token: "tok-3"}); err != nil {
 			t.Fatalf("create push config: %v", err)
 		}
 		if _, err := c.CancelTask(ctx, task.ID, nil); err != nil {
@@ -321,7 +321,7 @@ func TestPeer(t *testing.T) {
 
 	t.Run("compensation", func(t *testing.T) {
 		task := send(t, c, jspeer.ScenarioWork, true)
-		waitState(t, c, task.ID, ledger.StatusWorking)
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
 		canceled, err := c.CancelTask(ctx, task.ID, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -368,7 +368,7 @@ func TestPeerAtomicCancel(t *testing.T) {
 		t.Errorf("extension params %s; want atomicCancel", ext.Params)
 	}
 	task := send(t, c, jspeer.ScenarioWork, true)
-	waitState(t, c, task.ID, ledger.StatusWorking)
+	waitState(t, c, task.ID, a2a.TaskStateWorking)
 	canceled, err := c.CancelTask(context.Background(), task.ID, []string{jspeer.ExtensionURI})
 	if err != nil {
 		t.Fatal(err)
@@ -380,5 +380,5 @@ func TestPeerWorkDuration(t *testing.T) {
 	p := jspeer.Start(t, jspeer.WithWorkDuration(200*time.Millisecond))
 	c, _ := connect(t, p)
 	task := send(t, c, jspeer.ScenarioWork, true)
-	waitState(t, c, task.ID, ledger.StatusCompleted)
+	waitState(t, c, task.ID, a2a.TaskStateCompleted)
 }

@@ -6,12 +6,13 @@
 // Every delivery is an outbox row written by the store in the same
 // transaction as the event it carries, so an event can never be committed
 // without its deliveries. Workers on every replica claim due rows with a
-// lease, POST them through the SSRF-safe client of the delegate package
-// (the same egress policy as A2A calls), and retry failures with bounded
+// lease, POST them through the SSRF-safe client the wiring gives them (the
+// same egress policy as A2A calls), and retry failures with bounded
 // exponential backoff; a delivery that keeps failing is dead-lettered until
 // on-call redrives it. A receiver therefore sees each event at least once,
 // identified by the same webhook-id on every attempt.
 //
-// It must never import pgx or the sql/ store, never send anywhere the
-// egress policy forbids, and never log a secret or a signature.
+// It must never import pgx, the sql/ store or the delegate packages (it is
+// handed its HTTP client and URL check), never send anywhere the egress
+// policy forbids, and never log a secret or a signature.
 package webhook

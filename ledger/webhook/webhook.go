@@ -19,7 +19,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/internal/backoff"
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -114,11 +115,13 @@ type Config struct {
 	Store Store
 	Clock ledger.Clock
 	Log   *slog.Logger
-	// Egress is the policy endpoint URLs are checked against (https only,
-	// no private destinations, unless it allows them).
-	Egress delegate.EgressPolicy
-	// HTTPClient delivers; it must come from delegate.NewHTTPClient(Egress)
-	// (the default).
+	// ValidateURL checks an endpoint URL a tenant registers against the
+	// egress policy (https only, no private destinations, unless the policy
+	// allows them); the rules live with the SSRF-safe client, and the
+	// wiring passes the policy's check. Required.
+	ValidateURL func(rawURL string) error
+	// HTTPClient delivers; it must be the SSRF-safe client of the same
+	// egress policy ValidateURL checks against. Required.
 	HTTPClient *http.Client
 	// MaxAttempts is how many attempts are made before a delivery is
 	// dead-lettered (default 40: with the default backoff, more than a day).
@@ -140,7 +143,8 @@ type Config struct {
 
 // Service manages endpoints and delivers.
 type Service struct {
-	cfg Config
+	cfg     Config
+	backoff backoff.Exponential
 }
 
 // NewService returns a Service.
@@ -151,8 +155,8 @@ func NewService(cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = delegate.NewHTTPClient(cfg.Egress)
+	if cfg.ValidateURL == nil || cfg.HTTPClient == nil {
+		panic("webhook: Config.ValidateURL and Config.HTTPClient are required")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -167,15 +171,12 @@ func NewService(cfg Config) *Service {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 40
 	}
-	return &Service{cfg: cfg}
+	return &Service{cfg: cfg, backoff: backoff.Exponential{Base: cfg.BackoffBase, Max: cfg.BackoffMax}}
 }
 
 func (s *Service) now() time.Time { return s.cfg.Clock.Now().UTC().Truncate(time.Microsecond) }
 
-var (
-	idPattern        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-	eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-)
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // NewSecret returns a fresh signing secret: "whsec_" and the base64 of 32
 // random bytes.
@@ -204,8 +205,10 @@ func Sign(secret, msgID string, ts time.Time, body []byte) (string, error) {
 func MessageID(seq int64) string { return "qe_" + strconv.FormatInt(seq, 10) }
 
 // PutEndpoint creates or updates an orchestrator tenant's endpoint. The URL
-// must pass delegate.ValidateURL under the egress policy. created is true
+// must pass Config.ValidateURL, the egress policy's check. created is true
 // when the endpoint is new: only then does the result carry the secret.
+// Every event type named must be in the ledger's catalogue
+// (ledger.ParseEventType).
 func (s *Service) PutEndpoint(ctx context.Context, p ledger.Principal, id, url string, eventTypes []string) (Endpoint, bool, error) {
 	if p.Role != ledger.RoleOrchestrator {
 		return Endpoint{}, false, ledger.ErrForbidden
@@ -216,15 +219,15 @@ func (s *Service) PutEndpoint(ctx context.Context, p ledger.Principal, id, url s
 	if len(url) > 2048 {
 		return Endpoint{}, false, ledger.Invalid("url", "is at most 2048 characters")
 	}
-	if err := delegate.ValidateURL(s.cfg.Egress, url); err != nil {
+	if err := s.cfg.ValidateURL(url); err != nil {
 		return Endpoint{}, false, ledger.Invalid("url", "refused by the egress policy: %v", err)
 	}
 	if len(eventTypes) > 64 {
 		return Endpoint{}, false, ledger.Invalid("event_types", "at most 64 types")
 	}
 	for _, t := range eventTypes {
-		if !eventTypePattern.MatchString(t) {
-			return Endpoint{}, false, ledger.Invalid("event_types", "%q is not an event type name", t)
+		if _, err := ledger.ParseEventType(t); err != nil {
+			return Endpoint{}, false, ledger.Invalid("event_types", "%q is not an event type", t)
 		}
 	}
 	if eventTypes == nil {
@@ -339,7 +342,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 // the event type, a timestamp, and the event as data, in the published form
 // the API and the event streams use.
 type Payload struct {
-	Type      string             `json:"type"`
+	Type      ledger.EventType   `json:"type"`
 	Timestamp time.Time          `json:"timestamp"`
 	Data      ledger.EventRecord `json:"data"`
 }
@@ -366,7 +369,7 @@ func (s *Service) deliver(ctx context.Context, d Delivery) error {
 	dead := d.Attempts >= s.cfg.MaxAttempts
 	s.cfg.Log.WarnContext(ctx, "webhook delivery attempt failed", slog.Int64("delivery_id", d.ID),
 		slog.String("endpoint_id", d.EndpointID), slog.Int("attempt", d.Attempts), slog.Bool("dead", dead), slog.String("problem", problem))
-	return s.cfg.Store.DeliveryFailed(ctx, d, dead, now.Add(s.backoff(d.Attempts)), status, problem, now)
+	return s.cfg.Store.DeliveryFailed(ctx, d, dead, now.Add(s.backoff.Wait(d.Attempts)), status, problem, now)
 }
 
 // post sends a signed delivery and returns the status and, for anything
@@ -391,11 +394,8 @@ func (s *Service) post(ctx context.Context, ep Endpoint, d Delivery, body []byte
 	req.Header.Set("webhook-signature", sig)
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, delegate.ErrEgressDenied) {
-			msg = "egress denied: " + msg
-		}
-		return 0, truncate(msg, 500)
+		// An egress refusal says so in its own text ("egress denied").
+		return 0, text.Truncate(err.Error(), 500)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -403,20 +403,4 @@ func (s *Service) post(ctx context.Context, ep Endpoint, d Delivery, body []byte
 		return resp.StatusCode, "HTTP " + strconv.Itoa(resp.StatusCode)
 	}
 	return resp.StatusCode, ""
-}
-
-// backoff is the wait after attempt n: BackoffBase doubling up to BackoffMax.
-func (s *Service) backoff(n int) time.Duration {
-	d := s.cfg.BackoffBase
-	for i := 1; i < n && d < s.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, s.cfg.BackoffMax)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -132,7 +132,7 @@ COMMENT ON VIEW reporting.budgets_v1 IS
 -- are cluster-wide, so it may exist already (another database of the same
 -- cluster); creating it needs CREATEROLE, and a migrating user without it
 -- gets a warning instead of a failed deployment: a DBA then creates the role
--- and applies the grants below by hand (README-ops.md).
+-- and applies the grants below by hand (sql/RECONCILIATION.md).
 -- +goose StatementBegin
 DO $$
 BEGIN

@@ -47,7 +47,11 @@ func Pending(ctx context.Context, db *sql.DB) (bool, error) {
 }
 
 func newProvider(db *sql.DB, log *slog.Logger) (*goose.Provider, error) {
-	locker, err := lock.NewPostgresSessionLocker()
+	// Replicas that start together wait for the one migrating: probed every
+	// second (goose's default is every 5s, which delays a replica's start
+	// by up to 10s for a migration that takes a moment), for at most five
+	// minutes as by default.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return nil, fmt.Errorf("create migration locker: %w", err)
 	}

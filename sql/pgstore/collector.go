@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
 // DefaultCollectorTimeout bounds the collector's query: a slow database makes
@@ -16,14 +17,19 @@ import (
 const DefaultCollectorTimeout = 5 * time.Second
 
 // Collector is a prometheus.Collector that reads the database at scrape
-// time, with one query: the number of delegations per obligation state,
-// the amount held per currency and the creation time of the oldest
-// obligation per active state. Every replica reports the same values, so
+// time, with two queries. The first: the number of delegations per
+// obligation state, the amount held per currency and the creation time of
+// the oldest obligation per active state. The second, about waiting: when
+// the obligation longest in each active state entered it, and the work
+// queues (A2A outbox jobs by kind and state, the oldest claimable job, lease
+// expiries, the attempts of the most-retried job, webhook deliveries
+// pending and dead-lettered). Every replica reports the same values, so
 // dashboards combine them with max or min, never sum.
 type Collector struct {
 	store   *Store
 	timeout time.Duration
 	log     *slog.Logger
+	now     func() time.Time
 	errors  atomic.Uint64
 
 	obligations *prometheus.Desc
@@ -31,7 +37,26 @@ type Collector struct {
 	oldest      *prometheus.Desc
 	up          *prometheus.Desc
 	errorsTotal *prometheus.Desc
+
+	stateEntry       *prometheus.Desc
+	outboxJobs       *prometheus.Desc
+	outboxOldestDue  *prometheus.Desc
+	outboxMaxAttempt *prometheus.Desc
+	outboxExpiries   *prometheus.Desc
+	webhooks         *prometheus.Desc
 }
+
+// outboxKinds are the kinds of A2A outbox job (the a2a_outbox kind check).
+var outboxKinds = []ledger.OutboundKind{
+	ledger.OutboundDispatch, ledger.OutboundCancel, ledger.OutboundCompensationRequest,
+	ledger.OutboundObserve, ledger.OutboundMessage,
+}
+
+// Outbox job states, the state label of quittance_outbox_jobs.
+var outboxJobStates = []string{"due", "lease_expired", "scheduled", "running"}
+
+// Webhook delivery states, the state label of quittance_webhook_deliveries.
+var webhookStates = []string{"pending", "dead"}
 
 // CollectorOption configures a Collector.
 type CollectorOption func(*Collector)
@@ -46,12 +71,19 @@ func WithCollectorLog(log *slog.Logger) CollectorOption {
 	return func(c *Collector) { c.log = log }
 }
 
+// WithCollectorClock sets the clock that decides which outbox jobs are due
+// (the system clock by default): the one the A2A workers claim jobs by.
+func WithCollectorClock(clock ledger.Clock) CollectorOption {
+	return func(c *Collector) { c.now = clock.Now }
+}
+
 // NewCollector returns a Collector on s's pool.
 func NewCollector(s *Store, opts ...CollectorOption) *Collector {
 	c := &Collector{
 		store:   s,
 		timeout: DefaultCollectorTimeout,
 		log:     slog.New(slog.DiscardHandler),
+		now:     time.Now,
 		obligations: prometheus.NewDesc("quittance_obligations",
 			"Delegations per obligation state, read from the database at scrape time.", []string{"state"}, nil),
 		held: prometheus.NewDesc("quittance_held_minor_units",
@@ -62,6 +94,22 @@ func NewCollector(s *Store, opts ...CollectorOption) *Collector {
 			"1 if the last scrape-time database query succeeded, else 0.", nil, nil),
 		errorsTotal: prometheus.NewDesc("quittance_collector_errors_total",
 			"Scrape-time database queries that failed or timed out.", nil, nil),
+		stateEntry: prometheus.NewDesc("quittance_oldest_obligation_state_entry_timestamp_seconds",
+			"When (Unix seconds) the obligation longest in each active state entered it; 0 when none is in it.", []string{"state"}, nil),
+		outboxJobs: prometheus.NewDesc("quittance_outbox_jobs",
+			"Open A2A outbox jobs by kind and state: due (claimable), lease_expired (claimable again after its worker's lease ran out), scheduled (waiting to be retried) or running (leased).",
+			[]string{"kind", "state"}, nil),
+		outboxOldestDue: prometheus.NewDesc("quittance_outbox_oldest_due_timestamp_seconds",
+			"Since when (Unix seconds) the longest-waiting claimable A2A outbox job of each kind has been claimable; 0 when none is.", []string{"kind"}, nil),
+		outboxMaxAttempt: prometheus.NewDesc("quittance_outbox_retried_job_max_attempts",
+			"Attempts (claims) of the most-retried open A2A outbox job of each kind, among jobs that failed at least once or lost a lease; 0 when none.",
+			[]string{"kind"}, nil),
+		outboxExpiries: prometheus.NewDesc("quittance_outbox_lease_expiries_total",
+			"A2A outbox jobs claimed again because the previous claim's lease ran out before the job was finished or rescheduled, read from the database.",
+			[]string{"kind"}, nil),
+		webhooks: prometheus.NewDesc("quittance_webhook_deliveries",
+			"Webhook deliveries pending (not yet delivered, retried with backoff) or dead (dead-lettered after the last attempt, until redriven).",
+			[]string{"state"}, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -76,15 +124,25 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.oldest
 	ch <- c.up
 	ch <- c.errorsTotal
+	ch <- c.stateEntry
+	ch <- c.outboxJobs
+	ch <- c.outboxOldestDue
+	ch <- c.outboxMaxAttempt
+	ch <- c.outboxExpiries
+	ch <- c.webhooks
 }
 
-// Collect implements prometheus.Collector: it runs the query and reports
-// its results, or quittance_collector_up 0 and no database gauges when the
+// Collect implements prometheus.Collector: it runs the queries and reports
+// their results, or quittance_collector_up 0 and no database gauges when a
 // query failed.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	rows, err := c.store.reader.q.MetricsSnapshot(ctx)
+	var waiting []dbsqlc.MetricsWaitingRow
+	if err == nil {
+		waiting, err = c.store.reader.q.MetricsWaiting(ctx, c.now())
+	}
 	if err != nil {
 		c.errors.Add(1)
 		c.log.Warn("metrics collector query failed", slog.Any("error", err))
@@ -92,6 +150,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.errorsTotal, prometheus.CounterValue, float64(c.errors.Load()))
 		return
 	}
+	c.collectWaiting(ch, waiting)
 	counts := map[string]float64{}
 	oldest := map[string]float64{}
 	for _, s := range ledger.ObligationStates {
@@ -118,4 +177,61 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(c.errorsTotal, prometheus.CounterValue, float64(c.errors.Load()))
+}
+
+// collectWaiting reports the rows of MetricsWaiting, with a zero for every
+// known label value the query returned no row for, so that every series
+// exists from the first scrape.
+func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.MetricsWaitingRow) {
+	entries := map[string]float64{}
+	for _, s := range ledger.ActiveObligationStates {
+		entries[string(s)] = 0
+	}
+	type kindState struct{ kind, state string }
+	jobs := map[kindState]float64{}
+	oldestDue, maxAttempts, expiries := map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, k := range outboxKinds {
+		for _, s := range outboxJobStates {
+			jobs[kindState{string(k), s}] = 0
+		}
+		oldestDue[string(k)], maxAttempts[string(k)], expiries[string(k)] = 0, 0, 0
+	}
+	webhooks := map[string]float64{}
+	for _, s := range webhookStates {
+		webhooks[s] = 0
+	}
+	for _, row := range rows {
+		switch row.Metric {
+		case "state_entry":
+			entries[row.Label] = row.Value
+		case "outbox_jobs":
+			jobs[kindState{row.Label, row.State}] = row.Value
+		case "outbox_oldest_due":
+			oldestDue[row.Label] = row.Value
+		case "outbox_retried_max_attempts":
+			maxAttempts[row.Label] = row.Value
+		case "outbox_lease_expiries":
+			expiries[row.Label] = row.Value
+		case "webhook_deliveries":
+			webhooks[row.Label] = row.Value
+		}
+	}
+	for state, t := range entries {
+		ch <- prometheus.MustNewConstMetric(c.stateEntry, prometheus.GaugeValue, t, state)
+	}
+	for ks, n := range jobs {
+		ch <- prometheus.MustNewConstMetric(c.outboxJobs, prometheus.GaugeValue, n, ks.kind, ks.state)
+	}
+	for kind, t := range oldestDue {
+		ch <- prometheus.MustNewConstMetric(c.outboxOldestDue, prometheus.GaugeValue, t, kind)
+	}
+	for kind, n := range maxAttempts {
+		ch <- prometheus.MustNewConstMetric(c.outboxMaxAttempt, prometheus.GaugeValue, n, kind)
+	}
+	for kind, n := range expiries {
+		ch <- prometheus.MustNewConstMetric(c.outboxExpiries, prometheus.CounterValue, n, kind)
+	}
+	for state, n := range webhooks {
+		ch <- prometheus.MustNewConstMetric(c.webhooks, prometheus.GaugeValue, n, state)
+	}
 }

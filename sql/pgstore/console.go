@@ -191,7 +191,7 @@ func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time
 				CancelRequestedAt: derefTime(r.CancelRequestedAt), CompensationDeadline: derefTime(r.CompensationDeadline),
 				CompensationAttempts: int(r.CompensationAttempts), CompensationLastError: deref(r.CompensationLastError),
 				CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-				LastEvidenceType: r.LastEvidenceType, LastEvidenceAt: r.LastEvidenceAt.UTC(),
+				LastEvidenceType: ledger.EventType(r.LastEvidenceType), LastEvidenceAt: r.LastEvidenceAt.UTC(),
 			},
 			Case: ledger.Case{
 				DelegationID: r.ID, Owner: r.Owner, SnoozedUntil: derefTime(r.SnoozedUntil), Notes: int(r.Notes),

@@ -38,7 +38,7 @@ func (r *InvariantReport) fail(format string, args ...any) {
 	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
 }
 
-// CheckInvariants re-checks the invariants of DESIGN.md §2.2 straight from
+// CheckInvariants re-checks the invariants of ledger/DESIGN.md §2.2 straight from
 // the rows in pool's database, trusting none of the application's code
 // paths:
 //   - per budget: available + held + spent + written_off = funded, no

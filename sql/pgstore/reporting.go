@@ -34,6 +34,14 @@ func stateStrings(states []ledger.ObligationState) []string {
 	return out
 }
 
+func eventTypeStrings(types []ledger.EventType) []string {
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = string(t)
+	}
+	return out
+}
+
 // Obligations streams the obligations q selects to fn in (created_at, id)
 // order. It pages through one read-only, repeatable-read transaction, so
 // the whole stream is one consistent snapshot and at most one page is in
@@ -94,7 +102,7 @@ func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
 		CancelRequestedAt: derefTime(r.CancelRequestedAt), CompensationDeadline: derefTime(r.CompensationDeadline),
 		CompensationAttempts: int(r.CompensationAttempts), CompensationLastError: deref(r.CompensationLastError),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-		LastEvidenceType: r.LastEvidenceType, LastEvidenceAt: r.LastEvidenceAt.UTC(),
+		LastEvidenceType: ledger.EventType(r.LastEvidenceType), LastEvidenceAt: r.LastEvidenceAt.UTC(),
 	}
 }
 
@@ -123,7 +131,7 @@ func (r *Reports) ObligationSummary(ctx context.Context, q ledger.SummaryQuery, 
 
 // Anomalies returns anomaly events after q.AfterSeq in seq order.
 func (r *Reports) Anomalies(ctx context.Context, q ledger.AnomalyQuery) ([]ledger.Anomaly, error) {
-	p := dbsqlc.AnomalyListParams{Types: ledger.AnomalyEventTypes, AfterSeq: q.AfterSeq, MaxRows: int32(q.Limit)}
+	p := dbsqlc.AnomalyListParams{Types: eventTypeStrings(ledger.AnomalyEventTypes), AfterSeq: q.AfterSeq, MaxRows: int32(q.Limit)}
 	if !q.Since.IsZero() {
 		since := q.Since
 		p.Since = &since
@@ -134,9 +142,9 @@ func (r *Reports) Anomalies(ctx context.Context, q ledger.AnomalyQuery) ([]ledge
 	}
 	out := make([]ledger.Anomaly, len(rows))
 	for i, row := range rows {
-		kind, _ := ledger.ClassifyAnomaly(row.Type, row.Data)
+		kind, _ := ledger.ClassifyAnomaly(ledger.EventType(row.Type), row.Data)
 		out[i] = ledger.Anomaly{
-			Seq: row.Seq, Kind: kind, EventType: row.Type, DelegationID: row.DelegationID.UUID,
+			Seq: row.Seq, Kind: kind, EventType: ledger.EventType(row.Type), DelegationID: row.DelegationID.UUID,
 			OrgID: row.OrgID, Tenant: row.Tenant, ObligationState: ledger.ObligationState(row.ObligationState),
 			At: row.At.UTC(), Actor: row.Actor, Data: row.Data,
 		}

@@ -13,12 +13,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 	"github.com/quittance/quittance/sql/migrations"
 )
 
-// Store implements ledger.Store on a pgx pool.
+// Store implements ledger.Store and ledger.Feed on a pgx pool; its views
+// (A2A, Compensation, Webhooks) implement the other domains' stores on the
+// same pool and transactions.
 type Store struct {
 	reader
 	pool        *pgxpool.Pool
@@ -32,6 +37,11 @@ type Store struct {
 	listenOnce sync.Once
 	listen     *listener
 }
+
+var (
+	_ ledger.Store = (*Store)(nil)
+	_ ledger.Feed  = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -83,6 +93,13 @@ const maxTxAttempts = 5
 // InTx runs fn in a transaction, retrying it when PostgreSQL reports a
 // serialization failure or deadlock.
 func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.inTx(ctx, func(t *tx) error { return fn(t) })
+}
+
+// inTx is every InTx: each domain's (the Store's, its views') passes the
+// transaction to its fn as that domain's Tx, which *tx implements, so
+// retries, commit and after-commit hooks are the same for all.
+func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
 		var events []ledger.Event
@@ -101,7 +118,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
 	return err
 }
 
-func (s *Store) inTxOnce(ctx context.Context, fn func(ledger.Tx) error) ([]ledger.Event, error) {
+func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) ([]ledger.Event, error) {
 	pgtx := &beginWithFirst{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	t := &tx{reader: reader{q: dbsqlc.New(pgtx)}}
@@ -138,3 +155,33 @@ func interpretError(err error) error {
 	}
 	return err
 }
+
+// A2A returns the store as the A2A workers' Store: the same pool and
+// transactions, with the outbox and A2A tracking statements added.
+func (s *Store) A2A() delegate.Store { return a2aStore{s} }
+
+// a2aStore adapts Store to delegate.Store.
+type a2aStore struct{ *Store }
+
+// InTx runs fn in a transaction of the underlying Store (see inTx).
+func (a a2aStore) InTx(ctx context.Context, fn func(delegate.Tx) error) error {
+	return a.inTx(ctx, func(t *tx) error { return fn(t) })
+}
+
+// Compensation returns the store as the compensation service's Store: the
+// same pool and transactions, with the compensation statements added.
+func (s *Store) Compensation() compensation.Store { return compensationStore{s} }
+
+// compensationStore adapts Store to compensation.Store.
+type compensationStore struct{ *Store }
+
+// InTx runs fn in a transaction of the underlying Store (see inTx).
+func (c compensationStore) InTx(ctx context.Context, fn func(compensation.Tx) error) error {
+	return c.inTx(ctx, func(t *tx) error { return fn(t) })
+}
+
+// Webhooks returns the store as the webhook service's Store.
+func (s *Store) Webhooks() webhook.Store { return webhookStore{s} }
+
+// webhookStore adapts Store to webhook.Store.
+type webhookStore struct{ *Store }

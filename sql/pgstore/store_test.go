@@ -147,7 +147,7 @@ func TestEventChainVerifiesAndBreaksWhenTampered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTypes := []string{
+	wantTypes := []ledger.EventType{
 		ledger.EventTypeDelegationCreated, ledger.EventTypeTaskStatusChanged, ledger.EventTypeTaskStatusChanged,
 		ledger.EventTypeTaskStatusStale, ledger.EventTypeTaskStatusChanged, ledger.EventTypeTaskStatusDuplicate,
 		ledger.EventTypeStatusConflict,

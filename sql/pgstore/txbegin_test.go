@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -47,8 +48,8 @@ func TestTransactionBeginsWithItsFirstStatement(t *testing.T) {
 	}
 
 	// A first statement that reads many rows, then a write, commit together.
-	err = b.store.InTx(ctx, func(tx ledger.Tx) error {
-		if _, err := tx.ListDelegations(ctx, ledger.DelegationFilter{Limit: 10}); err != nil {
+	err = b.store.Compensation().InTx(ctx, func(tx compensation.Tx) error {
+		if _, err := tx.ClaimPastDeadline(ctx, epoch, 10); err != nil {
 			return err
 		}
 		_, err := tx.AppendEvent(ctx, first)

@@ -78,6 +78,21 @@ func URL(t testing.TB) string {
 	return newDatabase(ctx, t, srv, tpl)
 }
 
+// EmptyURL creates an empty database for the test, without the schema
+// (from template0), and returns its URL: for tests of what happens on a
+// database nothing has migrated yet, such as several replicas starting on
+// it at once. It is dropped or kept as URL's is.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	srv, err := sharedServer(ctx)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return newDatabase(ctx, t, srv, "template0")
+}
+
 // Pool creates a database for the test as URL does and returns a pool of at
 // most PoolMaxConns connections to it, closed before the database is
 // dropped.

@@ -58,3 +58,21 @@ WHERE (sqlc.narg(tenant)::text IS NULL OR tenant = sqlc.narg(tenant))
   AND (sqlc.narg(after)::uuid IS NULL OR id < sqlc.narg(after))
 ORDER BY id DESC
 LIMIT @max_rows;
+
+-- name: DelegationListEscalatableByOrgForUpdate :many
+-- Every obligation an identity revocation escalates, locked in id order.
+SELECT * FROM delegations
+WHERE org_id = $1
+  AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
+ORDER BY id
+FOR UPDATE;
+
+-- name: DelegationClaimPastDeadline :many
+-- The sweep's claim: rows another transaction holds (another replica's
+-- sweep, an ack being applied) are skipped, never waited for or taken twice.
+SELECT * FROM delegations
+WHERE obligation_state = 'revocation_pending_compensation'
+  AND compensation_deadline <= @now
+ORDER BY compensation_deadline, id
+LIMIT @max_rows
+FOR UPDATE SKIP LOCKED;

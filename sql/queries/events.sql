@@ -29,3 +29,6 @@ SELECT seq FROM appended;
 
 -- name: EventListByStream :many
 SELECT * FROM events WHERE stream = $1 ORDER BY stream_seq;
+
+-- name: EventGetBySeq :one
+SELECT * FROM events WHERE seq = $1;

@@ -46,6 +46,10 @@ WHERE o.id = @org_id;
 -- name: TaskClassGetByName :one
 SELECT * FROM task_classes WHERE name = $1;
 
+-- name: TaskClassList :many
+-- Every registered task class, by name. There are few: a full read.
+SELECT * FROM task_classes ORDER BY name;
+
 -- name: TaskClassUpsert :exec
 INSERT INTO task_classes (name, effect_capable, gate_on, compensation_timeout_ms, updated_at)
 VALUES (@name, @effect_capable, @gate_on, @compensation_timeout_ms, @updated_at)
@@ -61,3 +65,6 @@ SELECT * FROM api_tokens WHERE token_hash = $1;
 -- name: TokenInsert :exec
 INSERT INTO api_tokens (id, name, role, tenant, token_hash, created_at)
 VALUES (@id, @name, @role, @tenant, @token_hash, @created_at);
+
+-- name: OrgGetByIDForUpdate :one
+SELECT * FROM remote_orgs WHERE id = $1 FOR UPDATE;

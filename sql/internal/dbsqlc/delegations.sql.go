@@ -12,8 +12,73 @@ import (
 	"github.com/google/uuid"
 )
 
+const delegationClaimPastDeadline = `-- name: DelegationClaimPastDeadline :many
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
+WHERE obligation_state = 'revocation_pending_compensation'
+  AND compensation_deadline <= $1
+ORDER BY compensation_deadline, id
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+`
+
+type DelegationClaimPastDeadlineParams struct {
+	Now     *time.Time
+	MaxRows int32
+}
+
+// The sweep's claim: rows another transaction holds (another replica's
+// sweep, an ack being applied) are skipped, never waited for or taken twice.
+func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg DelegationClaimPastDeadlineParams) ([]Delegation, error) {
+	rows, err := q.db.Query(ctx, delegationClaimPastDeadline, arg.Now, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Delegation
+	for rows.Next() {
+		var i Delegation
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.BusinessOperationID,
+			&i.RequestHash,
+			&i.OrgID,
+			&i.TaskClass,
+			&i.BudgetID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.RemoteTaskID,
+			&i.RemoteContextID,
+			&i.ProtocolVersion,
+			&i.TaskStatus,
+			&i.TaskStatusAt,
+			&i.TaskStatusMessage,
+			&i.ObligationState,
+			&i.ObligationReason,
+			&i.CancelRequestedAt,
+			&i.CompensationKey,
+			&i.CompensationDeadline,
+			&i.CompensationAttempts,
+			&i.CompensationLastError,
+			&i.CompensationReceipt,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const delegationGetByID = `-- name: DelegationGetByID :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE id = $1
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE id = $1
 `
 
 func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -47,12 +112,13 @@ func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegati
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByIDForUpdate = `-- name: DelegationGetByIDForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE id = $1 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -86,12 +152,13 @@ func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByOperation = `-- name: DelegationGetByOperation :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE tenant = $1 AND business_operation_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE tenant = $1 AND business_operation_id = $2
 `
 
 type DelegationGetByOperationParams struct {
@@ -130,12 +197,13 @@ func (q *Queries) DelegationGetByOperation(ctx context.Context, arg DelegationGe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTask = `-- name: DelegationGetByRemoteTask :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE org_id = $1 AND remote_task_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE org_id = $1 AND remote_task_id = $2
 `
 
 type DelegationGetByRemoteTaskParams struct {
@@ -174,12 +242,13 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTaskForUpdate = `-- name: DelegationGetByRemoteTaskForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
 `
 
 type DelegationGetByRemoteTaskForUpdateParams struct {
@@ -218,6 +287,7 @@ func (q *Queries) DelegationGetByRemoteTaskForUpdate(ctx context.Context, arg De
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
 	)
 	return i, err
 }
@@ -285,7 +355,7 @@ func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertPara
 }
 
 const delegationList = `-- name: DelegationList :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::text IS NULL OR obligation_state = $2)
   AND ($3::text IS NULL OR task_status = $3)
@@ -348,6 +418,65 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const delegationListEscalatableByOrgForUpdate = `-- name: DelegationListEscalatableByOrgForUpdate :many
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since FROM delegations
+WHERE org_id = $1
+  AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
+ORDER BY id
+FOR UPDATE
+`
+
+// Every obligation an identity revocation escalates, locked in id order.
+func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, orgID string) ([]Delegation, error) {
+	rows, err := q.db.Query(ctx, delegationListEscalatableByOrgForUpdate, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Delegation
+	for rows.Next() {
+		var i Delegation
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.BusinessOperationID,
+			&i.RequestHash,
+			&i.OrgID,
+			&i.TaskClass,
+			&i.BudgetID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.RemoteTaskID,
+			&i.RemoteContextID,
+			&i.ProtocolVersion,
+			&i.TaskStatus,
+			&i.TaskStatusAt,
+			&i.TaskStatusMessage,
+			&i.ObligationState,
+			&i.ObligationReason,
+			&i.CancelRequestedAt,
+			&i.CompensationKey,
+			&i.CompensationDeadline,
+			&i.CompensationAttempts,
+			&i.CompensationLastError,
+			&i.CompensationReceipt,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
 		); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,31 @@ import (
 	"github.com/google/uuid"
 )
 
+const eventGetBySeq = `-- name: EventGetBySeq :one
+SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash FROM events WHERE seq = $1
+`
+
+func (q *Queries) EventGetBySeq(ctx context.Context, seq int64) (Event, error) {
+	row := q.db.QueryRow(ctx, eventGetBySeq, seq)
+	var i Event
+	err := row.Scan(
+		&i.Seq,
+		&i.Stream,
+		&i.StreamSeq,
+		&i.DelegationID,
+		&i.Type,
+		&i.At,
+		&i.Actor,
+		&i.ObligationFrom,
+		&i.ObligationTo,
+		&i.Data,
+		&i.Evidence,
+		&i.PrevHash,
+		&i.Hash,
+	)
+	return i, err
+}
+
 const eventInsert = `-- name: EventInsert :one
 WITH appended AS (
     INSERT INTO events (

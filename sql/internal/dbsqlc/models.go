@@ -31,20 +31,21 @@ type A2aOrgBackoff struct {
 }
 
 type A2aOutbox struct {
-	ID           int64
-	DelegationID uuid.UUID
-	Kind         string
-	Payload      []byte
-	Attempts     int32
-	RunAfter     time.Time
-	LockedUntil  *time.Time
-	LeaseToken   *string
-	Requeue      bool
-	LastError    *string
-	Outcome      *string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	DoneAt       *time.Time
+	ID            int64
+	DelegationID  uuid.UUID
+	Kind          string
+	Payload       []byte
+	Attempts      int32
+	RunAfter      time.Time
+	LockedUntil   *time.Time
+	LeaseToken    *string
+	Requeue       bool
+	LastError     *string
+	Outcome       *string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	DoneAt        *time.Time
+	LeaseExpiries int32
 }
 
 type ApiToken struct {
@@ -118,6 +119,7 @@ type Delegation struct {
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
 	PendingWriteOffID     uuid.NullUUID
+	ObligationStateSince  *time.Time
 }
 
 type DelegationCase struct {

@@ -135,6 +135,29 @@ func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) 
 	return i, err
 }
 
+const orgGetByIDForUpdate = `-- name: OrgGetByIDForUpdate :one
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at FROM remote_orgs WHERE id = $1 FOR UPDATE
+`
+
+func (q *Queries) OrgGetByIDForUpdate(ctx context.Context, id string) (RemoteOrg, error) {
+	row := q.db.QueryRow(ctx, orgGetByIDForUpdate, id)
+	var i RemoteOrg
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.SharedCoordinator,
+		&i.Jwks,
+		&i.AgentCardUrl,
+		&i.AllowedHosts,
+		&i.RequireSignedReceipts,
+		&i.IdentityRevokedAt,
+		&i.IdentityRevokedReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const orgUpsert = `-- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
     id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts,
@@ -203,6 +226,37 @@ func (q *Queries) TaskClassGetByName(ctx context.Context, name string) (TaskClas
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const taskClassList = `-- name: TaskClassList :many
+SELECT name, effect_capable, gate_on, compensation_timeout_ms, updated_at FROM task_classes ORDER BY name
+`
+
+// Every registered task class, by name. There are few: a full read.
+func (q *Queries) TaskClassList(ctx context.Context) ([]TaskClass, error) {
+	rows, err := q.db.Query(ctx, taskClassList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskClass
+	for rows.Next() {
+		var i TaskClass
+		if err := rows.Scan(
+			&i.Name,
+			&i.EffectCapable,
+			&i.GateOn,
+			&i.CompensationTimeoutMs,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const taskClassUpsert = `-- name: TaskClassUpsert :exec

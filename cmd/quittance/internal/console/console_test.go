@@ -182,7 +182,7 @@ func TestCaseHandlingAndBulk(t *testing.T) {
 	if res := b.post(self, self+"/snooze", url.Values{"until": {"2026-03-10"}, "reason": {"waiting for Bolt"}}); res.status != http.StatusSeeOther {
 		t.Fatalf("snooze: %d %s", res.status, res.body)
 	}
-	for _, typ := range []string{ledger.EventTypeCaseNoteAdded, ledger.EventTypeCaseOwnerAssigned, ledger.EventTypeCaseSnoozed} {
+	for _, typ := range []ledger.EventType{ledger.EventTypeCaseNoteAdded, ledger.EventTypeCaseOwnerAssigned, ledger.EventTypeCaseSnoozed} {
 		if n := w.eventCount(t, w.big.ID, typ); n != 1 {
 			t.Fatalf("%s events: %d", typ, n)
 		}

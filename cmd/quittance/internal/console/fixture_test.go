@@ -190,10 +190,10 @@ func (p page) lacks(t *testing.T, what ...string) {
 }
 
 // eventCount counts a delegation's events of a type, straight from the database.
-func (w *world) eventCount(t *testing.T, id, typ string) int {
+func (w *world) eventCount(t *testing.T, id string, typ ledger.EventType) int {
 	t.Helper()
 	var n int
-	if err := w.Pool.QueryRow(t.Context(), `SELECT count(*) FROM events WHERE delegation_id = $1 AND type = $2`, id, typ).Scan(&n); err != nil {
+	if err := w.Pool.QueryRow(t.Context(), `SELECT count(*) FROM events WHERE delegation_id = $1 AND type = $2`, id, string(typ)).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

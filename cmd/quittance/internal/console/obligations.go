@@ -227,7 +227,7 @@ func (c *Console) obligationsCSV(w http.ResponseWriter, r *http.Request, q *requ
 			formatAmount(row.Amount.AmountMinor, row.Amount.Currency), string(row.ObligationState), string(row.TaskStatus),
 			csvTime(row.CreatedAt), strconv.FormatInt(int64(page.AsOf.Sub(row.CreatedAt)/time.Second), 10),
 			csvTime(row.CompensationDeadline), csvsafe.Text(row.Case.Owner), csvTime(row.Case.SnoozedUntil),
-			strconv.Itoa(row.Case.Notes), pending, csvsafe.Text(row.LastEvidenceType), csvTime(row.LastEvidenceAt),
+			strconv.Itoa(row.Case.Notes), pending, csvsafe.Text(string(row.LastEvidenceType)), csvTime(row.LastEvidenceAt),
 		})
 	}
 	cw.Flush()

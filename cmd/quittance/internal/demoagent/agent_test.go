@@ -18,19 +18,19 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/compensation"
-	"github.com/quittance/quittance/delegate"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/delegate/egress"
 )
 
 // loopback is the egress policy of the tests: plain http to 127.0.0.1.
-var loopback = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+var loopback = egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
 type bundle struct {
 	agent  *demoagent.Agent
 	server *httptest.Server
 	hc     *http.Client
-	client *delegate.Client
-	card   delegate.AgentCard
+	client *a2a.Client
+	card   a2a.AgentCard
 }
 
 // setup serves an agent on loopback and returns a v1.0 client for it,
@@ -47,8 +47,8 @@ func setup(t *testing.T, cfg demoagent.Config) *bundle {
 	t.Cleanup(agent.Close)
 	srv := httptest.NewServer(agent.Handler())
 	t.Cleanup(srv.Close)
-	hc := delegate.NewHTTPClient(loopback)
-	card, err := delegate.FetchAgentCard(context.Background(), hc, agent.CardURL(srv.URL), []string{"127.0.0.1"})
+	hc := egress.NewClient(loopback)
+	card, err := a2a.FetchAgentCard(context.Background(), hc, agent.CardURL(srv.URL), []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatalf("fetch agent card: %v", err)
 	}
@@ -56,17 +56,17 @@ func setup(t *testing.T, cfg demoagent.Config) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{agent: agent, server: srv, hc: hc, client: delegate.NewClient(hc, iface), card: card}
+	return &bundle{agent: agent, server: srv, hc: hc, client: a2a.NewClient(hc, iface), card: card}
 }
 
-func procurement(messageID, text string) delegate.SendRequest {
-	return delegate.SendRequest{
-		Message:           delegate.Message{MessageID: messageID, Role: delegate.RoleUser, Parts: []delegate.Part{{Text: text}}},
+func procurement(messageID, text string) a2a.SendRequest {
+	return a2a.SendRequest{
+		Message:           a2a.Message{MessageID: messageID, Role: a2a.RoleUser, Parts: []a2a.Part{{Text: text}}},
 		ReturnImmediately: true,
 	}
 }
 
-func compensationRequest(t *testing.T, messageID string, task delegate.Task, key string) delegate.SendRequest {
+func compensationRequest(t *testing.T, messageID string, task a2a.Task, key string) a2a.SendRequest {
 	t.Helper()
 	data, err := json.Marshal(map[string]any{"compensationRequest": map[string]any{
 		"taskId": task.ID, "idempotencyKey": key, "reason": "delegation canceled",
@@ -74,11 +74,11 @@ func compensationRequest(t *testing.T, messageID string, task delegate.Task, key
 	if err != nil {
 		t.Fatal(err)
 	}
-	return delegate.SendRequest{
-		Message: delegate.Message{
-			MessageID: messageID, ContextID: task.ContextID, Role: delegate.RoleUser,
+	return a2a.SendRequest{
+		Message: a2a.Message{
+			MessageID: messageID, ContextID: task.ContextID, Role: a2a.RoleUser,
 			ReferenceTaskIDs: []string{task.ID}, Extensions: []string{demoagent.ExtensionURI},
-			Parts: []delegate.Part{{Data: data}},
+			Parts: []a2a.Part{{Data: data}},
 		},
 		ReturnImmediately: true,
 		Extensions:        []string{demoagent.ExtensionURI},
@@ -86,7 +86,7 @@ func compensationRequest(t *testing.T, messageID string, task delegate.Task, key
 }
 
 // waitState polls GetTask until the task reaches state.
-func waitState(t *testing.T, c *delegate.Client, id string, state ledger.TaskStatus) delegate.Task {
+func waitState(t *testing.T, c *a2a.Client, id string, state a2a.TaskState) a2a.Task {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -112,7 +112,7 @@ type receiptBody struct {
 	JWS            string `json:"jws"`
 }
 
-func receiptOf(t *testing.T, task delegate.Task) receiptBody {
+func receiptOf(t *testing.T, task a2a.Task) receiptBody {
 	t.Helper()
 	for _, a := range task.Artifacts {
 		if a.Name != demoagent.ReceiptArtifactName {
@@ -184,13 +184,13 @@ func TestSendGetCancelKeepsEffects(t *testing.T) {
 	if res.Task == nil {
 		t.Fatal("send returned no task")
 	}
-	if s := res.Task.Status.State; s != ledger.StatusSubmitted && s != ledger.StatusWorking {
+	if s := res.Task.Status.State; s != a2a.TaskStateSubmitted && s != a2a.TaskStateWorking {
 		t.Errorf("non-blocking send returned a %s task; want submitted or working", s)
 	}
 	if res.Task.ContextID == "" {
 		t.Error("task has no context id")
 	}
-	task := waitState(t, b.client, res.Task.ID, ledger.StatusWorking)
+	task := waitState(t, b.client, res.Task.ID, a2a.TaskStateWorking)
 	po, ok := b.agent.PurchaseOrder(task.ID)
 	if !ok || po.Reversed {
 		t.Fatalf("working task has purchase order %+v, %v; want a committed one", po, ok)
@@ -208,7 +208,7 @@ func TestSendGetCancelKeepsEffects(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if canceled.Status.State != ledger.StatusCanceled {
+	if canceled.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("cancel returned %s; want canceled", canceled.Status.State)
 	}
 	if po, _ := b.agent.PurchaseOrder(task.ID); po.Reversed {
@@ -217,7 +217,7 @@ func TestSendGetCancelKeepsEffects(t *testing.T) {
 	if _, err := b.client.CancelTask(ctx, task.ID, nil); err != nil {
 		t.Errorf("a repeated cancel failed: %v; cancel is idempotent", err)
 	}
-	if got := waitState(t, b.client, task.ID, ledger.StatusCanceled); got.Status.Message == nil {
+	if got := waitState(t, b.client, task.ID, a2a.TaskStateCanceled); got.Status.Message == nil {
 		t.Error("the canceled status carries no message")
 	}
 }
@@ -226,7 +226,7 @@ func TestErrors(t *testing.T) {
 	b := setup(t, demoagent.Config{WorkDelay: time.Millisecond})
 	ctx := context.Background()
 
-	if _, err := b.client.GetTask(ctx, "no-such-task"); !errors.Is(err, delegate.ErrTaskNotFound) {
+	if _, err := b.client.GetTask(ctx, "no-such-task"); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Errorf("get of an unknown task: %v; want TaskNotFound", err)
 	}
 
@@ -234,7 +234,7 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := waitState(t, b.client, res.Task.ID, ledger.StatusCompleted)
+	done := waitState(t, b.client, res.Task.ID, a2a.TaskStateCompleted)
 	var po bool
 	for _, a := range done.Artifacts {
 		po = po || a.Name == "purchase-order"
@@ -243,10 +243,10 @@ func TestErrors(t *testing.T) {
 		t.Error("completed task has no purchase-order artifact")
 	}
 	_, err = b.client.CancelTask(ctx, done.ID, nil)
-	if !errors.Is(err, delegate.ErrTaskNotCancelable) {
+	if !errors.Is(err, a2a.ErrTaskNotCancelable) {
 		t.Fatalf("cancel of a completed task: %v; want TaskNotCancelable", err)
 	}
-	var rpcErr *delegate.RPCError
+	var rpcErr *a2a.RPCError
 	errors.As(err, &rpcErr)
 	var details []map[string]any
 	if err := json.Unmarshal(rpcErr.Data, &details); err != nil || len(details) != 1 || details[0]["reason"] != "TASK_NOT_CANCELABLE" {
@@ -278,7 +278,7 @@ func TestSubscribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []delegate.StreamEvent
+	var events []a2a.StreamEvent
 	for ev, err := range b.client.Subscribe(ctx, res.Task.ID) {
 		if err != nil {
 			t.Fatalf("stream: %v", err)
@@ -289,7 +289,7 @@ func TestSubscribe(t *testing.T) {
 		t.Fatalf("stream began with %+v; want the task first", events)
 	}
 	last := events[len(events)-1]
-	if last.StatusUpdate == nil || last.StatusUpdate.Status.State != ledger.StatusCompleted {
+	if last.StatusUpdate == nil || last.StatusUpdate.Status.State != a2a.TaskStateCompleted {
 		t.Errorf("stream ended with %+v; want a completed status update", last)
 	}
 	var artifact bool
@@ -306,7 +306,7 @@ func TestSubscribe(t *testing.T) {
 		subscribeErr = err
 		break
 	}
-	if !errors.Is(subscribeErr, delegate.ErrUnsupportedOperation) {
+	if !errors.Is(subscribeErr, a2a.ErrUnsupportedOperation) {
 		t.Errorf("subscribe to a completed task: %v; want UnsupportedOperation", subscribeErr)
 	}
 }
@@ -320,14 +320,14 @@ type pushReceiver struct {
 
 type receivedPush struct {
 	auth, token, contentType string
-	event                    delegate.StreamEvent
+	event                    a2a.StreamEvent
 }
 
 func newPushReceiver(t *testing.T) (*pushReceiver, *httptest.Server) {
 	p := &pushReceiver{event: make(chan struct{}, 100)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		ev, err := delegate.ParsePushNotification(body)
+		ev, err := a2a.ParsePushNotification(body)
 		if err != nil {
 			t.Errorf("push body %s: %v", body, err)
 			http.Error(w, "bad body", http.StatusBadRequest)
@@ -347,7 +347,7 @@ func newPushReceiver(t *testing.T) (*pushReceiver, *httptest.Server) {
 
 // waitFor waits until a push reports the task in state, and returns every
 // push received so far.
-func (p *pushReceiver) waitFor(t *testing.T, taskID string, state ledger.TaskStatus) []receivedPush {
+func (p *pushReceiver) waitFor(t *testing.T, taskID string, state a2a.TaskState) []receivedPush {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -373,17 +373,17 @@ func TestPushNotifications(t *testing.T) {
 	ctx := context.Background()
 
 	req := procurement("m-push", "Order 12 desks")
-	req.Push = &delegate.PushConfig{URL: srv.URL + "/a2a/push/d-1", Token: "secret-1"}
+	req.Push = &a2a.PushConfig{URL: srv.URL + "/a2a/push/d-1", Token: "secret-1"}
 	res, err := b.client.SendMessage(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv.waitFor(t, res.Task.ID, ledger.StatusWorking)
+	recv.waitFor(t, res.Task.ID, a2a.TaskStateWorking)
 	if _, err := b.client.CancelTask(ctx, res.Task.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := recv.waitFor(t, res.Task.ID, ledger.StatusCanceled)
-	var states []ledger.TaskStatus
+	got := recv.waitFor(t, res.Task.ID, a2a.TaskStateCanceled)
+	var states []a2a.TaskState
 	for _, r := range got {
 		if r.auth != "Bearer secret-1" || r.token != "secret-1" {
 			t.Errorf("push headers Authorization=%q A2A-Notification-Token=%q; want the registered token", r.auth, r.token)
@@ -393,7 +393,7 @@ func TestPushNotifications(t *testing.T) {
 		}
 		states = append(states, r.event.StatusUpdate.Status.State)
 	}
-	want := []ledger.TaskStatus{ledger.StatusSubmitted, ledger.StatusWorking, ledger.StatusCanceled}
+	want := []a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateCanceled}
 	if len(states) != len(want) || states[0] != want[0] || states[1] != want[1] || states[2] != want[2] {
 		t.Errorf("pushed states %v; want %v in order", states, want)
 	}
@@ -403,19 +403,19 @@ func TestPushNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, b.client, res2.Task.ID, ledger.StatusWorking)
-	if err := b.client.SetPushConfig(ctx, res2.Task.ID, delegate.PushConfig{URL: srv.URL + "/a2a/push/d-2", Token: "secret-2"}); err != nil {
+	waitState(t, b.client, res2.Task.ID, a2a.TaskStateWorking)
+	if err := b.client.SetPushConfig(ctx, res2.Task.ID, a2a.PushConfig{URL: srv.URL + "/a2a/push/d-2", Token: "secret-2"}); err != nil {
 		t.Fatalf("create push config: %v", err)
 	}
 	if _, err := b.client.CancelTask(ctx, res2.Task.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range recv.waitFor(t, res2.Task.ID, ledger.StatusCanceled) {
+	for _, r := range recv.waitFor(t, res2.Task.ID, a2a.TaskStateCanceled) {
 		if r.event.TaskID() == res2.Task.ID && r.auth != "Bearer secret-2" {
 			t.Errorf("push for the second task carried Authorization %q", r.auth)
 		}
 	}
-	if err := b.client.SetPushConfig(ctx, "no-such-task", delegate.PushConfig{URL: srv.URL}); !errors.Is(err, delegate.ErrTaskNotFound) {
+	if err := b.client.SetPushConfig(ctx, "no-such-task", a2a.PushConfig{URL: srv.URL}); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Errorf("push config for an unknown task: %v; want TaskNotFound", err)
 	}
 }
@@ -427,7 +427,7 @@ func TestCompensation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, b.client, res.Task.ID, ledger.StatusWorking)
+	waitState(t, b.client, res.Task.ID, a2a.TaskStateWorking)
 	canceled, err := b.client.CancelTask(ctx, res.Task.ID, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -442,7 +442,7 @@ func TestCompensation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compensation request: %v", err)
 	}
-	if reply.Task == nil || reply.Task.Status.State != ledger.StatusCompleted {
+	if reply.Task == nil || reply.Task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("compensation reply %+v; want a completed task", reply)
 	}
 	if reply.Task.ContextID != canceled.ContextID {
@@ -489,7 +489,7 @@ func TestCompensation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, b.client, other.Task.ID, ledger.StatusWorking)
+	waitState(t, b.client, other.Task.ID, a2a.TaskStateWorking)
 	otherCanceled, err := b.client.CancelTask(ctx, other.Task.ID, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -497,7 +497,7 @@ func TestCompensation(t *testing.T) {
 	if _, err := b.client.SendMessage(ctx, compensationRequest(t, "comp-3", otherCanceled, "idem-1")); err == nil {
 		t.Error("an idempotency key reused for another task was accepted")
 	}
-	if _, err := b.client.SendMessage(ctx, compensationRequest(t, "comp-4", delegate.Task{ID: "no-such-task"}, "idem-9")); !errors.Is(err, delegate.ErrTaskNotFound) {
+	if _, err := b.client.SendMessage(ctx, compensationRequest(t, "comp-4", a2a.Task{ID: "no-such-task"}, "idem-9")); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Errorf("compensation for an unknown task: %v; want TaskNotFound", err)
 	}
 }
@@ -514,7 +514,7 @@ func TestAtomicCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, b.client, res.Task.ID, ledger.StatusWorking)
+	waitState(t, b.client, res.Task.ID, a2a.TaskStateWorking)
 	canceled, err := b.client.CancelTask(ctx, res.Task.ID, []string{demoagent.ExtensionURI})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Compensation receipt outcomes (DESIGN §4).
+// Compensation receipt outcomes (ledger/DESIGN.md §4).
 const (
 	// OutcomeCompensated means the effects of the task were reversed.
 	OutcomeCompensated = "compensated"

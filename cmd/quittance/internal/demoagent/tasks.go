@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/quittance/quittance/internal/backoff"
 )
 
 // PurchaseOrder is a purchase order a procurement task committed in the
@@ -236,11 +238,11 @@ func (a *Agent) drainPush(t *task) {
 	}
 }
 
-// pushAttempts and pushBackoff bound the delivery of one notification.
-const (
-	pushAttempts = 3
-	pushBackoff  = 250 * time.Millisecond
-)
+// pushAttempts and pushBackoff bound the delivery of one notification:
+// three attempts, 250ms and then 500ms apart.
+const pushAttempts = 3
+
+var pushBackoff = backoff.Exponential{Base: 250 * time.Millisecond, Max: time.Second}
 
 // deliverPush posts a StreamResponse to a push endpoint, retrying a few
 // times on failure. Delivery is at least once.
@@ -253,7 +255,7 @@ func (a *Agent) deliverPush(pc pushConfig, ev streamResponse) {
 	log := a.log.With(slog.String("task_id", pc.TaskID), slog.String("push_config_id", pc.ID))
 	for attempt := 1; attempt <= pushAttempts; attempt++ {
 		if attempt > 1 {
-			time.Sleep(pushBackoff * time.Duration(attempt-1))
+			time.Sleep(pushBackoff.Wait(attempt - 1))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := a.postPush(ctx, pc, body)

@@ -8,7 +8,7 @@ import (
 
 // The agent's own A2A v1.0 wire structs. They mirror a2a.proto's JSON names
 // (ProtoJSON: camelCase members, full enum names) and are the server side's
-// view of the protocol; the client side lives in package delegate.
+// view of the protocol; the client side lives in package delegate/a2a.
 
 // A2A v1.0 task states, as the agent emits them.
 const (

@@ -30,6 +30,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -251,7 +252,7 @@ func (e *a2aEnv) events(t *testing.T, id string) []ledger.EventRecord {
 	return e.Events(t, e.orch, id)
 }
 
-func countEvents(events []ledger.EventRecord, typ string) int {
+func countEvents(events []ledger.EventRecord, typ ledger.EventType) int {
 	n := 0
 	for _, ev := range events {
 		if ev.Type == typ {
@@ -317,7 +318,7 @@ func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
 	if strings.Join(path, ",") != want {
 		t.Fatalf("obligation path %v, want %s", path, want)
 	}
-	for _, typ := range []string{delegate.EventTypeTaskDispatched, ledger.EventTypeCancelRequested, compensation.EventTypeCompensationRequested, compensation.EventTypeCompensationAcked} {
+	for _, typ := range []ledger.EventType{ledger.EventTypeTaskDispatched, ledger.EventTypeCancelRequested, ledger.EventTypeCompensationRequested, ledger.EventTypeCompensationAcked} {
 		if countEvents(events, typ) != 1 {
 			t.Fatalf("want one %s event; events = %+v", typ, events)
 		}
@@ -343,7 +344,7 @@ func TestA2ACompensationFailuresEndUnconfirmedNeverReleased(t *testing.T) {
 		t.Fatalf("after exhausted retries: %+v", d)
 	}
 	events := e.events(t, d.ID)
-	if countEvents(events, compensation.EventTypeCompensationRetriesExhausted) != 1 {
+	if countEvents(events, ledger.EventTypeCompensationRetriesExhausted) != 1 {
 		t.Fatalf("events = %+v", events)
 	}
 	// Each round is a new request with its own messageId.
@@ -364,7 +365,7 @@ func TestA2ACancelNotCancelableKeepsHold(t *testing.T) {
 	e.waitFor(t, d.ID, "dispatch", dispatched)
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
 	deadline := time.Now().Add(15 * time.Second)
-	for countEvents(e.events(t, d.ID), delegate.EventTypeCancelRefused) == 0 {
+	for countEvents(e.events(t, d.ID), ledger.EventTypeCancelRefused) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no cancel_refused event: %+v", e.events(t, d.ID))
 		}
@@ -470,7 +471,7 @@ func TestA2APushReceiver(t *testing.T) {
 	if d := e.get(t, d.ID); d.ObligationState != "held" || d.TaskStatus != "working" {
 		t.Fatalf("a push alone moved the delegation: %+v", d)
 	}
-	if countEvents(e.events(t, d.ID), delegate.EventTypePushRefused) != 1 {
+	if countEvents(e.events(t, d.ID), ledger.EventTypePushRefused) != 1 {
 		t.Fatalf("wrong-task push not recorded: %+v", e.events(t, d.ID))
 	}
 
@@ -525,7 +526,7 @@ func TestA2ACrashBetweenHoldAndSendResumesWithSameMessageID(t *testing.T) {
 	if n := peer.tasks.Load(); n != 1 {
 		t.Fatalf("the peer created %d tasks, want 1", n)
 	}
-	if d.ObligationState != "held" || countEvents(e.events(t, d.ID), delegate.EventTypeTaskDispatched) != 1 {
+	if d.ObligationState != "held" || countEvents(e.events(t, d.ID), ledger.EventTypeTaskDispatched) != 1 {
 		t.Fatalf("after resume: %+v", d)
 	}
 }
@@ -538,12 +539,12 @@ func TestA2AEgressRefusesForbiddenAgentAddress(t *testing.T) {
 	e.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusUnprocessableEntity)
 
 	// And if the registration policy was looser, the dialer still refuses.
-	loose := delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	loose := egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	e2 := newA2AEnv(t, apitest.Worker{}, apitest.WithRegistrationEgress(loose))
 	e2.putOrg(t, "elsewhere", forbidden.cardURL, http.StatusCreated)
 	d := e2.dispatch(t, "po-6", "elsewhere")
 	deadline := time.Now().Add(15 * time.Second)
-	for countEvents(e2.events(t, d.ID), delegate.EventTypeDispatchFailed) == 0 {
+	for countEvents(e2.events(t, d.ID), ledger.EventTypeDispatchFailed) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no dispatch_failed: %+v", e2.events(t, d.ID))
 		}
@@ -556,7 +557,7 @@ func TestA2AEgressRefusesForbiddenAgentAddress(t *testing.T) {
 		t.Fatalf("a refused dispatch moved the hold: %+v", d)
 	}
 	for _, ev := range e2.events(t, d.ID) {
-		if ev.Type == delegate.EventTypeDispatchFailed && !strings.Contains(string(ev.Data), "egress denied") {
+		if ev.Type == ledger.EventTypeDispatchFailed && !strings.Contains(string(ev.Data), "egress denied") {
 			t.Fatalf("dispatch_failed without the egress reason: %s", ev.Data)
 		}
 	}

@@ -113,6 +113,12 @@ type taskClassOutput struct {
 	Body TaskClassBody
 }
 
+type taskClassListOutput struct {
+	Body struct {
+		TaskClasses []TaskClassBody `json:"task_classes"`
+	}
+}
+
 type namePathInput struct {
 	Name string `path:"name" maxLength:"64"`
 }
@@ -239,6 +245,25 @@ func (s *Server) registerAdmin() {
 			return nil, s.fail(ctx, err)
 		}
 		return &taskClassOutput{Body: taskClassBody(c)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-task-classes", Method: http.MethodGet, Path: "/admin/v1/task-classes", Tags: tags,
+		Summary: "List the registered task classes",
+		Description: "Every registered task class, by name. A delegation whose class is not listed is treated as " +
+			"effect-capable, gated on canceled and failed, with the default compensation timeout (72h).",
+		Security: bearerAuth,
+	}, func(ctx context.Context, _ *struct{}) (*taskClassListOutput, error) {
+		cs, err := s.ledger.ListTaskClasses(ctx, principal(ctx))
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &taskClassListOutput{}
+		out.Body.TaskClasses = make([]TaskClassBody, len(cs))
+		for i, c := range cs {
+			out.Body.TaskClasses[i] = taskClassBody(c)
+		}
+		return out, nil
 	})
 
 	huma.Register(s.api, huma.Operation{

@@ -30,6 +30,7 @@ func authedRoutes(delegationID string) []struct{ method, path, body string } {
 		{http.MethodGet, "/admin/v1/orgs/org", ""},
 		{http.MethodPut, "/admin/v1/task-classes/procurement", `{"effect_capable":false,"gate_on":[],"compensation_timeout":"1h"}`},
 		{http.MethodGet, "/admin/v1/task-classes/procurement", ""},
+		{http.MethodGet, "/admin/v1/task-classes", ""},
 		{http.MethodPost, "/admin/v1/tokens", `{"role":"oncall","name":"x"}`},
 	}
 }
@@ -138,6 +139,7 @@ func TestRolesAndTenantScoping(t *testing.T) {
 		env.Do(t, http.MethodGet, "/admin/v1/budgets/b", tok, nil).Expect(t, http.StatusOK)
 		env.Do(t, http.MethodGet, "/admin/v1/orgs/org", tok, nil).Expect(t, http.StatusOK)
 		env.Do(t, http.MethodGet, "/admin/v1/task-classes/procurement", tok, nil).Expect(t, http.StatusOK)
+		env.Do(t, http.MethodGet, "/admin/v1/task-classes", tok, nil).Expect(t, http.StatusOK)
 	}
 	// Finance lists every tenant's delegations; an orchestrator its own.
 	var list struct {

@@ -39,7 +39,7 @@ func TestCaseHandlingAPI(t *testing.T) {
 	if c.SnoozedUntil == nil || !c.SnoozedUntil.Equal(until) || c.Notes != 1 {
 		t.Fatalf("case %+v", c)
 	}
-	counts := map[string]int{}
+	counts := map[ledger.EventType]int{}
 	for _, ev := range e.Events(t, e.orch, d.ID) {
 		counts[ev.Type]++
 	}

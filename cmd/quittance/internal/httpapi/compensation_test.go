@@ -304,7 +304,7 @@ func TestEvidenceRefusals(t *testing.T) {
 					want.Events++
 					ev := e.lastEvent(t, id)
 					data := eventData(t, ev)
-					if ev.Type != compensation.EventTypeTokenRefused || data["code"] != tt.code || data["token_sha256"] != sha(tt.token) || ev.Evidence != "" {
+					if ev.Type != ledger.EventTypeTokenRefused || data["code"] != tt.code || data["token_sha256"] != sha(tt.token) || ev.Evidence != "" {
 						t.Errorf("last event %s %s evidence %q, want token_refused with code %s and the token's sha256, no evidence", ev.Type, ev.Data, ev.Evidence, tt.code)
 					}
 				}
@@ -353,7 +353,7 @@ func TestAckCompensates(t *testing.T) {
 		t.Fatalf("budget after ack %+v, before %+v: the hold must return to available", b, budgetBefore)
 	}
 	ev := e.lastEvent(t, d.ID)
-	if ev.Type != compensation.EventTypeCompensationAcked || ev.Evidence != token || ev.ObligationTo != "compensated" || ev.Actor != "org:"+orgB {
+	if ev.Type != ledger.EventTypeCompensationAcked || ev.Evidence != token || ev.ObligationTo != "compensated" || ev.Actor != "org:"+orgB {
 		t.Fatalf("last event %s -> %s by %s, evidence stored verbatim: %v", ev.Type, ev.ObligationTo, ev.Actor, ev.Evidence == token)
 	}
 
@@ -374,7 +374,7 @@ func TestAckCompensates(t *testing.T) {
 		t.Fatalf("late ack: %s v%d contradicts %v", out.ObligationState, out.Version, out.Evidence.ContradictsWriteOff)
 	}
 	ev = e.lastEvent(t, d.ID)
-	if ev.Type != compensation.EventTypeLateEvidence || ev.Evidence != late || ev.ObligationTo != "" {
+	if ev.Type != ledger.EventTypeLateEvidence || ev.Evidence != late || ev.ObligationTo != "" {
 		t.Fatalf("last event %s -> %q, want late_evidence with the token and no transition", ev.Type, ev.ObligationTo)
 	}
 	if b2 := e.Budget(t, budgetID); b2 != b {
@@ -398,7 +398,7 @@ func TestDeclarationReleases(t *testing.T) {
 		t.Fatalf("after declaration: %s (%s) hold %s", got.ObligationState, got.ObligationReason, got.HoldState)
 	}
 	ev := e.lastEvent(t, d.ID)
-	if ev.Type != compensation.EventTypeNoCompensationDeclared || ev.Evidence != token {
+	if ev.Type != ledger.EventTypeNoCompensationDeclared || ev.Evidence != token {
 		t.Fatalf("last event %s, evidence verbatim %v", ev.Type, ev.Evidence == token)
 	}
 	e.CheckInvariants(t)
@@ -498,7 +498,7 @@ func TestSweepAndRestart(t *testing.T) {
 	if b := e.Budget(t, budgetID); b.HeldMinor != held {
 		t.Fatalf("the sweep moved money: held %d -> %d", held, b.HeldMinor)
 	}
-	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeDeadlinePassed || ev.ObligationTo != "compensation_unconfirmed" || ev.Actor != "system:sweep" {
+	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeDeadlinePassed || ev.ObligationTo != "compensation_unconfirmed" || ev.Actor != "system:sweep" {
 		t.Fatalf("last event %s -> %s by %s", ev.Type, ev.ObligationTo, ev.Actor)
 	}
 
@@ -559,7 +559,7 @@ func TestRevokeIdentityEscalates(t *testing.T) {
 		if d.ObligationState != "escalated" || d.HoldState != "active" {
 			t.Errorf("%s: %s/%s, want escalated/active", id, d.ObligationState, d.HoldState)
 		}
-		if ev := e.lastEvent(t, id); ev.Type != compensation.EventTypeIdentityRevoked || ev.ObligationTo != "escalated" || ev.Actor != "token:oncall" {
+		if ev := e.lastEvent(t, id); ev.Type != ledger.EventTypeIdentityRevoked || ev.ObligationTo != "escalated" || ev.Actor != "token:oncall" {
 			t.Errorf("%s: last event %s -> %s by %s", id, ev.Type, ev.ObligationTo, ev.Actor)
 		}
 	}
@@ -621,7 +621,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 		if after.WrittenOffMinor != before.WrittenOffMinor+amount || after.HeldMinor != before.HeldMinor-amount {
 			t.Fatalf("write-off of %d: budget %+v -> %+v", amount, before, after)
 		}
-		if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffExecuted || ev.Actor != "token:alice" || ev.ObligationTo != "written_off" {
+		if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffExecuted || ev.Actor != "token:alice" || ev.ObligationTo != "written_off" {
 			t.Fatalf("last event %s by %s -> %s", ev.Type, ev.Actor, ev.ObligationTo)
 		}
 	}
@@ -636,7 +636,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 	if w.Status != "pending_approval" || w.Delegation.ObligationState != "revocation_pending_compensation" {
 		t.Fatalf("above threshold: %+v", w)
 	}
-	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffRequested || ev.Actor != "token:alice" {
+	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffRequested || ev.Actor != "token:alice" {
 		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
 	}
 	e.writeOff(t, bob, d.ID, "again").Problem(t, http.StatusConflict, "write_off_pending")
@@ -644,7 +644,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 	e.approve(t, alice, w.ID).Problem(t, http.StatusForbidden, "self_approval")
 	e.approve(t, aliceAgain, w.ID).Problem(t, http.StatusForbidden, "self_approval")
 	e.approve(t, finance, w.ID).Problem(t, http.StatusForbidden, "forbidden")
-	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffRefused || eventData(t, ev)["code"] != "self_approval" {
+	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffRefused || eventData(t, ev)["code"] != "self_approval" {
 		t.Fatalf("last event %s %s, want write_off_refused self_approval", ev.Type, ev.Data)
 	}
 	if b := e.Budget(t, budgetID); b != held {
@@ -655,7 +655,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 	if approved.Status != "executed" || approved.ApprovedBy != "bob" || approved.Delegation.ObligationState != "written_off" {
 		t.Fatalf("approved: %+v", approved)
 	}
-	if ev := e.lastEvent(t, d.ID); ev.Type != compensation.EventTypeWriteOffExecuted || ev.Actor != "token:bob" {
+	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeWriteOffExecuted || ev.Actor != "token:bob" {
 		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
 	}
 	e.approve(t, bob, w.ID).Problem(t, http.StatusConflict, "write_off_not_pending")
@@ -669,7 +669,7 @@ func TestWriteOffFourEyes(t *testing.T) {
 	heldD := e.delegation(t, orgB, 500)
 	e.writeOff(t, alice, heldD.ID, "x").Problem(t, http.StatusConflict, "write_off_not_allowed")
 	e.writeOff(t, alice, d.ID, "x").Problem(t, http.StatusConflict, "write_off_not_allowed")
-	if ev := e.lastEvent(t, heldD.ID); ev.Type != compensation.EventTypeWriteOffRefused || ev.Actor != "token:alice" {
+	if ev := e.lastEvent(t, heldD.ID); ev.Type != ledger.EventTypeWriteOffRefused || ev.Actor != "token:alice" {
 		t.Fatalf("last event %s by %s", ev.Type, ev.Actor)
 	}
 	e.writeOff(t, alice, "00000000-0000-0000-0000-000000000000", "x").Problem(t, http.StatusNotFound, "not_found")
@@ -720,7 +720,7 @@ func TestLateAckAfterWriteOff(t *testing.T) {
 		t.Fatalf("late ack: %s contradicts %v", out.ObligationState, out.Evidence.ContradictsWriteOff)
 	}
 	ev := e.lastEvent(t, d.ID)
-	if ev.Type != compensation.EventTypeLateEvidence || ev.Evidence != token || eventData(t, ev)["contradicts_write_off"] != true {
+	if ev.Type != ledger.EventTypeLateEvidence || ev.Evidence != token || eventData(t, ev)["contradicts_write_off"] != true {
 		t.Fatalf("last event %s %s", ev.Type, ev.Data)
 	}
 	after := e.state(t, d.ID)
@@ -807,7 +807,7 @@ func TestConcurrentAckWriteOffDeclaration(t *testing.T) {
 				transitions++
 			}
 			switch ev.Type {
-			case compensation.EventTypeLateEvidence, compensation.EventTypeWriteOffRefused:
+			case ledger.EventTypeLateEvidence, ledger.EventTypeWriteOffRefused:
 				recorded++
 			}
 		}

@@ -198,17 +198,17 @@ type listDelegationsOutput struct {
 }
 
 // eventRecords returns events in their published form.
-func eventRecords(events []ledger.Event) []ledger.EventRecord {
-	out := make([]ledger.EventRecord, len(events))
+func eventRecords(events []ledger.Event) []EventRecord {
+	out := make([]EventRecord, len(events))
 	for i, e := range events {
-		out[i] = ledger.NewEventRecord(e)
+		out[i] = eventRecord(e)
 	}
 	return out
 }
 
 type eventsOutput struct {
 	Body struct {
-		Events []ledger.EventRecord `json:"events"`
+		Events []EventRecord `json:"events"`
 	}
 }
 

@@ -119,7 +119,7 @@ func (e *jsEnv) waitFor(t *testing.T, id, what string, ok func(httpapi.Delegatio
 		if time.Now().After(deadline) {
 			var lines []string
 			for _, ev := range e.events(t, id) {
-				lines = append(lines, ev.Type+" "+string(ev.Data))
+				lines = append(lines, string(ev.Type)+" "+string(ev.Data))
 			}
 			t.Fatalf("timed out waiting for %s: %+v\nevents:\n%s\npeer output:\n%s", what, d, strings.Join(lines, "\n"), e.peer.Output())
 		}
@@ -128,7 +128,7 @@ func (e *jsEnv) waitFor(t *testing.T, id, what string, ok func(httpapi.Delegatio
 }
 
 // waitForEvent polls the delegation's events until one of type typ shows.
-func (e *jsEnv) waitForEvent(t *testing.T, id, typ string) {
+func (e *jsEnv) waitForEvent(t *testing.T, id string, typ ledger.EventType) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for countEvents(e.events(t, id), typ) == 0 {
@@ -193,7 +193,7 @@ func obligationPath(events []ledger.EventRecord) string {
 
 // eventOf returns the one event of type typ, failing unless there is
 // exactly one.
-func eventOf(t *testing.T, events []ledger.EventRecord, typ string) ledger.EventRecord {
+func eventOf(t *testing.T, events []ledger.EventRecord, typ ledger.EventType) ledger.EventRecord {
 	t.Helper()
 	var found []ledger.EventRecord
 	for _, ev := range events {
@@ -247,10 +247,10 @@ func TestJSPeerCancelThenSignedCompensation(t *testing.T) {
 	if got, want := obligationPath(events), "held->revocation_pending_compensation,revocation_pending_compensation->compensated"; got != want {
 		t.Fatalf("obligation path %s, want %s", got, want)
 	}
-	for _, typ := range []string{delegate.EventTypeTaskDispatched, ledger.EventTypeCancelRequested, compensation.EventTypeCompensationRequested} {
+	for _, typ := range []ledger.EventType{ledger.EventTypeTaskDispatched, ledger.EventTypeCancelRequested, ledger.EventTypeCompensationRequested} {
 		eventOf(t, events, typ)
 	}
-	acked := eventOf(t, events, compensation.EventTypeCompensationAcked)
+	acked := eventOf(t, events, ledger.EventTypeCompensationAcked)
 	if acked.ObligationFrom != ledger.ObligationRevocationPendingCompensation || acked.ObligationTo != ledger.ObligationCompensated {
 		t.Fatalf("compensation_acked moved %s -> %s", acked.ObligationFrom, acked.ObligationTo)
 	}
@@ -274,7 +274,7 @@ func TestJSPeerNoEffectsDeclarationReleases(t *testing.T) {
 	if got, want := obligationPath(events), "held->revocation_pending_compensation,revocation_pending_compensation->released"; got != want {
 		t.Fatalf("obligation path %s, want %s", got, want)
 	}
-	declared := eventOf(t, events, compensation.EventTypeNoCompensationDeclared)
+	declared := eventOf(t, events, ledger.EventTypeNoCompensationDeclared)
 	if declared.ObligationTo != ledger.ObligationReleased {
 		t.Fatalf("no_compensation_declared moved to %s", declared.ObligationTo)
 	}
@@ -299,7 +299,7 @@ func TestJSPeerAtomicCancelAndCompensate(t *testing.T) {
 	if got, want := obligationPath(events), "held->compensated"; got != want {
 		t.Fatalf("obligation path %s, want %s", got, want)
 	}
-	if n := countEvents(events, compensation.EventTypeCompensationRequested); n != 0 {
+	if n := countEvents(events, ledger.EventTypeCompensationRequested); n != 0 {
 		t.Fatalf("%d compensation requests sent although the cancel reply carried the receipt: %+v", n, events)
 	}
 	// The canceled status from the cancel reply carries the signed ack.
@@ -356,7 +356,7 @@ func TestJSPeerNotCancelableKeepsHold(t *testing.T) {
 	d := e.dispatch(t, "po-js-6", jspeer.ScenarioNotCancelable)
 	d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
 	e.cancel(t, d.ID)
-	e.waitForEvent(t, d.ID, delegate.EventTypeCancelRefused)
+	e.waitForEvent(t, d.ID, ledger.EventTypeCancelRefused)
 	// The follow-up observation records the task still working.
 	d = e.waitFor(t, d.ID, "the task still working", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
 	if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" {
@@ -412,7 +412,7 @@ func TestJSPeerContinueInterruptedTask(t *testing.T) {
 			answer("a2", "CC-42").Problem(t, http.StatusConflict, "task_terminal")
 
 			events := e.events(t, d.ID)
-			if n := countEvents(events, delegate.EventTypeMessageSent); n != 1 {
+			if n := countEvents(events, ledger.EventTypeMessageSent); n != 1 {
 				t.Fatalf("%d messages sent, want 1: %+v", n, events)
 			}
 			if got, want := obligationPath(events), fmt.Sprintf("%s->%s", ledger.ObligationHeld, ledger.ObligationSettled); got != want {

@@ -176,6 +176,7 @@ func TestOpenAPIAndHealth(t *testing.T) {
 		"/admin/v1/budgets/{id}":           {"get", "put"},
 		"/admin/v1/orgs/{id}":              {"get", "put"},
 		"/admin/v1/task-classes/{name}":    {"get", "put"},
+		"/admin/v1/task-classes":           {"get"},
 		"/admin/v1/tokens":                 {"post"},
 		"/healthz":                         {"get"},
 		"/readyz":                          {"get"},

@@ -24,7 +24,7 @@ import (
 )
 
 // The model test drives the public HTTP API with seeded random operations
-// and predicts every answer from an in-memory model of DESIGN.md §2: the
+// and predicts every answer from an in-memory model of ledger/DESIGN.md §2: the
 // status class (and problem code) of each response, and the task_status,
 // obligation_state and budget columns it leaves behind. After every step
 // it compares the whole database with the model and re-checks the
@@ -855,7 +855,7 @@ func (m *model) opWrongPrincipal() {
 }
 
 // checkDatabase compares the database with the model and re-checks the
-// invariants of DESIGN.md §2.2 on it.
+// invariants of ledger/DESIGN.md §2.2 on it.
 func (m *model) checkDatabase() {
 	m.t.Helper()
 	ctx := context.Background()

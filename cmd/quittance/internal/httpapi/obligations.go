@@ -60,7 +60,7 @@ func obligationBody(o ledger.ObligationRow, now time.Time) ObligationBody {
 		ObligationReason: o.ObligationReason, CreatedAt: o.CreatedAt, AgeSeconds: int64(now.Sub(o.CreatedAt) / time.Second),
 		CancelRequestedAt: timePtr(o.CancelRequestedAt), CompensationDeadline: timePtr(o.CompensationDeadline),
 		CompensationAttempts: o.CompensationAttempts, CompensationLastError: o.CompensationLastError,
-		LastEvidenceType: o.LastEvidenceType, LastEvidenceAt: o.LastEvidenceAt,
+		LastEvidenceType: string(o.LastEvidenceType), LastEvidenceAt: o.LastEvidenceAt,
 	}
 }
 
@@ -172,12 +172,12 @@ type anomaliesOutput struct {
 // ChainBody is a delegation's event chain, as GET
 // /v1/delegations/{id}/evidence returns it.
 type ChainBody struct {
-	DelegationID string               `json:"delegation_id"`
-	OrgID        string               `json:"org_id"`
-	RemoteTaskID string               `json:"remote_task_id"`
-	LedgerID     string               `json:"ledger_id" doc:"The audience signed tokens must name."`
-	Stream       string               `json:"stream"`
-	Events       []ledger.EventRecord `json:"events" doc:"Each with everything needed to recompute its hash (ledger.Event.ComputeHash) and re-verify its token."`
+	DelegationID string        `json:"delegation_id"`
+	OrgID        string        `json:"org_id"`
+	RemoteTaskID string        `json:"remote_task_id"`
+	LedgerID     string        `json:"ledger_id" doc:"The audience signed tokens must name."`
+	Stream       string        `json:"stream"`
+	Events       []EventRecord `json:"events" doc:"Each with everything needed to recompute its hash (ledger.Event.ComputeHash) and re-verify its token."`
 }
 
 type chainOutput struct {
@@ -356,7 +356,7 @@ func (s *Server) registerReporting() {
 		out.Body.Anomalies = make([]AnomalyBody, len(list))
 		for i, a := range list {
 			b := AnomalyBody{
-				Seq: a.Seq, Kind: string(a.Kind), EventType: a.EventType, OrgID: a.OrgID, Tenant: a.Tenant,
+				Seq: a.Seq, Kind: string(a.Kind), EventType: string(a.EventType), OrgID: a.OrgID, Tenant: a.Tenant,
 				ObligationState: string(a.ObligationState), At: a.At, Actor: a.Actor, Data: rawJSON(a.Data),
 			}
 			if a.DelegationID != uuid.Nil {

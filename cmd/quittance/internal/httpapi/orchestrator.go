@@ -13,7 +13,7 @@ import (
 )
 
 // Orchestrator is what the orchestrator-loop operations need: the
-// delegate.Worker implements it.
+// *delegate.Orchestrator implements it.
 type Orchestrator interface {
 	// Continue queues an answer to an interrupted remote task.
 	Continue(ctx context.Context, p ledger.Principal, id uuid.UUID, in delegate.ContinueInput) (delegate.FollowUp, bool, error)

@@ -258,7 +258,7 @@ func TestContinueInterruptedTasks(t *testing.T) {
 				t.Fatalf("continuing a completed task: %d %s", code, body)
 			}
 			events := e.events(t, d.ID)
-			if countEvents(events, delegate.EventTypeMessageQueued) != 1 || countEvents(events, delegate.EventTypeMessageSent) != 1 {
+			if countEvents(events, ledger.EventTypeMessageQueued) != 1 || countEvents(events, ledger.EventTypeMessageSent) != 1 {
 				t.Fatalf("events = %+v", events)
 			}
 		})
@@ -435,11 +435,11 @@ func (c *sseClient) quiet(t *testing.T, d time.Duration) {
 	}
 }
 
-func eventType(t *testing.T, ev sseEvent) string {
+func eventType(t *testing.T, ev sseEvent) ledger.EventType {
 	t.Helper()
 	var b struct {
-		Type string `json:"type"`
-		Seq  int64  `json:"seq"`
+		Type ledger.EventType `json:"type"`
+		Seq  int64            `json:"seq"`
 	}
 	if err := json.Unmarshal([]byte(ev.data), &b); err != nil {
 		t.Fatalf("event data %q: %v", ev.data, err)
@@ -451,7 +451,7 @@ func eventType(t *testing.T, ev sseEvent) string {
 }
 
 // recordMarker appends a marker event to a delegation's stream.
-func recordMarker(ctx context.Context, tx ledger.Tx, id uuid.UUID, typ string) (ledger.Event, error) {
+func recordMarker(ctx context.Context, tx ledger.Tx, id uuid.UUID, typ ledger.EventType) (ledger.Event, error) {
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return ledger.Event{}, err
@@ -548,7 +548,7 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 
 	// The delegation stream from the start has exactly its own events.
 	full := openStream(t, restarted.URL+"/v1/delegations/"+d1.String()+"/events?stream=true", restarted.orch, "")
-	for _, want := range []string{ledger.EventTypeDelegationCreated, "marker_slow", "marker_after_restart"} {
+	for _, want := range []ledger.EventType{ledger.EventTypeDelegationCreated, "marker_slow", "marker_after_restart"} {
 		if typ := eventType(t, full.next(t)); typ != want {
 			t.Fatalf("delegation stream: got %s, want %s", typ, want)
 		}
@@ -708,7 +708,7 @@ func TestWebhooksRetryDeadLetterAndRedrive(t *testing.T) {
 	}
 	var downHook httpapi.WebhookBody
 	_ = json.Unmarshal(e.must(t, http.MethodPut, "/v1/webhooks/down", e.orch, map[string]any{
-		"url": downSrv.URL, "event_types": []string{ledger.EventTypeTaskStatusChanged},
+		"url": downSrv.URL, "event_types": []ledger.EventType{ledger.EventTypeTaskStatusChanged},
 	}, http.StatusCreated), &downHook)
 	down.set(func(h *hookReceiver) { h.secret = downHook.Secret })
 
@@ -716,6 +716,14 @@ func TestWebhooksRetryDeadLetterAndRedrive(t *testing.T) {
 	for _, u := range []string{"http://10.0.0.7/hook", "http://169.254.169.254/latest", "ftp://127.0.0.1/x", "http://user:pw@127.0.0.1/"} {
 		if code, body := e.do(t, http.MethodPut, "/v1/webhooks/bad", e.orch, map[string]any{"url": u}); code != http.StatusUnprocessableEntity {
 			t.Fatalf("webhook URL %s: %d %s", u, code, body)
+		}
+	}
+	// A filter may name only event types of the catalogue: a misspelt one
+	// would silently deliver nothing.
+	for _, typ := range []string{"task_status_chnaged", "TASK_STATUS_CHANGED", ""} {
+		code, body := e.do(t, http.MethodPut, "/v1/webhooks/typo", e.orch, map[string]any{"url": downSrv.URL, "event_types": []string{typ}})
+		if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "event_types") {
+			t.Fatalf("webhook event type %q: %d %s", typ, code, body)
 		}
 	}
 

@@ -135,7 +135,7 @@ func TestObligationOutcomesFromTaskStatus(t *testing.T) {
 	}
 }
 
-// TestTaskStatusRules checks DESIGN.md §2.1: terminal statuses are
+// TestTaskStatusRules checks ledger/DESIGN.md §2.1: terminal statuses are
 // immutable, a different later terminal status is a status_conflict event,
 // a repeat is a duplicate, stale reports are recorded and ignored, and v0.3
 // names are accepted.
@@ -148,7 +148,7 @@ func TestTaskStatusRules(t *testing.T) {
 	t0 := apitest.Epoch.Add(-time.Hour)
 
 	type eventCheck func(t *testing.T, d httpapi.DelegationBody, ev ledger.EventRecord)
-	step := func(t *testing.T, id, state string, at time.Time, wantType string, check eventCheck) httpapi.DelegationBody {
+	step := func(t *testing.T, id, state string, at time.Time, wantType ledger.EventType, check eventCheck) httpapi.DelegationBody {
 		t.Helper()
 		nEvents := len(env.Events(t, orch, id))
 		d := env.ReportStatus(t, orch, id, state, at)
@@ -215,7 +215,8 @@ func TestTaskStatusRules(t *testing.T) {
 		}
 		budget := env.Budget(t, "b")
 		for i, tc := range []struct {
-			state, wantType string
+			state    string
+			wantType ledger.EventType
 		}{
 			{"TASK_STATE_COMPLETED", ledger.EventTypeStatusConflict},
 			{"completed", ledger.EventTypeStatusConflict},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -104,7 +105,7 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 		return newProblem(http.StatusUnauthorized, "push_unauthorized", "the push notification token is missing or wrong")
 	case errors.Is(err, delegate.ErrPushTaskMismatch):
 		return newProblem(http.StatusConflict, "push_task_mismatch", "the push notification is about another task than the delegation's")
-	case errors.Is(err, delegate.ErrMalformedResponse):
+	case errors.Is(err, a2a.ErrMalformedResponse):
 		return newProblem(http.StatusBadRequest, "malformed_push", "the body is not an A2A task, message or task update")
 	case errors.Is(err, compensation.ErrSelfApproval):
 		return newProblem(http.StatusForbidden, "self_approval", "a write-off must be approved by a different on-call identity than the one that requested it")

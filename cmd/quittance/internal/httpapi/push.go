@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/a2a"
 )
 
 // PushReceiver takes push notifications from remote agents. The
@@ -59,7 +60,7 @@ func (s *Server) receivePush(w http.ResponseWriter, r *http.Request) {
 		s.writeHTTPProblem(w, r, pushRealm, newProblem(http.StatusBadRequest, "bad_request", "the push notification body could not be read"))
 		return
 	}
-	if err := s.push.ReceivePush(ctx, id, delegate.PushTokenFromRequest(r), body); err != nil {
+	if err := s.push.ReceivePush(ctx, id, a2a.PushTokenFromRequest(r), body); err != nil {
 		s.writeHTTPProblem(w, r, pushRealm, err)
 		return
 	}

@@ -74,7 +74,7 @@ type feedInput struct {
 
 type feedOutput struct {
 	Body struct {
-		Events []ledger.EventRecord `json:"events"`
+		Events []EventRecord `json:"events"`
 		// NextAfter is the after of the next page.
 		NextAfter string `json:"next_after,omitempty" doc:"Pass as after to read on; absent when there were no events."`
 	}
@@ -104,9 +104,9 @@ func (s *Server) registerStreams() {
 			return nil, s.fail(ctx, err)
 		}
 		out := &feedOutput{}
-		out.Body.Events = make([]ledger.EventRecord, len(events))
+		out.Body.Events = make([]EventRecord, len(events))
 		for i, fe := range events {
-			out.Body.Events[i] = ledger.NewEventRecord(fe.Event)
+			out.Body.Events[i] = eventRecord(fe.Event)
 		}
 		if n := len(events); n > 0 {
 			out.Body.NextAfter = strconv.FormatInt(events[n-1].Event.Seq, 10)
@@ -261,7 +261,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 			return
 		}
 		for _, fe := range events {
-			data, err := json.Marshal(ledger.NewEventRecord(fe.Event))
+			data, err := json.Marshal(eventRecord(fe.Event))
 			if err != nil {
 				return
 			}

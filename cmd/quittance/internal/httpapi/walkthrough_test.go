@@ -10,9 +10,11 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// TestREADMEWalkthrough follows the README's curl walk-through: a canceled
-// procurement delegation is held in revocation_pending_compensation, with
-// its budget still held.
+// TestREADMEWalkthrough follows the first part of the walk-through in
+// README.md, in process and with a fake clock: a canceled procurement
+// delegation is held in revocation_pending_compensation, with its budget
+// still held, and time alone does not move it. (cmd/quittance's
+// TestDocWalkthroughs runs the walk-through itself, as written.)
 func TestREADMEWalkthrough(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
@@ -97,7 +99,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 
 	events := env.Events(t, orch, d.ID)
-	wantTypes := []string{"delegation_created", "task_status_changed", "cancel_requested", "task_status_changed"}
+	wantTypes := []ledger.EventType{"delegation_created", "task_status_changed", "cancel_requested", "task_status_changed"}
 	if len(events) != len(wantTypes) {
 		t.Fatalf("%d events, want %d: %+v", len(events), len(wantTypes), events)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -24,7 +23,7 @@ const (
 )
 
 // Compensation request outcomes, the label values of
-// quittance_compensation_requests_total: the receipt outcomes of DESIGN.md
+// quittance_compensation_requests_total: the receipt outcomes of ledger/DESIGN.md
 // §4, plus error when the request did not complete.
 const (
 	OutcomeCompensated  = "compensated"
@@ -51,9 +50,12 @@ type Metrics struct {
 	a2aDuration     *prometheus.HistogramVec
 }
 
-// New creates the metrics and registers them on reg. Counters of known
-// label values start at zero, so rate() and alerts see them before the
-// first increment.
+// New creates the metrics and registers them on reg. Counters and
+// histograms of every label value known in advance (evidence kinds and
+// results, compensation outcomes, write-off statuses, the transitions of
+// the obligation machine, the A2A methods Quittance calls and their
+// outcomes) start at zero, so increase() and rate() count the first event
+// and dashboards show zeros, not "No data", on a fresh replica.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -95,7 +97,48 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"pending_approval", "executed", "void"} {
 		m.writeOffs.WithLabelValues(s)
 	}
+	for _, tr := range ObligationTransitions() {
+		m.transitions.WithLabelValues(string(tr[0]), string(tr[1]))
+	}
+	for _, method := range calledA2AMethods {
+		for _, o := range a2aOutcomes {
+			m.a2aDuration.WithLabelValues(method, o)
+		}
+	}
 	return m
+}
+
+// ObligationTransitions returns every (from, to) pair the obligation state
+// machine (ledger.NextObligation) allows, in a fixed order: the label values
+// of quittance_transitions_total.
+func ObligationTransitions() [][2]ledger.ObligationState {
+	var out [][2]ledger.ObligationState
+	seen := map[[2]ledger.ObligationState]bool{}
+	for _, from := range ledger.ObligationStates {
+		for _, ev := range ledger.ObligationEvents {
+			to, _, err := ledger.NextObligation(from, ev)
+			if err != nil || seen[[2]ledger.ObligationState{from, to}] {
+				continue
+			}
+			seen[[2]ledger.ObligationState{from, to}] = true
+			out = append(out, [2]ledger.ObligationState{from, to})
+		}
+	}
+	return out
+}
+
+// RegisterAlertSettings exports the alert thresholds the service is
+// configured with, so that the alerting rules read them instead of
+// hard-coding them: quittance_unconfirmed_alert_grace_seconds is how long
+// an obligation may stay in compensation_unconfirmed before
+// QuittanceObligationUnconfirmed fires.
+func RegisterAlertSettings(reg prometheus.Registerer, unconfirmedGrace time.Duration) {
+	grace := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quittance_unconfirmed_alert_grace_seconds",
+		Help: "How long an obligation may stay in compensation_unconfirmed before QuittanceObligationUnconfirmed fires (QUITTANCE_UNCONFIRMED_ALERT_GRACE).",
+	})
+	grace.Set(unconfirmedGrace.Seconds())
+	reg.MustRegister(grace)
 }
 
 // ObserveCommitted counts the transitions and evidence of the events one
@@ -126,8 +169,8 @@ func (m *Metrics) ObserveCommitted(events []ledger.Event) {
 // no_compensation_declared with channel a2a) or a failed attempt.
 func compensationRequestOutcome(e ledger.Event) (string, bool) {
 	switch e.Type {
-	case compensation.EventTypeCompensationAcked, compensation.EventTypeNoCompensationDeclared,
-		compensation.EventTypeCompensationRequestFailed, compensation.EventTypeCompensationRetriesExhausted:
+	case ledger.EventTypeCompensationAcked, ledger.EventTypeNoCompensationDeclared,
+		ledger.EventTypeCompensationRequestFailed, ledger.EventTypeCompensationRetriesExhausted:
 	default:
 		return "", false
 	}
@@ -138,7 +181,7 @@ func compensationRequestOutcome(e ledger.Event) (string, bool) {
 	if err := json.Unmarshal(e.Data, &data); err != nil {
 		return OutcomeError, true
 	}
-	accepted := e.Type == compensation.EventTypeCompensationAcked || e.Type == compensation.EventTypeNoCompensationDeclared
+	accepted := e.Type == ledger.EventTypeCompensationAcked || e.Type == ledger.EventTypeNoCompensationDeclared
 	if accepted && data.Channel != "a2a" {
 		return "", false // an ack posted over HTTP answers no request of ours
 	}
@@ -176,13 +219,13 @@ func (m *Metrics) ObserveA2A(method, outcome string, d time.Duration) {
 	m.a2aDuration.WithLabelValues(method, outcome).Observe(d.Seconds())
 }
 
-func writeOffStatus(eventType string) (string, bool) {
+func writeOffStatus(eventType ledger.EventType) (string, bool) {
 	switch eventType {
-	case compensation.EventTypeWriteOffRequested:
+	case ledger.EventTypeWriteOffRequested:
 		return "pending_approval", true
-	case compensation.EventTypeWriteOffExecuted:
+	case ledger.EventTypeWriteOffExecuted:
 		return "executed", true
-	case compensation.EventTypeWriteOffVoided:
+	case ledger.EventTypeWriteOffVoided:
 		return "void", true
 	}
 	return "", false
@@ -190,12 +233,12 @@ func writeOffStatus(eventType string) (string, bool) {
 
 // evidenceTypes maps the event types that record evidence without moving
 // the obligation to their kind and result.
-var evidenceTypes = map[string][2]string{
+var evidenceTypes = map[ledger.EventType][2]string{
 	ledger.EventTypeTaskStatusChanged:   {EvidenceTaskStatus, ResultAccepted},
 	ledger.EventTypeTaskStatusDuplicate: {EvidenceTaskStatus, ResultDuplicate},
 	ledger.EventTypeTaskStatusStale:     {EvidenceTaskStatus, ResultLate},
 	// A different status after a terminal one is a status that came too
-	// late to apply (DESIGN.md §2.2 invariant 5).
+	// late to apply (ledger/DESIGN.md §2.2 invariant 5).
 	ledger.EventTypeStatusConflict: {EvidenceTaskStatus, ResultLate},
 }
 

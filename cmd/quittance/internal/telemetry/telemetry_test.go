@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -33,7 +34,8 @@ func TestMetricsLint(t *testing.T) {
 
 func TestClassifyEvidence(t *testing.T) {
 	for _, tc := range []struct {
-		typ, data    string
+		typ          ledger.EventType
+		data         string
 		kind, result string
 	}{
 		{"task_status_changed", `{}`, "task_status", "accepted"},
@@ -92,8 +94,27 @@ func TestTransportPropagatesTraceparent(t *testing.T) {
 	if m[1] != "4bf92f3577b34da6a3ce929d0e0e4736" || m[2] == "00f067aa0ba902b7" {
 		t.Errorf("outbound %s does not continue %s as a child span", got[1], inbound)
 	}
-	if n := testutil.CollectAndCount(reg, "quittance_a2a_request_duration_seconds"); n != 2 {
-		t.Errorf("%d a2a series, want 2 (CancelTask and message/send)", n)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := map[string]uint64{}
+	for _, f := range families {
+		if f.GetName() != "quittance_a2a_request_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if n := m.GetHistogram().GetSampleCount(); n > 0 {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "method" {
+						observed[l.GetValue()] += n
+					}
+				}
+			}
+		}
+	}
+	if len(observed) != 2 || observed["CancelTask"] != 1 || observed["message/send"] != 1 {
+		t.Errorf("a2a calls observed %v, want one CancelTask and one message/send", observed)
 	}
 	problems, _ := testutil.GatherAndLint(reg)
 	for _, p := range problems {
@@ -136,6 +157,49 @@ quittance_compensation_requests_total{outcome="not_supported"} 1
 		}
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(want, help)), "quittance_compensation_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestKnownSeriesFromStartUp: every counter and histogram a dashboard or
+// rule reads exists at zero for every label value known in advance before
+// anything happened, so increase() counts the first event.
+func TestKnownSeriesFromStartUp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	telemetry.New(reg)
+	transitions := telemetry.ObligationTransitions()
+	// ledger/DESIGN.md §2.2's table: held to settled, released, compensated,
+	// revocation_pending_compensation and escalated; pending to
+	// compensated, released, compensation_unconfirmed, escalated and
+	// written_off; unconfirmed to all of those but itself; escalated to
+	// written_off.
+	if len(transitions) != 5+5+4+1 {
+		t.Errorf("%d transitions: %v", len(transitions), transitions)
+	}
+	var want strings.Builder
+	for _, tr := range transitions {
+		fmt.Fprintf(&want, "quittance_transitions_total{from=%q,to=%q} 0\n", tr[0], tr[1])
+	}
+	help := "# HELP quittance_transitions_total Obligation state transitions committed, by from and to state.\n# TYPE quittance_transitions_total counter\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(help+want.String()), "quittance_transitions_total"); err != nil {
+		t.Error(err)
+	}
+	for name, series := range map[string]int{
+		"quittance_evidence_total":               3 * 4,
+		"quittance_compensation_requests_total":  5,
+		"quittance_write_offs_total":             3,
+		"quittance_a2a_request_duration_seconds": 11 * 5,
+	} {
+		if n := testutil.CollectAndCount(reg, name); n != series {
+			t.Errorf("%s: %d series at start-up, want %d", name, n, series)
+		}
+	}
+	telemetry.RegisterAlertSettings(reg, 15*time.Minute)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP quittance_unconfirmed_alert_grace_seconds How long an obligation may stay in compensation_unconfirmed before QuittanceObligationUnconfirmed fires (QUITTANCE_UNCONFIRMED_ALERT_GRACE).
+# TYPE quittance_unconfirmed_alert_grace_seconds gauge
+quittance_unconfirmed_alert_grace_seconds 900
+`), "quittance_unconfirmed_alert_grace_seconds"); err != nil {
 		t.Error(err)
 	}
 }

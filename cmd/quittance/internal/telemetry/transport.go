@@ -31,12 +31,24 @@ const (
 	A2AOutcomeError       = "error"
 )
 
+// a2aOutcomes are the outcome label values.
+var a2aOutcomes = []string{A2AOutcomeOK, A2AOutcomeClientError, A2AOutcomeServerError, A2AOutcomeTimeout, A2AOutcomeError}
+
+// calledA2AMethods are the method label values of the calls Quittance
+// makes (delegate's v1.0 and v0.3 wire encodings, and agent card fetches):
+// their histograms exist from start-up.
+var calledA2AMethods = []string{
+	"agent_card",
+	"SendMessage", "GetTask", "CancelTask", "SubscribeToTask", "CreateTaskPushNotificationConfig",
+	"message/send", "tasks/get", "tasks/cancel", "tasks/resubscribe", "tasks/pushNotificationConfig/set",
+}
+
 // a2aMethods are the method label values: the JSON-RPC methods of A2A v1.0
 // and v0.3. Anything else is "other", so a remote cannot grow the label set.
 var a2aMethods = map[string]bool{
 	"SendMessage": true, "SendStreamingMessage": true, "GetTask": true, "CancelTask": true,
 	"SubscribeToTask": true, "SetTaskPushNotificationConfig": true, "GetTaskPushNotificationConfig": true,
-	"ListTasks": true, "GetExtendedAgentCard": true,
+	"CreateTaskPushNotificationConfig": true, "ListTasks": true, "GetExtendedAgentCard": true,
 	"message/send": true, "message/stream": true, "tasks/get": true, "tasks/cancel": true,
 	"tasks/resubscribe": true, "tasks/pushNotificationConfig/set": true, "tasks/pushNotificationConfig/get": true,
 	"agent/getAuthenticatedExtendedCard": true,

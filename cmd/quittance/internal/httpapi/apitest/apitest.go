@@ -1,7 +1,7 @@
 // Package apitest runs Quittance's HTTP API in tests: an httptest.Server
-// wired to the services the way the quittance binary wires them, on a
+// serving what app.New builds, the graph the quittance binary runs, on a
 // fresh, migrated PostgreSQL database (from sql/pgtest), with a settable
-// clock, optionally the A2A and webhook workers, and helpers to make
+// clock, optionally running the A2A and webhook workers, and helpers to make
 // tokens, budgets, orgs and task classes and to do JSON requests through a
 // real HTTP client.
 //
@@ -28,11 +28,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/app"
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -74,12 +76,13 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 	return c.now
 }
 
-// Env is a running API on its own database, wired the way the quittance
-// binary wires it (cmd/quittance/service.go): the ledger with the real JWKS,
+// Env is a running API on its own database, built by app.New as the
+// quittance binary builds it: the ledger with the real JWKS,
 // agent-endpoint and dispatch-message validators, compensation, reports,
-// the event feed, webhooks and metrics on a private registry; optionally
-// the background workers (WithWorker) and a ledger signing identity
-// (WithIdentity).
+// the event feed, the A2A worker and orchestrator, webhooks and metrics on
+// a private registry. Only what the options say differs: the clock, the
+// loopback egress policy, test intervals, whether the background workers
+// run (WithWorker) and a ledger signing identity (WithIdentity).
 type Env struct {
 	// Server is the API's test server; URL is its base URL.
 	Server *httptest.Server
@@ -107,7 +110,7 @@ type Env struct {
 	// Registry is the Env's private metrics registry; Metrics records to it.
 	Registry *prometheus.Registry
 	Metrics  *telemetry.Metrics
-	// Worker is the A2A worker (WithWorker); nil without one.
+	// Worker is the A2A worker; it runs only with WithWorker.
 	Worker *delegate.Worker
 	// Identity is the ledger's signing identity (WithIdentity); nil without
 	// one.
@@ -122,15 +125,14 @@ type Env struct {
 
 // LoopbackEgress is the egress policy of an Env: plain http to 127.0.0.1
 // only, where test peers listen.
-var LoopbackEgress = delegate.EgressPolicy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+var LoopbackEgress = egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 
-// Worker configures the background workers of an Env (WithWorker): the A2A
-// outbox workers and, if asked, webhook deliveries, both through
+// Worker configures the background workers an Env runs (WithWorker): the
+// A2A outbox workers and, if asked, webhook deliveries, both through
 // LoopbackEgress, on intervals short enough for tests. The compensation
 // sweep does not run by itself; tests sweep through the API.
 type Worker struct {
-	// Stopped builds the workers without running them; Env.StartWorker
-	// runs them.
+	// Stopped leaves the workers stopped until Env.StartWorker runs them.
 	Stopped bool
 	// NoPush leaves the public URL unset, so remote agents are asked for no
 	// push notifications and dispatched tasks are polled.
@@ -161,7 +163,7 @@ type options struct {
 	clock          ledger.Clock
 	ledgerID       string
 	threshold      int64
-	registerEgress delegate.EgressPolicy
+	registerEgress *egress.Policy
 	oncallToken    string
 	rateLimit      httpapi.RateLimit
 	stream         httpapi.StreamConfig
@@ -184,8 +186,8 @@ func WithWriteOffThreshold(minor int64) Option { return func(o *options) { o.thr
 // WithRegistrationEgress sets the policy org registration checks agent
 // endpoints against (default LoopbackEgress); the workers still dial
 // through LoopbackEgress.
-func WithRegistrationEgress(p delegate.EgressPolicy) Option {
-	return func(o *options) { o.registerEgress = p }
+func WithRegistrationEgress(p egress.Policy) Option {
+	return func(o *options) { o.registerEgress = &p }
 }
 
 // WithOncallToken sets the secret of the on-call principal's token (default a new
@@ -201,7 +203,8 @@ func WithStream(poll, heartbeat time.Duration) Option {
 	return func(o *options) { o.stream.Poll, o.stream.Heartbeat = poll, heartbeat }
 }
 
-// WithWorker builds the background workers, configured by w.
+// WithWorker runs the background workers, configured by w (without it they
+// are built, as always, but never run).
 func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
 
 // WithIdentity gives the ledger a fresh signing identity: compensation
@@ -223,32 +226,13 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	t.Helper()
 	o := options{
 		clock: NewClock(Epoch), ledgerID: "ledger-test", threshold: 100_000,
-		registerEgress: LoopbackEgress, oncallToken: ledger.NewTokenSecret(),
+		oncallToken: ledger.NewTokenSecret(),
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	reg := prometheus.NewRegistry()
-	metrics := telemetry.New(reg)
-	store := pgstore.New(pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
-	reg.MustRegister(pgstore.NewCollector(store))
-	e := &Env{
-		Pool: pool, Store: store, OncallToken: o.oncallToken, LedgerID: o.ledgerID, Registry: reg, Metrics: metrics,
-	}
+	e := &Env{Pool: pool, OncallToken: o.oncallToken, LedgerID: o.ledgerID, Registry: prometheus.NewRegistry()}
 	e.Clock, _ = o.clock.(*Clock)
-	e.Ledger = ledger.NewService(ledger.Config{
-		Store: store, Clock: o.clock,
-		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
-		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
-			return delegate.ValidateAgentEndpoint(o.registerEgress, cardURL, allowedHosts)
-		},
-		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
-	})
-	e.Compensation = compensation.NewService(compensation.Config{
-		Store: store.Compensation(), Clock: o.clock, LedgerID: o.ledgerID, WriteOffApprovalThresholdMinor: o.threshold,
-	})
-	e.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: o.clock})
-	e.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: o.clock})
 	if o.identity {
 		keyFile, err := compensation.NewIdentityFile("test", time.Now())
 		if err != nil {
@@ -267,74 +251,80 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	e.Server, e.URL, e.Client = srv, srv.URL, srv.Client()
 	e.Client.Timeout = 30 * time.Second
 
-	cfg := httpapi.Config{
-		Ledger: e.Ledger, Compensation: e.Compensation, Reports: e.Reports, Feed: store,
-		Ready: store.Ping, Version: "test", LedgerID: o.ledgerID, Metrics: metrics, RateLimit: o.rateLimit,
-		Cases: e.Cases,
-	}
-	webhookMax := 5
-	if o.worker != nil && o.worker.WebhookMaxAttempts > 0 {
-		webhookMax = o.worker.WebhookMaxAttempts
-	}
-	e.Webhooks = webhook.NewService(webhook.Config{
-		Store: store.Webhooks(), Clock: o.clock, Egress: LoopbackEgress, MaxAttempts: webhookMax,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Interval: 20 * time.Millisecond, Wake: store.FeedWake,
-	})
-	cfg.Webhooks = e.Webhooks
+	w := Worker{}
 	if o.worker != nil {
-		e.buildWorker(t, *o.worker, o)
-		cfg.Push, cfg.Orchestrator = e.Worker, e.Worker
-	}
-	if e.Identity != nil {
-		cfg.JWKS = e.Identity.JWKS
+		w = *o.worker
 	}
 	// Closing the streams' Done (before the server closes: cleanups run
 	// last first) ends open event streams.
 	streamsDone := make(chan struct{})
 	t.Cleanup(func() { close(streamsDone) })
-	cfg.Stream = o.stream
-	cfg.Stream.Done = streamsDone
-	api = e.withConsole(httpapi.New(cfg), o)
+	stream := o.stream
+	stream.Done = streamsDone
+	built := app.New(app.Config{
+		Pool: pool, Registry: e.Registry, Clock: o.clock, LedgerID: o.ledgerID, Version: "test", Identity: e.Identity,
+		WriteOffApprovalThresholdMinor: o.threshold, Egress: LoopbackEgress, AgentRegistrationEgress: o.registerEgress,
+		A2A: w.a2aConfig(e.URL), Webhooks: w.webhookConfig(), RateLimit: o.rateLimit, Stream: stream,
+		Console: app.ConsoleConfig{OIDC: o.oidc},
+	})
+	e.Store, e.Metrics, e.Ledger, e.Compensation, e.Reports = built.Store, built.Metrics, built.Ledger, built.Compensation, built.Reports
+	e.Worker, e.Webhooks = built.Worker, built.Webhooks
+	e.Cases, e.Console = built.Cases, built.Console
+	api = withConsole(built)
 
 	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
 		t.Fatalf("apitest: create on-call token: %v", err)
 	}
-	if o.worker != nil && !o.worker.Stopped {
-		e.StartWorker()
+	if o.worker != nil {
+		e.startWorker = w.starter(t, e)
+		if !w.Stopped {
+			e.StartWorker()
+		}
 	}
 	return e
 }
 
-// buildWorker builds the A2A worker of w; it (and webhook deliveries if w
-// asks for them) runs once StartWorker is called.
-func (e *Env) buildWorker(t testing.TB, w Worker, o options) {
+// a2aConfig tunes the A2A worker for tests: intervals and backoff short
+// enough for a test, push notifications registered at publicURL unless
+// NoPush.
+func (w Worker) a2aConfig(publicURL string) delegate.Config {
 	if w.PollAfter == 0 {
 		w.PollAfter = time.Hour
 	}
 	if w.PollInterval == 0 {
 		w.PollInterval = 20 * time.Millisecond
 	}
-	public := e.URL
 	if w.NoPush {
-		public = ""
+		publicURL = ""
 	}
 	var streamInterval time.Duration // the worker's default
 	if w.Streaming {
 		streamInterval = 20 * time.Millisecond
 	}
-	// As in the binary: one SSRF-safe client, timed and carrying a W3C
-	// traceparent.
-	client := delegate.NewHTTPClient(LoopbackEgress)
-	client.Transport = telemetry.Transport(client.Transport, e.Metrics)
-	e.Worker = delegate.NewWorker(delegate.Config{
-		Store: e.Store.A2A(), Compensation: e.Compensation, Clock: o.clock, HTTPClient: client,
-		LedgerID: o.ledgerID, PublicURL: public, Identity: e.Identity,
-		Interval: 20 * time.Millisecond, PollAfter: w.PollAfter, PollInterval: w.PollInterval,
+	return delegate.Config{
+		PublicURL: publicURL, Interval: 20 * time.Millisecond, PollAfter: w.PollAfter, PollInterval: w.PollInterval,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, CompensationPollInterval: 20 * time.Millisecond,
 		CompensationMaxAttempts: w.CompensationMaxAttempts, Streaming: w.Streaming, StreamInterval: streamInterval,
-	})
+	}
+}
+
+// webhookConfig tunes webhook deliveries for tests: five attempts unless
+// WebhookMaxAttempts says otherwise, milliseconds apart.
+func (w Worker) webhookConfig() webhook.Config {
+	maxAttempts := 5
+	if w.WebhookMaxAttempts > 0 {
+		maxAttempts = w.WebhookMaxAttempts
+	}
+	return webhook.Config{
+		MaxAttempts: maxAttempts, BackoffBase: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Interval: 20 * time.Millisecond,
+	}
+}
+
+// starter returns what runs e's A2A worker (and webhook deliveries if w
+// asks for them) the first time it is called, until the test ends.
+func (w Worker) starter(t testing.TB, e *Env) func() {
 	var once sync.Once
-	e.startWorker = func() {
+	return func() {
 		once.Do(func() {
 			run := func(fn func(context.Context) error) {
 				ctx, cancel := context.WithCancel(context.Background())

@@ -9,7 +9,7 @@ import (
 	"github.com/quittance/quittance/sql/pgstore"
 )
 
-// CheckInvariants re-checks DESIGN.md §2.2's invariants straight from the
+// CheckInvariants re-checks ledger/DESIGN.md §2.2's invariants straight from the
 // database with pgstore.CheckInvariants (conservation and the journal per
 // budget, the journal per delegation, allowed transition paths from held to
 // each row's state, every stream's hash chain) and fails t with every

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// machine describes where the bench ran: figures mean nothing without it.
+type machine struct {
+	CPU        string
+	CPUs       int
+	MemGiB     float64
+	Kernel     string
+	Product    string // the DMI product name (a VM shows its hypervisor there)
+	PostgreSQL string
+	Go         string
+	Date       time.Time
+}
+
+func (m machine) String() string {
+	s := fmt.Sprintf("%d × %s, %.0f GiB, Linux %s", m.CPUs, m.CPU, m.MemGiB, m.Kernel)
+	if m.Product != "" {
+		s += " (" + m.Product + ")"
+	}
+	return s + fmt.Sprintf(", PostgreSQL %s, %s, %s", m.PostgreSQL, m.Go, m.Date.Format("2006-01-02"))
+}
+
+func describeMachine(ctx context.Context, h *harness) machine {
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now(), CPU: "?", Kernel: "?", PostgreSQL: "?"}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.Join(strings.Fields(v), " ")
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+				m.MemGiB = kb / (1 << 20)
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/sys/class/dmi/id/product_name"); err == nil {
+		m.Product = strings.TrimSpace(string(b))
+	}
+	if conn, err := pgx.Connect(ctx, h.cluster.URL("postgres")); err == nil {
+		_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&m.PostgreSQL)
+		conn.Close(context.WithoutCancel(ctx))
+	}
+	return m
+}
+
+// benchReport is the rendered results.
+type benchReport struct {
+	text, markdown string
+	missed         int
+}
+
+// renderBench renders the results as a text table for the terminal and
+// as Markdown for the bench's document.
+func renderBench(cfg benchConfig, m machine, pgb []pgbenchResult, lifes []lifecycleResult, sc *scaleResult, took time.Duration) benchReport {
+	var (
+		text, md strings.Builder
+		missed   int
+	)
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		missed++
+		return "MISSED"
+	}
+	anchor := func(n, scale int) pgbenchResult {
+		for _, p := range pgb {
+			if p.Clients == n && p.Scale == scale {
+				return p
+			}
+		}
+		return pgbenchResult{}
+	}
+	one := func(n int, mode string) lifecycleResult {
+		for _, l := range lifes {
+			if l.Clients == n && l.Mode == mode && l.Replicas == 1 {
+				return l
+			}
+		}
+		return lifecycleResult{}
+	}
+	lat := func(avg, p50, p99 time.Duration) string {
+		return fmt.Sprintf("%s / %s / %s", strings.TrimSuffix(ms(avg), " ms"), strings.TrimSuffix(ms(p50), " ms"), ms(p99))
+	}
+	logging := "every transaction logged on both sides (pgbench -l; the same line per Quittance operation)"
+	if !cfg.TxnLog {
+		logging = "no per-transaction log on either side (means only)"
+	}
+	fmt.Fprintf(&text, "\nMachine: %s\n", m)
+	fmt.Fprintf(&md, "**Machine:** %s.\n\n", m)
+	if len(lifes) > 0 {
+		fmt.Fprintf(&text, "\nLifecycle throughput: create → task-status canceled → signed ack, each call one operation;\n"+
+			"%s per run after %s of warm-up, fsync on; %s.\n"+
+			"Anchors: pgbench -b tpcb-like, scale %d for many budgets (no two of its clients share a branch row), scale %d for the one hot budget.\n\n",
+			cfg.Duration, cfg.Warmup, logging, cfg.ManyScale, cfg.HotScale)
+		fmt.Fprintf(&md, "Lifecycle throughput (create → task-status canceled → signed ack; each call is one operation), %s per run "+
+			"after %s of warm-up, fsync on, %s. Anchor: `pgbench -b tpcb-like` at scale %d for many budgets (%d budgets) "+
+			"and at scale %d for one hot budget. Latencies are mean / p50 / p99.\n\n",
+			cfg.Duration, cfg.Warmup, logging, cfg.ManyScale, cfg.ManyBudgets, cfg.HotScale)
+		tw := tabwriter.NewWriter(&text, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "clients\tcase\tanchor\tanchor tps\tanchor mean/p50/p99\tquittance ops/s\tquittance mean/p50/p99\tratio\ttarget\tpeak RSS\terrors\tload (pgbench/quittance)\t")
+		md.WriteString("| clients | case | anchor | anchor TPS | anchor latency | Quittance ops/s | Quittance latency | ratio | target | peak RSS | errors |\n")
+		md.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
+		for _, n := range cfg.Clients {
+			for _, mode := range []string{"many", "hot"} {
+				l := one(n, mode)
+				scale, name := cfg.ManyScale, fmt.Sprintf("%d budgets", cfg.ManyBudgets)
+				if mode == "hot" {
+					scale, name = cfg.HotScale, "one hot budget"
+				}
+				pg := anchor(n, scale)
+				if l.Clients == 0 || pg.Clients == 0 {
+					continue
+				}
+				ratio := l.OpsPerS / pg.TPS
+				want := ratioTarget(n)
+				v := verdict(ratio >= want)
+				rss := mib(l.PeakRSS) + " (" + verdict(l.PeakRSS < targetRSS) + ")"
+				fmt.Fprintf(tw, "%d\t%s\tpgbench scale %d\t%.0f\t%s\t%.0f\t%s\t%.2f×\t≥%.1f× %s\t%s\t%d\t%s / %s\t\n",
+					n, name, scale, pg.TPS, lat(pg.Avg, pg.P50, pg.P99), l.OpsPerS, lat(l.Avg, l.P50, l.P99),
+					ratio, want, v, rss, l.Errors, pg.Load, l.Load)
+				fmt.Fprintf(&md, "| %d | %s | scale %d | %.0f | %s | %.0f | %s | %.2f× | ≥ %.1f× %s | %s | %d |\n",
+					n, name, scale, pg.TPS, lat(pg.Avg, pg.P50, pg.P99), l.OpsPerS, lat(l.Avg, l.P50, l.P99), ratio, want, v, rss, l.Errors)
+			}
+		}
+		tw.Flush()
+		var multi []lifecycleResult
+		for _, l := range lifes {
+			if l.Replicas > 1 {
+				multi = append(multi, l)
+			}
+		}
+		if len(multi) > 0 {
+			fmt.Fprintf(&text, "\nReplicas: %d service processes on one PostgreSQL, each client sending its successive requests to successive replicas\n\n", cfg.Replicas)
+			fmt.Fprintf(&md, "\n%d service processes on the one PostgreSQL, each client sending its successive requests to successive "+
+				"replicas, beside one process (many budgets):\n\n", cfg.Replicas)
+			tw := tabwriter.NewWriter(&text, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "clients\tcase\t1 replica ops/s\treplicas\ttotal ops/s\tratio\ttarget\tmean/p50/p99\tpeak RSS (largest)\terrors\t")
+			md.WriteString("| clients | 1 replica ops/s | replicas | total ops/s | ratio | target | latency | peak RSS (largest) | errors |\n")
+			md.WriteString("|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
+			for _, l := range multi {
+				base := one(l.Clients, l.Mode)
+				ratio := l.OpsPerS / base.OpsPerS
+				v := verdict(ratio >= targetReplicas)
+				rss := mib(l.PeakRSS) + " (" + verdict(l.PeakRSS < targetRSS) + ")"
+				name := fmt.Sprintf("%d budgets", cfg.ManyBudgets)
+				if l.Mode == "hot" {
+					name = "one hot budget"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%.0f\t%.2f×\t≥%.1f× %s\t%s\t%s\t%d\t\n",
+					l.Clients, name, base.OpsPerS, l.Replicas, l.OpsPerS, ratio, targetReplicas, v, lat(l.Avg, l.P50, l.P99), rss, l.Errors)
+				fmt.Fprintf(&md, "| %d | %.0f | %d | %.0f | %.2f× | ≥ %.1f× %s | %s | %s | %d |\n",
+					l.Clients, base.OpsPerS, l.Replicas, l.OpsPerS, ratio, targetReplicas, v, lat(l.Avg, l.P50, l.P99), rss, l.Errors)
+			}
+			tw.Flush()
+		}
+	}
+	if sc != nil {
+		renderScale(&text, &md, sc, verdict)
+	}
+	fmt.Fprintf(&text, "\n%d targets missed; took %s\n", missed, took.Round(time.Second))
+	return benchReport{text: text.String(), markdown: md.String(), missed: missed}
+}
+
+func renderScale(text, md *strings.Builder, sc *scaleResult, verdict func(bool) string) {
+	set := fmt.Sprintf("%d delegations, %d of them open obligations (%d events, %.1f GiB), generated with set-based SQL in %s",
+		sc.Delegations, sc.Open, sc.Events, float64(sc.DatabaseBytes)/(1<<30), sc.LoadTime.Round(time.Second))
+	requests := 0
+	if len(sc.Recon) > 0 {
+		requests = sc.Recon[0].Requests
+	}
+	fmt.Fprintf(text, "\nData scale: %s\nReconciliation on one process, %d sequential requests per query:\n\n", set, requests)
+	fmt.Fprintf(md, "\nData scale: %s. Reconciliation on one service process, %d sequential requests per query:\n\n", set, requests)
+	tw := tabwriter.NewWriter(text, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "query\tp50\tp99\tmax\tbytes\ttarget\t")
+	md.WriteString("| query | p50 | p99 | max | target |\n|---|---:|---:|---:|---|\n")
+	for _, r := range sc.Recon {
+		target := "—"
+		if r.Target {
+			target = fmt.Sprintf("p99 < %d ms %s", targetScaleP99.Milliseconds(), verdict(r.P99 < targetScaleP99))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t\n", r.Name, ms(r.P50), ms(r.P99), ms(r.Max), r.Bytes, target)
+		fmt.Fprintf(md, "| `GET %s` | %s | %s | %s | %s |\n", r.Path, ms(r.P50), ms(r.P99), ms(r.Max), target)
+	}
+	for i, e := range sc.Export {
+		fmt.Fprintf(tw, "CSV export #%d (streamed)\tfirst byte %s\tall %s\t\t%d\t%d rows\t\n", i+1, ms(e.FirstByte), ms(e.Total), e.Bytes, e.Rows)
+		fmt.Fprintf(md, "| `GET /v1/obligations?format=csv` #%d: %d rows, %.1f MiB | first byte %s | all %s | | streamed |\n",
+			i+1, e.Rows, float64(e.Bytes)/(1<<20), ms(e.FirstByte), ms(e.Total))
+	}
+	rssVerdict := verdict(sc.ReconRSS < targetRSS)
+	fmt.Fprintf(tw, "service peak RSS (all of the above)\t%s\t\t\t\t< 150 MiB %s\t\n", mib(sc.ReconRSS), rssVerdict)
+	fmt.Fprintf(md, "| service peak RSS over all of the above | %s | | | < 150 MiB %s |\n", mib(sc.ReconRSS), rssVerdict)
+	tw.Flush()
+	if s := sc.Sweep; s != nil {
+		took := verdict(s.Took < targetSweep)
+		once := verdict(s.Moved == s.Due && s.Events == s.Due && s.Twice == 0)
+		rss := verdict(s.PeakRSS < targetRSS)
+		fmt.Fprintf(text, "\nDeadline sweep: %d obligations due at once, %d replicas sweeping\n"+
+			"  took %s (< %s %s); moved %d, %d deadline events, %d moved twice (each once: %s)\n"+
+			"  moved per replica (their logs): %v; peak RSS (largest) %s (< 150 MiB %s)\n",
+			s.Due, s.Replicas, s.Took.Round(time.Millisecond), targetSweep, took, s.Moved, s.Events, s.Twice, once,
+			s.PerReplica, mib(s.PeakRSS), rss)
+		fmt.Fprintf(md, "\nDeadline sweep: %d obligations made due at once, %d replicas sweeping: all moved in %s "+
+			"(< %s %s); %d moved, %d `compensation_deadline_passed` events, %d moved twice (each once: %s); "+
+			"moved per replica %v; largest peak RSS %s (< 150 MiB %s).\n",
+			s.Due, s.Replicas, s.Took.Round(time.Millisecond), targetSweep, took, s.Moved, s.Events, s.Twice, once,
+			s.PerReplica, mib(s.PeakRSS), rss)
+	}
+}

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/console"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/webhook"
+	"github.com/quittance/quittance/sql/pgstore"
+)
+
+// Config says what to build Quittance on and how to tune it. Zero values
+// take each service's defaults.
+type Config struct {
+	// Pool is the migrated database everything runs on.
+	Pool *pgxpool.Pool
+	// Registry receives the metrics (never Prometheus's global registry):
+	// the API's, the A2A calls', commits, and the scrape-time collector.
+	Registry *prometheus.Registry
+	// Log receives operational logs; they are discarded when nil.
+	Log *slog.Logger
+	// Clock tells every service the time; the system clock when nil.
+	Clock ledger.Clock
+	// LedgerID is this ledger's id, the audience of signed tokens.
+	LedgerID string
+	// Version is the build's version, reported in the OpenAPI document.
+	Version string
+	// Identity, when set, signs outbound compensation requests, and its JWK
+	// Set is served at /.well-known/jwks.json.
+	Identity *compensation.Identity
+	// WriteOffApprovalThresholdMinor is the amount above which a write-off
+	// needs a second on-call approver (the compensation service's default
+	// when zero).
+	WriteOffApprovalThresholdMinor int64
+	// Egress says where every outbound call (A2A, webhook deliveries) may
+	// go, and so which agent endpoints and webhook URLs may be registered.
+	Egress egress.Policy
+	// AgentRegistrationEgress, when set, is the policy agent endpoints are
+	// checked against when an admin registers them, instead of Egress. Tests
+	// use it to register an agent that the worker must then refuse to dial.
+	AgentRegistrationEgress *egress.Policy
+	// A2A tunes the outbox worker: PublicURL, intervals, lease, backoff,
+	// attempts, streaming, snapshot limits. New sets its Store,
+	// Compensation, HTTPClient, Clock, Log, LedgerID and Identity.
+	A2A delegate.Config
+	// Webhooks tunes webhook deliveries: attempts, backoff, interval,
+	// lease, timeout. New sets its Store, Clock, Log, ValidateURL,
+	// HTTPClient and Wake.
+	Webhooks webhook.Config
+	// RateLimit is the API's per-credential rate limit; zero disables it.
+	RateLimit httpapi.RateLimit
+	// Stream tunes the API's event streams; closing its Done ends them.
+	Stream httpapi.StreamConfig
+	// Console tunes the web console.
+	Console ConsoleConfig
+	// UnconfirmedAlertGrace is exported for the alert rules: how long an
+	// obligation may stay compensation_unconfirmed before on-call is paged
+	// (DefaultUnconfirmedAlertGrace when zero).
+	UnconfirmedAlertGrace time.Duration
+}
+
+// DefaultUnconfirmedAlertGrace is the unconfirmed alert's grace when none is
+// configured.
+const DefaultUnconfirmedAlertGrace = 15 * time.Minute
+
+// App is Quittance built: every part, so that the caller can run the
+// background loops it wants and serve API.
+type App struct {
+	// Store is the PostgreSQL store every service runs on.
+	Store *pgstore.Store
+	// Metrics records to Config.Registry.
+	Metrics *telemetry.Metrics
+	// Ledger records delegations, budgets, orgs, task classes and tokens.
+	Ledger *ledger.Service
+	// Compensation takes evidence, runs the deadline sweep and write-offs.
+	Compensation *compensation.Service
+	// Reports serves reconciliation.
+	Reports *ledger.Reports
+	// Worker makes the outbound A2A calls; run it with Worker.Run.
+	Worker *delegate.Worker
+	// Orchestrator continues interrupted tasks and serves task snapshots.
+	Orchestrator *delegate.Orchestrator
+	// Webhooks manages webhook endpoints; run deliveries with Webhooks.Run.
+	Webhooks *webhook.Service
+	// API is the HTTP API over all of them.
+	API http.Handler
+	// Cases is case handling on obligations (owners, notes, snoozes) and
+	// the needs-action queue.
+	Cases *ledger.Cases
+	// Console is the web console, to be served under console.Prefix.
+	Console *console.Console
+}
+
+// New builds Quittance on cfg.Pool. Nothing runs until the caller runs it.
+func New(cfg Config) *App {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	metrics := telemetry.New(cfg.Registry)
+	grace := cfg.UnconfirmedAlertGrace
+	if grace == 0 {
+		grace = DefaultUnconfirmedAlertGrace
+	}
+	telemetry.RegisterAlertSettings(cfg.Registry, grace)
+	store := pgstore.New(cfg.Pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
+	cfg.Registry.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
+
+	registration := cfg.Egress
+	if cfg.AgentRegistrationEgress != nil {
+		registration = *cfg.AgentRegistrationEgress
+	}
+	a := &App{Store: store, Metrics: metrics}
+	a.Ledger = ledger.NewService(ledger.Config{
+		Store: store, Clock: cfg.Clock,
+		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
+		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
+			return delegate.ValidateAgentEndpoint(registration, cardURL, allowedHosts)
+		},
+		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
+	})
+	a.Compensation = compensation.NewService(compensation.Config{
+		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,
+		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
+	})
+	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
+	a.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})
+
+	// Every A2A call goes through one SSRF-safe client, timed and carrying
+	// a W3C traceparent.
+	a2aClient := egress.NewClient(cfg.Egress)
+	a2aClient.Transport = telemetry.Transport(a2aClient.Transport, metrics)
+	workerCfg := cfg.A2A
+	workerCfg.Store, workerCfg.Compensation, workerCfg.HTTPClient = store.A2A(), a.Compensation, a2aClient
+	workerCfg.Clock, workerCfg.Log = cfg.Clock, log.With(slog.String("component", "a2a"))
+	workerCfg.LedgerID, workerCfg.Identity = cfg.LedgerID, cfg.Identity
+	a.Worker = delegate.NewWorker(workerCfg)
+	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{Store: store.A2A(), Clock: cfg.Clock, Wake: a.Worker.Wake})
+
+	// Webhook deliveries are outbox rows written with their events, sent
+	// through the same egress policy as A2A calls (on a client of their own,
+	// outside the A2A call metrics).
+	webhookCfg := cfg.Webhooks
+	webhookCfg.Store, webhookCfg.Clock, webhookCfg.Log = store.Webhooks(), cfg.Clock, log.With(slog.String("component", "webhooks"))
+	webhookCfg.ValidateURL, webhookCfg.HTTPClient, webhookCfg.Wake = cfg.Egress.ValidateURL, egress.NewClient(cfg.Egress), store.FeedWake
+	a.Webhooks = webhook.NewService(webhookCfg)
+
+	var jwks func() []byte
+	if cfg.Identity != nil {
+		jwks = cfg.Identity.JWKS
+	}
+	a.API = httpapi.New(httpapi.Config{
+		Ledger: a.Ledger, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
+		Push: a.Worker, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, JWKS: jwks,
+		Log: log, Version: cfg.Version, LedgerID: cfg.LedgerID, Metrics: metrics,
+		RateLimit: cfg.RateLimit, Stream: cfg.Stream, Cases: a.Cases,
+	})
+	a.Console = newConsole(cfg, a, log)
+	return a
+}

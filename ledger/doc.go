@@ -1,0 +1,43 @@
+// Package ledger is Quittance's domain: the delegations an organization
+// makes to other organizations' agents, the money held for them, and the
+// append-only audit log of everything that happened to them.
+//
+// A delegation has two lifecycles. Its TaskStatus is the remote A2A task as
+// last observed (ParseTaskStatus accepts every wire form; a terminal status
+// is immutable). Its ObligationState is Quittance's own: what is still owed
+// after the remote task record is closed. NextObligation is that state
+// machine, a pure function over every (state, ObligationEvent) pair;
+// TerminalStatusEvent and GateApplies decide which event a terminal status
+// raises, and HoldMove which budget movement goes with a transition. Time
+// alone never moves a hold, and a hold leaves "active" only through a
+// transition of NextObligation.
+//
+// Every change of a delegation is written by Apply (or Record, for an event
+// that changes nothing): the state change, its hold movement and exactly
+// one event commit in one Tx, or nothing does. Every event, of a
+// delegation's stream or of a budget's, org's, task class's or token's, is
+// appended by Append. Events form one hash chain
+// per stream (Event.ComputeHash, VerifyChain) and are never updated or
+// deleted; EventType is the catalogue of what they record, and EventRecord
+// their published JSON form.
+//
+// Service holds the use cases (delegations, task status, cancels, budgets,
+// orgs, task classes, tokens) and Reports the reconciliation reads. Both
+// check the principal's Role, take the time from an injected Clock, and
+// pass it to the Store, which never reads a clock. Errors are sentinels
+// (ErrNotFound, ErrForbidden, …) and struct errors (*ValidationError,
+// *ConflictError, *TransitionError, …); the HTTP layer maps them to statuses
+// in one place.
+//
+// # What this package must never do
+//
+// It defines the interfaces it consumes (Store, Reader, Tx and the narrower
+// ObservationTx, ChangeTx and EventAppender, Feed, ReportStore, Clock) and
+// never imports their implementations: no pgx, no database/sql, nothing
+// under sql/ (neither the store nor the sqlc output).
+// It imports no HTTP framework and no net/http: its types carry no huma or
+// JSON-schema tags, and the HTTP layer has its own body types. It imports no
+// other domain package (compensation, delegate, ledger/webhook); they import
+// it. Apart from the standard library, it depends on github.com/google/uuid
+// and ledger/failpoint only (a test checks this).
+package ledger

@@ -1,0 +1,245 @@
+package ledger
+
+import "fmt"
+
+// EventType names what an event records. It is stored in events.type and
+// published as the "type" of every event record (API, event streams,
+// webhook deliveries), and it is part of each event's hash, so the names
+// are part of the audit contract: a type may be added, never renamed,
+// reused or removed.
+//
+// The constants below are the whole catalogue; each says which operation
+// appends it and to which stream. A delegation's events are on its stream
+// (DelegationStream: "delegation:<id>") and are written through Apply,
+// when the change may move the obligation (the event then carries
+// ObligationFrom and ObligationTo) or updates the delegation, or through
+// Record, when the delegation does not change. Events of the other streams
+// ("budget:<id>", "org:<id>", "task_class:<name>", "token:<id>") are
+// written through Append.
+type EventType string
+
+// Events of a delegation's stream appended by this package.
+const (
+	// EventTypeDelegationCreated: Service.CreateDelegation recorded a new
+	// delegation and placed its hold (the obligation starts held), in the
+	// same transaction. It is the first event of the delegation's stream;
+	// its data repeats the request, the mode ("record" or "dispatch") and
+	// the links.
+	EventTypeDelegationCreated EventType = "delegation_created"
+	// EventTypeTaskStatusChanged: ObserveTaskStatus applied a new status of
+	// the remote task, whoever observed it (an orchestrator's report, or a
+	// push, poll, stream, dispatch, message or cancel reply of the A2A
+	// workers). When the status is the first terminal one and the
+	// obligation is held, the event carries its transition: to settled,
+	// released, compensated (an atomic cancel-and-compensate receipt) or
+	// revocation_pending_compensation (the gate applies).
+	EventTypeTaskStatusChanged EventType = "task_status_changed"
+	// EventTypeTaskStatusDuplicate: ObserveTaskStatus received the status
+	// already applied (the same terminal status again, or the same status
+	// and message). Recorded, not applied.
+	EventTypeTaskStatusDuplicate EventType = "task_status_duplicate"
+	// EventTypeTaskStatusStale: ObserveTaskStatus received a status older
+	// than the last applied one; its data has last_applied_at. Recorded,
+	// not applied.
+	EventTypeTaskStatusStale EventType = "task_status_stale"
+	// EventTypeStatusConflict: ObserveTaskStatus received a different
+	// status after a terminal one (a terminal status is immutable).
+	// Recorded, not applied, and listed as an anomaly: it is the split
+	// brain this service exists to expose.
+	EventTypeStatusConflict EventType = "status_conflict"
+	// EventTypeCancelRequested: Service.RequestCancel recorded the
+	// orchestrator's first request to revoke the delegation (a second
+	// request records nothing). It moves no obligation: only the remote
+	// task's terminal status does.
+	EventTypeCancelRequested EventType = "cancel_requested"
+)
+
+// Events of the registry streams appended by this package, one stream per
+// budget, org, task class and token.
+const (
+	// EventTypeBudgetFunded: Service.PutBudget created a budget or set its
+	// funding, on the budget's stream ("budget:<id>"), with the funded
+	// amount and the change.
+	EventTypeBudgetFunded EventType = "budget_funded"
+	// EventTypeOrgUpdated: Service.PutOrg registered or replaced a remote
+	// org, on the org's stream ("org:<id>").
+	EventTypeOrgUpdated EventType = "org_updated"
+	// EventTypeTaskClassUpdated: Service.PutTaskClass registered or
+	// replaced a task class, on its stream ("task_class:<name>").
+	EventTypeTaskClassUpdated EventType = "task_class_updated"
+	// EventTypeTokenCreated: Service.CreateToken or EnsureToken issued an
+	// API token, on the token's stream ("token:<id>"); never the secret.
+	EventTypeTokenCreated EventType = "token_created"
+)
+
+// Events of a delegation's stream appended by the compensation package:
+// signed evidence, deadlines, identity revocation and write-offs.
+const (
+	// EventTypeCompensationAcked: a verified compensation ack (a signed
+	// token over HTTP, or a receipt on Quittance's own A2A call) moved the
+	// obligation from revocation_pending_compensation or
+	// compensation_unconfirmed to compensated. A pending write-off is
+	// voided with it (EventTypeWriteOffVoided).
+	EventTypeCompensationAcked EventType = "compensation_acked"
+	// EventTypeNoCompensationDeclared: a verified declaration that no
+	// effects were committed (a signed no_compensation_required token, or a
+	// no_effects receipt) moved the obligation from
+	// revocation_pending_compensation or compensation_unconfirmed to
+	// released. A pending write-off is voided with it.
+	EventTypeNoCompensationDeclared EventType = "no_compensation_declared"
+	// EventTypeLateEvidence: a verified ack, declaration or receipt arrived
+	// after the obligation had ended (settled, released, compensated or
+	// written off). Recorded with the token, never applied, and listed as
+	// an anomaly; its data has contradicts_write_off: true when the
+	// obligation was written off.
+	EventTypeLateEvidence EventType = "late_evidence"
+	// EventTypeTokenRefused: a signed ack or declaration naming a known
+	// delegation was refused. Recorded in a transaction of its own after
+	// the refused one rolled back, with the refusal code and the token's
+	// sha256, never the unverified token; listed as an anomaly.
+	EventTypeTokenRefused EventType = "token_refused"
+	// EventTypeDeadlinePassed: the sweep found the compensation deadline of
+	// a revocation_pending_compensation obligation passed and moved it to
+	// compensation_unconfirmed; the hold stays.
+	EventTypeDeadlinePassed EventType = "compensation_deadline_passed"
+	// EventTypeIdentityRevoked: on-call revoked the org's agent identity
+	// while the obligation was open (held, revocation_pending_compensation
+	// or compensation_unconfirmed); it moved to escalated. Appended to each
+	// such delegation, with one EventTypeOrgIdentityRevoked on the org's
+	// stream.
+	EventTypeIdentityRevoked EventType = "identity_revoked"
+	// EventTypeOrgIdentityRevoked: on-call revoked the org's agent
+	// identity, on the org's stream ("org:<id>"), with the reason and the
+	// number of obligations escalated.
+	EventTypeOrgIdentityRevoked EventType = "org_identity_revoked"
+	// EventTypeWriteOffRequested: an on-call write-off above the threshold
+	// waits for a second on-call principal to approve it. It moves no
+	// obligation.
+	EventTypeWriteOffRequested EventType = "write_off_requested"
+	// EventTypeWriteOffExecuted: a write-off was executed, at once (at or
+	// below the threshold) or on a second principal's approval: the
+	// obligation moved to written_off and the hold is lost.
+	EventTypeWriteOffExecuted EventType = "write_off_executed"
+	// EventTypeWriteOffVoided: a pending write-off was voided, because
+	// evidence discharged the obligation first or because, at approval, the
+	// obligation had left the states a write-off applies to.
+	EventTypeWriteOffVoided EventType = "write_off_voided"
+	// EventTypeWriteOffRefused: an on-call request to write off was refused
+	// because of the obligation's state, or an approval was refused
+	// (self-approval, a write-off not pending). Recorded in a transaction
+	// of its own after the refused one rolled back, with the refusal code.
+	EventTypeWriteOffRefused EventType = "write_off_refused"
+)
+
+// Events of a delegation's stream appended by the A2A workers of the
+// delegate package (actor "system:a2a", except a queued message, which is
+// the orchestrator's).
+const (
+	// EventTypeTaskDispatched: the dispatch job sent the delegated message
+	// and the remote created a task; its id, context id and protocol
+	// version are recorded on the delegation.
+	EventTypeTaskDispatched EventType = "task_dispatched"
+	// EventTypeDispatchFailed: the dispatch job gave up (the org's identity
+	// is revoked, the message is invalid, the agent is unavailable, the
+	// send failed); the hold stays until on-call acts.
+	EventTypeDispatchFailed EventType = "dispatch_failed"
+	// EventTypeCancelRefused: the cancel job's CancelTask was answered with
+	// TaskNotCancelableError; the hold stays and the task is fetched again.
+	EventTypeCancelRefused EventType = "cancel_refused"
+	// EventTypeCancelFailed: the cancel job gave up (no remote task to
+	// cancel, or an error that is not retried); the hold stays.
+	EventTypeCancelFailed EventType = "cancel_failed"
+	// EventTypePushRefused: a push notification with a valid token named
+	// another task than the delegation's.
+	EventTypePushRefused EventType = "push_refused"
+	// EventTypeRemoteTaskConflict: the remote answered a dispatch, a fetch
+	// or a cancel with a task that is not the delegation's, or one already
+	// recorded on another delegation. Nothing is applied.
+	EventTypeRemoteTaskConflict EventType = "remote_task_conflict"
+	// EventTypeReceiptRefused: a compensation receipt in a cancel reply
+	// proved nothing (the data says why); the status is applied without it.
+	EventTypeReceiptRefused EventType = "compensation_receipt_refused"
+	// EventTypeCompensationRequested: the compensation job sent (or resent
+	// after a failure) a compensation request to the org's agent; the
+	// attempt is counted on the delegation.
+	EventTypeCompensationRequested EventType = "compensation_requested"
+	// EventTypeCompensationRequestFailed: a compensation attempt failed
+	// (the call failed, the remote answered failed or not_supported, or its
+	// receipt was refused); it is retried with backoff.
+	EventTypeCompensationRequestFailed EventType = "compensation_request_failed"
+	// EventTypeCompensationRetriesExhausted: the last compensation attempt
+	// failed; a revocation_pending_compensation obligation moved to
+	// compensation_unconfirmed, and the hold stays.
+	EventTypeCompensationRetriesExhausted EventType = "compensation_retries_exhausted"
+	// EventTypeMessageQueued: the orchestrator answered the remote task
+	// (Worker.Continue); the follow-up message waits in the outbox.
+	EventTypeMessageQueued EventType = "task_message_queued"
+	// EventTypeMessageSent: the message job delivered a follow-up message
+	// to the remote task.
+	EventTypeMessageSent EventType = "task_message_sent"
+	// EventTypeMessageFailed: the remote refused a follow-up message, or it
+	// could not be delivered; Quittance stopped trying.
+	EventTypeMessageFailed EventType = "task_message_failed"
+)
+
+// Events of a delegation's stream appended by case handling (Cases, with
+// Record: the delegation and its hold never move) and by the rejection of
+// a write-off.
+const (
+	// EventTypeCaseOwnerAssigned: on-call took (or gave up, with an empty
+	// owner) ownership of the obligation; its data has the owner and the
+	// previous owner.
+	EventTypeCaseOwnerAssigned EventType = "case_owner_assigned"
+	// EventTypeCaseNoteAdded: on-call added a note to the obligation; its
+	// data holds the note.
+	EventTypeCaseNoteAdded EventType = "case_note_added"
+	// EventTypeCaseSnoozed: on-call snoozed the obligation's needs-action
+	// entry until a time, or woke it (until null). The hold does not move
+	// and reports still list the obligation.
+	EventTypeCaseSnoozed EventType = "case_snoozed"
+	// EventTypeWriteOffRejected: a second on-call principal rejected a
+	// pending write-off, with a reason (compensation.RejectWriteOff). The
+	// obligation stays where it was and its hold stays active.
+	EventTypeWriteOffRejected EventType = "write_off_rejected"
+)
+
+// eventTypes is the catalogue, in the order of the declarations above.
+var eventTypes = []EventType{
+	EventTypeDelegationCreated, EventTypeTaskStatusChanged, EventTypeTaskStatusDuplicate,
+	EventTypeTaskStatusStale, EventTypeStatusConflict, EventTypeCancelRequested,
+
+	EventTypeBudgetFunded, EventTypeOrgUpdated, EventTypeTaskClassUpdated, EventTypeTokenCreated,
+
+	EventTypeCompensationAcked, EventTypeNoCompensationDeclared, EventTypeLateEvidence,
+	EventTypeTokenRefused, EventTypeDeadlinePassed, EventTypeIdentityRevoked, EventTypeOrgIdentityRevoked,
+	EventTypeWriteOffRequested, EventTypeWriteOffExecuted, EventTypeWriteOffVoided, EventTypeWriteOffRefused,
+
+	EventTypeTaskDispatched, EventTypeDispatchFailed, EventTypeCancelRefused, EventTypeCancelFailed,
+	EventTypePushRefused, EventTypeRemoteTaskConflict, EventTypeReceiptRefused,
+	EventTypeCompensationRequested, EventTypeCompensationRequestFailed, EventTypeCompensationRetriesExhausted,
+	EventTypeMessageQueued, EventTypeMessageSent, EventTypeMessageFailed,
+
+	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
+}
+
+// EventTypes returns every event type of the catalogue, in a new slice.
+func EventTypes() []EventType { return append([]EventType(nil), eventTypes...) }
+
+// Known reports whether t is in the catalogue.
+func (t EventType) Known() bool {
+	for _, known := range eventTypes {
+		if t == known {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseEventType accepts exactly the names of the catalogue: it is the one
+// check of an event type a client names (a webhook subscription's filter).
+func ParseEventType(raw string) (EventType, error) {
+	if t := EventType(raw); t.Known() {
+		return t, nil
+	}
+	return "", fmt.Errorf("unknown event type %q", raw)
+}

@@ -1,0 +1,157 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+func (r reader) Delegation(ctx context.Context, id uuid.UUID) (ledger.Delegation, error) {
+	row, err := r.q.DelegationGetByID(ctx, id)
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation", id)
+	}
+	return toDelegation(row), nil
+}
+
+func (r reader) DelegationByOperation(ctx context.Context, tenant, op string) (ledger.Delegation, error) {
+	row, err := r.q.DelegationGetByOperation(ctx, dbsqlc.DelegationGetByOperationParams{Tenant: tenant, BusinessOperationID: op})
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation for business operation", op)
+	}
+	return toDelegation(row), nil
+}
+
+func (r reader) DelegationByRemoteTask(ctx context.Context, orgID, taskID string) (ledger.Delegation, error) {
+	row, err := r.q.DelegationGetByRemoteTask(ctx, dbsqlc.DelegationGetByRemoteTaskParams{OrgID: orgID, RemoteTaskID: &taskID})
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
+	}
+	return toDelegation(row), nil
+}
+
+func (r reader) ListDelegations(ctx context.Context, f ledger.DelegationFilter) ([]ledger.Delegation, error) {
+	p := dbsqlc.DelegationListParams{
+		Tenant:          optional(f.Tenant),
+		ObligationState: optional(string(f.ObligationState)),
+		TaskStatus:      optional(string(f.TaskStatus)),
+		OrgID:           optional(f.OrgID),
+		MaxRows:         int32(f.Limit),
+	}
+	if f.After != uuid.Nil {
+		p.After = uuid.NullUUID{UUID: f.After, Valid: true}
+	}
+	rows, err := r.q.DelegationList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list delegations: %w", err)
+	}
+	out := make([]ledger.Delegation, len(rows))
+	for i, row := range rows {
+		out[i] = toDelegation(row)
+	}
+	return out, nil
+}
+
+func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Delegation, error) {
+	row, err := t.q.DelegationGetByIDForUpdate(ctx, id)
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation", id)
+	}
+	return toDelegation(row), nil
+}
+
+func (t *tx) DelegationByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) (ledger.Delegation, error) {
+	row, err := t.q.DelegationGetByRemoteTaskForUpdate(ctx, dbsqlc.DelegationGetByRemoteTaskForUpdateParams{OrgID: orgID, RemoteTaskID: &taskID})
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
+	}
+	return toDelegation(row), nil
+}
+
+func (t *tx) OpenDelegationsOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error) {
+	rows, err := t.q.DelegationListEscalatableByOrgForUpdate(ctx, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("lock open delegations of org %s: %w", orgID, err)
+	}
+	return toDelegations(rows), nil
+}
+
+func (t *tx) ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error) {
+	rows, err := t.q.DelegationClaimPastDeadline(ctx, dbsqlc.DelegationClaimPastDeadlineParams{Now: &now, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("claim delegations past their compensation deadline: %w", err)
+	}
+	return toDelegations(rows), nil
+}
+
+func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, error) {
+	n, err := t.q.DelegationInsert(ctx, dbsqlc.DelegationInsertParams{
+		ID: d.ID, Tenant: d.Tenant, BusinessOperationID: d.BusinessOperationID, RequestHash: d.RequestHash,
+		OrgID: d.OrgID, TaskClass: d.TaskClass, BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor,
+		Currency: d.Hold.Currency, RemoteTaskID: optional(d.Remote.TaskID), RemoteContextID: optional(d.Remote.ContextID),
+		ProtocolVersion: optional(d.Remote.ProtocolVersion), TaskStatus: string(d.TaskStatus),
+		ObligationState: string(d.ObligationState), Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+	})
+	if err != nil {
+		return false, fmt.Errorf("insert delegation %s: %w", d.ID, err)
+	}
+	return n == 1, nil
+}
+
+func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
+	n, err := t.q.DelegationUpdate(ctx, dbsqlc.DelegationUpdateParams{
+		ID: d.ID, RemoteTaskID: optional(d.Remote.TaskID), RemoteContextID: optional(d.Remote.ContextID),
+		ProtocolVersion: optional(d.Remote.ProtocolVersion), TaskStatus: string(d.TaskStatus),
+		TaskStatusAt: optionalTime(d.TaskStatusAt), TaskStatusMessage: optional(d.TaskStatusMessage),
+		ObligationState: string(d.ObligationState), ObligationReason: optional(d.ObligationReason),
+		CancelRequestedAt: optionalTime(d.CancelRequestedAt), CompensationKey: optional(d.Compensation.IdempotencyKey),
+		CompensationDeadline: optionalTime(d.Compensation.Deadline), CompensationAttempts: int32(d.Compensation.Attempts),
+		CompensationLastError: optional(d.Compensation.LastError), CompensationReceipt: d.Compensation.Receipt,
+		PendingWriteOffID: uuid.NullUUID{UUID: d.PendingWriteOffID, Valid: d.PendingWriteOffID != uuid.Nil},
+		PreviousVersion:   d.Version - 1, UpdatedAt: d.UpdatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("update delegation %s: %w", d.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("delegation %s version %d: %w", d.ID, d.Version-1, ledger.ErrConcurrentUpdate)
+	}
+	return nil
+}
+
+func toDelegation(r dbsqlc.Delegation) ledger.Delegation {
+	return ledger.Delegation{
+		ID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, RequestHash: r.RequestHash,
+		OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
+		Hold: ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
+		Remote: ledger.RemoteTask{
+			TaskID: deref(r.RemoteTaskID), ContextID: deref(r.RemoteContextID), ProtocolVersion: deref(r.ProtocolVersion),
+		},
+		TaskStatus:        ledger.TaskStatus(r.TaskStatus),
+		TaskStatusAt:      derefTime(r.TaskStatusAt),
+		TaskStatusMessage: deref(r.TaskStatusMessage),
+		ObligationState:   ledger.ObligationState(r.ObligationState),
+		ObligationReason:  deref(r.ObligationReason),
+		CancelRequestedAt: derefTime(r.CancelRequestedAt),
+		Compensation: ledger.Compensation{
+			IdempotencyKey: deref(r.CompensationKey), Deadline: derefTime(r.CompensationDeadline),
+			Attempts: int(r.CompensationAttempts), LastError: deref(r.CompensationLastError),
+			Receipt: r.CompensationReceipt,
+		},
+		PendingWriteOffID: r.PendingWriteOffID.UUID,
+		Version:           r.Version, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+func toDelegations(rows []dbsqlc.Delegation) []ledger.Delegation {
+	out := make([]ledger.Delegation, len(rows))
+	for i, row := range rows {
+		out[i] = toDelegation(row)
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+func (r reader) Org(ctx context.Context, id string) (ledger.Org, error) {
+	row, err := r.q.OrgGetByID(ctx, id)
+	if err != nil {
+		return ledger.Org{}, notFound(err, "org", id)
+	}
+	return toOrg(row), nil
+}
+
+func (t *tx) OrgForUpdate(ctx context.Context, id string) (ledger.Org, error) {
+	row, err := t.q.OrgGetByIDForUpdate(ctx, id)
+	if err != nil {
+		return ledger.Org{}, notFound(err, "org", id)
+	}
+	return toOrg(row), nil
+}
+
+func (t *tx) GatePolicy(ctx context.Context, orgID, taskClass string) (ledger.Org, ledger.TaskClass, bool, error) {
+	row, err := t.q.GatePolicy(ctx, dbsqlc.GatePolicyParams{OrgID: orgID, TaskClass: taskClass})
+	if err != nil {
+		return ledger.Org{}, ledger.TaskClass{}, false, notFound(err, "org", orgID)
+	}
+	if row.ClassName == nil {
+		return toOrg(row.RemoteOrg), ledger.TaskClass{}, false, nil
+	}
+	class := toTaskClass(dbsqlc.TaskClass{
+		Name: *row.ClassName, EffectCapable: row.EffectCapable.Bool, GateOn: row.GateOn,
+		CompensationTimeoutMs: row.CompensationTimeoutMs.Int64, UpdatedAt: *row.ClassUpdatedAt,
+	})
+	return toOrg(row.RemoteOrg), class, true, nil
+}
+
+func (t *tx) CreationReferences(ctx context.Context, orgID, budgetID string) (ledger.Org, ledger.Budget, error) {
+	row, err := t.q.CreationReferences(ctx, dbsqlc.CreationReferencesParams{OrgID: orgID, BudgetID: budgetID})
+	if err != nil {
+		return ledger.Org{}, ledger.Budget{}, notFound(err, "org and budget", orgID+", "+budgetID)
+	}
+	return toOrg(row.RemoteOrg), toBudget(row.Budget), nil
+}
+
+func (t *tx) PutOrg(ctx context.Context, o ledger.Org) error {
+	err := t.q.OrgUpsert(ctx, dbsqlc.OrgUpsertParams{
+		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, Jwks: o.JWKS,
+		AgentCardUrl: optional(o.AgentCardURL), AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
+		IdentityRevokedAt: optionalTime(o.IdentityRevokedAt), IdentityRevokedReason: optional(o.IdentityRevokedReason),
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("store org %s: %w", o.ID, err)
+	}
+	return nil
+}
+
+func (r reader) TaskClass(ctx context.Context, name string) (ledger.TaskClass, error) {
+	row, err := r.q.TaskClassGetByName(ctx, name)
+	if err != nil {
+		return ledger.TaskClass{}, notFound(err, "task class", name)
+	}
+	return toTaskClass(row), nil
+}
+
+// TaskClasses returns every registered task class, by name.
+func (r reader) TaskClasses(ctx context.Context) ([]ledger.TaskClass, error) {
+	rows, err := r.q.TaskClassList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list task classes: %w", interpretError(err))
+	}
+	out := make([]ledger.TaskClass, len(rows))
+	for i, row := range rows {
+		out[i] = toTaskClass(row)
+	}
+	return out, nil
+}
+
+func (t *tx) PutTaskClass(ctx context.Context, c ledger.TaskClass) error {
+	gate := make([]string, len(c.GateOn))
+	for i, s := range c.GateOn {
+		gate[i] = string(s)
+	}
+	err := t.q.TaskClassUpsert(ctx, dbsqlc.TaskClassUpsertParams{
+		Name: c.Name, EffectCapable: c.EffectCapable, GateOn: gate,
+		CompensationTimeoutMs: c.CompensationTimeout.Milliseconds(), UpdatedAt: c.UpdatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("store task class %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+func (r reader) TokenByHash(ctx context.Context, hash []byte) (ledger.Token, error) {
+	row, err := r.q.TokenGetByHash(ctx, hash)
+	if err != nil {
+		return ledger.Token{}, notFound(err, "token", "(hash)")
+	}
+	return ledger.Token{
+		ID: row.ID, Name: row.Name, Role: ledger.Role(row.Role), Tenant: deref(row.Tenant),
+		Hash: row.TokenHash, CreatedAt: row.CreatedAt, RevokedAt: derefTime(row.RevokedAt),
+	}, nil
+}
+
+func (t *tx) InsertToken(ctx context.Context, tok ledger.Token) error {
+	err := t.q.TokenInsert(ctx, dbsqlc.TokenInsertParams{
+		ID: tok.ID, Name: tok.Name, Role: string(tok.Role), Tenant: optional(tok.Tenant), TokenHash: tok.Hash, CreatedAt: tok.CreatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("insert token %s: %w", tok.Name, err)
+	}
+	return nil
+}
+
+func toOrg(r dbsqlc.RemoteOrg) ledger.Org {
+	return ledger.Org{
+		ID: r.ID, Name: r.Name, SharedCoordinator: r.SharedCoordinator, JWKS: r.Jwks,
+		AgentCardURL: deref(r.AgentCardUrl), AllowedHosts: r.AllowedHosts, RequireSignedReceipts: r.RequireSignedReceipts,
+		IdentityRevokedAt: derefTime(r.IdentityRevokedAt), IdentityRevokedReason: deref(r.IdentityRevokedReason),
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+func toTaskClass(r dbsqlc.TaskClass) ledger.TaskClass {
+	gate := make([]ledger.TaskStatus, len(r.GateOn))
+	for i, s := range r.GateOn {
+		gate[i] = ledger.TaskStatus(s)
+	}
+	return ledger.TaskClass{
+		Name: r.Name, EffectCapable: r.EffectCapable, GateOn: gate,
+		CompensationTimeout: time.Duration(r.CompensationTimeoutMs) * time.Millisecond, UpdatedAt: r.UpdatedAt,
+	}
+}

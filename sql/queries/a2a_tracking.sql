@@ -1,0 +1,61 @@
+-- name: A2ATrackingEnsure :exec
+INSERT INTO a2a_delegations (delegation_id, dispatched, created_at, updated_at)
+VALUES (@delegation_id, @dispatched, @now, @now)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    dispatched = a2a_delegations.dispatched OR EXCLUDED.dispatched,
+    updated_at = EXCLUDED.updated_at;
+
+-- name: A2ATrackingGet :one
+SELECT * FROM a2a_delegations WHERE delegation_id = $1;
+
+-- The setters below create the delegation's tracking row when it has none
+-- (a delegation Quittance did not dispatch), in the same statement.
+
+-- name: A2ATrackingSetPushToken :exec
+INSERT INTO a2a_delegations (delegation_id, push_token_hash, created_at, updated_at)
+VALUES (@delegation_id, @push_token_hash, @now, @now)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    push_token_hash = EXCLUDED.push_token_hash,
+    updated_at      = EXCLUDED.updated_at;
+
+-- name: A2ATrackingObserved :exec
+INSERT INTO a2a_delegations (delegation_id, observed_at, created_at, updated_at)
+VALUES (@delegation_id, @now::timestamptz, @now, @now)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    observed_at = GREATEST(a2a_delegations.observed_at, EXCLUDED.observed_at),
+    updated_at  = EXCLUDED.updated_at;
+
+-- name: A2ATrackingSetCompensationTask :exec
+INSERT INTO a2a_delegations (delegation_id, compensation_task_id, compensation_round, created_at, updated_at)
+VALUES (@delegation_id, @compensation_task_id, @compensation_round, @now, @now)
+ON CONFLICT (delegation_id) DO UPDATE SET
+    compensation_task_id = EXCLUDED.compensation_task_id,
+    compensation_round   = EXCLUDED.compensation_round,
+    updated_at           = EXCLUDED.updated_at;
+
+-- name: A2ATrackingListToPoll :many
+-- Dispatched delegations whose remote task is not terminal, whose obligation
+-- is open, whose last observation is at or before cutoff, and whose org is
+-- not backing off. Never observed first.
+SELECT d.id FROM delegations d
+JOIN a2a_delegations a ON a.delegation_id = d.id
+LEFT JOIN a2a_org_backoff b ON b.org_id = d.org_id
+WHERE a.dispatched
+  AND d.remote_task_id IS NOT NULL
+  AND d.task_status IN ('unknown', 'submitted', 'working', 'input_required', 'auth_required')
+  AND d.obligation_state = 'held'
+  AND (a.observed_at IS NULL OR a.observed_at <= @cutoff)
+  AND (b.retry_at IS NULL OR b.retry_at <= @now)
+ORDER BY a.observed_at NULLS FIRST, d.id
+LIMIT @max_rows;
+
+-- name: A2ATrackingListToStream :many
+-- Dispatched delegations whose remote task is known and not terminal.
+SELECT d.id FROM delegations d
+JOIN a2a_delegations a ON a.delegation_id = d.id
+WHERE a.dispatched
+  AND d.remote_task_id IS NOT NULL
+  AND d.task_status IN ('unknown', 'submitted', 'working', 'input_required', 'auth_required')
+  AND d.obligation_state = 'held'
+ORDER BY d.id
+LIMIT @max_rows;

@@ -1,0 +1,6 @@
+-- name: AdvisoryLockTry :one
+-- Takes the session-level advisory lock named lock_key without waiting:
+-- true when taken. The lock lasts until the session ends: its holder
+-- closes the connection to release it.
+SELECT pg_try_advisory_lock(hashtextextended(@lock_key::text, 0));
+

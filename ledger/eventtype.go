@@ -219,6 +219,27 @@ const (
 	EventTypeMessageFailed EventType = "task_message_failed"
 )
 
+// Events of a delegation's stream appended by case handling (Cases, with
+// Record: the delegation and its hold never move) and by the rejection of
+// a write-off.
+const (
+	// EventTypeCaseOwnerAssigned: on-call took (or gave up, with an empty
+	// owner) ownership of the obligation; its data has the owner and the
+	// previous owner.
+	EventTypeCaseOwnerAssigned EventType = "case_owner_assigned"
+	// EventTypeCaseNoteAdded: on-call added a note to the obligation; its
+	// data holds the note.
+	EventTypeCaseNoteAdded EventType = "case_note_added"
+	// EventTypeCaseSnoozed: on-call snoozed the obligation's needs-action
+	// entry until a time, or woke it (until null). The hold does not move
+	// and reports still list the obligation.
+	EventTypeCaseSnoozed EventType = "case_snoozed"
+	// EventTypeWriteOffRejected: a second on-call principal rejected a
+	// pending write-off, with a reason (compensation.RejectWriteOff). The
+	// obligation stays where it was and its hold stays active.
+	EventTypeWriteOffRejected EventType = "write_off_rejected"
+)
+
 // eventTypes is the catalogue, in the order of the declarations above.
 var eventTypes = []EventType{
 	EventTypeDelegationCreated, EventTypeTaskStatusChanged, EventTypeTaskStatusDuplicate,
@@ -237,6 +258,8 @@ var eventTypes = []EventType{
 	EventTypePushRefused, EventTypeRemoteTaskConflict, EventTypeReceiptRefused,
 	EventTypeCompensationRequested, EventTypeCompensationRequestFailed, EventTypeCompensationRetriesExhausted,
 	EventTypeMessageQueued, EventTypeMessageSent, EventTypeMessageFailed,
+
+	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

@@ -57,6 +57,10 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeMessageQueued:                "task_message_queued",
 	ledger.EventTypeMessageSent:                  "task_message_sent",
 	ledger.EventTypeMessageFailed:                "task_message_failed",
+	ledger.EventTypeCaseOwnerAssigned:            "case_owner_assigned",
+	ledger.EventTypeCaseNoteAdded:                "case_note_added",
+	ledger.EventTypeCaseSnoozed:                  "case_snoozed",
+	ledger.EventTypeWriteOffRejected:             "write_off_rejected",
 }
 
 // TestEventTypeCatalogue: the catalogue lists every event type once, under

@@ -238,7 +238,7 @@ func checkLimit(limit int, streamed bool) (int, error) {
 // of now; a zero q.Limit streams them all. It returns the time the ages
 // were measured at.
 func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQuery, fn func(ObligationRow) error) (time.Time, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return time.Time{}, err
 	}
 	var err error
@@ -257,7 +257,7 @@ func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQ
 
 // Summary returns active holds by org, currency and state with age buckets.
 func (r *Reports) Summary(ctx context.Context, p Principal, q SummaryQuery) ([]SummaryRow, time.Time, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return nil, time.Time{}, err
 	}
 	var err error
@@ -271,7 +271,7 @@ func (r *Reports) Summary(ctx context.Context, p Principal, q SummaryQuery) ([]S
 
 // Anomalies returns anomalies after q.AfterSeq, oldest first.
 func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([]Anomaly, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return nil, err
 	}
 	for _, k := range q.Kinds {
@@ -310,7 +310,7 @@ func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([
 // Evidence returns a delegation and its whole event chain, with every
 // stored token, for re-verification.
 func (r *Reports) Evidence(ctx context.Context, p Principal, id uuid.UUID) (Delegation, []Event, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return Delegation{}, nil, err
 	}
 	d, err := r.reader.Delegation(ctx, id)

@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/csvsafe"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -78,12 +79,7 @@ func (b ObligationBody) csvRecord() []string {
 // csvText guards a free-text cell against formula injection (OWASP "CSV
 // injection"): a cell a spreadsheet would evaluate (starting with = + - @,
 // a tab or a carriage return) is prefixed with a single quote.
-func csvText(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
-}
+func csvText(s string) string { return csvsafe.Text(s) }
 
 func csvTime(t *time.Time) string {
 	if t == nil || t.IsZero() {

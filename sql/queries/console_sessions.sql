@@ -11,16 +11,26 @@ INSERT INTO console_sessions (
 );
 
 -- name: ConsoleSessionGetByHash :one
+-- A token session is live while its credential is unrevoked and unexpired
+-- and its principal not disabled; owner_id is the principal four-eyes
+-- compares (the token's principal, or an OIDC session's own id). The role
+-- is the principal's as it is now, except that a session the bootstrap
+-- credential started outside dev keeps its restricted role.
 SELECT
     s.id_hash, s.source, s.principal_id, s.created_at, s.expires_at,
-    coalesce(t.name, s.principal_name)::text AS principal_name,
-    coalesce(t.role, s.role)::text           AS role,
-    coalesce(t.tenant, s.tenant, '')::text   AS tenant
+    coalesce(t.principal_id, s.principal_id)::uuid AS owner_id,
+    coalesce(p.display_name, s.principal_name)::text AS principal_name,
+    (CASE WHEN s.role = 'bootstrap' THEN s.role ELSE coalesce(p.role, s.role) END)::text AS role,
+    coalesce(p.tenant, s.tenant, '')::text   AS tenant
 FROM console_sessions s
 LEFT JOIN api_tokens t ON t.id = s.token_id
+LEFT JOIN principals p ON p.id = t.principal_id
 WHERE s.id_hash = @id_hash
   AND s.expires_at > @now
-  AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL));
+  AND (s.token_id IS NULL OR (
+        t.id IS NOT NULL AND t.revoked_at IS NULL
+        AND (t.expires_at IS NULL OR t.expires_at > @now)
+        AND p.disabled_at IS NULL));
 
 -- name: ConsoleSessionDelete :exec
 DELETE FROM console_sessions WHERE id_hash = @id_hash;

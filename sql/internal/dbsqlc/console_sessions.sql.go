@@ -36,14 +36,19 @@ func (q *Queries) ConsoleSessionDeleteExpired(ctx context.Context, now time.Time
 const consoleSessionGetByHash = `-- name: ConsoleSessionGetByHash :one
 SELECT
     s.id_hash, s.source, s.principal_id, s.created_at, s.expires_at,
-    coalesce(t.name, s.principal_name)::text AS principal_name,
-    coalesce(t.role, s.role)::text           AS role,
-    coalesce(t.tenant, s.tenant, '')::text   AS tenant
+    coalesce(t.principal_id, s.principal_id)::uuid AS owner_id,
+    coalesce(p.display_name, s.principal_name)::text AS principal_name,
+    (CASE WHEN s.role = 'bootstrap' THEN s.role ELSE coalesce(p.role, s.role) END)::text AS role,
+    coalesce(p.tenant, s.tenant, '')::text   AS tenant
 FROM console_sessions s
 LEFT JOIN api_tokens t ON t.id = s.token_id
+LEFT JOIN principals p ON p.id = t.principal_id
 WHERE s.id_hash = $1
   AND s.expires_at > $2
-  AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL))
+  AND (s.token_id IS NULL OR (
+        t.id IS NOT NULL AND t.revoked_at IS NULL
+        AND (t.expires_at IS NULL OR t.expires_at > $2)
+        AND p.disabled_at IS NULL))
 `
 
 type ConsoleSessionGetByHashParams struct {
@@ -57,11 +62,17 @@ type ConsoleSessionGetByHashRow struct {
 	PrincipalID   uuid.UUID
 	CreatedAt     time.Time
 	ExpiresAt     time.Time
+	OwnerID       uuid.UUID
 	PrincipalName string
 	Role          string
 	Tenant        string
 }
 
+// A token session is live while its credential is unrevoked and unexpired
+// and its principal not disabled; owner_id is the principal four-eyes
+// compares (the token's principal, or an OIDC session's own id). The role
+// is the principal's as it is now, except that a session the bootstrap
+// credential started outside dev keeps its restricted role.
 func (q *Queries) ConsoleSessionGetByHash(ctx context.Context, arg ConsoleSessionGetByHashParams) (ConsoleSessionGetByHashRow, error) {
 	row := q.db.QueryRow(ctx, consoleSessionGetByHash, arg.IDHash, arg.Now)
 	var i ConsoleSessionGetByHashRow
@@ -71,6 +82,7 @@ func (q *Queries) ConsoleSessionGetByHash(ctx context.Context, arg ConsoleSessio
 		&i.PrincipalID,
 		&i.CreatedAt,
 		&i.ExpiresAt,
+		&i.OwnerID,
 		&i.PrincipalName,
 		&i.Role,
 		&i.Tenant,

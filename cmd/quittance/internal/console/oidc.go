@@ -166,7 +166,7 @@ func (o *OIDC) principal(tok *oidc.IDToken) (ledger.Principal, error) {
 		name = tok.Subject
 	}
 	id := uuid.NewSHA1(uuid.NameSpaceURL, []byte(tok.Issuer+"#"+tok.Subject))
-	return ledger.Principal{TokenID: id, Name: "oidc:" + shorten(name, 180), Role: role}, nil
+	return ledger.Principal{ID: id, TokenID: id, Name: "oidc:" + shorten(name, 180), Role: role}, nil
 }
 
 var errNoRole = errors.New("no console role")

@@ -106,6 +106,8 @@ type Delegation struct {
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
 	PendingWriteOffID     uuid.NullUUID
+	DispatchUnknownAt     *time.Time
+	DispatchUnknownReason *string
 }
 
 type DelegationLink struct {

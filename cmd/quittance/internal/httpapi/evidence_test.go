@@ -257,3 +257,58 @@ func TestA2ACancelTaskNotFoundKeepsHold(t *testing.T) {
 	}
 	e.CheckInvariants(t)
 }
+
+// TestA2ACompensationRedrive: compensation requests exhaust and the
+// obligation is compensation_unconfirmed; a redrive by on-call (refused
+// from any other state, and to anyone else) records compensation_redriven
+// and sends requests again with the same idempotency key, and the ack
+// they bring compensates. Budget conservation holds throughout.
+func TestA2ACompensationRedrive(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{compOutcome: "failed"}, "127.0.0.1")
+	e := newA2AEnv(t, apitest.Worker{CompensationMaxAttempts: 2})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-redrive", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	path := "/admin/v1/delegations/" + d.ID + "/compensation/redrive"
+	reason := map[string]any{"reason": "supplier fixed their compensation handler (INC-7)"}
+	if status, body := e.do(t, http.MethodPost, path, e.OncallToken, reason); status != http.StatusConflict || !strings.Contains(string(body), "redrive_not_allowed") {
+		t.Fatalf("redrive of a held obligation: %d %s, want 409 redrive_not_allowed", status, body)
+	}
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	e.waitFor(t, d.ID, "unconfirmed", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensation_unconfirmed" })
+	if status, _ := e.do(t, http.MethodPost, path, e.orch, reason); status != http.StatusForbidden {
+		t.Fatalf("redrive by an orchestrator: %d, want 403", status)
+	}
+	if status, _ := e.do(t, http.MethodPost, path, e.OncallToken, map[string]any{}); status < 400 || status >= 500 {
+		t.Fatalf("redrive without a reason: %d, want a 4xx", status)
+	}
+	peer.mu.Lock()
+	peer.compOutcome = "compensated"
+	before := len(peer.compReqs)
+	peer.mu.Unlock()
+	e.must(t, http.MethodPost, path, e.OncallToken, reason, http.StatusOK)
+	got := e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if got.HoldState != "returned" {
+		t.Fatalf("after a redriven compensation: %+v", got)
+	}
+	events := e.events(t, d.ID)
+	if countEvents(events, ledger.EventTypeCompensationRedriven) != 1 || countEvents(events, ledger.EventTypeCompensationAcked) != 1 {
+		t.Fatalf("events = %+v", events)
+	}
+	peer.mu.Lock()
+	reqs := append([]map[string]any(nil), peer.compReqs...)
+	peer.mu.Unlock()
+	if len(reqs) <= before {
+		t.Fatalf("no compensation request after the redrive: %v", reqs)
+	}
+	for _, r := range reqs {
+		if r["idempotencyKey"] != got.Compensation.IdempotencyKey {
+			t.Fatalf("a request with another idempotency key: %v, want %s", r, got.Compensation.IdempotencyKey)
+		}
+	}
+	if status, _ := e.do(t, http.MethodPost, path, e.OncallToken, reason); status != http.StatusConflict {
+		t.Fatalf("redrive of a compensated obligation: %d, want 409", status)
+	}
+	e.CheckInvariants(t)
+}

@@ -34,6 +34,10 @@ type rawAgent struct {
 	cardURL string
 }
 
+// httpStatus, returned as a result, makes the agent answer with that HTTP
+// status and no JSON-RPC body.
+type httpStatus int
+
 type rawRPCError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
@@ -78,6 +82,10 @@ func startRawAgent(t *testing.T, a *rawAgent) *rawAgent {
 			if err == nil {
 				conn.Close()
 			}
+			return
+		}
+		if status, ok := result.(httpStatus); ok {
+			http.Error(w, "refused", int(status))
 			return
 		}
 		resp := map[string]any{"jsonrpc": "2.0", "id": req.ID}
@@ -309,6 +317,84 @@ func TestA2ACompensationRedrive(t *testing.T) {
 	}
 	if status, _ := e.do(t, http.MethodPost, path, e.OncallToken, reason); status != http.StatusConflict {
 		t.Fatalf("redrive of a compensated obligation: %d, want 409", status)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestA2ACompensationKeepsMessageIDAfterAmbiguousError: the first
+// compensation request is answered with HTTP 400 and the second with a
+// malformed reply: neither proves the remote did not process the request,
+// so every resend carries the same messageId; the receipt that finally
+// comes compensates.
+func TestA2ACompensationKeepsMessageIDAfterAmbiguousError(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		compID []string
+	)
+	agent := startRawAgent(t, &rawAgent{handle: func(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
+		switch method {
+		case "message/send":
+			var p struct {
+				Message struct {
+					MessageID string `json:"messageId"`
+					Parts     []struct {
+						Data map[string]any `json:"data"`
+					} `json:"parts"`
+				} `json:"message"`
+			}
+			_ = json.Unmarshal(params, &p)
+			var req map[string]any
+			for _, part := range p.Message.Parts {
+				if r, ok := part.Data["compensationRequest"].(map[string]any); ok {
+					req = r
+				}
+			}
+			if req == nil {
+				return workingTask("ambig-1"), nil, false
+			}
+			mu.Lock()
+			compID = append(compID, p.Message.MessageID)
+			n := len(compID)
+			mu.Unlock()
+			switch n {
+			case 1:
+				return httpStatus(http.StatusBadRequest), nil, false
+			case 2:
+				return map[string]any{"kind": "task", "status": "not a status"}, nil, false
+			}
+			return map[string]any{
+				"kind": "task", "id": "comp-1", "contextId": "ctx-ambig-1", "status": map[string]any{"state": "completed"},
+				"artifacts": []any{map[string]any{
+					"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
+					"parts": []any{map[string]any{"kind": "data", "data": map[string]any{
+						"outcome": "compensated", "receiptId": "rcpt-1", "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+					}}},
+				}},
+			}, nil, false
+		case "tasks/cancel":
+			return map[string]any{"kind": "task", "id": "ambig-1", "contextId": "ctx-ambig-1", "status": map[string]any{"state": "canceled"}}, nil, false
+		}
+		return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
+	}})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, CompensationMaxAttempts: 5})
+	e.putOrg(t, "ambiguous", agent.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-ambiguous", "ambiguous")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	got := e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if got.HoldState != "returned" {
+		t.Fatalf("after compensation: %+v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(compID) != 3 {
+		t.Fatalf("compensation requests %v, want 3", compID)
+	}
+	for _, id := range compID {
+		if id != compID[0] {
+			t.Fatalf("a resend after an ambiguous error changed its messageId: %v", compID)
+		}
 	}
 	e.CheckInvariants(t)
 }

@@ -52,6 +52,9 @@ type Tx interface {
 	Org(ctx context.Context, id string) (ledger.Org, error)
 	// OrgForUpdate loads an org and locks its row until the transaction ends.
 	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
+	// EnqueueOutbound queues an outbound A2A call (a redriven compensation
+	// request) in the transaction; see ledger.ObservationTx.
+	EnqueueOutbound(ctx context.Context, j ledger.OutboundJob) error
 	// PutOrg writes an org; it never clears a recorded identity revocation.
 	PutOrg(ctx context.Context, o ledger.Org) error
 	// DelegationByRemoteTaskForUpdate loads the delegation recording the

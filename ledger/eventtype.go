@@ -217,6 +217,23 @@ const (
 	// EventTypeMessageFailed: the remote refused a follow-up message, or it
 	// could not be delivered; Quittance stopped trying.
 	EventTypeMessageFailed EventType = "task_message_failed"
+	// EventTypeDispatchUnknown: a dispatch attempt after one that may have
+	// reached the agent got a refusal or a direct message reply, or the
+	// dispatch gave up after such an attempt: nothing proves whether the
+	// remote created a task. The hold stays active and the delegation is
+	// in the dispatch_unknown condition (listed by GET
+	// /v1/obligations?condition=dispatch_unknown) until a task id is
+	// recorded or a person decides. Listed as an anomaly.
+	EventTypeDispatchUnknown EventType = "dispatch_unknown"
+	// EventTypeRemoteTaskNotFound: the remote answered a call about a task
+	// Quittance knows with TaskNotFoundError (it may have purged it). It
+	// is recorded and never read as canceled or rejected: the hold stays.
+	EventTypeRemoteTaskNotFound EventType = "remote_task_not_found"
+	// EventTypeCompensationRedriven: on-call redrove compensation for a
+	// compensation_unconfirmed obligation: the attempt count is reset and
+	// a new round of requests, with the same idempotency key, is queued.
+	// The obligation stays compensation_unconfirmed until evidence arrives.
+	EventTypeCompensationRedriven EventType = "compensation_redriven"
 )
 
 // Events of a delegation's stream appended by case handling (Cases, with
@@ -260,6 +277,7 @@ var eventTypes = []EventType{
 	EventTypeMessageQueued, EventTypeMessageSent, EventTypeMessageFailed,
 
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
+	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

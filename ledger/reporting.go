@@ -42,6 +42,9 @@ type ObligationQuery struct {
 	// the query's time; zero keeps all.
 	OlderThan time.Duration
 	After     ObligationCursor
+	// Condition, when set, keeps only obligations in that condition
+	// (ConditionDispatchUnknown is the one there is).
+	Condition string
 	// Limit bounds the rows; zero means no bound (a streamed export).
 	Limit int
 }
@@ -68,7 +71,17 @@ type ObligationRow struct {
 	// to the delegation's stream.
 	LastEvidenceType EventType
 	LastEvidenceAt   time.Time
+	// DispatchUnknownAt is when the delegation entered the dispatch_unknown
+	// condition; zero when it is not in it.
+	DispatchUnknownAt time.Time
 }
+
+// ConditionDispatchUnknown is the condition of a delegation whose dispatch
+// outcome nothing proves: an attempt that may have reached the agent was
+// followed by a refusal or a direct message reply, or the dispatch gave up
+// after it. Its obligation is held (the hold stays active) with no remote
+// task id, until a task id is recorded or a person decides.
+const ConditionDispatchUnknown = "dispatch_unknown"
 
 // Cursor is the position just after r.
 func (r ObligationRow) Cursor() ObligationCursor {
@@ -241,8 +254,17 @@ func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQ
 	if err := Authorize(p, ActionReadReports); err != nil {
 		return time.Time{}, err
 	}
+	defaults := PendingObligationStates
+	switch q.Condition {
+	case "":
+	case ConditionDispatchUnknown:
+		// A dispatch_unknown delegation is held: list every active state.
+		defaults = ActiveObligationStates
+	default:
+		return time.Time{}, Invalid("condition", "%q is not a condition (the one there is: %s)", q.Condition, ConditionDispatchUnknown)
+	}
 	var err error
-	if q.States, err = checkStates("state", q.States, PendingObligationStates); err != nil {
+	if q.States, err = checkStates("state", q.States, defaults); err != nil {
 		return time.Time{}, err
 	}
 	if q.OlderThan < 0 {

@@ -127,6 +127,8 @@ type Delegation struct {
 	PendingWriteOffID     uuid.NullUUID
 	ObligationStateSince  *time.Time
 	LastObservedAt        *time.Time
+	DispatchUnknownAt     *time.Time
+	DispatchUnknownReason *string
 }
 
 type DelegationCase struct {

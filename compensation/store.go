@@ -20,6 +20,8 @@ type Store interface {
 	InTx(ctx context.Context, fn func(Tx) error) error
 	// WriteOff returns a write-off, or ledger.ErrNotFound.
 	WriteOff(ctx context.Context, id uuid.UUID) (WriteOff, error)
+	// WriteOffs lists write-offs, newest first (see WriteOffFilter).
+	WriteOffs(ctx context.Context, f WriteOffFilter) ([]WriteOff, error)
 }
 
 // ReceiptTx is what ApplyRemoteReceipt writes through: ledger.Apply's,
@@ -50,6 +52,9 @@ type Tx interface {
 	Org(ctx context.Context, id string) (ledger.Org, error)
 	// OrgForUpdate loads an org and locks its row until the transaction ends.
 	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
+	// EnqueueOutbound queues an outbound A2A call (a redriven compensation
+	// request) in the transaction; see ledger.ObservationTx.
+	EnqueueOutbound(ctx context.Context, j ledger.OutboundJob) error
 	// PutOrg writes an org; it never clears a recorded identity revocation.
 	PutOrg(ctx context.Context, o ledger.Org) error
 	// DelegationByRemoteTaskForUpdate loads the delegation recording the
@@ -69,6 +74,9 @@ type Tx interface {
 	ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error)
 	// InsertWriteOff inserts a write-off.
 	InsertWriteOff(ctx context.Context, w WriteOff) error
+	// RejectWriteOff writes a write-off's rejection: its status, rejecter,
+	// reason and time.
+	RejectWriteOff(ctx context.Context, w WriteOff) error
 }
 
 // UsedToken records that an org used a token id (jti): the same id is never
@@ -100,6 +108,9 @@ const (
 	// WriteOffVoid: the obligation was discharged by evidence (or otherwise
 	// left the states a write-off applies to) before approval.
 	WriteOffVoid WriteOffStatus = "void"
+	// WriteOffRejected: a second on-call identity refused the write-off,
+	// with a reason; the obligation stays open and the hold active.
+	WriteOffRejected WriteOffStatus = "rejected"
 )
 
 // WriteOff is a named on-call human accepting the loss of a delegation's
@@ -129,4 +140,11 @@ type WriteOff struct {
 	CreatedAt time.Time
 	// ExecutedAt is when the obligation was written off; zero until then.
 	ExecutedAt time.Time
+	// RejectedBy and RejectedByID name the on-call token that rejected
+	// the write-off, RejectionReason says why, and RejectedAt when; empty
+	// unless the write-off was rejected.
+	RejectedBy      string
+	RejectedByID    uuid.UUID
+	RejectionReason string
+	RejectedAt      time.Time
 }

@@ -48,7 +48,7 @@ func writeOffAllowed(st ledger.ObligationState) bool {
 // from then on. It returns the org and how many obligations it escalated.
 // Revoking an already revoked identity is a conflict (identity_already_revoked).
 func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID, reason string) (ledger.Org, int, error) {
-	if err := requireOncall(p); err != nil {
+	if err := ledger.Authorize(p, ledger.ActionRevokeIdentity); err != nil {
 		return ledger.Org{}, 0, err
 	}
 	if err := checkReason(reason); err != nil {
@@ -120,7 +120,7 @@ type WriteOffResult struct {
 // conflict (write_off_not_allowed), as is a second pending write-off
 // (write_off_pending); refusals are recorded as write_off_refused events.
 func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, delegationID uuid.UUID, in WriteOffInput) (WriteOffResult, error) {
-	if err := requireOncall(p); err != nil {
+	if err := ledger.Authorize(p, ledger.ActionRequestWriteOff); err != nil {
 		return WriteOffResult{}, err
 	}
 	if err := checkReason(in.Reason); err != nil {
@@ -158,7 +158,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 		}
 		data := writeOffData(w)
 		data["approval_threshold_minor"] = s.threshold
-		if w.Amount.AmountMinor > s.threshold {
+		if s.NeedsApproval(w.Amount) {
 			if err := tx.InsertWriteOff(ctx, w); err != nil {
 				return err
 			}
@@ -194,7 +194,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 // write-off is voided — committed, with a write_off_voided event — and the
 // approval is refused as a conflict (write_off_not_allowed).
 func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, writeOffID uuid.UUID) (WriteOffResult, error) {
-	if err := requireOncall(p); err != nil {
+	if err := ledger.Authorize(p, ledger.ActionDecideWriteOff); err != nil {
 		return WriteOffResult{}, err
 	}
 	// Lock order is delegation, then write-off, as everywhere else.
@@ -271,8 +271,8 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 
 // GetWriteOff returns a write-off to on-call or finance.
 func (s *Service) GetWriteOff(ctx context.Context, p ledger.Principal, id uuid.UUID) (WriteOff, error) {
-	if p.Role != ledger.RoleOncall && p.Role != ledger.RoleFinance {
-		return WriteOff{}, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
+		return WriteOff{}, err
 	}
 	return s.store.WriteOff(ctx, id)
 }

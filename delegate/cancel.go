@@ -19,7 +19,8 @@ const cancelWaitAttempts = 20
 // revoke it. The reply is an observation like any other: a terminal
 // canceled status runs the gate (with an atomic receipt when the agent
 // declares one). A TaskNotCancelableError keeps the hold and is recorded
-// as cancel_refused; timeouts and 5xx are retried with backoff. Nothing
+// as cancel_refused; a TaskNotFoundError keeps the hold and is recorded as
+// remote_task_not_found; timeouts and 5xx are retried with backoff. Nothing
 // here ever releases a hold by itself.
 func (w *Worker) cancel(ctx context.Context, j Job) error {
 	d, err := w.store.Delegation(ctx, j.DelegationID)
@@ -77,6 +78,16 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 				return err
 			}
 			return enqueueObserve(ctx, tx, d.ID, "cancel_refused", now)
+		})
+	case errors.Is(err, a2a.ErrTaskNotFound):
+		// The agent does not know a task it created (it may have purged
+		// it): that says nothing of the task's end or of its effects. It
+		// is recorded; the hold stays, and the task is never read as
+		// canceled or rejected.
+		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, w.now(), map[string]any{
+				"task_id": d.Remote.TaskID, "source": "cancel", "error": errorText(err), "attempt": j.Attempt,
+			})
 		})
 	case a2a.Retryable(err):
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)

@@ -88,9 +88,11 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 			Extensions:        []string{compensation.ExtensionURI},
 		})
 		if err != nil {
-			// A transient failure resends the same messageId; a refusal
-			// starts a new round.
-			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, !a2a.Retryable(err), "")
+			// Only a JSON-RPC error answering this request proves the
+			// remote saw it and starts a new round. Anything else — a
+			// timeout, a malformed or mismatched reply, a body over the
+			// cap, an HTTP 4xx — resends the same messageId.
+			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, remoteAnswered(err), "")
 		}
 		sent = true
 		task, reply = res.Task, res.Message
@@ -164,6 +166,14 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, outcomeError, sent, true, taskID)
 	}
 	return err
+}
+
+// remoteAnswered reports whether a failed compensation request was answered
+// by the remote with a JSON-RPC error: proof that it saw the request, so
+// the next attempt may be a new round with a new messageId.
+func remoteAnswered(err error) bool {
+	var rpcErr *a2a.RPCError
+	return errors.As(err, &rpcErr)
 }
 
 // compensationPollDelay is the wait before a running compensation task is

@@ -110,31 +110,71 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 			return err
 		})
 	}
+	// unknown finishes the job leaving the hold active in the
+	// dispatch_unknown condition: nothing proves whether the remote created
+	// a task (ambiguity never releases).
+	unknown := func(reason string, cause error) error {
+		data := map[string]any{"reason": reason, "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt}
+		if cause != nil {
+			data["error"] = errorText(cause)
+		}
+		return w.finish(ctx, j, "dispatch_unknown", func(tx Tx) error {
+			d, err := tx.DelegationForUpdate(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
+				return nil
+			}
+			now := w.now()
+			if err := tx.SetDispatchUnknown(ctx, d.ID, reason, now); err != nil {
+				return err
+			}
+			return record(ctx, tx, d, ledger.EventTypeDispatchUnknown, now, data)
+		})
+	}
 	switch {
 	case err == nil && res.Task != nil:
 		return w.recordDispatched(ctx, j, d, client, iface, *res.Task, push)
-	case err == nil:
+	case err == nil && j.Attempt == 1:
 		// A direct message reply: the agent did the work without a task.
 		return endedWithoutTask("message_reply", ledger.Observation{
 			Status: ledger.StatusCompleted, Message: messageText(res.Message), Source: "dispatch_message_reply",
 		})
-	case noTaskCreated(err):
-		// The agent refused the message outright: no task exists, so no
+	case err == nil:
+		// A message reply to a resend proves nothing about the earlier
+		// attempt, which may have created a task: it never settles.
+		return unknown("message_reply_to_resend", nil)
+	case noTaskCreated(err) && j.Attempt == 1:
+		// The agent refused the first send outright: no task exists, so no
 		// work was done. This is the remote rejecting the work.
 		return endedWithoutTask("rejected", ledger.Observation{
 			Status: ledger.StatusRejected, Message: text.Truncate(err.Error(), 4000), Source: "dispatch_refused",
 		})
+	case noTaskCreated(err):
+		// A refusal of a resend (say -32602 "duplicate messageId") after an
+		// attempt that may have reached the agent proves nothing: the first
+		// attempt may have created the task.
+		return unknown("resend_refused", err)
 	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, egress.ErrDenied):
 		// Timeouts, 5xx, and errors that do not prove the task was not
 		// created: resend with the same messageId.
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
+	case j.Attempt == 1 && errors.Is(err, egress.ErrDenied):
+		// The request never left: nothing can have reached the agent.
+		return giveUp("send_failed", err)
 	}
-	return giveUp("send_failed", err)
+	// Out of attempts, or an error that does not prove the request was not
+	// processed (a malformed reply, an HTTP 4xx, a body over the cap).
+	return unknown("send_failed", err)
 }
 
-// noTaskCreated reports whether a SendMessage error proves that the agent
-// created no task: a JSON-RPC error saying the request itself was
-// unacceptable. Internal errors prove nothing and are retried.
+// noTaskCreated reports whether a SendMessage error, on the first attempt,
+// proves that the agent created no task: a JSON-RPC error saying the
+// request itself was unacceptable. Internal errors prove nothing and are
+// retried. On a later attempt the same error proves nothing either: the
+// agent may be refusing a duplicate of a message it already turned into
+// a task, so the caller reads it so only on attempt 1.
 func noTaskCreated(err error) bool {
 	var rpcErr *a2a.RPCError
 	if !errors.As(err, &rpcErr) {
@@ -168,6 +208,9 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 				"reported_task_id": task.ID, "other_delegation_id": other.ID.String(), "source": "dispatch",
 			})
 		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+		if err := tx.ClearDispatchUnknown(ctx, d.ID); err != nil {
 			return err
 		}
 		d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}

@@ -155,6 +155,15 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	if err == nil {
 		task, err = client.GetTask(ctx, d.Remote.TaskID)
 	}
+	if errors.Is(err, a2a.ErrTaskNotFound) {
+		// The agent answered, so it is not failing; it does not know the
+		// task (it may have purged it). Recorded, never read as an end.
+		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, w.now(), map[string]any{
+				"task_id": d.Remote.TaskID, "source": source, "error": errorText(err),
+			})
+		})
+	}
 	if err != nil {
 		return w.observeFailed(ctx, j, d, org, err)
 	}

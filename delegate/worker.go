@@ -129,6 +129,11 @@ type Tx interface {
 	// SetCompensationTask records the remote task answering compensation
 	// request round ("" when a new round is to be sent).
 	SetCompensationTask(ctx context.Context, id uuid.UUID, taskID string, round int, now time.Time) error
+	// SetDispatchUnknown puts the delegation in the dispatch_unknown
+	// condition (ledger.ConditionDispatchUnknown) with a reason.
+	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
+	// ClearDispatchUnknown ends the dispatch_unknown condition, if any.
+	ClearDispatchUnknown(ctx context.Context, id uuid.UUID) error
 	// OrgFailures returns how many consecutive failures the org's agent has
 	// had (0 when none).
 	OrgFailures(ctx context.Context, orgID string) (int, error)

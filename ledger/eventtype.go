@@ -217,6 +217,44 @@ const (
 	// EventTypeMessageFailed: the remote refused a follow-up message, or it
 	// could not be delivered; Quittance stopped trying.
 	EventTypeMessageFailed EventType = "task_message_failed"
+	// EventTypeDispatchUnknown: a dispatch attempt after one that may have
+	// reached the agent got a refusal or a direct message reply, or the
+	// dispatch gave up after such an attempt: nothing proves whether the
+	// remote created a task. The hold stays active and the delegation is
+	// in the dispatch_unknown condition (listed by GET
+	// /v1/obligations?condition=dispatch_unknown) until a task id is
+	// recorded or a person decides. Listed as an anomaly.
+	EventTypeDispatchUnknown EventType = "dispatch_unknown"
+	// EventTypeRemoteTaskNotFound: the remote answered a call about a task
+	// Quittance knows with TaskNotFoundError (it may have purged it). It
+	// is recorded and never read as canceled or rejected: the hold stays.
+	EventTypeRemoteTaskNotFound EventType = "remote_task_not_found"
+	// EventTypeCompensationRedriven: on-call redrove compensation for a
+	// compensation_unconfirmed obligation: the attempt count is reset and
+	// a new round of requests, with the same idempotency key, is queued.
+	// The obligation stays compensation_unconfirmed until evidence arrives.
+	EventTypeCompensationRedriven EventType = "compensation_redriven"
+)
+
+// Events of a delegation's stream appended by case handling (Cases, with
+// Record: the delegation and its hold never move) and by the rejection of
+// a write-off.
+const (
+	// EventTypeCaseOwnerAssigned: on-call took (or gave up, with an empty
+	// owner) ownership of the obligation; its data has the owner and the
+	// previous owner.
+	EventTypeCaseOwnerAssigned EventType = "case_owner_assigned"
+	// EventTypeCaseNoteAdded: on-call added a note to the obligation; its
+	// data holds the note.
+	EventTypeCaseNoteAdded EventType = "case_note_added"
+	// EventTypeCaseSnoozed: on-call snoozed the obligation's needs-action
+	// entry until a time, or woke it (until null). The hold does not move
+	// and reports still list the obligation.
+	EventTypeCaseSnoozed EventType = "case_snoozed"
+	// EventTypeWriteOffRejected: a second on-call principal rejected a
+	// pending write-off, with a reason (compensation.RejectWriteOff). The
+	// obligation stays where it was and its hold stays active.
+	EventTypeWriteOffRejected EventType = "write_off_rejected"
 )
 
 // eventTypes is the catalogue, in the order of the declarations above.
@@ -237,6 +275,9 @@ var eventTypes = []EventType{
 	EventTypePushRefused, EventTypeRemoteTaskConflict, EventTypeReceiptRefused,
 	EventTypeCompensationRequested, EventTypeCompensationRequestFailed, EventTypeCompensationRetriesExhausted,
 	EventTypeMessageQueued, EventTypeMessageSent, EventTypeMessageFailed,
+
+	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
+	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

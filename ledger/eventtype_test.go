@@ -54,9 +54,16 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeCompensationRequested:        "compensation_requested",
 	ledger.EventTypeCompensationRequestFailed:    "compensation_request_failed",
 	ledger.EventTypeCompensationRetriesExhausted: "compensation_retries_exhausted",
+	ledger.EventTypeDispatchUnknown:              "dispatch_unknown",
+	ledger.EventTypeRemoteTaskNotFound:           "remote_task_not_found",
+	ledger.EventTypeCompensationRedriven:         "compensation_redriven",
 	ledger.EventTypeMessageQueued:                "task_message_queued",
 	ledger.EventTypeMessageSent:                  "task_message_sent",
 	ledger.EventTypeMessageFailed:                "task_message_failed",
+	ledger.EventTypeCaseOwnerAssigned:            "case_owner_assigned",
+	ledger.EventTypeCaseNoteAdded:                "case_note_added",
+	ledger.EventTypeCaseSnoozed:                  "case_snoozed",
+	ledger.EventTypeWriteOffRejected:             "write_off_rejected",
 }
 
 // TestEventTypeCatalogue: the catalogue lists every event type once, under

@@ -42,6 +42,9 @@ type ObligationQuery struct {
 	// the query's time; zero keeps all.
 	OlderThan time.Duration
 	After     ObligationCursor
+	// Condition, when set, keeps only obligations in that condition
+	// (ConditionDispatchUnknown is the one there is).
+	Condition string
 	// Limit bounds the rows; zero means no bound (a streamed export).
 	Limit int
 }
@@ -68,7 +71,17 @@ type ObligationRow struct {
 	// to the delegation's stream.
 	LastEvidenceType EventType
 	LastEvidenceAt   time.Time
+	// DispatchUnknownAt is when the delegation entered the dispatch_unknown
+	// condition; zero when it is not in it.
+	DispatchUnknownAt time.Time
 }
+
+// ConditionDispatchUnknown is the condition of a delegation whose dispatch
+// outcome nothing proves: an attempt that may have reached the agent was
+// followed by a refusal or a direct message reply, or the dispatch gave up
+// after it. Its obligation is held (the hold stays active) with no remote
+// task id, until a task id is recorded or a person decides.
+const ConditionDispatchUnknown = "dispatch_unknown"
 
 // Cursor is the position just after r.
 func (r ObligationRow) Cursor() ObligationCursor {
@@ -238,11 +251,20 @@ func checkLimit(limit int, streamed bool) (int, error) {
 // of now; a zero q.Limit streams them all. It returns the time the ages
 // were measured at.
 func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQuery, fn func(ObligationRow) error) (time.Time, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return time.Time{}, err
 	}
+	defaults := PendingObligationStates
+	switch q.Condition {
+	case "":
+	case ConditionDispatchUnknown:
+		// A dispatch_unknown delegation is held: list every active state.
+		defaults = ActiveObligationStates
+	default:
+		return time.Time{}, Invalid("condition", "%q is not a condition (the one there is: %s)", q.Condition, ConditionDispatchUnknown)
+	}
 	var err error
-	if q.States, err = checkStates("state", q.States, PendingObligationStates); err != nil {
+	if q.States, err = checkStates("state", q.States, defaults); err != nil {
 		return time.Time{}, err
 	}
 	if q.OlderThan < 0 {
@@ -257,7 +279,7 @@ func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQ
 
 // Summary returns active holds by org, currency and state with age buckets.
 func (r *Reports) Summary(ctx context.Context, p Principal, q SummaryQuery) ([]SummaryRow, time.Time, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return nil, time.Time{}, err
 	}
 	var err error
@@ -271,7 +293,7 @@ func (r *Reports) Summary(ctx context.Context, p Principal, q SummaryQuery) ([]S
 
 // Anomalies returns anomalies after q.AfterSeq, oldest first.
 func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([]Anomaly, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return nil, err
 	}
 	for _, k := range q.Kinds {
@@ -310,7 +332,7 @@ func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([
 // Evidence returns a delegation and its whole event chain, with every
 // stored token, for re-verification.
 func (r *Reports) Evidence(ctx context.Context, p Principal, id uuid.UUID) (Delegation, []Event, error) {
-	if err := require(p, RoleFinance, RoleOncall); err != nil {
+	if err := Authorize(p, ActionReadReports); err != nil {
 		return Delegation{}, nil, err
 	}
 	d, err := r.reader.Delegation(ctx, id)

@@ -288,6 +288,12 @@ func TestCLIEndToEnd(t *testing.T) {
 	if _, errOut, code := e.cli(t, e.oncall, "write-off", id, "--reference", "INC-1"); code != exitUsage {
 		t.Errorf("write-off without reason: exit %d %s", code, errOut)
 	}
+	if _, errOut, code := e.cli(t, e.oncall, "compensation", "redrive", id); code != exitUsage {
+		t.Errorf("redrive without reason: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := e.cli(t, e.oncall, "compensation", "redrive", id, "--reason", "try again"); code != exitConflict || !strings.Contains(errOut, "redrive_not_allowed") {
+		t.Errorf("redrive outside compensation_unconfirmed: exit %d %s, want 3 redrive_not_allowed", code, errOut)
+	}
 	if out, errOut, code := e.cli(t, e.oncall, "write-off", id, "--reason", "remote unreachable", "--reference", "INC-1"); code != 0 {
 		t.Errorf("write-off: exit %d %s %s", code, out, errOut)
 	}

@@ -88,6 +88,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newDelegationsCommand(getenv, stdout),
 		newWriteOffCommand(getenv, stdout),
 		newWriteOffsCommand(getenv, stdout),
+		newCompensationCommand(getenv, stdout),
 		newOrgsCommand(getenv, stdout),
 		newSweepCommand(getenv, stdout),
 		newTokenCommand(getenv, stdout),

@@ -73,6 +73,20 @@ type config struct {
 	// default: profiles show the service's internals and cost CPU while
 	// they are taken, so bind it to loopback.
 	DebugAddr string `env:"QUITTANCE_DEBUG_ADDR"`
+	// ConsoleSessionTTL is how long a console sign-in lasts.
+	ConsoleSessionTTL time.Duration `env:"QUITTANCE_CONSOLE_SESSION_TTL" envDefault:"8h"`
+	// OIDCIssuerURL, when set, offers OpenID Connect sign-in to the
+	// console (authorization code with PKCE) with OIDCClientID and
+	// OIDCClientSecret; OIDCRedirectURL defaults to
+	// QUITTANCE_PUBLIC_URL/console/oidc/callback. OIDCRoleClaim names the
+	// ID token claim (default groups) whose values OIDCRoleMap maps to
+	// roles: "value=oncall,value=finance".
+	OIDCIssuerURL    string `env:"QUITTANCE_OIDC_ISSUER_URL"`
+	OIDCClientID     string `env:"QUITTANCE_OIDC_CLIENT_ID"`
+	OIDCClientSecret string `env:"QUITTANCE_OIDC_CLIENT_SECRET"`
+	OIDCRedirectURL  string `env:"QUITTANCE_OIDC_REDIRECT_URL"`
+	OIDCRoleClaim    string `env:"QUITTANCE_OIDC_ROLE_CLAIM" envDefault:"groups"`
+	OIDCRoleMap      string `env:"QUITTANCE_OIDC_ROLE_MAP"`
 	// UnconfirmedAlertGrace is how long an obligation may stay in
 	// compensation_unconfirmed before QuittanceObligationUnconfirmed
 	// fires; exported as quittance_unconfirmed_alert_grace_seconds, which
@@ -108,13 +122,15 @@ var variables = []string{
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
 	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR",
+	"QUITTANCE_CONSOLE_SESSION_TTL", "QUITTANCE_OIDC_ISSUER_URL", "QUITTANCE_OIDC_CLIENT_ID", "QUITTANCE_OIDC_CLIENT_SECRET",
+	"QUITTANCE_OIDC_REDIRECT_URL", "QUITTANCE_OIDC_ROLE_CLAIM", "QUITTANCE_OIDC_ROLE_MAP",
 	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",
 	"QUITTANCE_TRUSTED_PROXY_HEADER", "QUITTANCE_PERSON_CREDENTIAL_TTL", "QUITTANCE_PENDING_CHANGE_TTL",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
 // holding the value (how Kubernetes and systemd credentials mount secrets).
-var secretVariables = map[string]bool{"DATABASE_URL": true, "QUITTANCE_BOOTSTRAP_TOKEN": true}
+var secretVariables = map[string]bool{"DATABASE_URL": true, "QUITTANCE_BOOTSTRAP_TOKEN": true, "QUITTANCE_OIDC_CLIENT_SECRET": true}
 
 // loadConfig reads the configuration through getenv.
 func loadConfig(getenv func(string) string) (config, error) {
@@ -159,6 +175,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.UnconfirmedAlertGrace < 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_UNCONFIRMED_ALERT_GRACE must not be negative")}
+	}
+	if err := cfg.checkConsole(); err != nil {
+		return config{}, usageError{fmt.Errorf("configuration: %w", err)}
 	}
 	if cfg.WriteOffApprovalThresholdMinor < 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR must not be negative")}

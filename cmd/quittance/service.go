@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/app"
+	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
@@ -166,7 +167,11 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer demo.close()
-	return runService(ctx, cfg, log, stdout, demo.onReady())
+	devUI, err := newDevConsole(getenv, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	return runService(ctx, cfg, log, stdout, chainHooks(demo.onReady(), devUI.onReady))
 }
 
 // runService runs the service on cfg.DatabaseURL until ctx is canceled,
@@ -199,8 +204,13 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		log.Warn("QUITTANCE_PUBLIC_URL is not set: no push notifications are registered with remote agents; dispatched tasks are polled")
 	}
 	streamsDone := make(chan struct{})
+	consoleCfg, err := cfg.consoleConfig()
+	if err != nil {
+		return usageError{err}
+	}
 	svc := app.New(app.Config{
-		Pool: pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
+		Console: consoleCfg,
+		Pool:    pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
 		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
 		Dev:                   cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
@@ -226,6 +236,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	root := http.NewServeMux()
 	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	root.Handle("/", svc.API)
+	root.Handle(console.Prefix, svc.Console)
 
 	// The deadline sweep runs on every replica; FOR UPDATE SKIP LOCKED keeps
 	// them from moving the same obligation twice.
@@ -260,6 +271,9 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 
 	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
+	if onReady == nil {
+		fmt.Fprintf(stdout, "Console: http://%s%s (sign in with an on-call or finance API token)\n", listener.Addr(), console.Prefix)
+	}
 	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
 
 	serveErr := make(chan error, 1)

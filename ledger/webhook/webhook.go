@@ -274,8 +274,8 @@ func (s *Service) Deliveries(ctx context.Context, p ledger.Principal, f Delivery
 // Redrive puts dead-lettered deliveries back in the queue (all of them, or
 // one tenant's endpoint's) and makes pending ones due now. On-call only.
 func (s *Service) Redrive(ctx context.Context, p ledger.Principal, tenant, endpointID string) (int, error) {
-	if p.Role != ledger.RoleOncall {
-		return 0, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionRedriveWebhooks); err != nil {
+		return 0, err
 	}
 	if endpointID != "" && tenant == "" {
 		return 0, ledger.Invalid("tenant", "is required with endpoint_id")

@@ -63,3 +63,17 @@ func (t *tx) SetCompensationTask(ctx context.Context, id uuid.UUID, taskID strin
 	}
 	return nil
 }
+
+func (t *tx) SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error {
+	if err := t.q.DelegationSetDispatchUnknown(ctx, dbsqlc.DelegationSetDispatchUnknownParams{ID: id, Reason: reason, Now: now}); err != nil {
+		return fmt.Errorf("mark dispatch of delegation %s unknown: %w", id, err)
+	}
+	return nil
+}
+
+func (t *tx) ClearDispatchUnknown(ctx context.Context, id uuid.UUID) error {
+	if err := t.q.DelegationClearDispatchUnknown(ctx, id); err != nil {
+		return fmt.Errorf("clear dispatch_unknown of delegation %s: %w", id, err)
+	}
+	return nil
+}

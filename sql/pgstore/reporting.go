@@ -54,9 +54,10 @@ func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
 	queries := newQueries(tx)
 	p := dbsqlc.ObligationPageParams{
-		States: stateStrings(q.States),
-		OrgID:  optional(q.OrgID),
-		Tenant: optional(q.Tenant),
+		States:              stateStrings(q.States),
+		OrgID:               optional(q.OrgID),
+		Tenant:              optional(q.Tenant),
+		DispatchUnknownOnly: q.Condition == ledger.ConditionDispatchUnknown,
 	}
 	if q.OlderThan > 0 {
 		before := now.Add(-q.OlderThan)
@@ -103,6 +104,7 @@ func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
 		CompensationAttempts: int(r.CompensationAttempts), CompensationLastError: deref(r.CompensationLastError),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		LastEvidenceType: ledger.EventType(r.LastEvidenceType), LastEvidenceAt: r.LastEvidenceAt.UTC(),
+		DispatchUnknownAt: derefTime(r.DispatchUnknownAt),
 	}
 }
 

@@ -62,5 +62,7 @@ func toWriteOff(r dbsqlc.WriteOff) compensation.WriteOff {
 		Reason: r.Reason, Reference: r.Reference, Status: compensation.WriteOffStatus(r.Status),
 		RequestedBy: r.RequestedBy, RequestedByID: r.RequestedByID, ApprovedBy: deref(r.ApprovedBy),
 		ApprovedByID: r.ApprovedByID.UUID, CreatedAt: r.CreatedAt, ExecutedAt: derefTime(r.ExecutedAt),
+		RejectedBy: deref(r.RejectedBy), RejectedByID: r.RejectedByID.UUID, RejectionReason: deref(r.RejectionReason),
+		RejectedAt: derefTime(r.RejectedAt),
 	}
 }

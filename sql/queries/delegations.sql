@@ -82,3 +82,19 @@ WHERE obligation_state = 'revocation_pending_compensation'
 ORDER BY compensation_deadline, id
 LIMIT @max_rows
 FOR UPDATE SKIP LOCKED;
+
+-- name: DelegationSetDispatchUnknown :exec
+-- Puts a delegation whose dispatch outcome nothing proves in the
+-- dispatch_unknown condition (kept from the first time it was set). The
+-- caller holds the row lock; the version is not bumped: the condition is
+-- not part of either state machine.
+UPDATE delegations SET
+    dispatch_unknown_at     = coalesce(dispatch_unknown_at, @now::timestamptz),
+    dispatch_unknown_reason = @reason::text
+WHERE id = @id;
+
+-- name: DelegationClearDispatchUnknown :exec
+-- Ends the dispatch_unknown condition: a task id is now recorded, or a
+-- person decided.
+UPDATE delegations SET dispatch_unknown_at = NULL, dispatch_unknown_reason = NULL
+WHERE id = @id AND dispatch_unknown_at IS NOT NULL;

@@ -85,6 +85,18 @@ type BudgetEntry struct {
 	At           time.Time
 }
 
+type ConsoleSession struct {
+	IDHash        []byte
+	Source        string
+	TokenID       uuid.NullUUID
+	PrincipalID   uuid.UUID
+	PrincipalName string
+	Role          string
+	Tenant        *string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+}
+
 type Delegation struct {
 	ID                    uuid.UUID
 	Tenant                string
@@ -115,6 +127,16 @@ type Delegation struct {
 	PendingWriteOffID     uuid.NullUUID
 	ObligationStateSince  *time.Time
 	LastObservedAt        *time.Time
+	DispatchUnknownAt     *time.Time
+	DispatchUnknownReason *string
+}
+
+type DelegationCase struct {
+	DelegationID uuid.UUID
+	Owner        string
+	SnoozedUntil *time.Time
+	Notes        int32
+	UpdatedAt    time.Time
 }
 
 type DelegationLink struct {
@@ -328,17 +350,21 @@ type WebhookEndpoint struct {
 }
 
 type WriteOff struct {
-	ID            uuid.UUID
-	DelegationID  uuid.UUID
-	AmountMinor   int64
-	Currency      string
-	Reason        string
-	Reference     string
-	Status        string
-	RequestedBy   string
-	RequestedByID uuid.UUID
-	ApprovedBy    *string
-	ApprovedByID  uuid.NullUUID
-	CreatedAt     time.Time
-	ExecutedAt    *time.Time
+	ID              uuid.UUID
+	DelegationID    uuid.UUID
+	AmountMinor     int64
+	Currency        string
+	Reason          string
+	Reference       string
+	Status          string
+	RequestedBy     string
+	RequestedByID   uuid.UUID
+	ApprovedBy      *string
+	ApprovedByID    uuid.NullUUID
+	CreatedAt       time.Time
+	ExecutedAt      *time.Time
+	RejectedBy      *string
+	RejectedByID    uuid.NullUUID
+	RejectionReason *string
+	RejectedAt      *time.Time
 }

@@ -136,19 +136,20 @@ SELECT
     p.id, p.tenant, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
     p.remote_task_id, p.task_status, p.obligation_state, p.obligation_reason,
     p.cancel_requested_at, p.compensation_deadline, p.compensation_attempts,
-    p.compensation_last_error, p.created_at, p.updated_at,
+    p.compensation_last_error, p.created_at, p.updated_at, p.dispatch_unknown_at,
     coalesce(last_event.type, '')::text                AS last_evidence_type,
     coalesce(last_event.at, p.created_at)::timestamptz AS last_evidence_at
 FROM (
-    SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at FROM delegations d
+    SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason FROM delegations d
     WHERE d.obligation_state = ANY ($1::text[])
       AND ($2::text IS NULL OR d.org_id = $2)
       AND ($3::text IS NULL OR d.tenant = $3)
       AND ($4::timestamptz IS NULL OR d.created_at < $4)
-      AND ($5::timestamptz IS NULL
-           OR d.created_at > $5 OR (d.created_at = $5 AND d.id > $6::uuid))
+      AND (NOT $5::boolean OR d.dispatch_unknown_at IS NOT NULL)
+      AND ($6::timestamptz IS NULL
+           OR d.created_at > $6 OR (d.created_at = $6 AND d.id > $7::uuid))
     ORDER BY d.created_at, d.id
-    LIMIT $7
+    LIMIT $8
 ) p
 LEFT JOIN LATERAL (
     SELECT e.type, e.at FROM events e
@@ -160,13 +161,14 @@ ORDER BY p.created_at, p.id
 `
 
 type ObligationPageParams struct {
-	States         []string
-	OrgID          *string
-	Tenant         *string
-	CreatedBefore  *time.Time
-	AfterCreatedAt *time.Time
-	AfterID        uuid.UUID
-	MaxRows        int32
+	States              []string
+	OrgID               *string
+	Tenant              *string
+	CreatedBefore       *time.Time
+	DispatchUnknownOnly bool
+	AfterCreatedAt      *time.Time
+	AfterID             uuid.UUID
+	MaxRows             int32
 }
 
 type ObligationPageRow struct {
@@ -187,6 +189,7 @@ type ObligationPageRow struct {
 	CompensationLastError *string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+	DispatchUnknownAt     *time.Time
 	LastEvidenceType      string
 	LastEvidenceAt        time.Time
 }
@@ -207,6 +210,7 @@ func (q *Queries) ObligationPage(ctx context.Context, arg ObligationPageParams) 
 		arg.OrgID,
 		arg.Tenant,
 		arg.CreatedBefore,
+		arg.DispatchUnknownOnly,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.MaxRows,
@@ -236,6 +240,7 @@ func (q *Queries) ObligationPage(ctx context.Context, arg ObligationPageParams) 
 			&i.CompensationLastError,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.DispatchUnknownAt,
 			&i.LastEvidenceType,
 			&i.LastEvidenceAt,
 		); err != nil {

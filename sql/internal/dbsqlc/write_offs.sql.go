@@ -13,7 +13,7 @@ import (
 )
 
 const writeOffGetByID = `-- name: WriteOffGetByID :one
-SELECT id, delegation_id, amount_minor, currency, reason, reference, status, requested_by, requested_by_id, approved_by, approved_by_id, created_at, executed_at FROM write_offs WHERE id = $1
+SELECT id, delegation_id, amount_minor, currency, reason, reference, status, requested_by, requested_by_id, approved_by, approved_by_id, created_at, executed_at, rejected_by, rejected_by_id, rejection_reason, rejected_at FROM write_offs WHERE id = $1
 `
 
 func (q *Queries) WriteOffGetByID(ctx context.Context, id uuid.UUID) (WriteOff, error) {
@@ -33,12 +33,16 @@ func (q *Queries) WriteOffGetByID(ctx context.Context, id uuid.UUID) (WriteOff, 
 		&i.ApprovedByID,
 		&i.CreatedAt,
 		&i.ExecutedAt,
+		&i.RejectedBy,
+		&i.RejectedByID,
+		&i.RejectionReason,
+		&i.RejectedAt,
 	)
 	return i, err
 }
 
 const writeOffGetByIDForUpdate = `-- name: WriteOffGetByIDForUpdate :one
-SELECT id, delegation_id, amount_minor, currency, reason, reference, status, requested_by, requested_by_id, approved_by, approved_by_id, created_at, executed_at FROM write_offs WHERE id = $1 FOR UPDATE
+SELECT id, delegation_id, amount_minor, currency, reason, reference, status, requested_by, requested_by_id, approved_by, approved_by_id, created_at, executed_at, rejected_by, rejected_by_id, rejection_reason, rejected_at FROM write_offs WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) WriteOffGetByIDForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error) {
@@ -58,6 +62,10 @@ func (q *Queries) WriteOffGetByIDForUpdate(ctx context.Context, id uuid.UUID) (W
 		&i.ApprovedByID,
 		&i.CreatedAt,
 		&i.ExecutedAt,
+		&i.RejectedBy,
+		&i.RejectedByID,
+		&i.RejectionReason,
+		&i.RejectedAt,
 	)
 	return i, err
 }

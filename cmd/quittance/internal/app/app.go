@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
@@ -69,6 +70,8 @@ type Config struct {
 	// PendingChangeTTL is how long a privileged change waits for its second
 	// on-call approver (the ledger's default when zero).
 	PendingChangeTTL time.Duration
+	// Console tunes the web console.
+	Console ConsoleConfig
 	// UnconfirmedAlertGrace is exported for the alert rules: how long an
 	// obligation may stay compensation_unconfirmed before on-call is paged
 	// (DefaultUnconfirmedAlertGrace when zero).
@@ -100,6 +103,11 @@ type App struct {
 	Webhooks *webhook.Service
 	// API is the HTTP API over all of them.
 	API http.Handler
+	// Cases is case handling on obligations (owners, notes, snoozes) and
+	// the needs-action queue.
+	Cases *ledger.Cases
+	// Console is the web console, to be served under console.Prefix.
+	Console *console.Console
 }
 
 // New builds Quittance on cfg.Pool. Nothing runs until the caller runs it.
@@ -136,6 +144,7 @@ func New(cfg Config) *App {
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
 	})
 	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
+	a.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})
 
 	// Every A2A call goes through one SSRF-safe client, timed and carrying
 	// a W3C traceparent.
@@ -164,7 +173,8 @@ func New(cfg Config) *App {
 		Ledger: a.Ledger, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
 		Push: a.Worker, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, JWKS: jwks,
 		Log: log, Version: cfg.Version, LedgerID: cfg.LedgerID, Metrics: metrics,
-		RateLimit: cfg.RateLimit, Stream: cfg.Stream,
+		RateLimit: cfg.RateLimit, Stream: cfg.Stream, Cases: a.Cases,
 	})
+	a.Console = newConsole(cfg, a, log)
 	return a
 }

@@ -80,9 +80,9 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 			}
 		}
 	}
+	outcome := p.compOutcome
 	p.mu.Unlock()
 	if req != nil {
-		outcome := p.compOutcome
 		if outcome == "" {
 			outcome = "compensated"
 		}

@@ -55,6 +55,10 @@ type Config struct {
 	// JWKS returns the ledger's public JWK Set, served at
 	// /.well-known/jwks.json when set.
 	JWKS func() []byte
+	// Cases serves case handling (owners, notes, snoozes) and the
+	// needs-action queue; those operations are registered only when it is
+	// set.
+	Cases *ledger.Cases
 }
 
 // Server is the HTTP API.
@@ -83,6 +87,7 @@ type Server struct {
 	stream       StreamConfig
 	webhooks     *webhook.Service
 	jwks         func() []byte
+	cases        *ledger.Cases
 }
 
 // bearerAuth is the security requirement of every authenticated operation.
@@ -113,12 +118,15 @@ func New(cfg Config) *Server {
 	s.registerDelegations()
 	s.registerAdmin()
 	s.registerCompensation()
+	s.registerCompensationRedrive()
 	s.registerReporting()
 	s.registerPush()
 	s.registerOrchestrator()
 	s.registerStreams()
 	s.registerWebhooks()
 	s.registerJWKS()
+	s.cases = cfg.Cases
+	s.registerCases()
 	s.handler = s.middleware(s.routeStreams(mux))
 	return s
 }

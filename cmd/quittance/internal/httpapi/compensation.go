@@ -103,12 +103,14 @@ type writeOffPathInput struct {
 type WriteOffBody struct {
 	ID           string          `json:"id" format:"uuid"`
 	DelegationID string          `json:"delegation_id" format:"uuid"`
-	Status       string          `json:"status" enum:"pending_approval,executed,void"`
+	Status       string          `json:"status" enum:"pending_approval,executed,void,rejected"`
 	Amount       MoneyBody       `json:"amount"`
 	Reason       string          `json:"reason"`
 	Reference    string          `json:"reference,omitempty"`
 	RequestedBy  string          `json:"requested_by" doc:"Name of the requesting on-call token."`
 	ApprovedBy   string          `json:"approved_by,omitempty" doc:"Name of the approving on-call token, above the threshold."`
+	RejectedBy   string          `json:"rejected_by,omitempty" doc:"Name of the on-call token that rejected it."`
+	Rejection    string          `json:"rejection_reason,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	ExecutedAt   *time.Time      `json:"executed_at,omitempty"`
 	Delegation   *DelegationBody `json:"delegation,omitempty" doc:"The delegation after the request or approval."`
@@ -119,6 +121,7 @@ func writeOffBody(w compensation.WriteOff) WriteOffBody {
 		ID: w.ID.String(), DelegationID: w.DelegationID.String(), Status: string(w.Status),
 		Amount: MoneyBody{AmountMinor: w.Amount.AmountMinor, Currency: w.Amount.Currency},
 		Reason: w.Reason, Reference: w.Reference, RequestedBy: w.RequestedBy, ApprovedBy: w.ApprovedBy,
+		RejectedBy: w.RejectedBy, Rejection: w.RejectionReason,
 		CreatedAt: w.CreatedAt, ExecutedAt: timePtr(w.ExecutedAt),
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/csvsafe"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -41,6 +42,7 @@ type ObligationBody struct {
 	CompensationLastError string     `json:"compensation_last_error"`
 	LastEvidenceType      string     `json:"last_evidence_type" doc:"Type of the last event in the delegation's audit stream."`
 	LastEvidenceAt        time.Time  `json:"last_evidence_at"`
+	DispatchUnknownAt     *time.Time `json:"dispatch_unknown_at,omitempty" doc:"When the delegation entered the dispatch_unknown condition: nothing proves whether the remote created a task; the hold stays. Absent when not in it."`
 }
 
 // obligationColumns are the CSV header: the JSON field names, in order.
@@ -58,6 +60,7 @@ func obligationBody(o ledger.ObligationRow, now time.Time) ObligationBody {
 		RemoteTaskID: o.RemoteTaskID, TaskStatus: string(o.TaskStatus), ObligationState: string(o.ObligationState),
 		ObligationReason: o.ObligationReason, CreatedAt: o.CreatedAt, AgeSeconds: int64(now.Sub(o.CreatedAt) / time.Second),
 		CancelRequestedAt: timePtr(o.CancelRequestedAt), CompensationDeadline: timePtr(o.CompensationDeadline),
+		DispatchUnknownAt:    timePtr(o.DispatchUnknownAt),
 		CompensationAttempts: o.CompensationAttempts, CompensationLastError: o.CompensationLastError,
 		LastEvidenceType: string(o.LastEvidenceType), LastEvidenceAt: o.LastEvidenceAt,
 	}
@@ -78,12 +81,7 @@ func (b ObligationBody) csvRecord() []string {
 // csvText guards a free-text cell against formula injection (OWASP "CSV
 // injection"): a cell a spreadsheet would evaluate (starting with = + - @,
 // a tab or a carriage return) is prefixed with a single quote.
-func csvText(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
-}
+func csvText(s string) string { return csvsafe.Text(s) }
 
 func csvTime(t *time.Time) string {
 	if t == nil || t.IsZero() {
@@ -96,6 +94,7 @@ type listObligationsInput struct {
 	State     []string `query:"state,explode" doc:"Obligation states to list (repeat or comma-separate); default revocation_pending_compensation, compensation_unconfirmed and escalated."`
 	OrgID     string   `query:"org_id"`
 	Tenant    string   `query:"tenant"`
+	Condition string   `query:"condition" enum:"dispatch_unknown" doc:"Only delegations in this condition: dispatch_unknown (nothing proves whether the remote created a task; with no state given, every active state is listed)."`
 	OlderThan string   `query:"older_than" doc:"Only obligations created longer ago than this Go duration (e.g. 72h) or number of days (e.g. 7d)."`
 	Format    string   `query:"format" enum:"json,csv" doc:"json (default, paged) or csv (the whole selection, streamed)."`
 	Limit     int      `query:"limit" minimum:"0" maximum:"1000" doc:"JSON page size (default 100); ignored for csv."`
@@ -270,7 +269,7 @@ func (s *Server) registerReporting() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		q := ledger.ObligationQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant, OlderThan: olderThan}
+		q := ledger.ObligationQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant, OlderThan: olderThan, Condition: in.Condition}
 		csvWanted := in.Format == "csv" || (in.Format == "" && strings.Contains(in.Accept, "text/csv"))
 		if csvWanted {
 			// A refusal (access, arguments) comes before the first row, and

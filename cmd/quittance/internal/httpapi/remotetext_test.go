@@ -173,11 +173,17 @@ func TestA2ARemoteTextIsRecorded(t *testing.T) {
 	if got.LastObservedAt == nil || !got.LastObservedAt.After(firstObserved) || got.Version != d.Version {
 		t.Fatalf("after the polls: last_observed_at %v (was %v), version %d (was %d)", got.LastObservedAt, firstObserved, got.Version, d.Version)
 	}
+	// The job of the last poll answered may still be finishing.
 	var observed, failed int
-	if err := e.Pool.QueryRow(context.Background(), `
-		SELECT count(*) FILTER (WHERE outcome = 'observed'), count(*) FILTER (WHERE last_error IS NOT NULL OR outcome = 'observe_failed')
-		FROM a2a_outbox WHERE delegation_id = $1 AND kind = 'observe'`, d.ID).Scan(&observed, &failed); err != nil {
-		t.Fatal(err)
+	for wait := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := e.Pool.QueryRow(context.Background(), `
+			SELECT count(*) FILTER (WHERE outcome = 'observed'), count(*) FILTER (WHERE last_error IS NOT NULL OR outcome = 'observe_failed')
+			FROM a2a_outbox WHERE delegation_id = $1 AND kind = 'observe'`, d.ID).Scan(&observed, &failed); err != nil {
+			t.Fatal(err)
+		}
+		if observed >= 20 || time.Now().After(wait) {
+			break
+		}
 	}
 	if observed < 20 || failed != 0 {
 		t.Fatalf("observe jobs: %d observed, %d failed or retried; want every poll observed", observed, failed)

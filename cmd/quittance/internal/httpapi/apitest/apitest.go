@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/app"
+	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
@@ -114,6 +115,10 @@ type Env struct {
 	// Identity is the ledger's signing identity (WithIdentity); nil without
 	// one.
 	Identity *compensation.Identity
+	// Cases is case handling; Console is the web console, served under
+	// /console/ on Server.
+	Cases   *ledger.Cases
+	Console *console.Console
 
 	startWorker func()
 }
@@ -165,6 +170,7 @@ type options struct {
 	worker         *Worker
 	identity       bool
 	production     bool
+	oidc           *console.OIDC
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -272,6 +278,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		// Tests move the clock by weeks; a person's credential outlives them
 		// unless a test gives it an expiry.
 		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,
+		Console:             app.ConsoleConfig{OIDC: o.oidc},
 	})
 	e.Store, e.Metrics, e.Ledger, e.Compensation, e.Reports = built.Store, built.Metrics, built.Ledger, built.Compensation, built.Reports
 	{
@@ -283,7 +290,8 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		t.Cleanup(func() { cancel(); <-stopped })
 	}
 	e.Worker, e.Webhooks = built.Worker, built.Webhooks
-	api = built.API
+	e.Cases, e.Console = built.Cases, built.Console
+	api = withConsole(built)
 
 	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
 		t.Fatalf("apitest: create on-call token: %v", err)

@@ -1,0 +1,33 @@
+package app
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/console"
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/session"
+)
+
+// ConsoleConfig tunes the web console served under console.Prefix.
+type ConsoleConfig struct {
+	// SessionTTL is how long a console sign-in lasts
+	// (session.DefaultTTL when zero).
+	SessionTTL time.Duration
+	// OIDC, when set, offers OpenID Connect sign-in.
+	OIDC *console.OIDC
+	// SecureCookies marks the console's cookies Secure even on plain-http
+	// requests (behind a TLS-terminating proxy).
+	SecureCookies bool
+}
+
+// newConsole builds the console over the services the API uses.
+func newConsole(cfg Config, a *App, log *slog.Logger) *console.Console {
+	return console.New(console.Config{
+		Ledger: a.Ledger, Reports: a.Reports, Cases: a.Cases, Compensation: a.Compensation, Webhooks: a.Webhooks,
+		Overview:  ledger.NewOverview(ledger.OverviewConfig{Store: a.Store.Overview(), Clock: cfg.Clock}),
+		Sessions:  session.NewService(session.Config{Store: a.Store.Sessions(), Clock: cfg.Clock, TTL: cfg.Console.SessionTTL}),
+		Snapshots: a.Orchestrator, OIDC: cfg.Console.OIDC, SecureCookies: cfg.Console.SecureCookies,
+		Log: log.With(slog.String("component", "console")), Clock: cfg.Clock,
+	})
+}

@@ -1,0 +1,270 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/session"
+	"github.com/quittance/quittance/ledger/webhook"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Prefix is the path the console is served under.
+const Prefix = "/console/"
+
+// SnapshotSource serves the latest remote task snapshot of a delegation
+// (the A2A worker does).
+type SnapshotSource interface {
+	TaskSnapshot(ctx context.Context, p ledger.Principal, id uuid.UUID) (delegate.TaskSnapshot, error)
+}
+
+// Config wires the console to the services the API uses.
+type Config struct {
+	Ledger       *ledger.Service
+	Reports      *ledger.Reports
+	Cases        *ledger.Cases
+	Overview     *ledger.Overview
+	Compensation *compensation.Service
+	Sessions     *session.Service
+	// Webhooks, when set, serves the webhooks page's redrive.
+	Webhooks *webhook.Service
+	// Snapshots, when set, shows the remote task snapshot on a delegation.
+	Snapshots SnapshotSource
+	// OIDC, when set, offers OpenID Connect sign-in.
+	OIDC *OIDC
+	// SecureCookies marks cookies Secure even on plain-http requests (the
+	// service is behind a TLS-terminating proxy); requests over TLS always
+	// get Secure cookies.
+	SecureCookies bool
+	Log           *slog.Logger
+	// Clock tells the time ages are shown against; the system clock when nil.
+	Clock ledger.Clock
+}
+
+// Console is the console's handler.
+type Console struct {
+	cfg   Config
+	log   *slog.Logger
+	clock ledger.Clock
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+}
+
+// New builds the console's handler, to be mounted at Prefix.
+func New(cfg Config) *Console {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = ledger.SystemClock{}
+	}
+	c := &Console{cfg: cfg, log: cfg.Log, clock: cfg.Clock, mux: http.NewServeMux(), pages: mustParseTemplates()}
+	c.routes()
+	return c
+}
+
+func (c *Console) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	files := http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))
+	c.mux.Handle("GET "+Prefix+"static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		files.ServeHTTP(w, r)
+	}))
+	c.mux.HandleFunc("GET "+Prefix+"sign-in", c.signInForm)
+	c.mux.HandleFunc("POST "+Prefix+"sign-in", c.signIn)
+	c.mux.HandleFunc("GET "+Prefix+"oidc/login", c.oidcLogin)
+	c.mux.HandleFunc("GET "+Prefix+"oidc/callback", c.oidcCallback)
+
+	page := func(pattern string, h func(http.ResponseWriter, *http.Request, *request)) {
+		c.mux.Handle(pattern, c.authenticated(h))
+	}
+	page("POST "+Prefix+"sign-out", c.signOut)
+	page("GET "+Prefix+"{$}", c.overview)
+	page("GET "+Prefix+"obligations", c.obligations)
+	page("GET "+Prefix+"obligations.csv", c.obligationsCSV)
+	page("POST "+Prefix+"obligations/bulk", c.bulk)
+	page("GET "+Prefix+"delegations/{id}", c.delegation)
+	page("POST "+Prefix+"delegations/{id}/owner", c.assignOwner)
+	page("POST "+Prefix+"delegations/{id}/notes", c.addNote)
+	page("POST "+Prefix+"delegations/{id}/snooze", c.snooze)
+	page("POST "+Prefix+"delegations/{id}/write-offs", c.requestWriteOff)
+	page("GET "+Prefix+"write-offs", c.writeOffs)
+	page("POST "+Prefix+"write-offs/{id}/approve", c.approveWriteOff)
+	page("POST "+Prefix+"write-offs/{id}/reject", c.rejectWriteOff)
+	page("GET "+Prefix+"orgs", c.orgs)
+	page("GET "+Prefix+"orgs/{id}", c.org)
+	page("POST "+Prefix+"orgs/{id}/revoke-identity", c.revokeIdentity)
+	page("GET "+Prefix+"anomalies", c.anomalies)
+	page("GET "+Prefix+"webhooks", c.webhooksPage)
+	page("POST "+Prefix+"webhooks/redrive", c.redriveWebhooks)
+	page("GET "+Prefix+"principals", c.principals)
+	c.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+		c.renderError(w, r, nil, http.StatusNotFound, "No such page", "There is no console page at this address.")
+	})
+}
+
+// contentSecurityPolicy allows the console's own scripts, styles and
+// images only: no inline script, no third-party host, no framing.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'"
+
+// ServeHTTP implements http.Handler: every response carries the security
+// headers.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if !strings.HasPrefix(r.URL.Path, Prefix+"static/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// request is what a signed-in request carries.
+type request struct {
+	p         ledger.Principal
+	sess      session.Session
+	sessionID string
+	now       time.Time
+}
+
+// csrf is the anti-forgery token of the request's session.
+func (q *request) csrf() string { return session.CSRFToken(q.sessionID) }
+
+// authenticated resolves the session cookie; without a live session, a
+// GET is sent to the sign-in form and anything else refused. Every POST
+// must carry the session's CSRF token (and, when the browser sends one, a
+// same-origin Origin header), or it is refused with 403 before its handler
+// runs: nothing is changed.
+func (c *Console) authenticated(h func(http.ResponseWriter, *http.Request, *request)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := sessionCookie(r)
+		sess, err := c.cfg.Sessions.Resolve(r.Context(), id)
+		if err != nil {
+			if !errors.Is(err, session.ErrNoSession) {
+				c.log.ErrorContext(r.Context(), "resolve console session", slog.Any("error", err))
+				c.renderError(w, r, nil, http.StatusInternalServerError, "Something went wrong", "The error has been logged.")
+				return
+			}
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, Prefix+"sign-in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			c.renderError(w, r, nil, http.StatusForbidden, "Signed out", "Your session has ended. Sign in again; nothing was changed.")
+			return
+		}
+		q := &request{p: sess.Principal, sess: sess, sessionID: id, now: c.clock.Now().UTC()}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			if !sameOrigin(r) || !session.ValidCSRF(id, r.PostFormValue("csrf")) {
+				c.log.WarnContext(r.Context(), "console form refused: missing or wrong CSRF token", slog.String("path", r.URL.Path))
+				c.renderError(w, r, q, http.StatusForbidden, "Form refused",
+					"This form did not come from this console session (its anti-forgery token is missing or wrong). Nothing was changed.")
+				return
+			}
+		}
+		h(w, r, q)
+	})
+}
+
+// sameOrigin is false when the browser says the request came from another
+// origin.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || origin == "null" {
+		return origin == ""
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == r.Host
+}
+
+// fail shows a domain error as a page: forbidden, not found, or an opaque
+// internal error that is logged.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err error) {
+	var (
+		validation *ledger.ValidationError
+		conflict   *ledger.ConflictError
+	)
+	switch {
+	case errors.Is(err, ledger.ErrForbidden):
+		c.renderError(w, r, q, http.StatusForbidden, "Not allowed", "Your role ("+string(q.p.Role)+") may not do this. Nothing was changed.")
+	case errors.Is(err, ledger.ErrNotFound):
+		c.renderError(w, r, q, http.StatusNotFound, "Not found", "There is nothing here, or you may not see it.")
+	case errors.As(err, &validation):
+		c.renderError(w, r, q, http.StatusUnprocessableEntity, "Check the request", validation.Error())
+	case errors.As(err, &conflict):
+		c.renderError(w, r, q, http.StatusConflict, "Not possible now", conflict.Detail)
+	case errors.Is(err, compensation.ErrSelfApproval):
+		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", "A write-off must be approved or rejected by a different on-call person than the one who asked for it. Nothing was changed.")
+	case errors.Is(err, context.Canceled):
+	default:
+		c.log.ErrorContext(r.Context(), "console request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+		c.renderError(w, r, q, http.StatusInternalServerError, "Something went wrong", "The error has been logged; nothing you can fix from here.")
+	}
+}
+
+// formError is the message to show beside a form's field for err, and
+// the field; ok is false for errors that are not about the input.
+func formError(err error) (field, msg string, ok bool) {
+	var (
+		validation *ledger.ValidationError
+		conflict   *ledger.ConflictError
+	)
+	switch {
+	case errors.As(err, &validation):
+		return validation.Field, validation.Problem, true
+	case errors.As(err, &conflict):
+		return "form", conflict.Detail, true
+	case errors.Is(err, compensation.ErrSelfApproval):
+		return "form", "a different on-call person must decide on this write-off", true
+	}
+	return "", "", false
+}
+
+// redirect answers a successful form with POST-redirect-GET.
+func redirect(w http.ResponseWriter, r *http.Request, to string) {
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// withNotice adds a notice code to a console URL.
+func withNotice(path, code string) string {
+	u, err := url.Parse(path)
+	if err != nil {
+		return path
+	}
+	v := u.Query()
+	v.Set("done", code)
+	u.RawQuery = v.Encode()
+	return u.String()
+}
+
+// localPath keeps a return address inside the console; anything else
+// becomes fallback.
+func localPath(raw, fallback string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.IsAbs() || u.Host != "" || !strings.HasPrefix(u.Path, Prefix) || strings.Contains(raw, "\\") {
+		return fallback
+	}
+	return u.RequestURI()
+}

@@ -1,0 +1,250 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// TestPagesRender: every main page renders for on-call, with the security
+// headers, and the figures the world holds.
+func TestPagesRender(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	if p := b.get("/console/"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/console/sign-in") {
+		t.Fatalf("signed out overview: %d %s", p.status, p.location)
+	}
+	b.signIn(w.OncallToken)
+	for _, path := range []string{
+		"/console/", "/console/obligations", "/console/obligations?view=all", "/console/delegations/" + w.big.ID,
+		"/console/delegations/" + w.acked.ID, "/console/write-offs", "/console/orgs", "/console/orgs/" + orgID,
+		"/console/anomalies", "/console/webhooks", "/console/principals",
+	} {
+		p := b.get(path)
+		if p.status != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, p.status, p.body)
+		}
+		csp := p.header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+			t.Fatalf("GET %s: CSP %q", path, csp)
+		}
+		if strings.Contains(p.body, "<script>") || strings.Contains(p.body, w.OncallToken) {
+			t.Fatalf("GET %s: inline script or the credential in the page", path)
+		}
+	}
+	b.get("/console/").contains(t, "2,500.00 EUR", "Compensation unconfirmed", "100,000.00 EUR")
+	b.get("/console/obligations?state=compensation_unconfirmed").contains(t, w.big.ID, w.small.ID)
+	b.get("/console/obligations?state=compensation_unconfirmed").lacks(t, w.pending.ID, w.acked.ID)
+	b.get("/console/delegations/"+w.acked.ID).contains(t, "signature verified", "b-key-1", "compensation_acked", "chain verified")
+}
+
+// TestFiltersSortAndKeyset: filters live in the query string, bad input
+// is shown beside its field, pages follow each other without gaps or
+// repeats, and the export holds exactly the rows on the page.
+func TestFiltersSortAndKeyset(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.finance)
+	bad := b.get("/console/obligations?min=abc&older=soon")
+	if bad.status != http.StatusUnprocessableEntity {
+		t.Fatalf("bad filters: %d", bad.status)
+	}
+	bad.contains(t, "use a plain amount", "use an age such as 72h or 7d")
+	big := b.get("/console/obligations?view=all&min=1000&currency=EUR")
+	big.contains(t, w.big.ID)
+	big.lacks(t, w.small.ID)
+	// All seven obligations, two per page, in every order: no gaps, no
+	// repeats, and each export holds exactly its page's rows.
+	for _, sort := range []string{"amount_desc", "amount_asc", "oldest", "newest", "deadline"} {
+		seen := map[string]bool{}
+		next := "/console/obligations?view=all&sort=" + sort + "&limit=2"
+		var first string
+		for pages := 0; next != ""; pages++ {
+			if pages > 10 {
+				t.Fatalf("%s: the pager does not end", sort)
+			}
+			p := b.get(next)
+			ids := delegationLinks.FindAllStringSubmatch(p.body, -1)
+			for _, m := range ids {
+				if seen[m[1]] {
+					t.Fatalf("%s: %s shown twice", sort, m[1])
+				}
+				seen[m[1]] = true
+			}
+			if first == "" && len(ids) > 0 {
+				first = ids[0][1]
+			}
+			export := exportLink.FindStringSubmatch(p.body)
+			csv := b.get(strings.ReplaceAll(export[1], "&amp;", "&"))
+			if got := strings.Count(csv.body, "\r\n") - 1; got != len(ids) {
+				t.Fatalf("export of %s has %d rows, the page %d", next, got, len(ids))
+			}
+			for _, m := range ids {
+				if !strings.Contains(csv.body, m[1]) {
+					t.Fatalf("export lacks %s", m[1])
+				}
+			}
+			next = ""
+			if m := nextLink.FindStringSubmatch(p.body); m != nil {
+				next = strings.ReplaceAll(m[1], "&amp;", "&")
+			}
+		}
+		if len(seen) != 7 {
+			t.Fatalf("%s: paged through %d obligations, want 7", sort, len(seen))
+		}
+		if sort == "amount_desc" && first != w.big.ID {
+			t.Fatalf("largest first is %s, want %s", first, w.big.ID)
+		}
+		if sort == "newest" && first == w.big.ID {
+			t.Fatal("newest first starts with the oldest")
+		}
+	}
+}
+
+// TestFinanceSeesNoControls: finance sees figures and exports but no
+// write-off, approval or case control, and its crafted POST is refused.
+func TestFinanceSeesNoControls(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.finance)
+	p := b.get("/console/delegations/" + w.big.ID)
+	p.contains(t, "2,500.00 EUR")
+	p.lacks(t, "Request write-off", "Add note", "/owner\"")
+	before := w.totalEvents(t)
+	for _, path := range []string{"/write-offs", "/notes", "/owner", "/snooze"} {
+		res := b.post("/console/delegations/"+w.big.ID, "/console/delegations/"+w.big.ID+path,
+			url.Values{"reason": {"crafted"}, "note": {"crafted"}, "owner": {"me"}, "until": {"2027-01-01"}})
+		if res.status != http.StatusForbidden {
+			t.Fatalf("finance POST %s: %d", path, res.status)
+		}
+	}
+	if after := w.totalEvents(t); after != before {
+		t.Fatalf("refused posts recorded %d events", after-before)
+	}
+}
+
+// TestCSRF: a form posted without its token, or with another session's,
+// is refused with 403 and nothing changes.
+func TestCSRF(t *testing.T) {
+	w := newWorld(t)
+	a, other := w.client(t), w.client(t)
+	a.signIn(w.OncallToken)
+	other.signIn(w.oncall2)
+	before := w.totalEvents(t)
+	for _, form := range []url.Values{
+		{"note": {"no token"}},
+		{"note": {"other session's token"}, "csrf": {other.get("/console/").csrf(t)}},
+	} {
+		if res := a.do(http.MethodPost, "/console/delegations/"+w.big.ID+"/notes", form); res.status != http.StatusForbidden {
+			t.Fatalf("note without a valid CSRF token: %d", res.status)
+		}
+	}
+	// The sign-in form has its own token too.
+	fresh := w.client(t)
+	if res := fresh.do(http.MethodPost, "/console/sign-in", url.Values{"token": {w.OncallToken}}); res.status != http.StatusForbidden {
+		t.Fatalf("sign-in without its token: %d", res.status)
+	}
+	if after := w.totalEvents(t); after != before {
+		t.Fatalf("refused forms recorded %d events", after-before)
+	}
+}
+
+// TestCaseHandlingAndBulk: owner, note and snooze are events; bad input is
+// shown beside the field with nothing recorded; a bulk change previews
+// exactly what changes and applies only once confirmed.
+func TestCaseHandlingAndBulk(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.OncallToken)
+	self := "/console/delegations/" + w.big.ID
+	before := w.totalEvents(t)
+	bad := b.post(self, self+"/snooze", url.Values{"until": {"2020-01-01"}})
+	if bad.status != http.StatusUnprocessableEntity {
+		t.Fatalf("snooze into the past: %d", bad.status)
+	}
+	bad.contains(t, "must be in the future")
+	if empty := b.post(self, self+"/notes", url.Values{"note": {"  "}}); empty.status != http.StatusUnprocessableEntity {
+		t.Fatalf("empty note: %d", empty.status)
+	}
+	if w.totalEvents(t) != before {
+		t.Fatal("refused case forms recorded events")
+	}
+	if res := b.post(self, self+"/notes", url.Values{"note": {"Called Bolt's ops desk; they will check their ERP."}}); res.status != http.StatusSeeOther {
+		t.Fatalf("note: %d %s", res.status, res.body)
+	}
+	if res := b.post(self, self+"/owner", url.Values{"mine": {"1"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("owner: %d", res.status)
+	}
+	if res := b.post(self, self+"/snooze", url.Values{"until": {"2026-03-10"}, "reason": {"waiting for Bolt"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("snooze: %d %s", res.status, res.body)
+	}
+	for _, typ := range []ledger.EventType{ledger.EventTypeCaseNoteAdded, ledger.EventTypeCaseOwnerAssigned, ledger.EventTypeCaseSnoozed} {
+		if n := w.eventCount(t, w.big.ID, typ); n != 1 {
+			t.Fatalf("%s events: %d", typ, n)
+		}
+	}
+	b.get(self).contains(t, "Called Bolt&#39;s ops desk", "Snoozed until 2026-03-10")
+	// Snoozed: out of the queue, in the report, hold unchanged.
+	b.get("/console/obligations").lacks(t, w.big.ID)
+	b.get("/console/obligations?snoozed=only").contains(t, w.big.ID)
+	b.get("/console/obligations?owner=oncall&snoozed=show").contains(t, w.big.ID)
+	b.get("/console/").contains(t, "2,500.00 EUR")
+
+	// Bulk assign: preview changes nothing; confirm applies to exactly
+	// the previewed rows.
+	ids := url.Values{"id": {w.small.ID, w.pending.ID}, "kind": {"assign"}, "owner": {"oncall-2"}, "back": {"/console/obligations"}}
+	before = w.totalEvents(t)
+	preview := b.post("/console/obligations", "/console/obligations/bulk", ids)
+	if preview.status != http.StatusOK {
+		t.Fatalf("preview: %d\n%s", preview.status, preview.body)
+	}
+	preview.contains(t, "2 will change", "Confirm: change 2")
+	if w.totalEvents(t) != before {
+		t.Fatal("the preview recorded events")
+	}
+	ids.Set("confirm", "1")
+	if res := b.post("/console/obligations", "/console/obligations/bulk", ids); res.status != http.StatusSeeOther {
+		t.Fatalf("bulk: %d %s", res.status, res.body)
+	}
+	if n := w.totalEvents(t) - before; n != 2 {
+		t.Fatalf("bulk assign recorded %d events, want 2", n)
+	}
+	b.get("/console/obligations?owner=oncall-2").contains(t, w.small.ID, w.pending.ID)
+}
+
+// TestWriteOffFourEyesAndReject: a write-off above the threshold waits for
+// a second on-call person, who may reject it; the requester may not.
+func TestWriteOffFourEyesAndReject(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.client(t), w.client(t)
+	a.signIn(w.OncallToken)
+	b.signIn(w.oncall2)
+	self := "/console/delegations/" + w.big.ID
+	if bad := a.post(self, self+"/write-offs", url.Values{"reason": {""}}); bad.status != http.StatusUnprocessableEntity {
+		t.Fatalf("write-off without reason: %d", bad.status)
+	}
+	if res := a.post(self, self+"/write-offs", url.Values{"reason": {"Bolt unreachable for 3 days"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("request: %d %s", res.status, res.body)
+	}
+	a.get("/console/write-offs").contains(t, "You asked for this one")
+	list, err := w.Compensation.WriteOffs(t.Context(), ledger.Principal{Role: ledger.RoleFinance}, compensation.WriteOffFilter{})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("write-offs: %v %v", list, err)
+	}
+	id := list[0].ID.String()
+	if res := a.post("/console/write-offs", "/console/write-offs/"+id+"/approve", nil); res.status != http.StatusConflict {
+		t.Fatalf("self approval: %d", res.status)
+	}
+	if res := b.post("/console/write-offs", "/console/write-offs/"+id+"/reject", url.Values{"reason": {""}}); res.status != http.StatusUnprocessableEntity {
+		t.Fatalf("reject without reason: %d", res.status)
+	}
+	if res := b.post("/console/write-offs", "/console/write-offs/"+id+"/reject", url.Values{"reason": {"Bolt answered: reversal under way"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("reject: %d %s", res.status, res.body)
+	}
+	b.get("/console/write-offs").contains(t, "rejected", "Bolt answered: reversal under way")
+	b.get(self).contains(t, "Request write-off", "compensation_unconfirmed")
+}

@@ -1,0 +1,234 @@
+package console
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/ledger"
+)
+
+// timelineEntry is one event of a delegation's timeline.
+type timelineEntry struct {
+	ledger.Event
+	Evidence *Evidence
+	// Note is the text of a case note.
+	Note string
+}
+
+// delegationPage is the data of a delegation's page.
+type delegationPage struct {
+	D        ledger.Delegation
+	Org      ledger.Org
+	Budget   *ledger.Budget
+	Case     ledger.Case
+	Timeline []timelineEntry
+	// ChainOK says whether the stream's hash chain verifies; ChainProblem
+	// says where it breaks; Head is the hex hash of the last event.
+	ChainOK      bool
+	ChainProblem string
+	Head         string
+	Links        ledger.Links
+	Snapshot     *delegate.TaskSnapshot
+	SnapshotJSON string
+	WriteOffs    []compensation.WriteOff
+	// Pending is the write-off awaiting approval, if any.
+	Pending *compensation.WriteOff
+	// CanWriteOff says the obligation is in a state a write-off applies
+	// to and none is pending; NeedsApproval that a write-off of its hold
+	// needs a second person.
+	CanWriteOff   bool
+	NeedsApproval bool
+	Threshold     int64
+	// InQueue says the obligation is in the needs-action states.
+	InQueue bool
+	Self    string
+}
+
+// Decidable reports whether the viewer may decide on w.
+func (d delegationPage) Decidable(w compensation.WriteOff, p *ledger.Principal) bool {
+	return p != nil && w.DecidableBy(*p)
+}
+
+func parseDelegationID(r *http.Request) (uuid.UUID, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	return id, err == nil
+}
+
+// delegationData gathers a delegation's page from the services.
+func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uuid.UUID) (delegationPage, error) {
+	d, events, err := c.cfg.Reports.Evidence(ctx, p, id)
+	if err != nil {
+		return delegationPage{}, err
+	}
+	data := delegationPage{D: d, Self: Prefix + "delegations/" + d.ID.String(), Threshold: c.cfg.Compensation.ApprovalThresholdMinor()}
+	if data.Org, err = c.cfg.Ledger.GetOrg(ctx, p, d.OrgID); err != nil {
+		return delegationPage{}, err
+	}
+	if b, err := c.cfg.Ledger.GetBudget(ctx, p, d.BudgetID); err == nil {
+		data.Budget = &b
+	} else if !errors.Is(err, ledger.ErrNotFound) {
+		return delegationPage{}, err
+	}
+	if data.Case, err = c.cfg.Cases.Get(ctx, p, id); err != nil {
+		return delegationPage{}, err
+	}
+	if err := ledger.VerifyChain(events); err != nil {
+		data.ChainProblem = err.Error()
+	} else {
+		data.ChainOK = true
+	}
+	if len(events) > 0 {
+		data.Head = hex.EncodeToString(events[len(events)-1].Hash)
+	}
+	ledgerID := c.cfg.Compensation.LedgerID()
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e.Evidence, data.Org, ledgerID, e.At)}
+		data.Timeline = append(data.Timeline, entry)
+	}
+	if data.Links, err = c.cfg.Ledger.DelegationLinks(ctx, p, id); err != nil {
+		return delegationPage{}, err
+	}
+	if c.cfg.Snapshots != nil {
+		snap, err := c.cfg.Snapshots.TaskSnapshot(ctx, p, id)
+		switch {
+		case err == nil:
+			data.Snapshot = &snap
+			data.SnapshotJSON = prettyJSON(snap.Artifacts)
+		case !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrForbidden):
+			return delegationPage{}, err
+		}
+	}
+	if data.WriteOffs, err = c.cfg.Compensation.WriteOffs(ctx, p, compensation.WriteOffFilter{DelegationID: id, Limit: 50}); err != nil {
+		return delegationPage{}, err
+	}
+	for i := range data.WriteOffs {
+		if data.WriteOffs[i].ID == d.PendingWriteOffID {
+			data.Pending = &data.WriteOffs[i]
+		}
+	}
+	data.CanWriteOff = compensation.CanWriteOff(d)
+	data.NeedsApproval = c.cfg.Compensation.NeedsApproval(d.Hold)
+	for _, st := range ledger.PendingObligationStates {
+		data.InQueue = data.InQueue || d.ObligationState == st
+	}
+	return data, nil
+}
+
+func (c *Console) delegation(w http.ResponseWriter, r *http.Request, q *request) {
+	c.showDelegation(w, r, q, http.StatusOK, nil)
+}
+
+// showDelegation renders a delegation's page, with form errors when a
+// form on it was refused.
+func (c *Console) showDelegation(w http.ResponseWriter, r *http.Request, q *request, status int, errs map[string]string) {
+	id, ok := parseDelegationID(r)
+	if !ok {
+		c.renderError(w, r, q, http.StatusNotFound, "Not found", "This is not a delegation id.")
+		return
+	}
+	data, err := c.delegationData(r.Context(), q.p, id)
+	if err != nil {
+		c.fail(w, r, q, err)
+		return
+	}
+	var form url.Values
+	if r.Method == http.MethodPost {
+		form = r.PostForm
+	}
+	c.render(w, r, q, status, "delegation", view{
+		Title: "Delegation " + shorten(id.String(), 8), Nav: "obligations", Errors: errs, Form: form, Data: data,
+	})
+}
+
+// formFailed shows a refused form beside its fields (422 for bad input,
+// 409 for a conflict), nothing recorded; other errors go to fail.
+func (c *Console) formFailed(w http.ResponseWriter, r *http.Request, q *request, form string, err error, show func(int, map[string]string)) {
+	field, msg, ok := formError(err)
+	if !ok {
+		c.fail(w, r, q, err)
+		return
+	}
+	status := http.StatusUnprocessableEntity
+	var conflict *ledger.ConflictError
+	if errors.As(err, &conflict) || errors.Is(err, compensation.ErrSelfApproval) {
+		status = http.StatusConflict
+	}
+	show(status, map[string]string{form + "." + field: msg})
+}
+
+func (c *Console) delegationForm(w http.ResponseWriter, r *http.Request, q *request, form, notice string, do func(uuid.UUID) error) {
+	id, ok := parseDelegationID(r)
+	if !ok {
+		c.renderError(w, r, q, http.StatusNotFound, "Not found", "This is not a delegation id.")
+		return
+	}
+	if err := do(id); err != nil {
+		c.formFailed(w, r, q, form, err, func(status int, errs map[string]string) { c.showDelegation(w, r, q, status, errs) })
+		return
+	}
+	redirect(w, r, withNotice(Prefix+"delegations/"+id.String(), notice)+"#"+form)
+}
+
+func (c *Console) assignOwner(w http.ResponseWriter, r *http.Request, q *request) {
+	c.delegationForm(w, r, q, "owner", "owner", func(id uuid.UUID) error {
+		owner := r.PostFormValue("owner")
+		if r.PostFormValue("mine") == "1" {
+			owner = q.p.Name
+		}
+		_, err := c.cfg.Cases.AssignOwner(r.Context(), q.p, id, owner)
+		return err
+	})
+}
+
+func (c *Console) addNote(w http.ResponseWriter, r *http.Request, q *request) {
+	c.delegationForm(w, r, q, "note", "note", func(id uuid.UUID) error {
+		_, err := c.cfg.Cases.AddNote(r.Context(), q.p, id, r.PostFormValue("note"))
+		return err
+	})
+}
+
+func (c *Console) snooze(w http.ResponseWriter, r *http.Request, q *request) {
+	c.delegationForm(w, r, q, "snooze", "snooze", func(id uuid.UUID) error {
+		raw := r.PostFormValue("until")
+		if r.PostFormValue("wake") == "1" {
+			raw = ""
+		} else if strings.TrimSpace(raw) == "" {
+			return ledger.Invalid("until", "choose the date the entry comes back")
+		}
+		until, err := parseUntil(raw)
+		if err != nil {
+			return ledger.Invalid("until", "%s", err.Error())
+		}
+		_, err = c.cfg.Cases.Snooze(r.Context(), q.p, id, until, r.PostFormValue("reason"))
+		return err
+	})
+}
+
+func (c *Console) requestWriteOff(w http.ResponseWriter, r *http.Request, q *request) {
+	id, ok := parseDelegationID(r)
+	if !ok {
+		c.renderError(w, r, q, http.StatusNotFound, "Not found", "This is not a delegation id.")
+		return
+	}
+	res, err := c.cfg.Compensation.RequestWriteOff(r.Context(), q.p, id, compensation.WriteOffInput{
+		Reason: r.PostFormValue("reason"), Reference: strings.TrimSpace(r.PostFormValue("reference")),
+	})
+	if err != nil {
+		c.formFailed(w, r, q, "writeoff", err, func(status int, errs map[string]string) { c.showDelegation(w, r, q, status, errs) })
+		return
+	}
+	notice := "write_off"
+	if res.WriteOff.Status == compensation.WriteOffExecuted {
+		notice = "executed"
+	}
+	redirect(w, r, withNotice(Prefix+"delegations/"+id.String(), notice)+"#writeoff")
+}

@@ -1,0 +1,68 @@
+package compensation
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// RedriveInput is what on-call gives to redrive compensation.
+type RedriveInput struct {
+	// Reason says why compensation is asked for again.
+	Reason string
+}
+
+// Redrive asks the org's agent for compensation again, on behalf of an
+// on-call principal, for an obligation in compensation_unconfirmed (any
+// other state is a conflict, redrive_not_allowed). In one transaction the
+// attempt count is reset, a compensation_redriven event records who asked
+// and why, and a compensation request job is queued: a new series of
+// requests with the same compensation idempotency key. The requests keep
+// the messageId of the last round unless a reply proved the remote saw
+// it, exactly as the worker's own retries do. The obligation stays
+// compensation_unconfirmed, hold active, until evidence arrives; the
+// redriven requests may exhaust again, which is recorded again.
+func (s *Service) Redrive(ctx context.Context, p ledger.Principal, delegationID uuid.UUID, in RedriveInput) (ledger.Delegation, error) {
+	if err := requireOncall(p); err != nil {
+		return ledger.Delegation{}, err
+	}
+	if err := checkReason(in.Reason); err != nil {
+		return ledger.Delegation{}, err
+	}
+	var out ledger.Delegation
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		now := s.now()
+		d, err := tx.DelegationForUpdate(ctx, delegationID)
+		if err != nil {
+			return err
+		}
+		if d.ObligationState != ledger.ObligationCompensationUnconfirmed {
+			return ledger.Conflict("redrive_not_allowed", "compensation can be redriven only from compensation_unconfirmed, not %s", d.ObligationState)
+		}
+		if d.Remote.TaskID == "" {
+			return ledger.Conflict("redrive_not_allowed", "the delegation has no remote task to ask compensation for")
+		}
+		previous := d.Compensation.Attempts
+		d.Compensation.Attempts = 0
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
+			Type: ledger.EventTypeCompensationRedriven, Actor: p.Actor(), At: now,
+			Data: map[string]any{
+				"reason": in.Reason, "previous_attempts": previous,
+				"idempotency_key": ledger.CompensationKey(d), "task_id": d.Remote.TaskID,
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+			DelegationID: d.ID, Kind: ledger.OutboundCompensationRequest, RunAfter: now, At: now,
+		}); err != nil {
+			return err
+		}
+		out = d
+		return nil
+	})
+	return out, err
+}

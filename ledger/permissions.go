@@ -1,0 +1,56 @@
+package ledger
+
+import "slices"
+
+// Action names something a principal may be allowed to do. The roles that
+// may do each action are listed once, in actionRoles: the services refuse
+// with Authorize, and the console asks Permits to decide which controls to
+// show, so a control is never shown for an action the service would refuse.
+type Action string
+
+// The actions.
+const (
+	// ActionReadReports: reconciliation listings, summaries, anomalies,
+	// evidence chains, budgets, scorecards, write-off listings and cases.
+	ActionReadReports Action = "read_reports"
+	// ActionRequestWriteOff: ask for an obligation to be written off.
+	ActionRequestWriteOff Action = "request_write_off"
+	// ActionDecideWriteOff: approve or reject another principal's pending
+	// write-off.
+	ActionDecideWriteOff Action = "decide_write_off"
+	// ActionRevokeIdentity: revoke a remote org's agent identity.
+	ActionRevokeIdentity Action = "revoke_identity"
+	// ActionHandleCase: assign an owner, add a note, snooze a needs-action
+	// entry.
+	ActionHandleCase Action = "handle_case"
+	// ActionRedriveWebhooks: put dead-lettered webhook deliveries back in
+	// the queue.
+	ActionRedriveWebhooks Action = "redrive_webhooks"
+	// ActionAdminister: budgets, orgs, task classes and tokens.
+	ActionAdminister Action = "administer"
+)
+
+// actionRoles is the one table of which roles may do what.
+var actionRoles = map[Action][]Role{
+	ActionReadReports:     {RoleFinance, RoleOncall},
+	ActionRequestWriteOff: {RoleOncall},
+	ActionDecideWriteOff:  {RoleOncall},
+	ActionRevokeIdentity:  {RoleOncall},
+	ActionHandleCase:      {RoleOncall},
+	ActionRedriveWebhooks: {RoleOncall},
+	ActionAdminister:      {RoleOncall},
+}
+
+// Permits reports whether the principal's role may do a. An unknown
+// action is permitted to nobody.
+func (p Principal) Permits(a Action) bool {
+	return slices.Contains(actionRoles[a], p.Role)
+}
+
+// Authorize returns ErrForbidden unless the principal may do a.
+func Authorize(p Principal, a Action) error {
+	if p.Permits(a) {
+		return nil
+	}
+	return ErrForbidden
+}

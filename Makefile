@@ -9,14 +9,15 @@ PGTESTENV  = $(GO) run ./sql/pgtest/pgtestenv
 .PHONY: run test test-go test-deploy generate verify-generated vet fmt-check prometheus check-rules fuzz bench soak
 
 ## run: serve on the embedded default (a private PostgreSQL cluster under ./.quittance)
-# The binary is built to a git-ignored path and exec'd, so Ctrl-C reaches
-# the service itself, which shuts down cleanly and exits 0.
-QUITTANCE_BIN = bin/quittance
+# The binary is built to a git-ignored path and exec'd; the service takes
+# the terminal's foreground, so Ctrl-C reaches it alone, and it shuts down
+# cleanly and exits 0 (cmd/quittance/foreground_linux.go).
+QUITTANCE_BIN ?= bin/quittance
 run:
 	@echo "Building $(QUITTANCE_BIN) from ./cmd/quittance (the first build compiles every dependency and can take a few minutes)..."
 	@$(GO) build -o $(QUITTANCE_BIN) ./cmd/quittance
 	@echo "Starting $(QUITTANCE_BIN) dev; Ctrl-C stops it"
-	@exec ./$(QUITTANCE_BIN) dev
+	@exec $(QUITTANCE_BIN) dev
 
 ## test: the whole suite against a throwaway PostgreSQL cluster
 test: vet test-go test-deploy

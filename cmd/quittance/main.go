@@ -14,7 +14,14 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	release := func() {}
+	if len(os.Args) > 1 && os.Args[1] == "dev" {
+		// Only the development server: a client command in a pipeline must
+		// stay in the pipeline's process group.
+		release = takeTerminalForeground()
+	}
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	release()
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quittance:", err)

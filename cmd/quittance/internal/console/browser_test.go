@@ -148,6 +148,23 @@ func (b *tab) do(actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// leaveBy runs actions that load a new page (a click on a form's button)
+// and waits until that page has replaced the current one and shows ready.
+// Waiting for ready alone could match the page being left.
+func (b *tab) leaveBy(ready string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	b.eval(`document.documentElement.dataset.leaving = "yes"`)
+	b.do(actions...)
+	deadline := time.Now().Add(10 * time.Second)
+	for b.eval(`document.documentElement.dataset.leaving === "yes"`) == true {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("still at %s 10s later", b.location())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.do(chromedp.WaitVisible(chromedp.CSS(ready)))
+}
+
 func (b *tab) open(path string, ready string) {
 	b.t.Helper()
 	b.do(chromedp.Navigate(b.base+path), chromedp.WaitVisible(chromedp.CSS(ready)))
@@ -249,9 +266,9 @@ func TestBrowserWalkthrough(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("table.obligations")))
 
 	// Find the unconfirmed obligations by filter.
-	b.do(chromedp.Click(chromedp.CSS(`input[name=state][value=compensation_unconfirmed]`)),
-		chromedp.Click(chromedp.CSS(`.filters .actions button`)),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=state][value=compensation_unconfirmed]:checked`)))
+	b.do(chromedp.Click(chromedp.CSS(`input[name=state][value=compensation_unconfirmed]`)))
+	b.leaveBy(`input[name=state][value=compensation_unconfirmed]:checked`,
+		chromedp.Click(chromedp.CSS(`.filters .actions button`)))
 	if loc := b.location(); !strings.Contains(loc, "state=compensation_unconfirmed") {
 		t.Fatalf("the filter is not in the URL: %s", loc)
 	}

@@ -117,6 +117,7 @@ func New(cfg Config) *Server {
 	s.registerHealth()
 	s.registerDelegations()
 	s.registerAdmin()
+	s.registerOrgKeys()
 	s.registerCompensation()
 	s.registerCompensationRedrive()
 	s.registerReporting()

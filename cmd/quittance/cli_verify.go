@@ -153,7 +153,7 @@ func (v *verifier) verifyToken(ctx context.Context, ch chain, e ledger.EventReco
 	if err != nil {
 		return err
 	}
-	key, err := verifyStoredToken(ch.OrgID, ch.RemoteTaskID, ch.LedgerID, e, history)
+	_, key, err := verifyStoredToken(ch.OrgID, ch.RemoteTaskID, ch.LedgerID, e, history)
 	if err != nil {
 		return err
 	}
@@ -164,8 +164,9 @@ func (v *verifier) verifyToken(ctx context.Context, ch chain, e ledger.EventReco
 // verifyStoredToken verifies the token stored on e, an event of the
 // delegation of (orgID, remoteTaskID), against the org's keys in force at
 // the event's time, and checks that it is about that delegation's task. It
-// returns the key that verified it. verify-chain and verify-pack share it.
-func verifyStoredToken(orgID, remoteTaskID, ledgerID string, e ledger.EventRecord, history []ledger.OrgKey) (ledger.OrgKey, error) {
+// returns the token's claims and the key that verified it. verify-chain and
+// verify-pack share it.
+func verifyStoredToken(orgID, remoteTaskID, ledgerID string, e ledger.EventRecord, history []ledger.OrgKey) (compensation.Claims, ledger.OrgKey, error) {
 	var data struct {
 		Kind          string `json:"kind"`
 		KeyID         string `json:"kid"`
@@ -180,19 +181,19 @@ func verifyStoredToken(orgID, remoteTaskID, ledgerID string, e ledger.EventRecor
 		kind = compensation.KindDeclaration
 	}
 	if !kind.Valid() {
-		return ledger.OrgKey{}, fmt.Errorf("the event does not say which kind of token it stores")
+		return compensation.Claims{}, ledger.OrgKey{}, fmt.Errorf("the event does not say which kind of token it stores")
 	}
 	claims, key, err := compensation.VerifyAccepted(compensation.AcceptedToken{
 		Token: []byte(e.Evidence), Kind: kind, OrgID: orgID, LedgerID: ledgerID, AcceptedAt: e.At, History: history,
 		Recorded: ledger.KeyRef{KeyID: data.KeyID, Thumbprint: data.KeyThumbprint},
 	})
 	if err != nil {
-		return ledger.OrgKey{}, err
+		return compensation.Claims{}, ledger.OrgKey{}, err
 	}
 	if claims.Subject != remoteTaskID {
-		return ledger.OrgKey{}, fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, remoteTaskID)
+		return compensation.Claims{}, ledger.OrgKey{}, fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, remoteTaskID)
 	}
-	return key, nil
+	return claims, key, nil
 }
 
 // orgKeyHistory fetches and caches an org's key history.

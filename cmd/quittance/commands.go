@@ -96,6 +96,8 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newCredentialsCommand(getenv, stdout),
 		newChangesCommand(getenv, stdout),
 		newVerifyChainCommand(getenv, stdout, stderr),
+		newEvidencePackCommand(getenv, stdout),
+		newVerifyPackCommand(stdout),
 		newWebhooksCommand(getenv, stdout),
 		newTaskClassesCommand(getenv, stdout),
 	)

@@ -121,6 +121,7 @@ func New(cfg Config) *Server {
 	s.registerCompensation()
 	s.registerCompensationRedrive()
 	s.registerReporting()
+	s.registerEvidencePack()
 	s.registerPush()
 	s.registerOrchestrator()
 	s.registerStreams()

@@ -66,6 +66,18 @@ type Tx interface {
 	// revocation_pending_compensation, compensation_unconfirmed), locking
 	// each, in id order so concurrent lockers cannot deadlock.
 	OpenDelegationsOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error)
+	// DeclaredReleasesOfOrgForUpdate returns every delegation of the org
+	// released on one of its declarations (obligation released, reason
+	// no_compensation_declared), locking each, in id order.
+	DeclaredReleasesOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error)
+	// InsertRevokedRelease records a release on a revoked identity; a
+	// delegation already recorded is left unchanged.
+	InsertRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error
+	// RevokedReleaseForUpdate loads the release on a revoked identity of a
+	// delegation and locks it, or returns ledger.ErrNotFound.
+	RevokedReleaseForUpdate(ctx context.Context, delegationID uuid.UUID) (ledger.RevokedRelease, error)
+	// AcknowledgeRevokedRelease writes r's acknowledgement.
+	AcknowledgeRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error
 	// ClaimPastDeadline returns up to limit delegations in
 	// revocation_pending_compensation whose compensation deadline is at or
 	// before now, locked with FOR UPDATE SKIP LOCKED: rows another

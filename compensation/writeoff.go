@@ -44,8 +44,9 @@ func writeOffAllowed(st ledger.ObligationState) bool {
 // RevokeIdentity marks the org's agent identity revoked and, in the same
 // transaction, moves every open obligation with that org (held,
 // revocation_pending_compensation, compensation_unconfirmed) to escalated,
-// one event each, holds intact. Tokens signed by a revoked org are refused
-// from then on. It returns the org and how many obligations it escalated.
+// one event each, holds intact, and surfaces every obligation already
+// released on the org's declarations (surfaceDeclaredReleases). Tokens
+// signed by a revoked org are refused from then on. It returns the org and how many obligations it escalated.
 // Revoking an already revoked identity is a conflict (identity_already_revoked).
 func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID, reason string) (ledger.Org, int, error) {
 	if err := ledger.Authorize(p, ledger.ActionRevokeIdentity); err != nil {
@@ -86,8 +87,12 @@ func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID,
 			}
 			escalated++
 		}
+		surfaced, err := surfaceDeclaredReleases(ctx, tx, org, p.Actor(), now)
+		if err != nil {
+			return err
+		}
 		_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "org:" + org.ID, Type: ledger.EventTypeOrgIdentityRevoked, At: now, Actor: p.Actor()},
-			map[string]any{"reason": reason, "escalated": escalated})
+			map[string]any{"reason": reason, "escalated": escalated, "released_on_revoked_identity": surfaced})
 		return err
 	})
 	if err != nil {

@@ -149,6 +149,13 @@ const (
 	// identity, on the org's stream ("org:<id>"), with the reason and the
 	// number of obligations escalated.
 	EventTypeOrgIdentityRevoked EventType = "org_identity_revoked"
+	// EventTypeReleasedOnRevokedIdentity: the org's identity was revoked
+	// after the obligation was released on its declaration; the release is
+	// surfaced for finance until acknowledged. It moves no obligation.
+	EventTypeReleasedOnRevokedIdentity EventType = "released_on_revoked_identity"
+	// EventTypeRevokedReleaseAcknowledged: finance acknowledged a release
+	// on a revoked identity, with a note. It moves no obligation.
+	EventTypeRevokedReleaseAcknowledged EventType = "revoked_release_acknowledged"
 	// EventTypeWriteOffRequested: an on-call write-off above the threshold
 	// waits for a second on-call principal to approve it. It moves no
 	// obligation.
@@ -269,6 +276,7 @@ var eventTypes = []EventType{
 
 	EventTypeCompensationAcked, EventTypeNoCompensationDeclared, EventTypeLateEvidence,
 	EventTypeTokenRefused, EventTypeDeadlinePassed, EventTypeIdentityRevoked, EventTypeOrgIdentityRevoked,
+	EventTypeReleasedOnRevokedIdentity, EventTypeRevokedReleaseAcknowledged,
 	EventTypeWriteOffRequested, EventTypeWriteOffExecuted, EventTypeWriteOffVoided, EventTypeWriteOffRefused,
 
 	EventTypeTaskDispatched, EventTypeDispatchFailed, EventTypeCancelRefused, EventTypeCancelFailed,

@@ -40,6 +40,8 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeDeadlinePassed:               "compensation_deadline_passed",
 	ledger.EventTypeIdentityRevoked:              "identity_revoked",
 	ledger.EventTypeOrgIdentityRevoked:           "org_identity_revoked",
+	ledger.EventTypeReleasedOnRevokedIdentity:    "released_on_revoked_identity",
+	ledger.EventTypeRevokedReleaseAcknowledged:   "revoked_release_acknowledged",
 	ledger.EventTypeWriteOffRequested:            "write_off_requested",
 	ledger.EventTypeWriteOffExecuted:             "write_off_executed",
 	ledger.EventTypeWriteOffVoided:               "write_off_voided",

@@ -26,19 +26,23 @@ const (
 	// ActionRedriveWebhooks: put dead-lettered webhook deliveries back in
 	// the queue.
 	ActionRedriveWebhooks Action = "redrive_webhooks"
+	// ActionAcknowledgeRevokedRelease: acknowledge an obligation released
+	// on a declaration of an identity revoked since (finance's call).
+	ActionAcknowledgeRevokedRelease Action = "acknowledge_revoked_release"
 	// ActionAdminister: budgets, orgs, task classes and tokens.
 	ActionAdminister Action = "administer"
 )
 
 // actionRoles is the one table of which roles may do what.
 var actionRoles = map[Action][]Role{
-	ActionReadReports:     {RoleFinance, RoleOncall},
-	ActionRequestWriteOff: {RoleOncall},
-	ActionDecideWriteOff:  {RoleOncall},
-	ActionRevokeIdentity:  {RoleOncall},
-	ActionHandleCase:      {RoleOncall},
-	ActionRedriveWebhooks: {RoleOncall},
-	ActionAdminister:      {RoleOncall},
+	ActionReadReports:               {RoleFinance, RoleOncall},
+	ActionRequestWriteOff:           {RoleOncall},
+	ActionDecideWriteOff:            {RoleOncall},
+	ActionRevokeIdentity:            {RoleOncall},
+	ActionHandleCase:                {RoleOncall},
+	ActionRedriveWebhooks:           {RoleOncall},
+	ActionAdminister:                {RoleOncall},
+	ActionAcknowledgeRevokedRelease: {RoleFinance},
 }
 
 // Permits reports whether the principal's role may do a. An unknown

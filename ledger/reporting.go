@@ -129,13 +129,17 @@ const (
 	AnomalyContradictedWriteOff AnomalyKind = "contradicted_write_off"
 	// AnomalyRefusedToken: a signed ack or declaration that was refused.
 	AnomalyRefusedToken AnomalyKind = "refused_token"
+	// AnomalyReleasedOnRevokedIdentity: an obligation released on a
+	// declaration of an org whose identity was revoked since; listed until
+	// finance acknowledges it.
+	AnomalyReleasedOnRevokedIdentity AnomalyKind = "released_on_revoked_identity"
 )
 
 // AnomalyKinds lists every anomaly kind.
-var AnomalyKinds = []AnomalyKind{AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken}
+var AnomalyKinds = []AnomalyKind{AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken, AnomalyReleasedOnRevokedIdentity}
 
 // AnomalyEventTypes are the event types anomalies are read from.
-var AnomalyEventTypes = []EventType{EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused}
+var AnomalyEventTypes = []EventType{EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused, EventTypeReleasedOnRevokedIdentity}
 
 // AnomalyQuery selects anomalies. Empty fields match all.
 type AnomalyQuery struct {
@@ -169,6 +173,8 @@ func ClassifyAnomaly(eventType EventType, data json.RawMessage) (AnomalyKind, bo
 		return AnomalyStatusConflict, true
 	case EventTypeTokenRefused:
 		return AnomalyRefusedToken, true
+	case EventTypeReleasedOnRevokedIdentity:
+		return AnomalyReleasedOnRevokedIdentity, true
 	case EventTypeLateEvidence:
 		var d struct {
 			ContradictsWriteOff bool `json:"contradicts_write_off"`
@@ -189,6 +195,9 @@ type ReportStore interface {
 	ObligationSummary(ctx context.Context, q SummaryQuery, now time.Time) ([]SummaryRow, error)
 	// Anomalies returns anomalies in seq order; the caller filters kinds.
 	Anomalies(ctx context.Context, q AnomalyQuery) ([]Anomaly, error)
+	// RevokedReleaseTotals returns the unacknowledged releases on revoked
+	// identities by org and currency (q's OrgID and Tenant filter).
+	RevokedReleaseTotals(ctx context.Context, q SummaryQuery) ([]RevokedReleaseTotal, error)
 }
 
 // Reports answers finance's and on-call's reconciliation questions. Every

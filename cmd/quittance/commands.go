@@ -98,6 +98,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newVerifyChainCommand(getenv, stdout, stderr),
 		newEvidencePackCommand(getenv, stdout),
 		newVerifyPackCommand(stdout),
+		newRevokedReleasesCommand(getenv, stdout),
 		newWebhooksCommand(getenv, stdout),
 		newTaskClassesCommand(getenv, stdout),
 	)

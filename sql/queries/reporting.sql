@@ -81,6 +81,10 @@ SELECT
 FROM events e
 LEFT JOIN delegations d ON d.id = e.delegation_id
 WHERE e.type = ANY (@types::text[])
+  -- A release on a revoked identity is an anomaly until finance acknowledges it.
+  AND NOT (e.type = 'released_on_revoked_identity' AND EXISTS (
+      SELECT FROM revoked_identity_releases r
+      WHERE r.delegation_id = e.delegation_id AND r.acknowledged_at IS NOT NULL))
   AND e.seq > @after_seq
   AND (sqlc.narg(since)::timestamptz IS NULL OR e.at >= sqlc.narg(since))
 ORDER BY e.seq

@@ -309,6 +309,30 @@ type ReportingPendingObligationsV1 struct {
 	UpdatedAt             time.Time
 }
 
+// Obligations released on a declaration of an org whose identity was revoked since, not yet acknowledged by finance. Version 1.
+type ReportingRevokedIdentityReleasesV1 struct {
+	DelegationID          uuid.UUID
+	Tenant                string
+	OrgID                 string
+	AmountMinor           int64
+	Currency              string
+	ReleasedAt            time.Time
+	IdentityRevokedAt     time.Time
+	IdentityRevokedReason *string
+}
+
+type RevokedIdentityRelease struct {
+	DelegationID      uuid.UUID
+	OrgID             string
+	AmountMinor       int64
+	Currency          string
+	ReleasedAt        time.Time
+	IdentityRevokedAt time.Time
+	AcknowledgedAt    *time.Time
+	AcknowledgedBy    uuid.NullUUID
+	AcknowledgeNote   *string
+}
+
 type TaskClass struct {
 	Name                  string
 	EffectCapable         bool

@@ -122,6 +122,7 @@ func New(cfg Config) *Server {
 	s.registerCompensationRedrive()
 	s.registerReporting()
 	s.registerEvidencePack()
+	s.registerRevokedReleases()
 	s.registerPush()
 	s.registerOrchestrator()
 	s.registerStreams()

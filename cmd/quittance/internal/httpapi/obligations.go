@@ -137,17 +137,29 @@ type summaryInput struct {
 	Tenant string   `query:"tenant"`
 }
 
+// RevokedReleaseTotalBody is the obligations of one org, in one currency,
+// released on its declarations before its identity was revoked, and not
+// yet acknowledged by finance.
+type RevokedReleaseTotalBody struct {
+	OrgID       string `json:"org_id"`
+	Currency    string `json:"currency"`
+	Count       int64  `json:"count"`
+	AmountMinor int64  `json:"amount_minor"`
+}
+
 type summaryOutput struct {
 	Body struct {
 		AsOf time.Time        `json:"as_of"`
 		Rows []SummaryRowBody `json:"rows"`
+		// RevokedIdentityReleases is not filtered by state.
+		RevokedIdentityReleases []RevokedReleaseTotalBody `json:"revoked_identity_releases" doc:"Obligations released on declarations of orgs whose identity was revoked since, not yet acknowledged by finance, by org and currency (the org_id and tenant filters apply, state does not)."`
 	}
 }
 
 // AnomalyBody is one anomaly.
 type AnomalyBody struct {
 	Seq             int64     `json:"seq"`
-	Kind            string    `json:"kind" enum:"status_conflict,late_evidence,contradicted_write_off,refused_token"`
+	Kind            string    `json:"kind" enum:"status_conflict,late_evidence,contradicted_write_off,refused_token,released_on_revoked_identity"`
 	EventType       string    `json:"event_type"`
 	DelegationID    string    `json:"delegation_id,omitempty"`
 	OrgID           string    `json:"org_id,omitempty"`
@@ -159,7 +171,7 @@ type AnomalyBody struct {
 }
 
 type anomaliesInput struct {
-	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token; default all."`
+	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, released_on_revoked_identity; default all."`
 	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
 	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
 	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`
@@ -332,6 +344,14 @@ func (s *Server) registerReporting() {
 					"gt_30d": {Count: r.Over30Days.Count, AmountMinor: r.Over30Days.AmountMinor},
 				},
 			}
+		}
+		totals, err := s.reports.RevokedReleaseTotals(ctx, principal(ctx), ledger.SummaryQuery{OrgID: in.OrgID, Tenant: in.Tenant})
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out.Body.RevokedIdentityReleases = make([]RevokedReleaseTotalBody, len(totals))
+		for i, t := range totals {
+			out.Body.RevokedIdentityReleases[i] = RevokedReleaseTotalBody(t)
 		}
 		return out, nil
 	})

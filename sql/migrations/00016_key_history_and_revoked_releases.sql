@@ -1,0 +1,90 @@
+-- +goose Up
+
+-- The key history of every org: each public key it was ever registered
+-- with, its RFC 7638 thumbprint and the interval it was in force. A stored
+-- token is verified again against the keys in force when it was accepted,
+-- not the org's current ones. Rows are appended when a key is registered
+-- and closed (valid_until) when it is removed; they are never deleted.
+CREATE TABLE org_keys (
+    org_id      text        NOT NULL REFERENCES remote_orgs (id),
+    kid         text        NOT NULL,
+    thumbprint  text        NOT NULL,
+    jwk         jsonb       NOT NULL,
+    valid_from  timestamptz NOT NULL,
+    valid_until timestamptz,
+    CHECK (valid_until IS NULL OR valid_until >= valid_from)
+);
+CREATE INDEX org_keys_by_org ON org_keys (org_id, valid_from);
+-- A kid names one key in force at a time.
+CREATE UNIQUE INDEX org_keys_open_kid ON org_keys (org_id, kid) WHERE valid_until IS NULL;
+
+-- The keys orgs are registered with now, in force since the org was
+-- registered: the earliest time known. Keys removed before the history
+-- existed are not known. The thumbprint is RFC 7638's: the SHA-256 of the
+-- key type's required members, in lexicographic order, no whitespace,
+-- base64url without padding (ledger.JWKThumbprint computes the same).
+INSERT INTO org_keys (org_id, kid, thumbprint, jwk, valid_from)
+SELECT o.id, k ->> 'kid',
+       rtrim(translate(encode(sha256(convert_to(
+           CASE k ->> 'kty'
+               WHEN 'OKP' THEN format('{"crv":%s,"kty":"OKP","x":%s}', to_json(k ->> 'crv'), to_json(k ->> 'x'))
+               WHEN 'EC' THEN format('{"crv":%s,"kty":"EC","x":%s,"y":%s}', to_json(k ->> 'crv'), to_json(k ->> 'x'), to_json(k ->> 'y'))
+               WHEN 'RSA' THEN format('{"e":%s,"kty":"RSA","n":%s}', to_json(k ->> 'e'), to_json(k ->> 'n'))
+           END, 'UTF8')), 'base64'), '+/', '-_'), '='),
+       k, o.created_at
+FROM remote_orgs o, jsonb_array_elements(o.jwks -> 'keys') AS k
+WHERE o.jwks IS NOT NULL AND k ->> 'kty' IN ('OKP', 'EC', 'RSA');
+
+-- Obligations released on a declaration of an org whose identity was later
+-- revoked: the declaration proves nothing once the identity is revoked
+-- (ledger/DESIGN.md §3), so each is surfaced — in /v1/anomalies, the
+-- reconciliation summary and reporting.revoked_identity_releases_v1 — until
+-- finance acknowledges it. Rows are written by the revocation, in its
+-- transaction; acknowledging fills the acknowledged_* columns once.
+CREATE TABLE revoked_identity_releases (
+    delegation_id       uuid        PRIMARY KEY REFERENCES delegations (id),
+    org_id              text        NOT NULL REFERENCES remote_orgs (id),
+    amount_minor        bigint      NOT NULL,
+    currency            text        NOT NULL,
+    released_at         timestamptz NOT NULL,
+    identity_revoked_at timestamptz NOT NULL,
+    acknowledged_at     timestamptz,
+    acknowledged_by     uuid        REFERENCES principals (id),
+    acknowledge_note    text,
+    CHECK ((acknowledged_at IS NULL) = (acknowledged_by IS NULL))
+);
+CREATE INDEX revoked_identity_releases_open ON revoked_identity_releases (org_id, currency)
+    WHERE acknowledged_at IS NULL;
+
+CREATE VIEW reporting.revoked_identity_releases_v1 AS
+SELECT
+    r.delegation_id,
+    d.tenant,
+    r.org_id,
+    r.amount_minor,
+    r.currency,
+    r.released_at,
+    r.identity_revoked_at,
+    o.identity_revoked_reason
+FROM revoked_identity_releases r
+JOIN delegations d ON d.id = r.delegation_id
+JOIN remote_orgs o ON o.id = r.org_id
+WHERE r.acknowledged_at IS NULL;
+
+COMMENT ON VIEW reporting.revoked_identity_releases_v1 IS
+    'Obligations released on a declaration of an org whose identity was revoked since, not yet acknowledged by finance. Version 1.';
+
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'quittance_reporting') THEN
+        EXECUTE 'GRANT SELECT ON reporting.revoked_identity_releases_v1 TO quittance_reporting';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP VIEW reporting.revoked_identity_releases_v1;
+DROP TABLE revoked_identity_releases;
+DROP TABLE org_keys;

@@ -1,0 +1,34 @@
+-- name: DelegationListDeclaredReleasesByOrgForUpdate :many
+-- Every obligation of the org released on one of its declarations (the
+-- no_compensation_required evidence an identity revocation discredits),
+-- locked in id order.
+SELECT * FROM delegations
+WHERE org_id = $1
+  AND obligation_state = 'released'
+  AND obligation_reason = 'no_compensation_declared'
+ORDER BY id
+FOR UPDATE;
+
+-- name: RevokedReleaseInsert :exec
+INSERT INTO revoked_identity_releases (delegation_id, org_id, amount_minor, currency, released_at, identity_revoked_at)
+VALUES (@delegation_id, @org_id, @amount_minor, @currency, @released_at, @identity_revoked_at)
+ON CONFLICT (delegation_id) DO NOTHING;
+
+-- name: RevokedReleaseGetForUpdate :one
+SELECT * FROM revoked_identity_releases WHERE delegation_id = $1 FOR UPDATE;
+
+-- name: RevokedReleaseAcknowledge :exec
+UPDATE revoked_identity_releases
+SET acknowledged_at = @acknowledged_at, acknowledged_by = @acknowledged_by, acknowledge_note = @acknowledge_note
+WHERE delegation_id = @delegation_id AND acknowledged_at IS NULL;
+
+-- name: RevokedReleaseTotals :many
+-- Unacknowledged releases on revoked identities, by org and currency.
+SELECT r.org_id, r.currency, count(*) AS release_count, sum(r.amount_minor)::bigint AS amount_minor
+FROM revoked_identity_releases r
+JOIN delegations d ON d.id = r.delegation_id
+WHERE r.acknowledged_at IS NULL
+  AND (sqlc.narg(org_id)::text IS NULL OR r.org_id = sqlc.narg(org_id))
+  AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))
+GROUP BY r.org_id, r.currency
+ORDER BY r.org_id, r.currency;

@@ -18,6 +18,7 @@ type Store interface {
 	// Like ledger.Store.InTx it retries fn on serialization failures and
 	// deadlocks, so fn must have no effects outside the Tx.
 	InTx(ctx context.Context, fn func(Tx) error) error
+	ledger.ThresholdReader
 	// WriteOff returns a write-off, or ledger.ErrNotFound.
 	WriteOff(ctx context.Context, id uuid.UUID) (WriteOff, error)
 	// WriteOffs lists write-offs, newest first (see WriteOffFilter).
@@ -48,6 +49,7 @@ type ReceiptTx interface {
 type Tx interface {
 	ReceiptTx
 	ledger.DelegationLocker
+	ledger.ThresholdReader
 	// Org loads an org without locking it.
 	Org(ctx context.Context, id string) (ledger.Org, error)
 	// OrgForUpdate loads an org and locks its row until the transaction ends.

@@ -119,6 +119,7 @@ type WriteOffResult struct {
 
 // RequestWriteOff writes off an obligation in revocation_pending_compensation,
 // compensation_unconfirmed or escalated. At or below the approval threshold
+// in force (ledger.EffectiveWriteOffThreshold, read in the same transaction)
 // it executes at once (ledger.EventWriteOffApproved: the hold becomes the
 // budget's written_off); above it the write-off waits, pending_approval, for
 // a different on-call identity (ApproveWriteOff). Any other state is a
@@ -161,9 +162,13 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 			ID: id, DelegationID: d.ID, Amount: d.Hold, Reason: in.Reason, Reference: in.Reference,
 			Status: WriteOffPendingApproval, RequestedBy: p.Name, RequestedByID: p.ID, CreatedAt: now,
 		}
+		threshold, err := ledger.EffectiveWriteOffThreshold(ctx, tx, s.threshold)
+		if err != nil {
+			return err
+		}
 		data := writeOffData(w)
-		data["approval_threshold_minor"] = s.threshold
-		if s.NeedsApproval(w.Amount) {
+		data["approval_threshold_minor"] = threshold.Minor
+		if NeedsApproval(w.Amount, threshold.Minor) {
 			if err := tx.InsertWriteOff(ctx, w); err != nil {
 				return err
 			}

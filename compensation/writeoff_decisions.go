@@ -120,13 +120,18 @@ func (w WriteOff) requestedBy(p ledger.Principal) bool {
 	return w.RequestedByID == p.ID
 }
 
-// ApprovalThresholdMinor is the largest amount one on-call identity may
-// write off alone; above it a second identity must approve.
-func (s *Service) ApprovalThresholdMinor() int64 { return s.threshold }
+// ApprovalThresholdMinor is the largest amount one on-call principal may
+// write off alone; above it a second principal must approve. It is the
+// configured value until an approved change sets another
+// (ledger.EffectiveWriteOffThreshold).
+func (s *Service) ApprovalThresholdMinor(ctx context.Context) (int64, error) {
+	t, err := ledger.EffectiveWriteOffThreshold(ctx, s.store, s.threshold)
+	return t.Minor, err
+}
 
 // NeedsApproval reports whether a write-off of amount needs a second
-// on-call identity's approval.
-func (s *Service) NeedsApproval(amount ledger.Money) bool { return amount.AmountMinor > s.threshold }
+// on-call principal's approval under threshold.
+func NeedsApproval(amount ledger.Money, threshold int64) bool { return amount.AmountMinor > threshold }
 
 // LedgerID is this ledger's id, the audience every token must name.
 func (s *Service) LedgerID() string { return s.ledgerID }

@@ -156,6 +156,10 @@ const (
 	// EventTypeRevokedReleaseAcknowledged: finance acknowledged a release
 	// on a revoked identity, with a note. It moves no obligation.
 	EventTypeRevokedReleaseAcknowledged EventType = "revoked_release_acknowledged"
+	// EventTypeWriteOffThresholdChanged: the write-off approval threshold
+	// changed (on a second on-call principal's approval), on the stream
+	// "write_off_threshold".
+	EventTypeWriteOffThresholdChanged EventType = "write_off_threshold_changed"
 	// EventTypeWriteOffRequested: an on-call write-off above the threshold
 	// waits for a second on-call principal to approve it. It moves no
 	// obligation.
@@ -276,7 +280,7 @@ var eventTypes = []EventType{
 
 	EventTypeCompensationAcked, EventTypeNoCompensationDeclared, EventTypeLateEvidence,
 	EventTypeTokenRefused, EventTypeDeadlinePassed, EventTypeIdentityRevoked, EventTypeOrgIdentityRevoked,
-	EventTypeReleasedOnRevokedIdentity, EventTypeRevokedReleaseAcknowledged,
+	EventTypeReleasedOnRevokedIdentity, EventTypeRevokedReleaseAcknowledged, EventTypeWriteOffThresholdChanged,
 	EventTypeWriteOffRequested, EventTypeWriteOffExecuted, EventTypeWriteOffVoided, EventTypeWriteOffRefused,
 
 	EventTypeTaskDispatched, EventTypeDispatchFailed, EventTypeCancelRefused, EventTypeCancelFailed,

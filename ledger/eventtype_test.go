@@ -42,6 +42,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeOrgIdentityRevoked:           "org_identity_revoked",
 	ledger.EventTypeReleasedOnRevokedIdentity:    "released_on_revoked_identity",
 	ledger.EventTypeRevokedReleaseAcknowledged:   "revoked_release_acknowledged",
+	ledger.EventTypeWriteOffThresholdChanged:     "write_off_threshold_changed",
 	ledger.EventTypeWriteOffRequested:            "write_off_requested",
 	ledger.EventTypeWriteOffExecuted:             "write_off_executed",
 	ledger.EventTypeWriteOffVoided:               "write_off_voided",

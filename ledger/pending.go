@@ -316,6 +316,8 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
 		}
 		return s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
+	case ChangeWriteOffThreshold:
+		return s.applyThresholdChange(ctx, tx, p, c, now)
 	}
 	return fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
 }

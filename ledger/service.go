@@ -27,6 +27,9 @@ type Service struct {
 	validateDispatch func(message []byte) error
 	tokens           tokenCache
 	access           accessPolicy
+	// configuredThreshold is the write-off approval threshold until an
+	// approved change sets another (EffectiveWriteOffThreshold).
+	configuredThreshold int64
 }
 
 // Config wires a Service.
@@ -55,6 +58,9 @@ type Config struct {
 	// PendingChangeTTL is how long a privileged change waits for its
 	// approval before it expires (default 24h).
 	PendingChangeTTL time.Duration
+	// WriteOffApprovalThresholdMinor is the configured initial write-off
+	// approval threshold; changing it is a pending change.
+	WriteOffApprovalThresholdMinor int64
 }
 
 // NewService returns a Service.
@@ -80,7 +86,8 @@ func NewService(cfg Config) *Service {
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
-		access: accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, pendingTTL: cfg.PendingChangeTTL},
+		access:              accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, pendingTTL: cfg.PendingChangeTTL},
+		configuredThreshold: cfg.WriteOffApprovalThresholdMinor,
 	}
 }
 

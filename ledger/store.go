@@ -50,6 +50,7 @@ type Reader interface {
 	// OrgKeys returns the org's key history, every key it ever had, by
 	// ValidFrom then kid; an org without keys has an empty history.
 	OrgKeys(ctx context.Context, orgID string) ([]OrgKey, error)
+	ThresholdReader
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
 	// TaskClasses returns every registered task class, by name.
@@ -159,6 +160,9 @@ type Tx interface {
 	EndOrgKey(ctx context.Context, k OrgKey, until time.Time) error
 	// PutTaskClass creates or updates a task class.
 	PutTaskClass(ctx context.Context, c TaskClass) error
+	ThresholdReader
+	// PutWriteOffThreshold stores the write-off approval threshold.
+	PutWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error
 	PrincipalTx
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,6 +103,50 @@ func newWriteOffsCommand(getenv func(string) string, stdout io.Writer) *cobra.Co
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return postAndPrint(cmd, getenv, stdout, "/admin/v1/write-offs/"+url.PathEscape(args[0])+"/approve", nil)
+		},
+	})
+	cmd.AddCommand(newWriteOffThresholdCommand(getenv, stdout))
+	return cmd
+}
+
+// newWriteOffThresholdCommand is `quittance write-offs threshold`: the
+// amount above which a write-off needs a second on-call principal.
+func newWriteOffThresholdCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "threshold", Short: "Show or change the write-off approval threshold"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "show",
+		Short: "Print the threshold in force and where it comes from (finance, on-call)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			var out json.RawMessage
+			if err := c.call(cmd.Context(), http.MethodGet, "/admin/v1/write-off-threshold", nil, nil, &out); err != nil {
+				return err
+			}
+			return printJSON(stdout, out)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "set MINOR",
+		Short: "Ask for a new threshold, in minor units; it applies when a different on-call principal approves (on-call)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			minor, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || minor < 0 {
+				return usageError{fmt.Errorf("MINOR must be zero or a positive integer number of minor units")}
+			}
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			var out json.RawMessage
+			if err := c.call(cmd.Context(), http.MethodPut, "/admin/v1/write-off-threshold", nil, map[string]any{"threshold_minor": minor}, &out); err != nil {
+				return err
+			}
+			return printJSON(stdout, out)
 		},
 	})
 	return cmd

@@ -401,3 +401,11 @@ type WriteOff struct {
 	RejectionReason *string
 	RejectedAt      *time.Time
 }
+
+type WriteOffThreshold struct {
+	Singleton      bool
+	ThresholdMinor int64
+	UpdatedAt      time.Time
+	UpdatedBy      uuid.UUID
+	PendingChange  uuid.NullUUID
+}

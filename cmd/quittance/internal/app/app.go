@@ -138,6 +138,7 @@ func New(cfg Config) *App {
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
 		Dev:                     cfg.Dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
+		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
 	})
 	a.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,

@@ -68,7 +68,11 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 	if err != nil {
 		return delegationPage{}, err
 	}
-	data := delegationPage{D: d, Self: Prefix + "delegations/" + d.ID.String(), Threshold: c.cfg.Compensation.ApprovalThresholdMinor()}
+	threshold, err := c.cfg.Compensation.ApprovalThresholdMinor(ctx)
+	if err != nil {
+		return delegationPage{}, err
+	}
+	data := delegationPage{D: d, Self: Prefix + "delegations/" + d.ID.String(), Threshold: threshold}
 	if data.Org, err = c.cfg.Ledger.GetOrg(ctx, p, d.OrgID); err != nil {
 		return delegationPage{}, err
 	}
@@ -116,7 +120,7 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 		}
 	}
 	data.CanWriteOff = compensation.CanWriteOff(d)
-	data.NeedsApproval = c.cfg.Compensation.NeedsApproval(d.Hold)
+	data.NeedsApproval = compensation.NeedsApproval(d.Hold, threshold)
 	for _, st := range ledger.PendingObligationStates {
 		data.InQueue = data.InQueue || d.ObligationState == st
 	}

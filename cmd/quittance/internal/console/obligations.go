@@ -145,9 +145,14 @@ func cleanQuery(v url.Values) url.Values {
 func (c *Console) obligations(w http.ResponseWriter, r *http.Request, q *request) {
 	v := cleanQuery(r.URL.Query())
 	query, all, errs := queueQuery(v)
+	threshold, err := c.cfg.Compensation.ApprovalThresholdMinor(r.Context())
+	if err != nil {
+		c.fail(w, r, q, err)
+		return
+	}
 	data := obligationsPage{
 		All: all, Query: v, States: v["state"], AllStates: ledger.ObligationStates, Sorts: ledger.QueueSorts,
-		Threshold: c.cfg.Compensation.ApprovalThresholdMinor(),
+		Threshold: threshold,
 	}
 	data.Back = Prefix + "obligations"
 	if len(v) > 0 {

@@ -129,12 +129,17 @@ func (c *Console) showWriteOffs(w http.ResponseWriter, r *http.Request, q *reque
 		c.fail(w, r, q, err)
 		return
 	}
+	threshold, err := c.cfg.Compensation.ApprovalThresholdMinor(ctx)
+	if err != nil {
+		c.fail(w, r, q, err)
+		return
+	}
 	var form url.Values
 	if r.Method == http.MethodPost {
 		form = r.PostForm
 	}
 	c.render(w, r, q, status, "write-offs", view{Title: "Write-offs", Nav: "write-offs", Errors: errs, Form: form,
-		Data: writeOffsPage{Pending: pending, Decided: decided, Threshold: c.cfg.Compensation.ApprovalThresholdMinor()}})
+		Data: writeOffsPage{Pending: pending, Decided: decided, Threshold: threshold}})
 }
 
 // writeOffForm runs an approval or rejection; a refusal is shown beside

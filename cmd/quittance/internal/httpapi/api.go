@@ -118,6 +118,7 @@ func New(cfg Config) *Server {
 	s.registerDelegations()
 	s.registerAdmin()
 	s.registerOrgKeys()
+	s.registerWriteOffThreshold()
 	s.registerCompensation()
 	s.registerCompensationRedrive()
 	s.registerReporting()

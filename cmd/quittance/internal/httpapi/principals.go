@@ -64,7 +64,7 @@ func credentialBody(t ledger.Token) CredentialBody {
 // second on-call principal.
 type PendingChangeBody struct {
 	ID             string          `json:"id"`
-	Kind           string          `json:"kind" enum:"principal_create,role_grant,org_update,task_class_update"`
+	Kind           string          `json:"kind" enum:"principal_create,role_grant,org_update,task_class_update,write_off_threshold_update"`
 	Target         string          `json:"target"`
 	Summary        string          `json:"summary"`
 	Status         string          `json:"status" enum:"pending,applied,refused,expired"`

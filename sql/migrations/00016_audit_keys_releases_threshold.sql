@@ -84,7 +84,26 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The write-off approval threshold, once changed through an approved
+-- pending change (kind write_off_threshold_update). Until the first change
+-- there is no row and QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR is the
+-- threshold; from then on this row is.
+CREATE TABLE write_off_threshold (
+    singleton       boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    threshold_minor bigint      NOT NULL CHECK (threshold_minor >= 0),
+    updated_at      timestamptz NOT NULL,
+    updated_by      uuid        NOT NULL REFERENCES principals (id),
+    pending_change  uuid        REFERENCES pending_changes (id)
+);
+ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
+ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind IN (
+    'principal_create', 'role_grant', 'org_update', 'task_class_update', 'write_off_threshold_update'));
+
 -- +goose Down
+ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
+ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind IN (
+    'principal_create', 'role_grant', 'org_update', 'task_class_update'));
+DROP TABLE write_off_threshold;
 DROP VIEW reporting.revoked_identity_releases_v1;
 DROP TABLE revoked_identity_releases;
 DROP TABLE org_keys;

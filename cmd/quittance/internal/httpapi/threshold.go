@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// WriteOffThresholdBody is the write-off approval threshold in force.
+type WriteOffThresholdBody struct {
+	ThresholdMinor  int64              `json:"threshold_minor" doc:"A write-off above it waits for a second on-call principal."`
+	Source          string             `json:"source" enum:"configuration,approved_change" doc:"configuration: QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR, until a change is approved."`
+	UpdatedAt       *time.Time         `json:"updated_at,omitempty"`
+	UpdatedBy       string             `json:"updated_by,omitempty" doc:"The principal whose approval (or, under dev, bootstrap change) set it."`
+	PendingChangeID string             `json:"pending_change_id,omitempty" doc:"The approved change that set it."`
+	PendingChange   *PendingChangeBody `json:"pending_change,omitempty" doc:"Set on a 202: the change waits for a different on-call principal; the threshold above is still the one in force."`
+}
+
+func thresholdBody(t ledger.WriteOffThreshold) WriteOffThresholdBody {
+	b := WriteOffThresholdBody{ThresholdMinor: t.Minor, Source: "approved_change", UpdatedAt: timePtr(t.UpdatedAt)}
+	if t.Configured {
+		b.Source = "configuration"
+	}
+	if t.UpdatedBy != uuid.Nil {
+		b.UpdatedBy = t.UpdatedBy.String()
+	}
+	if t.PendingChangeID != uuid.Nil {
+		b.PendingChangeID = t.PendingChangeID.String()
+	}
+	return b
+}
+
+type thresholdOutput struct {
+	Status int
+	Body   WriteOffThresholdBody
+}
+
+type putThresholdInput struct {
+	Body struct {
+		ThresholdMinor int64 `json:"threshold_minor" minimum:"0" doc:"The new threshold in integer minor units."`
+	}
+}
+
+func (s *Server) registerWriteOffThreshold() {
+	tags := []string{"admin"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-write-off-threshold", Method: http.MethodGet, Path: "/admin/v1/write-off-threshold", Tags: tags,
+		Summary: "The write-off approval threshold in force", Description: "On-call and finance.", Security: bearerAuth,
+	}, func(ctx context.Context, _ *struct{}) (*thresholdOutput, error) {
+		t, err := s.ledger.GetWriteOffThreshold(ctx, principal(ctx))
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &thresholdOutput{Status: http.StatusOK, Body: thresholdBody(t)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-write-off-threshold", Method: http.MethodPut, Path: "/admin/v1/write-off-threshold", Tags: tags,
+		Summary: "Change the write-off approval threshold (a pending change)",
+		Description: "On-call. Answered 202 with pending_change: the change takes effect when a different on-call principal " +
+			"approves it (POST /admin/v1/pending-changes/{id}/approve). Under dev the bootstrap credential's change applies at once (200).",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *putThresholdInput) (*thresholdOutput, error) {
+		t, err := s.ledger.RequestWriteOffThreshold(ctx, principal(ctx), in.Body.ThresholdMinor)
+		if pc, ok := pendingOf(err); ok {
+			body := thresholdBody(t)
+			body.PendingChange = pc
+			return &thresholdOutput{Status: http.StatusAccepted, Body: body}, nil
+		}
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &thresholdOutput{Status: http.StatusOK, Body: thresholdBody(t)}, nil
+	})
+}

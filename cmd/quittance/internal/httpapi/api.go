@@ -119,6 +119,7 @@ func New(cfg Config) *Server {
 	s.registerAdmin()
 	s.registerCompensation()
 	s.registerCompensationRedrive()
+	s.registerDispatchResolve()
 	s.registerReporting()
 	s.registerPush()
 	s.registerOrchestrator()

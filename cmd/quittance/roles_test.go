@@ -39,11 +39,14 @@ func eventsDigest(t *testing.T, conn *pgx.Conn) string {
 // test runs on the same setup.
 func TestServiceRoleCannotRewriteEvents(t *testing.T) {
 	t.Parallel()
-	e := startService(t)
+	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t))
 	ctx := context.Background()
-	// Some events to protect.
+	// Some events, and a checkpoint over them, signed as the service role.
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1000}, nil); s >= 300 {
 		t.Fatalf("put budget: %d", s)
+	}
+	if s := e.api(t, http.MethodPost, "/admin/v1/checkpoints", e.oncall, nil, nil); s != http.StatusCreated {
+		t.Fatalf("create checkpoint: %d", s)
 	}
 
 	conn, err := pgx.Connect(ctx, e.serviceURL)

@@ -270,6 +270,11 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// shutdown they stop claiming and finish the calls in flight.
 	defer runBackground(ctx, log, "a2a workers", svc.Worker.Run)()
 	defer runBackground(ctx, log, "webhook deliveries", svc.Webhooks.Run)()
+	// Every replica signs checkpoints; an advisory lock makes them take
+	// turns, and one finding the heads already signed signs nothing.
+	defer runBackground(ctx, log, "checkpoints", func(ctx context.Context) error {
+		return svc.Checkpoints.Run(ctx, cfg.CheckpointInterval)
+	})()
 
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

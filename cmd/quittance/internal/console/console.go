@@ -116,6 +116,10 @@ func (c *Console) routes() {
 	page("GET "+Prefix+"webhooks", c.webhooksPage)
 	page("POST "+Prefix+"webhooks/redrive", c.redriveWebhooks)
 	page("GET "+Prefix+"principals", c.principals)
+	page("POST "+Prefix+"principals/{id}/disable", c.disablePrincipal)
+	page("POST "+Prefix+"credentials/{id}/revoke", c.revokeCredential)
+	page("POST "+Prefix+"pending-changes/{id}/approve", c.approveChange)
+	page("POST "+Prefix+"pending-changes/{id}/refuse", c.refuseChange)
 	c.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, nil, http.StatusNotFound, "No such page", "There is no console page at this address.")
 	})
@@ -217,6 +221,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err e
 		c.renderError(w, r, q, http.StatusConflict, "Not possible now", conflict.Detail)
 	case errors.Is(err, compensation.ErrSelfApproval):
 		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", "A write-off must be approved or rejected by a different on-call person than the one who asked for it. Nothing was changed.")
+	case errors.Is(err, ledger.ErrSelfApproval):
+		c.renderError(w, r, q, http.StatusForbidden, "Another person must approve", "A privileged change must be approved by a different on-call person than the one who asked for it. Nothing was changed.")
 	case errors.Is(err, context.Canceled):
 	default:
 		c.log.ErrorContext(r.Context(), "console request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
@@ -238,6 +244,8 @@ func formError(err error) (field, msg string, ok bool) {
 		return "form", conflict.Detail, true
 	case errors.Is(err, compensation.ErrSelfApproval):
 		return "form", "a different on-call person must decide on this write-off", true
+	case errors.Is(err, ledger.ErrSelfApproval):
+		return "form", "a different on-call person must approve this change; you asked for it (refuse it to withdraw it)", true
 	}
 	return "", "", false
 }

@@ -106,6 +106,7 @@ func (c *Console) routes() {
 	page("POST "+Prefix+"delegations/{id}/notes", c.addNote)
 	page("POST "+Prefix+"delegations/{id}/snooze", c.snooze)
 	page("POST "+Prefix+"delegations/{id}/write-offs", c.requestWriteOff)
+	page("POST "+Prefix+"delegations/{id}/compensation/redrive", c.redrive)
 	page("GET "+Prefix+"write-offs", c.writeOffs)
 	page("POST "+Prefix+"write-offs/{id}/approve", c.approveWriteOff)
 	page("POST "+Prefix+"write-offs/{id}/reject", c.rejectWriteOff)

@@ -65,6 +65,8 @@ var notices = map[string]string{
 	"bulk":               "Bulk change applied.",
 	"redrive":            "Dead-lettered deliveries are back in the queue.",
 	"signed_out":         "Signed out.",
+	"redriven":           "Compensation redriven: the org's agent is asked again. The obligation stays compensation unconfirmed, hold active, until evidence arrives.",
+	"bulk_redriven":      "Compensation redriven for each confirmed obligation; each redrive is on its timeline. The holds stay active until evidence arrives.",
 	"credential_revoked": "Credential revoked: it is refused on every replica from now on.",
 	"principal_disabled": "Principal disabled and every credential of it revoked.",
 	"change_approved":    "Change approved: it applies now.",

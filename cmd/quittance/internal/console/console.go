@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -143,8 +144,39 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, Prefix+"static/") {
 		h.Set("Cache-Control", "no-store")
 	}
-	c.mux.ServeHTTP(w, r)
+	c.mux.ServeHTTP(&timedWriter{ResponseWriter: w, start: time.Now()}, r)
 }
+
+// timedWriter adds a Server-Timing header ("app;dur=" milliseconds) to a
+// response: the time from the request's arrival to its first byte. A page
+// is rendered into a buffer before it is written, so for a page this is
+// its whole server-side time, gathering and rendering; make bench reads
+// it (cmd/quittance-bench/BENCHMARK.md).
+type timedWriter struct {
+	http.ResponseWriter
+	start time.Time
+	wrote bool
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (t *timedWriter) WriteHeader(code int) {
+	if !t.wrote {
+		t.wrote = true
+		t.Header().Set("Server-Timing", "app;dur="+strconv.FormatFloat(float64(time.Since(t.start))/float64(time.Millisecond), 'f', 2, 64))
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (t *timedWriter) Write(b []byte) (int, error) {
+	if !t.wrote {
+		t.WriteHeader(http.StatusOK)
+	}
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // request is what a signed-in request carries.
 type request struct {

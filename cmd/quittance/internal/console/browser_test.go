@@ -158,9 +158,16 @@ func (b *tab) leaveBy(ready string, actions ...chromedp.Action[chromedp.Void]) {
 	b.eval(`document.documentElement.dataset.leaving = "yes"`)
 	b.do(actions...)
 	deadline := time.Now().Add(10 * time.Second)
-	for b.eval(`document.documentElement.dataset.leaving === "yes"`) == true {
+	for {
+		// While the next page loads there may be no document, or the
+		// evaluation's context may go away under it: both mean not yet.
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](
+			`document.documentElement === null || document.documentElement.dataset.leaving === "yes"`, chromedp.EvalAwaitPromise))
+		if err == nil && v == false {
+			break
+		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("still at %s 10s later", b.location())
+			b.t.Fatalf("still at %s 10s later (%v)", b.location(), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

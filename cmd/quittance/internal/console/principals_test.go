@@ -101,6 +101,18 @@ func TestPrincipalsListAndRevoke(t *testing.T) {
 	b.get("/console/principals").contains(t, "disabled", "left the company")
 	// On-call is offered no control to disable itself.
 	b.get("/console/principals").lacks(t, `action="/console/principals/`+w.PrincipalID(t, w.OncallToken)+`/disable"`)
+
+	// Revoking the credential a session was started with ends the session.
+	o2 := w.client(t)
+	o2.signIn(w.oncall2)
+	res = o2.post("/console/principals", "/console/credentials/"+oncall2Cred+"/revoke", url.Values{"reason": {"rotating"}})
+	if res.status != http.StatusSeeOther || !strings.HasPrefix(res.location, "/console/sign-in") {
+		t.Fatalf("revoke own credential: %d %s", res.status, res.location)
+	}
+	if p := o2.get("/console/principals"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/console/sign-in") {
+		t.Fatalf("session after revoking its credential: %d %s", p.status, p.location)
+	}
+	w.Do(t, http.MethodGet, "/admin/v1/principals", w.oncall2, nil).Expect(t, http.StatusUnauthorized)
 }
 
 // production is a world run as `quittance serve` runs: two on-call people
@@ -235,4 +247,34 @@ func TestOrgKeyChangeApproval(t *testing.T) {
 	if err != nil || !strings.Contains(string(o.JWKS), "b-key-2") {
 		t.Fatalf("org after approval: %s %v", o.JWKS, err)
 	}
+
+	// A task class change waits on the org's page too, and is refused there
+	// with a reason: nothing of it applies.
+	r := e.Do(t, http.MethodPut, "/admin/v1/task-classes/procurement", e.a.Token, map[string]any{
+		"effect_capable": true, "gate_on": []string{"canceled", "failed"}, "compensation_timeout": "96h",
+	})
+	r.Expect(t, http.StatusAccepted)
+	var class struct {
+		PendingChange struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
+	}
+	r.JSON(t, &class)
+	cid := class.PendingChange.ID
+	if cid == "" {
+		t.Fatalf("task class change: no pending change in %s", r.Body)
+	}
+	b.get(page).contains(t, `id="class-changes"`, `data-change="`+cid+`"`, "procurement", "4d 0h")
+	if bad := b.post(page, "/console/pending-changes/"+cid+"/refuse", url.Values{"back": {page}, "change": {cid}, "reason": {""}}); bad.status != http.StatusUnprocessableEntity {
+		t.Fatalf("refuse without reason: %d", bad.status)
+	} else {
+		bad.contains(t, `id="refuse-`+cid+`" name="reason" value="" placeholder="reason for refusing" size="22" maxlength="4096" aria-invalid="true"`)
+	}
+	res = b.post(page, "/console/pending-changes/"+cid+"/refuse", url.Values{"back": {page}, "change": {cid}, "reason": {"96h is too long for procurement"}})
+	if res.status != http.StatusSeeOther {
+		t.Fatalf("refuse: %d\n%s", res.status, res.body)
+	}
+	b.get(res.location).contains(t, "Change refused")
+	b.get(page).lacks(t, `id="class-changes"`)
+	b.get("/console/principals").contains(t, "96h is too long for procurement", "refused")
 }

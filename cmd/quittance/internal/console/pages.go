@@ -239,6 +239,8 @@ type orgPage struct {
 	Org       ledger.Org
 	Keys      []Key
 	KeysError string
+	// History is every key the org ever had, with when it was in force.
+	History []ledger.OrgKey
 	Card      *ledger.Scorecard
 	Since     string
 	Until     string
@@ -266,6 +268,10 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 	data := orgPage{Org: o, Back: Prefix + "orgs/" + url.PathEscape(o.ID)}
 	if data.Keys, err = orgKeys(o.JWKS); err != nil {
 		data.KeysError = err.Error()
+	}
+	if data.History, err = c.cfg.Ledger.OrgKeyHistory(ctx, q.p, o.ID); err != nil {
+		c.fail(w, r, q, err)
+		return
 	}
 	period, perr := scorecardPeriod(r.URL.Query())
 	if errs == nil {

@@ -204,6 +204,17 @@ func TestPendingPrincipalChange(t *testing.T) {
 	b.get("/console/principals?done=change_approved").contains(t, "Change approved", "Fiona", "applied")
 }
 
+// keyHistory returns the key history table of an org page.
+func keyHistory(t *testing.T, p page) string {
+	t.Helper()
+	i := strings.Index(p.body, `class="key-history"`)
+	if i < 0 {
+		t.Fatalf("no key history table:\n%s", p.body)
+	}
+	j := strings.Index(p.body[i:], "</table>")
+	return p.body[i : i+j]
+}
+
 // TestOrgKeyChangeApproval: a change of an org's keys waits on the org's
 // page, with the proposed key's RFC 7638 thumbprint marked new; finance
 // sees it without controls; a second on-call person approves it there and
@@ -235,7 +246,7 @@ func TestOrgKeyChangeApproval(t *testing.T) {
 		t.Fatalf("finance's crafted approval: %d", res.status)
 	}
 	mine := a.get(page)
-	mine.contains(t, `data-change="`+id+`"`, "b-key-2", thumb, "new", "No keys registered")
+	mine.contains(t, `data-change="`+id+`"`, "b-key-2", thumb, "new", "No keys registered", "No key has been registered for this org yet")
 	mine.lacks(t, `action="/console/pending-changes/`+id+`/approve"`)
 	res := b.post(page, "/console/pending-changes/"+id+"/approve", url.Values{"back": {page}})
 	if res.status != http.StatusSeeOther || !strings.HasPrefix(res.location, page) {
@@ -246,6 +257,26 @@ func TestOrgKeyChangeApproval(t *testing.T) {
 	o, err := e.Ledger.GetOrg(t.Context(), ledger.Principal{Role: ledger.RoleOncall}, orgID)
 	if err != nil || !strings.Contains(string(o.JWKS), "b-key-2") {
 		t.Fatalf("org after approval: %s %v", o.JWKS, err)
+	}
+	if h := keyHistory(t, after); !strings.Contains(h, thumb) || strings.Count(h, "in force</td>") != 1 {
+		t.Fatalf("key history after the first key:\n%s", h)
+	}
+
+	// The org rotates to a new key (approved the same way): the history
+	// keeps the old key with when it stopped, and the new one in force.
+	next := compensationtest.NewEd25519Signer(t, "b-key-3")
+	rid := pendingID(t, e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgID, e.a.Token, map[string]any{
+		"name": "Bolt Supplies", "jwks": json.RawMessage(next.JWKS()),
+	}))
+	if res := b.post(page, "/console/pending-changes/"+rid+"/approve", url.Values{"back": {page}}); res.status != http.StatusSeeOther {
+		t.Fatalf("approve the rotation: %d\n%s", res.status, res.body)
+	}
+	h := keyHistory(t, f.get(page))
+	if !strings.Contains(h, "b-key-2") || !strings.Contains(h, thumb) || !strings.Contains(h, "b-key-3") || strings.Count(h, "in force</td>") != 1 {
+		t.Fatalf("key history after the rotation (finance's view):\n%s", h)
+	}
+	if i, j := strings.Index(h, "b-key-2"), strings.Index(h, "in force</td>"); i < 0 || j < i || strings.Index(h[i:j], "b-key-3") < 0 {
+		t.Fatalf("the old key is shown in force, not the new one:\n%s", h)
 	}
 
 	// A task class change waits on the org's page too, and is refused there

@@ -246,14 +246,20 @@ func envVar(c corev1.Container, name string) (corev1.EnvVar, bool) {
 // checkDatabaseURLFromSecret asserts DATABASE_URL comes from a required Secret key.
 func checkDatabaseURLFromSecret(t *testing.T, what string, c corev1.Container) {
 	t.Helper()
-	e, ok := envVar(c, "DATABASE_URL")
+	checkURLFromSecret(t, what, c, "DATABASE_URL")
+}
+
+// checkURLFromSecret asserts the variable name comes from a required Secret key.
+func checkURLFromSecret(t *testing.T, what string, c corev1.Container, name string) {
+	t.Helper()
+	e, ok := envVar(c, name)
 	if !ok || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-		t.Errorf("%s: DATABASE_URL must come from a Secret, got %+v", what, e)
+		t.Errorf("%s: %s must come from a Secret, got %+v", what, name, e)
 		return
 	}
 	ref := e.ValueFrom.SecretKeyRef
 	if ref.Name == "" || ref.Key == "" || (ref.Optional != nil && *ref.Optional) {
-		t.Errorf("%s: DATABASE_URL secretKeyRef %+v must name a required key", what, ref)
+		t.Errorf("%s: %s secretKeyRef %+v must name a required key", what, name, ref)
 	}
 }
 
@@ -408,7 +414,31 @@ func TestMigrateJob(t *testing.T) {
 	if c.Image != d.Spec.Template.Spec.Containers[0].Image {
 		t.Errorf("job image %q differs from the deployment's %q", c.Image, d.Spec.Template.Spec.Containers[0].Image)
 	}
-	checkDatabaseURLFromSecret(t, "migrate job", c)
+	// The Job migrates as the owner of the schema; the replicas connect as the
+	// service's own role and never hold the owner's credentials.
+	checkURLFromSecret(t, "migrate job", c, "QUITTANCE_MIGRATION_DATABASE_URL")
+	if _, ok := envVar(c, "DATABASE_URL"); ok {
+		t.Error("the migrate job sets DATABASE_URL: it needs only the owner's QUITTANCE_MIGRATION_DATABASE_URL")
+	}
+	server := d.Spec.Template.Spec.Containers[0]
+	if _, ok := envVar(server, "QUITTANCE_MIGRATION_DATABASE_URL"); ok {
+		t.Error("the deployment holds the owner's QUITTANCE_MIGRATION_DATABASE_URL: the service must run as its own role")
+	}
+	jobEnv, _ := envVar(c, "QUITTANCE_MIGRATION_DATABASE_URL")
+	if jobEnv.ValueFrom == nil || jobEnv.ValueFrom.SecretKeyRef == nil {
+		return
+	}
+	jobRef := jobEnv.ValueFrom.SecretKeyRef
+	for _, e := range server.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == jobRef.Name {
+			t.Errorf("the deployment reads %s from the migration Secret %q", e.Name, jobRef.Name)
+		}
+	}
+	var ms corev1.Secret
+	decodeStrict(t, manifest("secret-migration.example.yaml"), "v1", "Secret", &ms)
+	if ms.Name != jobRef.Name || ms.StringData[jobRef.Key] == "" {
+		t.Errorf("the example migration Secret %q has no key %q the Job reads from %q", ms.Name, jobRef.Key, jobRef.Name)
+	}
 	// The migrate Job's pods must not be picked up by the Service, PDB or spread constraints.
 	if labels.SelectorFromSet(loadService(t).Spec.Selector).Matches(labels.Set(j.Spec.Template.Labels)) {
 		t.Error("the Service selects the migrate Job's pods")

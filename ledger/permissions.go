@@ -26,6 +26,10 @@ const (
 	// ActionRedriveWebhooks: put dead-lettered webhook deliveries back in
 	// the queue.
 	ActionRedriveWebhooks Action = "redrive_webhooks"
+	// ActionRedriveCompensation: ask an org's agent for compensation again
+	// for a compensation_unconfirmed obligation (compensation.Service.
+	// Redrive).
+	ActionRedriveCompensation Action = "redrive_compensation"
 	// ActionAcknowledgeRevokedRelease: acknowledge an obligation released
 	// on a declaration of an identity revoked since (finance's call).
 	ActionAcknowledgeRevokedRelease Action = "acknowledge_revoked_release"
@@ -41,6 +45,7 @@ var actionRoles = map[Action][]Role{
 	ActionRevokeIdentity:            {RoleOncall},
 	ActionHandleCase:                {RoleOncall},
 	ActionRedriveWebhooks:           {RoleOncall},
+	ActionRedriveCompensation:       {RoleOncall},
 	ActionAdminister:                {RoleOncall},
 	ActionAcknowledgeRevokedRelease: {RoleFinance},
 }

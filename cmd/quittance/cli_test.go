@@ -27,8 +27,12 @@ type cliEnv struct {
 	bootstrap string
 	oncall    string
 	oncall2   string
-	dbURL     string
-	exec      func(ctx context.Context, sql string, args ...any) error
+	// ownerURL is the test database as its owner, serviceURL as the
+	// service's own role, which the service connects as; exec runs SQL as
+	// the owner (who can alter the events table).
+	ownerURL   string
+	serviceURL string
+	exec       func(ctx context.Context, sql string, args ...any) error
 	// query returns the first column of each row, as text.
 	query func(ctx context.Context, sql string, args ...any) ([]string, error)
 	// profilesURL is where the service serves its runtime profiles, when
@@ -36,12 +40,17 @@ type cliEnv struct {
 	profilesURL string
 }
 
+// startService runs serve as production does: migrations as the owner of
+// the schema (QUITTANCE_MIGRATION_DATABASE_URL), the service as its own
+// restricted role (DATABASE_URL).
 func startService(t *testing.T, extraEnv ...string) *cliEnv {
 	t.Helper()
 	pool := pgtest.Pool(t)
+	ownerURL := pool.Config().ConnString()
 	token := ledger.NewTokenSecret()
 	env := map[string]string{
-		"DATABASE_URL": pool.Config().ConnString(), "QUITTANCE_ADDR": "127.0.0.1:0",
+		"DATABASE_URL": pgtest.ServiceURL(t, ownerURL), "QUITTANCE_MIGRATION_DATABASE_URL": ownerURL,
+		"QUITTANCE_ADDR":            "127.0.0.1:0",
 		"QUITTANCE_BOOTSTRAP_TOKEN": token, "QUITTANCE_LEDGER_ID": "ledger-cli",
 		"QUITTANCE_LOG_LEVEL": "error",
 	}
@@ -79,7 +88,7 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 	}()
 	select {
 	case a := <-ready:
-		e := &cliEnv{url: a.api, profilesURL: a.profiles, bootstrap: token, dbURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
+		e := &cliEnv{url: a.api, profilesURL: a.profiles, bootstrap: token, ownerURL: ownerURL, serviceURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
 			_, err := pool.Exec(ctx, sql, args...)
 			return err
 		}}

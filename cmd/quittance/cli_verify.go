@@ -30,14 +30,20 @@ type chain struct {
 var errChainBroken = errors.New("verification failed: the audit log does not verify (see above)")
 
 func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var delegation string
+	var (
+		delegation string
+		cpOpts     checkpointOptions
+	)
 	cmd := &cobra.Command{
 		Use:   "verify-chain",
 		Short: "Re-verify the audit log's hash chains and every stored signed token",
 		Long: "verify-chain fetches each delegation's event chain (or only --delegation's), recomputes every event's " +
 			"hash and link, and re-verifies every stored signed ack or declaration against the org's keys in force " +
 			"when the event accepted it (its key history, not its current keys), printing the kid and RFC 7638 " +
-			"thumbprint of the key that verified each. It prints one line per delegation and exits 1 on any break.",
+			"thumbprint of the key that verified each. It then checks every other stream's chain (orgs, budgets, principals, " +
+			"tokens, pending changes, …) and every stream against the latest signed checkpoint (or --checkpoint FILE, an " +
+			"exported one), so a tail removed or rewritten up to the checkpoint is a break; events after it are not covered " +
+			"until the next checkpoint. It prints one line per delegation and stream and exits 1 on any break.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newAPIClient(getenv)
@@ -76,8 +82,11 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 					q.Set("cursor", page.NextCursor)
 				}
 			}
-			fmt.Fprintf(stderr, "verified %d delegation(s), %d event(s), %d signed token(s); %d broken\n",
-				v.delegations, v.events, v.tokens, v.broken)
+			if err := v.verifyStreams(ctx, cpOpts, delegation, stderr); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "verified %d delegation(s), %d other stream(s), %d event(s), %d signed token(s); %d broken\n",
+				v.delegations, v.streams, v.events, v.tokens, v.broken)
 			if v.broken > 0 {
 				return errChainBroken
 			}
@@ -85,6 +94,8 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 		},
 	}
 	cmd.Flags().StringVar(&delegation, "delegation", "", "verify only this delegation")
+	cmd.Flags().StringVar(&cpOpts.file, "checkpoint", "", "check against this exported checkpoint (quittance checkpoints export) instead of the latest the ledger serves")
+	cmd.Flags().StringVar(&cpOpts.jwksFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file instead of those it serves")
 	return cmd
 }
 
@@ -94,6 +105,8 @@ type verifier struct {
 	out  io.Writer
 
 	delegations, events, tokens, broken int
+	// streams counts the streams other than delegations' verifyStreams checked.
+	streams int
 }
 
 // verify checks one delegation's chain and tokens and prints the result.

@@ -96,6 +96,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newCredentialsCommand(getenv, stdout),
 		newChangesCommand(getenv, stdout),
 		newVerifyChainCommand(getenv, stdout, stderr),
+		newCheckpointsCommand(getenv, stdout),
 		newEvidencePackCommand(getenv, stdout),
 		newVerifyPackCommand(stdout),
 		newRevokedReleasesCommand(getenv, stdout),

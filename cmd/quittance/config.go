@@ -16,13 +16,21 @@ import (
 // variable is listed in deploy/CONFIGURATION.md, and a test checks that the
 // table there names exactly the variables read here.
 type config struct {
-	DatabaseURL    string        `env:"DATABASE_URL"`
-	Addr           string        `env:"QUITTANCE_ADDR" envDefault:"127.0.0.1:8080"`
-	DataDir        string        `env:"QUITTANCE_DATA_DIR" envDefault:"./.quittance"`
-	LedgerID       string        `env:"QUITTANCE_LEDGER_ID" envDefault:"quittance"`
-	BootstrapToken string        `env:"QUITTANCE_BOOTSTRAP_TOKEN"`
-	PublicURL      string        `env:"QUITTANCE_PUBLIC_URL"`
-	SweepInterval  time.Duration `env:"QUITTANCE_SWEEP_INTERVAL" envDefault:"30s"`
+	DatabaseURL string `env:"DATABASE_URL"`
+	// MigrationDatabaseURL is the database as the role that owns the
+	// schema: migrations run as it, and the service itself connects with
+	// DatabaseURL, as a role that cannot rewrite the audit log
+	// (ledger/AUDIT.md). Unset, migrations run with DatabaseURL.
+	MigrationDatabaseURL string `env:"QUITTANCE_MIGRATION_DATABASE_URL"`
+	// CheckpointInterval is how often the ledger signs a checkpoint over
+	// the head of every event stream (when any stream moved).
+	CheckpointInterval time.Duration `env:"QUITTANCE_CHECKPOINT_INTERVAL" envDefault:"1m"`
+	Addr               string        `env:"QUITTANCE_ADDR" envDefault:"127.0.0.1:8080"`
+	DataDir            string        `env:"QUITTANCE_DATA_DIR" envDefault:"./.quittance"`
+	LedgerID           string        `env:"QUITTANCE_LEDGER_ID" envDefault:"quittance"`
+	BootstrapToken     string        `env:"QUITTANCE_BOOTSTRAP_TOKEN"`
+	PublicURL          string        `env:"QUITTANCE_PUBLIC_URL"`
+	SweepInterval      time.Duration `env:"QUITTANCE_SWEEP_INTERVAL" envDefault:"30s"`
 	// WriteOffApprovalThresholdMinor is the amount above which a write-off
 	// needs a second on-call approver.
 	WriteOffApprovalThresholdMinor int64         `env:"QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR" envDefault:"100000"`
@@ -114,7 +122,7 @@ type config struct {
 
 // variables are the names config reads.
 var variables = []string{
-	"DATABASE_URL", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
+	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
 	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST",
@@ -130,7 +138,7 @@ var variables = []string{
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
 // holding the value (how Kubernetes and systemd credentials mount secrets).
-var secretVariables = map[string]bool{"DATABASE_URL": true, "QUITTANCE_BOOTSTRAP_TOKEN": true, "QUITTANCE_OIDC_CLIENT_SECRET": true}
+var secretVariables = map[string]bool{"DATABASE_URL": true, "QUITTANCE_MIGRATION_DATABASE_URL": true, "QUITTANCE_BOOTSTRAP_TOKEN": true, "QUITTANCE_OIDC_CLIENT_SECRET": true}
 
 // loadConfig reads the configuration through getenv.
 func loadConfig(getenv func(string) string) (config, error) {
@@ -151,6 +159,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	var cfg config
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
 		return config{}, usageError{fmt.Errorf("configuration: %w", err)}
+	}
+	if cfg.CheckpointInterval <= 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_CHECKPOINT_INTERVAL must be positive")}
 	}
 	if cfg.SweepInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_SWEEP_INTERVAL must be positive")}

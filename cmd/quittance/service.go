@@ -39,18 +39,40 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// openDatabase connects to url and applies pending migrations.
-func openDatabase(ctx context.Context, url string, log *slog.Logger) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, url)
+// migrateDatabase applies pending migrations as the role that owns the
+// schema: QUITTANCE_MIGRATION_DATABASE_URL when set, DATABASE_URL otherwise.
+func migrateDatabase(ctx context.Context, cfg config, log *slog.Logger) error {
+	dbURL, name := cfg.DatabaseURL, "DATABASE_URL"
+	if cfg.MigrationDatabaseURL != "" {
+		dbURL, name = cfg.MigrationDatabaseURL, "QUITTANCE_MIGRATION_DATABASE_URL"
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return usageError{fmt.Errorf("%s: %w", name, err)}
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	if err := migrations.Up(ctx, db, log); err != nil {
+		if cfg.MigrationDatabaseURL == "" {
+			// A service role cannot migrate: say where the owner goes.
+			return fmt.Errorf("%w (migrations run as DATABASE_URL's role; if that is the service's restricted role, "+
+				"set QUITTANCE_MIGRATION_DATABASE_URL to the owner's, or run `quittance migrate` as the owner)", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// openDatabase migrates (migrateDatabase) and connects the service's pool
+// to DATABASE_URL.
+func openDatabase(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
+	if err := migrateDatabase(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	err = migrations.Up(ctx, db, log)
-	db.Close()
-	if err != nil {
-		pool.Close()
-		return nil, err
 	}
 	return pool, nil
 }
@@ -60,15 +82,13 @@ func migrate(ctx context.Context, getenv func(string) string, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if cfg.DatabaseURL == "" {
-		return usageError{errors.New("DATABASE_URL is required")}
+	if cfg.DatabaseURL == "" && cfg.MigrationDatabaseURL == "" {
+		return usageError{errors.New("QUITTANCE_MIGRATION_DATABASE_URL or DATABASE_URL is required")}
 	}
 	log := newLogger(stderr, cfg.LogLevel)
-	pool, err := openDatabase(ctx, cfg.DatabaseURL, log)
-	if err != nil {
+	if err := migrateDatabase(ctx, cfg, log); err != nil {
 		return err
 	}
-	pool.Close()
 	log.Info("migrations applied")
 	return nil
 }
@@ -139,8 +159,12 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 				log.Error("stop the embedded PostgreSQL", slog.Any("error", err))
 			}
 		}()
-		cfg.DatabaseURL = cluster.URL("quittance")
-		fmt.Fprintf(stdout, "PostgreSQL: %s (data in %s)\n", cfg.DatabaseURL, cluster.DataDir())
+		// Migrations run as the superuser, which owns the schema; the
+		// service connects as its own login role, which cannot rewrite the
+		// audit log (ledger/AUDIT.md).
+		cfg.MigrationDatabaseURL = cluster.URL(pgcluster.Database)
+		cfg.DatabaseURL = cluster.ServiceURL(pgcluster.Database)
+		fmt.Fprintf(stdout, "PostgreSQL: %s (migrations as %s; data in %s)\n", cfg.DatabaseURL, pgcluster.Superuser, cluster.DataDir())
 	}
 	if cfg.SigningKeyFile == "" {
 		cfg.SigningKeyFile = filepath.Join(cfg.DataDir, devSigningKeyFile)
@@ -179,7 +203,7 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 // onReady, if not nil, runs once the service is listening; its failure is
 // logged and does not stop the service.
 func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady func(context.Context, *ledger.Service) error) error {
-	pool, err := openDatabase(ctx, cfg.DatabaseURL, log)
+	pool, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -246,6 +270,11 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// shutdown they stop claiming and finish the calls in flight.
 	defer runBackground(ctx, log, "a2a workers", svc.Worker.Run)()
 	defer runBackground(ctx, log, "webhook deliveries", svc.Webhooks.Run)()
+	// Every replica signs checkpoints; an advisory lock makes them take
+	// turns, and one finding the heads already signed signs nothing.
+	defer runBackground(ctx, log, "checkpoints", func(ctx context.Context) error {
+		return svc.Checkpoints.Run(ctx, cfg.CheckpointInterval)
+	})()
 
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

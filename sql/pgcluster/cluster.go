@@ -160,6 +160,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		_ = c.stopLocked(ctx, syscall.SIGINT)
 		return nil, err
 	}
+	if err := EnsureServiceLogin(ctx, c.URL("postgres")); err != nil {
+		_ = c.stopLocked(ctx, syscall.SIGINT)
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -466,6 +470,12 @@ func (c *Cluster) command(path string, args ...string) *exec.Cmd {
 // superuser, over TCP on 127.0.0.1.
 func (c *Cluster) URL(dbname string) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Superuser, c.Port(), dbname)
+}
+
+// ServiceURL returns the URL of database dbname for ServiceLogin, the
+// service's own login role, which cannot rewrite the audit log.
+func (c *Cluster) ServiceURL(dbname string) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", ServiceLogin, c.Port(), dbname)
 }
 
 // Port returns the TCP port the server listens on.

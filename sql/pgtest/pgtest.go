@@ -93,6 +93,28 @@ func EmptyURL(t testing.TB) string {
 	return newDatabase(ctx, t, srv, "template0")
 }
 
+// ServiceURL returns the URL of the test database at dbURL (from URL,
+// EmptyURL or Cluster) for the service's own login role,
+// pgcluster.ServiceLogin: a member of the role migration 00015 grants the
+// service's privileges to, owning nothing, so it may append to the audit
+// log but not rewrite it. dbURL itself stays the owner's. The login role is
+// created on the server when missing; it has no password, so the server
+// must trust local connections, as every cluster pgcluster starts does.
+func ServiceURL(t testing.TB, dbURL string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	u, err := url.Parse(dbURL)
+	if err != nil || u.Scheme == "" {
+		t.Fatalf("pgtest: ServiceURL needs a URL, not %q", dbURL)
+	}
+	if err := pgcluster.EnsureServiceLogin(ctx, withDatabase(dbURL, "postgres")); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	u.User = url.User(pgcluster.ServiceLogin)
+	return u.String()
+}
+
 // Pool creates a database for the test as URL does and returns a pool of at
 // most PoolMaxConns connections to it, closed before the database is
 // dropped.

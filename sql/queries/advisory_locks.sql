@@ -4,3 +4,8 @@
 -- closes the connection to release it.
 SELECT pg_try_advisory_lock(hashtextextended(@lock_key::text, 0));
 
+
+-- name: AdvisoryXactLock :exec
+-- Takes the transaction-level advisory lock named lock_key, waiting for
+-- it: released when the transaction ends.
+SELECT pg_advisory_xact_lock(hashtextextended(@lock_key::text, 0));

@@ -22,3 +22,14 @@ func (q *Queries) AdvisoryLockTry(ctx context.Context, lockKey string) (bool, er
 	err := row.Scan(&pg_try_advisory_lock)
 	return pg_try_advisory_lock, err
 }
+
+const advisoryXactLock = `-- name: AdvisoryXactLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))
+`
+
+// Takes the transaction-level advisory lock named lock_key, waiting for
+// it: released when the transaction ends.
+func (q *Queries) AdvisoryXactLock(ctx context.Context, lockKey string) error {
+	_, err := q.db.Exec(ctx, advisoryXactLock, lockKey)
+	return err
+}

@@ -85,6 +85,17 @@ type BudgetEntry struct {
 	At           time.Time
 }
 
+type Checkpoint struct {
+	ID          int64
+	CreatedAt   time.Time
+	CreatedBy   string
+	Kid         string
+	Streams     int32
+	HeadsSha256 []byte
+	Payload     string
+	Jws         string
+}
+
 type ConsoleSession struct {
 	IDHash        []byte
 	Source        string

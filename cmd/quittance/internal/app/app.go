@@ -108,6 +108,9 @@ type App struct {
 	Cases *ledger.Cases
 	// Console is the web console, to be served under console.Prefix.
 	Console *console.Console
+	// Checkpoints signs checkpoints over every stream's head with the
+	// ledger's Identity; run the periodic ones with Checkpoints.Run.
+	Checkpoints *ledger.Checkpoints
 }
 
 // New builds Quittance on cfg.Pool. Nothing runs until the caller runs it.
@@ -166,15 +169,19 @@ func New(cfg Config) *App {
 	webhookCfg.ValidateURL, webhookCfg.HTTPClient, webhookCfg.Wake = cfg.Egress.ValidateURL, egress.NewClient(cfg.Egress), store.FeedWake
 	a.Webhooks = webhook.NewService(webhookCfg)
 
-	var jwks func() []byte
+	var (
+		jwks   func() []byte
+		signer ledger.CheckpointSigner // stays a nil interface without an identity
+	)
 	if cfg.Identity != nil {
-		jwks = cfg.Identity.JWKS
+		jwks, signer = cfg.Identity.JWKS, cfg.Identity
 	}
+	a.Checkpoints = ledger.NewCheckpoints(store, signer, cfg.LedgerID, cfg.Clock, log.With(slog.String("component", "checkpoints")))
 	a.API = httpapi.New(httpapi.Config{
 		Ledger: a.Ledger, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
 		Push: a.Worker, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, JWKS: jwks,
 		Log: log, Version: cfg.Version, LedgerID: cfg.LedgerID, Metrics: metrics,
-		RateLimit: cfg.RateLimit, Stream: cfg.Stream, Cases: a.Cases,
+		RateLimit: cfg.RateLimit, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints,
 	})
 	a.Console = newConsole(cfg, a, log)
 	return a

@@ -59,6 +59,9 @@ type Config struct {
 	// needs-action queue; those operations are registered only when it is
 	// set.
 	Cases *ledger.Cases
+	// Checkpoints signs and serves checkpoints over the event streams'
+	// heads; those operations are registered only when it is set.
+	Checkpoints *ledger.Checkpoints
 }
 
 // Server is the HTTP API.
@@ -88,6 +91,7 @@ type Server struct {
 	webhooks     *webhook.Service
 	jwks         func() []byte
 	cases        *ledger.Cases
+	checkpoints  *ledger.Checkpoints
 }
 
 // bearerAuth is the security requirement of every authenticated operation.
@@ -121,6 +125,7 @@ func New(cfg Config) *Server {
 	s.registerWriteOffThreshold()
 	s.registerCompensation()
 	s.registerCompensationRedrive()
+	s.registerDispatchResolve()
 	s.registerReporting()
 	s.registerEvidencePack()
 	s.registerRevokedReleases()
@@ -131,6 +136,8 @@ func New(cfg Config) *Server {
 	s.registerJWKS()
 	s.cases = cfg.Cases
 	s.registerCases()
+	s.checkpoints = cfg.Checkpoints
+	s.registerCheckpoints()
 	s.handler = s.middleware(s.routeStreams(mux))
 	return s
 }

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// checkpointRecord is a checkpoint as the API returns it.
+type checkpointRecord struct {
+	ID  int64  `json:"id"`
+	JWS string `json:"jws"`
+}
+
+// newCheckpointsCommand is `quittance checkpoints`: the signed checkpoints
+// over every event stream's head (ledger/AUDIT.md).
+func newCheckpointsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "checkpoints", Short: "Signed checkpoints over the head of every event stream"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "create",
+		Short: "Sign a checkpoint now (on-call)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/checkpoints", nil)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "latest",
+		Short: "Print the newest checkpoint (finance, on-call)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return getAndPrint(cmd, getenv, stdout, "/v1/checkpoints/latest", nil)
+		},
+	})
+	var dir string
+	export := &cobra.Command{
+		Use:   "export --dir DIR",
+		Short: "Write every checkpoint not yet in DIR there, one compact JWS per file (finance, on-call)",
+		Long: "export writes each checkpoint as DIR/checkpoint-<id>.jws (its compact JWS, which carries the signed heads). " +
+			"Keep DIR where the database's owner cannot write. A checkpoint already in DIR must be served unchanged: " +
+			"one that differs, or one missing from the ledger, is reported and export exits 1. " +
+			"verify-chain --checkpoint FILE then checks the log against an exported file.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlag("dir", dir); err != nil {
+				return err
+			}
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			return exportCheckpoints(cmd.Context(), c, dir, stdout)
+		},
+	}
+	export.Flags().StringVar(&dir, "dir", "", "the directory to write the checkpoints to (created if missing)")
+	cmd.AddCommand(export)
+	return cmd
+}
+
+// checkpointFile is the name an exported checkpoint is kept under.
+func checkpointFile(id int64) string { return fmt.Sprintf("checkpoint-%012d.jws", id) }
+
+// exportCheckpoints writes every served checkpoint missing from dir, and
+// checks that those already there are served unchanged.
+func exportCheckpoints(ctx context.Context, c *apiClient, dir string, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	kept, err := filepath.Glob(filepath.Join(dir, "checkpoint-*.jws"))
+	if err != nil {
+		return err
+	}
+	served := map[string]bool{}
+	written, problems := 0, 0
+	q := url.Values{"limit": {"500"}}
+	for {
+		var page struct {
+			Checkpoints []checkpointRecord `json:"checkpoints"`
+			NextAfter   string             `json:"next_after"`
+		}
+		if err := c.call(ctx, http.MethodGet, "/v1/checkpoints", q, nil, &page); err != nil {
+			return err
+		}
+		for _, cp := range page.Checkpoints {
+			name := checkpointFile(cp.ID)
+			served[name] = true
+			path := filepath.Join(dir, name)
+			old, err := os.ReadFile(path)
+			switch {
+			case err == nil:
+				if strings.TrimSpace(string(old)) != cp.JWS {
+					fmt.Fprintf(stdout, "CHANGED\t%s\tthe ledger serves checkpoint %d with another content than the exported file\n", path, cp.ID)
+					problems++
+				}
+				continue
+			case !errors.Is(err, os.ErrNotExist):
+				return err
+			}
+			if err := os.WriteFile(path, []byte(cp.JWS+"\n"), 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", path, err)
+			}
+			written++
+		}
+		if page.NextAfter == "" {
+			break
+		}
+		q.Set("after", page.NextAfter)
+	}
+	for _, path := range kept {
+		if !served[filepath.Base(path)] {
+			fmt.Fprintf(stdout, "MISSING\t%s\tthe ledger no longer serves this checkpoint\n", path)
+			problems++
+		}
+	}
+	fmt.Fprintf(stdout, "exported %d new checkpoint(s) to %s\n", written, dir)
+	if problems > 0 {
+		return fmt.Errorf("%d exported checkpoint(s) differ from what the ledger serves (see above)", problems)
+	}
+	return nil
+}
+
+// checkpointOptions say what verify-chain checks the streams against.
+type checkpointOptions struct {
+	// file is an exported checkpoint to check against instead of the
+	// latest the service serves; jwksFile the ledger's public keys instead
+	// of those it serves at /.well-known/jwks.json.
+	file, jwksFile string
+}
+
+// verifyStreams checks every stream's chain (delegations' aside, which
+// verify has checked with their tokens), and every stream against the
+// checkpoint: a tail removed or rewritten up to the checkpoint is a break.
+// Only one delegation's stream when delegation is set. Breaks are printed
+// and counted; only failures to talk to the API are returned.
+func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, delegation string, stderr io.Writer) error {
+	streams := map[string][]ledger.Event{}
+	if delegation != "" {
+		events, err := v.delegationEvents(ctx, delegation)
+		if err != nil {
+			return err
+		}
+		streams[ledger.DelegationStream(uuid.MustParse(delegation))] = events
+	} else {
+		all, err := v.allStreams(ctx)
+		if err != nil {
+			return err
+		}
+		streams = all
+		names := make([]string, 0, len(streams))
+		for s := range streams {
+			names = append(names, s)
+		}
+		slices.Sort(names)
+		for _, s := range names {
+			if strings.HasPrefix(s, "delegation:") {
+				continue // verify checked it, with its tokens
+			}
+			v.streams++
+			if err := ledger.VerifyChain(streams[s]); err != nil {
+				v.broken++
+				fmt.Fprintf(v.out, "BROKEN\t%s\t%v\n", s, err)
+				continue
+			}
+			fmt.Fprintf(v.out, "ok\t%s\t%d events\n", s, len(streams[s]))
+		}
+	}
+
+	cp, kid, err := v.checkpoint(ctx, opts)
+	var removed *checkpointsRemovedError
+	if errors.As(err, &removed) {
+		// Reported, and the streams are still checked against the file.
+		v.broken++
+		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", err)
+		err = nil
+	}
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && opts.file == "" {
+			fmt.Fprintln(stderr, "no checkpoint yet: nothing anchors the streams' last events (quittance checkpoints create signs one)")
+			return nil
+		}
+		if ae != nil {
+			return err
+		}
+		v.broken++
+		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", err)
+		return nil
+	}
+	if delegation != "" {
+		want := ledger.DelegationStream(uuid.MustParse(delegation))
+		cp.Streams = slices.DeleteFunc(cp.Streams, func(h ledger.StreamHead) bool { return h.Stream != want })
+	}
+	for _, b := range ledger.CheckStreamsAgainstCheckpoint(cp, streams) {
+		v.broken++
+		fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", b.Stream, b.Problem)
+	}
+	fmt.Fprintf(stderr, "checked against checkpoint %d (signed %s by key %s, %d stream(s)); events after it are not covered until the next checkpoint\n",
+		cp.ID, cp.At.Format("2006-01-02T15:04:05Z07:00"), kid, len(cp.Streams))
+	return nil
+}
+
+// checkpoint loads the checkpoint to check against and verifies its
+// signature with the ledger's keys. With an exported file, the ledger must
+// still serve a checkpoint at least as new: one that serves an older one
+// lost checkpoints.
+func (v *verifier) checkpoint(ctx context.Context, opts checkpointOptions) (ledger.CheckpointPayload, string, error) {
+	var latest struct {
+		ID  int64  `json:"id"`
+		JWS string `json:"jws"`
+	}
+	servedErr := v.c.call(ctx, http.MethodGet, "/v1/checkpoints/latest", nil, nil, &latest)
+	token := latest.JWS
+	if opts.file != "" {
+		b, err := os.ReadFile(opts.file)
+		if err != nil {
+			return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--checkpoint: %w", err)}
+		}
+		token = strings.TrimSpace(string(b))
+	} else if servedErr != nil {
+		return ledger.CheckpointPayload{}, "", servedErr
+	}
+	var jwks []byte
+	if opts.jwksFile != "" {
+		b, err := os.ReadFile(opts.jwksFile)
+		if err != nil {
+			return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--ledger-jwks: %w", err)}
+		}
+		jwks = b
+	} else {
+		var raw json.RawMessage
+		if err := v.c.call(ctx, http.MethodGet, "/.well-known/jwks.json", nil, nil, &raw); err != nil {
+			return ledger.CheckpointPayload{}, "", err
+		}
+		jwks = raw
+	}
+	cp, kid, err := compensation.VerifyCheckpoint(token, jwks, "")
+	if err != nil {
+		return ledger.CheckpointPayload{}, "", fmt.Errorf("the checkpoint does not verify: %w", err)
+	}
+	if opts.file != "" && (servedErr != nil || latest.ID < cp.ID) {
+		served := "none"
+		if servedErr == nil {
+			served = strconv.FormatInt(latest.ID, 10)
+		}
+		return cp, kid, &checkpointsRemovedError{served: served, exported: cp.ID}
+	}
+	return cp, kid, nil
+}
+
+// checkpointsRemovedError says the ledger serves no checkpoint as new as an
+// exported one: checkpoints were deleted.
+type checkpointsRemovedError struct {
+	served   string
+	exported int64
+}
+
+func (e *checkpointsRemovedError) Error() string {
+	return fmt.Sprintf("the ledger's latest checkpoint is %s, older than the exported checkpoint %d: checkpoints were removed", e.served, e.exported)
+}
+
+// allStreams reads every event from the feed (finance, on-call), by stream,
+// each in stream order.
+func (v *verifier) allStreams(ctx context.Context) (map[string][]ledger.Event, error) {
+	streams := map[string][]ledger.Event{}
+	q := url.Values{"limit": {"500"}}
+	for {
+		var page struct {
+			Events    []ledger.EventRecord `json:"events"`
+			NextAfter string               `json:"next_after"`
+		}
+		if err := v.c.call(ctx, http.MethodGet, "/v1/events", q, nil, &page); err != nil {
+			return nil, err
+		}
+		if len(page.Events) == 0 {
+			break
+		}
+		for _, r := range page.Events {
+			e, err := r.Event()
+			if err != nil {
+				return nil, fmt.Errorf("event %d: %w", r.Seq, err)
+			}
+			streams[e.Stream] = append(streams[e.Stream], e)
+		}
+		if page.NextAfter == "" {
+			break
+		}
+		q.Set("after", page.NextAfter)
+	}
+	for _, events := range streams {
+		slices.SortFunc(events, func(a, b ledger.Event) int { return int(a.StreamSeq) - int(b.StreamSeq) })
+	}
+	return streams, nil
+}
+
+// delegationEvents reads one delegation's stream.
+func (v *verifier) delegationEvents(ctx context.Context, id string) ([]ledger.Event, error) {
+	var page struct {
+		Events []ledger.EventRecord `json:"events"`
+	}
+	if err := v.c.call(ctx, http.MethodGet, "/v1/delegations/"+url.PathEscape(id)+"/events", nil, nil, &page); err != nil {
+		return nil, err
+	}
+	events := make([]ledger.Event, 0, len(page.Events))
+	for _, r := range page.Events {
+		e, err := r.Event()
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", r.Seq, err)
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}

@@ -16,8 +16,10 @@ const EvidencePackFormat = "quittance-evidence-pack/1"
 // EvidencePack is everything an auditor needs to verify one delegation's
 // evidence offline, with no database and no network: its hash-chained
 // events, every token stored on them, and the org's keys in force when
-// each token was accepted. Every field except GeneratedAt, LedgerJWKS and
-// Checkpoint is checked against the chain by verify-pack.
+// each token was accepted. Every field except GeneratedAt and LedgerJWKS
+// is checked against the chain by verify-pack; LedgerJWKS verifies the
+// Checkpoint, and is itself to be compared with the ledger's published
+// keys.
 type EvidencePack struct {
 	// Format is EvidencePackFormat.
 	Format string `json:"format"`
@@ -41,8 +43,9 @@ type EvidencePack struct {
 	// LedgerJWKS is the ledger's own public JWK Set (/.well-known/jwks.json),
 	// the keys a checkpoint is signed with.
 	LedgerJWKS json.RawMessage `json:"ledger_jwks,omitempty"`
-	// Checkpoint is the ledger's signed checkpoint covering the stream,
-	// when the ledger signs checkpoints; absent until it does.
+	// Checkpoint is, as a JSON string, the compact JWS of the latest
+	// signed checkpoint when it covers the stream (names its head); absent
+	// when none does yet.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }
 

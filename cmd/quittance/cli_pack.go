@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -162,6 +163,9 @@ func verifyPack(pack ledger.EvidencePack) (lines, problems []string) {
 	}
 
 	problems = append(problems, checkPackDelegation(pack)...)
+	cpLines, cpProblems := checkPackCheckpoint(pack, events)
+	lines = append(lines, cpLines...)
+	problems = append(problems, cpProblems...)
 
 	// The token list is exactly the events' evidence.
 	var stored []ledger.PackToken
@@ -196,6 +200,53 @@ func verifyPack(pack ledger.EvidencePack) (lines, problems []string) {
 		}
 		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
 	}
+	return lines, problems
+}
+
+// checkPackCheckpoint verifies the pack's checkpoint, when it has one,
+// against the ledger's keys in the pack, and checks that the events reach
+// the head it signed for the delegation's stream: a tail cut short, even
+// with head moved to match, is then a break.
+func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event) (lines, problems []string) {
+	if len(pack.Checkpoint) == 0 {
+		return []string{"checkpoint\tnone: no signed checkpoint covered the stream when the pack was made"}, nil
+	}
+	var jws string
+	if err := json.Unmarshal(pack.Checkpoint, &jws); err != nil {
+		return nil, []string{"checkpoint is not a compact JWS string"}
+	}
+	payload, kid, err := compensation.VerifyCheckpoint(jws, pack.LedgerJWKS, pack.LedgerID)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("checkpoint does not verify with the pack's ledger keys: %v", err)}
+	}
+	var head *ledger.StreamHead
+	for i := range payload.Streams {
+		if payload.Streams[i].Stream == pack.Delegation.Stream {
+			head = &payload.Streams[i]
+		}
+	}
+	if head == nil {
+		return nil, []string{fmt.Sprintf("checkpoint %d does not cover the delegation's stream", payload.ID)}
+	}
+	one := ledger.CheckpointPayload{LedgerID: payload.LedgerID, ID: payload.ID, At: payload.At, Streams: []ledger.StreamHead{*head}}
+	for _, b := range ledger.CheckStreamsAgainstCheckpoint(one, map[string][]ledger.Event{pack.Delegation.Stream: events}) {
+		problems = append(problems, b.Problem)
+	}
+	var thumbprint string
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	_ = json.Unmarshal(pack.LedgerJWKS, &set)
+	for _, k := range set.Keys {
+		var head struct {
+			Kid string `json:"kid"`
+		}
+		if json.Unmarshal(k, &head) == nil && head.Kid == kid {
+			thumbprint, _ = ledger.JWKThumbprint(k)
+		}
+	}
+	lines = append(lines, fmt.Sprintf("checkpoint\t%d at %s covers event %d\tledger kid %s\tthumbprint %s (compare with the ledger's published key)",
+		payload.ID, payload.At.Format(time.RFC3339), head.Seq, kid, thumbprint))
 	return lines, problems
 }
 

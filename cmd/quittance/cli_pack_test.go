@@ -193,3 +193,75 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 		t.Errorf("a missing file: exit %d %q", code, errOut)
 	}
 }
+
+// TestEvidencePackCheckpointCatchesACutTail: with a signed checkpoint
+// covering the stream in the pack, a pack whose last event was removed and
+// whose head was moved to match no longer verifies, nor does one whose
+// checkpoint or ledger key was changed.
+func TestEvidencePackCheckpointCatchesACutTail(t *testing.T) {
+	t.Parallel()
+	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t), "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	key := compensationtest.NewEd25519Signer(t, "org-key")
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
+		t.Fatalf("put budget: %d", s)
+	}
+	var registered json.RawMessage
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier", "jwks": json.RawMessage(key.JWKS())}, &registered); s != http.StatusAccepted {
+		t.Fatalf("put org: %d", s)
+	}
+	e.approvePending(t, registered)
+	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
+	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	id := e.compensatedBySignedAck(t, orch, "cp-1", key)
+	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
+		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pack.json")
+	if _, errOut, code := e.cli(t, finance, "evidence-pack", id, "-o", file); code != 0 {
+		t.Fatalf("evidence-pack: exit %d %s", code, errOut)
+	}
+	out, errOut, code := offlineCLI(t, "verify-pack", file)
+	if code != 0 || !strings.Contains(out, "covers event 3") {
+		t.Fatalf("verify-pack with a checkpoint: exit %d %s\n%s", code, errOut, out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]func(p map[string]any){
+		"the tail cut and the head moved": func(p map[string]any) {
+			ev := p["events"].([]any)
+			last := ev[len(ev)-2].(map[string]any)
+			p["events"] = ev[:len(ev)-1]
+			p["head"] = map[string]any{"stream_seq": last["stream_seq"], "hash": last["hash"]}
+			p["delegation"].(map[string]any)["obligation_state"] = "revocation_pending_compensation"
+			p["tokens"] = []any{}
+		},
+		"a checkpoint byte": func(p map[string]any) {
+			cp := p["checkpoint"].(string)
+			p["checkpoint"] = cp[:len(cp)-3] + "AAA"
+		},
+		"the ledger key": func(p map[string]any) {
+			p["ledger_jwks"] = json.RawMessage(compensationtest.JWKS(compensationtest.NewEd25519Signer(t, "other").PublicJWK()))
+		},
+	} {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var p map[string]any
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		change(p)
+		b, _ := json.Marshal(p)
+		f := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := offlineCLI(t, "verify-pack", f)
+		t.Logf("%s: exit %d\n%s%s", name, code, out, errOut)
+		if code != exitFailure {
+			t.Errorf("%s: verify-pack exit %d, want 1", name, code)
+		}
+	}
+}

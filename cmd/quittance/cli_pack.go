@@ -63,7 +63,8 @@ func newEvidencePackCommand(getenv func(string) string, stdout io.Writer) *cobra
 }
 
 func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
+	var ledgerJWKSFile string
+	cmd := &cobra.Command{
 		Use:   "verify-pack FILE",
 		Short: "Verify an evidence pack offline: no database, no network",
 		Long: "verify-pack checks an evidence pack (quittance evidence-pack) on its own: the hash chain and its links up to " +
@@ -76,6 +77,13 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			pack, err := readPack(args[0])
 			if err != nil {
 				return err
+			}
+			if ledgerJWKSFile != "" {
+				// The ledger's published keys, obtained apart from the pack,
+				// rather than the ones it carries.
+				if pack.LedgerJWKS, err = os.ReadFile(ledgerJWKSFile); err != nil {
+					return err
+				}
 			}
 			lines, problems := verifyPack(pack)
 			for _, l := range lines {
@@ -91,6 +99,8 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public JWK Set in this file instead of the one the pack carries")
+	return cmd
 }
 
 // readPack reads an evidence pack strictly: a member the format does not

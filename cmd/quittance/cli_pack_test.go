@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -224,6 +225,23 @@ func TestEvidencePackCheckpointCatchesACutTail(t *testing.T) {
 	out, errOut, code := offlineCLI(t, "verify-pack", file)
 	if code != 0 || !strings.Contains(out, "covers event 3") {
 		t.Fatalf("verify-pack with a checkpoint: exit %d %s\n%s", code, errOut, out)
+	}
+	// The auditor's own copy of the ledger's published keys: the right
+	// ones verify, others do not.
+	resp, err := http.Get(e.url + "/.well-known/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	published, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	publishedFile, otherFile := filepath.Join(dir, "published.json"), filepath.Join(dir, "other.json")
+	_ = os.WriteFile(publishedFile, published, 0o600)
+	_ = os.WriteFile(otherFile, compensationtest.JWKS(compensationtest.NewEd25519Signer(t, "x").PublicJWK()), 0o600)
+	if _, errOut, code := offlineCLI(t, "verify-pack", file, "--ledger-jwks", publishedFile); code != 0 {
+		t.Errorf("verify-pack --ledger-jwks with the published keys: exit %d %s", code, errOut)
+	}
+	if _, _, code := offlineCLI(t, "verify-pack", file, "--ledger-jwks", otherFile); code != exitFailure {
+		t.Errorf("verify-pack --ledger-jwks with other keys: exit %d, want 1", code)
 	}
 	raw, err := os.ReadFile(file)
 	if err != nil {

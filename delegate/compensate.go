@@ -158,11 +158,20 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			return err
 		}
-		_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, cur, r, verdict, workerActor, w.now())
+		_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, cur, r, verdict, ledger.ChannelA2AReceipt, workerActor, w.now())
 		return err
 	})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
+		if ref.Code == compensation.CodeEvidenceConflict {
+			// Kept on the chain: the org said something else before.
+			ev := compensation.ReceiptEvidence(r, verdict, ledger.ChannelA2AReceipt, workerActor)
+			if rerr := w.store.InTx(ctx, func(tx Tx) error {
+				return compensation.RecordRefusedEvidence(ctx, tx, d, ev, ref, w.now())
+			}); rerr != nil {
+				return rerr
+			}
+		}
 		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, outcomeError, sent, true, taskID)
 	}
 	return err
@@ -246,19 +255,13 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 			d.Compensation.Attempts++
 		}
 		d.Compensation.LastError = problem
-		exhausted = d.Compensation.Attempts >= w.cfg.CompensationMaxAttempts
-		data := map[string]any{
-			"attempt": d.Compensation.Attempts, "max_attempts": w.cfg.CompensationMaxAttempts, "round": round,
-			"error": problem, "outcome": outcome, "message_id": compensation.RequestMessageID(d.ID, round),
-		}
-		change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
-		if exhausted {
-			change.Type = ledger.EventTypeCompensationRetriesExhausted
-			if d.ObligationState == ledger.ObligationRevocationPendingCompensation {
-				change.Obligation = ledger.EventCompensationUnconfirmed
-			}
-		}
-		if _, _, err := ledger.Apply(ctx, tx, d, change); err != nil {
+		// The worker reports the facts; compensation decides what they
+		// mean for the obligation.
+		d, exhausted, err = w.cfg.Compensation.RequestFailed(ctx, tx, d, compensation.RequestFailure{
+			Attempt: d.Compensation.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: round,
+			MessageID: compensation.RequestMessageID(d.ID, round), Outcome: outcome, Problem: problem,
+		}, workerActor, now)
+		if err != nil {
 			return err
 		}
 		if exhausted {

@@ -85,6 +85,20 @@ type BudgetEntry struct {
 	At           time.Time
 }
 
+type CompensationEvidence struct {
+	DelegationID   uuid.UUID
+	IdempotencyKey string
+	Kind           string
+	Channel        string
+	PayloadSha256  []byte
+	Status         string
+	Receipt        json.RawMessage
+	Data           json.RawMessage
+	Token          string
+	ReceivedAt     time.Time
+	DecidedAt      *time.Time
+}
+
 type ConsoleSession struct {
 	IDHash        []byte
 	Source        string
@@ -231,7 +245,6 @@ type RemoteOrg struct {
 	UpdatedAt             time.Time
 }
 
-// Status conflicts, late evidence, write-offs contradicted by later evidence and refused tokens. Version 1.
 type ReportingAnomaliesV1 struct {
 	Seq             int64
 	Kind            string

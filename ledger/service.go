@@ -513,7 +513,7 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		case UsesHeldEvidence(ev):
 			d.Compensation.Receipt = early.Receipt
 			data["receipt"] = early.Receipt
-			data["evidence"] = early.Data
+			data["evidence_data"] = early.Data
 			data["evidence_channel"] = string(early.Channel)
 			change.Evidence = early.Token
 			early.Status, early.DecidedAt = EvidenceApplied, now
@@ -549,7 +549,7 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 			Type: EventTypeEarlyEvidenceUnused, Actor: actor, At: now, Evidence: unused.Token,
 			Data: map[string]any{
 				"state": string(obs.Status), "obligation_state": string(d.ObligationState),
-				"evidence": unused.Data, "evidence_channel": string(unused.Channel),
+				"evidence_data": unused.Data, "evidence_channel": string(unused.Channel),
 				"received_at": unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
 			},
 		}); err != nil {

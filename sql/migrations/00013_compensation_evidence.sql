@@ -10,7 +10,10 @@
 -- status is observed; if the task ends otherwise it becomes unused, an
 -- anomaly. payload_sha256 is the sha256 of the canonical JSON of what the
 -- evidence asserts (its kind and receipt id), never of the token bytes, so
--- a token re-signed with a new jti is the same payload.
+-- a token re-signed with a new jti is the same payload. receipt and data
+-- are json, not jsonb, so a receipt is kept byte for byte as the remote
+-- sent it (jsonb would read 1e2 back as 100) and the event that applies it
+-- later hashes exactly what was received.
 CREATE TABLE compensation_evidence (
     delegation_id   uuid        PRIMARY KEY REFERENCES delegations (id),
     idempotency_key text        NOT NULL UNIQUE,
@@ -18,8 +21,8 @@ CREATE TABLE compensation_evidence (
     channel         text        NOT NULL CHECK (channel IN ('http', 'a2a_receipt', 'atomic_cancel')),
     payload_sha256  bytea       NOT NULL,
     status          text        NOT NULL CHECK (status IN ('received', 'applied', 'unused')),
-    receipt         jsonb       NOT NULL,
-    data            jsonb       NOT NULL,
+    receipt         json        NOT NULL,
+    data            json        NOT NULL,
     token           text        NOT NULL DEFAULT '',
     received_at     timestamptz NOT NULL,
     decided_at      timestamptz

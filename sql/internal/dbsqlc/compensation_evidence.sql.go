@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,8 +51,8 @@ type CompensationEvidencePutParams struct {
 	Channel        string
 	PayloadSha256  []byte
 	Status         string
-	Receipt        json.RawMessage
-	Data           json.RawMessage
+	Receipt        []byte
+	Data           []byte
 	Token          string
 	ReceivedAt     time.Time
 	DecidedAt      *time.Time

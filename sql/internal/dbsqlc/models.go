@@ -92,8 +92,8 @@ type CompensationEvidence struct {
 	Channel        string
 	PayloadSha256  []byte
 	Status         string
-	Receipt        json.RawMessage
-	Data           json.RawMessage
+	Receipt        []byte
+	Data           []byte
 	Token          string
 	ReceivedAt     time.Time
 	DecidedAt      *time.Time

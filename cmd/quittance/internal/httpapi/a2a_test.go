@@ -58,6 +58,7 @@ type v03Peer struct {
 	mu         sync.Mutex
 	messageIDs []string
 	compReqs   []map[string]any
+	metadata   []map[string]any // of every message received
 	tasks      atomic.Int32
 
 	srv     *httptest.Server
@@ -67,6 +68,7 @@ type v03Peer struct {
 func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	p.mu.Lock()
 	p.messageIDs = append(p.messageIDs, rc.Message.ID)
+	p.metadata = append(p.metadata, rc.Message.Metadata)
 	if p.refuseWith != nil {
 		p.mu.Unlock()
 		return p.refuseWith
@@ -294,6 +296,15 @@ func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
 	id := uuid.MustParse(d.ID)
 	if got := peer.received(); len(got) != 1 || got[0] != delegate.DispatchMessageID(id) {
 		t.Fatalf("peer received messages %v, want one %q", got, delegate.DispatchMessageID(id))
+	}
+
+	// The dispatch carries the compensation idempotency key in the
+	// extension's metadata, so the remote can send evidence at any time.
+	peer.mu.Lock()
+	ext, _ := peer.metadata[0][compensation.ExtensionURI].(map[string]any)
+	peer.mu.Unlock()
+	if d.Compensation == nil || d.Compensation.IdempotencyKey == "" || ext["idempotencyKey"] != d.Compensation.IdempotencyKey {
+		t.Fatalf("dispatch metadata %v, want the delegation's compensation idempotency key %+v", ext, d.Compensation)
 	}
 
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)

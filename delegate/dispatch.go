@@ -3,9 +3,9 @@ package delegate
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"

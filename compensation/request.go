@@ -85,8 +85,14 @@ const (
 	ReceiptNoEffects ReceiptOutcome = "no_effects"
 	// ReceiptFailed: the remote tried and could not compensate (yet).
 	ReceiptFailed ReceiptOutcome = "failed"
-	// ReceiptNotSupported: the remote does not compensate this task.
+	// ReceiptNotSupported: the remote does not compensate this task, and
+	// nobody will send an ack: the obligation becomes
+	// compensation_unconfirmed at once (RequestFailed), with the reason.
 	ReceiptNotSupported ReceiptOutcome = "not_supported"
+	// ReceiptPending: the remote is working on the reversal. Not evidence
+	// and not a failure: the worker keeps observing the compensation task
+	// until it yields a final receipt, and starts no new round.
+	ReceiptPending ReceiptOutcome = "pending"
 )
 
 // RemoteReceipt is a compensation receipt as the remote agent returned it,
@@ -103,6 +109,9 @@ type RemoteReceipt struct {
 	// JWS is an optional compact JWS: a compensation-ack+jwt for
 	// compensated, a no-compensation-required+jwt for no_effects.
 	JWS string `json:"jws,omitempty"`
+	// Reason is the remote's optional explanation (why not_supported, what
+	// a pending reversal waits for); recorded, never trusted.
+	Reason string `json:"reason,omitempty"`
 	// Raw is the receipt's JSON as received.
 	Raw json.RawMessage `json:"-"`
 }
@@ -131,7 +140,7 @@ func ParseRemoteReceipt(data []byte) (RemoteReceipt, error) {
 		return RemoteReceipt{}, fmt.Errorf("compensation receipt: %w", err)
 	}
 	switch r.Outcome {
-	case ReceiptCompensated, ReceiptNoEffects, ReceiptFailed, ReceiptNotSupported:
+	case ReceiptCompensated, ReceiptNoEffects, ReceiptFailed, ReceiptNotSupported, ReceiptPending:
 	default:
 		return RemoteReceipt{}, fmt.Errorf("compensation receipt: unknown outcome %q", r.Outcome)
 	}
@@ -224,7 +233,7 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 			return refuse("%s", problem)
 		}
 		return ReceiptVerdict{Event: ledger.EventDeclarationVerified, Claims: &claims}
-	case ReceiptFailed, ReceiptNotSupported:
+	case ReceiptFailed, ReceiptNotSupported, ReceiptPending:
 		return refuse("the remote answered %s", r.Outcome)
 	}
 	return refuse("unknown receipt outcome %q", r.Outcome)
@@ -293,24 +302,32 @@ type RequestFailure struct {
 func (f RequestFailure) Exhausted() bool { return f.Attempt >= f.MaxAttempts }
 
 // RequestFailed records, inside tx, a compensation request attempt that
-// brought no evidence, and decides what it means for the obligation: once
-// the attempts are exhausted an obligation still in
-// revocation_pending_compensation becomes compensation_unconfirmed (the
-// hold stays; compensation_retries_exhausted); before that the attempt is
-// recorded (compensation_request_failed) and the obligation does not move.
-// It returns the delegation after it and whether requests should stop.
+// brought no evidence, and decides what it means for the obligation. A
+// not_supported receipt says nobody will ever send an ack: an obligation
+// still in revocation_pending_compensation becomes compensation_unconfirmed
+// at once, with the reason (compensation_not_supported), and requests
+// stop, so on-call sees it now rather than after every retry. Once the
+// attempts are exhausted the same happens (compensation_retries_exhausted).
+// Otherwise the attempt is recorded (compensation_request_failed) and the
+// obligation does not move. The hold stays in every case. It returns the
+// delegation after it and whether requests should stop.
 func (s *Service) RequestFailed(ctx context.Context, tx ReceiptTx, d ledger.Delegation, f RequestFailure, actor string, now time.Time) (ledger.Delegation, bool, error) {
 	data := map[string]any{
 		"attempt": f.Attempt, "max_attempts": f.MaxAttempts, "round": f.Round,
 		"error": f.Problem, "outcome": f.Outcome, "message_id": f.MessageID,
 	}
 	change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: actor, At: now, Data: data}
-	stop := f.Exhausted()
-	if stop {
+	stop := true
+	switch {
+	case f.Outcome == string(ReceiptNotSupported):
+		change.Type = ledger.EventTypeCompensationNotSupported
+	case f.Exhausted():
 		change.Type = ledger.EventTypeCompensationRetriesExhausted
-		if d.ObligationState == ledger.ObligationRevocationPendingCompensation {
-			change.Obligation = ledger.EventCompensationUnconfirmed
-		}
+	default:
+		stop = false
+	}
+	if stop && d.ObligationState == ledger.ObligationRevocationPendingCompensation {
+		change.Obligation = ledger.EventCompensationUnconfirmed
 	}
 	d, _, err := ledger.Apply(ctx, tx, d, change)
 	return d, stop, err

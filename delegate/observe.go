@@ -278,20 +278,26 @@ func enqueueObserve(ctx context.Context, tx Tx, id uuid.UUID, source string, now
 	})
 }
 
-// findReceipt returns the data of the first compensation-receipt artifact's
-// data part.
+// findReceipt returns the data of the last compensation-receipt
+// artifact's data part: an agent that first answered pending appends the
+// final receipt after it.
 func findReceipt(artifacts []a2a.Artifact) (json.RawMessage, bool) {
+	var (
+		found json.RawMessage
+		ok    bool
+	)
 	for _, a := range artifacts {
 		if a.Name != compensation.ReceiptArtifactName && a.ArtifactID != compensation.ReceiptArtifactName {
 			continue
 		}
 		for _, p := range a.Parts {
 			if p.Data != nil {
-				return p.Data, true
+				found, ok = p.Data, true
+				break
 			}
 		}
 	}
-	return nil, false
+	return found, ok
 }
 
 // superviseStreams starts a stream for each dispatched task whose agent

@@ -219,13 +219,19 @@ const (
 	// attempt is counted on the delegation.
 	EventTypeCompensationRequested EventType = "compensation_requested"
 	// EventTypeCompensationRequestFailed: a compensation attempt failed
-	// (the call failed, the remote answered failed or not_supported, or its
-	// receipt was refused); it is retried with backoff.
+	// (the call failed, the remote answered failed, or its receipt was
+	// refused); it is retried with backoff.
 	EventTypeCompensationRequestFailed EventType = "compensation_request_failed"
 	// EventTypeCompensationRetriesExhausted: the last compensation attempt
 	// failed; a revocation_pending_compensation obligation moved to
 	// compensation_unconfirmed, and the hold stays.
 	EventTypeCompensationRetriesExhausted EventType = "compensation_retries_exhausted"
+	// EventTypeCompensationNotSupported: the org's agent answered a
+	// compensation request with a not_supported receipt: nobody will send
+	// an ack. A revocation_pending_compensation obligation moves to
+	// compensation_unconfirmed at once, with the reason, the hold stays,
+	// and no more requests are sent (on-call may redrive).
+	EventTypeCompensationNotSupported EventType = "compensation_not_supported"
 	// EventTypeMessageQueued: the orchestrator answered the remote task
 	// (Worker.Continue); the follow-up message waits in the outbox.
 	EventTypeMessageQueued EventType = "task_message_queued"
@@ -299,6 +305,7 @@ var eventTypes = []EventType{
 	EventTypeTaskDispatched, EventTypeDispatchFailed, EventTypeCancelRefused, EventTypeCancelFailed,
 	EventTypePushRefused, EventTypeRemoteTaskConflict, EventTypeReceiptRefused,
 	EventTypeCompensationRequested, EventTypeCompensationRequestFailed, EventTypeCompensationRetriesExhausted,
+	EventTypeCompensationNotSupported,
 	EventTypeMessageQueued, EventTypeMessageSent, EventTypeMessageFailed,
 
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,

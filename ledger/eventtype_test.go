@@ -66,6 +66,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeCaseSnoozed:                  "case_snoozed",
 	ledger.EventTypeWriteOffRejected:             "write_off_rejected",
 	ledger.EventTypeEvidenceReceived:             "evidence_received",
+	ledger.EventTypeCompensationNotSupported:     "compensation_not_supported",
 	ledger.EventTypeEvidenceConflict:             "evidence_conflict",
 	ledger.EventTypeEarlyEvidenceUnused:          "early_evidence_unused",
 }

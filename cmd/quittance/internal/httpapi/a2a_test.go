@@ -45,12 +45,15 @@ const a2aLedgerID = "ledger-a2a-test"
 // v03Peer is a remote supplier agent on a2a-go v0.3.3. Tasks work until
 // released (completed), canceled, or refused cancel; a message carrying a
 // compensationRequest data part is answered with a compensation-receipt
-// artifact whose outcome is compOutcome. With refuseWith set, every
-// message is refused with that error before a task exists.
+// artifact whose outcome is compOutcome ("pending": a pending receipt and
+// a working task, then, once compRelease is closed, a compensated receipt
+// and a completed task). With refuseWith set, every message is refused
+// with that error before a task exists.
 type v03Peer struct {
 	refuseCancel bool
 	compOutcome  string
 	refuseWith   error
+	compRelease  chan struct{}
 
 	release chan struct{}
 	stop    chan struct{}
@@ -88,12 +91,34 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 		if outcome == "" {
 			outcome = "compensated"
 		}
-		art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: map[string]any{
-			"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
-		}})
-		art.Artifact.Name = compensation.ReceiptArtifactName
-		if err := q.Write(ctx, art); err != nil {
+		receipt := func(outcome string) error {
+			data := map[string]any{
+				"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+			}
+			if outcome == "not_supported" {
+				data["reason"] = "orders of this kind cannot be reversed"
+			}
+			art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: data})
+			art.Artifact.Name = compensation.ReceiptArtifactName
+			return q.Write(ctx, art)
+		}
+		if err := receipt(outcome); err != nil {
 			return err
+		}
+		if outcome == "pending" {
+			if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.stop:
+				return nil
+			case <-p.compRelease:
+			}
+			if err := receipt("compensated"); err != nil {
+				return err
+			}
 		}
 		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
 		done.Final = true
@@ -364,6 +389,84 @@ func TestA2ACompensationFailuresEndUnconfirmedNeverReleased(t *testing.T) {
 	peer.mu.Unlock()
 	if n != 2 {
 		t.Fatalf("peer got %d compensation requests, want 2", n)
+	}
+}
+
+// TestA2ACompensationPendingReceiptWaits: a pending receipt is neither
+// evidence nor a failure: the obligation stays
+// revocation_pending_compensation, no new round is sent, and the
+// compensation task is observed until its final receipt compensates.
+func TestA2ACompensationPendingReceiptWaits(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{compOutcome: "pending", compRelease: make(chan struct{})}, "127.0.0.1")
+	e := newA2AEnv(t, apitest.Worker{CompensationMaxAttempts: 2})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-pending", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "the request answered pending", func(d httpapi.DelegationBody) bool {
+		return d.ObligationState == "revocation_pending_compensation" && d.Compensation.Attempts == 1
+	})
+	// Several poll intervals (20ms) and backoffs (at most 200ms) later,
+	// still waiting: no failure recorded, no new round.
+	time.Sleep(time.Second)
+	d = e.get(t, d.ID)
+	events := e.events(t, d.ID)
+	if d.ObligationState != "revocation_pending_compensation" || d.HoldState != "active" || d.Compensation.Attempts != 1 ||
+		countEvents(events, ledger.EventTypeCompensationRequestFailed) != 0 || countEvents(events, ledger.EventTypeCompensationRequested) != 1 {
+		t.Fatalf("while pending: %+v; events %+v", d, events)
+	}
+	peer.mu.Lock()
+	n := len(peer.compReqs)
+	peer.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("peer got %d compensation requests while pending, want 1", n)
+	}
+	close(peer.compRelease)
+	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if d.HoldState != "returned" || d.Compensation.Receipt == nil {
+		t.Fatalf("after the final receipt: %+v", d)
+	}
+	if receipt, _ := json.Marshal(d.Compensation.Receipt); !strings.Contains(string(receipt), `"compensated"`) {
+		t.Fatalf("receipt %s, want the final compensated one", receipt)
+	}
+	peer.mu.Lock()
+	n = len(peer.compReqs)
+	peer.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("peer got %d compensation requests, want 1", n)
+	}
+}
+
+// TestA2ACompensationNotSupportedIsUnconfirmedAtOnce: a not_supported
+// receipt says nobody will ack: the obligation is compensation_unconfirmed
+// after the first answer, with the reason, the hold active, and no retry.
+func TestA2ACompensationNotSupportedIsUnconfirmedAtOnce(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{compOutcome: "not_supported"}, "127.0.0.1")
+	e := newA2AEnv(t, apitest.Worker{CompensationMaxAttempts: 5})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-unsupported", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "unconfirmed", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensation_unconfirmed" })
+	if d.HoldState != "active" || d.Compensation.Attempts != 1 || !strings.Contains(d.Compensation.LastError, "cannot be reversed") {
+		t.Fatalf("after not_supported: %+v", d)
+	}
+	time.Sleep(500 * time.Millisecond) // several backoffs: nothing more is sent
+	events := e.events(t, d.ID)
+	if countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 || countEvents(events, ledger.EventTypeCompensationRetriesExhausted) != 0 {
+		t.Fatalf("events = %+v", events)
+	}
+	last := events[len(events)-1]
+	if last.Type != ledger.EventTypeCompensationNotSupported || last.ObligationTo != "compensation_unconfirmed" {
+		t.Fatalf("last event %s -> %s, want compensation_not_supported -> compensation_unconfirmed", last.Type, last.ObligationTo)
+	}
+	peer.mu.Lock()
+	n := len(peer.compReqs)
+	peer.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("peer got %d compensation requests, want 1", n)
 	}
 }
 

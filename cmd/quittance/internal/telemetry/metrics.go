@@ -170,7 +170,8 @@ func (m *Metrics) ObserveCommitted(events []ledger.Event) {
 func compensationRequestOutcome(e ledger.Event) (string, bool) {
 	switch e.Type {
 	case ledger.EventTypeCompensationAcked, ledger.EventTypeNoCompensationDeclared,
-		ledger.EventTypeCompensationRequestFailed, ledger.EventTypeCompensationRetriesExhausted:
+		ledger.EventTypeCompensationRequestFailed, ledger.EventTypeCompensationRetriesExhausted,
+		ledger.EventTypeCompensationNotSupported:
 	default:
 		return "", false
 	}

@@ -726,8 +726,8 @@ func TestA2ADispatchValidation(t *testing.T) {
 // TestA2ADemoAgentLifecycle runs the `make run` walk-through against the
 // demo supplier agent: dispatch, cancel, and compensation with a signed
 // receipt, without reporting anything by hand.
-func TestA2ADemoAgentLifecycle(t *testing.T) {
-	t.Parallel()
+func testA2ADemoAgent(t *testing.T, atomicCancel bool) httpapi.DelegationBody {
+	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -737,7 +737,7 @@ func TestA2ADemoAgentLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + l.Addr().String()
-	agent, err := demoagent.New(demoagent.Config{LedgerID: a2aLedgerID, Key: key, BaseURL: base})
+	agent, err := demoagent.New(demoagent.Config{LedgerID: a2aLedgerID, Key: key, BaseURL: base, AtomicCancel: atomicCancel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -762,5 +762,31 @@ func TestA2ADemoAgentLifecycle(t *testing.T) {
 	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
 	if d.TaskStatus != "canceled" || d.HoldState != "returned" {
 		t.Fatalf("after the walk-through: %+v", d)
+	}
+	return d
+}
+
+func TestA2ADemoAgentLifecycle(t *testing.T) {
+	t.Parallel()
+	testA2ADemoAgent(t, false)
+}
+
+// TestA2AAtomicCancelCarriesCompensationRequest: to an agent whose card
+// declares atomicCancel, the cancel itself carries the compensation request
+// (task id, idempotency key, reason) in its metadata; the agent reverses
+// with the cancel, its receipt echoes the delegation's key, and the
+// obligation goes straight from held to compensated.
+func TestA2AAtomicCancelCarriesCompensationRequest(t *testing.T) {
+	t.Parallel()
+	d := testA2ADemoAgent(t, true)
+	receipt, _ := json.Marshal(d.Compensation.Receipt)
+	var r struct {
+		IdempotencyKey string `json:"idempotencyKey"`
+	}
+	if err := json.Unmarshal(receipt, &r); err != nil || r.IdempotencyKey != d.Compensation.IdempotencyKey {
+		t.Fatalf("atomic receipt %s, want it to echo the key %s sent in the cancel", receipt, d.Compensation.IdempotencyKey)
+	}
+	if d.ObligationReason != ledger.ReasonAtomicCompensation || d.Compensation.Attempts != 0 {
+		t.Fatalf("obligation reason %s after %d requests, want %s with no compensation request", d.ObligationReason, d.Compensation.Attempts, ledger.ReasonAtomicCompensation)
 	}
 }

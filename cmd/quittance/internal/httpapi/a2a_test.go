@@ -726,7 +726,10 @@ func TestA2ADispatchValidation(t *testing.T) {
 // TestA2ADemoAgentLifecycle runs the `make run` walk-through against the
 // demo supplier agent: dispatch, cancel, and compensation with a signed
 // receipt, without reporting anything by hand.
-func testA2ADemoAgent(t *testing.T, atomicCancel bool) httpapi.DelegationBody {
+// testA2ADemoAgent runs the walk-through against the demo agent configured
+// by cfg (its ledger id, key and base URL are set here): dispatch, cancel,
+// and wait until the obligation is want, with the task canceled.
+func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.DelegationBody, *a2aEnv) {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -737,7 +740,8 @@ func testA2ADemoAgent(t *testing.T, atomicCancel bool) httpapi.DelegationBody {
 		t.Fatal(err)
 	}
 	base := "http://" + l.Addr().String()
-	agent, err := demoagent.New(demoagent.Config{LedgerID: a2aLedgerID, Key: key, BaseURL: base, AtomicCancel: atomicCancel})
+	cfg.LedgerID, cfg.Key, cfg.BaseURL = a2aLedgerID, key, base
+	agent, err := demoagent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -759,16 +763,46 @@ func testA2ADemoAgent(t *testing.T, atomicCancel bool) httpapi.DelegationBody {
 		t.Fatalf("remote = %+v", d.Remote)
 	}
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
-	if d.TaskStatus != "canceled" || d.HoldState != "returned" {
+	d = e.waitFor(t, d.ID, want, func(d httpapi.DelegationBody) bool { return d.ObligationState == want })
+	if d.TaskStatus != "canceled" {
 		t.Fatalf("after the walk-through: %+v", d)
 	}
-	return d
+	return d, e
 }
 
 func TestA2ADemoAgentLifecycle(t *testing.T) {
 	t.Parallel()
-	testA2ADemoAgent(t, false)
+	d, _ := testA2ADemoAgent(t, demoagent.Config{}, "compensated")
+	if d.HoldState != "returned" {
+		t.Fatalf("after the walk-through: %+v", d)
+	}
+}
+
+// TestA2ADemoAgentPendingCompensation: the demo agent in pending mode
+// answers the compensation request with a pending receipt on a working
+// task and finishes it later; Quittance waits on that task, sends one
+// request only, and the final receipt compensates.
+func TestA2ADemoAgentPendingCompensation(t *testing.T) {
+	t.Parallel()
+	d, e := testA2ADemoAgent(t, demoagent.Config{Compensation: demoagent.CompensationPending, PendingDelay: 1500 * time.Millisecond}, "compensated")
+	events := e.events(t, d.ID)
+	if d.HoldState != "returned" || d.Compensation.Attempts != 1 || countEvents(events, ledger.EventTypeCompensationRequested) != 1 ||
+		countEvents(events, ledger.EventTypeCompensationRequestFailed) != 0 {
+		t.Fatalf("after a pending compensation: %+v; events %+v", d, events)
+	}
+}
+
+// TestA2ADemoAgentCompensationNotSupported: the demo agent in
+// not_supported mode answers with a reason; the obligation is
+// compensation_unconfirmed after that one answer, the hold active.
+func TestA2ADemoAgentCompensationNotSupported(t *testing.T) {
+	t.Parallel()
+	d, e := testA2ADemoAgent(t, demoagent.Config{Compensation: demoagent.CompensationNotSupported}, "compensation_unconfirmed")
+	events := e.events(t, d.ID)
+	if d.HoldState != "active" || d.Compensation.Attempts != 1 || !strings.Contains(d.Compensation.LastError, "cannot be reversed") ||
+		countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 {
+		t.Fatalf("after not_supported: %+v; events %+v", d, events)
+	}
 }
 
 // TestA2AAtomicCancelCarriesCompensationRequest: to an agent whose card
@@ -778,7 +812,7 @@ func TestA2ADemoAgentLifecycle(t *testing.T) {
 // obligation goes straight from held to compensated.
 func TestA2AAtomicCancelCarriesCompensationRequest(t *testing.T) {
 	t.Parallel()
-	d := testA2ADemoAgent(t, true)
+	d, _ := testA2ADemoAgent(t, demoagent.Config{AtomicCancel: true}, "compensated")
 	receipt, _ := json.Marshal(d.Compensation.Receipt)
 	var r struct {
 		IdempotencyKey string `json:"idempotencyKey"`

@@ -41,9 +41,12 @@ type EvidencePack struct {
 	// LedgerJWKS is the ledger's own public JWK Set (/.well-known/jwks.json),
 	// the keys a checkpoint is signed with.
 	LedgerJWKS json.RawMessage `json:"ledger_jwks,omitempty"`
-	// Checkpoint is the ledger's signed checkpoint covering the stream,
-	// when the ledger signs checkpoints; absent until it does.
-	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Checkpoint is the compact JWS of the ledger's latest signed
+	// checkpoint when the pack was made (read before the events, so it
+	// never signs past them): it anchors the stream, so a pack whose tail
+	// was cut, head and all, no longer reaches the head it signed. Absent
+	// when the ledger has signed none.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // PackDelegation is the delegation an evidence pack is about: the fields
@@ -85,7 +88,7 @@ type PackToken struct {
 // EvidencePack assembles the evidence pack of a delegation for finance and
 // on-call (the access of Evidence). ledgerID and ledgerJWKS are the
 // ledger's identity, which the Reports do not hold.
-func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte) (EvidencePack, error) {
+func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte, checkpoint string) (EvidencePack, error) {
 	d, events, err := r.Evidence(ctx, p, id)
 	if err != nil {
 		return EvidencePack{}, err
@@ -102,6 +105,7 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 			RemoteTaskID: d.Remote.TaskID, ObligationState: d.ObligationState, CompensationIdempotencyKey: CompensationKey(d),
 		},
 		Events: make([]EventRecord, len(events)), Tokens: []PackToken{}, OrgKeys: []OrgKey{},
+		Checkpoint: checkpoint,
 	}
 	if len(ledgerJWKS) > 0 {
 		pack.LedgerJWKS = ledgerJWKS

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -23,7 +24,7 @@ type EvidencePackBody struct {
 	Tokens      []PackTokenBody    `json:"tokens" doc:"Every token stored on the events, each exactly its event's evidence."`
 	OrgKeys     []PackOrgKeyBody   `json:"org_keys" doc:"The org's keys in force when any of the tokens was accepted."`
 	LedgerJWKS  json.RawMessage    `json:"ledger_jwks,omitempty" doc:"The ledger's public JWK Set (/.well-known/jwks.json)."`
-	Checkpoint  json.RawMessage    `json:"checkpoint,omitempty" doc:"The ledger's signed checkpoint covering the stream, once the ledger signs checkpoints; absent until then."`
+	Checkpoint  string             `json:"checkpoint,omitempty" doc:"The compact JWS of the ledger's latest signed checkpoint when the pack was made (read before the events): it anchors the stream's head. Absent when the ledger has signed none."`
 }
 
 // PackDelegationBody is the delegation an evidence pack is about.
@@ -107,7 +108,19 @@ func (s *Server) registerEvidencePack() {
 		if s.jwks != nil {
 			ledgerJWKS = s.jwks()
 		}
-		pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS)
+		// The checkpoint first: read after the events, it could sign an
+		// event appended meanwhile that the pack does not hold.
+		var checkpoint string
+		if s.checkpoints != nil {
+			cp, err := s.checkpoints.Latest(ctx, principal(ctx))
+			switch {
+			case err == nil:
+				checkpoint = cp.JWS
+			case !errors.Is(err, ledger.ErrNotFound):
+				return nil, s.fail(ctx, err)
+			}
+		}
+		pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS, checkpoint)
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}

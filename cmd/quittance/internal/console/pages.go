@@ -241,10 +241,10 @@ type orgPage struct {
 	KeysError string
 	// History is every key the org ever had, with when it was in force.
 	History []ledger.OrgKey
-	Card      *ledger.Scorecard
-	Since     string
-	Until     string
-	Open      []ledger.QueueRow
+	Card    *ledger.Scorecard
+	Since   string
+	Until   string
+	Open    []ledger.QueueRow
 	// Pending are the org's privileged changes waiting for a second
 	// on-call person, Decided its last decided ones; Classes the task
 	// class changes waiting (they apply to delegations to every org).

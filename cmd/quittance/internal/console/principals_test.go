@@ -275,7 +275,7 @@ func TestOrgKeyChangeApproval(t *testing.T) {
 	if !strings.Contains(h, "b-key-2") || !strings.Contains(h, thumb) || !strings.Contains(h, "b-key-3") || strings.Count(h, "in force</td>") != 1 {
 		t.Fatalf("key history after the rotation (finance's view):\n%s", h)
 	}
-	if i, j := strings.Index(h, "b-key-2"), strings.Index(h, "in force</td>"); i < 0 || j < i || strings.Index(h[i:j], "b-key-3") < 0 {
+	if i, j := strings.Index(h, "b-key-2"), strings.Index(h, "in force</td>"); i < 0 || j < i || !strings.Contains(h[i:j], "b-key-3") {
 		t.Fatalf("the old key is shown in force, not the new one:\n%s", h)
 	}
 

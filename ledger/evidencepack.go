@@ -16,10 +16,8 @@ const EvidencePackFormat = "quittance-evidence-pack/1"
 // EvidencePack is everything an auditor needs to verify one delegation's
 // evidence offline, with no database and no network: its hash-chained
 // events, every token stored on them, and the org's keys in force when
-// each token was accepted. Every field except GeneratedAt and LedgerJWKS
-// is checked against the chain by verify-pack; LedgerJWKS verifies the
-// Checkpoint, and is itself to be compared with the ledger's published
-// keys.
+// each token was accepted. Every field except GeneratedAt, LedgerJWKS and
+// Checkpoint is checked against the chain by verify-pack.
 type EvidencePack struct {
 	// Format is EvidencePackFormat.
 	Format string `json:"format"`
@@ -43,10 +41,12 @@ type EvidencePack struct {
 	// LedgerJWKS is the ledger's own public JWK Set (/.well-known/jwks.json),
 	// the keys a checkpoint is signed with.
 	LedgerJWKS json.RawMessage `json:"ledger_jwks,omitempty"`
-	// Checkpoint is, as a JSON string, the compact JWS of the latest
-	// signed checkpoint when it covers the stream (names its head); absent
-	// when none does yet.
-	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Checkpoint is the compact JWS of the ledger's latest signed
+	// checkpoint when the pack was made (read before the events, so it
+	// never signs past them): it anchors the stream, so a pack whose tail
+	// was cut, head and all, no longer reaches the head it signed. Absent
+	// when the ledger has signed none.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // PackDelegation is the delegation an evidence pack is about: the fields
@@ -88,7 +88,7 @@ type PackToken struct {
 // EvidencePack assembles the evidence pack of a delegation for finance and
 // on-call (the access of Evidence). ledgerID and ledgerJWKS are the
 // ledger's identity, which the Reports do not hold.
-func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte) (EvidencePack, error) {
+func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte, checkpoint string) (EvidencePack, error) {
 	d, events, err := r.Evidence(ctx, p, id)
 	if err != nil {
 		return EvidencePack{}, err
@@ -105,6 +105,7 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 			RemoteTaskID: d.Remote.TaskID, ObligationState: d.ObligationState, CompensationIdempotencyKey: CompensationKey(d),
 		},
 		Events: make([]EventRecord, len(events)), Tokens: []PackToken{}, OrgKeys: []OrgKey{},
+		Checkpoint: checkpoint,
 	}
 	if len(ledgerJWKS) > 0 {
 		pack.LedgerJWKS = ledgerJWKS

@@ -129,6 +129,14 @@ const (
 	AnomalyContradictedWriteOff AnomalyKind = "contradicted_write_off"
 	// AnomalyRefusedToken: a signed ack or declaration that was refused.
 	AnomalyRefusedToken AnomalyKind = "refused_token"
+	// AnomalyEvidenceConflict: evidence carrying the compensation
+	// idempotency key with another payload than the evidence accepted for
+	// it: the remote org says two different things about one obligation.
+	AnomalyEvidenceConflict AnomalyKind = "evidence_conflict"
+	// AnomalyUnusedEarlyEvidence: evidence received while the obligation
+	// was held, for a task that then ended without calling for
+	// compensation (it completed, was rejected, or was not gated).
+	AnomalyUnusedEarlyEvidence AnomalyKind = "unused_early_evidence"
 	// AnomalyReleasedOnRevokedIdentity: an obligation released on a
 	// declaration of an org whose identity was revoked since; listed until
 	// finance acknowledges it.
@@ -136,10 +144,16 @@ const (
 )
 
 // AnomalyKinds lists every anomaly kind.
-var AnomalyKinds = []AnomalyKind{AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken, AnomalyReleasedOnRevokedIdentity}
+var AnomalyKinds = []AnomalyKind{
+	AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken,
+	AnomalyEvidenceConflict, AnomalyUnusedEarlyEvidence, AnomalyReleasedOnRevokedIdentity,
+}
 
 // AnomalyEventTypes are the event types anomalies are read from.
-var AnomalyEventTypes = []EventType{EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused, EventTypeReleasedOnRevokedIdentity}
+var AnomalyEventTypes = []EventType{
+	EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused,
+	EventTypeEvidenceConflict, EventTypeEarlyEvidenceUnused, EventTypeReleasedOnRevokedIdentity,
+}
 
 // AnomalyQuery selects anomalies. Empty fields match all.
 type AnomalyQuery struct {
@@ -173,6 +187,10 @@ func ClassifyAnomaly(eventType EventType, data json.RawMessage) (AnomalyKind, bo
 		return AnomalyStatusConflict, true
 	case EventTypeTokenRefused:
 		return AnomalyRefusedToken, true
+	case EventTypeEvidenceConflict:
+		return AnomalyEvidenceConflict, true
+	case EventTypeEarlyEvidenceUnused:
+		return AnomalyUnusedEarlyEvidence, true
 	case EventTypeReleasedOnRevokedIdentity:
 		return AnomalyReleasedOnRevokedIdentity, true
 	case EventTypeLateEvidence:

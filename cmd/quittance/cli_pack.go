@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -70,22 +69,23 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 		Long: "verify-pack checks an evidence pack (quittance evidence-pack) on its own: the hash chain and its links up to " +
 			"the pack's head, that the delegation it describes is the one its events record, that the token list is the " +
 			"events' evidence, and every token's signature against the org's keys in force when it was accepted (each " +
-			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation. It prints one line per " +
-			"token and a result line, and exits 1 on any break.",
+			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation, and the ledger's signed " +
+			"checkpoint in the pack: its signature (against the ledger's keys in the pack, or --ledger-jwks FILE, keys the " +
+			"auditor holds) and that the stream still reaches the head it signed, so a tail cut off with its head is a " +
+			"break. It prints one line per token, one for the checkpoint and a result line, and exits 1 on any break.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pack, err := readPack(args[0])
 			if err != nil {
 				return err
 			}
+			ledgerJWKS := []byte(pack.LedgerJWKS)
 			if ledgerJWKSFile != "" {
-				// The ledger's published keys, obtained apart from the pack,
-				// rather than the ones it carries.
-				if pack.LedgerJWKS, err = os.ReadFile(ledgerJWKSFile); err != nil {
-					return err
+				if ledgerJWKS, err = os.ReadFile(ledgerJWKSFile); err != nil {
+					return fmt.Errorf("--ledger-jwks: %w", err)
 				}
 			}
-			lines, problems := verifyPack(pack)
+			lines, problems := verifyPack(pack, ledgerJWKS)
 			for _, l := range lines {
 				fmt.Fprintln(stdout, l)
 			}
@@ -99,7 +99,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public JWK Set in this file instead of the one the pack carries")
+	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file (its /.well-known/jwks.json, kept apart) instead of those in the pack")
 	return cmd
 }
 
@@ -125,7 +125,7 @@ func readPack(path string) (ledger.EvidencePack, error) {
 
 // verifyPack checks an evidence pack on its own and returns one line per
 // verified token and every problem found.
-func verifyPack(pack ledger.EvidencePack) (lines, problems []string) {
+func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	d := pack.Delegation
 	if pack.Format != ledger.EvidencePackFormat {
@@ -173,9 +173,6 @@ func verifyPack(pack ledger.EvidencePack) (lines, problems []string) {
 	}
 
 	problems = append(problems, checkPackDelegation(pack)...)
-	cpLines, cpProblems := checkPackCheckpoint(pack, events)
-	lines = append(lines, cpLines...)
-	problems = append(problems, cpProblems...)
 
 	// The token list is exactly the events' evidence.
 	var stored []ledger.PackToken
@@ -210,54 +207,41 @@ func verifyPack(pack ledger.EvidencePack) (lines, problems []string) {
 		}
 		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
 	}
-	return lines, problems
+	line, broken := checkPackCheckpoint(pack, events, ledgerJWKS)
+	lines = append(lines, line)
+	return lines, append(problems, broken...)
 }
 
-// checkPackCheckpoint verifies the pack's checkpoint, when it has one,
-// against the ledger's keys in the pack, and checks that the events reach
-// the head it signed for the delegation's stream: a tail cut short, even
-// with head moved to match, is then a break.
-func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event) (lines, problems []string) {
-	if len(pack.Checkpoint) == 0 {
-		return []string{"checkpoint\tnone: no signed checkpoint covered the stream when the pack was made"}, nil
+// checkPackCheckpoint verifies the pack's checkpoint and compares the
+// delegation's stream with the head it signed. The chain alone proves only
+// a consistent prefix; the checkpoint says how far the stream reached when
+// it was signed. Events after its head are not covered (the line says how
+// many), nor is a pack without one.
+func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledgerJWKS []byte) (line string, problems []string) {
+	d := pack.Delegation
+	if pack.Checkpoint == "" {
+		return fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID), nil
 	}
-	var jws string
-	if err := json.Unmarshal(pack.Checkpoint, &jws); err != nil {
-		return nil, []string{"checkpoint is not a compact JWS string"}
+	if len(ledgerJWKS) == 0 {
+		return "", []string{"the pack has a checkpoint but no ledger keys to verify it (give --ledger-jwks)"}
 	}
-	payload, kid, err := compensation.VerifyCheckpoint(jws, pack.LedgerJWKS, pack.LedgerID)
+	payload, kid, err := compensation.VerifyCheckpoint(pack.Checkpoint, ledgerJWKS, pack.LedgerID)
 	if err != nil {
-		return nil, []string{fmt.Sprintf("checkpoint does not verify with the pack's ledger keys: %v", err)}
+		return "", []string{fmt.Sprintf("the checkpoint does not verify: %v", err)}
 	}
-	var head *ledger.StreamHead
-	for i := range payload.Streams {
-		if payload.Streams[i].Stream == pack.Delegation.Stream {
-			head = &payload.Streams[i]
+	for _, h := range payload.Streams {
+		if h.Stream != d.Stream {
+			continue
 		}
-	}
-	if head == nil {
-		return nil, []string{fmt.Sprintf("checkpoint %d does not cover the delegation's stream", payload.ID)}
-	}
-	one := ledger.CheckpointPayload{LedgerID: payload.LedgerID, ID: payload.ID, At: payload.At, Streams: []ledger.StreamHead{*head}}
-	for _, b := range ledger.CheckStreamsAgainstCheckpoint(one, map[string][]ledger.Event{pack.Delegation.Stream: events}) {
-		problems = append(problems, b.Problem)
-	}
-	var thumbprint string
-	var set struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	_ = json.Unmarshal(pack.LedgerJWKS, &set)
-	for _, k := range set.Keys {
-		var head struct {
-			Kid string `json:"kid"`
+		one := ledger.CheckpointPayload{ID: payload.ID, Streams: []ledger.StreamHead{h}}
+		for _, b := range ledger.CheckStreamsAgainstCheckpoint(one, map[string][]ledger.Event{d.Stream: events}) {
+			problems = append(problems, b.Problem)
 		}
-		if json.Unmarshal(k, &head) == nil && head.Kid == kid {
-			thumbprint, _ = ledger.JWKThumbprint(k)
-		}
+		return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tcovers events 1..%d of %d", d.ID, payload.ID, kid,
+			payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)), problems
 	}
-	lines = append(lines, fmt.Sprintf("checkpoint\t%d at %s covers event %d\tledger kid %s\tthumbprint %s (compare with the ledger's published key)",
-		payload.ID, payload.At.Format(time.RFC3339), head.Seq, kid, thumbprint))
-	return lines, problems
+	return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
+		payload.ID, kid, payload.At.UTC().Format("2006-01-02T15:04:05Z"), len(events)), nil
 }
 
 // checkTokenRecord correlates a verified token with the event that stores

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -195,91 +195,114 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 	}
 }
 
-// TestEvidencePackCheckpointCatchesACutTail: with a signed checkpoint
-// covering the stream in the pack, a pack whose last event was removed and
-// whose head was moved to match no longer verifies, nor does one whose
-// checkpoint or ledger key was changed.
-func TestEvidencePackCheckpointCatchesACutTail(t *testing.T) {
+// TestEvidencePackCheckpointAnchorsTheTail: with the ledger signing
+// checkpoints, the pack carries the latest one, and verify-pack checks it
+// against the ledger's keys: a pack whose last event was cut off together
+// with its head — a chain that still verifies on its own — is a break, as
+// is a forged checkpoint or one checked against keys that did not sign it.
+// Events appended after the checkpoint are reported as not covered, and
+// verify; the next checkpoint covers them.
+func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t), "QUITTANCE_CHECKPOINT_INTERVAL=1h")
-	key := compensationtest.NewEd25519Signer(t, "org-key")
+	signer := compensationtest.NewEd25519Signer(t, "sup-key")
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
 		t.Fatalf("put budget: %d", s)
 	}
 	var registered json.RawMessage
-	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier", "jwks": json.RawMessage(key.JWKS())}, &registered); s != http.StatusAccepted {
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
+		"name": "Supplier", "jwks": json.RawMessage(signer.JWKS()),
+	}, &registered); s != http.StatusAccepted {
 		t.Fatalf("put org: %d", s)
 	}
 	e.approvePending(t, registered)
 	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
 	finance := e.newToken(t, "--role", "finance", "--name", "fin")
-	id := e.compensatedBySignedAck(t, orch, "cp-1", key)
-	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
-		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
-	}
+	id := e.compensatedBySignedAck(t, orch, "pack-cp", signer)
 	dir := t.TempDir()
-	file := filepath.Join(dir, "pack.json")
-	if _, errOut, code := e.cli(t, finance, "evidence-pack", id, "-o", file); code != 0 {
-		t.Fatalf("evidence-pack: exit %d %s", code, errOut)
-	}
-	out, errOut, code := offlineCLI(t, "verify-pack", file)
-	if code != 0 || !strings.Contains(out, "covers event 3") {
-		t.Fatalf("verify-pack with a checkpoint: exit %d %s\n%s", code, errOut, out)
-	}
-	// The auditor's own copy of the ledger's published keys: the right
-	// ones verify, others do not.
-	resp, err := http.Get(e.url + "/.well-known/jwks.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	published, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	publishedFile, otherFile := filepath.Join(dir, "published.json"), filepath.Join(dir, "other.json")
-	_ = os.WriteFile(publishedFile, published, 0o600)
-	_ = os.WriteFile(otherFile, compensationtest.JWKS(compensationtest.NewEd25519Signer(t, "x").PublicJWK()), 0o600)
-	if _, errOut, code := offlineCLI(t, "verify-pack", file, "--ledger-jwks", publishedFile); code != 0 {
-		t.Errorf("verify-pack --ledger-jwks with the published keys: exit %d %s", code, errOut)
-	}
-	if _, _, code := offlineCLI(t, "verify-pack", file, "--ledger-jwks", otherFile); code != exitFailure {
-		t.Errorf("verify-pack --ledger-jwks with other keys: exit %d, want 1", code)
-	}
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, change := range map[string]func(p map[string]any){
-		"the tail cut and the head moved": func(p map[string]any) {
-			ev := p["events"].([]any)
-			last := ev[len(ev)-2].(map[string]any)
-			p["events"] = ev[:len(ev)-1]
-			p["head"] = map[string]any{"stream_seq": last["stream_seq"], "hash": last["hash"]}
-			p["delegation"].(map[string]any)["obligation_state"] = "revocation_pending_compensation"
-			p["tokens"] = []any{}
-		},
-		"a checkpoint byte": func(p map[string]any) {
-			cp := p["checkpoint"].(string)
-			p["checkpoint"] = cp[:len(cp)-3] + "AAA"
-		},
-		"the ledger key": func(p map[string]any) {
-			p["ledger_jwks"] = json.RawMessage(compensationtest.JWKS(compensationtest.NewEd25519Signer(t, "other").PublicJWK()))
-		},
-	} {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var p map[string]any
-		if err := dec.Decode(&p); err != nil {
+	download := func(name string) (string, map[string]any) {
+		t.Helper()
+		file := filepath.Join(dir, name)
+		if _, errOut, code := e.cli(t, finance, "evidence-pack", id, "-o", file); code != 0 {
+			t.Fatalf("evidence-pack: exit %d %s", code, errOut)
+		}
+		raw, err := os.ReadFile(file)
+		if err != nil {
 			t.Fatal(err)
 		}
-		change(p)
-		b, _ := json.Marshal(p)
-		f := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
+		var p map[string]any
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Fatal(err)
+		}
+		return file, p
+	}
+	write := func(name string, p map[string]any) string {
+		t.Helper()
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, name)
 		if err := os.WriteFile(f, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, errOut, code := offlineCLI(t, "verify-pack", f)
-		t.Logf("%s: exit %d\n%s%s", name, code, out, errOut)
-		if code != exitFailure {
-			t.Errorf("%s: verify-pack exit %d, want 1", name, code)
-		}
+		return f
+	}
+
+	file, _ := download("before.json")
+	if out, _, code := offlineCLI(t, "verify-pack", file); code != 0 || !strings.Contains(out, "checkpoint\t"+id+"\tnone in the pack") {
+		t.Fatalf("verify-pack without a checkpoint: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
+		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
+	}
+	file, pack := download("pack.json")
+	events := pack["events"].([]any)
+	n := len(events)
+	out, errOut, code := offlineCLI(t, "verify-pack", file)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("covers events 1..%d of %d", n, n)) {
+		t.Fatalf("verify-pack with a checkpoint: exit %d %s\n%s", code, errOut, out)
+	}
+	var ledgerKeys json.RawMessage
+	if s := e.api(t, http.MethodGet, "/.well-known/jwks.json", "", nil, &ledgerKeys); s != http.StatusOK {
+		t.Fatalf("ledger jwks: %d", s)
+	}
+	trusted := filepath.Join(dir, "ledger-jwks.json")
+	if err := os.WriteFile(trusted, ledgerKeys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := offlineCLI(t, "verify-pack", "--ledger-jwks", trusted, file); code != 0 {
+		t.Fatalf("verify-pack against the ledger's published keys: exit %d %s\n%s", code, errOut, out)
+	}
+
+	// The tail cut off with its head: the chain and the head agree, the
+	// checkpoint does not.
+	last := events[n-2].(map[string]any)
+	pack["events"] = events[:n-1]
+	pack["head"] = map[string]any{"stream_seq": last["stream_seq"], "hash": last["hash"]}
+	if out, _, code := offlineCLI(t, "verify-pack", write("cut.json", pack)); code != exitFailure || !strings.Contains(out, "tail was removed") {
+		t.Errorf("a tail cut with its head: exit %d\n%s", code, out)
+	}
+	_, pack = download("pack.json")
+	cp := pack["checkpoint"].(string)
+	pack["checkpoint"] = cp[:len(cp)-4] + map[bool]string{true: "AAAA", false: "BBBB"}[!strings.HasSuffix(cp, "AAAA")]
+	if out, _, code := offlineCLI(t, "verify-pack", write("forged.json", pack)); code != exitFailure || !strings.Contains(out, "checkpoint does not verify") {
+		t.Errorf("a forged checkpoint: exit %d\n%s", code, out)
+	}
+	other := filepath.Join(dir, "other-jwks.json")
+	if err := os.WriteFile(other, compensationtest.NewEd25519Signer(t, "k1").JWKS(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := offlineCLI(t, "verify-pack", "--ledger-jwks", other, file); code != exitFailure {
+		t.Errorf("a checkpoint checked against keys that did not sign it: exit %d\n%s", code, out)
+	}
+
+	// An event after the checkpoint is not covered, and breaks nothing.
+	if s := e.api(t, http.MethodPost, "/v1/delegations/"+id+"/notes", e.oncall, map[string]any{"note": "checked with Supplier"}, nil); s >= 300 {
+		t.Fatalf("add a note: %d", s)
+	}
+	file, _ = download("later.json")
+	if out, _, code := offlineCLI(t, "verify-pack", file); code != 0 || !strings.Contains(out, fmt.Sprintf("covers events 1..%d of %d", n, n+1)) {
+		t.Errorf("verify-pack after a later event: exit %d\n%s", code, out)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -25,7 +24,7 @@ type EvidencePackBody struct {
 	Tokens      []PackTokenBody    `json:"tokens" doc:"Every token stored on the events, each exactly its event's evidence."`
 	OrgKeys     []PackOrgKeyBody   `json:"org_keys" doc:"The org's keys in force when any of the tokens was accepted."`
 	LedgerJWKS  json.RawMessage    `json:"ledger_jwks,omitempty" doc:"The ledger's public JWK Set (/.well-known/jwks.json)."`
-	Checkpoint  json.RawMessage    `json:"checkpoint,omitempty" doc:"The compact JWS (a JSON string) of the latest signed checkpoint, when it covers the stream; absent when none does yet."`
+	Checkpoint  string             `json:"checkpoint,omitempty" doc:"The compact JWS of the ledger's latest signed checkpoint when the pack was made (read before the events): it anchors the stream's head. Absent when the ledger has signed none."`
 }
 
 // PackDelegationBody is the delegation an evidence pack is about.
@@ -85,31 +84,6 @@ func evidencePackBody(p ledger.EvidencePack) EvidencePackBody {
 	return b
 }
 
-// checkpointCovering returns, as a JSON string, the compact JWS of the
-// latest signed checkpoint when it names stream, and nil when the ledger
-// signs no checkpoints or none covers the stream yet.
-func (s *Server) checkpointCovering(ctx context.Context, stream string) (json.RawMessage, error) {
-	if s.checkpoints == nil {
-		return nil, nil
-	}
-	c, err := s.checkpoints.Latest(ctx, principal(ctx))
-	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	var payload ledger.CheckpointPayload
-	if err := json.Unmarshal(c.Payload, &payload); err != nil {
-		return nil, fmt.Errorf("checkpoint %d: %w", c.ID, err)
-	}
-	for _, h := range payload.Streams {
-		if h.Stream == stream {
-			return json.Marshal(c.JWS)
-		}
-	}
-	return nil, nil
-}
-
 type evidencePackOutput struct {
 	ContentDisposition string `header:"Content-Disposition"`
 	Body               EvidencePackBody
@@ -134,11 +108,20 @@ func (s *Server) registerEvidencePack() {
 		if s.jwks != nil {
 			ledgerJWKS = s.jwks()
 		}
-		pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS)
-		if err != nil {
-			return nil, s.fail(ctx, err)
+		// The checkpoint first: read after the events, it could sign an
+		// event appended meanwhile that the pack does not hold.
+		var checkpoint string
+		if s.checkpoints != nil {
+			cp, err := s.checkpoints.Latest(ctx, principal(ctx))
+			switch {
+			case err == nil:
+				checkpoint = cp.JWS
+			case !errors.Is(err, ledger.ErrNotFound):
+				return nil, s.fail(ctx, err)
+			}
 		}
-		if pack.Checkpoint, err = s.checkpointCovering(ctx, pack.Delegation.Stream); err != nil {
+		pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS, checkpoint)
+		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
 		return &evidencePackOutput{

@@ -291,7 +291,7 @@ func evidenceData(kind TokenKind, c Claims, sum []byte) map[string]any {
 	data := map[string]any{
 		"kind": string(kind), "jti": c.JTI, "iss": c.Issuer, "sub": c.Subject,
 		"iat": c.IssuedAt.UTC().Format(time.RFC3339), "exp": c.Expiry.UTC().Format(time.RFC3339),
-		"token_sha256": hex.EncodeToString(sum),
+		"token_sha256": hex.EncodeToString(sum), "kid": c.KeyID, "key_thumbprint": c.KeyThumbprint,
 	}
 	if c.ReceiptID != "" {
 		data["receipt_id"] = c.ReceiptID

@@ -18,6 +18,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	josejson "github.com/go-jose/go-jose/v4/json"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // MaxTokenSize is the largest token, in bytes, that PeekToken and Verify accept. It
@@ -236,6 +238,12 @@ type Claims struct {
 	IssuedAt time.Time
 	// Expiry is the "exp" claim.
 	Expiry time.Time
+	// KeyID is the "kid" of the registered key that verified the token.
+	KeyID string
+	// KeyThumbprint is that key's RFC 7638 thumbprint (ledger.JWKThumbprint),
+	// recorded with the evidence so it can be checked later against the
+	// org's key history.
+	KeyThumbprint string
 	// IdempotencyKey is the "idempotency_key" claim of an ack; the caller checks
 	// it against the delegation. It may be empty for a declaration.
 	IdempotencyKey string
@@ -407,7 +415,13 @@ func Verify(in VerifyInput) (Claims, error) {
 		return Claims{}, refusef(CodeTokenLifetimeTooLong, "exp - iat must not exceed %s", MaxTokenLifetime)
 	}
 
+	thumbprint, err := keyThumbprint(key)
+	if err != nil {
+		return Claims{}, refusef(CodeTokenKeyUnusable, "registered key %s has no thumbprint", quoteShort(kid))
+	}
 	return Claims{
+		KeyID:          kid,
+		KeyThumbprint:  thumbprint,
 		Kind:           in.Kind,
 		Issuer:         std.Issuer,
 		Audience:       in.LedgerID,
@@ -418,6 +432,16 @@ func Verify(in VerifyInput) (Claims, error) {
 		IdempotencyKey: extra.IdempotencyKey,
 		ReceiptID:      extra.ReceiptID,
 	}, nil
+}
+
+// keyThumbprint is the RFC 7638 thumbprint of a parsed key, computed by
+// the one definition the key history uses.
+func keyThumbprint(key jose.JSONWebKey) (string, error) {
+	raw, err := key.MarshalJSON()
+	if err != nil {
+		return "", err
+	}
+	return ledger.JWKThumbprint(raw)
 }
 
 // typeMatches compares a "typ" header with the expected kind. Following RFC 7515

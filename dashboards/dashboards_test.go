@@ -32,6 +32,8 @@ var knownMetrics = []string{
 	"quittance_transitions_total",
 	"quittance_unconfirmed_alert_grace_seconds",
 	"quittance_webhook_deliveries",
+	"quittance_dispatch_unknown_delegations",
+	"quittance_oldest_dispatch_unknown_timestamp_seconds",
 	"quittance_write_offs_total",
 }
 

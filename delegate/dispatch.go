@@ -210,7 +210,7 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
-		if err := tx.ClearDispatchUnknown(ctx, d.ID); err != nil {
+		if _, err := tx.ClearDispatchUnknown(ctx, d.ID); err != nil {
 			return err
 		}
 		d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}

@@ -132,8 +132,9 @@ type Tx interface {
 	// SetDispatchUnknown puts the delegation in the dispatch_unknown
 	// condition (ledger.ConditionDispatchUnknown) with a reason.
 	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
-	// ClearDispatchUnknown ends the dispatch_unknown condition, if any.
-	ClearDispatchUnknown(ctx context.Context, id uuid.UUID) error
+	// ClearDispatchUnknown ends the dispatch_unknown condition, and says
+	// whether the delegation was in it.
+	ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, error)
 	// OrgFailures returns how many consecutive failures the org's agent has
 	// had (0 when none).
 	OrgFailures(ctx context.Context, orgID string) (int, error)

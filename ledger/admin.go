@@ -193,9 +193,19 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgI
 	if err := tx.PutOrg(ctx, o); err != nil {
 		return Org{}, false, err
 	}
+	added, removed, err := recordOrgKeys(ctx, tx, id, in.JWKS, now)
+	if err != nil {
+		return Org{}, false, err
+	}
 	data := map[string]any{
 		"name": in.Name, "shared_coordinator": in.SharedCoordinator, "jwks_registered": len(in.JWKS) > 0,
 		"agent_card_url": in.AgentCardURL, "allowed_hosts": o.AllowedHosts,
+	}
+	if len(added) > 0 {
+		data["keys_added"] = added
+	}
+	if len(removed) > 0 {
+		data["keys_removed"] = removed
 	}
 	if change != "" {
 		data["pending_change_id"] = change

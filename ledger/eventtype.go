@@ -234,6 +234,12 @@ const (
 	// a new round of requests, with the same idempotency key, is queued.
 	// The obligation stays compensation_unconfirmed until evidence arrives.
 	EventTypeCompensationRedriven EventType = "compensation_redriven"
+	// EventTypeDispatchResolved: on-call recorded the remote task of a
+	// dispatch_unknown delegation, as the remote org named it (found by
+	// the dispatch's messageId), with a reason. The condition ends and the
+	// task is tracked from then on as if the dispatch had answered; the
+	// hold and the obligation do not move.
+	EventTypeDispatchResolved EventType = "dispatch_resolved"
 )
 
 // Events of a delegation's stream appended by case handling (Cases, with
@@ -277,7 +283,7 @@ var eventTypes = []EventType{
 	EventTypeMessageQueued, EventTypeMessageSent, EventTypeMessageFailed,
 
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
-	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven,
+	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven, EventTypeDispatchResolved,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

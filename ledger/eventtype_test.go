@@ -57,6 +57,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeDispatchUnknown:              "dispatch_unknown",
 	ledger.EventTypeRemoteTaskNotFound:           "remote_task_not_found",
 	ledger.EventTypeCompensationRedriven:         "compensation_redriven",
+	ledger.EventTypeDispatchResolved:             "dispatch_resolved",
 	ledger.EventTypeMessageQueued:                "task_message_queued",
 	ledger.EventTypeMessageSent:                  "task_message_sent",
 	ledger.EventTypeMessageFailed:                "task_message_failed",

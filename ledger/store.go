@@ -47,6 +47,9 @@ type Reader interface {
 	StreamEvents(ctx context.Context, stream string) ([]Event, error)
 	Budget(ctx context.Context, id string) (Budget, error)
 	Org(ctx context.Context, id string) (Org, error)
+	// OrgKeys returns the org's key history, every key it ever had, by
+	// ValidFrom then kid; an org without keys has an empty history.
+	OrgKeys(ctx context.Context, orgID string) ([]OrgKey, error)
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
 	// TaskClasses returns every registered task class, by name.
@@ -125,6 +128,8 @@ type Tx interface {
 	Delegation(ctx context.Context, id uuid.UUID) (Delegation, error)
 	DelegationByOperation(ctx context.Context, tenant, businessOperationID string) (Delegation, error)
 	Org(ctx context.Context, id string) (Org, error)
+	// OrgKeys returns the org's key history (as Reader.OrgKeys).
+	OrgKeys(ctx context.Context, orgID string) ([]OrgKey, error)
 	// CreationReferences loads the org and the budget a new delegation
 	// refers to, in one round trip, and holds a share lock on the org until
 	// the transaction ends, so its identity cannot be revoked meanwhile. It
@@ -146,6 +151,12 @@ type Tx interface {
 	// PutOrg creates or updates an org. It never clears a recorded identity
 	// revocation.
 	PutOrg(ctx context.Context, o Org) error
+	// InsertOrgKey records a key of the org coming into force at
+	// k.ValidFrom.
+	InsertOrgKey(ctx context.Context, k OrgKey) error
+	// EndOrgKey records that the recorded key k stops being in force at
+	// until.
+	EndOrgKey(ctx context.Context, k OrgKey, until time.Time) error
 	// PutTaskClass creates or updates a task class.
 	PutTaskClass(ctx context.Context, c TaskClass) error
 	PrincipalTx

@@ -44,7 +44,33 @@ func postAndPrint(cmd *cobra.Command, getenv func(string) string, stdout io.Writ
 }
 
 func newDelegationsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
-	cmd := &cobra.Command{Use: "delegations", Short: "Inspect delegations"}
+	cmd := &cobra.Command{Use: "delegations", Short: "Inspect delegations, and resolve an unknown dispatch"}
+	var taskID, contextID, reason string
+	resolve := &cobra.Command{
+		Use:   "resolve-dispatch ID",
+		Short: "Record the remote task of a dispatch_unknown delegation, as the remote org named it",
+		Long: "resolve-dispatch ends the dispatch_unknown condition of a delegation by recording the remote task the " +
+			"remote org says its agent created for the dispatch (look it up with them by the dispatch's messageId, on " +
+			"the dispatch_unknown event). The task is observed at once and tracked from then on; the hold does not move.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlag("task-id", taskID); err != nil {
+				return err
+			}
+			if err := requireFlag("reason", reason); err != nil {
+				return err
+			}
+			body := map[string]string{"task_id": taskID, "reason": reason}
+			if contextID != "" {
+				body["context_id"] = contextID
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/delegations/"+url.PathEscape(args[0])+"/dispatch/resolve", body)
+		},
+	}
+	resolve.Flags().StringVar(&taskID, "task-id", "", "the remote task id the org confirmed (required)")
+	resolve.Flags().StringVar(&contextID, "context-id", "", "that task's context id, if the org gave it")
+	resolve.Flags().StringVar(&reason, "reason", "", "who at the org confirmed it, and a ticket (required)")
+	cmd.AddCommand(resolve)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show ID",
 		Short: "Show a delegation and its audit events",

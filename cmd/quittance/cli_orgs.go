@@ -73,6 +73,23 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 		},
 	})
 
+	cmd.AddCommand(&cobra.Command{
+		Use:   "history ID",
+		Short: "Print every key the org ever had: kid, RFC 7638 thumbprint, when it was in force (on-call, finance)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			var out json.RawMessage
+			if err := c.call(cmd.Context(), http.MethodGet, "/admin/v1/orgs/"+url.PathEscape(args[0])+"/keys", nil, nil, &out); err != nil {
+				return err
+			}
+			return printJSON(stdout, out)
+		},
+	})
+
 	var jwksFile string
 	set := &cobra.Command{
 		Use:   "set ID --jwks FILE",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -32,6 +33,8 @@ type cliEnv struct {
 	ownerURL   string
 	serviceURL string
 	exec       func(ctx context.Context, sql string, args ...any) error
+	// query returns the first column of each row, as text.
+	query func(ctx context.Context, sql string, args ...any) ([]string, error)
 	// profilesURL is where the service serves its runtime profiles, when
 	// QUITTANCE_DEBUG_ADDR was set.
 	profilesURL string
@@ -89,6 +92,13 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 			_, err := pool.Exec(ctx, sql, args...)
 			return err
 		}}
+		e.query = func(ctx context.Context, sql string, args ...any) ([]string, error) {
+			rows, err := pool.Query(ctx, sql, args...)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, pgx.RowTo[string])
+		}
 		e.oncall, e.oncall2 = twoOncall(t, newTestClient(e.url), token)
 		return e
 	case err := <-done:

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
@@ -39,8 +38,9 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 		Use:   "verify-chain",
 		Short: "Re-verify the audit log's hash chains and every stored signed token",
 		Long: "verify-chain fetches each delegation's event chain (or only --delegation's), recomputes every event's " +
-			"hash and link, and re-verifies every stored signed ack or declaration against the org's registered keys " +
-			"as of the time the event was recorded. It then checks every other stream's chain (orgs, budgets, principals, " +
+			"hash and link, and re-verifies every stored signed ack or declaration against the org's keys in force " +
+			"when the event accepted it (its key history, not its current keys), printing the kid and RFC 7638 " +
+			"thumbprint of the key that verified each. It then checks every other stream's chain (orgs, budgets, principals, " +
 			"tokens, pending changes, …) and every stream against the latest signed checkpoint (or --checkpoint FILE, an " +
 			"exported one), so a tail removed or rewritten up to the checkpoint is a break; events after it are not covered " +
 			"until the next checkpoint. It prints one line per delegation and stream and exits 1 on any break.",
@@ -51,7 +51,7 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 				return err
 			}
 			ctx := cmd.Context()
-			v := &verifier{c: c, keys: map[string]*jose.JSONWebKeySet{}, out: stdout}
+			v := &verifier{c: c, keys: map[string][]ledger.OrgKey{}, out: stdout}
 			if delegation != "" {
 				if _, err := uuid.Parse(delegation); err != nil {
 					return usageError{fmt.Errorf("--delegation must be a delegation id (a UUID)")}
@@ -101,7 +101,7 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 
 type verifier struct {
 	c    *apiClient
-	keys map[string]*jose.JSONWebKeySet
+	keys map[string][]ledger.OrgKey // org key histories, fetched once
 	out  io.Writer
 
 	delegations, events, tokens, broken int
@@ -158,15 +158,32 @@ func (v *verifier) check(ctx context.Context, ch chain) []string {
 	return problems
 }
 
-// verifyToken re-verifies a stored token against the org's keys as of the
-// event's time (the token was valid then; it may have expired since).
+// verifyToken re-verifies a stored token against the org's keys in force
+// when the event accepted it (the org's key history, not its current keys)
+// and prints which key verified it.
 func (v *verifier) verifyToken(ctx context.Context, ch chain, e ledger.EventRecord) error {
-	keys, err := v.orgKeys(ctx, ch.OrgID)
+	history, err := v.orgKeyHistory(ctx, ch.OrgID)
 	if err != nil {
 		return err
 	}
+	_, key, err := verifyStoredToken(ch.OrgID, ch.RemoteTaskID, ch.LedgerID, e, history)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(v.out, "token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s\n", ch.DelegationID, e.StreamSeq, e.Type, key.KeyID, key.Thumbprint)
+	return nil
+}
+
+// verifyStoredToken verifies the token stored on e, an event of the
+// delegation of (orgID, remoteTaskID), against the org's keys in force at
+// the event's time, and checks that it is about that delegation's task. It
+// returns the token's claims and the key that verified it. verify-chain and
+// verify-pack share it.
+func verifyStoredToken(orgID, remoteTaskID, ledgerID string, e ledger.EventRecord, history []ledger.OrgKey) (compensation.Claims, ledger.OrgKey, error) {
 	var data struct {
-		Kind string `json:"kind"`
+		Kind          string `json:"kind"`
+		KeyID         string `json:"kid"`
+		KeyThumbprint string `json:"key_thumbprint"`
 	}
 	_ = json.Unmarshal(e.Data, &data)
 	kind := compensation.TokenKind(data.Kind)
@@ -177,39 +194,35 @@ func (v *verifier) verifyToken(ctx context.Context, ch chain, e ledger.EventReco
 		kind = compensation.KindDeclaration
 	}
 	if !kind.Valid() {
-		return fmt.Errorf("the event does not say which kind of token it stores")
+		return compensation.Claims{}, ledger.OrgKey{}, fmt.Errorf("the event does not say which kind of token it stores")
 	}
-	claims, err := compensation.Verify(compensation.VerifyInput{
-		Token: []byte(e.Evidence), Kind: kind, OrgID: ch.OrgID, Keys: keys, LedgerID: ch.LedgerID, Now: e.At,
+	claims, key, err := compensation.VerifyAccepted(compensation.AcceptedToken{
+		Token: []byte(e.Evidence), Kind: kind, OrgID: orgID, LedgerID: ledgerID, AcceptedAt: e.At, History: history,
+		Recorded: ledger.KeyRef{KeyID: data.KeyID, Thumbprint: data.KeyThumbprint},
 	})
 	if err != nil {
-		return err
+		return compensation.Claims{}, ledger.OrgKey{}, err
 	}
-	if claims.Subject != ch.RemoteTaskID {
-		return fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, ch.RemoteTaskID)
+	if claims.Subject != remoteTaskID {
+		return compensation.Claims{}, ledger.OrgKey{}, fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, remoteTaskID)
 	}
-	return nil
+	return claims, key, nil
 }
 
-// orgKeys fetches and caches an org's registered JWK Set.
-func (v *verifier) orgKeys(ctx context.Context, orgID string) (*jose.JSONWebKeySet, error) {
+// orgKeyHistory fetches and caches an org's key history.
+func (v *verifier) orgKeyHistory(ctx context.Context, orgID string) ([]ledger.OrgKey, error) {
 	if k, ok := v.keys[orgID]; ok {
 		return k, nil
 	}
-	var org struct {
-		JWKS json.RawMessage `json:"jwks"`
+	var out struct {
+		Keys []ledger.OrgKey `json:"keys"`
 	}
-	if err := v.c.call(ctx, http.MethodGet, "/admin/v1/orgs/"+url.PathEscape(orgID), nil, nil, &org); err != nil {
+	if err := v.c.call(ctx, http.MethodGet, "/admin/v1/orgs/"+url.PathEscape(orgID)+"/keys", nil, nil, &out); err != nil {
 		return nil, err
 	}
-	keys := &jose.JSONWebKeySet{}
-	if len(org.JWKS) > 0 && string(org.JWKS) != "null" {
-		parsed, err := compensation.ParseOrgJWKS(org.JWKS)
-		if err != nil {
-			return nil, fmt.Errorf("org %s's registered keys: %w", orgID, err)
-		}
-		keys = parsed
+	for i := range out.Keys {
+		out.Keys[i].OrgID = orgID
 	}
-	v.keys[orgID] = keys
-	return keys, nil
+	v.keys[orgID] = out.Keys
+	return out.Keys, nil
 }

@@ -97,6 +97,8 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newChangesCommand(getenv, stdout),
 		newVerifyChainCommand(getenv, stdout, stderr),
 		newCheckpointsCommand(getenv, stdout),
+		newEvidencePackCommand(getenv, stdout),
+		newVerifyPackCommand(stdout),
 		newWebhooksCommand(getenv, stdout),
 		newTaskClassesCommand(getenv, stdout),
 	)

@@ -71,9 +71,10 @@ func (t *tx) SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string
 	return nil
 }
 
-func (t *tx) ClearDispatchUnknown(ctx context.Context, id uuid.UUID) error {
-	if err := t.q.DelegationClearDispatchUnknown(ctx, id); err != nil {
-		return fmt.Errorf("clear dispatch_unknown of delegation %s: %w", id, err)
+func (t *tx) ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, error) {
+	n, err := t.q.DelegationClearDispatchUnknown(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("clear dispatch_unknown of delegation %s: %w", id, err)
 	}
-	return nil
+	return n > 0, nil
 }

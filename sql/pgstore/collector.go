@@ -23,7 +23,7 @@ const DefaultCollectorTimeout = 5 * time.Second
 // the obligation longest in each active state entered it, and the work
 // queues (A2A outbox jobs by kind and state, the oldest claimable job, lease
 // expiries, the attempts of the most-retried job, webhook deliveries
-// pending and dead-lettered). Every replica reports the same values, so
+// pending and dead-lettered) and the delegations whose dispatch is unknown. Every replica reports the same values, so
 // dashboards combine them with max or min, never sum.
 type Collector struct {
 	store   *Store
@@ -38,12 +38,14 @@ type Collector struct {
 	up          *prometheus.Desc
 	errorsTotal *prometheus.Desc
 
-	stateEntry       *prometheus.Desc
-	outboxJobs       *prometheus.Desc
-	outboxOldestDue  *prometheus.Desc
-	outboxMaxAttempt *prometheus.Desc
-	outboxExpiries   *prometheus.Desc
-	webhooks         *prometheus.Desc
+	stateEntry           *prometheus.Desc
+	outboxJobs           *prometheus.Desc
+	outboxOldestDue      *prometheus.Desc
+	outboxMaxAttempt     *prometheus.Desc
+	outboxExpiries       *prometheus.Desc
+	webhooks             *prometheus.Desc
+	dispatchUnknown      *prometheus.Desc
+	dispatchUnknownSince *prometheus.Desc
 }
 
 // outboxKinds are the kinds of A2A outbox job (the a2a_outbox kind check).
@@ -110,6 +112,11 @@ func NewCollector(s *Store, opts ...CollectorOption) *Collector {
 		webhooks: prometheus.NewDesc("quittance_webhook_deliveries",
 			"Webhook deliveries pending (not yet delivered, retried with backoff) or dead (dead-lettered after the last attempt, until redriven).",
 			[]string{"state"}, nil),
+		dispatchUnknown: prometheus.NewDesc("quittance_dispatch_unknown_delegations",
+			"Delegations in the dispatch_unknown condition: a dispatch attempt after one that may have reached the remote agent was refused, so nothing proves whether a remote task exists; the hold stays.",
+			nil, nil),
+		dispatchUnknownSince: prometheus.NewDesc("quittance_oldest_dispatch_unknown_timestamp_seconds",
+			"Since when (Unix seconds) the longest-standing dispatch_unknown delegation has been in that condition; 0 when none is.", nil, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -130,6 +137,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.outboxMaxAttempt
 	ch <- c.outboxExpiries
 	ch <- c.webhooks
+	ch <- c.dispatchUnknown
+	ch <- c.dispatchUnknownSince
 }
 
 // Collect implements prometheus.Collector: it runs the queries and reports
@@ -200,6 +209,7 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	for _, s := range webhookStates {
 		webhooks[s] = 0
 	}
+	var dispatchUnknown, dispatchUnknownSince float64
 	for _, row := range rows {
 		switch row.Metric {
 		case "state_entry":
@@ -214,6 +224,10 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 			expiries[row.Label] = row.Value
 		case "webhook_deliveries":
 			webhooks[row.Label] = row.Value
+		case "dispatch_unknown":
+			dispatchUnknown = row.Value
+		case "dispatch_unknown_since":
+			dispatchUnknownSince = row.Value
 		}
 	}
 	for state, t := range entries {
@@ -234,4 +248,6 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	for state, n := range webhooks {
 		ch <- prometheus.MustNewConstMetric(c.webhooks, prometheus.GaugeValue, n, state)
 	}
+	ch <- prometheus.MustNewConstMetric(c.dispatchUnknown, prometheus.GaugeValue, dispatchUnknown)
+	ch <- prometheus.MustNewConstMetric(c.dispatchUnknownSince, prometheus.GaugeValue, dispatchUnknownSince)
 }

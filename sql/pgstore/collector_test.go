@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,7 @@ func TestCollectorFreshDatabase(t *testing.T) {
 		name, _, _ := strings.Cut(k, "{")
 		count[name]++
 		if strings.HasPrefix(name, "quittance_outbox_") || strings.HasPrefix(name, "quittance_webhook_") ||
+			strings.Contains(name, "dispatch_unknown") ||
 			name == "quittance_oldest_obligation_state_entry_timestamp_seconds" {
 			if v != 0 {
 				t.Errorf("%s = %v on an empty database", k, v)
@@ -92,11 +94,13 @@ func TestCollectorFreshDatabase(t *testing.T) {
 	}
 	for name, want := range map[string]int{
 		"quittance_oldest_obligation_state_entry_timestamp_seconds": 4, // the active states
-		"quittance_outbox_jobs":                         5 * 4, // kinds × states
-		"quittance_outbox_oldest_due_timestamp_seconds": 5,
-		"quittance_outbox_retried_job_max_attempts":     5,
-		"quittance_outbox_lease_expiries_total":         5,
-		"quittance_webhook_deliveries":                  2,
+		"quittance_outbox_jobs":                               5 * 4, // kinds × states
+		"quittance_outbox_oldest_due_timestamp_seconds":       5,
+		"quittance_outbox_retried_job_max_attempts":           5,
+		"quittance_outbox_lease_expiries_total":               5,
+		"quittance_webhook_deliveries":                        2,
+		"quittance_dispatch_unknown_delegations":              1,
+		"quittance_oldest_dispatch_unknown_timestamp_seconds": 1,
 	} {
 		if count[name] != want {
 			t.Errorf("%s: %d series, want %d", name, count[name], want)
@@ -299,6 +303,35 @@ func TestCollectorWorkQueues(t *testing.T) {
 	expectSamples(t, "webhooks", scrape(t, store, now), map[string]float64{
 		`quittance_webhook_deliveries{state="pending"}`: 2,
 		`quittance_webhook_deliveries{state="dead"}`:    1,
+	})
+
+	// Two dispatches become unknown, an hour apart; the first is then
+	// resolved (a task id reported): the count follows, and the oldest
+	// is the one still standing.
+	other := b.delegation(t, "queues-2")
+	for _, u := range []struct {
+		id uuid.UUID
+		at time.Time
+	}{{d.ID, now}, {other.ID, now.Add(time.Hour)}} {
+		if err := a2a.InTx(ctx, func(tx delegate.Tx) error {
+			return tx.SetDispatchUnknown(ctx, u.id, "resend refused after an unanswered attempt", u.at)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectSamples(t, "two unknown", scrape(t, store, now.Add(2*time.Hour)), map[string]float64{
+		"quittance_dispatch_unknown_delegations":              2,
+		"quittance_oldest_dispatch_unknown_timestamp_seconds": unix(now),
+	})
+	if err := a2a.InTx(ctx, func(tx delegate.Tx) error {
+		_, err := tx.ClearDispatchUnknown(ctx, d.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	expectSamples(t, "one resolved", scrape(t, store, now.Add(2*time.Hour)), map[string]float64{
+		"quittance_dispatch_unknown_delegations":              1,
+		"quittance_oldest_dispatch_unknown_timestamp_seconds": unix(now.Add(time.Hour)),
 	})
 }
 

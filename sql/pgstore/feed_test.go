@@ -658,7 +658,10 @@ func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 func TestFeedServesACommitAtOnceOnAQuietServer(t *testing.T) {
 	t.Parallel()
 	_, dbURL := pgtest.Cluster(t)
-	ctx := context.Background()
+	// Its own deadline: a statement that waits on a lock another test
+	// left fails this test instead of hanging the package.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)

@@ -18,10 +18,14 @@
 --   outbox_lease_expiries  label = kind: claims made after a lease ran out,
 --                   over every job ever enqueued (done ones included).
 --   webhook_deliveries  label = pending | dead.
+--   dispatch_unknown     delegations in the dispatch_unknown condition.
+--   dispatch_unknown_since  since when (Unix seconds) the longest-standing
+--                   of them has been in it; 0 when none is.
 --
 -- Only open jobs (a2a_outbox_due), jobs that lost a lease
 -- (a2a_outbox_lease_expired) and pending or dead deliveries
--- (webhook_deliveries_due, webhook_deliveries_dead) are read.
+-- (webhook_deliveries_due, webhook_deliveries_dead) and dispatch_unknown
+-- delegations (delegations_dispatch_unknown) are read.
 WITH open_jobs AS MATERIALIZED (
     SELECT o.kind, o.attempts, o.run_after, o.locked_until, o.lease_token, o.last_error, o.lease_expiries
     FROM a2a_outbox o
@@ -60,4 +64,10 @@ SELECT 'webhook_deliveries', 'pending', '', count(*)::float8
 FROM webhook_deliveries w WHERE w.status = 'pending'
 UNION ALL
 SELECT 'webhook_deliveries', 'dead', '', count(*)::float8
-FROM webhook_deliveries w WHERE w.status = 'dead';
+FROM webhook_deliveries w WHERE w.status = 'dead'
+UNION ALL
+SELECT 'dispatch_unknown', '', '', count(*)::float8
+FROM delegations d WHERE d.dispatch_unknown_at IS NOT NULL
+UNION ALL
+SELECT 'dispatch_unknown_since', '', '', coalesce(extract(epoch FROM min(d.dispatch_unknown_at)), 0)::float8
+FROM delegations d WHERE d.dispatch_unknown_at IS NOT NULL;

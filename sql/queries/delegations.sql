@@ -93,8 +93,8 @@ UPDATE delegations SET
     dispatch_unknown_reason = @reason::text
 WHERE id = @id;
 
--- name: DelegationClearDispatchUnknown :exec
+-- name: DelegationClearDispatchUnknown :execrows
 -- Ends the dispatch_unknown condition: a task id is now recorded, or a
--- person decided.
+-- person decided. No row when the delegation was not in it.
 UPDATE delegations SET dispatch_unknown_at = NULL, dispatch_unknown_reason = NULL
 WHERE id = @id AND dispatch_unknown_at IS NOT NULL;

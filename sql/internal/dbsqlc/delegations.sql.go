@@ -81,16 +81,19 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 	return items, nil
 }
 
-const delegationClearDispatchUnknown = `-- name: DelegationClearDispatchUnknown :exec
+const delegationClearDispatchUnknown = `-- name: DelegationClearDispatchUnknown :execrows
 UPDATE delegations SET dispatch_unknown_at = NULL, dispatch_unknown_reason = NULL
 WHERE id = $1 AND dispatch_unknown_at IS NOT NULL
 `
 
 // Ends the dispatch_unknown condition: a task id is now recorded, or a
-// person decided.
-func (q *Queries) DelegationClearDispatchUnknown(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, delegationClearDispatchUnknown, id)
-	return err
+// person decided. No row when the delegation was not in it.
+func (q *Queries) DelegationClearDispatchUnknown(ctx context.Context, id uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, delegationClearDispatchUnknown, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const delegationGetByID = `-- name: DelegationGetByID :one

@@ -198,6 +198,15 @@ type EventPosition struct {
 	TxPos        int64
 }
 
+type OrgKey struct {
+	OrgID      string
+	Kid        string
+	Thumbprint string
+	Jwk        json.RawMessage
+	ValidFrom  time.Time
+	ValidUntil *time.Time
+}
+
 type PendingChange struct {
 	ID             uuid.UUID
 	Kind           string

@@ -156,9 +156,16 @@ func (b *tab) leaveBy(ready string, actions ...chromedp.Action[chromedp.Void]) {
 	b.eval(`document.documentElement.dataset.leaving = "yes"`)
 	b.do(actions...)
 	deadline := time.Now().Add(10 * time.Second)
-	for b.eval(`document.documentElement.dataset.leaving === "yes"`) == true {
+	for {
+		// While the new page loads the script may find no document, or
+		// its context destroyed: that is not yet the new page either.
+		left, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](
+			`document.documentElement !== null && document.documentElement.dataset.leaving !== "yes"`))
+		if err == nil && left {
+			break
+		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("still at %s 10s later", b.location())
+			b.t.Fatalf("still at %s 10s later (%v)", b.location(), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

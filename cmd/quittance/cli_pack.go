@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// maxPackBytes bounds the evidence pack file verify-pack reads.
+const maxPackBytes = 64 << 20
+
+// errPackBroken is returned when an evidence pack does not verify.
+var errPackBroken = errors.New("verification failed: the evidence pack does not verify (see above)")
+
+func newEvidencePackCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var outFile string
+	cmd := &cobra.Command{
+		Use:   "evidence-pack ID [-o FILE]",
+		Short: "Download a delegation's evidence pack, one JSON file for auditors (finance, on-call)",
+		Long: "evidence-pack fetches GET /v1/delegations/{id}/evidence-pack: the delegation's hash-chained events, " +
+			"every stored token, the org's keys in force when each was accepted and the ledger's public keys. " +
+			"It is written to FILE (default stdout); quittance verify-pack FILE checks it offline.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := uuid.Parse(args[0]); err != nil {
+				return usageError{fmt.Errorf("ID must be a delegation id (a UUID)")}
+			}
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			var pack json.RawMessage
+			if err := c.call(cmd.Context(), http.MethodGet, "/v1/delegations/"+url.PathEscape(args[0])+"/evidence-pack", nil, nil, &pack); err != nil {
+				return err
+			}
+			if outFile == "" || outFile == "-" {
+				return printJSON(stdout, pack)
+			}
+			var buf bytes.Buffer
+			if err := printJSON(&buf, pack); err != nil {
+				return err
+			}
+			return os.WriteFile(outFile, buf.Bytes(), 0o644)
+		},
+	}
+	cmd.Flags().StringVarP(&outFile, "output", "o", "", "file to write the pack to (default stdout)")
+	return cmd
+}
+
+func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify-pack FILE",
+		Short: "Verify an evidence pack offline: no database, no network",
+		Long: "verify-pack checks an evidence pack (quittance evidence-pack) on its own: the hash chain and its links up to " +
+			"the pack's head, that the delegation it describes is the one its events record, that the token list is the " +
+			"events' evidence, and every token's signature against the org's keys in force when it was accepted (each " +
+			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation. It prints one line per " +
+			"token and a result line, and exits 1 on any break.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pack, err := readPack(args[0])
+			if err != nil {
+				return err
+			}
+			lines, problems := verifyPack(pack)
+			for _, l := range lines {
+				fmt.Fprintln(stdout, l)
+			}
+			if len(problems) > 0 {
+				for _, p := range problems {
+					fmt.Fprintf(stdout, "BROKEN\t%s\t%s\n", pack.Delegation.ID, p)
+				}
+				return errPackBroken
+			}
+			fmt.Fprintf(stdout, "ok\t%s\t%d events\t%d tokens\n", pack.Delegation.ID, len(pack.Events), len(pack.Tokens))
+			return nil
+		},
+	}
+}
+
+// readPack reads an evidence pack strictly: a member the format does not
+// have is refused, so nothing can ride along unchecked.
+func readPack(path string) (ledger.EvidencePack, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return ledger.EvidencePack{}, err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(io.LimitReader(f, maxPackBytes))
+	dec.DisallowUnknownFields()
+	var pack ledger.EvidencePack
+	if err := dec.Decode(&pack); err != nil {
+		return ledger.EvidencePack{}, fmt.Errorf("%s is not an evidence pack: %v", path, err)
+	}
+	if dec.More() {
+		return ledger.EvidencePack{}, fmt.Errorf("%s is not an evidence pack: data after the pack", path)
+	}
+	return pack, nil
+}
+
+// verifyPack checks an evidence pack on its own and returns one line per
+// verified token and every problem found.
+func verifyPack(pack ledger.EvidencePack) (lines, problems []string) {
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	d := pack.Delegation
+	if pack.Format != ledger.EvidencePackFormat {
+		fail("format %q is not %q", pack.Format, ledger.EvidencePackFormat)
+		return nil, problems
+	}
+	id, err := uuid.Parse(d.ID)
+	if err != nil {
+		fail("delegation id %q is not a UUID", d.ID)
+		return nil, problems
+	}
+	if d.Stream != ledger.DelegationStream(id) {
+		fail("stream %q is not the delegation's", d.Stream)
+	}
+	if d.CompensationIdempotencyKey != ledger.CompensationKey(ledger.Delegation{ID: id}) {
+		fail("compensation_idempotency_key is not the one derived from the delegation id")
+	}
+
+	// The chain: every event of the delegation's stream, linked, up to the head.
+	if len(pack.Events) == 0 {
+		fail("the pack holds no events")
+		return nil, problems
+	}
+	events := make([]ledger.Event, 0, len(pack.Events))
+	for _, r := range pack.Events {
+		if r.Stream != d.Stream || r.DelegationID != d.ID {
+			fail("event %d belongs to %s, not to the delegation", r.StreamSeq, r.Stream)
+		}
+		e, err := r.Event()
+		if err != nil {
+			fail("event %d: %v", r.StreamSeq, err)
+			continue
+		}
+		events = append(events, e)
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	if err := ledger.VerifyChain(events); err != nil {
+		fail("%v", err)
+	}
+	last := pack.Events[len(pack.Events)-1]
+	if pack.Head.StreamSeq != last.StreamSeq || pack.Head.Hash != last.Hash {
+		fail("the events end at %d (%s), not at the pack's head %d (%s)", last.StreamSeq, last.Hash, pack.Head.StreamSeq, pack.Head.Hash)
+	}
+
+	problems = append(problems, checkPackDelegation(pack)...)
+
+	// The token list is exactly the events' evidence.
+	var stored []ledger.PackToken
+	for _, r := range pack.Events {
+		if r.Evidence != "" {
+			stored = append(stored, ledger.PackToken{StreamSeq: r.StreamSeq, EventType: r.Type, AcceptedAt: r.At, Token: r.Evidence})
+		}
+	}
+	if !slices.EqualFunc(stored, pack.Tokens, func(a, b ledger.PackToken) bool {
+		return a.StreamSeq == b.StreamSeq && a.EventType == b.EventType && a.AcceptedAt.Equal(b.AcceptedAt) && a.Token == b.Token
+	}) {
+		fail("the tokens listed are not the tokens stored on the events")
+	}
+
+	// Every token, against the keys in force when it was accepted.
+	for i, k := range pack.OrgKeys {
+		if k.OrgID != d.OrgID {
+			fail("org key %d (%s) belongs to org %q, not %q", i, k.KeyID, k.OrgID, d.OrgID)
+		}
+	}
+	for _, r := range pack.Events {
+		if r.Evidence == "" {
+			continue
+		}
+		claims, key, err := verifyStoredToken(d.OrgID, d.RemoteTaskID, pack.LedgerID, r, pack.OrgKeys)
+		if err == nil {
+			err = checkTokenRecord(r, claims, d)
+		}
+		if err != nil {
+			fail("event %d (%s): token does not verify: %v", r.StreamSeq, r.Type, err)
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
+	}
+	return lines, problems
+}
+
+// checkTokenRecord correlates a verified token with the event that stores
+// it and the delegation: the event's recorded sha256 and jti are the
+// token's, and an ack carries the delegation's idempotency key.
+func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, d ledger.PackDelegation) error {
+	var data struct {
+		TokenSHA256 string `json:"token_sha256"`
+		JTI         string `json:"jti"`
+	}
+	_ = json.Unmarshal(r.Data, &data)
+	sum := sha256.Sum256([]byte(r.Evidence))
+	if data.TokenSHA256 != "" && data.TokenSHA256 != hex.EncodeToString(sum[:]) {
+		return errors.New("the event's token_sha256 is not the stored token's")
+	}
+	if data.JTI != "" && data.JTI != c.JTI {
+		return fmt.Errorf("the event's jti %q is not the token's %q", data.JTI, c.JTI)
+	}
+	if c.Kind == compensation.KindAck && c.IdempotencyKey != d.CompensationIdempotencyKey {
+		return errors.New("the ack's idempotency_key is not the delegation's")
+	}
+	return nil
+}
+
+// checkPackDelegation checks the pack's description of the delegation
+// against what its events record: the creation, the remote task and the
+// obligation state the last transition left.
+func checkPackDelegation(pack ledger.EvidencePack) []string {
+	var problems []string
+	d := pack.Delegation
+	first := pack.Events[0]
+	if first.Type != ledger.EventTypeDelegationCreated {
+		return []string{fmt.Sprintf("the first event is %s, not %s", first.Type, ledger.EventTypeDelegationCreated)}
+	}
+	var created struct {
+		BusinessOperationID string `json:"business_operation_id"`
+		OrgID               string `json:"org_id"`
+		TaskClass           string `json:"task_class"`
+		BudgetID            string `json:"budget_id"`
+		AmountMinor         int64  `json:"amount_minor"`
+		Currency            string `json:"currency"`
+		RemoteTaskID        string `json:"remote_task_id"`
+	}
+	if err := json.Unmarshal(first.Data, &created); err != nil {
+		return []string{"the delegation_created event's data does not parse"}
+	}
+	for _, f := range []struct {
+		name      string
+		pack, got any
+	}{
+		{"business_operation_id", d.BusinessOperationID, created.BusinessOperationID},
+		{"org_id", d.OrgID, created.OrgID},
+		{"task_class", d.TaskClass, created.TaskClass},
+		{"budget_id", d.BudgetID, created.BudgetID},
+		{"amount_minor", d.AmountMinor, created.AmountMinor},
+		{"currency", d.Currency, created.Currency},
+	} {
+		if f.pack != f.got {
+			problems = append(problems, fmt.Sprintf("delegation %s %v is not the %v its delegation_created event records", f.name, f.pack, f.got))
+		}
+	}
+	// The remote task: as created, or as the first event that recorded a task id.
+	task := created.RemoteTaskID
+	for _, r := range pack.Events[1:] {
+		if task != "" {
+			break
+		}
+		var data struct {
+			TaskID string `json:"task_id"`
+		}
+		_ = json.Unmarshal(r.Data, &data)
+		task = data.TaskID
+	}
+	if d.RemoteTaskID != task {
+		problems = append(problems, fmt.Sprintf("delegation remote_task_id %q is not the %q its events record", d.RemoteTaskID, task))
+	}
+	state := ledger.ObligationHeld
+	for _, r := range pack.Events {
+		if r.ObligationTo != "" {
+			state = r.ObligationTo
+		}
+	}
+	if d.ObligationState != state {
+		problems = append(problems, fmt.Sprintf("delegation obligation_state %s is not the %s its events leave", d.ObligationState, state))
+	}
+	return problems
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/quittance/quittance/compensation/compensationtest"
+)
+
+// offlineCLI runs a command with no API address and no token: whatever it
+// does, it does without the service.
+func offlineCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	env := map[string]string{"QUITTANCE_URL": "http://127.0.0.1:1"}
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+	code := 0
+	if err != nil {
+		code = exitCode(err)
+		stderr.WriteString("quittance: " + err.Error() + "\n")
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// TestEvidencePackVerifiesOffline: the evidence pack of a delegation
+// compensated by a signed ack, downloaded after the org rotated its keys,
+// verifies with no database and no network, naming the key in force at
+// acceptance; changing any one value in it — an event field, a token byte,
+// a key, the delegation it describes — or removing an event makes
+// verify-pack exit 1.
+func TestEvidencePackVerifiesOffline(t *testing.T) {
+	t.Parallel()
+	e := startService(t)
+	old := compensationtest.NewEd25519Signer(t, "old-key")
+	next := compensationtest.NewES256Signer(t, "new-key")
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
+		t.Fatalf("put budget: %d", s)
+	}
+	var registered json.RawMessage
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
+		"name": "Supplier", "jwks": json.RawMessage(old.JWKS()),
+	}, &registered); s != http.StatusAccepted {
+		t.Fatalf("put org: %d", s)
+	}
+	e.approvePending(t, registered)
+	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
+	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	id := e.compensatedBySignedAck(t, orch, "pack-1", old)
+	e.setOrgKeys(t, compensationtest.JWKS(old.PublicJWK(), next.PublicJWK()))
+	e.setOrgKeys(t, compensationtest.JWKS(next.PublicJWK()))
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "pack.json")
+	if _, errOut, code := e.cli(t, finance, "evidence-pack", id, "-o", file); code != 0 {
+		t.Fatalf("evidence-pack: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := e.cli(t, orch, "evidence-pack", id, "-o", filepath.Join(dir, "orch.json")); code != exitAuth {
+		t.Errorf("an orchestrator's evidence pack: exit %d %s, want 4", code, errOut)
+	}
+	if _, errOut, code := e.cli(t, finance, "evidence-pack", "not-a-uuid"); code != exitUsage {
+		t.Errorf("evidence-pack of a non-UUID: exit %d %s, want 2", code, errOut)
+	}
+	out, errOut, code := offlineCLI(t, "verify-pack", file)
+	if code != 0 || !strings.Contains(out, "ok\t"+id) || !strings.Contains(out, "kid old-key\tthumbprint "+thumbprintOf(t, old)) {
+		t.Fatalf("verify-pack: exit %d %s\n%s", code, errOut, out)
+	}
+
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// decode gives the pack as generic JSON, numbers kept as written.
+	decode := func() map[string]any {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v map[string]any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	obj := func(v any) map[string]any { return v.(map[string]any) }
+	list := func(v any) []any { return v.([]any) }
+	flip := func(s string, at int) string { // change one character
+		b := []byte(s)
+		if b[at] == 'A' {
+			b[at] = 'B'
+		} else {
+			b[at] = 'A'
+		}
+		return string(b)
+	}
+	ackEvent := func(p map[string]any) map[string]any {
+		for _, ev := range list(p["events"]) {
+			if obj(ev)["evidence"] != nil {
+				return obj(ev)
+			}
+		}
+		t.Fatal("no event stores a token")
+		return nil
+	}
+	cases := map[string]func(p map[string]any){
+		"unchanged": func(map[string]any) {},
+		"an event's actor": func(p map[string]any) {
+			obj(list(p["events"])[1])["actor"] = "principal:mallory"
+		},
+		"an event's data": func(p map[string]any) {
+			obj(obj(list(p["events"])[0])["data"])["amount_minor"] = json.Number("1")
+		},
+		"a token byte on its event": func(p map[string]any) {
+			ev := ackEvent(p)
+			tok := ev["evidence"].(string)
+			ev["evidence"] = flip(tok, len(tok)-5)
+		},
+		"a token byte in the token list": func(p map[string]any) {
+			tk := obj(list(p["tokens"])[0])
+			tok := tk["token"].(string)
+			tk["token"] = flip(tok, len(tok)-5)
+		},
+		"a key's material": func(p map[string]any) {
+			jwk := obj(obj(list(p["org_keys"])[0])["jwk"])
+			jwk["x"] = flip(jwk["x"].(string), 3)
+		},
+		"a key's thumbprint": func(p map[string]any) {
+			k := obj(list(p["org_keys"])[0])
+			k["thumbprint"] = flip(k["thumbprint"].(string), 3)
+		},
+		"a key's validity": func(p map[string]any) {
+			k := obj(list(p["org_keys"])[0])
+			k["valid_from"] = obj(list(p["tokens"])[0])["accepted_at"].(string)[:4] + "-12-31T23:59:59Z"
+		},
+		"a key swapped for the later one": func(p map[string]any) {
+			k := obj(list(p["org_keys"])[0])
+			k["kid"] = "new-key"
+			k["jwk"] = next.PublicJWK()
+			k["thumbprint"] = thumbprintOf(t, next)
+		},
+		"the delegation's amount": func(p map[string]any) {
+			obj(p["delegation"])["amount_minor"] = json.Number("999")
+		},
+		"the delegation's obligation state": func(p map[string]any) {
+			obj(p["delegation"])["obligation_state"] = "written_off"
+		},
+		"the delegation's remote task": func(p map[string]any) {
+			obj(p["delegation"])["remote_task_id"] = "task-other"
+		},
+		"the ledger id": func(p map[string]any) {
+			p["ledger_id"] = "another-ledger"
+		},
+		"the last event removed": func(p map[string]any) {
+			ev := list(p["events"])
+			p["events"] = ev[:len(ev)-1]
+		},
+		"a middle event removed": func(p map[string]any) {
+			ev := list(p["events"])
+			p["events"] = append(append([]any{}, ev[:1]...), ev[2:]...)
+		},
+		"a member added": func(p map[string]any) {
+			p["verified"] = true
+		},
+	}
+	for name, change := range cases {
+		p := decode()
+		change(p)
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := offlineCLI(t, "verify-pack", f)
+		t.Logf("%s: exit %d\n%s%s", name, code, out, errOut)
+		want := exitFailure
+		if name == "unchanged" {
+			want = 0
+		}
+		if code != want {
+			t.Errorf("%s: verify-pack exit %d, want %d\n%s%s", name, code, want, out, errOut)
+		}
+		if want != 0 && !strings.Contains(out, "BROKEN") && strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%s: no reason given\n%s%s", name, out, errOut)
+		}
+	}
+	if _, errOut, code := offlineCLI(t, "verify-pack", filepath.Join(dir, "missing.json")); code != exitFailure || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("a missing file: exit %d %q", code, errOut)
+	}
+}

@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// OrgKeyBody is one key of an org's key history.
+type OrgKeyBody struct {
+	KeyID      string          `json:"kid"`
+	Thumbprint string          `json:"thumbprint" doc:"RFC 7638 JWK thumbprint (SHA-256, base64url)."`
+	JWK        json.RawMessage `json:"jwk" doc:"The public key as registered."`
+	ValidFrom  time.Time       `json:"valid_from"`
+	ValidUntil *time.Time      `json:"valid_until,omitempty" doc:"When the key stopped being in force; absent while it is."`
+	InForce    bool            `json:"in_force"`
+}
+
+func orgKeyBodies(keys []ledger.OrgKey) []OrgKeyBody {
+	out := make([]OrgKeyBody, len(keys))
+	for i, k := range keys {
+		out[i] = OrgKeyBody{
+			KeyID: k.KeyID, Thumbprint: k.Thumbprint, JWK: k.JWK, ValidFrom: k.ValidFrom,
+			ValidUntil: timePtr(k.ValidUntil), InForce: k.ValidUntil.IsZero(),
+		}
+	}
+	return out
+}
+
+type orgKeysOutput struct {
+	Body struct {
+		OrgID string       `json:"org_id"`
+		Keys  []OrgKeyBody `json:"keys" doc:"Every key the org ever had, oldest first."`
+	}
+}
+
+func (s *Server) registerOrgKeys() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-org-keys", Method: http.MethodGet, Path: "/admin/v1/orgs/{id}/keys", Tags: []string{"admin"},
+		Summary:     "An org's key history: current and past keys with thumbprints and validity",
+		Description: "Every public key the org was ever registered with, with its RFC 7638 thumbprint and the interval it was in force. On-call and finance.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, in *idPathInput) (*orgKeysOutput, error) {
+		keys, err := s.ledger.OrgKeyHistory(ctx, principal(ctx), in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &orgKeysOutput{}
+		out.Body.OrgID, out.Body.Keys = in.ID, orgKeyBodies(keys)
+		return out, nil
+	})
+}

@@ -1,0 +1,128 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EvidencePackFormat names the evidence pack's format; verify-pack refuses
+// any other.
+const EvidencePackFormat = "quittance-evidence-pack/1"
+
+// EvidencePack is everything an auditor needs to verify one delegation's
+// evidence offline, with no database and no network: its hash-chained
+// events, every token stored on them, and the org's keys in force when
+// each token was accepted. Every field except GeneratedAt, LedgerJWKS and
+// Checkpoint is checked against the chain by verify-pack.
+type EvidencePack struct {
+	// Format is EvidencePackFormat.
+	Format string `json:"format"`
+	// GeneratedAt is when the pack was made (informational).
+	GeneratedAt time.Time `json:"generated_at"`
+	// LedgerID is the ledger's id, the "aud" of every token.
+	LedgerID string `json:"ledger_id"`
+	// Delegation is what the pack is about.
+	Delegation PackDelegation `json:"delegation"`
+	// Head is the last event of the delegation's stream when the pack was
+	// made; the events must end there.
+	Head PackHead `json:"head"`
+	// Events is the delegation's whole stream, in order.
+	Events []EventRecord `json:"events"`
+	// Tokens lists every token stored on Events, for reading; each must be
+	// exactly its event's evidence.
+	Tokens []PackToken `json:"tokens"`
+	// OrgKeys are the org's keys (from its key history) that were in force
+	// when any of Tokens was accepted.
+	OrgKeys []OrgKey `json:"org_keys"`
+	// LedgerJWKS is the ledger's own public JWK Set (/.well-known/jwks.json),
+	// the keys a checkpoint is signed with.
+	LedgerJWKS json.RawMessage `json:"ledger_jwks,omitempty"`
+	// Checkpoint is the ledger's signed checkpoint covering the stream,
+	// when the ledger signs checkpoints; absent until it does.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+}
+
+// PackDelegation is the delegation an evidence pack is about: the fields
+// its chain can confirm.
+type PackDelegation struct {
+	ID                  string          `json:"id"`
+	Stream              string          `json:"stream"`
+	BusinessOperationID string          `json:"business_operation_id"`
+	OrgID               string          `json:"org_id"`
+	TaskClass           string          `json:"task_class"`
+	BudgetID            string          `json:"budget_id"`
+	AmountMinor         int64           `json:"amount_minor"`
+	Currency            string          `json:"currency"`
+	RemoteTaskID        string          `json:"remote_task_id"`
+	ObligationState     ObligationState `json:"obligation_state"`
+	// CompensationIdempotencyKey is the key an ack must carry; it is
+	// derived from the delegation id (CompensationKey).
+	CompensationIdempotencyKey string `json:"compensation_idempotency_key"`
+}
+
+// PackHead names the last event of a stream.
+type PackHead struct {
+	StreamSeq int32  `json:"stream_seq"`
+	Hash      string `json:"hash"`
+}
+
+// PackToken is one token stored on an event of the pack.
+type PackToken struct {
+	// StreamSeq is the event that stores it.
+	StreamSeq int32 `json:"stream_seq"`
+	// EventType is that event's type.
+	EventType EventType `json:"event_type"`
+	// AcceptedAt is that event's time: the keys in force then verify it.
+	AcceptedAt time.Time `json:"accepted_at"`
+	// Token is the compact JWS, verbatim.
+	Token string `json:"token"`
+}
+
+// EvidencePack assembles the evidence pack of a delegation for finance and
+// on-call (the access of Evidence). ledgerID and ledgerJWKS are the
+// ledger's identity, which the Reports do not hold.
+func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte) (EvidencePack, error) {
+	d, events, err := r.Evidence(ctx, p, id)
+	if err != nil {
+		return EvidencePack{}, err
+	}
+	history, err := r.reader.OrgKeys(ctx, d.OrgID)
+	if err != nil {
+		return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
+	}
+	pack := EvidencePack{
+		Format: EvidencePackFormat, GeneratedAt: r.clock.Now().UTC(), LedgerID: ledgerID,
+		Delegation: PackDelegation{
+			ID: d.ID.String(), Stream: d.Stream(), BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID,
+			TaskClass: d.TaskClass, BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
+			RemoteTaskID: d.Remote.TaskID, ObligationState: d.ObligationState, CompensationIdempotencyKey: CompensationKey(d),
+		},
+		Events: make([]EventRecord, len(events)), Tokens: []PackToken{}, OrgKeys: []OrgKey{},
+	}
+	if len(ledgerJWKS) > 0 {
+		pack.LedgerJWKS = ledgerJWKS
+	}
+	included := map[string]bool{} // kid, thumbprint and valid_from: one history row
+	for i, e := range events {
+		pack.Events[i] = NewEventRecord(e)
+		if e.Evidence == "" {
+			continue
+		}
+		pack.Tokens = append(pack.Tokens, PackToken{StreamSeq: e.StreamSeq, EventType: e.Type, AcceptedAt: e.At, Token: e.Evidence})
+		for _, k := range KeysInForceAt(history, e.At) {
+			key := k.KeyID + " " + k.Thumbprint + " " + k.ValidFrom.Format(time.RFC3339Nano)
+			if !included[key] {
+				included[key] = true
+				pack.OrgKeys = append(pack.OrgKeys, k)
+			}
+		}
+	}
+	if n := len(pack.Events); n > 0 {
+		pack.Head = PackHead{StreamSeq: pack.Events[n-1].StreamSeq, Hash: pack.Events[n-1].Hash}
+	}
+	return pack, nil
+}

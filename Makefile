@@ -66,7 +66,8 @@ fuzz:
 
 ## bench: pgbench vs. the Quittance lifecycle (8 and 32 clients; many budgets
 ## against pgbench at scale 32, one hot budget against scale 1), three
-## replicas beside one, and reconciliation and the deadline sweep at 10M
+## replicas beside one, and reconciliation, the console's obligations page
+## (server-side p99) and the deadline sweep at 10M
 ## delegations generated with SQL, on one private PostgreSQL (BENCH_QUICK=1 for
 ## a short run whose figures are not the benchmark's; BENCH_FLAGS for more)
 BENCH_QUICK ?=

@@ -85,8 +85,14 @@ const (
 	ReceiptNoEffects ReceiptOutcome = "no_effects"
 	// ReceiptFailed: the remote tried and could not compensate (yet).
 	ReceiptFailed ReceiptOutcome = "failed"
-	// ReceiptNotSupported: the remote does not compensate this task.
+	// ReceiptNotSupported: the remote does not compensate this task, and
+	// nobody will send an ack: the obligation becomes
+	// compensation_unconfirmed at once (RequestFailed), with the reason.
 	ReceiptNotSupported ReceiptOutcome = "not_supported"
+	// ReceiptPending: the remote is working on the reversal. Not evidence
+	// and not a failure: the worker keeps observing the compensation task
+	// until it yields a final receipt, and starts no new round.
+	ReceiptPending ReceiptOutcome = "pending"
 )
 
 // RemoteReceipt is a compensation receipt as the remote agent returned it,
@@ -103,6 +109,9 @@ type RemoteReceipt struct {
 	// JWS is an optional compact JWS: a compensation-ack+jwt for
 	// compensated, a no-compensation-required+jwt for no_effects.
 	JWS string `json:"jws,omitempty"`
+	// Reason is the remote's optional explanation (why not_supported, what
+	// a pending reversal waits for); recorded, never trusted.
+	Reason string `json:"reason,omitempty"`
 	// Raw is the receipt's JSON as received.
 	Raw json.RawMessage `json:"-"`
 }
@@ -131,7 +140,7 @@ func ParseRemoteReceipt(data []byte) (RemoteReceipt, error) {
 		return RemoteReceipt{}, fmt.Errorf("compensation receipt: %w", err)
 	}
 	switch r.Outcome {
-	case ReceiptCompensated, ReceiptNoEffects, ReceiptFailed, ReceiptNotSupported:
+	case ReceiptCompensated, ReceiptNoEffects, ReceiptFailed, ReceiptNotSupported, ReceiptPending:
 	default:
 		return RemoteReceipt{}, fmt.Errorf("compensation receipt: unknown outcome %q", r.Outcome)
 	}
@@ -224,7 +233,7 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 			return refuse("%s", problem)
 		}
 		return ReceiptVerdict{Event: ledger.EventDeclarationVerified, Claims: &claims}
-	case ReceiptFailed, ReceiptNotSupported:
+	case ReceiptFailed, ReceiptNotSupported, ReceiptPending:
 		return refuse("the remote answered %s", r.Outcome)
 	}
 	return refuse("unknown receipt outcome %q", r.Outcome)
@@ -254,43 +263,72 @@ func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (Claims, string) {
 	return claims, ""
 }
 
-// ApplyRemoteReceipt records, inside tx, a receipt that JudgeReceipt found to
-// prove v.Event, and returns the delegation after it. The receipt is stored
-// on the delegation (compensation.receipt), its jws verbatim as the event's
-// evidence, and a verified jws's jti as used by the org (a jws already used
-// for another receipt is refused with token_replayed). A pending write-off
-// is voided. When the obligation has already ended, the receipt is recorded
-// as late_evidence and not applied; when it is not waiting for compensation,
-// the receipt is refused with evidence_not_expected.
-func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, r RemoteReceipt, v ReceiptVerdict, actor string, now time.Time) (ledger.Delegation, error) {
+// ApplyRemoteReceipt hands a receipt that JudgeReceipt found to prove
+// v.Event, on channel (ledger.ChannelA2AReceipt for a reply to Quittance's
+// compensation request, ledger.ChannelAtomicCancel for one in a cancel
+// reply), to ApplyEvidence inside tx. The receipt's jws, if any, is the
+// evidence's token.
+func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, r RemoteReceipt, v ReceiptVerdict, channel ledger.EvidenceChannel, actor string, now time.Time) (EvidenceResult, error) {
 	if v.Event != ledger.EventCompensationAck && v.Event != ledger.EventDeclarationVerified {
-		return ledger.Delegation{}, fmt.Errorf("apply compensation receipt: verdict proves nothing (%s)", v.Problem)
+		return EvidenceResult{}, fmt.Errorf("apply compensation receipt: verdict proves nothing (%s)", v.Problem)
 	}
-	data := map[string]any{"channel": "a2a", "outcome": string(r.Outcome), "receipt_id": r.ReceiptID, "task_id": r.TaskID}
-	if v.Claims != nil {
-		sum := sha256.Sum256([]byte(r.JWS))
-		for k, val := range evidenceData(v.Claims.Kind, *v.Claims, sum[:]) {
-			data[k] = val
-		}
-		if _, err := claimJTI(ctx, tx, d, v.Claims.JTI, sum[:], now); err != nil {
-			return ledger.Delegation{}, err
-		}
+	return s.ApplyEvidence(ctx, tx, d, ReceiptEvidence(r, v, channel, actor), now)
+}
+
+// ReceiptEvidence is the Evidence a judged receipt carries.
+func ReceiptEvidence(r RemoteReceipt, v ReceiptVerdict, channel ledger.EvidenceChannel, actor string) Evidence {
+	return Evidence{Kind: v.Event, Channel: channel, Claims: v.Claims, Receipt: &r, Token: []byte(r.JWS), Actor: actor}
+}
+
+// RequestFailure is what the A2A worker reports about a compensation
+// request attempt that brought no evidence: facts, never a decision.
+type RequestFailure struct {
+	// Attempt is the number of attempts made so far, this one included.
+	Attempt int
+	// MaxAttempts is the worker's configured bound on attempts.
+	MaxAttempts int
+	// Round is the request round the attempt belonged to.
+	Round int
+	// MessageID is the round's A2A messageId.
+	MessageID string
+	// Outcome is the receipt's outcome, or "error" when there was no
+	// usable receipt.
+	Outcome string
+	// Problem says what went wrong; safe to record.
+	Problem string
+}
+
+// Exhausted reports whether the worker has made all the attempts it may.
+func (f RequestFailure) Exhausted() bool { return f.Attempt >= f.MaxAttempts }
+
+// RequestFailed records, inside tx, a compensation request attempt that
+// brought no evidence, and decides what it means for the obligation. A
+// not_supported receipt says nobody will ever send an ack: an obligation
+// still in revocation_pending_compensation becomes compensation_unconfirmed
+// at once, with the reason (compensation_not_supported), and requests
+// stop, so on-call sees it now rather than after every retry. Once the
+// attempts are exhausted the same happens (compensation_retries_exhausted).
+// Otherwise the attempt is recorded (compensation_request_failed) and the
+// obligation does not move. The hold stays in every case. It returns the
+// delegation after it and whether requests should stop.
+func (s *Service) RequestFailed(ctx context.Context, tx ReceiptTx, d ledger.Delegation, f RequestFailure, actor string, now time.Time) (ledger.Delegation, bool, error) {
+	data := map[string]any{
+		"attempt": f.Attempt, "max_attempts": f.MaxAttempts, "round": f.Round,
+		"error": f.Problem, "outcome": f.Outcome, "message_id": f.MessageID,
 	}
-	typ := ledger.EventTypeCompensationAcked
-	if v.Event == ledger.EventDeclarationVerified {
-		typ = ledger.EventTypeNoCompensationDeclared
+	change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: actor, At: now, Data: data}
+	stop := true
+	switch {
+	case f.Outcome == string(ReceiptNotSupported):
+		change.Type = ledger.EventTypeCompensationNotSupported
+	case f.Exhausted():
+		change.Type = ledger.EventTypeCompensationRetriesExhausted
+	default:
+		stop = false
 	}
-	if _, _, err := ledger.NextObligation(d.ObligationState, v.Event); err != nil {
-		if !d.ObligationState.Terminal() {
-			return ledger.Delegation{}, Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
-		}
-		data["obligation_state"] = string(d.ObligationState)
-		data["contradicts_write_off"] = d.ObligationState == ledger.ObligationWrittenOff
-		_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: r.JWS})
-		return d, err
+	if stop && d.ObligationState == ledger.ObligationRevocationPendingCompensation {
+		change.Obligation = ledger.EventCompensationUnconfirmed
 	}
-	d.Compensation.Receipt = r.Raw
-	return s.dischargeWithPending(ctx, tx, d, ledger.Change{
-		Type: typ, Actor: actor, At: now, Obligation: v.Event, Data: data, Evidence: r.JWS,
-	})
+	d, _, err := ledger.Apply(ctx, tx, d, change)
+	return d, stop, err
 }

@@ -1,11 +1,9 @@
 package compensation
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -95,6 +93,10 @@ const (
 	// OutcomeLateEvidence: the evidence was recorded as a late_evidence event
 	// and not applied; the obligation had already ended.
 	OutcomeLateEvidence Outcome = "late_evidence"
+	// OutcomeReceived: the evidence arrived while the obligation was held
+	// (the remote task has not ended as far as the ledger knows); it is
+	// kept and applied when the gating terminal status is observed.
+	OutcomeReceived Outcome = "received"
 )
 
 // EvidenceResult is the answer to an accepted ack or declaration.
@@ -148,11 +150,12 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 		return EvidenceResult{}, err
 	}
 	var (
-		res   EvidenceResult
-		found ledger.Delegation // the delegation the token names, once known
+		res      EvidenceResult
+		found    ledger.Delegation // the delegation the token names, once known
+		verified Evidence          // the evidence, once its token verified
 	)
 	err = s.store.InTx(ctx, func(tx Tx) error {
-		res, found = EvidenceResult{}, ledger.Delegation{}
+		res, found, verified = EvidenceResult{}, ledger.Delegation{}, Evidence{}
 		d, err := tx.DelegationByRemoteTaskForUpdate(ctx, peek.Issuer, peek.Subject)
 		if errors.Is(err, ledger.ErrNotFound) {
 			return Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
@@ -160,7 +163,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 			return fmt.Errorf("find delegation for evidence: %w", err)
 		}
 		found = d
-		res, err = s.accept(ctx, tx, kind, token, d)
+		res, verified, err = s.accept(ctx, tx, kind, token, d)
 		return err
 	})
 	var ref *RefusalError
@@ -170,7 +173,15 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 			return EvidenceResult{}, err
 		}
 		s.logRefusal(ctx, kind, ref, found.ID.String())
-		if rerr := s.recordRefusal(ctx, found, kind, token, ref); rerr != nil {
+		record := func() error { return s.recordRefusal(ctx, found, kind, token, ref) }
+		if ref.Code == CodeEvidenceConflict {
+			record = func() error {
+				return s.store.InTx(ctx, func(tx Tx) error {
+					return RecordRefusedEvidence(ctx, tx, found, verified, ref, s.now())
+				})
+			}
+		}
+		if rerr := record(); rerr != nil {
 			// The refusal stands; failing to record it is logged, not
 			// turned into a 500 that would hide the refusal code.
 			s.log.ErrorContext(ctx, "record token refusal", slog.String("delegation_id", found.ID.String()), slog.Any("error", rerr))
@@ -189,101 +200,41 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 	return res, nil
 }
 
-// accept verifies the token against d's org and applies or records it, in
-// tx, with d locked. See Submit.
-func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byte, d ledger.Delegation) (EvidenceResult, error) {
+// accept verifies the token against d's org and hands it to ApplyEvidence,
+// in tx, with d locked. See Submit.
+func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byte, d ledger.Delegation) (EvidenceResult, Evidence, error) {
 	org, err := tx.Org(ctx, d.OrgID)
 	if err != nil {
-		return EvidenceResult{}, fmt.Errorf("load org %s: %w", d.OrgID, err)
+		return EvidenceResult{}, Evidence{}, fmt.Errorf("load org %s: %w", d.OrgID, err)
 	}
 	if org.IdentityRevoked() {
-		return EvidenceResult{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
 	}
 	if len(org.JWKS) == 0 {
-		return EvidenceResult{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
+		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
 	}
 	keys, err := s.keys.keys(org.ID, org.JWKS)
 	if err != nil {
 		s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
-		return EvidenceResult{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
+		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
 	}
 	now := s.now()
 	claims, err := Verify(VerifyInput{Token: token, Kind: kind, OrgID: org.ID, Keys: keys, LedgerID: s.ledgerID, Now: now})
 	if err != nil {
-		return EvidenceResult{}, err
-	}
-	if claims.Subject != d.Remote.TaskID {
-		return EvidenceResult{}, Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
+		return EvidenceResult{}, Evidence{}, err
 	}
 	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
-	sum := sha256.Sum256(token)
-	// The jti is claimed first; any refusal below rolls the claim back.
-	identical, err := claimJTI(ctx, tx, d, claims.JTI, sum[:], now)
-	if err != nil {
-		return EvidenceResult{}, err
-	}
-	if identical {
-		return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
-	}
-	if kind == KindAck && claims.IdempotencyKey != d.Compensation.IdempotencyKey {
-		return EvidenceResult{}, Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
-	}
-	ev := ledger.EventCompensationAck
-	if kind == KindDeclaration {
-		ev = ledger.EventDeclarationVerified
-	}
-	_, _, transErr := ledger.NextObligation(d.ObligationState, ev)
-	if transErr != nil && !d.ObligationState.Terminal() {
-		return EvidenceResult{}, Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
-	}
-	data := evidenceData(kind, claims, sum[:])
-	actor := "org:" + org.ID
-	if transErr != nil {
-		// Terminal: recorded and surfaced, never applied.
-		data["obligation_state"] = string(d.ObligationState)
-		contradicts := d.ObligationState == ledger.ObligationWrittenOff
-		data["contradicts_write_off"] = contradicts
-		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeLateEvidence, Actor: actor, At: now, Data: data, Evidence: string(token),
-		}); err != nil {
-			return EvidenceResult{}, err
-		}
-		return EvidenceResult{Delegation: d, Outcome: OutcomeLateEvidence, ContradictsWriteOff: contradicts}, nil
-	}
-	receipt, err := json.Marshal(receiptOf(kind, claims, sum[:], now))
-	if err != nil {
-		return EvidenceResult{}, err
-	}
-	d.Compensation.Receipt = receipt
-	typ := ledger.EventTypeCompensationAcked
-	if kind == KindDeclaration {
-		typ = ledger.EventTypeNoCompensationDeclared
-	}
-	d, err = s.dischargeWithPending(ctx, tx, d, ledger.Change{
-		Type: typ, Actor: actor, At: now, Obligation: ev, Data: data, Evidence: string(token),
-	})
-	if err != nil {
-		return EvidenceResult{}, err
-	}
-	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+	ev := Evidence{Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, Actor: "org:" + org.ID}
+	res, err := s.ApplyEvidence(ctx, tx, d, ev, now)
+	return res, ev, err
 }
 
-// claimJTI records jti as used by d's org, for d and the token whose sha256
-// is sum. identical is true when this very token was accepted for d
-// before; any other reuse of the jti is refused (token_replayed).
-func claimJTI(ctx context.Context, tx ReceiptTx, d ledger.Delegation, jti string, sum []byte, now time.Time) (identical bool, err error) {
-	inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: jti, DelegationID: d.ID, TokenSHA256: sum, UsedAt: now})
-	if err != nil || inserted {
-		return false, err
+// ObligationEvent is the obligation event a token of kind k proves.
+func (k TokenKind) ObligationEvent() ledger.ObligationEvent {
+	if k == KindDeclaration {
+		return ledger.EventDeclarationVerified
 	}
-	used, err := tx.UsedToken(ctx, d.OrgID, jti)
-	if err != nil {
-		return false, err
-	}
-	if used.DelegationID == d.ID && bytes.Equal(used.TokenSHA256, sum) {
-		return true, nil
-	}
-	return false, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+	return ledger.EventCompensationAck
 }
 
 // evidenceData is the event data of accepted evidence.
@@ -316,10 +267,6 @@ type Receipt struct {
 	TokenSHA256 string `json:"token_sha256"`
 	// ReceivedAt is when the ledger accepted it.
 	ReceivedAt time.Time `json:"received_at"`
-}
-
-func receiptOf(kind TokenKind, c Claims, sum []byte, now time.Time) Receipt {
-	return Receipt{Kind: string(kind), ReceiptID: c.ReceiptID, JTI: c.JTI, TokenSHA256: hex.EncodeToString(sum), ReceivedAt: now}
 }
 
 // recordRefusal appends a token_refused event to d's stream, in its own

@@ -31,6 +31,9 @@ type Store interface {
 // record as a parameter where it records one; the store never reads a clock.
 type ReceiptTx interface {
 	ledger.ChangeTx
+	// EvidenceTx keeps the evidence accepted under the delegation's
+	// compensation idempotency key.
+	ledger.EvidenceTx
 	// UsedToken returns the record of a token id an org already used, or
 	// ledger.ErrNotFound.
 	UsedToken(ctx context.Context, orgID, jti string) (UsedToken, error)

@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/quittance/quittance/delegate/a2a"
@@ -46,11 +47,23 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	card, client, _, err := w.agent(ctx, org)
 	var task a2a.Task
 	if err == nil {
-		var exts []string
-		if declared, _ := compensationExtension(card); declared {
+		var (
+			exts []string
+			meta json.RawMessage
+		)
+		declared, atomic := compensationExtension(card)
+		if declared {
 			exts = []string{compensation.ExtensionURI}
 		}
-		task, err = client.CancelTask(ctx, d.Remote.TaskID, exts)
+		if atomic {
+			// An agent that compensates with the cancel gets the
+			// compensation request in the cancel itself.
+			req := compensation.CompensationRequest{TaskID: d.Remote.TaskID, IdempotencyKey: ledger.CompensationKey(d), Reason: "cancel_requested"}
+			if meta, err = w.requestMetadata(d, req, ""); err != nil {
+				return err
+			}
+		}
+		task, err = client.CancelTaskWithMetadata(ctx, d.Remote.TaskID, exts, meta)
 	}
 	switch {
 	case err == nil && task.ID != d.Remote.TaskID:

@@ -23,12 +23,16 @@ func compensationPending(s ledger.ObligationState) bool {
 
 // compensate asks the org's agent to compensate a delegation's task
 // (ledger/DESIGN.md §4) and follows the task it answers with to its
-// compensation-receipt artifact. A receipt that JudgeReceipt accepts
-// discharges the obligation (compensated, or released for a verified
-// declaration); anything else — failed or not_supported receipts, refused
-// receipts, errors, a task that ends without a receipt — is a failed
-// attempt, retried with backoff until CompensationMaxAttempts, after which
-// the obligation becomes compensation_unconfirmed. Never a release.
+// compensation-receipt artifact. It reports what happened and decides
+// nothing about the obligation: a receipt that JudgeReceipt accepts goes to
+// compensation.ApplyEvidence (compensated, or released for a verified
+// declaration); a pending receipt means the remote is still reversing, so
+// the compensation task is observed again, with no new round; anything else
+// — failed or not_supported receipts, refused receipts, errors, a task that
+// ends without a receipt — is a failed attempt reported to
+// compensation.RequestFailed, which decides when the obligation becomes
+// compensation_unconfirmed (at once for not_supported, after
+// CompensationMaxAttempts otherwise). Never a release.
 func (w *Worker) compensate(ctx context.Context, j Job) error {
 	d, err := w.store.Delegation(ctx, j.DelegationID)
 	if err != nil {
@@ -136,12 +140,29 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	if err != nil {
 		return w.compensationFailed(ctx, j, round, text.Truncate(err.Error(), 500), outcomeError, sent, true, taskID)
 	}
+	if r.Outcome == compensation.ReceiptPending && (reply != nil || !task.Status.State.Terminal()) {
+		// The remote is working on the reversal: not evidence and not a
+		// failure. The compensation task is observed until it yields a
+		// final receipt (a pending answer in a message is asked again with
+		// the same messageId); no new round starts.
+		return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "", func(tx Tx) error {
+			if sent {
+				_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID)
+				return err
+			}
+			return nil
+		})
+	}
 	now := w.now()
 	verdict := compensation.JudgeReceipt(compensation.ReceiptInput{
 		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now,
 	})
 	if verdict.Event == "" {
-		return w.compensationFailed(ctx, j, round, "receipt "+string(r.Outcome)+": "+verdict.Problem, string(r.Outcome), sent, true, taskID)
+		problem := "receipt " + string(r.Outcome) + ": " + verdict.Problem
+		if r.Reason != "" {
+			problem += " (reason: " + text.Truncate(r.Reason, 500) + ")"
+		}
+		return w.compensationFailed(ctx, j, round, problem, string(r.Outcome), sent, true, taskID)
 	}
 	outcome := "compensated"
 	if verdict.Event == ledger.EventDeclarationVerified {
@@ -158,11 +179,20 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			return err
 		}
-		_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, cur, r, verdict, workerActor, w.now())
+		_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, cur, r, verdict, ledger.ChannelA2AReceipt, workerActor, w.now())
 		return err
 	})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
+		if ref.Code == compensation.CodeEvidenceConflict {
+			// Kept on the chain: the org said something else before.
+			ev := compensation.ReceiptEvidence(r, verdict, ledger.ChannelA2AReceipt, workerActor)
+			if rerr := w.store.InTx(ctx, func(tx Tx) error {
+				return compensation.RecordRefusedEvidence(ctx, tx, d, ev, ref, w.now())
+			}); rerr != nil {
+				return rerr
+			}
+		}
 		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, outcomeError, sent, true, taskID)
 	}
 	return err
@@ -225,7 +255,7 @@ const outcomeError = "error"
 // answered this one.
 func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, problem, outcome string, counted, newRound bool, taskID string) error {
 	problem = text.Truncate(problem, 1000)
-	exhausted := false
+	stopped := false
 	err := w.store.InTx(ctx, func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, j.DelegationID)
 		if err != nil {
@@ -246,29 +276,26 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 			d.Compensation.Attempts++
 		}
 		d.Compensation.LastError = problem
-		exhausted = d.Compensation.Attempts >= w.cfg.CompensationMaxAttempts
-		data := map[string]any{
-			"attempt": d.Compensation.Attempts, "max_attempts": w.cfg.CompensationMaxAttempts, "round": round,
-			"error": problem, "outcome": outcome, "message_id": compensation.RequestMessageID(d.ID, round),
-		}
-		change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: workerActor, At: now, Data: data}
-		if exhausted {
-			change.Type = ledger.EventTypeCompensationRetriesExhausted
-			if d.ObligationState == ledger.ObligationRevocationPendingCompensation {
-				change.Obligation = ledger.EventCompensationUnconfirmed
-			}
-		}
-		if _, _, err := ledger.Apply(ctx, tx, d, change); err != nil {
+		// The worker reports the facts; compensation decides what they
+		// mean for the obligation.
+		d, stopped, err = w.cfg.Compensation.RequestFailed(ctx, tx, d, compensation.RequestFailure{
+			Attempt: d.Compensation.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: round,
+			MessageID: compensation.RequestMessageID(d.ID, round), Outcome: outcome, Problem: problem,
+		}, workerActor, now)
+		if err != nil {
 			return err
 		}
-		if exhausted {
+		if stopped {
+			if outcome == string(compensation.ReceiptNotSupported) {
+				return tx.FinishJob(ctx, j, "not_supported", now)
+			}
 			return tx.FinishJob(ctx, j, "retries_exhausted", now)
 		}
 		return tx.RetryJob(ctx, j, now.Add(w.backoff.Wait(d.Compensation.Attempts)), problem, now)
 	})
 	if err == nil {
 		w.log.WarnContext(ctx, "compensation request attempt failed", "delegation_id", j.DelegationID.String(),
-			"exhausted", exhausted, "problem", problem)
+			"stopped", stopped, "problem", problem)
 	}
 	return err
 }

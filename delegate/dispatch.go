@@ -1,15 +1,19 @@
 package delegate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/text"
@@ -83,6 +87,12 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 		}
 		return giveUp("agent_unavailable", err)
+	}
+	if msg.Metadata, err = withCompensationKey(msg.Metadata, d); err != nil {
+		return giveUp("invalid_message", err)
+	}
+	if declared, _ := compensationExtension(card); declared && !slices.Contains(msg.Extensions, compensation.ExtensionURI) {
+		msg.Extensions = append(msg.Extensions, compensation.ExtensionURI)
 	}
 	var push *a2a.PushConfig
 	if w.cfg.PublicURL != "" && card.PushNotifications {
@@ -292,6 +302,28 @@ func hostForURL(h string) string {
 		return "[" + h + "]"
 	}
 	return h
+}
+
+// withCompensationKey returns a dispatched message's metadata with the
+// delegation's compensation idempotency key under the compensation
+// extension's URI: {"<uri>": {"idempotencyKey": "qc_…"}}. The key exists
+// from the delegation's creation, so the remote can send an ack or a
+// declaration for it at any time, even before Quittance observes the task
+// end (early evidence, ledger/DESIGN.md §3). The orchestrator's own
+// metadata is kept; the extension's member is Quittance's.
+func withCompensationKey(meta json.RawMessage, d ledger.Delegation) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(meta) > 0 && !bytes.Equal(bytes.TrimSpace(meta), []byte("null")) {
+		if err := json.Unmarshal(meta, &m); err != nil {
+			return nil, fmt.Errorf("message metadata: %w", err)
+		}
+	}
+	ext, err := json.Marshal(map[string]string{"idempotencyKey": ledger.CompensationKey(d)})
+	if err != nil {
+		return nil, err
+	}
+	m[compensation.ExtensionURI] = ext
+	return json.Marshal(m)
 }
 
 // linkMessage sends a delegation created with context_from in the linked

@@ -208,41 +208,20 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 // applyCancelReply applies the task a cancel reply returned. A terminal
 // status carrying a compensation-receipt artifact, from an agent whose card
 // declares the compensation extension with atomicCancel, is an atomic
-// cancel-and-compensate: a compensated receipt that JudgeReceipt accepts
-// moves the obligation straight to compensated; a verified no_effects
-// declaration releases it right after the gate. A receipt that proves
-// nothing is recorded and the gate applies as usual.
+// cancel-and-compensate: a receipt that JudgeReceipt accepts is handed to
+// compensation.ApplyEvidence (channel atomic_cancel) before the status,
+// which keeps it as received evidence while the obligation is held; the
+// status then applies it (ledger.ObserveTaskStatus): compensated for a
+// compensated receipt, released for a verified no_effects declaration. A
+// receipt that proves nothing, or that ApplyEvidence refuses, is recorded
+// and the gate applies as usual.
 func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task) error {
 	now := w.now()
 	obs := observation(task, "cancel")
-	var (
-		declaration *compensation.RemoteReceipt
-		verdict     compensation.ReceiptVerdict
-	)
-	if _, atomic := compensationExtension(card); atomic && obs.Status.Terminal() {
+	if _, atomic := compensationExtension(card); atomic && obs.Status.Terminal() && d.ObligationState == ledger.ObligationHeld {
 		if raw, ok := findReceipt(task.Artifacts); ok {
-			r, err := compensation.ParseRemoteReceipt(raw)
-			if err == nil {
-				verdict = compensation.JudgeReceipt(compensation.ReceiptInput{
-					Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now, Atomic: true,
-				})
-			} else {
-				verdict = compensation.ReceiptVerdict{Problem: text.Truncate(err.Error(), 500)}
-			}
-			switch verdict.Event {
-			case ledger.EventCompensationAck:
-				if err := useJTI(ctx, tx, d, r, verdict, now); err != nil {
-					return err
-				}
-				obs.AtomicReceipt, obs.Evidence = r.Raw, r.JWS
-			case ledger.EventDeclarationVerified:
-				declaration = &r
-			default:
-				if err := record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, map[string]any{
-					"source": "cancel", "problem": verdict.Problem,
-				}); err != nil {
-					return err
-				}
+			if err := w.applyAtomicReceipt(ctx, tx, d, org, raw, now); err != nil {
+				return err
 			}
 		}
 	}
@@ -255,28 +234,36 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 	if err != nil {
 		return err
 	}
-	if declaration != nil && d.ObligationState == ledger.ObligationRevocationPendingCompensation {
-		if _, err := w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, *declaration, verdict, workerActor, now); err != nil {
-			return err
-		}
-	}
 	return tx.MarkObserved(ctx, d.ID, now)
 }
 
-// useJTI records the jti of a receipt's verified jws as used by the org; a
-// jti already used for another token is refused.
-func useJTI(ctx context.Context, tx Tx, d ledger.Delegation, r compensation.RemoteReceipt, v compensation.ReceiptVerdict, now time.Time) error {
-	if v.Claims == nil {
-		return nil
+// applyAtomicReceipt judges the receipt of a cancel reply and hands it to
+// compensation.ApplyEvidence, in tx. What proves nothing, or is refused, is
+// recorded as receipt_refused (evidence_conflict for a conflict) and does
+// not stop the cancel reply from being applied.
+func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, raw []byte, now time.Time) error {
+	r, err := compensation.ParseRemoteReceipt(raw)
+	verdict := compensation.ReceiptVerdict{}
+	if err == nil {
+		verdict = compensation.JudgeReceipt(compensation.ReceiptInput{
+			Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now, Atomic: true,
+		})
+	} else {
+		verdict.Problem = text.Truncate(err.Error(), 500)
 	}
-	sum := sha256.Sum256([]byte(r.JWS))
-	inserted, err := tx.InsertUsedToken(ctx, compensation.UsedToken{
-		OrgID: d.OrgID, JTI: v.Claims.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now,
-	})
-	if err != nil || inserted {
-		return err
+	if verdict.Event == "" {
+		return record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, map[string]any{
+			"source": "cancel", "problem": verdict.Problem,
+		})
 	}
-	return compensation.Refuse(compensation.CodeTokenReplayed, "this jti was already used by the issuing org")
+	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, r, verdict, ledger.ChannelAtomicCancel, workerActor, now)
+	var ref *compensation.RefusalError
+	if errors.As(err, &ref) {
+		// ApplyEvidence refuses before it writes: the transaction goes on.
+		ev := compensation.ReceiptEvidence(r, verdict, ledger.ChannelAtomicCancel, workerActor)
+		return compensation.RecordRefusedEvidence(ctx, tx, d, ev, ref, now)
+	}
+	return err
 }
 
 // enqueueObserve queues, in tx, a fetch of the delegation's remote task,
@@ -291,20 +278,26 @@ func enqueueObserve(ctx context.Context, tx Tx, id uuid.UUID, source string, now
 	})
 }
 
-// findReceipt returns the data of the first compensation-receipt artifact's
-// data part.
+// findReceipt returns the data of the last compensation-receipt
+// artifact's data part: an agent that first answered pending appends the
+// final receipt after it.
 func findReceipt(artifacts []a2a.Artifact) (json.RawMessage, bool) {
+	var (
+		found json.RawMessage
+		ok    bool
+	)
 	for _, a := range artifacts {
 		if a.Name != compensation.ReceiptArtifactName && a.ArtifactID != compensation.ReceiptArtifactName {
 			continue
 		}
 		for _, p := range a.Parts {
 			if p.Data != nil {
-				return p.Data, true
+				found, ok = p.Data, true
+				break
 			}
 		}
 	}
-	return nil, false
+	return found, ok
 }
 
 // superviseStreams starts a stream for each dispatched task whose agent

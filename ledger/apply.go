@@ -62,7 +62,7 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 			move = &BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: kind, AmountMinor: d.Hold.AmountMinor, At: c.At}
 			data["hold"] = map[string]any{"movement": string(kind), "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency}
 		}
-		if next == ObligationRevocationPendingCompensation || c.Obligation == EventTaskEndedCompensated {
+		if next == ObligationRevocationPendingCompensation || UsesHeldEvidence(c.Obligation) {
 			// Compensation is sought, or was done with the task's end.
 			d.Compensation.IdempotencyKey = CompensationKey(d)
 		}

@@ -135,6 +135,24 @@ const (
 	// the refused one rolled back, with the refusal code and the token's
 	// sha256, never the unverified token; listed as an anomaly.
 	EventTypeTokenRefused EventType = "token_refused"
+	// EventTypeEvidenceReceived: verified compensation evidence (an ack or
+	// a declaration) arrived while the obligation was still held, before
+	// the remote task's gating terminal status was observed. It is kept as
+	// received (compensation.ApplyEvidence) and applied when that status is
+	// observed; nothing moves now.
+	EventTypeEvidenceReceived EventType = "evidence_received"
+	// EventTypeEvidenceConflict: verified evidence carried the delegation's
+	// compensation idempotency key with another payload (another receipt
+	// id, or the other kind) than the evidence already accepted for that
+	// key. Refused (422 evidence_conflict), recorded with the token's
+	// sha256, and listed as an anomaly.
+	EventTypeEvidenceConflict EventType = "evidence_conflict"
+	// EventTypeEarlyEvidenceUnused: evidence received while the
+	// obligation was held was not applied, because the task ended in a way
+	// that does not call for compensation (completed, rejected, or the
+	// gate did not apply). Recorded with the terminal status and listed as
+	// an anomaly.
+	EventTypeEarlyEvidenceUnused EventType = "early_evidence_unused"
 	// EventTypeDeadlinePassed: the sweep found the compensation deadline of
 	// a revocation_pending_compensation obligation passed and moved it to
 	// compensation_unconfirmed; the hold stays.
@@ -201,13 +219,19 @@ const (
 	// attempt is counted on the delegation.
 	EventTypeCompensationRequested EventType = "compensation_requested"
 	// EventTypeCompensationRequestFailed: a compensation attempt failed
-	// (the call failed, the remote answered failed or not_supported, or its
-	// receipt was refused); it is retried with backoff.
+	// (the call failed, the remote answered failed, or its receipt was
+	// refused); it is retried with backoff.
 	EventTypeCompensationRequestFailed EventType = "compensation_request_failed"
 	// EventTypeCompensationRetriesExhausted: the last compensation attempt
 	// failed; a revocation_pending_compensation obligation moved to
 	// compensation_unconfirmed, and the hold stays.
 	EventTypeCompensationRetriesExhausted EventType = "compensation_retries_exhausted"
+	// EventTypeCompensationNotSupported: the org's agent answered a
+	// compensation request with a not_supported receipt: nobody will send
+	// an ack. A revocation_pending_compensation obligation moves to
+	// compensation_unconfirmed at once, with the reason, the hold stays,
+	// and no more requests are sent (on-call may redrive).
+	EventTypeCompensationNotSupported EventType = "compensation_not_supported"
 	// EventTypeMessageQueued: the orchestrator answered the remote task
 	// (Worker.Continue); the follow-up message waits in the outbox.
 	EventTypeMessageQueued EventType = "task_message_queued"
@@ -274,12 +298,14 @@ var eventTypes = []EventType{
 	EventTypeChangeRequested, EventTypeChangeApproved, EventTypeChangeRefused, EventTypeChangeExpired,
 
 	EventTypeCompensationAcked, EventTypeNoCompensationDeclared, EventTypeLateEvidence,
-	EventTypeTokenRefused, EventTypeDeadlinePassed, EventTypeIdentityRevoked, EventTypeOrgIdentityRevoked,
+	EventTypeTokenRefused, EventTypeEvidenceReceived, EventTypeEvidenceConflict, EventTypeEarlyEvidenceUnused,
+	EventTypeDeadlinePassed, EventTypeIdentityRevoked, EventTypeOrgIdentityRevoked,
 	EventTypeWriteOffRequested, EventTypeWriteOffExecuted, EventTypeWriteOffVoided, EventTypeWriteOffRefused,
 
 	EventTypeTaskDispatched, EventTypeDispatchFailed, EventTypeCancelRefused, EventTypeCancelFailed,
 	EventTypePushRefused, EventTypeRemoteTaskConflict, EventTypeReceiptRefused,
 	EventTypeCompensationRequested, EventTypeCompensationRequestFailed, EventTypeCompensationRetriesExhausted,
+	EventTypeCompensationNotSupported,
 	EventTypeMessageQueued, EventTypeMessageSent, EventTypeMessageFailed,
 
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,

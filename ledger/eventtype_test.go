@@ -65,6 +65,10 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeCaseNoteAdded:                "case_note_added",
 	ledger.EventTypeCaseSnoozed:                  "case_snoozed",
 	ledger.EventTypeWriteOffRejected:             "write_off_rejected",
+	ledger.EventTypeEvidenceReceived:             "evidence_received",
+	ledger.EventTypeCompensationNotSupported:     "compensation_not_supported",
+	ledger.EventTypeEvidenceConflict:             "evidence_conflict",
+	ledger.EventTypeEarlyEvidenceUnused:          "early_evidence_unused",
 }
 
 // TestEventTypeCatalogue: the catalogue lists every event type once, under

@@ -48,7 +48,7 @@ func TestUnknownTaskClassFailsSafe(t *testing.T) {
 		if !ledger.GateApplies(c, noCoordinator, st) {
 			t.Errorf("unknown class does not gate on %s", st)
 		}
-		ev, ok := ledger.TerminalStatusEvent(st, ledger.GateApplies(c, noCoordinator, st), false)
+		ev, ok := ledger.TerminalStatusEvent(st, ledger.GateApplies(c, noCoordinator, st), ledger.HeldEvidenceNone)
 		if !ok || ev != ledger.EventTaskEndedGated {
 			t.Errorf("unknown class ending %s raises %q, want %s", st, ev, ledger.EventTaskEndedGated)
 		}

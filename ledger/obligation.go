@@ -82,6 +82,13 @@ const (
 	EventTaskEndedCompensated ObligationEvent = "task_ended_compensated"
 	// EventTaskEndedGated: canceled or failed, and the gate applies.
 	EventTaskEndedGated ObligationEvent = "task_ended_gated"
+	// EventTaskEndedAcked: canceled or failed, the gate applies, and a
+	// compensation ack was received before the status (early evidence).
+	EventTaskEndedAcked ObligationEvent = "task_ended_acked"
+	// EventTaskEndedDeclared: canceled or failed, the gate applies, and a
+	// verified declaration was received before the status (early evidence,
+	// or a declaration in the cancel reply).
+	EventTaskEndedDeclared ObligationEvent = "task_ended_declared"
 	// EventCompensationAck: the remote org acknowledged compensation.
 	EventCompensationAck ObligationEvent = "compensation_ack"
 	// EventDeclarationVerified: a signed no_compensation_required declaration verified.
@@ -98,7 +105,7 @@ const (
 // ObligationEvents lists every obligation event.
 var ObligationEvents = []ObligationEvent{
 	EventTaskCompleted, EventTaskRejected, EventTaskEndedUngated, EventTaskEndedCompensated,
-	EventTaskEndedGated, EventCompensationAck, EventDeclarationVerified, EventCompensationUnconfirmed,
+	EventTaskEndedGated, EventTaskEndedAcked, EventTaskEndedDeclared, EventCompensationAck, EventDeclarationVerified, EventCompensationUnconfirmed,
 	EventIdentityRevoked, EventWriteOffApproved,
 }
 
@@ -147,6 +154,10 @@ func NextObligation(from ObligationState, ev ObligationEvent) (ObligationState, 
 			return ObligationCompensated, ReasonAtomicCompensation, nil
 		case EventTaskEndedGated:
 			return ObligationRevocationPendingCompensation, ReasonCompensationRequired, nil
+		case EventTaskEndedAcked:
+			return ObligationCompensated, ReasonCompensationAcked, nil
+		case EventTaskEndedDeclared:
+			return ObligationReleased, ReasonNoCompensationDeclared, nil
 		case EventIdentityRevoked:
 			return ObligationEscalated, ReasonIdentityRevoked, nil
 		}
@@ -184,27 +195,60 @@ func NextObligation(from ObligationState, ev ObligationEvent) (ObligationState, 
 	return refuse()
 }
 
+// HeldEvidence is the compensation evidence already in hand when a
+// terminal status reaches a held obligation.
+type HeldEvidence string
+
+// The kinds of evidence in hand at a terminal status.
+const (
+	// HeldEvidenceNone: no evidence arrived before the status.
+	HeldEvidenceNone HeldEvidence = ""
+	// HeldEvidenceAtomicAck: a compensated receipt in the cancel reply
+	// (atomic cancel-and-compensate).
+	HeldEvidenceAtomicAck HeldEvidence = "atomic_ack"
+	// HeldEvidenceAck: a compensation ack received early.
+	HeldEvidenceAck HeldEvidence = "ack"
+	// HeldEvidenceDeclaration: a verified declaration received early.
+	HeldEvidenceDeclaration HeldEvidence = "declaration"
+)
+
+// HeldEvidences lists every kind of evidence in hand, none first.
+var HeldEvidences = []HeldEvidence{HeldEvidenceNone, HeldEvidenceAtomicAck, HeldEvidenceAck, HeldEvidenceDeclaration}
+
 // TerminalStatusEvent is the obligation event a terminal task status raises,
-// given whether the gate applies and whether an atomic compensation receipt
-// arrived with it. A non-terminal status raises none (ok is false).
-func TerminalStatusEvent(status TaskStatus, gated, atomicReceipt bool) (ev ObligationEvent, ok bool) {
+// given whether the gate applies and what compensation evidence was already
+// in hand. Evidence matters only where compensation is due (canceled or
+// failed, gated); elsewhere it goes unused. A non-terminal status raises
+// none (ok is false).
+func TerminalStatusEvent(status TaskStatus, gated bool, held HeldEvidence) (ev ObligationEvent, ok bool) {
 	switch status {
 	case StatusCompleted:
 		return EventTaskCompleted, true
 	case StatusRejected:
 		return EventTaskRejected, true
 	case StatusCanceled, StatusFailed:
-		switch {
-		case !gated:
+		if !gated {
 			return EventTaskEndedUngated, true
-		case atomicReceipt:
-			return EventTaskEndedCompensated, true
-		default:
-			return EventTaskEndedGated, true
 		}
+		switch held {
+		case HeldEvidenceAtomicAck:
+			return EventTaskEndedCompensated, true
+		case HeldEvidenceAck:
+			return EventTaskEndedAcked, true
+		case HeldEvidenceDeclaration:
+			return EventTaskEndedDeclared, true
+		case HeldEvidenceNone:
+		}
+		return EventTaskEndedGated, true
 	case StatusUnknown, StatusSubmitted, StatusWorking, StatusInputRequired, StatusAuthRequired:
 	}
 	return "", false
+}
+
+// UsesHeldEvidence reports whether ev is a terminal-status event that
+// applies the evidence in hand.
+func UsesHeldEvidence(ev ObligationEvent) bool {
+	return ev == EventTaskEndedCompensated || ev == EventTaskEndedAcked || ev == EventTaskEndedDeclared
 }
 
 // BudgetMoveKind names a movement of money between a budget's columns.

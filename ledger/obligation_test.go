@@ -23,6 +23,8 @@ var allowedTransitions = map[ledger.ObligationState]map[ledger.ObligationEvent]t
 		ledger.EventTaskEndedUngated:     {ledger.ObligationReleased, ledger.ReasonGateNotRequired},
 		ledger.EventTaskEndedCompensated: {ledger.ObligationCompensated, ledger.ReasonAtomicCompensation},
 		ledger.EventTaskEndedGated:       {ledger.ObligationRevocationPendingCompensation, ledger.ReasonCompensationRequired},
+		ledger.EventTaskEndedAcked:       {ledger.ObligationCompensated, ledger.ReasonCompensationAcked},
+		ledger.EventTaskEndedDeclared:    {ledger.ObligationReleased, ledger.ReasonNoCompensationDeclared},
 		ledger.EventIdentityRevoked:      {ledger.ObligationEscalated, ledger.ReasonIdentityRevoked},
 	},
 	ledger.ObligationRevocationPendingCompensation: {
@@ -48,8 +50,8 @@ func TestObligationStatesAndEventsAreComplete(t *testing.T) {
 	if got := len(ledger.ObligationStates); got != 8 {
 		t.Fatalf("ObligationStates has %d states, ledger/DESIGN.md §2.2 names 8", got)
 	}
-	if got := len(ledger.ObligationEvents); got != 10 {
-		t.Fatalf("ObligationEvents has %d events, want 10", got)
+	if got := len(ledger.ObligationEvents); got != 12 {
+		t.Fatalf("ObligationEvents has %d events, want 12", got)
 	}
 	terminal := map[ledger.ObligationState]bool{
 		ledger.ObligationSettled: true, ledger.ObligationReleased: true,
@@ -128,8 +130,8 @@ func TestNextObligationEveryPair(t *testing.T) {
 			}
 		}
 	}
-	if allowed != 16 {
-		t.Fatalf("the expected table has %d allowed transitions, ledger/DESIGN.md §2.2 has 16", allowed)
+	if allowed != 18 {
+		t.Fatalf("the expected table has %d allowed transitions, ledger/DESIGN.md §2.2 has 18", allowed)
 	}
 }
 
@@ -201,7 +203,7 @@ func TestTerminalStatusEventEveryCombination(t *testing.T) {
 	t.Parallel()
 	for _, st := range ledger.TaskStatuses {
 		for _, gated := range []bool{false, true} {
-			for _, atomic := range []bool{false, true} {
+			for _, held := range ledger.HeldEvidences {
 				var (
 					want   ledger.ObligationEvent
 					wantOK = true
@@ -215,17 +217,21 @@ func TestTerminalStatusEventEveryCombination(t *testing.T) {
 					switch {
 					case !gated:
 						want = ledger.EventTaskEndedUngated
-					case atomic:
+					case held == ledger.HeldEvidenceAtomicAck:
 						want = ledger.EventTaskEndedCompensated
+					case held == ledger.HeldEvidenceAck:
+						want = ledger.EventTaskEndedAcked
+					case held == ledger.HeldEvidenceDeclaration:
+						want = ledger.EventTaskEndedDeclared
 					default:
 						want = ledger.EventTaskEndedGated
 					}
 				default:
 					wantOK = false
 				}
-				got, ok := ledger.TerminalStatusEvent(st, gated, atomic)
+				got, ok := ledger.TerminalStatusEvent(st, gated, held)
 				if got != want || ok != wantOK {
-					t.Errorf("TerminalStatusEvent(%s, gated=%v, atomic=%v) = %q, %v; want %q, %v", st, gated, atomic, got, ok, want, wantOK)
+					t.Errorf("TerminalStatusEvent(%s, gated=%v, held=%q) = %q, %v; want %q, %v", st, gated, held, got, ok, want, wantOK)
 				}
 				if ok != st.Terminal() {
 					t.Errorf("TerminalStatusEvent(%s) ok = %v but Terminal() = %v", st, ok, st.Terminal())

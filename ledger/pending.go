@@ -258,7 +258,7 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		if !approve {
 			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), reason, now, EventTypeChangeRefused)
 		}
-		if c.RequestedBy == p.ID {
+		if !c.ApprovableBy(p) {
 			return ErrSelfApproval
 		}
 		if err := s.applyChange(ctx, tx, p, c, now); err != nil {

@@ -26,19 +26,24 @@ const (
 	// ActionRedriveWebhooks: put dead-lettered webhook deliveries back in
 	// the queue.
 	ActionRedriveWebhooks Action = "redrive_webhooks"
+	// ActionRedriveCompensation: ask an org's agent for compensation again
+	// for a compensation_unconfirmed obligation (compensation.Service.
+	// Redrive).
+	ActionRedriveCompensation Action = "redrive_compensation"
 	// ActionAdminister: budgets, orgs, task classes and tokens.
 	ActionAdminister Action = "administer"
 )
 
 // actionRoles is the one table of which roles may do what.
 var actionRoles = map[Action][]Role{
-	ActionReadReports:     {RoleFinance, RoleOncall},
-	ActionRequestWriteOff: {RoleOncall},
-	ActionDecideWriteOff:  {RoleOncall},
-	ActionRevokeIdentity:  {RoleOncall},
-	ActionHandleCase:      {RoleOncall},
-	ActionRedriveWebhooks: {RoleOncall},
-	ActionAdminister:      {RoleOncall},
+	ActionReadReports:         {RoleFinance, RoleOncall},
+	ActionRequestWriteOff:     {RoleOncall},
+	ActionDecideWriteOff:      {RoleOncall},
+	ActionRevokeIdentity:      {RoleOncall},
+	ActionHandleCase:          {RoleOncall},
+	ActionRedriveWebhooks:     {RoleOncall},
+	ActionRedriveCompensation: {RoleOncall},
+	ActionAdminister:          {RoleOncall},
 }
 
 // Permits reports whether the principal's role may do a. An unknown

@@ -129,13 +129,27 @@ const (
 	AnomalyContradictedWriteOff AnomalyKind = "contradicted_write_off"
 	// AnomalyRefusedToken: a signed ack or declaration that was refused.
 	AnomalyRefusedToken AnomalyKind = "refused_token"
+	// AnomalyEvidenceConflict: evidence carrying the compensation
+	// idempotency key with another payload than the evidence accepted for
+	// it: the remote org says two different things about one obligation.
+	AnomalyEvidenceConflict AnomalyKind = "evidence_conflict"
+	// AnomalyUnusedEarlyEvidence: evidence received while the obligation
+	// was held, for a task that then ended without calling for
+	// compensation (it completed, was rejected, or was not gated).
+	AnomalyUnusedEarlyEvidence AnomalyKind = "unused_early_evidence"
 )
 
 // AnomalyKinds lists every anomaly kind.
-var AnomalyKinds = []AnomalyKind{AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken}
+var AnomalyKinds = []AnomalyKind{
+	AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken,
+	AnomalyEvidenceConflict, AnomalyUnusedEarlyEvidence,
+}
 
 // AnomalyEventTypes are the event types anomalies are read from.
-var AnomalyEventTypes = []EventType{EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused}
+var AnomalyEventTypes = []EventType{
+	EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused,
+	EventTypeEvidenceConflict, EventTypeEarlyEvidenceUnused,
+}
 
 // AnomalyQuery selects anomalies. Empty fields match all.
 type AnomalyQuery struct {
@@ -169,6 +183,10 @@ func ClassifyAnomaly(eventType EventType, data json.RawMessage) (AnomalyKind, bo
 		return AnomalyStatusConflict, true
 	case EventTypeTokenRefused:
 		return AnomalyRefusedToken, true
+	case EventTypeEvidenceConflict:
+		return AnomalyEvidenceConflict, true
+	case EventTypeEarlyEvidenceUnused:
+		return AnomalyUnusedEarlyEvidence, true
 	case EventTypeLateEvidence:
 		var d struct {
 			ContradictsWriteOff bool `json:"contradicts_write_off"`

@@ -401,12 +401,6 @@ type Observation struct {
 	// means "now". Older than the last applied observation means stale.
 	Timestamp time.Time
 	Message   string
-	// AtomicReceipt is set when a compensation receipt arrived in the same
-	// response as a terminal status (an atomic cancel-and-compensate).
-	AtomicReceipt json.RawMessage
-	// Evidence is a verbatim token the observation rests on (the signed
-	// ack of an atomic receipt), kept on the event.
-	Evidence string
 	// Source names where the observation came from: api for an
 	// orchestrator's report, or what the A2A workers saw (dispatch,
 	// message, cancel, poll, push, stream, …).
@@ -493,7 +487,8 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		return observed(d)
 	}
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
-	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data, Evidence: obs.Evidence}
+	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data}
+	var unused *StoredEvidence // early evidence the terminal status leaves unused
 	if obs.Status.Terminal() && d.ObligationState == ObligationHeld {
 		org, class, known, err := tx.GatePolicy(ctx, d.OrgID, d.TaskClass)
 		if err != nil {
@@ -502,14 +497,35 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		if !known {
 			class = UnknownTaskClass(d.TaskClass)
 		}
+		// Evidence that arrived while the obligation was held
+		// (compensation.ApplyEvidence kept it as received) is applied with
+		// the status that calls for it, or found unused.
+		early, err := tx.CompensationEvidence(ctx, d.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Delegation{}, fmt.Errorf("load early evidence of delegation %s: %w", d.ID, err)
+		}
 		gated := GateApplies(class, org, obs.Status)
-		ev, _ := TerminalStatusEvent(obs.Status, gated, len(obs.AtomicReceipt) > 0)
+		ev, _ := TerminalStatusEvent(obs.Status, gated, heldEvidenceOf(early))
 		change.Obligation = ev
 		change.CompensationTimeout = class.CompensationTimeout
 		data["gate_applies"] = gated
-		if ev == EventTaskEndedCompensated {
-			d.Compensation.Receipt = obs.AtomicReceipt
-			data["receipt"] = obs.AtomicReceipt
+		switch {
+		case UsesHeldEvidence(ev):
+			d.Compensation.Receipt = early.Receipt
+			data["receipt"] = early.Receipt
+			data["evidence_data"] = early.Data
+			data["evidence_channel"] = string(early.Channel)
+			change.Evidence = early.Token
+			early.Status, early.DecidedAt = EvidenceApplied, now
+			if err := tx.PutCompensationEvidence(ctx, early); err != nil {
+				return Delegation{}, err
+			}
+		case early.Status == EvidenceReceived:
+			early.Status, early.DecidedAt = EvidenceUnused, now
+			if err := tx.PutCompensationEvidence(ctx, early); err != nil {
+				return Delegation{}, err
+			}
+			unused = &early
 		}
 		if ev == EventTaskEndedGated && org.AgentCardURL != "" && d.Remote.TaskID != "" {
 			// Compensation is requested over A2A from an org whose agent
@@ -525,6 +541,20 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 	d, _, err := Apply(ctx, tx, d, change)
 	if err != nil {
 		return Delegation{}, err
+	}
+	if unused != nil {
+		// Surfaced for reconciliation: the remote org sent compensation
+		// evidence for a task that did not end in a way that needs it.
+		if _, err := Record(ctx, tx, d, Change{
+			Type: EventTypeEarlyEvidenceUnused, Actor: actor, At: now, Evidence: unused.Token,
+			Data: map[string]any{
+				"state": string(obs.Status), "obligation_state": string(d.ObligationState),
+				"evidence_data": unused.Data, "evidence_channel": string(unused.Channel),
+				"received_at": unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
+			},
+		}); err != nil {
+			return Delegation{}, err
+		}
 	}
 	return observed(d)
 }

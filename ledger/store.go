@@ -103,6 +103,9 @@ type ChangeTx interface {
 // request. Error contract: as Store.
 type ObservationTx interface {
 	ChangeTx
+	// EvidenceTx finds evidence received before a terminal status, to
+	// apply it with the status (or find it unused).
+	EvidenceTx
 	// GatePolicy loads what decides whether a terminal task status gates a
 	// delegation's hold: its org and its task class, in one round trip.
 	// known is false when the class is not registered; the org missing is

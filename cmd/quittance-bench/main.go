@@ -58,7 +58,7 @@ const usage = `usage: quittance-bench <command> [flags]
 commands:
   bench   pgbench tpcb-like (scale 1 for one hot budget, scale >= clients for
           many budgets) vs. the Quittance lifecycle at 8 and 32 clients; three
-          replicas beside one; reconciliation and the deadline sweep at 10M
+          replicas beside one; reconciliation, the console page and the sweep at 10M
           delegations
   soak    concurrent lifecycle on -replicas service processes, with the demo
           agent as the remote, SIGKILLs of random replicas and immediate

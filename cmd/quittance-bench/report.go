@@ -206,6 +206,14 @@ func renderScale(text, md *strings.Builder, sc *scaleResult, verdict func(bool) 
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t\n", r.Name, ms(r.P50), ms(r.P99), ms(r.Max), r.Bytes, target)
 		fmt.Fprintf(md, "| `GET %s` | %s | %s | %s | %s |\n", r.Path, ms(r.P50), ms(r.P99), ms(r.Max), target)
 	}
+	for _, r := range sc.Console {
+		target := "—"
+		if r.Target {
+			target = fmt.Sprintf("server p99 < %d ms %s", targetConsoleP99.Milliseconds(), verdict(r.ServerP99 < targetConsoleP99))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s (client p99 %s)\t\n", r.Name, ms(r.ServerP50), ms(r.ServerP99), ms(r.ServerMax), r.Bytes, target, ms(r.ClientP99))
+		fmt.Fprintf(md, "| console `GET %s` (server-side) | %s | %s | %s | %s; client p99 %s |\n", r.Path, ms(r.ServerP50), ms(r.ServerP99), ms(r.ServerMax), target, ms(r.ClientP99))
+	}
 	for i, e := range sc.Export {
 		fmt.Fprintf(tw, "CSV export #%d (streamed)\tfirst byte %s\tall %s\t\t%d\t%d rows\t\n", i+1, ms(e.FirstByte), ms(e.Total), e.Bytes, e.Rows)
 		fmt.Fprintf(md, "| `GET /v1/obligations?format=csv` #%d: %d rows, %.1f MiB | first byte %s | all %s | | streamed |\n",

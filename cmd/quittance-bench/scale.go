@@ -31,7 +31,8 @@ import (
 // through the API would take hours. It has the shape the service writes —
 // each delegation with its budget journal entries and its events
 // (delegation_created, task_status_changed and, for one that left held, the
-// transition), events with their commit-order positions — and the budgets
+// transition), events with their commit-order positions (order_xid 0, as
+// positions written before the feed's commit order: ordered by pos) — and the budgets
 // add up. The event hashes are placeholders: the chains are not what is
 // measured. Ids are time-ordered (UUIDv7-like) as the service's are.
 //
@@ -133,6 +134,7 @@ type scaleResult struct {
 	LoadTime          time.Duration
 	DatabaseBytes     int64
 	Recon             []reconResult
+	Console           []consoleResult
 	Export            []exportResult
 	ReconRSS          int64
 	Sweep             *sweepResult
@@ -274,8 +276,8 @@ WITH gen AS (
     ORDER BY d.id, s.seq
     RETURNING seq, delegation_id
 ), p AS (
-    INSERT INTO event_positions (seq, delegation_id, tenant)
-    SELECT e.seq, e.delegation_id, d.tenant FROM e JOIN d ON d.id = e.delegation_id ORDER BY e.seq
+    INSERT INTO event_positions (seq, delegation_id, tenant, order_xid, tx_pos)
+    SELECT e.seq, e.delegation_id, d.tenant, '0'::xid8, 0 FROM e JOIN d ON d.id = e.delegation_id ORDER BY e.seq
 ), b AS (
     INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
     SELECT budget_id, id, kind, amount_minor, at FROM (
@@ -448,8 +450,9 @@ func dropIndexes(ctx context.Context, conn *pgx.Conn) ([]droppedIndex, error) {
 }
 
 // runRecon measures the reconciliation reads on one service process:
-// each JSON query cfg.Requests times after ten to warm up, then the CSV
-// export of every open obligation, streamed, three times. The process's
+// each JSON query cfg.Requests times after ten to warm up, the console's
+// obligations page as many times (measureConsole), then the CSV export of
+// every open obligation, streamed, three times. The process's
 // peak RSS covers all of them.
 func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, res *scaleResult) error {
 	addr, err := freeAddr()
@@ -509,6 +512,9 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 		r.P50, r.P99, r.Max = lat.quantile(0.5), lat.quantile(0.99), lat.quantile(1)
 		fmt.Fprintf(h.stderr, "%-40s p50 %s p99 %s\n", q.name, ms(r.P50), ms(r.P99))
 		res.Recon = append(res.Recon, r)
+	}
+	if res.Console, err = measureConsole(ctx, svc.URL, finance, cfg.Requests, h.stderr); err != nil {
+		return err
 	}
 	for range 3 {
 		e, err := exportCSV(ctx, c, finance)

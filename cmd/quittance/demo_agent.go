@@ -22,7 +22,8 @@ const demoAgentKeyFile = "demo-agent-key.pem"
 func newDemoAgentCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var (
 		addr, orgID, ledgerID, keyFile string
-		workDelay                      time.Duration
+		compensationMode               string
+		workDelay, pendingDelay        time.Duration
 		atomicCancel                   bool
 	)
 	cmd := &cobra.Command{
@@ -49,6 +50,7 @@ func newDemoAgentCommand(getenv func(string) string, stdout, stderr io.Writer) *
 			log := newLogger(stderr, slog.LevelInfo)
 			agent, err := demoagent.New(demoagent.Config{
 				OrgID: orgID, LedgerID: ledgerID, WorkDelay: workDelay, Key: key, AtomicCancel: atomicCancel, Log: log,
+				Compensation: compensationMode, PendingDelay: pendingDelay,
 			})
 			if err != nil {
 				return usageError{err}
@@ -71,6 +73,9 @@ func newDemoAgentCommand(getenv func(string) string, stdout, stderr io.Writer) *
 	f.DurationVar(&workDelay, "work-delay", demoagent.DefaultWorkDelay, "how long a procurement task works before it completes")
 	f.StringVar(&keyFile, "key-file", "", "Ed25519 signing key, PKCS #8 PEM, created if missing (default $QUITTANCE_DATA_DIR/"+demoAgentKeyFile+")")
 	f.BoolVar(&atomicCancel, "atomic-cancel", false, "declare atomicCancel and return a compensation receipt with every cancel")
+	f.StringVar(&compensationMode, "compensation", demoagent.CompensationImmediate,
+		"how compensation requests are answered: immediate, pending (a pending receipt, the final one after --pending-delay) or not_supported")
+	f.DurationVar(&pendingDelay, "pending-delay", demoagent.DefaultPendingDelay, "how long a pending compensation works before its final receipt")
 	return cmd
 }
 

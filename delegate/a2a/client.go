@@ -40,7 +40,7 @@ type dialect interface {
 	extensionsHeader() string
 	sendMessage(req SendRequest) (method string, params any, err error)
 	getTask(id string) (method string, params any)
-	cancelTask(id string) (method string, params any)
+	cancelTask(id string, metadata json.RawMessage) (method string, params any)
 	subscribe(id string) (method string, params any)
 	setPushConfig(taskID string, pc PushConfig) (method string, params any)
 }
@@ -83,7 +83,15 @@ func (c *Client) GetTask(ctx context.Context, id string) (Task, error) {
 // tasks/cancel) and returns the task as the agent reports it afterwards.
 // A canceled task says nothing about the task's effects.
 func (c *Client) CancelTask(ctx context.Context, id string, extensions []string) (Task, error) {
-	method, params := c.dialect.cancelTask(id)
+	return c.CancelTaskWithMetadata(ctx, id, extensions, nil)
+}
+
+// CancelTaskWithMetadata is CancelTask with the request's metadata
+// (CancelTaskRequest.metadata in v1.0, TaskIdParams.metadata in v0.3), a
+// JSON object or nil: the compensation request travels there to an agent
+// that declares atomicCancel.
+func (c *Client) CancelTaskWithMetadata(ctx context.Context, id string, extensions []string, metadata json.RawMessage) (Task, error) {
+	method, params := c.dialect.cancelTask(id, metadata)
 	raw, err := c.call(ctx, method, params, extensions)
 	if err != nil {
 		return Task{}, err

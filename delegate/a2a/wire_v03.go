@@ -90,8 +90,14 @@ func (v03Dialect) getTask(id string) (string, any) {
 	return "tasks/get", v03TaskParams{ID: id}
 }
 
-func (v03Dialect) cancelTask(id string) (string, any) {
-	return "tasks/cancel", v03TaskParams{ID: id}
+func (v03Dialect) cancelTask(id string, metadata json.RawMessage) (string, any) {
+	return "tasks/cancel", v03CancelParams{ID: id, Metadata: metadata}
+}
+
+// v03CancelParams is TaskIdParams with its optional metadata.
+type v03CancelParams struct {
+	ID       string          `json:"id"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 func (v03Dialect) subscribe(id string) (string, any) {

@@ -79,8 +79,15 @@ func (d v1Dialect) getTask(id string) (string, any) {
 	return "GetTask", v1TaskParams{Tenant: d.tenant, ID: id}
 }
 
-func (d v1Dialect) cancelTask(id string) (string, any) {
-	return "CancelTask", v1TaskParams{Tenant: d.tenant, ID: id}
+func (d v1Dialect) cancelTask(id string, metadata json.RawMessage) (string, any) {
+	return "CancelTask", v1CancelParams{Tenant: d.tenant, ID: id, Metadata: metadata}
+}
+
+// v1CancelParams is CancelTaskRequest: a task id and optional metadata.
+type v1CancelParams struct {
+	Tenant   string          `json:"tenant,omitempty"`
+	ID       string          `json:"id"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 func (d v1Dialect) subscribe(id string) (string, any) {

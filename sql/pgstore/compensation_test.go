@@ -222,3 +222,56 @@ func TestPendingWriteOffBackfill(t *testing.T) {
 		t.Fatalf("invariants after the upgrade: %v %v", rep.Violations, err)
 	}
 }
+
+// TestCompensationEvidenceRoundTrip: the evidence kept under a
+// delegation's compensation idempotency key reads back as written — its
+// receipt byte for byte, numbers like 1e2 included, so the status event
+// that later applies early evidence hashes exactly what the remote sent —
+// and a second put changes only its status and decision time.
+func TestCompensationEvidenceRoundTrip(t *testing.T) {
+	t.Parallel()
+	store := pgstore.New(pgtest.Pool(t))
+	d := canceledDelegations(t, store, 1)[0]
+	cs := store.Compensation()
+	ctx := context.Background()
+	receipt := `{"outcome":"compensated","reversedMinor":1e2,"fee":-0,"taskId":"task-comp-0"}`
+	e := ledger.StoredEvidence{
+		DelegationID: d.ID, IdempotencyKey: ledger.CompensationKey(d), Kind: ledger.EventCompensationAck,
+		Channel: ledger.ChannelAtomicCancel, PayloadSHA256: []byte{9, 8, 7}, Status: ledger.EvidenceReceived,
+		Receipt: []byte(receipt), Data: []byte(`{"channel":"atomic_cancel"}`), Token: "a.b.c", ReceivedAt: epoch,
+	}
+	err := cs.InTx(ctx, func(tx compensation.Tx) error {
+		if _, err := tx.CompensationEvidence(ctx, d.ID); !errors.Is(err, ledger.ErrNotFound) {
+			return fmt.Errorf("evidence before any: %v, want ErrNotFound", err)
+		}
+		if err := tx.PutCompensationEvidence(ctx, e); err != nil {
+			return err
+		}
+		got, err := tx.CompensationEvidence(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if string(got.Receipt) != receipt || got.Status != ledger.EvidenceReceived || got.Token != "a.b.c" ||
+			got.Kind != ledger.EventCompensationAck || !got.ReceivedAt.Equal(epoch) || !got.DecidedAt.IsZero() {
+			return fmt.Errorf("read back %+v (receipt %s)", got, got.Receipt)
+		}
+		changed := e
+		changed.Status, changed.DecidedAt = ledger.EvidenceApplied, epoch.Add(time.Hour)
+		changed.Kind, changed.PayloadSHA256, changed.Token = ledger.EventDeclarationVerified, []byte{1}, "other"
+		if err := tx.PutCompensationEvidence(ctx, changed); err != nil {
+			return err
+		}
+		got, err = tx.CompensationEvidence(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if got.Status != ledger.EvidenceApplied || !got.DecidedAt.Equal(epoch.Add(time.Hour)) ||
+			got.Kind != ledger.EventCompensationAck || got.Token != "a.b.c" || string(got.PayloadSHA256) != string(e.PayloadSHA256) {
+			return fmt.Errorf("after the second put %+v: only status and decided_at may change", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

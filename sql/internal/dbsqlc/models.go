@@ -96,6 +96,20 @@ type Checkpoint struct {
 	Jws         string
 }
 
+type CompensationEvidence struct {
+	DelegationID   uuid.UUID
+	IdempotencyKey string
+	Kind           string
+	Channel        string
+	PayloadSha256  []byte
+	Status         string
+	Receipt        []byte
+	Data           []byte
+	Token          string
+	ReceivedAt     time.Time
+	DecidedAt      *time.Time
+}
+
 type ConsoleSession struct {
 	IDHash        []byte
 	Source        string
@@ -251,7 +265,6 @@ type RemoteOrg struct {
 	UpdatedAt             time.Time
 }
 
-// Status conflicts, late evidence, write-offs contradicted by later evidence and refused tokens. Version 1.
 type ReportingAnomaliesV1 struct {
 	Seq             int64
 	Kind            string

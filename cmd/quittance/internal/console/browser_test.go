@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -387,5 +389,116 @@ func TestBrowserWalkthrough(t *testing.T) {
 	b.open("/console/obligations", "table.obligations")
 	if !b.present(`a[download]`) || b.present(`input[name=id]`) {
 		t.Fatal("finance's obligations page: export missing or bulk selection shown")
+	}
+}
+
+// TestBrowserPrincipalsAndRedrive: on-call revokes a credential from the
+// principals page (the API refuses it with 401 afterwards), redrives
+// compensation from a delegation's page, and redrives a selection of the
+// obligations page through its preview; finance sees the principals
+// without controls. The principals page and the redrive preview are kept
+// as screenshots.
+func TestBrowserPrincipalsAndRedrive(t *testing.T) {
+	w := newWorld(t)
+	b := &tab{t: t, ctx: browser(t), base: w.URL, dir: screenshotDir(t)}
+	b.signIn(w.OncallToken, "#budgets")
+
+	cred := tokenID(t, w.Env, w.orch)
+	b.open("/console/principals", "#principals")
+	if s := b.text(`tr[data-credential="` + cred + `"]`); !strings.Contains(s, "orchestrator-acme") || !strings.Contains(s, "Revoke") {
+		t.Fatalf("the orchestrator's credential row: %q", s)
+	}
+	b.shot("principals")
+	b.do(chromedp.SendKeys(chromedp.ID("revoke-reason-"+cred), "leaked in a CI log"))
+	b.leaveBy("p.notice", chromedp.Click(chromedp.CSS(`#revoke-`+cred+` button`)))
+	if s := b.text("p.notice"); !strings.Contains(s, "Credential revoked") {
+		t.Fatalf("notice: %q", s)
+	}
+	if s := b.text(`tr[data-credential="` + cred + `"]`); !strings.Contains(s, "revoked") || !strings.Contains(s, "leaked in a CI log") {
+		t.Fatalf("the revoked credential's row: %q", s)
+	}
+	w.Do(t, "GET", "/v1/delegations/"+w.big.ID, w.orch, nil).Expect(t, 401)
+
+	// Redrive one obligation from its page.
+	b.open("/console/delegations/"+w.big.ID, "#redrive-reason")
+	b.do(chromedp.SendKeys(chromedp.ID("redrive-reason"), "Bolt's agent is back after the weekend"))
+	b.leaveBy("p.notice", chromedp.Click(chromedp.ID("redrive-compensation")))
+	if s := b.text("p.notice"); !strings.Contains(s, "Compensation redriven") {
+		t.Fatalf("notice: %q", s)
+	}
+	if s := b.text("ol.timeline"); !strings.Contains(s, "compensation_redriven") {
+		t.Fatalf("timeline after redrive:\n%s", s)
+	}
+
+	// Bulk: tick three rows, preview, confirm.
+	b.open("/console/obligations", "table.obligations")
+	for _, id := range []string{w.big.ID, w.small.ID, w.pending.ID} {
+		b.do(chromedp.Click(chromedp.CSS(`input[name=id][value="` + id + `"]`)))
+	}
+	b.do(chromedp.Click(chromedp.CSS(`input[name=kind][value=redrive]`)), chromedp.SendKeys(chromedp.ID("b-redrive-reason"), "Bolt restored its agent"))
+	before := w.totalEvents(t)
+	b.leaveBy("#redrive-preview", chromedp.Click(chromedp.CSS(`fieldset.bulk button`)))
+	if s := b.text("main"); !strings.Contains(s, "2 will be redriven, 1 cannot, 3 selected") {
+		t.Fatalf("preview:\n%s", s)
+	}
+	if w.totalEvents(t) != before {
+		t.Fatal("the preview recorded events")
+	}
+	b.shot("bulk-redrive")
+	b.leaveBy("p.notice", chromedp.Click(chromedp.ID("confirm-redrive")))
+	if s := b.text("p.notice"); !strings.Contains(s, "Compensation redriven") {
+		t.Fatalf("notice: %q", s)
+	}
+	if n := w.totalEvents(t) - before; n != 2 {
+		t.Fatalf("the bulk redrive recorded %d events, want 2", n)
+	}
+
+	// Finance: the principals without a control.
+	b.signOut()
+	b.signIn(w.finance, "#budgets")
+	b.open("/console/principals", "#principals")
+	for _, css := range []string{`form[action$="/revoke"]`, `form[action$="/disable"]`} {
+		if b.present(css) {
+			t.Fatalf("finance is shown %s", css)
+		}
+	}
+}
+
+// TestBrowserOrgKeyChange: one on-call person asks for an org's key
+// change; a second one, in the browser, finds it on the org's page with
+// the new key's thumbprint and approves it, and the key is registered.
+func TestBrowserOrgKeyChange(t *testing.T) {
+	e := newProduction(t)
+	e.Do(t, "PUT", "/admin/v1/orgs/"+orgID, e.a.Token, map[string]any{"name": "Bolt Supplies"}).Expect(t, 201)
+	signer := compensationtest.NewEd25519Signer(t, "b-key-2")
+	id := pendingID(t, e.Do(t, "PUT", "/admin/v1/orgs/"+orgID, e.a.Token, map[string]any{
+		"name": "Bolt Supplies", "jwks": json.RawMessage(signer.JWKS()),
+	}))
+	jwk := signer.PublicJWK()
+	raw, err := jwk.Thumbprint(crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thumb := base64.RawURLEncoding.EncodeToString(raw)
+
+	b := &tab{t: t, ctx: browser(t), base: e.URL, dir: screenshotDir(t)}
+	b.signIn(e.a.Token, "#budgets-h")
+	b.open("/console/orgs/"+orgID, "#org-changes")
+	if b.present(`[data-change="` + id + `"] .approve-change`) {
+		t.Fatal("the requester is offered to approve its own change")
+	}
+	b.signOut()
+	b.signIn(e.b.Token, "#budgets-h")
+	b.open("/console/orgs/"+orgID, "#org-changes")
+	if s := b.text(`[data-change="` + id + `"]`); !strings.Contains(s, "b-key-2") || !strings.Contains(s, thumb) || !strings.Contains(s, "new") {
+		t.Fatalf("the pending change: %q", s)
+	}
+	b.shot("org-change")
+	b.leaveBy("p.notice", chromedp.Click(chromedp.CSS(`[data-change="`+id+`"] .approve-change`)))
+	if s := b.text("p.notice"); !strings.Contains(s, "Change approved") {
+		t.Fatalf("notice: %q", s)
+	}
+	if s := b.text("section[aria-labelledby=keys-h] table"); !strings.Contains(s, "b-key-2") || !strings.Contains(s, thumb) {
+		t.Fatalf("registered keys after approval: %q", s)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,6 +107,7 @@ func (c *Console) routes() {
 	page("POST "+Prefix+"delegations/{id}/notes", c.addNote)
 	page("POST "+Prefix+"delegations/{id}/snooze", c.snooze)
 	page("POST "+Prefix+"delegations/{id}/write-offs", c.requestWriteOff)
+	page("POST "+Prefix+"delegations/{id}/compensation/redrive", c.redrive)
 	page("GET "+Prefix+"write-offs", c.writeOffs)
 	page("POST "+Prefix+"write-offs/{id}/approve", c.approveWriteOff)
 	page("POST "+Prefix+"write-offs/{id}/reject", c.rejectWriteOff)
@@ -116,6 +118,10 @@ func (c *Console) routes() {
 	page("GET "+Prefix+"webhooks", c.webhooksPage)
 	page("POST "+Prefix+"webhooks/redrive", c.redriveWebhooks)
 	page("GET "+Prefix+"principals", c.principals)
+	page("POST "+Prefix+"principals/{id}/disable", c.disablePrincipal)
+	page("POST "+Prefix+"credentials/{id}/revoke", c.revokeCredential)
+	page("POST "+Prefix+"pending-changes/{id}/approve", c.approveChange)
+	page("POST "+Prefix+"pending-changes/{id}/refuse", c.refuseChange)
 	c.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, nil, http.StatusNotFound, "No such page", "There is no console page at this address.")
 	})
@@ -138,8 +144,39 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, Prefix+"static/") {
 		h.Set("Cache-Control", "no-store")
 	}
-	c.mux.ServeHTTP(w, r)
+	c.mux.ServeHTTP(&timedWriter{ResponseWriter: w, start: time.Now()}, r)
 }
+
+// timedWriter adds a Server-Timing header ("app;dur=" milliseconds) to a
+// response: the time from the request's arrival to its first byte. A page
+// is rendered into a buffer before it is written, so for a page this is
+// its whole server-side time, gathering and rendering; make bench reads
+// it (cmd/quittance-bench/BENCHMARK.md).
+type timedWriter struct {
+	http.ResponseWriter
+	start time.Time
+	wrote bool
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (t *timedWriter) WriteHeader(code int) {
+	if !t.wrote {
+		t.wrote = true
+		t.Header().Set("Server-Timing", "app;dur="+strconv.FormatFloat(float64(time.Since(t.start))/float64(time.Millisecond), 'f', 2, 64))
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (t *timedWriter) Write(b []byte) (int, error) {
+	if !t.wrote {
+		t.WriteHeader(http.StatusOK)
+	}
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // request is what a signed-in request carries.
 type request struct {
@@ -217,6 +254,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err e
 		c.renderError(w, r, q, http.StatusConflict, "Not possible now", conflict.Detail)
 	case errors.Is(err, compensation.ErrSelfApproval):
 		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", "A write-off must be approved or rejected by a different on-call person than the one who asked for it. Nothing was changed.")
+	case errors.Is(err, ledger.ErrSelfApproval):
+		c.renderError(w, r, q, http.StatusForbidden, "Another person must approve", "A privileged change must be approved by a different on-call person than the one who asked for it. Nothing was changed.")
 	case errors.Is(err, context.Canceled):
 	default:
 		c.log.ErrorContext(r.Context(), "console request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
@@ -238,6 +277,8 @@ func formError(err error) (field, msg string, ok bool) {
 		return "form", conflict.Detail, true
 	case errors.Is(err, compensation.ErrSelfApproval):
 		return "form", "a different on-call person must decide on this write-off", true
+	case errors.Is(err, ledger.ErrSelfApproval):
+		return "form", "a different on-call person must approve this change; you asked for it (refuse it to withdraw it)", true
 	}
 	return "", "", false
 }

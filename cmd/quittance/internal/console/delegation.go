@@ -47,6 +47,9 @@ type delegationPage struct {
 	CanWriteOff   bool
 	NeedsApproval bool
 	Threshold     int64
+	// RedriveRefusal says why compensation cannot be redriven now ("" when
+	// it can).
+	RedriveRefusal string
 	// InQueue says the obligation is in the needs-action states.
 	InQueue bool
 	Self    string
@@ -116,6 +119,7 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 		}
 	}
 	data.CanWriteOff = compensation.CanWriteOff(d)
+	data.RedriveRefusal = redriveRefusal(d)
 	data.NeedsApproval = c.cfg.Compensation.NeedsApproval(d.Hold)
 	for _, st := range ledger.PendingObligationStates {
 		data.InQueue = data.InQueue || d.ObligationState == st
@@ -159,7 +163,7 @@ func (c *Console) formFailed(w http.ResponseWriter, r *http.Request, q *request,
 	}
 	status := http.StatusUnprocessableEntity
 	var conflict *ledger.ConflictError
-	if errors.As(err, &conflict) || errors.Is(err, compensation.ErrSelfApproval) {
+	if errors.As(err, &conflict) || errors.Is(err, compensation.ErrSelfApproval) || errors.Is(err, ledger.ErrSelfApproval) {
 		status = http.StatusConflict
 	}
 	show(status, map[string]string{form + "." + field: msg})

@@ -277,7 +277,7 @@ func bulkChange(r *http.Request) (ledger.CaseChange, map[string]string) {
 		ch.Until = until
 		ch.Reason = r.PostFormValue("reason")
 	default:
-		errs["kind"] = "choose assign or snooze"
+		errs["kind"] = "choose assign, snooze or redrive"
 	}
 	return ch, errs
 }
@@ -295,6 +295,10 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, q *request) {
 			return
 		}
 		ids = append(ids, id)
+	}
+	if r.PostFormValue("kind") == "redrive" {
+		c.bulkRedrive(w, r, q, ids, back)
+		return
 	}
 	ch, errs := bulkChange(r)
 	data := bulkPage{Change: ch, Back: back, Until: r.PostFormValue("until")}

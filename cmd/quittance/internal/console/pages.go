@@ -12,7 +12,6 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
-	"github.com/quittance/quittance/ledger/session"
 )
 
 // stateTotal is the count and amount of one obligation state in one
@@ -240,10 +239,19 @@ type orgPage struct {
 	Org       ledger.Org
 	Keys      []Key
 	KeysError string
+	// History is every key the org ever had, with when it was in force.
+	History []ledger.OrgKey
 	Card      *ledger.Scorecard
 	Since     string
 	Until     string
 	Open      []ledger.QueueRow
+	// Pending are the org's privileged changes waiting for a second
+	// on-call person, Decided its last decided ones; Classes the task
+	// class changes waiting (they apply to delegations to every org).
+	Pending []changeRow
+	Decided []changeRow
+	Classes []changeRow
+	Back    string
 }
 
 func (c *Console) org(w http.ResponseWriter, r *http.Request, q *request) {
@@ -257,9 +265,13 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 		c.fail(w, r, q, err)
 		return
 	}
-	data := orgPage{Org: o}
+	data := orgPage{Org: o, Back: Prefix + "orgs/" + url.PathEscape(o.ID)}
 	if data.Keys, err = orgKeys(o.JWKS); err != nil {
 		data.KeysError = err.Error()
+	}
+	if data.History, err = c.cfg.Ledger.OrgKeyHistory(ctx, q.p, o.ID); err != nil {
+		c.fail(w, r, q, err)
+		return
 	}
 	period, perr := scorecardPeriod(r.URL.Query())
 	if errs == nil {
@@ -280,6 +292,34 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 	if data.Open, err = c.queueOf(ctx, q.p, ledger.QueueQuery{OrgID: o.ID, Snoozed: ledger.SnoozedShow, Limit: 20}); err != nil {
 		c.fail(w, r, q, err)
 		return
+	}
+	byID, _, err := c.principalNames(ctx, q.p)
+	if err != nil {
+		c.fail(w, r, q, err)
+		return
+	}
+	pending, decided, err := c.pendingChanges(ctx, q.p, byID, func(ch ledger.PendingChange) bool {
+		if id, _, ok := ch.OrgUpdate(); ok {
+			return id == o.ID
+		}
+		_, ok := ch.TaskClassUpdate()
+		return ok
+	})
+	if err != nil {
+		c.fail(w, r, q, err)
+		return
+	}
+	for _, row := range pending {
+		if row.Org != nil {
+			data.Pending = append(data.Pending, row)
+		} else {
+			data.Classes = append(data.Classes, row)
+		}
+	}
+	for _, row := range decided {
+		if row.Org != nil {
+			data.Decided = append(data.Decided, row)
+		}
 	}
 	var form url.Values
 	if r.Method == http.MethodPost {
@@ -374,20 +414,4 @@ func (c *Console) redriveWebhooks(w http.ResponseWriter, r *http.Request, q *req
 		return
 	}
 	redirect(w, r, withNotice(Prefix+"webhooks?n="+strconv.Itoa(n), "redrive"))
-}
-
-// principalsPage is the data of the principals page.
-type principalsPage struct {
-	Session  session.Session
-	Sessions []session.Session
-}
-
-func (c *Console) principals(w http.ResponseWriter, r *http.Request, q *request) {
-	sessions, err := c.cfg.Sessions.Of(r.Context(), q.p)
-	if err != nil {
-		c.fail(w, r, q, err)
-		return
-	}
-	c.render(w, r, q, http.StatusOK, "principals", view{Title: "Principals", Nav: "principals",
-		Data: principalsPage{Session: q.sess, Sessions: sessions}})
 }

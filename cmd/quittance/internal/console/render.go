@@ -54,17 +54,23 @@ func (v view) Val(field string) string { return v.Form.Get(field) }
 
 // notices are the confirmations a redirect may ask for (?done=code).
 var notices = map[string]string{
-	"owner":      "Owner updated.",
-	"note":       "Note added.",
-	"snooze":     "Snooze updated. The hold has not moved.",
-	"write_off":  "Write-off requested.",
-	"executed":   "Write-off executed: the hold is written off.",
-	"approved":   "Write-off approved and executed: the hold is written off.",
-	"rejected":   "Write-off rejected. The obligation stays open and the hold active.",
-	"revoked":    "Identity revoked. Its open obligations are escalated; their holds stay active.",
-	"bulk":       "Bulk change applied.",
-	"redrive":    "Dead-lettered deliveries are back in the queue.",
-	"signed_out": "Signed out.",
+	"owner":              "Owner updated.",
+	"note":               "Note added.",
+	"snooze":             "Snooze updated. The hold has not moved.",
+	"write_off":          "Write-off requested.",
+	"executed":           "Write-off executed: the hold is written off.",
+	"approved":           "Write-off approved and executed: the hold is written off.",
+	"rejected":           "Write-off rejected. The obligation stays open and the hold active.",
+	"revoked":            "Identity revoked. Its open obligations are escalated; their holds stay active.",
+	"bulk":               "Bulk change applied.",
+	"redrive":            "Dead-lettered deliveries are back in the queue.",
+	"signed_out":         "Signed out.",
+	"redriven":           "Compensation redriven: the org's agent is asked again. The obligation stays compensation unconfirmed, hold active, until evidence arrives.",
+	"bulk_redriven":      "Compensation redriven for each confirmed obligation; each redrive is on its timeline. The holds stay active until evidence arrives.",
+	"credential_revoked": "Credential revoked: it is refused on every replica from now on.",
+	"principal_disabled": "Principal disabled and every credential of it revoked.",
+	"change_approved":    "Change approved: it applies now.",
+	"change_refused":     "Change refused. Nothing of it applies.",
 }
 
 func mustParseTemplates() map[string]*template.Template {

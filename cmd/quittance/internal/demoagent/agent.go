@@ -70,6 +70,15 @@ type Config struct {
 	// AtomicCancel makes the agent declare atomicCancel in its card and put
 	// a compensation receipt in its CancelTask responses.
 	AtomicCancel bool
+	// Compensation is how the agent answers compensation requests:
+	// CompensationImmediate (or empty) reverses at once; CompensationPending
+	// answers with a working task whose receipt is pending, and completes
+	// it with the final receipt after PendingDelay; CompensationNotSupported
+	// answers not_supported and never reverses.
+	Compensation string
+	// PendingDelay is how long a pending compensation works before its
+	// final receipt. Zero means DefaultPendingDelay.
+	PendingDelay time.Duration
 	// PushClient delivers push notifications. Nil means a client with a
 	// 10-second timeout.
 	PushClient *http.Client
@@ -109,6 +118,17 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.WorkDelay < 0 {
 		return nil, errors.New("demoagent: negative work delay")
+	}
+	switch cfg.Compensation {
+	case "", CompensationImmediate, CompensationPending, CompensationNotSupported:
+	default:
+		return nil, fmt.Errorf("demoagent: unknown compensation mode %q (immediate, pending, not_supported)", cfg.Compensation)
+	}
+	if cfg.PendingDelay == 0 {
+		cfg.PendingDelay = DefaultPendingDelay
+	}
+	if cfg.PendingDelay < 0 {
+		return nil, errors.New("demoagent: negative pending delay")
 	}
 	if cfg.BaseURL != "" {
 		cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")

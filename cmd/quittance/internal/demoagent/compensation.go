@@ -17,7 +17,27 @@ const (
 	OutcomeNoEffects = "no_effects"
 	// OutcomeFailed means compensation could not be done now.
 	OutcomeFailed = "failed"
+	// OutcomePending means the reversal is under way; a final receipt
+	// follows on the same compensation task.
+	OutcomePending = "pending"
+	// OutcomeNotSupported means the agent does not compensate the task.
+	OutcomeNotSupported = "not_supported"
 )
+
+// The compensation modes of Config.Compensation.
+const (
+	// CompensationImmediate reverses the purchase order at once.
+	CompensationImmediate = "immediate"
+	// CompensationPending answers pending, then the final receipt after
+	// Config.PendingDelay.
+	CompensationPending = "pending"
+	// CompensationNotSupported answers not_supported.
+	CompensationNotSupported = "not_supported"
+)
+
+// DefaultPendingDelay is how long a pending compensation works unless
+// Config.PendingDelay says otherwise.
+const DefaultPendingDelay = 5 * time.Second
 
 // JWS "typ" values of the receipts' tokens, as compensation.Verify expects.
 const (
@@ -75,6 +95,7 @@ type receipt struct {
 	TaskID         string `json:"taskId"`
 	IdempotencyKey string `json:"idempotencyKey"`
 	JWS            string `json:"jws,omitempty"`
+	Reason         string `json:"reason,omitempty"`
 
 	signedAt time.Time
 }
@@ -96,11 +117,18 @@ func (a *Agent) compensate(m message, req compensationRequest, push *pushConfig)
 		return nil, errTaskNotFound(req.TaskID)
 	}
 	var rc *receipt
-	if !terminal(target.status.State) {
+	_, done := a.receipts[req.IdempotencyKey]
+	switch {
+	case !terminal(target.status.State):
 		// Effects of a running task cannot be reversed; the requester
 		// should cancel first. Not kept: a later request may succeed.
 		rc = &receipt{Outcome: OutcomeFailed, ReceiptID: newID("rcpt-"), TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey}
-	} else {
+	case a.cfg.Compensation == CompensationNotSupported:
+		rc = &receipt{Outcome: OutcomeNotSupported, ReceiptID: newID("rcpt-"), TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey,
+			Reason: "purchase orders confirmed in the supplier's ERP cannot be reversed"}
+	case a.cfg.Compensation == CompensationPending && !done:
+		return a.compensateLater(m, req, target, push), nil
+	default:
 		var err error
 		if rc, err = a.issueReceipt(req.TaskID, req.IdempotencyKey); err != nil {
 			return nil, err
@@ -116,12 +144,48 @@ func (a *Agent) compensate(m message, req compensationRequest, push *pushConfig)
 	if po := a.orders[req.TaskID]; po != nil && po.Reversed {
 		text = fmt.Sprintf("Purchase order %s reversed; compensation receipt %s.", po.ID, rc.ReceiptID)
 	}
-	if rc.Outcome == OutcomeFailed {
+	switch rc.Outcome {
+	case OutcomeFailed:
 		a.setStatus(t, stateFailed, "Task "+rc.TaskID+" is still running; cancel it before requesting compensation.")
-	} else {
+	case OutcomeNotSupported:
+		a.setStatus(t, stateCompleted, "Compensation not supported for task "+rc.TaskID+": "+rc.Reason+".")
+	default:
 		a.setStatus(t, stateCompleted, text)
 	}
 	return t, nil
+}
+
+// compensateLater answers a compensation request with a working task whose
+// receipt is pending, and completes it with the final receipt after
+// PendingDelay. A request with the same messageId meanwhile finds the same
+// task. The caller holds a.mu.
+func (a *Agent) compensateLater(m message, req compensationRequest, target *task, push *pushConfig) *task {
+	contextID := m.ContextID
+	if contextID == "" {
+		contextID = target.contextID
+	}
+	t := a.newTask(contextID, m, push)
+	pending := &receipt{Outcome: OutcomePending, ReceiptID: newID("rcpt-"), TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey,
+		Reason: "reversal of the purchase order is under way"}
+	a.addArtifact(t, pending.artifact())
+	a.setStatus(t, stateWorking, "Reversing the purchase order of task "+req.TaskID+"; the receipt follows.")
+	id := t.id
+	t.timer = time.AfterFunc(a.cfg.PendingDelay, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		t := a.tasks[id]
+		if t == nil || t.status.State != stateWorking || a.closed {
+			return
+		}
+		rc, err := a.issueReceipt(req.TaskID, req.IdempotencyKey)
+		if err != nil {
+			a.setStatus(t, stateFailed, "Compensation failed: "+err.Error())
+			return
+		}
+		a.addArtifact(t, rc.artifact())
+		a.setStatus(t, stateCompleted, fmt.Sprintf("Compensation %s for task %s (receipt %s).", rc.Outcome, rc.TaskID, rc.ReceiptID))
+	})
+	return t
 }
 
 // issueReceipt returns the receipt for an idempotency key, reversing the

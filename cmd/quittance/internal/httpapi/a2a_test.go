@@ -45,12 +45,15 @@ const a2aLedgerID = "ledger-a2a-test"
 // v03Peer is a remote supplier agent on a2a-go v0.3.3. Tasks work until
 // released (completed), canceled, or refused cancel; a message carrying a
 // compensationRequest data part is answered with a compensation-receipt
-// artifact whose outcome is compOutcome. With refuseWith set, every
-// message is refused with that error before a task exists.
+// artifact whose outcome is compOutcome ("pending": a pending receipt and
+// a working task, then, once compRelease is closed, a compensated receipt
+// and a completed task). With refuseWith set, every message is refused
+// with that error before a task exists.
 type v03Peer struct {
 	refuseCancel bool
 	compOutcome  string
 	refuseWith   error
+	compRelease  chan struct{}
 
 	release chan struct{}
 	stop    chan struct{}
@@ -58,6 +61,7 @@ type v03Peer struct {
 	mu         sync.Mutex
 	messageIDs []string
 	compReqs   []map[string]any
+	metadata   []map[string]any // of every message received
 	tasks      atomic.Int32
 
 	srv     *httptest.Server
@@ -67,6 +71,7 @@ type v03Peer struct {
 func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	p.mu.Lock()
 	p.messageIDs = append(p.messageIDs, rc.Message.ID)
+	p.metadata = append(p.metadata, rc.Message.Metadata)
 	if p.refuseWith != nil {
 		p.mu.Unlock()
 		return p.refuseWith
@@ -86,12 +91,34 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 		if outcome == "" {
 			outcome = "compensated"
 		}
-		art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: map[string]any{
-			"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
-		}})
-		art.Artifact.Name = compensation.ReceiptArtifactName
-		if err := q.Write(ctx, art); err != nil {
+		receipt := func(outcome string) error {
+			data := map[string]any{
+				"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+			}
+			if outcome == "not_supported" {
+				data["reason"] = "orders of this kind cannot be reversed"
+			}
+			art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: data})
+			art.Artifact.Name = compensation.ReceiptArtifactName
+			return q.Write(ctx, art)
+		}
+		if err := receipt(outcome); err != nil {
 			return err
+		}
+		if outcome == "pending" {
+			if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.stop:
+				return nil
+			case <-p.compRelease:
+			}
+			if err := receipt("compensated"); err != nil {
+				return err
+			}
 		}
 		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
 		done.Final = true
@@ -306,6 +333,15 @@ func TestA2ALifecycleCancelThenCompensateOverA2A(t *testing.T) {
 		t.Fatalf("peer received messages %v, want one %q", got, delegate.DispatchMessageID(id))
 	}
 
+	// The dispatch carries the compensation idempotency key in the
+	// extension's metadata, so the remote can send evidence at any time.
+	peer.mu.Lock()
+	ext, _ := peer.metadata[0][compensation.ExtensionURI].(map[string]any)
+	peer.mu.Unlock()
+	if d.Compensation == nil || d.Compensation.IdempotencyKey == "" || ext["idempotencyKey"] != d.Compensation.IdempotencyKey {
+		t.Fatalf("dispatch metadata %v, want the delegation's compensation idempotency key %+v", ext, d.Compensation)
+	}
+
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
 	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
 	if d.TaskStatus != "canceled" || d.HoldState != "returned" || d.Compensation == nil || d.Compensation.Receipt == nil || d.Compensation.Attempts != 1 {
@@ -363,6 +399,84 @@ func TestA2ACompensationFailuresEndUnconfirmedNeverReleased(t *testing.T) {
 	peer.mu.Unlock()
 	if n != 2 {
 		t.Fatalf("peer got %d compensation requests, want 2", n)
+	}
+}
+
+// TestA2ACompensationPendingReceiptWaits: a pending receipt is neither
+// evidence nor a failure: the obligation stays
+// revocation_pending_compensation, no new round is sent, and the
+// compensation task is observed until its final receipt compensates.
+func TestA2ACompensationPendingReceiptWaits(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{compOutcome: "pending", compRelease: make(chan struct{})}, "127.0.0.1")
+	e := newA2AEnv(t, apitest.Worker{CompensationMaxAttempts: 2})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-pending", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "the request answered pending", func(d httpapi.DelegationBody) bool {
+		return d.ObligationState == "revocation_pending_compensation" && d.Compensation.Attempts == 1
+	})
+	// Several poll intervals (20ms) and backoffs (at most 200ms) later,
+	// still waiting: no failure recorded, no new round.
+	time.Sleep(time.Second)
+	d = e.get(t, d.ID)
+	events := e.events(t, d.ID)
+	if d.ObligationState != "revocation_pending_compensation" || d.HoldState != "active" || d.Compensation.Attempts != 1 ||
+		countEvents(events, ledger.EventTypeCompensationRequestFailed) != 0 || countEvents(events, ledger.EventTypeCompensationRequested) != 1 {
+		t.Fatalf("while pending: %+v; events %+v", d, events)
+	}
+	peer.mu.Lock()
+	n := len(peer.compReqs)
+	peer.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("peer got %d compensation requests while pending, want 1", n)
+	}
+	close(peer.compRelease)
+	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if d.HoldState != "returned" || d.Compensation.Receipt == nil {
+		t.Fatalf("after the final receipt: %+v", d)
+	}
+	if receipt, _ := json.Marshal(d.Compensation.Receipt); !strings.Contains(string(receipt), `"compensated"`) {
+		t.Fatalf("receipt %s, want the final compensated one", receipt)
+	}
+	peer.mu.Lock()
+	n = len(peer.compReqs)
+	peer.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("peer got %d compensation requests, want 1", n)
+	}
+}
+
+// TestA2ACompensationNotSupportedIsUnconfirmedAtOnce: a not_supported
+// receipt says nobody will ack: the obligation is compensation_unconfirmed
+// after the first answer, with the reason, the hold active, and no retry.
+func TestA2ACompensationNotSupportedIsUnconfirmedAtOnce(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{compOutcome: "not_supported"}, "127.0.0.1")
+	e := newA2AEnv(t, apitest.Worker{CompensationMaxAttempts: 5})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-unsupported", "supplier")
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "unconfirmed", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensation_unconfirmed" })
+	if d.HoldState != "active" || d.Compensation.Attempts != 1 || !strings.Contains(d.Compensation.LastError, "cannot be reversed") {
+		t.Fatalf("after not_supported: %+v", d)
+	}
+	time.Sleep(500 * time.Millisecond) // several backoffs: nothing more is sent
+	events := e.events(t, d.ID)
+	if countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 || countEvents(events, ledger.EventTypeCompensationRetriesExhausted) != 0 {
+		t.Fatalf("events = %+v", events)
+	}
+	last := events[len(events)-1]
+	if last.Type != ledger.EventTypeCompensationNotSupported || last.ObligationTo != "compensation_unconfirmed" {
+		t.Fatalf("last event %s -> %s, want compensation_not_supported -> compensation_unconfirmed", last.Type, last.ObligationTo)
+	}
+	peer.mu.Lock()
+	n := len(peer.compReqs)
+	peer.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("peer got %d compensation requests, want 1", n)
 	}
 }
 
@@ -622,8 +736,11 @@ func TestA2ADispatchValidation(t *testing.T) {
 // TestA2ADemoAgentLifecycle runs the `make run` walk-through against the
 // demo supplier agent: dispatch, cancel, and compensation with a signed
 // receipt, without reporting anything by hand.
-func TestA2ADemoAgentLifecycle(t *testing.T) {
-	t.Parallel()
+// testA2ADemoAgent runs the walk-through against the demo agent configured
+// by cfg (its ledger id, key and base URL are set here): dispatch, cancel,
+// and wait until the obligation is want, with the task canceled.
+func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.DelegationBody, *a2aEnv) {
+	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -633,7 +750,8 @@ func TestA2ADemoAgentLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + l.Addr().String()
-	agent, err := demoagent.New(demoagent.Config{LedgerID: a2aLedgerID, Key: key, BaseURL: base})
+	cfg.LedgerID, cfg.Key, cfg.BaseURL = a2aLedgerID, key, base
+	agent, err := demoagent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -655,8 +773,64 @@ func TestA2ADemoAgentLifecycle(t *testing.T) {
 		t.Fatalf("remote = %+v", d.Remote)
 	}
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
-	if d.TaskStatus != "canceled" || d.HoldState != "returned" {
+	d = e.waitFor(t, d.ID, want, func(d httpapi.DelegationBody) bool { return d.ObligationState == want })
+	if d.TaskStatus != "canceled" {
 		t.Fatalf("after the walk-through: %+v", d)
+	}
+	return d, e
+}
+
+func TestA2ADemoAgentLifecycle(t *testing.T) {
+	t.Parallel()
+	d, _ := testA2ADemoAgent(t, demoagent.Config{}, "compensated")
+	if d.HoldState != "returned" {
+		t.Fatalf("after the walk-through: %+v", d)
+	}
+}
+
+// TestA2ADemoAgentPendingCompensation: the demo agent in pending mode
+// answers the compensation request with a pending receipt on a working
+// task and finishes it later; Quittance waits on that task, sends one
+// request only, and the final receipt compensates.
+func TestA2ADemoAgentPendingCompensation(t *testing.T) {
+	t.Parallel()
+	d, e := testA2ADemoAgent(t, demoagent.Config{Compensation: demoagent.CompensationPending, PendingDelay: 1500 * time.Millisecond}, "compensated")
+	events := e.events(t, d.ID)
+	if d.HoldState != "returned" || d.Compensation.Attempts != 1 || countEvents(events, ledger.EventTypeCompensationRequested) != 1 ||
+		countEvents(events, ledger.EventTypeCompensationRequestFailed) != 0 {
+		t.Fatalf("after a pending compensation: %+v; events %+v", d, events)
+	}
+}
+
+// TestA2ADemoAgentCompensationNotSupported: the demo agent in
+// not_supported mode answers with a reason; the obligation is
+// compensation_unconfirmed after that one answer, the hold active.
+func TestA2ADemoAgentCompensationNotSupported(t *testing.T) {
+	t.Parallel()
+	d, e := testA2ADemoAgent(t, demoagent.Config{Compensation: demoagent.CompensationNotSupported}, "compensation_unconfirmed")
+	events := e.events(t, d.ID)
+	if d.HoldState != "active" || d.Compensation.Attempts != 1 || !strings.Contains(d.Compensation.LastError, "cannot be reversed") ||
+		countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 {
+		t.Fatalf("after not_supported: %+v; events %+v", d, events)
+	}
+}
+
+// TestA2AAtomicCancelCarriesCompensationRequest: to an agent whose card
+// declares atomicCancel, the cancel itself carries the compensation request
+// (task id, idempotency key, reason) in its metadata; the agent reverses
+// with the cancel, its receipt echoes the delegation's key, and the
+// obligation goes straight from held to compensated.
+func TestA2AAtomicCancelCarriesCompensationRequest(t *testing.T) {
+	t.Parallel()
+	d, _ := testA2ADemoAgent(t, demoagent.Config{AtomicCancel: true}, "compensated")
+	receipt, _ := json.Marshal(d.Compensation.Receipt)
+	var r struct {
+		IdempotencyKey string `json:"idempotencyKey"`
+	}
+	if err := json.Unmarshal(receipt, &r); err != nil || r.IdempotencyKey != d.Compensation.IdempotencyKey {
+		t.Fatalf("atomic receipt %s, want it to echo the key %s sent in the cancel", receipt, d.Compensation.IdempotencyKey)
+	}
+	if d.ObligationReason != ledger.ReasonAtomicCompensation || d.Compensation.Attempts != 0 {
+		t.Fatalf("obligation reason %s after %d requests, want %s with no compensation request", d.ObligationReason, d.Compensation.Attempts, ledger.ReasonAtomicCompensation)
 	}
 }

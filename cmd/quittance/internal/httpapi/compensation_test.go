@@ -367,13 +367,87 @@ func TestAckCompensates(t *testing.T) {
 		t.Fatalf("a repeated ack changed something: %+v -> %+v", before, after)
 	}
 
-	// A different valid ack for the compensated delegation: recorded, not applied.
+	// Another ack with a new jti, the same idempotency key and the same
+	// receipt: the original result, nothing moves (its jti is used up).
+	claims := e.ackClaims(d)
+	claims["receipt_id"] = rc.ReceiptID
+	same := e.accept(t, acksPath, e.b.Sign(t, ackTyp, claims), "duplicate")
+	if same.ObligationState != "compensated" || same.Version != got.Version {
+		t.Fatalf("same receipt, new jti: %s v%d, want compensated v%d", same.ObligationState, same.Version, got.Version)
+	}
+	before.UsedTokens++
+	if after := e.state(t, d.ID); after != before {
+		t.Fatalf("the same receipt under a new jti changed more than its jti: %+v -> %+v", before, after)
+	}
+	if b2 := e.Budget(t, budgetID); b2 != b {
+		t.Fatalf("the same receipt again moved money: %+v -> %+v", b, b2)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestAckConflictOnIdempotencyKey: a second ack with a new jti, the same
+// idempotency key and another receipt is refused with 422
+// evidence_conflict and recorded as an evidence_conflict event holding the
+// verified token (listed as an anomaly); nothing else changes, and the
+// first ack again is still the original result.
+func TestAckConflictOnIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgB, 4_200)
+	first := e.ack(t, d)
+	got := e.accept(t, acksPath, first, "applied")
+	before := e.state(t, d.ID)
+
+	other := e.ack(t, d) // a new jti and a new receipt_id, the same key
+	e.post(t, acksPath, other).Problem(t, http.StatusUnprocessableEntity, compensation.CodeEvidenceConflict)
+	ev := e.lastEvent(t, d.ID)
+	if ev.Type != ledger.EventTypeEvidenceConflict || ev.Evidence != other || ev.ObligationTo != "" {
+		t.Fatalf("last event %s -> %q (evidence verbatim %v), want evidence_conflict with the token and no transition", ev.Type, ev.ObligationTo, ev.Evidence == other)
+	}
+	if data := eventData(t, ev); data["code"] != compensation.CodeEvidenceConflict || data["token_sha256"] != sha(other) {
+		t.Fatalf("evidence_conflict data %s", ev.Data)
+	}
+	before.Events++
+	if after := e.state(t, d.ID); after != before {
+		t.Fatalf("a conflicting ack changed more than one event: %+v -> %+v", before, after)
+	}
+	var anomalies struct {
+		Anomalies []struct {
+			Kind         string `json:"kind"`
+			DelegationID string `json:"delegation_id"`
+		} `json:"anomalies"`
+	}
+	e.Do(t, http.MethodGet, "/v1/anomalies?kind=evidence_conflict", e.OncallToken, nil).Expect(t, http.StatusOK).JSON(t, &anomalies)
+	if len(anomalies.Anomalies) != 1 || anomalies.Anomalies[0].DelegationID != d.ID {
+		t.Fatalf("anomalies %+v, want the one evidence_conflict", anomalies.Anomalies)
+	}
+	// A declaration for the same key after the ack is a conflict too.
+	e.post(t, declsPath, e.declaration(t, d)).Problem(t, http.StatusUnprocessableEntity, compensation.CodeEvidenceConflict)
+
+	again := e.accept(t, acksPath, first, "duplicate")
+	if again.ObligationState != "compensated" || again.Version != got.Version {
+		t.Fatalf("the first ack again: %s v%d, want compensated v%d", again.ObligationState, again.Version, got.Version)
+	}
+	if err := ledger.VerifyChain(apitest.LedgerEvents(t, e.Events(t, e.OncallToken, d.ID))); err != nil {
+		t.Fatal(err)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestLateAckAfterSettlement: an ack for an obligation that ended without
+// evidence (settled) is recorded as late_evidence and never applied.
+func TestLateAckAfterSettlement(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.delegation(t, orgB, 1_500)
+	e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_COMPLETED", time.Time{})
+	b := e.Budget(t, budgetID)
 	late := e.ack(t, d)
 	out := e.accept(t, acksPath, late, "late_evidence")
-	if out.ObligationState != "compensated" || out.Version != got.Version || out.Evidence.ContradictsWriteOff {
-		t.Fatalf("late ack: %s v%d contradicts %v", out.ObligationState, out.Version, out.Evidence.ContradictsWriteOff)
+	if out.ObligationState != "settled" || out.Evidence.ContradictsWriteOff {
+		t.Fatalf("late ack: %s contradicts %v", out.ObligationState, out.Evidence.ContradictsWriteOff)
 	}
-	ev = e.lastEvent(t, d.ID)
+	ev := e.lastEvent(t, d.ID)
 	if ev.Type != ledger.EventTypeLateEvidence || ev.Evidence != late || ev.ObligationTo != "" {
 		t.Fatalf("last event %s -> %q, want late_evidence with the token and no transition", ev.Type, ev.ObligationTo)
 	}
@@ -447,18 +521,112 @@ func TestReplayedJTIRefused(t *testing.T) {
 	e.CheckInvariants(t)
 }
 
-// TestEvidenceBeforeTaskEnded: a valid declaration for a delegation whose
-// task has not ended is refused (evidence_not_expected) and changes nothing.
-func TestEvidenceBeforeTaskEnded(t *testing.T) {
+// TestEarlyEvidence: an ack or declaration that arrives while the
+// obligation is still held (before the canceled or failed status is
+// observed) is verified, kept as received and applied when the gating
+// status arrives: held goes straight to compensated or released, with the
+// budget conserved. If the task completes instead, the early evidence is
+// listed as an unused_early_evidence anomaly and the hold is spent.
+func TestEarlyEvidence(t *testing.T) {
 	t.Parallel()
 	e := newCompEnv(t)
-	d := e.delegation(t, orgB, 1_000)
-	before := e.state(t, d.ID)
-	e.post(t, declsPath, e.declaration(t, d)).Problem(t, http.StatusConflict, compensation.CodeEvidenceNotExpected)
-	before.Events++
-	if after := e.state(t, d.ID); after != before {
-		t.Fatalf("%+v -> %+v", before, after)
+	conserved := func(t *testing.T) {
+		t.Helper()
+		b := e.Budget(t, budgetID)
+		if b.AvailableMinor+b.HeldMinor+b.SpentMinor+b.WrittenOffMinor != b.FundedMinor {
+			t.Fatalf("budget %+v: available + held + spent + written_off != funded", b)
+		}
 	}
+	early := func(t *testing.T, path string, d httpapi.DelegationBody, token string) {
+		t.Helper()
+		before := e.state(t, d.ID)
+		out := e.accept(t, path, token, "received")
+		if out.ObligationState != "held" || out.HoldState != "active" {
+			t.Fatalf("early evidence: %s/%s, want held/active", out.ObligationState, out.HoldState)
+		}
+		if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeEvidenceReceived || ev.Evidence != token || ev.ObligationTo != "" {
+			t.Fatalf("last event %s -> %q, want evidence_received with the token and no transition", ev.Type, ev.ObligationTo)
+		}
+		before.Events++
+		before.UsedTokens++
+		if after := e.state(t, d.ID); after != before {
+			t.Fatalf("early evidence changed more than an event and its jti: %+v -> %+v", before, after)
+		}
+		// The same token again is the original result.
+		e.accept(t, path, token, "duplicate")
+		conserved(t)
+	}
+
+	t.Run("ack then canceled compensates", func(t *testing.T) {
+		d := e.delegation(t, orgB, 6_000)
+		if d.Compensation == nil || d.Compensation.IdempotencyKey == "" {
+			t.Fatalf("a new delegation shows no compensation idempotency key: %+v", d.Compensation)
+		}
+		e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_WORKING", time.Time{})
+		token := e.ack(t, d)
+		early(t, acksPath, d, token)
+		b := e.Budget(t, budgetID)
+		got := e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_CANCELED", time.Time{})
+		if got.ObligationState != "compensated" || got.HoldState != "returned" || got.ObligationReason != ledger.ReasonCompensationAcked || got.Compensation.Receipt == nil {
+			t.Fatalf("after canceled: %s/%s (%s) receipt %v, want compensated/returned", got.ObligationState, got.HoldState, got.ObligationReason, got.Compensation.Receipt)
+		}
+		ev := e.lastEvent(t, d.ID)
+		if ev.Type != ledger.EventTypeTaskStatusChanged || ev.ObligationFrom != "held" || ev.ObligationTo != "compensated" || ev.Evidence != token {
+			t.Fatalf("last event %s %s -> %s (evidence %v), want the canceled status moving held to compensated with the ack", ev.Type, ev.ObligationFrom, ev.ObligationTo, ev.Evidence == token)
+		}
+		if after := e.Budget(t, budgetID); after.HeldMinor != b.HeldMinor-6_000 || after.AvailableMinor != b.AvailableMinor+6_000 {
+			t.Fatalf("budget %+v -> %+v: the hold must return", b, after)
+		}
+		conserved(t)
+		// Evidence again after it was applied: the original result.
+		e.accept(t, acksPath, token, "duplicate")
+		if err := ledger.VerifyChain(apitest.LedgerEvents(t, e.Events(t, e.OncallToken, d.ID))); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("declaration then failed releases", func(t *testing.T) {
+		d := e.delegation(t, orgC, 2_000)
+		early(t, declsPath, d, e.declaration(t, d))
+		got := e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_FAILED", time.Time{})
+		if got.ObligationState != "released" || got.HoldState != "returned" || got.ObligationReason != ledger.ReasonNoCompensationDeclared {
+			t.Fatalf("after failed: %s/%s (%s), want released/returned", got.ObligationState, got.HoldState, got.ObligationReason)
+		}
+		conserved(t)
+	})
+
+	t.Run("ack then completed settles and is an anomaly", func(t *testing.T) {
+		d := e.delegation(t, orgB, 3_000)
+		early(t, acksPath, d, e.ack(t, d))
+		got := e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_COMPLETED", time.Time{})
+		if got.ObligationState != "settled" || got.HoldState != "consumed" {
+			t.Fatalf("after completed: %s/%s, want settled/consumed", got.ObligationState, got.HoldState)
+		}
+		if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeEarlyEvidenceUnused {
+			t.Fatalf("last event %s, want early_evidence_unused", ev.Type)
+		}
+		var anomalies struct {
+			Anomalies []struct {
+				Kind         string `json:"kind"`
+				DelegationID string `json:"delegation_id"`
+			} `json:"anomalies"`
+		}
+		e.Do(t, http.MethodGet, "/v1/anomalies?kind=unused_early_evidence", e.OncallToken, nil).Expect(t, http.StatusOK).JSON(t, &anomalies)
+		if len(anomalies.Anomalies) != 1 || anomalies.Anomalies[0].DelegationID != d.ID {
+			t.Fatalf("anomalies %+v, want this delegation's unused early evidence", anomalies.Anomalies)
+		}
+		conserved(t)
+	})
+
+	t.Run("a second early ack with another receipt conflicts", func(t *testing.T) {
+		d := e.delegation(t, orgB, 1_000)
+		early(t, acksPath, d, e.ack(t, d))
+		e.post(t, acksPath, e.ack(t, d)).Problem(t, http.StatusUnprocessableEntity, compensation.CodeEvidenceConflict)
+		if got := e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_CANCELED", time.Time{}); got.ObligationState != "compensated" {
+			t.Fatalf("after canceled: %s, want compensated by the first ack", got.ObligationState)
+		}
+	})
+	e.CheckInvariants(t)
 }
 
 func (e *compEnv) sweep(t *testing.T) int {
@@ -735,7 +903,8 @@ func TestLateAckAfterWriteOff(t *testing.T) {
 
 // TestConcurrentAckWriteOffDeclaration races an ack, a write-off and a
 // declaration on one delegation: exactly one moves the obligation, the
-// evidence that loses is recorded as late evidence, a losing write-off is
+// evidence that loses is recorded (as late evidence after a write-off, as
+// an evidence_conflict after the other evidence), a losing write-off is
 // refused and recorded, and the budget is conserved.
 func TestConcurrentAckWriteOffDeclaration(t *testing.T) {
 	t.Parallel()
@@ -784,6 +953,8 @@ func TestConcurrentAckWriteOffDeclaration(t *testing.T) {
 				applied++
 				winners["write_off"]++
 			case r.what == "write_off" && r.status == http.StatusConflict:
+			case r.status == http.StatusUnprocessableEntity && bytes.Contains(r.body, []byte(compensation.CodeEvidenceConflict)):
+				// The other evidence won: the same key, another payload.
 			case r.status == http.StatusOK:
 				var out evidenceResponse
 				if err := json.Unmarshal(r.body, &out); err != nil {
@@ -808,7 +979,7 @@ func TestConcurrentAckWriteOffDeclaration(t *testing.T) {
 				transitions++
 			}
 			switch ev.Type {
-			case ledger.EventTypeLateEvidence, ledger.EventTypeWriteOffRefused:
+			case ledger.EventTypeLateEvidence, ledger.EventTypeWriteOffRefused, ledger.EventTypeEvidenceConflict:
 				recorded++
 			}
 		}

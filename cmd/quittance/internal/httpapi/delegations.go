@@ -25,9 +25,11 @@ type RemoteBody struct {
 	ProtocolVersion string `json:"protocol_version,omitempty" doc:"The A2A protocol version spoken with the remote agent."`
 }
 
-// CompensationBody is what is known about compensation being sought.
+// CompensationBody is what is known about compensation being sought. It is
+// shown in every state: the idempotency key exists from the delegation's
+// creation, so a remote org can send evidence before the task ends.
 type CompensationBody struct {
-	IdempotencyKey string     `json:"idempotency_key" doc:"Stable key the remote org's compensation ack must carry."`
+	IdempotencyKey string     `json:"idempotency_key" doc:"Stable key the remote org's compensation ack must carry; the same from the delegation's creation on, and sent to the remote with the dispatch."`
 	Deadline       *time.Time `json:"deadline,omitempty" doc:"When the obligation becomes compensation_unconfirmed if no evidence arrived."`
 	Attempts       int        `json:"attempts" doc:"Compensation requests sent so far."`
 	LastError      string     `json:"last_error,omitempty"`
@@ -52,7 +54,7 @@ type DelegationBody struct {
 	ObligationState     string            `json:"obligation_state"`
 	ObligationReason    string            `json:"obligation_reason,omitempty"`
 	CancelRequestedAt   *time.Time        `json:"cancel_requested_at,omitempty"`
-	Compensation        *CompensationBody `json:"compensation,omitempty"`
+	Compensation        *CompensationBody `json:"compensation"`
 	Links               *LinksBody        `json:"links,omitempty" doc:"Links to and from other delegations (shown on a single delegation)."`
 	Version             int64             `json:"version"`
 	CreatedAt           time.Time         `json:"created_at"`
@@ -70,13 +72,12 @@ func delegationBody(d ledger.Delegation) DelegationBody {
 		LastObservedAt: timePtr(d.LastObservedAt), ObligationState: string(d.ObligationState), ObligationReason: d.ObligationReason,
 		CancelRequestedAt: timePtr(d.CancelRequestedAt), Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
-	if c := d.Compensation; c.IdempotencyKey != "" {
-		b.Compensation = &CompensationBody{
-			IdempotencyKey: c.IdempotencyKey, Deadline: timePtr(c.Deadline), Attempts: c.Attempts, LastError: c.LastError,
-		}
-		if len(c.Receipt) > 0 {
-			b.Compensation.Receipt = rawJSON(c.Receipt)
-		}
+	c := d.Compensation
+	b.Compensation = &CompensationBody{
+		IdempotencyKey: ledger.CompensationKey(d), Deadline: timePtr(c.Deadline), Attempts: c.Attempts, LastError: c.LastError,
+	}
+	if len(c.Receipt) > 0 {
+		b.Compensation.Receipt = rawJSON(c.Receipt)
 	}
 	return b
 }

@@ -85,6 +85,16 @@ type modelDelegation struct {
 	cancelRequested                bool
 	pendingWriteOff                *modelWriteOff
 	accepted                       []modelToken
+	evidence                       *modelEvidence // accepted under the compensation idempotency key
+}
+
+// modelEvidence is the evidence accepted for a delegation's compensation
+// idempotency key: what it says (kind and receipt id) and what became of
+// it (received, applied, unused).
+type modelEvidence struct {
+	kind      ledger.ObligationEvent
+	receiptID string
+	status    ledger.EvidenceStatus
 }
 
 // model is the world and the expectations.
@@ -474,8 +484,9 @@ func (m *model) opReport() {
 	var out httpapi.DelegationBody
 	r.JSON(m.t, &out)
 	m.checkBody(r, d, out)
-	if d.compKey != "" && (out.Compensation == nil || out.Compensation.IdempotencyKey != d.compKey) {
-		m.fatalf("%s: compensation %+v, want key %s", r.Request, out.Compensation, d.compKey)
+	// The key is shown in every state, the same from creation on.
+	if key := ledger.CompensationKey(ledger.Delegation{ID: uuid.MustParse(d.id)}); out.Compensation == nil || out.Compensation.IdempotencyKey != key {
+		m.fatalf("%s: compensation %+v, want key %s", r.Request, out.Compensation, key)
 	}
 }
 
@@ -488,14 +499,28 @@ func (m *model) terminal(d *modelDelegation, st ledger.TaskStatus) {
 	case ledger.StatusRejected:
 		m.move(d, ledger.ObligationReleased)
 	case ledger.StatusCanceled, ledger.StatusFailed:
-		if class.effectCapable && !o.shared && slices.Contains(class.gateOn, st) {
+		gated := class.effectCapable && !o.shared && slices.Contains(class.gateOn, st)
+		switch {
+		case gated && d.evidence != nil && d.evidence.status == ledger.EvidenceReceived:
+			// Early evidence: held goes straight to compensated or released.
+			d.compKey = ledger.CompensationKey(ledger.Delegation{ID: uuid.MustParse(d.id)})
+			d.evidence.status = ledger.EvidenceApplied
+			if d.evidence.kind == ledger.EventCompensationAck {
+				m.move(d, ledger.ObligationCompensated)
+			} else {
+				m.move(d, ledger.ObligationReleased)
+			}
+		case gated:
 			m.move(d, ledger.ObligationRevocationPendingCompensation)
 			d.compKey = ledger.CompensationKey(ledger.Delegation{ID: uuid.MustParse(d.id)})
 			d.deadline = m.now().Add(class.timeout)
-		} else {
+		default:
 			m.move(d, ledger.ObligationReleased)
 		}
 	case ledger.StatusUnknown, ledger.StatusSubmitted, ledger.StatusWorking, ledger.StatusInputRequired, ledger.StatusAuthRequired:
+	}
+	if d.evidence != nil && d.evidence.status == ledger.EvidenceReceived {
+		d.evidence.status = ledger.EvidenceUnused // an unused_early_evidence anomaly
 	}
 }
 
@@ -539,9 +564,12 @@ func (m *model) claims(d *modelDelegation, ack bool) map[string]any {
 	return compensationtest.DeclarationClaims(d.org, modelLedgerID, d.req.Remote.TaskID, m.now())
 }
 
-// opEvidence sends a valid, freshly signed ack or declaration.
+// opEvidence sends a valid, freshly signed ack or declaration: to a held
+// obligation (early evidence), one waiting for compensation, or one that
+// ended. Sometimes an ack repeats the receipt id of the evidence already
+// accepted (the same payload under a new jti: the original result).
 func (m *model) opEvidence(ack bool) {
-	d := m.someIn(ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed)
+	d := m.someIn(ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationHeld)
 	o := m.org(d.org)
 	path, typ, ev, to := modelDecls, string(compensation.KindDeclaration), ledger.EventDeclarationVerified, ledger.ObligationReleased
 	if ack {
@@ -549,29 +577,45 @@ func (m *model) opEvidence(ack bool) {
 	}
 	m.ops[typ]++
 	claims := m.claims(d, ack)
+	if ack && d.evidence != nil && d.evidence.kind == ev && m.pick(2) == 0 {
+		claims["receipt_id"] = d.evidence.receiptID
+	}
+	receiptID, _ := claims["receipt_id"].(string)
 	token := o.signer.Sign(m.t, typ, claims)
 	r := m.postToken(path, token)
-	m.logf("%s for %s (%s, org revoked %v) → %d", typ, d.id, d.obligation, o.revoked, r.Status)
+	m.logf("%s for %s (%s, org revoked %v, evidence %+v) → %d", typ, d.id, d.obligation, o.revoked, d.evidence, r.Status)
 	_, _, transErr := ledger.NextObligation(d.obligation, ev)
 	switch {
 	case o.revoked:
 		m.expect(r, expectation{http.StatusForbidden, compensation.CodeTokenOrgRevoked})
 		return
-	case ack && d.compKey == "":
-		m.expect(r, expectation{http.StatusUnprocessableEntity, compensation.CodeTokenIdempotencyKeyMismatch})
+	case d.evidence != nil && (d.evidence.kind != ev || d.evidence.receiptID != receiptID):
+		m.ops["evidence conflict"]++
+		m.expect(r, expectation{http.StatusUnprocessableEntity, compensation.CodeEvidenceConflict})
 		return
-	case transErr != nil && !d.obligation.Terminal():
+	case d.evidence == nil && transErr != nil && d.obligation != ledger.ObligationHeld && !d.obligation.Terminal():
 		m.expect(r, expectation{http.StatusConflict, compensation.CodeEvidenceNotExpected})
 		return
 	}
 	m.expect(r, expectation{http.StatusOK, ""})
-	outcome := "late_evidence"
-	if transErr == nil {
+	var outcome string
+	switch {
+	case d.evidence != nil:
+		m.ops["evidence same payload"]++
+		outcome = "duplicate"
+	case d.obligation == ledger.ObligationHeld:
+		m.ops["evidence early"]++
+		outcome = "received"
+		d.evidence = &modelEvidence{kind: ev, receiptID: receiptID, status: ledger.EvidenceReceived}
+	case transErr == nil:
 		outcome = "applied"
 		m.move(d, to)
+		d.evidence = &modelEvidence{kind: ev, receiptID: receiptID, status: ledger.EvidenceApplied}
 		if w := d.pendingWriteOff; w != nil {
 			w.status, d.pendingWriteOff = "void", nil
 		}
+	default:
+		outcome = "late_evidence"
 	}
 	m.checkEvidence(r, d, outcome)
 	o.jtis = append(o.jtis, claims["jti"].(string))
@@ -1005,4 +1049,38 @@ func (m *model) checkDatabase() {
 			m.fatalf("delegation %s: its events lead to %q, the row is %s", d.id, got, d.obligation)
 		}
 	}
+
+	// Evidence rows: the model's, and no hold left active for compensated
+	// or for released on a declaration without an applied evidence row of
+	// that kind (the transition's own event is checked above).
+	rows, err = pool.Query(ctx, `
+		SELECT d.id::text, d.obligation_state, coalesce(d.obligation_reason, ''), coalesce(e.kind, ''), coalesce(e.status, '')
+		FROM delegations d LEFT JOIN compensation_evidence e ON e.delegation_id = d.id`)
+	if err != nil {
+		m.fatalf("query evidence: %v", err)
+	}
+	for rows.Next() {
+		var id, state, reason, kind, status string
+		if err := rows.Scan(&id, &state, &reason, &kind, &status); err != nil {
+			m.fatalf("scan evidence: %v", err)
+		}
+		needs := ""
+		switch {
+		case state == string(ledger.ObligationCompensated):
+			needs = string(ledger.EventCompensationAck)
+		case state == string(ledger.ObligationReleased) && reason == ledger.ReasonNoCompensationDeclared:
+			needs = string(ledger.EventDeclarationVerified)
+		}
+		if needs != "" && (kind != needs || status != string(ledger.EvidenceApplied)) {
+			m.fatalf("delegation %s is %s (%s) with evidence row %q/%q, want an applied %s", id, state, reason, kind, status, needs)
+		}
+		d := m.byID[id]
+		switch {
+		case d.evidence == nil && kind != "":
+			m.fatalf("delegation %s has evidence %s/%s the model does not know", id, kind, status)
+		case d.evidence != nil && (kind != string(d.evidence.kind) || status != string(d.evidence.status)):
+			m.fatalf("delegation %s evidence %s/%s, the model says %s/%s", id, kind, status, d.evidence.kind, d.evidence.status)
+		}
+	}
+	rows.Close()
 }

@@ -147,7 +147,7 @@ type summaryOutput struct {
 // AnomalyBody is one anomaly.
 type AnomalyBody struct {
 	Seq             int64     `json:"seq"`
-	Kind            string    `json:"kind" enum:"status_conflict,late_evidence,contradicted_write_off,refused_token"`
+	Kind            string    `json:"kind" enum:"status_conflict,late_evidence,contradicted_write_off,refused_token,evidence_conflict,unused_early_evidence"`
 	EventType       string    `json:"event_type"`
 	DelegationID    string    `json:"delegation_id,omitempty"`
 	OrgID           string    `json:"org_id,omitempty"`
@@ -159,7 +159,7 @@ type AnomalyBody struct {
 }
 
 type anomaliesInput struct {
-	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token; default all."`
+	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, evidence_conflict, unused_early_evidence; default all."`
 	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
 	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
 	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`

@@ -97,8 +97,13 @@ func TestObligationOutcomesFromTaskStatus(t *testing.T) {
 			if got.ObligationState != string(tc.state) || got.ObligationReason != tc.reason || got.HoldState != tc.hold {
 				t.Fatalf("obligation %s (%s), hold %s; want %s (%s), hold %s", got.ObligationState, got.ObligationReason, got.HoldState, tc.state, tc.reason, tc.hold)
 			}
-			if (got.Compensation != nil) != tc.wantKeySet {
-				t.Fatalf("compensation %+v, want shown = %v", got.Compensation, tc.wantKeySet)
+			// The key is shown in every state, the same as at creation;
+			// only a gated end sets a deadline.
+			if got.Compensation == nil || got.Compensation.IdempotencyKey != d.Compensation.IdempotencyKey || d.Compensation.IdempotencyKey == "" {
+				t.Fatalf("compensation %+v, want the key shown at creation (%+v)", got.Compensation, d.Compensation)
+			}
+			if (got.Compensation.Deadline != nil) != tc.wantKeySet {
+				t.Fatalf("compensation %+v, want a deadline = %v", got.Compensation, tc.wantKeySet)
 			}
 			if tc.wantKeySet {
 				want := endAt.Add(72 * time.Hour)

@@ -166,11 +166,12 @@ func (m *Metrics) ObserveCommitted(events []ledger.Event) {
 
 // compensationRequestOutcome is the outcome of a compensation request over
 // A2A that event e concludes: an accepted receipt (compensation_acked or
-// no_compensation_declared with channel a2a) or a failed attempt.
+// no_compensation_declared with channel a2a_receipt) or a failed attempt.
 func compensationRequestOutcome(e ledger.Event) (string, bool) {
 	switch e.Type {
 	case ledger.EventTypeCompensationAcked, ledger.EventTypeNoCompensationDeclared,
-		ledger.EventTypeCompensationRequestFailed, ledger.EventTypeCompensationRetriesExhausted:
+		ledger.EventTypeCompensationRequestFailed, ledger.EventTypeCompensationRetriesExhausted,
+		ledger.EventTypeCompensationNotSupported:
 	default:
 		return "", false
 	}
@@ -182,7 +183,8 @@ func compensationRequestOutcome(e ledger.Event) (string, bool) {
 		return OutcomeError, true
 	}
 	accepted := e.Type == ledger.EventTypeCompensationAcked || e.Type == ledger.EventTypeNoCompensationDeclared
-	if accepted && data.Channel != "a2a" {
+	// "a2a" is how events before the one evidence path named the channel.
+	if accepted && data.Channel != string(ledger.ChannelA2AReceipt) && data.Channel != "a2a" {
 		return "", false // an ack posted over HTTP answers no request of ours
 	}
 	return data.Outcome, true
@@ -263,9 +265,9 @@ func ClassifyEvidence(e ledger.Event) (kind, result string, ok bool) {
 	}
 	_ = json.Unmarshal(e.Data, &data)
 	switch ledger.ObligationEvent(data.ObligationEvent) {
-	case ledger.EventCompensationAck:
+	case ledger.EventCompensationAck, ledger.EventTaskEndedAcked:
 		return EvidenceAck, ResultAccepted, true
-	case ledger.EventDeclarationVerified:
+	case ledger.EventDeclarationVerified, ledger.EventTaskEndedDeclared:
 		return EvidenceDeclaration, ResultAccepted, true
 	}
 	kind = evidenceKind(data.Evidence)
@@ -273,7 +275,7 @@ func ClassifyEvidence(e ledger.Event) (kind, result string, ok bool) {
 		kind = evidenceKind(data.Kind)
 	}
 	switch e.Type {
-	case ledger.EventTypeTokenRefused:
+	case ledger.EventTypeTokenRefused, ledger.EventTypeEvidenceConflict:
 		if kind == "" {
 			kind = EvidenceAck
 		}
@@ -295,7 +297,7 @@ func evidenceKind(s string) string {
 	switch s {
 	case "ack", "compensation_ack", "compensation-ack+jwt", "receipt":
 		return EvidenceAck
-	case "declaration", "no_compensation_required", "no-compensation-required+jwt":
+	case "declaration", "declaration_verified", "no_compensation_required", "no-compensation-required+jwt":
 		return EvidenceDeclaration
 	}
 	return ""

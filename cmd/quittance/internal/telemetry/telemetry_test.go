@@ -131,7 +131,8 @@ func TestCompensationRequestOutcomes(t *testing.T) {
 	m.ObserveCommitted([]ledger.Event{
 		{Type: "compensation_acked", Data: []byte(`{"channel":"a2a","outcome":"compensated"}`)},
 		{Type: "compensation_acked", Data: []byte(`{"kind":"ack"}`)},
-		{Type: "no_compensation_declared", Data: []byte(`{"channel":"a2a","outcome":"no_effects"}`)},
+		{Type: "compensation_acked", Data: []byte(`{"channel":"http","kind":"ack"}`)},
+		{Type: "no_compensation_declared", Data: []byte(`{"channel":"a2a_receipt","outcome":"no_effects"}`)},
 		{Type: "compensation_request_failed", Data: []byte(`{"outcome":"not_supported"}`)},
 		{Type: "compensation_request_failed", Data: []byte(`{"outcome":"failed"}`)},
 		{Type: "compensation_retries_exhausted", Data: []byte(`{"outcome":"error"}`)},

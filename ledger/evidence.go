@@ -1,0 +1,101 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EvidenceChannel names how compensation evidence reached the ledger.
+type EvidenceChannel string
+
+// The evidence channels.
+const (
+	// ChannelHTTP: a signed token posted to /v1/compensation/acks or
+	// /v1/compensation/declarations.
+	ChannelHTTP EvidenceChannel = "http"
+	// ChannelA2AReceipt: a compensation receipt answering Quittance's own
+	// A2A compensation request.
+	ChannelA2AReceipt EvidenceChannel = "a2a_receipt"
+	// ChannelAtomicCancel: a compensation receipt in the reply to
+	// Quittance's own cancel (atomic cancel-and-compensate).
+	ChannelAtomicCancel EvidenceChannel = "atomic_cancel"
+)
+
+// EvidenceStatus says what became of stored compensation evidence.
+type EvidenceStatus string
+
+// The evidence statuses.
+const (
+	// EvidenceReceived: verified while the obligation was held, waiting
+	// for the gating terminal status to be observed.
+	EvidenceReceived EvidenceStatus = "received"
+	// EvidenceApplied: the evidence moved the obligation.
+	EvidenceApplied EvidenceStatus = "applied"
+	// EvidenceUnused: received early, but the task ended in a way that
+	// does not call for compensation; an anomaly.
+	EvidenceUnused EvidenceStatus = "unused"
+)
+
+// StoredEvidence is the one piece of compensation evidence accepted for a
+// delegation, under its compensation idempotency key (ledger/DESIGN.md §3).
+// compensation.ApplyEvidence writes it; ObserveTaskStatus applies it when
+// it was received early.
+type StoredEvidence struct {
+	// DelegationID is the delegation the evidence is for.
+	DelegationID uuid.UUID
+	// IdempotencyKey is the delegation's compensation idempotency key.
+	IdempotencyKey string
+	// Kind is what the evidence proves: EventCompensationAck or
+	// EventDeclarationVerified.
+	Kind ObligationEvent
+	// Channel is how it arrived.
+	Channel EvidenceChannel
+	// PayloadSHA256 is the sha256 of what the evidence asserts (its kind
+	// and receipt id), the same however often it is re-signed; evidence
+	// with the same key and another payload is a conflict.
+	PayloadSHA256 []byte
+	// Status says whether it was applied, waits, or was never used.
+	Status EvidenceStatus
+	// Receipt is what the delegation shows as compensation.receipt once
+	// the evidence is applied.
+	Receipt json.RawMessage
+	// Data is the event data describing the evidence (kind, jti, receipt
+	// id, channel, token sha256), repeated on the event that applies it.
+	Data json.RawMessage
+	// Token is the signed token (or a receipt's jws) verbatim; empty for a
+	// channel-authenticated receipt.
+	Token string
+	// ReceivedAt is when the ledger accepted it.
+	ReceivedAt time.Time
+	// DecidedAt is when it was applied or found unused; zero while received.
+	DecidedAt time.Time
+}
+
+// EvidenceTx reads and writes stored compensation evidence inside a
+// transaction that holds the delegation's row lock.
+type EvidenceTx interface {
+	// CompensationEvidence returns the delegation's stored evidence, or
+	// ErrNotFound.
+	CompensationEvidence(ctx context.Context, delegationID uuid.UUID) (StoredEvidence, error)
+	// PutCompensationEvidence inserts e, or, when the delegation has
+	// evidence already, updates its status and decision time only.
+	PutCompensationEvidence(ctx context.Context, e StoredEvidence) error
+}
+
+// heldEvidenceOf is what received evidence means to TerminalStatusEvent.
+func heldEvidenceOf(e StoredEvidence) HeldEvidence {
+	switch {
+	case e.Status != EvidenceReceived:
+		return HeldEvidenceNone
+	case e.Kind == EventCompensationAck && e.Channel == ChannelAtomicCancel:
+		return HeldEvidenceAtomicAck
+	case e.Kind == EventCompensationAck:
+		return HeldEvidenceAck
+	case e.Kind == EventDeclarationVerified:
+		return HeldEvidenceDeclaration
+	}
+	return HeldEvidenceNone
+}

@@ -1,0 +1,56 @@
+package ledger
+
+import (
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
+
+// ApprovableBy reports whether p may approve c now: c is pending and p is
+// an on-call principal other than the one that asked. ApprovePendingChange
+// refuses everyone else; the console asks it which controls to show.
+// (Expiry is checked when the decision is made: a change past its expiry
+// is expired then, not applied.)
+func (c PendingChange) ApprovableBy(p Principal) bool {
+	return p.Role == RoleOncall && c.Status == PendingOpen && c.RequestedBy != p.ID
+}
+
+// OrgUpdate is what an org_update change applies: the org's id and its
+// registration as it will be. ok is false for any other kind.
+func (c PendingChange) OrgUpdate() (id string, in OrgInput, ok bool) {
+	var pl orgUpdatePayload
+	if c.Kind != ChangeOrgUpdate || json.Unmarshal(c.Payload, &pl) != nil {
+		return "", OrgInput{}, false
+	}
+	return pl.ID, pl.Input, true
+}
+
+// TaskClassUpdate is the task class a task_class_update change registers.
+// ok is false for any other kind.
+func (c PendingChange) TaskClassUpdate() (TaskClass, bool) {
+	var pl taskClassPayload
+	if c.Kind != ChangeTaskClassUpdate || json.Unmarshal(c.Payload, &pl) != nil {
+		return TaskClass{}, false
+	}
+	return pl.Class, true
+}
+
+// PrincipalCreate is the principal a principal_create change creates (its
+// credential's hash stays in the payload). ok is false for any other kind.
+func (c PendingChange) PrincipalCreate() (PrincipalRecord, bool) {
+	var pl principalCreatePayload
+	if c.Kind != ChangePrincipalCreate || json.Unmarshal(c.Payload, &pl) != nil {
+		return PrincipalRecord{}, false
+	}
+	return pl.Principal, true
+}
+
+// RoleGrant is what a role_grant change grants: the principal, the role
+// and, for an orchestrator, the tenant. ok is false for any other kind.
+func (c PendingChange) RoleGrant() (principalID uuid.UUID, role Role, tenant string, ok bool) {
+	var pl roleGrantPayload
+	if c.Kind != ChangeRoleGrant || json.Unmarshal(c.Payload, &pl) != nil {
+		return uuid.Nil, "", "", false
+	}
+	return pl.PrincipalID, pl.Role, pl.Tenant, true
+}

@@ -14,6 +14,20 @@ type RedriveInput struct {
 	Reason string
 }
 
+// CanRedrive says whether compensation can be redriven for d: only from
+// compensation_unconfirmed, and only with a remote task to ask about; a
+// *ledger.ConflictError (redrive_not_allowed) says why not. Redrive decides
+// by it on the locked row; the console previews with it.
+func CanRedrive(d ledger.Delegation) error {
+	if d.ObligationState != ledger.ObligationCompensationUnconfirmed {
+		return ledger.Conflict("redrive_not_allowed", "compensation can be redriven only from compensation_unconfirmed, not %s", d.ObligationState)
+	}
+	if d.Remote.TaskID == "" {
+		return ledger.Conflict("redrive_not_allowed", "the delegation has no remote task to ask compensation for")
+	}
+	return nil
+}
+
 // Redrive asks the org's agent for compensation again, on behalf of an
 // on-call principal, for an obligation in compensation_unconfirmed (any
 // other state is a conflict, redrive_not_allowed). In one transaction the
@@ -38,11 +52,8 @@ func (s *Service) Redrive(ctx context.Context, p ledger.Principal, delegationID 
 		if err != nil {
 			return err
 		}
-		if d.ObligationState != ledger.ObligationCompensationUnconfirmed {
-			return ledger.Conflict("redrive_not_allowed", "compensation can be redriven only from compensation_unconfirmed, not %s", d.ObligationState)
-		}
-		if d.Remote.TaskID == "" {
-			return ledger.Conflict("redrive_not_allowed", "the delegation has no remote task to ask compensation for")
+		if err := CanRedrive(d); err != nil {
+			return err
 		}
 		previous := d.Compensation.Attempts
 		d.Compensation.Attempts = 0

@@ -16,17 +16,14 @@ import (
 const maxBulkRedrive = 200
 
 // redriveRefusal says why compensation.Service.Redrive would refuse to
-// redrive d, or "" when it would not. It previews the service's
-// precondition (only compensation_unconfirmed, with a remote task) so the
-// console offers the control and the bulk preview says what will happen;
-// the service decides when the redrive is asked for, and its refusal is
-// what is shown then.
+// redrive d, or "" when it would not: the service's own rule
+// (compensation.CanRedrive), so the console offers the control and the
+// bulk preview says what will happen. The service decides again on the
+// locked row when the redrive is asked for, and its refusal is what is
+// shown then.
 func redriveRefusal(d ledger.Delegation) string {
-	switch {
-	case d.ObligationState != ledger.ObligationCompensationUnconfirmed:
-		return "only a compensation_unconfirmed obligation is redriven; this one is " + string(d.ObligationState)
-	case d.Remote.TaskID == "":
-		return "no remote task to ask compensation for"
+	if _, msg, ok := formError(compensation.CanRedrive(d)); ok {
+		return msg
 	}
 	return ""
 }

@@ -58,7 +58,7 @@ func TestRedriveFromDelegationAndBulk(t *testing.T) {
 	if preview.status != http.StatusOK {
 		t.Fatalf("bulk redrive preview: %d\n%s", preview.status, preview.body)
 	}
-	preview.contains(t, "2 will be redriven, 2 cannot, 4 selected", "Confirm: redrive 2", "only a compensation_unconfirmed obligation is redriven")
+	preview.contains(t, "2 will be redriven, 2 cannot, 4 selected", "Confirm: redrive 2", "compensation can be redriven only from compensation_unconfirmed")
 	if w.totalEvents(t) != before {
 		t.Fatal("the bulk preview recorded events")
 	}

@@ -132,12 +132,22 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 	case <-ctx.Done():
 		return nil
 	case <-p.stop:
-		return nil
+		return finishOnStop(ctx, rc, q)
 	case <-p.release:
 		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
 		done.Final = true
 		return q.Write(ctx, done)
 	}
+}
+
+// finishOnStop ends a task the test left working when the peer stops:
+// a2a-go keeps an execution, and its event broker, running until the
+// executor writes a final event, so returning without one would leave
+// their goroutines behind (internal/leaktest fails the package then).
+func finishOnStop(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
 }
 
 func (p *v03Peer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {

@@ -103,6 +103,9 @@ type RemoteReceipt struct {
 	// JWS is an optional compact JWS: a compensation-ack+jwt for
 	// compensated, a no-compensation-required+jwt for no_effects.
 	JWS string `json:"jws,omitempty"`
+	// ReversedAmountMinor is how much of the hold a compensated receipt
+	// says was reversed (a non-negative integer; nil: the whole hold).
+	ReversedAmountMinor *int64 `json:"reversedAmountMinor,omitempty"`
 	// Raw is the receipt's JSON as received.
 	Raw json.RawMessage `json:"-"`
 }
@@ -138,6 +141,9 @@ func ParseRemoteReceipt(data []byte) (RemoteReceipt, error) {
 	if r.TaskID == "" {
 		return RemoteReceipt{}, errors.New("compensation receipt: no taskId")
 	}
+	if n := r.ReversedAmountMinor; n != nil && (*n < 0 || r.Outcome != ReceiptCompensated) {
+		return RemoteReceipt{}, errors.New("compensation receipt: reversedAmountMinor is a non-negative integer, on a compensated receipt only")
+	}
 	r.Raw = bytes.Clone(raw)
 	return r, nil
 }
@@ -168,6 +174,9 @@ type ReceiptVerdict struct {
 	Event ledger.ObligationEvent
 	// Claims are the verified claims of the receipt's JWS, if it had one.
 	Claims *Claims
+	// ReversedAmountMinor is how much of the hold a compensated receipt
+	// proves reversed, checked against the hold; nil: the whole hold.
+	ReversedAmountMinor *int64
 	// Problem says why the receipt proves nothing; safe to record.
 	Problem string
 }
@@ -205,7 +214,7 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 			if in.Org.RequireSignedReceipts {
 				return refuse("the org requires signed receipts and this one has no jws")
 			}
-			return ReceiptVerdict{Event: ledger.EventCompensationAck}
+			return reversedVerdict(in, ReceiptVerdict{Event: ledger.EventCompensationAck})
 		}
 		claims, problem := verifyReceiptJWS(in, KindAck)
 		if problem != "" {
@@ -214,7 +223,7 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 		if !in.Atomic && claims.IdempotencyKey != key {
 			return refuse("the receipt's jws does not carry the delegation's compensation idempotency key")
 		}
-		return ReceiptVerdict{Event: ledger.EventCompensationAck, Claims: &claims}
+		return reversedVerdict(in, ReceiptVerdict{Event: ledger.EventCompensationAck, Claims: &claims})
 	case ReceiptNoEffects:
 		if r.JWS == "" {
 			return refuse("a no_effects receipt proves nothing without a signed declaration")
@@ -292,5 +301,6 @@ func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger
 	d.Compensation.Receipt = r.Raw
 	return s.dischargeWithPending(ctx, tx, d, ledger.Change{
 		Type: typ, Actor: actor, At: now, Obligation: v.Event, Data: data, Evidence: r.JWS,
+		ReversedAmountMinor: v.ReversedAmountMinor,
 	})
 }

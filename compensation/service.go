@@ -228,6 +228,9 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 	if kind == KindAck && claims.IdempotencyKey != d.Compensation.IdempotencyKey {
 		return EvidenceResult{}, Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
 	}
+	if err := CheckReversedAmount(d, claims.ReversedAmountMinor); err != nil {
+		return EvidenceResult{}, err
+	}
 	ev := ledger.EventCompensationAck
 	if kind == KindDeclaration {
 		ev = ledger.EventDeclarationVerified
@@ -261,6 +264,7 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 	}
 	d, err = s.dischargeWithPending(ctx, tx, d, ledger.Change{
 		Type: typ, Actor: actor, At: now, Obligation: ev, Data: data, Evidence: string(token),
+		ReversedAmountMinor: claims.ReversedAmountMinor,
 	})
 	if err != nil {
 		return EvidenceResult{}, err

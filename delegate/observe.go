@@ -234,7 +234,7 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 				if err := useJTI(ctx, tx, d, r, verdict, now); err != nil {
 					return err
 				}
-				obs.AtomicReceipt, obs.Evidence = r.Raw, r.JWS
+				obs.AtomicReceipt, obs.Evidence, obs.ReversedAmountMinor = r.Raw, r.JWS, verdict.ReversedAmountMinor
 			case ledger.EventDeclarationVerified:
 				declaration = &r
 			default:

@@ -44,8 +44,19 @@ type Delegation struct {
 	OrgID       string
 	TaskClass   string
 	BudgetID    string
-	Hold        Money
-	Remote      RemoteTask
+	// Hold is the hold as it stands: a cap on what the work may cost. The
+	// orchestrator may raise or lower it while the obligation is held
+	// (Service.ChangeHold); it is never changed after.
+	Hold   Money
+	Remote RemoteTask
+	// SettledAmountMinor is what settling spent of the hold (the rest
+	// returned to the budget); meaningful only once the obligation is
+	// settled.
+	SettledAmountMinor int64
+	// ReversedAmountMinor is what compensation returned of the hold (the
+	// rest spent, as the cost of the cancellation); meaningful only once
+	// the obligation is compensated.
+	ReversedAmountMinor int64
 
 	TaskStatus        TaskStatus
 	TaskStatusAt      time.Time

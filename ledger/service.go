@@ -407,6 +407,14 @@ type Observation struct {
 	// Evidence is a verbatim token the observation rests on (the signed
 	// ack of an atomic receipt), kept on the event.
 	Evidence string
+	// SettledAmountMinor, on a completed status that settles a held
+	// obligation, is how much of the hold the work cost (0 to the hold): it
+	// is spent and the rest returned. Nil spends the whole hold.
+	SettledAmountMinor *int64
+	// ReversedAmountMinor, on a terminal status that an atomic
+	// cancel-and-compensate receipt compensates, is how much of the hold
+	// the remote reversed. Nil returns the whole hold.
+	ReversedAmountMinor *int64
 	// Source names where the observation came from: api for an
 	// orchestrator's report, or what the A2A workers saw (dispatch,
 	// message, cancel, poll, push, stream, …).
@@ -424,6 +432,9 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 	}
 	if len(obs.Message) > maxTextLen {
 		return Delegation{}, Invalid("message", "is at most %d characters", maxTextLen)
+	}
+	if n := obs.SettledAmountMinor; n != nil && (*n < 0 || obs.Status != StatusCompleted) {
+		return Delegation{}, Invalid("settled_amount_minor", "is a non-negative integer, given only with the completed state")
 	}
 	var out Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
@@ -479,6 +490,13 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		}
 		return observed(d)
 	}
+	if n := obs.SettledAmountMinor; n != nil && d.ObligationState != ObligationHeld &&
+		(d.ObligationState != ObligationSettled || d.SettledAmountMinor != *n) {
+		// Only the report that settles the obligation says what it cost;
+		// a repeat of it with the same amount is a repeat.
+		return Delegation{}, Conflict("settlement_not_applicable",
+			"the obligation is %s; a settled amount applies only to the report that settles a held obligation", d.ObligationState)
+	}
 	switch {
 	case d.TaskStatus.Terminal() && obs.Status == d.TaskStatus:
 		// A terminal status is immutable, its message included: hearing
@@ -506,6 +524,14 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		ev, _ := TerminalStatusEvent(obs.Status, gated, len(obs.AtomicReceipt) > 0)
 		change.Obligation = ev
 		change.CompensationTimeout = class.CompensationTimeout
+		switch ev {
+		case EventTaskCompleted:
+			change.SettledAmountMinor = obs.SettledAmountMinor
+		case EventTaskEndedCompensated:
+			change.ReversedAmountMinor = obs.ReversedAmountMinor
+		case EventTaskRejected, EventTaskEndedUngated, EventTaskEndedGated, EventCompensationAck,
+			EventDeclarationVerified, EventCompensationUnconfirmed, EventIdentityRevoked, EventWriteOffApproved:
+		}
 		data["gate_applies"] = gated
 		if ev == EventTaskEndedCompensated {
 			d.Compensation.Receipt = obs.AtomicReceipt

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +52,9 @@ type v03Peer struct {
 	refuseCancel bool
 	compOutcome  string
 	refuseWith   error
+	// receiptExtra is added to every compensation receipt (a
+	// reversedAmountMinor).
+	receiptExtra map[string]any
 
 	release chan struct{}
 	stop    chan struct{}
@@ -86,9 +90,11 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 		if outcome == "" {
 			outcome = "compensated"
 		}
-		art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: map[string]any{
+		receipt := map[string]any{
 			"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
-		}})
+		}
+		maps.Copy(receipt, p.receiptExtra)
+		art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: receipt})
 		art.Artifact.Name = compensation.ReceiptArtifactName
 		if err := q.Write(ctx, art); err != nil {
 			return err

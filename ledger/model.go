@@ -141,3 +141,22 @@ type BudgetMove struct {
 	AmountMinor  int64
 	At           time.Time
 }
+
+// Outcome is where the hold went once the obligation ended: what settling
+// spent and returned, what compensation returned and spent, all of it
+// returned (released) or written off. It is zero while the hold is active.
+func (d Delegation) Outcome() HoldSplit {
+	hold := d.Hold.AmountMinor
+	switch d.ObligationState {
+	case ObligationSettled:
+		return HoldSplit{Spent: d.SettledAmountMinor, Returned: hold - d.SettledAmountMinor}
+	case ObligationCompensated:
+		return HoldSplit{Spent: hold - d.ReversedAmountMinor, Returned: d.ReversedAmountMinor}
+	case ObligationReleased:
+		return HoldSplit{Returned: hold}
+	case ObligationWrittenOff:
+		return HoldSplit{WrittenOff: hold}
+	case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated:
+	}
+	return HoldSplit{}
+}

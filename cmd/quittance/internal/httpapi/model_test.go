@@ -77,7 +77,12 @@ type modelWriteOff struct {
 type modelDelegation struct {
 	id, tenant, org, class, budget string
 	req                            apitest.CreateRequest
-	taskStatus                     ledger.TaskStatus
+	// hold is the hold as it stands (raised and cut while held); settled
+	// and reversed are the amounts its end spent or returned, once settled
+	// or compensated.
+	hold              int64
+	settled, reversed *int64
+	taskStatus        ledger.TaskStatus
 	taskAt                         time.Time
 	obligation                     ledger.ObligationState
 	compKey                        string
@@ -302,10 +307,44 @@ func (m *model) checkBody(r *apitest.Response, d *modelDelegation, body httpapi.
 	if want := string(d.obligation.Hold()); body.HoldState != want {
 		m.fatalf("%s: hold_state %s, want %s", r.Request, body.HoldState, want)
 	}
+	if body.Hold.AmountMinor != d.hold || fmt.Sprint(deref(body.SettledAmountMinor)) != fmt.Sprint(deref(d.settled)) ||
+		fmt.Sprint(deref(body.ReversedAmountMinor)) != fmt.Sprint(deref(d.reversed)) {
+		m.fatalf("%s: hold %d, settled %v, reversed %v; the model says %d, %v, %v", r.Request, body.Hold.AmountMinor,
+			deref(body.SettledAmountMinor), deref(body.ReversedAmountMinor), d.hold, deref(d.settled), deref(d.reversed))
+	}
 }
 
-// move moves d's hold as its obligation goes from → to.
-func (m *model) move(d *modelDelegation, to ledger.ObligationState) {
+// deref is an optional amount as a value to compare and print ("none").
+func deref(p *int64) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
+}
+
+// someAmount is, for a hold of hold, usually a part of it (0 to hold), one
+// time in eight one more than the hold, and one time in three nil (the
+// whole hold).
+func (m *model) someAmount(hold int64) *int64 {
+	switch m.pick(24) {
+	case 0, 1, 2:
+		n := hold + 1
+		return &n
+	}
+	if m.pick(3) == 0 {
+		return nil
+	}
+	n := int64(m.pick(int(hold) + 1))
+	return &n
+}
+
+// move moves d's hold as its obligation goes from → to, the whole hold.
+func (m *model) move(d *modelDelegation, to ledger.ObligationState) { m.moveWith(d, to, nil) }
+
+// moveWith moves d's hold as its obligation goes from → to: a settlement
+// spends part (the whole hold when nil) and returns the rest; a
+// compensation returns part (the whole hold when nil) and spends the rest.
+func (m *model) moveWith(d *modelDelegation, to ledger.ObligationState, part *int64) {
 	from := d.obligation
 	next := to
 	d.obligation = next
@@ -314,18 +353,64 @@ func (m *model) move(d *modelDelegation, to ledger.ObligationState) {
 		return
 	}
 	b := m.budget(d.budget)
-	amount := d.req.Hold.AmountMinor
+	amount := d.hold
+	n := amount
+	if part != nil {
+		n = *part
+	}
 	b.held -= amount
-	switch kind {
-	case ledger.MoveSpend:
+	switch {
+	case next == ledger.ObligationSettled:
+		b.spent += n
+		b.avail += amount - n
+		d.settled = &n
+	case next == ledger.ObligationCompensated:
+		b.avail += n
+		b.spent += amount - n
+		d.reversed = &n
+	case kind == ledger.MoveSpend:
 		b.spent += amount
-	case ledger.MoveReturn:
+	case kind == ledger.MoveReturn:
 		b.avail += amount
-	case ledger.MoveWriteOff:
+	case kind == ledger.MoveWriteOff:
 		b.writtenOff += amount
-	case ledger.MoveFund, ledger.MoveHold:
+	default:
 		m.fatalf("unexpected hold move %s", kind)
 	}
+}
+
+// opHold raises or cuts the hold of a delegation, usually a held one.
+func (m *model) opHold() {
+	m.ops["hold"]++
+	d := m.someIn(ledger.ObligationHeld)
+	b := m.budget(d.budget)
+	amount := 1 + int64(m.pick(int(d.hold)*2))
+	switch m.pick(12) {
+	case 0:
+		amount = 0
+	case 1:
+		amount = d.hold + b.avail + 1
+	}
+	r := m.env.Do(m.t, http.MethodPatch, "/v1/delegations/"+d.id+"/hold", m.orch[d.tenant], map[string]any{"amount_minor": amount})
+	m.logf("hold %s %d → %d (was %d, %s, available %d) → %d", d.id, d.hold, amount, d.hold, d.obligation, b.avail, r.Status)
+	switch {
+	case amount <= 0:
+		m.expect(r, expectation{http.StatusUnprocessableEntity, "validation_failed"})
+		return
+	case d.obligation != ledger.ObligationHeld:
+		m.expect(r, expectation{http.StatusConflict, "hold_not_changeable"})
+		return
+	case amount-d.hold > b.avail:
+		m.expect(r, expectation{http.StatusUnprocessableEntity, "insufficient_funds"})
+		return
+	}
+	m.expect(r, expectation{http.StatusOK, ""})
+	b.avail -= amount - d.hold
+	b.held += amount - d.hold
+	d.hold = amount
+	var out httpapi.DelegationBody
+	r.JSON(m.t, &out)
+	m.checkBody(r, d, out)
 }
 
 // randomOp runs one random operation and checks its answer.
@@ -354,10 +439,12 @@ func (m *model) randomOp() {
 		m.opRevoke()
 	case n < 89:
 		m.opWriteOff()
-	case n < 96:
+	case n < 94:
 		m.opApprove()
-	case n < 98:
+	case n < 95:
 		m.opFund()
+	case n < 98:
+		m.opHold()
 	default:
 		m.opWrongPrincipal()
 	}
@@ -411,7 +498,7 @@ func (m *model) opCreate() {
 	r.JSON(m.t, &body)
 	d := &modelDelegation{
 		id: body.ID, tenant: tenant, org: orgID, class: class, budget: budgetID, req: req,
-		taskStatus: ledger.StatusUnknown, obligation: ledger.ObligationHeld,
+		taskStatus: ledger.StatusUnknown, obligation: ledger.ObligationHeld, hold: req.Hold.AmountMinor,
 	}
 	budget.avail -= req.Hold.AmountMinor
 	budget.held += req.Hold.AmountMinor
@@ -452,23 +539,45 @@ func (m *model) opReport() {
 		at = m.now().Add(time.Duration(m.pick(700)-600) * time.Second)
 		body["timestamp"] = at.Format(time.RFC3339Nano)
 	}
+	var settled *int64
+	if m.pick(3) == 0 {
+		// A settled amount, mostly with a completed state.
+		if settled = m.someAmount(d.hold); settled != nil {
+			body["settled_amount_minor"] = *settled
+		}
+	}
 	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations/"+d.id+"/task-status", m.orch[d.tenant], body)
-	m.logf("report %s %s at %s on %s (%s/%s) → %d", raw, d.id, at.Format(time.TimeOnly), d.class, d.taskStatus, d.obligation, r.Status)
+	m.logf("report %s %s at %s on %s (%s/%s) settled %v → %d", raw, d.id, at.Format(time.TimeOnly), d.class, d.taskStatus, d.obligation, deref(settled), r.Status)
 
 	st, err := ledger.ParseTaskStatus(raw)
 	if err != nil {
 		m.expect(r, expectation{http.StatusUnprocessableEntity, "unknown_task_status"})
 		return
 	}
+	stale := !d.taskAt.IsZero() && at.Before(d.taskAt)
+	if settled != nil {
+		repeat := d.obligation == ledger.ObligationSettled && *d.settled == *settled
+		switch {
+		case st != ledger.StatusCompleted:
+			m.expect(r, expectation{http.StatusUnprocessableEntity, "validation_failed"})
+			return
+		case d.obligation != ledger.ObligationHeld && !repeat:
+			m.expect(r, expectation{http.StatusConflict, "settlement_not_applicable"})
+			return
+		case d.obligation == ledger.ObligationHeld && !stale && *settled > d.hold:
+			m.expect(r, expectation{http.StatusUnprocessableEntity, "validation_failed"})
+			return
+		}
+	}
 	m.expect(r, expectation{http.StatusOK, ""})
 	switch {
 	case d.taskStatus.Terminal(): // duplicate or status_conflict: recorded, not applied
-	case !d.taskAt.IsZero() && at.Before(d.taskAt): // stale: recorded, ignored
+	case stale: // recorded, ignored
 	case st == d.taskStatus: // duplicate
 	default:
 		d.taskStatus, d.taskAt = st, at
 		if st.Terminal() && d.obligation == ledger.ObligationHeld {
-			m.terminal(d, st)
+			m.terminal(d, st, settled)
 		}
 	}
 	var out httpapi.DelegationBody
@@ -480,11 +589,11 @@ func (m *model) opReport() {
 }
 
 // terminal applies a newly terminal status to a held obligation.
-func (m *model) terminal(d *modelDelegation, st ledger.TaskStatus) {
+func (m *model) terminal(d *modelDelegation, st ledger.TaskStatus, settled *int64) {
 	class, o := m.classes[d.class], m.org(d.org)
 	switch st {
 	case ledger.StatusCompleted:
-		m.move(d, ledger.ObligationSettled)
+		m.moveWith(d, ledger.ObligationSettled, settled)
 	case ledger.StatusRejected:
 		m.move(d, ledger.ObligationReleased)
 	case ledger.StatusCanceled, ledger.StatusFailed:
@@ -549,9 +658,15 @@ func (m *model) opEvidence(ack bool) {
 	}
 	m.ops[typ]++
 	claims := m.claims(d, ack)
+	var reversed *int64
+	if ack && m.pick(2) == 0 {
+		if reversed = m.someAmount(d.hold); reversed != nil {
+			claims["reversed_amount_minor"] = *reversed
+		}
+	}
 	token := o.signer.Sign(m.t, typ, claims)
 	r := m.postToken(path, token)
-	m.logf("%s for %s (%s, org revoked %v) → %d", typ, d.id, d.obligation, o.revoked, r.Status)
+	m.logf("%s for %s (%s, org revoked %v) reversed %v → %d", typ, d.id, d.obligation, o.revoked, deref(reversed), r.Status)
 	_, _, transErr := ledger.NextObligation(d.obligation, ev)
 	switch {
 	case o.revoked:
@@ -559,6 +674,9 @@ func (m *model) opEvidence(ack bool) {
 		return
 	case ack && d.compKey == "":
 		m.expect(r, expectation{http.StatusUnprocessableEntity, compensation.CodeTokenIdempotencyKeyMismatch})
+		return
+	case reversed != nil && *reversed > d.hold:
+		m.expect(r, expectation{http.StatusUnprocessableEntity, compensation.CodeTokenAmountInvalid})
 		return
 	case transErr != nil && !d.obligation.Terminal():
 		m.expect(r, expectation{http.StatusConflict, compensation.CodeEvidenceNotExpected})
@@ -568,7 +686,7 @@ func (m *model) opEvidence(ack bool) {
 	outcome := "late_evidence"
 	if transErr == nil {
 		outcome = "applied"
-		m.move(d, to)
+		m.moveWith(d, to, reversed)
 		if w := d.pendingWriteOff; w != nil {
 			w.status, d.pendingWriteOff = "void", nil
 		}
@@ -743,7 +861,7 @@ func (m *model) opWriteOff() {
 	who := m.pick(2)
 	r := m.env.Do(m.t, http.MethodPost, "/admin/v1/delegations/"+d.id+"/write-offs", m.oncall[who],
 		map[string]any{"reason": "remote org unresponsive", "reference": "INC-7"})
-	m.logf("write-off %s by %s (%s, %d) → %d", d.id, m.oncallN[who], d.obligation, d.req.Hold.AmountMinor, r.Status)
+	m.logf("write-off %s by %s (%s, %d) → %d", d.id, m.oncallN[who], d.obligation, d.hold, r.Status)
 	switch d.obligation {
 	case ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationEscalated:
 	case ledger.ObligationHeld, ledger.ObligationSettled, ledger.ObligationReleased, ledger.ObligationCompensated, ledger.ObligationWrittenOff:
@@ -758,7 +876,7 @@ func (m *model) opWriteOff() {
 	var out httpapi.WriteOffBody
 	r.JSON(m.t, &out)
 	w := &modelWriteOff{id: out.ID, delegation: d.id, requester: m.oncallN[who], status: "executed"}
-	if d.req.Hold.AmountMinor > modelThreshold {
+	if d.hold > modelThreshold {
 		w.status, d.pendingWriteOff = "pending_approval", w
 	} else {
 		m.move(d, ledger.ObligationWrittenOff)

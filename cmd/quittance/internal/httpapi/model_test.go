@@ -83,13 +83,13 @@ type modelDelegation struct {
 	hold              int64
 	settled, reversed *int64
 	taskStatus        ledger.TaskStatus
-	taskAt                         time.Time
-	obligation                     ledger.ObligationState
-	compKey                        string
-	deadline                       time.Time
-	cancelRequested                bool
-	pendingWriteOff                *modelWriteOff
-	accepted                       []modelToken
+	taskAt            time.Time
+	obligation        ledger.ObligationState
+	compKey           string
+	deadline          time.Time
+	cancelRequested   bool
+	pendingWriteOff   *modelWriteOff
+	accepted          []modelToken
 }
 
 // model is the world and the expectations.

@@ -47,7 +47,9 @@ type Change struct {
 
 // Apply is the one writer of delegation changes. Inside tx it applies the
 // obligation event (if any) to d through the state machine, moves the hold
-// to match, writes d, and appends exactly one event — so the state change,
+// to match (split by the change's settled or reversed amount, SplitHold;
+// or raised or cut to HoldAmountMinor while held), writes d, and appends
+// exactly one event — so the state change,
 // its money and its evidence commit together or not at all: no hold leaves
 // "active" without the evidence that moved it, and every transition has
 // its one event. Callers set any other fields of d (the task status)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -54,6 +55,9 @@ type v03Peer struct {
 	compOutcome  string
 	refuseWith   error
 	compRelease  chan struct{}
+	// receiptExtra is added to every compensation receipt (a
+	// reversedAmountMinor).
+	receiptExtra map[string]any
 
 	release chan struct{}
 	stop    chan struct{}
@@ -95,6 +99,7 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 			data := map[string]any{
 				"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
 			}
+			maps.Copy(data, p.receiptExtra)
 			if outcome == "not_supported" {
 				data["reason"] = "orders of this kind cannot be reversed"
 			}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/quittance/quittance/ledger"
@@ -37,6 +38,10 @@ type Evidence struct {
 	Token []byte
 	// Actor is who the evidence is recorded as coming from.
 	Actor string
+	// ReversedAmountMinor is how much of the hold an ack says was
+	// reversed (the token's reversed_amount_minor claim, or the receipt's
+	// reversedAmountMinor as JudgeReceipt settled it); nil: the whole hold.
+	ReversedAmountMinor *int64
 }
 
 // ApplyEvidence is the one evidence path (ledger/DESIGN.md §3): every
@@ -75,6 +80,11 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	}
 	if err := correlate(d, ev); err != nil {
 		return EvidenceResult{}, err
+	}
+	if ev.Kind == ledger.EventCompensationAck {
+		if err := CheckReversedAmount(d, ev.ReversedAmountMinor); err != nil {
+			return EvidenceResult{}, err
+		}
 	}
 	var sum []byte
 	if ev.Claims != nil {
@@ -167,6 +177,7 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	}
 	d, err = s.dischargeWithPending(ctx, tx, d, ledger.Change{
 		Type: typ, Actor: ev.Actor, At: now, Obligation: ev.Kind, Data: data, Evidence: string(ev.Token),
+		ReversedAmountMinor: ev.ReversedAmountMinor,
 	})
 	if err != nil {
 		return EvidenceResult{}, err
@@ -216,7 +227,11 @@ func receiptID(ev Evidence) string {
 // so the same assertion re-signed with a new jti, or sent again on another
 // channel, has the same payload.
 func payloadSum(ev Evidence) []byte {
-	b, err := json.Marshal(map[string]string{"kind": string(ev.Kind), "receipt_id": receiptID(ev)})
+	asserted := map[string]string{"kind": string(ev.Kind), "receipt_id": receiptID(ev)}
+	if n := ev.ReversedAmountMinor; n != nil {
+		asserted["reversed_amount_minor"] = strconv.FormatInt(*n, 10)
+	}
+	b, err := json.Marshal(asserted)
 	if err != nil {
 		panic(fmt.Sprintf("encode evidence payload: %v", err))
 	}
@@ -235,6 +250,9 @@ func evidenceDataOf(ev Evidence, sum []byte) map[string]any {
 		for k, v := range evidenceData(ev.Claims.Kind, *ev.Claims, sum) {
 			data[k] = v
 		}
+	}
+	if n := ev.ReversedAmountMinor; n != nil {
+		data[ledger.ReversedAmountKey] = *n
 	}
 	return data
 }

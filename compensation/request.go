@@ -112,6 +112,9 @@ type RemoteReceipt struct {
 	// Reason is the remote's optional explanation (why not_supported, what
 	// a pending reversal waits for); recorded, never trusted.
 	Reason string `json:"reason,omitempty"`
+	// ReversedAmountMinor is how much of the hold a compensated receipt
+	// says was reversed (a non-negative integer; nil: the whole hold).
+	ReversedAmountMinor *int64 `json:"reversedAmountMinor,omitempty"`
 	// Raw is the receipt's JSON as received.
 	Raw json.RawMessage `json:"-"`
 }
@@ -147,6 +150,9 @@ func ParseRemoteReceipt(data []byte) (RemoteReceipt, error) {
 	if r.TaskID == "" {
 		return RemoteReceipt{}, errors.New("compensation receipt: no taskId")
 	}
+	if n := r.ReversedAmountMinor; n != nil && (*n < 0 || r.Outcome != ReceiptCompensated) {
+		return RemoteReceipt{}, errors.New("compensation receipt: reversedAmountMinor is a non-negative integer, on a compensated receipt only")
+	}
 	r.Raw = bytes.Clone(raw)
 	return r, nil
 }
@@ -177,6 +183,9 @@ type ReceiptVerdict struct {
 	Event ledger.ObligationEvent
 	// Claims are the verified claims of the receipt's JWS, if it had one.
 	Claims *Claims
+	// ReversedAmountMinor is how much of the hold a compensated receipt
+	// proves reversed, checked against the hold; nil: the whole hold.
+	ReversedAmountMinor *int64
 	// Problem says why the receipt proves nothing; safe to record.
 	Problem string
 }
@@ -214,7 +223,7 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 			if in.Org.RequireSignedReceipts {
 				return refuse("the org requires signed receipts and this one has no jws")
 			}
-			return ReceiptVerdict{Event: ledger.EventCompensationAck}
+			return reversedVerdict(in, ReceiptVerdict{Event: ledger.EventCompensationAck})
 		}
 		claims, problem := verifyReceiptJWS(in, KindAck)
 		if problem != "" {
@@ -223,7 +232,7 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 		if !in.Atomic && claims.IdempotencyKey != key {
 			return refuse("the receipt's jws does not carry the delegation's compensation idempotency key")
 		}
-		return ReceiptVerdict{Event: ledger.EventCompensationAck, Claims: &claims}
+		return reversedVerdict(in, ReceiptVerdict{Event: ledger.EventCompensationAck, Claims: &claims})
 	case ReceiptNoEffects:
 		if r.JWS == "" {
 			return refuse("a no_effects receipt proves nothing without a signed declaration")
@@ -277,7 +286,10 @@ func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger
 
 // ReceiptEvidence is the Evidence a judged receipt carries.
 func ReceiptEvidence(r RemoteReceipt, v ReceiptVerdict, channel ledger.EvidenceChannel, actor string) Evidence {
-	return Evidence{Kind: v.Event, Channel: channel, Claims: v.Claims, Receipt: &r, Token: []byte(r.JWS), Actor: actor}
+	return Evidence{
+		Kind: v.Event, Channel: channel, Claims: v.Claims, Receipt: &r, Token: []byte(r.JWS), Actor: actor,
+		ReversedAmountMinor: v.ReversedAmountMinor,
+	}
 }
 
 // RequestFailure is what the A2A worker reports about a compensation

@@ -224,7 +224,10 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 		return EvidenceResult{}, Evidence{}, err
 	}
 	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
-	ev := Evidence{Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, Actor: "org:" + org.ID}
+	ev := Evidence{
+		Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, Actor: "org:" + org.ID,
+		ReversedAmountMinor: claims.ReversedAmountMinor,
+	}
 	res, err := s.ApplyEvidence(ctx, tx, d, ev, now)
 	return res, ev, err
 }

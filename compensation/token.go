@@ -95,6 +95,12 @@ const (
 	// CodeTokenLifetimeTooLong means exp - iat exceeds MaxTokenLifetime.
 	CodeTokenLifetimeTooLong = "token_lifetime_too_long"
 
+	// CodeTokenAmountInvalid means an ack's reversed_amount_minor is not a
+	// non-negative integer, is more than the delegation's hold, or is on a
+	// declaration. More than the hold is checked by the caller
+	// (CheckReversedAmount).
+	CodeTokenAmountInvalid = "token_amount_invalid"
+
 	// CodeTokenIdempotencyKeyMismatch means an ack's idempotency_key is not the
 	// delegation's compensation idempotency key. The caller checks it.
 	CodeTokenIdempotencyKeyMismatch = "token_idempotency_key_mismatch"
@@ -250,12 +256,24 @@ type Claims struct {
 	// ReceiptID is the "receipt_id" claim of an ack. It may be empty for a
 	// declaration.
 	ReceiptID string
+	// ReversedAmountMinor is the optional "reversed_amount_minor" claim of
+	// an ack: how much of the hold the remote reversed, a non-negative
+	// integer; nil when absent (the whole hold). The caller checks it
+	// against the hold (CheckReversedAmount).
+	ReversedAmountMinor *int64
 }
 
 // ackClaims are the private claims of an ack, read alongside jwt.Claims.
 type ackClaims struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	ReceiptID      string `json:"receipt_id"`
+}
+
+// amountClaims is the optional amount claim of an ack, read on its own so a
+// wrong type gets its own refusal detail. An integer is required: 1.5,
+// 1e2 and "100" do not decode into int64.
+type amountClaims struct {
+	ReversedAmountMinor *int64 `json:"reversed_amount_minor"`
 }
 
 // Verify checks a signed ack or declaration against the JWK Set registered for the
@@ -364,6 +382,13 @@ func Verify(in VerifyInput) (Claims, error) {
 	if err := josejson.Unmarshal(payload, &extra); err != nil {
 		return Claims{}, Refuse(CodeTokenMalformed, "claims idempotency_key and receipt_id must be strings")
 	}
+	var amount amountClaims
+	if err := josejson.Unmarshal(payload, &amount); err != nil || (amount.ReversedAmountMinor != nil && *amount.ReversedAmountMinor < 0) {
+		return Claims{}, Refuse(CodeTokenAmountInvalid, "claim reversed_amount_minor must be a non-negative integer number of minor units")
+	}
+	if amount.ReversedAmountMinor != nil && in.Kind != KindAck {
+		return Claims{}, Refuse(CodeTokenAmountInvalid, "claim reversed_amount_minor belongs to a compensation ack, not a declaration")
+	}
 
 	if std.Issuer != in.OrgID {
 		return Claims{}, Refuse(CodeTokenIssuerMismatch, "claim iss is not the org that owns the delegation")
@@ -431,6 +456,8 @@ func Verify(in VerifyInput) (Claims, error) {
 		Expiry:         exp,
 		IdempotencyKey: extra.IdempotencyKey,
 		ReceiptID:      extra.ReceiptID,
+
+		ReversedAmountMinor: amount.ReversedAmountMinor,
 	}, nil
 }
 

@@ -304,8 +304,15 @@ func TestVerifyAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
+			jwk := s.PublicJWK()
+			thumb, err := jwk.Thumbprint(crypto.SHA256)
+			if err != nil {
+				t.Fatal(err)
+			}
 			want := compensation.Claims{
 				Kind:           compensation.KindAck,
+				KeyID:          jwk.KeyID,
+				KeyThumbprint:  base64.RawURLEncoding.EncodeToString(thumb),
 				Issuer:         testOrg,
 				Audience:       testLedger,
 				Subject:        testTask,

@@ -29,11 +29,27 @@ type Change struct {
 	// transaction, so no other can have appended to its stream, and the
 	// event is appended as the first without reading a head.
 	NewStream bool
+	// SettledAmountMinor, on a change that settles the obligation, is how
+	// much of the hold the work cost: it is spent and the rest returned.
+	// Nil spends the whole hold.
+	SettledAmountMinor *int64
+	// ReversedAmountMinor, on a change that compensates the obligation, is
+	// how much of the hold the remote reversed: it returns to the budget
+	// and the rest is spent, as the cost of the cancellation. Nil returns
+	// the whole hold.
+	ReversedAmountMinor *int64
+	// HoldAmountMinor, when positive, is the new hold of an obligation
+	// that stays held: the difference is held from the budget's available
+	// amount (ErrInsufficientFunds when it does not cover it) or returned
+	// to it.
+	HoldAmountMinor int64
 }
 
 // Apply is the one writer of delegation changes. Inside tx it applies the
 // obligation event (if any) to d through the state machine, moves the hold
-// to match, writes d, and appends exactly one event — so the state change,
+// to match (split by the change's settled or reversed amount, SplitHold;
+// or raised or cut to HoldAmountMinor while held), writes d, and appends
+// exactly one event — so the state change,
 // its money and its evidence commit together or not at all: no hold leaves
 // "active" without the evidence that moved it, and every transition has
 // its one event. Callers set any other fields of d (the task status)
@@ -45,9 +61,30 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 		data[k] = v
 	}
 	var (
-		to   ObligationState
-		move *BudgetMove
+		to    ObligationState
+		moves []BudgetMove
 	)
+	if c.Obligation == "" && (c.SettledAmountMinor != nil || c.ReversedAmountMinor != nil) {
+		return Delegation{}, Event{}, fmt.Errorf("change %s of delegation %s: an amount without a transition", c.Type, d.ID)
+	}
+	if c.HoldAmountMinor > 0 {
+		if c.Obligation != "" || from != ObligationHeld {
+			return Delegation{}, Event{}, Conflict("hold_not_changeable", "the obligation is %s; only a held obligation's hold can change", from)
+		}
+		old := d.Hold.AmountMinor
+		m := BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: c.HoldAmountMinor - old, At: c.At}
+		if c.HoldAmountMinor < old {
+			m.Kind, m.AmountMinor = MoveReturn, old-c.HoldAmountMinor
+		}
+		if m.AmountMinor > 0 {
+			moves = append(moves, m)
+		}
+		d.Hold.AmountMinor = c.HoldAmountMinor
+		data["hold"] = map[string]any{
+			"old_amount_minor": old, "new_amount_minor": c.HoldAmountMinor, "currency": d.Hold.Currency,
+			"movement": string(m.Kind), "amount_minor": m.AmountMinor,
+		}
+	}
 	if c.Obligation != "" {
 		next, reason, err := NextObligation(from, c.Obligation)
 		if err != nil {
@@ -59,8 +96,31 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 		data["obligation_event"] = string(c.Obligation)
 		data["reason"] = reason
 		if kind, ok := HoldMove(from, next); ok {
-			move = &BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: kind, AmountMinor: d.Hold.AmountMinor, At: c.At}
-			data["hold"] = map[string]any{"movement": string(kind), "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency}
+			split, _, err := SplitHold(next, d.Hold.AmountMinor, c.SettledAmountMinor, c.ReversedAmountMinor)
+			if err != nil {
+				return Delegation{}, Event{}, err
+			}
+			moves = split.Moves(d, c.At)
+			// movement and amount_minor name the whole hold's destination
+			// as they always did; the split says what really moved.
+			data["hold"] = map[string]any{
+				"movement": string(kind), "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
+				"spent_minor": split.Spent, "returned_minor": split.Returned, "written_off_minor": split.WrittenOff,
+			}
+			switch next {
+			case ObligationSettled:
+				d.SettledAmountMinor = split.Spent
+				data["settled_amount_minor"] = split.Spent
+			case ObligationCompensated:
+				d.ReversedAmountMinor = split.Returned
+				data["reversed_amount_minor"] = split.Returned
+			case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed,
+				ObligationEscalated, ObligationReleased, ObligationWrittenOff:
+			}
+		} else if c.SettledAmountMinor != nil || c.ReversedAmountMinor != nil {
+			if _, _, err := SplitHold(next, d.Hold.AmountMinor, c.SettledAmountMinor, c.ReversedAmountMinor); err != nil {
+				return Delegation{}, Event{}, err
+			}
 		}
 		if next == ObligationRevocationPendingCompensation || UsesHeldEvidence(c.Obligation) {
 			// Compensation is sought, or was done with the task's end.
@@ -91,9 +151,10 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 		return Delegation{}, Event{}, err
 	}
 	// The budget row is the one many delegations share: it is moved last,
-	// so its lock is held for the shortest time before the commit.
-	if move != nil {
-		if _, err := tx.MoveBudget(ctx, *move); err != nil {
+	// so its lock is held for the shortest time before the commit. A split
+	// hold is two movements of the same row, journaled one each.
+	for _, m := range moves {
+		if _, err := tx.MoveBudget(ctx, m); err != nil {
 			return Delegation{}, Event{}, fmt.Errorf("move hold of delegation %s: %w", d.ID, err)
 		}
 	}

@@ -55,6 +55,11 @@ const (
 	// request records nothing). It moves no obligation: only the remote
 	// task's terminal status does.
 	EventTypeCancelRequested EventType = "cancel_requested"
+	// EventTypeHoldChanged: Service.ChangeHold raised or lowered the hold
+	// of a held obligation; its data's hold has old_amount_minor,
+	// new_amount_minor, and the movement (hold or return) and amount_minor
+	// of the difference.
+	EventTypeHoldChanged EventType = "hold_changed"
 )
 
 // Events of the registry streams appended by this package, one stream per
@@ -322,6 +327,7 @@ var eventTypes = []EventType{
 
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
 	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven, EventTypeDispatchResolved,
+	EventTypeHoldChanged,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

@@ -61,6 +61,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeRemoteTaskNotFound:           "remote_task_not_found",
 	ledger.EventTypeCompensationRedriven:         "compensation_redriven",
 	ledger.EventTypeDispatchResolved:             "dispatch_resolved",
+	ledger.EventTypeHoldChanged:                  "hold_changed",
 	ledger.EventTypeMessageQueued:                "task_message_queued",
 	ledger.EventTypeMessageSent:                  "task_message_sent",
 	ledger.EventTypeMessageFailed:                "task_message_failed",

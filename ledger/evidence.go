@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -98,4 +99,32 @@ func heldEvidenceOf(e StoredEvidence) HeldEvidence {
 		return HeldEvidenceDeclaration
 	}
 	return HeldEvidenceNone
+}
+
+// ReversedAmountKey is the member of StoredEvidence.Data (and of the event
+// data of applied evidence) that carries how much of the hold an ack says
+// was reversed; absent: the whole hold.
+const ReversedAmountKey = "reversed_amount_minor"
+
+// ReversedAmountMinor is the reversed amount stored evidence carries, nil
+// for the whole hold, at most hold: a remote that reversed more than the
+// hold (it was lowered after the ack arrived) undid all of what is held,
+// so nothing of it is spent.
+func (e StoredEvidence) ReversedAmountMinor(hold int64) (*int64, error) {
+	var data map[string]json.RawMessage
+	if len(e.Data) > 0 {
+		if err := json.Unmarshal(e.Data, &data); err != nil {
+			return nil, fmt.Errorf("stored evidence of delegation %s: %w", e.DelegationID, err)
+		}
+	}
+	raw, ok := data[ReversedAmountKey]
+	if !ok {
+		return nil, nil
+	}
+	var n int64
+	if err := json.Unmarshal(raw, &n); err != nil || n < 0 {
+		return nil, fmt.Errorf("stored evidence of delegation %s: %s is not a non-negative integer: %s", e.DelegationID, ReversedAmountKey, raw)
+	}
+	n = min(n, hold)
+	return &n, nil
 }

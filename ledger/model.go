@@ -44,8 +44,19 @@ type Delegation struct {
 	OrgID       string
 	TaskClass   string
 	BudgetID    string
-	Hold        Money
-	Remote      RemoteTask
+	// Hold is the hold as it stands: a cap on what the work may cost. The
+	// orchestrator may raise or lower it while the obligation is held
+	// (Service.ChangeHold); it is never changed after.
+	Hold   Money
+	Remote RemoteTask
+	// SettledAmountMinor is what settling spent of the hold (the rest
+	// returned to the budget); meaningful only once the obligation is
+	// settled.
+	SettledAmountMinor int64
+	// ReversedAmountMinor is what compensation returned of the hold (the
+	// rest spent, as the cost of the cancellation); meaningful only once
+	// the obligation is compensated.
+	ReversedAmountMinor int64
 
 	TaskStatus        TaskStatus
 	TaskStatusAt      time.Time
@@ -129,4 +140,23 @@ type BudgetMove struct {
 	Kind         BudgetMoveKind
 	AmountMinor  int64
 	At           time.Time
+}
+
+// Outcome is where the hold went once the obligation ended: what settling
+// spent and returned, what compensation returned and spent, all of it
+// returned (released) or written off. It is zero while the hold is active.
+func (d Delegation) Outcome() HoldSplit {
+	hold := d.Hold.AmountMinor
+	switch d.ObligationState {
+	case ObligationSettled:
+		return HoldSplit{Spent: d.SettledAmountMinor, Returned: hold - d.SettledAmountMinor}
+	case ObligationCompensated:
+		return HoldSplit{Spent: hold - d.ReversedAmountMinor, Returned: d.ReversedAmountMinor}
+	case ObligationReleased:
+		return HoldSplit{Returned: hold}
+	case ObligationWrittenOff:
+		return HoldSplit{WrittenOff: hold}
+	case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated:
+	}
+	return HoldSplit{}
 }

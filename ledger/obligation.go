@@ -1,6 +1,9 @@
 package ledger
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // ObligationState is Quittance's own lifecycle of a delegation: what is still
 // owed after the remote task record is closed.
@@ -289,4 +292,73 @@ func HoldMove(from, to ObligationState) (kind BudgetMoveKind, ok bool) {
 	case HoldActive:
 	}
 	return "", false
+}
+
+// HoldSplit is where a hold goes when the obligation leaves active: each
+// part is one budget movement out of held, and the parts add up to the
+// hold.
+type HoldSplit struct {
+	Spent, Returned, WrittenOff int64
+}
+
+// Moves returns the split as the budget movements of delegation d's hold
+// at at, the spend first, leaving out the parts that are zero.
+func (s HoldSplit) Moves(d Delegation, at time.Time) []BudgetMove {
+	var out []BudgetMove
+	for _, part := range []struct {
+		kind   BudgetMoveKind
+		amount int64
+	}{{MoveSpend, s.Spent}, {MoveReturn, s.Returned}, {MoveWriteOff, s.WrittenOff}} {
+		if part.amount > 0 {
+			out = append(out, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: part.kind, AmountMinor: part.amount, At: at})
+		}
+	}
+	return out
+}
+
+// SplitHold says where a hold of hold minor units goes when an obligation
+// moves from an active state to state to (ledger/DESIGN.md §2.3): settled
+// spends settled of it (the whole hold when nil) and returns the rest;
+// compensated returns reversed of it (the whole hold when nil) and spends
+// the rest, as the cost of the cancellation; released returns it all;
+// written_off writes it all off. An amount outside 0..hold, or one given
+// for a state that takes none, is a *ValidationError naming the field
+// (settled_amount_minor, reversed_amount_minor). ok is false when the hold
+// does not leave active.
+func SplitHold(to ObligationState, hold int64, settled, reversed *int64) (split HoldSplit, ok bool, err error) {
+	part := func(field string, amount *int64) (int64, error) {
+		if amount == nil {
+			return hold, nil
+		}
+		if *amount < 0 || *amount > hold {
+			return 0, Invalid(field, "must be an integer from 0 to the hold (%d)", hold)
+		}
+		return *amount, nil
+	}
+	if settled != nil && to != ObligationSettled {
+		return HoldSplit{}, false, Invalid("settled_amount_minor", "applies only when the obligation settles")
+	}
+	if reversed != nil && to != ObligationCompensated {
+		return HoldSplit{}, false, Invalid("reversed_amount_minor", "applies only when the obligation is compensated")
+	}
+	switch to {
+	case ObligationSettled:
+		n, err := part("settled_amount_minor", settled)
+		if err != nil {
+			return HoldSplit{}, false, err
+		}
+		return HoldSplit{Spent: n, Returned: hold - n}, true, nil
+	case ObligationCompensated:
+		n, err := part("reversed_amount_minor", reversed)
+		if err != nil {
+			return HoldSplit{}, false, err
+		}
+		return HoldSplit{Spent: hold - n, Returned: n}, true, nil
+	case ObligationReleased:
+		return HoldSplit{Returned: hold}, true, nil
+	case ObligationWrittenOff:
+		return HoldSplit{WrittenOff: hold}, true, nil
+	case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated:
+	}
+	return HoldSplit{}, false, nil
 }

@@ -408,6 +408,10 @@ type Observation struct {
 	// means "now". Older than the last applied observation means stale.
 	Timestamp time.Time
 	Message   string
+	// SettledAmountMinor, on a completed status that settles a held
+	// obligation, is how much of the hold the work cost (0 to the hold): it
+	// is spent and the rest returned. Nil spends the whole hold.
+	SettledAmountMinor *int64
 	// Source names where the observation came from: api for an
 	// orchestrator's report, or what the A2A workers saw (dispatch,
 	// message, cancel, poll, push, stream, …).
@@ -425,6 +429,9 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 	}
 	if len(obs.Message) > maxTextLen {
 		return Delegation{}, Invalid("message", "is at most %d characters", maxTextLen)
+	}
+	if n := obs.SettledAmountMinor; n != nil && (*n < 0 || obs.Status != StatusCompleted) {
+		return Delegation{}, Invalid("settled_amount_minor", "is a non-negative integer, given only with the completed state")
 	}
 	var out Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
@@ -480,6 +487,13 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		}
 		return observed(d)
 	}
+	if n := obs.SettledAmountMinor; n != nil && d.ObligationState != ObligationHeld &&
+		(d.ObligationState != ObligationSettled || d.SettledAmountMinor != *n) {
+		// Only the report that settles the obligation says what it cost;
+		// a repeat of it with the same amount is a repeat.
+		return Delegation{}, Conflict("settlement_not_applicable",
+			"the obligation is %s; a settled amount applies only to the report that settles a held obligation", d.ObligationState)
+	}
 	switch {
 	case d.TaskStatus.Terminal() && obs.Status == d.TaskStatus:
 		// A terminal status is immutable, its message included: hearing
@@ -515,9 +529,20 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		ev, _ := TerminalStatusEvent(obs.Status, gated, heldEvidenceOf(early))
 		change.Obligation = ev
 		change.CompensationTimeout = class.CompensationTimeout
+		switch ev {
+		case EventTaskCompleted:
+			change.SettledAmountMinor = obs.SettledAmountMinor
+		case EventTaskRejected, EventTaskEndedUngated, EventTaskEndedGated, EventCompensationAck,
+			EventDeclarationVerified, EventCompensationUnconfirmed, EventIdentityRevoked, EventWriteOffApproved:
+		}
 		data["gate_applies"] = gated
 		switch {
 		case UsesHeldEvidence(ev):
+			if ev == EventTaskEndedCompensated {
+				if change.ReversedAmountMinor, err = early.ReversedAmountMinor(d.Hold.AmountMinor); err != nil {
+					return Delegation{}, err
+				}
+			}
 			d.Compensation.Receipt = early.Receipt
 			data["receipt"] = early.Receipt
 			data["evidence_data"] = early.Data

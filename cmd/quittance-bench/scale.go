@@ -236,7 +236,7 @@ WITH gen AS (
     INSERT INTO delegations (id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,
             amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at,
             obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline,
-            version, created_at, updated_at)
+            settled_amount_minor, reversed_amount_minor, version, created_at, updated_at)
     SELECT id, 'tenant-' || abs(hashint8(g * 3 + 1)) % 10, 'op-' || g, sha256(('op-' || g)::bytea),
            'org-' || abs(hashint8(g)) % 50,
            (ARRAY['procurement', 'payment', 'provisioning', 'shipment'])[1 + abs(hashint8(g * 7 + 3)) % 4],
@@ -254,6 +254,8 @@ WITH gen AS (
            CASE WHEN state NOT IN ('settled', 'released') THEN 'qc_' || md5(id::text) END,
            CASE WHEN state = 'revocation_pending_compensation' THEN $9::timestamptz
                 WHEN state NOT IN ('settled', 'released') THEN created_at + interval '73 hours' END,
+           CASE WHEN state = 'settled' THEN 100 + (g * 37) % 100000 END,
+           CASE WHEN state = 'compensated' THEN 100 + (g * 37) % 100000 END,
            3, created_at, created_at + interval '2 hours'
     FROM ids ORDER BY id
     RETURNING id, tenant, budget_id, amount_minor, obligation_state, created_at, updated_at

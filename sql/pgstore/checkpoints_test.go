@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -110,10 +111,20 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		}
 		prev, prevJWS = &p, c.JWS
 	}
-	final, _ := stores[0].StreamEvents(ctx, "budget:ops")
-	if last := prev.Streams[len(prev.Streams)-1]; last.Stream != "budget:ops" || int(last.Seq) != len(final) {
-		t.Errorf("the last checkpoint signs %+v; the budget has %d events", last, len(final))
+	// Signed after the last funding, a checkpoint covers the budget's head.
+	after, err := cps[2].Create(ctx, oncall)
+	if err != nil {
+		t.Fatal(err)
 	}
+	final, _ := stores[0].StreamEvents(ctx, "budget:ops")
+	var signed ledger.CheckpointPayload
+	if err := json.Unmarshal(after.Payload, &signed); err != nil {
+		t.Fatal(err)
+	}
+	if last := signed.Streams[len(signed.Streams)-1]; last.Stream != "budget:ops" || int(last.Seq) != len(final) {
+		t.Errorf("the checkpoint after the last funding signs %+v; the budget has %d events", last, len(final))
+	}
+	const signedBefore = replicas*perReplica + 1
 
 	// The periodic loop, on every replica: nothing moved, nothing signed.
 	runFor := func() {
@@ -133,18 +144,18 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		return len(l)
 	}
 	runFor()
-	if n := count(); n != replicas*perReplica {
-		t.Errorf("the periodic loop signed %d checkpoints over unchanged heads", n-replicas*perReplica)
+	if n := count(); n != signedBefore {
+		t.Errorf("the periodic loop signed %d checkpoints over unchanged heads", n-signedBefore)
 	}
 	if _, _, err := svc.PutBudget(ctx, oncall, "ops", "EUR", 100); err != nil {
 		t.Fatal(err)
 	}
 	runFor()
-	if n := count(); n != replicas*perReplica+1 {
-		t.Errorf("after one event the periodic loops signed %d checkpoints, want 1", n-replicas*perReplica)
+	if n := count(); n != signedBefore+1 {
+		t.Errorf("after one event the periodic loops signed %d checkpoints, want 1", n-signedBefore)
 	}
 	latest, err := cps[1].Latest(ctx, oncall)
-	if err != nil || latest.ID != int64(replicas*perReplica+1) || latest.CreatedBy != "system:checkpoints" {
+	if err != nil || latest.ID != int64(signedBefore+1) || latest.CreatedBy != "system:checkpoints" {
 		t.Errorf("latest: %+v, %v", latest, err)
 	}
 	// Orchestrators read no checkpoints; without a key there are none to sign.

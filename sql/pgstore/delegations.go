@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
@@ -105,7 +106,10 @@ func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, e
 
 func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 	n, err := t.q.DelegationUpdate(ctx, dbsqlc.DelegationUpdateParams{
-		ID: d.ID, RemoteTaskID: optional(d.Remote.TaskID), RemoteContextID: optional(d.Remote.ContextID),
+		ID: d.ID, AmountMinor: d.Hold.AmountMinor,
+		SettledAmountMinor:  amountIn(d, ledger.ObligationSettled, d.SettledAmountMinor),
+		ReversedAmountMinor: amountIn(d, ledger.ObligationCompensated, d.ReversedAmountMinor),
+		RemoteTaskID:        optional(d.Remote.TaskID), RemoteContextID: optional(d.Remote.ContextID),
 		ProtocolVersion: optional(d.Remote.ProtocolVersion), TaskStatus: string(d.TaskStatus),
 		TaskStatusAt: optionalTime(d.TaskStatusAt), TaskStatusMessage: optional(d.TaskStatusMessage),
 		ObligationState: string(d.ObligationState), ObligationReason: optional(d.ObligationReason),
@@ -135,7 +139,8 @@ func toDelegation(r dbsqlc.Delegation) ledger.Delegation {
 	return ledger.Delegation{
 		ID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, RequestHash: r.RequestHash,
 		OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
-		Hold: ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
+		Hold:               ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
+		SettledAmountMinor: r.SettledAmountMinor.Int64, ReversedAmountMinor: r.ReversedAmountMinor.Int64,
 		Remote: ledger.RemoteTask{
 			TaskID: deref(r.RemoteTaskID), ContextID: deref(r.RemoteContextID), ProtocolVersion: deref(r.ProtocolVersion),
 		},
@@ -162,4 +167,11 @@ func toDelegations(rows []dbsqlc.Delegation) []ledger.Delegation {
 		out[i] = toDelegation(row)
 	}
 	return out
+}
+
+// amountIn is a settled or reversed amount as stored: set exactly while the
+// obligation is in the state it belongs to (a CHECK constraint holds the
+// rows to it), NULL otherwise.
+func amountIn(d ledger.Delegation, state ledger.ObligationState, amount int64) pgtype.Int8 {
+	return pgtype.Int8{Int64: amount, Valid: d.ObligationState == state}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/ledger"
@@ -43,11 +44,16 @@ func (r *InvariantReport) fail(format string, args ...any) {
 // paths:
 //   - per budget: available + held + spent + written_off = funded, no
 //     column is negative, held is the sum of the active holds, spent the sum
-//     of the settled delegations, written_off the sum of the written-off
-//     ones, and the budget journal adds up to every column;
-//   - per delegation: exactly one hold entry in the journal, and one entry
-//     moving it out (spend, return or write_off, as the hold state says)
-//     exactly when the hold has left active, each of the delegation's amount;
+//     of what the settled delegations spent (their settled amounts) and
+//     the compensated ones spent (the unreversed part of their holds),
+//     written_off the sum of the written-off holds, and the budget journal
+//     adds up to every column;
+//   - per delegation: its journal starts with its hold, and the entries
+//     add up to its amounts (checkDelegationJournal): while active, it
+//     holds its hold; once ended, nothing, having spent the settled amount
+//     or the unreversed part and written off the hold or nothing, as its
+//     state says; the settled and reversed amounts are set exactly in
+//     their states;
 //   - per delegation: pending_write_off_id names its write-off awaiting
 //     approval, and is empty when it has none; it is written_off exactly
 //     when it has an executed write-off, one, of its amount;
@@ -149,7 +155,7 @@ func checkBudgets(ctx context.Context, q *dbsqlc.Queries, rep *InvariantReport) 
 			rep.fail("budget %s: held %d != sum of active holds %d", b.ID, b.HeldMinor, b.ActiveSum)
 		}
 		if b.SpentMinor != b.SettledSum {
-			rep.fail("budget %s: spent %d != sum of settled delegations %d", b.ID, b.SpentMinor, b.SettledSum)
+			rep.fail("budget %s: spent %d != what its settled and compensated delegations spent, %d", b.ID, b.SpentMinor, b.SettledSum)
 		}
 		if b.WrittenOffMinor != b.WrittenOffSum {
 			rep.fail("budget %s: written_off %d != sum of written-off delegations %d", b.ID, b.WrittenOffMinor, b.WrittenOffSum)
@@ -176,26 +182,77 @@ func checkJournal(ctx context.Context, q *dbsqlc.Queries, rep *InvariantReport) 
 		st := ledger.ObligationState(d.ObligationState)
 		rep.Delegations[d.ID] = st
 		ids = append(ids, d.ID)
-		want := []string{string(ledger.MoveHold)}
-		switch st.Hold() {
-		case ledger.HoldConsumed:
-			want = append(want, string(ledger.MoveSpend))
-		case ledger.HoldReturned:
-			want = append(want, string(ledger.MoveReturn))
-		case ledger.HoldLost:
-			want = append(want, string(ledger.MoveWriteOff))
-		case ledger.HoldActive:
-		}
-		if !slices.Equal(d.EntryKinds, want) {
-			rep.fail("delegation %s (%s): journal entries %v, want %v", d.ID, st, d.EntryKinds, want)
-		}
-		for _, a := range d.EntryAmounts {
-			if a != d.AmountMinor {
-				rep.fail("delegation %s: journal amount %d != hold %d", d.ID, a, d.AmountMinor)
-			}
-		}
+		checkDelegationJournal(d, st, rep)
 	}
 	return ids, nil
+}
+
+// checkDelegationJournal checks one delegation's journal entries against
+// the amounts its row records (ledger/DESIGN.md §2.3): the first entry is its
+// hold; while the hold is active, later holds and returns only raise and
+// cut it, and what it holds net is its hold; once it left active, nothing
+// is held, what was spent is the settled amount (settled) or the
+// unreversed part of the hold (compensated) and nothing otherwise, and
+// what was written off is the hold (written_off) or nothing.
+func checkDelegationJournal(d dbsqlc.DelegationListWithEntriesRow, st ledger.ObligationState, rep *InvariantReport) {
+	if len(d.EntryKinds) == 0 || d.EntryKinds[0] != string(ledger.MoveHold) {
+		rep.fail("delegation %s (%s): journal entries %v, want a hold first", d.ID, st, d.EntryKinds)
+		return
+	}
+	var net, spent, writtenOff int64
+	for i, kind := range d.EntryKinds {
+		a := d.EntryAmounts[i]
+		if a <= 0 {
+			rep.fail("delegation %s: journal entry %d (%s) of %d, want a positive amount", d.ID, i, kind, a)
+		}
+		switch ledger.BudgetMoveKind(kind) {
+		case ledger.MoveHold:
+			net += a
+		case ledger.MoveSpend:
+			net -= a
+			spent += a
+		case ledger.MoveReturn:
+			net -= a
+		case ledger.MoveWriteOff:
+			net -= a
+			writtenOff += a
+		case ledger.MoveFund:
+			rep.fail("delegation %s: a fund entry in its journal", d.ID)
+		}
+		if net < 0 {
+			rep.fail("delegation %s: journal entry %d (%s) takes out more than is held", d.ID, i, kind)
+		}
+	}
+	var wantNet, wantSpent, wantWrittenOff int64
+	switch st.Hold() {
+	case ledger.HoldActive:
+		wantNet = d.AmountMinor
+	case ledger.HoldConsumed:
+		wantSpent = d.SettledAmountMinor.Int64
+	case ledger.HoldReturned:
+		if st == ledger.ObligationCompensated {
+			wantSpent = d.AmountMinor - d.ReversedAmountMinor.Int64
+		}
+	case ledger.HoldLost:
+		wantWrittenOff = d.AmountMinor
+	}
+	if net != wantNet || spent != wantSpent || writtenOff != wantWrittenOff {
+		rep.fail("delegation %s (%s, hold %d, settled %v, reversed %v): journal holds %d, spent %d, wrote off %d; want %d, %d, %d",
+			d.ID, st, d.AmountMinor, nullAmount(d.SettledAmountMinor), nullAmount(d.ReversedAmountMinor),
+			net, spent, writtenOff, wantNet, wantSpent, wantWrittenOff)
+	}
+	if (st == ledger.ObligationSettled) != d.SettledAmountMinor.Valid || (st == ledger.ObligationCompensated) != d.ReversedAmountMinor.Valid {
+		rep.fail("delegation %s (%s): settled amount %v, reversed amount %v, want each set exactly in its state",
+			d.ID, st, nullAmount(d.SettledAmountMinor), nullAmount(d.ReversedAmountMinor))
+	}
+}
+
+// nullAmount is an amount as text, or "none".
+func nullAmount(a pgtype.Int8) string {
+	if !a.Valid {
+		return "none"
+	}
+	return fmt.Sprint(a.Int64)
 }
 
 // checkTransitions checks that each delegation's events form a path of

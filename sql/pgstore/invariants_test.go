@@ -99,8 +99,32 @@ func TestCheckInvariantsReportsTampering(t *testing.T) {
 			stmt: func(invariantFixture) string { return `DELETE FROM budget_entries WHERE kind = 'spend'` },
 			want: func(f invariantFixture) []string {
 				return []string{
-					fmt.Sprintf("delegation %s (settled): journal entries [hold], want [hold spend]", f.settled.ID),
+					fmt.Sprintf("delegation %s (settled, hold 1250, settled 1250, reversed none): journal holds 1250, spent 0, wrote off 0; want 0, 1250, 0", f.settled.ID),
 					"budget ops: journal (funded 10000, held 2500, spent 0, written_off 0) disagrees with the row (10000, 1250, 1250, 0)",
+				}
+			},
+		},
+		{
+			name: "settled amount edited",
+			stmt: func(f invariantFixture) string {
+				return fmt.Sprintf(`UPDATE delegations SET settled_amount_minor = 1000 WHERE id = '%s'`, f.settled.ID)
+			},
+			want: func(f invariantFixture) []string {
+				return []string{
+					fmt.Sprintf("delegation %s (settled, hold 1250, settled 1000, reversed none): journal holds 0, spent 1250, wrote off 0; want 0, 1000, 0", f.settled.ID),
+					"budget ops: spent 1250 != what its settled and compensated delegations spent, 1000",
+				}
+			},
+		},
+		{
+			name: "hold raised without its journal entry",
+			stmt: func(f invariantFixture) string {
+				return fmt.Sprintf(`UPDATE delegations SET amount_minor = 2000 WHERE id = '%s'`, f.held.ID)
+			},
+			want: func(f invariantFixture) []string {
+				return []string{
+					fmt.Sprintf("delegation %s (held, hold 2000, settled none, reversed none): journal holds 1250, spent 0, wrote off 0; want 2000, 0, 0", f.held.ID),
+					"budget ops: held 1250 != sum of active holds 2000",
 				}
 			},
 		},

@@ -30,6 +30,9 @@ ON CONFLICT DO NOTHING;
 
 -- name: DelegationUpdate :execrows
 UPDATE delegations SET
+    amount_minor            = @amount_minor,
+    settled_amount_minor    = sqlc.narg(settled_amount_minor),
+    reversed_amount_minor   = sqlc.narg(reversed_amount_minor),
     remote_task_id          = @remote_task_id,
     remote_context_id       = @remote_context_id,
     protocol_version        = @protocol_version,

@@ -4,8 +4,10 @@
 SELECT b.id, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor,
        coalesce((SELECT sum(d.amount_minor) FROM delegations d
                  WHERE d.budget_id = b.id AND d.obligation_state = ANY(@active_states::text[])), 0)::bigint AS active_sum,
-       coalesce((SELECT sum(d.amount_minor) FROM delegations d
-                 WHERE d.budget_id = b.id AND d.obligation_state = 'settled'), 0)::bigint AS settled_sum,
+       coalesce((SELECT sum(CASE d.obligation_state WHEN 'settled' THEN d.settled_amount_minor
+                                                    ELSE d.amount_minor - d.reversed_amount_minor END)
+                 FROM delegations d
+                 WHERE d.budget_id = b.id AND d.obligation_state IN ('settled', 'compensated')), 0)::bigint AS settled_sum,
        coalesce((SELECT sum(d.amount_minor) FROM delegations d
                  WHERE d.budget_id = b.id AND d.obligation_state = 'written_off'), 0)::bigint AS written_off_sum,
        coalesce((SELECT sum(CASE j.kind WHEN 'fund' THEN j.amount_minor ELSE 0 END)
@@ -20,8 +22,9 @@ FROM budgets b
 ORDER BY b.id;
 
 -- name: DelegationListWithEntries :many
--- For CheckInvariants: every delegation with its journal entries, oldest first.
-SELECT d.id, d.obligation_state, d.amount_minor,
+-- For CheckInvariants: every delegation with its recorded amounts and its
+-- journal entries, oldest first.
+SELECT d.id, d.obligation_state, d.amount_minor, d.settled_amount_minor, d.reversed_amount_minor,
        coalesce(array_agg(j.kind ORDER BY j.id) FILTER (WHERE j.id IS NOT NULL), '{}')::text[] AS entry_kinds,
        coalesce(array_agg(j.amount_minor ORDER BY j.id) FILTER (WHERE j.id IS NOT NULL), '{}')::bigint[] AS entry_amounts
 FROM delegations d

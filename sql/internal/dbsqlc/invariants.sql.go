@@ -9,14 +9,17 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const budgetListWithTotals = `-- name: BudgetListWithTotals :many
 SELECT b.id, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor,
        coalesce((SELECT sum(d.amount_minor) FROM delegations d
                  WHERE d.budget_id = b.id AND d.obligation_state = ANY($1::text[])), 0)::bigint AS active_sum,
-       coalesce((SELECT sum(d.amount_minor) FROM delegations d
-                 WHERE d.budget_id = b.id AND d.obligation_state = 'settled'), 0)::bigint AS settled_sum,
+       coalesce((SELECT sum(CASE d.obligation_state WHEN 'settled' THEN d.settled_amount_minor
+                                                    ELSE d.amount_minor - d.reversed_amount_minor END)
+                 FROM delegations d
+                 WHERE d.budget_id = b.id AND d.obligation_state IN ('settled', 'compensated')), 0)::bigint AS settled_sum,
        coalesce((SELECT sum(d.amount_minor) FROM delegations d
                  WHERE d.budget_id = b.id AND d.obligation_state = 'written_off'), 0)::bigint AS written_off_sum,
        coalesce((SELECT sum(CASE j.kind WHEN 'fund' THEN j.amount_minor ELSE 0 END)
@@ -84,7 +87,7 @@ func (q *Queries) BudgetListWithTotals(ctx context.Context, activeStates []strin
 }
 
 const delegationListWithEntries = `-- name: DelegationListWithEntries :many
-SELECT d.id, d.obligation_state, d.amount_minor,
+SELECT d.id, d.obligation_state, d.amount_minor, d.settled_amount_minor, d.reversed_amount_minor,
        coalesce(array_agg(j.kind ORDER BY j.id) FILTER (WHERE j.id IS NOT NULL), '{}')::text[] AS entry_kinds,
        coalesce(array_agg(j.amount_minor ORDER BY j.id) FILTER (WHERE j.id IS NOT NULL), '{}')::bigint[] AS entry_amounts
 FROM delegations d
@@ -94,14 +97,17 @@ ORDER BY d.id
 `
 
 type DelegationListWithEntriesRow struct {
-	ID              uuid.UUID
-	ObligationState string
-	AmountMinor     int64
-	EntryKinds      []string
-	EntryAmounts    []int64
+	ID                  uuid.UUID
+	ObligationState     string
+	AmountMinor         int64
+	SettledAmountMinor  pgtype.Int8
+	ReversedAmountMinor pgtype.Int8
+	EntryKinds          []string
+	EntryAmounts        []int64
 }
 
-// For CheckInvariants: every delegation with its journal entries, oldest first.
+// For CheckInvariants: every delegation with its recorded amounts and its
+// journal entries, oldest first.
 func (q *Queries) DelegationListWithEntries(ctx context.Context) ([]DelegationListWithEntriesRow, error) {
 	rows, err := q.db.Query(ctx, delegationListWithEntries)
 	if err != nil {
@@ -115,6 +121,8 @@ func (q *Queries) DelegationListWithEntries(ctx context.Context) ([]DelegationLi
 			&i.ID,
 			&i.ObligationState,
 			&i.AmountMinor,
+			&i.SettledAmountMinor,
+			&i.ReversedAmountMinor,
 			&i.EntryKinds,
 			&i.EntryAmounts,
 		); err != nil {

@@ -154,6 +154,8 @@ type Delegation struct {
 	LastObservedAt        *time.Time
 	DispatchUnknownAt     *time.Time
 	DispatchUnknownReason *string
+	SettledAmountMinor    pgtype.Int8
+	ReversedAmountMinor   pgtype.Int8
 }
 
 type DelegationCase struct {
@@ -290,6 +292,25 @@ type ReportingBudgetsV1 struct {
 	ActiveHolds     int64
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+}
+
+// Each delegation's hold and where it went: held, spent, returned, written off (from the budget journal), with the settled and reversed amounts. Version 1.
+type ReportingDelegationAmountsV1 struct {
+	DelegationID        uuid.UUID
+	Tenant              string
+	OrgID               string
+	BudgetID            string
+	Currency            string
+	ObligationState     string
+	AmountMinor         int64
+	SettledAmountMinor  pgtype.Int8
+	ReversedAmountMinor pgtype.Int8
+	HeldTotalMinor      int64
+	SpentMinor          int64
+	ReturnedMinor       int64
+	WrittenOffMinor     int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
 }
 
 // Active holds by org, currency and obligation state, with age buckets. Version 1.

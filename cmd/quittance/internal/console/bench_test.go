@@ -102,14 +102,17 @@ func seedBench(b *testing.B) *apitest.Env {
 	_, err := e.Pool.Exec(ctx, `
 		INSERT INTO delegations (id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,
 		                         amount_minor, currency, remote_task_id, task_status, obligation_state,
+		                         settled_amount_minor, reversed_amount_minor,
 		                         compensation_deadline, version, created_at, updated_at)
 		SELECT md5('bench' || i)::uuid, 'tenant-' || (i % 7), 'op-' || i, '\x00', CASE WHEN i % 2 = 0 THEN 'org-a' ELSE 'org-b' END,
-		       'procurement', 'bench', 1000 + (i::bigint * 7919) % 1000000, 'EUR', 'task-' || i, 'canceled',
-		       CASE WHEN i <= $2 THEN (ARRAY['revocation_pending_compensation', 'compensation_unconfirmed', 'escalated'])[1 + i % 3]
-		            ELSE (ARRAY['settled', 'released', 'compensated', 'written_off'])[1 + i % 4] END,
+		       'procurement', 'bench', s.amount, 'EUR', 'task-' || i, 'canceled', s.state,
+		       CASE WHEN s.state = 'settled' THEN s.amount END, CASE WHEN s.state = 'compensated' THEN s.amount END,
 		       $3::timestamptz - make_interval(secs => i) + interval '72 hours', 2,
 		       $3::timestamptz - make_interval(secs => i), $3::timestamptz - make_interval(secs => i)
-		FROM generate_series(1, $1::int) AS i`, total, open, apitest.Epoch)
+		FROM generate_series(1, $1::int) AS i, LATERAL (
+		    SELECT 1000 + (i::bigint * 7919) % 1000000 AS amount,
+		           CASE WHEN i <= $2 THEN (ARRAY['revocation_pending_compensation', 'compensation_unconfirmed', 'escalated'])[1 + i % 3]
+		                ELSE (ARRAY['settled', 'released', 'compensated', 'written_off'])[1 + i % 4] END AS state) s`, total, open, apitest.Epoch)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -39,7 +39,9 @@ func TestPagesRender(t *testing.T) {
 	b.get("/console/").contains(t, "2,500.00 EUR", "Compensation unconfirmed", "100,000.00 EUR")
 	b.get("/console/obligations?state=compensation_unconfirmed").contains(t, w.big.ID, w.small.ID)
 	b.get("/console/obligations?state=compensation_unconfirmed").lacks(t, w.pending.ID, w.acked.ID)
-	b.get("/console/delegations/"+w.acked.ID).contains(t, "signature verified", "b-key-1", "compensation_acked", "chain verified")
+	b.get("/console/delegations/"+w.acked.ID).contains(t, "signature verified", "b-key-1", "compensation_acked", "chain verified",
+		"spent 0.00 EUR, returned 750.00 EUR")
+	b.get("/console/delegations/"+w.big.ID).lacks(t, "Where it went")
 }
 
 // TestFiltersSortAndKeyset: filters live in the query string, bad input

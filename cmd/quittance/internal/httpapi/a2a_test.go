@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -54,6 +55,9 @@ type v03Peer struct {
 	compOutcome  string
 	refuseWith   error
 	compRelease  chan struct{}
+	// receiptExtra is added to every compensation receipt (a
+	// reversedAmountMinor).
+	receiptExtra map[string]any
 
 	release chan struct{}
 	stop    chan struct{}
@@ -95,6 +99,7 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 			data := map[string]any{
 				"outcome": outcome, "receiptId": "rcpt-" + string(rc.TaskID), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
 			}
+			maps.Copy(data, p.receiptExtra)
 			if outcome == "not_supported" {
 				data["reason"] = "orders of this kind cannot be reversed"
 			}
@@ -132,12 +137,22 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 	case <-ctx.Done():
 		return nil
 	case <-p.stop:
-		return nil
+		return finishOnStop(ctx, rc, q)
 	case <-p.release:
 		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
 		done.Final = true
 		return q.Write(ctx, done)
 	}
+}
+
+// finishOnStop ends a task the test left working when the peer stops:
+// a2a-go keeps an execution, and its event broker, running until the
+// executor writes a final event, so returning without one would leave
+// their goroutines behind (internal/leaktest fails the package then).
+func finishOnStop(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
 }
 
 func (p *v03Peer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {

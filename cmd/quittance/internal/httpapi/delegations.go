@@ -46,6 +46,8 @@ type DelegationBody struct {
 	BudgetID            string            `json:"budget_id"`
 	Hold                MoneyBody         `json:"hold"`
 	HoldState           string            `json:"hold_state" enum:"active,consumed,returned,lost"`
+	SettledAmountMinor  *int64            `json:"settled_amount_minor,omitempty" doc:"Once settled: how much of the hold the work cost (spent); the rest of the hold returned to the budget."`
+	ReversedAmountMinor *int64            `json:"reversed_amount_minor,omitempty" doc:"Once compensated: how much of the hold the remote reversed (returned to the budget); the rest was spent as the cost of the cancellation."`
 	Remote              RemoteBody        `json:"remote"`
 	TaskStatus          string            `json:"task_status"`
 	TaskStatusAt        *time.Time        `json:"task_status_at,omitempty"`
@@ -71,6 +73,14 @@ func delegationBody(d ledger.Delegation) DelegationBody {
 		TaskStatus: string(d.TaskStatus), TaskStatusAt: timePtr(d.TaskStatusAt), TaskStatusMessage: d.TaskStatusMessage,
 		LastObservedAt: timePtr(d.LastObservedAt), ObligationState: string(d.ObligationState), ObligationReason: d.ObligationReason,
 		CancelRequestedAt: timePtr(d.CancelRequestedAt), Version: d.Version, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+	}
+	switch d.ObligationState {
+	case ledger.ObligationSettled:
+		b.SettledAmountMinor = &d.SettledAmountMinor
+	case ledger.ObligationCompensated:
+		b.ReversedAmountMinor = &d.ReversedAmountMinor
+	case ledger.ObligationHeld, ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed,
+		ledger.ObligationEscalated, ledger.ObligationReleased, ledger.ObligationWrittenOff:
 	}
 	c := d.Compensation
 	b.Compensation = &CompensationBody{
@@ -181,6 +191,16 @@ type taskStatusInput struct {
 		State     string     `json:"state" doc:"The remote task state: A2A v1.0 (TASK_STATE_CANCELED) or v0.3 (canceled, input-required) names." example:"TASK_STATE_CANCELED"`
 		Timestamp *time.Time `json:"timestamp,omitempty" doc:"When the remote task entered the state (TaskStatus.timestamp); defaults to now."`
 		Message   string     `json:"message,omitempty" maxLength:"4096" doc:"The status message text, if any."`
+		// SettledAmountMinor is a pointer so that 0 (nothing spent) is told
+		// from absent (the whole hold).
+		SettledAmountMinor *int64 `json:"settled_amount_minor,omitempty" doc:"With state completed, when it settles a held obligation: how much of the hold the work cost, 0 to the hold. That much is spent and the rest returned to the budget; absent, the whole hold is spent."`
+	}
+}
+
+type changeHoldInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		AmountMinor int64 `json:"amount_minor" doc:"The new hold, in integer minor units of the hold's currency; positive." example:"90000"`
 	}
 }
 
@@ -305,7 +325,7 @@ func (s *Server) registerDelegations() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "report-task-status", Method: http.MethodPost, Path: "/v1/delegations/{id}/task-status", Tags: tags,
 		Summary:     "Report the remote task's status",
-		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation.",
+		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation. With state completed, settled_amount_minor (0 to the hold) spends that much and returns the rest; more than the hold is 422 and nothing changes; given when the report does not settle a held obligation (nor repeats the one that did) it is 409 settlement_not_applicable.",
 		Security:    bearerAuth,
 	}, func(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
 		id, err := parseID(in.ID)
@@ -316,11 +336,28 @@ func (s *Server) registerDelegations() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		obs := ledger.Observation{Status: st, Message: in.Body.Message, Source: "api"}
+		obs := ledger.Observation{Status: st, Message: in.Body.Message, Source: "api", SettledAmountMinor: in.Body.SettledAmountMinor}
 		if in.Body.Timestamp != nil {
 			obs.Timestamp = *in.Body.Timestamp
 		}
 		d, err := s.ledger.ReportTaskStatus(ctx, principal(ctx), id, obs)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "change-hold", Method: http.MethodPatch, Path: "/v1/delegations/{id}/hold", Tags: tags,
+		Summary:     "Raise or lower the hold of a held obligation",
+		Description: "A hold is a cap on what the work may cost. While the obligation is held, a raise holds the difference from the budget (422 insufficient_funds, nothing changed, when it is not available) and a cut returns it; a hold_changed event records the old and the new amount. The same amount again changes nothing. In any other state: 409 hold_not_changeable.",
+		Security:    bearerAuth,
+	}, func(ctx context.Context, in *changeHoldInput) (*delegationOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.ledger.ChangeHold(ctx, principal(ctx), id, in.Body.AmountMinor)
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}

@@ -172,6 +172,7 @@ func TestOpenAPIAndHealth(t *testing.T) {
 		"/v1/delegations/{id}":             {"get"},
 		"/v1/delegations/{id}/task-status": {"post"},
 		"/v1/delegations/{id}/cancel":      {"post"},
+		"/v1/delegations/{id}/hold":        {"patch"},
 		"/v1/delegations/{id}/events":      {"get"},
 		"/admin/v1/budgets/{id}":           {"get", "put"},
 		"/admin/v1/orgs/{id}":              {"get", "put"},

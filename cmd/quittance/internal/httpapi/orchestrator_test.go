@@ -122,9 +122,10 @@ func (p *orchPeer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	}
 	select {
 	case <-ctx.Done():
+		return nil
 	case <-p.stop:
+		return finishOnStop(ctx, rc, q)
 	}
-	return nil
 }
 
 func (p *orchPeer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {

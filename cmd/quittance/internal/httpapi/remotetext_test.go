@@ -53,9 +53,10 @@ func (p *textPeer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	}
 	select {
 	case <-ctx.Done():
+		return nil
 	case <-p.stop:
+		return finishOnStop(ctx, rc, q)
 	}
-	return nil
 }
 
 func (p *textPeer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {

@@ -1,0 +1,42 @@
+package ledger
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
+
+// ChangeHold sets the hold of a held obligation to amountMinor (ledger/DESIGN.md
+// §2.3): a hold is a cap on what the work may cost, and the orchestrator
+// learns the price as the work goes. A raise holds the difference from the
+// budget's available amount (ErrInsufficientFunds, and nothing changed,
+// when it does not cover it); a cut returns the difference. The
+// hold_changed event records the old and the new amount. The same amount
+// again changes nothing and records nothing. In any state but held the
+// change is refused with a *ConflictError (hold_not_changeable): once the
+// task has ended, only the evidence of its end moves the hold.
+func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amountMinor int64) (Delegation, error) {
+	if err := require(p, RoleOrchestrator); err != nil {
+		return Delegation{}, err
+	}
+	if amountMinor <= 0 {
+		return Delegation{}, Invalid("amount_minor", "must be a positive integer number of minor units")
+	}
+	var out Delegation
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		d, err := LockVisible(ctx, tx, p, id)
+		if err != nil {
+			return err
+		}
+		if d.ObligationState != ObligationHeld {
+			return Conflict("hold_not_changeable", "the obligation is %s; only a held obligation's hold can change", d.ObligationState)
+		}
+		if d.Hold.AmountMinor == amountMinor {
+			out = d
+			return nil
+		}
+		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeHoldChanged, Actor: p.Actor(), At: s.Now(), HoldAmountMinor: amountMinor})
+		return err
+	})
+	return out, err
+}

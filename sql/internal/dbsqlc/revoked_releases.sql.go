@@ -13,7 +13,7 @@ import (
 )
 
 const delegationListDeclaredReleasesByOrgForUpdate = `-- name: DelegationListDeclaredReleasesByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations
 WHERE org_id = $1
   AND obligation_state = 'released'
   AND obligation_reason = 'no_compensation_declared'
@@ -65,6 +65,8 @@ func (q *Queries) DelegationListDeclaredReleasesByOrgForUpdate(ctx context.Conte
 			&i.LastObservedAt,
 			&i.DispatchUnknownAt,
 			&i.DispatchUnknownReason,
+			&i.SettledAmountMinor,
+			&i.ReversedAmountMinor,
 		); err != nil {
 			return nil, err
 		}

@@ -38,12 +38,13 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 	if p.Role != ledger.RoleOncall {
 		return ledger.Delegation{}, ledger.ErrForbidden
 	}
-	for _, f := range []struct{ name, value string }{{"task_id", in.TaskID}, {"reason", in.Reason}} {
-		if strings.TrimSpace(f.value) == "" {
+	for _, f := range []struct {
+		name, value string
+		required    bool
+	}{{"task_id", in.TaskID, true}, {"context_id", in.ContextID, false}, {"reason", in.Reason, true}} {
+		if f.required && strings.TrimSpace(f.value) == "" {
 			return ledger.Delegation{}, ledger.Invalid(f.name, "%s is required", f.name)
 		}
-	}
-	for _, f := range []struct{ name, value string }{{"task_id", in.TaskID}, {"context_id", in.ContextID}, {"reason", in.Reason}} {
 		if _, replaced := ledger.StorableText(f.value); len(f.value) > maxResolveText || replaced {
 			return ledger.Delegation{}, ledger.Invalid(f.name, "%s must be at most %d bytes of valid text without NUL", f.name, maxResolveText)
 		}

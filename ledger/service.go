@@ -529,11 +529,8 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		ev, _ := TerminalStatusEvent(obs.Status, gated, heldEvidenceOf(early))
 		change.Obligation = ev
 		change.CompensationTimeout = class.CompensationTimeout
-		switch ev {
-		case EventTaskCompleted:
+		if ev == EventTaskCompleted {
 			change.SettledAmountMinor = obs.SettledAmountMinor
-		case EventTaskRejected, EventTaskEndedUngated, EventTaskEndedGated, EventCompensationAck,
-			EventDeclarationVerified, EventCompensationUnconfirmed, EventIdentityRevoked, EventWriteOffApproved:
 		}
 		data["gate_applies"] = gated
 		switch {

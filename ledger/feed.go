@@ -18,6 +18,16 @@ type FeedEvent struct {
 	Event Event
 }
 
+// FeedPage is a page of the feed.
+type FeedPage struct {
+	// Events are the page's events, in the feed's order.
+	Events []FeedEvent
+	// HeldBack says that events committed after the page's last one wait
+	// for an older transaction to end before they may be served: a reader
+	// that wants everything committed so far must read again shortly.
+	HeldBack bool
+}
+
 // FeedQuery selects a page of the feed.
 type FeedQuery struct {
 	// AfterPosition returns only events positioned after it (0: from the start).
@@ -36,7 +46,7 @@ type Feed interface {
 	// FeedEvents returns events after q.AfterPosition, in the feed's order:
 	// those that are final, that is, before which no event can be added
 	// any more.
-	FeedEvents(ctx context.Context, q FeedQuery) ([]FeedEvent, error)
+	FeedEvents(ctx context.Context, q FeedQuery) (FeedPage, error)
 	// FeedPosition returns the position of the event with sequence seq.
 	FeedPosition(ctx context.Context, seq int64) (int64, error)
 	// FeedHead returns the position of the last event FeedEvents would

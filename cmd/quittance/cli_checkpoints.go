@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -148,6 +149,23 @@ type checkpointOptions struct {
 // Only one delegation's stream when delegation is set. Breaks are printed
 // and counted; only failures to talk to the API are returned.
 func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, delegation string, stderr io.Writer) error {
+	// The checkpoint is read first: every head it signed was committed
+	// before the streams are read below, so a stream shorter than its head
+	// lost events; one read first could miss events a checkpoint signed
+	// while it was read.
+	cp, kid, cpErr := v.checkpoint(ctx, opts)
+	var removed *checkpointsRemovedError
+	if errors.As(cpErr, &removed) {
+		// Reported, and the streams are still checked against the file.
+		v.broken++
+		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", cpErr)
+		cpErr = nil
+	}
+	var ae *apiError
+	if cpErr != nil && errors.As(cpErr, &ae) && (ae.Status != http.StatusNotFound || opts.file != "") {
+		return cpErr
+	}
+
 	streams := map[string][]ledger.Event{}
 	if delegation != "" {
 		events, err := v.delegationEvents(ctx, delegation)
@@ -180,25 +198,13 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 		}
 	}
 
-	cp, kid, err := v.checkpoint(ctx, opts)
-	var removed *checkpointsRemovedError
-	if errors.As(err, &removed) {
-		// Reported, and the streams are still checked against the file.
-		v.broken++
-		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", err)
-		err = nil
+	if ae != nil { // no checkpoint is served, and none was given
+		fmt.Fprintln(stderr, "no checkpoint yet: nothing anchors the streams' last events (quittance checkpoints create signs one)")
+		return nil
 	}
-	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && opts.file == "" {
-			fmt.Fprintln(stderr, "no checkpoint yet: nothing anchors the streams' last events (quittance checkpoints create signs one)")
-			return nil
-		}
-		if ae != nil {
-			return err
-		}
+	if cpErr != nil {
 		v.broken++
-		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", err)
+		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", cpErr)
 		return nil
 	}
 	if delegation != "" {
@@ -273,21 +279,27 @@ func (e *checkpointsRemovedError) Error() string {
 	return fmt.Sprintf("the ledger's latest checkpoint is %s, older than the exported checkpoint %d: checkpoints were removed", e.served, e.exported)
 }
 
-// allStreams reads every event from the feed (finance, on-call), by stream,
-// each in stream order.
+// feedHeldBackTimeout bounds how long allStreams waits for events that are
+// committed but held back in the feed by an older transaction.
+const feedHeldBackTimeout = 2 * time.Minute
+
+// allStreams reads every event committed so far from the feed (finance,
+// on-call), by stream, each in stream order. The feed serves an event only
+// once every transaction that was writing when it committed has ended
+// (ledger/AUDIT.md); while the page says events are held back, it waits
+// and reads on, so that nothing committed before the call is missed.
 func (v *verifier) allStreams(ctx context.Context) (map[string][]ledger.Event, error) {
 	streams := map[string][]ledger.Event{}
 	q := url.Values{"limit": {"500"}}
+	deadline := time.Now().Add(feedHeldBackTimeout)
 	for {
 		var page struct {
 			Events    []ledger.EventRecord `json:"events"`
 			NextAfter string               `json:"next_after"`
+			HeldBack  bool                 `json:"held_back"`
 		}
 		if err := v.c.call(ctx, http.MethodGet, "/v1/events", q, nil, &page); err != nil {
 			return nil, err
-		}
-		if len(page.Events) == 0 {
-			break
 		}
 		for _, r := range page.Events {
 			e, err := r.Event()
@@ -296,10 +308,23 @@ func (v *verifier) allStreams(ctx context.Context) (map[string][]ledger.Event, e
 			}
 			streams[e.Stream] = append(streams[e.Stream], e)
 		}
-		if page.NextAfter == "" {
+		if page.NextAfter != "" {
+			q.Set("after", page.NextAfter)
+		}
+		if len(page.Events) > 0 {
+			continue
+		}
+		if !page.HeldBack {
 			break
 		}
-		q.Set("after", page.NextAfter)
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the event feed has held committed events back for %s: a transaction on the database server stays open (see pg_stat_activity)", feedHeldBackTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	for _, events := range streams {
 		slices.SortFunc(events, func(a, b ledger.Event) int { return int(a.StreamSeq) - int(b.StreamSeq) })

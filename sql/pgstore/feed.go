@@ -23,24 +23,25 @@ import (
 // that are ready to serve. When the page ends at events that are committed
 // but wait for an older transaction, it arranges for the subscribers of
 // FeedWake to be woken once they are ready.
-func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) ([]ledger.FeedEvent, error) {
+func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) (ledger.FeedPage, error) {
 	p := dbsqlc.FeedListParams{AfterPos: f.AfterPosition, Tenant: optional(f.Tenant), MaxRows: int32(f.Limit)}
 	if f.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: f.DelegationID, Valid: true}
 	}
 	rows, err := s.q.FeedList(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("read event feed: %w", err)
+		return ledger.FeedPage{}, fmt.Errorf("read event feed: %w", err)
 	}
-	out := make([]ledger.FeedEvent, 0, len(rows))
+	page := ledger.FeedPage{Events: make([]ledger.FeedEvent, 0, len(rows))}
 	for _, r := range rows {
 		if !r.Ready {
 			s.listener().awaitCut(r.OrderXid.Uint64)
+			page.HeldBack = true
 			break
 		}
-		out = append(out, ledger.FeedEvent{Position: r.Pos, Event: toEvent(r.Event)})
+		page.Events = append(page.Events, ledger.FeedEvent{Position: r.Pos, Event: toEvent(r.Event)})
 	}
-	return out, nil
+	return page, nil
 }
 
 // FeedPosition returns the feed position of event seq.

@@ -61,11 +61,11 @@ func readAll(t *testing.T, s *pgstore.Store, q ledger.FeedQuery) []ledger.FeedEv
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, page...)
-		if len(page) < q.Limit {
+		out = append(out, page.Events...)
+		if len(page.Events) < q.Limit {
 			return out
 		}
-		q.AfterPosition = page[len(page)-1].Position
+		q.AfterPosition = page.Events[len(page.Events)-1].Position
 	}
 }
 
@@ -131,10 +131,11 @@ func (r *feedReader) run(ctx context.Context, done <-chan struct{}, want func() 
 			r.resumes++
 		}
 		q.Limit = 1 + rng.IntN(8)
-		events, err := store.FeedEvents(ctx, q)
+		page, err := store.FeedEvents(ctx, q)
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
+		events := page.Events
 		r.seen = append(r.seen, events...)
 		if n := len(events); n > 0 {
 			q.AfterPosition = events[n-1].Position
@@ -497,10 +498,14 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 			// While the slow transaction is open, the fast event waits, and
 			// "now" stands before it.
 			time.Sleep(50 * time.Millisecond)
-			events, err := b.store.FeedEvents(ctx, ledger.FeedQuery{Limit: 100})
+			page, err := b.store.FeedEvents(ctx, ledger.FeedQuery{Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
+			if !page.HeldBack {
+				t.Errorf("the page does not say that committed events are held back")
+			}
+			events := page.Events
 			if slices.Contains(seqsOf(events), fast.Seq) {
 				t.Fatalf("event %d was served while a transaction that began writing before it committed is open", fast.Seq)
 			}
@@ -533,7 +538,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				after = page
+				after = page.Events
 			}
 			if got := seqsOf(after); !slices.Equal(got, want) {
 				t.Fatalf("after the head: %v, want %v", got, want)

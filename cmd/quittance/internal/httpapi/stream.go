@@ -81,6 +81,8 @@ type feedOutput struct {
 		Events []EventRecord `json:"events"`
 		// NextAfter is the after of the next page.
 		NextAfter string `json:"next_after,omitempty" doc:"Pass as after to read on; absent when there were no events."`
+		// HeldBack says more events are committed but not yet servable.
+		HeldBack bool `json:"held_back,omitempty" doc:"true: events committed after this page's last one wait for an older transaction to end; read again shortly to have everything committed so far."`
 	}
 }
 
@@ -103,11 +105,13 @@ func (s *Server) registerStreams() {
 			return nil, err
 		}
 		q.Limit = in.Limit
-		events, err := s.feed.FeedEvents(ctx, q)
+		page, err := s.feed.FeedEvents(ctx, q)
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
+		events := page.Events
 		out := &feedOutput{}
+		out.Body.HeldBack = page.HeldBack
 		out.Body.Events = make([]EventRecord, len(events))
 		for i, fe := range events {
 			out.Body.Events[i] = eventRecord(fe.Event)
@@ -265,7 +269,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
 	for {
-		events, err := s.feed.FeedEvents(ctx, q)
+		page, err := s.feed.FeedEvents(ctx, q)
+		events := page.Events
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.ErrorContext(ctx, "event stream read failed", slog.Any("error", err))

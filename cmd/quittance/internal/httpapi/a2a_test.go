@@ -49,12 +49,15 @@ const a2aLedgerID = "ledger-a2a-test"
 // artifact whose outcome is compOutcome ("pending": a pending receipt and
 // a working task, then, once compRelease is closed, a compensated receipt
 // and a completed task). With refuseWith set, every message is refused
-// with that error before a task exists.
+// with that error before a task exists. With purgeOnCancel set, a cancel
+// purges the task (see purgingStore): the cancel and every later call on
+// it answer TaskNotFoundError.
 type v03Peer struct {
-	refuseCancel bool
-	compOutcome  string
-	refuseWith   error
-	compRelease  chan struct{}
+	refuseCancel  bool
+	purgeOnCancel bool
+	compOutcome   string
+	refuseWith    error
+	compRelease   chan struct{}
 	// receiptExtra is added to every compensation receipt (a
 	// reversedAmountMinor).
 	receiptExtra map[string]any
@@ -68,6 +71,7 @@ type v03Peer struct {
 	metadata   []map[string]any // of every message received
 	tasks      atomic.Int32
 
+	store   *purgingStore
 	srv     *httptest.Server
 	cardURL string
 }
@@ -159,6 +163,13 @@ func (p *v03Peer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q event
 	if p.refuseCancel {
 		return a2a.ErrTaskNotCancelable
 	}
+	if p.purgeOnCancel {
+		// The agent forgets the task at once; its effects stand. Its
+		// execution goes on unseen until the peer stops (finishOnStop),
+		// and nothing it writes is stored again.
+		p.store.purge(rc.TaskID)
+		return fmt.Errorf("task %s purged: %w", rc.TaskID, a2a.ErrTaskNotFound)
+	}
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
 	ev.Final = true
 	return q.Write(ctx, ev)
@@ -177,19 +188,75 @@ func startV03Peer(t *testing.T, p *v03Peer, ip string) *v03Peer {
 	if p.release == nil {
 		p.release = make(chan struct{})
 	}
-	p.srv, p.cardURL = serveA2APeer(t, p, ip, "sells pallets")
+	p.store = newPurgingStore()
+	p.srv, p.cardURL = serveA2APeer(t, p, ip, "sells pallets", a2asrv.WithTaskStore(p.store))
 	t.Cleanup(func() { close(p.stop) })
 	return p
 }
 
+// purgingStore is an a2asrv.TaskStore that can purge a task, as an agent
+// with a short retention does: a purged task is never loaded or saved
+// again, so a2a-go answers every call naming it (GetTask, CancelTask) with
+// TaskNotFoundError. Tasks are kept as JSON, so no caller shares one.
+type purgingStore struct {
+	mu     sync.Mutex
+	tasks  map[a2a.TaskID][]byte
+	purged map[a2a.TaskID]bool
+}
+
+func newPurgingStore() *purgingStore {
+	return &purgingStore{tasks: map[a2a.TaskID][]byte{}, purged: map[a2a.TaskID]bool{}}
+}
+
+func (s *purgingStore) Save(_ context.Context, task *a2a.Task) error {
+	b, err := json.Marshal(task)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.purged[task.ID] {
+		s.tasks[task.ID] = b
+	}
+	return nil
+}
+
+func (s *purgingStore) Get(_ context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	s.mu.Lock()
+	b, ok := s.tasks[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, a2a.ErrTaskNotFound
+	}
+	var task a2a.Task
+	if err := json.Unmarshal(b, &task); err != nil {
+		return nil, err
+	}
+	return &task, nil
+}
+
+func (s *purgingStore) purge(id a2a.TaskID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.purged[id] = true
+	delete(s.tasks, id)
+}
+
+func (s *purgingStore) wasPurged(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.purged[a2a.TaskID(id)]
+}
+
 // serveA2APeer serves an a2a-go v0.3.3 agent running exec on ip, with push
 // notifications and the compensation extension on its card, until the
-// test ends. It returns the server and the agent card's URL.
-func serveA2APeer(t *testing.T, exec a2asrv.AgentExecutor, ip, description string) (*httptest.Server, string) {
+// test ends, with opts added to the handler's. It returns the server and
+// the agent card's URL.
+func serveA2APeer(t *testing.T, exec a2asrv.AgentExecutor, ip, description string, opts ...a2asrv.RequestHandlerOption) (*httptest.Server, string) {
 	t.Helper()
-	handler := a2asrv.NewHandler(exec,
+	handler := a2asrv.NewHandler(exec, append([]a2asrv.RequestHandlerOption{
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})),
-	)
+	}, opts...)...)
 	mux := http.NewServeMux()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -451,6 +518,18 @@ func TestA2ACompensationPendingReceiptWaits(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("peer got %d compensation requests, want 1", n)
 	}
+	expectOneCompensationRound(t, peer, d.ID)
+}
+
+// expectOneCompensationRound checks that the peer received the dispatch
+// and exactly one compensation request, with round 1's messageId.
+func expectOneCompensationRound(t *testing.T, peer *v03Peer, id string) {
+	t.Helper()
+	uid := uuid.MustParse(id)
+	want := []string{delegate.DispatchMessageID(uid), compensation.RequestMessageID(uid, 1)}
+	if got := peer.received(); !slices.Equal(got, want) {
+		t.Fatalf("peer received messages %v, want the dispatch and one compensation request %v", got, want)
+	}
 }
 
 // TestA2ACompensationNotSupportedIsUnconfirmedAtOnce: a not_supported
@@ -483,6 +562,55 @@ func TestA2ACompensationNotSupportedIsUnconfirmedAtOnce(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("peer got %d compensation requests, want 1", n)
 	}
+	expectOneCompensationRound(t, peer, d.ID)
+}
+
+// TestA2ACancelPurgedTaskKeepsHold: the a2a-go agent purges the task when
+// it is canceled, so it answers the cancel, and every GetTask after it,
+// with TaskNotFoundError. Quittance records each answer as
+// remote_task_not_found and never reads it as canceled or rejected: the
+// obligation stays held, the hold active, and no compensation is asked for.
+func TestA2ACancelPurgedTaskKeepsHold(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{purgeOnCancel: true}, "127.0.0.1")
+	// Polled soon after the cancel, so a GetTask meets the purge too.
+	e := newA2AEnv(t, apitest.Worker{PollAfter: 300 * time.Millisecond})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-purged-go", "supplier")
+	d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	deadline := time.Now().Add(15 * time.Second)
+	for sources := []string(nil); !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll"); sources = notFoundSources(t, e.events(t, d.ID)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v", sources, e.events(t, d.ID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !peer.store.wasPurged(d.Remote.TaskID) {
+		t.Fatalf("the peer did not purge task %s", d.Remote.TaskID)
+	}
+	d = e.get(t, d.ID)
+	if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" {
+		t.Fatalf("after TaskNotFoundError for a purged task: %+v", d)
+	}
+	events := e.events(t, d.ID)
+	if path := obligationPath(events); path != "" {
+		t.Fatalf("a purged task moved the obligation: %s", path)
+	}
+	for _, typ := range []ledger.EventType{ledger.EventTypeCancelFailed, ledger.EventTypeCompensationRequested} {
+		if n := countEvents(events, typ); n != 0 {
+			t.Fatalf("%d %s events for a purged task: %+v", n, typ, events)
+		}
+	}
+	for _, ev := range events {
+		if ev.Type == ledger.EventTypeTaskStatusChanged && ledger.TaskStatus(statusOf(t, ev)).Terminal() {
+			t.Fatalf("a purged task was read as ended: %s %s", ev.Type, ev.Data)
+		}
+	}
+	if got := peer.received(); len(got) != 1 {
+		t.Fatalf("peer received messages %v, want the dispatch alone", got)
+	}
+	e.CheckInvariants(t)
 }
 
 func TestA2ACancelNotCancelableKeepsHold(t *testing.T) {

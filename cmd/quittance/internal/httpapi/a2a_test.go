@@ -874,6 +874,21 @@ func TestA2ADispatchValidation(t *testing.T) {
 // and wait until the obligation is want, with the task canceled.
 func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.DelegationBody, *a2aEnv) {
 	t.Helper()
+	e, _, d := dispatchToDemoAgent(t, cfg, apitest.Worker{})
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, want, func(d httpapi.DelegationBody) bool { return d.ObligationState == want })
+	if d.TaskStatus != "canceled" {
+		t.Fatalf("after the walk-through: %+v", d)
+	}
+	return d, e
+}
+
+// dispatchToDemoAgent serves the demo agent configured by cfg (its ledger
+// id, key and base URL are set here), registers it as an org with its JWKS
+// on an a2aEnv whose workers are w, and dispatches a delegation to it,
+// returned once the remote task is recorded.
+func dispatchToDemoAgent(t *testing.T, cfg demoagent.Config, w apitest.Worker) (*a2aEnv, *demoagent.Agent, httpapi.DelegationBody) {
+	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -895,7 +910,7 @@ func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	e := newA2AEnv(t, apitest.Worker{})
+	e := newA2AEnv(t, w)
 	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
 		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
 		"jwks": json.RawMessage(agent.JWKS()), "require_signed_receipts": true,
@@ -905,12 +920,7 @@ func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.
 	if d.Remote.ProtocolVersion != "1.0" {
 		t.Fatalf("remote = %+v", d.Remote)
 	}
-	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	d = e.waitFor(t, d.ID, want, func(d httpapi.DelegationBody) bool { return d.ObligationState == want })
-	if d.TaskStatus != "canceled" {
-		t.Fatalf("after the walk-through: %+v", d)
-	}
-	return d, e
+	return e, agent, d
 }
 
 func TestA2ADemoAgentLifecycle(t *testing.T) {
@@ -933,6 +943,34 @@ func TestA2ADemoAgentPendingCompensation(t *testing.T) {
 		countEvents(events, ledger.EventTypeCompensationRequestFailed) != 0 {
 		t.Fatalf("after a pending compensation: %+v; events %+v", d, events)
 	}
+	expectRequestedOnce(t, d.ID, events)
+}
+
+// expectRequestedOnce checks that every compensation request the events
+// record (compensation_requested, compensation_not_supported,
+// compensation_request_failed) names round 1's messageId: no new round was
+// started.
+func expectRequestedOnce(t *testing.T, id string, events []ledger.EventRecord) {
+	t.Helper()
+	want := compensation.RequestMessageID(uuid.MustParse(id), 1)
+	var got []string
+	for _, ev := range events {
+		switch ev.Type {
+		case ledger.EventTypeCompensationRequested, ledger.EventTypeCompensationNotSupported, ledger.EventTypeCompensationRequestFailed:
+			var data struct {
+				MessageID string `json:"message_id"`
+			}
+			if err := json.Unmarshal(ev.Data, &data); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(got, data.MessageID) {
+				got = append(got, data.MessageID)
+			}
+		}
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("compensation requests recorded with messageIds %v, want round 1's alone, %s", got, want)
+	}
 }
 
 // TestA2ADemoAgentCompensationNotSupported: the demo agent in
@@ -943,9 +981,58 @@ func TestA2ADemoAgentCompensationNotSupported(t *testing.T) {
 	d, e := testA2ADemoAgent(t, demoagent.Config{Compensation: demoagent.CompensationNotSupported}, "compensation_unconfirmed")
 	events := e.events(t, d.ID)
 	if d.HoldState != "active" || d.Compensation.Attempts != 1 || !strings.Contains(d.Compensation.LastError, "cannot be reversed") ||
-		countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 {
+		countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 ||
+		countEvents(events, ledger.EventTypeCompensationRetriesExhausted) != 0 {
 		t.Fatalf("after not_supported: %+v; events %+v", d, events)
 	}
+	expectRequestedOnce(t, d.ID, events)
+}
+
+// TestA2ADemoAgentPurgeOnCancel: the demo agent in purge-on-cancel mode
+// forgets the task when asked to cancel it and answers the cancel, and
+// every GetTask after it, with TaskNotFoundError, its purchase order
+// standing. Quittance records each answer as remote_task_not_found and
+// never reads it as canceled or rejected: the obligation stays held and
+// the hold active, with no compensation asked for. (The agent declares
+// atomicCancel too: a purge reverses nothing, so nothing compensates.)
+func TestA2ADemoAgentPurgeOnCancel(t *testing.T) {
+	t.Parallel()
+	// Polled soon after the cancel, so a GetTask meets the purge too.
+	e, agent, d := dispatchToDemoAgent(t, demoagent.Config{PurgeOnCancel: true, AtomicCancel: true}, apitest.Worker{PollAfter: 300 * time.Millisecond})
+	d = e.waitFor(t, d.ID, "the task working", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	deadline := time.Now().Add(15 * time.Second)
+	for sources := []string(nil); !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll"); sources = notFoundSources(t, e.events(t, d.ID)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v", sources, e.events(t, d.ID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !agent.Purged(d.Remote.TaskID) {
+		t.Fatalf("the demo agent did not purge task %s", d.Remote.TaskID)
+	}
+	if po, ok := agent.PurchaseOrder(d.Remote.TaskID); !ok || po.Reversed {
+		t.Fatalf("purchase order %+v, %v; want it standing", po, ok)
+	}
+	d = e.get(t, d.ID)
+	if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" || d.Compensation.Attempts != 0 {
+		t.Fatalf("after TaskNotFoundError for a purged task: %+v", d)
+	}
+	events := e.events(t, d.ID)
+	if path := obligationPath(events); path != "" {
+		t.Fatalf("a purged task moved the obligation: %s", path)
+	}
+	for _, typ := range []ledger.EventType{ledger.EventTypeCancelFailed, ledger.EventTypeCompensationRequested, ledger.EventTypeCompensationAcked} {
+		if n := countEvents(events, typ); n != 0 {
+			t.Fatalf("%d %s events for a purged task: %+v", n, typ, events)
+		}
+	}
+	for _, ev := range events {
+		if ev.Type == ledger.EventTypeTaskStatusChanged && ledger.TaskStatus(statusOf(t, ev)).Terminal() {
+			t.Fatalf("a purged task was read as ended: %s %s", ev.Type, ev.Data)
+		}
+	}
+	e.CheckInvariants(t)
 }
 
 // TestA2AAtomicCancelCarriesCompensationRequest: to an agent whose card

@@ -513,7 +513,7 @@ func TestJSPeerCompensationModes(t *testing.T) {
 				t.Fatalf("%d %s events after not_supported: %+v", n, typ, events)
 			}
 		}
-		eventOf(t, events, ledger.EventTypeCompensationRequested)
+		expectRequestedOnce(t, d.ID, events)
 		want := compensation.RequestMessageID(uuid.MustParse(d.ID), 1)
 		if got := peer.CompensationRequests(d.Remote.TaskID); len(got) != 1 || got[0] != want {
 			t.Fatalf("the peer received compensation requests %v, want one with messageId %s", got, want)

@@ -565,6 +565,34 @@ func TestA2ACompensationNotSupportedIsUnconfirmedAtOnce(t *testing.T) {
 	expectOneCompensationRound(t, peer, d.ID)
 }
 
+// purgePollAfter is the PollAfter of the purged-task tests: soon after the
+// cancel a poll's GetTask meets the purge too.
+const purgePollAfter = 300 * time.Millisecond
+
+// waitNotFound waits until the events record remote_task_not_found for the
+// cancel and for a poll, then checks over two more poll periods that the
+// poller asks again once per pollAfter, not on every tick of the worker.
+func waitNotFound(t *testing.T, events func() []ledger.EventRecord, pollAfter time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for sources := []string(nil); !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll"); sources = notFoundSources(t, events()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v", sources, events())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * pollAfter)
+	polls := 0
+	for _, source := range notFoundSources(t, events()) {
+		if source == "poll" {
+			polls++
+		}
+	}
+	if polls > 4 {
+		t.Fatalf("%d polls answered TaskNotFoundError within about %s: the purged task is asked again on every tick, not once per %s", polls, 3*pollAfter, pollAfter)
+	}
+}
+
 // TestA2ACancelPurgedTaskKeepsHold: the a2a-go agent purges the task when
 // it is canceled, so it answers the cancel, and every GetTask after it,
 // with TaskNotFoundError. Quittance records each answer as
@@ -573,19 +601,12 @@ func TestA2ACompensationNotSupportedIsUnconfirmedAtOnce(t *testing.T) {
 func TestA2ACancelPurgedTaskKeepsHold(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{purgeOnCancel: true}, "127.0.0.1")
-	// Polled soon after the cancel, so a GetTask meets the purge too.
-	e := newA2AEnv(t, apitest.Worker{PollAfter: 300 * time.Millisecond})
+	e := newA2AEnv(t, apitest.Worker{PollAfter: purgePollAfter})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-purged-go", "supplier")
 	d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	deadline := time.Now().Add(15 * time.Second)
-	for sources := []string(nil); !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll"); sources = notFoundSources(t, e.events(t, d.ID)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v", sources, e.events(t, d.ID))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
 	if !peer.store.wasPurged(d.Remote.TaskID) {
 		t.Fatalf("the peer did not purge task %s", d.Remote.TaskID)
 	}
@@ -997,17 +1018,10 @@ func TestA2ADemoAgentCompensationNotSupported(t *testing.T) {
 // atomicCancel too: a purge reverses nothing, so nothing compensates.)
 func TestA2ADemoAgentPurgeOnCancel(t *testing.T) {
 	t.Parallel()
-	// Polled soon after the cancel, so a GetTask meets the purge too.
-	e, agent, d := dispatchToDemoAgent(t, demoagent.Config{PurgeOnCancel: true, AtomicCancel: true}, apitest.Worker{PollAfter: 300 * time.Millisecond})
+	e, agent, d := dispatchToDemoAgent(t, demoagent.Config{PurgeOnCancel: true, AtomicCancel: true}, apitest.Worker{PollAfter: purgePollAfter})
 	d = e.waitFor(t, d.ID, "the task working", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	deadline := time.Now().Add(15 * time.Second)
-	for sources := []string(nil); !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll"); sources = notFoundSources(t, e.events(t, d.ID)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v", sources, e.events(t, d.ID))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
 	if !agent.Purged(d.Remote.TaskID) {
 		t.Fatalf("the demo agent did not purge task %s", d.Remote.TaskID)
 	}

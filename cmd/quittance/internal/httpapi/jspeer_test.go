@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -524,20 +523,11 @@ func TestJSPeerCompensationModes(t *testing.T) {
 
 	t.Run("purged", func(t *testing.T) {
 		t.Parallel()
-		// Polled soon after the cancel, so a GetTask meets the purge too.
-		e := newJSEnv(t, peer, apitest.Worker{PollAfter: 300 * time.Millisecond})
+		e := newJSEnv(t, peer, apitest.Worker{PollAfter: purgePollAfter})
 		d := e.dispatch(t, "po-js-purged", jspeer.ScenarioPurgeOnCancel)
 		d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
 		e.cancel(t, d.ID)
-		var sources []string
-		deadline := time.Now().Add(20 * time.Second)
-		for !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll") {
-			if time.Now().After(deadline) {
-				t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v\npeer output:\n%s", sources, e.events(t, d.ID), peer.Output())
-			}
-			time.Sleep(20 * time.Millisecond)
-			sources = notFoundSources(t, e.events(t, d.ID))
-		}
+		waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
 		if !peer.Purged(d.Remote.TaskID) {
 			t.Fatalf("the peer did not purge task %s:\n%s", d.Remote.TaskID, peer.Output())
 		}

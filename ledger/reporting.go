@@ -216,6 +216,7 @@ type ReportStore interface {
 	// RevokedReleaseTotals returns the unacknowledged releases on revoked
 	// identities by org and currency (q's OrgID and Tenant filter).
 	RevokedReleaseTotals(ctx context.Context, q SummaryQuery) ([]RevokedReleaseTotal, error)
+	TokenRefusalReader
 }
 
 // Reports answers finance's and on-call's reconciliation questions. Every

@@ -162,7 +162,7 @@ func (s *Server) registerCompensation() {
 	huma.Register(s.api, evidenceOp("post-compensation-ack", "/v1/compensation/acks",
 		"Acknowledge compensation (typ compensation-ack+jwt)"),
 		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
-			res, err := s.compensation.SubmitAck(ctx, in.RawBody)
+			res, err := s.compensation.SubmitAck(ctx, in.RawBody, clientAddress(ctx))
 			if err != nil {
 				return nil, s.fail(ctx, err)
 			}
@@ -171,7 +171,7 @@ func (s *Server) registerCompensation() {
 	huma.Register(s.api, evidenceOp("post-compensation-declaration", "/v1/compensation/declarations",
 		"Declare that no compensation is required (typ no-compensation-required+jwt)"),
 		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
-			res, err := s.compensation.SubmitDeclaration(ctx, in.RawBody)
+			res, err := s.compensation.SubmitDeclaration(ctx, in.RawBody, clientAddress(ctx))
 			if err != nil {
 				return nil, s.fail(ctx, err)
 			}

@@ -46,9 +46,9 @@ type compEnv struct {
 	n    int
 }
 
-func newCompEnv(t *testing.T) *compEnv {
+func newCompEnv(t *testing.T, opts ...apitest.Option) *compEnv {
 	t.Helper()
-	e := apitest.New(t, apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold))
+	e := apitest.New(t, append([]apitest.Option{apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold)}, opts...)...)
 	ce := &compEnv{
 		Env: e,
 		b:   compensationtest.NewEd25519Signer(t, "b-1"),

@@ -29,8 +29,8 @@ func (r reader) DelegationByOperation(ctx context.Context, tenant, op string) (l
 	return toDelegation(row), nil
 }
 
-func (r reader) DelegationByRemoteTask(ctx context.Context, orgID, taskID string) (ledger.Delegation, error) {
-	row, err := r.q.DelegationGetByRemoteTask(ctx, dbsqlc.DelegationGetByRemoteTaskParams{OrgID: orgID, RemoteTaskID: &taskID})
+func (r reader) DelegationByRemoteTask(ctx context.Context, tenant, orgID, taskID string) (ledger.Delegation, error) {
+	row, err := r.q.DelegationGetByRemoteTask(ctx, dbsqlc.DelegationGetByRemoteTaskParams{OrgID: orgID, RemoteTaskID: &taskID, Tenant: tenant})
 	if err != nil {
 		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
 	}
@@ -67,12 +67,12 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 	return toDelegation(row), nil
 }
 
-func (t *tx) DelegationByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) (ledger.Delegation, error) {
-	row, err := t.q.DelegationGetByRemoteTaskForUpdate(ctx, dbsqlc.DelegationGetByRemoteTaskForUpdateParams{OrgID: orgID, RemoteTaskID: &taskID})
+func (t *tx) DelegationsByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) ([]ledger.Delegation, error) {
+	rows, err := t.q.DelegationListByRemoteTaskForUpdate(ctx, dbsqlc.DelegationListByRemoteTaskForUpdateParams{OrgID: orgID, RemoteTaskID: &taskID})
 	if err != nil {
-		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
+		return nil, fmt.Errorf("lock delegations of org %s's remote task: %w", orgID, err)
 	}
-	return toDelegation(row), nil
+	return toDelegations(rows), nil
 }
 
 func (t *tx) OpenDelegationsOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error) {

@@ -331,7 +331,7 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		// The hold is placed last: the budget row is shared by many
 		// delegations, so its lock is held for the shortest time before
 		// the commit. An insufficient budget rolls everything back.
-		_, err = tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now})
+		err = tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now})
 		created = true
 		return err
 	})

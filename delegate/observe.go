@@ -72,7 +72,14 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	// answers SendMessage): the task id is not recorded yet, so the push
 	// cannot be checked against it, but it still asks for a look at the
 	// task — observe waits for the task id.
-	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
+	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID && ev.TaskID() != "" && ev.ContextID() == DispatchContextID(d.ID) {
+		// Another task in the delegation's own context: an extra task
+		// (a second one created on a resend). Recorded, and canceled by
+		// the observe job the push asks for.
+		if err := w.recordEventTask(ctx, id, ev, "push"); err != nil {
+			return err
+		}
+	} else if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
 		err := w.store.InTx(ctx, func(tx Tx) error {
 			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
 				"reason": "task_mismatch", "pushed_task_id": text.Truncate(ev.TaskID(), 256),
@@ -174,7 +181,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			})
 		})
 	}
-	return w.finish(ctx, j, "observed", func(tx Tx) error {
+	if err := w.finish(ctx, j, "observed", func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
 		if err != nil {
 			return err
@@ -184,7 +191,13 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			return err
 		}
 		return tx.ClearOrgFailures(ctx, d.OrgID)
-	})
+	}); err != nil {
+		return err
+	}
+	// Each observation of the delegation's task also cancels its extra
+	// tasks that are not terminal yet (a cancel that failed is sent again).
+	_, err = w.accountExtraTasks(ctx, client, d)
+	return err
 }
 
 // observeFailed backs the org off and retries the observe job a few times.
@@ -230,7 +243,11 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 	}); err != nil {
 		return err
 	}
-	d, err := ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
+	obs, err := extraObservation(ctx, tx, d.ID, obs)
+	if err != nil {
+		return err
+	}
+	d, err = ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
 	if err != nil {
 		return err
 	}
@@ -370,6 +387,9 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 			var status *a2a.TaskStatus
 			switch {
 			case ev.TaskID() != d.Remote.TaskID:
+				if ev.ContextID() == DispatchContextID(id) {
+					w.recordEventTask(ctx, id, ev, "stream")
+				}
 				continue
 			case ev.Task != nil:
 				status = &ev.Task.Status
@@ -405,7 +425,11 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 				}); err != nil {
 					return err
 				}
-				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream"), workerActor, now)
+				obs, err := extraObservation(ctx, tx, id, observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream"))
+				if err != nil {
+					return err
+				}
+				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, obs, workerActor, now)
 				if err != nil {
 					return err
 				}
@@ -435,4 +459,28 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 		case <-time.After(w.backoff.Wait(attempt)):
 		}
 	}
+}
+
+// recordEventTask records the task a push or stream event names, in the
+// delegation's own context, as an extra task of delegation id.
+func (w *Worker) recordEventTask(ctx context.Context, id uuid.UUID, ev a2a.StreamEvent, source string) error {
+	t := a2a.Task{ID: ev.TaskID(), ContextID: ev.ContextID(), Status: a2a.TaskStatus{State: a2a.TaskStateUnknown}}
+	switch {
+	case ev.Task != nil:
+		t = *ev.Task
+	case ev.StatusUpdate != nil:
+		t.Status = ev.StatusUpdate.Status
+	}
+	err := w.store.InTx(ctx, func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		_, err = w.recordExtraTasks(ctx, tx, d, []a2a.Task{t}, source, w.now())
+		return err
+	})
+	if err != nil {
+		w.log.ErrorContext(ctx, "record extra remote task failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+	}
+	return err
 }

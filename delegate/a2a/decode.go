@@ -118,10 +118,10 @@ type wireArtifact struct {
 }
 
 type wireTask struct {
-	ID        string          `json:"id"`
-	ContextID string          `json:"contextId"`
-	Status    wireStatus      `json:"status"`
-	Artifacts []wireArtifact  `json:"artifacts"`
+	ID        string         `json:"id"`
+	ContextID string         `json:"contextId"`
+	Status    wireStatus     `json:"status"`
+	Artifacts []wireArtifact `json:"artifacts"`
 	History   []struct {
 		MessageID string `json:"messageId"`
 	} `json:"history"`

@@ -99,7 +99,7 @@ type v03ListParams struct {
 }
 
 func (v03Dialect) listTasks(req ListTasksRequest) (string, any) {
-	return "tasks/list", v03ListParams{ContextID: req.ContextID, PageSize: req.PageSize, PageToken: req.PageToken, HistoryLength: req.HistoryLength}
+	return "tasks/list", v03ListParams(req)
 }
 
 func (v03Dialect) cancelTask(id string, metadata json.RawMessage) (string, any) {

@@ -32,11 +32,15 @@ type taskKeeper struct {
 	*rawAgent
 	onSend    func(call int) string
 	listTasks bool
+	// onCompSend, if set, says per compensation request send what the
+	// agent does after creating its task: "reply" or "drop".
+	onCompSend func(call int) string
 
 	mu        sync.Mutex
 	tasks     map[string]map[string]any
 	order     []string
 	sends     int
+	compSends int
 	stuck     map[string]bool
 	compReqs  []map[string]any
 	contexts  []string // the contextId of every dispatch send
@@ -79,6 +83,8 @@ func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, 
 		}
 		if req != nil {
 			k.compReqs = append(k.compReqs, req)
+			k.compSends++
+			drop := k.onCompSend != nil && k.onCompSend(k.compSends) == "drop"
 			task := k.newTask(p.Message.ContextID, p.Message.MessageID, "completed")
 			task["artifacts"] = []any{map[string]any{
 				"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
@@ -86,7 +92,7 @@ func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, 
 					"outcome": "compensated", "receiptId": "rcpt-" + task["id"].(string), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
 				}}},
 			}}
-			return task, nil, false
+			return task, nil, drop
 		}
 		k.sends++
 		k.contexts = append(k.contexts, p.Message.ContextID)
@@ -108,6 +114,8 @@ func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, 
 			return nil, &rawRPCError{Code: -32001, Message: "task not found"}, false
 		case k.stuck[p.ID]:
 			return nil, &rawRPCError{Code: -32002, Message: "task not cancelable"}, false
+		case task["status"].(map[string]any)["state"] != "working":
+			return nil, &rawRPCError{Code: -32002, Message: "task is in a terminal state"}, false
 		}
 		k.cancelled = append(k.cancelled, p.ID)
 		task["status"] = map[string]any{"state": "canceled"}
@@ -395,6 +403,50 @@ func TestA2ADispatchUnknownWithoutListTasksStaysForOncall(t *testing.T) {
 	got := e.waitFor(t, d.ID, "the resolved task observed", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
 	if got.Remote.TaskID != "kt-1" {
 		t.Fatalf("after on-call resolution: %+v", got)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestA2ACompensationResendSecondTaskAccountedFor: the first compensation
+// request creates a compensation task and the connection drops; the agent
+// does not deduplicate, so the resend (same messageId) creates a second
+// one. Before resending, Quittance looks the context up: the first
+// compensation task is recorded as an extra task (purpose compensation,
+// already completed, so there is nothing to cancel), and the resend names
+// it; the obligation is compensated once it is terminal and named.
+func TestA2ACompensationResendSecondTaskAccountedFor(t *testing.T) {
+	t.Parallel()
+	k := startTaskKeeper(t, &taskKeeper{listTasks: true,
+		onSend:     func(int) string { return "reply" },
+		onCompSend: func(call int) string { return map[bool]string{true: "drop", false: "reply"}[call == 1] },
+	})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true})
+	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-comp-dup", "dup")
+	e.waitFor(t, d.ID, "the dispatched task", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	got := e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if got.Remote.TaskID != "kt-1" || got.HoldState != "returned" {
+		t.Fatalf("after compensation: %+v", got)
+	}
+	events := e.events(t, d.ID)
+	found := eventsData(t, events, ledger.EventTypeRemoteTaskFound)
+	if len(found) != 1 || found[0]["task_id"] != "kt-2" || found[0]["purpose"] != "compensation" || found[0]["state"] != "completed" {
+		t.Fatalf("remote_task_found = %v, want the first compensation task kt-2, completed", found)
+	}
+	reqs := k.compensationRequests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d compensation requests, want 2", len(reqs))
+	}
+	if _, named := reqs[0]["extraTaskIds"]; named {
+		t.Fatalf("the first request named extra tasks: %v", reqs[0])
+	}
+	if extra, _ := reqs[1]["extraTaskIds"].([]any); len(extra) != 1 || extra[0] != "kt-2" {
+		t.Fatalf("the resend = %v, want extraTaskIds [kt-2]", reqs[1])
+	}
+	requested := eventsData(t, events, ledger.EventTypeCompensationRequested)
+	if len(requested) != 1 || requested[0]["compensation_task_id"] != "kt-3" {
+		t.Fatalf("compensation_requested = %v, want the answer kt-3", requested)
 	}
 	e.CheckInvariants(t)
 }

@@ -109,12 +109,21 @@ func (w *Worker) PollOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list tasks to poll: %w", err)
 	}
-	if len(ids) == 0 {
+	unknown, err := w.store.DelegationsDispatchUnknown(ctx, now.Add(-w.cfg.PollAfter), now, 100)
+	if err != nil {
+		return 0, fmt.Errorf("list dispatch_unknown delegations: %w", err)
+	}
+	if len(ids)+len(unknown) == 0 {
 		return 0, nil
 	}
 	err = w.store.InTx(ctx, func(tx Tx) error {
 		for _, id := range ids {
 			if err := enqueueObserve(ctx, tx, id, "poll", now); err != nil {
+				return err
+			}
+		}
+		for _, id := range unknown {
+			if err := enqueueObserve(ctx, tx, id, sourceDispatchLookup, now); err != nil {
 				return err
 			}
 		}
@@ -124,7 +133,47 @@ func (w *Worker) PollOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	w.Wake()
-	return len(ids), nil
+	return len(ids) + len(unknown), nil
+}
+
+// sourceDispatchLookup is the source of the observe jobs that look a
+// dispatch_unknown delegation's context up again (ListTasks), every
+// PollAfter, until a task is recorded.
+const sourceDispatchLookup = "dispatch_unknown_lookup"
+
+// lookUpUnknown looks the context of d, a delegation in the
+// dispatch_unknown condition, up with ListTasks and resolves the
+// condition with what it finds (resolveFound); finding nothing changes
+// nothing. The lookup counts as an observation, so the next is PollAfter
+// later.
+func (w *Worker) lookUpUnknown(ctx context.Context, j Job, d ledger.Delegation) error {
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return err
+	}
+	markLookedUp := func(tx Tx) error { return tx.MarkObserved(ctx, d.ID, w.now()) }
+	_, client, iface, err := w.agent(ctx, org)
+	if err != nil {
+		return w.finish(ctx, j, "agent_unavailable", markLookedUp)
+	}
+	msg := a2a.Message{ContextID: DispatchContextID(d.ID)}
+	if err := w.linkMessage(ctx, d, &msg); err != nil {
+		return err
+	}
+	found, outcome := w.lookupDispatch(ctx, client, d, msg.ContextID)
+	return w.finish(ctx, j, "lookup_"+outcome, func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if err := markLookedUp(tx); err != nil {
+			return err
+		}
+		if len(found) == 0 || cur.Remote.TaskID != "" || cur.ObligationState != ledger.ObligationHeld {
+			return nil
+		}
+		return w.resolveFound(ctx, tx, cur, found, iface, w.now())
+	})
 }
 
 // observeMaxAttempts bounds the retries of one observe job; the poller
@@ -144,6 +193,9 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	d, err := w.store.Delegation(ctx, j.DelegationID)
 	if err != nil {
 		return err
+	}
+	if source == sourceDispatchLookup && d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld {
+		return w.lookUpUnknown(ctx, j, d)
 	}
 	if d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld && j.Attempt < observeMaxAttempts {
 		// Dispatched but the task id is not recorded yet (a push outran

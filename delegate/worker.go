@@ -90,6 +90,10 @@ type Store interface {
 	// terminal, whose obligation is held, last observed at or before cutoff,
 	// and whose org is not backing off at now.
 	DelegationsToPoll(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error)
+	// DelegationsDispatchUnknown lists held delegations in the
+	// dispatch_unknown condition last looked up (observed) at or before
+	// cutoff, whose org is not backing off at now.
+	DelegationsDispatchUnknown(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error)
 	// DelegationsToStream lists dispatched delegations whose task is known
 	// and not terminal.
 	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)

@@ -135,3 +135,12 @@ func (t *tx) MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []s
 	}
 	return nil
 }
+
+// DelegationsDispatchUnknown lists dispatch_unknown delegations due for a lookup.
+func (a a2aStore) DelegationsDispatchUnknown(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error) {
+	ids, err := a.q.A2ATrackingListDispatchUnknown(ctx, dbsqlc.A2ATrackingListDispatchUnknownParams{Cutoff: &cutoff, Now: now, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list dispatch_unknown delegations: %w", err)
+	}
+	return ids, nil
+}

@@ -85,3 +85,17 @@ WHERE delegation_id = @delegation_id AND task_id = @task_id;
 UPDATE delegation_remote_tasks SET named_round = @round, updated_at = @now
 WHERE delegation_id = @delegation_id AND task_id = ANY(@task_ids::text[])
   AND (named_round IS NULL OR named_round < @round);
+
+-- name: A2ATrackingListDispatchUnknown :many
+-- Held delegations in the dispatch_unknown condition, not looked up since
+-- cutoff, whose org is not backing off: their context is looked up again.
+SELECT d.id FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+LEFT JOIN a2a_org_backoff b ON b.org_id = d.org_id
+WHERE d.dispatch_unknown_at IS NOT NULL
+  AND d.remote_task_id IS NULL
+  AND d.obligation_state = 'held'
+  AND (a.observed_at IS NULL OR a.observed_at <= @cutoff)
+  AND (b.retry_at IS NULL OR b.retry_at <= @now)
+ORDER BY a.observed_at NULLS FIRST, d.id
+LIMIT @max_rows;

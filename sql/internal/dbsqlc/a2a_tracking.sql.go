@@ -52,6 +52,47 @@ func (q *Queries) A2ATrackingGet(ctx context.Context, delegationID uuid.UUID) (A
 	return i, err
 }
 
+const a2ATrackingListDispatchUnknown = `-- name: A2ATrackingListDispatchUnknown :many
+SELECT d.id FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+LEFT JOIN a2a_org_backoff b ON b.org_id = d.org_id
+WHERE d.dispatch_unknown_at IS NOT NULL
+  AND d.remote_task_id IS NULL
+  AND d.obligation_state = 'held'
+  AND (a.observed_at IS NULL OR a.observed_at <= $1)
+  AND (b.retry_at IS NULL OR b.retry_at <= $2)
+ORDER BY a.observed_at NULLS FIRST, d.id
+LIMIT $3
+`
+
+type A2ATrackingListDispatchUnknownParams struct {
+	Cutoff  *time.Time
+	Now     time.Time
+	MaxRows int32
+}
+
+// Held delegations in the dispatch_unknown condition, not looked up since
+// cutoff, whose org is not backing off: their context is looked up again.
+func (q *Queries) A2ATrackingListDispatchUnknown(ctx context.Context, arg A2ATrackingListDispatchUnknownParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, a2ATrackingListDispatchUnknown, arg.Cutoff, arg.Now, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const a2ATrackingListToPoll = `-- name: A2ATrackingListToPoll :many
 SELECT d.id FROM delegations d
 JOIN a2a_delegations a ON a.delegation_id = d.id

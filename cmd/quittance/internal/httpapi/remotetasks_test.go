@@ -450,3 +450,47 @@ func TestA2ACompensationResendSecondTaskAccountedFor(t *testing.T) {
 	}
 	e.CheckInvariants(t)
 }
+
+// TestA2ADispatchUnknownLookedUpAgain: when the dispatch became unknown the
+// agent did not list tasks; later it does. The poller looks the
+// dispatch_unknown delegation's context up again every PollAfter, finds the
+// task and resolves the condition without a person.
+func TestA2ADispatchUnknownLookedUpAgain(t *testing.T) {
+	t.Parallel()
+	k := startTaskKeeper(t, &taskKeeper{onSend: func(call int) string {
+		if call == 1 {
+			return "drop"
+		}
+		return "refuse"
+	}})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	e.putOrg(t, "later", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-later", "later")
+	events := e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	if u := eventsData(t, events, ledger.EventTypeDispatchUnknown); u[0]["lookup"] != "not_supported" {
+		t.Fatalf("dispatch_unknown = %v", u)
+	}
+	for deadline := time.Now().Add(10 * time.Second); k.count("tasks/list") < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lookup was not repeated (%d tasks/list calls)", k.count("tasks/list"))
+		}
+	}
+	if got := e.get(t, d.ID); got.Remote.TaskID != "" || got.ObligationState != "held" {
+		t.Fatalf("resolved without a task found: %+v", got)
+	}
+	k.mu.Lock()
+	k.listTasks = true
+	k.mu.Unlock()
+	events = e.waitEvent(t, d.ID, ledger.EventTypeDispatchResolved)
+	if r := eventsData(t, events, ledger.EventTypeDispatchResolved); r[0]["found_by"] != "list_tasks" || r[0]["task_id"] != "kt-1" {
+		t.Fatalf("dispatch_resolved = %v", r)
+	}
+	got := e.waitFor(t, d.ID, "the resolved task observed", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
+	if got.Remote.TaskID != "kt-1" || got.HoldState != "active" {
+		t.Fatalf("after the lookup: %+v", got)
+	}
+	if ids := e.listCondition(t, "dispatch_unknown"); len(ids) != 0 {
+		t.Fatalf("still listed: %v", ids)
+	}
+	e.CheckInvariants(t)
+}

@@ -147,6 +147,11 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 			if err := record(ctx, tx, d, ledger.EventTypeDispatchUnknown, now, data); err != nil {
 				return err
 			}
+			// The lookup just made counts: the poller repeats it PollAfter
+			// from now.
+			if err := tx.MarkObserved(ctx, d.ID, now); err != nil {
+				return err
+			}
 			if len(found) == 0 {
 				return nil
 			}

@@ -92,6 +92,11 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	}
 	now := w.now()
 	err = w.store.InTx(ctx, func(tx Tx) error {
+		if d.Remote.TaskID == "" {
+			// The task id is not recorded yet: the push names the task
+			// to confirm, should the dispatch be unknown.
+			return enqueueObserveTask(ctx, tx, id, "push", text.Truncate(ev.TaskID(), 1024), now)
+		}
 		return enqueueObserve(ctx, tx, id, "push", now)
 	})
 	if err != nil {
@@ -184,6 +189,7 @@ const observeMaxAttempts = 5
 func (w *Worker) observe(ctx context.Context, j Job) error {
 	var payload struct {
 		Source string `json:"source"`
+		TaskID string `json:"task_id"`
 	}
 	_ = json.Unmarshal(j.Payload, &payload)
 	source := payload.Source
@@ -196,6 +202,11 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	}
 	if source == sourceDispatchLookup && d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld {
 		return w.lookUpUnknown(ctx, j, d)
+	}
+	if payload.TaskID != "" && d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld {
+		if done, err := w.confirmPushedTask(ctx, j, d, payload.TaskID); done || err != nil {
+			return err
+		}
 	}
 	if d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld && j.Attempt < observeMaxAttempts {
 		// Dispatched but the task id is not recorded yet (a push outran
@@ -338,7 +349,18 @@ func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegat
 // enqueueObserve queues, in tx, a fetch of the delegation's remote task,
 // naming what prompted it (push, poll, stream_reconnect, cancel_refused).
 func enqueueObserve(ctx context.Context, tx Tx, id uuid.UUID, source string, now time.Time) error {
-	payload, err := json.Marshal(map[string]string{"source": source})
+	return enqueueObserveTask(ctx, tx, id, source, "", now)
+}
+
+// enqueueObserveTask is enqueueObserve naming the task a push was about,
+// for a delegation whose task id is not recorded yet ("" for none). An
+// observe job already open keeps its own payload.
+func enqueueObserveTask(ctx context.Context, tx Tx, id uuid.UUID, source, taskID string, now time.Time) error {
+	m := map[string]string{"source": source}
+	if taskID != "" {
+		m["task_id"] = taskID
+	}
+	payload, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -535,4 +557,65 @@ func (w *Worker) recordEventTask(ctx context.Context, id uuid.UUID, ev a2a.Strea
 		w.log.ErrorContext(ctx, "record extra remote task failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
 	}
 	return err
+}
+
+// confirmPushedTask resolves the dispatch_unknown condition of d with the
+// task a push named, once GetTask confirms it is d's: in d's own context,
+// or with d's dispatch messageId in its history (dispatch_resolved,
+// found_by push). The push is only a hint; the agent's answer to GetTask is
+// what is recorded; a task that is not d's is recorded as push_refused.
+// done is false when the job should go on as usual: the task could not be
+// fetched, or the delegation is not in the condition (its dispatch is still
+// under way and will record the task).
+func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegation, taskID string) (done bool, err error) {
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return true, err
+	}
+	_, client, iface, err := w.agent(ctx, org)
+	var task a2a.Task
+	if err == nil {
+		task, err = client.GetTask(ctx, taskID)
+	}
+	if err != nil || task.ID != taskID {
+		return false, nil
+	}
+	if _, ours := taskPurpose(d, task, true); !ours {
+		// Not the delegation's task: nothing to wait for.
+		return true, w.finish(ctx, j, "push_task_not_ours", func(tx Tx) error {
+			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
+				"reason": "task_not_delegations", "pushed_task_id": text.Truncate(task.ID, 256),
+				"pushed_context_id": text.Truncate(task.ContextID, 256),
+			})
+		})
+	}
+	err = w.finish(ctx, j, "resolved_by_push", func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Remote.TaskID != "" || cur.ObligationState != ledger.ObligationHeld {
+			return nil
+		}
+		now := w.now()
+		if other, err := tx.DelegationByRemoteTask(ctx, cur.OrgID, task.ID); err == nil && other.ID != cur.ID {
+			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
+				"reported_task_id": text.Truncate(task.ID, 256), "other_delegation_id": other.ID.String(), "source": "push",
+			})
+		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+		cur.Remote.ProtocolVersion = iface.ProtocolVersion
+		cur, err = resolveDispatchTx(ctx, tx, cur, task.ID, task.ContextID, workerActor, map[string]any{
+			"found_by": "push", "reason": "a push named the task; GetTask confirmed it is the delegation's",
+		}, now)
+		if err != nil {
+			return err
+		}
+		return w.recordTask(ctx, tx, cur, task, "push", now)
+	})
+	if errors.Is(err, ledger.ErrConflict) {
+		return false, nil // not dispatch_unknown: the dispatch records its task
+	}
+	return true, err
 }

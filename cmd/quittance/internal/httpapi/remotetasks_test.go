@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -35,6 +36,9 @@ type taskKeeper struct {
 	// onCompSend, if set, says per compensation request send what the
 	// agent does after creating its task: "reply" or "drop".
 	onCompSend func(call int) string
+	// push declares push notifications in the card; the push config of
+	// the dispatch is kept for pushTask.
+	push bool
 
 	mu        sync.Mutex
 	tasks     map[string]map[string]any
@@ -45,12 +49,14 @@ type taskKeeper struct {
 	compReqs  []map[string]any
 	contexts  []string // the contextId of every dispatch send
 	cancelled []string
+	pushURL   string
+	pushToken string
 }
 
 func startTaskKeeper(t *testing.T, k *taskKeeper) *taskKeeper {
 	t.Helper()
 	k.tasks, k.stuck = map[string]map[string]any{}, map[string]bool{}
-	k.rawAgent = startRawAgent(t, &rawAgent{handle: k.handle})
+	k.rawAgent = startRawAgent(t, &rawAgent{handle: k.handle, push: k.push})
 	return k
 }
 
@@ -65,6 +71,12 @@ func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, 
 			ContextID string            `json:"contextId"`
 			Parts     []json.RawMessage `json:"parts"`
 		} `json:"message"`
+		Configuration struct {
+			Push *struct {
+				URL   string `json:"url"`
+				Token string `json:"token"`
+			} `json:"pushNotificationConfig"`
+		} `json:"configuration"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil {
 		return nil, &rawRPCError{Code: -32602, Message: "bad params"}, false
@@ -96,6 +108,9 @@ func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, 
 		}
 		k.sends++
 		k.contexts = append(k.contexts, p.Message.ContextID)
+		if c := p.Configuration.Push; c != nil {
+			k.pushURL, k.pushToken = c.URL, c.Token
+		}
 		what := k.onSend(k.sends)
 		if what == "refuse" {
 			return nil, &rawRPCError{Code: -32602, Message: "duplicate messageId"}, false
@@ -148,6 +163,31 @@ func (k *taskKeeper) newTask(contextID, messageID, state string) map[string]any 
 	}
 	k.tasks[id], k.order = task, append(k.order, id)
 	return task
+}
+
+// pushTask sends a v0.3 push notification (the task object) about task id
+// to the push endpoint the dispatch registered, and returns the HTTP status.
+func (k *taskKeeper) pushTask(t *testing.T, id string) int {
+	t.Helper()
+	k.mu.Lock()
+	body, err := json.Marshal(k.tasks[id])
+	url, token := k.pushURL, k.pushToken
+	k.mu.Unlock()
+	if err != nil || url == "" {
+		t.Fatalf("no push config registered (%v)", err)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-A2A-Notification-Token", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // state returns a task's state at the agent.
@@ -488,6 +528,59 @@ func TestA2ADispatchUnknownLookedUpAgain(t *testing.T) {
 	got := e.waitFor(t, d.ID, "the resolved task observed", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
 	if got.Remote.TaskID != "kt-1" || got.HoldState != "active" {
 		t.Fatalf("after the lookup: %+v", got)
+	}
+	if ids := e.listCondition(t, "dispatch_unknown"); len(ids) != 0 {
+		t.Fatalf("still listed: %v", ids)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestA2ADispatchUnknownResolvedByPush: the agent lists no tasks, so the
+// lookup cannot resolve the unknown dispatch; a later push about the task
+// the first attempt created (with the push token the dispatch registered)
+// is confirmed with GetTask — in the delegation's own context — and
+// resolves the condition (found_by push). A push about a task in another
+// context resolves nothing.
+func TestA2ADispatchUnknownResolvedByPush(t *testing.T) {
+	t.Parallel()
+	k := startTaskKeeper(t, &taskKeeper{push: true, onSend: func(call int) string {
+		if call == 1 {
+			return "drop"
+		}
+		return "refuse"
+	}})
+	e := newA2AEnv(t, apitest.Worker{})
+	e.putOrg(t, "pusher", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-push", "pusher")
+	events := e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	if u := eventsData(t, events, ledger.EventTypeDispatchUnknown); u[0]["lookup"] != "not_supported" {
+		t.Fatalf("dispatch_unknown = %v", u)
+	}
+
+	k.mu.Lock()
+	k.newTask("ctx-elsewhere", "someone-else", "working") // kt-2
+	k.mu.Unlock()
+	if status := k.pushTask(t, "kt-2"); status != http.StatusAccepted {
+		t.Fatalf("push about kt-2 answered %d", status)
+	}
+	events = e.waitEvent(t, d.ID, ledger.EventTypePushRefused)
+	if r := eventsData(t, events, ledger.EventTypePushRefused); r[0]["pushed_task_id"] != "kt-2" || r[0]["reason"] != "task_not_delegations" {
+		t.Fatalf("push_refused = %v", r)
+	}
+	if got := e.get(t, d.ID); got.Remote.TaskID != "" {
+		t.Fatalf("a task in another context resolved the dispatch: %+v", got)
+	}
+
+	if status := k.pushTask(t, "kt-1"); status != http.StatusAccepted {
+		t.Fatalf("push about kt-1 answered %d", status)
+	}
+	events = e.waitEvent(t, d.ID, ledger.EventTypeDispatchResolved)
+	if r := eventsData(t, events, ledger.EventTypeDispatchResolved); r[0]["found_by"] != "push" || r[0]["task_id"] != "kt-1" {
+		t.Fatalf("dispatch_resolved = %v", r)
+	}
+	got := e.get(t, d.ID)
+	if got.Remote.TaskID != "kt-1" || got.TaskStatus != "working" || got.ObligationState != "held" || got.HoldState != "active" {
+		t.Fatalf("after the push: %+v", got)
 	}
 	if ids := e.listCondition(t, "dispatch_unknown"); len(ids) != 0 {
 		t.Fatalf("still listed: %v", ids)

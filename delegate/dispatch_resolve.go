@@ -62,8 +62,8 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 		if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
 			return ledger.Conflict("dispatch_not_unknown", "the delegation's dispatch is not unknown (task %q, obligation %s)", d.Remote.TaskID, d.ObligationState)
 		}
-		if other, err := tx.DelegationByRemoteTask(ctx, d.OrgID, in.TaskID); err == nil && other.ID != d.ID {
-			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on another delegation", d.OrgID, in.TaskID)
+		if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, in.TaskID); err == nil && other.ID != d.ID {
+			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on another delegation of this tenant", d.OrgID, in.TaskID)
 		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
@@ -139,7 +139,7 @@ func (w *Worker) lookupDispatch(ctx context.Context, client *a2a.Client, d ledge
 // the condition stays for on-call.
 func (w *Worker) resolveFound(ctx context.Context, tx Tx, d ledger.Delegation, found []a2a.Task, iface a2a.AgentInterface, now time.Time) error {
 	primary := found[len(found)-1]
-	if other, err := tx.DelegationByRemoteTask(ctx, d.OrgID, primary.ID); err == nil && other.ID != d.ID {
+	if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, primary.ID); err == nil && other.ID != d.ID {
 		return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
 			"reported_task_id": text.Truncate(primary.ID, 256), "other_delegation_id": other.ID.String(), "source": "list_tasks",
 		})

@@ -29,7 +29,7 @@ func TestReportingRole(t *testing.T) {
 	}
 	for _, view := range []string{
 		"reporting.pending_obligations_v1", "reporting.obligation_summary_v1",
-		"reporting.anomalies_v1", "reporting.budgets_v1",
+		"reporting.anomalies_v1", "reporting.budgets_v1", "reporting.token_refusals_v1",
 	} {
 		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func TestReportingRole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, table := range []string{"delegations", "events", "budgets", "api_tokens", "used_token_ids", "write_offs"} {
+	for _, table := range []string{"delegations", "events", "budgets", "api_tokens", "used_token_ids", "write_offs", "token_refusals", "token_refusal_samples"} {
 		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
 			t.Fatal(err)
 		}
@@ -59,5 +59,50 @@ func TestReportingRole(t *testing.T) {
 	}
 	if canLogin {
 		t.Error("quittance_reporting must be NOLOGIN")
+	}
+}
+
+// TestTokenRefusalsView: the per-(org, reason) counts of refused evidence
+// tokens reach finance's SQL clients through reporting.token_refusals_v1,
+// read as the reporting role.
+func TestTokenRefusalsView(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO token_refusals (org_id, reason, refused, first_at, last_at)
+		VALUES ('org-b', 'token_signature_invalid', 3, '2026-12-01T10:00:00Z', '2026-12-01T11:00:00Z'),
+		       ('', 'token_org_unknown', 200, '2026-12-01T10:00:00Z', '2026-12-01T10:05:00Z')`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the test reads only
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE quittance_reporting"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	rows, err := tx.Query(ctx, "SELECT org_id || '/' || reason || '=' || refused FROM reporting.token_refusals_v1 ORDER BY org_id, reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "/token_org_unknown=200 org-b/token_signature_invalid=3"; strings.Join(got, " ") != want {
+		t.Fatalf("reporting.token_refusals_v1: %v, want %s", got, want)
 	}
 }

@@ -379,6 +379,15 @@ type ReportingRevokedIdentityReleasesV1 struct {
 	IdentityRevokedReason *string
 }
 
+// Refused compensation acks and declarations per (org, reason): how many, first and last. org_id is empty for tokens naming no registered org. Version 1.
+type ReportingTokenRefusalsV1 struct {
+	OrgID   string
+	Reason  string
+	Refused int64
+	FirstAt time.Time
+	LastAt  time.Time
+}
+
 type RevokedIdentityRelease struct {
 	DelegationID      uuid.UUID
 	OrgID             string

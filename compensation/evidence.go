@@ -82,7 +82,7 @@ type Evidence struct {
 //     evidence is applied through ledger.Apply and a pending write-off is
 //     voided; held (the task has not ended as far as the ledger knows), it
 //     is stored as received and applied when the gating terminal status
-//     is observed (ledger.ObserveTaskStatus); ended, it is recorded as
+//     arrives as evidence itself (applyTaskEnd); ended, it is recorded as
 //     late_evidence and never applied; escalated, it is refused
 //     (evidence_not_expected).
 //

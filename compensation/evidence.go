@@ -245,7 +245,10 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	var unused *ledger.StoredEvidence
 	switch {
 	case ledger.UsesHeldEvidence(event):
-		if event == ledger.EventTaskEndedCompensated {
+		if event == ledger.EventTaskEndedCompensated || event == ledger.EventTaskEndedAcked {
+			// An ack received early returns what it says it reversed, as
+			// one received after the status does (at most the hold, which
+			// may have been cut since).
 			if change.ReversedAmountMinor, err = early.ReversedAmountMinor(d.Hold.AmountMinor); err != nil {
 				return EvidenceResult{}, err
 			}

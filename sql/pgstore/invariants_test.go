@@ -250,6 +250,9 @@ func TestCheckInvariantsHoldLeftActiveWithoutEvidence(t *testing.T) {
 	if err != nil || len(rep.Violations) > 0 {
 		t.Fatalf("a database only the ledger wrote: %v\n%s", err, strings.Join(rep.Violations, "\n"))
 	}
+	if alone, err := pgstore.CheckHoldEvidence(context.Background(), clean.pool); err != nil || len(alone) > 0 {
+		t.Fatalf("CheckHoldEvidence on a database only the ledger wrote: %v\n%s", err, strings.Join(alone, "\n"))
+	}
 	leftActive := func(d ledger.Delegation, state ledger.ObligationState, event ledger.EventType, problem string) []string {
 		return []string{
 			fmt.Sprintf("delegation %s (%s): its hold left active at event ", d.ID, state),
@@ -329,10 +332,18 @@ func TestCheckInvariantsHoldLeftActiveWithoutEvidence(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CheckInvariants: %v", err)
 			}
-			got := strings.Join(rep.Violations, "\n")
-			for _, w := range tc.want(f) {
-				if !strings.Contains(got, w) {
-					t.Errorf("violations do not report %q; got:\n%s", w, got)
+			// The check alone, as the model test runs it after every step,
+			// reports the same.
+			alone, err := pgstore.CheckHoldEvidence(context.Background(), f.pool)
+			if err != nil {
+				t.Fatalf("CheckHoldEvidence: %v", err)
+			}
+			for name, violations := range map[string][]string{"CheckInvariants": rep.Violations, "CheckHoldEvidence": alone} {
+				got := strings.Join(violations, "\n")
+				for _, w := range tc.want(f) {
+					if !strings.Contains(got, w) {
+						t.Errorf("%s does not report %q; got:\n%s", name, w, got)
+					}
 				}
 			}
 		})

@@ -72,3 +72,8 @@ SELECT d.id, d.obligation_state, d.amount_minor, d.settled_amount_minor, d.rever
 FROM delegations d
 LEFT JOIN compensation_evidence e ON e.delegation_id = d.id
 ORDER BY d.id;
+
+-- name: EventListTransitions :many
+-- For CheckHoldEvidence: every event that carries an obligation transition,
+-- grouped by stream, in stream order.
+SELECT * FROM events WHERE obligation_to IS NOT NULL ORDER BY stream, stream_seq;

@@ -326,3 +326,44 @@ func (q *Queries) EventListAll(ctx context.Context) ([]EventListAllRow, error) {
 	}
 	return items, nil
 }
+
+const eventListTransitions = `-- name: EventListTransitions :many
+SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash, hashed_data FROM events WHERE obligation_to IS NOT NULL ORDER BY stream, stream_seq
+`
+
+// For CheckHoldEvidence: every event that carries an obligation transition,
+// grouped by stream, in stream order.
+func (q *Queries) EventListTransitions(ctx context.Context) ([]Event, error) {
+	rows, err := q.db.Query(ctx, eventListTransitions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Event
+	for rows.Next() {
+		var i Event
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Stream,
+			&i.StreamSeq,
+			&i.DelegationID,
+			&i.Type,
+			&i.At,
+			&i.Actor,
+			&i.ObligationFrom,
+			&i.ObligationTo,
+			&i.Data,
+			&i.Evidence,
+			&i.PrevHash,
+			&i.Hash,
+			&i.HashedData,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

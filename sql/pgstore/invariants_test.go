@@ -231,7 +231,7 @@ func setupEvidence(t *testing.T) evidenceFixture {
 	claims := compensationtest.AckClaims("globex", "ledger-inv", f.compensated.Remote.TaskID, ledger.CompensationKey(f.compensated), epoch)
 	claims["reversed_amount_minor"] = 1000
 	comp := compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}, LedgerID: "ledger-inv"})
-	res, err := comp.SubmitAck(ctx, []byte(signer.Sign(t, string(compensation.KindAck), claims)))
+	res, err := comp.SubmitAck(ctx, []byte(signer.Sign(t, string(compensation.KindAck), claims)), "127.0.0.1")
 	if err != nil || res.Outcome != compensation.OutcomeApplied || res.Delegation.ObligationState != ledger.ObligationCompensated {
 		t.Fatalf("ack: %+v, %v", res, err)
 	}

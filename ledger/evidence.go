@@ -11,8 +11,7 @@ import (
 
 // EvidenceChannel names how evidence reached the ledger: one of the
 // channels below for compensation evidence; for a terminal task status
-// (TaskEnd), the observation's source (api, dispatch, message, cancel,
-// poll, push, stream).
+// (TaskEnd), the observation's source (TaskEnd.Channel).
 type EvidenceChannel string
 
 // The evidence channels.

@@ -468,8 +468,9 @@ func (e TaskEnd) Kind() ObligationEvent {
 }
 
 // Channel is how the status came: the observation's source (api for an
-// orchestrator's report; dispatch, message, cancel, poll, push or stream
-// for what the A2A workers saw).
+// orchestrator's report; for what the A2A workers saw, dispatch, message,
+// cancel, poll, push or stream, or dispatch_message_reply and
+// dispatch_refused for a dispatch that ended without a task).
 func (e TaskEnd) Channel() EvidenceChannel { return EvidenceChannel(e.Observation.Source) }
 
 // TaskEndFunc applies a TaskEnd to d, locked and with the status set,

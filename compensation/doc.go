@@ -25,6 +25,22 @@
 // here so that every refusal has the same shape. [ParseOrgJWKS] validates the JWK Set
 // an admin registers for an org.
 //
+// # The one evidence function
+//
+// Every release, compensation and settlement goes through
+// [Service.ApplyEvidence] (ledger/DESIGN.md §3): acks and declarations
+// posted over HTTP ([Service.Submit]), receipts on Quittance's own A2A
+// calls ([Service.ApplyRemoteReceipt]) and every terminal task status of a
+// held obligation, reported by the orchestrator
+// ([Service.ReportTaskStatus]) or observed by the A2A workers
+// ([Service.ObserveTaskStatus]), which ledger.ObserveTaskStatus hands over
+// as a ledger.TaskEnd (kind task_completed for a settlement; channel the
+// observation's source). It correlates the evidence with the locked
+// delegation, claims a token's jti, keeps one piece of compensation evidence
+// per compensation idempotency key, uses evidence that arrived early, and
+// writes the transition through ledger.Apply. Write-offs alone take their
+// own two-person path.
+//
 // # What this package must never do
 //
 // It never imports pgx or the generated store code: it defines the small interfaces

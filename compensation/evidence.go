@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -20,15 +22,23 @@ import (
 // other kind (an ack after a declaration).
 const CodeEvidenceConflict = "evidence_conflict"
 
-// Evidence is one piece of compensation evidence as a channel received it,
-// already verified by that channel (Verify for a posted token, JudgeReceipt
-// for an A2A receipt).
+// Evidence is one piece of evidence as a channel received it, already
+// verified by that channel (Verify for a posted token, JudgeReceipt for an
+// A2A receipt, ledger.ObserveTaskStatus for a terminal status).
 type Evidence struct {
 	// Kind is what the evidence proves: ledger.EventCompensationAck or
-	// ledger.EventDeclarationVerified.
+	// ledger.EventDeclarationVerified for compensation evidence; for a
+	// terminal status (TaskEnd), what the status calls for
+	// (ledger.TaskEnd.Kind): ledger.EventTaskCompleted, a settlement,
+	// ledger.EventTaskRejected, ledger.EventTaskEndedUngated or
+	// ledger.EventTaskEndedGated.
 	Kind ledger.ObligationEvent
-	// Channel is how it arrived.
+	// Channel is how it arrived: a compensation channel, or a status's
+	// source (ledger.TaskEnd.Channel).
 	Channel ledger.EvidenceChannel
+	// TaskEnd is the terminal status of a held obligation, set on d, that
+	// this evidence is; nil for compensation evidence.
+	TaskEnd *ledger.TaskEnd
 	// Claims are the verified claims of its signed token (a posted token,
 	// or a receipt's jws); nil for a channel-authenticated receipt.
 	Claims *Claims
@@ -45,11 +55,15 @@ type Evidence struct {
 }
 
 // ApplyEvidence is the one evidence path (ledger/DESIGN.md §3): every
-// channel — signed tokens posted over HTTP (Submit), receipts on
-// Quittance's own A2A compensation requests and receipts in a cancel reply
-// (the delegate workers) — hands its verified evidence to it, inside the
-// transaction that locked d. In this order, so that every refusal comes
-// before anything is written and a caller may go on with its transaction:
+// release, compensation and settlement goes through it. Every channel —
+// signed tokens posted over HTTP (Submit), receipts on Quittance's own A2A
+// compensation requests and receipts in a cancel reply (the delegate
+// workers), and a terminal status of a held obligation, reported by the
+// orchestrator or observed over A2A (ObserveTaskStatus, kind TaskEnd.Kind,
+// channel its source; see applyTaskEnd) — hands its verified evidence to
+// it, inside the transaction that locked d. For compensation evidence, in
+// this order, so that every refusal comes before anything is written and a
+// caller may go on with its transaction:
 //
 //  1. Correlation: the evidence must be about d's task (sub, taskId), from
 //     d's org (iss), and carry d's compensation idempotency key (an ack's
@@ -68,13 +82,16 @@ type Evidence struct {
 //     evidence is applied through ledger.Apply and a pending write-off is
 //     voided; held (the task has not ended as far as the ledger knows), it
 //     is stored as received and applied when the gating terminal status
-//     is observed (ledger.ObserveTaskStatus); ended, it is recorded as
+//     arrives as evidence itself (applyTaskEnd); ended, it is recorded as
 //     late_evidence and never applied; escalated, it is refused
 //     (evidence_not_expected).
 //
 // Every outcome but late evidence leaves the evidence in the
 // compensation_evidence row of d, which is what makes step 3 possible.
 func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, now time.Time) (EvidenceResult, error) {
+	if ev.TaskEnd != nil {
+		return applyTaskEnd(ctx, tx, d, ev, now)
+	}
 	if ev.Kind != ledger.EventCompensationAck && ev.Kind != ledger.EventDeclarationVerified {
 		return EvidenceResult{}, fmt.Errorf("apply evidence: %q proves nothing", ev.Kind)
 	}
@@ -183,6 +200,157 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 		return EvidenceResult{}, err
 	}
 	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+}
+
+// applyTaskEnd is ApplyEvidence for a terminal status of a held obligation
+// (ledger.TaskEnd). Its correlation is the channel's: the delegation was
+// locked by its id, visible to the reporting orchestrator or named by the
+// A2A task Quittance asked about, and the status is the one just set on
+// it. Its idempotency and lateness are the status rules (ledger/DESIGN.md
+// §2.1), which ObserveTaskStatus applied before handing it over: a
+// terminal status reaches here once, a repeat of it changes nothing, and
+// any other status after it is a status_conflict. Then the obligation
+// decides, with the evidence received early (compensation_evidence, status
+// received): a canceled or failed status where the gate applies takes the
+// obligation straight to compensated (task_ended_acked, or
+// task_ended_compensated for an atomic cancel receipt) or released
+// (task_ended_declared), applying that evidence and carrying its token;
+// without evidence it makes the obligation
+// revocation_pending_compensation and queues the compensation request over
+// A2A with the transition; completed settles (spending the reported
+// settled amount, the whole hold by default), rejected or an ungated end
+// releases — and evidence received early is then marked unused and
+// surfaced as an early_evidence_unused anomaly. The transition and its
+// money are written by ledger.Apply, with the status's own
+// task_status_changed event.
+func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, now time.Time) (EvidenceResult, error) {
+	end := *ev.TaskEnd
+	obs := end.Observation
+	if d.ObligationState != ledger.ObligationHeld || !obs.Status.Terminal() || d.TaskStatus != obs.Status || ev.Kind != end.Kind() {
+		return EvidenceResult{}, fmt.Errorf("apply %s evidence to delegation %s: the status %s is not the newly terminal status of a held obligation (%s, %s)",
+			ev.Kind, d.ID, obs.Status, d.TaskStatus, d.ObligationState)
+	}
+	early, err := tx.CompensationEvidence(ctx, d.ID)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return EvidenceResult{}, fmt.Errorf("load early evidence of delegation %s: %w", d.ID, err)
+	}
+	change := end.Change
+	data := change.Data
+	event := end.Event(early.Held())
+	if len(obs.ExtraRemoteTasks) > 0 && event == ledger.EventTaskEndedGated {
+		// Another task of the delegation may have committed effects:
+		// nothing closes until compensation covers it. Early evidence
+		// stays received (it answered no request naming that task).
+		data["gate_applies"] = true
+		data["extra_remote_tasks"] = obs.ExtraRemoteTasks
+	}
+	change.Obligation = event
+	change.CompensationTimeout = end.Class.CompensationTimeout
+	if event == ledger.EventTaskCompleted {
+		change.SettledAmountMinor = obs.SettledAmountMinor
+	}
+	var unused *ledger.StoredEvidence
+	switch {
+	case ledger.UsesHeldEvidence(event):
+		if event == ledger.EventTaskEndedCompensated || event == ledger.EventTaskEndedAcked {
+			// An ack received early returns what it says it reversed, as
+			// one received after the status does (at most the hold, which
+			// may have been cut since).
+			if change.ReversedAmountMinor, err = early.ReversedAmountMinor(d.Hold.AmountMinor); err != nil {
+				return EvidenceResult{}, err
+			}
+		}
+		d.Compensation.Receipt = early.Receipt
+		data["receipt"] = early.Receipt
+		data["evidence_data"] = early.Data
+		data["evidence_channel"] = string(early.Channel)
+		change.Evidence = early.Token
+		early.Status, early.DecidedAt = ledger.EvidenceApplied, now
+		if err := tx.PutCompensationEvidence(ctx, early); err != nil {
+			return EvidenceResult{}, err
+		}
+	case early.Status == ledger.EvidenceReceived && len(obs.ExtraRemoteTasks) == 0:
+		early.Status, early.DecidedAt = ledger.EvidenceUnused, now
+		if err := tx.PutCompensationEvidence(ctx, early); err != nil {
+			return EvidenceResult{}, err
+		}
+		unused = &early
+	}
+	if event == ledger.EventTaskEndedGated && end.Org.AgentCardURL != "" && d.Remote.TaskID != "" {
+		// Compensation is requested over A2A from an org whose agent
+		// Quittance can reach, queued with the transition itself.
+		if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+			DelegationID: d.ID, Kind: ledger.OutboundCompensationRequest, RunAfter: now, At: now,
+		}); err != nil {
+			return EvidenceResult{}, err
+		}
+	}
+	d, _, err = ledger.Apply(ctx, tx, d, change)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if unused != nil {
+		// Surfaced for reconciliation: the remote org sent compensation
+		// evidence for a task that did not end in a way that needs it.
+		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+			Type: ledger.EventTypeEarlyEvidenceUnused, Actor: change.Actor, At: now, Evidence: unused.Token,
+			Data: map[string]any{
+				"state": string(obs.Status), "obligation_state": string(d.ObligationState),
+				"evidence_data": unused.Data, "evidence_channel": string(unused.Channel),
+				"received_at": unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
+			},
+		}); err != nil {
+			return EvidenceResult{}, err
+		}
+	}
+	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+}
+
+// StatusEvidence is the evidence a terminal status of a held obligation is,
+// for ApplyEvidence: kind what the status calls for, channel its source.
+func StatusEvidence(end ledger.TaskEnd) Evidence {
+	return Evidence{Kind: end.Kind(), Channel: end.Channel(), TaskEnd: &end, Actor: end.Change.Actor}
+}
+
+// ObserveTaskStatus applies an observation of d's remote task inside tx,
+// with d locked: every way of observing a remote task (an orchestrator's
+// report, ReportTaskStatus; a dispatch, message or cancel reply, a poll, a
+// push or a stream of the A2A workers) goes through it. The status rules
+// are ledger.ObserveTaskStatus's; a newly terminal status of a held
+// obligation is handed from there, as evidence, to ApplyEvidence, which
+// settles, releases, compensates or gates the obligation.
+func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.Delegation, obs ledger.Observation, actor string, now time.Time) (ledger.Delegation, error) {
+	return ledger.ObserveTaskStatus(ctx, tx, d, obs, actor, now, func(ctx context.Context, d ledger.Delegation, end ledger.TaskEnd) (ledger.Delegation, error) {
+		res, err := s.ApplyEvidence(ctx, tx, d, StatusEvidence(end), now)
+		return res.Delegation, err
+	})
+}
+
+// ReportTaskStatus applies an orchestrator's report of the remote task
+// (record mode: POST /v1/delegations/{id}/task-status) through
+// ObserveTaskStatus, in one transaction with the delegation locked: a
+// terminal status is immutable, so any different status after it is
+// recorded as a status_conflict anomaly; stale reports are recorded and
+// ignored; and a newly terminal status of a held obligation is evidence
+// that moves it, completed spending the settled amount (the whole hold by
+// default) and returning the rest.
+func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id uuid.UUID, obs ledger.Observation) (ledger.Delegation, error) {
+	if p.Role != ledger.RoleOrchestrator {
+		return ledger.Delegation{}, ledger.ErrForbidden
+	}
+	if err := obs.CheckReport(); err != nil {
+		return ledger.Delegation{}, err
+	}
+	var out ledger.Delegation
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		d, err := ledger.LockVisible(ctx, tx, p, id)
+		if err != nil {
+			return err
+		}
+		out, err = s.ObserveTaskStatus(ctx, tx, d, obs, p.Actor(), s.now())
+		return err
+	})
+	return out, err
 }
 
 // correlate checks that ev is about d: its task, its org and, where the

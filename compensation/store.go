@@ -25,16 +25,17 @@ type Store interface {
 	WriteOffs(ctx context.Context, f WriteOffFilter) ([]WriteOff, error)
 }
 
-// ReceiptTx is what ApplyRemoteReceipt writes through: ledger.Apply's,
-// plus the token ids a signed receipt uses up and the pending write-off a
-// discharge voids. The A2A workers' transactions have it, so they apply
+// ReceiptTx is what ApplyEvidence writes through: ledger.Apply's and a
+// status observation's, plus the token ids a signed token uses up and the
+// pending write-off a discharge voids. The A2A workers' transactions have it, so they apply
 // receipts without being a compensation Tx. Every method takes the time to
 // record as a parameter where it records one; the store never reads a clock.
 type ReceiptTx interface {
-	ledger.ChangeTx
-	// EvidenceTx keeps the evidence accepted under the delegation's
-	// compensation idempotency key.
-	ledger.EvidenceTx
+	// ObservationTx is ledger.Apply's, the evidence accepted under the
+	// delegation's compensation idempotency key, and what a terminal
+	// status needs (its gate, the compensation request it queues): every
+	// kind of evidence is applied through it (ApplyEvidence).
+	ledger.ObservationTx
 	// UsedToken returns the record of a token id an org already used, or
 	// ledger.ErrNotFound.
 	UsedToken(ctx context.Context, orgID, jti string) (UsedToken, error)
@@ -57,9 +58,6 @@ type Tx interface {
 	Org(ctx context.Context, id string) (ledger.Org, error)
 	// OrgForUpdate loads an org and locks its row until the transaction ends.
 	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
-	// EnqueueOutbound queues an outbound A2A call (a redriven compensation
-	// request) in the transaction; see ledger.ObservationTx.
-	EnqueueOutbound(ctx context.Context, j ledger.OutboundJob) error
 	// PutOrg writes an org; it never clears a recorded identity revocation.
 	PutOrg(ctx context.Context, o ledger.Org) error
 	// DelegationsByRemoteTaskForUpdate returns every delegation, of any

@@ -116,7 +116,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 				return err
 			}
 			d.Remote.ProtocolVersion = iface.ProtocolVersion
-			_, err = ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, w.now())
+			_, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, w.now())
 			return err
 		})
 	}

@@ -6,9 +6,9 @@
 //   - the Worker, which claims due outbound jobs with a lease — dispatch,
 //     cancel, compensation request, observe, follow-up message — makes the
 //     remote call outside any transaction, and records the answer in a new
-//     one through ledger.Apply, ledger.ObserveTaskStatus,
-//     compensation.Service.ApplyRemoteReceipt (which hands receipts to the
-//     one evidence function, ApplyEvidence) or
+//     one through ledger.Apply, compensation.Service.ObserveTaskStatus and
+//     compensation.Service.ApplyRemoteReceipt (which hand terminal statuses
+//     and receipts to the one evidence function, ApplyEvidence) or
 //     compensation.Service.RequestFailed (which decides what a failed or
 //     exhausted compensation request means); it also polls and streams
 //     dispatched tasks and receives push notifications (ReceivePush); it

@@ -18,8 +18,9 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// Observing remote tasks. Three sources feed ledger.ObserveTaskStatus, the
-// one task-status transition path: push notifications (only a hint: each
+// Observing remote tasks. Three sources feed
+// compensation.Service.ObserveTaskStatus, the one task-status transition
+// path (a terminal status is evidence, applied by ApplyEvidence): push notifications (only a hint: each
 // one enqueues an observe job that fetches the task with GetTask), the
 // poller (observe jobs for dispatched tasks not heard of for PollAfter) and
 // streams (SubscribeToTask, for agents whose card declares streaming).
@@ -293,7 +294,7 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 // cancel-and-compensate: a receipt that JudgeReceipt accepts is handed to
 // compensation.ApplyEvidence (channel atomic_cancel) before the status,
 // which keeps it as received evidence while the obligation is held; the
-// status then applies it (ledger.ObserveTaskStatus): compensated for a
+// status then applies it (compensation.Service.ObserveTaskStatus): compensated for a
 // compensated receipt, released for a verified no_effects declaration. A
 // receipt that proves nothing, or that ApplyEvidence refuses, is recorded
 // and the gate applies as usual.
@@ -316,7 +317,7 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 	if err != nil {
 		return err
 	}
-	d, err = ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
+	d, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
 	if err != nil {
 		return err
 	}
@@ -509,7 +510,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 				if err != nil {
 					return err
 				}
-				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, obs, workerActor, now)
+				after, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, cur, obs, workerActor, now)
 				if err != nil {
 					return err
 				}

@@ -25,8 +25,8 @@ import (
 // transaction of the change that calls for it. A Worker claims due jobs
 // with a lease (FOR UPDATE SKIP LOCKED in the store), makes the remote call
 // outside any transaction, and records the result in a new transaction —
-// through ledger.Apply, ledger.ObserveTaskStatus or
-// compensation.ApplyRemoteReceipt — together with finishing or rescheduling
+// through ledger.Apply, compensation.Service.ObserveTaskStatus or
+// compensation.Service.ApplyRemoteReceipt — together with finishing or rescheduling
 // the job. A worker that crashes mid-call leaves its job leased; once the
 // lease runs out another worker makes the same call again, with the same
 // A2A messageId, so the remote can deduplicate it.
@@ -108,8 +108,9 @@ type Store interface {
 }
 
 // Tx is a database transaction of package delegate, the A2A workers' and
-// the Orchestrator's: what ledger.ObserveTaskStatus, ledger.LockVisible and
-// compensation.ApplyRemoteReceipt write through, plus the outbox, the A2A
+// the Orchestrator's: what compensation.Service.ObserveTaskStatus,
+// ledger.LockVisible and compensation.Service.ApplyRemoteReceipt write
+// through, plus the outbox, the A2A
 // tracking of delegations, the backoff of failing orgs, follow-up messages
 // and task snapshots. Error contract: as ledger.Store; a missing row is
 // ledger.ErrNotFound (wrapped).
@@ -503,7 +504,8 @@ func compensationExtension(card a2a.AgentCard) (declared, atomicCancel bool) {
 }
 
 // recordTask records, in tx with d locked, what a fetched or returned task
-// says: its snapshot, its status (through ledger.ObserveTaskStatus) and
+// says: its snapshot, its status (through
+// compensation.Service.ObserveTaskStatus) and
 // when it was observed. source names where the task came from.
 func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, task a2a.Task, source string, now time.Time) error {
 	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
@@ -515,7 +517,7 @@ func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, tas
 	if err != nil {
 		return err
 	}
-	if _, err := ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now); err != nil {
+	if _, err := w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now); err != nil {
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)

@@ -27,8 +27,10 @@
 // applies them to an event before it is hashed, so an event's hash covers
 // exactly the data stored, byte for byte.
 //
-// Service holds the use cases (delegations, task status, cancels, budgets,
-// orgs, task classes, tokens) and Reports the reconciliation reads. Both
+// Service holds the use cases (delegations, hold changes, cancels, budgets,
+// orgs, task classes, tokens; a task status is observed through
+// ObserveTaskStatus, whose terminal statuses are evidence that the
+// compensation package's evidence function applies) and Reports the reconciliation reads. Both
 // check the principal's Role, take the time from an injected Clock, and
 // pass it to the Store, which never reads a clock. Errors are sentinels
 // (ErrNotFound, ErrForbidden, …) and struct errors (*ValidationError,

@@ -9,7 +9,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// EvidenceChannel names how compensation evidence reached the ledger.
+// EvidenceChannel names how evidence reached the ledger: one of the
+// channels below for compensation evidence; for a terminal task status
+// (TaskEnd), the observation's source (TaskEnd.Channel).
 type EvidenceChannel string
 
 // The evidence channels.
@@ -42,8 +44,8 @@ const (
 
 // StoredEvidence is the one piece of compensation evidence accepted for a
 // delegation, under its compensation idempotency key (ledger/DESIGN.md §3).
-// compensation.ApplyEvidence writes it; ObserveTaskStatus applies it when
-// it was received early.
+// compensation.ApplyEvidence writes it, and applies it when it was received
+// early and the gating terminal status arrives.
 type StoredEvidence struct {
 	// DelegationID is the delegation the evidence is for.
 	DelegationID uuid.UUID
@@ -86,8 +88,9 @@ type EvidenceTx interface {
 	PutCompensationEvidence(ctx context.Context, e StoredEvidence) error
 }
 
-// heldEvidenceOf is what received evidence means to TerminalStatusEvent.
-func heldEvidenceOf(e StoredEvidence) HeldEvidence {
+// Held is what stored evidence means to TerminalStatusEvent: evidence
+// still waiting as received is in hand; anything else is none.
+func (e StoredEvidence) Held() HeldEvidence {
 	switch {
 	case e.Status != EvidenceReceived:
 		return HeldEvidenceNone

@@ -426,32 +426,85 @@ type Observation struct {
 	ExtraRemoteTasks []string
 }
 
-// ReportTaskStatus applies an orchestrator's observation of the remote task
-// through ObserveTaskStatus: a terminal status is immutable, so any
-// different status after it is recorded as a status_conflict anomaly; stale
-// observations are recorded and ignored; and a newly terminal status moves
-// the obligation.
-func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUID, obs Observation) (Delegation, error) {
-	if err := require(p, RoleOrchestrator); err != nil {
-		return Delegation{}, err
-	}
+// CheckReport checks an orchestrator's report of the remote task before
+// anything is read: its message fits, and a settled amount is
+// non-negative and comes only with the completed state. The report is then
+// applied by compensation.Service.ReportTaskStatus, through
+// ObserveTaskStatus: a terminal status of a held obligation is evidence, and
+// only the one evidence function applies evidence (ledger/DESIGN.md §3).
+func (obs Observation) CheckReport() error {
 	if len(obs.Message) > maxTextLen {
-		return Delegation{}, Invalid("message", "is at most %d characters", maxTextLen)
+		return Invalid("message", "is at most %d characters", maxTextLen)
 	}
 	if n := obs.SettledAmountMinor; n != nil && (*n < 0 || obs.Status != StatusCompleted) {
-		return Delegation{}, Invalid("settled_amount_minor", "is a non-negative integer, given only with the completed state")
+		return Invalid("settled_amount_minor", "is a non-negative integer, given only with the completed state")
 	}
-	var out Delegation
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		d, err := LockVisible(ctx, tx, p, id)
-		if err != nil {
-			return err
-		}
-		out, err = ObserveTaskStatus(ctx, tx, d, obs, p.Actor(), s.Now())
-		return err
-	})
-	return out, err
+	return nil
 }
+
+// TaskEnd is a terminal status observed while the obligation is held: the
+// evidence that settles (completed), releases (rejected, or canceled or
+// failed where the gate does not apply) or gates (canceled or failed where
+// it applies) the obligation. ObserveTaskStatus prepares it — the status
+// set on the delegation, its task_status_changed event, the gate — and
+// hands it to the one evidence function (compensation.Service.ApplyEvidence,
+// kind Kind, channel the observation's source), which decides the
+// obligation event with any early evidence and applies it through Apply.
+type TaskEnd struct {
+	// Observation is the status as observed, with the settled amount of a
+	// report that settles.
+	Observation Observation
+	// Change is the status's task_status_changed event: type, actor, time
+	// and data, without an obligation event yet.
+	Change Change
+	// Org and Class are what decided the gate; Class is UnknownTaskClass
+	// when the class is not registered.
+	Org   Org
+	Class TaskClass
+	// Gated says whether the gate applies to this status (GateApplies).
+	Gated bool
+}
+
+// Kind is the obligation event the status calls for with no evidence in
+// hand: task_completed (a settlement), task_rejected, task_ended_ungated or
+// task_ended_gated. Evidence received early turns task_ended_gated into
+// task_ended_acked, task_ended_declared or task_ended_compensated.
+func (e TaskEnd) Kind() ObligationEvent {
+	ev, _ := TerminalStatusEvent(e.Observation.Status, e.Gated, HeldEvidenceNone)
+	return e.withExtraTasks(ev)
+}
+
+// withExtraTasks is ev unless the delegation has extra remote tasks
+// (Observation.ExtraRemoteTasks): their effects are unknown, so an end that
+// would release or close the obligation at once calls for compensation
+// instead (task_ended_gated), and the compensation request names them. A
+// completion still settles.
+func (e TaskEnd) withExtraTasks(ev ObligationEvent) ObligationEvent {
+	if len(e.Observation.ExtraRemoteTasks) > 0 && ev != EventTaskCompleted {
+		return EventTaskEndedGated
+	}
+	return ev
+}
+
+// Event is the obligation event the status calls for with the evidence
+// received early (held): task_ended_acked, task_ended_declared or
+// task_ended_compensated where held evidence answers a gated end, and Kind
+// otherwise.
+func (e TaskEnd) Event(held HeldEvidence) ObligationEvent {
+	ev, _ := TerminalStatusEvent(e.Observation.Status, e.Gated, held)
+	return e.withExtraTasks(ev)
+}
+
+// Channel is how the status came: the observation's source (api for an
+// orchestrator's report; for what the A2A workers saw, dispatch, message,
+// cancel, poll, push or stream, or dispatch_message_reply and
+// dispatch_refused for a dispatch that ended without a task).
+func (e TaskEnd) Channel() EvidenceChannel { return EvidenceChannel(e.Observation.Source) }
+
+// TaskEndFunc applies a TaskEnd to d, locked and with the status set,
+// inside the transaction of the observation: compensation's evidence
+// function, passed in because the ledger imports no other domain package.
+type TaskEndFunc func(ctx context.Context, d Delegation, end TaskEnd) (Delegation, error)
 
 // ObserveTaskStatus applies an observation to d inside tx. Every way of
 // observing a remote task (an orchestrator's report; a dispatch, message or
@@ -463,7 +516,15 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p Principal, id uuid.UUI
 // status are recorded as events and not applied; any other is applied, with
 // its event. The message is compared and kept as StorableText makes it, so
 // remote text the database could not store is recorded all the same.
-func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs Observation, actor string, now time.Time) (Delegation, error) {
+//
+// A newly terminal status of a held obligation is evidence: it is prepared
+// as a TaskEnd and handed to end, the one evidence function
+// (compensation.Service.ObserveTaskStatus passes it), which moves the
+// obligation; ObserveTaskStatus never moves an obligation itself. Its rules
+// are the status's idempotency and lateness: the same terminal status
+// again is a repeat, and any other after it a status_conflict, so a status
+// is applied as evidence at most once.
+func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs Observation, actor string, now time.Time, end TaskEndFunc) (Delegation, error) {
 	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
 	if obs.Timestamp.IsZero() {
 		at = now
@@ -517,8 +578,10 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 	}
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
 	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data}
-	var unused *StoredEvidence // early evidence the terminal status leaves unused
 	if obs.Status.Terminal() && d.ObligationState == ObligationHeld {
+		if end == nil {
+			return Delegation{}, fmt.Errorf("observe %s on delegation %s: a terminal status of a held obligation is evidence, and no evidence function was given", obs.Status, d.ID)
+		}
 		org, class, known, err := tx.GatePolicy(ctx, d.OrgID, d.TaskClass)
 		if err != nil {
 			return Delegation{}, err
@@ -526,79 +589,17 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		if !known {
 			class = UnknownTaskClass(d.TaskClass)
 		}
-		// Evidence that arrived while the obligation was held
-		// (compensation.ApplyEvidence kept it as received) is applied with
-		// the status that calls for it, or found unused.
-		early, err := tx.CompensationEvidence(ctx, d.ID)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return Delegation{}, fmt.Errorf("load early evidence of delegation %s: %w", d.ID, err)
-		}
 		gated := GateApplies(class, org, obs.Status)
-		ev, _ := TerminalStatusEvent(obs.Status, gated, heldEvidenceOf(early))
-		if len(obs.ExtraRemoteTasks) > 0 && ev != EventTaskCompleted {
-			// Another task of the delegation may have committed effects:
-			// nothing closes until compensation covers it. Early evidence
-			// stays received (it answered no request naming that task).
-			ev, gated = EventTaskEndedGated, true
-			data["extra_remote_tasks"] = obs.ExtraRemoteTasks
-		}
-		change.Obligation = ev
-		change.CompensationTimeout = class.CompensationTimeout
-		if ev == EventTaskCompleted {
-			change.SettledAmountMinor = obs.SettledAmountMinor
-		}
 		data["gate_applies"] = gated
-		switch {
-		case UsesHeldEvidence(ev):
-			if ev == EventTaskEndedCompensated {
-				if change.ReversedAmountMinor, err = early.ReversedAmountMinor(d.Hold.AmountMinor); err != nil {
-					return Delegation{}, err
-				}
-			}
-			d.Compensation.Receipt = early.Receipt
-			data["receipt"] = early.Receipt
-			data["evidence_data"] = early.Data
-			data["evidence_channel"] = string(early.Channel)
-			change.Evidence = early.Token
-			early.Status, early.DecidedAt = EvidenceApplied, now
-			if err := tx.PutCompensationEvidence(ctx, early); err != nil {
-				return Delegation{}, err
-			}
-		case early.Status == EvidenceReceived && len(obs.ExtraRemoteTasks) == 0:
-			early.Status, early.DecidedAt = EvidenceUnused, now
-			if err := tx.PutCompensationEvidence(ctx, early); err != nil {
-				return Delegation{}, err
-			}
-			unused = &early
+		d, err = end(ctx, d, TaskEnd{Observation: obs, Change: change, Org: org, Class: class, Gated: gated})
+		if err != nil {
+			return Delegation{}, err
 		}
-		if ev == EventTaskEndedGated && org.AgentCardURL != "" && d.Remote.TaskID != "" {
-			// Compensation is requested over A2A from an org whose agent
-			// Quittance can reach, queued with the transition itself.
-			err := tx.EnqueueOutbound(ctx, OutboundJob{
-				DelegationID: d.ID, Kind: OutboundCompensationRequest, RunAfter: now, At: now,
-			})
-			if err != nil {
-				return Delegation{}, err
-			}
-		}
+		return observed(d)
 	}
 	d, _, err := Apply(ctx, tx, d, change)
 	if err != nil {
 		return Delegation{}, err
-	}
-	if unused != nil {
-		// Surfaced for reconciliation: the remote org sent compensation
-		// evidence for a task that did not end in a way that needs it.
-		if _, err := Record(ctx, tx, d, Change{
-			Type: EventTypeEarlyEvidenceUnused, Actor: actor, At: now, Evidence: unused.Token,
-			Data: map[string]any{
-				"state": string(obs.Status), "obligation_state": string(d.ObligationState),
-				"evidence_data": unused.Data, "evidence_channel": string(unused.Channel),
-				"received_at": unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
-			},
-		}); err != nil {
-			return Delegation{}, err
-		}
 	}
 	return observed(d)
 }

@@ -104,9 +104,10 @@ type ChangeTx interface {
 	MoveBudget(ctx context.Context, m BudgetMove) error
 }
 
-// ObservationTx is what ObserveTaskStatus writes through: Apply's, plus
-// what a terminal status needs to decide the gate and queue a compensation
-// request. Error contract: as Store.
+// ObservationTx is what ObserveTaskStatus and the evidence function a
+// terminal status is handed to write through: Apply's, plus what a
+// terminal status needs to decide the gate, apply early evidence and queue
+// a compensation request. Error contract: as Store.
 type ObservationTx interface {
 	ChangeTx
 	// EvidenceTx finds evidence received before a terminal status, to

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/app"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -55,8 +56,8 @@ func newDevConsole(getenv func(string) string, cfg config, stdout io.Writer) (*d
 }
 
 // chainHooks runs each start-up hook in turn, and joins their errors.
-func chainHooks(hooks ...func(context.Context, *ledger.Service) error) func(context.Context, *ledger.Service) error {
-	return func(ctx context.Context, svc *ledger.Service) error {
+func chainHooks(hooks ...func(context.Context, *app.App) error) func(context.Context, *app.App) error {
+	return func(ctx context.Context, svc *app.App) error {
 		var errs []error
 		for _, h := range hooks {
 			if h != nil {
@@ -69,7 +70,8 @@ func chainHooks(hooks ...func(context.Context, *ledger.Service) error) func(cont
 
 // onReady creates the second on-call token, seeds the demo obligations on
 // the first start, and says how to sign in to the console.
-func (d *devConsole) onReady(ctx context.Context, svc *ledger.Service) error {
+func (d *devConsole) onReady(ctx context.Context, a *app.App) error {
+	svc := a.Ledger
 	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall-2"}, d.second); err != nil {
 		return fmt.Errorf("second dev on-call token: %w", err)
 	}
@@ -87,7 +89,7 @@ func (d *devConsole) onReady(ctx context.Context, svc *ledger.Service) error {
 	} else if !errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("seed demo obligations: %w", err)
 	}
-	if err := seedConsoleDemo(ctx, svc, p); err != nil {
+	if err := seedConsoleDemo(ctx, a, p); err != nil {
 		return fmt.Errorf("seed demo obligations: %w", err)
 	}
 	fmt.Fprintf(d.stdout, "  Demo: two canceled procurement tasks at org %q, whose compensation nobody confirms,\n  become compensation_unconfirmed within a minute: find them on the console's Obligations page.\n", devConsoleOrg)
@@ -101,7 +103,8 @@ func minorText(minor int64) string { return fmt.Sprintf("%d.%02d", minor/100, mi
 // delegations at an org with no agent and reports their tasks canceled.
 // Their task class seeks compensation for 30 seconds only, so the sweep
 // soon moves them to compensation_unconfirmed; the holds stay.
-func seedConsoleDemo(ctx context.Context, svc *ledger.Service, oncall ledger.Principal) error {
+func seedConsoleDemo(ctx context.Context, a *app.App, oncall ledger.Principal) error {
+	svc := a.Ledger
 	if _, _, err := svc.PutBudget(ctx, oncall, devConsoleBudget, "EUR", 5_000_000); err != nil {
 		return err
 	}
@@ -135,7 +138,7 @@ func seedConsoleDemo(ctx context.Context, svc *ledger.Service, oncall ledger.Pri
 		if _, err := svc.RequestCancel(ctx, orch, d.ID); err != nil {
 			return err
 		}
-		if _, err := svc.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCanceled, Source: "api"}); err != nil {
+		if _, err := a.Compensation.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCanceled, Source: "api"}); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/app"
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/ledger"
 )
@@ -79,7 +80,7 @@ func (d *devDemo) close() {
 
 // onReady returns the hook that registers the agent once the service is
 // up, or nil when there is no demo agent.
-func (d *devDemo) onReady() func(context.Context, *ledger.Service) error {
+func (d *devDemo) onReady() func(context.Context, *app.App) error {
 	if d == nil {
 		return nil
 	}
@@ -88,7 +89,8 @@ func (d *devDemo) onReady() func(context.Context, *ledger.Service) error {
 
 // register registers the demo agent's org through the ledger service, as
 // the dev on-call token, unless it is already registered exactly so.
-func (d *devDemo) register(ctx context.Context, svc *ledger.Service) error {
+func (d *devDemo) register(ctx context.Context, a *app.App) error {
+	svc := a.Ledger
 	p, err := svc.Authenticate(ctx, d.bootstrap)
 	if err != nil {
 		return fmt.Errorf("register the demo agent: %w", err)

@@ -202,7 +202,7 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 // then shuts down gracefully: stop accepting, drain requests, close the pool.
 // onReady, if not nil, runs once the service is listening; its failure is
 // logged and does not stop the service.
-func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady func(context.Context, *ledger.Service) error) error {
+func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady func(context.Context, *app.App) error) error {
 	pool, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -308,7 +308,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
 	if onReady != nil {
-		if err := onReady(ctx, svc.Ledger); err != nil {
+		if err := onReady(ctx, svc); err != nil {
 			log.Warn("start-up hook failed", slog.Any("error", err))
 		}
 	}

@@ -145,7 +145,8 @@ func TestCollectorStateEntry(t *testing.T) {
 	}
 	report := func(d time.Duration, id ledger.Delegation, st ledger.TaskStatus) {
 		t.Helper()
-		if _, err := at(d).ReportTaskStatus(ctx, orch, id.ID, ledger.Observation{Status: st}); err != nil {
+		comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch.Add(d)}})
+		if _, err := comp.ReportTaskStatus(ctx, orch, id.ID, ledger.Observation{Status: st}); err != nil {
 			t.Fatalf("report %s: %v", st, err)
 		}
 	}
@@ -347,7 +348,7 @@ func TestStateEntryBackfill(t *testing.T) {
 	b := bundle{pool: pool, store: store, svc: ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})}
 	held := b.delegation(t, "held")
 	canceled := b.delegation(t, "canceled")
-	later := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch.Add(90 * time.Minute)}})
+	later := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch.Add(90 * time.Minute)}})
 	if _, err := later.ReportTaskStatus(ctx, orch, canceled.ID, ledger.Observation{Status: ledger.StatusCanceled}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ func canceledDelegations(t *testing.T, store *pgstore.Store, n int) []ledger.Del
 	t.Helper()
 	ctx := context.Background()
 	svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
+	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch}})
 	if _, _, err := svc.PutBudget(ctx, oncall, "comp", "EUR", 1_000_000); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func canceledDelegations(t *testing.T, store *pgstore.Store, n int) []ledger.Del
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out[i], err = svc.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCanceled}); err != nil {
+		if out[i], err = comp.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCanceled}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -62,6 +62,9 @@ func (r *InvariantReport) fail(format string, args ...any) {
 //     form a path of allowed transitions (ledger.NextObligation on the
 //     event's obligation_event) from held to the row's state, so no hold
 //     left active without its evidence event;
+//   - per delegation: no hold left active without a matching evidence row,
+//     and no evidence row was applied without moving one
+//     (checkEvidence, which defines "matching");
 //   - every event stream's hash chain verifies (ledger.VerifyChain), each
 //     event's jsonb data equals the data its hash covers (hashed_data),
 //     and every delegation stream belongs to an existing delegation.
@@ -118,6 +121,9 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, 
 	}
 	rep.Events, rep.Streams = len(rows), len(streams)
 	checkTransitions(delegations, streams, &rep)
+	if err := checkHoldEvidence(ctx, q, streams, &rep); err != nil {
+		return rep, err
+	}
 	checkChains(streams, &rep)
 	return rep, nil
 }
@@ -288,6 +294,169 @@ func checkTransitions(delegations []uuid.UUID, streams map[string][]ledger.Event
 		if want := rep.Delegations[id]; state != want {
 			rep.fail("delegation %s: its events lead to %s, the row says %s", id, state, want)
 		}
+	}
+}
+
+// CheckHoldEvidence re-checks one of CheckInvariants' invariants alone: no
+// hold left active without a matching evidence row, and no applied
+// evidence row discharged nothing (checkEvidence). It reads the evidence
+// rows and only the events that carry a transition, in one snapshot, so a
+// test can afford it after every step. As CheckInvariants, it reports the
+// violations and errs only when the database could not be read.
+func CheckHoldEvidence(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	var rep InvariantReport
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("begin evidence check: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	q := newQueries(tx)
+	rows, err := q.EventListTransitions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list transitions: %w", err)
+	}
+	streams := map[string][]ledger.Event{}
+	for _, row := range rows {
+		e := toEvent(row)
+		streams[e.Stream] = append(streams[e.Stream], e)
+	}
+	err = checkHoldEvidence(ctx, q, streams, &rep)
+	return rep.Violations, err
+}
+
+// checkHoldEvidence runs checkEvidence on every delegation, with its
+// stream's events from streams (all of them, or those with a transition).
+func checkHoldEvidence(ctx context.Context, q *dbsqlc.Queries, streams map[string][]ledger.Event, rep *InvariantReport) error {
+	evidence, err := q.DelegationEvidenceList(ctx)
+	if err != nil {
+		return fmt.Errorf("list evidence: %w", err)
+	}
+	for _, d := range evidence {
+		checkEvidence(d, streams[ledger.DelegationStream(d.ID)], rep)
+	}
+	return nil
+}
+
+// checkEvidence checks that d's hold did not leave active without a
+// matching evidence row (ledger/DESIGN.md §2.2 invariant 1). The hold leaves
+// active at its exit: the one event of d's stream whose transition goes
+// from an active state to one that is not. An evidence row is what the
+// ledger keeps of the evidence: the compensation_evidence row for an ack
+// or a declaration (a posted token or an A2A receipt, migration 00013),
+// the executed write_offs row for a write-off, and for a terminal status —
+// which has no other row — the append-only status event itself. The exit
+// matches its evidence row when, by the state d ended in:
+//   - settled: the exit is a task_status_changed event with state
+//     completed and obligation_event task_completed, and its
+//     settled_amount_minor (the whole hold on events written before
+//     migration 00017, which had none) is d's;
+//   - released on rejected_before_work: the exit is a task_status_changed
+//     event with state rejected;
+//   - released on gate_not_required: the exit is a task_status_changed
+//     event with state canceled or failed and gate_applies false;
+//   - released on no_compensation_declared, or compensated: d's
+//     compensation_evidence row is of kind declaration_verified
+//     (compensation_ack) with status applied, decided at the exit's time;
+//     the exit is the no_compensation_declared (compensation_acked) event,
+//     or the task_status_changed event that applied evidence received
+//     early; and, compensated, the row's reversed amount (the whole hold
+//     when it names none, at most the hold) is d's reversed_amount_minor;
+//   - written_off: the exit is a write_off_executed event naming, as
+//     write_off_id, one of d's executed write-offs.
+//
+// Conversely an applied evidence row belongs to a delegation it
+// discharged: one compensated on an ack, or released on a declaration.
+func checkEvidence(d dbsqlc.DelegationEvidenceListRow, events []ledger.Event, rep *InvariantReport) {
+	st := ledger.ObligationState(d.ObligationState)
+	applied := d.EvidenceStatus == string(ledger.EvidenceApplied)
+	if st.Hold() == ledger.HoldActive {
+		if applied {
+			rep.fail("delegation %s (%s): an applied %s evidence row, but its hold is active", d.ID, st, d.EvidenceKind)
+		}
+		return
+	}
+	var exit *ledger.Event
+	for i, e := range events {
+		if e.ObligationFrom != "" && e.ObligationFrom.Hold() == ledger.HoldActive && e.ObligationTo.Hold() != ledger.HoldActive {
+			exit = &events[i]
+		}
+	}
+	if exit == nil {
+		rep.fail("delegation %s (%s): its hold left active, and no event of its stream moved it", d.ID, st)
+		return
+	}
+	var data struct {
+		State              ledger.TaskStatus      `json:"state"`
+		ObligationEvent    ledger.ObligationEvent `json:"obligation_event"`
+		Reason             string                 `json:"reason"`
+		GateApplies        *bool                  `json:"gate_applies"`
+		SettledAmountMinor *int64                 `json:"settled_amount_minor"`
+		WriteOffID         string                 `json:"write_off_id"`
+	}
+	_ = json.Unmarshal(exit.Data, &data) // missing members fail the checks below
+	problem := ""
+	mismatch := func(format string, args ...any) {
+		if problem == "" {
+			problem = fmt.Sprintf(format, args...)
+		}
+	}
+	status := exit.Type == ledger.EventTypeTaskStatusChanged
+	// discharged checks the evidence row of an ack or a declaration.
+	discharged := func(kind ledger.ObligationEvent, typ ledger.EventType) {
+		switch {
+		case d.EvidenceKind != string(kind) || !applied:
+			mismatch("no applied %s evidence row (its row: %q, %q)", kind, d.EvidenceKind, d.EvidenceStatus)
+		case d.EvidenceDecidedAt == nil || !d.EvidenceDecidedAt.Equal(exit.At):
+			mismatch("its %s evidence row was decided at %v, not at the exit's time", kind, d.EvidenceDecidedAt)
+		case exit.Type != typ && !(status && ledger.UsesHeldEvidence(data.ObligationEvent)):
+			mismatch("the exit is a %s event, not %s nor a status applying early evidence", exit.Type, typ)
+		}
+	}
+	switch {
+	case st == ledger.ObligationSettled:
+		settled := d.AmountMinor // events before migration 00017 settled the whole hold
+		if data.SettledAmountMinor != nil {
+			settled = *data.SettledAmountMinor
+		}
+		switch {
+		case !status || data.State != ledger.StatusCompleted || data.ObligationEvent != ledger.EventTaskCompleted:
+			mismatch("settled by a %s event (state %q, %s), not a completed status", exit.Type, data.State, data.ObligationEvent)
+		case !d.SettledAmountMinor.Valid || settled != d.SettledAmountMinor.Int64:
+			mismatch("its status event settled %d, the row says %s", settled, nullAmount(d.SettledAmountMinor))
+		}
+	case st == ledger.ObligationReleased && data.Reason == ledger.ReasonRejectedBeforeWork:
+		if !status || data.State != ledger.StatusRejected {
+			mismatch("released as rejected by a %s event with state %q", exit.Type, data.State)
+		}
+	case st == ledger.ObligationReleased && data.Reason == ledger.ReasonGateNotRequired:
+		if !status || (data.State != ledger.StatusCanceled && data.State != ledger.StatusFailed) || data.GateApplies == nil || *data.GateApplies {
+			mismatch("released as ungated by a %s event with state %q, gate_applies %v", exit.Type, data.State, data.GateApplies)
+		}
+	case st == ledger.ObligationReleased && data.Reason == ledger.ReasonNoCompensationDeclared:
+		discharged(ledger.EventDeclarationVerified, ledger.EventTypeNoCompensationDeclared)
+	case st == ledger.ObligationCompensated:
+		discharged(ledger.EventCompensationAck, ledger.EventTypeCompensationAcked)
+		reversed, err := ledger.StoredEvidence{DelegationID: d.ID, Data: d.EvidenceData}.ReversedAmountMinor(d.AmountMinor)
+		want := d.AmountMinor
+		if reversed != nil {
+			want = *reversed
+		}
+		if err != nil || !d.ReversedAmountMinor.Valid || d.ReversedAmountMinor.Int64 != want {
+			mismatch("its evidence row reversed %d (%v), the row says %s", want, err, nullAmount(d.ReversedAmountMinor))
+		}
+	case st == ledger.ObligationWrittenOff:
+		if exit.Type != ledger.EventTypeWriteOffExecuted || !slices.Contains(d.ExecutedWriteOffs, data.WriteOffID) {
+			mismatch("written off by a %s event naming write-off %q, not one of its executed write-offs %v", exit.Type, data.WriteOffID, d.ExecutedWriteOffs)
+		}
+	default:
+		mismatch("released with reason %q, which no evidence explains", data.Reason)
+	}
+	if problem != "" {
+		rep.fail("delegation %s (%s): its hold left active at event %d (%s) without a matching evidence row: %s",
+			d.ID, st, exit.StreamSeq, exit.Type, problem)
+	}
+	if applied && st != ledger.ObligationCompensated && !(st == ledger.ObligationReleased && data.Reason == ledger.ReasonNoCompensationDeclared) {
+		rep.fail("delegation %s (%s): an applied %s evidence row, but it was not discharged on it", d.ID, st, d.EvidenceKind)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 )
@@ -192,6 +194,156 @@ func TestCheckInvariantsReportsTampering(t *testing.T) {
 			for _, w := range tc.want(f) {
 				if !strings.Contains(got, w) {
 					t.Errorf("violations do not report %q; got:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+// evidenceFixture is a database with one delegation still held, one
+// settled and one compensated on a signed ack that reversed 1,000 of its
+// 1,250 hold.
+type evidenceFixture struct {
+	bundle
+	held, settled, compensated ledger.Delegation
+}
+
+func setupEvidence(t *testing.T) evidenceFixture {
+	t.Helper()
+	ctx := context.Background()
+	b := setup(t)
+	f := evidenceFixture{bundle: b, held: b.delegation(t, "op-held"), settled: b.delegation(t, "op-settled"), compensated: b.delegation(t, "op-comp")}
+	b.report(t, f.settled.ID, ledger.StatusCompleted, epoch)
+	b.report(t, f.compensated.ID, ledger.StatusCanceled, epoch)
+	signer := compensationtest.NewEd25519Signer(t, "globex-1")
+	// The org's key, written through the store (a key change through the
+	// ledger waits for a second on-call approval).
+	if err := b.store.Compensation().InTx(ctx, func(tx compensation.Tx) error {
+		org, err := tx.OrgForUpdate(ctx, "globex")
+		if err != nil {
+			return err
+		}
+		org.JWKS = signer.JWKS()
+		return tx.PutOrg(ctx, org)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	claims := compensationtest.AckClaims("globex", "ledger-inv", f.compensated.Remote.TaskID, ledger.CompensationKey(f.compensated), epoch)
+	claims["reversed_amount_minor"] = 1000
+	comp := compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}, LedgerID: "ledger-inv"})
+	res, err := comp.SubmitAck(ctx, []byte(signer.Sign(t, string(compensation.KindAck), claims)), "127.0.0.1")
+	if err != nil || res.Outcome != compensation.OutcomeApplied || res.Delegation.ObligationState != ledger.ObligationCompensated {
+		t.Fatalf("ack: %+v, %v", res, err)
+	}
+	return f
+}
+
+// TestCheckInvariantsHoldLeftActiveWithoutEvidence: no hold leaves active
+// without a matching evidence row. A database the ledger wrote passes; each
+// edit made as the database owner — evidence removed, changed or moved to
+// another delegation, a release without any event, a settlement whose
+// status event says something else — is reported as such.
+func TestCheckInvariantsHoldLeftActiveWithoutEvidence(t *testing.T) {
+	t.Parallel()
+	clean := setupEvidence(t)
+	rep, err := pgstore.CheckInvariants(context.Background(), clean.pool)
+	if err != nil || len(rep.Violations) > 0 {
+		t.Fatalf("a database only the ledger wrote: %v\n%s", err, strings.Join(rep.Violations, "\n"))
+	}
+	if alone, err := pgstore.CheckHoldEvidence(context.Background(), clean.pool); err != nil || len(alone) > 0 {
+		t.Fatalf("CheckHoldEvidence on a database only the ledger wrote: %v\n%s", err, strings.Join(alone, "\n"))
+	}
+	leftActive := func(d ledger.Delegation, state ledger.ObligationState, event ledger.EventType, problem string) []string {
+		return []string{
+			fmt.Sprintf("delegation %s (%s): its hold left active at event ", d.ID, state),
+			fmt.Sprintf(" (%s) without a matching evidence row: %s", event, problem),
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		stmt func(f evidenceFixture) string
+		want func(f evidenceFixture) []string
+	}{
+		{
+			name: "compensated without its evidence row",
+			stmt: func(f evidenceFixture) string {
+				return fmt.Sprintf(`DELETE FROM compensation_evidence WHERE delegation_id = '%s'`, f.compensated.ID)
+			},
+			want: func(f evidenceFixture) []string {
+				return leftActive(f.compensated, ledger.ObligationCompensated, ledger.EventTypeCompensationAcked,
+					`no applied compensation_ack evidence row (its row: "", "")`)
+			},
+		},
+		{
+			name: "evidence row reversing another amount",
+			stmt: func(f evidenceFixture) string {
+				return fmt.Sprintf(`UPDATE compensation_evidence SET data = '{"reversed_amount_minor": 5}' WHERE delegation_id = '%s'`, f.compensated.ID)
+			},
+			want: func(f evidenceFixture) []string {
+				return leftActive(f.compensated, ledger.ObligationCompensated, ledger.EventTypeCompensationAcked,
+					"its evidence row reversed 5 (<nil>), the row says 1000")
+			},
+		},
+		{
+			name: "evidence row moved to a held delegation",
+			stmt: func(f evidenceFixture) string {
+				return fmt.Sprintf(`UPDATE compensation_evidence SET delegation_id = '%s' WHERE delegation_id = '%s'`, f.held.ID, f.compensated.ID)
+			},
+			want: func(f evidenceFixture) []string {
+				return append(leftActive(f.compensated, ledger.ObligationCompensated, ledger.EventTypeCompensationAcked, "no applied compensation_ack"),
+					fmt.Sprintf("delegation %s (held): an applied compensation_ack evidence row, but its hold is active", f.held.ID))
+			},
+		},
+		{
+			name: "released without any event",
+			stmt: func(f evidenceFixture) string {
+				return fmt.Sprintf(`UPDATE delegations SET obligation_state = 'released', obligation_reason = 'gate_not_required' WHERE id = '%s'`, f.held.ID)
+			},
+			want: func(f evidenceFixture) []string {
+				return []string{fmt.Sprintf("delegation %s (released): its hold left active, and no event of its stream moved it", f.held.ID)}
+			},
+		},
+		{
+			name: "settlement status rewritten",
+			stmt: func(f evidenceFixture) string {
+				return fmt.Sprintf(`UPDATE events SET data = jsonb_set(data, '{state}', '"working"') WHERE stream = '%s' AND obligation_to = 'settled'`, f.settled.Stream())
+			},
+			want: func(f evidenceFixture) []string {
+				return leftActive(f.settled, ledger.ObligationSettled, ledger.EventTypeTaskStatusChanged,
+					`settled by a task_status_changed event (state "working", task_completed), not a completed status`)
+			},
+		},
+		{
+			name: "applied evidence on a settled delegation",
+			stmt: func(f evidenceFixture) string {
+				return fmt.Sprintf(`INSERT INTO compensation_evidence (delegation_id, idempotency_key, kind, channel, payload_sha256, status, receipt, data, received_at, decided_at)
+					VALUES ('%s', 'qc_forged', 'declaration_verified', 'http', '\x00', 'applied', '{}', '{}', now(), now())`, f.settled.ID)
+			},
+			want: func(f evidenceFixture) []string {
+				return []string{fmt.Sprintf("delegation %s (settled): an applied declaration_verified evidence row, but it was not discharged on it", f.settled.ID)}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupEvidence(t)
+			tamper(t, f.pool, tc.stmt(f))
+			rep, err := pgstore.CheckInvariants(context.Background(), f.pool)
+			if err != nil {
+				t.Fatalf("CheckInvariants: %v", err)
+			}
+			// The check alone, as the model test runs it after every step,
+			// reports the same.
+			alone, err := pgstore.CheckHoldEvidence(context.Background(), f.pool)
+			if err != nil {
+				t.Fatalf("CheckHoldEvidence: %v", err)
+			}
+			for name, violations := range map[string][]string{"CheckInvariants": rep.Violations, "CheckHoldEvidence": alone} {
+				got := strings.Join(violations, "\n")
+				for _, w := range tc.want(f) {
+					if !strings.Contains(got, w) {
+						t.Errorf("%s does not report %q; got:\n%s", name, w, got)
+					}
 				}
 			}
 		})

@@ -132,7 +132,7 @@ func TestRemoteTextInEveryColumn(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	d := b.delegation(t, "op-text")
-	got, err := b.svc.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusWorking, Timestamp: epoch, Message: "half \xff and \x00"})
+	got, err := b.comp().ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusWorking, Timestamp: epoch, Message: "half \xff and \x00"})
 	if err != nil {
 		t.Fatalf("report with a NUL: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -40,6 +41,12 @@ func setup(t *testing.T) bundle {
 	return bundle{pool: pool, store: store, svc: ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})}
 }
 
+// comp is the compensation service on b's store, at epoch: the one that
+// applies a reported task status (ledger/DESIGN.md §3).
+func (b bundle) comp() *compensation.Service {
+	return compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}})
+}
+
 // delegation creates a budget, an org and a procurement delegation.
 func (b bundle) delegation(t *testing.T, op string) ledger.Delegation {
 	t.Helper()
@@ -62,7 +69,7 @@ func (b bundle) delegation(t *testing.T, op string) ledger.Delegation {
 
 func (b bundle) report(t *testing.T, id uuid.UUID, st ledger.TaskStatus, at time.Time) ledger.Delegation {
 	t.Helper()
-	d, err := b.svc.ReportTaskStatus(context.Background(), orch, id, ledger.Observation{Status: st, Timestamp: at})
+	d, err := b.comp().ReportTaskStatus(context.Background(), orch, id, ledger.Observation{Status: st, Timestamp: at})
 	if err != nil {
 		t.Fatalf("ReportTaskStatus(%s): %v", st, err)
 	}

@@ -59,3 +59,21 @@ GROUP BY d.id
 HAVING (d.obligation_state = 'written_off' AND (count(w.id) <> 1 OR coalesce(sum(w.amount_minor), 0) <> d.amount_minor))
     OR (d.obligation_state <> 'written_off' AND count(w.id) > 0)
 ORDER BY d.id;
+
+-- name: DelegationEvidenceList :many
+-- For CheckInvariants: every delegation with what may be the evidence of
+-- its hold leaving active: its compensation evidence row (kind and status
+-- empty when it has none) and its executed write-offs.
+SELECT d.id, d.obligation_state, d.amount_minor, d.settled_amount_minor, d.reversed_amount_minor,
+       coalesce(e.kind, '')::text AS evidence_kind, coalesce(e.status, '')::text AS evidence_status,
+       e.decided_at AS evidence_decided_at, coalesce(e.data, '{}'::json) AS evidence_data,
+       coalesce((SELECT array_agg(w.id::text ORDER BY w.id) FROM write_offs w
+                 WHERE w.delegation_id = d.id AND w.status = 'executed'), '{}')::text[] AS executed_write_offs
+FROM delegations d
+LEFT JOIN compensation_evidence e ON e.delegation_id = d.id
+ORDER BY d.id;
+
+-- name: EventListTransitions :many
+-- For CheckHoldEvidence: every event that carries an obligation transition,
+-- grouped by stream, in stream order.
+SELECT * FROM events WHERE obligation_to IS NOT NULL ORDER BY stream, stream_seq;

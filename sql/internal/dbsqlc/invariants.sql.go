@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -75,6 +76,64 @@ func (q *Queries) BudgetListWithTotals(ctx context.Context, activeStates []strin
 			&i.JournalHeld,
 			&i.JournalSpent,
 			&i.JournalWrittenOff,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const delegationEvidenceList = `-- name: DelegationEvidenceList :many
+SELECT d.id, d.obligation_state, d.amount_minor, d.settled_amount_minor, d.reversed_amount_minor,
+       coalesce(e.kind, '')::text AS evidence_kind, coalesce(e.status, '')::text AS evidence_status,
+       e.decided_at AS evidence_decided_at, coalesce(e.data, '{}'::json) AS evidence_data,
+       coalesce((SELECT array_agg(w.id::text ORDER BY w.id) FROM write_offs w
+                 WHERE w.delegation_id = d.id AND w.status = 'executed'), '{}')::text[] AS executed_write_offs
+FROM delegations d
+LEFT JOIN compensation_evidence e ON e.delegation_id = d.id
+ORDER BY d.id
+`
+
+type DelegationEvidenceListRow struct {
+	ID                  uuid.UUID
+	ObligationState     string
+	AmountMinor         int64
+	SettledAmountMinor  pgtype.Int8
+	ReversedAmountMinor pgtype.Int8
+	EvidenceKind        string
+	EvidenceStatus      string
+	EvidenceDecidedAt   *time.Time
+	EvidenceData        []byte
+	ExecutedWriteOffs   []string
+}
+
+// For CheckInvariants: every delegation with what may be the evidence of
+// its hold leaving active: its compensation evidence row (kind and status
+// empty when it has none) and its executed write-offs.
+func (q *Queries) DelegationEvidenceList(ctx context.Context) ([]DelegationEvidenceListRow, error) {
+	rows, err := q.db.Query(ctx, delegationEvidenceList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationEvidenceListRow
+	for rows.Next() {
+		var i DelegationEvidenceListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ObligationState,
+			&i.AmountMinor,
+			&i.SettledAmountMinor,
+			&i.ReversedAmountMinor,
+			&i.EvidenceKind,
+			&i.EvidenceStatus,
+			&i.EvidenceDecidedAt,
+			&i.EvidenceData,
+			&i.ExecutedWriteOffs,
 		); err != nil {
 			return nil, err
 		}
@@ -257,6 +316,47 @@ func (q *Queries) EventListAll(ctx context.Context) ([]EventListAllRow, error) {
 			&i.Event.Hash,
 			&i.Event.HashedData,
 			&i.DataMatchesHashed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const eventListTransitions = `-- name: EventListTransitions :many
+SELECT seq, stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to, data, evidence, prev_hash, hash, hashed_data FROM events WHERE obligation_to IS NOT NULL ORDER BY stream, stream_seq
+`
+
+// For CheckHoldEvidence: every event that carries an obligation transition,
+// grouped by stream, in stream order.
+func (q *Queries) EventListTransitions(ctx context.Context) ([]Event, error) {
+	rows, err := q.db.Query(ctx, eventListTransitions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Event
+	for rows.Next() {
+		var i Event
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Stream,
+			&i.StreamSeq,
+			&i.DelegationID,
+			&i.Type,
+			&i.At,
+			&i.Actor,
+			&i.ObligationFrom,
+			&i.ObligationTo,
+			&i.Data,
+			&i.Evidence,
+			&i.PrevHash,
+			&i.Hash,
+			&i.HashedData,
 		); err != nil {
 			return nil, err
 		}

@@ -304,3 +304,43 @@ func TestPartialCompensationByA2AReceipt(t *testing.T) {
 	}
 	e.CheckInvariants(t)
 }
+
+// TestPartialCompensationByEarlyAck: an ack that arrives while the
+// obligation is held, naming what it reversed, returns that much when the
+// canceled status applies it — at most the hold, which may have been cut
+// since — and the rest is spent.
+func TestPartialCompensationByEarlyAck(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	budgetBefore := e.Budget(t, budgetID)
+
+	d := e.delegation(t, orgB, 1000)
+	claims := e.ackClaims(d)
+	claims["reversed_amount_minor"] = 400
+	e.accept(t, acksPath, e.b.Sign(t, ackTyp, claims), "received")
+	got := e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_CANCELED", time.Time{})
+	if got.ObligationState != "compensated" || got.ReversedAmountMinor == nil || *got.ReversedAmountMinor != 400 {
+		t.Fatalf("early ack reversing 400 of 1000, then canceled: %+v", got)
+	}
+	var data holdData
+	lastEventData(t, e.Env, e.orch, d.ID, ledger.EventTypeTaskStatusChanged, &data)
+	if data.ReversedAmountMinor == nil || *data.ReversedAmountMinor != 400 || data.Hold.ReturnedMinor != 400 || data.Hold.SpentMinor != 600 {
+		t.Fatalf("task_status_changed data %+v", data)
+	}
+
+	// The hold cut below what the ack reversed: all of it returns.
+	cut := e.delegation(t, orgB, 1000)
+	claims = e.ackClaims(cut)
+	claims["reversed_amount_minor"] = 900
+	e.accept(t, acksPath, e.b.Sign(t, ackTyp, claims), "received")
+	e.Do(t, http.MethodPatch, "/v1/delegations/"+cut.ID+"/hold", e.orch, map[string]any{"amount_minor": 500}).Expect(t, http.StatusOK)
+	got = e.ReportStatus(t, e.orch, cut.ID, "TASK_STATE_CANCELED", time.Time{})
+	if got.ObligationState != "compensated" || got.ReversedAmountMinor == nil || *got.ReversedAmountMinor != 500 {
+		t.Fatalf("early ack reversing 900, hold cut to 500, then canceled: %+v", got)
+	}
+	b := e.Budget(t, budgetID)
+	if b.SpentMinor != budgetBefore.SpentMinor+600 || b.AvailableMinor != budgetBefore.AvailableMinor-600 || b.HeldMinor != budgetBefore.HeldMinor {
+		t.Fatalf("budget %+v after the two early acks (before %+v)", b, budgetBefore)
+	}
+	e.CheckInvariants(t)
+}

@@ -341,7 +341,7 @@ func (s *Server) registerDelegations() {
 		if in.Body.Timestamp != nil {
 			obs.Timestamp = *in.Body.Timestamp
 		}
-		d, err := s.ledger.ReportTaskStatus(ctx, principal(ctx), id, obs)
+		d, err := s.compensation.ReportTaskStatus(ctx, principal(ctx), id, obs)
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}

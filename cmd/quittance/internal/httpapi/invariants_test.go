@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -79,7 +80,10 @@ func (b *httpBackend) fund(budget, currency string, funded int64) (string, error
 }
 
 // serviceBackend drives ledger.Service directly.
-type serviceBackend struct{ svc *ledger.Service }
+type serviceBackend struct {
+	svc  *ledger.Service
+	comp *compensation.Service
+}
 
 func serviceOutcome(err error) (string, error) {
 	var (
@@ -125,7 +129,7 @@ func (b serviceBackend) report(tenant, id, state string, at time.Time) (string, 
 	if err != nil {
 		return serviceOutcome(err)
 	}
-	_, err = b.svc.ReportTaskStatus(context.Background(), orchestrator(tenant), uuid.MustParse(id),
+	_, err = b.comp.ReportTaskStatus(context.Background(), orchestrator(tenant), uuid.MustParse(id),
 		ledger.Observation{Status: st, Timestamp: at, Source: "test"})
 	return serviceOutcome(err)
 }
@@ -441,7 +445,7 @@ func FuzzLedgerOperations(f *testing.F) {
 		}
 		env := apitest.New(t)
 		setupWorld(t, env)
-		runSequence(t, env, serviceBackend{env.Ledger}, &byteChooser{b: ops}, 64)
+		runSequence(t, env, serviceBackend{env.Ledger, env.Compensation}, &byteChooser{b: ops}, 64)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -28,7 +30,13 @@ import (
 // status class (and problem code) of each response, and the task_status,
 // obligation_state and budget columns it leaves behind. After every step
 // it compares the whole database with the model and re-checks the
-// invariants of §2.2 straight from the database.
+// invariants of §2.2 straight from the database (pgstore.CheckInvariants:
+// conservation, and no hold leaving active without a matching evidence
+// row). The operations include early evidence (an ack or a declaration
+// while the obligation is held), partial amounts (a hold raised or cut, a
+// partial settlement, a partial reversal in an ack) and ambiguous replies
+// (a dispatch whose resend is refused after an attempt that may have
+// reached the agent: dispatch_unknown, never released).
 //
 //	QUITTANCE_MODEL_SEED=<n>    replay one seed
 //	QUITTANCE_MODEL_STEPS=<n>   steps per seed (default 400)
@@ -63,9 +71,10 @@ type modelClass struct {
 
 // modelToken is an accepted evidence token, kept to be re-sent.
 type modelToken struct {
-	path  string
-	token string
-	exp   time.Time
+	path     string
+	token    string
+	exp      time.Time
+	reversed *int64 // an ack's reversed_amount_minor claim
 }
 
 // modelWriteOff is a write-off the model knows of.
@@ -77,12 +86,16 @@ type modelWriteOff struct {
 type modelDelegation struct {
 	id, tenant, org, class, budget string
 	req                            apitest.CreateRequest
+	hold                           int64  // the hold as it stands (PATCH .../hold changes it while held)
+	settled, reversed              *int64 // what settling spent, what compensation returned, once ended so
+	dispatched                     bool   // dispatched by Quittance to the model's agent; no orchestrator operation picks it
 	taskStatus                     ledger.TaskStatus
 	taskAt                         time.Time
 	obligation                     ledger.ObligationState
 	compKey                        string
 	deadline                       time.Time
 	cancelRequested                bool
+	dispatchUnknown                bool // an ambiguous dispatch: listed as dispatch_unknown, the hold active
 	pendingWriteOff                *modelWriteOff
 	accepted                       []modelToken
 	evidence                       *modelEvidence // accepted under the compensation idempotency key
@@ -94,6 +107,7 @@ type modelDelegation struct {
 type modelEvidence struct {
 	kind      ledger.ObligationEvent
 	receiptID string
+	reversed  *int64 // an ack's reversed amount; nil: the whole hold
 	status    ledger.EvidenceStatus
 }
 
@@ -115,6 +129,7 @@ type model struct {
 	byID    map[string]*modelDelegation
 	wos     []*modelWriteOff
 	rogue   *compensationtest.Signer
+	agent   *modelAgent // the A2A agent dispatched delegations go to, once there is one
 	ops     map[string]int
 	answers map[string]int // predicted status and code → how often
 
@@ -254,22 +269,37 @@ func (m *model) now() time.Time { return m.env.Clock.Now().UTC().Truncate(time.M
 
 func (m *model) pick(n int) int { return m.rng.IntN(n) }
 
+// someDelegation picks a recorded delegation (never a dispatched one:
+// the model's operations speak for the orchestrator and the remote org of
+// a delegation in record mode).
 func (m *model) someDelegation() *modelDelegation {
-	if len(m.delegs) == 0 {
+	recorded := m.recorded()
+	if len(recorded) == 0 {
 		return nil
 	}
 	// Favour recent delegations, which are more likely to be open.
 	if m.pick(2) == 0 {
-		return m.delegs[len(m.delegs)-1-m.pick(min(len(m.delegs), 6))]
+		return recorded[len(recorded)-1-m.pick(min(len(recorded), 6))]
 	}
-	return m.delegs[m.pick(len(m.delegs))]
+	return recorded[m.pick(len(recorded))]
+}
+
+// recorded lists the delegations the orchestrator reports on itself.
+func (m *model) recorded() []*modelDelegation {
+	var out []*modelDelegation
+	for _, d := range m.delegs {
+		if !d.dispatched {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // someIn picks, two times out of three, a delegation in one of states
 // (when there is one), and any delegation otherwise.
 func (m *model) someIn(states ...ledger.ObligationState) *modelDelegation {
 	var in []*modelDelegation
-	for _, d := range m.delegs {
+	for _, d := range m.recorded() {
 		if slices.Contains(states, d.obligation) {
 			in = append(in, d)
 		}
@@ -312,29 +342,52 @@ func (m *model) checkBody(r *apitest.Response, d *modelDelegation, body httpapi.
 	if want := string(d.obligation.Hold()); body.HoldState != want {
 		m.fatalf("%s: hold_state %s, want %s", r.Request, body.HoldState, want)
 	}
+	if body.Hold.AmountMinor != d.hold || amountText(body.SettledAmountMinor) != amountText(d.settled) || amountText(body.ReversedAmountMinor) != amountText(d.reversed) {
+		m.fatalf("%s: hold %d, settled %s, reversed %s; the model says %d, %s, %s", r.Request, body.Hold.AmountMinor,
+			amountText(body.SettledAmountMinor), amountText(body.ReversedAmountMinor), d.hold, amountText(d.settled), amountText(d.reversed))
+	}
 }
 
-// move moves d's hold as its obligation goes from → to.
+// amountText is an optional amount as text, "none" when absent.
+func amountText(n *int64) string {
+	if n == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*n, 10)
+}
+
+// move moves d's obligation to state to, and its hold with it when the
+// hold leaves active: settled spends the settled amount (the whole hold
+// unless the report named one) and returns the rest; compensated returns
+// the reversed amount (the whole hold unless the ack named one) and spends
+// the rest; released returns it all; written_off writes it all off.
 func (m *model) move(d *modelDelegation, to ledger.ObligationState) {
 	from := d.obligation
-	next := to
-	d.obligation = next
-	kind, ok := ledger.HoldMove(from, next)
-	if !ok {
+	d.obligation = to
+	if from.Hold() != ledger.HoldActive || to.Hold() == ledger.HoldActive {
 		return
 	}
-	b := m.budget(d.budget)
-	amount := d.req.Hold.AmountMinor
-	b.held -= amount
-	switch kind {
-	case ledger.MoveSpend:
-		b.spent += amount
-	case ledger.MoveReturn:
-		b.avail += amount
-	case ledger.MoveWriteOff:
-		b.writtenOff += amount
-	case ledger.MoveFund, ledger.MoveHold:
-		m.fatalf("unexpected hold move %s", kind)
+	b, hold := m.budget(d.budget), d.hold
+	b.held -= hold
+	switch to {
+	case ledger.ObligationSettled:
+		if d.settled == nil {
+			d.settled = &hold
+		}
+		b.spent += *d.settled
+		b.avail += hold - *d.settled
+	case ledger.ObligationCompensated:
+		if d.reversed == nil {
+			d.reversed = &hold
+		}
+		b.avail += *d.reversed
+		b.spent += hold - *d.reversed
+	case ledger.ObligationReleased:
+		b.avail += hold
+	case ledger.ObligationWrittenOff:
+		b.writtenOff += hold
+	case ledger.ObligationHeld, ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationEscalated:
+		m.fatalf("move to %s: not an end", to)
 	}
 }
 
@@ -342,32 +395,36 @@ func (m *model) move(d *modelDelegation, to ledger.ObligationState) {
 func (m *model) randomOp() {
 	n := m.pick(100)
 	switch {
-	case n < 16 || len(m.delegs) == 0:
+	case n < 16 || len(m.recorded()) == 0:
 		m.opCreate()
 	case n < 20:
 		m.opCreateRetry()
-	case n < 42:
+	case n < 39:
 		m.opReport()
-	case n < 45:
+	case n < 44:
+		m.opChangeHold()
+	case n < 47:
 		m.opCancel()
-	case n < 55:
+	case n < 56:
 		m.opEvidence(true)
 	case n < 61:
 		m.opEvidence(false)
 	case n < 64:
 		m.opResend()
-	case n < 72:
+	case n < 70:
 		m.opForged()
-	case n < 78:
+	case n < 76:
 		m.opAdvanceAndSweep()
-	case n < 79:
+	case n < 77:
 		m.opRevoke()
-	case n < 89:
+	case n < 87:
 		m.opWriteOff()
-	case n < 96:
+	case n < 94:
 		m.opApprove()
-	case n < 98:
+	case n < 96:
 		m.opFund()
+	case n < 97:
+		m.opDispatch()
 	default:
 		m.opWrongPrincipal()
 	}
@@ -420,7 +477,7 @@ func (m *model) opCreate() {
 	var body httpapi.DelegationBody
 	r.JSON(m.t, &body)
 	d := &modelDelegation{
-		id: body.ID, tenant: tenant, org: orgID, class: class, budget: budgetID, req: req,
+		id: body.ID, tenant: tenant, org: orgID, class: class, budget: budgetID, req: req, hold: req.Hold.AmountMinor,
 		taskStatus: ledger.StatusUnknown, obligation: ledger.ObligationHeld,
 	}
 	budget.avail -= req.Hold.AmountMinor
@@ -462,22 +519,45 @@ func (m *model) opReport() {
 		at = m.now().Add(time.Duration(m.pick(700)-600) * time.Second)
 		body["timestamp"] = at.Format(time.RFC3339Nano)
 	}
+	// What the work cost, often on a completed report and now and then on
+	// another (refused): within the hold, all of it, nothing, or more than
+	// the hold (refused).
+	var settled *int64
+	if st, err := ledger.ParseTaskStatus(raw); (err == nil && st == ledger.StatusCompleted && m.pick(2) == 0) || m.pick(12) == 0 {
+		n := []int64{0, int64(m.pick(int(d.hold) + 1)), d.hold, d.hold + 1}[m.pick(4)]
+		if d.settled != nil && m.pick(2) == 0 {
+			n = *d.settled // a repeat of the report that settled
+		}
+		settled, body["settled_amount_minor"] = &n, n
+	}
 	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations/"+d.id+"/task-status", m.orch[d.tenant], body)
-	m.logf("report %s %s at %s on %s (%s/%s) → %d", raw, d.id, at.Format(time.TimeOnly), d.class, d.taskStatus, d.obligation, r.Status)
+	m.logf("report %s (settled %v) %s at %s on %s (%s/%s, hold %d) → %d", raw, body["settled_amount_minor"], d.id, at.Format(time.TimeOnly), d.class, d.taskStatus, d.obligation, d.hold, r.Status)
 
 	st, err := ledger.ParseTaskStatus(raw)
-	if err != nil {
+	newStatus := err == nil && !d.taskStatus.Terminal() && (d.taskAt.IsZero() || !at.Before(d.taskAt)) && st != d.taskStatus
+	switch {
+	case err != nil:
 		m.expect(r, expectation{http.StatusUnprocessableEntity, "unknown_task_status"})
+		return
+	case settled != nil && st != ledger.StatusCompleted:
+		m.expect(r, expectation{http.StatusUnprocessableEntity, ""})
+		return
+	case settled != nil && d.obligation != ledger.ObligationHeld && (d.settled == nil || *d.settled != *settled || d.obligation != ledger.ObligationSettled):
+		m.ops["report: settlement not applicable"]++
+		m.expect(r, expectation{http.StatusConflict, "settlement_not_applicable"})
+		return
+	case settled != nil && newStatus && d.obligation == ledger.ObligationHeld && *settled > d.hold:
+		m.expect(r, expectation{http.StatusUnprocessableEntity, ""})
 		return
 	}
 	m.expect(r, expectation{http.StatusOK, ""})
-	switch {
-	case d.taskStatus.Terminal(): // duplicate or status_conflict: recorded, not applied
-	case !d.taskAt.IsZero() && at.Before(d.taskAt): // stale: recorded, ignored
-	case st == d.taskStatus: // duplicate
-	default:
+	if newStatus {
 		d.taskStatus, d.taskAt = st, at
 		if st.Terminal() && d.obligation == ledger.ObligationHeld {
+			if st == ledger.StatusCompleted && settled != nil {
+				m.ops["report: partial settlement"]++
+				d.settled = settled
+			}
 			m.terminal(d, st)
 		}
 	}
@@ -488,6 +568,39 @@ func (m *model) opReport() {
 	if key := ledger.CompensationKey(ledger.Delegation{ID: uuid.MustParse(d.id)}); out.Compensation == nil || out.Compensation.IdempotencyKey != key {
 		m.fatalf("%s: compensation %+v, want key %s", r.Request, out.Compensation, key)
 	}
+}
+
+// opChangeHold raises or cuts the hold of (mostly) a held obligation: a
+// raise needs the budget's available amount, a cut returns the
+// difference; once the obligation is not held the hold is fixed.
+func (m *model) opChangeHold() {
+	m.ops["hold change"]++
+	d := m.someIn(ledger.ObligationHeld)
+	b := m.budget(d.budget)
+	amount := []int64{d.hold, d.hold + 1 + int64(m.pick(300)), max(1, d.hold-1-int64(m.pick(int(d.hold)))), d.hold + b.avail + 1, 0}[m.pick(5)]
+	r := m.env.Do(m.t, http.MethodPatch, "/v1/delegations/"+d.id+"/hold", m.orch[d.tenant], map[string]any{"amount_minor": amount})
+	m.logf("hold %s (%s) %d → %d (available %d) → %d", d.id, d.obligation, d.hold, amount, b.avail, r.Status)
+	switch {
+	case amount <= 0:
+		m.expect(r, expectation{http.StatusUnprocessableEntity, ""})
+		return
+	case d.obligation != ledger.ObligationHeld:
+		m.expect(r, expectation{http.StatusConflict, "hold_not_changeable"})
+		return
+	case amount-d.hold > b.avail:
+		m.expect(r, expectation{http.StatusUnprocessableEntity, "insufficient_funds"})
+		return
+	}
+	m.expect(r, expectation{http.StatusOK, ""})
+	if amount != d.hold {
+		m.ops["hold changed"]++
+	}
+	b.avail -= amount - d.hold
+	b.held += amount - d.hold
+	d.hold = amount
+	var out httpapi.DelegationBody
+	r.JSON(m.t, &out)
+	m.checkBody(r, d, out)
 }
 
 // terminal applies a newly terminal status to a held obligation.
@@ -506,6 +619,13 @@ func (m *model) terminal(d *modelDelegation, st ledger.TaskStatus) {
 			d.compKey = ledger.CompensationKey(ledger.Delegation{ID: uuid.MustParse(d.id)})
 			d.evidence.status = ledger.EvidenceApplied
 			if d.evidence.kind == ledger.EventCompensationAck {
+				if r := d.evidence.reversed; r != nil {
+					// The hold may have been cut since the ack came: it
+					// cannot return more than is held.
+					m.ops["early ack: partial reversal"]++
+					n := min(*r, d.hold)
+					d.reversed = &n
+				}
 				m.move(d, ledger.ObligationCompensated)
 			} else {
 				m.move(d, ledger.ObligationReleased)
@@ -577,19 +697,32 @@ func (m *model) opEvidence(ack bool) {
 	}
 	m.ops[typ]++
 	claims := m.claims(d, ack)
+	var reversed *int64
+	if ack && m.pick(2) == 0 {
+		// A partial reversal, all of it, none, or more than is held.
+		n := []int64{0, int64(m.pick(int(d.hold) + 1)), d.hold, d.hold + 1}[m.pick(4)]
+		reversed = &n
+	}
 	if ack && d.evidence != nil && d.evidence.kind == ev && m.pick(2) == 0 {
-		claims["receipt_id"] = d.evidence.receiptID
+		claims["receipt_id"], reversed = d.evidence.receiptID, d.evidence.reversed // the same payload again
+	}
+	if reversed != nil {
+		claims["reversed_amount_minor"] = *reversed
 	}
 	receiptID, _ := claims["receipt_id"].(string)
 	token := o.signer.Sign(m.t, typ, claims)
 	r := m.postToken(path, token)
-	m.logf("%s for %s (%s, org revoked %v, evidence %+v) → %d", typ, d.id, d.obligation, o.revoked, d.evidence, r.Status)
+	m.logf("%s for %s (%s, hold %d, reversed %s, org revoked %v, evidence %+v) → %d", typ, d.id, d.obligation, d.hold, amountText(reversed), o.revoked, d.evidence, r.Status)
 	_, _, transErr := ledger.NextObligation(d.obligation, ev)
 	switch {
 	case o.revoked:
 		m.expect(r, tokenRefused)
 		return
-	case d.evidence != nil && (d.evidence.kind != ev || d.evidence.receiptID != receiptID):
+	case reversed != nil && *reversed > d.hold:
+		m.ops["ack reversing more than the hold"]++
+		m.expect(r, expectation{http.StatusUnprocessableEntity, compensation.CodeTokenAmountInvalid})
+		return
+	case d.evidence != nil && (d.evidence.kind != ev || d.evidence.receiptID != receiptID || amountText(d.evidence.reversed) != amountText(reversed)):
 		m.ops["evidence conflict"]++
 		m.expect(r, expectation{http.StatusUnprocessableEntity, compensation.CodeEvidenceConflict})
 		return
@@ -606,11 +739,15 @@ func (m *model) opEvidence(ack bool) {
 	case d.obligation == ledger.ObligationHeld:
 		m.ops["evidence early"]++
 		outcome = "received"
-		d.evidence = &modelEvidence{kind: ev, receiptID: receiptID, status: ledger.EvidenceReceived}
+		d.evidence = &modelEvidence{kind: ev, receiptID: receiptID, reversed: reversed, status: ledger.EvidenceReceived}
 	case transErr == nil:
 		outcome = "applied"
+		if reversed != nil {
+			m.ops["ack: partial reversal"]++
+			d.reversed = reversed
+		}
 		m.move(d, to)
-		d.evidence = &modelEvidence{kind: ev, receiptID: receiptID, status: ledger.EvidenceApplied}
+		d.evidence = &modelEvidence{kind: ev, receiptID: receiptID, reversed: reversed, status: ledger.EvidenceApplied}
 		if w := d.pendingWriteOff; w != nil {
 			w.status, d.pendingWriteOff = "void", nil
 		}
@@ -619,7 +756,7 @@ func (m *model) opEvidence(ack bool) {
 	}
 	m.checkEvidence(r, d, outcome)
 	o.jtis = append(o.jtis, claims["jti"].(string))
-	d.accepted = append(d.accepted, modelToken{path: path, token: token, exp: time.Unix(claims["exp"].(int64), 0)})
+	d.accepted = append(d.accepted, modelToken{path: path, token: token, exp: time.Unix(claims["exp"].(int64), 0), reversed: reversed})
 }
 
 func (m *model) checkEvidence(r *apitest.Response, d *modelDelegation, outcome string) {
@@ -659,6 +796,9 @@ func (m *model) opResend() {
 		m.expect(r, tokenRefused)
 	case m.now().After(tok.exp.Add(compensation.ClockSkew)):
 		m.expect(r, tokenRefused)
+	case tok.reversed != nil && *tok.reversed > d.hold:
+		// Accepted early, before the hold was cut below what it reverses.
+		m.expect(r, expectation{http.StatusUnprocessableEntity, compensation.CodeTokenAmountInvalid})
 	default:
 		m.expect(r, expectation{http.StatusOK, ""})
 		m.checkEvidence(r, d, "duplicate")
@@ -791,7 +931,7 @@ func (m *model) opWriteOff() {
 	who := m.pick(2)
 	r := m.env.Do(m.t, http.MethodPost, "/admin/v1/delegations/"+d.id+"/write-offs", m.oncall[who],
 		map[string]any{"reason": "remote org unresponsive", "reference": "INC-7"})
-	m.logf("write-off %s by %s (%s, %d) → %d", d.id, m.oncallN[who], d.obligation, d.req.Hold.AmountMinor, r.Status)
+	m.logf("write-off %s by %s (%s, %d) → %d", d.id, m.oncallN[who], d.obligation, d.hold, r.Status)
 	switch d.obligation {
 	case ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationEscalated:
 	case ledger.ObligationHeld, ledger.ObligationSettled, ledger.ObligationReleased, ledger.ObligationCompensated, ledger.ObligationWrittenOff:
@@ -806,7 +946,7 @@ func (m *model) opWriteOff() {
 	var out httpapi.WriteOffBody
 	r.JSON(m.t, &out)
 	w := &modelWriteOff{id: out.ID, delegation: d.id, requester: m.oncallN[who], status: "executed"}
-	if d.req.Hold.AmountMinor > modelThreshold {
+	if d.hold > modelThreshold {
 		w.status, d.pendingWriteOff = "pending_approval", w
 	} else {
 		m.move(d, ledger.ObligationWrittenOff)
@@ -902,6 +1042,146 @@ func (m *model) opWrongPrincipal() {
 	m.expect(r, want)
 }
 
+// modelAgentOrg is the org whose agent the model dispatches to. It is not
+// among the model's orgs: nothing but opDispatch sends it work.
+const modelAgentOrg = "org-agent"
+
+// dispatchMode is how the model's agent answers one dispatch.
+type dispatchMode int
+
+const (
+	// dispatchAmbiguous: attempt 1 reaches the agent and its answer is
+	// lost; the resend (same messageId) is refused with -32602. Nothing
+	// proves whether a task exists: dispatch_unknown, the hold stays.
+	dispatchAmbiguous dispatchMode = iota
+	// dispatchRefused: the first send is refused with -32602: no task,
+	// no work; rejected, the hold returns.
+	dispatchRefused
+	// dispatchReply: the first send is answered with a message: the work
+	// is done without a task; completed, the hold is spent.
+	dispatchReply
+)
+
+// modelAgent is an in-test A2A agent (rawAgent) answering each dispatch
+// by the mode the model chose for its messageId.
+type modelAgent struct {
+	*rawAgent
+	mu    sync.Mutex
+	modes map[string]dispatchMode
+	sends map[string]int
+}
+
+func (m *model) startAgent() *modelAgent {
+	a := &modelAgent{modes: map[string]dispatchMode{}, sends: map[string]int{}}
+	a.rawAgent = startRawAgent(m.t, &rawAgent{handle: func(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
+		if method != "message/send" {
+			return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
+		}
+		var p struct {
+			Message struct {
+				MessageID string `json:"messageId"`
+			} `json:"message"`
+		}
+		_ = json.Unmarshal(params, &p)
+		a.mu.Lock()
+		a.sends[p.Message.MessageID]++
+		mode, n := a.modes[p.Message.MessageID], a.sends[p.Message.MessageID]
+		a.mu.Unlock()
+		switch {
+		case mode == dispatchReply:
+			return map[string]any{"kind": "message", "messageId": "reply-" + p.Message.MessageID, "role": "agent",
+				"parts": []any{map[string]any{"kind": "text", "text": "done, no task needed"}}}, nil, false
+		case mode == dispatchAmbiguous && n == 1:
+			return nil, nil, true // the task may exist at the remote; the answer is lost
+		}
+		return nil, &rawRPCError{Code: -32602, Message: "duplicate messageId"}, false
+	}})
+	r := m.env.Do(m.t, http.MethodPut, "/admin/v1/orgs/"+modelAgentOrg, m.env.OncallToken, map[string]any{
+		"name": "Org with an agent", "agent_card_url": a.cardURL, "allowed_hosts": []string{"127.0.0.1"},
+	})
+	if r.Status != http.StatusCreated {
+		m.fatalf("register org %s: %d %s", modelAgentOrg, r.Status, r.Body)
+	}
+	return a
+}
+
+// opDispatch has Quittance dispatch work to the model's agent, and runs
+// the A2A worker until the dispatch is decided. The agent answers
+// ambiguously (the delegation stays held, listed as dispatch_unknown: an
+// ambiguous reply never releases), refuses the first send (released) or
+// replies with a message (settled, through the evidence function like any
+// other terminal status).
+func (m *model) opDispatch() {
+	m.ops["dispatch"]++
+	if m.agent == nil {
+		m.agent = m.startAgent()
+	}
+	b := m.budgets[m.pick(2)] // the EUR budgets
+	if b.avail < 1 {
+		m.opFund()
+		return
+	}
+	amount := 1 + int64(m.pick(int(min(800, b.avail))))
+	mode := []dispatchMode{dispatchAmbiguous, dispatchAmbiguous, dispatchRefused, dispatchReply}[m.pick(4)]
+	tenant := []string{"acme", "umbrella"}[m.pick(2)]
+	op := fmt.Sprintf("dispatch-%d", m.step)
+	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations", m.orch[tenant], map[string]any{
+		"business_operation_id": op, "org_id": modelAgentOrg, "task_class": "procurement", "budget_id": b.id,
+		"hold":     map[string]any{"amount_minor": amount, "currency": b.currency},
+		"dispatch": map[string]any{"message": map[string]any{"parts": []any{map[string]any{"text": "buy 3 pallets"}}}},
+	})
+	m.expect(r, expectation{http.StatusCreated, ""})
+	var body httpapi.DelegationBody
+	r.JSON(m.t, &body)
+	d := &modelDelegation{
+		id: body.ID, tenant: tenant, org: modelAgentOrg, class: "procurement", budget: b.id, hold: amount, dispatched: true,
+		req:        apitest.NewCreateRequest(op, modelAgentOrg, "procurement", b.id, amount, b.currency),
+		taskStatus: ledger.StatusUnknown, obligation: ledger.ObligationHeld,
+	}
+	b.avail -= amount
+	b.held += amount
+	m.delegs = append(m.delegs, d)
+	m.byID[d.id] = d
+	m.checkBody(r, d, body)
+	m.agent.mu.Lock()
+	m.agent.modes[delegate.DispatchMessageID(uuid.MustParse(d.id))] = mode
+	m.agent.mu.Unlock()
+
+	ctx := context.Background()
+	decided := func() bool {
+		var events int
+		var status string
+		if err := m.env.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM events WHERE delegation_id = d.id AND type = $2), d.task_status
+			FROM delegations d WHERE d.id = $1`, d.id, string(ledger.EventTypeDispatchUnknown)).Scan(&events, &status); err != nil {
+			m.fatalf("read dispatch of %s: %v", d.id, err)
+		}
+		return events > 0 || status != string(ledger.StatusUnknown)
+	}
+	for attempt := 0; !decided(); attempt++ {
+		if attempt == 20 {
+			m.fatalf("dispatch %s (mode %d) undecided after %d worker runs", d.id, mode, attempt)
+		}
+		if _, err := m.env.Worker.RunOnce(ctx); err != nil {
+			m.fatalf("run the A2A worker: %v", err)
+		}
+		m.env.Clock.Advance(time.Second) // past the resend's backoff
+	}
+	m.logf("dispatch %s to %s (%d, mode %d) → decided", d.id, modelAgentOrg, amount, mode)
+	switch mode {
+	case dispatchAmbiguous:
+		m.ops["dispatch: ambiguous"]++
+		d.dispatchUnknown = true
+	case dispatchRefused:
+		m.ops["dispatch: refused"]++
+		d.taskStatus = ledger.StatusRejected
+		m.move(d, ledger.ObligationReleased)
+	case dispatchReply:
+		m.ops["dispatch: message reply"]++
+		d.taskStatus = ledger.StatusCompleted
+		m.move(d, ledger.ObligationSettled)
+	}
+}
+
 // checkDatabase compares the database with the model and re-checks the
 // invariants of ledger/DESIGN.md §2.2 on it.
 func (m *model) checkDatabase() {
@@ -947,17 +1227,25 @@ func (m *model) checkDatabase() {
 		m.fatalf("%d budgets in the database, %d in the model", seen, len(m.budgets))
 	}
 
-	// Delegations: the model's task_status and obligation_state.
-	rows, err = pool.Query(ctx, `SELECT id::text, task_status, obligation_state FROM delegations`)
+	// Delegations: the model's task_status, obligation_state, amounts and
+	// dispatch_unknown condition.
+	rows, err = pool.Query(ctx, `SELECT id::text, task_status, obligation_state, amount_minor,
+		coalesce(settled_amount_minor::text, 'none'), coalesce(reversed_amount_minor::text, 'none'), dispatch_unknown_at IS NOT NULL
+		FROM delegations`)
 	if err != nil {
 		m.fatalf("query delegations: %v", err)
 	}
-	type row struct{ task, obligation string }
+	type row struct {
+		task, obligation  string
+		hold              int64
+		settled, reversed string
+		dispatchUnknown   bool
+	}
 	db := map[string]row{}
 	for rows.Next() {
 		var id string
 		var r row
-		if err := rows.Scan(&id, &r.task, &r.obligation); err != nil {
+		if err := rows.Scan(&id, &r.task, &r.obligation, &r.hold, &r.settled, &r.reversed, &r.dispatchUnknown); err != nil {
 			m.fatalf("scan delegation: %v", err)
 		}
 		db[id] = r
@@ -973,6 +1261,10 @@ func (m *model) checkDatabase() {
 		}
 		if r.task != string(d.taskStatus) || r.obligation != string(d.obligation) {
 			m.fatalf("delegation %s is %s/%s in the database, the model says %s/%s", d.id, r.task, r.obligation, d.taskStatus, d.obligation)
+		}
+		if r.hold != d.hold || r.settled != amountText(d.settled) || r.reversed != amountText(d.reversed) || r.dispatchUnknown != d.dispatchUnknown {
+			m.fatalf("delegation %s: hold %d, settled %s, reversed %s, dispatch_unknown %v; the model says %d, %s, %s, %v",
+				d.id, r.hold, r.settled, r.reversed, r.dispatchUnknown, d.hold, amountText(d.settled), amountText(d.reversed), d.dispatchUnknown)
 		}
 	}
 
@@ -1087,4 +1379,16 @@ func (m *model) checkDatabase() {
 		}
 	}
 	rows.Close()
+
+	// No hold left active without a matching evidence row, straight from
+	// the database as CheckInvariants re-checks it, after every step
+	// (conservation is checked above); every invariant of CheckInvariants,
+	// hash chains included, every 50 steps and at the end.
+	problems := apitest.HoldEvidenceViolations(ctx, m.env)
+	if m.step%50 == 0 {
+		problems = apitest.Violations(ctx, m.env)
+	}
+	if len(problems) > 0 {
+		m.fatalf("invariants: %s", strings.Join(problems, "\n"))
+	}
 }

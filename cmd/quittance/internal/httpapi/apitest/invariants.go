@@ -24,6 +24,18 @@ func (e *Env) CheckInvariants(t testing.TB) {
 	}
 }
 
+// HoldEvidenceViolations returns what pgstore.CheckHoldEvidence reports: the
+// holds that left active without a matching evidence row, and applied
+// evidence rows that discharged nothing. It is CheckInvariants' check of
+// that invariant alone, cheap enough to run after every step of a test.
+func HoldEvidenceViolations(ctx context.Context, e *Env) []string {
+	problems, err := pgstore.CheckHoldEvidence(ctx, e.Pool)
+	if err != nil {
+		return append(problems, fmt.Sprintf("check hold evidence: %v", err))
+	}
+	return problems
+}
+
 // Violations returns the invariant violations CheckInvariants reports. A
 // database that cannot be read is reported as one more violation.
 func Violations(ctx context.Context, e *Env) []string {

@@ -40,6 +40,8 @@ type Service struct {
 	threshold int64
 	batch     int
 	keys      keyCache
+	// refreshKeys is Config.RefreshOrgKeysForKid.
+	refreshKeys func(ctx context.Context, orgID, kid string) bool
 }
 
 // Config wires a Service.
@@ -58,6 +60,11 @@ type Config struct {
 	// SweepBatchSize bounds the delegations one sweep transaction moves;
 	// DefaultSweepBatchSize when zero.
 	SweepBatchSize int
+	// RefreshOrgKeysForKid is asked, when a token names a kid none of its
+	// org's keys in force has, to fetch the org's JWKS URL
+	// (ledger.Service.RefreshOrgKeysForKid); when it reports that the kid
+	// came into force, the token is tried once more. Nil never refreshes.
+	RefreshOrgKeysForKid func(ctx context.Context, orgID, kid string) bool
 }
 
 // NewService returns a Service.
@@ -73,7 +80,7 @@ func NewService(cfg Config) *Service {
 	}
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
-		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize,
+		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize, refreshKeys: cfg.RefreshOrgKeysForKid,
 	}
 }
 
@@ -154,7 +161,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 		found    ledger.Delegation // the delegation the token names, once known
 		verified Evidence          // the evidence, once its token verified
 	)
-	err = s.store.InTx(ctx, func(tx Tx) error {
+	attempt := func(tx Tx) error {
 		res, found, verified = EvidenceResult{}, ledger.Delegation{}, Evidence{}
 		d, err := tx.DelegationByRemoteTaskForUpdate(ctx, peek.Issuer, peek.Subject)
 		if errors.Is(err, ledger.ErrNotFound) {
@@ -165,8 +172,14 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 		found = d
 		res, verified, err = s.accept(ctx, tx, kind, token, d)
 		return err
-	})
+	}
+	err = s.store.InTx(ctx, attempt)
 	var ref *RefusalError
+	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && found.ID != uuid.Nil &&
+		s.refreshKeys != nil && s.refreshKeys(ctx, found.OrgID, peek.KeyID) {
+		// The org rotated the key in at its JWKS URL: once more, with it.
+		err = s.store.InTx(ctx, attempt)
+	}
 	if errors.As(err, &ref) {
 		if found.ID == uuid.Nil {
 			s.logRefusal(ctx, kind, ref, "")
@@ -210,10 +223,10 @@ func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byt
 	if org.IdentityRevoked() {
 		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
 	}
-	if len(org.JWKS) == 0 {
+	if len(org.KeySet()) == 0 {
 		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
 	}
-	keys, err := s.keys.keys(org.ID, org.JWKS)
+	keys, err := s.keys.keys(org.ID, org.KeySet())
 	if err != nil {
 		s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
 		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/migrations"
@@ -157,6 +158,33 @@ func TestRevokedReleasesBackfill(t *testing.T) {
 	if err != nil || len(totals) != 1 || totals[0].OrgID != "initech" || totals[0].Count != 2 || totals[0].AmountMinor != 20 {
 		t.Fatalf("summary totals %+v, %v", totals, err)
 	}
+	// The sweep appends each one's released_on_revoked_identity event, once,
+	// so they are anomalies too, on chains that still verify.
+	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch}})
+	for range 2 {
+		if _, err := comp.Sweep(ctx, epoch.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reports := ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: fixedClock{epoch}})
+	finance := ledger.Principal{Role: ledger.RoleFinance, Name: "finance"}
+	anomalies, err := reports.Anomalies(ctx, finance, ledger.AnomalyQuery{Kinds: []ledger.AnomalyKind{ledger.AnomalyReleasedOnRevokedIdentity}})
+	if err != nil || len(anomalies) != 2 {
+		t.Fatalf("anomalies %+v, %v; want the two releases", anomalies, err)
+	}
+	for _, a := range anomalies {
+		if a.OrgID != "initech" || (a.DelegationID != ds[0].ID && a.DelegationID != ds[1].ID) {
+			t.Errorf("anomaly %+v", a)
+		}
+		events, err := store.StreamEvents(ctx, "delegation:"+a.DelegationID.String())
+		if err != nil || len(events) < 3 || events[len(events)-1].Type != ledger.EventTypeReleasedOnRevokedIdentity {
+			t.Fatalf("delegation %s: %d events, %v", a.DelegationID, len(events), err)
+		}
+		if err := ledger.VerifyChain(events); err != nil {
+			t.Errorf("delegation %s chain: %v", a.DelegationID, err)
+		}
+	}
+
 	// Migrating again (down past 00020 and up) surfaces nothing twice.
 	if _, err := migrate.DownTo(ctx, 19); err != nil {
 		t.Fatal(err)

@@ -112,8 +112,11 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 		}
 		if !s.access.immediate(p) && orgTrustChanges(exists, current, in) {
 			o = current
-			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in},
-				fmt.Sprintf("register or change org %s: keys, agent endpoint, allowed hosts or coordinator flag", id))
+			summary := fmt.Sprintf("register or change org %s: keys, agent endpoint, allowed hosts or coordinator flag", id)
+			if in.JWKSURL != "" {
+				summary += "; keys from the JWKS URL " + in.JWKSURL
+			}
+			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in}, summary)
 			pending = &pc
 			return err
 		}

@@ -285,3 +285,44 @@ func writeTemp(t *testing.T, b []byte) string {
 	}
 	return p
 }
+
+// TestOrgKeysRefreshedPeriodically: with no token at all, the keys an org
+// serves at its approved JWKS URL come into force, and a rotation there
+// replaces them, at the next QUITTANCE_ORG_JWKS_REFRESH.
+func TestOrgKeysRefreshedPeriodically(t *testing.T) {
+	t.Parallel()
+	e := startService(t, "QUITTANCE_EGRESS_ALLOW_HTTP=true", "QUITTANCE_EGRESS_ALLOW_CIDRS=127.0.0.1/32",
+		"QUITTANCE_ORG_JWKS_REFRESH=200ms")
+	first := compensationtest.NewEd25519Signer(t, "periodic-1")
+	second := compensationtest.NewEd25519Signer(t, "periodic-2")
+	srv := newJWKSServer(t, first.JWKS())
+	var registered json.RawMessage
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
+		"name": "Supplier", "jwks_url": srv.URL + "/jwks.json",
+	}, &registered); s != http.StatusAccepted {
+		t.Fatalf("put org: %d %s", s, registered)
+	}
+	e.approvePending(t, registered)
+	waitForKeys := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			var inForce []string
+			for _, k := range e.keyHistory(t, e.oncall) {
+				if k.InForce {
+					inForce = append(inForce, k.KeyID)
+				}
+			}
+			if strings.Join(inForce, ",") == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("keys in force %v, want %s", inForce, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitForKeys(first.KeyID())
+	srv.serve(second.JWKS(), "")
+	waitForKeys(second.KeyID())
+}

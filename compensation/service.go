@@ -9,8 +9,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -40,6 +39,7 @@ type Service struct {
 	threshold int64
 	batch     int
 	keys      keyCache
+	onRefusal func(ledger.TokenRefusal)
 	// refreshKeys is Config.RefreshOrgKeysForKid.
 	refreshKeys func(ctx context.Context, orgID, kid string) bool
 }
@@ -60,6 +60,9 @@ type Config struct {
 	// SweepBatchSize bounds the delegations one sweep transaction moves;
 	// DefaultSweepBatchSize when zero.
 	SweepBatchSize int
+	// OnRefusal, when set, is told of every refused posted token after it
+	// was counted (the metrics); it must not block.
+	OnRefusal func(ledger.TokenRefusal)
 	// RefreshOrgKeysForKid is asked, when a token names a kid none of its
 	// org's keys in force has, to fetch the org's JWKS URL
 	// (ledger.Service.RefreshOrgKeysForKid); when it reports that the kid
@@ -80,7 +83,8 @@ func NewService(cfg Config) *Service {
 	}
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
-		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize, refreshKeys: cfg.RefreshOrgKeysForKid,
+		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize, onRefusal: cfg.OnRefusal,
+		refreshKeys: cfg.RefreshOrgKeysForKid,
 	}
 }
 
@@ -118,88 +122,119 @@ type EvidenceResult struct {
 }
 
 // SubmitAck accepts a compact JWS compensation ack (typ
-// compensation-ack+jwt). See Submit.
-func (s *Service) SubmitAck(ctx context.Context, token []byte) (EvidenceResult, error) {
-	return s.Submit(ctx, KindAck, token)
+// compensation-ack+jwt) posted from clientAddress. See Submit.
+func (s *Service) SubmitAck(ctx context.Context, token []byte, clientAddress string) (EvidenceResult, error) {
+	return s.Submit(ctx, KindAck, token, clientAddress)
 }
 
 // SubmitDeclaration accepts a compact JWS no-compensation-required
-// declaration (typ no-compensation-required+jwt). See Submit.
-func (s *Service) SubmitDeclaration(ctx context.Context, token []byte) (EvidenceResult, error) {
-	return s.Submit(ctx, KindDeclaration, token)
+// declaration (typ no-compensation-required+jwt) posted from
+// clientAddress. See Submit.
+func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAddress string) (EvidenceResult, error) {
+	return s.Submit(ctx, KindDeclaration, token, clientAddress)
 }
 
 // Submit verifies signed evidence of the given kind and applies it.
 //
-// Everything happens in one transaction, with the delegation the token's
-// (iss, sub) names locked first, so a revocation or other evidence for it
-// cannot interleave: its org must not be revoked; the signature is verified
-// against that org's registered JWK Set only; an identical token accepted
-// before is answered with the current delegation (OutcomeDuplicate, nothing
-// recorded); another token reusing an accepted jti is refused
-// (token_replayed); the jti is recorded as used; an ack must carry the
-// delegation's compensation idempotency key; and the evidence is applied
-// through ledger.Apply (OutcomeApplied) — or, when the obligation has
-// already ended, recorded through ledger.Record as late_evidence
-// (OutcomeLateEvidence). The token is stored verbatim as the event's
-// evidence either way.
+// The signature comes first: the token is verified with the keys of the
+// org its iss names (which must be registered and not revoked) before any
+// delegation is looked at, so a token that does not verify learns nothing
+// about delegations. Then, in the same transaction, the delegations that
+// record that org's task (the token's sub) are locked — one per tenant at
+// most — and the one whose compensation idempotency key the token carries
+// is chosen (a lone delegation is chosen whatever the key; ApplyEvidence
+// then refuses a wrong one); the org is read again under that lock, so a
+// revocation cannot slip in between; and the evidence goes to
+// ApplyEvidence.
 //
-// Every refusal is a *RefusalError and changes nothing; when the delegation
-// is known, the refusal is recorded afterwards as a token_refused event
-// holding the code and the token's sha256, never the token.
-func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (EvidenceResult, error) {
+// Every refusal is a *RefusalError and changes nothing on any
+// delegation's chain. A refusal decided before the token verified and
+// matched a delegation — whether the org, the task or the delegation
+// exists or is revoked — is answered as CodeTokenRefused with one fixed
+// detail: the reason stays on the server (logged, counted per org and
+// reason, sampled; see ledger.TokenRefusal). Only the org that signed a
+// token learns more about its own task: token_replayed,
+// evidence_not_expected, evidence_conflict (recorded as an
+// evidence_conflict event holding the verified token),
+// token_idempotency_key_mismatch, token_idempotency_key_required and
+// token_amount_invalid. Those are counted too, except evidence_conflict,
+// which its event records.
+func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clientAddress string) (EvidenceResult, error) {
 	if !kind.Valid() {
 		return EvidenceResult{}, fmt.Errorf("submit evidence: unknown token kind %q", kind)
 	}
+	sum := sha256.Sum256(token)
+	refusal := ledger.TokenRefusal{
+		Kind: string(kind), TokenSHA256: sum[:], TokenBytes: len(token), ClientAddress: clientAddress,
+	}
 	peek, err := PeekToken(token)
 	if err != nil {
-		s.logRefusal(ctx, kind, err, "")
-		return EvidenceResult{}, err
+		return EvidenceResult{}, s.refused(ctx, refusal, err, false)
 	}
+	refusal.ClaimedIssuer = text.Truncate(peek.Issuer, ledger.MaxClaimedIssuer)
 	var (
 		res      EvidenceResult
-		found    ledger.Delegation // the delegation the token names, once known
+		found    ledger.Delegation // the delegation the token matched, once known
 		verified Evidence          // the evidence, once its token verified
+		told     bool              // the refusal, if any, may be told to the signer
 	)
 	attempt := func(tx Tx) error {
-		res, found, verified = EvidenceResult{}, ledger.Delegation{}, Evidence{}
-		d, err := tx.DelegationByRemoteTaskForUpdate(ctx, peek.Issuer, peek.Subject)
+		res, found, verified, told, refusal.OrgID = EvidenceResult{}, ledger.Delegation{}, Evidence{}, false, ""
+		org, err := tx.Org(ctx, peek.Issuer)
 		if errors.Is(err, ledger.ErrNotFound) {
-			return Refuse(CodeTokenDelegationUnknown, "no delegation matches the token's iss and sub")
+			return Refuse(CodeTokenOrgUnknown, "no registered org has the token's iss")
 		} else if err != nil {
-			return fmt.Errorf("find delegation for evidence: %w", err)
+			return fmt.Errorf("load org for evidence: %w", err)
 		}
-		found = d
-		res, verified, err = s.accept(ctx, tx, kind, token, d)
+		refusal.OrgID = org.ID
+		now := s.now()
+		claims, err := s.verify(ctx, kind, token, org, now)
+		if err != nil {
+			return err
+		}
+		d, known, err := s.match(ctx, tx, org.ID, claims)
+		if err != nil || !known {
+			told = known
+			return err
+		}
+		// Under the delegation's lock: a revocation that committed since
+		// the keys were read is seen here (it locks the org's open
+		// delegations, so it cannot commit between this read and ours).
+		if org, err = tx.Org(ctx, org.ID); err != nil {
+			return fmt.Errorf("load org %s: %w", org.ID, err)
+		}
+		if org.IdentityRevoked() {
+			return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+		}
+		found, told = d, true
+		failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
+		verified = Evidence{
+			Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, Actor: "org:" + org.ID,
+			ReversedAmountMinor: claims.ReversedAmountMinor,
+		}
+		res, err = s.ApplyEvidence(ctx, tx, d, verified, now)
 		return err
 	}
 	err = s.store.InTx(ctx, attempt)
 	var ref *RefusalError
-	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && found.ID != uuid.Nil &&
-		s.refreshKeys != nil && s.refreshKeys(ctx, found.OrgID, peek.KeyID) {
+	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && refusal.OrgID != "" &&
+		s.refreshKeys != nil && s.refreshKeys(ctx, refusal.OrgID, peek.KeyID) {
 		// The org rotated the key in at its JWKS URL: once more, with it.
 		err = s.store.InTx(ctx, attempt)
 	}
 	if errors.As(err, &ref) {
-		if found.ID == uuid.Nil {
-			s.logRefusal(ctx, kind, ref, "")
+		if told && ref.Code == CodeEvidenceConflict {
+			s.logRefusal(ctx, refusal, ref)
+			if rerr := s.store.InTx(ctx, func(tx Tx) error {
+				return RecordRefusedEvidence(ctx, tx, found, verified, ref, s.now())
+			}); rerr != nil {
+				// The refusal stands; failing to record it is logged, not
+				// turned into a 500 that would hide the refusal code.
+				s.log.ErrorContext(ctx, "record evidence conflict", slog.String("delegation_id", found.ID.String()), slog.Any("error", rerr))
+			}
 			return EvidenceResult{}, err
 		}
-		s.logRefusal(ctx, kind, ref, found.ID.String())
-		record := func() error { return s.recordRefusal(ctx, found, kind, token, ref) }
-		if ref.Code == CodeEvidenceConflict {
-			record = func() error {
-				return s.store.InTx(ctx, func(tx Tx) error {
-					return RecordRefusedEvidence(ctx, tx, found, verified, ref, s.now())
-				})
-			}
-		}
-		if rerr := record(); rerr != nil {
-			// The refusal stands; failing to record it is logged, not
-			// turned into a 500 that would hide the refusal code.
-			s.log.ErrorContext(ctx, "record token refusal", slog.String("delegation_id", found.ID.String()), slog.Any("error", rerr))
-		}
-		return EvidenceResult{}, err
+		return EvidenceResult{}, s.refused(ctx, refusal, ref, told)
 	}
 	if err != nil {
 		return EvidenceResult{}, err
@@ -213,36 +248,52 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte) (Evi
 	return res, nil
 }
 
-// accept verifies the token against d's org and hands it to ApplyEvidence,
-// in tx, with d locked. See Submit.
-func (s *Service) accept(ctx context.Context, tx Tx, kind TokenKind, token []byte, d ledger.Delegation) (EvidenceResult, Evidence, error) {
-	org, err := tx.Org(ctx, d.OrgID)
-	if err != nil {
-		return EvidenceResult{}, Evidence{}, fmt.Errorf("load org %s: %w", d.OrgID, err)
-	}
+// verify checks token against org's registered keys: the org must not be
+// revoked and must have usable keys. See Submit.
+func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, org ledger.Org, now time.Time) (Claims, error) {
 	if org.IdentityRevoked() {
-		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+		return Claims{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
 	}
 	if len(org.KeySet()) == 0 {
-		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
+		return Claims{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
 	}
 	keys, err := s.keys.keys(org.ID, org.KeySet())
 	if err != nil {
 		s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
-		return EvidenceResult{}, Evidence{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
+		return Claims{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
 	}
-	now := s.now()
-	claims, err := Verify(VerifyInput{Token: token, Kind: kind, OrgID: org.ID, Keys: keys, LedgerID: s.ledgerID, Now: now})
+	return Verify(VerifyInput{Token: token, Kind: kind, OrgID: org.ID, Keys: keys, LedgerID: s.ledgerID, Now: now})
+}
+
+// match locks the delegations recording the org's task that verified
+// claims name — one per tenant at most — and picks the one the token is
+// about: the one whose compensation idempotency key it carries, or the
+// only one. known is false when no delegation records the task (a refusal
+// not told to the signer); a token that carries no key, or a key of none
+// of them, for a task more than one tenant recorded is refused and told
+// (the signer's own task: nothing about which tenants recorded it).
+func (s *Service) match(ctx context.Context, tx Tx, orgID string, c Claims) (d ledger.Delegation, known bool, err error) {
+	candidates, err := tx.DelegationsByRemoteTaskForUpdate(ctx, orgID, c.Subject)
 	if err != nil {
-		return EvidenceResult{}, Evidence{}, err
+		return ledger.Delegation{}, false, err
 	}
-	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
-	ev := Evidence{
-		Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, Actor: "org:" + org.ID,
-		ReversedAmountMinor: claims.ReversedAmountMinor,
+	switch len(candidates) {
+	case 0:
+		return ledger.Delegation{}, false, Refuse(CodeTokenDelegationUnknown, "no delegation records the org's task named by sub")
+	case 1:
+		return candidates[0], true, nil
 	}
-	res, err := s.ApplyEvidence(ctx, tx, d, ev, now)
-	return res, ev, err
+	for _, d := range candidates {
+		if c.IdempotencyKey != "" && ledger.CompensationKey(d) == c.IdempotencyKey {
+			return d, true, nil
+		}
+	}
+	s.log.WarnContext(ctx, "evidence for a remote task recorded by several tenants matches none by its idempotency key",
+		slog.String("org_id", orgID), slog.Int("delegations", len(candidates)), slog.Bool("carries_key", c.IdempotencyKey != ""))
+	if c.IdempotencyKey == "" {
+		return ledger.Delegation{}, true, Refuse(CodeTokenIdempotencyKeyRequired, "the task is recorded on more than one delegation: the token must carry the compensation idempotency key of the one it is about")
+	}
+	return ledger.Delegation{}, true, Refuse(CodeTokenIdempotencyKeyMismatch, "claim idempotency_key is not this delegation's compensation idempotency key")
 }
 
 // ObligationEvent is the obligation event a token of kind k proves.
@@ -285,31 +336,41 @@ type Receipt struct {
 	ReceivedAt time.Time `json:"received_at"`
 }
 
-// recordRefusal appends a token_refused event to d's stream, in its own
-// transaction (the refused one rolled back). It stores the token's sha256
-// and the refusal code, never the unverified token.
-func (s *Service) recordRefusal(ctx context.Context, d ledger.Delegation, kind TokenKind, token []byte, ref *RefusalError) error {
-	sum := sha256.Sum256(token)
-	return s.store.InTx(ctx, func(tx Tx) error {
-		_, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeTokenRefused, Actor: "remote:unverified", At: s.now(),
-			Data: map[string]any{
-				"code": ref.Code, "detail": ref.Detail, "kind": string(kind),
-				"token_sha256": hex.EncodeToString(sum[:]), "token_bytes": len(token),
-			},
-		})
-		return err
-	})
-}
+// uniformRefusalDetail is the one detail of every refusal not told to the
+// caller: it says where the reason is, not what it is.
+const uniformRefusalDetail = "the token was refused; the ledger keeps the reason, which its operators find by the token's sha256"
 
-func (s *Service) logRefusal(ctx context.Context, kind TokenKind, err error, delegationID string) {
+// refused counts and samples a refusal (ledger.TokenRefusal), in its own
+// transaction — the refused one rolled back — and reports it to
+// OnRefusal. It returns what the caller is told: the refusal itself when
+// told, else CodeTokenRefused with uniformRefusalDetail. Nothing is
+// appended to any delegation's chain.
+func (s *Service) refused(ctx context.Context, r ledger.TokenRefusal, err error, told bool) error {
 	var ref *RefusalError
 	if !errors.As(err, &ref) {
-		return
+		return err
 	}
-	attrs := []any{slog.String("kind", string(kind)), slog.String("code", ref.Code)}
-	if delegationID != "" {
-		attrs = append(attrs, slog.String("delegation_id", delegationID))
+	r.Reason, r.At = ref.Code, s.now()
+	s.logRefusal(ctx, r, ref)
+	if rerr := s.store.InTx(ctx, func(tx Tx) error { return tx.RecordTokenRefusal(ctx, r) }); rerr != nil {
+		// The refusal stands; failing to count it is logged, not turned
+		// into a 500 that would tell a refused token from another.
+		s.log.ErrorContext(ctx, "count token refusal", slog.String("org_id", r.OrgID), slog.String("reason", r.Reason), slog.Any("error", rerr))
 	}
-	s.log.InfoContext(ctx, "compensation evidence refused", attrs...)
+	if s.onRefusal != nil {
+		s.onRefusal(r)
+	}
+	if told {
+		return ref
+	}
+	return Refuse(CodeTokenRefused, uniformRefusalDetail)
+}
+
+// logRefusal logs a refusal with its reason and the token's sha256, never
+// the token.
+func (s *Service) logRefusal(ctx context.Context, r ledger.TokenRefusal, ref *RefusalError) {
+	s.log.InfoContext(ctx, "compensation evidence refused",
+		slog.String("kind", r.Kind), slog.String("code", ref.Code), slog.String("detail", ref.Detail),
+		slog.String("org_id", r.OrgID), slog.String("token_sha256", hex.EncodeToString(r.TokenSHA256)),
+		slog.String("client_address", r.ClientAddress))
 }

@@ -62,10 +62,14 @@ type Tx interface {
 	EnqueueOutbound(ctx context.Context, j ledger.OutboundJob) error
 	// PutOrg writes an org; it never clears a recorded identity revocation.
 	PutOrg(ctx context.Context, o ledger.Org) error
-	// DelegationByRemoteTaskForUpdate loads the delegation recording the
-	// org's remote task and locks its row until the transaction ends, or
-	// returns ledger.ErrNotFound.
-	DelegationByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) (ledger.Delegation, error)
+	// DelegationsByRemoteTaskForUpdate returns every delegation, of any
+	// tenant, recording the org's remote task (none, one, or one per
+	// tenant), locking each, in id order so concurrent lockers cannot
+	// deadlock.
+	DelegationsByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) ([]ledger.Delegation, error)
+	// RecordTokenRefusal counts a refused token for its (org, reason) and
+	// keeps it as one of the last ledger.TokenRefusalSampleSize samples.
+	RecordTokenRefusal(ctx context.Context, r ledger.TokenRefusal) error
 	// OpenDelegationsOfOrgForUpdate returns every delegation of the org whose
 	// obligation can still be escalated (held,
 	// revocation_pending_compensation, compensation_unconfirmed), locking

@@ -113,6 +113,20 @@ const (
 	// CodeTokenDelegationUnknown means no delegation matches the token's
 	// (iss, sub). The caller checks it.
 	CodeTokenDelegationUnknown = "token_delegation_unknown"
+	// CodeTokenOrgUnknown means the token's iss names no registered org.
+	// The caller checks it.
+	CodeTokenOrgUnknown = "token_org_unknown"
+	// CodeTokenIdempotencyKeyRequired means a verified token names a task
+	// that delegations of more than one tenant record, and carries no
+	// idempotency_key to tell which one it is about. The caller checks it.
+	CodeTokenIdempotencyKeyRequired = "token_idempotency_key_required"
+
+	// CodeTokenRefused is what the public evidence endpoints answer for
+	// every refusal decided before the token verified and matched a
+	// delegation, whatever its reason (one of the codes above): the same
+	// answer whether the org, the task or the delegation exists or is
+	// revoked. The reason is counted and logged, never told.
+	CodeTokenRefused = "token_refused"
 )
 
 // RefusalError is returned when a token is refused. Code is one of the Code*

@@ -213,7 +213,7 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 			}
 			return nil
 		}
-		if other, err := tx.DelegationByRemoteTask(ctx, d.OrgID, task.ID); err == nil && other.ID != d.ID {
+		if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, task.ID); err == nil && other.ID != d.ID {
 			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
 				"reported_task_id": task.ID, "other_delegation_id": other.ID.String(), "source": "dispatch",
 			})

@@ -59,8 +59,8 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 		if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
 			return ledger.Conflict("dispatch_not_unknown", "the delegation's dispatch is not unknown (task %q, obligation %s)", d.Remote.TaskID, d.ObligationState)
 		}
-		if other, err := tx.DelegationByRemoteTask(ctx, d.OrgID, in.TaskID); err == nil && other.ID != d.ID {
-			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on another delegation", d.OrgID, in.TaskID)
+		if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, in.TaskID); err == nil && other.ID != d.ID {
+			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on another delegation of this tenant", d.OrgID, in.TaskID)
 		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}

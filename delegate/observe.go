@@ -158,10 +158,16 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	if errors.Is(err, a2a.ErrTaskNotFound) {
 		// The agent answered, so it is not failing; it does not know the
 		// task (it may have purged it). Recorded, never read as an end.
+		// The answer counts as this poll's, so the poller asks again only
+		// after PollAfter, not on every tick.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
-			return record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, w.now(), map[string]any{
+			now := w.now()
+			if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, now, map[string]any{
 				"task_id": d.Remote.TaskID, "source": source, "error": errorText(err),
-			})
+			}); err != nil {
+				return err
+			}
+			return tx.MarkObserved(ctx, d.ID, now)
 		})
 	}
 	if err != nil {

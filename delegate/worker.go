@@ -111,9 +111,11 @@ type Tx interface {
 	ledger.ObservationTx
 	ledger.DelegationLocker
 	compensation.ReceiptTx
-	// DelegationByRemoteTask loads the delegation recording the org's remote
-	// task, or returns ledger.ErrNotFound.
-	DelegationByRemoteTask(ctx context.Context, orgID, remoteTaskID string) (ledger.Delegation, error)
+	// DelegationByRemoteTask loads the tenant's delegation recording the
+	// org's remote task, or returns ledger.ErrNotFound. A remote task id is
+	// unique per (org, tenant): another tenant's delegation may record the
+	// same id, and is none of this tenant's business.
+	DelegationByRemoteTask(ctx context.Context, tenant, orgID, remoteTaskID string) (ledger.Delegation, error)
 	// Org loads an org without locking it.
 	Org(ctx context.Context, id string) (ledger.Org, error)
 	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the

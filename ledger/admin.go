@@ -48,7 +48,10 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id, currency strin
 		}
 		b = current
 		if delta != 0 || created {
-			if b, err = tx.MoveBudget(ctx, BudgetMove{BudgetID: id, Kind: MoveFund, AmountMinor: delta, At: now}); err != nil {
+			if err := tx.MoveBudget(ctx, BudgetMove{BudgetID: id, Kind: MoveFund, AmountMinor: delta, At: now}); err != nil {
+				return err
+			}
+			if b, err = tx.BudgetForUpdate(ctx, id); err != nil {
 				return err
 			}
 		}

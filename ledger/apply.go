@@ -154,7 +154,7 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 	// so its lock is held for the shortest time before the commit. A split
 	// hold is two movements of the same row, journaled one each.
 	for _, m := range moves {
-		if _, err := tx.MoveBudget(ctx, m); err != nil {
+		if err := tx.MoveBudget(ctx, m); err != nil {
 			return Delegation{}, Event{}, fmt.Errorf("move hold of delegation %s: %w", d.ID, err)
 		}
 	}

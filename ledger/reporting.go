@@ -141,9 +141,15 @@ const (
 	// declaration of an org whose identity was revoked since; listed until
 	// finance acknowledges it.
 	AnomalyReleasedOnRevokedIdentity AnomalyKind = "released_on_revoked_identity"
+	// AnomalySharedRemoteTask: a remote task id of one org recorded by
+	// delegations of more than one tenant (SharedRemoteTask). It is read
+	// from the delegations as they are, not from events.
+	AnomalySharedRemoteTask AnomalyKind = "shared_remote_task"
 )
 
-// AnomalyKinds lists every anomaly kind.
+// AnomalyKinds lists every anomaly kind read from events. Besides them,
+// AnomalySharedRemoteTask is read from the delegations, and refused
+// tokens (AnomalyRefusedToken) from their counts too (TokenRefusalTotal).
 var AnomalyKinds = []AnomalyKind{
 	AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken,
 	AnomalyEvidenceConflict, AnomalyUnusedEarlyEvidence, AnomalyReleasedOnRevokedIdentity,
@@ -216,6 +222,7 @@ type ReportStore interface {
 	// RevokedReleaseTotals returns the unacknowledged releases on revoked
 	// identities by org and currency (q's OrgID and Tenant filter).
 	RevokedReleaseTotals(ctx context.Context, q SummaryQuery) ([]RevokedReleaseTotal, error)
+	TokenRefusalReader
 }
 
 // Reports answers finance's and on-call's reconciliation questions. Every
@@ -323,15 +330,24 @@ func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([
 	if err := Authorize(p, ActionReadReports); err != nil {
 		return nil, err
 	}
+	eventKinds := q.Kinds[:0:0]
 	for _, k := range q.Kinds {
+		if k == AnomalySharedRemoteTask {
+			continue // no event holds it: see SharedRemoteTasks
+		}
 		if !slices.Contains(AnomalyKinds, k) {
 			return nil, Invalid("kind", "%q is not an anomaly kind", k)
 		}
+		eventKinds = append(eventKinds, k)
 	}
 	var err error
 	if q.Limit, err = checkLimit(q.Limit, false); err != nil {
 		return nil, err
 	}
+	if len(q.Kinds) > 0 && len(eventKinds) == 0 {
+		return nil, nil
+	}
+	q.Kinds = eventKinds
 	if len(q.Kinds) == 0 {
 		return r.store.Anomalies(ctx, q)
 	}

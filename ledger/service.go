@@ -325,10 +325,11 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if !inserted {
 			// The operation is recorded already (an idempotent retry, or
 			// a concurrent identical request that committed first), or
-			// another delegation records the same remote task.
+			// another delegation of this tenant records the same remote
+			// task (another tenant's may: task ids are unique per tenant).
 			existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
 			if errors.Is(err, ErrNotFound) {
-				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation", in.OrgID, in.Remote.TaskID)
+				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation of this tenant", in.OrgID, in.Remote.TaskID)
 			} else if err != nil {
 				return err
 			}
@@ -365,7 +366,7 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		// The hold is placed last: the budget row is shared by many
 		// delegations, so its lock is held for the shortest time before
 		// the commit. An insufficient budget rolls everything back.
-		_, err = tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now})
+		err = tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now})
 		created = true
 		return err
 	})

@@ -93,12 +93,17 @@ type DelegationLocker interface {
 type ChangeTx interface {
 	EventAppender
 	// UpdateDelegation writes d's mutable fields if the stored version is
-	// d.Version-1, else returns ErrConcurrentUpdate.
+	// d.Version-1, else fails the transaction with ErrConcurrentUpdate
+	// (reported, like MoveBudget's refusal, by its next statement or its
+	// commit).
 	UpdateDelegation(ctx context.Context, d Delegation) error
-	// MoveBudget applies one movement and journals it, returning the budget
-	// after it. A hold larger than the available amount is
-	// ErrInsufficientFunds and changes nothing.
-	MoveBudget(ctx context.Context, m BudgetMove) (Budget, error)
+	// MoveBudget applies one movement and journals it. It may be sent
+	// with the transaction's next statement or its commit, and its refusal
+	// reported there: a hold larger than the available amount fails the
+	// transaction with ErrInsufficientFunds, and nothing of it is
+	// committed. Put it last, just before the commit: the budget row is
+	// the one many delegations share.
+	MoveBudget(ctx context.Context, m BudgetMove) error
 }
 
 // ObservationTx is what ObserveTaskStatus writes through: Apply's, plus

@@ -24,7 +24,7 @@ func newDemoAgentCommand(getenv func(string) string, stdout, stderr io.Writer) *
 		addr, orgID, ledgerID, keyFile string
 		compensationMode               string
 		workDelay, pendingDelay        time.Duration
-		atomicCancel                   bool
+		atomicCancel, purgeOnCancel    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "demo-agent",
@@ -50,7 +50,7 @@ func newDemoAgentCommand(getenv func(string) string, stdout, stderr io.Writer) *
 			log := newLogger(stderr, slog.LevelInfo)
 			agent, err := demoagent.New(demoagent.Config{
 				OrgID: orgID, LedgerID: ledgerID, WorkDelay: workDelay, Key: key, AtomicCancel: atomicCancel, Log: log,
-				Compensation: compensationMode, PendingDelay: pendingDelay,
+				Compensation: compensationMode, PendingDelay: pendingDelay, PurgeOnCancel: purgeOnCancel,
 			})
 			if err != nil {
 				return usageError{err}
@@ -76,6 +76,8 @@ func newDemoAgentCommand(getenv func(string) string, stdout, stderr io.Writer) *
 	f.StringVar(&compensationMode, "compensation", demoagent.CompensationImmediate,
 		"how compensation requests are answered: immediate, pending (a pending receipt, the final one after --pending-delay) or not_supported")
 	f.DurationVar(&pendingDelay, "pending-delay", demoagent.DefaultPendingDelay, "how long a pending compensation works before its final receipt")
+	f.BoolVar(&purgeOnCancel, "purge-on-cancel", false,
+		"forget a task when asked to cancel it, as an agent with a short retention does: the cancel and every later call on the task answer TaskNotFoundError (-32001), and its purchase order stands")
 	return cmd
 }
 

@@ -9,7 +9,13 @@
 // Quittance's compensation extension with receipts signed by an Ed25519 key
 // that the harness generates, so tests can verify them against Peer.JWKS.
 // Its scenarios are chosen by the text of the first user message; see the
-// Scenario constants.
+// Scenario constants. Besides the task lifecycles, they cover the remote
+// answers Quittance must not misread: a compensation answered pending and
+// completed later on the same task (ScenarioCompensationPending), one
+// answered not_supported (ScenarioCompensationNotSupported), and a task
+// purged when it is canceled, after which every call on it answers
+// TaskNotFoundError (ScenarioPurgeOnCancel). Peer.CompensationRequests and
+// Peer.Purged report what the peer received and did, from its output.
 //
 // It is test support only and must never be imported by non-test code. It
 // is not under an internal directory only so that the HTTP API's tests

@@ -54,6 +54,20 @@ const (
 	// ScenarioNotCancelable works like ScenarioWork but refuses to be
 	// canceled (TaskNotCancelableError).
 	ScenarioNotCancelable = "not_cancelable"
+	// ScenarioCompensationPending works like ScenarioWork; a compensation
+	// request for the task is answered with a working compensation task
+	// whose receipt is pending, which completes with the final
+	// (compensated) receipt after the WithPendingDuration delay.
+	ScenarioCompensationPending = "compensation_pending"
+	// ScenarioCompensationNotSupported works like ScenarioWork; a
+	// compensation request for the task is answered with a completed
+	// compensation task whose receipt is not_supported, with a reason.
+	ScenarioCompensationNotSupported = "compensation_not_supported"
+	// ScenarioPurgeOnCancel works like ScenarioWork, but a cancel purges
+	// the task, as an agent with a short retention does: the cancel and
+	// every later call on the task (GetTask, CancelTask) answer
+	// TaskNotFoundError (-32001). Its effects stand.
+	ScenarioPurgeOnCancel = "purge_on_cancel"
 )
 
 // Compensation receipt outcomes the peer can be configured to give.
@@ -88,9 +102,45 @@ type Peer struct {
 // Output returns what the Node process has written so far.
 func (p *Peer) Output() string { return p.out.String() }
 
+// CompensationRequests returns the messageIds of the compensation requests
+// the peer has received for task taskID, in the order received (a resend
+// with the same messageId counts again).
+func (p *Peer) CompensationRequests(taskID string) []string {
+	var ids []string
+	for _, f := range p.lines("JSPEER_COMPENSATION_REQUEST ") {
+		if len(f) == 2 && f[0] == taskID {
+			ids = append(ids, f[1])
+		}
+	}
+	return ids
+}
+
+// Purged reports whether the peer has purged task taskID
+// (ScenarioPurgeOnCancel).
+func (p *Peer) Purged(taskID string) bool {
+	for _, f := range p.lines("JSPEER_PURGED ") {
+		if len(f) == 1 && f[0] == taskID {
+			return true
+		}
+	}
+	return false
+}
+
+// lines returns the fields after prefix of each output line that starts
+// with prefix.
+func (p *Peer) lines(prefix string) [][]string {
+	var out [][]string
+	for line := range strings.Lines(p.Output()) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			out = append(out, strings.Fields(rest))
+		}
+	}
+	return out
+}
+
 type options struct {
 	orgID, ledgerID, outcome string
-	work                     time.Duration
+	work, pending            time.Duration
 	atomicCancel             bool
 }
 
@@ -112,6 +162,10 @@ func WithNoEffects() Option { return func(o *options) { o.outcome = OutcomeNoEff
 // complete after d instead of working until canceled.
 func WithWorkDuration(d time.Duration) Option { return func(o *options) { o.work = d } }
 
+// WithPendingDuration sets how long a ScenarioCompensationPending reversal
+// works before its final receipt (default 1s).
+func WithPendingDuration(d time.Duration) Option { return func(o *options) { o.pending = d } }
+
 // WithAtomicCancel makes the peer declare atomicCancel in its card and put
 // a compensation receipt in its cancel responses.
 func WithAtomicCancel() Option { return func(o *options) { o.atomicCancel = true } }
@@ -121,12 +175,12 @@ func WithAtomicCancel() Option { return func(o *options) { o.atomicCancel = true
 // the test when node or npm is missing, unless RequireEnv is set.
 func Start(t testing.TB, opts ...Option) *Peer {
 	t.Helper()
-	o := options{orgID: "js-peer", ledgerID: "quittance", outcome: OutcomeCompensated}
+	o := options{orgID: "js-peer", ledgerID: "quittance", outcome: OutcomeCompensated, pending: time.Second}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	node := requireNode(t)
-	dir, err := install()
+	script, err := install()
 	if err != nil {
 		t.Fatalf("jspeer: %v", err)
 	}
@@ -148,14 +202,15 @@ func Start(t testing.TB, opts ...Option) *Peer {
 	}
 
 	out := &syncBuffer{ready: make(chan string, 1)}
-	cmd := exec.Command(node, filepath.Join(dir, "agent.mjs"))
-	cmd.Dir = dir
+	cmd := exec.Command(node, script)
+	cmd.Dir = filepath.Dir(script)
 	cmd.Env = append(os.Environ(),
 		"JSPEER_SIGNING_JWK="+string(privJWK),
 		"JSPEER_ORG_ID="+o.orgID,
 		"JSPEER_LEDGER_ID="+o.ledgerID,
 		"JSPEER_OUTCOME="+o.outcome,
 		"JSPEER_WORK_MS="+strconv.FormatInt(o.work.Milliseconds(), 10),
+		"JSPEER_PENDING_MS="+strconv.FormatInt(o.pending.Milliseconds(), 10),
 		"JSPEER_ATOMIC_CANCEL="+map[bool]string{true: "1", false: "0"}[o.atomicCancel],
 	)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -267,17 +322,19 @@ func unavailable(t testing.TB, reason string) {
 // serializes test binaries running in parallel.
 var installs struct {
 	sync.Mutex
-	dir string
+	script string
 }
 
 // install makes sure the peer's packages are installed in a cache directory
 // keyed by the hash of package.json and package-lock.json, copies the
-// current agent.mjs there, and returns the directory.
+// current agent.mjs there under a name of its own hash (so checkouts with
+// different agents share the packages but never run each other's agent),
+// and returns the path of that copy.
 func install() (string, error) {
 	installs.Lock()
 	defer installs.Unlock()
-	if installs.dir != "" {
-		return installs.dir, nil
+	if installs.script != "" {
+		return installs.script, nil
 	}
 	src, err := sourceDir()
 	if err != nil {
@@ -316,11 +373,13 @@ func install() (string, error) {
 			return "", err
 		}
 	}
-	if err := writeIfChanged(filepath.Join(dir, "agent.mjs"), script); err != nil {
+	scriptSum := sha256.Sum256(script)
+	path := filepath.Join(dir, "agent-"+hex.EncodeToString(scriptSum[:8])+".mjs")
+	if err := writeIfChanged(path, script); err != nil {
 		return "", err
 	}
-	installs.dir = dir
-	return dir, nil
+	installs.script = path
+	return path, nil
 }
 
 // npmCI installs the locked packages into dir, quietly, and reports npm's

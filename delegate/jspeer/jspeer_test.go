@@ -88,6 +88,7 @@ type receipt struct {
 	TaskID         string `json:"taskId"`
 	IdempotencyKey string `json:"idempotencyKey"`
 	JWS            string `json:"jws"`
+	Reason         string `json:"reason"`
 }
 
 func receiptOf(t *testing.T, task a2a.Task) receipt {
@@ -340,6 +341,104 @@ func TestPeer(t *testing.T) {
 			t.Errorf("repeat receipt %+v; want the original %+v", again, rc)
 		}
 	})
+
+	t.Run("compensation pending", func(t *testing.T) {
+		task := send(t, c, jspeer.ScenarioCompensationPending, true)
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		canceled, err := c.CancelTask(ctx, task.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(map[string]any{"compensationRequest": map[string]any{
+			"taskId": canceled.ID, "idempotencyKey": "idem-" + task.ID, "reason": "task_canceled",
+		}})
+		res, err := c.SendMessage(ctx, a2a.SendRequest{
+			Message: a2a.Message{
+				MessageID: "comp-" + task.ID, ContextID: canceled.ContextID, Role: a2a.RoleUser,
+				ReferenceTaskIDs: []string{canceled.ID}, Parts: []a2a.Part{{Data: data}},
+			},
+			ReturnImmediately: true,
+		})
+		if err != nil || res.Task == nil {
+			t.Fatalf("compensation request: %+v, %v", res, err)
+		}
+		// While the reversal works (1s), the task is working with the
+		// pending receipt alone.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			cur, err := c.GetTask(ctx, res.Task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cur.Status.State == a2a.TaskStateCompleted {
+				break // a slow machine missed the working window; the receipts below still tell
+			}
+			if cur.Status.State == a2a.TaskStateWorking {
+				if rcs := receiptsOf(t, cur); len(rcs) != 1 || rcs[0].Outcome != "pending" || rcs[0].TaskID != task.ID || rcs[0].JWS != "" {
+					t.Fatalf("receipts while working %+v; want one pending receipt without a jws", rcs)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("compensation task %s is %s", cur.ID, cur.Status.State)
+			}
+		}
+		done := waitState(t, c, res.Task.ID, a2a.TaskStateCompleted)
+		rcs := receiptsOf(t, done)
+		if len(rcs) != 2 || rcs[0].Outcome != "pending" || rcs[1].Outcome != jspeer.OutcomeCompensated {
+			t.Fatalf("receipts once completed %+v; want the pending one, then the compensated one", rcs)
+		}
+		verify(t, p, rcs[1].JWS, compensation.KindAck)
+	})
+
+	t.Run("compensation not_supported", func(t *testing.T) {
+		task := send(t, c, jspeer.ScenarioCompensationNotSupported, true)
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		canceled, err := c.CancelTask(ctx, task.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcs := receiptsOf(t, requestCompensation(t, c, canceled, "comp-"+task.ID, "idem-"+task.ID))
+		if len(rcs) != 1 || rcs[0].Outcome != "not_supported" || rcs[0].Reason == "" || rcs[0].JWS != "" {
+			t.Fatalf("receipts %+v; want one not_supported receipt with a reason", rcs)
+		}
+		if got := p.CompensationRequests(task.ID); len(got) != 1 || got[0] != "comp-"+task.ID {
+			t.Errorf("the peer reports compensation requests %v for %s", got, task.ID)
+		}
+	})
+
+	t.Run("purge on cancel", func(t *testing.T) {
+		task := send(t, c, jspeer.ScenarioPurgeOnCancel, true)
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		if _, err := c.CancelTask(ctx, task.ID, nil); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Fatalf("cancel: %v; want TaskNotFoundError", err)
+		}
+		if _, err := c.GetTask(ctx, task.ID); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("get after the purge: %v; want TaskNotFoundError", err)
+		}
+		if _, err := c.CancelTask(ctx, task.ID, nil); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("repeated cancel: %v; want TaskNotFoundError", err)
+		}
+		if !p.Purged(task.ID) {
+			t.Errorf("the peer does not report task %s purged", task.ID)
+		}
+	})
+}
+
+// receiptsOf returns every compensation receipt on a task, in artifact
+// order.
+func receiptsOf(t *testing.T, task a2a.Task) []receipt {
+	t.Helper()
+	var out []receipt
+	for _, a := range task.Artifacts {
+		if a.Name == "compensation-receipt" && len(a.Parts) == 1 {
+			var r receipt
+			if err := json.Unmarshal(a.Parts[0].Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func TestPeerNoEffects(t *testing.T) {

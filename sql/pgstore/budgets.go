@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
@@ -35,25 +35,39 @@ func (t *tx) InsertBudget(ctx context.Context, b ledger.Budget) error {
 	return nil
 }
 
-func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) (ledger.Budget, error) {
+// MoveBudget queues the movement (txConn.queue): the budget row is shared
+// by many delegations, and a queued movement is sent with the commit, so
+// its lock is held for the shortest time. Its refusal fails the
+// transaction there.
+func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) error {
 	if !m.Kind.Valid() {
-		return ledger.Budget{}, fmt.Errorf("unknown budget movement %q", m.Kind)
+		return fmt.Errorf("unknown budget movement %q", m.Kind)
 	}
 	p := dbsqlc.BudgetMoveParams{ID: m.BudgetID, Kind: string(m.Kind), Amount: m.AmountMinor, At: m.At}
 	if m.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: m.DelegationID, Valid: true}
 	}
-	row, err := t.q.BudgetMove(ctx, p)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if m.Kind == ledger.MoveHold {
-			return ledger.Budget{}, fmt.Errorf("hold %d on budget %s: %w", m.AmountMinor, m.BudgetID, ledger.ErrInsufficientFunds)
+	return t.conn.queue(func(q *dbsqlc.Queries) error {
+		_, err := q.BudgetMove(ctx, p)
+		return err
+	}, refusedByError, func(tag pgconn.CommandTag, err error) error {
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.ConstraintName == "budgets_available_minor_check" && m.Kind == ledger.MoveHold:
+			return fmt.Errorf("hold %d on budget %s: %w", m.AmountMinor, m.BudgetID, ledger.ErrInsufficientFunds)
+		case errors.As(err, &pgErr) && (pgErr.ConstraintName == "budgets_held_minor_check" || pgErr.ConstraintName == "budgets_available_minor_check"):
+			return fmt.Errorf("%s %d on budget %s: the amount is not there to move", m.Kind, m.AmountMinor, m.BudgetID)
+		case errors.As(err, &pgErr) && pgErr.ConstraintName == "budget_entries_budget_id_fkey":
+			return fmt.Errorf("%s %d on budget %s: no such budget", m.Kind, m.AmountMinor, m.BudgetID)
+		case err != nil:
+			return fmt.Errorf("%s %d on budget %s: %w", m.Kind, m.AmountMinor, m.BudgetID, err)
+		case tag.RowsAffected() != 1:
+			// The statement cannot succeed without moving one row (see the
+			// query); this is the last guard, should it ever change.
+			return fmt.Errorf("%s %d on budget %s: moved %d rows", m.Kind, m.AmountMinor, m.BudgetID, tag.RowsAffected())
 		}
-		return ledger.Budget{}, fmt.Errorf("%s %d on budget %s: budget missing or amount not held", m.Kind, m.AmountMinor, m.BudgetID)
-	}
-	if err != nil {
-		return ledger.Budget{}, fmt.Errorf("%s %d on budget %s: %w", m.Kind, m.AmountMinor, m.BudgetID, err)
-	}
-	return toBudget(dbsqlc.Budget(row)), nil
+		return nil
+	})
 }
 
 func toBudget(r dbsqlc.Budget) ledger.Budget {

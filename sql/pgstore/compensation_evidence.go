@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgconn"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,18 +30,23 @@ func (t *tx) CompensationEvidence(ctx context.Context, delegationID uuid.UUID) (
 }
 
 // PutCompensationEvidence implements ledger.EvidenceTx.
+// PutCompensationEvidence queues the write (txConn.queue).
 func (t *tx) PutCompensationEvidence(ctx context.Context, e ledger.StoredEvidence) error {
 	var decided *time.Time
 	if !e.DecidedAt.IsZero() {
 		decided = &e.DecidedAt
 	}
-	err := t.q.CompensationEvidencePut(ctx, dbsqlc.CompensationEvidencePutParams{
+	p := dbsqlc.CompensationEvidencePutParams{
 		DelegationID: e.DelegationID, IdempotencyKey: e.IdempotencyKey, Kind: string(e.Kind), Channel: string(e.Channel),
 		PayloadSha256: e.PayloadSHA256, Status: string(e.Status), Receipt: e.Receipt, Data: e.Data, Token: e.Token,
 		ReceivedAt: e.ReceivedAt, DecidedAt: decided,
-	})
-	if err != nil {
-		return fmt.Errorf("store compensation evidence of delegation %s: %w", e.DelegationID, err)
 	}
-	return nil
+	return t.conn.queue(func(q *dbsqlc.Queries) error {
+		return q.CompensationEvidencePut(ctx, p)
+	}, refusedByError, func(_ pgconn.CommandTag, err error) error {
+		if err != nil {
+			return fmt.Errorf("store compensation evidence of delegation %s: %w", e.DelegationID, err)
+		}
+		return nil
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/quittance/quittance/ledger"
@@ -28,8 +29,8 @@ func (r reader) DelegationByOperation(ctx context.Context, tenant, op string) (l
 	return toDelegation(row), nil
 }
 
-func (r reader) DelegationByRemoteTask(ctx context.Context, orgID, taskID string) (ledger.Delegation, error) {
-	row, err := r.q.DelegationGetByRemoteTask(ctx, dbsqlc.DelegationGetByRemoteTaskParams{OrgID: orgID, RemoteTaskID: &taskID})
+func (r reader) DelegationByRemoteTask(ctx context.Context, tenant, orgID, taskID string) (ledger.Delegation, error) {
+	row, err := r.q.DelegationGetByRemoteTask(ctx, dbsqlc.DelegationGetByRemoteTaskParams{OrgID: orgID, RemoteTaskID: &taskID, Tenant: tenant})
 	if err != nil {
 		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
 	}
@@ -66,12 +67,12 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 	return toDelegation(row), nil
 }
 
-func (t *tx) DelegationByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) (ledger.Delegation, error) {
-	row, err := t.q.DelegationGetByRemoteTaskForUpdate(ctx, dbsqlc.DelegationGetByRemoteTaskForUpdateParams{OrgID: orgID, RemoteTaskID: &taskID})
+func (t *tx) DelegationsByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) ([]ledger.Delegation, error) {
+	rows, err := t.q.DelegationListByRemoteTaskForUpdate(ctx, dbsqlc.DelegationListByRemoteTaskForUpdateParams{OrgID: orgID, RemoteTaskID: &taskID})
 	if err != nil {
-		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
+		return nil, fmt.Errorf("lock delegations of org %s's remote task: %w", orgID, err)
 	}
-	return toDelegation(row), nil
+	return toDelegations(rows), nil
 }
 
 func (t *tx) OpenDelegationsOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error) {
@@ -104,8 +105,11 @@ func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, e
 	return n == 1, nil
 }
 
+// UpdateDelegation queues the update (txConn.queue): the row is locked, so
+// it fails only if its version moved, which the transaction's next
+// statement or its commit then reports.
 func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
-	n, err := t.q.DelegationUpdate(ctx, dbsqlc.DelegationUpdateParams{
+	p := dbsqlc.DelegationUpdateParams{
 		ID: d.ID, AmountMinor: d.Hold.AmountMinor,
 		SettledAmountMinor:  amountIn(d, ledger.ObligationSettled, d.SettledAmountMinor),
 		ReversedAmountMinor: amountIn(d, ledger.ObligationCompensated, d.ReversedAmountMinor),
@@ -118,21 +122,31 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 		CompensationLastError: optional(d.Compensation.LastError), CompensationReceipt: d.Compensation.Receipt,
 		PendingWriteOffID: uuid.NullUUID{UUID: d.PendingWriteOffID, Valid: d.PendingWriteOffID != uuid.Nil},
 		PreviousVersion:   d.Version - 1, UpdatedAt: d.UpdatedAt,
+	}
+	return t.conn.queue(func(q *dbsqlc.Queries) error {
+		_, err := q.DelegationUpdate(ctx, p)
+		return err
+	}, refusedByRowCount, func(tag pgconn.CommandTag, err error) error {
+		switch {
+		case err != nil:
+			return fmt.Errorf("update delegation %s: %w", d.ID, err)
+		case tag.RowsAffected() != 1:
+			return fmt.Errorf("delegation %s version %d: %w", d.ID, d.Version-1, ledger.ErrConcurrentUpdate)
+		}
+		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("update delegation %s: %w", d.ID, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("delegation %s version %d: %w", d.ID, d.Version-1, ledger.ErrConcurrentUpdate)
-	}
-	return nil
 }
 
+// MarkDelegationObserved queues the update (txConn.queue).
 func (t *tx) MarkDelegationObserved(ctx context.Context, id uuid.UUID, at time.Time) error {
-	if err := t.q.DelegationMarkObserved(ctx, dbsqlc.DelegationMarkObservedParams{ID: id, ObservedAt: at}); err != nil {
-		return fmt.Errorf("mark delegation %s observed: %w", id, err)
-	}
-	return nil
+	return t.conn.queue(func(q *dbsqlc.Queries) error {
+		return q.DelegationMarkObserved(ctx, dbsqlc.DelegationMarkObservedParams{ID: id, ObservedAt: at})
+	}, refusedByError, func(_ pgconn.CommandTag, err error) error {
+		if err != nil {
+			return fmt.Errorf("mark delegation %s observed: %w", id, err)
+		}
+		return nil
+	})
 }
 
 func toDelegation(r dbsqlc.Delegation) ledger.Delegation {

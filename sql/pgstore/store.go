@@ -123,9 +123,9 @@ func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 }
 
 func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) ([]ledger.Event, error) {
-	pgtx := &beginWithFirst{pool: s.pool}
+	pgtx := &txConn{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	t := &tx{reader: reader{q: newQueries(pgtx)}}
+	t := &tx{reader: reader{q: newQueries(pgtx)}, conn: pgtx}
 	if err := fn(t); err != nil {
 		return nil, interpretError(err)
 	}

@@ -267,24 +267,42 @@ func TestMoveBudgetInsufficientFunds(t *testing.T) {
 		return s
 	}
 	before := state()
-	var moveErr error
 	err := b.store.InTx(ctx, func(tx ledger.Tx) error {
-		_, moveErr = tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 1_001, At: epoch})
-		return moveErr
+		return tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 1_001, At: epoch})
 	})
-	if !errors.Is(moveErr, ledger.ErrInsufficientFunds) || !errors.Is(err, ledger.ErrInsufficientFunds) {
-		t.Fatalf("hold of 1001 on 1000: %v / %v, want ErrInsufficientFunds", moveErr, err)
+	if !errors.Is(err, ledger.ErrInsufficientFunds) {
+		t.Fatalf("hold of 1001 on 1000: %v, want ErrInsufficientFunds", err)
 	}
 	if got := state(); got != before {
 		t.Fatalf("a refused hold changed the budget or journal:\n%s\n%s", before, got)
 	}
-	// A refused hold inside a transaction that goes on commits no journal row for it.
+	// A refused hold fails its whole transaction, even when it is sent
+	// with the commit: a hold that alone would fit, queued before it, and
+	// an event appended before it are not committed either.
 	err = b.store.InTx(ctx, func(tx ledger.Tx) error {
-		if _, err := tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 5_000, At: epoch}); !errors.Is(err, ledger.ErrInsufficientFunds) {
-			return fmt.Errorf("hold of 5000: %v", err)
+		if err := tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 600, At: epoch}); err != nil {
+			return err
 		}
-		_, err := tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 1_000, At: epoch})
-		return err
+		if _, err := ledger.Append(ctx, tx, ledger.Event{Stream: "budget:ops", Type: ledger.EventTypeBudgetFunded, At: epoch, Actor: "test"}, nil); err != nil {
+			return err
+		}
+		return tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 600, At: epoch})
+	})
+	if !errors.Is(err, ledger.ErrInsufficientFunds) {
+		t.Fatalf("two holds of 600 on 1000: %v, want ErrInsufficientFunds", err)
+	}
+	if got := state(); got != before {
+		t.Fatalf("a transaction with a refused hold changed the budget or journal:\n%s\n%s", before, got)
+	}
+	var events int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream = 'budget:ops'`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 1 {
+		t.Fatalf("budget stream has %d events after a refused transaction, want 1 (its funding)", events)
+	}
+	err = b.store.InTx(ctx, func(tx ledger.Tx) error {
+		return tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 1_000, At: epoch})
 	})
 	if err != nil {
 		t.Fatalf("hold of exactly the available amount: %v", err)
@@ -294,20 +312,18 @@ func TestMoveBudgetInsufficientFunds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if avail != 0 || held != 1_000 || entries != 1 {
-		t.Fatalf("after a refused and an exact hold: available %d held %d hold entries %d; want 0, 1000, 1", avail, held, entries)
+		t.Fatalf("after refused holds and an exact hold: available %d held %d hold entries %d; want 0, 1000, 1", avail, held, entries)
 	}
 	// Moving more than is held out of held is refused too, and the budget stays whole.
 	err = b.store.InTx(ctx, func(tx ledger.Tx) error {
-		_, err := tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveSpend, AmountMinor: 1_001, At: epoch})
-		return err
+		return tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveSpend, AmountMinor: 1_001, At: epoch})
 	})
 	if err == nil {
 		t.Fatal("spending more than held succeeded")
 	}
 	// A missing budget is not "insufficient funds" silently succeeding.
 	err = b.store.InTx(ctx, func(tx ledger.Tx) error {
-		_, err := tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "nope", Kind: ledger.MoveReturn, AmountMinor: 1, At: epoch})
-		return err
+		return tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "nope", Kind: ledger.MoveReturn, AmountMinor: 1, At: epoch})
 	})
 	if err == nil {
 		t.Fatal("moving money on a missing budget succeeded")

@@ -11,6 +11,9 @@ import (
 // domain's Tx declares only the part that domain uses.
 type tx struct {
 	reader
+	// conn queues the writes whose only result is whether they matched
+	// (txConn.queue).
+	conn     *txConn
 	appended []ledger.Event
 }
 

@@ -11,10 +11,14 @@ VALUES (@id, @currency, 0, 0, @created_at, @created_at);
 -- name: BudgetMove :one
 -- Moves an amount between a budget's columns and journals the movement, in
 -- one statement. The signs say which columns each kind of movement credits
--- (+1) and debits (-1). The UPDATE is conditional: a hold larger than the
--- available amount, or a release larger than the held amount, matches no
--- row, so a budget can never be overdrawn whatever runs concurrently, and
--- nothing is journaled. The CHECK constraints guard the other columns.
+-- (+1) and debits (-1). A movement that is refused fails the statement,
+-- never matches nothing, so it can be sent with the transaction's COMMIT
+-- (sql/pgstore/txconn.go) and still roll everything back: a hold larger
+-- than the available amount violates budgets_available_minor_check, a
+-- release larger than the held amount budgets_held_minor_check (the row is
+-- locked by the UPDATE, so a budget can never be overdrawn whatever runs
+-- concurrently), and a budget that does not exist fails the journal's
+-- foreign key.
 WITH moved AS (
     UPDATE budgets b SET
         funded_minor      = b.funded_minor      + k.funded      * @amount::bigint,
@@ -32,11 +36,9 @@ WITH moved AS (
         ('write_off', 0,     0,         -1,  0,    1)
     ) AS k (kind, funded, available, held, spent, written_off)
     WHERE b.id = @id AND k.kind = @kind::text
-      AND b.available_minor + k.available * @amount::bigint >= 0
-      AND b.held_minor + k.held * @amount::bigint >= 0
     RETURNING b.*
 ), journal AS (
     INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
-    SELECT m.id, @delegation_id, @kind::text, @amount::bigint, @at FROM moved m
+    VALUES (@id, @delegation_id, @kind::text, @amount::bigint, @at)
 )
 SELECT * FROM moved;

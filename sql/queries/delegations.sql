@@ -8,14 +8,20 @@ SELECT * FROM delegations WHERE id = $1 FOR UPDATE;
 SELECT * FROM delegations WHERE tenant = $1 AND business_operation_id = $2;
 
 -- name: DelegationGetByRemoteTask :one
-SELECT * FROM delegations WHERE org_id = $1 AND remote_task_id = $2;
+-- A remote task id is unique per (org, tenant): another tenant may record
+-- the same id for its own delegation.
+SELECT * FROM delegations WHERE org_id = @org_id AND remote_task_id = @remote_task_id AND tenant = @tenant;
 
--- name: DelegationGetByRemoteTaskForUpdate :one
-SELECT * FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE;
+-- name: DelegationListByRemoteTaskForUpdate :many
+-- Every delegation, of any tenant, recording the org's remote task, locked
+-- in id order so concurrent lockers cannot deadlock. Evidence names the
+-- task, not the tenant; the caller tells them apart by the compensation
+-- idempotency key the evidence carries.
+SELECT * FROM delegations WHERE org_id = $1 AND remote_task_id = $2 ORDER BY id FOR UPDATE;
 
 -- name: DelegationInsert :execrows
 -- Inserts nothing when a delegation with the same tenant and business
--- operation id, or the same org and remote task id, exists: any unique
+-- operation id, or the same tenant, org and remote task id, exists: any unique
 -- index is an arbiter, so a concurrent identical request is never an error.
 INSERT INTO delegations (
     id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,

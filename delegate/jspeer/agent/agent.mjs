@@ -10,21 +10,29 @@
 //                         completes (0: until canceled)
 //   JSPEER_ATOMIC_CANCEL  "1": declare atomicCancel and put a receipt in
 //                         the cancel response
+//   JSPEER_PENDING_MS     how long a compensation_pending reversal works
+//                         before its final receipt (default 1000)
 //
 // It listens on 127.0.0.1 on a free port and prints
-// "JSPEER_LISTENING <port>" on stdout once it serves. It exits when its
+// "JSPEER_LISTENING <port>" on stdout once it serves; it also prints
+// "JSPEER_COMPENSATION_REQUEST <taskId> <messageId>" for each compensation
+// request and "JSPEER_PURGED <taskId>" for each purge, which the harness
+// reads back (Peer.CompensationRequests, Peer.Purged). It exits when its
 // stdin closes, so it never outlives the test process.
 //
 // The first user message picks the scenario by its text: work (default),
-// complete, fail, input_required, auth_required, not_cancelable. A message
-// with a {"compensationRequest": {...}} data part is a compensation
-// request (https://quittance.dev/a2a/compensation/v1).
+// complete, fail, input_required, auth_required, not_cancelable, and three
+// that work like "work" until the end of the task and then differ:
+// compensation_pending and compensation_not_supported (how a compensation
+// request for the task is answered) and purge_on_cancel (the cancel purges
+// the task). A message with a {"compensationRequest": {...}} data part is a
+// compensation request (https://quittance.dev/a2a/compensation/v1).
 
 import crypto from 'node:crypto';
 import http from 'node:http';
 import express from 'express';
 import { Role, TaskState } from '@a2a-js/sdk';
-import { TaskNotCancelableError } from '@a2a-js/sdk/errors';
+import { TaskNotCancelableError, TaskNotFoundError } from '@a2a-js/sdk/errors';
 import {
   AgentEvent,
   DefaultExecutionEventBusManager,
@@ -51,6 +59,7 @@ const ledgerId = env.JSPEER_LEDGER_ID || 'quittance';
 const outcome = env.JSPEER_OUTCOME || 'compensated';
 const workMs = Number(env.JSPEER_WORK_MS || '0');
 const atomicCancel = env.JSPEER_ATOMIC_CANCEL === '1';
+const pendingMs = Number(env.JSPEER_PENDING_MS || '1000');
 
 // ---- wire helpers (the SDK's internal, ts-proto shaped objects) ----
 
@@ -130,6 +139,13 @@ function receiptFor(taskId, idempotencyKey) {
   return receipt;
 }
 
+// A receipt that is not evidence: pending (the reversal is under way; the
+// final receipt follows on the same compensation task) or not_supported.
+// Not kept: the final answer for the key is still to come, or never.
+function interimReceipt(outcome, taskId, idempotencyKey, reason) {
+  return { outcome, receiptId: `rcpt-${crypto.randomUUID()}`, taskId, idempotencyKey, reason };
+}
+
 function receiptArtifact(receipt) {
   return {
     artifactId: `receipt-${receipt.receiptId}`, name: 'compensation-receipt',
@@ -140,13 +156,47 @@ function receiptArtifact(receipt) {
 
 // ---- the executor ----
 
-const SCENARIOS = new Set(['work', 'complete', 'fail', 'input_required', 'auth_required', 'not_cancelable']);
+const SCENARIOS = new Set([
+  'work', 'complete', 'fail', 'input_required', 'auth_required', 'not_cancelable',
+  'compensation_pending', 'compensation_not_supported', 'purge_on_cancel',
+]);
+
+// A task store that can purge a task, as an agent with a short retention
+// does: a purged task is never loaded, saved or listed again, so every call
+// naming it answers TaskNotFoundError.
+class PurgingTaskStore extends InMemoryTaskStore {
+  purged = new Set();
+
+  purge(taskId) {
+    this.purged.add(taskId);
+  }
+
+  async load(taskId, context) {
+    return this.purged.has(taskId) ? undefined : super.load(taskId, context);
+  }
+
+  async save(task, context) {
+    if (!this.purged.has(task.id)) await super.save(task, context);
+  }
+
+  async list(params, context) {
+    const page = await super.list(params, context);
+    const kept = page.tasks.filter((t) => !this.purged.has(t.id));
+    return { ...page, tasks: kept, totalSize: Math.max(0, (page.totalSize ?? kept.length) - (page.tasks.length - kept.length)) };
+  }
+}
 
 class PeerExecutor {
   // taskId -> { scenario, contextId, resolve, timer } for working tasks
   running = new Map();
   // taskId -> contextId of every task this executor started
   contexts = new Map();
+  // taskId -> scenario of every task this executor started
+  scenarios = new Map();
+
+  constructor(store) {
+    this.store = store;
+  }
 
   async execute(ctx, bus) {
     const { taskId, contextId } = ctx;
@@ -169,22 +219,14 @@ class PeerExecutor {
 
     const req = compensationRequestOf(message);
     if (req) {
-      if (!req.taskId || !req.idempotencyKey) {
-        bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_REJECTED, 'compensationRequest needs taskId and idempotencyKey'));
-      } else {
-        const receipt = receiptFor(req.taskId, req.idempotencyKey);
-        if (!receipt) {
-          bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_REJECTED, 'idempotencyKey already used for another task'));
-        } else {
-          bus.publish(artifactUpdate(taskId, contextId, receiptArtifact(receipt)));
-          bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_COMPLETED, `Compensation ${receipt.outcome}.`));
-        }
-      }
+      console.log(`JSPEER_COMPENSATION_REQUEST ${req.taskId ?? ''} ${message.messageId}`);
+      await this.compensate(req, taskId, contextId, bus);
       return;
     }
 
     const word = textOf(message).toLowerCase();
     const scenario = SCENARIOS.has(word) ? word : 'work';
+    this.scenarios.set(taskId, scenario);
     switch (scenario) {
       case 'complete':
         bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_WORKING, 'Working.'));
@@ -205,7 +247,7 @@ class PeerExecutor {
         bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_AUTH_REQUIRED,
           `Consent needed: https://consent.example.test/authorize?task=${encodeURIComponent(taskId)}`));
         return; // the bus stays open (AUTH_REQUIRED) until canceled
-      default: { // work, not_cancelable
+      default: { // work, not_cancelable, compensation_*, purge_on_cancel
         bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_WORKING, 'Working; effects committed.'));
         await new Promise((resolve) => {
           const entry = { scenario, contextId, resolve, timer: undefined };
@@ -222,10 +264,56 @@ class PeerExecutor {
     }
   }
 
+  // compensate answers a compensation request on the compensation task
+  // taskId. The compensated task's scenario picks the answer: a
+  // not_supported receipt (completed), a pending receipt on a working task
+  // followed after JSPEER_PENDING_MS by the final receipt (completed), or,
+  // by default, the final receipt at once.
+  async compensate(req, taskId, contextId, bus) {
+    if (!req.taskId || !req.idempotencyKey) {
+      bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_REJECTED, 'compensationRequest needs taskId and idempotencyKey'));
+      return;
+    }
+    const scenario = this.scenarios.get(req.taskId);
+    if (scenario === 'compensation_not_supported') {
+      const receipt = interimReceipt('not_supported', req.taskId, req.idempotencyKey,
+        'orders confirmed in the supplier system cannot be reversed');
+      bus.publish(artifactUpdate(taskId, contextId, receiptArtifact(receipt)));
+      bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_COMPLETED, `Compensation not supported: ${receipt.reason}.`));
+      return;
+    }
+    if (scenario === 'compensation_pending' && !receipts.has(req.idempotencyKey)) {
+      const pending = interimReceipt('pending', req.taskId, req.idempotencyKey, 'the reversal is under way');
+      bus.publish(artifactUpdate(taskId, contextId, receiptArtifact(pending)));
+      bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_WORKING, 'Reversing; the receipt follows.'));
+      await new Promise((resolve) => setTimeout(resolve, pendingMs));
+    }
+    const receipt = receiptFor(req.taskId, req.idempotencyKey);
+    if (!receipt) {
+      bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_REJECTED, 'idempotencyKey already used for another task'));
+      return;
+    }
+    bus.publish(artifactUpdate(taskId, contextId, receiptArtifact(receipt)));
+    bus.publish(statusUpdate(taskId, contextId, TaskState.TASK_STATE_COMPLETED, `Compensation ${receipt.outcome}.`));
+  }
+
   async cancelTask(taskId, bus) {
     const entry = this.running.get(taskId);
     if (entry?.scenario === 'not_cancelable') {
       throw new TaskNotCancelableError(`Task ${taskId} has committed effects and cannot be canceled.`);
+    }
+    if (this.scenarios.get(taskId) === 'purge_on_cancel') {
+      // The agent stops the work and forgets the task at once; its effects
+      // stand. The cancel, and every later call on the task, answer
+      // TaskNotFoundError.
+      this.store.purge(taskId);
+      console.log(`JSPEER_PURGED ${taskId}`);
+      if (entry) {
+        clearTimeout(entry.timer);
+        this.running.delete(taskId);
+        entry.resolve();
+      }
+      throw new TaskNotFoundError(`Task not found: ${taskId}`);
     }
     const contextId = this.contexts.get(taskId) ?? '';
     if (atomicCancel) {
@@ -243,7 +331,7 @@ class PeerExecutor {
 
 // ---- server ----
 
-const taskStore = new InMemoryTaskStore();
+const taskStore = new PurgingTaskStore();
 const app = express();
 const server = http.createServer(app);
 
@@ -267,13 +355,13 @@ server.listen(0, '127.0.0.1', () => {
     defaultOutputModes: ['application/json', 'text/plain'],
     skills: [{
       id: 'procurement', name: 'Procurement', description: 'Scenario-driven test skill.',
-      tags: ['test'], examples: ['work', 'complete', 'fail'], inputModes: [], outputModes: [], securityRequirements: [],
+      tags: ['test'], examples: ['work', 'complete', 'fail', 'compensation_pending'], inputModes: [], outputModes: [], securityRequirements: [],
     }],
     signatures: [],
   };
   const pushStore = new InMemoryPushNotificationStore();
   const requestHandler = new DefaultRequestHandler(
-    card, taskStore, new PeerExecutor(), new DefaultExecutionEventBusManager(),
+    card, taskStore, new PeerExecutor(taskStore), new DefaultExecutionEventBusManager(),
     pushStore, createLegacyAwarePushNotificationSender(pushStore, { timeout: 5000 }),
   );
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: requestHandler }));

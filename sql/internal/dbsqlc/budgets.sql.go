@@ -88,12 +88,10 @@ WITH moved AS (
         ('write_off', 0,     0,         -1,  0,    1)
     ) AS k (kind, funded, available, held, spent, written_off)
     WHERE b.id = $3 AND k.kind = $4::text
-      AND b.available_minor + k.available * $1::bigint >= 0
-      AND b.held_minor + k.held * $1::bigint >= 0
     RETURNING b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at
 ), journal AS (
     INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
-    SELECT m.id, $5, $4::text, $1::bigint, $2 FROM moved m
+    VALUES ($3, $5, $4::text, $1::bigint, $2)
 )
 SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at FROM moved
 `
@@ -120,10 +118,14 @@ type BudgetMoveRow struct {
 
 // Moves an amount between a budget's columns and journals the movement, in
 // one statement. The signs say which columns each kind of movement credits
-// (+1) and debits (-1). The UPDATE is conditional: a hold larger than the
-// available amount, or a release larger than the held amount, matches no
-// row, so a budget can never be overdrawn whatever runs concurrently, and
-// nothing is journaled. The CHECK constraints guard the other columns.
+// (+1) and debits (-1). A movement that is refused fails the statement,
+// never matches nothing, so it can be sent with the transaction's COMMIT
+// (sql/pgstore/txconn.go) and still roll everything back: a hold larger
+// than the available amount violates budgets_available_minor_check, a
+// release larger than the held amount budgets_held_minor_check (the row is
+// locked by the UPDATE, so a budget can never be overdrawn whatever runs
+// concurrently), and a budget that does not exist fails the journal's
+// foreign key.
 func (q *Queries) BudgetMove(ctx context.Context, arg BudgetMoveParams) (BudgetMoveRow, error) {
 	row := q.db.QueryRow(ctx, budgetMove,
 		arg.Amount,

@@ -240,66 +240,19 @@ func (q *Queries) DelegationGetByOperation(ctx context.Context, arg DelegationGe
 }
 
 const delegationGetByRemoteTask = `-- name: DelegationGetByRemoteTask :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE org_id = $1 AND remote_task_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE org_id = $1 AND remote_task_id = $2 AND tenant = $3
 `
 
 type DelegationGetByRemoteTaskParams struct {
 	OrgID        string
 	RemoteTaskID *string
+	Tenant       string
 }
 
+// A remote task id is unique per (org, tenant): another tenant may record
+// the same id for its own delegation.
 func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationGetByRemoteTaskParams) (Delegation, error) {
-	row := q.db.QueryRow(ctx, delegationGetByRemoteTask, arg.OrgID, arg.RemoteTaskID)
-	var i Delegation
-	err := row.Scan(
-		&i.ID,
-		&i.Tenant,
-		&i.BusinessOperationID,
-		&i.RequestHash,
-		&i.OrgID,
-		&i.TaskClass,
-		&i.BudgetID,
-		&i.AmountMinor,
-		&i.Currency,
-		&i.RemoteTaskID,
-		&i.RemoteContextID,
-		&i.ProtocolVersion,
-		&i.TaskStatus,
-		&i.TaskStatusAt,
-		&i.TaskStatusMessage,
-		&i.ObligationState,
-		&i.ObligationReason,
-		&i.CancelRequestedAt,
-		&i.CompensationKey,
-		&i.CompensationDeadline,
-		&i.CompensationAttempts,
-		&i.CompensationLastError,
-		&i.CompensationReceipt,
-		&i.Version,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.PendingWriteOffID,
-		&i.ObligationStateSince,
-		&i.LastObservedAt,
-		&i.DispatchUnknownAt,
-		&i.DispatchUnknownReason,
-		&i.SettledAmountMinor,
-		&i.ReversedAmountMinor,
-	)
-	return i, err
-}
-
-const delegationGetByRemoteTaskForUpdate = `-- name: DelegationGetByRemoteTaskForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE org_id = $1 AND remote_task_id = $2 FOR UPDATE
-`
-
-type DelegationGetByRemoteTaskForUpdateParams struct {
-	OrgID        string
-	RemoteTaskID *string
-}
-
-func (q *Queries) DelegationGetByRemoteTaskForUpdate(ctx context.Context, arg DelegationGetByRemoteTaskForUpdateParams) (Delegation, error) {
-	row := q.db.QueryRow(ctx, delegationGetByRemoteTaskForUpdate, arg.OrgID, arg.RemoteTaskID)
+	row := q.db.QueryRow(ctx, delegationGetByRemoteTask, arg.OrgID, arg.RemoteTaskID, arg.Tenant)
 	var i Delegation
 	err := row.Scan(
 		&i.ID,
@@ -373,7 +326,7 @@ type DelegationInsertParams struct {
 }
 
 // Inserts nothing when a delegation with the same tenant and business
-// operation id, or the same org and remote task id, exists: any unique
+// operation id, or the same tenant, org and remote task id, exists: any unique
 // index is an arbiter, so a concurrent identical request is never an error.
 func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertParams) (int64, error) {
 	result, err := q.db.Exec(ctx, delegationInsert,
@@ -430,6 +383,73 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 		arg.After,
 		arg.MaxRows,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Delegation
+	for rows.Next() {
+		var i Delegation
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.BusinessOperationID,
+			&i.RequestHash,
+			&i.OrgID,
+			&i.TaskClass,
+			&i.BudgetID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.RemoteTaskID,
+			&i.RemoteContextID,
+			&i.ProtocolVersion,
+			&i.TaskStatus,
+			&i.TaskStatusAt,
+			&i.TaskStatusMessage,
+			&i.ObligationState,
+			&i.ObligationReason,
+			&i.CancelRequestedAt,
+			&i.CompensationKey,
+			&i.CompensationDeadline,
+			&i.CompensationAttempts,
+			&i.CompensationLastError,
+			&i.CompensationReceipt,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
+			&i.LastObservedAt,
+			&i.DispatchUnknownAt,
+			&i.DispatchUnknownReason,
+			&i.SettledAmountMinor,
+			&i.ReversedAmountMinor,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const delegationListByRemoteTaskForUpdate = `-- name: DelegationListByRemoteTaskForUpdate :many
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE org_id = $1 AND remote_task_id = $2 ORDER BY id FOR UPDATE
+`
+
+type DelegationListByRemoteTaskForUpdateParams struct {
+	OrgID        string
+	RemoteTaskID *string
+}
+
+// Every delegation, of any tenant, recording the org's remote task, locked
+// in id order so concurrent lockers cannot deadlock. Evidence names the
+// task, not the tenant; the caller tells them apart by the compensation
+// idempotency key the evidence carries.
+func (q *Queries) DelegationListByRemoteTaskForUpdate(ctx context.Context, arg DelegationListByRemoteTaskForUpdateParams) ([]Delegation, error) {
+	rows, err := q.db.Query(ctx, delegationListByRemoteTaskForUpdate, arg.OrgID, arg.RemoteTaskID)
 	if err != nil {
 		return nil, err
 	}

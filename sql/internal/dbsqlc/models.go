@@ -397,6 +397,26 @@ type TaskSnapshot struct {
 	UpdatedAt    time.Time
 }
 
+type TokenRefusal struct {
+	OrgID   string
+	Reason  string
+	Refused int64
+	FirstAt time.Time
+	LastAt  time.Time
+}
+
+type TokenRefusalSample struct {
+	OrgID         string
+	Reason        string
+	Slot          int32
+	Kind          string
+	TokenSha256   []byte
+	TokenBytes    int32
+	ClaimedIssuer string
+	ClientAddress string
+	At            time.Time
+}
+
 type UsedTokenID struct {
 	OrgID        string
 	Jti          string

@@ -153,8 +153,8 @@ func New(cfg Config) *App {
 	})
 	a.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,
-		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
-		RefreshOrgKeysForKid:           a.Ledger.RefreshOrgKeysForKid,
+		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, OnRefusal: metrics.TokenRefused,
+		RefreshOrgKeysForKid: a.Ledger.RefreshOrgKeysForKid,
 	})
 	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
 	a.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})

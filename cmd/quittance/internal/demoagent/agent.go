@@ -70,6 +70,13 @@ type Config struct {
 	// AtomicCancel makes the agent declare atomicCancel in its card and put
 	// a compensation receipt in its CancelTask responses.
 	AtomicCancel bool
+	// PurgeOnCancel makes the agent forget a task as soon as it is asked to
+	// cancel it, as an agent with a short retention does: the cancel, and
+	// every later call naming the task (GetTask, CancelTask,
+	// SubscribeToTask, a compensation request), answer TaskNotFoundError
+	// (-32001). The task's purchase order stands. It overrides
+	// AtomicCancel: nothing is reversed.
+	PurgeOnCancel bool
 	// Compensation is how the agent answers compensation requests:
 	// CompensationImmediate (or empty) reverses at once; CompensationPending
 	// answers with a working task whose receipt is pending, and completes
@@ -102,6 +109,7 @@ type Agent struct {
 	byMessageID map[string]string    // messageId -> task id
 	receipts    map[string]*receipt  // idempotency key -> receipt
 	orders      map[string]*purchase // task id -> purchase order
+	purged      map[string]bool      // task id -> purged (PurgeOnCancel)
 	closed      bool
 }
 
@@ -165,7 +173,7 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, key: key, kid: pub.KeyID, jwks: jwks, log: cfg.Log,
 		tasks: map[string]*task{}, byMessageID: map[string]string{},
-		receipts: map[string]*receipt{}, orders: map[string]*purchase{},
+		receipts: map[string]*receipt{}, orders: map[string]*purchase{}, purged: map[string]bool{},
 	}, nil
 }
 

@@ -588,3 +588,45 @@ func TestCompensationWithoutEffects(t *testing.T) {
 		t.Errorf("declaration claims %+v", claims)
 	}
 }
+
+// TestPurgeOnCancel: with PurgeOnCancel the agent forgets a task when asked
+// to cancel it: the cancel and every later call on the task answer
+// TaskNotFoundError, a resend of its messageId no longer finds it, and its
+// purchase order stands, unreversed.
+func TestPurgeOnCancel(t *testing.T) {
+	b := setup(t, demoagent.Config{WorkDelay: time.Hour, PurgeOnCancel: true, AtomicCancel: true})
+	ctx := context.Background()
+	res, err := b.client.SendMessage(ctx, procurement("m-purge", "Order 3 forklifts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := waitState(t, b.client, res.Task.ID, a2a.TaskStateWorking)
+	if b.agent.Purged(task.ID) {
+		t.Fatal("a working task is reported purged")
+	}
+	if _, err := b.client.CancelTask(ctx, task.ID, []string{demoagent.ExtensionURI}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("cancel of a task purged on cancel: %v; want TaskNotFound", err)
+	}
+	if !b.agent.Purged(task.ID) {
+		t.Error("the canceled task is not reported purged")
+	}
+	if _, err := b.client.GetTask(ctx, task.ID); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("get of a purged task: %v; want TaskNotFound", err)
+	}
+	if _, err := b.client.CancelTask(ctx, task.ID, nil); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("repeated cancel of a purged task: %v; want TaskNotFound", err)
+	}
+	if _, err := b.client.SendMessage(ctx, compensationRequest(t, "m-purge-comp", task, "key-purge")); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("compensation request for a purged task: %v; want TaskNotFound", err)
+	}
+	if po, ok := b.agent.PurchaseOrder(task.ID); !ok || po.Reversed {
+		t.Errorf("purchase order of the purged task %+v, %v; want it committed and standing", po, ok)
+	}
+	again, err := b.client.SendMessage(ctx, procurement("m-purge", "Order 3 forklifts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Task == nil || again.Task.ID == task.ID {
+		t.Errorf("a resend of the purged task's messageId gave %+v; want a new task", again.Task)
+	}
+}

@@ -11,6 +11,13 @@
 // CreateTaskPushNotificationConfig, with push notifications on every status
 // change. State lives in memory and is lost when the process stops.
 //
+// Config picks how it answers where remote agents differ: a compensation
+// request reversed at once, answered pending and completed later on the same
+// task, or answered not_supported (Config.Compensation); a receipt in the
+// cancel reply itself (Config.AtomicCancel); or a task purged as soon as it
+// is asked to cancel it, so that the cancel and every later call on the task
+// answer TaskNotFoundError (Config.PurgeOnCancel).
+//
 // It is a stand-in for another organization's agent and nothing more: it
 // never imports the ledger's store or service, never talks to Quittance
 // except through the push endpoints Quittance registers with it, and is not

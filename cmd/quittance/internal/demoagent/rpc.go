@@ -232,6 +232,9 @@ func (a *Agent) cancelTask(raw json.RawMessage) (any, error) {
 		return t.snapshot(), nil // cancel is idempotent
 	case terminal(t.status.State):
 		return nil, errTaskNotCancelable(t.id, t.status.State)
+	case a.cfg.PurgeOnCancel:
+		a.purge(t)
+		return nil, errTaskNotFound(t.id)
 	}
 	po := a.orders[t.id]
 	text := "Task canceled before any purchase order was committed."

@@ -176,6 +176,39 @@ func (a *Agent) unsubscribe(t *task, ch chan streamResponse) {
 	}
 }
 
+// purge forgets a task (Config.PurgeOnCancel): its work stops, its streams
+// end, and from now on no call finds it. Its purchase order stands. The
+// caller holds a.mu.
+func (a *Agent) purge(t *task) {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	for ch := range t.subs {
+		close(ch)
+	}
+	clear(t.subs)
+	select {
+	case <-t.settled:
+	default:
+		close(t.settled)
+	}
+	delete(a.tasks, t.id)
+	for msgID, id := range a.byMessageID {
+		if id == t.id {
+			delete(a.byMessageID, msgID)
+		}
+	}
+	a.purged[t.id] = true
+	a.log.Info("task purged", slog.String("task_id", t.id))
+}
+
+// Purged reports whether the agent has purged a task (Config.PurgeOnCancel).
+func (a *Agent) Purged(taskID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.purged[taskID]
+}
+
 // startWork moves a submitted procurement task to working, commits its
 // purchase order, and schedules its completion.
 func (a *Agent) startWork(id string) {

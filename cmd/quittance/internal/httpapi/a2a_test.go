@@ -49,12 +49,15 @@ const a2aLedgerID = "ledger-a2a-test"
 // artifact whose outcome is compOutcome ("pending": a pending receipt and
 // a working task, then, once compRelease is closed, a compensated receipt
 // and a completed task). With refuseWith set, every message is refused
-// with that error before a task exists.
+// with that error before a task exists. With purgeOnCancel set, a cancel
+// purges the task (see purgingStore): the cancel and every later call on
+// it answer TaskNotFoundError.
 type v03Peer struct {
-	refuseCancel bool
-	compOutcome  string
-	refuseWith   error
-	compRelease  chan struct{}
+	refuseCancel  bool
+	purgeOnCancel bool
+	compOutcome   string
+	refuseWith    error
+	compRelease   chan struct{}
 	// receiptExtra is added to every compensation receipt (a
 	// reversedAmountMinor).
 	receiptExtra map[string]any
@@ -68,6 +71,7 @@ type v03Peer struct {
 	metadata   []map[string]any // of every message received
 	tasks      atomic.Int32
 
+	store   *purgingStore
 	srv     *httptest.Server
 	cardURL string
 }
@@ -159,6 +163,13 @@ func (p *v03Peer) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q event
 	if p.refuseCancel {
 		return a2a.ErrTaskNotCancelable
 	}
+	if p.purgeOnCancel {
+		// The agent forgets the task at once; its effects stand. Its
+		// execution goes on unseen until the peer stops (finishOnStop),
+		// and nothing it writes is stored again.
+		p.store.purge(rc.TaskID)
+		return fmt.Errorf("task %s purged: %w", rc.TaskID, a2a.ErrTaskNotFound)
+	}
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
 	ev.Final = true
 	return q.Write(ctx, ev)
@@ -177,19 +188,75 @@ func startV03Peer(t *testing.T, p *v03Peer, ip string) *v03Peer {
 	if p.release == nil {
 		p.release = make(chan struct{})
 	}
-	p.srv, p.cardURL = serveA2APeer(t, p, ip, "sells pallets")
+	p.store = newPurgingStore()
+	p.srv, p.cardURL = serveA2APeer(t, p, ip, "sells pallets", a2asrv.WithTaskStore(p.store))
 	t.Cleanup(func() { close(p.stop) })
 	return p
 }
 
+// purgingStore is an a2asrv.TaskStore that can purge a task, as an agent
+// with a short retention does: a purged task is never loaded or saved
+// again, so a2a-go answers every call naming it (GetTask, CancelTask) with
+// TaskNotFoundError. Tasks are kept as JSON, so no caller shares one.
+type purgingStore struct {
+	mu     sync.Mutex
+	tasks  map[a2a.TaskID][]byte
+	purged map[a2a.TaskID]bool
+}
+
+func newPurgingStore() *purgingStore {
+	return &purgingStore{tasks: map[a2a.TaskID][]byte{}, purged: map[a2a.TaskID]bool{}}
+}
+
+func (s *purgingStore) Save(_ context.Context, task *a2a.Task) error {
+	b, err := json.Marshal(task)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.purged[task.ID] {
+		s.tasks[task.ID] = b
+	}
+	return nil
+}
+
+func (s *purgingStore) Get(_ context.Context, id a2a.TaskID) (*a2a.Task, error) {
+	s.mu.Lock()
+	b, ok := s.tasks[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, a2a.ErrTaskNotFound
+	}
+	var task a2a.Task
+	if err := json.Unmarshal(b, &task); err != nil {
+		return nil, err
+	}
+	return &task, nil
+}
+
+func (s *purgingStore) purge(id a2a.TaskID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.purged[id] = true
+	delete(s.tasks, id)
+}
+
+func (s *purgingStore) wasPurged(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.purged[a2a.TaskID(id)]
+}
+
 // serveA2APeer serves an a2a-go v0.3.3 agent running exec on ip, with push
 // notifications and the compensation extension on its card, until the
-// test ends. It returns the server and the agent card's URL.
-func serveA2APeer(t *testing.T, exec a2asrv.AgentExecutor, ip, description string) (*httptest.Server, string) {
+// test ends, with opts added to the handler's. It returns the server and
+// the agent card's URL.
+func serveA2APeer(t *testing.T, exec a2asrv.AgentExecutor, ip, description string, opts ...a2asrv.RequestHandlerOption) (*httptest.Server, string) {
 	t.Helper()
-	handler := a2asrv.NewHandler(exec,
+	handler := a2asrv.NewHandler(exec, append([]a2asrv.RequestHandlerOption{
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})),
-	)
+	}, opts...)...)
 	mux := http.NewServeMux()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -451,6 +518,18 @@ func TestA2ACompensationPendingReceiptWaits(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("peer got %d compensation requests, want 1", n)
 	}
+	expectOneCompensationRound(t, peer, d.ID)
+}
+
+// expectOneCompensationRound checks that the peer received the dispatch
+// and exactly one compensation request, with round 1's messageId.
+func expectOneCompensationRound(t *testing.T, peer *v03Peer, id string) {
+	t.Helper()
+	uid := uuid.MustParse(id)
+	want := []string{delegate.DispatchMessageID(uid), compensation.RequestMessageID(uid, 1)}
+	if got := peer.received(); !slices.Equal(got, want) {
+		t.Fatalf("peer received messages %v, want the dispatch and one compensation request %v", got, want)
+	}
 }
 
 // TestA2ACompensationNotSupportedIsUnconfirmedAtOnce: a not_supported
@@ -483,6 +562,76 @@ func TestA2ACompensationNotSupportedIsUnconfirmedAtOnce(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("peer got %d compensation requests, want 1", n)
 	}
+	expectOneCompensationRound(t, peer, d.ID)
+}
+
+// purgePollAfter is the PollAfter of the purged-task tests: soon after the
+// cancel a poll's GetTask meets the purge too.
+const purgePollAfter = 300 * time.Millisecond
+
+// waitNotFound waits until the events record remote_task_not_found for the
+// cancel and for a poll, then checks over two more poll periods that the
+// poller asks again once per pollAfter, not on every tick of the worker.
+func waitNotFound(t *testing.T, events func() []ledger.EventRecord, pollAfter time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for sources := []string(nil); !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll"); sources = notFoundSources(t, events()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v", sources, events())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * pollAfter)
+	polls := 0
+	for _, source := range notFoundSources(t, events()) {
+		if source == "poll" {
+			polls++
+		}
+	}
+	if polls > 4 {
+		t.Fatalf("%d polls answered TaskNotFoundError within about %s: the purged task is asked again on every tick, not once per %s", polls, 3*pollAfter, pollAfter)
+	}
+}
+
+// TestA2ACancelPurgedTaskKeepsHold: the a2a-go agent purges the task when
+// it is canceled, so it answers the cancel, and every GetTask after it,
+// with TaskNotFoundError. Quittance records each answer as
+// remote_task_not_found and never reads it as canceled or rejected: the
+// obligation stays held, the hold active, and no compensation is asked for.
+func TestA2ACancelPurgedTaskKeepsHold(t *testing.T) {
+	t.Parallel()
+	peer := startV03Peer(t, &v03Peer{purgeOnCancel: true}, "127.0.0.1")
+	e := newA2AEnv(t, apitest.Worker{PollAfter: purgePollAfter})
+	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-purged-go", "supplier")
+	d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
+	if !peer.store.wasPurged(d.Remote.TaskID) {
+		t.Fatalf("the peer did not purge task %s", d.Remote.TaskID)
+	}
+	d = e.get(t, d.ID)
+	if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" {
+		t.Fatalf("after TaskNotFoundError for a purged task: %+v", d)
+	}
+	events := e.events(t, d.ID)
+	if path := obligationPath(events); path != "" {
+		t.Fatalf("a purged task moved the obligation: %s", path)
+	}
+	for _, typ := range []ledger.EventType{ledger.EventTypeCancelFailed, ledger.EventTypeCompensationRequested} {
+		if n := countEvents(events, typ); n != 0 {
+			t.Fatalf("%d %s events for a purged task: %+v", n, typ, events)
+		}
+	}
+	for _, ev := range events {
+		if ev.Type == ledger.EventTypeTaskStatusChanged && ledger.TaskStatus(statusOf(t, ev)).Terminal() {
+			t.Fatalf("a purged task was read as ended: %s %s", ev.Type, ev.Data)
+		}
+	}
+	if got := peer.received(); len(got) != 1 {
+		t.Fatalf("peer received messages %v, want the dispatch alone", got)
+	}
+	e.CheckInvariants(t)
 }
 
 func TestA2ACancelNotCancelableKeepsHold(t *testing.T) {
@@ -746,6 +895,21 @@ func TestA2ADispatchValidation(t *testing.T) {
 // and wait until the obligation is want, with the task canceled.
 func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.DelegationBody, *a2aEnv) {
 	t.Helper()
+	e, _, d := dispatchToDemoAgent(t, cfg, apitest.Worker{})
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, want, func(d httpapi.DelegationBody) bool { return d.ObligationState == want })
+	if d.TaskStatus != "canceled" {
+		t.Fatalf("after the walk-through: %+v", d)
+	}
+	return d, e
+}
+
+// dispatchToDemoAgent serves the demo agent configured by cfg (its ledger
+// id, key and base URL are set here), registers it as an org with its JWKS
+// on an a2aEnv whose workers are w, and dispatches a delegation to it,
+// returned once the remote task is recorded.
+func dispatchToDemoAgent(t *testing.T, cfg demoagent.Config, w apitest.Worker) (*a2aEnv, *demoagent.Agent, httpapi.DelegationBody) {
+	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -767,7 +931,7 @@ func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	e := newA2AEnv(t, apitest.Worker{})
+	e := newA2AEnv(t, w)
 	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
 		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
 		"jwks": json.RawMessage(agent.JWKS()), "require_signed_receipts": true,
@@ -777,12 +941,7 @@ func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.
 	if d.Remote.ProtocolVersion != "1.0" {
 		t.Fatalf("remote = %+v", d.Remote)
 	}
-	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	d = e.waitFor(t, d.ID, want, func(d httpapi.DelegationBody) bool { return d.ObligationState == want })
-	if d.TaskStatus != "canceled" {
-		t.Fatalf("after the walk-through: %+v", d)
-	}
-	return d, e
+	return e, agent, d
 }
 
 func TestA2ADemoAgentLifecycle(t *testing.T) {
@@ -805,6 +964,34 @@ func TestA2ADemoAgentPendingCompensation(t *testing.T) {
 		countEvents(events, ledger.EventTypeCompensationRequestFailed) != 0 {
 		t.Fatalf("after a pending compensation: %+v; events %+v", d, events)
 	}
+	expectRequestedOnce(t, d.ID, events)
+}
+
+// expectRequestedOnce checks that every compensation request the events
+// record (compensation_requested, compensation_not_supported,
+// compensation_request_failed) names round 1's messageId: no new round was
+// started.
+func expectRequestedOnce(t *testing.T, id string, events []ledger.EventRecord) {
+	t.Helper()
+	want := compensation.RequestMessageID(uuid.MustParse(id), 1)
+	var got []string
+	for _, ev := range events {
+		switch ev.Type {
+		case ledger.EventTypeCompensationRequested, ledger.EventTypeCompensationNotSupported, ledger.EventTypeCompensationRequestFailed:
+			var data struct {
+				MessageID string `json:"message_id"`
+			}
+			if err := json.Unmarshal(ev.Data, &data); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(got, data.MessageID) {
+				got = append(got, data.MessageID)
+			}
+		}
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("compensation requests recorded with messageIds %v, want round 1's alone, %s", got, want)
+	}
 }
 
 // TestA2ADemoAgentCompensationNotSupported: the demo agent in
@@ -815,9 +1002,51 @@ func TestA2ADemoAgentCompensationNotSupported(t *testing.T) {
 	d, e := testA2ADemoAgent(t, demoagent.Config{Compensation: demoagent.CompensationNotSupported}, "compensation_unconfirmed")
 	events := e.events(t, d.ID)
 	if d.HoldState != "active" || d.Compensation.Attempts != 1 || !strings.Contains(d.Compensation.LastError, "cannot be reversed") ||
-		countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 {
+		countEvents(events, ledger.EventTypeCompensationNotSupported) != 1 ||
+		countEvents(events, ledger.EventTypeCompensationRetriesExhausted) != 0 {
 		t.Fatalf("after not_supported: %+v; events %+v", d, events)
 	}
+	expectRequestedOnce(t, d.ID, events)
+}
+
+// TestA2ADemoAgentPurgeOnCancel: the demo agent in purge-on-cancel mode
+// forgets the task when asked to cancel it and answers the cancel, and
+// every GetTask after it, with TaskNotFoundError, its purchase order
+// standing. Quittance records each answer as remote_task_not_found and
+// never reads it as canceled or rejected: the obligation stays held and
+// the hold active, with no compensation asked for. (The agent declares
+// atomicCancel too: a purge reverses nothing, so nothing compensates.)
+func TestA2ADemoAgentPurgeOnCancel(t *testing.T) {
+	t.Parallel()
+	e, agent, d := dispatchToDemoAgent(t, demoagent.Config{PurgeOnCancel: true, AtomicCancel: true}, apitest.Worker{PollAfter: purgePollAfter})
+	d = e.waitFor(t, d.ID, "the task working", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
+	if !agent.Purged(d.Remote.TaskID) {
+		t.Fatalf("the demo agent did not purge task %s", d.Remote.TaskID)
+	}
+	if po, ok := agent.PurchaseOrder(d.Remote.TaskID); !ok || po.Reversed {
+		t.Fatalf("purchase order %+v, %v; want it standing", po, ok)
+	}
+	d = e.get(t, d.ID)
+	if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" || d.Compensation.Attempts != 0 {
+		t.Fatalf("after TaskNotFoundError for a purged task: %+v", d)
+	}
+	events := e.events(t, d.ID)
+	if path := obligationPath(events); path != "" {
+		t.Fatalf("a purged task moved the obligation: %s", path)
+	}
+	for _, typ := range []ledger.EventType{ledger.EventTypeCancelFailed, ledger.EventTypeCompensationRequested, ledger.EventTypeCompensationAcked} {
+		if n := countEvents(events, typ); n != 0 {
+			t.Fatalf("%d %s events for a purged task: %+v", n, typ, events)
+		}
+	}
+	for _, ev := range events {
+		if ev.Type == ledger.EventTypeTaskStatusChanged && ledger.TaskStatus(statusOf(t, ev)).Terminal() {
+			t.Fatalf("a purged task was read as ended: %s %s", ev.Type, ev.Data)
+		}
+	}
+	e.CheckInvariants(t)
 }
 
 // TestA2AAtomicCancelCarriesCompensationRequest: to an agent whose card

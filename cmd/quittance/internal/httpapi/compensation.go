@@ -138,11 +138,11 @@ type writeOffOutput struct {
 	Body   WriteOffBody
 }
 
-const evidenceDescription = `The body is a compact JWS (Content-Type: application/jose, at most 16 KiB). No bearer token: the signature, by a key registered for the org that owns the delegation, is the credential. The delegation is found by the token's (iss, sub).
+const evidenceDescription = `The body is a compact JWS (Content-Type: application/jose, at most 16 KiB). No bearer token: the signature, by a key registered for the org that owns the delegation, is the credential. The delegation is found by the token's (iss, sub) and, when delegations of more than one tenant record that task id, by the compensation idempotency key the token carries.
 
 200 with the delegation when the token is accepted; the evidence.outcome member and the Quittance-Evidence-Outcome header say what became of it: applied (the obligation moved), duplicate (this exact token, or evidence with the same compensation idempotency key and the same payload — kind and receipt id — was accepted before: the same result, nothing changed), received (the obligation is still held: the remote task has not ended as far as the ledger knows; the evidence is kept, recorded as an evidence_received event, and applied when the canceled or failed status that calls for it is observed — held goes straight to compensated or released; if the task completes instead it is listed as an unused_early_evidence anomaly) or late_evidence (the obligation had already ended, e.g. been written off: the token is recorded as a late_evidence event for reconciliation and not applied — the state is unchanged).
 
-Refusals are problem+json with the refusal code as code, and change nothing but a token_refused event on the delegation's stream (when it is known) holding the code and the token's sha256: 401 for signature and key problems (token_algorithm_refused, token_header_refused, token_key_unknown, token_key_unusable, token_signature_invalid); 403 token_org_revoked; 404 token_delegation_unknown; 409 token_replayed and evidence_not_expected (an escalated obligation); 413 token_too_large; 415 for other content types; 422 evidence_conflict when evidence with the same compensation idempotency key and another payload was accepted before (recorded as an evidence_conflict event holding the verified token, and listed as an anomaly, instead of token_refused); 422 for claim problems (token_malformed, token_type_mismatch, token_claims_missing, token_issuer_mismatch, token_audience_mismatch, token_expired, token_not_yet_valid, token_lifetime_too_long, token_idempotency_key_mismatch).`
+Refusals are problem+json and change nothing; no refusal is appended to a delegation's chain. The signature is checked first, with the keys of the org the token's iss names, and every refusal decided before the token verified and matched a delegation is the same 401 with code token_refused and one fixed detail, whatever the reason — malformed, bad or missing signature, unknown or unusable key, wrong typ, aud or iss, expired, not yet valid, too long-lived, missing claims, an iss naming no registered org or a revoked one, a sub naming no delegation — and whether the org, the task or the delegation exists or is revoked. The reason stays with the ledger: it is logged, counted per org and reason (quittance_evidence_tokens_refused_total, and refused_tokens in /v1/anomalies with the last samples, each by the token's sha256). Only a token that verified, and so comes from the org whose task it names, is told more about that task: 409 token_replayed (its jti was used for another token) and evidence_not_expected (an escalated obligation); 422 token_idempotency_key_mismatch (not the delegation's compensation idempotency key), token_idempotency_key_required (the task id is recorded by more than one tenant and the token carries no idempotency_key), token_amount_invalid (reversed_amount_minor over the hold) and evidence_conflict (evidence with the same compensation idempotency key and another payload was accepted before; recorded as an evidence_conflict event holding the verified token, and listed as an anomaly). Decided from the request alone: 413 token_too_large (or body_too_large) over 16 KiB, 415 for another content type. The endpoints are rate limited per client address (429 rate_limited, with Retry-After), a bearer token or not.`
 
 func (s *Server) registerCompensation() {
 	if s.compensation == nil {
@@ -155,14 +155,14 @@ func (s *Server) registerCompensation() {
 			Description:  evidenceDescription,
 			MaxBodyBytes: compensation.MaxTokenSize + 1, // huma refuses a body that reaches the limit
 			Middlewares:  huma.Middlewares{s.evidenceGate},
-			Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict,
-				http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity},
+			Errors: []int{http.StatusUnauthorized, http.StatusConflict, http.StatusRequestEntityTooLarge,
+				http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 		}
 	}
 	huma.Register(s.api, evidenceOp("post-compensation-ack", "/v1/compensation/acks",
 		"Acknowledge compensation (typ compensation-ack+jwt)"),
 		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
-			res, err := s.compensation.SubmitAck(ctx, in.RawBody)
+			res, err := s.compensation.SubmitAck(ctx, in.RawBody, clientAddress(ctx))
 			if err != nil {
 				return nil, s.fail(ctx, err)
 			}
@@ -171,7 +171,7 @@ func (s *Server) registerCompensation() {
 	huma.Register(s.api, evidenceOp("post-compensation-declaration", "/v1/compensation/declarations",
 		"Declare that no compensation is required (typ no-compensation-required+jwt)"),
 		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
-			res, err := s.compensation.SubmitDeclaration(ctx, in.RawBody)
+			res, err := s.compensation.SubmitDeclaration(ctx, in.RawBody, clientAddress(ctx))
 			if err != nil {
 				return nil, s.fail(ctx, err)
 			}

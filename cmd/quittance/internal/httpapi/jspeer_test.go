@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
@@ -422,4 +424,162 @@ func TestJSPeerContinueInterruptedTask(t *testing.T) {
 			e.expectIntact(t, d.ID)
 		})
 	}
+}
+
+// TestJSPeerCompensationModes drives Quittance against the JS SDK agent in
+// each of the remote behaviours that are not an immediate answer, one peer
+// process for all three, each case on its own database:
+//   - a pending receipt, then the final one on the same compensation task:
+//     Quittance waits on that task and the obligation is compensated by
+//     the one request it sent (one messageId, no new round);
+//   - a not_supported receipt: compensation_unconfirmed at once, with the
+//     reason, the hold active, no retry;
+//   - a task the agent purges on cancel (TaskNotFoundError for the cancel
+//     and for every GetTask after it): recorded as remote_task_not_found,
+//     never read as canceled or rejected; the obligation stays held.
+func TestJSPeerCompensationModes(t *testing.T) {
+	t.Parallel()
+	const pending = 1500 * time.Millisecond
+	peer := startJSPeer(t, jspeer.WithPendingDuration(pending))
+
+	t.Run("pending", func(t *testing.T) {
+		t.Parallel()
+		e := newJSEnv(t, peer, apitest.Worker{CompensationMaxAttempts: 2})
+		d := e.dispatch(t, "po-js-pending", jspeer.ScenarioCompensationPending)
+		d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
+		e.cancel(t, d.ID)
+		d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+		if d.TaskStatus != "canceled" || d.HoldState != "returned" || d.Compensation.Attempts != 1 || d.Compensation.LastError != "" {
+			t.Fatalf("after a pending compensation: %+v", d)
+		}
+		if receipt, _ := json.Marshal(d.Compensation.Receipt); !strings.Contains(string(receipt), `"outcome":"compensated"`) {
+			t.Fatalf("receipt %s, want the final compensated one", receipt)
+		}
+		events := e.events(t, d.ID)
+		if got, want := obligationPath(events), "held->revocation_pending_compensation,revocation_pending_compensation->compensated"; got != want {
+			t.Fatalf("obligation path %s, want %s", got, want)
+		}
+		if n := countEvents(events, ledger.EventTypeCompensationRequestFailed); n != 0 {
+			t.Fatalf("%d failed compensation attempts recorded for a pending receipt: %+v", n, events)
+		}
+		requested := eventOf(t, events, ledger.EventTypeCompensationRequested)
+		var data struct {
+			MessageID          string `json:"message_id"`
+			Round              int    `json:"round"`
+			CompensationTaskID string `json:"compensation_task_id"`
+		}
+		if err := json.Unmarshal(requested.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		want := compensation.RequestMessageID(uuid.MustParse(d.ID), 1)
+		if data.MessageID != want || data.Round != 1 || data.CompensationTaskID == "" {
+			t.Fatalf("compensation_requested %s, want round 1 with messageId %s and the compensation task", requested.Data, want)
+		}
+		if got := peer.CompensationRequests(d.Remote.TaskID); len(got) != 1 || got[0] != want {
+			t.Fatalf("the peer received compensation requests %v, want one with messageId %s", got, want)
+		}
+		acked := eventOf(t, events, ledger.EventTypeCompensationAcked)
+		if wait := acked.At.Sub(requested.At); wait < pending-200*time.Millisecond {
+			t.Fatalf("compensated %s after the request, before the pending reversal (%s) could finish", wait, pending)
+		}
+		e.verifyEvidence(t, acked.Evidence, compensation.KindAck, d.Remote.TaskID)
+		e.expectBudget(t, 0, 0)
+		e.expectIntact(t, d.ID)
+	})
+
+	t.Run("not_supported", func(t *testing.T) {
+		t.Parallel()
+		e := newJSEnv(t, peer, apitest.Worker{CompensationMaxAttempts: 5})
+		d := e.dispatch(t, "po-js-unsupported", jspeer.ScenarioCompensationNotSupported)
+		d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
+		e.cancel(t, d.ID)
+		d = e.waitFor(t, d.ID, "unconfirmed", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensation_unconfirmed" })
+		if d.TaskStatus != "canceled" || d.HoldState != "active" || d.Compensation.Attempts != 1 ||
+			!strings.Contains(d.Compensation.LastError, "cannot be reversed") {
+			t.Fatalf("after not_supported: %+v", d)
+		}
+		time.Sleep(500 * time.Millisecond) // several backoffs (at most 200ms): nothing more is sent
+		events := e.events(t, d.ID)
+		if got, want := obligationPath(events), "held->revocation_pending_compensation,revocation_pending_compensation->compensation_unconfirmed"; got != want {
+			t.Fatalf("obligation path %s, want %s", got, want)
+		}
+		unsupported := eventOf(t, events, ledger.EventTypeCompensationNotSupported)
+		if unsupported.ObligationTo != ledger.ObligationCompensationUnconfirmed || !strings.Contains(string(unsupported.Data), "cannot be reversed") {
+			t.Fatalf("compensation_not_supported %s -> %s %s, want compensation_unconfirmed with the reason", unsupported.ObligationFrom, unsupported.ObligationTo, unsupported.Data)
+		}
+		for _, typ := range []ledger.EventType{ledger.EventTypeCompensationRetriesExhausted, ledger.EventTypeCompensationRequestFailed} {
+			if n := countEvents(events, typ); n != 0 {
+				t.Fatalf("%d %s events after not_supported: %+v", n, typ, events)
+			}
+		}
+		expectRequestedOnce(t, d.ID, events)
+		want := compensation.RequestMessageID(uuid.MustParse(d.ID), 1)
+		if got := peer.CompensationRequests(d.Remote.TaskID); len(got) != 1 || got[0] != want {
+			t.Fatalf("the peer received compensation requests %v, want one with messageId %s", got, want)
+		}
+		e.expectBudget(t, jsHold, 0)
+		e.expectIntact(t, d.ID)
+	})
+
+	t.Run("purged", func(t *testing.T) {
+		t.Parallel()
+		e := newJSEnv(t, peer, apitest.Worker{PollAfter: purgePollAfter})
+		d := e.dispatch(t, "po-js-purged", jspeer.ScenarioPurgeOnCancel)
+		d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
+		e.cancel(t, d.ID)
+		waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
+		if !peer.Purged(d.Remote.TaskID) {
+			t.Fatalf("the peer did not purge task %s:\n%s", d.Remote.TaskID, peer.Output())
+		}
+		d = e.get(t, d.ID)
+		if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" || d.CancelRequestedAt == nil {
+			t.Fatalf("after TaskNotFoundError for a purged task: %+v", d)
+		}
+		events := e.events(t, d.ID)
+		if path := obligationPath(events); path != "" {
+			t.Fatalf("a purged task moved the obligation: %s", path)
+		}
+		for _, typ := range []ledger.EventType{ledger.EventTypeCancelFailed, ledger.EventTypeCompensationRequested} {
+			if n := countEvents(events, typ); n != 0 {
+				t.Fatalf("%d %s events for a purged task: %+v", n, typ, events)
+			}
+		}
+		for _, ev := range events {
+			if ev.Type == ledger.EventTypeTaskStatusChanged && ledger.TaskStatus(statusOf(t, ev)).Terminal() {
+				t.Fatalf("a purged task was read as ended: %s %s", ev.Type, ev.Data)
+			}
+		}
+		e.expectBudget(t, jsHold, 0)
+		e.expectIntact(t, d.ID)
+	})
+}
+
+// notFoundSources returns the source of each remote_task_not_found event.
+func notFoundSources(t *testing.T, events []ledger.EventRecord) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range events {
+		if ev.Type == ledger.EventTypeRemoteTaskNotFound {
+			var data struct {
+				Source string `json:"source"`
+			}
+			if err := json.Unmarshal(ev.Data, &data); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, data.Source)
+		}
+	}
+	return out
+}
+
+// statusOf returns the state a task_status_changed event applied.
+func statusOf(t *testing.T, ev ledger.EventRecord) string {
+	t.Helper()
+	var data struct {
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal(ev.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	return data.State
 }

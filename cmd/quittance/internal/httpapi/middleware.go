@@ -135,6 +135,16 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
+// clientAddressKey carries the request's client address (limiter.clientIP)
+// to the operations that keep it: a refused evidence token's sample.
+type clientAddressKey struct{}
+
+// clientAddress is the client address the middleware put in ctx.
+func clientAddress(ctx context.Context) string {
+	a, _ := ctx.Value(clientAddressKey{}).(string)
+	return a
+}
+
 // chargedKey marks a request whose principal's bucket the middleware
 // already took a token from.
 type chargedKey struct{}
@@ -211,7 +221,7 @@ func (w *statusRecorder) Flush() {
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		r = r.WithContext(telemetry.ExtractTrace(r.Context(), r.Header))
+		r = r.WithContext(context.WithValue(telemetry.ExtractTrace(r.Context(), r.Header), clientAddressKey{}, s.limiter.clientIP(r)))
 		rec := &statusRecorder{ResponseWriter: w}
 		limited := false
 		if s.limiter != nil && !exemptPaths[r.URL.Path] {

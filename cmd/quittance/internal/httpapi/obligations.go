@@ -3,11 +3,13 @@ package httpapi
 import (
 	"context"
 	"encoding/csv"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,8 +172,40 @@ type AnomalyBody struct {
 	Data            any       `json:"data"`
 }
 
+// RefusedTokensBody is the refused signed evidence of one (org, reason):
+// how many, since when, and the last few, each by its sha256 only.
+type RefusedTokensBody struct {
+	OrgID         string               `json:"org_id,omitempty" doc:"The registered org the tokens named; absent when they named none (or could not be read)."`
+	OrgRegistered bool                 `json:"org_registered"`
+	Reason        string               `json:"reason" doc:"The server-side refusal code (token_signature_invalid, token_org_unknown, token_delegation_unknown, ...); the poster was told only token_refused unless its token verified."`
+	Refused       int64                `json:"refused" doc:"How many tokens were refused for this org and reason."`
+	FirstAt       time.Time            `json:"first_at"`
+	LastAt        time.Time            `json:"last_at"`
+	Samples       []RefusedTokenSample `json:"samples" doc:"The latest refusals kept (at most 10), newest first."`
+}
+
+// RefusedTokenSample is one kept refused token.
+type RefusedTokenSample struct {
+	Kind          string    `json:"kind" doc:"compensation-ack+jwt or no-compensation-required+jwt: the endpoint it was posted to."`
+	TokenSHA256   string    `json:"token_sha256" doc:"The token itself is never kept."`
+	TokenBytes    int       `json:"token_bytes"`
+	ClaimedIssuer string    `json:"claimed_issuer,omitempty" doc:"The unverified iss, at most 128 bytes."`
+	ClientAddress string    `json:"client_address"`
+	At            time.Time `json:"at"`
+}
+
+// SharedRemoteTaskBody is a remote task id recorded by delegations of
+// more than one tenant.
+type SharedRemoteTaskBody struct {
+	OrgID         string    `json:"org_id"`
+	RemoteTaskID  string    `json:"remote_task_id"`
+	DelegationIDs []string  `json:"delegation_ids"`
+	Tenants       []string  `json:"tenants"`
+	LastCreatedAt time.Time `json:"last_created_at" doc:"When the latest of these delegations was created."`
+}
+
 type anomaliesInput struct {
-	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, evidence_conflict, unused_early_evidence, released_on_revoked_identity; default all."`
+	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, evidence_conflict, unused_early_evidence, released_on_revoked_identity, shared_remote_task; default all."`
 	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
 	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
 	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`
@@ -181,6 +215,10 @@ type anomaliesOutput struct {
 	Body struct {
 		Anomalies  []AnomalyBody `json:"anomalies"`
 		NextCursor int64         `json:"next_cursor,omitempty"`
+		// Read from counts and from the delegations, not from events: not
+		// paginated, on the first page only.
+		RefusedTokens     []RefusedTokensBody    `json:"refused_tokens,omitempty" doc:"Kind refused_token, first page only (no cursor): refused signed evidence by org and reason, updated at or after since, with the latest samples. Refused tokens are counted here, not recorded as events; anomalies of event type token_refused are from before."`
+		SharedRemoteTasks []SharedRemoteTaskBody `json:"shared_remote_tasks,omitempty" doc:"Kind shared_remote_task, first page only (no cursor): remote task ids of one org recorded by delegations of more than one tenant (at most 100). Evidence for one is matched by the compensation idempotency key it carries; a declaration without one is refused."`
 	}
 }
 
@@ -360,7 +398,8 @@ func (s *Server) registerReporting() {
 		OperationID: "list-anomalies", Method: http.MethodGet, Path: "/v1/anomalies", Tags: tags,
 		Summary: "Status conflicts, late evidence, write-offs contradicted by later acks, refused tokens",
 		Description: "Anomaly events, oldest first. kind contradicted_write_off is late evidence whose data has contradicts_write_off true. " +
-			"Roles finance and oncall.",
+			"The first page (no cursor) also carries refused_tokens (refused signed evidence counted by org and reason, with samples) " +
+			"and shared_remote_tasks (task ids recorded by more than one tenant), which are not events. Roles finance and oncall.",
 		Security: bearerAuth,
 	}, func(ctx context.Context, in *anomaliesInput) (*anomaliesOutput, error) {
 		q := ledger.AnomalyQuery{Since: in.Since, AfterSeq: in.Cursor, Limit: in.Limit}
@@ -376,6 +415,11 @@ func (s *Server) registerReporting() {
 			return nil, s.fail(ctx, err)
 		}
 		out := &anomaliesOutput{}
+		if in.Cursor == 0 {
+			if err := s.currentAnomalies(ctx, q.Kinds, in.Since, out); err != nil {
+				return nil, s.fail(ctx, err)
+			}
+		}
 		out.Body.Anomalies = make([]AnomalyBody, len(list))
 		for i, a := range list {
 			b := AnomalyBody{
@@ -485,4 +529,44 @@ func (s *Server) streamObligationsCSV(ctx context.Context, hctx huma.Context, q 
 		s.log.ErrorContext(ctx, "obligations export aborted", slog.Int("rows_written", rows), slog.Any("error", err))
 	}
 	panic(http.ErrAbortHandler)
+}
+
+// currentAnomalies fills the anomalies read from counts and delegations
+// rather than events: refused tokens and shared remote task ids, when
+// kinds (all when empty) asks for them.
+func (s *Server) currentAnomalies(ctx context.Context, kinds []ledger.AnomalyKind, since time.Time, out *anomaliesOutput) error {
+	want := func(k ledger.AnomalyKind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
+	if want(ledger.AnomalyRefusedToken) {
+		totals, err := s.reports.TokenRefusals(ctx, principal(ctx), since)
+		if err != nil {
+			return err
+		}
+		for _, t := range totals {
+			b := RefusedTokensBody{
+				OrgID: t.OrgID, OrgRegistered: t.OrgID != "", Reason: t.Reason, Refused: t.Refused, FirstAt: t.FirstAt, LastAt: t.LastAt,
+				Samples: make([]RefusedTokenSample, len(t.Samples)),
+			}
+			for i, r := range t.Samples {
+				b.Samples[i] = RefusedTokenSample{
+					Kind: r.Kind, TokenSHA256: hex.EncodeToString(r.TokenSHA256), TokenBytes: r.TokenBytes,
+					ClaimedIssuer: r.ClaimedIssuer, ClientAddress: r.ClientAddress, At: r.At,
+				}
+			}
+			out.Body.RefusedTokens = append(out.Body.RefusedTokens, b)
+		}
+	}
+	if want(ledger.AnomalySharedRemoteTask) {
+		shared, err := s.reports.SharedRemoteTasks(ctx, principal(ctx))
+		if err != nil {
+			return err
+		}
+		for _, t := range shared {
+			b := SharedRemoteTaskBody{OrgID: t.OrgID, RemoteTaskID: t.RemoteTaskID, Tenants: t.Tenants, LastCreatedAt: t.LastCreatedAt}
+			for _, id := range t.DelegationIDs {
+				b.DelegationIDs = append(b.DelegationIDs, id.String())
+			}
+			out.Body.SharedRemoteTasks = append(out.Body.SharedRemoteTasks, b)
+		}
+	}
+	return nil
 }

@@ -143,21 +143,17 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 	return newProblem(http.StatusInternalServerError, "internal", "an internal error occurred; it has been logged")
 }
 
-// refusalStatus is the HTTP status of a refused compensation token: 401 when
-// the signature or its key is the problem, 403 when the issuing org's
-// identity is revoked, 404 when no delegation matches (iss, sub), 409 for a
-// replayed jti or evidence the obligation is not waiting for, 413 for an
-// oversized token, and 422 for everything wrong with the claims or the
-// token's form.
+// refusalStatus is the HTTP status of a refused compensation token: 401
+// token_refused for every refusal decided before the token verified and
+// matched a delegation (compensation.Service.Submit tells no more); for
+// the refusals told to the org that signed the token, 409 for a replayed
+// jti or evidence the obligation is not waiting for and 422 for the rest
+// (evidence_conflict, a wrong or missing idempotency key, an amount over
+// the hold); 413 for an oversized token.
 func refusalStatus(code string) int {
 	switch code {
-	case compensation.CodeTokenAlgorithmRefused, compensation.CodeTokenHeaderRefused,
-		compensation.CodeTokenKeyUnknown, compensation.CodeTokenKeyUnusable, compensation.CodeTokenSignatureInvalid:
+	case compensation.CodeTokenRefused:
 		return http.StatusUnauthorized
-	case compensation.CodeTokenOrgRevoked:
-		return http.StatusForbidden
-	case compensation.CodeTokenDelegationUnknown:
-		return http.StatusNotFound
 	case compensation.CodeTokenReplayed, compensation.CodeEvidenceNotExpected:
 		return http.StatusConflict
 	case compensation.CodeTokenTooLarge:

@@ -44,6 +44,7 @@ var a2aBuckets = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 90}
 type Metrics struct {
 	transitions     *prometheus.CounterVec
 	evidence        *prometheus.CounterVec
+	tokensRefused   *prometheus.CounterVec
 	compensationReq *prometheus.CounterVec
 	writeOffs       *prometheus.CounterVec
 	orgJWKSFetches  *prometheus.CounterVec
@@ -67,6 +68,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "quittance_evidence_total",
 			Help: "Evidence recorded (acks, declarations, task statuses), by kind and result: accepted, refused, late or duplicate.",
 		}, []string{"kind", "result"}),
+		tokensRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_evidence_tokens_refused_total",
+			Help: "Signed acks and declarations refused at the public evidence endpoints, by org (a registered org's id, else \"unknown\") and server-side reason (the refusal code).",
+		}, []string{"org", "reason"}),
 		compensationReq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quittance_compensation_requests_total",
 			Help: "Compensation requests sent to remote agents, by outcome: compensated, no_effects, failed, not_supported or error.",
@@ -90,7 +95,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: a2aBuckets,
 		}, []string{"method", "outcome"}),
 	}
-	reg.MustRegister(m.transitions, m.evidence, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration)
+	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration)
 	for _, o := range []string{ledger.JWKSFetchChanged, ledger.JWKSFetchUnchanged, ledger.JWKSFetchFailed} {
 		m.orgJWKSFetches.WithLabelValues(o)
 	}
@@ -170,6 +175,32 @@ func (m *Metrics) ObserveCommitted(events []ledger.Event) {
 			m.CompensationRequest(outcome)
 		}
 	}
+}
+
+// UnknownOrgLabel is the org label of a refused token that named no
+// registered org: label values stay bounded by the orgs an operator
+// registered, whatever a stranger puts in iss.
+const UnknownOrgLabel = "unknown"
+
+// TokenRefused counts one refused posted token (compensation.Config's
+// OnRefusal): in quittance_evidence_tokens_refused_total by org and
+// reason, and in quittance_evidence_total as refused evidence of its kind.
+// Refused tokens are no events (ledger/DESIGN.md §3), so ObserveCommitted
+// never sees them.
+func (m *Metrics) TokenRefused(r ledger.TokenRefusal) {
+	if m == nil {
+		return
+	}
+	org := r.OrgID
+	if org == "" {
+		org = UnknownOrgLabel
+	}
+	m.tokensRefused.WithLabelValues(org, r.Reason).Inc()
+	kind := evidenceKind(r.Kind)
+	if kind == "" {
+		kind = EvidenceAck
+	}
+	m.evidence.WithLabelValues(kind, ResultRefused).Inc()
 }
 
 // compensationRequestOutcome is the outcome of a compensation request over

@@ -1,0 +1,122 @@
+package httpapi_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/sql/pgtest"
+)
+
+// roundTrips counts the round trips the service's connections make to
+// PostgreSQL: each statement sent on its own and each batch is one.
+// Preparing a statement the first time a connection sends it is not
+// counted (it happens once per connection), nor is the wake-up of feed
+// readers (FeedNotify), sent after the commit, outside the request's
+// transaction.
+type roundTrips struct {
+	mu   sync.Mutex
+	on   bool
+	sent []string
+}
+
+func (r *roundTrips) record(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.on && !strings.Contains(s, "name: FeedNotify ") {
+		r.sent = append(r.sent, strings.Join(strings.Fields(s), " "))
+	}
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.record(d.SQL)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var first []string
+	for _, q := range d.Batch.QueuedQueries {
+		first = append(first, strings.SplitN(strings.TrimPrefix(q.SQL, "-- name: "), " ", 2)[0])
+	}
+	r.record("batch: " + strings.Join(first, ", "))
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// during returns what f sent, once the service is quiet.
+func (r *roundTrips) during(f func()) []string {
+	r.mu.Lock()
+	r.on, r.sent = true, nil
+	r.mu.Unlock()
+	f()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.on = false
+	return r.sent
+}
+
+// TestRoundTripsPerLifecycleCall pins how many round trips to PostgreSQL
+// each call of the benchmarked lifecycle (create → canceled → signed ack)
+// costs: the service is bound by them (cmd/quittance-bench/BENCHMARK.md),
+// and a change that adds one shows here. Each call is one transaction:
+// BEGIN rides with its first statement, and the writes whose only result
+// is whether they matched with the statement after them or the COMMIT
+// (sql/pgstore/txconn.go).
+func TestRoundTripsPerLifecycleCall(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e := &compEnv{
+		Env: apitest.Start(t, pool, apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold)),
+		b:   compensationtest.NewEd25519Signer(t, "b-1"),
+	}
+	e.orch = e.NewOrchestrator(t, "acme")
+	e.PutBudget(t, budgetID, "EUR", funded)
+	e.putOrg(t, orgB, e.b.JWKS())
+	// The authentication cache and the statement caches warm up first.
+	e.accept(t, acksPath, e.ack(t, e.pending(t, orgB, 100)), "applied")
+
+	// Each call is measured three times and judged by its fewest: the
+	// service's own background work (expiring pending changes, each
+	// second) may share the pool with one of them.
+	ds := make([]httpapi.DelegationBody, 3)
+	for _, c := range []struct {
+		call string
+		max  int
+		f    func(i int)
+	}{
+		{"create", 4, func(i int) { ds[i] = e.delegation(t, orgB, 100) }},
+		{"task-status canceled", 6, func(i int) { ds[i] = e.ReportStatus(t, e.orch, ds[i].ID, "TASK_STATE_CANCELED", time.Time{}) }},
+		{"signed ack", 8, func(i int) { e.accept(t, acksPath, e.ack(t, ds[i]), "applied") }},
+	} {
+		var fewest []string
+		for i := range ds {
+			if sent := rt.during(func() { c.f(i) }); fewest == nil || len(sent) < len(fewest) {
+				fewest = sent
+			}
+		}
+		if len(fewest) > c.max {
+			t.Errorf("%s: %d round trips, at most %d:\n%s", c.call, len(fewest), c.max, strings.Join(fewest, "\n"))
+		} else {
+			t.Logf("%s: %d round trips", c.call, len(fewest))
+		}
+	}
+}

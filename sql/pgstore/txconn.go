@@ -1,0 +1,277 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// txConn is the connection of one ledger transaction, which it sends to
+// PostgreSQL in as few round trips as the statements allow: every
+// operation is a handful of statements, and the service is bound by round
+// trips to PostgreSQL (cmd/quittance-bench/BENCHMARK.md).
+//
+//   - BEGIN is not a round trip of its own: it is sent with the first
+//     statement, in one batch.
+//   - A write whose only result is whether it matched (an UPDATE of a
+//     locked row, a budget movement, an INSERT of a row no read in the
+//     transaction depends on) is queued (queue), not sent: it rides in the
+//     batch of the transaction's next statement, or of its COMMIT. Its
+//     check runs when its result arrives; a failed check fails that
+//     statement and every later one, the COMMIT included, so the
+//     transaction can only roll back. Statements run in the order they were
+//     issued, queued or not, so every read sees the writes before it.
+//   - COMMIT rides in the batch of the writes still queued when each of
+//     them is refused by an error (refusedByError): PostgreSQL skips what
+//     follows a failed statement in a batch, so a refusal rolls back. A
+//     write refused by matching no row (refusedByRowCount) is judged
+//     before COMMIT is sent, in a round trip of its own.
+//
+// It implements dbsqlc.DBTX; it is not safe for concurrent use, like the
+// transaction it stands for. BEGIN, COMMIT and ROLLBACK are its own: the
+// pool connection is released after either, and one left inside a
+// transaction (a failure mid-way) is destroyed by the pool, not reused.
+type txConn struct {
+	pool   *pgxpool.Pool
+	conn   *pgxpool.Conn // nil until the first statement is sent
+	queued []queuedStatement
+	// failed is the first failure of a queued statement or of a batch:
+	// once set, nothing more is sent but the ROLLBACK.
+	failed error
+	closed bool // committed or rolled back
+}
+
+// refusal says how a queued write is refused.
+type refusal int
+
+const (
+	// refusedByError: a write that must not happen fails its statement
+	// (a constraint, a foreign key), so COMMIT may be sent with it.
+	refusedByError refusal = iota
+	// refusedByRowCount: a write that must not happen matches no row and
+	// succeeds; only its check tells, so COMMIT waits for it.
+	refusedByRowCount
+)
+
+// queuedStatement is a write sent with the transaction's next statement.
+type queuedStatement struct {
+	sql     string
+	args    []any
+	refusal refusal
+	// check judges the statement's result: its command tag, or the error
+	// it failed with; it returns the error the transaction fails with.
+	check func(pgconn.CommandTag, error) error
+}
+
+// queue queues the one statement that send issues through q (an :exec or
+// :execrows query, or a :one query whose row nobody reads), to be sent
+// with the next statement; check judges its result then. send's own
+// result is meaningless: it runs against a recorder.
+func (b *txConn) queue(send func(q *dbsqlc.Queries) error, r refusal, check func(pgconn.CommandTag, error) error) error {
+	if b.closed {
+		return errors.New("transaction already closed")
+	}
+	rec := &recorder{}
+	if err := send(newQueries(rec)); err != nil {
+		return err
+	}
+	if len(rec.statements) != 1 {
+		return fmt.Errorf("a queued write must issue exactly one statement, not %d", len(rec.statements))
+	}
+	s := rec.statements[0]
+	s.refusal, s.check = r, check
+	b.queued = append(b.queued, s)
+	return nil
+}
+
+// send sends BEGIN (on the first statement), the queued writes and then
+// sql (if any) in one batch, and reads every result but sql's: the caller
+// reads it from the returned batch, and closes it.
+func (b *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if b.failed != nil {
+		return nil, b.failed
+	}
+	if b.closed {
+		return nil, errors.New("transaction already closed")
+	}
+	var batch pgx.Batch
+	begin := b.conn == nil
+	if begin {
+		conn, err := b.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.conn = conn
+		batch.Queue("BEGIN")
+	}
+	queued := b.queued
+	b.queued = nil
+	for _, q := range queued {
+		batch.Queue(q.sql, q.args...)
+	}
+	if sql != "" {
+		batch.Queue(sql, args...)
+	}
+	br := b.conn.SendBatch(ctx, &batch)
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return nil, b.fail(br, err)
+		}
+	}
+	for _, q := range queued {
+		if err := q.check(br.Exec()); err != nil {
+			return nil, b.fail(br, err)
+		}
+	}
+	return br, nil
+}
+
+// fail records err as the transaction's failure and closes br.
+func (b *txConn) fail(br pgx.BatchResults, err error) error {
+	_ = br.Close()
+	b.failed = err
+	return err
+}
+
+func (b *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	br, err := b.send(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (b *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	br, err := b.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return rows, err
+	}
+	return &batchRows{Rows: rows, batch: br}, nil
+}
+
+func (b *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	br, err := b.send(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{batch: br}
+}
+
+// Commit sends the queued writes and COMMIT, in one batch unless one of
+// them is refusedByRowCount. With no statement sent or queued, there is no
+// transaction and nothing to send.
+func (b *txConn) Commit(ctx context.Context) error {
+	if b.conn == nil && len(b.queued) == 0 {
+		b.closed = true
+		return nil
+	}
+	if slices.ContainsFunc(b.queued, func(q queuedStatement) bool { return q.refusal == refusedByRowCount }) {
+		br, err := b.send(ctx, "", nil) // the queued writes alone
+		if err != nil {
+			return err
+		}
+		if err := br.Close(); err != nil {
+			b.failed = err
+			return err
+		}
+	}
+	br, err := b.send(ctx, "COMMIT", nil)
+	if err != nil {
+		return err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() != "COMMIT" {
+		err = pgx.ErrTxCommitRollback // PostgreSQL rolled the transaction back instead
+	}
+	if err != nil {
+		b.failed = err
+		return err
+	}
+	b.closed = true
+	b.conn.Release()
+	return nil
+}
+
+// Rollback rolls the transaction back, if one was begun and is still open,
+// and releases the connection; a no-op after Commit.
+func (b *txConn) Rollback(ctx context.Context) error {
+	if b.closed || b.conn == nil {
+		b.closed = true
+		return nil
+	}
+	b.closed = true
+	_, err := b.conn.Exec(ctx, "ROLLBACK")
+	// A connection still inside a transaction (the ROLLBACK failed) is
+	// destroyed by the pool on release, never handed out again.
+	b.conn.Release()
+	return err
+}
+
+// recorder is the DBTX a queued write is issued against: it records the
+// statement instead of sending it.
+type recorder struct{ statements []queuedStatement }
+
+func (r *recorder) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.statements = append(r.statements, queuedStatement{sql: sql, args: args})
+	return pgconn.CommandTag{}, nil
+}
+
+func (r *recorder) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errors.New("a query whose rows are read cannot be queued")
+}
+
+// QueryRow records a :one query whose row nobody reads (its check sees the
+// number of rows it returned); Scan leaves its destinations as they are.
+func (r *recorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	r.statements = append(r.statements, queuedStatement{sql: sql, args: args})
+	return errRow{}
+}
+
+// errRow is a row that only returns err (nil: a row left unread).
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// batchRow is the row of a statement sent in a batch: scanning it
+// finishes the batch, so the connection is free for the next statement.
+type batchRow struct{ batch pgx.BatchResults }
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.batch.QueryRow().Scan(dest...)
+	if cerr := r.batch.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// batchRows are the rows of a statement sent in a batch: closing them
+// finishes the batch. An error finishing it leaves the connection broken,
+// so the transaction's next statement or its commit fails.
+type batchRows struct {
+	pgx.Rows
+	batch pgx.BatchResults
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	_ = r.batch.Close()
+}

@@ -11,13 +11,15 @@
 // # Signed evidence
 //
 // Acks and declarations that arrive over HTTP are compact JWS tokens. [PeekToken]
-// reads the untrusted issuer, subject and key id so the caller can find the
-// delegation and the org's registered keys; [Verify] then checks the token against
+// reads the untrusted issuer, subject and key id so the caller can find the org's
+// registered keys — and, only once the token verified, the delegation ([Service.Submit]
+// answers every refusal before that alike, as [CodeTokenRefused], and counts its
+// reason instead of telling it); [Verify] checks the token against
 // that org's JWK Set only (see ledger/DESIGN.md §3): an explicit algorithm allow-list
 // (EdDSA, ES256, ES384, PS256), no key material or key references taken from the
 // token itself, an explicit "typ" so an ack can never pass as a declaration, and the
 // iss, aud, sub, jti, iat and exp claims. Every refusal is a [*RefusalError] with a
-// stable code whose detail is safe to return to the remote org. Idempotency-key
+// stable code; its detail is safe to log and, where Submit tells it, to return. Idempotency-key
 // matching and jti replay detection belong to the caller, inside the database
 // transaction that records the evidence; the codes for those refusals are defined
 // here so that every refusal has the same shape. [ParseOrgJWKS] validates the JWK Set

@@ -165,13 +165,13 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	}
 	sum := sha256.Sum256(token)
 	refusal := ledger.TokenRefusal{
-		Kind: string(kind), TokenSHA256: sum[:], TokenBytes: len(token), ClientAddress: clientAddress,
+		Kind: string(kind), TokenSHA256: sum[:], TokenBytes: len(token), ClientAddress: storable(clientAddress, 256),
 	}
 	peek, err := PeekToken(token)
 	if err != nil {
 		return EvidenceResult{}, s.refused(ctx, refusal, err, false)
 	}
-	refusal.ClaimedIssuer = text.Truncate(peek.Issuer, ledger.MaxClaimedIssuer)
+	refusal.ClaimedIssuer = storable(peek.Issuer, ledger.MaxClaimedIssuer)
 	var (
 		res      EvidenceResult
 		found    ledger.Delegation // the delegation the token matched, once known
@@ -180,6 +180,11 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	)
 	attempt := func(tx Tx) error {
 		res, found, verified, told, refusal.OrgID = EvidenceResult{}, ledger.Delegation{}, Evidence{}, false, ""
+		if _, replaced := ledger.StorableText(peek.Issuer); replaced {
+			// No org id holds a NUL or invalid UTF-8; PostgreSQL would
+			// refuse the lookup.
+			return Refuse(CodeTokenOrgUnknown, "the token's iss is no org id")
+		}
 		org, err := tx.Org(ctx, peek.Issuer)
 		if errors.Is(err, ledger.ErrNotFound) {
 			return Refuse(CodeTokenOrgUnknown, "no registered org has the token's iss")
@@ -200,10 +205,11 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 		// Under the delegation's lock: a revocation that committed since
 		// the keys were read is seen here (it locks the org's open
 		// delegations, so it cannot commit between this read and ours).
-		if org, err = tx.Org(ctx, org.ID); err != nil {
+		again, err := tx.Org(ctx, org.ID)
+		if err != nil {
 			return fmt.Errorf("load org %s: %w", org.ID, err)
 		}
-		if org.IdentityRevoked() {
+		if again.IdentityRevoked() {
 			return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
 		}
 		found, told = d, true
@@ -273,6 +279,10 @@ func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, org 
 // of them, for a task more than one tenant recorded is refused and told
 // (the signer's own task: nothing about which tenants recorded it).
 func (s *Service) match(ctx context.Context, tx Tx, orgID string, c Claims) (d ledger.Delegation, known bool, err error) {
+	if _, replaced := ledger.StorableText(c.Subject); replaced {
+		// No recorded task id holds a NUL or invalid UTF-8.
+		return ledger.Delegation{}, false, Refuse(CodeTokenDelegationUnknown, "no delegation records the org's task named by sub")
+	}
 	candidates, err := tx.DelegationsByRemoteTaskForUpdate(ctx, orgID, c.Subject)
 	if err != nil {
 		return ledger.Delegation{}, false, err
@@ -364,6 +374,13 @@ func (s *Service) refused(ctx context.Context, r ledger.TokenRefusal, err error,
 		return ref
 	}
 	return Refuse(CodeTokenRefused, uniformRefusalDetail)
+}
+
+// storable is untrusted text as a sample keeps it: at most n bytes, with
+// NUL and invalid UTF-8 replaced, which PostgreSQL text cannot hold.
+func storable(s string, n int) string {
+	s, _ = ledger.StorableText(text.Truncate(s, n))
+	return s
 }
 
 // logRefusal logs a refusal with its reason and the token's sha256, never

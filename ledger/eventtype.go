@@ -140,10 +140,11 @@ const (
 	// an anomaly; its data has contradicts_write_off: true when the
 	// obligation was written off.
 	EventTypeLateEvidence EventType = "late_evidence"
-	// EventTypeTokenRefused: a signed ack or declaration naming a known
-	// delegation was refused. Recorded in a transaction of its own after
-	// the refused one rolled back, with the refusal code and the token's
-	// sha256, never the unverified token; listed as an anomaly.
+	// EventTypeTokenRefused: a signed ack or declaration refused, as
+	// recorded before refused tokens stopped being events. Nothing writes
+	// it any more — refusals are counted per (org, reason) instead
+	// (TokenRefusal) — but chains recorded earlier hold it, so it is still
+	// read, verified and listed as an anomaly.
 	EventTypeTokenRefused EventType = "token_refused"
 	// EventTypeEvidenceReceived: verified compensation evidence (an ack or
 	// a declaration) arrived while the obligation was still held, before

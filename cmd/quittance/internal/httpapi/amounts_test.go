@@ -8,6 +8,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -198,24 +199,33 @@ func TestPartialCompensationBySignedAck(t *testing.T) {
 	d := e.pending(t, orgB, 1000)
 	budgetBefore := e.Budget(t, budgetID)
 
-	// Refused amounts: token_amount_invalid, and nothing but the refusal's
-	// own event is recorded.
+	// Refused amounts change nothing, not even the chain. An amount that
+	// is no non-negative integer is refused before the token is accepted
+	// as verified, so the answer is the uniform token_refused (reason
+	// token_amount_invalid, counted); one over the hold is told to the org
+	// that signed it.
 	for name, amount := range map[string]any{
 		"more than the hold": 1001, "negative": -1, "a fraction": 1.5, "a string": "400",
 	} {
 		before := e.state(t, d.ID)
 		claims := e.ackClaims(d)
 		claims["reversed_amount_minor"] = amount
-		e.post(t, acksPath, e.b.Sign(t, ackTyp, claims)).Problem(t, http.StatusUnprocessableEntity, "token_amount_invalid")
-		after := e.state(t, d.ID)
-		after.Events = before.Events
-		if after != before {
+		r := e.post(t, acksPath, e.b.Sign(t, ackTyp, claims))
+		if name == "more than the hold" {
+			r.Problem(t, http.StatusUnprocessableEntity, "token_amount_invalid")
+		} else {
+			refusedUniformly(t, r)
+		}
+		if after := e.state(t, d.ID); after != before {
 			t.Fatalf("%s: state %+v, want %+v", name, after, before)
 		}
 	}
 	decl := e.declClaims(d)
 	decl["reversed_amount_minor"] = 10
-	e.post(t, declsPath, e.b.Sign(t, declTyp, decl)).Problem(t, http.StatusUnprocessableEntity, "token_amount_invalid")
+	refusedUniformly(t, e.post(t, declsPath, e.b.Sign(t, declTyp, decl)))
+	if n := e.refusalCounts(t)[[2]string{orgB, compensation.CodeTokenAmountInvalid}]; n != 5 {
+		t.Fatalf("%d token_amount_invalid refusals counted, want 5", n)
+	}
 
 	claims := e.ackClaims(d)
 	claims["reversed_amount_minor"] = 400

@@ -238,9 +238,10 @@ func (s *Server) registerDelegations() {
 	tags := []string{"delegations"}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-delegation", Method: http.MethodPost, Path: "/v1/delegations", Tags: tags,
-		Summary:     "Record a delegation and hold its budget",
-		Description: "Idempotent per tenant on business_operation_id: the same request again returns 200 and the same delegation, with no second hold; the same id with a different request is 422.",
-		Security:    bearerAuth, DefaultStatus: http.StatusCreated,
+		Summary: "Record a delegation and hold its budget",
+		Description: "Idempotent per tenant on business_operation_id: the same request again returns 200 and the same delegation, with no second hold; the same id with a different request is 422. " +
+			"A remote task id is unique per tenant and org: 409 remote_task_taken when another delegation of this tenant records it (another tenant's delegation with the same id is no obstacle, and is not revealed).",
+		Security: bearerAuth, DefaultStatus: http.StatusCreated,
 	}, func(ctx context.Context, in *createDelegationInput) (*delegationOutput, error) {
 		b := in.Body
 		from, refs, err := linkIDs(b.ContextFrom, b.References)

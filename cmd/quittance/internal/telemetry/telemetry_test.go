@@ -205,3 +205,45 @@ quittance_unconfirmed_alert_grace_seconds 900
 		t.Error(err)
 	}
 }
+
+// TestTokenRefused: a refused posted token counts by org and reason — a
+// token that named no registered org under "unknown", so a stranger's iss
+// never becomes a label — and as refused evidence of its kind.
+func TestTokenRefused(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := telemetry.New(reg)
+	m.TokenRefused(ledger.TokenRefusal{OrgID: "org-b", Reason: "token_signature_invalid", Kind: "compensation-ack+jwt"})
+	m.TokenRefused(ledger.TokenRefusal{OrgID: "", Reason: "token_org_unknown", Kind: "no-compensation-required+jwt", ClaimedIssuer: "attacker-chosen"})
+	m.TokenRefused(ledger.TokenRefusal{OrgID: "", Reason: "token_org_unknown", Kind: "no-compensation-required+jwt", ClaimedIssuer: "another"})
+	expected := `
+# HELP quittance_evidence_tokens_refused_total Signed acks and declarations refused at the public evidence endpoints, by org (a registered org's id, else "unknown") and server-side reason (the refusal code).
+# TYPE quittance_evidence_tokens_refused_total counter
+quittance_evidence_tokens_refused_total{org="org-b",reason="token_signature_invalid"} 1
+quittance_evidence_tokens_refused_total{org="unknown",reason="token_org_unknown"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "quittance_evidence_tokens_refused_total"); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "quittance_evidence_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["result"] == telemetry.ResultRefused {
+				got[labels["kind"]] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	if got[telemetry.EvidenceAck] != 1 || got[telemetry.EvidenceDeclaration] != 2 || got[telemetry.EvidenceTaskStatus] != 0 {
+		t.Fatalf("refused evidence by kind %v", got)
+	}
+}

@@ -76,7 +76,7 @@ func (s *Service) RefreshOrgKeys(ctx context.Context, p Principal, orgID string)
 // every replica), so tokens with random kids cannot make the ledger fetch
 // on every request.
 func (s *Service) RefreshOrgKeysForKid(ctx context.Context, orgID, kid string) bool {
-	if s.jwks.fetch == nil || kid == "" {
+	if s.jwks.fetch == nil || kid == "" || s.jwks.recent(orgID, s.Now()) {
 		return false
 	}
 	org, err := s.store.Org(ctx, orgID)
@@ -236,13 +236,23 @@ type orgJWKS struct {
 	kidFetches map[string]time.Time
 }
 
+// recent reports whether orgID was fetched for an unknown kid on this
+// replica less than the interval before now, so a burst of such tokens
+// costs no database read either.
+func (j *orgJWKS) recent(orgID string, now time.Time) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	last, ok := j.kidFetches[orgID]
+	return ok && now.Sub(last) < j.kidInterval
+}
+
 // claim reports whether orgID may be fetched for an unknown kid at now,
 // and if so records it.
 func (j *orgJWKS) claim(orgID string, now time.Time) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if last, ok := j.kidFetches[orgID]; ok && now.Sub(last) < j.kidInterval {
-		return false
+		return false // another request claimed it meanwhile
 	}
 	if j.kidFetches == nil {
 		j.kidFetches = make(map[string]time.Time)

@@ -41,6 +41,11 @@ type CompensationRequest struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 	// Reason says why compensation is sought ("task_canceled", "task_failed").
 	Reason string `json:"reason"`
+	// ExtraTaskIDs names the other remote tasks the agent created for the
+	// same delegation (a second task on a resend of the dispatch or of a
+	// compensation request): their effects are to be compensated under
+	// the same idempotency key. Absent when there are none.
+	ExtraTaskIDs []string `json:"extraTaskIds,omitempty"`
 }
 
 // RequestFor returns the compensation request for delegation d, whose

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,6 +65,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		sent    bool
 		msgID   = compensation.RequestMessageID(d.ID, round)
 		pending = tr.CompensationTaskID
+		named   []string // the extra tasks the request sent now names
 	)
 	if pending != "" {
 		t, err := client.GetTask(ctx, pending)
@@ -75,7 +77,19 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		}
 		task = &t
 	} else {
+		// Every task the agent created for the delegation is named in
+		// the request: look the context up for extra tasks and cancel
+		// those not terminal first.
+		if err := w.findExtraTasks(ctx, client, d); err != nil {
+			return err
+		}
+		extras, err := w.accountExtraTasks(ctx, client, d)
+		if err != nil {
+			return err
+		}
 		req := compensation.RequestFor(d)
+		req.ExtraTaskIDs = extraTaskIDs(extras)
+		named = req.ExtraTaskIDs
 		meta, err := w.requestMetadata(d, req, msgID)
 		if err != nil {
 			return err
@@ -86,7 +100,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 				Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
 				Metadata:         meta,
 				Extensions:       []string{compensation.ExtensionURI},
-				ReferenceTaskIDs: []string{d.Remote.TaskID},
+				ReferenceTaskIDs: append([]string{d.Remote.TaskID}, req.ExtraTaskIDs...),
 			},
 			ReturnImmediately: true,
 			Extensions:        []string{compensation.ExtensionURI},
@@ -124,7 +138,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 			// Still working on it: record the request and look again later.
 			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "", func(tx Tx) error {
 				if sent {
-					_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID)
+					_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named)
 					return err
 				}
 				return nil
@@ -147,7 +161,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		// the same messageId); no new round starts.
 		return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "", func(tx Tx) error {
 			if sent {
-				_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID)
+				_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named)
 				return err
 			}
 			return nil
@@ -164,6 +178,25 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		}
 		return w.compensationFailed(ctx, j, round, problem, string(r.Outcome), sent, true, taskID)
 	}
+	if wait, newRound, err := w.extraTasksOpen(ctx, client, d, round, named); err != nil {
+		return err
+	} else if wait {
+		// The receipt does not cover every task the agent created for the
+		// delegation: one is not terminal yet, or this request did not
+		// name it (found after it was sent). The obligation stays open:
+		// the extra tasks are canceled, and a new round names them all.
+		return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "waiting for extra remote tasks to be accounted for", func(tx Tx) error {
+			if sent {
+				if _, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named); err != nil {
+					return err
+				}
+			}
+			if newRound {
+				return tx.SetCompensationTask(ctx, d.ID, "", round+1, w.now())
+			}
+			return nil
+		})
+	}
 	outcome := "compensated"
 	if verdict.Event == ledger.EventDeclarationVerified {
 		outcome = "no_effects_declared"
@@ -172,7 +205,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		// recordRequested locks the delegation itself.
 		var cur ledger.Delegation
 		if sent {
-			cur, err = w.recordRequested(ctx, tx, d.ID, round, msgID, taskID)
+			cur, err = w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named)
 		} else {
 			cur, err = tx.DelegationForUpdate(ctx, d.ID)
 		}
@@ -217,15 +250,19 @@ func (w *Worker) compensationPollDelay(d ledger.Delegation) time.Duration {
 }
 
 // recordRequested records, inside tx, a compensation request sent in round
-// and answered by the remote task taskID ("" for a message reply): one more
-// attempt on the delegation, and a compensation_requested event.
-func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round int, msgID, taskID string) (ledger.Delegation, error) {
+// and answered by the remote task taskID ("" for a message reply), naming
+// the extra tasks named: one more attempt on the delegation, and a
+// compensation_requested event.
+func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round int, msgID, taskID string, named []string) (ledger.Delegation, error) {
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return ledger.Delegation{}, err
 	}
 	now := w.now()
 	if err := tx.SetCompensationTask(ctx, id, taskID, round, now); err != nil {
+		return ledger.Delegation{}, err
+	}
+	if err := tx.MarkRemoteTasksNamed(ctx, id, named, round, now); err != nil {
 		return ledger.Delegation{}, err
 	}
 	d.Compensation.Attempts++
@@ -235,6 +272,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 		Data: map[string]any{
 			"message_id": msgID, "round": round, "attempt": d.Compensation.Attempts,
 			"compensation_task_id": taskID, "task_id": d.Remote.TaskID, "idempotency_key": ledger.CompensationKey(d),
+			"extra_task_ids": named,
 		},
 	})
 	return d, err
@@ -307,6 +345,9 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 // published JWKS.
 func (w *Worker) requestMetadata(d ledger.Delegation, req compensation.CompensationRequest, msgID string) (json.RawMessage, error) {
 	ext := map[string]any{"taskId": req.TaskID, "idempotencyKey": req.IdempotencyKey, "reason": req.Reason}
+	if len(req.ExtraTaskIDs) > 0 {
+		ext["extraTaskIds"] = req.ExtraTaskIDs
+	}
 	if w.cfg.Identity != nil {
 		jws, err := w.cfg.Identity.SignCompensationRequest(compensation.RequestClaims{
 			OrgID: d.OrgID, TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey, MessageID: msgID, Now: w.now(),
@@ -317,4 +358,29 @@ func (w *Worker) requestMetadata(d ledger.Delegation, req compensation.Compensat
 		ext["requestJws"] = jws
 	}
 	return json.Marshal(map[string]any{compensation.ExtensionURI: ext})
+}
+
+// extraTasksOpen reports whether d has extra remote tasks that a receipt
+// answering compensation request round does not account for, canceling
+// those not terminal yet. newRound says a task was never named by that
+// request (named lists what a request sent in this run named), so the next
+// attempt is a new round naming it.
+func (w *Worker) extraTasksOpen(ctx context.Context, client *a2a.Client, d ledger.Delegation, round int, named []string) (wait, newRound bool, err error) {
+	extras, err := w.accountExtraTasks(ctx, client, d)
+	if err != nil || len(extras) == 0 {
+		return false, false, err
+	}
+	for _, t := range extras {
+		if slices.Contains(named, t.TaskID) && t.NamedRound < round {
+			t.NamedRound = round // named by the request being recorded now
+		}
+		if t.Accounted(round) {
+			continue
+		}
+		wait = true
+		if t.NamedRound < 1 || t.NamedRound > round {
+			newRound = true
+		}
+	}
+	return wait, newRound, nil
 }

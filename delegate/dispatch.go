@@ -77,7 +77,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	if err != nil {
 		return giveUp("invalid_message", err)
 	}
-	msg.MessageID = DispatchMessageID(d.ID)
+	msg.MessageID, msg.ContextID = DispatchMessageID(d.ID), DispatchContextID(d.ID)
 	if err := w.linkMessage(ctx, d, &msg); err != nil {
 		return err
 	}
@@ -128,6 +128,10 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		if cause != nil {
 			data["error"] = errorText(cause)
 		}
+		// Where the agent lists tasks, the delegation's context may say
+		// what the earlier attempts created (never what they did not).
+		found, lookup := w.lookupDispatch(ctx, client, d, msg.ContextID)
+		data["lookup"] = lookup
 		return w.finish(ctx, j, "dispatch_unknown", func(tx Tx) error {
 			d, err := tx.DelegationForUpdate(ctx, d.ID)
 			if err != nil {
@@ -140,7 +144,18 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 			if err := tx.SetDispatchUnknown(ctx, d.ID, reason, now); err != nil {
 				return err
 			}
-			return record(ctx, tx, d, ledger.EventTypeDispatchUnknown, now, data)
+			if err := record(ctx, tx, d, ledger.EventTypeDispatchUnknown, now, data); err != nil {
+				return err
+			}
+			// The lookup just made counts: the poller repeats it PollAfter
+			// from now.
+			if err := tx.MarkObserved(ctx, d.ID, now); err != nil {
+				return err
+			}
+			if len(found) == 0 {
+				return nil
+			}
+			return w.resolveFound(ctx, tx, d, found, iface, now)
 		})
 	}
 	switch {
@@ -235,6 +250,18 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 	})
 	if err != nil {
 		return err
+	}
+	if j.Attempt > 1 {
+		// An earlier attempt may have reached the agent, and an agent that
+		// does not deduplicate on messageId created a task for each: look
+		// the delegation's context up for the others.
+		cur, err := w.store.Delegation(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if err := w.findExtraTasks(ctx, client, cur); err != nil {
+			return err
+		}
 	}
 	if push != nil && j.Attempt > 1 {
 		// An earlier attempt may have registered a push token whose hash

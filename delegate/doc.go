@@ -11,7 +11,11 @@
 //     one evidence function, ApplyEvidence) or
 //     compensation.Service.RequestFailed (which decides what a failed or
 //     exhausted compensation request means); it also polls and streams
-//     dispatched tasks and receives push notifications (ReceivePush);
+//     dispatched tasks and receives push notifications (ReceivePush); it
+//     dispatches in a context of its own choosing (DispatchContextID), and
+//     finds, records, cancels and names in the compensation request every
+//     extra task an agent created for a delegation (remotetasks.go),
+//     resolving dispatch_unknown by a ListTasks lookup where it can;
 //   - the Orchestrator, the orchestrating agent's use cases on a dispatched
 //     delegation: answering a remote task that stopped for input or
 //     authorization (Continue), and reading back those answers and the
@@ -20,7 +24,7 @@
 //   - the validators the ledger is wired with for what it will dispatch
 //     (ValidateDispatchMessage, ValidateAgentEndpoint);
 //   - the domain types the sql/ store persists: Job, Tracking, FollowUp,
-//     TaskSnapshot.
+//     TaskSnapshot, RemoteTask.
 //
 // It speaks to remote agents only through delegate/a2a, over the SSRF-safe
 // client of delegate/egress it is given. A task state a remote agent

@@ -72,7 +72,14 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	// answers SendMessage): the task id is not recorded yet, so the push
 	// cannot be checked against it, but it still asks for a look at the
 	// task — observe waits for the task id.
-	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
+	if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID && ev.TaskID() != "" && ev.ContextID() == DispatchContextID(d.ID) {
+		// Another task in the delegation's own context: an extra task
+		// (a second one created on a resend). Recorded, and canceled by
+		// the observe job the push asks for.
+		if err := w.recordEventTask(ctx, id, ev, "push"); err != nil {
+			return err
+		}
+	} else if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
 		err := w.store.InTx(ctx, func(tx Tx) error {
 			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
 				"reason": "task_mismatch", "pushed_task_id": text.Truncate(ev.TaskID(), 256),
@@ -85,6 +92,11 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 	}
 	now := w.now()
 	err = w.store.InTx(ctx, func(tx Tx) error {
+		if d.Remote.TaskID == "" {
+			// The task id is not recorded yet: the push names the task
+			// to confirm, should the dispatch be unknown.
+			return enqueueObserveTask(ctx, tx, id, "push", text.Truncate(ev.TaskID(), 1024), now)
+		}
 		return enqueueObserve(ctx, tx, id, "push", now)
 	})
 	if err != nil {
@@ -102,12 +114,21 @@ func (w *Worker) PollOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("list tasks to poll: %w", err)
 	}
-	if len(ids) == 0 {
+	unknown, err := w.store.DelegationsDispatchUnknown(ctx, now.Add(-w.cfg.PollAfter), now, 100)
+	if err != nil {
+		return 0, fmt.Errorf("list dispatch_unknown delegations: %w", err)
+	}
+	if len(ids)+len(unknown) == 0 {
 		return 0, nil
 	}
 	err = w.store.InTx(ctx, func(tx Tx) error {
 		for _, id := range ids {
 			if err := enqueueObserve(ctx, tx, id, "poll", now); err != nil {
+				return err
+			}
+		}
+		for _, id := range unknown {
+			if err := enqueueObserve(ctx, tx, id, sourceDispatchLookup, now); err != nil {
 				return err
 			}
 		}
@@ -117,7 +138,47 @@ func (w *Worker) PollOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	w.Wake()
-	return len(ids), nil
+	return len(ids) + len(unknown), nil
+}
+
+// sourceDispatchLookup is the source of the observe jobs that look a
+// dispatch_unknown delegation's context up again (ListTasks), every
+// PollAfter, until a task is recorded.
+const sourceDispatchLookup = "dispatch_unknown_lookup"
+
+// lookUpUnknown looks the context of d, a delegation in the
+// dispatch_unknown condition, up with ListTasks and resolves the
+// condition with what it finds (resolveFound); finding nothing changes
+// nothing. The lookup counts as an observation, so the next is PollAfter
+// later.
+func (w *Worker) lookUpUnknown(ctx context.Context, j Job, d ledger.Delegation) error {
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return err
+	}
+	markLookedUp := func(tx Tx) error { return tx.MarkObserved(ctx, d.ID, w.now()) }
+	_, client, iface, err := w.agent(ctx, org)
+	if err != nil {
+		return w.finish(ctx, j, "agent_unavailable", markLookedUp)
+	}
+	msg := a2a.Message{ContextID: DispatchContextID(d.ID)}
+	if err := w.linkMessage(ctx, d, &msg); err != nil {
+		return err
+	}
+	found, outcome := w.lookupDispatch(ctx, client, d, msg.ContextID)
+	return w.finish(ctx, j, "lookup_"+outcome, func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if err := markLookedUp(tx); err != nil {
+			return err
+		}
+		if len(found) == 0 || cur.Remote.TaskID != "" || cur.ObligationState != ledger.ObligationHeld {
+			return nil
+		}
+		return w.resolveFound(ctx, tx, cur, found, iface, w.now())
+	})
 }
 
 // observeMaxAttempts bounds the retries of one observe job; the poller
@@ -128,6 +189,7 @@ const observeMaxAttempts = 5
 func (w *Worker) observe(ctx context.Context, j Job) error {
 	var payload struct {
 		Source string `json:"source"`
+		TaskID string `json:"task_id"`
 	}
 	_ = json.Unmarshal(j.Payload, &payload)
 	source := payload.Source
@@ -137,6 +199,14 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	d, err := w.store.Delegation(ctx, j.DelegationID)
 	if err != nil {
 		return err
+	}
+	if source == sourceDispatchLookup && d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld {
+		return w.lookUpUnknown(ctx, j, d)
+	}
+	if payload.TaskID != "" && d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld {
+		if done, err := w.confirmPushedTask(ctx, j, d, payload.TaskID); done || err != nil {
+			return err
+		}
 	}
 	if d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld && j.Attempt < observeMaxAttempts {
 		// Dispatched but the task id is not recorded yet (a push outran
@@ -180,7 +250,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			})
 		})
 	}
-	return w.finish(ctx, j, "observed", func(tx Tx) error {
+	if err := w.finish(ctx, j, "observed", func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
 		if err != nil {
 			return err
@@ -190,7 +260,13 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			return err
 		}
 		return tx.ClearOrgFailures(ctx, d.OrgID)
-	})
+	}); err != nil {
+		return err
+	}
+	// Each observation of the delegation's task also cancels its extra
+	// tasks that are not terminal yet (a cancel that failed is sent again).
+	_, err = w.accountExtraTasks(ctx, client, d)
+	return err
 }
 
 // observeFailed backs the org off and retries the observe job a few times.
@@ -236,7 +312,11 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 	}); err != nil {
 		return err
 	}
-	d, err := ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
+	obs, err := extraObservation(ctx, tx, d.ID, obs)
+	if err != nil {
+		return err
+	}
+	d, err = ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
 	if err != nil {
 		return err
 	}
@@ -275,7 +355,18 @@ func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegat
 // enqueueObserve queues, in tx, a fetch of the delegation's remote task,
 // naming what prompted it (push, poll, stream_reconnect, cancel_refused).
 func enqueueObserve(ctx context.Context, tx Tx, id uuid.UUID, source string, now time.Time) error {
-	payload, err := json.Marshal(map[string]string{"source": source})
+	return enqueueObserveTask(ctx, tx, id, source, "", now)
+}
+
+// enqueueObserveTask is enqueueObserve naming the task a push was about,
+// for a delegation whose task id is not recorded yet ("" for none). An
+// observe job already open keeps its own payload.
+func enqueueObserveTask(ctx context.Context, tx Tx, id uuid.UUID, source, taskID string, now time.Time) error {
+	m := map[string]string{"source": source}
+	if taskID != "" {
+		m["task_id"] = taskID
+	}
+	payload, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -376,6 +467,9 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 			var status *a2a.TaskStatus
 			switch {
 			case ev.TaskID() != d.Remote.TaskID:
+				if ev.ContextID() == DispatchContextID(id) {
+					w.recordEventTask(ctx, id, ev, "stream")
+				}
 				continue
 			case ev.Task != nil:
 				status = &ev.Task.Status
@@ -411,7 +505,11 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 				}); err != nil {
 					return err
 				}
-				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream"), workerActor, now)
+				obs, err := extraObservation(ctx, tx, id, observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream"))
+				if err != nil {
+					return err
+				}
+				after, err = ledger.ObserveTaskStatus(ctx, tx, cur, obs, workerActor, now)
 				if err != nil {
 					return err
 				}
@@ -441,4 +539,89 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 		case <-time.After(w.backoff.Wait(attempt)):
 		}
 	}
+}
+
+// recordEventTask records the task a push or stream event names, in the
+// delegation's own context, as an extra task of delegation id.
+func (w *Worker) recordEventTask(ctx context.Context, id uuid.UUID, ev a2a.StreamEvent, source string) error {
+	t := a2a.Task{ID: ev.TaskID(), ContextID: ev.ContextID(), Status: a2a.TaskStatus{State: a2a.TaskStateUnknown}}
+	switch {
+	case ev.Task != nil:
+		t = *ev.Task
+	case ev.StatusUpdate != nil:
+		t.Status = ev.StatusUpdate.Status
+	}
+	err := w.store.InTx(ctx, func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		_, err = w.recordExtraTasks(ctx, tx, d, []a2a.Task{t}, source, w.now())
+		return err
+	})
+	if err != nil {
+		w.log.ErrorContext(ctx, "record extra remote task failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+	}
+	return err
+}
+
+// confirmPushedTask resolves the dispatch_unknown condition of d with the
+// task a push named, once GetTask confirms it is d's: in d's own context,
+// or with d's dispatch messageId in its history (dispatch_resolved,
+// found_by push). The push is only a hint; the agent's answer to GetTask is
+// what is recorded; a task that is not d's is recorded as push_refused.
+// done is false when the job should go on as usual: the task could not be
+// fetched, or the delegation is not in the condition (its dispatch is still
+// under way and will record the task).
+func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegation, taskID string) (done bool, err error) {
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return true, err
+	}
+	_, client, iface, err := w.agent(ctx, org)
+	var task a2a.Task
+	if err == nil {
+		task, err = client.GetTask(ctx, taskID)
+	}
+	if err != nil || task.ID != taskID {
+		return false, nil
+	}
+	if _, ours := taskPurpose(d, task, true); !ours {
+		// Not the delegation's task: nothing to wait for.
+		return true, w.finish(ctx, j, "push_task_not_ours", func(tx Tx) error {
+			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
+				"reason": "task_not_delegations", "pushed_task_id": text.Truncate(task.ID, 256),
+				"pushed_context_id": text.Truncate(task.ContextID, 256),
+			})
+		})
+	}
+	err = w.finish(ctx, j, "resolved_by_push", func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Remote.TaskID != "" || cur.ObligationState != ledger.ObligationHeld {
+			return nil
+		}
+		now := w.now()
+		if other, err := tx.DelegationByRemoteTask(ctx, cur.Tenant, cur.OrgID, task.ID); err == nil && other.ID != cur.ID {
+			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
+				"reported_task_id": text.Truncate(task.ID, 256), "other_delegation_id": other.ID.String(), "source": "push",
+			})
+		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+		cur.Remote.ProtocolVersion = iface.ProtocolVersion
+		cur, err = resolveDispatchTx(ctx, tx, cur, task.ID, task.ContextID, workerActor, map[string]any{
+			"found_by": "push", "reason": "a push named the task; GetTask confirmed it is the delegation's",
+		}, now)
+		if err != nil {
+			return err
+		}
+		return w.recordTask(ctx, tx, cur, task, "push", now)
+	})
+	if errors.Is(err, ledger.ErrConflict) {
+		return false, nil // not dispatch_unknown: the dispatch records its task
+	}
+	return true, err
 }

@@ -90,9 +90,15 @@ type Store interface {
 	// terminal, whose obligation is held, last observed at or before cutoff,
 	// and whose org is not backing off at now.
 	DelegationsToPoll(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error)
+	// DelegationsDispatchUnknown lists held delegations in the
+	// dispatch_unknown condition last looked up (observed) at or before
+	// cutoff, whose org is not backing off at now.
+	DelegationsDispatchUnknown(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error)
 	// DelegationsToStream lists dispatched delegations whose task is known
 	// and not terminal.
 	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)
+	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
+	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
 	// QueuedFollowUps lists a delegation's queued follow-up messages, oldest first.
 	QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
 	// TryLock takes the session-level advisory lock named key on a
@@ -131,6 +137,20 @@ type Tx interface {
 	// SetCompensationTask records the remote task answering compensation
 	// request round ("" when a new round is to be sent).
 	SetCompensationTask(ctx context.Context, id uuid.UUID, taskID string, round int, now time.Time) error
+	// Tracking returns the delegation's A2A tracking, or ledger.ErrNotFound.
+	Tracking(ctx context.Context, id uuid.UUID) (Tracking, error)
+	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
+	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
+	// RecordRemoteTask records an extra remote task of the delegation, and
+	// says whether it was new (a task recorded already is left as it is).
+	RecordRemoteTask(ctx context.Context, id uuid.UUID, t RemoteTask, now time.Time) (bool, error)
+	// SetRemoteTaskStatus records the last known status of an extra task.
+	SetRemoteTaskStatus(ctx context.Context, id uuid.UUID, taskID string, status ledger.TaskStatus, now time.Time) error
+	// MarkRemoteTaskCancelSent records that a cancel of an extra task was sent.
+	MarkRemoteTaskCancelSent(ctx context.Context, id uuid.UUID, taskID string, now time.Time) error
+	// MarkRemoteTasksNamed records that the compensation request of round
+	// named these extra tasks.
+	MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []string, round int, now time.Time) error
 	// SetDispatchUnknown puts the delegation in the dispatch_unknown
 	// condition (ledger.ConditionDispatchUnknown) with a reason.
 	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
@@ -491,7 +511,11 @@ func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, tas
 	}); err != nil {
 		return err
 	}
-	if _, err := ledger.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
+	obs, err := extraObservation(ctx, tx, d.ID, observation(task, source))
+	if err != nil {
+		return err
+	}
+	if _, err := ledger.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now); err != nil {
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)

@@ -286,6 +286,18 @@ const (
 	// task is tracked from then on as if the dispatch had answered; the
 	// hold and the obligation do not move.
 	EventTypeDispatchResolved EventType = "dispatch_resolved"
+	// EventTypeRemoteTaskFound: the org's agent created another task for
+	// the delegation than the one it tracks — a second task on a resend of
+	// the dispatch or of a compensation request, found by ListTasks on the
+	// delegation's context or by a push or stream event naming it. The
+	// task is recorded on the delegation (its remote tasks), canceled and
+	// named in the compensation request; the obligation does not close
+	// while it is unaccounted for.
+	EventTypeRemoteTaskFound EventType = "remote_task_found"
+	// EventTypeRemoteTaskEnded: an extra remote task of the delegation
+	// reached a terminal status (after Quittance canceled it, or on its
+	// own).
+	EventTypeRemoteTaskEnded EventType = "remote_task_ended"
 )
 
 // Events of a delegation's stream appended by case handling (Cases, with
@@ -333,7 +345,7 @@ var eventTypes = []EventType{
 
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
 	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven, EventTypeDispatchResolved,
-	EventTypeHoldChanged,
+	EventTypeHoldChanged, EventTypeRemoteTaskFound, EventTypeRemoteTaskEnded,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

@@ -62,6 +62,8 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeCompensationRedriven:         "compensation_redriven",
 	ledger.EventTypeDispatchResolved:             "dispatch_resolved",
 	ledger.EventTypeHoldChanged:                  "hold_changed",
+	ledger.EventTypeRemoteTaskFound:              "remote_task_found",
+	ledger.EventTypeRemoteTaskEnded:              "remote_task_ended",
 	ledger.EventTypeMessageQueued:                "task_message_queued",
 	ledger.EventTypeMessageSent:                  "task_message_sent",
 	ledger.EventTypeMessageFailed:                "task_message_failed",

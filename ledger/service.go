@@ -452,6 +452,13 @@ type Observation struct {
 	// orchestrator's report, or what the A2A workers saw (dispatch,
 	// message, cancel, poll, push, stream, …).
 	Source string
+	// ExtraRemoteTasks names the other remote tasks the org's agent
+	// created for the delegation (recorded by the A2A workers, say a
+	// second task on a resend). Their effects are unknown, so a terminal
+	// status of the delegation's own task that would release or
+	// compensate the obligation at once calls for compensation instead
+	// (task_ended_gated): the compensation request names them.
+	ExtraRemoteTasks []string
 }
 
 // ReportTaskStatus applies an orchestrator's observation of the remote task
@@ -563,6 +570,13 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		}
 		gated := GateApplies(class, org, obs.Status)
 		ev, _ := TerminalStatusEvent(obs.Status, gated, heldEvidenceOf(early))
+		if len(obs.ExtraRemoteTasks) > 0 && ev != EventTaskCompleted {
+			// Another task of the delegation may have committed effects:
+			// nothing closes until compensation covers it. Early evidence
+			// stays received (it answered no request naming that task).
+			ev, gated = EventTaskEndedGated, true
+			data["extra_remote_tasks"] = obs.ExtraRemoteTasks
+		}
 		change.Obligation = ev
 		change.CompensationTimeout = class.CompensationTimeout
 		if ev == EventTaskCompleted {
@@ -585,7 +599,7 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 			if err := tx.PutCompensationEvidence(ctx, early); err != nil {
 				return Delegation{}, err
 			}
-		case early.Status == EvidenceReceived:
+		case early.Status == EvidenceReceived && len(obs.ExtraRemoteTasks) == 0:
 			early.Status, early.DecidedAt = EvidenceUnused, now
 			if err := tx.PutCompensationEvidence(ctx, early); err != nil {
 				return Delegation{}, err

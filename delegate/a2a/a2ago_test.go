@@ -334,3 +334,15 @@ func TestV03Resubscribe(t *testing.T) {
 		t.Fatalf("after %d events: artifact %q, completed %v", events, artifact, completed)
 	}
 }
+
+// TestV03ListTasksNotSupported: the a2a-go v0.3 server has no tasks/list;
+// Quittance's lookup reads its answer as "does not list tasks"
+// (Unsupported), never as "no task".
+func TestV03ListTasksNotSupported(t *testing.T) {
+	b := setupV03(t, &v03Executor{})
+	task := b.startTask(t, nil)
+	_, err := b.client.ListTasks(t.Context(), ListTasksRequest{ContextID: task.ContextID})
+	if !Unsupported(err) {
+		t.Fatalf("tasks/list on a2a-go answered %v, want method not found", err)
+	}
+}

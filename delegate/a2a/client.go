@@ -40,6 +40,7 @@ type dialect interface {
 	extensionsHeader() string
 	sendMessage(req SendRequest) (method string, params any, err error)
 	getTask(id string) (method string, params any)
+	listTasks(req ListTasksRequest) (method string, params any)
 	cancelTask(id string, metadata json.RawMessage) (method string, params any)
 	subscribe(id string) (method string, params any)
 	setPushConfig(taskID string, pc PushConfig) (method string, params any)
@@ -77,6 +78,18 @@ func (c *Client) GetTask(ctx context.Context, id string) (Task, error) {
 		return Task{}, err
 	}
 	return decodeTaskResult(raw)
+}
+
+// ListTasks lists the tasks of a context (v1.0 ListTasks, v0.3.7 and later
+// tasks/list), newest status first, one page at a time. An agent that does
+// not list tasks answers with an error that Unsupported recognizes.
+func (c *Client) ListTasks(ctx context.Context, req ListTasksRequest) (ListTasksResult, error) {
+	method, params := c.dialect.listTasks(req)
+	raw, err := c.call(ctx, method, params, nil)
+	if err != nil {
+		return ListTasksResult{}, err
+	}
+	return decodeListTasksResult(raw)
 }
 
 // CancelTask asks the agent to cancel a task (v1.0 CancelTask, v0.3

@@ -118,11 +118,14 @@ type wireArtifact struct {
 }
 
 type wireTask struct {
-	ID        string          `json:"id"`
-	ContextID string          `json:"contextId"`
-	Status    wireStatus      `json:"status"`
-	Artifacts []wireArtifact  `json:"artifacts"`
-	Metadata  json.RawMessage `json:"metadata"`
+	ID        string         `json:"id"`
+	ContextID string         `json:"contextId"`
+	Status    wireStatus     `json:"status"`
+	Artifacts []wireArtifact `json:"artifacts"`
+	History   []struct {
+		MessageID string `json:"messageId"`
+	} `json:"history"`
+	Metadata json.RawMessage `json:"metadata"`
 }
 
 type wireStatusUpdate struct {
@@ -264,6 +267,11 @@ func decodeTaskObject(raw []byte) (*Task, error) {
 		return nil, err
 	}
 	t := &Task{ID: w.ID, ContextID: w.ContextID, Status: status, Metadata: nonNull(w.Metadata)}
+	for _, m := range w.History {
+		if m.MessageID != "" {
+			t.HistoryMessageIDs = append(t.HistoryMessageIDs, m.MessageID)
+		}
+	}
 	for _, a := range w.Artifacts {
 		art, err := a.normalize()
 		if err != nil {
@@ -386,4 +394,25 @@ func decodeBase64(s string) ([]byte, error) {
 		return base64.RawURLEncoding.DecodeString(s)
 	}
 	return base64.RawStdEncoding.DecodeString(s)
+}
+
+// decodeListTasksResult decodes the result of ListTasks: a page of tasks
+// and the token of the next page ("" on the last).
+func decodeListTasksResult(raw []byte) (ListTasksResult, error) {
+	var w struct {
+		Tasks         []json.RawMessage `json:"tasks"`
+		NextPageToken string            `json:"nextPageToken"`
+	}
+	if err := unmarshalObject(raw, &w); err != nil {
+		return ListTasksResult{}, err
+	}
+	out := ListTasksResult{NextPageToken: w.NextPageToken}
+	for _, rt := range w.Tasks {
+		t, err := decodeTaskObject(rt)
+		if err != nil {
+			return ListTasksResult{}, err
+		}
+		out.Tasks = append(out.Tasks, *t)
+	}
+	return out, nil
 }

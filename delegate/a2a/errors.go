@@ -74,6 +74,15 @@ func (e *RPCError) Is(target error) bool {
 	return ok && code == e.Code
 }
 
+// Unsupported reports whether a call was answered with "the agent does
+// not do this": JSON-RPC -32601 (method not found) or A2A -32004
+// (UnsupportedOperationError). An optional method such as ListTasks
+// answered so is not supported by the agent; nothing else is learnt.
+func Unsupported(err error) bool {
+	var rpcErr *RPCError
+	return errors.As(err, &rpcErr) && (rpcErr.Code == -32601 || rpcErr.Code == -32004)
+}
+
 // HTTPStatusError reports a non-2xx HTTP response from a remote agent.
 type HTTPStatusError struct {
 	StatusCode int

@@ -69,6 +69,28 @@ type Task struct {
 	Status    TaskStatus
 	Artifacts []Artifact
 	Metadata  json.RawMessage
+	// HistoryMessageIDs are the messageIds of the task's history, as far
+	// as the agent returned it: they tell which message created the task.
+	HistoryMessageIDs []string
+}
+
+// ListTasksRequest asks for the tasks of one context, a page at a time.
+type ListTasksRequest struct {
+	// ContextID filters the tasks to those of one context.
+	ContextID string
+	// PageSize is 1 to 100; 0 is the agent's default (50).
+	PageSize int
+	// PageToken is the previous page's NextPageToken; "" for the first.
+	PageToken string
+	// HistoryLength asks for up to this many history messages per task,
+	// so the message that created each task can be told.
+	HistoryLength int
+}
+
+// ListTasksResult is one page of ListTasks.
+type ListTasksResult struct {
+	Tasks         []Task
+	NextPageToken string
 }
 
 // TaskStatus is a task's status: its state, an optional message from the
@@ -135,6 +157,21 @@ func (e StreamEvent) TaskID() string {
 		return e.ArtifactUpdate.TaskID
 	case e.Message != nil:
 		return e.Message.TaskID
+	}
+	return ""
+}
+
+// ContextID returns the context the event names, or "" when it names none.
+func (e StreamEvent) ContextID() string {
+	switch {
+	case e.Task != nil:
+		return e.Task.ContextID
+	case e.StatusUpdate != nil:
+		return e.StatusUpdate.ContextID
+	case e.ArtifactUpdate != nil:
+		return e.ArtifactUpdate.ContextID
+	case e.Message != nil:
+		return e.Message.ContextID
 	}
 	return ""
 }

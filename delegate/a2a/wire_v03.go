@@ -90,6 +90,18 @@ func (v03Dialect) getTask(id string) (string, any) {
 	return "tasks/get", v03TaskParams{ID: id}
 }
 
+// v03ListParams is the ListTasksParams of tasks/list (v0.3.7 and later).
+type v03ListParams struct {
+	ContextID     string `json:"contextId,omitempty"`
+	PageSize      int    `json:"pageSize,omitempty"`
+	PageToken     string `json:"pageToken,omitempty"`
+	HistoryLength int    `json:"historyLength,omitempty"`
+}
+
+func (v03Dialect) listTasks(req ListTasksRequest) (string, any) {
+	return "tasks/list", v03ListParams(req)
+}
+
 func (v03Dialect) cancelTask(id string, metadata json.RawMessage) (string, any) {
 	return "tasks/cancel", v03CancelParams{ID: id, Metadata: metadata}
 }

@@ -79,6 +79,19 @@ func (d v1Dialect) getTask(id string) (string, any) {
 	return "GetTask", v1TaskParams{Tenant: d.tenant, ID: id}
 }
 
+// v1ListParams is ListTasksRequest.
+type v1ListParams struct {
+	Tenant        string `json:"tenant,omitempty"`
+	ContextID     string `json:"contextId,omitempty"`
+	PageSize      int    `json:"pageSize,omitempty"`
+	PageToken     string `json:"pageToken,omitempty"`
+	HistoryLength int    `json:"historyLength,omitempty"`
+}
+
+func (d v1Dialect) listTasks(req ListTasksRequest) (string, any) {
+	return "ListTasks", v1ListParams{Tenant: d.tenant, ContextID: req.ContextID, PageSize: req.PageSize, PageToken: req.PageToken, HistoryLength: req.HistoryLength}
+}
+
 func (d v1Dialect) cancelTask(id string, metadata json.RawMessage) (string, any) {
 	return "CancelTask", v1CancelParams{Tenant: d.tenant, ID: id, Metadata: metadata}
 }

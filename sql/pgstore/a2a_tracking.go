@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
@@ -77,4 +79,68 @@ func (t *tx) ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, erro
 		return false, fmt.Errorf("clear dispatch_unknown of delegation %s: %w", id, err)
 	}
 	return n > 0, nil
+}
+
+func (r reader) RemoteTasks(ctx context.Context, id uuid.UUID) ([]delegate.RemoteTask, error) {
+	rows, err := r.q.RemoteTaskList(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("list remote tasks of delegation %s: %w", id, err)
+	}
+	out := make([]delegate.RemoteTask, 0, len(rows))
+	for _, row := range rows {
+		t := delegate.RemoteTask{
+			TaskID: row.TaskID, Purpose: delegate.RemoteTaskPurpose(row.Purpose), ContextID: row.ContextID,
+			FoundBy: row.FoundBy, Status: ledger.TaskStatus(row.Status), FoundAt: row.FoundAt,
+			CancelSentAt: derefTime(row.CancelSentAt),
+		}
+		if row.NamedRound.Valid {
+			t.NamedRound = int(row.NamedRound.Int32)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (t *tx) RecordRemoteTask(ctx context.Context, id uuid.UUID, rt delegate.RemoteTask, now time.Time) (bool, error) {
+	n, err := t.q.RemoteTaskInsert(ctx, dbsqlc.RemoteTaskInsertParams{
+		DelegationID: id, TaskID: rt.TaskID, Purpose: string(rt.Purpose), ContextID: rt.ContextID,
+		FoundBy: rt.FoundBy, Status: string(rt.Status), Now: now,
+	})
+	if err != nil {
+		return false, fmt.Errorf("record remote task %q of delegation %s: %w", rt.TaskID, id, err)
+	}
+	return n > 0, nil
+}
+
+func (t *tx) SetRemoteTaskStatus(ctx context.Context, id uuid.UUID, taskID string, status ledger.TaskStatus, now time.Time) error {
+	if err := t.q.RemoteTaskSetStatus(ctx, dbsqlc.RemoteTaskSetStatusParams{Status: string(status), Now: now, DelegationID: id, TaskID: taskID}); err != nil {
+		return fmt.Errorf("set status of remote task %q of delegation %s: %w", taskID, id, err)
+	}
+	return nil
+}
+
+func (t *tx) MarkRemoteTaskCancelSent(ctx context.Context, id uuid.UUID, taskID string, now time.Time) error {
+	if err := t.q.RemoteTaskCancelSent(ctx, dbsqlc.RemoteTaskCancelSentParams{Now: &now, DelegationID: id, TaskID: taskID}); err != nil {
+		return fmt.Errorf("mark cancel of remote task %q of delegation %s: %w", taskID, id, err)
+	}
+	return nil
+}
+
+func (t *tx) MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []string, round int, now time.Time) error {
+	if len(taskIDs) == 0 {
+		return nil
+	}
+	if err := t.q.RemoteTaskNamed(ctx, dbsqlc.RemoteTaskNamedParams{Round: pgtype.Int4{Int32: int32(round), Valid: true}, Now: now, DelegationID: id, TaskIds: taskIDs}); err != nil {
+		return fmt.Errorf("mark remote tasks of delegation %s named: %w", id, err)
+	}
+	return nil
+}
+
+// DelegationsDispatchUnknown lists dispatch_unknown delegations due for a lookup.
+func (a a2aStore) DelegationsDispatchUnknown(ctx context.Context, cutoff, now time.Time, limit int) ([]uuid.UUID, error) {
+	ids, err := a.q.A2ATrackingListDispatchUnknown(ctx, dbsqlc.A2ATrackingListDispatchUnknownParams{Cutoff: &cutoff, Now: now, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list dispatch_unknown delegations: %w", err)
+	}
+	return ids, nil
 }

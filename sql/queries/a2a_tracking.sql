@@ -59,3 +59,43 @@ WHERE a.dispatched
   AND d.obligation_state = 'held'
 ORDER BY d.id
 LIMIT @max_rows;
+
+-- name: RemoteTaskInsert :execrows
+-- Records a remote task found for a delegation; a task already recorded is
+-- left as it is (0 rows).
+INSERT INTO delegation_remote_tasks (delegation_id, task_id, purpose, context_id, found_by, status, found_at, updated_at)
+VALUES (@delegation_id, @task_id, @purpose, @context_id, @found_by, @status, @now, @now)
+ON CONFLICT (delegation_id, task_id) DO NOTHING;
+
+-- name: RemoteTaskList :many
+SELECT delegation_id, task_id, purpose, context_id, found_by, status, found_at, cancel_sent_at, named_round, updated_at
+FROM delegation_remote_tasks WHERE delegation_id = $1 ORDER BY found_at, task_id;
+
+-- name: RemoteTaskSetStatus :exec
+UPDATE delegation_remote_tasks SET status = @status, updated_at = @now
+WHERE delegation_id = @delegation_id AND task_id = @task_id;
+
+-- name: RemoteTaskCancelSent :exec
+UPDATE delegation_remote_tasks SET cancel_sent_at = @now, updated_at = @now
+WHERE delegation_id = @delegation_id AND task_id = @task_id;
+
+-- name: RemoteTaskNamed :exec
+-- Records that the compensation request of round named these extra tasks
+-- of the delegation.
+UPDATE delegation_remote_tasks SET named_round = @round, updated_at = @now
+WHERE delegation_id = @delegation_id AND task_id = ANY(@task_ids::text[])
+  AND (named_round IS NULL OR named_round < @round);
+
+-- name: A2ATrackingListDispatchUnknown :many
+-- Held delegations in the dispatch_unknown condition, not looked up since
+-- cutoff, whose org is not backing off: their context is looked up again.
+SELECT d.id FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+LEFT JOIN a2a_org_backoff b ON b.org_id = d.org_id
+WHERE d.dispatch_unknown_at IS NOT NULL
+  AND d.remote_task_id IS NULL
+  AND d.obligation_state = 'held'
+  AND (a.observed_at IS NULL OR a.observed_at <= @cutoff)
+  AND (b.retry_at IS NULL OR b.retry_at <= @now)
+ORDER BY a.observed_at NULLS FIRST, d.id
+LIMIT @max_rows;

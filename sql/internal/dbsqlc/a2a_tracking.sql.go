@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const a2ATrackingEnsure = `-- name: A2ATrackingEnsure :exec
@@ -49,6 +50,47 @@ func (q *Queries) A2ATrackingGet(ctx context.Context, delegationID uuid.UUID) (A
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const a2ATrackingListDispatchUnknown = `-- name: A2ATrackingListDispatchUnknown :many
+SELECT d.id FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+LEFT JOIN a2a_org_backoff b ON b.org_id = d.org_id
+WHERE d.dispatch_unknown_at IS NOT NULL
+  AND d.remote_task_id IS NULL
+  AND d.obligation_state = 'held'
+  AND (a.observed_at IS NULL OR a.observed_at <= $1)
+  AND (b.retry_at IS NULL OR b.retry_at <= $2)
+ORDER BY a.observed_at NULLS FIRST, d.id
+LIMIT $3
+`
+
+type A2ATrackingListDispatchUnknownParams struct {
+	Cutoff  *time.Time
+	Now     time.Time
+	MaxRows int32
+}
+
+// Held delegations in the dispatch_unknown condition, not looked up since
+// cutoff, whose org is not backing off: their context is looked up again.
+func (q *Queries) A2ATrackingListDispatchUnknown(ctx context.Context, arg A2ATrackingListDispatchUnknownParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, a2ATrackingListDispatchUnknown, arg.Cutoff, arg.Now, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const a2ATrackingListToPoll = `-- name: A2ATrackingListToPoll :many
@@ -189,5 +231,138 @@ type A2ATrackingSetPushTokenParams struct {
 // (a delegation Quittance did not dispatch), in the same statement.
 func (q *Queries) A2ATrackingSetPushToken(ctx context.Context, arg A2ATrackingSetPushTokenParams) error {
 	_, err := q.db.Exec(ctx, a2ATrackingSetPushToken, arg.DelegationID, arg.PushTokenHash, arg.Now)
+	return err
+}
+
+const remoteTaskCancelSent = `-- name: RemoteTaskCancelSent :exec
+UPDATE delegation_remote_tasks SET cancel_sent_at = $1, updated_at = $1
+WHERE delegation_id = $2 AND task_id = $3
+`
+
+type RemoteTaskCancelSentParams struct {
+	Now          *time.Time
+	DelegationID uuid.UUID
+	TaskID       string
+}
+
+func (q *Queries) RemoteTaskCancelSent(ctx context.Context, arg RemoteTaskCancelSentParams) error {
+	_, err := q.db.Exec(ctx, remoteTaskCancelSent, arg.Now, arg.DelegationID, arg.TaskID)
+	return err
+}
+
+const remoteTaskInsert = `-- name: RemoteTaskInsert :execrows
+INSERT INTO delegation_remote_tasks (delegation_id, task_id, purpose, context_id, found_by, status, found_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+ON CONFLICT (delegation_id, task_id) DO NOTHING
+`
+
+type RemoteTaskInsertParams struct {
+	DelegationID uuid.UUID
+	TaskID       string
+	Purpose      string
+	ContextID    string
+	FoundBy      string
+	Status       string
+	Now          time.Time
+}
+
+// Records a remote task found for a delegation; a task already recorded is
+// left as it is (0 rows).
+func (q *Queries) RemoteTaskInsert(ctx context.Context, arg RemoteTaskInsertParams) (int64, error) {
+	result, err := q.db.Exec(ctx, remoteTaskInsert,
+		arg.DelegationID,
+		arg.TaskID,
+		arg.Purpose,
+		arg.ContextID,
+		arg.FoundBy,
+		arg.Status,
+		arg.Now,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const remoteTaskList = `-- name: RemoteTaskList :many
+SELECT delegation_id, task_id, purpose, context_id, found_by, status, found_at, cancel_sent_at, named_round, updated_at
+FROM delegation_remote_tasks WHERE delegation_id = $1 ORDER BY found_at, task_id
+`
+
+func (q *Queries) RemoteTaskList(ctx context.Context, delegationID uuid.UUID) ([]DelegationRemoteTask, error) {
+	rows, err := q.db.Query(ctx, remoteTaskList, delegationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationRemoteTask
+	for rows.Next() {
+		var i DelegationRemoteTask
+		if err := rows.Scan(
+			&i.DelegationID,
+			&i.TaskID,
+			&i.Purpose,
+			&i.ContextID,
+			&i.FoundBy,
+			&i.Status,
+			&i.FoundAt,
+			&i.CancelSentAt,
+			&i.NamedRound,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const remoteTaskNamed = `-- name: RemoteTaskNamed :exec
+UPDATE delegation_remote_tasks SET named_round = $1, updated_at = $2
+WHERE delegation_id = $3 AND task_id = ANY($4::text[])
+  AND (named_round IS NULL OR named_round < $1)
+`
+
+type RemoteTaskNamedParams struct {
+	Round        pgtype.Int4
+	Now          time.Time
+	DelegationID uuid.UUID
+	TaskIds      []string
+}
+
+// Records that the compensation request of round named these extra tasks
+// of the delegation.
+func (q *Queries) RemoteTaskNamed(ctx context.Context, arg RemoteTaskNamedParams) error {
+	_, err := q.db.Exec(ctx, remoteTaskNamed,
+		arg.Round,
+		arg.Now,
+		arg.DelegationID,
+		arg.TaskIds,
+	)
+	return err
+}
+
+const remoteTaskSetStatus = `-- name: RemoteTaskSetStatus :exec
+UPDATE delegation_remote_tasks SET status = $1, updated_at = $2
+WHERE delegation_id = $3 AND task_id = $4
+`
+
+type RemoteTaskSetStatusParams struct {
+	Status       string
+	Now          time.Time
+	DelegationID uuid.UUID
+	TaskID       string
+}
+
+func (q *Queries) RemoteTaskSetStatus(ctx context.Context, arg RemoteTaskSetStatusParams) error {
+	_, err := q.db.Exec(ctx, remoteTaskSetStatus,
+		arg.Status,
+		arg.Now,
+		arg.DelegationID,
+		arg.TaskID,
+	)
 	return err
 }

@@ -188,6 +188,19 @@ type DelegationMessage struct {
 	UpdatedAt    time.Time
 }
 
+type DelegationRemoteTask struct {
+	DelegationID uuid.UUID
+	TaskID       string
+	Purpose      string
+	ContextID    string
+	FoundBy      string
+	Status       string
+	FoundAt      time.Time
+	CancelSentAt *time.Time
+	NamedRound   pgtype.Int4
+	UpdatedAt    time.Time
+}
+
 type Event struct {
 	Seq            int64
 	Stream         string

@@ -87,6 +87,8 @@ const outboxJobEnqueue = `-- name: OutboxJobEnqueue :exec
 INSERT INTO a2a_outbox (delegation_id, kind, payload, run_after, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $5)
 ON CONFLICT (delegation_id, kind) WHERE done_at IS NULL DO UPDATE SET
+    payload    = CASE WHEN a2a_outbox.kind = 'observe' AND EXCLUDED.payload ? 'task_id'
+                      THEN EXCLUDED.payload ELSE a2a_outbox.payload END,
     run_after  = LEAST(a2a_outbox.run_after, EXCLUDED.run_after),
     requeue    = a2a_outbox.requeue OR (a2a_outbox.locked_until IS NOT NULL AND a2a_outbox.locked_until > EXCLUDED.created_at),
     updated_at = EXCLUDED.updated_at
@@ -102,7 +104,9 @@ type OutboxJobEnqueueParams struct {
 
 // Enqueues a job unless one of the same kind is open for the delegation. An
 // open job is brought forward to the new run_after if that is earlier, and
-// marked for one more run if it is being worked on right now.
+// marked for one more run if it is being worked on right now. An observe
+// job that names a task (a push about a task not recorded yet) replaces
+// the open observe job's payload, so the hint is not lost.
 func (q *Queries) OutboxJobEnqueue(ctx context.Context, arg OutboxJobEnqueueParams) error {
 	_, err := q.db.Exec(ctx, outboxJobEnqueue,
 		arg.DelegationID,

@@ -106,6 +106,7 @@ type Agent struct {
 
 	mu          sync.Mutex
 	tasks       map[string]*task
+	order       []string             // task ids, oldest first
 	byMessageID map[string]string    // messageId -> task id
 	receipts    map[string]*receipt  // idempotency key -> receipt
 	orders      map[string]*purchase // task id -> purchase order

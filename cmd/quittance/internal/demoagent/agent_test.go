@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -586,6 +587,44 @@ func TestCompensationWithoutEffects(t *testing.T) {
 	claims := verify(t, b, rc.JWS, compensation.KindDeclaration)
 	if claims.Subject != canceled.ID || claims.Issuer != demoagent.DefaultOrgID {
 		t.Errorf("declaration claims %+v", claims)
+	}
+}
+
+// TestListTasks: the tasks a client created in the context it chose are
+// listed by that context, newest first, with their history (the messageId
+// that created each), a page at a time; other contexts are left out.
+func TestListTasks(t *testing.T) {
+	b := setup(t, demoagent.Config{WorkDelay: time.Hour})
+	ctx := context.Background()
+	var ids []string
+	for i, c := range []string{"ctx-mine", "ctx-other", "ctx-mine", "ctx-mine"} {
+		req := procurement(fmt.Sprintf("m-%d", i), "Order 1 laptop")
+		req.Message.ContextID = c
+		res, err := b.client.SendMessage(ctx, req)
+		if err != nil || res.Task == nil {
+			t.Fatalf("send: %+v, %v", res, err)
+		}
+		if res.Task.ContextID != c {
+			t.Fatalf("task in context %q, want the client's %q", res.Task.ContextID, c)
+		}
+		ids = append(ids, res.Task.ID)
+	}
+	page, err := b.client.ListTasks(ctx, a2a.ListTasksRequest{ContextID: "ctx-mine", PageSize: 2, HistoryLength: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Tasks) != 2 || page.Tasks[0].ID != ids[3] || page.Tasks[1].ID != ids[2] || page.NextPageToken == "" {
+		t.Fatalf("page 1 = %+v, want %s, %s and a next page", page, ids[3], ids[2])
+	}
+	if h := page.Tasks[0].HistoryMessageIDs; len(h) == 0 || h[0] != "m-3" {
+		t.Fatalf("history messageIds %v, want m-3 first", h)
+	}
+	page, err = b.client.ListTasks(ctx, a2a.ListTasksRequest{ContextID: "ctx-mine", PageSize: 2, PageToken: page.NextPageToken})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != ids[0] || page.NextPageToken != "" {
+		t.Fatalf("page 2 = %+v, %v; want %s alone", page, err, ids[0])
+	}
+	if _, err := b.client.ListTasks(ctx, a2a.ListTasksRequest{PageSize: 101}); err == nil || a2a.Unsupported(err) {
+		t.Fatalf("pageSize 101 answered %v, want invalid params", err)
 	}
 }
 

@@ -7,9 +7,10 @@
 // and answering with a compensation receipt signed by the org's Ed25519 key.
 //
 // It speaks JSON-RPC A2A v1.0 over net/http: the agent card, SendMessage,
-// SendStreamingMessage, GetTask, CancelTask, SubscribeToTask and
-// CreateTaskPushNotificationConfig, with push notifications on every status
-// change. State lives in memory and is lost when the process stops.
+// SendStreamingMessage, GetTask, ListTasks (by context, newest first),
+// CancelTask, SubscribeToTask and CreateTaskPushNotificationConfig, with
+// push notifications on every status change. It deduplicates on messageId
+// and keeps the contextId a client sets on a new task. State lives in memory and is lost when the process stops.
 //
 // Config picks how it answers where remote agents differ: a compensation
 // request reversed at once, answered pending and completed later on the same

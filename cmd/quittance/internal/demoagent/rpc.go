@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -49,6 +50,8 @@ func (a *Agent) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	case "GetTask":
 		result, err = a.getTask(req.Params)
+	case "ListTasks":
+		result, err = a.listTasks(req.Params)
 	case "CancelTask":
 		result, err = a.cancelTask(req.Params)
 	case "SubscribeToTask":
@@ -212,6 +215,49 @@ func (a *Agent) getTask(raw json.RawMessage) (any, error) {
 		return nil, errTaskNotFound(p.ID)
 	}
 	return t.snapshot(), nil
+}
+
+// listTasks handles ListTasks: the tasks of one context (every task when
+// contextId is empty), newest first, in pages of pageSize (1 to 100,
+// default 50), each with its history, so a client that set the contextId
+// can find every task it created there.
+func (a *Agent) listTasks(raw json.RawMessage) (any, error) {
+	var p listTasksParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	size := p.PageSize
+	if size == 0 {
+		size = 50
+	}
+	if size < 1 || size > 100 {
+		return nil, errParams("pageSize must be 1 to 100")
+	}
+	start := 0
+	if p.PageToken != "" {
+		n, err := strconv.Atoi(p.PageToken)
+		if err != nil || n < 0 {
+			return nil, errParams("pageToken is not a token this agent issued")
+		}
+		start = n
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var all []*taskJSON
+	for _, id := range slices.Backward(a.order) {
+		if t := a.tasks[id]; p.ContextID == "" || t.contextID == p.ContextID {
+			all = append(all, t.snapshot())
+		}
+	}
+	out := listTasksResult{Tasks: []*taskJSON{}, PageSize: size, TotalSize: len(all)}
+	if start < len(all) {
+		end := min(start+size, len(all))
+		out.Tasks = all[start:end]
+		if end < len(all) {
+			out.NextPageToken = strconv.Itoa(end)
+		}
+	}
+	return out, nil
 }
 
 // cancelTask handles CancelTask. A canceled task keeps its purchase order:

@@ -89,6 +89,7 @@ func (a *Agent) newTask(contextID string, msg message, push *pushConfig) *task {
 	msg.TaskID, msg.ContextID = t.id, contextID
 	t.history = []message{msg}
 	a.tasks[t.id] = t
+	a.order = append(a.order, t.id)
 	a.byMessageID[msg.MessageID] = t.id
 	if push != nil {
 		pc := *push

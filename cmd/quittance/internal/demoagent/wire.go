@@ -144,6 +144,22 @@ type taskIDParams struct {
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
+// listTasksParams is ListTasksRequest (the members the agent honours).
+type listTasksParams struct {
+	Tenant    string `json:"tenant,omitempty"`
+	ContextID string `json:"contextId,omitempty"`
+	PageSize  int    `json:"pageSize,omitempty"`
+	PageToken string `json:"pageToken,omitempty"`
+}
+
+// listTasksResult is ListTasksResponse.
+type listTasksResult struct {
+	Tasks         []*taskJSON `json:"tasks"`
+	NextPageToken string      `json:"nextPageToken"`
+	PageSize      int         `json:"pageSize"`
+	TotalSize     int         `json:"totalSize"`
+}
+
 type rpcRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`

@@ -28,6 +28,9 @@ import (
 type rawAgent struct {
 	handle func(method string, call int, params json.RawMessage) (result any, rpcErr *rawRPCError, drop bool)
 
+	// push makes the card declare push notifications.
+	push bool
+
 	mu    sync.Mutex
 	calls map[string]int
 
@@ -100,7 +103,7 @@ func startRawAgent(t *testing.T, a *rawAgent) *rawAgent {
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
 		Name: "Raw", Description: "misbehaves on purpose", URL: srv.URL + "/rpc",
 		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: "1.0.0",
-		Capabilities:      a2a.AgentCapabilities{Extensions: []a2a.AgentExtension{{URI: compensation.ExtensionURI}}},
+		Capabilities:      a2a.AgentCapabilities{PushNotifications: a.push, Extensions: []a2a.AgentExtension{{URI: compensation.ExtensionURI}}},
 		DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
 		Skills: []a2a.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
 	}))

@@ -1,0 +1,300 @@
+package delegate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/internal/text"
+	"github.com/quittance/quittance/ledger"
+)
+
+// Every remote task accounted for. A dispatch carries a context of
+// Quittance's own choosing (DispatchContextID), so every task an agent
+// created for a delegation can be found again: by ListTasks on that context
+// where the agent lists tasks, and by any push or stream event that names
+// the context. A task found that is not the one the delegation tracks (a
+// second task an agent created on a resend with the same messageId, for the
+// dispatch or for a compensation request) is an extra task: recorded on the
+// delegation (remote_task_found), canceled, and named in the compensation
+// request. Until each is accounted for — terminal, and named in the
+// compensation request whose receipt closes the obligation — the obligation
+// does not close: a terminal status of the delegation's own task calls for
+// compensation (ledger.Observation.ExtraRemoteTasks) and a receipt waits.
+
+// RemoteTaskPurpose says which message created an extra remote task.
+type RemoteTaskPurpose string
+
+// The purposes of extra remote tasks.
+const (
+	// PurposeDispatch: the delegation's dispatch (DispatchMessageID), or a
+	// task in the delegation's own context whose message the agent did not
+	// say.
+	PurposeDispatch RemoteTaskPurpose = "dispatch"
+	// PurposeCompensation: a compensation request of the delegation.
+	PurposeCompensation RemoteTaskPurpose = "compensation"
+)
+
+// RemoteTask is an extra remote task of a delegation: one its org's agent
+// created besides the task recorded on the delegation and the compensation
+// task Quittance follows.
+type RemoteTask struct {
+	TaskID    string
+	Purpose   RemoteTaskPurpose
+	ContextID string
+	// FoundBy says how it was found: list_tasks, push, stream.
+	FoundBy string
+	// Status is its last known status ("unknown" until observed).
+	Status ledger.TaskStatus
+	// FoundAt is when it was recorded.
+	FoundAt time.Time
+	// CancelSentAt is when Quittance last asked the agent to cancel it.
+	CancelSentAt time.Time
+	// NamedRound is the latest compensation request round that named it
+	// (0: none yet).
+	NamedRound int
+}
+
+// Accounted reports whether the task no longer keeps the obligation open
+// for a receipt answering compensation request round: it is terminal and
+// that request (or an earlier one, under the same idempotency key) named it.
+func (t RemoteTask) Accounted(round int) bool {
+	return t.Status.Terminal() && t.NamedRound >= 1 && t.NamedRound <= round
+}
+
+// DispatchContextID is the A2A contextId Quittance sets on the dispatch of
+// delegation id (unless the delegation continues another's context). It is
+// derived from the id alone, so every attempt carries it and every task
+// created for the delegation can be looked up by it.
+func DispatchContextID(id uuid.UUID) string { return "quittance-context-" + id.String() }
+
+// maxListPages bounds the ListTasks pages read in one lookup.
+const maxListPages = 10
+
+// lookupTasks lists, with ListTasks, the tasks of contextID that d's
+// messages created. supported is false when the agent does not list tasks
+// (method not found, unsupported operation): nothing is learnt then. A task
+// counts as d's when its history names d's dispatch or compensation
+// messageId or, in d's own context before any compensation request was
+// sent, whatever its history says.
+func lookupTasks(ctx context.Context, client *a2a.Client, d ledger.Delegation, contextID string, tr Tracking) (tasks []a2a.Task, supported bool, err error) {
+	anyInContext := contextID == DispatchContextID(d.ID) && tr.CompensationRound == 0 && tr.CompensationTaskID == ""
+	token := ""
+	for range maxListPages {
+		page, err := client.ListTasks(ctx, a2a.ListTasksRequest{ContextID: contextID, PageSize: 100, PageToken: token, HistoryLength: 10})
+		if a2a.Unsupported(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, true, err
+		}
+		for _, t := range page.Tasks {
+			if _, ok := taskPurpose(d, t, anyInContext); ok {
+				tasks = append(tasks, t)
+			}
+		}
+		if page.NextPageToken == "" || page.NextPageToken == token {
+			break
+		}
+		token = page.NextPageToken
+	}
+	return tasks, true, nil
+}
+
+// taskPurpose says which of d's messages created t, if any. An agent that
+// returns no history is taken at its context: a task in d's own context is
+// d's dispatch task when anyInContext.
+func taskPurpose(d ledger.Delegation, t a2a.Task, anyInContext bool) (RemoteTaskPurpose, bool) {
+	compPrefix := strings.TrimSuffix(compensation.RequestMessageID(d.ID, 0), "0")
+	for _, m := range t.HistoryMessageIDs {
+		switch {
+		case m == DispatchMessageID(d.ID):
+			return PurposeDispatch, true
+		case strings.HasPrefix(m, compPrefix):
+			return PurposeCompensation, true
+		}
+	}
+	if anyInContext && t.ContextID == DispatchContextID(d.ID) {
+		// Only Quittance sends in d's own context, and before any
+		// compensation request only the dispatch: the safe side is to
+		// count the task as d's.
+		return PurposeDispatch, true
+	}
+	return "", false
+}
+
+// recordExtraTasks records, in tx with d locked, each task of tasks that is
+// neither d's own task nor the compensation task followed: a
+// remote_task_found event for a new one, its status for every one. It
+// returns how many were new.
+func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegation, tasks []a2a.Task, foundBy string, now time.Time) (int, error) {
+	tr, err := tx.Tracking(ctx, d.ID)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return 0, err
+	}
+	known, err := tx.RemoteTasks(ctx, d.ID)
+	if err != nil {
+		return 0, err
+	}
+	added := 0
+	for _, t := range tasks {
+		if t.ID == "" || t.ID == d.Remote.TaskID || t.ID == tr.CompensationTaskID {
+			continue
+		}
+		purpose, _ := taskPurpose(d, t, true)
+		status := taskStatus(t.Status.State)
+		i := slices.IndexFunc(known, func(k RemoteTask) bool { return k.TaskID == t.ID })
+		if i >= 0 {
+			if err := w.noteExtraStatus(ctx, tx, d, known[i], status, foundBy, now); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		rt := RemoteTask{TaskID: text.Truncate(t.ID, 1024), Purpose: purpose, ContextID: text.Truncate(t.ContextID, 1024), FoundBy: foundBy, Status: status}
+		inserted, err := tx.RecordRemoteTask(ctx, d.ID, rt, now)
+		if err != nil {
+			return 0, err
+		}
+		if !inserted {
+			continue
+		}
+		added++
+		known = append(known, rt)
+		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskFound, now, map[string]any{
+			"task_id": rt.TaskID, "context_id": rt.ContextID, "purpose": string(purpose), "found_by": foundBy,
+			"state": string(status), "tracked_task_id": d.Remote.TaskID, "message_id": DispatchMessageID(d.ID),
+		}); err != nil {
+			return 0, err
+		}
+	}
+	return added, nil
+}
+
+// noteExtraStatus records a newly observed status of an extra task, with a
+// remote_task_ended event when it is terminal. A terminal status is kept.
+func (w *Worker) noteExtraStatus(ctx context.Context, tx Tx, d ledger.Delegation, rt RemoteTask, status ledger.TaskStatus, source string, now time.Time) error {
+	if rt.Status == status || rt.Status.Terminal() {
+		return nil
+	}
+	if err := tx.SetRemoteTaskStatus(ctx, d.ID, rt.TaskID, status, now); err != nil {
+		return err
+	}
+	if !status.Terminal() {
+		return nil
+	}
+	return record(ctx, tx, d, ledger.EventTypeRemoteTaskEnded, now, map[string]any{
+		"task_id": rt.TaskID, "purpose": string(rt.Purpose), "state": string(status), "source": source,
+	})
+}
+
+// extraTaskIDs lists the ids of d's extra tasks.
+func extraTaskIDs(tasks []RemoteTask) []string {
+	ids := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		ids = append(ids, t.TaskID)
+	}
+	return ids
+}
+
+// accountExtraTasks cancels each extra task of d that is not terminal yet
+// and records what the agent answers (the status of a cancel reply, or of a
+// GetTask when the agent refuses the cancel). Failures are logged: the next
+// observe or compensation job tries again. It returns the extra tasks as
+// recorded afterwards.
+func (w *Worker) accountExtraTasks(ctx context.Context, client *a2a.Client, d ledger.Delegation) ([]RemoteTask, error) {
+	extras, err := w.store.RemoteTasks(ctx, d.ID)
+	if err != nil || len(extras) == 0 {
+		return extras, err
+	}
+	for _, rt := range extras {
+		if rt.Status.Terminal() {
+			continue
+		}
+		task, cerr := client.CancelTask(ctx, rt.TaskID, nil)
+		if errors.Is(cerr, a2a.ErrTaskNotCancelable) {
+			task, cerr = client.GetTask(ctx, rt.TaskID)
+		}
+		now := w.now()
+		err := w.store.InTx(ctx, func(tx Tx) error {
+			cur, err := tx.DelegationForUpdate(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			if err := tx.MarkRemoteTaskCancelSent(ctx, d.ID, rt.TaskID, now); err != nil {
+				return err
+			}
+			switch {
+			case cerr == nil && task.ID == rt.TaskID:
+				return w.noteExtraStatus(ctx, tx, cur, rt, taskStatus(task.Status.State), "cancel", now)
+			case errors.Is(cerr, a2a.ErrTaskNotFound):
+				// Unknown, never read as canceled: the task stays unaccounted.
+				return record(ctx, tx, cur, ledger.EventTypeRemoteTaskNotFound, now, map[string]any{
+					"task_id": rt.TaskID, "source": "cancel_extra_task", "error": errorText(cerr),
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if cerr != nil && !errors.Is(cerr, a2a.ErrTaskNotFound) {
+			w.log.WarnContext(ctx, "cancel of an extra remote task failed; retried later",
+				"delegation_id", d.ID.String(), "task_id", rt.TaskID, "error", cerr)
+		}
+	}
+	return w.store.RemoteTasks(ctx, d.ID)
+}
+
+// findExtraTasks looks d's context up with ListTasks and records every
+// extra task found, then cancels those not terminal. An agent that does not
+// list tasks, or a failed lookup, records nothing.
+func (w *Worker) findExtraTasks(ctx context.Context, client *a2a.Client, d ledger.Delegation) error {
+	tr, err := w.store.Tracking(ctx, d.ID)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return err
+	}
+	contextID := d.Remote.ContextID
+	if contextID == "" {
+		contextID = DispatchContextID(d.ID)
+	}
+	tasks, supported, lerr := lookupTasks(ctx, client, d, contextID, tr)
+	if lerr != nil || !supported {
+		if lerr != nil {
+			w.log.WarnContext(ctx, "ListTasks lookup failed", "delegation_id", d.ID.String(), "error", lerr)
+		}
+		return nil
+	}
+	if err := w.store.InTx(ctx, func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		_, err = w.recordExtraTasks(ctx, tx, cur, tasks, "list_tasks", w.now())
+		return err
+	}); err != nil {
+		return err
+	}
+	_, err = w.accountExtraTasks(ctx, client, d)
+	return err
+}
+
+// extraObservation is obs with the delegation's extra remote tasks, read
+// in tx: what ledger.ObserveTaskStatus needs to keep the obligation open
+// for them.
+func extraObservation(ctx context.Context, tx Tx, id uuid.UUID, obs ledger.Observation) (ledger.Observation, error) {
+	if !obs.Status.Terminal() {
+		return obs, nil
+	}
+	extras, err := tx.RemoteTasks(ctx, id)
+	if err != nil {
+		return obs, err
+	}
+	obs.ExtraRemoteTasks = extraTaskIDs(extras)
+	return obs, nil
+}

@@ -254,10 +254,10 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 }
 
 func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (Claims, string) {
-	if len(in.Org.JWKS) == 0 {
+	if len(in.Org.KeySet()) == 0 {
 		return Claims{}, "the org has no registered keys to verify the receipt's jws"
 	}
-	keys, err := ParseOrgJWKS(in.Org.JWKS)
+	keys, err := ParseOrgJWKS(in.Org.KeySet())
 	if err != nil {
 		return Claims{}, "the org's registered keys do not parse"
 	}

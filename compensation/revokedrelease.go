@@ -45,6 +45,67 @@ func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor s
 	return len(released), nil
 }
 
+// announceBackfilledReleases appends the released_on_revoked_identity
+// event to each delegation whose release on a revoked identity has none:
+// the releases of identities revoked before migration 00018, which
+// migration 00020 surfaced as rows (a migration appends no event to a hash
+// chain). With its event the release is listed in /v1/anomalies and on the
+// delegation's timeline, as one surfaced by a revocation today. The sweep
+// runs it; once every release is announced it finds nothing. It returns how
+// many it announced.
+func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time) (int, error) {
+	announced := 0
+	for {
+		n, last := 0, false
+		err := s.store.InTx(ctx, func(tx Tx) error {
+			n = 0
+			due, err := tx.UnannouncedRevokedReleasesForUpdate(ctx, s.batch)
+			if err != nil {
+				return err
+			}
+			for _, d := range due {
+				// Another replica may have announced it between the query's
+				// snapshot and the lock.
+				done, err := tx.RevokedReleaseAnnounced(ctx, d.ID)
+				if err != nil {
+					return err
+				}
+				if done {
+					continue
+				}
+				r, err := tx.RevokedReleaseForUpdate(ctx, d.ID)
+				if err != nil {
+					return err
+				}
+				org, err := tx.Org(ctx, d.OrgID)
+				if err != nil {
+					return err
+				}
+				if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+					Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: "system:sweep", At: now,
+					Data: map[string]any{
+						"org_id": org.ID, "revocation_reason": org.IdentityRevokedReason,
+						"amount_minor": r.AmountMinor, "currency": r.Currency,
+						"identity_revoked_at": r.IdentityRevokedAt.Format(time.RFC3339Nano), "surfaced_by": "migration 00020",
+					},
+				}); err != nil {
+					return fmt.Errorf("announce release of delegation %s: %w", d.ID, err)
+				}
+				n++
+			}
+			last = len(due) < s.batch
+			return nil
+		})
+		if err != nil {
+			return announced, err
+		}
+		announced += n
+		if last {
+			return announced, nil
+		}
+	}
+}
+
 // AcknowledgeRevokedRelease records finance's acknowledgement of an
 // obligation released on a declaration of an identity revoked since, with
 // a note, as a revoked_release_acknowledged event: from then on it is no

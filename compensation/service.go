@@ -40,6 +40,8 @@ type Service struct {
 	batch     int
 	keys      keyCache
 	onRefusal func(ledger.TokenRefusal)
+	// refreshKeys is Config.RefreshOrgKeysForKid.
+	refreshKeys func(ctx context.Context, orgID, kid string) bool
 }
 
 // Config wires a Service.
@@ -61,6 +63,11 @@ type Config struct {
 	// OnRefusal, when set, is told of every refused posted token after it
 	// was counted (the metrics); it must not block.
 	OnRefusal func(ledger.TokenRefusal)
+	// RefreshOrgKeysForKid is asked, when a token names a kid none of its
+	// org's keys in force has, to fetch the org's JWKS URL
+	// (ledger.Service.RefreshOrgKeysForKid); when it reports that the kid
+	// came into force, the token is tried once more. Nil never refreshes.
+	RefreshOrgKeysForKid func(ctx context.Context, orgID, kid string) bool
 }
 
 // NewService returns a Service.
@@ -77,6 +84,7 @@ func NewService(cfg Config) *Service {
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
 		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize, onRefusal: cfg.OnRefusal,
+		refreshKeys: cfg.RefreshOrgKeysForKid,
 	}
 }
 
@@ -170,7 +178,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 		verified Evidence          // the evidence, once its token verified
 		told     bool              // the refusal, if any, may be told to the signer
 	)
-	err = s.store.InTx(ctx, func(tx Tx) error {
+	attempt := func(tx Tx) error {
 		res, found, verified, told, refusal.OrgID = EvidenceResult{}, ledger.Delegation{}, Evidence{}, false, ""
 		if _, replaced := ledger.StorableText(peek.Issuer); replaced {
 			// No org id holds a NUL or invalid UTF-8; PostgreSQL would
@@ -212,8 +220,14 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 		}
 		res, err = s.ApplyEvidence(ctx, tx, d, verified, now)
 		return err
-	})
+	}
+	err = s.store.InTx(ctx, attempt)
 	var ref *RefusalError
+	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && refusal.OrgID != "" &&
+		s.refreshKeys != nil && s.refreshKeys(ctx, refusal.OrgID, peek.KeyID) {
+		// The org rotated the key in at its JWKS URL: once more, with it.
+		err = s.store.InTx(ctx, attempt)
+	}
 	if errors.As(err, &ref) {
 		if told && ref.Code == CodeEvidenceConflict {
 			s.logRefusal(ctx, refusal, ref)
@@ -246,10 +260,10 @@ func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, org 
 	if org.IdentityRevoked() {
 		return Claims{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
 	}
-	if len(org.JWKS) == 0 {
+	if len(org.KeySet()) == 0 {
 		return Claims{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
 	}
-	keys, err := s.keys.keys(org.ID, org.JWKS)
+	keys, err := s.keys.keys(org.ID, org.KeySet())
 	if err != nil {
 		s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
 		return Claims{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")

@@ -77,6 +77,14 @@ type Tx interface {
 	// released on one of its declarations (obligation released, reason
 	// no_compensation_declared), locking each, in id order.
 	DeclaredReleasesOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error)
+	// UnannouncedRevokedReleasesForUpdate returns up to limit delegations
+	// with a release on a revoked identity but no
+	// released_on_revoked_identity event (those migration 00020 surfaced),
+	// locked with FOR UPDATE SKIP LOCKED, in id order.
+	UnannouncedRevokedReleasesForUpdate(ctx context.Context, limit int) ([]ledger.Delegation, error)
+	// RevokedReleaseAnnounced reports whether the delegation has its
+	// released_on_revoked_identity event, as committed now.
+	RevokedReleaseAnnounced(ctx context.Context, delegationID uuid.UUID) (bool, error)
 	// InsertRevokedRelease records a release on a revoked identity; a
 	// delegation already recorded is left unchanged.
 	InsertRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error

@@ -20,8 +20,16 @@ import (
 // Delegations are claimed in batches with FOR UPDATE SKIP LOCKED, one
 // transaction per batch, so sweeps on several replicas (or a sweep racing an
 // ack) never move the same delegation twice. It returns how many it moved.
+//
+// It first announces the releases on revoked identities that have no event
+// yet (announceBackfilledReleases); that moves no obligation and no money.
 func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 	now = now.UTC().Truncate(time.Microsecond)
+	if n, err := s.announceBackfilledReleases(ctx, now); err != nil {
+		return 0, err
+	} else if n > 0 {
+		s.log.InfoContext(ctx, "releases on identities revoked before migration 00018 announced", slog.Int("announced", n))
+	}
 	moved := 0
 	for {
 		n := 0

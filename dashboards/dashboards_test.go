@@ -35,6 +35,7 @@ var knownMetrics = []string{
 	"quittance_dispatch_unknown_delegations",
 	"quittance_oldest_dispatch_unknown_timestamp_seconds",
 	"quittance_write_offs_total",
+	"quittance_org_jwks_fetches_total",
 }
 
 // provisionedDatasourceUIDs returns the uids of the datasources in the provisioning file.

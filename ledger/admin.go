@@ -72,9 +72,12 @@ func (s *Service) GetBudget(ctx context.Context, p Principal, id string) (Budget
 
 // OrgInput is what an admin registers about a remote org.
 type OrgInput struct {
-	Name                  string
-	SharedCoordinator     bool
+	Name              string
+	SharedCoordinator bool
+	// JWKS is the org's inline JWK Set; JWKSURL the org's own JWKS URL its
+	// keys are fetched from instead. At most one of them is given.
 	JWKS                  []byte
+	JWKSURL               string `json:",omitempty"`
 	AgentCardURL          string
 	AllowedHosts          []string
 	RequireSignedReceipts bool
@@ -83,7 +86,8 @@ type OrgInput struct {
 // PutOrg registers a remote org or replaces its registration. Its identity
 // revocation, once made, is kept: re-registering does not restore trust.
 //
-// A change to what the org is trusted with (its keys, agent endpoint,
+// A change to what the org is trusted with (its keys or where they come
+// from — an inline JWKS or a JWKS URL —, agent endpoint,
 // allowed hosts, shared_coordinator flag or signed-receipt requirement),
 // including registering an org with any of them, is a privileged change:
 // it is recorded as pending and returned as an *ApprovalRequiredError, and
@@ -111,8 +115,11 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 		}
 		if !s.access.immediate(p) && orgTrustChanges(exists, current, in) {
 			o = current
-			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in},
-				fmt.Sprintf("register or change org %s: keys, agent endpoint, allowed hosts or coordinator flag", id))
+			summary := fmt.Sprintf("register or change org %s: keys, agent endpoint, allowed hosts or coordinator flag", id)
+			if in.JWKSURL != "" {
+				summary += "; keys from the JWKS URL " + in.JWKSURL
+			}
+			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in}, summary)
 			pending = &pc
 			return err
 		}
@@ -137,6 +144,17 @@ func (s *Service) checkOrgInput(id string, in OrgInput) error {
 			return Invalid("jwks", "%v", err)
 		}
 	}
+	if in.JWKSURL != "" {
+		if len(in.JWKS) > 0 {
+			return Invalid("jwks_url", "cannot be given with jwks: an org's keys come from its inline JWKS or from its JWKS URL, not both")
+		}
+		if len(in.JWKSURL) > 2048 {
+			return Invalid("jwks_url", "must be at most 2048 characters")
+		}
+		if err := s.jwks.validateURL(in.JWKSURL); err != nil {
+			return Invalid("jwks_url", "%v", err)
+		}
+	}
 	if in.AgentCardURL != "" || len(in.AllowedHosts) > 0 {
 		if in.AgentCardURL == "" {
 			return Invalid("agent_card_url", "is required when allowed_hosts is given")
@@ -152,9 +170,9 @@ func (s *Service) checkOrgInput(id string, in OrgInput) error {
 // exists or not) changes what the org is trusted with.
 func orgTrustChanges(exists bool, current Org, in OrgInput) bool {
 	if !exists {
-		return len(in.JWKS) > 0 || in.SharedCoordinator || in.AgentCardURL != "" || len(in.AllowedHosts) > 0 || in.RequireSignedReceipts
+		return len(in.JWKS) > 0 || in.JWKSURL != "" || in.SharedCoordinator || in.AgentCardURL != "" || len(in.AllowedHosts) > 0 || in.RequireSignedReceipts
 	}
-	return !sameJSON(current.JWKS, in.JWKS) || current.SharedCoordinator != in.SharedCoordinator ||
+	return !sameJSON(current.JWKS, in.JWKS) || current.JWKSURL != in.JWKSURL || current.SharedCoordinator != in.SharedCoordinator ||
 		current.AgentCardURL != in.AgentCardURL || current.RequireSignedReceipts != in.RequireSignedReceipts ||
 		!slices.Equal(slices.Sorted(slices.Values(current.AllowedHosts)), slices.Sorted(slices.Values(in.AllowedHosts)))
 }
@@ -182,7 +200,7 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgI
 		return Org{}, false, err
 	}
 	o = Org{
-		ID: id, Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKS: in.JWKS,
+		ID: id, Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKS: in.JWKS, JWKSURL: in.JWKSURL,
 		AgentCardURL: in.AgentCardURL, AllowedHosts: in.AllowedHosts, RequireSignedReceipts: in.RequireSignedReceipts,
 		IdentityRevokedAt: current.IdentityRevokedAt, IdentityRevokedReason: current.IdentityRevokedReason,
 		CreatedAt: now, UpdatedAt: now,
@@ -190,19 +208,33 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgI
 	if !created {
 		o.CreatedAt = current.CreatedAt
 	}
+	// The keys in force follow the key source: an inline set's keys are
+	// the set's; a JWKS URL kept keeps the keys fetched from it (the store
+	// keeps what was fetched); a new JWKS URL ends every key in force, and
+	// its own come with its first fetch (the periodic refresh, or the first
+	// token naming one of them).
+	sameURL := !created && in.JWKSURL != "" && current.JWKSURL == in.JWKSURL
+	if sameURL {
+		o.JWKSFetch = current.JWKSFetch
+	}
 	if o.AllowedHosts == nil {
 		o.AllowedHosts = []string{}
 	}
 	if err := tx.PutOrg(ctx, o); err != nil {
 		return Org{}, false, err
 	}
-	added, removed, err := recordOrgKeys(ctx, tx, id, in.JWKS, now)
-	if err != nil {
-		return Org{}, false, err
+	var added, removed []KeyRef
+	if !sameURL {
+		if added, removed, err = recordOrgKeys(ctx, tx, id, in.JWKS, now); err != nil {
+			return Org{}, false, err
+		}
 	}
 	data := map[string]any{
 		"name": in.Name, "shared_coordinator": in.SharedCoordinator, "jwks_registered": len(in.JWKS) > 0,
 		"agent_card_url": in.AgentCardURL, "allowed_hosts": o.AllowedHosts,
+	}
+	if in.JWKSURL != "" {
+		data["jwks_url"] = in.JWKSURL
 	}
 	if len(added) > 0 {
 		data["keys_added"] = added

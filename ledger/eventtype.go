@@ -72,6 +72,11 @@ const (
 	// EventTypeOrgUpdated: Service.PutOrg registered or replaced a remote
 	// org, on the org's stream ("org:<id>").
 	EventTypeOrgUpdated EventType = "org_updated"
+	// EventTypeOrgKeysFetched: the keys an org serves at its registered
+	// JWKS URL changed, and the ledger's copy followed without approval
+	// (Service.RefreshOrgKeys), on the org's stream, with keys_added and
+	// keys_removed (kid and thumbprint).
+	EventTypeOrgKeysFetched EventType = "org_keys_fetched"
 	// EventTypeTaskClassUpdated: Service.PutTaskClass registered or
 	// replaced a task class, on its stream ("task_class:<name>").
 	EventTypeTaskClassUpdated EventType = "task_class_updated"
@@ -321,7 +326,7 @@ var eventTypes = []EventType{
 	EventTypeDelegationCreated, EventTypeTaskStatusChanged, EventTypeTaskStatusDuplicate,
 	EventTypeTaskStatusStale, EventTypeStatusConflict, EventTypeCancelRequested,
 
-	EventTypeBudgetFunded, EventTypeOrgUpdated, EventTypeTaskClassUpdated, EventTypeTokenCreated,
+	EventTypeBudgetFunded, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTokenCreated,
 
 	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypeTokenRevoked,
 	EventTypeChangeRequested, EventTypeChangeApproved, EventTypeChangeRefused, EventTypeChangeExpired,

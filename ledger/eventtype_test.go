@@ -75,6 +75,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeCompensationNotSupported:     "compensation_not_supported",
 	ledger.EventTypeEvidenceConflict:             "evidence_conflict",
 	ledger.EventTypeEarlyEvidenceUnused:          "early_evidence_unused",
+	ledger.EventTypeOrgKeysFetched:               "org_keys_fetched",
 }
 
 // TestEventTypeCatalogue: the catalogue lists every event type once, under

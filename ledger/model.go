@@ -109,7 +109,12 @@ type Org struct {
 	Name              string
 	SharedCoordinator bool
 	// JWKS is the org's public JWK Set, as registered; empty when none.
-	JWKS                  json.RawMessage
+	JWKS json.RawMessage
+	// JWKSURL is the org's own JWKS URL, when its keys come from there
+	// rather than from JWKS (never both); empty when none.
+	JWKSURL string
+	// JWKSFetch is what the ledger last fetched from JWKSURL.
+	JWKSFetch             JWKSFetch
 	AgentCardURL          string
 	AllowedHosts          []string
 	RequireSignedReceipts bool
@@ -117,6 +122,31 @@ type Org struct {
 	IdentityRevokedReason string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+}
+
+// JWKSFetch is the state of an org's JWKS URL: the last valid set fetched
+// from it and the last attempt. A failed attempt records its error and
+// keeps the set (and so the keys) in force.
+type JWKSFetch struct {
+	// Set is the last valid JWK Set fetched; its keys are the org's keys in
+	// force. Empty until a fetch succeeds.
+	Set json.RawMessage
+	// FetchedAt is when Set was fetched.
+	FetchedAt time.Time
+	// AttemptedAt is the last attempt, successful or not.
+	AttemptedAt time.Time
+	// Error is why the last attempt failed; empty when it succeeded.
+	Error string
+}
+
+// KeySet is the org's JWK Set in force: the inline JWKS, or the last valid
+// set fetched from its JWKS URL. Tokens are verified against it; it is
+// empty when the org has no keys.
+func (o Org) KeySet() json.RawMessage {
+	if o.JWKSURL != "" {
+		return o.JWKSFetch.Set
+	}
+	return o.JWKS
 }
 
 // IdentityRevoked reports whether on-call revoked the org's agent identity.

@@ -22,9 +22,10 @@ const (
 	ChangePrincipalCreate ChangeKind = "principal_create"
 	// ChangeRoleGrant gives an existing principal another role.
 	ChangeRoleGrant ChangeKind = "role_grant"
-	// ChangeOrgUpdate changes an org's keys (its inline JWKS), agent
-	// endpoint, allowed hosts, shared_coordinator flag or signed-receipt
-	// requirement.
+	// ChangeOrgUpdate changes an org's keys or where they come from (its
+	// inline JWKS or its JWKS URL; keys the org then rotates at the URL
+	// need no change), agent endpoint, allowed hosts, shared_coordinator
+	// flag or signed-receipt requirement.
 	ChangeOrgUpdate ChangeKind = "org_update"
 	// ChangeTaskClassUpdate registers a task class or changes its gate,
 	// effect capability or compensation timeout.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,6 +28,7 @@ type Service struct {
 	validateDispatch func(message []byte) error
 	tokens           tokenCache
 	access           accessPolicy
+	jwks             *orgJWKS
 	// configuredThreshold is the write-off approval threshold until an
 	// approved change sets another (EffectiveWriteOffThreshold).
 	configuredThreshold int64
@@ -61,6 +63,23 @@ type Config struct {
 	// WriteOffApprovalThresholdMinor is the configured initial write-off
 	// approval threshold; changing it is a pending change.
 	WriteOffApprovalThresholdMinor int64
+	// FetchJWKS fetches the JWK Set at an org's JWKS URL, through the
+	// SSRF-safe egress client (the ledger makes no HTTP call itself). Nil
+	// fetches nothing: orgs registered by URL then have no keys in force.
+	FetchJWKS func(ctx context.Context, url string) ([]byte, error)
+	// ValidateJWKSURL checks the JWKS URL an admin registers for an org
+	// (the egress rules). Nil accepts any.
+	ValidateJWKSURL func(url string) error
+	// OrgJWKSUnknownKidInterval is the shortest time between two fetches of
+	// one org's JWKS URL for tokens naming an unknown kid
+	// (DefaultOrgJWKSUnknownKidInterval when zero).
+	OrgJWKSUnknownKidInterval time.Duration
+	// ObserveOrgJWKSFetch is told the outcome of every JWKS URL fetch
+	// (JWKSFetchChanged, JWKSFetchUnchanged, JWKSFetchFailed), for the
+	// metrics. Nil observes nothing.
+	ObserveOrgJWKSFetch func(outcome string)
+	// Log receives operational logs of the JWKS URL fetches. Nil discards.
+	Log *slog.Logger
 }
 
 // NewService returns a Service.
@@ -83,7 +102,23 @@ func NewService(cfg Config) *Service {
 	if cfg.PendingChangeTTL <= 0 {
 		cfg.PendingChangeTTL = DefaultPendingChangeTTL
 	}
+	if cfg.ValidateJWKSURL == nil {
+		cfg.ValidateJWKSURL = func(string) error { return nil }
+	}
+	if cfg.OrgJWKSUnknownKidInterval <= 0 {
+		cfg.OrgJWKSUnknownKidInterval = DefaultOrgJWKSUnknownKidInterval
+	}
+	if cfg.ObserveOrgJWKSFetch == nil {
+		cfg.ObserveOrgJWKSFetch = func(string) {}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Service{
+		jwks: &orgJWKS{
+			fetch: cfg.FetchJWKS, validateURL: cfg.ValidateJWKSURL, kidInterval: cfg.OrgJWKSUnknownKidInterval,
+			observe: cfg.ObserveOrgJWKSFetch, log: cfg.Log,
+		},
 		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
 		access:              accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, pendingTTL: cfg.PendingChangeTTL},

@@ -50,6 +50,8 @@ type Reader interface {
 	// OrgKeys returns the org's key history, every key it ever had, by
 	// ValidFrom then kid; an org without keys has an empty history.
 	OrgKeys(ctx context.Context, orgID string) ([]OrgKey, error)
+	// OrgsWithJWKSURL returns every org whose keys come from a JWKS URL.
+	OrgsWithJWKSURL(ctx context.Context) ([]Org, error)
 	ThresholdReader
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
@@ -161,6 +163,12 @@ type Tx interface {
 	// PutOrg creates or updates an org. It never clears a recorded identity
 	// revocation.
 	PutOrg(ctx context.Context, o Org) error
+	// OrgForUpdate loads an org and locks its row until the transaction
+	// ends.
+	OrgForUpdate(ctx context.Context, id string) (Org, error)
+	// RecordOrgJWKSFetch stores f as the org's JWKS URL state, provided the
+	// org's JWKS URL is still url.
+	RecordOrgJWKSFetch(ctx context.Context, orgID, url string, f JWKSFetch) error
 	// InsertOrgKey records a key of the org coming into force at
 	// k.ValidFrom.
 	InsertOrgKey(ctx context.Context, k OrgKey) error

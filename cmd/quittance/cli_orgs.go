@@ -21,9 +21,14 @@ type orgRegistration struct {
 	Name                  string          `json:"name"`
 	SharedCoordinator     bool            `json:"shared_coordinator"`
 	JWKS                  json.RawMessage `json:"jwks,omitempty"`
+	JWKSURL               string          `json:"jwks_url,omitempty"`
 	AgentCardURL          string          `json:"agent_card_url,omitempty"`
 	AllowedHosts          []string        `json:"allowed_hosts"`
 	RequireSignedReceipts bool            `json:"require_signed_receipts"`
+	// JWKSFetch is only read: what was last fetched from JWKSURL.
+	JWKSFetch *struct {
+		Keys json.RawMessage `json:"keys"`
+	} `json:"jwks_fetch,omitempty"`
 }
 
 // newOrgShowCommand is `quittance orgs show ID`.
@@ -55,7 +60,7 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show ID",
-		Short: "Print the org's registered JWK Set",
+		Short: "Print the org's JWK Set in force: the inline set, or the one last fetched from its JWKS URL",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newAPIClient(getenv)
@@ -65,6 +70,12 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 			var org orgRegistration
 			if err := c.call(cmd.Context(), http.MethodGet, "/admin/v1/orgs/"+url.PathEscape(args[0]), nil, nil, &org); err != nil {
 				return err
+			}
+			if org.JWKSURL != "" {
+				if org.JWKSFetch == nil || len(org.JWKSFetch.Keys) == 0 {
+					return fmt.Errorf("org %s's keys come from %s, and no valid set was fetched from it yet", org.ID, org.JWKSURL)
+				}
+				return printJSON(stdout, org.JWKSFetch.Keys)
 			}
 			if len(org.JWKS) == 0 {
 				return fmt.Errorf("org %s has no registered keys", org.ID)
@@ -90,23 +101,41 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 		},
 	})
 
-	var jwksFile string
+	cmd.AddCommand(&cobra.Command{
+		Use:   "refresh ID",
+		Short: "Fetch the org's JWKS URL now and print what changed (on-call)",
+		Long: "refresh fetches the JWKS URL of an org registered by URL at once, as the periodic refresh " +
+			"(QUITTANCE_ORG_JWKS_REFRESH) does: keys the org added there come into force and keys it removed stop " +
+			"being in force, without approval. A fetch that fails or serves an invalid set changes no key; the " +
+			"answer's org.jwks_fetch.error says why.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/orgs/"+url.PathEscape(args[0])+"/keys/refresh", nil)
+		},
+	})
+
+	var jwksFile, jwksURL string
 	set := &cobra.Command{
-		Use:   "set ID --jwks FILE",
-		Short: "Register the org's public keys, replacing the registered set (on-call)",
-		Long: "set replaces the org's JWK Set with the one in FILE (- for stdin) and keeps the rest of its " +
-			"registration. To rotate a key without refusing tokens already signed with the old one, register a set " +
+		Use:   "set ID (--jwks FILE | --jwks-url URL)",
+		Short: "Register the org's public keys, inline or by JWKS URL, replacing the key source (on-call)",
+		Long: "set replaces the org's keys with the JWK Set in FILE (- for stdin), or with the keys served at the " +
+			"org's own JWKS URL (https), and keeps the rest of its registration. Either is a privileged change a " +
+			"second on-call principal approves. Keys the org later rotates at its URL take effect without approval. " +
+			"To rotate an inline key without refusing tokens already signed with the old one, register a set " +
 			"that holds both keys, and remove the old key once the org has stopped using it. The change is recorded " +
 			"as an org_updated event in the org's stream. The registration is read and written back: do not run " +
 			"two changes to the same org at once.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlag("jwks", jwksFile); err != nil {
-				return err
+			if (jwksFile == "") == (jwksURL == "") {
+				return usageError{errors.New("give exactly one of --jwks and --jwks-url")}
 			}
-			jwks, err := readJWKSFile(jwksFile, cmd.InOrStdin())
-			if err != nil {
-				return usageError{err}
+			var jwks json.RawMessage
+			if jwksFile != "" {
+				var err error
+				if jwks, err = readJWKSFile(jwksFile, cmd.InOrStdin()); err != nil {
+					return usageError{err}
+				}
 			}
 			c, err := newAPIClient(getenv)
 			if err != nil {
@@ -117,19 +146,26 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 			if err := c.call(cmd.Context(), http.MethodGet, path, nil, nil, &org); err != nil {
 				return err
 			}
-			var out json.RawMessage
-			err = c.call(cmd.Context(), http.MethodPut, path, nil, map[string]any{
-				"name": org.Name, "shared_coordinator": org.SharedCoordinator, "jwks": jwks,
+			body := map[string]any{
+				"name": org.Name, "shared_coordinator": org.SharedCoordinator,
 				"agent_card_url": org.AgentCardURL, "allowed_hosts": org.AllowedHosts,
 				"require_signed_receipts": org.RequireSignedReceipts,
-			}, &out)
+			}
+			if jwks != nil {
+				body["jwks"] = jwks
+			} else {
+				body["jwks_url"] = jwksURL
+			}
+			var out json.RawMessage
+			err = c.call(cmd.Context(), http.MethodPut, path, nil, body, &out)
 			if err != nil {
 				return err
 			}
 			return printJSON(stdout, out)
 		},
 	}
-	set.Flags().StringVar(&jwksFile, "jwks", "", "file holding the org's public JWK Set, {\"keys\": [...]} (required; - for stdin)")
+	set.Flags().StringVar(&jwksFile, "jwks", "", "file holding the org's public JWK Set, {\"keys\": [...]} (- for stdin)")
+	set.Flags().StringVar(&jwksURL, "jwks-url", "", "the org's own JWKS URL (https), its keys fetched from there")
 	cmd.AddCommand(set)
 	return cmd
 }

@@ -25,12 +25,17 @@ type config struct {
 	// CheckpointInterval is how often the ledger signs a checkpoint over
 	// the head of every event stream (when any stream moved).
 	CheckpointInterval time.Duration `env:"QUITTANCE_CHECKPOINT_INTERVAL" envDefault:"1m"`
-	Addr               string        `env:"QUITTANCE_ADDR" envDefault:"127.0.0.1:8080"`
-	DataDir            string        `env:"QUITTANCE_DATA_DIR" envDefault:"./.quittance"`
-	LedgerID           string        `env:"QUITTANCE_LEDGER_ID" envDefault:"quittance"`
-	BootstrapToken     string        `env:"QUITTANCE_BOOTSTRAP_TOKEN"`
-	PublicURL          string        `env:"QUITTANCE_PUBLIC_URL"`
-	SweepInterval      time.Duration `env:"QUITTANCE_SWEEP_INTERVAL" envDefault:"30s"`
+	// OrgJWKSRefresh is how often the JWKS URL of every org registered by
+	// URL is fetched; OrgJWKSUnknownKidInterval the shortest time between
+	// two fetches of one org's URL for tokens naming an unknown kid.
+	OrgJWKSRefresh            time.Duration `env:"QUITTANCE_ORG_JWKS_REFRESH" envDefault:"15m"`
+	OrgJWKSUnknownKidInterval time.Duration `env:"QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL" envDefault:"1m"`
+	Addr                      string        `env:"QUITTANCE_ADDR" envDefault:"127.0.0.1:8080"`
+	DataDir                   string        `env:"QUITTANCE_DATA_DIR" envDefault:"./.quittance"`
+	LedgerID                  string        `env:"QUITTANCE_LEDGER_ID" envDefault:"quittance"`
+	BootstrapToken            string        `env:"QUITTANCE_BOOTSTRAP_TOKEN"`
+	PublicURL                 string        `env:"QUITTANCE_PUBLIC_URL"`
+	SweepInterval             time.Duration `env:"QUITTANCE_SWEEP_INTERVAL" envDefault:"30s"`
 	// WriteOffApprovalThresholdMinor is the amount above which a write-off
 	// needs a second on-call approver.
 	WriteOffApprovalThresholdMinor int64         `env:"QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR" envDefault:"100000"`
@@ -122,7 +127,8 @@ type config struct {
 
 // variables are the names config reads.
 var variables = []string{
-	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
+	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL",
+	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
 	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST",
@@ -162,6 +168,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.CheckpointInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_CHECKPOINT_INTERVAL must be positive")}
+	}
+	if cfg.OrgJWKSRefresh <= 0 || cfg.OrgJWKSUnknownKidInterval <= 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_ORG_JWKS_REFRESH and QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL must be positive")}
 	}
 	if cfg.SweepInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_SWEEP_INTERVAL must be positive")}

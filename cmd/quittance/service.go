@@ -238,6 +238,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
 		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
 		Dev:                   cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
+		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval,
 		A2A: delegate.Config{
 			PublicURL: cfg.PublicURL, Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
 			BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,
@@ -270,6 +271,11 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// shutdown they stop claiming and finish the calls in flight.
 	defer runBackground(ctx, log, "a2a workers", svc.Worker.Run)()
 	defer runBackground(ctx, log, "webhook deliveries", svc.Webhooks.Run)()
+	// Every replica refreshes the keys of orgs registered by JWKS URL; an
+	// org another replica fetched less than an interval ago is skipped.
+	defer runBackground(ctx, log, "org key refresh", func(ctx context.Context) error {
+		return svc.Ledger.RunOrgKeyRefresh(ctx, cfg.OrgJWKSRefresh)
+	})()
 	// Every replica signs checkpoints; an advisory lock makes them take
 	// turns, and one finding the heads already signed signs nothing.
 	defer runBackground(ctx, log, "checkpoints", func(ctx context.Context) error {

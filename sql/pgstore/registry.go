@@ -50,13 +50,37 @@ func (t *tx) CreationReferences(ctx context.Context, orgID, budgetID string) (le
 
 func (t *tx) PutOrg(ctx context.Context, o ledger.Org) error {
 	err := t.q.OrgUpsert(ctx, dbsqlc.OrgUpsertParams{
-		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, Jwks: o.JWKS,
+		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, Jwks: o.JWKS, JwksUrl: optional(o.JWKSURL),
 		AgentCardUrl: optional(o.AgentCardURL), AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
 		IdentityRevokedAt: optionalTime(o.IdentityRevokedAt), IdentityRevokedReason: optional(o.IdentityRevokedReason),
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	})
 	if err != nil {
 		return fmt.Errorf("store org %s: %w", o.ID, err)
+	}
+	return nil
+}
+
+// OrgsWithJWKSURL returns the orgs whose keys come from a JWKS URL, by id.
+func (r reader) OrgsWithJWKSURL(ctx context.Context) ([]ledger.Org, error) {
+	rows, err := r.q.OrgListWithJWKSURL(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list orgs with a JWKS URL: %w", interpretError(err))
+	}
+	out := make([]ledger.Org, len(rows))
+	for i, row := range rows {
+		out[i] = toOrg(row)
+	}
+	return out, nil
+}
+
+func (t *tx) RecordOrgJWKSFetch(ctx context.Context, orgID, url string, f ledger.JWKSFetch) error {
+	err := t.q.OrgJWKSFetchRecord(ctx, dbsqlc.OrgJWKSFetchRecordParams{
+		ID: orgID, JwksUrl: &url, JwksFetched: f.Set, JwksFetchedAt: optionalTime(f.FetchedAt),
+		JwksFetchAttemptedAt: optionalTime(f.AttemptedAt), JwksFetchError: optional(f.Error),
+	})
+	if err != nil {
+		return fmt.Errorf("record org %s JWKS fetch: %w", orgID, interpretError(err))
 	}
 	return nil
 }
@@ -99,7 +123,11 @@ func (t *tx) PutTaskClass(ctx context.Context, c ledger.TaskClass) error {
 
 func toOrg(r dbsqlc.RemoteOrg) ledger.Org {
 	return ledger.Org{
-		ID: r.ID, Name: r.Name, SharedCoordinator: r.SharedCoordinator, JWKS: r.Jwks,
+		ID: r.ID, Name: r.Name, SharedCoordinator: r.SharedCoordinator, JWKS: r.Jwks, JWKSURL: deref(r.JwksUrl),
+		JWKSFetch: ledger.JWKSFetch{
+			Set: r.JwksFetched, FetchedAt: derefTime(r.JwksFetchedAt).UTC(),
+			AttemptedAt: derefTime(r.JwksFetchAttemptedAt).UTC(), Error: deref(r.JwksFetchError),
+		},
 		AgentCardURL: deref(r.AgentCardUrl), AllowedHosts: r.AllowedHosts, RequireSignedReceipts: r.RequireSignedReceipts,
 		IdentityRevokedAt: derefTime(r.IdentityRevokedAt), IdentityRevokedReason: deref(r.IdentityRevokedReason),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,

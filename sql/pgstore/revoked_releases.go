@@ -18,6 +18,22 @@ func (t *tx) DeclaredReleasesOfOrgForUpdate(ctx context.Context, orgID string) (
 	return toDelegations(rows), nil
 }
 
+func (t *tx) UnannouncedRevokedReleasesForUpdate(ctx context.Context, limit int) ([]ledger.Delegation, error) {
+	rows, err := t.q.DelegationListUnannouncedRevokedReleasesForUpdate(ctx, int32(min(limit, 1<<30)))
+	if err != nil {
+		return nil, fmt.Errorf("lock unannounced releases on revoked identities: %w", err)
+	}
+	return toDelegations(rows), nil
+}
+
+func (t *tx) RevokedReleaseAnnounced(ctx context.Context, delegationID uuid.UUID) (bool, error) {
+	ok, err := t.q.RevokedReleaseAnnounced(ctx, uuid.NullUUID{UUID: delegationID, Valid: true})
+	if err != nil {
+		return false, fmt.Errorf("release on a revoked identity of %s announced: %w", delegationID, interpretError(err))
+	}
+	return ok, nil
+}
+
 func (t *tx) InsertRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error {
 	err := t.q.RevokedReleaseInsert(ctx, dbsqlc.RevokedReleaseInsertParams{
 		DelegationID: r.DelegationID, OrgID: r.OrgID, AmountMinor: r.AmountMinor, Currency: r.Currency,

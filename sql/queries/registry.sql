@@ -14,16 +14,23 @@ FOR SHARE OF o;
 
 -- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
-    id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts,
+    id, name, shared_coordinator, jwks, jwks_url, agent_card_url, allowed_hosts, require_signed_receipts,
     identity_revoked_at, identity_revoked_reason, created_at, updated_at
 ) VALUES (
-    @id, @name, @shared_coordinator, @jwks, @agent_card_url, @allowed_hosts, @require_signed_receipts,
+    @id, @name, @shared_coordinator, @jwks, @jwks_url, @agent_card_url, @allowed_hosts, @require_signed_receipts,
     @identity_revoked_at, @identity_revoked_reason, @created_at, @updated_at
 )
 ON CONFLICT (id) DO UPDATE SET
     name                    = EXCLUDED.name,
     shared_coordinator      = EXCLUDED.shared_coordinator,
     jwks                    = EXCLUDED.jwks,
+    jwks_url                = EXCLUDED.jwks_url,
+    -- What was fetched from a JWKS URL is kept while the URL stays, and
+    -- forgotten with it.
+    jwks_fetched            = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetched END,
+    jwks_fetched_at         = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetched_at END,
+    jwks_fetch_attempted_at = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetch_attempted_at END,
+    jwks_fetch_error        = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetch_error END,
     agent_card_url          = EXCLUDED.agent_card_url,
     allowed_hosts           = EXCLUDED.allowed_hosts,
     require_signed_receipts = EXCLUDED.require_signed_receipts,
@@ -61,3 +68,15 @@ ON CONFLICT (name) DO UPDATE SET
 
 -- name: OrgGetByIDForUpdate :one
 SELECT * FROM remote_orgs WHERE id = $1 FOR UPDATE;
+
+-- name: OrgListWithJWKSURL :many
+-- The orgs whose keys come from a JWKS URL, for the periodic refresh.
+SELECT * FROM remote_orgs WHERE jwks_url IS NOT NULL ORDER BY id;
+
+-- name: OrgJWKSFetchRecord :exec
+-- Records a fetch of the org's JWKS URL: the set in force (unchanged on a
+-- failed fetch), when it was fetched, and the last attempt and its error.
+UPDATE remote_orgs
+SET jwks_fetched = @jwks_fetched, jwks_fetched_at = @jwks_fetched_at,
+    jwks_fetch_attempted_at = @jwks_fetch_attempted_at, jwks_fetch_error = @jwks_fetch_error
+WHERE id = @id AND jwks_url = @jwks_url;

@@ -32,3 +32,21 @@ WHERE r.acknowledged_at IS NULL
   AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))
 GROUP BY r.org_id, r.currency
 ORDER BY r.org_id, r.currency;
+
+-- name: DelegationListUnannouncedRevokedReleasesForUpdate :many
+-- Delegations with a release on a revoked identity but no
+-- released_on_revoked_identity event: the releases migration 00020 surfaced
+-- for identities revoked before 00018. Locked, skipping rows another
+-- transaction holds, in id order.
+SELECT d.* FROM delegations d
+JOIN revoked_identity_releases r ON r.delegation_id = d.id
+WHERE NOT EXISTS (
+    SELECT FROM events e WHERE e.delegation_id = d.id AND e.type = 'released_on_revoked_identity')
+ORDER BY d.id
+LIMIT $1
+FOR UPDATE OF d SKIP LOCKED;
+
+-- name: RevokedReleaseAnnounced :one
+-- Whether the delegation's release on a revoked identity has its event.
+SELECT EXISTS (
+    SELECT FROM events WHERE delegation_id = $1 AND type = 'released_on_revoked_identity') AS announced;

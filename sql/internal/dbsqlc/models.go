@@ -278,6 +278,11 @@ type RemoteOrg struct {
 	IdentityRevokedReason *string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+	JwksUrl               *string
+	JwksFetched           json.RawMessage
+	JwksFetchedAt         *time.Time
+	JwksFetchAttemptedAt  *time.Time
+	JwksFetchError        *string
 }
 
 type ReportingAnomaliesV1 struct {

@@ -14,7 +14,7 @@ import (
 )
 
 const creationReferences = `-- name: CreationReferences :one
-SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at
+SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at
 FROM remote_orgs o, budgets b
 WHERE o.id = $1 AND b.id = $2
 FOR SHARE OF o
@@ -50,6 +50,11 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 		&i.RemoteOrg.IdentityRevokedReason,
 		&i.RemoteOrg.CreatedAt,
 		&i.RemoteOrg.UpdatedAt,
+		&i.RemoteOrg.JwksUrl,
+		&i.RemoteOrg.JwksFetched,
+		&i.RemoteOrg.JwksFetchedAt,
+		&i.RemoteOrg.JwksFetchAttemptedAt,
+		&i.RemoteOrg.JwksFetchError,
 		&i.Budget.ID,
 		&i.Budget.Currency,
 		&i.Budget.FundedMinor,
@@ -64,7 +69,7 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 }
 
 const gatePolicy = `-- name: GatePolicy :one
-SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
+SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
        c.updated_at AS class_updated_at
 FROM remote_orgs o
 LEFT JOIN task_classes c ON c.name = $1
@@ -103,6 +108,11 @@ func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePol
 		&i.RemoteOrg.IdentityRevokedReason,
 		&i.RemoteOrg.CreatedAt,
 		&i.RemoteOrg.UpdatedAt,
+		&i.RemoteOrg.JwksUrl,
+		&i.RemoteOrg.JwksFetched,
+		&i.RemoteOrg.JwksFetchedAt,
+		&i.RemoteOrg.JwksFetchAttemptedAt,
+		&i.RemoteOrg.JwksFetchError,
 		&i.ClassName,
 		&i.EffectCapable,
 		&i.GateOn,
@@ -113,7 +123,7 @@ func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePol
 }
 
 const orgGetByID = `-- name: OrgGetByID :one
-SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at FROM remote_orgs WHERE id = $1
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error FROM remote_orgs WHERE id = $1
 `
 
 func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) {
@@ -131,12 +141,17 @@ func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) 
 		&i.IdentityRevokedReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.JwksUrl,
+		&i.JwksFetched,
+		&i.JwksFetchedAt,
+		&i.JwksFetchAttemptedAt,
+		&i.JwksFetchError,
 	)
 	return i, err
 }
 
 const orgGetByIDForUpdate = `-- name: OrgGetByIDForUpdate :one
-SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at FROM remote_orgs WHERE id = $1 FOR UPDATE
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error FROM remote_orgs WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) OrgGetByIDForUpdate(ctx context.Context, id string) (RemoteOrg, error) {
@@ -154,22 +169,106 @@ func (q *Queries) OrgGetByIDForUpdate(ctx context.Context, id string) (RemoteOrg
 		&i.IdentityRevokedReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.JwksUrl,
+		&i.JwksFetched,
+		&i.JwksFetchedAt,
+		&i.JwksFetchAttemptedAt,
+		&i.JwksFetchError,
 	)
 	return i, err
 }
 
+const orgJWKSFetchRecord = `-- name: OrgJWKSFetchRecord :exec
+UPDATE remote_orgs
+SET jwks_fetched = $1, jwks_fetched_at = $2,
+    jwks_fetch_attempted_at = $3, jwks_fetch_error = $4
+WHERE id = $5 AND jwks_url = $6
+`
+
+type OrgJWKSFetchRecordParams struct {
+	JwksFetched          json.RawMessage
+	JwksFetchedAt        *time.Time
+	JwksFetchAttemptedAt *time.Time
+	JwksFetchError       *string
+	ID                   string
+	JwksUrl              *string
+}
+
+// Records a fetch of the org's JWKS URL: the set in force (unchanged on a
+// failed fetch), when it was fetched, and the last attempt and its error.
+func (q *Queries) OrgJWKSFetchRecord(ctx context.Context, arg OrgJWKSFetchRecordParams) error {
+	_, err := q.db.Exec(ctx, orgJWKSFetchRecord,
+		arg.JwksFetched,
+		arg.JwksFetchedAt,
+		arg.JwksFetchAttemptedAt,
+		arg.JwksFetchError,
+		arg.ID,
+		arg.JwksUrl,
+	)
+	return err
+}
+
+const orgListWithJWKSURL = `-- name: OrgListWithJWKSURL :many
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error FROM remote_orgs WHERE jwks_url IS NOT NULL ORDER BY id
+`
+
+// The orgs whose keys come from a JWKS URL, for the periodic refresh.
+func (q *Queries) OrgListWithJWKSURL(ctx context.Context) ([]RemoteOrg, error) {
+	rows, err := q.db.Query(ctx, orgListWithJWKSURL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RemoteOrg
+	for rows.Next() {
+		var i RemoteOrg
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.SharedCoordinator,
+			&i.Jwks,
+			&i.AgentCardUrl,
+			&i.AllowedHosts,
+			&i.RequireSignedReceipts,
+			&i.IdentityRevokedAt,
+			&i.IdentityRevokedReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.JwksUrl,
+			&i.JwksFetched,
+			&i.JwksFetchedAt,
+			&i.JwksFetchAttemptedAt,
+			&i.JwksFetchError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const orgUpsert = `-- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
-    id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts,
+    id, name, shared_coordinator, jwks, jwks_url, agent_card_url, allowed_hosts, require_signed_receipts,
     identity_revoked_at, identity_revoked_reason, created_at, updated_at
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7,
-    $8, $9, $10, $11
+    $1, $2, $3, $4, $5, $6, $7, $8,
+    $9, $10, $11, $12
 )
 ON CONFLICT (id) DO UPDATE SET
     name                    = EXCLUDED.name,
     shared_coordinator      = EXCLUDED.shared_coordinator,
     jwks                    = EXCLUDED.jwks,
+    jwks_url                = EXCLUDED.jwks_url,
+    -- What was fetched from a JWKS URL is kept while the URL stays, and
+    -- forgotten with it.
+    jwks_fetched            = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetched END,
+    jwks_fetched_at         = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetched_at END,
+    jwks_fetch_attempted_at = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetch_attempted_at END,
+    jwks_fetch_error        = CASE WHEN remote_orgs.jwks_url IS NOT DISTINCT FROM EXCLUDED.jwks_url THEN remote_orgs.jwks_fetch_error END,
     agent_card_url          = EXCLUDED.agent_card_url,
     allowed_hosts           = EXCLUDED.allowed_hosts,
     require_signed_receipts = EXCLUDED.require_signed_receipts,
@@ -185,6 +284,7 @@ type OrgUpsertParams struct {
 	Name                  string
 	SharedCoordinator     bool
 	Jwks                  json.RawMessage
+	JwksUrl               *string
 	AgentCardUrl          *string
 	AllowedHosts          []string
 	RequireSignedReceipts bool
@@ -200,6 +300,7 @@ func (q *Queries) OrgUpsert(ctx context.Context, arg OrgUpsertParams) error {
 		arg.Name,
 		arg.SharedCoordinator,
 		arg.Jwks,
+		arg.JwksUrl,
 		arg.AgentCardUrl,
 		arg.AllowedHosts,
 		arg.RequireSignedReceipts,

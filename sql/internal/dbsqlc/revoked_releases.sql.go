@@ -78,6 +78,74 @@ func (q *Queries) DelegationListDeclaredReleasesByOrgForUpdate(ctx context.Conte
 	return items, nil
 }
 
+const delegationListUnannouncedRevokedReleasesForUpdate = `-- name: DelegationListUnannouncedRevokedReleasesForUpdate :many
+SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor FROM delegations d
+JOIN revoked_identity_releases r ON r.delegation_id = d.id
+WHERE NOT EXISTS (
+    SELECT FROM events e WHERE e.delegation_id = d.id AND e.type = 'released_on_revoked_identity')
+ORDER BY d.id
+LIMIT $1
+FOR UPDATE OF d SKIP LOCKED
+`
+
+// Delegations with a release on a revoked identity but no
+// released_on_revoked_identity event: the releases migration 00020 surfaced
+// for identities revoked before 00018. Locked, skipping rows another
+// transaction holds, in id order.
+func (q *Queries) DelegationListUnannouncedRevokedReleasesForUpdate(ctx context.Context, limit int32) ([]Delegation, error) {
+	rows, err := q.db.Query(ctx, delegationListUnannouncedRevokedReleasesForUpdate, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Delegation
+	for rows.Next() {
+		var i Delegation
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tenant,
+			&i.BusinessOperationID,
+			&i.RequestHash,
+			&i.OrgID,
+			&i.TaskClass,
+			&i.BudgetID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.RemoteTaskID,
+			&i.RemoteContextID,
+			&i.ProtocolVersion,
+			&i.TaskStatus,
+			&i.TaskStatusAt,
+			&i.TaskStatusMessage,
+			&i.ObligationState,
+			&i.ObligationReason,
+			&i.CancelRequestedAt,
+			&i.CompensationKey,
+			&i.CompensationDeadline,
+			&i.CompensationAttempts,
+			&i.CompensationLastError,
+			&i.CompensationReceipt,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
+			&i.LastObservedAt,
+			&i.DispatchUnknownAt,
+			&i.DispatchUnknownReason,
+			&i.SettledAmountMinor,
+			&i.ReversedAmountMinor,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const revokedReleaseAcknowledge = `-- name: RevokedReleaseAcknowledge :exec
 UPDATE revoked_identity_releases
 SET acknowledged_at = $1, acknowledged_by = $2, acknowledge_note = $3
@@ -99,6 +167,19 @@ func (q *Queries) RevokedReleaseAcknowledge(ctx context.Context, arg RevokedRele
 		arg.DelegationID,
 	)
 	return err
+}
+
+const revokedReleaseAnnounced = `-- name: RevokedReleaseAnnounced :one
+SELECT EXISTS (
+    SELECT FROM events WHERE delegation_id = $1 AND type = 'released_on_revoked_identity') AS announced
+`
+
+// Whether the delegation's release on a revoked identity has its event.
+func (q *Queries) RevokedReleaseAnnounced(ctx context.Context, delegationID uuid.NullUUID) (bool, error) {
+	row := q.db.QueryRow(ctx, revokedReleaseAnnounced, delegationID)
+	var announced bool
+	err := row.Scan(&announced)
+	return announced, err
 }
 
 const revokedReleaseGetForUpdate = `-- name: RevokedReleaseGetForUpdate :one

@@ -70,6 +70,9 @@ type Config struct {
 	// PendingChangeTTL is how long a privileged change waits for its second
 	// on-call approver (the ledger's default when zero).
 	PendingChangeTTL time.Duration
+	// OrgJWKSUnknownKidInterval rate-limits fetches of an org's JWKS URL
+	// for tokens naming an unknown kid (the ledger's default when zero).
+	OrgJWKSUnknownKidInterval time.Duration
 	// Console tunes the web console.
 	Console ConsoleConfig
 	// UnconfirmedAlertGrace is exported for the alert rules: how long an
@@ -142,10 +145,16 @@ func New(cfg Config) *App {
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
 		Dev:                     cfg.Dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
+		// Orgs' JWKS URLs are fetched through the egress policy, as every
+		// other outbound call, on a client of their own.
+		FetchJWKS: delegate.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
+		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, ObserveOrgJWKSFetch: metrics.OrgJWKSFetch,
+		Log: log.With(slog.String("component", "org_jwks")),
 	})
 	a.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, OnRefusal: metrics.TokenRefused,
+		RefreshOrgKeysForKid: a.Ledger.RefreshOrgKeysForKid,
 	})
 	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
 	a.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})

@@ -109,8 +109,8 @@ func decodeEvidence(token string, org ledger.Org, ledgerID string, at time.Time)
 		ev.Problem = "the typ header names no kind of compensation evidence"
 		return ev
 	}
-	set, err := compensation.ParseOrgJWKS(org.JWKS)
-	if err != nil || len(org.JWKS) == 0 {
+	set, err := compensation.ParseOrgJWKS(org.KeySet())
+	if err != nil || len(org.KeySet()) == 0 {
 		ev.Problem = "the org has no usable registered keys"
 		return ev
 	}

@@ -271,7 +271,7 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 		return
 	}
 	data := orgPage{Org: o, Back: Prefix + "orgs/" + url.PathEscape(o.ID)}
-	if data.Keys, err = orgKeys(o.JWKS); err != nil {
+	if data.Keys, err = orgKeys(o.KeySet()); err != nil {
 		data.KeysError = err.Error()
 	}
 	if data.History, err = c.cfg.Ledger.OrgKeyHistory(ctx, q.p, o.ID); err != nil {

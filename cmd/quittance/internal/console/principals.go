@@ -216,7 +216,7 @@ func (c *Console) orgChange(ctx context.Context, p ledger.Principal, id string, 
 	out := &orgChange{ID: id, Input: in}
 	var current []Key
 	if o, err := c.cfg.Ledger.GetOrg(ctx, p, id); err == nil {
-		current, _ = orgKeys(o.JWKS)
+		current, _ = orgKeys(o.KeySet())
 	}
 	proposed, err := orgKeys(in.JWKS)
 	if err != nil {

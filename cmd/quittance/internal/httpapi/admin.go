@@ -50,29 +50,44 @@ type putBudgetInput struct {
 
 // OrgBody is a remote org's registration.
 type OrgBody struct {
-	ID                    string     `json:"id"`
-	Name                  string     `json:"name"`
-	SharedCoordinator     bool       `json:"shared_coordinator"`
-	JWKS                  any        `json:"jwks,omitempty"`
-	AgentCardURL          string     `json:"agent_card_url,omitempty"`
-	AllowedHosts          []string   `json:"allowed_hosts"`
-	RequireSignedReceipts bool       `json:"require_signed_receipts"`
-	IdentityRevokedAt     *time.Time `json:"identity_revoked_at,omitempty"`
-	IdentityRevokedReason string     `json:"identity_revoked_reason,omitempty"`
-	CreatedAt             time.Time  `json:"created_at"`
-	UpdatedAt             time.Time  `json:"updated_at"`
+	ID                    string         `json:"id"`
+	Name                  string         `json:"name"`
+	SharedCoordinator     bool           `json:"shared_coordinator"`
+	JWKS                  any            `json:"jwks,omitempty" doc:"The org's inline JWK Set, when its keys are registered inline."`
+	JWKSURL               string         `json:"jwks_url,omitempty" doc:"The org's own JWKS URL, when its keys are fetched from there: keys it rotates at the URL take effect without approval."`
+	JWKSFetch             *JWKSFetchBody `json:"jwks_fetch,omitempty" doc:"The state of the org's JWKS URL; present with jwks_url."`
+	AgentCardURL          string         `json:"agent_card_url,omitempty"`
+	AllowedHosts          []string       `json:"allowed_hosts"`
+	RequireSignedReceipts bool           `json:"require_signed_receipts"`
+	IdentityRevokedAt     *time.Time     `json:"identity_revoked_at,omitempty"`
+	IdentityRevokedReason string         `json:"identity_revoked_reason,omitempty"`
+	CreatedAt             time.Time      `json:"created_at"`
+	UpdatedAt             time.Time      `json:"updated_at"`
 	// PendingChange is set on a 202: the org is shown as it is, and the
 	// requested change waits for a second on-call principal.
 	PendingChange *PendingChangeBody `json:"pending_change,omitempty"`
 }
 
+// JWKSFetchBody is what Quittance last fetched from an org's JWKS URL.
+type JWKSFetchBody struct {
+	Keys        any        `json:"keys,omitempty" doc:"The last valid JWK Set fetched: the org's keys in force. Absent until a fetch succeeds."`
+	FetchedAt   *time.Time `json:"fetched_at,omitempty" doc:"When that set was fetched."`
+	AttemptedAt *time.Time `json:"attempted_at,omitempty" doc:"The last fetch, successful or not."`
+	Error       string     `json:"error,omitempty" doc:"Why the last fetch failed (unreachable, not 200, or an invalid set); the keys in force stay. Absent when it succeeded."`
+}
+
 func orgBody(o ledger.Org) OrgBody {
-	return OrgBody{
-		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, JWKS: rawJSON(o.JWKS),
+	b := OrgBody{
+		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, JWKS: rawJSON(o.JWKS), JWKSURL: o.JWKSURL,
 		AgentCardURL: o.AgentCardURL, AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
 		IdentityRevokedAt: timePtr(o.IdentityRevokedAt), IdentityRevokedReason: o.IdentityRevokedReason,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	}
+	if o.JWKSURL != "" {
+		f := o.JWKSFetch
+		b.JWKSFetch = &JWKSFetchBody{Keys: rawJSON(f.Set), FetchedAt: timePtr(f.FetchedAt), AttemptedAt: timePtr(f.AttemptedAt), Error: f.Error}
+	}
+	return b
 }
 
 type orgOutput struct {
@@ -85,7 +100,8 @@ type putOrgInput struct {
 	Body struct {
 		Name                  string         `json:"name" minLength:"1" maxLength:"200"`
 		SharedCoordinator     bool           `json:"shared_coordinator,omitempty" doc:"The org shares a transaction coordinator with us, so a cancel rolls its effects back: the compensation gate does not apply."`
-		JWKS                  map[string]any `json:"jwks,omitempty" doc:"The org's public JWK Set; acks and declarations must be signed by one of its keys."`
+		JWKS                  map[string]any `json:"jwks,omitempty" doc:"The org's public JWK Set; acks and declarations must be signed by one of its keys. Not with jwks_url."`
+		JWKSURL               string         `json:"jwks_url,omitempty" maxLength:"2048" doc:"The org's own JWKS URL (https; the egress policy applies), instead of jwks: its keys are fetched from there every QUITTANCE_ORG_JWKS_REFRESH and when a token names an unknown kid, and keys the org rotates there take effect without approval. Setting or changing it is a privileged change, like jwks."`
 		AgentCardURL          string         `json:"agent_card_url,omitempty" maxLength:"2048"`
 		AllowedHosts          []string       `json:"allowed_hosts,omitempty" maxItems:"32"`
 		RequireSignedReceipts bool           `json:"require_signed_receipts,omitempty"`
@@ -182,7 +198,7 @@ func (s *Server) registerAdmin() {
 			}
 		}
 		o, created, err := s.ledger.PutOrg(ctx, principal(ctx), in.ID, ledger.OrgInput{
-			Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, AgentCardURL: b.AgentCardURL,
+			Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, JWKSURL: b.JWKSURL, AgentCardURL: b.AgentCardURL,
 			AllowedHosts: b.AllowedHosts, RequireSignedReceipts: b.RequireSignedReceipts,
 		})
 		if pc, ok := pendingOf(err); ok {

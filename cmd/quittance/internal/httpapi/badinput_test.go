@@ -73,6 +73,13 @@ func TestBadInput(t *testing.T) {
 		{"org: bad id", "PUT", "/admin/v1/orgs/bad%20id", oncall, `{"name":"x"}`, 422, "validation_failed"},
 		{"org: jwks not an object", "PUT", "/admin/v1/orgs/new", oncall, `{"name":"x","jwks":"keys"}`, 422, ""},
 		{"org: shared_coordinator not a bool", "PUT", "/admin/v1/orgs/new", oncall, `{"name":"x","shared_coordinator":"yes"}`, 422, ""},
+		{"org: jwks_url not a string", "PUT", "/admin/v1/orgs/new", oncall, `{"name":"x","jwks_url":5}`, 422, ""},
+		{"org: jwks_url too long", "PUT", "/admin/v1/orgs/new", oncall, fmt.Sprintf(`{"name":"x","jwks_url":"https://k.example/%s"}`, strings.Repeat("a", 2048)), 422, ""},
+		{"org: jwks with jwks_url", "PUT", "/admin/v1/orgs/org", oncall, `{"name":"x","jwks_url":"https://keys.example/jwks.json","jwks":{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k","use":"sig","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}}`, 422, "validation_failed"},
+
+		// POST /admin/v1/orgs/{id}/keys/refresh
+		{"org keys refresh: unknown org", "POST", "/admin/v1/orgs/nobody/keys/refresh", oncall, nil, 404, ""},
+		{"org keys refresh: inline keys", "POST", "/admin/v1/orgs/org/keys/refresh", oncall, nil, 409, "org_has_no_jwks_url"},
 
 		// PUT /admin/v1/task-classes/{name}
 		{"class: malformed JSON", "PUT", "/admin/v1/task-classes/new", oncall, `{`, 0, ""},

@@ -54,4 +54,41 @@ func (s *Server) registerOrgKeys() {
 		out.Body.OrgID, out.Body.Keys = in.ID, orgKeyBodies(keys)
 		return out, nil
 	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "refresh-org-keys", Method: http.MethodPost, Path: "/admin/v1/orgs/{id}/keys/refresh", Tags: []string{"admin"},
+		Summary: "Fetch an org's JWKS URL now",
+		Description: "Fetches the org's JWKS URL at once, as the periodic refresh does, and answers the org with its jwks_fetch state and the keys added and removed. " +
+			"A fetch that fails or serves an invalid set changes no key: the answer is still 200, with jwks_fetch.error. An org whose keys are inline is 409 org_has_no_jwks_url. On-call.",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *idPathInput) (*refreshOrgKeysOutput, error) {
+		o, r, err := s.ledger.RefreshOrgKeys(ctx, principal(ctx), in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out := &refreshOrgKeysOutput{}
+		out.Body.Org, out.Body.KeysAdded, out.Body.KeysRemoved = orgBody(o), keyRefs(r.Added), keyRefs(r.Removed)
+		return out, nil
+	})
+}
+
+// KeyRefBody names a key by kid and RFC 7638 thumbprint.
+type KeyRefBody struct {
+	KeyID      string `json:"kid"`
+	Thumbprint string `json:"thumbprint"`
+}
+
+func keyRefs(refs []ledger.KeyRef) []KeyRefBody {
+	out := make([]KeyRefBody, len(refs))
+	for i, r := range refs {
+		out[i] = KeyRefBody(r)
+	}
+	return out
+}
+
+type refreshOrgKeysOutput struct {
+	Body struct {
+		Org         OrgBody      `json:"org"`
+		KeysAdded   []KeyRefBody `json:"keys_added" doc:"Keys the fetch brought into force."`
+		KeysRemoved []KeyRefBody `json:"keys_removed" doc:"Keys the fetch ended (no longer served at the URL)."`
+	}
 }

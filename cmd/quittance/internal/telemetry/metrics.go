@@ -47,6 +47,7 @@ type Metrics struct {
 	tokensRefused   *prometheus.CounterVec
 	compensationReq *prometheus.CounterVec
 	writeOffs       *prometheus.CounterVec
+	orgJWKSFetches  *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	a2aDuration     *prometheus.HistogramVec
 }
@@ -79,6 +80,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "quittance_write_offs_total",
 			Help: "Write-offs by resulting status: pending_approval (requested, awaiting a second approver), executed or void.",
 		}, []string{"status"}),
+		orgJWKSFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_org_jwks_fetches_total",
+			Help: "Fetches of orgs' JWKS URLs, by outcome: changed, unchanged, or failed (unreachable or an invalid set; the keys in force stay).",
+		}, []string{"outcome"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "quittance_http_request_duration_seconds",
 			Help:    "API request durations by route pattern, method and status code.",
@@ -90,7 +95,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: a2aBuckets,
 		}, []string{"method", "outcome"}),
 	}
-	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.httpDuration, m.a2aDuration)
+	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration)
+	for _, o := range []string{ledger.JWKSFetchChanged, ledger.JWKSFetchUnchanged, ledger.JWKSFetchFailed} {
+		m.orgJWKSFetches.WithLabelValues(o)
+	}
 	for _, kind := range []string{EvidenceAck, EvidenceDeclaration, EvidenceTaskStatus} {
 		for _, result := range []string{ResultAccepted, ResultRefused, ResultLate, ResultDuplicate} {
 			m.evidence.WithLabelValues(kind, result)
@@ -233,6 +241,15 @@ func (m *Metrics) CompensationRequest(outcome string) {
 		outcome = OutcomeError
 	}
 	m.compensationReq.WithLabelValues(outcome).Inc()
+}
+
+// OrgJWKSFetch counts one fetch of an org's JWKS URL by its outcome
+// (ledger.Config.ObserveOrgJWKSFetch).
+func (m *Metrics) OrgJWKSFetch(outcome string) {
+	if m == nil {
+		return
+	}
+	m.orgJWKSFetches.WithLabelValues(outcome).Inc()
 }
 
 // ObserveHTTP records one API request. route is the mux pattern, never the

@@ -189,6 +189,7 @@ func TestKnownSeriesFromStartUp(t *testing.T) {
 		"quittance_evidence_total":               3 * 4,
 		"quittance_compensation_requests_total":  5,
 		"quittance_write_offs_total":             3,
+		"quittance_org_jwks_fetches_total":       3,
 		"quittance_a2a_request_duration_seconds": 11 * 5,
 	} {
 		if n := testutil.CollectAndCount(reg, name); n != series {

@@ -1,0 +1,208 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto"
+	"encoding/base64"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/migrations"
+	"github.com/quittance/quittance/sql/pgstore"
+	"github.com/quittance/quittance/sql/pgtest"
+)
+
+// migrateDownTo takes pool's database down to version, for a test to write
+// data as an older schema held it before migrating up again.
+func migrateDownTo(t *testing.T, pool *pgxpool.Pool, version int64) *goose.Provider {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	migrate, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.DownTo(context.Background(), version); err != nil {
+		t.Fatalf("down to %05d: %v", version, err)
+	}
+	return migrate
+}
+
+func migrateUp(t *testing.T, pool *pgxpool.Pool, migrate *goose.Provider) {
+	t.Helper()
+	if _, err := migrate.Up(context.Background()); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	pool.Reset() // statements prepared against the older schema
+}
+
+// TestOrgKeysBackfill: migrating to 00016 gives every org registered
+// before it a key history — each key of its JWK Set in force since the
+// org was registered, under the RFC 7638 thumbprint ledger.JWKThumbprint
+// computes — and none to an org without keys.
+func TestOrgKeysBackfill(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := pgstore.New(pool)
+	ctx := context.Background()
+	migrate := migrateDownTo(t, pool, 15)
+
+	ed := compensationtest.NewEd25519Signer(t, "ed-key")
+	ec := compensationtest.NewES256Signer(t, "ec-key")
+	registered := epoch.Add(-48 * time.Hour)
+	for _, o := range []struct {
+		id   string
+		jwks []byte
+	}{{"keyed", compensationtest.JWKS(ed.PublicJWK(), ec.PublicJWK())}, {"keyless", nil}} {
+		if _, err := pool.Exec(ctx, `INSERT INTO remote_orgs (id, name, jwks, created_at, updated_at) VALUES ($1, $1, $2, $3, $3)`,
+			o.id, o.jwks, registered); err != nil {
+			t.Fatal(err)
+		}
+	}
+	migrateUp(t, pool, migrate)
+
+	history, err := store.OrgKeys(ctx, "keyed")
+	if err != nil || len(history) != 2 {
+		t.Fatalf("keyed history %+v, %v", history, err)
+	}
+	byKid := map[string]ledger.OrgKey{}
+	for _, k := range history {
+		byKid[k.KeyID] = k
+	}
+	for _, s := range []*compensationtest.Signer{ed, ec} {
+		k, ok := byKid[s.KeyID()]
+		want, err := ledger.JWKThumbprint(k.JWK)
+		if !ok || err != nil || k.Thumbprint != want || k.Thumbprint != thumbprint(t, s) ||
+			!k.ValidFrom.Equal(registered) || !k.ValidUntil.IsZero() {
+			t.Errorf("key %s: %+v (recomputed %s, %v)", s.KeyID(), k, want, err)
+		}
+	}
+	if history, err := store.OrgKeys(ctx, "keyless"); err != nil || len(history) != 0 {
+		t.Errorf("keyless history %+v, %v", history, err)
+	}
+}
+
+// TestRevokedReleasesBackfill: an identity revoked before 00018 (which
+// surfaces releases only for revocations made after it) has each
+// obligation released on one of its declarations surfaced by 00020 — in
+// reporting.revoked_identity_releases_v1 and the summary's totals — and
+// nothing else: not a release of another reason, not an org still trusted.
+func TestRevokedReleasesBackfill(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := pgstore.New(pool)
+	ctx := context.Background()
+	ds := canceledDelegations(t, store, 3)
+	if _, err := pool.Exec(ctx, `INSERT INTO remote_orgs (id, name, created_at, updated_at) VALUES ('trusted', 'Trusted', $1, $1)`, epoch); err != nil {
+		t.Fatal(err)
+	}
+	migrate := migrateDownTo(t, pool, 17)
+
+	// As the schema of 00017 held them: two releases on declarations and
+	// one written off, then the org's identity revoked.
+	revoked, released := epoch.Add(time.Hour), epoch.Add(time.Minute)
+	for i, reason := range []string{"no_compensation_declared", "no_compensation_declared", "written_off"} {
+		state := "released"
+		if reason == "written_off" {
+			state = "written_off"
+		}
+		if _, err := pool.Exec(ctx, `UPDATE delegations SET obligation_state = $2, obligation_reason = $3, updated_at = $4 WHERE id = $1`,
+			ds[i].ID, state, reason, released); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `UPDATE remote_orgs SET identity_revoked_at = $1, identity_revoked_reason = 'key leaked' WHERE id = 'initech'`, revoked); err != nil {
+		t.Fatal(err)
+	}
+	migrateUp(t, pool, migrate)
+
+	rows, err := pool.Query(ctx, `SELECT delegation_id::text, amount_minor, released_at, identity_revoked_at, identity_revoked_reason
+		FROM reporting.revoked_identity_releases_v1 ORDER BY delegation_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var (
+			id, reason string
+			amount     int64
+			rel, revAt time.Time
+		)
+		if err := rows.Scan(&id, &amount, &rel, &revAt, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if amount != 10 || !rel.Equal(released) || !revAt.Equal(revoked) || reason != "key leaked" {
+			t.Errorf("release %s: amount %d, released %s, revoked %s (%s)", id, amount, rel, revAt, reason)
+		}
+		got = append(got, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{ds[0].ID.String(), ds[1].ID.String()}
+	if ds[1].ID.String() < ds[0].ID.String() {
+		want[0], want[1] = want[1], want[0]
+	}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("surfaced %v, want the two declared releases %v", got, want)
+	}
+	totals, err := store.Reports().RevokedReleaseTotals(ctx, ledger.SummaryQuery{})
+	if err != nil || len(totals) != 1 || totals[0].OrgID != "initech" || totals[0].Count != 2 || totals[0].AmountMinor != 20 {
+		t.Fatalf("summary totals %+v, %v", totals, err)
+	}
+	// The sweep appends each one's released_on_revoked_identity event, once,
+	// so they are anomalies too, on chains that still verify.
+	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch}})
+	for range 2 {
+		if _, err := comp.Sweep(ctx, epoch.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reports := ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: fixedClock{epoch}})
+	finance := ledger.Principal{Role: ledger.RoleFinance, Name: "finance"}
+	anomalies, err := reports.Anomalies(ctx, finance, ledger.AnomalyQuery{Kinds: []ledger.AnomalyKind{ledger.AnomalyReleasedOnRevokedIdentity}})
+	if err != nil || len(anomalies) != 2 {
+		t.Fatalf("anomalies %+v, %v; want the two releases", anomalies, err)
+	}
+	for _, a := range anomalies {
+		if a.OrgID != "initech" || (a.DelegationID != ds[0].ID && a.DelegationID != ds[1].ID) {
+			t.Errorf("anomaly %+v", a)
+		}
+		events, err := store.StreamEvents(ctx, "delegation:"+a.DelegationID.String())
+		if err != nil || len(events) < 3 || events[len(events)-1].Type != ledger.EventTypeReleasedOnRevokedIdentity {
+			t.Fatalf("delegation %s: %d events, %v", a.DelegationID, len(events), err)
+		}
+		if err := ledger.VerifyChain(events); err != nil {
+			t.Errorf("delegation %s chain: %v", a.DelegationID, err)
+		}
+	}
+
+	// Migrating again (down past 00020 and up) surfaces nothing twice.
+	if _, err := migrate.DownTo(ctx, 19); err != nil {
+		t.Fatal(err)
+	}
+	migrateUp(t, pool, migrate)
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM revoked_identity_releases`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d rows after migrating again (%v), want 2", n, err)
+	}
+}
+
+// thumbprint is s's RFC 7638 thumbprint as go-jose computes it.
+func thumbprint(t *testing.T, s *compensationtest.Signer) string {
+	t.Helper()
+	k := s.PublicJWK()
+	sum, err := k.Thumbprint(crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(sum)
+}

@@ -852,6 +852,7 @@ func (p *commitCutter) clientToServer(client, server net.Conn, cut *atomic.Bool)
 	r := bufio.NewReader(client)
 	startup := true
 	marked, commitPending := false, false
+	commits := map[string]bool{} // prepared statements that are a COMMIT
 	for {
 		var header []byte
 		if startup {
@@ -894,12 +895,24 @@ func (p *commitCutter) clientToServer(client, server net.Conn, cut *atomic.Bool)
 				if marker != nil && bytes.Contains(body, *marker) {
 					marked = true
 				}
-				if _, query, ok := bytes.Cut(body, []byte{0}); ok && normalizeSQL(query) == "commit" {
-					commitPending = true
+				if name, query, ok := bytes.Cut(body, []byte{0}); ok && normalizeSQL(query) == "commit" {
+					if len(name) > 0 {
+						// A named statement runs when bound (pgx caches it
+						// and binds it again in later batches).
+						commits[string(name)] = true
+					} else {
+						commitPending = true
+					}
 				}
 			case 'B': // Bind: the parameters of a statement
 				if marker != nil && bytes.Contains(body, *marker) {
 					marked = true
+				}
+				// portal name, then the statement's name
+				if _, rest, ok := bytes.Cut(body, []byte{0}); ok {
+					if name, _, ok := bytes.Cut(rest, []byte{0}); ok && commits[string(name)] {
+						commitPending = true
+					}
 				}
 			case 'S': // Sync: runs what was parsed, bound and executed
 				if commitPending {

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -171,6 +172,8 @@ type options struct {
 	identity       bool
 	production     bool
 	oidc           *console.OIDC
+	secureCookies  bool
+	log            *slog.Logger
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -215,6 +218,10 @@ func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
 // privileged change waits for a second on-call principal (see
 // Env.TwoOncall).
 func WithProduction() Option { return func(o *options) { o.production = true } }
+
+// WithLog sends the service's operational log (every component's, as
+// the binary's) to log instead of discarding it.
+func WithLog(log *slog.Logger) Option { return func(o *options) { o.log = log } }
 
 // WithIdentity gives the ledger a fresh signing identity: compensation
 // requests are signed and its JWK Set is served.
@@ -278,7 +285,8 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		// Tests move the clock by weeks; a person's credential outlives them
 		// unless a test gives it an expiry.
 		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,
-		Console:             app.ConsoleConfig{OIDC: o.oidc},
+		Console:             app.ConsoleConfig{OIDC: o.oidc, SecureCookies: o.secureCookies},
+		Log:                 o.log,
 	})
 	e.Store, e.Metrics, e.Ledger, e.Compensation, e.Reports = built.Store, built.Metrics, built.Ledger, built.Compensation, built.Reports
 	{

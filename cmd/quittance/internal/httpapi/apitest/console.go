@@ -18,3 +18,7 @@ func withConsole(built *app.App) http.Handler {
 
 // WithOIDC offers OpenID Connect sign-in on the Env's console.
 func WithOIDC(oidc *console.OIDC) Option { return func(o *options) { o.oidc = oidc } }
+
+// WithSecureCookies marks the console's cookies Secure on the Env's plain
+// http server, as the binary does behind an https QUITTANCE_PUBLIC_URL.
+func WithSecureCookies() Option { return func(o *options) { o.secureCookies = true } }

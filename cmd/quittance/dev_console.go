@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,13 +19,17 @@ import (
 // person (write-offs above the threshold need one), and two canceled
 // procurement delegations at an org that never answers, so that their
 // obligations become compensation_unconfirmed a minute after the first
-// start. QUITTANCE_DEMO_OBLIGATIONS=off seeds none.
+// start. QUITTANCE_DEMO_OBLIGATIONS=off seeds none;
+// QUITTANCE_DEMO_COMPENSATION_TIMEOUT sets how long the demo task class
+// seeks compensation (devConsoleTimeout by default), so that a test need not
+// wait for it.
 const (
 	devSecondOncallFile = "dev-oncall-2-token"
 	devConsoleBudget    = "console-demo"
 	devConsoleOrg       = "silent-supplier"
 	devConsoleClass     = "demo_procurement"
 	devConsoleTenant    = "console-demo"
+	devConsoleTimeout   = 30 * time.Second
 )
 
 // devConsole is the console part of `quittance dev`.
@@ -34,12 +39,22 @@ type devConsole struct {
 	seed   bool
 	second string
 	path   string
+	// timeout is the demo task class's compensation timeout.
+	timeout time.Duration
 }
 
-// newDevConsole reads or creates the second on-call token.
+// newDevConsole reads its variables and reads or creates the second
+// on-call token.
 func newDevConsole(getenv func(string) string, cfg config, stdout io.Writer) (*devConsole, error) {
 	d := &devConsole{cfg: cfg, stdout: stdout, path: filepath.Join(cfg.DataDir, devSecondOncallFile),
-		seed: !strings.EqualFold(strings.TrimSpace(getenv("QUITTANCE_DEMO_OBLIGATIONS")), "off")}
+		seed: !strings.EqualFold(strings.TrimSpace(getenv("QUITTANCE_DEMO_OBLIGATIONS")), "off"), timeout: devConsoleTimeout}
+	if raw := strings.TrimSpace(getenv("QUITTANCE_DEMO_COMPENSATION_TIMEOUT")); raw != "" {
+		t, err := time.ParseDuration(raw)
+		if err != nil || t < time.Millisecond {
+			return nil, usageError{fmt.Errorf("configuration: QUITTANCE_DEMO_COMPENSATION_TIMEOUT must be a duration of at least 1ms, such as 30s")}
+		}
+		d.timeout = t
+	}
 	b, err := os.ReadFile(d.path)
 	switch {
 	case err == nil:
@@ -56,12 +71,12 @@ func newDevConsole(getenv func(string) string, cfg config, stdout io.Writer) (*d
 }
 
 // chainHooks runs each start-up hook in turn, and joins their errors.
-func chainHooks(hooks ...func(context.Context, *app.App) error) func(context.Context, *app.App) error {
-	return func(ctx context.Context, svc *app.App) error {
+func chainHooks(hooks ...readyHook) readyHook {
+	return func(ctx context.Context, svc *app.App, addr net.Addr) error {
 		var errs []error
 		for _, h := range hooks {
 			if h != nil {
-				errs = append(errs, h(ctx, svc))
+				errs = append(errs, h(ctx, svc, addr))
 			}
 		}
 		return errors.Join(errs...)
@@ -69,14 +84,15 @@ func chainHooks(hooks ...func(context.Context, *app.App) error) func(context.Con
 }
 
 // onReady creates the second on-call token, seeds the demo obligations on
-// the first start, and says how to sign in to the console.
-func (d *devConsole) onReady(ctx context.Context, a *app.App) error {
+// the first start, and says how to sign in to the console at addr, where
+// the service listens.
+func (d *devConsole) onReady(ctx context.Context, a *app.App, addr net.Addr) error {
 	svc := a.Ledger
 	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall-2"}, d.second); err != nil {
 		return fmt.Errorf("second dev on-call token: %w", err)
 	}
 	fmt.Fprintf(d.stdout, "Console: http://%s/console/\n  Sign in with the on-call token above. A second on-call person, to approve write-offs above %s,\n  signs in with (also in %s):\n  %s\n",
-		d.cfg.Addr, minorText(d.cfg.WriteOffApprovalThresholdMinor), d.path, d.second)
+		addr, minorText(d.cfg.WriteOffApprovalThresholdMinor), d.path, d.second)
 	if !d.seed {
 		return nil
 	}
@@ -89,7 +105,7 @@ func (d *devConsole) onReady(ctx context.Context, a *app.App) error {
 	} else if !errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("seed demo obligations: %w", err)
 	}
-	if err := seedConsoleDemo(ctx, a, p); err != nil {
+	if err := seedConsoleDemo(ctx, a, p, d.timeout); err != nil {
 		return fmt.Errorf("seed demo obligations: %w", err)
 	}
 	fmt.Fprintf(d.stdout, "  Demo: two canceled procurement tasks at org %q, whose compensation nobody confirms,\n  become compensation_unconfirmed within a minute: find them on the console's Obligations page.\n", devConsoleOrg)
@@ -101,9 +117,10 @@ func minorText(minor int64) string { return fmt.Sprintf("%d.%02d", minor/100, mi
 
 // seedConsoleDemo records, through the ledger's own use cases, two
 // delegations at an org with no agent and reports their tasks canceled.
-// Their task class seeks compensation for 30 seconds only, so the sweep
-// soon moves them to compensation_unconfirmed; the holds stay.
-func seedConsoleDemo(ctx context.Context, a *app.App, oncall ledger.Principal) error {
+// Their task class seeks compensation for timeout only (30 seconds unless
+// configured), so the sweep soon moves them to compensation_unconfirmed; the
+// holds stay.
+func seedConsoleDemo(ctx context.Context, a *app.App, oncall ledger.Principal, timeout time.Duration) error {
 	svc := a.Ledger
 	if _, _, err := svc.PutBudget(ctx, oncall, devConsoleBudget, "EUR", 5_000_000); err != nil {
 		return err
@@ -113,7 +130,7 @@ func seedConsoleDemo(ctx context.Context, a *app.App, oncall ledger.Principal) e
 	}
 	if _, err := svc.PutTaskClass(ctx, oncall, ledger.TaskClass{
 		Name: devConsoleClass, EffectCapable: true, GateOn: []ledger.TaskStatus{ledger.StatusCanceled, ledger.StatusFailed},
-		CompensationTimeout: 30 * time.Second,
+		CompensationTimeout: timeout,
 	}); err != nil {
 		return err
 	}

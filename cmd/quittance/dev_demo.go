@@ -80,7 +80,7 @@ func (d *devDemo) close() {
 
 // onReady returns the hook that registers the agent once the service is
 // up, or nil when there is no demo agent.
-func (d *devDemo) onReady() func(context.Context, *app.App) error {
+func (d *devDemo) onReady() readyHook {
 	if d == nil {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (d *devDemo) onReady() func(context.Context, *app.App) error {
 
 // register registers the demo agent's org through the ledger service, as
 // the dev on-call token, unless it is already registered exactly so.
-func (d *devDemo) register(ctx context.Context, a *app.App) error {
+func (d *devDemo) register(ctx context.Context, a *app.App, _ net.Addr) error {
 	svc := a.Ledger
 	p, err := svc.Authenticate(ctx, d.bootstrap)
 	if err != nil {

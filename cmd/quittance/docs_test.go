@@ -516,14 +516,31 @@ func walkthroughs(t *testing.T, file, md string) []string {
 // is fixed). It returns the API's base URL and the data directory.
 func devService(t *testing.T) (baseURL, dataDir string) {
 	t.Helper()
-	dataDir = filepath.Join(t.TempDir(), ".quittance")
+	dev := startDev(t, nil)
+	return dev.baseURL, dev.dataDir
+}
+
+// devRun is a running `quittance dev` (startDev).
+type devRun struct {
+	baseURL, dataDir string
+	// stdout is everything the command has printed so far.
+	stdout *lockedBuffer
+}
+
+// startDev runs `quittance dev` as devService does, with the variables of
+// extra added to its environment, and returns once it listens.
+func startDev(t *testing.T, extra map[string]string) devRun {
+	t.Helper()
+	dataDir := filepath.Join(t.TempDir(), ".quittance")
 	env := map[string]string{
 		"DATABASE_URL": pgtest.URL(t), "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_DATA_DIR": dataDir,
 		"QUITTANCE_DEMO_AGENT": "off", "QUITTANCE_LOG_LEVEL": "warn",
 	}
+	maps.Copy(env, extra)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	var stderr lockedBuffer
+	stdout := &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, pw, &stderr)
@@ -542,11 +559,13 @@ func devService(t *testing.T) (baseURL, dataDir string) {
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
+			fmt.Fprintln(stdout, sc.Text())
 			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance listening on "); ok {
 				ready <- strings.Fields(rest)[0]
 			}
 		}
 	}()
+	var baseURL string
 	select {
 	case baseURL = <-ready:
 	case err := <-done:
@@ -557,7 +576,7 @@ func devService(t *testing.T) (baseURL, dataDir string) {
 	if _, err := os.Stat(filepath.Join(dataDir, devTokenFile)); err != nil {
 		t.Fatalf("dev wrote no token file: %v", err)
 	}
-	return baseURL, dataDir
+	return devRun{baseURL: baseURL, dataDir: dataDir, stdout: stdout}
 }
 
 // TestDocWalkthroughs runs every marked walk-through of the repository's

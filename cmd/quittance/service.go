@@ -198,11 +198,16 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	return runService(ctx, cfg, log, stdout, chainHooks(demo.onReady(), devUI.onReady))
 }
 
+// readyHook is what `quittance dev` runs once the service listens on addr:
+// the listener's address, which names the port chosen when QUITTANCE_ADDR
+// asks for port 0 (cfg.Addr does not).
+type readyHook func(ctx context.Context, svc *app.App, addr net.Addr) error
+
 // runService runs the service on cfg.DatabaseURL until ctx is canceled,
 // then shuts down gracefully: stop accepting, drain requests, close the pool.
 // onReady, if not nil, runs once the service is listening; its failure is
 // logged and does not stop the service.
-func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady func(context.Context, *app.App) error) error {
+func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady readyHook) error {
 	pool, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -314,7 +319,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
 	if onReady != nil {
-		if err := onReady(ctx, svc); err != nil {
+		if err := onReady(ctx, svc, listener.Addr()); err != nil {
 			log.Warn("start-up hook failed", slog.Any("error", err))
 		}
 	}

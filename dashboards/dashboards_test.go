@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -179,6 +180,141 @@ func TestDashboards(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// collectorSeries are the metrics whose series the scrape-time collector
+// always exports while quittance_collector_up is 1 (zeros on an empty
+// database; TestCollectorFreshDatabase in sql/pgstore), and none of them
+// while it is 0. quittance_held_minor_units is not one: it exists per
+// currency with a budget.
+var collectorSeries = []string{
+	"quittance_obligations",
+	"quittance_oldest_open_obligation_created_timestamp_seconds",
+	"quittance_oldest_obligation_state_entry_timestamp_seconds",
+	"quittance_outbox_jobs",
+	"quittance_outbox_oldest_due_timestamp_seconds",
+	"quittance_outbox_retried_job_max_attempts",
+	"quittance_outbox_lease_expiries_total",
+	"quittance_webhook_deliveries",
+	"quittance_dispatch_unknown_delegations",
+	"quittance_oldest_dispatch_unknown_timestamp_seconds",
+}
+
+// processSeries are the metrics whose series exist in every scrape of a
+// Quittance target from start-up (TestKnownSeriesFromStartUp in
+// cmd/quittance/internal/telemetry, and the collector's own health).
+// quittance_http_request_duration_seconds is not one: a route's series
+// appear with its first request.
+var processSeries = []string{
+	"quittance_collector_up",
+	"quittance_collector_errors_total",
+	"quittance_transitions_total",
+	"quittance_evidence_total",
+	"quittance_compensation_requests_total",
+	"quittance_write_offs_total",
+	"quittance_org_jwks_fetches_total",
+	"quittance_a2a_request_duration_seconds",
+	"quittance_unconfirmed_alert_grace_seconds",
+}
+
+// comparison finds a filtering comparison in a PromQL expression whose
+// label matchers were removed (`x > 0` drops series, so an empty answer
+// can mean "none").
+var comparison = regexp.MustCompile(`[<>]|==|!=`)
+
+// labelMatchers are the {…} of an expression.
+var labelMatchers = regexp.MustCompile(`\{[^}]*\}`)
+
+// emptyMeans says what an empty answer of a panel whose queries are exprs
+// can only mean: "target" when every query reads series that exist in
+// every scrape, "collector" when some read the collector's series, and ""
+// when an empty answer can also mean that nothing happened.
+func emptyMeans(exprs []string) string {
+	means := "target"
+	for _, e := range exprs {
+		if comparison.MatchString(labelMatchers.ReplaceAllString(e, "")) {
+			return ""
+		}
+		names := metricNames(e)
+		if len(names) == 0 {
+			return ""
+		}
+		for _, name := range names {
+			switch {
+			case slices.Contains(collectorSeries, name):
+				means = "collector"
+			case !slices.Contains(processSeries, name):
+				return ""
+			}
+		}
+	}
+	return means
+}
+
+// TestDashboardsNoValueTexts: a panel's noValue text says what an empty
+// answer means. "No data" says nothing; and on a panel whose series always
+// exist while the target is scraped (and its collector is up) an empty
+// answer means exactly that one of them is down, so the text must say so,
+// never "no calls yet".
+func TestDashboardsNoValueTexts(t *testing.T) {
+	qs, err := PanelQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ dashboard, panel string }
+	exprs := map[key][]string{}
+	noValue := map[key]string{}
+	var order []key
+	for _, q := range qs {
+		k := key{q.Dashboard, q.Panel}
+		if _, ok := exprs[k]; !ok {
+			order = append(order, k)
+		}
+		exprs[k] = append(exprs[k], q.Expr)
+		noValue[k] = q.NoValue
+	}
+	checked := 0
+	for _, k := range order {
+		text := strings.ToLower(noValue[k])
+		if text == "" {
+			continue
+		}
+		if strings.Contains(text, "no data") {
+			t.Errorf("%s, panel %q: noValue %q says no more than Grafana's No data", k.dashboard, k.panel, noValue[k])
+		}
+		switch means := emptyMeans(exprs[k]); means {
+		case "":
+		case "collector":
+			checked++
+			if !strings.Contains(text, "collector") || !strings.Contains(text, "down") {
+				t.Errorf("%s, panel %q: noValue %q, but its series exist while the collector is up: say the target or collector is down", k.dashboard, k.panel, noValue[k])
+			}
+		default:
+			checked++
+			if !strings.Contains(text, means) || !strings.Contains(text, "down") {
+				t.Errorf("%s, panel %q: noValue %q, but its series exist in every scrape: say the target is down", k.dashboard, k.panel, noValue[k])
+			}
+		}
+	}
+	if checked < 5 {
+		t.Errorf("only %d panels with always-present series and a noValue: the classification is broken", checked)
+	}
+	for _, tc := range []struct {
+		exprs []string
+		want  string
+	}{
+		{[]string{`max by (kind, state) (quittance_outbox_jobs)`}, "collector"},
+		{[]string{`sum by (method, outcome) (rate(quittance_a2a_request_duration_seconds_count[$__rate_interval]))`}, "target"},
+		{[]string{`time() - min by (kind) (quittance_outbox_oldest_due_timestamp_seconds > 0)`}, ""},
+		{[]string{`max by (currency) (quittance_held_minor_units)`}, ""},
+		{[]string{`min by (instance) (quittance_collector_up)`, `up{job=~"$job"}`}, ""},
+		{[]string{`sum(rate(quittance_http_request_duration_seconds_count{route!="/metrics"}[5m]))`}, ""},
+		{[]string{`max(quittance_obligations{state!="held"})`}, "collector"},
+	} {
+		if got := emptyMeans(tc.exprs); got != tc.want {
+			t.Errorf("emptyMeans(%q) = %q, want %q", tc.exprs, got, tc.want)
+		}
 	}
 }
 

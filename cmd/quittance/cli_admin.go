@@ -124,8 +124,8 @@ func newWriteOffCommand(getenv func(string) string, stdout io.Writer) *cobra.Com
 func newWriteOffsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{Use: "write-offs", Short: "Act on write-offs"}
 	cmd.AddCommand(&cobra.Command{
-		Use:   "approve ID",
-		Short: "Approve a pending write-off (as a different on-call identity than its requester)",
+		Use:   "approve WRITE_OFF_ID",
+		Short: "Approve a pending write-off, by the id write-off printed (as a different on-call identity than its requester)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return postAndPrint(cmd, getenv, stdout, "/admin/v1/write-offs/"+url.PathEscape(args[0])+"/approve", nil)

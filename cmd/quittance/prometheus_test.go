@@ -159,11 +159,16 @@ func TestPrometheusAlertsAndDashboards(t *testing.T) {
 		return ""
 	})
 
-	// A fresh replica: every panel has a value, or says what none means.
+	// A fresh replica: every panel has a value, or says what none means. A
+	// panel whose empty text says the target or collector is down has a
+	// value while both are up, so that text never shows wrongly.
 	for _, q := range queries {
 		samples := p.query(t, expand(q.Expr))
-		if len(samples) == 0 && q.NoValue == "" {
+		switch {
+		case len(samples) == 0 && q.NoValue == "":
 			t.Errorf("%s, panel %q (%s) shows No data on a fresh replica: %s", q.Dashboard, q.Panel, q.RefID, q.Expr)
+		case len(samples) == 0 && strings.Contains(q.NoValue, "down"):
+			t.Errorf("%s, panel %q (%s) says %q with the target and collector up: %s", q.Dashboard, q.Panel, q.RefID, q.NoValue, q.Expr)
 		}
 	}
 	for _, c := range []struct{ dashboard, panel, ref string }{

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -146,6 +147,94 @@ func TestRunbookCommandsExist(t *testing.T) {
 	}
 	if total < 20 {
 		t.Errorf("only %d command lines found in the runbooks", total)
+	}
+}
+
+// argKinds names what the positional arguments of the commands runbooks
+// show with a placeholder identify, by command path, so a runbook that uses
+// one placeholder for two kinds of id (`write-off ID` then `write-offs
+// approve ID`, which takes the write-off's id, not the delegation's) fails.
+var argKinds = map[string][]string{
+	"quittance delegations show":             {"delegation"},
+	"quittance delegations resolve-dispatch": {"delegation"},
+	"quittance compensation redrive":         {"delegation"},
+	"quittance write-off":                    {"delegation"},
+	"quittance evidence-pack":                {"delegation"},
+	"quittance write-offs approve":           {"write-off"},
+	"quittance changes approve":              {"pending change"},
+	"quittance orgs show":                    {"org"},
+	"quittance orgs revoke":                  {"org"},
+	"quittance orgs keys set":                {"org"},
+	"quittance orgs keys show":               {"org"},
+	"quittance orgs keys refresh":            {"org"},
+	"quittance orgs keys history":            {"org"},
+	"quittance task-classes show":            {"task class"},
+	"quittance task-classes set":             {"task class"},
+}
+
+// placeholder is an argument a reader substitutes: an upper-case word such
+// as ID or WRITE_OFF_ID, or a shell variable.
+var placeholder = regexp.MustCompile(`^\$?\{?[A-Z][A-Z0-9_]*\}?$`)
+
+// placeholderClashes reports each placeholder that lines (one runbook's)
+// use for arguments of two different kinds, and each placeholder argument
+// of a command argKinds does not describe.
+func placeholderClashes(lines []commandLine) []string {
+	var problems []string
+	kindOf := map[string]string{} // placeholder → kind
+	firstUse := map[string]string{}
+	for _, l := range lines {
+		words, ok := shellWords(l.line)
+		if !ok || len(words) < 2 {
+			continue
+		}
+		var stdout, stderr bytes.Buffer
+		cmd, rest, err := newRootCommand(func(string) string { return "" }, &stdout, &stderr).Find(words[1:])
+		if err != nil || cmd.ParseFlags(rest) != nil {
+			continue // TestRunbookCommandsExist reports it
+		}
+		for i, arg := range cmd.Flags().Args() {
+			if !placeholder.MatchString(arg) {
+				continue
+			}
+			kinds := argKinds[cmd.CommandPath()]
+			if i >= len(kinds) {
+				problems = append(problems, fmt.Sprintf("%q: say in argKinds what argument %d of %s identifies", l.line, i+1, cmd.CommandPath()))
+				continue
+			}
+			switch k, seen := kindOf[arg]; {
+			case !seen:
+				kindOf[arg], firstUse[arg] = kinds[i], l.line
+			case k != kinds[i]:
+				problems = append(problems, fmt.Sprintf("%s names a %s in %q but a %s in %q: give each kind of id its own placeholder", arg, k, firstUse[arg], kinds[i], l.line))
+			}
+		}
+	}
+	return problems
+}
+
+// TestRunbookPlaceholders: within a runbook, one placeholder stands for one
+// kind of id, so following the commands literally never passes a
+// delegation's id where a write-off's (or an org's) is expected.
+func TestRunbookPlaceholders(t *testing.T) {
+	t.Parallel()
+	for file, lines := range runbookCommands(t) {
+		for _, p := range placeholderClashes(lines) {
+			t.Errorf("%s: %s", file, p)
+		}
+	}
+	clash := placeholderClashes([]commandLine{
+		{line: `quittance write-off ID --reason "x"`},
+		{line: "quittance write-offs approve ID"},
+	})
+	if len(clash) != 1 || !strings.Contains(clash[0], "write-off") {
+		t.Errorf("write-off ID then write-offs approve ID: %q, want one clash", clash)
+	}
+	if p := placeholderClashes([]commandLine{{line: "quittance orgs show ORG"}, {line: "quittance orgs revoke ORG --reason x"}, {line: "quittance task-classes show procurement"}}); len(p) != 0 {
+		t.Errorf("one placeholder for one kind: %q", p)
+	}
+	if p := placeholderClashes([]commandLine{{line: "quittance revoked-releases acknowledge ID --note x"}}); len(p) != 1 {
+		t.Errorf("a command argKinds does not describe: %q, want it reported", p)
 	}
 }
 

@@ -190,7 +190,7 @@ func TestKnownSeriesFromStartUp(t *testing.T) {
 		"quittance_compensation_requests_total":  5,
 		"quittance_write_offs_total":             3,
 		"quittance_org_jwks_fetches_total":       3,
-		"quittance_a2a_request_duration_seconds": 11 * 5,
+		"quittance_a2a_request_duration_seconds": 13 * 5,
 	} {
 		if n := testutil.CollectAndCount(reg, name); n != series {
 			t.Errorf("%s: %d series at start-up, want %d", name, n, series)

@@ -35,12 +35,14 @@ const (
 var a2aOutcomes = []string{A2AOutcomeOK, A2AOutcomeClientError, A2AOutcomeServerError, A2AOutcomeTimeout, A2AOutcomeError}
 
 // calledA2AMethods are the method label values of the calls Quittance
-// makes (delegate's v1.0 and v0.3 wire encodings, and agent card fetches):
-// their histograms exist from start-up.
+// makes (delegate/a2a's v1.0 and v0.3 wire encodings, and agent card
+// fetches): their histograms exist from start-up, so rate() counts the first
+// call after a replica starts. TestCalledA2AMethodsStartAtZero drives every
+// a2a.Client method in both versions and fails when one is missing here.
 var calledA2AMethods = []string{
 	"agent_card",
-	"SendMessage", "GetTask", "CancelTask", "SubscribeToTask", "CreateTaskPushNotificationConfig",
-	"message/send", "tasks/get", "tasks/cancel", "tasks/resubscribe", "tasks/pushNotificationConfig/set",
+	"SendMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask", "CreateTaskPushNotificationConfig",
+	"message/send", "tasks/get", "tasks/list", "tasks/cancel", "tasks/resubscribe", "tasks/pushNotificationConfig/set",
 }
 
 // a2aMethods are the method label values: the JSON-RPC methods of A2A v1.0
@@ -49,7 +51,7 @@ var a2aMethods = map[string]bool{
 	"SendMessage": true, "SendStreamingMessage": true, "GetTask": true, "CancelTask": true,
 	"SubscribeToTask": true, "SetTaskPushNotificationConfig": true, "GetTaskPushNotificationConfig": true,
 	"CreateTaskPushNotificationConfig": true, "ListTasks": true, "GetExtendedAgentCard": true,
-	"message/send": true, "message/stream": true, "tasks/get": true, "tasks/cancel": true,
+	"message/send": true, "message/stream": true, "tasks/get": true, "tasks/list": true, "tasks/cancel": true,
 	"tasks/resubscribe": true, "tasks/pushNotificationConfig/set": true, "tasks/pushNotificationConfig/get": true,
 	"agent/getAuthenticatedExtendedCard": true,
 }

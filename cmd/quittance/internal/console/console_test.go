@@ -250,3 +250,27 @@ func TestWriteOffFourEyesAndReject(t *testing.T) {
 	b.get("/console/write-offs").contains(t, "rejected", "Bolt answered: reversal under way")
 	b.get(self).contains(t, "Request write-off", "compensation_unconfirmed")
 }
+
+// TestListIDsTellApart: obligations created in the same minute (their
+// UUIDv7s share their leading, time-ordered digits) carry different labels
+// on the lists, from the ids' random tails, and the obligations table names
+// each by its business operation id.
+func TestListIDsTellApart(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.OncallToken)
+	if w.big.ID[:8] != w.small.ID[:8] {
+		t.Fatalf("the world's obligations were not made in the same minute: %s %s", w.big.ID, w.small.ID)
+	}
+	label := func(id string) string { return "…" + id[len(id)-8:] }
+	if label(w.big.ID) == label(w.small.ID) {
+		t.Fatalf("two ids share a label: %s %s", w.big.ID, w.small.ID)
+	}
+	list := b.get("/console/obligations?state=compensation_unconfirmed")
+	list.contains(t,
+		`title="`+w.big.ID+`"><code>`+label(w.big.ID)+`</code></a>`, `<td class="op">`+w.big.BusinessOperationID+`</td>`,
+		`title="`+w.small.ID+`"><code>`+label(w.small.ID)+`</code></a>`, `<td class="op">`+w.small.BusinessOperationID+`</td>`,
+		`<th scope="col">Operation</th>`)
+	list.lacks(t, w.big.ID[:8]+"…")
+	b.get("/console/").contains(t, label(w.big.ID)+`</a> `+w.big.BusinessOperationID, label(w.small.ID)+`</a> `+w.small.BusinessOperationID)
+}

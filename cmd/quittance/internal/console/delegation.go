@@ -162,7 +162,7 @@ func (c *Console) showDelegation(w http.ResponseWriter, r *http.Request, q *requ
 		form = r.PostForm
 	}
 	c.render(w, r, q, status, "delegation", view{
-		Title: "Delegation " + shorten(id.String(), 8), Nav: "obligations", Errors: errs, Form: form, Data: data,
+		Title: "Delegation " + shortID(id.String()), Nav: "obligations", Errors: errs, Form: form, Data: data,
 	})
 }
 

@@ -1,12 +1,15 @@
 package console_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -273,4 +276,44 @@ func TestListIDsTellApart(t *testing.T) {
 		`<th scope="col">Operation</th>`)
 	list.lacks(t, w.big.ID[:8]+"…")
 	b.get("/console/").contains(t, label(w.big.ID)+`</a> `+w.big.BusinessOperationID, label(w.small.ID)+`</a> `+w.small.BusinessOperationID)
+}
+
+// TestOverviewPendingChangesAndAsOf: the overview says as of when its
+// figures are, and lists the privileged changes waiting for a second
+// person beside the write-offs, each linking to the page where it is
+// approved; once approved it is gone.
+func TestOverviewPendingChangesAndAsOf(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.OncallToken)
+	empty := b.get("/console/")
+	empty.contains(t, `id="as-of">Figures as of <time datetime="`+w.Clock.Now().UTC().Format(time.RFC3339)+`">`,
+		"No privileged change (an org's keys, a task class, a principal or a role) waits for a second person.")
+
+	next := compensationtest.NewEd25519Signer(t, "b-key-2")
+	keys := pendingID(t, w.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgID, w.oncall2, map[string]any{
+		"name": "Bolt Supplies", "jwks": json.RawMessage(next.JWKS()),
+	}))
+	person := pendingID(t, w.Do(t, http.MethodPost, "/admin/v1/tokens", w.oncall2, map[string]any{"role": "finance", "name": "Fiona"}))
+	for _, viewer := range []string{w.OncallToken, w.finance} {
+		v := w.client(t)
+		v.signIn(viewer)
+		p := v.get("/console/")
+		p.contains(t, `id="pending-changes"`,
+			`<li data-change="`+keys+`"><a href="/console/orgs/`+orgID+`#change-`+keys+`">`,
+			`<li data-change="`+person+`"><a href="/console/principals#change-`+person+`">`, "Fiona", "asked by oncall-2")
+		if strings.Index(p.body, keys) > strings.Index(p.body, person) {
+			t.Fatal("the overview does not list the oldest change first")
+		}
+	}
+	// The links lead to the change, with its approve control for on-call.
+	b.get("/console/orgs/"+orgID).contains(t, `id="change-`+keys+`"`, `action="/console/pending-changes/`+keys+`/approve"`)
+	b.get("/console/principals").contains(t, `id="change-`+person+`"`, `action="/console/pending-changes/`+person+`/approve"`)
+
+	if res := b.post("/console/", "/console/pending-changes/"+keys+"/approve", url.Values{"back": {"/console/"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", res.status, res.body)
+	}
+	after := b.get("/console/")
+	after.lacks(t, `data-change="`+keys+`"`)
+	after.contains(t, `data-change="`+person+`"`)
 }

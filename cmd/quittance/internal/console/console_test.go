@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
@@ -316,4 +317,45 @@ func TestOverviewPendingChangesAndAsOf(t *testing.T) {
 	after := b.get("/console/")
 	after.lacks(t, `data-change="`+keys+`"`)
 	after.contains(t, `data-change="`+person+`"`)
+}
+
+// TestAnomaliesSharedRemoteTasks: a remote task id recorded by two
+// tenants is listed on the anomalies page's first page, for all kinds and
+// for kind shared_remote_task, linking to both delegations, as the API's
+// first page carries it; later pages and other kinds do not repeat it.
+func TestAnomaliesSharedRemoteTasks(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.finance)
+	b.get("/console/anomalies").contains(t, `id="shared-remote-tasks"`, "No remote task id is recorded by more than one tenant.")
+
+	globex := w.NewOrchestrator(t, "globex")
+	twin := w.CreateDelegation(t, globex, apitest.NewCreateRequest(w.big.BusinessOperationID, orgID, "procurement", budgetID, 1_000, "EUR"))
+	if twin.Remote.TaskID != w.big.Remote.TaskID {
+		t.Fatalf("the twin's remote task %q, want %q", twin.Remote.TaskID, w.big.Remote.TaskID)
+	}
+	var api struct {
+		SharedRemoteTasks []struct {
+			RemoteTaskID  string   `json:"remote_task_id"`
+			DelegationIDs []string `json:"delegation_ids"`
+		} `json:"shared_remote_tasks"`
+	}
+	w.Do(t, http.MethodGet, "/v1/anomalies", w.finance, nil).Expect(t, http.StatusOK).JSON(t, &api)
+	if len(api.SharedRemoteTasks) != 1 {
+		t.Fatalf("the API lists %+v", api.SharedRemoteTasks)
+	}
+	for _, path := range []string{"/console/anomalies", "/console/anomalies?kind=shared_remote_task"} {
+		p := b.get(path)
+		if p.status != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, p.status)
+		}
+		p.contains(t, `<tr data-remote-task="`+w.big.Remote.TaskID+`"><td><a href="/console/orgs/`+orgID+`">`, "acme, globex",
+			`href="/console/delegations/`+w.big.ID+`"`, `href="/console/delegations/`+twin.ID+`"`)
+		if strings.Count(p.body, "<tr data-remote-task=") != len(api.SharedRemoteTasks) {
+			t.Fatalf("GET %s: not the API's %d rows", path, len(api.SharedRemoteTasks))
+		}
+	}
+	b.get("/console/anomalies?kind=shared_remote_task").lacks(t, "No anomalies of this kind")
+	b.get("/console/anomalies?kind=status_conflict").lacks(t, `id="shared-remote-tasks"`)
+	b.get("/console/anomalies?after=1").lacks(t, `id="shared-remote-tasks"`)
 }

@@ -392,6 +392,11 @@ type anomaliesPage struct {
 	Kind      string
 	Anomalies []ledger.Anomaly
 	Next      string
+	// Shared are the remote task ids more than one tenant recorded, on the
+	// first page of all kinds or of kind shared_remote_task, as the API's
+	// first page carries them: no event holds them.
+	Shared      []ledger.SharedRemoteTask
+	SharedShown bool
 }
 
 func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) {
@@ -418,6 +423,13 @@ func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) 
 			return
 		}
 		data.Anomalies = list
+		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(ledger.AnomalySharedRemoteTask)) {
+			if data.Shared, err = c.cfg.Reports.SharedRemoteTasks(r.Context(), q.p); err != nil {
+				c.fail(w, r, q, err)
+				return
+			}
+			data.SharedShown = true
+		}
 		if len(list) == aq.Limit {
 			next := url.Values{"after": {strconv.FormatInt(list[len(list)-1].Seq, 10)}}
 			if data.Kind != "" {

@@ -55,11 +55,29 @@ func TestFiltersSortAndKeyset(t *testing.T) {
 	w := newWorld(t)
 	b := w.client(t)
 	b.signIn(w.finance)
-	bad := b.get("/console/obligations?min=abc&older=soon")
+	bad := b.get("/console/obligations?min=abc&currency=EUR&older=soon")
 	if bad.status != http.StatusUnprocessableEntity {
 		t.Fatalf("bad filters: %d", bad.status)
 	}
 	bad.contains(t, "use a plain amount", "use an age such as 72h or 7d")
+	// An amount bound without a currency is refused beside its field, and
+	// no obligation is listed or exported.
+	for _, query := range []string{"min=1000", "max=1000", "view=all&min=10&max=5000"} {
+		p := b.get("/console/obligations?" + query)
+		if p.status != http.StatusUnprocessableEntity {
+			t.Fatalf("%s without a currency: %d", query, p.status)
+		}
+		p.contains(t, `<span class="field-error" role="alert">choose a currency too: the amount is read in its units</span>`, `aria-invalid="true"`)
+		if ids := delegationLinks.FindAllString(p.body, -1); len(ids) != 0 || strings.Contains(p.body, `class="obligations"`) {
+			t.Fatalf("%s without a currency listed obligations", query)
+		}
+		if csv := b.get("/console/obligations.csv?" + query); csv.status != http.StatusUnprocessableEntity || strings.Contains(csv.body, w.big.ID) {
+			t.Fatalf("export of %s without a currency: %d", query, csv.status)
+		}
+	}
+	if p := b.get("/console/obligations?min=1000&currency=EUR"); p.status != http.StatusOK || strings.Contains(p.body, "choose a currency") {
+		t.Fatalf("min with a currency: %d", p.status)
+	}
 	big := b.get("/console/obligations?view=all&min=1000&currency=EUR")
 	big.contains(t, w.big.ID)
 	big.lacks(t, w.small.ID)

@@ -216,7 +216,7 @@ func formatMoney(minor int64, currency string) string {
 }
 
 // parseAmount reads a decimal amount in major units into minor units of
-// currency ("" means two decimals). Empty input is zero.
+// currency. Empty input is zero.
 func parseAmount(raw, currency string) (int64, error) {
 	raw = strings.ReplaceAll(strings.TrimSpace(raw), ",", "")
 	if raw == "" {

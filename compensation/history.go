@@ -1,6 +1,8 @@
 package compensation
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,4 +74,42 @@ func VerifyAccepted(in AcceptedToken) (Claims, ledger.OrgKey, error) {
 			used.KeyID, used.Thumbprint, in.Recorded.KeyID, in.Recorded.Thumbprint)
 	}
 	return claims, used, nil
+}
+
+// VerifyStoredEvent verifies the signed token stored on e, an event of the
+// delegation of (orgID, remoteTaskID), as the ledger accepted it: against
+// the org's keys in force at the event's time (VerifyAccepted, with the key
+// the event records), for the kind of evidence the event says it is, and
+// about that delegation's task (its "sub"). It returns the token's claims
+// and the key that verified it. It is the one way a stored token is
+// verified again: verify-chain, verify-pack and the console's timeline call
+// it, so none of them can pass a token another would refuse.
+func VerifyStoredEvent(orgID, remoteTaskID, ledgerID string, e ledger.Event, history []ledger.OrgKey) (Claims, ledger.OrgKey, error) {
+	var data struct {
+		Kind          string `json:"kind"`
+		KeyID         string `json:"kid"`
+		KeyThumbprint string `json:"key_thumbprint"`
+	}
+	_ = json.Unmarshal(e.Data, &data)
+	kind := TokenKind(data.Kind)
+	switch e.Type {
+	case ledger.EventTypeCompensationAcked:
+		kind = KindAck
+	case ledger.EventTypeNoCompensationDeclared:
+		kind = KindDeclaration
+	}
+	if !kind.Valid() {
+		return Claims{}, ledger.OrgKey{}, errors.New("the event does not say which kind of token it stores")
+	}
+	claims, key, err := VerifyAccepted(AcceptedToken{
+		Token: []byte(e.Evidence), Kind: kind, OrgID: orgID, LedgerID: ledgerID, AcceptedAt: e.At, History: history,
+		Recorded: ledger.KeyRef{KeyID: data.KeyID, Thumbprint: data.KeyThumbprint},
+	})
+	if err != nil {
+		return Claims{}, ledger.OrgKey{}, err
+	}
+	if claims.Subject != remoteTaskID {
+		return Claims{}, ledger.OrgKey{}, fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, remoteTaskID)
+	}
+	return claims, key, nil
 }

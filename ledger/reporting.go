@@ -74,6 +74,9 @@ type ObligationRow struct {
 	// DispatchUnknownAt is when the delegation entered the dispatch_unknown
 	// condition; zero when it is not in it.
 	DispatchUnknownAt time.Time
+	// BusinessOperationID is the orchestrator's own id of the operation,
+	// unique per tenant: the name people know the obligation by.
+	BusinessOperationID string
 }
 
 // ConditionDispatchUnknown is the condition of a delegation whose dispatch

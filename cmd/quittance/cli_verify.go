@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -174,39 +173,15 @@ func (v *verifier) verifyToken(ctx context.Context, ch chain, e ledger.EventReco
 	return nil
 }
 
-// verifyStoredToken verifies the token stored on e, an event of the
-// delegation of (orgID, remoteTaskID), against the org's keys in force at
-// the event's time, and checks that it is about that delegation's task. It
-// returns the token's claims and the key that verified it. verify-chain and
-// verify-pack share it.
-func verifyStoredToken(orgID, remoteTaskID, ledgerID string, e ledger.EventRecord, history []ledger.OrgKey) (compensation.Claims, ledger.OrgKey, error) {
-	var data struct {
-		Kind          string `json:"kind"`
-		KeyID         string `json:"kid"`
-		KeyThumbprint string `json:"key_thumbprint"`
-	}
-	_ = json.Unmarshal(e.Data, &data)
-	kind := compensation.TokenKind(data.Kind)
-	switch e.Type {
-	case ledger.EventTypeCompensationAcked:
-		kind = compensation.KindAck
-	case ledger.EventTypeNoCompensationDeclared:
-		kind = compensation.KindDeclaration
-	}
-	if !kind.Valid() {
-		return compensation.Claims{}, ledger.OrgKey{}, fmt.Errorf("the event does not say which kind of token it stores")
-	}
-	claims, key, err := compensation.VerifyAccepted(compensation.AcceptedToken{
-		Token: []byte(e.Evidence), Kind: kind, OrgID: orgID, LedgerID: ledgerID, AcceptedAt: e.At, History: history,
-		Recorded: ledger.KeyRef{KeyID: data.KeyID, Thumbprint: data.KeyThumbprint},
-	})
+// verifyStoredToken verifies the token stored on the published event r
+// with compensation.VerifyStoredEvent, the one rule the ledger, the console
+// and the CLI share. verify-chain and verify-pack call it.
+func verifyStoredToken(orgID, remoteTaskID, ledgerID string, r ledger.EventRecord, history []ledger.OrgKey) (compensation.Claims, ledger.OrgKey, error) {
+	e, err := r.Event()
 	if err != nil {
 		return compensation.Claims{}, ledger.OrgKey{}, err
 	}
-	if claims.Subject != remoteTaskID {
-		return compensation.Claims{}, ledger.OrgKey{}, fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, remoteTaskID)
-	}
-	return claims, key, nil
+	return compensation.VerifyStoredEvent(orgID, remoteTaskID, ledgerID, e, history)
 }
 
 // orgKeyHistory fetches and caches an org's key history.

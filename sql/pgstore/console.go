@@ -184,7 +184,7 @@ func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time
 	for i, r := range rows {
 		out[i] = ledger.QueueRow{
 			ObligationRow: ledger.ObligationRow{
-				DelegationID: r.ID, Tenant: r.Tenant, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
+				DelegationID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
 				Amount:       ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
 				RemoteTaskID: deref(r.RemoteTaskID), TaskStatus: ledger.TaskStatus(r.TaskStatus),
 				ObligationState: ledger.ObligationState(r.ObligationState), ObligationReason: deref(r.ObligationReason),
@@ -233,7 +233,7 @@ func (c caseStore) queueByCreated(ctx context.Context, newest bool, p dbsqlc.Cas
 	out := make([]dbsqlc.CaseQueuePageRow, len(rows))
 	for i, r := range rows {
 		out[i] = dbsqlc.CaseQueuePageRow{
-			ID: r.ID, Tenant: r.Tenant, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID, AmountMinor: r.AmountMinor,
+			ID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID, AmountMinor: r.AmountMinor,
 			Currency: r.Currency, RemoteTaskID: r.RemoteTaskID, TaskStatus: r.TaskStatus, ObligationState: r.ObligationState,
 			ObligationReason: r.ObligationReason, CancelRequestedAt: r.CancelRequestedAt, CompensationDeadline: r.CompensationDeadline,
 			CompensationAttempts: r.CompensationAttempts, CompensationLastError: r.CompensationLastError,

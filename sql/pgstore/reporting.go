@@ -96,7 +96,7 @@ func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now
 
 func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
 	return ledger.ObligationRow{
-		DelegationID: r.ID, Tenant: r.Tenant, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
+		DelegationID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
 		Amount:       ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
 		RemoteTaskID: deref(r.RemoteTaskID), TaskStatus: ledger.TaskStatus(r.TaskStatus),
 		ObligationState: ledger.ObligationState(r.ObligationState), ObligationReason: deref(r.ObligationReason),

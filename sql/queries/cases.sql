@@ -24,7 +24,7 @@ ON CONFLICT (delegation_id) DO UPDATE SET
 -- times cheaper than extract's numeric. Rows are chosen first; only the
 -- page's rows look up their last event.
 SELECT
-    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.id, q.tenant, q.business_operation_id, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
     q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
     q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
     q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
@@ -34,7 +34,7 @@ SELECT
 FROM (
     SELECT * FROM (
         SELECT
-            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
             d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
             d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
             d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
@@ -81,7 +81,7 @@ ORDER BY q.sort_key, q.id;
 -- states, for the needs-action queue; full for every obligation) yields
 -- the page without reading the rest.
 SELECT
-    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.id, q.tenant, q.business_operation_id, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
     q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
     q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
     q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
@@ -90,7 +90,7 @@ SELECT
     coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
 FROM (
         SELECT
-            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
             d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
             d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
             d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
@@ -128,7 +128,7 @@ ORDER BY q.created_at, q.id;
 -- name: CaseQueueNewest :many
 -- The queue newest first, as CaseQueueOldest backwards.
 SELECT
-    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.id, q.tenant, q.business_operation_id, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
     q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
     q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
     q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
@@ -137,7 +137,7 @@ SELECT
     coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
 FROM (
         SELECT
-            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
             d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
             d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
             d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,

@@ -11,7 +11,7 @@
 -- grow with the number of open obligations. The caller pages through a
 -- read-only repeatable-read transaction to stream a consistent snapshot.
 SELECT
-    p.id, p.tenant, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
+    p.id, p.tenant, p.business_operation_id, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
     p.remote_task_id, p.task_status, p.obligation_state, p.obligation_reason,
     p.cancel_requested_at, p.compensation_deadline, p.compensation_attempts,
     p.compensation_last_error, p.created_at, p.updated_at, p.dispatch_unknown_at,

@@ -36,7 +36,7 @@ func (q *Queries) CaseGetByDelegation(ctx context.Context, delegationID uuid.UUI
 
 const caseQueueNewest = `-- name: CaseQueueNewest :many
 SELECT
-    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.id, q.tenant, q.business_operation_id, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
     q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
     q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
     q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
@@ -45,7 +45,7 @@ SELECT
     coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
 FROM (
         SELECT
-            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
             d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
             d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
             d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
@@ -102,6 +102,7 @@ type CaseQueueNewestParams struct {
 type CaseQueueNewestRow struct {
 	ID                    uuid.UUID
 	Tenant                string
+	BusinessOperationID   string
 	OrgID                 string
 	TaskClass             string
 	BudgetID              string
@@ -155,6 +156,7 @@ func (q *Queries) CaseQueueNewest(ctx context.Context, arg CaseQueueNewestParams
 		if err := rows.Scan(
 			&i.ID,
 			&i.Tenant,
+			&i.BusinessOperationID,
 			&i.OrgID,
 			&i.TaskClass,
 			&i.BudgetID,
@@ -190,7 +192,7 @@ func (q *Queries) CaseQueueNewest(ctx context.Context, arg CaseQueueNewestParams
 
 const caseQueueOldest = `-- name: CaseQueueOldest :many
 SELECT
-    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.id, q.tenant, q.business_operation_id, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
     q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
     q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
     q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
@@ -199,7 +201,7 @@ SELECT
     coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
 FROM (
         SELECT
-            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
             d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
             d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
             d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
@@ -256,6 +258,7 @@ type CaseQueueOldestParams struct {
 type CaseQueueOldestRow struct {
 	ID                    uuid.UUID
 	Tenant                string
+	BusinessOperationID   string
 	OrgID                 string
 	TaskClass             string
 	BudgetID              string
@@ -312,6 +315,7 @@ func (q *Queries) CaseQueueOldest(ctx context.Context, arg CaseQueueOldestParams
 		if err := rows.Scan(
 			&i.ID,
 			&i.Tenant,
+			&i.BusinessOperationID,
 			&i.OrgID,
 			&i.TaskClass,
 			&i.BudgetID,
@@ -347,7 +351,7 @@ func (q *Queries) CaseQueueOldest(ctx context.Context, arg CaseQueueOldestParams
 
 const caseQueuePage = `-- name: CaseQueuePage :many
 SELECT
-    q.id, q.tenant, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
+    q.id, q.tenant, q.business_operation_id, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
     q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
     q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
     q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
@@ -355,9 +359,9 @@ SELECT
     coalesce(last_event.type, '')::text                AS last_evidence_type,
     coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
 FROM (
-    SELECT id, tenant, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, task_status, obligation_state, obligation_reason, cancel_requested_at, compensation_deadline, compensation_attempts, compensation_last_error, pending_write_off_id, created_at, updated_at, owner, snoozed_until, notes, case_updated_at, sort_key FROM (
+    SELECT id, tenant, business_operation_id, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, task_status, obligation_state, obligation_reason, cancel_requested_at, compensation_deadline, compensation_attempts, compensation_last_error, pending_write_off_id, created_at, updated_at, owner, snoozed_until, notes, case_updated_at, sort_key FROM (
         SELECT
-            d.id, d.tenant, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+            d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
             d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
             d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
             d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
@@ -423,6 +427,7 @@ type CaseQueuePageParams struct {
 type CaseQueuePageRow struct {
 	ID                    uuid.UUID
 	Tenant                string
+	BusinessOperationID   string
 	OrgID                 string
 	TaskClass             string
 	BudgetID              string
@@ -487,6 +492,7 @@ func (q *Queries) CaseQueuePage(ctx context.Context, arg CaseQueuePageParams) ([
 		if err := rows.Scan(
 			&i.ID,
 			&i.Tenant,
+			&i.BusinessOperationID,
 			&i.OrgID,
 			&i.TaskClass,
 			&i.BudgetID,

@@ -137,7 +137,7 @@ func (q *Queries) MetricsSnapshot(ctx context.Context) ([]MetricsSnapshotRow, er
 const obligationPage = `-- name: ObligationPage :many
 
 SELECT
-    p.id, p.tenant, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
+    p.id, p.tenant, p.business_operation_id, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
     p.remote_task_id, p.task_status, p.obligation_state, p.obligation_reason,
     p.cancel_requested_at, p.compensation_deadline, p.compensation_attempts,
     p.compensation_last_error, p.created_at, p.updated_at, p.dispatch_unknown_at,
@@ -178,6 +178,7 @@ type ObligationPageParams struct {
 type ObligationPageRow struct {
 	ID                    uuid.UUID
 	Tenant                string
+	BusinessOperationID   string
 	OrgID                 string
 	TaskClass             string
 	BudgetID              string
@@ -229,6 +230,7 @@ func (q *Queries) ObligationPage(ctx context.Context, arg ObligationPageParams) 
 		if err := rows.Scan(
 			&i.ID,
 			&i.Tenant,
+			&i.BusinessOperationID,
 			&i.OrgID,
 			&i.TaskClass,
 			&i.BudgetID,

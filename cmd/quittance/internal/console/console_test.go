@@ -1,12 +1,16 @@
 package console_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -51,11 +55,29 @@ func TestFiltersSortAndKeyset(t *testing.T) {
 	w := newWorld(t)
 	b := w.client(t)
 	b.signIn(w.finance)
-	bad := b.get("/console/obligations?min=abc&older=soon")
+	bad := b.get("/console/obligations?min=abc&currency=EUR&older=soon")
 	if bad.status != http.StatusUnprocessableEntity {
 		t.Fatalf("bad filters: %d", bad.status)
 	}
 	bad.contains(t, "use a plain amount", "use an age such as 72h or 7d")
+	// An amount bound without a currency is refused beside its field, and
+	// no obligation is listed or exported.
+	for _, query := range []string{"min=1000", "max=1000", "view=all&min=10&max=5000"} {
+		p := b.get("/console/obligations?" + query)
+		if p.status != http.StatusUnprocessableEntity {
+			t.Fatalf("%s without a currency: %d", query, p.status)
+		}
+		p.contains(t, `<span class="field-error" role="alert">choose a currency too: the amount is read in its units</span>`, `aria-invalid="true"`)
+		if ids := delegationLinks.FindAllString(p.body, -1); len(ids) != 0 || strings.Contains(p.body, `class="obligations"`) {
+			t.Fatalf("%s without a currency listed obligations", query)
+		}
+		if csv := b.get("/console/obligations.csv?" + query); csv.status != http.StatusUnprocessableEntity || strings.Contains(csv.body, w.big.ID) {
+			t.Fatalf("export of %s without a currency: %d", query, csv.status)
+		}
+	}
+	if p := b.get("/console/obligations?min=1000&currency=EUR"); p.status != http.StatusOK || strings.Contains(p.body, "choose a currency") {
+		t.Fatalf("min with a currency: %d", p.status)
+	}
 	big := b.get("/console/obligations?view=all&min=1000&currency=EUR")
 	big.contains(t, w.big.ID)
 	big.lacks(t, w.small.ID)
@@ -249,4 +271,109 @@ func TestWriteOffFourEyesAndReject(t *testing.T) {
 	}
 	b.get("/console/write-offs").contains(t, "rejected", "Bolt answered: reversal under way")
 	b.get(self).contains(t, "Request write-off", "compensation_unconfirmed")
+}
+
+// TestListIDsTellApart: obligations created in the same minute (their
+// UUIDv7s share their leading, time-ordered digits) carry different labels
+// on the lists, from the ids' random tails, and the obligations table names
+// each by its business operation id.
+func TestListIDsTellApart(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.OncallToken)
+	if w.big.ID[:8] != w.small.ID[:8] {
+		t.Fatalf("the world's obligations were not made in the same minute: %s %s", w.big.ID, w.small.ID)
+	}
+	label := func(id string) string { return "…" + id[len(id)-8:] }
+	if label(w.big.ID) == label(w.small.ID) {
+		t.Fatalf("two ids share a label: %s %s", w.big.ID, w.small.ID)
+	}
+	list := b.get("/console/obligations?state=compensation_unconfirmed")
+	list.contains(t,
+		`title="`+w.big.ID+`"><code>`+label(w.big.ID)+`</code></a>`, `<td class="op">`+w.big.BusinessOperationID+`</td>`,
+		`title="`+w.small.ID+`"><code>`+label(w.small.ID)+`</code></a>`, `<td class="op">`+w.small.BusinessOperationID+`</td>`,
+		`<th scope="col">Operation</th>`)
+	list.lacks(t, w.big.ID[:8]+"…")
+	b.get("/console/").contains(t, label(w.big.ID)+`</a> `+w.big.BusinessOperationID, label(w.small.ID)+`</a> `+w.small.BusinessOperationID)
+}
+
+// TestOverviewPendingChangesAndAsOf: the overview says as of when its
+// figures are, and lists the privileged changes waiting for a second
+// person beside the write-offs, each linking to the page where it is
+// approved; once approved it is gone.
+func TestOverviewPendingChangesAndAsOf(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.OncallToken)
+	empty := b.get("/console/")
+	empty.contains(t, `id="as-of">Figures as of <time datetime="`+w.Clock.Now().UTC().Format(time.RFC3339)+`">`,
+		"No privileged change (an org's keys, a task class, a principal or a role) waits for a second person.")
+
+	next := compensationtest.NewEd25519Signer(t, "b-key-2")
+	keys := pendingID(t, w.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgID, w.oncall2, map[string]any{
+		"name": "Bolt Supplies", "jwks": json.RawMessage(next.JWKS()),
+	}))
+	person := pendingID(t, w.Do(t, http.MethodPost, "/admin/v1/tokens", w.oncall2, map[string]any{"role": "finance", "name": "Fiona"}))
+	for _, viewer := range []string{w.OncallToken, w.finance} {
+		v := w.client(t)
+		v.signIn(viewer)
+		p := v.get("/console/")
+		p.contains(t, `id="pending-changes"`,
+			`<li data-change="`+keys+`"><a href="/console/orgs/`+orgID+`#change-`+keys+`">`,
+			`<li data-change="`+person+`"><a href="/console/principals#change-`+person+`">`, "Fiona", "asked by oncall-2")
+		if strings.Index(p.body, keys) > strings.Index(p.body, person) {
+			t.Fatal("the overview does not list the oldest change first")
+		}
+	}
+	// The links lead to the change, with its approve control for on-call.
+	b.get("/console/orgs/"+orgID).contains(t, `id="change-`+keys+`"`, `action="/console/pending-changes/`+keys+`/approve"`)
+	b.get("/console/principals").contains(t, `id="change-`+person+`"`, `action="/console/pending-changes/`+person+`/approve"`)
+
+	if res := b.post("/console/", "/console/pending-changes/"+keys+"/approve", url.Values{"back": {"/console/"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", res.status, res.body)
+	}
+	after := b.get("/console/")
+	after.lacks(t, `data-change="`+keys+`"`)
+	after.contains(t, `data-change="`+person+`"`)
+}
+
+// TestAnomaliesSharedRemoteTasks: a remote task id recorded by two
+// tenants is listed on the anomalies page's first page, for all kinds and
+// for kind shared_remote_task, linking to both delegations, as the API's
+// first page carries it; later pages and other kinds do not repeat it.
+func TestAnomaliesSharedRemoteTasks(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.finance)
+	b.get("/console/anomalies").contains(t, `id="shared-remote-tasks"`, "No remote task id is recorded by more than one tenant.")
+
+	globex := w.NewOrchestrator(t, "globex")
+	twin := w.CreateDelegation(t, globex, apitest.NewCreateRequest(w.big.BusinessOperationID, orgID, "procurement", budgetID, 1_000, "EUR"))
+	if twin.Remote.TaskID != w.big.Remote.TaskID {
+		t.Fatalf("the twin's remote task %q, want %q", twin.Remote.TaskID, w.big.Remote.TaskID)
+	}
+	var api struct {
+		SharedRemoteTasks []struct {
+			RemoteTaskID  string   `json:"remote_task_id"`
+			DelegationIDs []string `json:"delegation_ids"`
+		} `json:"shared_remote_tasks"`
+	}
+	w.Do(t, http.MethodGet, "/v1/anomalies", w.finance, nil).Expect(t, http.StatusOK).JSON(t, &api)
+	if len(api.SharedRemoteTasks) != 1 {
+		t.Fatalf("the API lists %+v", api.SharedRemoteTasks)
+	}
+	for _, path := range []string{"/console/anomalies", "/console/anomalies?kind=shared_remote_task"} {
+		p := b.get(path)
+		if p.status != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, p.status)
+		}
+		p.contains(t, `<tr data-remote-task="`+w.big.Remote.TaskID+`"><td><a href="/console/orgs/`+orgID+`">`, "acme, globex",
+			`href="/console/delegations/`+w.big.ID+`"`, `href="/console/delegations/`+twin.ID+`"`)
+		if strings.Count(p.body, "<tr data-remote-task=") != len(api.SharedRemoteTasks) {
+			t.Fatalf("GET %s: not the API's %d rows", path, len(api.SharedRemoteTasks))
+		}
+	}
+	b.get("/console/anomalies?kind=shared_remote_task").lacks(t, "No anomalies of this kind")
+	b.get("/console/anomalies?kind=status_conflict").lacks(t, `id="shared-remote-tasks"`)
+	b.get("/console/anomalies?after=1").lacks(t, `id="shared-remote-tasks"`)
 }

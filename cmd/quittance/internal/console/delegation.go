@@ -96,9 +96,18 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 		data.Head = hex.EncodeToString(events[len(events)-1].Hash)
 	}
 	ledgerID := c.cfg.Compensation.LedgerID()
+	var history []ledger.OrgKey
+	for _, e := range events {
+		if e.Evidence != "" {
+			if history, err = c.cfg.Ledger.OrgKeyHistory(ctx, p, d.OrgID); err != nil {
+				return delegationPage{}, err
+			}
+			break
+		}
+	}
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
-		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e.Evidence, data.Org, ledgerID, e.At)}
+		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e, d, ledgerID, history)}
 		data.Timeline = append(data.Timeline, entry)
 	}
 	if data.Links, err = c.cfg.Ledger.DelegationLinks(ctx, p, id); err != nil {
@@ -153,7 +162,7 @@ func (c *Console) showDelegation(w http.ResponseWriter, r *http.Request, q *requ
 		form = r.PostForm
 	}
 	c.render(w, r, q, status, "delegation", view{
-		Title: "Delegation " + shorten(id.String(), 8), Nav: "obligations", Errors: errs, Form: form, Data: data,
+		Title: "Delegation " + shortID(id.String()), Nav: "obligations", Errors: errs, Form: form, Data: data,
 	})
 }
 

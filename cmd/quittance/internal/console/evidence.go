@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
@@ -67,26 +66,28 @@ type Evidence struct {
 	Claims string
 	// Kind is the token's typ.
 	Kind string
-	// Verified is true when the signature and claims verify, as at the
-	// time the event was recorded, against the org's registered keys.
+	// Verified is true when the token verifies as the ledger accepted it
+	// (compensation.VerifyStoredEvent): against the org's keys in force when
+	// the event was recorded, by the key the event records, about the
+	// delegation's task.
 	Verified bool
-	// Key is the key that verified it.
+	// Key is the key of the org's key history that verified it.
 	Key *Key
 	// Problem says why it did not verify.
 	Problem string
 }
 
-// decodeEvidence decodes a compact JWS for display and verifies it with
-// compensation.Verify, as of the time the event recorded it, against the
-// org's keys as registered now. (Keys rotated away since then no longer
-// verify; the keys in force at the time are kept by another part of the
-// ledger once it has key history.)
-func decodeEvidence(token string, org ledger.Org, ledgerID string, at time.Time) *Evidence {
-	if token == "" {
+// decodeEvidence decodes the token stored on e, an event of d, for display
+// and verifies it with compensation.VerifyStoredEvent against the org's key
+// history — the rule verify-chain applies, so a key rotated away since the
+// event does not make accepted evidence look forged, and a key added since
+// does not make a forgery pass.
+func decodeEvidence(e ledger.Event, d ledger.Delegation, ledgerID string, history []ledger.OrgKey) *Evidence {
+	if e.Evidence == "" {
 		return nil
 	}
 	ev := &Evidence{}
-	parts := strings.Split(token, ".")
+	parts := strings.Split(e.Evidence, ".")
 	if len(parts) != 3 {
 		ev.Problem = "not a compact JWS"
 		return ev
@@ -100,23 +101,10 @@ func decodeEvidence(token string, org ledger.Org, ledgerID string, at time.Time)
 	ev.Header, ev.Claims = prettyJSON(header), prettyJSON(claims)
 	var h struct {
 		Typ string `json:"typ"`
-		Kid string `json:"kid"`
 	}
 	_ = json.Unmarshal(header, &h)
 	ev.Kind = h.Typ
-	kind := compensation.TokenKind(h.Typ)
-	if !kind.Valid() {
-		ev.Problem = "the typ header names no kind of compensation evidence"
-		return ev
-	}
-	set, err := compensation.ParseOrgJWKS(org.KeySet())
-	if err != nil || len(org.KeySet()) == 0 {
-		ev.Problem = "the org has no usable registered keys"
-		return ev
-	}
-	_, err = compensation.Verify(compensation.VerifyInput{
-		Token: []byte(token), Kind: kind, OrgID: org.ID, Keys: set, LedgerID: ledgerID, Now: at,
-	})
+	_, used, err := compensation.VerifyStoredEvent(d.OrgID, d.Remote.TaskID, ledgerID, e, history)
 	var refusal *compensation.RefusalError
 	switch {
 	case errors.As(err, &refusal):
@@ -127,10 +115,11 @@ func decodeEvidence(token string, org ledger.Org, ledgerID string, at time.Time)
 		return ev
 	}
 	ev.Verified = true
-	for _, k := range set.Key(h.Kid) {
-		key := keyOf(k)
-		ev.Key = &key
-		break
+	key := Key{KeyID: used.KeyID, Thumbprint: used.Thumbprint}
+	var jwk jose.JSONWebKey
+	if jwk.UnmarshalJSON(used.JWK) == nil {
+		key.Type, key.Alg, key.Use = keyType(jwk), jwk.Algorithm, jwk.Use
 	}
+	ev.Key = &key
 	return ev
 }

@@ -209,7 +209,7 @@ func (w *world) totalEvents(t *testing.T) int {
 }
 
 var (
-	delegationLinks = regexp.MustCompile(`<td><a href="/console/delegations/([0-9a-f-]{36})">`)
+	delegationLinks = regexp.MustCompile(`<td><a href="/console/delegations/([0-9a-f-]{36})"[ >]`)
 	exportLink      = regexp.MustCompile(`<a href="([^"]+)" download>`)
 	nextLink        = regexp.MustCompile(`<a href="([^"]+)" rel="next">`)
 	hiddenIDs       = regexp.MustCompile(`<input type="hidden" name="id" value="([0-9a-f-]{36})">`)

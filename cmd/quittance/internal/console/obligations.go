@@ -79,11 +79,23 @@ func queueQuery(v url.Values) (ledger.QueueQuery, bool, map[string]string) {
 		q.States = ledger.ObligationStates
 	}
 	var err error
-	if q.MinAmountMinor, err = parseAmount(v.Get("min"), q.Currency); err != nil {
-		errs["min"] = err.Error()
-	}
-	if q.MaxAmountMinor, err = parseAmount(v.Get("max"), q.Currency); err != nil {
-		errs["max"] = err.Error()
+	// An amount is read in its currency's minor units (a yen has none, a
+	// dinar three), so a bound without a currency means nothing: it is
+	// refused beside its field rather than read as if in cents.
+	for _, bound := range []struct {
+		field string
+		minor *int64
+	}{{"min", &q.MinAmountMinor}, {"max", &q.MaxAmountMinor}} {
+		raw := v.Get(bound.field)
+		switch {
+		case strings.TrimSpace(raw) == "":
+		case q.Currency == "":
+			errs[bound.field] = "choose a currency too: the amount is read in its units"
+		default:
+			if *bound.minor, err = parseAmount(raw, q.Currency); err != nil {
+				errs[bound.field] = err.Error()
+			}
+		}
 	}
 	if q.OlderThan, err = parseAge(v.Get("older")); err != nil {
 		errs["older"] = err.Error()

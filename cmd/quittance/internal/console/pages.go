@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -31,7 +32,45 @@ type overviewPage struct {
 	DueSoon     []ledger.QueueRow
 	Anomalies   []ledger.Anomaly
 	Pending     []compensation.WriteOff
-	AsOf        time.Time
+	// Changes are the open privileged changes, oldest (first to expire)
+	// first.
+	Changes []pendingApproval
+	AsOf    time.Time
+}
+
+// pendingApproval is an open privileged change as the overview lists it,
+// with the page where it is approved or refused.
+type pendingApproval struct {
+	ledger.PendingChange
+	RequestedByName string
+	Where           string
+}
+
+// overviewChanges is how many open privileged changes the overview lists.
+const overviewChanges = 20
+
+// openChanges lists the open privileged changes for the overview. An org
+// change is decided on its org's page, anything else on the principals
+// page (which lists every change).
+func (c *Console) openChanges(ctx context.Context, p ledger.Principal) ([]pendingApproval, error) {
+	open, err := c.cfg.Ledger.ListPendingChanges(ctx, p, ledger.PendingOpen)
+	if err != nil || len(open) == 0 {
+		return nil, err
+	}
+	byID, _, err := c.principalNames(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(open)
+	out := make([]pendingApproval, 0, min(len(open), overviewChanges))
+	for _, ch := range open[:min(len(open), overviewChanges)] {
+		where := Prefix + "principals#change-" + ch.ID.String()
+		if id, _, ok := ch.OrgUpdate(); ok {
+			where = Prefix + "orgs/" + url.PathEscape(id) + "#change-" + ch.ID.String()
+		}
+		out = append(out, pendingApproval{PendingChange: ch, RequestedByName: byID.of(ch.RequestedBy), Where: where})
+	}
+	return out, nil
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, q *request) {
@@ -90,6 +129,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, q *request) {
 	if data.Pending, err = c.cfg.Compensation.WriteOffs(ctx, p, compensation.WriteOffFilter{
 		Statuses: []compensation.WriteOffStatus{compensation.WriteOffPendingApproval}, Limit: 20,
 	}); err != nil {
+		c.fail(w, r, q, err)
+		return
+	}
+	if data.Changes, err = c.openChanges(ctx, p); err != nil {
 		c.fail(w, r, q, err)
 		return
 	}
@@ -349,6 +392,11 @@ type anomaliesPage struct {
 	Kind      string
 	Anomalies []ledger.Anomaly
 	Next      string
+	// Shared are the remote task ids more than one tenant recorded, on the
+	// first page of all kinds or of kind shared_remote_task, as the API's
+	// first page carries them: no event holds them.
+	Shared      []ledger.SharedRemoteTask
+	SharedShown bool
 }
 
 func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) {
@@ -375,6 +423,13 @@ func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) 
 			return
 		}
 		data.Anomalies = list
+		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(ledger.AnomalySharedRemoteTask)) {
+			if data.Shared, err = c.cfg.Reports.SharedRemoteTasks(r.Context(), q.p); err != nil {
+				c.fail(w, r, q, err)
+				return
+			}
+			data.SharedShown = true
+		}
 		if len(list) == aq.Limit {
 			next := url.Values{"after": {strconv.FormatInt(list[len(list)-1].Seq, 10)}}
 			if data.Kind != "" {

@@ -57,7 +57,7 @@ func (n names) of(id uuid.UUID) string {
 	if name, ok := n[id]; ok {
 		return name
 	}
-	return shorten(id.String(), 8)
+	return shortID(id.String())
 }
 
 // principalNames lists every principal's name, for pages that show who

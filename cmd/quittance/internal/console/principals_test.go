@@ -309,3 +309,64 @@ func TestOrgKeyChangeApproval(t *testing.T) {
 	b.get(page).lacks(t, `id="class-changes"`)
 	b.get("/console/principals").contains(t, "96h is too long for procurement", "refused")
 }
+
+// thumbprint is the RFC 7638 thumbprint of a test signer's public key.
+func thumbprint(t *testing.T, s *compensationtest.Signer) string {
+	t.Helper()
+	jwk := s.PublicJWK()
+	raw, err := jwk.Thumbprint(crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// TestEvidenceVerifiedAfterKeyRotation: the org rotates its key (asked by
+// one on-call person, approved by another on the org's page); the ack it
+// signed with the old key is still shown verified, by the old key's kid
+// and thumbprint, because the timeline verifies against the keys in force
+// when the ledger accepted it (compensation.VerifyStoredEvent, as
+// verify-chain does), not against the org's current keys.
+func TestEvidenceVerifiedAfterKeyRotation(t *testing.T) {
+	w := newWorld(t)
+	oldThumb := thumbprint(t, w.signer)
+	b := w.client(t)
+	b.signIn(w.OncallToken)
+	acked := "/console/delegations/" + w.acked.ID
+	evidence := func(p page) string {
+		t.Helper()
+		i := strings.Index(p.body, `data-type="compensation_acked"`)
+		if i < 0 {
+			t.Fatalf("no compensation_acked event on the timeline:\n%s", p.body)
+		}
+		j := strings.Index(p.body[i:], "</li>")
+		return p.body[i : i+j]
+	}
+	before := evidence(b.get(acked))
+	if !strings.Contains(before, "signature verified") || !strings.Contains(before, "b-key-1") || !strings.Contains(before, oldThumb) {
+		t.Fatalf("evidence before the rotation:\n%s", before)
+	}
+
+	next := compensationtest.NewEd25519Signer(t, "b-key-2")
+	id := pendingID(t, w.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgID, w.oncall2, map[string]any{
+		"name": "Bolt Supplies", "jwks": json.RawMessage(next.JWKS()),
+	}))
+	org := "/console/orgs/" + orgID
+	if res := b.post(org, "/console/pending-changes/"+id+"/approve", url.Values{"back": {org}}); res.status != http.StatusSeeOther {
+		t.Fatalf("approve the rotation: %d\n%s", res.status, res.body)
+	}
+	o, err := w.Ledger.GetOrg(t.Context(), ledger.Principal{Role: ledger.RoleOncall}, orgID)
+	if err != nil || strings.Contains(string(o.JWKS), "b-key-1") || !strings.Contains(string(o.JWKS), "b-key-2") {
+		t.Fatalf("org after the rotation: %s %v", o.JWKS, err)
+	}
+
+	for _, viewer := range []string{w.OncallToken, w.finance} {
+		v := w.client(t)
+		v.signIn(viewer)
+		after := evidence(v.get(acked))
+		if !strings.Contains(after, "signature verified") || !strings.Contains(after, "<code>b-key-1</code>") ||
+			!strings.Contains(after, oldThumb) || strings.Contains(after, "b-key-2") || strings.Contains(after, "not verified") {
+			t.Fatalf("evidence after the rotation:\n%s", after)
+		}
+	}
+}

@@ -137,7 +137,7 @@ var funcs = template.FuncMap{
 	"label":      stateLabel,
 	"stateclass": stateClass,
 	"pct":        func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
-	"short":      func(s string) string { return shorten(s, 8) },
+	"short":      shortID,
 	"prettyjson": prettyJSON,
 	"some":       func(id uuid.UUID) bool { return id != uuid.Nil },
 	"join":       strings.Join,
@@ -216,7 +216,7 @@ func formatMoney(minor int64, currency string) string {
 }
 
 // parseAmount reads a decimal amount in major units into minor units of
-// currency ("" means two decimals). Empty input is zero.
+// currency. Empty input is zero.
 func parseAmount(raw, currency string) (int64, error) {
 	raw = strings.ReplaceAll(strings.TrimSpace(raw), ",", "")
 	if raw == "" {
@@ -312,6 +312,18 @@ func stateClass(s ledger.ObligationState) string {
 		return "badge ok"
 	}
 	return "badge"
+}
+
+// shortID is how lists name an id. A UUIDv7 starts with its creation time
+// in milliseconds, so its leading digits are the same for every id made in
+// the same minute or so; its last eight hex digits are random, and tell ids
+// made together apart. Anything else (a hash) is shown by its first eight.
+func shortID(s string) string {
+	if id, err := uuid.Parse(s); err == nil {
+		h := id.String()
+		return "…" + h[len(h)-8:]
+	}
+	return shorten(s, 8)
 }
 
 func shorten(s string, n int) string {

@@ -25,8 +25,10 @@ func compensationPending(s ledger.ObligationState) bool {
 // (ledger/DESIGN.md §4) and follows the task it answers with to its
 // compensation-receipt artifact. It reports what happened and decides
 // nothing about the obligation: a receipt that JudgeReceipt accepts goes to
-// compensation.ApplyEvidence (compensated, or released for a verified
-// declaration); a pending receipt means the remote is still reversing, so
+// compensation.ApplyEvidence with the round it answers (compensated, or
+// released for a verified declaration — or held back while extra remote
+// tasks are not accounted for, when the job cancels them and waits, and
+// starts a new round when this one did not name one); a pending receipt means the remote is still reversing, so
 // the compensation task is observed again, with no new round; anything else
 // — failed or not_supported receipts, refused receipts, errors, a task that
 // ends without a receipt — is a failed attempt reported to
@@ -67,6 +69,11 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		named   []string // the extra tasks the request sent now names
 	)
 	if pending != "" {
+		// Each run asks every extra task not terminal yet to cancel
+		// again: its end may be what the obligation waits for.
+		if _, err := w.accountExtraTasks(ctx, client, d); err != nil {
+			return err
+		}
 		t, err := client.GetTask(ctx, pending)
 		switch {
 		case err != nil && a2a.Retryable(err):
@@ -176,13 +183,6 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 			problem += " (reason: " + text.Truncate(r.Reason, 500) + ")"
 		}
 		return w.compensationFailed(ctx, j, round, problem, string(r.Outcome), sent, true, taskID)
-	}
-	if pending != "" {
-		// Every extra task not terminal yet is asked to cancel again (a
-		// request sent in this run did so just before).
-		if _, err := w.accountExtraTasks(ctx, client, d); err != nil {
-			return err
-		}
 	}
 	outcome := "compensated"
 	if verdict.Event == ledger.EventDeclarationVerified {

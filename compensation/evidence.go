@@ -337,7 +337,12 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 // (task_ended_declared), applying that evidence and carrying its token;
 // without evidence it makes the obligation
 // revocation_pending_compensation and queues the compensation request over
-// A2A with the transition; completed settles (spending the reported
+// A2A with the transition. The delegation's extra remote tasks, read under
+// the lock whatever the channel said, make every end but completed a gated
+// one, and early evidence then stays received until ApplyHeldEvidence
+// finds them accounted for; an orchestrator's report (channel SourceReport)
+// on a delegation Quittance dispatched is refused while the dispatch is
+// unknown and is gated when it would release. completed settles (spending the reported
 // settled amount, the whole hold by default), rejected or an ungated end
 // releases — and evidence received early is then marked unused and
 // surfaced as an early_evidence_unused anomaly. The transition and its

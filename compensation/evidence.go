@@ -22,6 +22,15 @@ import (
 // other kind (an ack after a declaration).
 const CodeEvidenceConflict = "evidence_conflict"
 
+// CodeDispatchUnknown is the conflict code of an orchestrator's terminal
+// report on a delegation in the dispatch_unknown condition: whether the
+// agent created a task is not known, so no report can end the obligation.
+const CodeDispatchUnknown = "dispatch_unknown"
+
+// SourceReport is the observation source (and so the evidence channel) of
+// an orchestrator's report of the remote task (ReportTaskStatus).
+const SourceReport = "api"
+
 // Evidence is one piece of evidence as a channel received it, already
 // verified by that channel (Verify for a posted token, JudgeReceipt for an
 // A2A receipt, ledger.ObserveTaskStatus for a terminal status).
@@ -52,6 +61,11 @@ type Evidence struct {
 	// reversed (the token's reversed_amount_minor claim, or the receipt's
 	// reversedAmountMinor as JudgeReceipt settled it); nil: the whole hold.
 	ReversedAmountMinor *int64
+	// Round is the compensation request round a receipt answers (the A2A
+	// worker's own request); 0 for evidence that answers no particular
+	// request: a posted token, a receipt in a cancel reply. It says which
+	// extra remote tasks the evidence can cover (RemoteTask.Accounted).
+	Round int
 }
 
 // ApplyEvidence is the one evidence path (ledger/DESIGN.md §3): every
@@ -80,14 +94,22 @@ type Evidence struct {
 //  5. The obligation decides: waiting for compensation
 //     (revocation_pending_compensation, compensation_unconfirmed), the
 //     evidence is applied through ledger.Apply and a pending write-off is
-//     voided; held (the task has not ended as far as the ledger knows), it
-//     is stored as received and applied when the gating terminal status
-//     arrives as evidence itself (applyTaskEnd); ended, it is recorded as
-//     late_evidence and never applied; escalated, it is refused
-//     (evidence_not_expected).
+//     voided — once every extra remote task of d is accounted for
+//     (RemoteTask.Accounted: terminal, and named in a compensation
+//     request). Until then it is stored as received (held for
+//     extra_tasks_open) and applied by ApplyHeldEvidence when the last one
+//     is; a receipt answering a request round that did not name one of them
+//     cannot cover it and is not stored (OutcomeUncovered). Held (the task
+//     has not ended as far as the ledger knows), it is stored as received
+//     and applied when the gating terminal status arrives as evidence
+//     itself (applyTaskEnd); ended, it is recorded as late_evidence and
+//     never applied; escalated, it is refused (evidence_not_expected).
 //
-// Every outcome but late evidence leaves the evidence in the
+// Every outcome but late evidence and uncovered leaves the evidence in the
 // compensation_evidence row of d, which is what makes step 3 possible.
+// Evidence identical to evidence held as received is applied with it when
+// every extra task is accounted for by now, and answered received while
+// one is not.
 func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, now time.Time) (EvidenceResult, error) {
 	if ev.TaskEnd != nil {
 		return applyTaskEnd(ctx, tx, d, ev, now)
@@ -118,11 +140,11 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 		}
 	}
 	payload := payloadSum(ev)
-	stored, err := tx.CompensationEvidence(ctx, d.ID)
-	found := err == nil
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+	facts, err := tx.EvidenceFacts(ctx, d.ID)
+	if err != nil {
 		return EvidenceResult{}, err
 	}
+	stored, found := facts.Stored, facts.Found
 	if found && !bytes.Equal(stored.PayloadSHA256, payload) {
 		return EvidenceResult{}, Refuse(CodeEvidenceConflict, fmt.Sprintf(
 			"evidence with this compensation idempotency key was already accepted (%s, %s) and says something else",
@@ -133,6 +155,15 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	if !found && transErr != nil && !early && !d.ObligationState.Terminal() {
 		return EvidenceResult{}, Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
 	}
+	var open, unnamed []string
+	if compensationPending(d.ObligationState) {
+		open, unnamed = openTasks(facts.RemoteTasks, ev.Round)
+		if !found && ev.Round > 0 && len(unnamed) > 0 {
+			// The request this receipt answers never named those tasks:
+			// the receipt cannot speak for their effects.
+			return EvidenceResult{Delegation: d, Outcome: OutcomeUncovered, OpenTasks: open, Unnamed: unnamed}, nil
+		}
+	}
 	if ev.Claims != nil {
 		inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: ev.Claims.JTI, DelegationID: d.ID, TokenSHA256: sum, UsedAt: now})
 		if err != nil {
@@ -141,6 +172,17 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 		if !inserted {
 			return EvidenceResult{}, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
 		}
+	}
+	if found && stored.Status == ledger.EvidenceReceived && compensationPending(d.ObligationState) {
+		// The same evidence as the one held for extra remote tasks.
+		if len(open) > 0 {
+			return EvidenceResult{Delegation: d, Outcome: OutcomeReceived, OpenTasks: open, Unnamed: unnamed}, nil
+		}
+		d, err = s.applyHeld(ctx, tx, d, stored, ev.Actor, now)
+		if err != nil {
+			return EvidenceResult{}, err
+		}
+		return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
 	}
 	if found {
 		return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
@@ -172,7 +214,17 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 		PayloadSHA256: payload, Status: ledger.EvidenceApplied, Receipt: receipt, Data: dataJSON,
 		Token: string(ev.Token), ReceivedAt: now, DecidedAt: now,
 	}
-	if early {
+	if early || len(open) > 0 {
+		if len(open) > 0 {
+			// Waiting for compensation, but another task of the
+			// delegation may have committed effects this evidence does
+			// not yet answer for.
+			data[heldForKey], data["open_remote_tasks"] = heldForExtraTasks, open
+			if dataJSON, err = json.Marshal(data); err != nil {
+				return EvidenceResult{}, err
+			}
+			row.Data = dataJSON
+		}
 		row.Status, row.DecidedAt = ledger.EvidenceReceived, time.Time{}
 		if err := tx.PutCompensationEvidence(ctx, row); err != nil {
 			return EvidenceResult{}, err
@@ -182,7 +234,7 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 		}); err != nil {
 			return EvidenceResult{}, err
 		}
-		return EvidenceResult{Delegation: d, Outcome: OutcomeReceived}, nil
+		return EvidenceResult{Delegation: d, Outcome: OutcomeReceived, OpenTasks: open, Unnamed: unnamed}, nil
 	}
 	if err := tx.PutCompensationEvidence(ctx, row); err != nil {
 		return EvidenceResult{}, err
@@ -202,6 +254,74 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
 }
 
+// heldForKey is the member of an evidence_received event (and of the
+// stored evidence's data) that says why evidence that arrived while the
+// obligation waited for compensation was held rather than applied.
+const heldForKey = "held_for"
+
+// heldForExtraTasks: extra remote tasks of the delegation were not all
+// accounted for (RemoteTask.Accounted).
+const heldForExtraTasks = "extra_tasks_open"
+
+// ApplyHeldEvidence applies, inside tx with d locked, the compensation
+// evidence held as received for d while its extra remote tasks were not
+// all accounted for, once they are: the obligation is compensated or
+// released as if the evidence had just arrived. The A2A workers call it
+// whenever they record a fact that may account for an extra task (its
+// terminal status, a request naming it); it changes nothing while one is
+// still open, or when d is not waiting for compensation or holds no such
+// evidence. applied says whether it moved d.
+func (s *Service) ApplyHeldEvidence(ctx context.Context, tx ReceiptTx, d ledger.Delegation, actor string, now time.Time) (out ledger.Delegation, applied bool, err error) {
+	if !compensationPending(d.ObligationState) {
+		return d, false, nil
+	}
+	facts, err := tx.EvidenceFacts(ctx, d.ID)
+	if err != nil {
+		return ledger.Delegation{}, false, err
+	}
+	if !facts.Found || facts.Stored.Status != ledger.EvidenceReceived {
+		return d, false, nil
+	}
+	if open, _ := openTasks(facts.RemoteTasks, 0); len(open) > 0 {
+		return d, false, nil
+	}
+	d, err = s.applyHeld(ctx, tx, d, facts.Stored, actor, now)
+	return d, err == nil, err
+}
+
+// applyHeld applies stored, evidence held as received, to d waiting for
+// compensation: compensation_acked or no_compensation_declared through
+// ledger.Apply (voiding a pending write-off), with the stored token, and
+// the evidence marked applied.
+func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegation, stored ledger.StoredEvidence, actor string, now time.Time) (ledger.Delegation, error) {
+	data := map[string]any{}
+	if len(stored.Data) > 0 {
+		if err := json.Unmarshal(stored.Data, &data); err != nil {
+			return ledger.Delegation{}, fmt.Errorf("stored evidence of delegation %s: %w", d.ID, err)
+		}
+	}
+	data["received_at"] = stored.ReceivedAt.UTC().Format(time.RFC3339Nano)
+	data["evidence_channel"] = string(stored.Channel)
+	c := ledger.Change{
+		Type: ledger.EventTypeCompensationAcked, Actor: actor, At: now, Obligation: stored.Kind, Data: data, Evidence: stored.Token,
+	}
+	if stored.Kind == ledger.EventDeclarationVerified {
+		c.Type = ledger.EventTypeNoCompensationDeclared
+	} else {
+		n, err := stored.ReversedAmountMinor(d.Hold.AmountMinor)
+		if err != nil {
+			return ledger.Delegation{}, err
+		}
+		c.ReversedAmountMinor = n
+	}
+	stored.Status, stored.DecidedAt = ledger.EvidenceApplied, now
+	if err := tx.PutCompensationEvidence(ctx, stored); err != nil {
+		return ledger.Delegation{}, err
+	}
+	d.Compensation.Receipt = stored.Receipt
+	return s.dischargeWithPending(ctx, tx, d, c)
+}
+
 // applyTaskEnd is ApplyEvidence for a terminal status of a held obligation
 // (ledger.TaskEnd). Its correlation is the channel's: the delegation was
 // locked by its id, visible to the reporting orchestrator or named by the
@@ -217,7 +337,12 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 // (task_ended_declared), applying that evidence and carrying its token;
 // without evidence it makes the obligation
 // revocation_pending_compensation and queues the compensation request over
-// A2A with the transition; completed settles (spending the reported
+// A2A with the transition. The delegation's extra remote tasks, read under
+// the lock whatever the channel said, make every end but completed a gated
+// one, and early evidence then stays received until ApplyHeldEvidence
+// finds them accounted for; an orchestrator's report (channel SourceReport)
+// on a delegation Quittance dispatched is refused while the dispatch is
+// unknown and is gated when it would release. completed settles (spending the reported
 // settled amount, the whole hold by default), rejected or an ungated end
 // releases — and evidence received early is then marked unused and
 // surfaced as an early_evidence_unused anomaly. The transition and its
@@ -230,13 +355,36 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 		return EvidenceResult{}, fmt.Errorf("apply %s evidence to delegation %s: the status %s is not the newly terminal status of a held obligation (%s, %s)",
 			ev.Kind, d.ID, obs.Status, d.TaskStatus, d.ObligationState)
 	}
-	early, err := tx.CompensationEvidence(ctx, d.ID)
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+	facts, err := tx.EvidenceFacts(ctx, d.ID)
+	if err != nil {
 		return EvidenceResult{}, fmt.Errorf("load early evidence of delegation %s: %w", d.ID, err)
 	}
+	early := facts.Stored // the zero value, none, when !facts.Found
+	report := ev.Channel == ledger.EvidenceChannel(SourceReport)
+	if report && !facts.DispatchUnknownAt.IsZero() {
+		// Quittance does not know whether the agent created a task: one
+		// principal's word cannot end the obligation (DESIGN §2.2).
+		return EvidenceResult{}, ledger.Conflict(CodeDispatchUnknown,
+			"the dispatch of this delegation is unknown (since %s): a terminal status is not accepted from a report until the dispatch is resolved",
+			facts.DispatchUnknownAt.UTC().Format(time.RFC3339))
+	}
+	// The extra remote tasks are read here, under the lock, whatever the
+	// channel said: an orchestrator's report knows nothing of them.
+	end.Observation.ExtraRemoteTasks = taskIDs(facts.RemoteTasks)
+	obs = end.Observation
 	change := end.Change
 	data := change.Data
 	event := end.Event(early.Held())
+	if report && facts.Dispatched && (event == ledger.EventTaskRejected || event == ledger.EventTaskEndedUngated) {
+		// Quittance dispatched the work and follows the remote task
+		// itself: an orchestrator's report of a rejection or an ungated
+		// end does not release the hold on one principal's word. It is
+		// taken as a gated end: compensation evidence received early
+		// answers it, and otherwise compensation is sought from the org.
+		event, _ = ledger.TerminalStatusEvent(ledger.StatusCanceled, true, early.Held())
+		data["gate_applies"] = true
+		data["reported_on_dispatched"] = true
+	}
 	if len(obs.ExtraRemoteTasks) > 0 && event == ledger.EventTaskEndedGated {
 		// Another task of the delegation may have committed effects:
 		// nothing closes until compensation covers it. Early evidence
@@ -327,13 +475,18 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 }
 
 // ReportTaskStatus applies an orchestrator's report of the remote task
-// (record mode: POST /v1/delegations/{id}/task-status) through
-// ObserveTaskStatus, in one transaction with the delegation locked: a
-// terminal status is immutable, so any different status after it is
-// recorded as a status_conflict anomaly; stale reports are recorded and
-// ignored; and a newly terminal status of a held obligation is evidence
-// that moves it, completed spending the settled amount (the whole hold by
-// default) and returning the rest.
+// (POST /v1/delegations/{id}/task-status) through ObserveTaskStatus, in one
+// transaction with the delegation locked: a terminal status is immutable,
+// so any different status after it is recorded as a status_conflict
+// anomaly; stale reports are recorded and ignored; and a newly terminal
+// status of a held obligation is evidence that moves it, completed
+// spending the settled amount (the whole hold by default) and returning
+// the rest. On a delegation Quittance dispatched, the report is one
+// principal's word against what Quittance follows itself (applyTaskEnd):
+// a terminal report while the dispatch is unknown is refused
+// (CodeDispatchUnknown, a conflict, nothing recorded), and a rejection or
+// an ungated end is taken as a gated end; extra remote tasks gate it as
+// they gate any end.
 func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id uuid.UUID, obs ledger.Observation) (ledger.Delegation, error) {
 	if p.Role != ledger.RoleOrchestrator {
 		return ledger.Delegation{}, ledger.ErrForbidden
@@ -341,6 +494,7 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id u
 	if err := obs.CheckReport(); err != nil {
 		return ledger.Delegation{}, err
 	}
+	obs.Source = SourceReport
 	var out ledger.Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		d, err := ledger.LockVisible(ctx, tx, p, id)

@@ -108,6 +108,12 @@ const (
 	// (the remote task has not ended as far as the ledger knows); it is
 	// kept and applied when the gating terminal status is observed.
 	OutcomeReceived Outcome = "received"
+	// OutcomeUncovered: a receipt answering a compensation request round
+	// that did not name every extra remote task of the delegation
+	// (EvidenceResult.Unnamed): it cannot cover them, so it is not evidence
+	// for the obligation and nothing is recorded; a new round names them.
+	// Only Quittance's own A2A requests get it, never a posted token.
+	OutcomeUncovered Outcome = "uncovered"
 )
 
 // EvidenceResult is the answer to an accepted ack or declaration.
@@ -119,6 +125,11 @@ type EvidenceResult struct {
 	// ContradictsWriteOff is set for late evidence arriving after a write-off:
 	// the remote org says it compensated a loss we already accepted.
 	ContradictsWriteOff bool
+	// OpenTasks, for evidence held as received or uncovered while the
+	// obligation waits for compensation, are the extra remote tasks not
+	// yet accounted for (compensation.RemoteTask.Accounted); Unnamed are
+	// those among them that no request of the evidence's round named.
+	OpenTasks, Unnamed []string
 }
 
 // SubmitAck accepts a compact JWS compensation ack (typ

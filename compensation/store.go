@@ -36,6 +36,11 @@ type ReceiptTx interface {
 	// status needs (its gate, the compensation request it queues): every
 	// kind of evidence is applied through it (ApplyEvidence).
 	ledger.ObservationTx
+	// EvidenceFacts returns, in one read, the delegation's stored
+	// compensation evidence, its extra remote tasks and its dispatch
+	// (EvidenceFacts): what ApplyEvidence decides with besides the locked
+	// delegation.
+	EvidenceFacts(ctx context.Context, delegationID uuid.UUID) (EvidenceFacts, error)
 	// UsedToken returns the record of a token id an org already used, or
 	// ledger.ErrNotFound.
 	UsedToken(ctx context.Context, orgID, jti string) (UsedToken, error)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,8 +25,10 @@ func compensationPending(s ledger.ObligationState) bool {
 // (ledger/DESIGN.md §4) and follows the task it answers with to its
 // compensation-receipt artifact. It reports what happened and decides
 // nothing about the obligation: a receipt that JudgeReceipt accepts goes to
-// compensation.ApplyEvidence (compensated, or released for a verified
-// declaration); a pending receipt means the remote is still reversing, so
+// compensation.ApplyEvidence with the round it answers (compensated, or
+// released for a verified declaration — or held back while extra remote
+// tasks are not accounted for, when the job cancels them and waits, and
+// starts a new round when this one did not name one); a pending receipt means the remote is still reversing, so
 // the compensation task is observed again, with no new round; anything else
 // — failed or not_supported receipts, refused receipts, errors, a task that
 // ends without a receipt — is a failed attempt reported to
@@ -68,6 +69,11 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		named   []string // the extra tasks the request sent now names
 	)
 	if pending != "" {
+		// Each run asks every extra task not terminal yet to cancel
+		// again: its end may be what the obligation waits for.
+		if _, err := w.accountExtraTasks(ctx, client, d); err != nil {
+			return err
+		}
 		t, err := client.GetTask(ctx, pending)
 		switch {
 		case err != nil && a2a.Retryable(err):
@@ -178,30 +184,13 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		}
 		return w.compensationFailed(ctx, j, round, problem, string(r.Outcome), sent, true, taskID)
 	}
-	if wait, newRound, err := w.extraTasksOpen(ctx, client, d, round, named); err != nil {
-		return err
-	} else if wait {
-		// The receipt does not cover every task the agent created for the
-		// delegation: one is not terminal yet, or this request did not
-		// name it (found after it was sent). The obligation stays open:
-		// the extra tasks are canceled, and a new round names them all.
-		return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "waiting for extra remote tasks to be accounted for", func(tx Tx) error {
-			if sent {
-				if _, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named); err != nil {
-					return err
-				}
-			}
-			if newRound {
-				return tx.SetCompensationTask(ctx, d.ID, "", round+1, w.now())
-			}
-			return nil
-		})
-	}
 	outcome := "compensated"
 	if verdict.Event == ledger.EventDeclarationVerified {
 		outcome = "no_effects_declared"
 	}
-	err = w.finish(ctx, j, outcome, func(tx Tx) error {
+	ev := compensation.ReceiptEvidence(r, verdict, ledger.ChannelA2AReceipt, workerActor)
+	ev.Round = round
+	err = w.store.InTx(ctx, func(tx Tx) error {
 		// recordRequested locks the delegation itself.
 		var cur ledger.Delegation
 		if sent {
@@ -212,8 +201,24 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if err != nil {
 			return err
 		}
-		_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, cur, r, verdict, ledger.ChannelA2AReceipt, workerActor, w.now())
-		return err
+		res, err := w.cfg.Compensation.ApplyEvidence(ctx, tx, cur, ev, w.now())
+		if err != nil {
+			return err
+		}
+		switch res.Outcome {
+		case compensation.OutcomeReceived, compensation.OutcomeUncovered:
+			// compensation holds the receipt back: extra remote tasks of
+			// the delegation are not all accounted for. The worker keeps
+			// canceling them and, when this round did not name one, sends
+			// a new round that does.
+			if len(res.Unnamed) > 0 {
+				if err := tx.SetCompensationTask(ctx, d.ID, "", round+1, w.now()); err != nil {
+					return err
+				}
+			}
+			return tx.RetryJob(ctx, j, w.now().Add(w.compensationPollDelay(d)), "waiting for extra remote tasks to be accounted for", w.now())
+		}
+		return tx.FinishJob(ctx, j, outcome, w.now())
 	})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
@@ -275,6 +280,12 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 			"extra_task_ids": named,
 		},
 	})
+	if err != nil || len(named) == 0 {
+		return d, err
+	}
+	// Naming the extra tasks may account for the last of them: evidence
+	// held back for them is applied now.
+	d, _, err = w.cfg.Compensation.ApplyHeldEvidence(ctx, tx, d, workerActor, now)
 	return d, err
 }
 
@@ -358,29 +369,4 @@ func (w *Worker) requestMetadata(d ledger.Delegation, req compensation.Compensat
 		ext["requestJws"] = jws
 	}
 	return json.Marshal(map[string]any{compensation.ExtensionURI: ext})
-}
-
-// extraTasksOpen reports whether d has extra remote tasks that a receipt
-// answering compensation request round does not account for, canceling
-// those not terminal yet. newRound says a task was never named by that
-// request (named lists what a request sent in this run named), so the next
-// attempt is a new round naming it.
-func (w *Worker) extraTasksOpen(ctx context.Context, client *a2a.Client, d ledger.Delegation, round int, named []string) (wait, newRound bool, err error) {
-	extras, err := w.accountExtraTasks(ctx, client, d)
-	if err != nil || len(extras) == 0 {
-		return false, false, err
-	}
-	for _, t := range extras {
-		if slices.Contains(named, t.TaskID) && t.NamedRound < round {
-			t.NamedRound = round // named by the request being recorded now
-		}
-		if t.Accounted(round) {
-			continue
-		}
-		wait = true
-		if t.NamedRound < 1 || t.NamedRound > round {
-			newRound = true
-		}
-	}
-	return wait, newRound, nil
 }

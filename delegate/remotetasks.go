@@ -23,50 +23,28 @@ import (
 // second task an agent created on a resend with the same messageId, for the
 // dispatch or for a compensation request) is an extra task: recorded on the
 // delegation (remote_task_found), canceled, and named in the compensation
-// request. Until each is accounted for — terminal, and named in the
-// compensation request whose receipt closes the obligation — the obligation
-// does not close: a terminal status of the delegation's own task calls for
-// compensation (ledger.Observation.ExtraRemoteTasks) and a receipt waits.
+// request. Until each is accounted for — terminal, and named in a
+// compensation request — the obligation does not close. That rule is
+// compensation.Service.ApplyEvidence's, for every channel: a terminal
+// status of the delegation's own task calls for compensation, and
+// compensation evidence is held as received until then. The workers only
+// report the facts (a task found, its status, a cancel sent, a request
+// naming it) and trigger compensation.Service.ApplyHeldEvidence when they
+// change.
+
+// RemoteTask is an extra remote task of a delegation; the rule that each
+// is accounted for before compensation evidence discharges the obligation
+// is compensation's (compensation.RemoteTask.Accounted, ApplyEvidence).
+type RemoteTask = compensation.RemoteTask
 
 // RemoteTaskPurpose says which message created an extra remote task.
-type RemoteTaskPurpose string
+type RemoteTaskPurpose = compensation.RemoteTaskPurpose
 
 // The purposes of extra remote tasks.
 const (
-	// PurposeDispatch: the delegation's dispatch (DispatchMessageID), or a
-	// task in the delegation's own context whose message the agent did not
-	// say.
-	PurposeDispatch RemoteTaskPurpose = "dispatch"
-	// PurposeCompensation: a compensation request of the delegation.
-	PurposeCompensation RemoteTaskPurpose = "compensation"
+	PurposeDispatch     = compensation.PurposeDispatch
+	PurposeCompensation = compensation.PurposeCompensation
 )
-
-// RemoteTask is an extra remote task of a delegation: one its org's agent
-// created besides the task recorded on the delegation and the compensation
-// task Quittance follows.
-type RemoteTask struct {
-	TaskID    string
-	Purpose   RemoteTaskPurpose
-	ContextID string
-	// FoundBy says how it was found: list_tasks, push, stream.
-	FoundBy string
-	// Status is its last known status ("unknown" until observed).
-	Status ledger.TaskStatus
-	// FoundAt is when it was recorded.
-	FoundAt time.Time
-	// CancelSentAt is when Quittance last asked the agent to cancel it.
-	CancelSentAt time.Time
-	// NamedRound is the latest compensation request round that named it
-	// (0: none yet).
-	NamedRound int
-}
-
-// Accounted reports whether the task no longer keeps the obligation open
-// for a receipt answering compensation request round: it is terminal and
-// that request (or an earlier one, under the same idempotency key) named it.
-func (t RemoteTask) Accounted(round int) bool {
-	return t.Status.Terminal() && t.NamedRound >= 1 && t.NamedRound <= round
-}
 
 // DispatchContextID is the A2A contextId Quittance sets on the dispatch of
 // delegation id (unless the delegation continues another's context). It is
@@ -231,7 +209,13 @@ func (w *Worker) accountExtraTasks(ctx context.Context, client *a2a.Client, d le
 			}
 			switch {
 			case cerr == nil && task.ID == rt.TaskID:
-				return w.noteExtraStatus(ctx, tx, cur, rt, taskStatus(task.Status.State), "cancel", now)
+				if err := w.noteExtraStatus(ctx, tx, cur, rt, taskStatus(task.Status.State), "cancel", now); err != nil {
+					return err
+				}
+				// The task's end may account for the last extra task:
+				// evidence held back for them is applied now.
+				_, _, err := w.cfg.Compensation.ApplyHeldEvidence(ctx, tx, cur, workerActor, now)
+				return err
 			case errors.Is(cerr, a2a.ErrTaskNotFound):
 				// Unknown, never read as canceled: the task stays unaccounted.
 				return record(ctx, tx, cur, ledger.EventTypeRemoteTaskNotFound, now, map[string]any{

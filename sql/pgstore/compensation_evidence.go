@@ -2,12 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgconn"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
@@ -49,4 +51,43 @@ func (t *tx) PutCompensationEvidence(ctx context.Context, e ledger.StoredEvidenc
 		}
 		return nil
 	})
+}
+
+// EvidenceFacts implements compensation.ReceiptTx, in one round trip.
+func (t *tx) EvidenceFacts(ctx context.Context, delegationID uuid.UUID) (compensation.EvidenceFacts, error) {
+	row, err := t.q.EvidenceFactsGet(ctx, delegationID)
+	if err != nil {
+		return compensation.EvidenceFacts{}, notFound(err, "delegation", delegationID)
+	}
+	f := compensation.EvidenceFacts{Found: row.HasEvidence, Dispatched: row.Dispatched, DispatchUnknownAt: derefTime(row.DispatchUnknownAt)}
+	if row.HasEvidence {
+		f.Stored = ledger.StoredEvidence{
+			DelegationID: delegationID, IdempotencyKey: row.IdempotencyKey, Kind: ledger.ObligationEvent(row.Kind),
+			Channel: ledger.EvidenceChannel(row.Channel), PayloadSHA256: row.PayloadSha256, Status: ledger.EvidenceStatus(row.Status),
+			Receipt: row.Receipt, Data: row.Data, Token: row.Token, ReceivedAt: derefTime(row.EvidenceReceivedAt).UTC(),
+		}
+		if row.EvidenceDecidedAt != nil {
+			f.Stored.DecidedAt = row.EvidenceDecidedAt.UTC()
+		}
+	}
+	var tasks []struct {
+		TaskID       string     `json:"task_id"`
+		Purpose      string     `json:"purpose"`
+		ContextID    string     `json:"context_id"`
+		FoundBy      string     `json:"found_by"`
+		Status       string     `json:"status"`
+		FoundAt      time.Time  `json:"found_at"`
+		CancelSentAt *time.Time `json:"cancel_sent_at"`
+		NamedRound   int        `json:"named_round"`
+	}
+	if err := json.Unmarshal(row.RemoteTasks, &tasks); err != nil {
+		return compensation.EvidenceFacts{}, fmt.Errorf("read remote tasks of delegation %s: %w", delegationID, err)
+	}
+	for _, rt := range tasks {
+		f.RemoteTasks = append(f.RemoteTasks, compensation.RemoteTask{
+			TaskID: rt.TaskID, Purpose: compensation.RemoteTaskPurpose(rt.Purpose), ContextID: rt.ContextID, FoundBy: rt.FoundBy,
+			Status: ledger.TaskStatus(rt.Status), FoundAt: rt.FoundAt.UTC(), CancelSentAt: derefTime(rt.CancelSentAt), NamedRound: rt.NamedRound,
+		})
+	}
+	return f, nil
 }

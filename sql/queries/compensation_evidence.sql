@@ -8,3 +8,33 @@ INSERT INTO compensation_evidence (
     @delegation_id, @idempotency_key, @kind, @channel, @payload_sha256, @status, @receipt, @data, @token, @received_at, @decided_at
 )
 ON CONFLICT (delegation_id) DO UPDATE SET status = EXCLUDED.status, decided_at = EXCLUDED.decided_at;
+
+-- name: EvidenceFactsGet :one
+-- What deciding evidence for a delegation reads besides the locked row, in
+-- one round trip: its stored evidence (has_evidence false when none), its
+-- extra remote tasks (oldest first) and its dispatch.
+SELECT
+    (e.delegation_id IS NOT NULL)::boolean AS has_evidence,
+    coalesce(e.idempotency_key, '')::text AS idempotency_key,
+    coalesce(e.kind, '')::text AS kind,
+    coalesce(e.channel, '')::text AS channel,
+    coalesce(e.payload_sha256, ''::bytea)::bytea AS payload_sha256,
+    coalesce(e.status, '')::text AS status,
+    e.receipt,
+    e.data,
+    coalesce(e.token, '')::text AS token,
+    e.received_at AS evidence_received_at,
+    e.decided_at AS evidence_decided_at,
+    coalesce(a.dispatched, false)::boolean AS dispatched,
+    d.dispatch_unknown_at,
+    coalesce((
+        SELECT json_agg(json_build_object(
+            'task_id', t.task_id, 'purpose', t.purpose, 'context_id', t.context_id, 'found_by', t.found_by,
+            'status', t.status, 'found_at', t.found_at, 'cancel_sent_at', t.cancel_sent_at,
+            'named_round', coalesce(t.named_round, 0)) ORDER BY t.found_at, t.task_id)
+        FROM delegation_remote_tasks t WHERE t.delegation_id = d.id
+    ), '[]')::json AS remote_tasks
+FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+LEFT JOIN compensation_evidence e ON e.delegation_id = d.id
+WHERE d.id = @delegation_id;

@@ -326,7 +326,7 @@ func (s *Server) registerDelegations() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "report-task-status", Method: http.MethodPost, Path: "/v1/delegations/{id}/task-status", Tags: tags,
 		Summary:     "Report the remote task's status",
-		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation. With state completed, settled_amount_minor (0 to the hold) spends that much and returns the rest; more than the hold is 422 and nothing changes; given when the report does not settle a held obligation (nor repeats the one that did) it is 409 settlement_not_applicable.",
+		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation. With state completed, settled_amount_minor (0 to the hold) spends that much and returns the rest; more than the hold is 422 and nothing changes; given when the report does not settle a held obligation (nor repeats the one that did) it is 409 settlement_not_applicable. On a delegation Quittance dispatched, a terminal report while the dispatch is unknown is 409 dispatch_unknown, and a reported rejection or ungated end waits for compensation instead of releasing.",
 		Security:    bearerAuth,
 	}, func(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
 		id, err := parseID(in.ID)

@@ -39,6 +39,11 @@ type taskKeeper struct {
 	// push declares push notifications in the card; the push config of
 	// the dispatch is kept for pushTask.
 	push bool
+	// receiptID, if set, is the receiptId of every compensated receipt
+	// (else rcpt-<compensation task id>); compWorking answers a
+	// compensation request with a task that keeps working, no receipt.
+	receiptID   string
+	compWorking bool
 
 	mu        sync.Mutex
 	tasks     map[string]map[string]any
@@ -97,11 +102,18 @@ func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, 
 			k.compReqs = append(k.compReqs, req)
 			k.compSends++
 			drop := k.onCompSend != nil && k.onCompSend(k.compSends) == "drop"
+			if k.compWorking {
+				return k.newTask(p.Message.ContextID, p.Message.MessageID, "working"), nil, drop
+			}
 			task := k.newTask(p.Message.ContextID, p.Message.MessageID, "completed")
+			receiptID := k.receiptID
+			if receiptID == "" {
+				receiptID = "rcpt-" + task["id"].(string)
+			}
 			task["artifacts"] = []any{map[string]any{
 				"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
 				"parts": []any{map[string]any{"kind": "data", "data": map[string]any{
-					"outcome": "compensated", "receiptId": "rcpt-" + task["id"].(string), "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+					"outcome": "compensated", "receiptId": receiptID, "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
 				}}},
 			}}
 			return task, nil, drop

@@ -1,0 +1,261 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/ledger"
+)
+
+// signedOrg registers org with the taskKeeper's card and a key of its own,
+// so it can post signed acks, and returns the signer.
+func (e *a2aEnv) signedOrg(t *testing.T, org string, k *taskKeeper) *compensationtest.Signer {
+	t.Helper()
+	s := compensationtest.NewEd25519Signer(t, org+"-1")
+	e.must(t, http.MethodPut, "/admin/v1/orgs/"+org, e.OncallToken, map[string]any{
+		"name": "Supplier " + org, "agent_card_url": k.cardURL, "allowed_hosts": []string{"127.0.0.1"},
+		"jwks": json.RawMessage(s.JWKS()),
+	}, http.StatusCreated)
+	return s
+}
+
+// postAck posts a signed ack for d with receiptID and returns the outcome.
+func (e *a2aEnv) postAck(t *testing.T, s *compensationtest.Signer, d httpapi.DelegationBody, receiptID string) string {
+	t.Helper()
+	c := compensationtest.AckClaims(d.OrgID, a2aLedgerID, d.Remote.TaskID, d.Compensation.IdempotencyKey, time.Now())
+	c["receipt_id"] = receiptID
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/v1/compensation/acks", strings.NewReader(s.Sign(t, ackTyp, c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/jose")
+	var out evidenceResponse
+	e.Send(t, req).Expect(t, http.StatusOK).JSON(t, &out)
+	return out.Evidence.Outcome
+}
+
+// dupAgent is a taskKeeper whose first dispatch send creates a task and
+// drops the connection, so the resend's task is tracked and the first is an
+// extra task, found by tasks/list and canceled.
+func dupAgent(t *testing.T, k *taskKeeper) *taskKeeper {
+	k.listTasks = true
+	k.onSend = func(call int) string {
+		if call == 1 {
+			return "drop"
+		}
+		return "reply"
+	}
+	return startTaskKeeper(t, k)
+}
+
+// TestA2AEarlyAckWithExtraTaskApplied: the org acks compensation early,
+// while the obligation is held, on a delegation with an extra remote task.
+// The cancel ends the tracked task; the extra task gates it, so the early
+// ack stays received — and is applied once the compensation request has
+// named the (canceled) extra task: compensated with the ack's token. The
+// agent's receipt, the same assertion, is then a duplicate, not a conflict.
+func TestA2AEarlyAckWithExtraTaskApplied(t *testing.T) {
+	t.Parallel()
+	k := dupAgent(t, &taskKeeper{receiptID: "rcpt-early"})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	s := e.signedOrg(t, "dup", k)
+	d := e.dispatch(t, "po-early-extra", "dup")
+	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded) // kt-1 found and canceled
+	d = e.get(t, d.ID)
+	if d.Remote.TaskID != "kt-2" || d.Compensation == nil {
+		t.Fatalf("dispatched delegation = %+v", d)
+	}
+	if got := e.postAck(t, s, d, "rcpt-early"); got != "received" {
+		t.Fatalf("early ack: outcome %q, want received", got)
+	}
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	got := e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if got.HoldState != "returned" || got.TaskStatus != "canceled" {
+		t.Fatalf("after compensation: %+v", got)
+	}
+	reqs := k.compensationRequests()
+	if extra, _ := reqs[0]["extraTaskIds"].([]any); len(extra) != 1 || extra[0] != "kt-1" {
+		t.Fatalf("compensation request = %v, want extraTaskIds [kt-1]", reqs[0])
+	}
+	events := e.events(t, d.ID)
+	var acked []ledger.EventRecord
+	for _, ev := range events {
+		if ev.Type == ledger.EventTypeCompensationAcked {
+			acked = append(acked, ev)
+		}
+	}
+	if len(acked) != 1 || acked[0].Evidence == "" || acked[0].ObligationFrom != "revocation_pending_compensation" {
+		t.Fatalf("compensation_acked events = %+v, want one from revocation_pending_compensation carrying the early ack", acked)
+	}
+	if n := countEvents(events, ledger.EventTypeEvidenceConflict); n != 0 {
+		t.Fatalf("%d evidence_conflict events", n)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestA2APostedAckWaitsForExtraTask: the obligation waits for compensation
+// and the delegation has an extra task the agent will not cancel yet. A
+// signed ack posted over HTTP does not close the obligation: it is held as
+// received (evidence_received, held_for extra_tasks_open). Once the agent
+// lets the extra task be canceled, the held ack compensates the obligation
+// by itself — no second ack, and the agent never sent a receipt.
+func TestA2APostedAckWaitsForExtraTask(t *testing.T) {
+	t.Parallel()
+	k := dupAgent(t, &taskKeeper{compWorking: true})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	s := e.signedOrg(t, "dup", k)
+	d := e.dispatch(t, "po-posted-extra", "dup")
+	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	// kt-3, made by hand in the delegation's context, is found by the
+	// compensation lookup and will not be canceled for now.
+	id := uuid.MustParse(d.ID)
+	k.mu.Lock()
+	k.newTask(delegate.DispatchContextID(id), delegate.DispatchMessageID(id), "working")
+	k.stuck["kt-3"] = true
+	k.mu.Unlock()
+
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "a compensation request", func(d httpapi.DelegationBody) bool { return d.Compensation != nil && d.Compensation.Attempts > 0 })
+	if got := e.postAck(t, s, d, "rcpt-posted"); got != "received" {
+		t.Fatalf("posted ack with an extra task running: outcome %q, want received", got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := e.get(t, d.ID); got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
+		t.Fatalf("closed while an extra task runs: %+v", got)
+	}
+	received := eventsData(t, e.events(t, d.ID), ledger.EventTypeEvidenceReceived)
+	if len(received) != 1 || received[0]["held_for"] != "extra_tasks_open" {
+		t.Fatalf("evidence_received = %v, want one held_for extra_tasks_open", received)
+	}
+	if open, _ := received[0]["open_remote_tasks"].([]any); len(open) != 1 || open[0] != "kt-3" {
+		t.Fatalf("open_remote_tasks = %v, want [kt-3]", received[0]["open_remote_tasks"])
+	}
+
+	k.setStuck("kt-3", false)
+	got := e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if got.HoldState != "returned" || k.state("kt-3") != "canceled" {
+		t.Fatalf("after compensation: %+v, kt-3 %s", got, k.state("kt-3"))
+	}
+	reqs := k.compensationRequests()
+	if extra, _ := reqs[len(reqs)-1]["extraTaskIds"].([]any); len(extra) != 2 {
+		t.Fatalf("compensation request = %v, want both extra tasks named", reqs[len(reqs)-1])
+	}
+	e.CheckInvariants(t)
+}
+
+// TestReportedRejectionWithExtraTaskGates: an orchestrator reports the
+// tracked task rejected on a delegation Quittance dispatched, which has an
+// extra remote task. The report does not release the hold: the extra task
+// may have done the work, so the obligation waits for compensation and
+// the compensation request names it.
+func TestReportedRejectionWithExtraTaskGates(t *testing.T) {
+	t.Parallel()
+	k := dupAgent(t, &taskKeeper{})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-report-extra", "dup")
+	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	got := e.ReportStatus(t, e.orch, d.ID, "rejected", time.Time{})
+	if got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
+		t.Fatalf("after a reported rejection: %+v", got)
+	}
+	var changed map[string]any
+	for _, m := range eventsData(t, e.events(t, d.ID), ledger.EventTypeTaskStatusChanged) {
+		if m["state"] == "rejected" {
+			changed = m
+		}
+	}
+	if ids, _ := changed["extra_remote_tasks"].([]any); len(ids) != 1 || ids[0] != "kt-1" {
+		t.Fatalf("the reported rejection does not name the extra task: %v", changed)
+	}
+	got = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if reqs := k.compensationRequests(); len(reqs) == 0 {
+		t.Fatal("no compensation request")
+	} else if extra, _ := reqs[0]["extraTaskIds"].([]any); len(extra) != 1 || extra[0] != "kt-1" {
+		t.Fatalf("compensation request = %v", reqs[0])
+	}
+	if got.HoldState != "returned" {
+		t.Fatalf("after compensation: %+v", got)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestReportCannotEndUnknownDispatch: while a delegation's dispatch is
+// unknown, an orchestrator's terminal report — a rejection, a cancel, a
+// completion — is refused with 409 dispatch_unknown and changes nothing:
+// the hold stays active and the delegation stays listed.
+func TestReportCannotEndUnknownDispatch(t *testing.T) {
+	t.Parallel()
+	k := startTaskKeeper(t, &taskKeeper{onSend: func(call int) string {
+		if call == 1 {
+			return "drop"
+		}
+		return "refuse"
+	}})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true})
+	e.putOrg(t, "unknown", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-unknown-report", "unknown")
+	e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	before := e.get(t, d.ID)
+	nEvents := len(e.events(t, d.ID))
+	for _, state := range []string{"rejected", "TASK_STATE_CANCELED", "failed", "completed"} {
+		r := e.Do(t, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", e.orch, map[string]any{"state": state})
+		r.Problem(t, http.StatusConflict, "dispatch_unknown")
+	}
+	after := e.get(t, d.ID)
+	if after.ObligationState != "held" || after.HoldState != "active" || after.TaskStatus != before.TaskStatus || after.Version != before.Version {
+		t.Fatalf("a refused report changed the delegation: %+v, was %+v", after, before)
+	}
+	if n := len(e.events(t, d.ID)); n != nEvents {
+		t.Fatalf("%d events after refused reports, was %d", n, nEvents)
+	}
+	if ids := e.listCondition(t, "dispatch_unknown"); len(ids) != 1 || ids[0] != d.ID {
+		t.Fatalf("condition=dispatch_unknown lists %v", ids)
+	}
+	// A non-terminal report moves no money and is still accepted.
+	if got := e.ReportStatus(t, e.orch, d.ID, "working", time.Time{}); got.ObligationState != "held" {
+		t.Fatalf("after a working report: %+v", got)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestReportedRejectionOfDispatchedTaskIsGated: on a delegation Quittance
+// dispatched and follows itself, an orchestrator's report that the task
+// was rejected does not release the hold on one principal's word: it is
+// taken as a gated end, compensation is requested from the org, and its
+// receipt compensates.
+func TestReportedRejectionOfDispatchedTaskIsGated(t *testing.T) {
+	t.Parallel()
+	k := startTaskKeeper(t, &taskKeeper{onSend: func(int) string { return "reply" }})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true})
+	e.putOrg(t, "one", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-report-dispatched", "one")
+	e.waitFor(t, d.ID, "the dispatched task", dispatched)
+	got := e.ReportStatus(t, e.orch, d.ID, "rejected", time.Time{})
+	if got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
+		t.Fatalf("after a reported rejection of a dispatched task: %+v", got)
+	}
+	var changed map[string]any
+	for _, m := range eventsData(t, e.events(t, d.ID), ledger.EventTypeTaskStatusChanged) {
+		if m["state"] == "rejected" {
+			changed = m
+		}
+	}
+	if changed["reported_on_dispatched"] != true {
+		t.Fatalf("task_status_changed = %v, want reported_on_dispatched", changed)
+	}
+	got = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if got.HoldState != "returned" || len(k.compensationRequests()) == 0 {
+		t.Fatalf("after compensation: %+v", got)
+	}
+	e.CheckInvariants(t)
+}

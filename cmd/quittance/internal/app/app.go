@@ -147,7 +147,7 @@ func New(cfg Config) *App {
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
 		// Orgs' JWKS URLs are fetched through the egress policy, as every
 		// other outbound call, on a client of their own.
-		FetchJWKS: delegate.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
+		FetchJWKS: compensation.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, ObserveOrgJWKSFetch: metrics.OrgJWKSFetch,
 		Log: log.With(slog.String("component", "org_jwks")),
 	})

@@ -690,3 +690,59 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// readmeMaxLines bounds README.md: it is the front door (what Quittance
+// is, the two commands, one walk-through and a map), and everything else
+// lives beside what it describes.
+const readmeMaxLines = 300
+
+// runbooksDir holds one runbook per alert; the README's map links the
+// folder once instead of each runbook.
+const runbooksDir = "dashboards/runbooks/"
+
+// TestREADMEIsTheFrontDoor checks that README.md stays at most
+// readmeMaxLines lines and that its map links every Markdown document of
+// the repository (the runbooks folder once, not each runbook), so a new
+// document is reachable from the front door in one click.
+func TestREADMEIsTheFrontDoor(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	if n := strings.Count(strings.TrimRight(md, "\n"), "\n") + 1; n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, more than %d: move what is not the front door next to what it describes and link it from the map", n, readmeMaxLines)
+	}
+	linked := map[string]int{}
+	for _, row := range markdownTable(t, md, "Map") {
+		for _, m := range inlineLink.FindAllStringSubmatch(row[0], -1) {
+			target, _, _ := strings.Cut(strings.Trim(m[1], "<>"), "#")
+			target = filepath.ToSlash(filepath.Clean(target))
+			if strings.HasSuffix(m[1], "/") {
+				target += "/"
+			}
+			linked[target]++
+		}
+	}
+	for target, n := range linked {
+		if n > 1 {
+			t.Errorf("the README's map links %s %d times", target, n)
+		}
+	}
+	if linked[runbooksDir] != 1 {
+		t.Errorf("the README's map does not link the runbooks folder %s", runbooksDir)
+	}
+	for _, file := range repoFiles(t, root, ".md") {
+		switch {
+		case file == "README.md":
+		case strings.HasPrefix(file, runbooksDir):
+			if linked[file] > 0 {
+				t.Errorf("the README's map links the runbook %s; link the folder %s only", file, runbooksDir)
+			}
+		case linked[file] == 0:
+			t.Errorf("the README's map does not link %s: add a row for it", file)
+		}
+	}
+}

@@ -23,7 +23,8 @@
 // matching and jti replay detection belong to the caller, inside the database
 // transaction that records the evidence; the codes for those refusals are defined
 // here so that every refusal has the same shape. [ParseOrgJWKS] validates the JWK Set
-// an admin registers for an org.
+// an admin registers for an org; [NewJWKSFetcher] fetches one an org serves at a JWKS
+// URL, through the HTTP client the wiring gives it (the SSRF-safe egress client).
 //
 // # The one evidence function
 //
@@ -44,7 +45,8 @@
 // # What this package must never do
 //
 // It never imports pgx or the generated store code: it defines the small interfaces
-// it needs and the sql packages implement them. It never reads the wall clock itself:
+// it needs and the sql packages implement them. It opens no outbound connection but
+// through the *http.Client it is given. It never reads the wall clock itself:
 // time is passed in. And nothing in it ever releases a hold because time passed: a
 // deadline only moves an obligation from revocation_pending_compensation to
 // compensation_unconfirmed; money moves only on evidence (an ack, a verified

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -389,10 +388,7 @@ func (s *Service) refused(ctx context.Context, r ledger.TokenRefusal, err error,
 
 // storable is untrusted text as a sample keeps it: at most n bytes, with
 // NUL and invalid UTF-8 replaced, which PostgreSQL text cannot hold.
-func storable(s string, n int) string {
-	s, _ = ledger.StorableText(text.Truncate(s, n))
-	return s
-}
+func storable(s string, n int) string { return ledger.StorableTruncated(s, n) }
 
 // logRefusal logs a refusal with its reason and the token's sha256, never
 // the token.

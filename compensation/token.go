@@ -19,6 +19,7 @@ import (
 	josejson "github.com/go-jose/go-jose/v4/json"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -699,7 +700,7 @@ func claimString(c map[string]json.RawMessage, name string) (string, *RefusalErr
 func quoteShort(s string) string {
 	const limit = 64
 	if len(s) > limit {
-		s = s[:limit] + "..."
+		s = text.Truncate(s, limit) + "..."
 	}
 	return fmt.Sprintf("%q", s)
 }

@@ -98,7 +98,7 @@ func (o *Orchestrator) Continue(ctx context.Context, p ledger.Principal, id uuid
 		out     FollowUp
 		created bool
 	)
-	err := o.store.InTx(ctx, func(tx Tx) error {
+	err := o.store.InTx(ctx, func(tx OrchestratorTx) error {
 		created = false
 		d, err := ledger.LockVisible(ctx, tx, p, id)
 		if err != nil {

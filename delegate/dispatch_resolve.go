@@ -53,7 +53,7 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 		}
 	}
 	var out ledger.Delegation
-	err := o.store.InTx(ctx, func(tx Tx) error {
+	err := o.store.InTx(ctx, func(tx OrchestratorTx) error {
 		now := o.now()
 		d, err := tx.DelegationForUpdate(ctx, id)
 		if err != nil {
@@ -86,7 +86,7 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 // task is observed at once and canceled if the orchestrator asked for that
 // meanwhile. On-call's ResolveDispatch and the dispatch job's lookup both
 // end the condition so. Nothing moves the hold or the obligation.
-func resolveDispatchTx(ctx context.Context, tx Tx, d ledger.Delegation, taskID, contextID, actor string, data map[string]any, now time.Time) (ledger.Delegation, error) {
+func resolveDispatchTx(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, taskID, contextID, actor string, data map[string]any, now time.Time) (ledger.Delegation, error) {
 	cleared, err := tx.ClearDispatchUnknown(ctx, d.ID)
 	if err != nil {
 		return ledger.Delegation{}, err

@@ -19,8 +19,10 @@
 //   - the Orchestrator, the orchestrating agent's use cases on a dispatched
 //     delegation: answering a remote task that stopped for input or
 //     authorization (Continue), and reading back those answers and the
-//     latest snapshot of the remote task; it queues work for the Worker and
-//     never calls a remote agent itself;
+//     latest snapshot of the remote task, and on-call's resolution of an
+//     unknown dispatch (ResolveDispatch); it writes through its own
+//     OrchestratorTx, a small part of the Worker's Tx, queues work for the
+//     Worker and never calls a remote agent itself;
 //   - the validators the ledger is wired with for what it will dispatch
 //     (ValidateDispatchMessage, ValidateAgentEndpoint);
 //   - the domain types the sql/ store persists: Job, Tracking, FollowUp,

@@ -355,14 +355,14 @@ func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegat
 
 // enqueueObserve queues, in tx, a fetch of the delegation's remote task,
 // naming what prompted it (push, poll, stream_reconnect, cancel_refused).
-func enqueueObserve(ctx context.Context, tx Tx, id uuid.UUID, source string, now time.Time) error {
+func enqueueObserve(ctx context.Context, tx outboundQueue, id uuid.UUID, source string, now time.Time) error {
 	return enqueueObserveTask(ctx, tx, id, source, "", now)
 }
 
 // enqueueObserveTask is enqueueObserve naming the task a push was about,
 // for a delegation whose task id is not recorded yet ("" for none). An
 // observe job already open keeps its own payload.
-func enqueueObserveTask(ctx context.Context, tx Tx, id uuid.UUID, source, taskID string, now time.Time) error {
+func enqueueObserveTask(ctx context.Context, tx outboundQueue, id uuid.UUID, source, taskID string, now time.Time) error {
 	m := map[string]string{"source": source}
 	if taskID != "" {
 		m["task_id"] = taskID

@@ -16,12 +16,49 @@ type OrchestratorStore interface {
 	// InTx runs fn in one database transaction, committing if fn returns
 	// nil; it retries fn on serialization failures, so fn must have no
 	// effects outside the Tx.
-	InTx(ctx context.Context, fn func(Tx) error) error
+	InTx(ctx context.Context, fn func(OrchestratorTx) error) error
 	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
 	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
 	// TaskSnapshot returns the delegation's latest task snapshot, or
 	// ledger.ErrNotFound when none was kept yet.
 	TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
+}
+
+// OrchestratorTx is what the Orchestrator writes through, a small part of
+// the Worker's Tx (which embeds it): queuing an answer to an interrupted
+// task (Continue) locks the delegation, reads its org and any answer with
+// the same id, and queues the answer with its event and the outbox job that
+// sends it; on-call's resolution of an unknown dispatch (ResolveDispatch)
+// checks the task is no other delegation's, ends the condition through
+// ledger.Apply and queues the observe (and cancel) jobs. The Orchestrator
+// records no observation, receipt or job outcome. Error contract: as
+// ledger.Store.
+type OrchestratorTx interface {
+	ledger.ChangeTx
+	ledger.DelegationLocker
+	outboundQueue
+	// Org loads an org without locking it.
+	Org(ctx context.Context, id string) (ledger.Org, error)
+	// DelegationByRemoteTask loads the tenant's delegation recording the
+	// org's remote task, or returns ledger.ErrNotFound. A remote task id is
+	// unique per (org, tenant): another tenant's delegation may record the
+	// same id, and is none of this tenant's business.
+	DelegationByRemoteTask(ctx context.Context, tenant, orgID, remoteTaskID string) (ledger.Delegation, error)
+	// ClearDispatchUnknown ends the dispatch_unknown condition, and says
+	// whether the delegation was in it.
+	ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, error)
+	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
+	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
+	// InsertFollowUp queues a follow-up message.
+	InsertFollowUp(ctx context.Context, m FollowUp) error
+}
+
+// outboundQueue is where outbound A2A calls are queued, in the transaction
+// of the change that calls for them (ledger.ObservationTx's EnqueueOutbound).
+type outboundQueue interface {
+	// EnqueueOutbound queues an outbound A2A call for the delegation; at
+	// most one job of a kind is open per delegation.
+	EnqueueOutbound(ctx context.Context, j ledger.OutboundJob) error
 }
 
 // OrchestratorConfig wires an Orchestrator.

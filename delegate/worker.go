@@ -79,7 +79,11 @@ type Tracking struct {
 // Error contract: as ledger.Store; a missing row is ledger.ErrNotFound
 // (wrapped).
 type Store interface {
-	OrchestratorStore
+	ledger.Reader
+	// InTx runs fn in one database transaction, committing if fn returns
+	// nil; it retries fn on serialization failures, so fn must have no
+	// effects outside the Tx.
+	InTx(ctx context.Context, fn func(Tx) error) error
 	// ClaimJobs claims up to limit jobs due at now, leasing them until
 	// leaseUntil under leaseToken. Jobs claimed by others and not yet
 	// expired are skipped; several workers never claim the same job.
@@ -107,24 +111,16 @@ type Store interface {
 	TryLock(ctx context.Context, key string) (unlock func(), acquired bool, err error)
 }
 
-// Tx is a database transaction of package delegate, the A2A workers' and
-// the Orchestrator's: what compensation.Service.ObserveTaskStatus,
-// ledger.LockVisible and compensation.Service.ApplyRemoteReceipt write
-// through, plus the outbox, the A2A
-// tracking of delegations, the backoff of failing orgs, follow-up messages
-// and task snapshots. Error contract: as ledger.Store; a missing row is
-// ledger.ErrNotFound (wrapped).
+// Tx is a database transaction of the A2A workers: the Orchestrator's
+// (OrchestratorTx), plus what compensation.Service.ObserveTaskStatus and
+// compensation.Service.ApplyRemoteReceipt write through, the outbox's
+// leases, the A2A tracking of delegations, the backoff of failing orgs, the
+// delivery of follow-up messages and task snapshots. Error contract: as
+// ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
 type Tx interface {
+	OrchestratorTx
 	ledger.ObservationTx
-	ledger.DelegationLocker
 	compensation.ReceiptTx
-	// DelegationByRemoteTask loads the tenant's delegation recording the
-	// org's remote task, or returns ledger.ErrNotFound. A remote task id is
-	// unique per (org, tenant): another tenant's delegation may record the
-	// same id, and is none of this tenant's business.
-	DelegationByRemoteTask(ctx context.Context, tenant, orgID, remoteTaskID string) (ledger.Delegation, error)
-	// Org loads an org without locking it.
-	Org(ctx context.Context, id string) (ledger.Org, error)
 	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
 	// caller no longer holds its lease. A job enqueued again while it ran is
 	// scheduled once more instead of finished.
@@ -155,9 +151,6 @@ type Tx interface {
 	// SetDispatchUnknown puts the delegation in the dispatch_unknown
 	// condition (ledger.ConditionDispatchUnknown) with a reason.
 	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
-	// ClearDispatchUnknown ends the dispatch_unknown condition, and says
-	// whether the delegation was in it.
-	ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, error)
 	// OrgFailures returns how many consecutive failures the org's agent has
 	// had (0 when none).
 	OrgFailures(ctx context.Context, orgID string) (int, error)
@@ -166,10 +159,6 @@ type Tx interface {
 	FailOrg(ctx context.Context, orgID string, retryAt time.Time, lastError string, now time.Time) error
 	// ClearOrgFailures forgets the org's failures.
 	ClearOrgFailures(ctx context.Context, orgID string) error
-	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
-	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
-	// InsertFollowUp queues a follow-up message.
-	InsertFollowUp(ctx context.Context, m FollowUp) error
 	// FinishFollowUp records a follow-up message's final status (sent or
 	// failed), error and result state, counting one more attempt.
 	FinishFollowUp(ctx context.Context, m FollowUp, now time.Time) error

@@ -46,6 +46,7 @@
 // It imports no HTTP framework and no net/http: its types carry no huma or
 // JSON-schema tags, and the HTTP layer has its own body types. It imports no
 // other domain package (compensation, delegate, ledger/webhook); they import
-// it. Apart from the standard library, it depends on github.com/google/uuid
-// and ledger/failpoint only (a test checks this).
+// it. Apart from the standard library, it depends on github.com/google/uuid,
+// ledger/failpoint and internal/text (the one rule for cutting text, a leaf
+// package) only (a test checks this).
 package ledger

@@ -10,13 +10,15 @@ import (
 )
 
 // TestLedgerImports: the domain package depends on the standard library,
-// github.com/google/uuid and ledger/failpoint only — no database driver or
-// generated code, no HTTP stack, no other domain package (see doc.go).
+// github.com/google/uuid, ledger/failpoint and internal/text only — no
+// database driver or generated code, no HTTP stack, no other domain package
+// (see doc.go).
 func TestLedgerImports(t *testing.T) {
 	t.Parallel()
 	allowed := map[string]bool{
 		"github.com/google/uuid":                          true,
 		"github.com/quittance/quittance/ledger/failpoint": true,
+		"github.com/quittance/quittance/internal/text":    true,
 	}
 	forbiddenStd := map[string]bool{"net/http": true, "database/sql": true}
 	entries, err := os.ReadDir(".")

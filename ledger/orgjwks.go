@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -172,7 +171,7 @@ func (s *Service) refreshOrgKeys(ctx context.Context, org Org) (KeyRefresh, erro
 		f := current.JWKSFetch
 		f.AttemptedAt = now
 		if fetchErr != nil {
-			f.Error = truncateText(fetchErr.Error(), maxFetchErrorLen)
+			f.Error = StorableTruncated(fetchErr.Error(), maxFetchErrorLen)
 			return tx.RecordOrgJWKSFetch(ctx, current.ID, current.JWKSURL, f)
 		}
 		added, removed, err := recordOrgKeys(ctx, tx, current.ID, raw, now)
@@ -212,14 +211,6 @@ func (s *Service) refreshOrgKeys(ctx context.Context, org Org) (KeyRefresh, erro
 		s.jwks.observe(JWKSFetchUnchanged)
 	}
 	return out, nil
-}
-
-// truncateText cuts s to at most n bytes.
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }
 
 // orgJWKS is how the Service reaches orgs' JWKS URLs.

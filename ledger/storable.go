@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/quittance/quittance/internal/text"
 )
 
 // Remote text is data. Status messages, receipts, error texts, agent cards
@@ -60,6 +62,16 @@ func StorableText(s string) (string, bool) {
 		i += size
 	}
 	return b.String(), true
+}
+
+// StorableTruncated returns s cut to at most n bytes (text.Truncate, which
+// never splits a rune) and then made storable (StorableText): how a bounded
+// sample of remote text, such as an error an org's server caused, is kept.
+// A byte that is not UTF-8 becomes three, so the result may exceed n by
+// twice the number of such bytes.
+func StorableTruncated(s string, n int) string {
+	s, _ = StorableText(text.Truncate(s, n))
+	return s
 }
 
 // StorableJSON returns raw as a JSON text that PostgreSQL's jsonb accepts,

@@ -19,8 +19,9 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// Where `quittance dev` runs the demo supplier agent, and what it registers
-// it as. QUITTANCE_DEMO_AGENT=off turns it off.
+// Where `quittance dev` runs the demo supplier agent unless
+// QUITTANCE_DEMO_AGENT_ADDR says otherwise (tests use port 0, a free one),
+// and what it registers it as. QUITTANCE_DEMO_AGENT=off turns it off.
 const (
 	devDemoAddr    = "127.0.0.1:8090"
 	devDemoOrgName = "Demo Supplier"
@@ -55,7 +56,11 @@ func startDevDemo(getenv func(string) string, cfg *config, log *slog.Logger, std
 	if err != nil {
 		return nil, err
 	}
-	base, stop, err := serveDemoAgent(agent, devDemoAddr, log)
+	addr := strings.TrimSpace(getenv("QUITTANCE_DEMO_AGENT_ADDR"))
+	if addr == "" {
+		addr = devDemoAddr
+	}
+	base, stop, err := serveDemoAgent(agent, addr, log)
 	if err != nil {
 		// Most likely a demo agent is already running there: the service
 		// is still worth running without this one.

@@ -9,11 +9,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -474,23 +475,62 @@ func TestConfigurationTableMatchesConfig(t *testing.T) {
 
 // The walk-throughs set the base URL once, to what make run serves, and
 // read the dev token from .quittance/; the test points both at its own
-// service and changes nothing else.
+// service. A walk-through that runs an agent of its own in a second
+// terminal runs it on walkthroughAgentAddr, which the test points at a free
+// port. It changes nothing else.
 const (
-	walkthroughMarker = "<!-- walkthrough:"
-	walkthroughURL    = "http://127.0.0.1:8080"
-	walkthroughURLSet = "export QUITTANCE_URL=" + walkthroughURL
-	walkthroughData   = ".quittance/"
-	expectPrefix      = "# → "
+	walkthroughURL       = "http://127.0.0.1:8080"
+	walkthroughURLSet    = "export QUITTANCE_URL=" + walkthroughURL
+	walkthroughData      = ".quittance/"
+	walkthroughAgentAddr = "127.0.0.1:8091"
+	expectPrefix         = "# → "
 )
 
-// walkthroughs returns the shell blocks of a Markdown document that follow
-// a walkthrough marker.
-func walkthroughs(t *testing.T, file, md string) []string {
+// The markers of a walk-through's blocks. A block after walkthroughStart
+// begins a walk-through in a new shell; one after walkthroughContinued is
+// pasted next, into the same shell (its variables and functions are
+// there); one after walkthroughBackground runs in a second terminal until
+// the walk-through ends, and the next block is pasted once it printed its
+// "# → " lines.
+const (
+	walkthroughStart      = "<!-- walkthrough:"
+	walkthroughContinued  = "<!-- walkthrough, continued:"
+	walkthroughBackground = "<!-- walkthrough, second terminal:"
+)
+
+// walkBlock is one shell block of a walk-through.
+type walkBlock struct {
+	// line is the block's first line in its file (1-based).
+	line int
+	// background: the block runs in a second terminal.
+	background bool
+	// text is the block as written.
+	text string
+}
+
+// expectations returns a block's "# → " lines, without the prefix.
+func (b walkBlock) expectations() []string {
+	var want []string
+	for _, line := range strings.Split(b.text, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), expectPrefix); ok {
+			want = append(want, strings.TrimSpace(rest))
+		}
+	}
+	return want
+}
+
+// walkthroughs returns the walk-throughs of a Markdown document: each the
+// shell blocks that follow a walkthroughStart marker and the continued and
+// second-terminal blocks after it.
+func walkthroughs(t *testing.T, file, md string) [][]walkBlock {
 	t.Helper()
-	var blocks []string
+	var chains [][]walkBlock
 	lines := strings.Split(md, "\n")
 	for i := 0; i < len(lines); i++ {
-		if !strings.HasPrefix(strings.TrimSpace(lines[i]), walkthroughMarker) {
+		marker := strings.TrimSpace(lines[i])
+		start := strings.HasPrefix(marker, walkthroughStart)
+		background := strings.HasPrefix(marker, walkthroughBackground)
+		if !start && !background && !strings.HasPrefix(marker, walkthroughContinued) {
 			continue
 		}
 		if i+1 >= len(lines) || (strings.TrimSpace(lines[i+1]) != "```sh" && strings.TrimSpace(lines[i+1]) != "```bash") {
@@ -504,16 +544,36 @@ func walkthroughs(t *testing.T, file, md string) []string {
 		if j == len(lines) {
 			t.Fatalf("%s:%d: the walkthrough block is not closed", file, i+2)
 		}
-		blocks = append(blocks, strings.Join(block, "\n")+"\n")
+		b := walkBlock{line: i + 3, background: background, text: strings.Join(block, "\n") + "\n"}
+		switch {
+		case start:
+			chains = append(chains, []walkBlock{b})
+		case len(chains) == 0:
+			t.Fatalf("%s:%d: a continued walk-through block before any %q block", file, i+1, walkthroughStart)
+		default:
+			chains[len(chains)-1] = append(chains[len(chains)-1], b)
+		}
 		i = j
 	}
-	return blocks
+	return chains
+}
+
+// freeAddr returns a loopback address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // devService runs `quittance dev` as make run does, in process: on a
-// database of the test harness instead of an embedded cluster, on a free
-// port, with its own data directory and without the demo agent (whose port
-// is fixed). It returns the API's base URL and the data directory.
+// database of the test harness instead of an embedded cluster, with its
+// own data directory, and with the service and the demo supplier agent on
+// free ports (the service's own, so the agent's pushes reach it). It
+// returns the API's base URL and the data directory.
 func devService(t *testing.T) (baseURL, dataDir string) {
 	t.Helper()
 	dev := startDev(t, nil)
@@ -533,8 +593,8 @@ func startDev(t *testing.T, extra map[string]string) devRun {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), ".quittance")
 	env := map[string]string{
-		"DATABASE_URL": pgtest.URL(t), "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_DATA_DIR": dataDir,
-		"QUITTANCE_DEMO_AGENT": "off", "QUITTANCE_LOG_LEVEL": "warn",
+		"DATABASE_URL": pgtest.URL(t), "QUITTANCE_ADDR": freeAddr(t), "QUITTANCE_DATA_DIR": dataDir,
+		"QUITTANCE_DEMO_AGENT_ADDR": "127.0.0.1:0", "QUITTANCE_LOG_LEVEL": "warn",
 	}
 	maps.Copy(env, extra)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -556,6 +616,7 @@ func startDev(t *testing.T, extra map[string]string) devRun {
 		}
 	})
 	ready := make(chan string, 1)
+	demo := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
@@ -563,26 +624,39 @@ func startDev(t *testing.T, extra map[string]string) devRun {
 			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance listening on "); ok {
 				ready <- strings.Fields(rest)[0]
 			}
+			if strings.HasPrefix(sc.Text(), "Demo supplier agent: ") && strings.Contains(sc.Text(), `registered as org "demo-supplier"`) {
+				close(demo)
+			}
 		}
 	}()
 	var baseURL string
+	timeout := time.After(60 * time.Second)
 	select {
 	case baseURL = <-ready:
 	case err := <-done:
 		t.Fatalf("dev stopped before listening: %v\n%s", err, stderr.String())
-	case <-time.After(60 * time.Second):
+	case <-timeout:
 		t.Fatal("dev did not start within 60s")
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, devTokenFile)); err != nil {
-		t.Fatalf("dev wrote no token file: %v", err)
+	select {
+	case <-demo:
+	case <-timeout:
+		t.Fatalf("dev did not register its demo supplier agent within 60s\n%s", stderr.String())
+	}
+	for _, name := range []string{devTokenFile, devPostgresURLFile} {
+		if _, err := os.Stat(filepath.Join(dataDir, name)); err != nil {
+			t.Fatalf("dev wrote no %s: %v", name, err)
+		}
 	}
 	return devRun{baseURL: baseURL, dataDir: dataDir, stdout: stdout}
 }
 
 // TestDocWalkthroughs runs every marked walk-through of the repository's
 // Markdown files (README.md first) with bash, as written, against one
-// running service, and checks that each "# → " line appears, in order, as
-// a line of what the block prints.
+// running `quittance dev` with its demo supplier agent: the blocks of one
+// walk-through in one shell, one after the other, and its second-terminal
+// blocks beside it. Each block's "# → " lines must appear, in order, as
+// lines of what it prints.
 func TestDocWalkthroughs(t *testing.T) {
 	t.Parallel()
 	var missing []string
@@ -598,7 +672,7 @@ func TestDocWalkthroughs(t *testing.T) {
 	root := repoRoot(t)
 	type doc struct {
 		file   string
-		blocks []string
+		chains [][]walkBlock
 	}
 	var docs []doc
 	for _, file := range repoFiles(t, root, ".md") {
@@ -606,8 +680,8 @@ func TestDocWalkthroughs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if blocks := walkthroughs(t, file, string(b)); len(blocks) > 0 {
-			docs = append(docs, doc{file, blocks})
+		if chains := walkthroughs(t, file, string(b)); len(chains) > 0 {
+			docs = append(docs, doc{file, chains})
 		}
 	}
 	slices.SortStableFunc(docs, func(a, b doc) int {
@@ -620,7 +694,12 @@ func TestDocWalkthroughs(t *testing.T) {
 		return strings.Compare(a.file, b.file)
 	})
 	if len(docs) == 0 || docs[0].file != "README.md" {
-		t.Fatalf("README.md has no walk-through marked %q", walkthroughMarker)
+		t.Fatalf("README.md has no walk-through marked %q", walkthroughStart)
+	}
+	for _, want := range []string{"delegate/A2A.md", "cmd/quittance/internal/httpapi/ORCHESTRATOR.md"} {
+		if !slices.ContainsFunc(docs, func(d doc) bool { return d.file == want }) {
+			t.Errorf("%s has no walk-through marked %q", want, walkthroughStart)
+		}
 	}
 
 	baseURL, dataDir := devService(t)
@@ -633,51 +712,138 @@ func TestDocWalkthroughs(t *testing.T) {
 		env = append(env, kv)
 	}
 	for _, d := range docs {
-		for i, block := range d.blocks {
-			t.Run(fmt.Sprintf("%s#%d", d.file, i+1), func(t *testing.T) {
-				if strings.Count(block, walkthroughURLSet+"\n") != 1 || strings.Count(block, walkthroughURL) != 1 {
-					t.Fatalf("the block must set the base URL exactly once, with the line %q, and name it nowhere else", walkthroughURLSet)
+		for _, chain := range d.chains {
+			t.Run(fmt.Sprintf("%s:%d", d.file, chain[0].line), func(t *testing.T) {
+				var urls int
+				for i, b := range chain {
+					if len(b.expectations()) == 0 {
+						t.Fatalf("the block at line %d has no %q lines to check", b.line, expectPrefix)
+					}
+					if i == 0 && b.background {
+						t.Fatalf("the block at line %d: a walk-through cannot begin in a second terminal", b.line)
+					}
+					urls += strings.Count(b.text, walkthroughURL)
 				}
-				script := strings.ReplaceAll(block, walkthroughURL, baseURL)
-				script = strings.ReplaceAll(script, walkthroughData, dataDir+"/")
-				runWalkthrough(t, root, env, script, block)
+				if strings.Count(chain[0].text, walkthroughURLSet+"\n") != 1 || urls != 1 {
+					t.Fatalf("the walk-through must set the base URL exactly once, in its first block, with the line %q, and name it nowhere else", walkthroughURLSet)
+				}
+				rewrite := strings.NewReplacer(walkthroughURL, baseURL, walkthroughData, dataDir+"/",
+					walkthroughAgentAddr, freeAddr(t))
+				run := slices.Clone(chain)
+				for i := range run {
+					run[i].text = rewrite.Replace(run[i].text)
+				}
+				runWalkthrough(t, root, env, run)
 			})
 		}
 	}
 }
 
-// runWalkthrough runs script with bash in root, stopping at the first
-// failing command, and checks its output against the block's "# → " lines.
-func runWalkthrough(t *testing.T, root string, env []string, script, block string) {
+// runWalkthrough runs a walk-through's blocks with bash in root, as a
+// reader pastes them into one shell (stopping at the first failing
+// command), and its second-terminal blocks in shells of their own, each
+// stopped when the walk-through ends. It checks each block's output
+// against the block's "# → " lines.
+func runWalkthrough(t *testing.T, root string, env []string, chain []walkBlock) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = root
-	cmd.Env = env
+	dir := t.TempDir()
+	// The driver sources each block in turn and, after it, prints a marker
+	// and waits until the test lets it go on: by then the test checked the
+	// block's output and started the second terminals that come next.
+	var driver strings.Builder
+	n := 0
+	for _, b := range chain {
+		if b.background {
+			continue
+		}
+		script := filepath.Join(dir, fmt.Sprintf("block-%d.sh", n))
+		if err := os.WriteFile(script, []byte(b.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&driver, ". %q\nprintf '\\n%s\\n'\nuntil [ -e %q ]; do sleep 0.1; done\n",
+			script, blockDone(n), filepath.Join(dir, fmt.Sprintf("go-%d", n)))
+		n++
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", driver.String())
+	cmd.Dir, cmd.Env = root, env
 	// Commands the block started may outlive a killed bash; stop waiting
 	// for their output then.
 	cmd.WaitDelay = 10 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) || ctx.Err() != nil {
-			t.Fatalf("the walk-through failed (%v)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-		}
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
 		t.Fatalf("run bash: %v", err)
 	}
-	var want []string
-	for _, line := range strings.Split(block, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), expectPrefix); ok {
-			want = append(want, strings.TrimSpace(rest))
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			stdout.Write([]byte(sc.Text() + "\n"))
+			lines <- sc.Text()
 		}
+	}()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		cancel()
+		for range lines {
+		}
+		err := cmd.Wait()
+		t.Fatalf("%s (bash: %v)\nstdout:\n%s\nstderr:\n%s", fmt.Sprintf(format, args...), err, stdout.String(), stderr.String())
 	}
-	if len(want) == 0 {
-		t.Fatalf("the block has no %q lines to check", expectPrefix)
+	n = 0 // the foreground block being run
+	for i := 0; i < len(chain); i++ {
+		b := chain[i]
+		var got []string
+		for done := false; !done; {
+			select {
+			case line, ok := <-lines:
+				switch {
+				case !ok:
+					fail("the walk-through stopped in the block at line %d", b.line)
+				case line == blockDone(n):
+					done = true
+				default:
+					got = append(got, line)
+				}
+			case <-ctx.Done():
+				fail("the block at line %d did not finish in time", b.line)
+			}
+		}
+		if missing := unseen(b.expectations(), got); missing != "" {
+			fail("the block at line %d printed no line %q where expected", b.line, missing)
+		}
+		// Second terminals opened after this block run before the next one.
+		for i+1 < len(chain) && chain[i+1].background {
+			i++
+			runSecondTerminal(t, ctx, root, env, chain[i])
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("go-%d", n)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n++
 	}
-	got := strings.Split(stdout.String(), "\n")
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bash: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("%d blocks checked", len(chain))
+}
+
+// blockDone is the line the driver prints after block n.
+func blockDone(n int) string { return fmt.Sprintf("@@walkthrough block %d done@@", n) }
+
+// unseen returns the first of want that does not appear, after the ones
+// before it, among got; "" when all do.
+func unseen(want, got []string) string {
 	next := 0
 	for _, line := range got {
 		if next < len(want) && strings.TrimSpace(line) == want[next] {
@@ -685,10 +851,56 @@ func runWalkthrough(t *testing.T, root string, env []string, script, block strin
 		}
 	}
 	if next < len(want) {
-		t.Fatalf("the walk-through printed no line %q after the %d expected before it\nstdout:\n%s\nstderr:\n%s",
-			want[next], next, stdout.String(), stderr.String())
+		return want[next]
 	}
-	t.Logf("%d expected lines seen", len(want))
+	return ""
+}
+
+// runSecondTerminal starts a second-terminal block in a process group of
+// its own, waits until it printed its "# → " lines, and stops the group
+// (go run and what it runs) when the test ends.
+func runSecondTerminal(t *testing.T, ctx context.Context, root string, env []string, b walkBlock) {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.text)
+	cmd.Dir, cmd.Env = root, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var output lockedBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("run bash: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	want := b.expectations()
+	// Long enough for go run to build what it runs; shorter than the
+	// walk-through's own bound, so a silent agent fails here.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if unseen(want, strings.Split(output.String(), "\n")) == "" {
+			return
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the second terminal of line %d ended (%v) before printing %q\n%s", b.line, err,
+				unseen(want, strings.Split(output.String(), "\n")), output.String())
+		case <-ctx.Done():
+			t.Fatalf("the second terminal of line %d did not print %q in time\n%s", b.line,
+				unseen(want, strings.Split(output.String(), "\n")), output.String())
+		case <-tick.C:
+		}
+	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for the service's logger and the
@@ -708,4 +920,60 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// readmeMaxLines bounds README.md: it is the front door (what Quittance
+// is, the two commands, one walk-through and a map), and everything else
+// lives beside what it describes.
+const readmeMaxLines = 300
+
+// runbooksDir holds one runbook per alert; the README's map links the
+// folder once instead of each runbook.
+const runbooksDir = "dashboards/runbooks/"
+
+// TestREADMEIsTheFrontDoor checks that README.md stays at most
+// readmeMaxLines lines and that its map links every Markdown document of
+// the repository (the runbooks folder once, not each runbook), so a new
+// document is reachable from the front door in one click.
+func TestREADMEIsTheFrontDoor(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	if n := strings.Count(strings.TrimRight(md, "\n"), "\n") + 1; n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, more than %d: move what is not the front door next to what it describes and link it from the map", n, readmeMaxLines)
+	}
+	linked := map[string]int{}
+	for _, row := range markdownTable(t, md, "Map") {
+		for _, m := range inlineLink.FindAllStringSubmatch(row[0], -1) {
+			target, _, _ := strings.Cut(strings.Trim(m[1], "<>"), "#")
+			target = filepath.ToSlash(filepath.Clean(target))
+			if strings.HasSuffix(m[1], "/") {
+				target += "/"
+			}
+			linked[target]++
+		}
+	}
+	for target, n := range linked {
+		if n > 1 {
+			t.Errorf("the README's map links %s %d times", target, n)
+		}
+	}
+	if linked[runbooksDir] != 1 {
+		t.Errorf("the README's map does not link the runbooks folder %s", runbooksDir)
+	}
+	for _, file := range repoFiles(t, root, ".md") {
+		switch {
+		case file == "README.md":
+		case strings.HasPrefix(file, runbooksDir):
+			if linked[file] > 0 {
+				t.Errorf("the README's map links the runbook %s; link the folder %s only", file, runbooksDir)
+			}
+		case linked[file] == 0:
+			t.Errorf("the README's map does not link %s: add a row for it", file)
+		}
+	}
 }

@@ -112,6 +112,13 @@ const devTokenFile = "dev-oncall-token"
 // directory.
 const devSigningKeyFile = "ledger-signing-key.jwks.json"
 
+// devPostgresURLFile keeps, in the data directory, the URL that connects to
+// dev's database as the owner of its schema (the embedded cluster's
+// superuser, on the port of this start), so that sql/RECONCILIATION.md's
+// psql line works wherever the cluster lives (as root it may be under
+// /var/lib/quittance/) while dev runs.
+const devPostgresURLFile = "postgres-url"
+
 func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -165,6 +172,13 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		cfg.MigrationDatabaseURL = cluster.URL(pgcluster.Database)
 		cfg.DatabaseURL = cluster.ServiceURL(pgcluster.Database)
 		fmt.Fprintf(stdout, "PostgreSQL: %s (migrations as %s; data in %s)\n", cfg.DatabaseURL, pgcluster.Superuser, cluster.DataDir())
+	}
+	ownerURL := cfg.MigrationDatabaseURL
+	if ownerURL == "" {
+		ownerURL = cfg.DatabaseURL
+	}
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, devPostgresURLFile), []byte(ownerURL+"\n"), 0o600); err != nil {
+		return fmt.Errorf("save the database URL: %w", err)
 	}
 	if cfg.SigningKeyFile == "" {
 		cfg.SigningKeyFile = filepath.Join(cfg.DataDir, devSigningKeyFile)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
-	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -32,7 +31,7 @@ func TestOrgJWKSURLUnderDev(t *testing.T) {
 	svc := ledger.NewService(ledger.Config{
 		Store: store, Clock: fixedClock{epoch}, Dev: true,
 		ValidateJWKS:    func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
-		FetchJWKS:       delegate.NewJWKSFetcher(egress.NewClient(policy)),
+		FetchJWKS:       compensation.NewJWKSFetcher(egress.NewClient(policy)),
 		ValidateJWKSURL: policy.ValidateURL,
 	})
 	bootstrap := ledger.Principal{Role: ledger.RoleOncall, Name: "bootstrap", Bootstrap: true}

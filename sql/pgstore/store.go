@@ -174,6 +174,19 @@ func (a a2aStore) InTx(ctx context.Context, fn func(delegate.Tx) error) error {
 	return a.inTx(ctx, func(t *tx) error { return fn(t) })
 }
 
+// Orchestrator returns the store as the orchestrator use cases' Store
+// (delegate.OrchestratorStore): the same pool and transactions, each
+// handed over as the small delegate.OrchestratorTx.
+func (s *Store) Orchestrator() delegate.OrchestratorStore { return orchestratorStore{s} }
+
+// orchestratorStore adapts Store to delegate.OrchestratorStore.
+type orchestratorStore struct{ *Store }
+
+// InTx runs fn in a transaction of the underlying Store (see inTx).
+func (o orchestratorStore) InTx(ctx context.Context, fn func(delegate.OrchestratorTx) error) error {
+	return o.inTx(ctx, func(t *tx) error { return fn(t) })
+}
+
 // Compensation returns the store as the compensation service's Store: the
 // same pool and transactions, with the compensation statements added.
 func (s *Store) Compensation() compensation.Store { return compensationStore{s} }

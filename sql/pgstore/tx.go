@@ -21,4 +21,6 @@ var (
 	_ ledger.Tx       = (*tx)(nil)
 	_ compensation.Tx = (*tx)(nil)
 	_ delegate.Tx     = (*tx)(nil)
+
+	_ delegate.OrchestratorTx = (*tx)(nil)
 )

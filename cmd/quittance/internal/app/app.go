@@ -147,7 +147,7 @@ func New(cfg Config) *App {
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
 		// Orgs' JWKS URLs are fetched through the egress policy, as every
 		// other outbound call, on a client of their own.
-		FetchJWKS: delegate.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
+		FetchJWKS: compensation.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, ObserveOrgJWKSFetch: metrics.OrgJWKSFetch,
 		Log: log.With(slog.String("component", "org_jwks")),
 	})
@@ -168,7 +168,7 @@ func New(cfg Config) *App {
 	workerCfg.Clock, workerCfg.Log = cfg.Clock, log.With(slog.String("component", "a2a"))
 	workerCfg.LedgerID, workerCfg.Identity = cfg.LedgerID, cfg.Identity
 	a.Worker = delegate.NewWorker(workerCfg)
-	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{Store: store.A2A(), Clock: cfg.Clock, Wake: a.Worker.Wake})
+	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{Store: store.Orchestrator(), Clock: cfg.Clock, Wake: a.Worker.Wake})
 
 	// Webhook deliveries are outbox rows written with their events, sent
 	// through the same egress policy as A2A calls (on a client of their own,

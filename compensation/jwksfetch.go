@@ -1,4 +1,4 @@
-package delegate
+package compensation
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/quittance/quittance/compensation"
 )
 
 // jwksFetchTimeout bounds one fetch of an org's JWKS URL.
@@ -17,7 +15,7 @@ const jwksFetchTimeout = 10 * time.Second
 // with (ledger.Config.FetchJWKS): one GET through client — the SSRF-safe
 // egress client, so the URL must pass the egress policy on every redirect
 // and every address it resolves to — bounded to ten seconds and to
-// compensation.MaxJWKSSize bytes. Anything but a 200 is an error; the
+// MaxJWKSSize bytes. Anything but a 200 is an error; the
 // document itself is validated by the ledger (compensation.ParseOrgJWKS).
 func NewJWKSFetcher(client *http.Client) func(ctx context.Context, url string) ([]byte, error) {
 	return func(ctx context.Context, url string) ([]byte, error) {
@@ -36,12 +34,12 @@ func NewJWKSFetcher(client *http.Client) func(ctx context.Context, url string) (
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("fetch JWKS: %s answered %s", url, resp.Status)
 		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, compensation.MaxJWKSSize+1))
+		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxJWKSSize+1))
 		if err != nil {
 			return nil, fmt.Errorf("fetch JWKS: read the body: %w", err)
 		}
-		if len(body) > compensation.MaxJWKSSize {
-			return nil, fmt.Errorf("fetch JWKS: the document is larger than %d bytes", compensation.MaxJWKSSize)
+		if len(body) > MaxJWKSSize {
+			return nil, fmt.Errorf("fetch JWKS: the document is larger than %d bytes", MaxJWKSSize)
 		}
 		return body, nil
 	}

@@ -1,4 +1,4 @@
-package delegate
+package compensation_test
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestJWKSFetcher(t *testing.T) {
 	ctx := context.Background()
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 
-	trusting := NewJWKSFetcher(tlsSrv.Client())
+	trusting := compensation.NewJWKSFetcher(tlsSrv.Client())
 	got, err := trusting(ctx, tlsSrv.URL+"/jwks.json")
 	if err != nil || string(got) != string(doc) {
 		t.Fatalf("https fetch: %q, %v", got, err)
@@ -48,17 +48,17 @@ func TestJWKSFetcher(t *testing.T) {
 		}
 	}
 
-	httpsOnly := NewJWKSFetcher(egress.NewClient(egress.Policy{AllowCIDRs: loopback}))
+	httpsOnly := compensation.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowCIDRs: loopback}))
 	if _, err := httpsOnly(ctx, tlsSrv.URL+"/jwks.json"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a certificate of an untrusted CA: %v, want a certificate error", err)
 	}
 	if _, err := httpsOnly(ctx, plain.URL+"/jwks.json"); !errors.Is(err, egress.ErrDenied) {
 		t.Errorf("plain http under an https-only policy: %v, want ErrDenied", err)
 	}
-	if _, err := NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true}))(ctx, plain.URL+"/jwks.json"); !errors.Is(err, egress.ErrDenied) {
+	if _, err := compensation.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true}))(ctx, plain.URL+"/jwks.json"); !errors.Is(err, egress.ErrDenied) {
 		t.Errorf("loopback not allowed by the policy: %v, want ErrDenied", err)
 	}
-	got, err = NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true, AllowCIDRs: loopback}))(ctx, plain.URL+"/jwks.json")
+	got, err = compensation.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true, AllowCIDRs: loopback}))(ctx, plain.URL+"/jwks.json")
 	if err != nil || string(got) != string(doc) {
 		t.Errorf("http fetch allowed by the policy: %q, %v", got, err)
 	}

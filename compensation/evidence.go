@@ -363,7 +363,7 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	report := ev.Channel == ledger.EvidenceChannel(SourceReport)
 	if report && !facts.DispatchUnknownAt.IsZero() {
 		// Quittance does not know whether the agent created a task: one
-		// principal's word cannot end the obligation (DESIGN §2.2).
+		// principal's word cannot end the obligation (ledger/DESIGN.md §2.2).
 		return EvidenceResult{}, ledger.Conflict(CodeDispatchUnknown,
 			"the dispatch of this delegation is unknown (since %s): a terminal status is not accepted from a report until the dispatch is resolved",
 			facts.DispatchUnknownAt.UTC().Format(time.RFC3339))

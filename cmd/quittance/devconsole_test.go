@@ -75,7 +75,7 @@ func TestDevConsoleWalkthrough(t *testing.T) {
 		t.Fatalf("filtering by amount finds %v:\n%s", big, body)
 	}
 	id := strings.TrimPrefix(big[0], `<td><a href="/console/delegations/`)
-	id = strings.TrimSuffix(id, `">`)
+	id = strings.TrimSuffix(id, `"`)
 	// Understand: the delegation's page.
 	self := "/console/delegations/" + id
 	_, body = a.get(self)
@@ -114,7 +114,7 @@ func TestDevConsoleWalkthrough(t *testing.T) {
 	}
 }
 
-var consoleRowIDs = regexp.MustCompile(`<td><a href="/console/delegations/[0-9a-f-]{36}">`)
+var consoleRowIDs = regexp.MustCompile(`<td><a href="/console/delegations/[0-9a-f-]{36}"`)
 
 // consoleClient is a browser-less console session: a cookie jar and the
 // console's forms, posted as a browser posts them.

@@ -59,9 +59,11 @@ type PrincipalTx interface {
 	// LockPrincipals serializes the transactions that create principals,
 	// so the bootstrap credential's limit holds under concurrency.
 	LockPrincipals(ctx context.Context) error
-	// CountActiveOncall counts on-call principals that are neither the
-	// bootstrap principal nor disabled.
-	CountActiveOncall(ctx context.Context) (int64, error)
+	// CountBootstrapSpent counts the on-call principals that use up the
+	// bootstrap credential's allowance: every on-call principal but the
+	// bootstrap one, and every principal the bootstrap principal created,
+	// disabled or not, so that disabling one never gives it back.
+	CountBootstrapSpent(ctx context.Context) (int64, error)
 	InsertPrincipal(ctx context.Context, r PrincipalRecord) error
 	PrincipalForUpdate(ctx context.Context, id uuid.UUID) (PrincipalRecord, error)
 	// PrincipalByNameForUpdate finds a principal by its case-folded name.
@@ -272,12 +274,12 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 			if in.Role != RoleOncall {
 				return ErrForbidden
 			}
-			n, err := tx.CountActiveOncall(ctx)
+			n, err := tx.CountBootstrapSpent(ctx)
 			if err != nil {
 				return err
 			}
 			if n >= bootstrapOncallLimit {
-				return Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist", bootstrapOncallLimit)
+				return Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist or existed", bootstrapOncallLimit)
 			}
 			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
 		case s.access.immediate(p), in.Role == RoleOrchestrator && in.Kind == KindMachine:
@@ -403,7 +405,10 @@ func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r Pr
 // EnsureToken makes sure a credential with exactly this secret exists, with
 // a principal of its own; both are created if missing. An on-call one is
 // the bootstrap credential (QUITTANCE_BOOTSTRAP_TOKEN) and its principal
-// the bootstrap principal.
+// the bootstrap principal. A credential revoked (or whose principal was
+// disabled) is never brought back: EnsureToken returns
+// ErrCredentialRetired, so an operator can retire the bootstrap credential
+// without first removing it from every replica's configuration.
 func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
 	t, err := s.existingBootstrap(ctx, in, secret)
 	if !errors.Is(err, ErrNotFound) {
@@ -432,17 +437,26 @@ func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string)
 	return Token{}, err
 }
 
+// ErrCredentialRetired is returned by EnsureToken when the credential with
+// that secret exists but was revoked or its principal disabled: an operator
+// retired it, and it stays retired (start-up goes on without it).
+var ErrCredentialRetired = errors.New("the credential was revoked or its principal disabled")
+
 // existingBootstrap returns the credential with this secret if it exists as
 // the one in asks for (marking its principal as the bootstrap principal when
-// it predates principals), ErrNotFound if there is none, and an error if it
-// exists as something else (another role or tenant, revoked or disabled).
+// it predates principals), ErrNotFound if there is none,
+// ErrCredentialRetired if it was revoked or its principal disabled, and an
+// error if it exists as another role or tenant.
 func (s *Service) existingBootstrap(ctx context.Context, in TokenInput, secret string) (Token, error) {
 	t, r, err := s.store.CredentialByHash(ctx, HashToken(secret))
 	if err != nil {
 		return Token{}, err
 	}
-	if r.Role != in.Role || r.Tenant != in.Tenant || !t.RevokedAt.IsZero() || r.Disabled() {
-		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q, revoked or disabled", r.Role, t.Name)
+	if r.Role != in.Role || r.Tenant != in.Tenant {
+		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q", r.Role, t.Name)
+	}
+	if !t.RevokedAt.IsZero() || r.Disabled() {
+		return t, ErrCredentialRetired
 	}
 	if r.Bootstrap || in.Role != RoleOncall {
 		return t, nil

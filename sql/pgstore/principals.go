@@ -107,8 +107,8 @@ func (t *tx) LockPrincipals(ctx context.Context) error {
 	return nil
 }
 
-func (t *tx) CountActiveOncall(ctx context.Context) (int64, error) {
-	n, err := t.q.PrincipalCountActiveOncall(ctx)
+func (t *tx) CountBootstrapSpent(ctx context.Context) (int64, error) {
+	n, err := t.q.PrincipalCountBootstrapSpent(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("count on-call principals: %w", interpretError(err))
 	}

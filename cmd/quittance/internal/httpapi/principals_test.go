@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -325,4 +326,45 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestBootstrapDoesNotReArm: the bootstrap credential's two on-call
+// principals are spent for good. alice, who holds the bootstrap secret,
+// disables bob and asks the bootstrap credential for a third on-call
+// ("mallory", to approve her own write-off): still 409
+// bootstrap_exhausted, and nothing is created. A bootstrap credential
+// revoked on purpose stays revoked: the start-up ensure reports it as
+// retired instead of failing or bringing it back.
+func TestBootstrapDoesNotReArm(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction())
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+bob.ID+"/disable", alice.Token, map[string]any{"reason": "left"}).Expect(t, http.StatusOK)
+	before := e.Snapshot(t)
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": "mallory"}).
+		Problem(t, http.StatusConflict, "bootstrap_exhausted")
+	e.AssertUnchanged(t, before, "a third on-call principal through the bootstrap credential after a disable")
+
+	// alice retires the bootstrap credential.
+	var list struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials", alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	boot := e.PrincipalID(t, e.OncallToken)
+	var bootCred string
+	for _, c := range list.Credentials {
+		if c.PrincipalID == boot {
+			bootCred = c.ID
+		}
+	}
+	if bootCred == "" {
+		t.Fatalf("no credential of the bootstrap principal %s in %+v", boot, list.Credentials)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+bootCred+"/revoke", alice.Token, map[string]any{"reason": "retired"}).Expect(t, http.StatusOK)
+	_, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, e.OncallToken)
+	if !errors.Is(err, ledger.ErrCredentialRetired) {
+		t.Fatalf("ensuring a revoked bootstrap credential: %v, want ErrCredentialRetired", err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": "mallory"}).
+		Problem(t, http.StatusUnauthorized, "unauthenticated")
 }

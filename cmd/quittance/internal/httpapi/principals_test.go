@@ -368,3 +368,176 @@ func TestBootstrapDoesNotReArm(t *testing.T) {
 	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": "mallory"}).
 		Problem(t, http.StatusUnauthorized, "unauthenticated")
 }
+
+// changeEvents returns the events of a pending change's stream.
+func changeEvents(t *testing.T, e *apitest.Env, id string) []ledger.Event {
+	t.Helper()
+	events, err := e.Store.StreamEvents(t.Context(), "pending_change:"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+// eventTypes lists the types of events, in order.
+func eventTypes(events []ledger.Event) []ledger.EventType {
+	types := make([]ledger.EventType, len(events))
+	for i, ev := range events {
+		types[i] = ev.Type
+	}
+	return types
+}
+
+func getChange(t *testing.T, e *apitest.Env, token, id string) httpapi.PendingChangeBody {
+	t.Helper()
+	var c httpapi.PendingChangeBody
+	e.Do(t, http.MethodGet, "/admin/v1/pending-changes/"+id, token, nil).Expect(t, http.StatusOK).JSON(t, &c)
+	return c
+}
+
+// TestRequesterWithdrawsOwnChange: the principal who asked for a change
+// may withdraw it (refuse it themselves), though never approve it; the
+// change is then refused for good, with a change_refused event naming the
+// requester, and what it asked for never takes effect.
+func TestRequesterWithdrawsOwnChange(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction())
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	fin := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	path := "/admin/v1/pending-changes/" + fin.PendingChange.ID
+	e.Do(t, http.MethodPost, path+"/refuse", alice.Token, map[string]any{}).Expect(t, http.StatusUnprocessableEntity)
+
+	var c httpapi.PendingChangeBody
+	e.Do(t, http.MethodPost, path+"/refuse", alice.Token, map[string]any{"reason": "asked by mistake"}).Expect(t, http.StatusOK).JSON(t, &c)
+	if c.Status != "refused" || c.DecidedBy != alice.ID || c.RequestedBy != alice.ID || c.DecisionReason != "asked by mistake" {
+		t.Fatalf("withdrawn change: %+v", c)
+	}
+	events := changeEvents(t, e, fin.PendingChange.ID)
+	if got := eventTypes(events); len(got) != 2 || got[0] != ledger.EventTypeChangeRequested || got[1] != ledger.EventTypeChangeRefused {
+		t.Fatalf("change events: %v", got)
+	}
+	if events[1].Actor != "principal:"+alice.ID || !strings.Contains(string(events[1].Data), "asked by mistake") {
+		t.Fatalf("change_refused: actor %s, data %s", events[1].Actor, events[1].Data)
+	}
+	e.Do(t, http.MethodPost, path+"/approve", bob.Token, nil).Problem(t, http.StatusConflict, "change_not_pending")
+	e.Do(t, http.MethodGet, "/v1/obligations", fin.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	// Withdrawing is not approving: the database still refuses a change
+	// applied by its requester, whatever the service does.
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE pending_changes SET status = 'applied' WHERE id = $1`, fin.PendingChange.ID); err == nil {
+		t.Fatal("the database accepted a change applied by its requester")
+	}
+}
+
+// TestPendingChangeExpiry: a change nobody decides in time expires. Approval
+// after its expiry is 409 change_expired and expires it (nothing applies);
+// the background sweep (ExpirePendingChanges, on every replica) expires the
+// others. Each expiry is a change_expired event by system:pending_changes.
+func TestPendingChangeExpiry(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction(), apitest.WithPendingChangeSweep(time.Hour))
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	fin := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	late := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "late"}, http.StatusAccepted)
+	if exp := fin.PendingChange.ExpiresAt.Sub(e.Clock.Now()); exp != ledger.DefaultPendingChangeTTL {
+		t.Fatalf("a change expires after %s, want %s", exp, ledger.DefaultPendingChangeTTL)
+	}
+	e.Clock.Advance(ledger.DefaultPendingChangeTTL)
+
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+fin.PendingChange.ID+"/approve", bob.Token, nil).
+		Problem(t, http.StatusConflict, "change_expired")
+	if c := getChange(t, e, bob.Token, fin.PendingChange.ID); c.Status != "expired" || c.DecidedBy != "" {
+		t.Fatalf("after approving too late: %+v", c)
+	}
+	e.Do(t, http.MethodGet, "/v1/obligations", fin.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+
+	n, err := e.Ledger.ExpirePendingChanges(t.Context())
+	if err != nil || n != 1 {
+		t.Fatalf("the sweep expired %d (%v), want 1: %q", n, err, late.PendingChange.ID)
+	}
+	if c := getChange(t, e, bob.Token, late.PendingChange.ID); c.Status != "expired" {
+		t.Fatalf("after the sweep: %+v", c)
+	}
+	for _, id := range []string{fin.PendingChange.ID, late.PendingChange.ID} {
+		events := changeEvents(t, e, id)
+		if got := eventTypes(events); len(got) != 2 || got[1] != ledger.EventTypeChangeExpired || events[1].Actor != "system:pending_changes" {
+			t.Fatalf("events of change %s: %v, last by %s", id, got, events[len(events)-1].Actor)
+		}
+	}
+	if n, err := e.Ledger.ExpirePendingChanges(t.Context()); err != nil || n != 0 {
+		t.Fatalf("a second sweep expired %d (%v)", n, err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+late.PendingChange.ID+"/approve", bob.Token, nil).
+		Problem(t, http.StatusConflict, "change_not_pending")
+
+	// The service's own background work sweeps without being asked.
+	swept := apitest.New(t, apitest.WithProduction())
+	a, _ := swept.TwoOncall(t, "alice", "bob")
+	c := mint(t, swept, a.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	swept.Clock.Advance(ledger.DefaultPendingChangeTTL + time.Minute)
+	waitFor(t, 5*time.Second, func() bool { return getChange(t, swept, a.Token, c.PendingChange.ID).Status == "expired" })
+}
+
+// TestRoleGrantIsAPendingChange: giving a principal another role waits for
+// a different on-call principal; until then the principal keeps its role,
+// and its requester cannot approve it. Once approved, the role applies and
+// a principal_role_granted event names the approver.
+func TestRoleGrantIsAPendingChange(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+	fin := mint(t, e.Env, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	e.Approve(t, bob.Token, fin.PendingChange.ID)
+	role := "/admin/v1/principals/" + fin.PrincipalID + "/role"
+	e.Do(t, http.MethodPost, role, fin.Token, map[string]any{"role": "oncall"}).Problem(t, http.StatusForbidden, "forbidden")
+	e.Do(t, http.MethodPost, role, alice.Token, map[string]any{"role": "oncall", "tenant": "acme"}).Expect(t, http.StatusUnprocessableEntity)
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+e.PrincipalID(t, e.orch)+"/role", alice.Token, map[string]any{"role": "oncall"}).
+		Expect(t, http.StatusUnprocessableEntity) // a machine is never on-call
+
+	var g struct {
+		Principal     httpapi.PrincipalBody      `json:"principal"`
+		PendingChange *httpapi.PendingChangeBody `json:"pending_change"`
+	}
+	e.Do(t, http.MethodPost, role, alice.Token, map[string]any{"role": "oncall"}).Expect(t, http.StatusAccepted).JSON(t, &g)
+	if g.PendingChange == nil || g.PendingChange.Kind != "role_grant" || g.Principal.Role != "finance" {
+		t.Fatalf("role grant request: %+v", g)
+	}
+	principalRole := func() string {
+		var p httpapi.PrincipalBody
+		e.Do(t, http.MethodGet, "/admin/v1/principals/"+fin.PrincipalID, alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &p)
+		return p.Role
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/pending-changes", fin.Token, nil).Expect(t, http.StatusOK) // finance reads changes
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+g.PendingChange.ID+"/approve", fin.Token, nil).Problem(t, http.StatusForbidden, "forbidden")
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+g.PendingChange.ID+"/approve", alice.Token, nil).Problem(t, http.StatusForbidden, "self_approval")
+	if r := principalRole(); r != "finance" {
+		t.Fatalf("role before approval: %s", r)
+	}
+
+	e.Approve(t, bob.Token, g.PendingChange.ID)
+	if r := principalRole(); r != "oncall" {
+		t.Fatalf("role after approval: %s", r)
+	}
+	// The same credential now acts as on-call (the cache was emptied).
+	waitFor(t, 2*time.Second, func() bool {
+		return e.Do(t, http.MethodGet, "/admin/v1/credentials", fin.Token, nil).Status == http.StatusOK &&
+			e.Do(t, http.MethodGet, "/admin/v1/principals/"+alice.ID, fin.Token, nil).Status == http.StatusOK &&
+			e.Do(t, http.MethodPost, "/admin/v1/principals/"+bob.ID+"/role", fin.Token, map[string]any{"role": "finance"}).Status == http.StatusAccepted
+	})
+	events, err := e.Store.StreamEvents(t.Context(), "principal:"+fin.PrincipalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := events[len(events)-1]
+	var data struct {
+		RoleGranted     string `json:"role_granted"`
+		PreviousRole    string `json:"previous_role"`
+		PendingChangeID string `json:"pending_change_id"`
+	}
+	if err := json.Unmarshal(last.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if last.Type != ledger.EventTypePrincipalRoleGranted || last.Actor != "principal:"+bob.ID ||
+		data.RoleGranted != "oncall" || data.PreviousRole != "finance" || data.PendingChangeID != g.PendingChange.ID {
+		t.Fatalf("last principal event: %s by %s, %s", last.Type, last.Actor, last.Data)
+	}
+}

@@ -171,6 +171,7 @@ type options struct {
 	identity       bool
 	production     bool
 	oidc           *console.OIDC
+	pendingSweep   time.Duration
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -216,6 +217,12 @@ func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
 // Env.TwoOncall).
 func WithProduction() Option { return func(o *options) { o.production = true } }
 
+// WithPendingChangeSweep sets how often the Env's background work expires
+// pending changes past their expiry (default every second of real time;
+// what is past its expiry is judged by the Env's clock); a test that wants approval itself to find a change expired sets
+// it beyond the test's length.
+func WithPendingChangeSweep(d time.Duration) Option { return func(o *options) { o.pendingSweep = d } }
+
 // WithIdentity gives the ledger a fresh signing identity: compensation
 // requests are signed and its JWK Set is served.
 func WithIdentity() Option { return func(o *options) { o.identity = true } }
@@ -235,7 +242,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	t.Helper()
 	o := options{
 		clock: NewClock(Epoch), ledgerID: "ledger-test", threshold: 100_000,
-		oncallToken: ledger.NewTokenSecret(),
+		oncallToken: ledger.NewTokenSecret(), pendingSweep: time.Second,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -286,7 +293,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		// through LISTEN/NOTIFY, and pending changes expire.
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
-		go func() { defer close(stopped); _ = e.Ledger.Run(ctx, time.Second) }()
+		go func() { defer close(stopped); _ = e.Ledger.Run(ctx, o.pendingSweep) }()
 		t.Cleanup(func() { cancel(); <-stopped })
 	}
 	e.Worker, e.Webhooks = built.Worker, built.Webhooks

@@ -115,6 +115,14 @@ func (t *tx) CountBootstrapSpent(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+func (t *tx) TenantInUse(ctx context.Context, tenant string) (bool, error) {
+	used, err := t.q.PrincipalTenantInUse(ctx, tenant)
+	if err != nil {
+		return false, fmt.Errorf("look up tenant %s: %w", tenant, interpretError(err))
+	}
+	return used, nil
+}
+
 func (t *tx) InsertPrincipal(ctx context.Context, p ledger.PrincipalRecord) error {
 	err := t.q.PrincipalInsert(ctx, dbsqlc.PrincipalInsertParams{
 		ID: p.ID, Kind: string(p.Kind), DisplayName: p.Name, NameKey: ledger.NameKey(p.Name), Role: string(p.Role),

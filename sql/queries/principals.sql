@@ -36,5 +36,13 @@ WHERE NOT p.bootstrap
   AND (p.role = 'oncall'
        OR p.created_by IN (SELECT b.id FROM principals b WHERE b.bootstrap));
 
+-- name: PrincipalTenantInUse :one
+-- Whether a tenant was ever given to a principal or a credential, or has
+-- delegations: only the first orchestrator of an unused tenant is created
+-- without a second approver.
+SELECT (EXISTS (SELECT 1 FROM principals p WHERE p.tenant = @tenant::text)
+    OR EXISTS (SELECT 1 FROM api_tokens t WHERE t.tenant = @tenant::text)
+    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = @tenant::text))::boolean AS used;
+
 -- name: PrincipalLockRegistry :exec
 SELECT pg_advisory_xact_lock(7239410021);

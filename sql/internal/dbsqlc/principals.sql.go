@@ -182,6 +182,22 @@ func (q *Queries) PrincipalLockRegistry(ctx context.Context) error {
 	return err
 }
 
+const principalTenantInUse = `-- name: PrincipalTenantInUse :one
+SELECT (EXISTS (SELECT 1 FROM principals p WHERE p.tenant = $1::text)
+    OR EXISTS (SELECT 1 FROM api_tokens t WHERE t.tenant = $1::text)
+    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = $1::text))::boolean AS used
+`
+
+// Whether a tenant was ever given to a principal or a credential, or has
+// delegations: only the first orchestrator of an unused tenant is created
+// without a second approver.
+func (q *Queries) PrincipalTenantInUse(ctx context.Context, tenant string) (bool, error) {
+	row := q.db.QueryRow(ctx, principalTenantInUse, tenant)
+	var used bool
+	err := row.Scan(&used)
+	return used, err
+}
+
 const principalUpdate = `-- name: PrincipalUpdate :exec
 UPDATE principals SET
     role            = $1,

@@ -541,3 +541,87 @@ func TestRoleGrantIsAPendingChange(t *testing.T) {
 		t.Fatalf("last principal event: %s by %s, %s", last.Type, last.Actor, last.Data)
 	}
 }
+
+// TestOncallAloneCannotMintAnExistingTenantsOrchestrator: an orchestrator's
+// credential releases its tenant's held obligations (a task reported
+// rejected), so one on-call principal cannot mint one for a tenant that
+// exists: another credential of an existing machine principal, a new
+// orchestrator for a tenant in use, and the rotation of a machine's
+// credential each wait for a second on-call principal, and the credential
+// works only from the approval on. The first orchestrator of an unused
+// tenant is created at once; under dev the bootstrap credential does all of
+// it at once.
+func TestOncallAloneCannotMintAnExistingTenantsOrchestrator(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+	d := e.CreateDelegation(t, e.orch, apitest.NewCreateRequest("op-held", orgB, "procurement", budgetID, 500, "EUR"))
+	reject := func(token string) *apitest.Response {
+		return e.Do(t, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", token, map[string]any{"state": "TASK_STATE_REJECTED"})
+	}
+
+	// Another credential of the existing orchestrator "agent".
+	again := mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "Agent"}, http.StatusAccepted)
+	if again.PendingChange == nil || again.PendingChange.Kind != "credential_create" || again.PrincipalID != e.PrincipalID(t, e.orch) {
+		t.Fatalf("a credential for the existing orchestrator: %+v", again)
+	}
+	reject(again.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	if got := e.Delegation(t, e.orch, d.ID); got.HoldState != "active" {
+		t.Fatalf("after the unapproved credential: hold %s", got.HoldState)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+again.PendingChange.ID+"/approve", alice.Token, nil).
+		Problem(t, http.StatusForbidden, "self_approval")
+	e.Approve(t, bob.Token, again.PendingChange.ID)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, again.Token, nil).Expect(t, http.StatusOK)
+	created, err := e.Store.StreamEvents(t.Context(), "token:"+again.ID)
+	if err != nil || len(created) != 1 || created[0].Actor != "principal:"+bob.ID ||
+		!strings.Contains(string(created[0].Data), again.PendingChange.ID) {
+		t.Fatalf("token_created of the approved credential: %+v, %v", created, err)
+	}
+
+	// A new orchestrator for acme, which has one: a principal_create change.
+	second := mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent-2"}, http.StatusAccepted)
+	if second.PendingChange == nil || second.PendingChange.Kind != "principal_create" {
+		t.Fatalf("a second orchestrator for acme: %+v", second)
+	}
+	reject(second.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	// A tenant nobody has used: at once; its second orchestrator waits.
+	mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "globex", "name": "globex-agent"}, http.StatusCreated)
+	mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "globex", "name": "globex-agent-2"}, http.StatusAccepted)
+
+	// Rotating the machine's credential: the old one works until bob
+	// approves, then the new one does and the old one is revoked.
+	var list struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials?principal_id="+again.PrincipalID, alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	var orchCred string
+	for _, c := range list.Credentials {
+		if c.ID != again.ID {
+			orchCred = c.ID
+		}
+	}
+	var rotated issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+orchCred+"/rotate", alice.Token, nil).Expect(t, http.StatusAccepted).JSON(t, &rotated)
+	if rotated.PendingChange == nil || rotated.PendingChange.Kind != "credential_create" {
+		t.Fatalf("rotating the orchestrator's credential: %+v", rotated)
+	}
+	reject(rotated.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, e.orch, nil).Expect(t, http.StatusOK)
+	e.Approve(t, bob.Token, rotated.PendingChange.ID)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, rotated.Token, nil).Expect(t, http.StatusOK)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, e.orch, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	if got := e.Delegation(t, rotated.Token, d.ID); got.HoldState != "active" {
+		t.Fatalf("hold %s", got.HoldState)
+	}
+	// A machine rotates its own credential at once.
+	var own issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+again.ID+"/rotate", again.Token, nil).Expect(t, http.StatusCreated).JSON(t, &own)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, own.Token, nil).Expect(t, http.StatusOK)
+
+	// Under dev the bootstrap credential does all of it at once.
+	dev := apitest.New(t)
+	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated)
+	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated)
+	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent-2"}, http.StatusCreated)
+}

@@ -22,6 +22,12 @@ const (
 	ChangePrincipalCreate ChangeKind = "principal_create"
 	// ChangeRoleGrant gives an existing principal another role.
 	ChangeRoleGrant ChangeKind = "role_grant"
+	// ChangeCredentialCreate issues another credential to an existing
+	// machine principal, for an on-call principal other than the machine
+	// (and, for a rotation, revokes the one it replaces): whoever holds a
+	// machine orchestrator's credential can release its tenant's held
+	// obligations.
+	ChangeCredentialCreate ChangeKind = "credential_create"
 	// ChangeOrgUpdate changes an org's keys or where they come from (its
 	// inline JWKS or its JWKS URL; keys the org then rotates at the URL
 	// need no change), agent endpoint, allowed hosts, shared_coordinator
@@ -90,6 +96,13 @@ var ErrSelfApproval = errors.New("the requesting principal cannot approve its ow
 type principalCreatePayload struct {
 	Principal PrincipalRecord `json:"principal"`
 	Token     Token           `json:"token"`
+}
+
+type credentialCreatePayload struct {
+	Token Token `json:"token"`
+	// Rotates is the credential the new one replaces, revoked when the
+	// change applies; uuid.Nil for none.
+	Rotates uuid.UUID `json:"rotates,omitempty"`
 }
 
 type roleGrantPayload struct {
@@ -294,6 +307,12 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 			return err
 		}
 		return s.createPrincipal(ctx, tx, p.Actor(), pl.Principal, pl.Token, now, c.ID.String())
+	case ChangeCredentialCreate:
+		var pl credentialCreatePayload
+		if err := json.Unmarshal(c.Payload, &pl); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		return s.applyCredentialCreate(ctx, tx, p, pl, now, c.ID.String())
 	case ChangeRoleGrant:
 		var pl roleGrantPayload
 		if err := json.Unmarshal(c.Payload, &pl); err != nil {

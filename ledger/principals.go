@@ -59,9 +59,14 @@ type PrincipalTx interface {
 	// LockPrincipals serializes the transactions that create principals,
 	// so the bootstrap credential's limit holds under concurrency.
 	LockPrincipals(ctx context.Context) error
-	// CountActiveOncall counts on-call principals that are neither the
-	// bootstrap principal nor disabled.
-	CountActiveOncall(ctx context.Context) (int64, error)
+	// CountBootstrapSpent counts the on-call principals that use up the
+	// bootstrap credential's allowance: every on-call principal but the
+	// bootstrap one, and every principal the bootstrap principal created,
+	// disabled or not, so that disabling one never gives it back.
+	CountBootstrapSpent(ctx context.Context) (int64, error)
+	// TenantInUse reports whether any principal or credential was ever
+	// given the tenant, or any delegation made in it.
+	TenantInUse(ctx context.Context, tenant string) (bool, error)
 	InsertPrincipal(ctx context.Context, r PrincipalRecord) error
 	PrincipalForUpdate(ctx context.Context, id uuid.UUID) (PrincipalRecord, error)
 	// PrincipalByNameForUpdate finds a principal by its case-folded name.
@@ -200,19 +205,24 @@ type IssuedToken struct {
 	Token     Token
 	Principal PrincipalRecord
 	Secret    string
-	// Pending is set when the principal does not exist until a second
-	// on-call principal approves its creation; the credential works from
-	// then on.
+	// Pending is set when the principal (principal_create) or the
+	// credential (credential_create) does not exist until a second on-call
+	// principal approves; the credential works from then on.
 	Pending *PendingChange
 }
 
 // CreateToken issues a credential. Naming an existing principal (its name,
-// any case) adds a credential to it: on-call may do so for itself and for
-// machine principals, never for another person. Naming a new one creates
-// the principal: a machine orchestrator at once; a person, or any finance
-// or on-call principal, only when a different on-call principal approves
-// (the result's Pending). The bootstrap credential may create the first
-// two on-call principals at once and nothing else, except under dev.
+// any case) adds a credential to it: on-call may do so for itself at once,
+// and for a machine principal when a different on-call principal approves
+// (credential_create); never for another person. Naming a new one creates
+// the principal: the first machine orchestrator of a tenant nobody has
+// used yet at once, since it can release nothing that exists; any other
+// principal — a person, a finance or on-call principal, an orchestrator
+// for a tenant that already has a principal or delegations — only when a
+// different on-call principal approves (principal_create). Whatever waits
+// for approval is in the result's Pending, and its credential works from
+// the approval on. The bootstrap credential may create the first two
+// on-call principals at once and nothing else, except under dev.
 func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (IssuedToken, error) {
 	if p.Role != RoleOncall && p.Role != RoleBootstrap {
 		return IssuedToken{}, ErrForbidden
@@ -244,11 +254,18 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 				return Conflict("principal_role_mismatch", "principal %q is %s%s; granting another role is a separate, approved change",
 					existing.Name, existing.Role, tenantSuffix(existing.Tenant))
 			}
-			if existing.ID != p.ID && existing.Kind == KindPerson && !s.access.immediate(p) {
+			out.Principal = existing
+			if out.Token, err = s.newToken(existing, in, secret, now); err != nil {
+				return err
+			}
+			switch {
+			case existing.ID == p.ID, s.access.immediate(p):
+				return s.addToken(ctx, tx, p.Actor(), existing, out.Token, now, "")
+			case existing.Kind == KindPerson:
 				return Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", existing.Name)
 			}
-			out.Principal = existing
-			out.Token, err = s.insertToken(ctx, tx, p, existing, in, secret, now)
+			pc, err := s.requestCredential(ctx, tx, p, existing, credentialCreatePayload{Token: out.Token}, now)
+			out.Pending = &pc
 			return err
 		case !errors.Is(err, ErrNotFound):
 			return err
@@ -272,16 +289,24 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 			if in.Role != RoleOncall {
 				return ErrForbidden
 			}
-			n, err := tx.CountActiveOncall(ctx)
+			n, err := tx.CountBootstrapSpent(ctx)
 			if err != nil {
 				return err
 			}
 			if n >= bootstrapOncallLimit {
-				return Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist", bootstrapOncallLimit)
+				return Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist or existed", bootstrapOncallLimit)
 			}
 			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
-		case s.access.immediate(p), in.Role == RoleOrchestrator && in.Kind == KindMachine:
+		case s.access.immediate(p):
 			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
+		case in.Role == RoleOrchestrator && in.Kind == KindMachine:
+			used, err := tx.TenantInUse(ctx, in.Tenant)
+			if err != nil {
+				return err
+			}
+			if !used {
+				return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
+			}
 		}
 		pc, err := s.requestChange(ctx, tx, p, now, ChangePrincipalCreate, "principal:"+id.String(),
 			principalCreatePayload{Principal: r, Token: t},
@@ -351,21 +376,67 @@ func (s *Service) checkTokenInput(in *TokenInput) error {
 	return nil
 }
 
-// insertToken adds a credential to an existing principal r.
-func (s *Service) insertToken(ctx context.Context, tx Tx, p Principal, r PrincipalRecord, in TokenInput, secret string, now time.Time) (Token, error) {
+// newToken is a new credential of the existing principal r, not yet
+// stored.
+func (s *Service) newToken(r PrincipalRecord, in TokenInput, secret string, now time.Time) (Token, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return Token{}, err
 	}
-	t := Token{
+	return Token{
 		ID: id, PrincipalID: r.ID, Name: in.Label, Role: r.Role, Tenant: r.Tenant, Hash: HashToken(secret),
 		CreatedAt: now, ExpiresAt: s.expiry(r.Kind, in.ExpiresAt, now),
-	}
+	}, nil
+}
+
+// addToken stores t, a new credential of the existing principal r, with
+// its token_created event (naming the pending change it applies, if any).
+func (s *Service) addToken(ctx context.Context, tx Tx, actor string, r PrincipalRecord, t Token, now time.Time, change string) error {
 	if err := tx.InsertToken(ctx, t); err != nil {
-		return Token{}, err
+		return err
 	}
-	_, err = Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenCreated, At: now, Actor: p.Actor(), StreamSeq: 1}, tokenData(t, r))
-	return t, err
+	data := tokenData(t, r)
+	if change != "" {
+		data["pending_change_id"] = change
+	}
+	_, err := Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, data)
+	return err
+}
+
+// requestCredential records a credential_create change: pl's credential
+// for the machine principal r, issued when a different on-call principal
+// approves.
+func (s *Service) requestCredential(ctx context.Context, tx Tx, p Principal, r PrincipalRecord, pl credentialCreatePayload, now time.Time) (PendingChange, error) {
+	summary := fmt.Sprintf("issue a credential to %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
+	if pl.Rotates != uuid.Nil {
+		summary = fmt.Sprintf("rotate credential %s of %s principal %q (%s%s)", pl.Rotates, r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
+	}
+	return s.requestChange(ctx, tx, p, now, ChangeCredentialCreate, "principal:"+r.ID.String(), pl, summary)
+}
+
+// applyCredentialCreate issues an approved credential_create change's
+// credential, revoking the one it rotates, as p approved it.
+func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal, pl credentialCreatePayload, now time.Time, change string) error {
+	r, err := tx.PrincipalForUpdate(ctx, pl.Token.PrincipalID)
+	if err != nil {
+		return err
+	}
+	if r.Disabled() {
+		return Conflict("principal_disabled", "principal %s is disabled", r.ID)
+	}
+	if r.Role != pl.Token.Role || r.Tenant != pl.Token.Tenant {
+		return Conflict("principal_role_mismatch", "principal %q is %s%s now", r.Name, r.Role, tenantSuffix(r.Tenant))
+	}
+	if pl.Rotates != uuid.Nil {
+		old, err := tx.TokenForUpdate(ctx, pl.Rotates)
+		if err != nil {
+			return err
+		}
+		if err := s.revokeToken(ctx, tx, p, &old, "rotated", now); err != nil {
+			return err
+		}
+	}
+	return s.addToken(ctx, tx, p.Actor(), r, pl.Token, now, change)
 }
 
 func tokenData(t Token, r PrincipalRecord) map[string]any {
@@ -403,7 +474,10 @@ func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r Pr
 // EnsureToken makes sure a credential with exactly this secret exists, with
 // a principal of its own; both are created if missing. An on-call one is
 // the bootstrap credential (QUITTANCE_BOOTSTRAP_TOKEN) and its principal
-// the bootstrap principal.
+// the bootstrap principal. A credential revoked (or whose principal was
+// disabled) is never brought back: EnsureToken returns
+// ErrCredentialRetired, so an operator can retire the bootstrap credential
+// without first removing it from every replica's configuration.
 func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
 	t, err := s.existingBootstrap(ctx, in, secret)
 	if !errors.Is(err, ErrNotFound) {
@@ -432,17 +506,26 @@ func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string)
 	return Token{}, err
 }
 
+// ErrCredentialRetired is returned by EnsureToken when the credential with
+// that secret exists but was revoked or its principal disabled: an operator
+// retired it, and it stays retired (start-up goes on without it).
+var ErrCredentialRetired = errors.New("the credential was revoked or its principal disabled")
+
 // existingBootstrap returns the credential with this secret if it exists as
 // the one in asks for (marking its principal as the bootstrap principal when
-// it predates principals), ErrNotFound if there is none, and an error if it
-// exists as something else (another role or tenant, revoked or disabled).
+// it predates principals), ErrNotFound if there is none,
+// ErrCredentialRetired if it was revoked or its principal disabled, and an
+// error if it exists as another role or tenant.
 func (s *Service) existingBootstrap(ctx context.Context, in TokenInput, secret string) (Token, error) {
 	t, r, err := s.store.CredentialByHash(ctx, HashToken(secret))
 	if err != nil {
 		return Token{}, err
 	}
-	if r.Role != in.Role || r.Tenant != in.Tenant || !t.RevokedAt.IsZero() || r.Disabled() {
-		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q, revoked or disabled", r.Role, t.Name)
+	if r.Role != in.Role || r.Tenant != in.Tenant {
+		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q", r.Role, t.Name)
+	}
+	if !t.RevokedAt.IsZero() || r.Disabled() {
+		return t, ErrCredentialRetired
 	}
 	if r.Bootstrap || in.Role != RoleOncall {
 		return t, nil
@@ -560,8 +643,10 @@ func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token,
 
 // RotateCredential issues a new credential for the principal of
 // credential id, with the same lifetime policy, and revokes the old one,
-// in one transaction. The caller rotates its own credentials; on-call also
-// those of machine principals.
+// in one transaction. The caller rotates its own credentials at once;
+// on-call also those of machine principals, when a different on-call
+// principal approves (a credential_create change in the result's Pending;
+// the old credential works until then).
 func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUID, expiresAt time.Time) (IssuedToken, error) {
 	if p.Role == RoleBootstrap {
 		return IssuedToken{}, ErrForbidden
@@ -593,12 +678,22 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 		if r.Disabled() {
 			return Conflict("principal_disabled", "principal %s is disabled", r.ID)
 		}
+		out.Principal = r
+		if out.Token, err = s.newToken(r, TokenInput{Label: old.Name, ExpiresAt: expiresAt}, secret, now); err != nil {
+			return err
+		}
+		if r.ID != p.ID && !s.access.immediate(p) {
+			if !old.RevokedAt.IsZero() {
+				return Conflict("token_already_revoked", "credential %s is already revoked", old.ID)
+			}
+			pc, err := s.requestCredential(ctx, tx, p, r, credentialCreatePayload{Token: out.Token, Rotates: old.ID}, now)
+			out.Pending = &pc
+			return err
+		}
 		if err := s.revokeToken(ctx, tx, p, &old, "rotated", now); err != nil {
 			return err
 		}
-		out.Principal = r
-		out.Token, err = s.insertToken(ctx, tx, p, r, TokenInput{Label: old.Name, ExpiresAt: expiresAt}, secret, now)
-		return err
+		return s.addToken(ctx, tx, p.Actor(), r, out.Token, now, "")
 	})
 	s.tokens.flush()
 	if err != nil {

@@ -218,7 +218,11 @@ func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Comman
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Issue an API token (a new name creates its principal); the secret is printed once, on stdout",
-		Args:  noArgs,
+		Long: "Issue an API token; the secret is printed once, on stdout. An existing name (any case) gets another\n" +
+			"credential, a new name creates the principal. Where a different on-call principal must approve (a new\n" +
+			"person, finance or on-call principal, an orchestrator for a tenant in use, another credential of a\n" +
+			"machine), the answer holds pending_change and the token works once it is approved (quittance changes).",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlag("role", role); err != nil {
 				return err

@@ -133,7 +133,7 @@ func newCredentialsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	cmd.AddCommand(revoke)
 	var expiresIn time.Duration
 	rotate := &cobra.Command{
-		Use: "rotate ID", Short: "Issue a new credential (printed once) and revoke this one", Args: exactArgs(1),
+		Use: "rotate ID", Short: "Issue a new credential (printed once) and revoke this one (on-call rotating a machine's: once a second on-call approves)", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuidArg("credential id", args[0])
 			if err != nil {

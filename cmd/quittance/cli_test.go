@@ -38,6 +38,8 @@ type cliEnv struct {
 	// profilesURL is where the service serves its runtime profiles, when
 	// QUITTANCE_DEBUG_ADDR was set.
 	profilesURL string
+	// env is the environment serve runs with, to start another replica.
+	env map[string]string
 }
 
 // startService runs serve as production does: migrations as the owner of
@@ -58,6 +60,29 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
+	a := startServe(t, env)
+	e := &cliEnv{url: a.api, profilesURL: a.profiles, bootstrap: token, ownerURL: ownerURL, serviceURL: env["DATABASE_URL"], env: env, exec: func(ctx context.Context, sql string, args ...any) error {
+		_, err := pool.Exec(ctx, sql, args...)
+		return err
+	}}
+	e.query = func(ctx context.Context, sql string, args ...any) ([]string, error) {
+		rows, err := pool.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	e.oncall, e.oncall2 = twoOncall(t, newTestClient(e.url), token)
+	return e
+}
+
+// serveAddresses are where a serve started by startServe listens.
+type serveAddresses struct{ api, profiles string }
+
+// startServe runs serve with env until the test ends, and returns once it
+// listens; a serve that stops or does not start in time fails the test.
+func startServe(t *testing.T, env map[string]string) serveAddresses {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -72,8 +97,7 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 		}
 	})
 	// The profiles line, when there is one, comes before the API's.
-	type addresses struct{ api, profiles string }
-	ready := make(chan addresses, 1)
+	ready := make(chan serveAddresses, 1)
 	go func() {
 		var profiles string
 		sc := bufio.NewScanner(pr)
@@ -82,31 +106,20 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 				profiles = strings.Fields(rest)[0]
 			}
 			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance listening on "); ok {
-				ready <- addresses{api: strings.Fields(rest)[0], profiles: profiles}
+				ready <- serveAddresses{api: strings.Fields(rest)[0], profiles: profiles}
 			}
 		}
 	}()
 	select {
 	case a := <-ready:
-		e := &cliEnv{url: a.api, profilesURL: a.profiles, bootstrap: token, ownerURL: ownerURL, serviceURL: env["DATABASE_URL"], exec: func(ctx context.Context, sql string, args ...any) error {
-			_, err := pool.Exec(ctx, sql, args...)
-			return err
-		}}
-		e.query = func(ctx context.Context, sql string, args ...any) ([]string, error) {
-			rows, err := pool.Query(ctx, sql, args...)
-			if err != nil {
-				return nil, err
-			}
-			return pgx.CollectRows(rows, pgx.RowTo[string])
-		}
-		e.oncall, e.oncall2 = twoOncall(t, newTestClient(e.url), token)
-		return e
+		return a
 	case err := <-done:
+		done <- err // for the cleanup
 		t.Fatalf("serve stopped: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("the service did not start")
 	}
-	return nil
+	return serveAddresses{}
 }
 
 // cli runs a client command and returns stdout, stderr and the exit code

@@ -273,7 +273,12 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// through LISTEN/NOTIFY; pending changes expire.
 	defer runBackground(ctx, log, "principals", func(ctx context.Context) error { return svc.Ledger.Run(ctx, time.Minute) })()
 	if cfg.BootstrapToken != "" {
-		if _, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken); err != nil {
+		_, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken)
+		switch {
+		case errors.Is(err, ledger.ErrCredentialRetired):
+			// Retired on purpose: it stays refused, and the service starts.
+			log.Warn("the bootstrap token is revoked; QUITTANCE_BOOTSTRAP_TOKEN can be removed from the configuration")
+		case err != nil:
 			return fmt.Errorf("bootstrap token: %w", err)
 		}
 	}

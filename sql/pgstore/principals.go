@@ -107,12 +107,20 @@ func (t *tx) LockPrincipals(ctx context.Context) error {
 	return nil
 }
 
-func (t *tx) CountActiveOncall(ctx context.Context) (int64, error) {
-	n, err := t.q.PrincipalCountActiveOncall(ctx)
+func (t *tx) CountBootstrapSpent(ctx context.Context) (int64, error) {
+	n, err := t.q.PrincipalCountBootstrapSpent(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("count on-call principals: %w", interpretError(err))
 	}
 	return n, nil
+}
+
+func (t *tx) TenantInUse(ctx context.Context, tenant string) (bool, error) {
+	used, err := t.q.PrincipalTenantInUse(ctx, tenant)
+	if err != nil {
+		return false, fmt.Errorf("look up tenant %s: %w", tenant, interpretError(err))
+	}
+	return used, nil
 }
 
 func (t *tx) InsertPrincipal(ctx context.Context, p ledger.PrincipalRecord) error {

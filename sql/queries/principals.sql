@@ -24,12 +24,25 @@ UPDATE principals SET
     disabled_reason = @disabled_reason
 WHERE id = @id;
 
--- name: PrincipalCountActiveOncall :one
--- On-call principals that are not the bootstrap principal and not
--- disabled: the bootstrap credential may create two, and no more.
--- The advisory lock serializes bootstrap creations.
-SELECT count(*) FROM principals
-WHERE role = 'oncall' AND NOT bootstrap AND disabled_at IS NULL;
+-- name: PrincipalCountBootstrapSpent :one
+-- How many of the bootstrap credential's two on-call principals are
+-- spent: every on-call principal other than the bootstrap one, and every
+-- principal the bootstrap principal ever created, disabled or not. A
+-- disable never gives one back, so holding the bootstrap secret does not
+-- re-arm it (disable bob, mint "mallory"). The advisory lock
+-- (PrincipalLockRegistry) serializes bootstrap creations.
+SELECT count(*) FROM principals p
+WHERE NOT p.bootstrap
+  AND (p.role = 'oncall'
+       OR p.created_by IN (SELECT b.id FROM principals b WHERE b.bootstrap));
+
+-- name: PrincipalTenantInUse :one
+-- Whether a tenant was ever given to a principal or a credential, or has
+-- delegations: only the first orchestrator of an unused tenant is created
+-- without a second approver.
+SELECT (EXISTS (SELECT 1 FROM principals p WHERE p.tenant = @tenant::text)
+    OR EXISTS (SELECT 1 FROM api_tokens t WHERE t.tenant = @tenant::text)
+    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = @tenant::text))::boolean AS used;
 
 -- name: PrincipalLockRegistry :exec
 SELECT pg_advisory_xact_lock(7239410021);

@@ -12,16 +12,21 @@ import (
 	"github.com/google/uuid"
 )
 
-const principalCountActiveOncall = `-- name: PrincipalCountActiveOncall :one
-SELECT count(*) FROM principals
-WHERE role = 'oncall' AND NOT bootstrap AND disabled_at IS NULL
+const principalCountBootstrapSpent = `-- name: PrincipalCountBootstrapSpent :one
+SELECT count(*) FROM principals p
+WHERE NOT p.bootstrap
+  AND (p.role = 'oncall'
+       OR p.created_by IN (SELECT b.id FROM principals b WHERE b.bootstrap))
 `
 
-// On-call principals that are not the bootstrap principal and not
-// disabled: the bootstrap credential may create two, and no more.
-// The advisory lock serializes bootstrap creations.
-func (q *Queries) PrincipalCountActiveOncall(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, principalCountActiveOncall)
+// How many of the bootstrap credential's two on-call principals are
+// spent: every on-call principal other than the bootstrap one, and every
+// principal the bootstrap principal ever created, disabled or not. A
+// disable never gives one back, so holding the bootstrap secret does not
+// re-arm it (disable bob, mint "mallory"). The advisory lock
+// (PrincipalLockRegistry) serializes bootstrap creations.
+func (q *Queries) PrincipalCountBootstrapSpent(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, principalCountBootstrapSpent)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -175,6 +180,22 @@ SELECT pg_advisory_xact_lock(7239410021)
 func (q *Queries) PrincipalLockRegistry(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, principalLockRegistry)
 	return err
+}
+
+const principalTenantInUse = `-- name: PrincipalTenantInUse :one
+SELECT (EXISTS (SELECT 1 FROM principals p WHERE p.tenant = $1::text)
+    OR EXISTS (SELECT 1 FROM api_tokens t WHERE t.tenant = $1::text)
+    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = $1::text))::boolean AS used
+`
+
+// Whether a tenant was ever given to a principal or a credential, or has
+// delegations: only the first orchestrator of an unused tenant is created
+// without a second approver.
+func (q *Queries) PrincipalTenantInUse(ctx context.Context, tenant string) (bool, error) {
+	row := q.db.QueryRow(ctx, principalTenantInUse, tenant)
+	var used bool
+	err := row.Scan(&used)
+	return used, err
 }
 
 const principalUpdate = `-- name: PrincipalUpdate :exec

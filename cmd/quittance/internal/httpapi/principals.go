@@ -64,7 +64,7 @@ func credentialBody(t ledger.Token) CredentialBody {
 // second on-call principal.
 type PendingChangeBody struct {
 	ID             string          `json:"id"`
-	Kind           string          `json:"kind" enum:"principal_create,role_grant,org_update,task_class_update,write_off_threshold_update"`
+	Kind           string          `json:"kind" enum:"principal_create,role_grant,credential_create,org_update,task_class_update,write_off_threshold_update"`
 	Target         string          `json:"target"`
 	Summary        string          `json:"summary"`
 	Status         string          `json:"status" enum:"pending,applied,refused,expired"`
@@ -120,7 +120,7 @@ type issuedTokenBody struct {
 	Tenant        string             `json:"tenant,omitempty"`
 	ExpiresAt     *time.Time         `json:"expires_at,omitempty"`
 	Token         string             `json:"token" doc:"The bearer token. It is shown once and only its hash is stored."`
-	PendingChange *PendingChangeBody `json:"pending_change,omitempty" doc:"Set on a 202: the principal exists, and the token works, once a different on-call principal approves."`
+	PendingChange *PendingChangeBody `json:"pending_change,omitempty" doc:"Set on a 202: the principal (or the credential) exists, and the token works, once a different on-call principal approves."`
 }
 
 type issuedTokenOutput struct {
@@ -238,11 +238,12 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
 		Summary: "Issue an API credential (creating its principal if new)", Security: bearerAuth, DefaultStatus: http.StatusCreated,
-		Description: "On-call. A name that exists (any case) adds a credential to that principal: your own, or a machine's; " +
-			"never another person's. A new name creates the principal: a machine orchestrator at once (201); a person, or any " +
-			"finance or on-call principal, with 202 and a pending change a different on-call principal approves, after which " +
-			"the returned token works. The bootstrap credential may create the first two on-call principals, and nothing else " +
-			"(except under dev).",
+		Description: "On-call. A name that exists (any case) adds a credential to that principal: your own at once (201); a " +
+			"machine's with 202 and a credential_create pending change; never another person's. A new name creates the " +
+			"principal: the first machine orchestrator of a tenant no principal or delegation has used at once (201); any other " +
+			"(a person, a finance or on-call principal, an orchestrator for a tenant in use) with 202 and a principal_create " +
+			"pending change. A different on-call principal approves a pending change, after which the returned token works. " +
+			"The bootstrap credential may create the first two on-call principals, and nothing else (except under dev).",
 	}, func(ctx context.Context, in *createTokenInput) (*issuedTokenOutput, error) {
 		b := in.Body
 		ti := ledger.TokenInput{Role: ledger.Role(b.Role), Tenant: b.Tenant, Name: b.Name, Kind: ledger.PrincipalKind(b.Kind), Label: b.Label}
@@ -350,7 +351,9 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "rotate-credential", Method: http.MethodPost, Path: "/admin/v1/credentials/{id}/rotate", Tags: tags,
 		Summary: "Issue a new credential and revoke this one", Security: bearerAuth, DefaultStatus: http.StatusCreated,
-		Description: "Your own, or (on-call) a machine principal's. The new secret is returned once; the old credential is revoked in the same transaction.",
+		Description: "Your own at once (201): the new secret is returned once and the old credential is revoked in the same " +
+			"transaction. On-call may rotate a machine principal's: 202 with a credential_create pending change; once a different " +
+			"on-call principal approves, the new secret works and the old credential is revoked.",
 	}, func(ctx context.Context, in *rotateCredentialInput) (*issuedTokenOutput, error) {
 		var expires time.Time
 		if in.Body != nil && in.Body.ExpiresAt != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -325,4 +326,302 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestBootstrapDoesNotReArm: the bootstrap credential's two on-call
+// principals are spent for good. alice, who holds the bootstrap secret,
+// disables bob and asks the bootstrap credential for a third on-call
+// ("mallory", to approve her own write-off): still 409
+// bootstrap_exhausted, and nothing is created. A bootstrap credential
+// revoked on purpose stays revoked: the start-up ensure reports it as
+// retired instead of failing or bringing it back.
+func TestBootstrapDoesNotReArm(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction())
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+bob.ID+"/disable", alice.Token, map[string]any{"reason": "left"}).Expect(t, http.StatusOK)
+	before := e.Snapshot(t)
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": "mallory"}).
+		Problem(t, http.StatusConflict, "bootstrap_exhausted")
+	e.AssertUnchanged(t, before, "a third on-call principal through the bootstrap credential after a disable")
+
+	// alice retires the bootstrap credential.
+	var list struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials", alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	boot := e.PrincipalID(t, e.OncallToken)
+	var bootCred string
+	for _, c := range list.Credentials {
+		if c.PrincipalID == boot {
+			bootCred = c.ID
+		}
+	}
+	if bootCred == "" {
+		t.Fatalf("no credential of the bootstrap principal %s in %+v", boot, list.Credentials)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+bootCred+"/revoke", alice.Token, map[string]any{"reason": "retired"}).Expect(t, http.StatusOK)
+	_, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, e.OncallToken)
+	if !errors.Is(err, ledger.ErrCredentialRetired) {
+		t.Fatalf("ensuring a revoked bootstrap credential: %v, want ErrCredentialRetired", err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": "mallory"}).
+		Problem(t, http.StatusUnauthorized, "unauthenticated")
+}
+
+// changeEvents returns the events of a pending change's stream.
+func changeEvents(t *testing.T, e *apitest.Env, id string) []ledger.Event {
+	t.Helper()
+	events, err := e.Store.StreamEvents(t.Context(), "pending_change:"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+// eventTypes lists the types of events, in order.
+func eventTypes(events []ledger.Event) []ledger.EventType {
+	types := make([]ledger.EventType, len(events))
+	for i, ev := range events {
+		types[i] = ev.Type
+	}
+	return types
+}
+
+func getChange(t *testing.T, e *apitest.Env, token, id string) httpapi.PendingChangeBody {
+	t.Helper()
+	var c httpapi.PendingChangeBody
+	e.Do(t, http.MethodGet, "/admin/v1/pending-changes/"+id, token, nil).Expect(t, http.StatusOK).JSON(t, &c)
+	return c
+}
+
+// TestRequesterWithdrawsOwnChange: the principal who asked for a change
+// may withdraw it (refuse it themselves), though never approve it; the
+// change is then refused for good, with a change_refused event naming the
+// requester, and what it asked for never takes effect.
+func TestRequesterWithdrawsOwnChange(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction())
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	fin := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	path := "/admin/v1/pending-changes/" + fin.PendingChange.ID
+	e.Do(t, http.MethodPost, path+"/refuse", alice.Token, map[string]any{}).Expect(t, http.StatusUnprocessableEntity)
+
+	var c httpapi.PendingChangeBody
+	e.Do(t, http.MethodPost, path+"/refuse", alice.Token, map[string]any{"reason": "asked by mistake"}).Expect(t, http.StatusOK).JSON(t, &c)
+	if c.Status != "refused" || c.DecidedBy != alice.ID || c.RequestedBy != alice.ID || c.DecisionReason != "asked by mistake" {
+		t.Fatalf("withdrawn change: %+v", c)
+	}
+	events := changeEvents(t, e, fin.PendingChange.ID)
+	if got := eventTypes(events); len(got) != 2 || got[0] != ledger.EventTypeChangeRequested || got[1] != ledger.EventTypeChangeRefused {
+		t.Fatalf("change events: %v", got)
+	}
+	if events[1].Actor != "principal:"+alice.ID || !strings.Contains(string(events[1].Data), "asked by mistake") {
+		t.Fatalf("change_refused: actor %s, data %s", events[1].Actor, events[1].Data)
+	}
+	e.Do(t, http.MethodPost, path+"/approve", bob.Token, nil).Problem(t, http.StatusConflict, "change_not_pending")
+	e.Do(t, http.MethodGet, "/v1/obligations", fin.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	// Withdrawing is not approving: the database still refuses a change
+	// applied by its requester, whatever the service does.
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE pending_changes SET status = 'applied' WHERE id = $1`, fin.PendingChange.ID); err == nil {
+		t.Fatal("the database accepted a change applied by its requester")
+	}
+}
+
+// TestPendingChangeExpiry: a change nobody decides in time expires. Approval
+// after its expiry is 409 change_expired and expires it (nothing applies);
+// the background sweep (ExpirePendingChanges, on every replica) expires the
+// others. Each expiry is a change_expired event by system:pending_changes.
+func TestPendingChangeExpiry(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction(), apitest.WithPendingChangeSweep(time.Hour))
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	fin := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	late := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "late"}, http.StatusAccepted)
+	if exp := fin.PendingChange.ExpiresAt.Sub(e.Clock.Now()); exp != ledger.DefaultPendingChangeTTL {
+		t.Fatalf("a change expires after %s, want %s", exp, ledger.DefaultPendingChangeTTL)
+	}
+	e.Clock.Advance(ledger.DefaultPendingChangeTTL)
+
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+fin.PendingChange.ID+"/approve", bob.Token, nil).
+		Problem(t, http.StatusConflict, "change_expired")
+	if c := getChange(t, e, bob.Token, fin.PendingChange.ID); c.Status != "expired" || c.DecidedBy != "" {
+		t.Fatalf("after approving too late: %+v", c)
+	}
+	e.Do(t, http.MethodGet, "/v1/obligations", fin.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+
+	n, err := e.Ledger.ExpirePendingChanges(t.Context())
+	if err != nil || n != 1 {
+		t.Fatalf("the sweep expired %d (%v), want 1: %q", n, err, late.PendingChange.ID)
+	}
+	if c := getChange(t, e, bob.Token, late.PendingChange.ID); c.Status != "expired" {
+		t.Fatalf("after the sweep: %+v", c)
+	}
+	for _, id := range []string{fin.PendingChange.ID, late.PendingChange.ID} {
+		events := changeEvents(t, e, id)
+		if got := eventTypes(events); len(got) != 2 || got[1] != ledger.EventTypeChangeExpired || events[1].Actor != "system:pending_changes" {
+			t.Fatalf("events of change %s: %v, last by %s", id, got, events[len(events)-1].Actor)
+		}
+	}
+	if n, err := e.Ledger.ExpirePendingChanges(t.Context()); err != nil || n != 0 {
+		t.Fatalf("a second sweep expired %d (%v)", n, err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+late.PendingChange.ID+"/approve", bob.Token, nil).
+		Problem(t, http.StatusConflict, "change_not_pending")
+
+	// The service's own background work sweeps without being asked.
+	swept := apitest.New(t, apitest.WithProduction())
+	a, _ := swept.TwoOncall(t, "alice", "bob")
+	c := mint(t, swept, a.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	swept.Clock.Advance(ledger.DefaultPendingChangeTTL + time.Minute)
+	waitFor(t, 5*time.Second, func() bool { return getChange(t, swept, a.Token, c.PendingChange.ID).Status == "expired" })
+}
+
+// TestRoleGrantIsAPendingChange: giving a principal another role waits for
+// a different on-call principal; until then the principal keeps its role,
+// and its requester cannot approve it. Once approved, the role applies and
+// a principal_role_granted event names the approver.
+func TestRoleGrantIsAPendingChange(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+	fin := mint(t, e.Env, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	e.Approve(t, bob.Token, fin.PendingChange.ID)
+	role := "/admin/v1/principals/" + fin.PrincipalID + "/role"
+	e.Do(t, http.MethodPost, role, fin.Token, map[string]any{"role": "oncall"}).Problem(t, http.StatusForbidden, "forbidden")
+	e.Do(t, http.MethodPost, role, alice.Token, map[string]any{"role": "oncall", "tenant": "acme"}).Expect(t, http.StatusUnprocessableEntity)
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+e.PrincipalID(t, e.orch)+"/role", alice.Token, map[string]any{"role": "oncall"}).
+		Expect(t, http.StatusUnprocessableEntity) // a machine is never on-call
+
+	var g struct {
+		Principal     httpapi.PrincipalBody      `json:"principal"`
+		PendingChange *httpapi.PendingChangeBody `json:"pending_change"`
+	}
+	e.Do(t, http.MethodPost, role, alice.Token, map[string]any{"role": "oncall"}).Expect(t, http.StatusAccepted).JSON(t, &g)
+	if g.PendingChange == nil || g.PendingChange.Kind != "role_grant" || g.Principal.Role != "finance" {
+		t.Fatalf("role grant request: %+v", g)
+	}
+	principalRole := func() string {
+		var p httpapi.PrincipalBody
+		e.Do(t, http.MethodGet, "/admin/v1/principals/"+fin.PrincipalID, alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &p)
+		return p.Role
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/pending-changes", fin.Token, nil).Expect(t, http.StatusOK) // finance reads changes
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+g.PendingChange.ID+"/approve", fin.Token, nil).Problem(t, http.StatusForbidden, "forbidden")
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+g.PendingChange.ID+"/approve", alice.Token, nil).Problem(t, http.StatusForbidden, "self_approval")
+	if r := principalRole(); r != "finance" {
+		t.Fatalf("role before approval: %s", r)
+	}
+
+	e.Approve(t, bob.Token, g.PendingChange.ID)
+	if r := principalRole(); r != "oncall" {
+		t.Fatalf("role after approval: %s", r)
+	}
+	// The same credential now acts as on-call (the cache was emptied).
+	waitFor(t, 2*time.Second, func() bool {
+		return e.Do(t, http.MethodGet, "/admin/v1/credentials", fin.Token, nil).Status == http.StatusOK &&
+			e.Do(t, http.MethodGet, "/admin/v1/principals/"+alice.ID, fin.Token, nil).Status == http.StatusOK &&
+			e.Do(t, http.MethodPost, "/admin/v1/principals/"+bob.ID+"/role", fin.Token, map[string]any{"role": "finance"}).Status == http.StatusAccepted
+	})
+	events, err := e.Store.StreamEvents(t.Context(), "principal:"+fin.PrincipalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := events[len(events)-1]
+	var data struct {
+		RoleGranted     string `json:"role_granted"`
+		PreviousRole    string `json:"previous_role"`
+		PendingChangeID string `json:"pending_change_id"`
+	}
+	if err := json.Unmarshal(last.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if last.Type != ledger.EventTypePrincipalRoleGranted || last.Actor != "principal:"+bob.ID ||
+		data.RoleGranted != "oncall" || data.PreviousRole != "finance" || data.PendingChangeID != g.PendingChange.ID {
+		t.Fatalf("last principal event: %s by %s, %s", last.Type, last.Actor, last.Data)
+	}
+}
+
+// TestOncallAloneCannotMintAnExistingTenantsOrchestrator: an orchestrator's
+// credential releases its tenant's held obligations (a task reported
+// rejected), so one on-call principal cannot mint one for a tenant that
+// exists: another credential of an existing machine principal, a new
+// orchestrator for a tenant in use, and the rotation of a machine's
+// credential each wait for a second on-call principal, and the credential
+// works only from the approval on. The first orchestrator of an unused
+// tenant is created at once; under dev the bootstrap credential does all of
+// it at once.
+func TestOncallAloneCannotMintAnExistingTenantsOrchestrator(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+	d := e.CreateDelegation(t, e.orch, apitest.NewCreateRequest("op-held", orgB, "procurement", budgetID, 500, "EUR"))
+	reject := func(token string) *apitest.Response {
+		return e.Do(t, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", token, map[string]any{"state": "TASK_STATE_REJECTED"})
+	}
+
+	// Another credential of the existing orchestrator "agent".
+	again := mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "Agent"}, http.StatusAccepted)
+	if again.PendingChange == nil || again.PendingChange.Kind != "credential_create" || again.PrincipalID != e.PrincipalID(t, e.orch) {
+		t.Fatalf("a credential for the existing orchestrator: %+v", again)
+	}
+	reject(again.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	if got := e.Delegation(t, e.orch, d.ID); got.HoldState != "active" {
+		t.Fatalf("after the unapproved credential: hold %s", got.HoldState)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+again.PendingChange.ID+"/approve", alice.Token, nil).
+		Problem(t, http.StatusForbidden, "self_approval")
+	e.Approve(t, bob.Token, again.PendingChange.ID)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, again.Token, nil).Expect(t, http.StatusOK)
+	created, err := e.Store.StreamEvents(t.Context(), "token:"+again.ID)
+	if err != nil || len(created) != 1 || created[0].Actor != "principal:"+bob.ID ||
+		!strings.Contains(string(created[0].Data), again.PendingChange.ID) {
+		t.Fatalf("token_created of the approved credential: %+v, %v", created, err)
+	}
+
+	// A new orchestrator for acme, which has one: a principal_create change.
+	second := mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent-2"}, http.StatusAccepted)
+	if second.PendingChange == nil || second.PendingChange.Kind != "principal_create" {
+		t.Fatalf("a second orchestrator for acme: %+v", second)
+	}
+	reject(second.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	// A tenant nobody has used: at once; its second orchestrator waits.
+	mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "globex", "name": "globex-agent"}, http.StatusCreated)
+	mint(t, e.Env, alice.Token, map[string]any{"role": "orchestrator", "tenant": "globex", "name": "globex-agent-2"}, http.StatusAccepted)
+
+	// Rotating the machine's credential: the old one works until bob
+	// approves, then the new one does and the old one is revoked.
+	var list struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials?principal_id="+again.PrincipalID, alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	var orchCred string
+	for _, c := range list.Credentials {
+		if c.ID != again.ID {
+			orchCred = c.ID
+		}
+	}
+	var rotated issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+orchCred+"/rotate", alice.Token, nil).Expect(t, http.StatusAccepted).JSON(t, &rotated)
+	if rotated.PendingChange == nil || rotated.PendingChange.Kind != "credential_create" {
+		t.Fatalf("rotating the orchestrator's credential: %+v", rotated)
+	}
+	reject(rotated.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, e.orch, nil).Expect(t, http.StatusOK)
+	e.Approve(t, bob.Token, rotated.PendingChange.ID)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, rotated.Token, nil).Expect(t, http.StatusOK)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, e.orch, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	if got := e.Delegation(t, rotated.Token, d.ID); got.HoldState != "active" {
+		t.Fatalf("hold %s", got.HoldState)
+	}
+	// A machine rotates its own credential at once.
+	var own issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+again.ID+"/rotate", again.Token, nil).Expect(t, http.StatusCreated).JSON(t, &own)
+	e.Do(t, http.MethodGet, "/v1/delegations/"+d.ID, own.Token, nil).Expect(t, http.StatusOK)
+
+	// Under dev the bootstrap credential does all of it at once.
+	dev := apitest.New(t)
+	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated)
+	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated)
+	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent-2"}, http.StatusCreated)
 }

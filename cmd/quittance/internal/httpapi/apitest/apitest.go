@@ -174,6 +174,7 @@ type options struct {
 	oidc           *console.OIDC
 	secureCookies  bool
 	log            *slog.Logger
+	pendingSweep   time.Duration
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -223,6 +224,12 @@ func WithProduction() Option { return func(o *options) { o.production = true } }
 // the binary's) to log instead of discarding it.
 func WithLog(log *slog.Logger) Option { return func(o *options) { o.log = log } }
 
+// WithPendingChangeSweep sets how often the Env's background work expires
+// pending changes past their expiry (default every second of real time;
+// what is past its expiry is judged by the Env's clock); a test that wants approval itself to find a change expired sets
+// it beyond the test's length.
+func WithPendingChangeSweep(d time.Duration) Option { return func(o *options) { o.pendingSweep = d } }
+
 // WithIdentity gives the ledger a fresh signing identity: compensation
 // requests are signed and its JWK Set is served.
 func WithIdentity() Option { return func(o *options) { o.identity = true } }
@@ -242,7 +249,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	t.Helper()
 	o := options{
 		clock: NewClock(Epoch), ledgerID: "ledger-test", threshold: 100_000,
-		oncallToken: ledger.NewTokenSecret(),
+		oncallToken: ledger.NewTokenSecret(), pendingSweep: time.Second,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -294,7 +301,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		// through LISTEN/NOTIFY, and pending changes expire.
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
-		go func() { defer close(stopped); _ = e.Ledger.Run(ctx, time.Second) }()
+		go func() { defer close(stopped); _ = e.Ledger.Run(ctx, o.pendingSweep) }()
 		t.Cleanup(func() { cancel(); <-stopped })
 	}
 	e.Worker, e.Webhooks = built.Worker, built.Webhooks

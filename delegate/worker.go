@@ -97,8 +97,6 @@ type Store interface {
 	// DelegationsToStream lists dispatched delegations whose task is known
 	// and not terminal.
 	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)
-	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
-	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
 	// QueuedFollowUps lists a delegation's queued follow-up messages, oldest first.
 	QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
 	// TryLock takes the session-level advisory lock named key on a

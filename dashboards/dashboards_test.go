@@ -35,6 +35,8 @@ var knownMetrics = []string{
 	"quittance_webhook_deliveries",
 	"quittance_dispatch_unknown_delegations",
 	"quittance_oldest_dispatch_unknown_timestamp_seconds",
+	"quittance_task_not_found_delegations",
+	"quittance_oldest_task_not_found_timestamp_seconds",
 	"quittance_write_offs_total",
 	"quittance_org_jwks_fetches_total",
 }
@@ -355,6 +357,7 @@ func TestRulesAnnotationsAndRunbooks(t *testing.T) {
 		"QuittanceObligationUnconfirmed", "QuittanceEscalations", "QuittanceRefusedTokenSpike",
 		"QuittanceCompensationRequestFailures", "QuittanceCollectorFailing", "QuittanceNoScrape",
 		"QuittanceOutboxStuck", "QuittanceOutboxJobFailing", "QuittanceWebhookDeadLetters",
+		"QuittanceDispatchUnknown", "QuittanceTaskNotFound",
 	} {
 		if !alerts[want] {
 			t.Errorf("alert %s is missing", want)

@@ -95,12 +95,11 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	case errors.Is(err, a2a.ErrTaskNotFound):
 		// The agent does not know a task it created (it may have purged
 		// it): that says nothing of the task's end or of its effects. It
-		// is recorded; the hold stays, and the task is never read as
-		// canceled or rejected.
+		// is recorded on every cancel (its outcome) and puts the delegation
+		// in the task_not_found condition; the hold stays, and the task is
+		// never read as canceled or rejected.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
-			return record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, w.now(), map[string]any{
-				"task_id": d.Remote.TaskID, "source": "cancel", "error": errorText(err), "attempt": j.Attempt,
-			})
+			return taskNotFound(ctx, tx, d, "cancel", err, j.Attempt, w.now(), true)
 		})
 	case a2a.Retryable(err):
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)

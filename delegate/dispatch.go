@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -86,6 +87,13 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		if a2a.Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
 			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 		}
+		if j.Attempt > 1 {
+			// An earlier attempt may have sent the message (attempts count
+			// claims, and a crash after the send leaves no record of it):
+			// giving up would leave a hold on a task that may exist with
+			// nothing listing, polling or alerting on it.
+			return w.dispatchUnknown(ctx, j, d, nil, a2a.AgentInterface{}, msg.ContextID, "agent_unavailable", err)
+		}
 		return giveUp("agent_unavailable", err)
 	}
 	if msg.Metadata, err = withCompensationKey(msg.Metadata, d); err != nil {
@@ -120,43 +128,8 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 			return err
 		})
 	}
-	// unknown finishes the job leaving the hold active in the
-	// dispatch_unknown condition: nothing proves whether the remote created
-	// a task (ambiguity never releases).
 	unknown := func(reason string, cause error) error {
-		data := map[string]any{"reason": reason, "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt}
-		if cause != nil {
-			data["error"] = errorText(cause)
-		}
-		// Where the agent lists tasks, the delegation's context may say
-		// what the earlier attempts created (never what they did not).
-		found, lookup := w.lookupDispatch(ctx, client, d, msg.ContextID)
-		data["lookup"] = lookup
-		return w.finish(ctx, j, "dispatch_unknown", func(tx Tx) error {
-			d, err := tx.DelegationForUpdate(ctx, d.ID)
-			if err != nil {
-				return err
-			}
-			if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
-				return nil
-			}
-			now := w.now()
-			if err := tx.SetDispatchUnknown(ctx, d.ID, reason, now); err != nil {
-				return err
-			}
-			if err := record(ctx, tx, d, ledger.EventTypeDispatchUnknown, now, data); err != nil {
-				return err
-			}
-			// The lookup just made counts: the poller repeats it PollAfter
-			// from now.
-			if err := tx.MarkObserved(ctx, d.ID, now); err != nil {
-				return err
-			}
-			if len(found) == 0 {
-				return nil
-			}
-			return w.resolveFound(ctx, tx, d, found, iface, now)
-		})
+		return w.dispatchUnknown(ctx, j, d, client, iface, msg.ContextID, reason, cause)
 	}
 	switch {
 	case err == nil && res.Task != nil:
@@ -194,6 +167,59 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	return unknown("send_failed", err)
 }
 
+// dispatchUnknown finishes dispatch job j of d leaving the hold active in
+// the dispatch_unknown condition, for reason: nothing proves whether the
+// remote created a task (ambiguity never releases). contextID is the
+// context the message was sent in, where a lookup looks. The condition is
+// listed, counted and alerted on, and looked up again every PollAfter.
+// client is nil when the agent could not be reached: no lookup is made
+// now, and the poller's next lookup fetches the card again.
+func (w *Worker) dispatchUnknown(ctx context.Context, j Job, d ledger.Delegation, client *a2a.Client, iface a2a.AgentInterface, contextID, reason string, cause error) error {
+	data := map[string]any{"reason": reason, "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt}
+	if cause != nil {
+		data["error"] = errorText(cause)
+	}
+	var found []a2a.Task
+	data["lookup"] = "agent_unavailable"
+	if client != nil {
+		// Where the agent lists tasks, the delegation's context may say
+		// what the earlier attempts created (never what they did not).
+		found, data["lookup"] = w.lookupDispatch(ctx, client, d, contextID)
+	}
+	return w.finish(ctx, j, "dispatch_unknown", func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
+			return nil
+		}
+		now := w.now()
+		if err := setDispatchUnknown(ctx, tx, d, data, now); err != nil {
+			return err
+		}
+		if len(found) == 0 {
+			return nil
+		}
+		return w.resolveFound(ctx, tx, d, found, iface, now)
+	})
+}
+
+// setDispatchUnknown puts d, locked in tx, in the dispatch_unknown
+// condition with a dispatch_unknown event carrying data (its "reason"
+// names the cause), and counts now as its last lookup: the poller repeats
+// the lookup PollAfter from now.
+func setDispatchUnknown(ctx context.Context, tx Tx, d ledger.Delegation, data map[string]any, now time.Time) error {
+	reason, _ := data["reason"].(string)
+	if err := tx.SetDispatchUnknown(ctx, d.ID, reason, now); err != nil {
+		return err
+	}
+	if err := record(ctx, tx, d, ledger.EventTypeDispatchUnknown, now, data); err != nil {
+		return err
+	}
+	return tx.MarkObserved(ctx, d.ID, now)
+}
+
 // noTaskCreated reports whether a SendMessage error, on the first attempt,
 // proves that the agent created no task: a JSON-RPC error saying the
 // request itself was unacceptable. Internal errors prove nothing and are
@@ -214,7 +240,8 @@ func noTaskCreated(err error) bool {
 
 // recordDispatched records the task the remote created for d.
 func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegation, client *a2a.Client, iface a2a.AgentInterface, task a2a.Task, push *a2a.PushConfig) error {
-	err := w.finish(ctx, j, "dispatched", func(tx Tx) error {
+	outcome := "dispatched"
+	apply := func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
 		if err != nil {
 			return err
@@ -229,9 +256,26 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 			return nil
 		}
 		if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, task.ID); err == nil && other.ID != d.ID {
-			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
+			// The agent reported a task this tenant recorded on another
+			// delegation. Which delegation the task is really for, and
+			// whether the agent created one for this, nobody knows: the
+			// hold stays, listed as dispatch_unknown, until a lookup, a
+			// push or on-call names this delegation's task.
+			if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
 				"reported_task_id": task.ID, "other_delegation_id": other.ID.String(), "source": "dispatch",
-			})
+			}); err != nil {
+				return err
+			}
+			outcome = "dispatch_unknown"
+			if err := setDispatchUnknown(ctx, tx, d, map[string]any{
+				"reason": "remote_task_taken", "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt,
+				"reported_task_id": task.ID, "lookup": "not_made",
+			}, now); err != nil {
+				return err
+			}
+			// A lookup on the context may still find this delegation's
+			// own task: the poller makes it PollAfter from now.
+			return nil
 		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
@@ -247,8 +291,14 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 			return err
 		}
 		return w.recordTask(ctx, tx, d, task, "dispatch", now)
+	}
+	err := w.store.InTx(ctx, func(tx Tx) error {
+		if err := apply(tx); err != nil {
+			return err
+		}
+		return tx.FinishJob(ctx, j, outcome, w.now())
 	})
-	if err != nil {
+	if err != nil || outcome != "dispatched" {
 		return err
 	}
 	if j.Attempt > 1 {

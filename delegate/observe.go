@@ -228,17 +228,14 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	}
 	if errors.Is(err, a2a.ErrTaskNotFound) {
 		// The agent answered, so it is not failing; it does not know the
-		// task (it may have purged it). Recorded, never read as an end.
-		// The answer counts as this poll's, so the poller asks again only
-		// after PollAfter, not on every tick.
+		// task (it may have purged it). Recorded, never read as an end: the
+		// delegation is in the task_not_found condition (listed, counted,
+		// alerted). The answer counts as this poll's, so the poller asks
+		// again only after PollAfter, and the same answer again is no news:
+		// it only moves last_observed_at, as an unchanged status does.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
 			now := w.now()
-			if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, now, map[string]any{
-				"task_id": d.Remote.TaskID, "source": source, "error": errorText(err),
-			}); err != nil {
-				return err
-			}
-			return tx.MarkObserved(ctx, d.ID, now)
+			return taskNotFound(ctx, tx, d, source, err, j.Attempt, now, false)
 		})
 	}
 	if err != nil {
@@ -257,6 +254,11 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			return err
 		}
 		now := w.now()
+		// The agent returned the task: if it had answered that it did not
+		// know it, that is over.
+		if err := tx.ClearTaskNotFound(ctx, d.ID); err != nil {
+			return err
+		}
 		if err := w.recordTask(ctx, tx, d, task, source, now); err != nil {
 			return err
 		}
@@ -268,6 +270,34 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	// tasks that are not terminal yet (a cancel that failed is sent again).
 	_, err = w.accountExtraTasks(ctx, client, d)
 	return err
+}
+
+// taskNotFound records, in tx, that d's agent answered cause, a
+// TaskNotFoundError, for d's tracked task through source: d enters the
+// task_not_found condition with that answer, and the call counts as an
+// observation (the poller's, and the delegation's last_observed_at). A remote_task_not_found event is appended when the answer
+// is new (the first, or a different one), or always when the call was one
+// of its own (a cancel: its outcome is this answer); a poll answered the
+// same way again appends nothing.
+func taskNotFound(ctx context.Context, tx Tx, d ledger.Delegation, source string, cause error, attempt int, now time.Time, always bool) error {
+	answer := errorText(cause)
+	changed, err := tx.SetTaskNotFound(ctx, d.ID, answer, now)
+	if err != nil {
+		return err
+	}
+	if changed || always {
+		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, now, map[string]any{
+			"task_id": d.Remote.TaskID, "source": source, "error": answer, "attempt": attempt,
+		}); err != nil {
+			return err
+		}
+	}
+	// The delegation's last_observed_at moves as for an unchanged status:
+	// on-call sees the agent is still asked.
+	if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
+		return err
+	}
+	return tx.MarkObserved(ctx, d.ID, now)
 }
 
 // observeFailed backs the org off and retries the observe job a few times.

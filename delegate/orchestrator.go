@@ -22,6 +22,8 @@ type OrchestratorStore interface {
 	// TaskSnapshot returns the delegation's latest task snapshot, or
 	// ledger.ErrNotFound when none was kept yet.
 	TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
+	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
+	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
 }
 
 // OrchestratorTx is what the Orchestrator writes through, a small part of
@@ -111,4 +113,15 @@ func (o *Orchestrator) TaskSnapshot(ctx context.Context, p ledger.Principal, id 
 		return TaskSnapshot{}, err
 	}
 	return o.store.TaskSnapshot(ctx, id)
+}
+
+// RemoteTasks returns the extra remote tasks recorded on delegation id (the
+// tasks its org's agent created besides the one the delegation tracks),
+// oldest first, for a principal who may see the delegation: what keeps
+// the obligation open until each is accounted for.
+func (o *Orchestrator) RemoteTasks(ctx context.Context, p ledger.Principal, id uuid.UUID) ([]RemoteTask, error) {
+	if _, err := ledger.Visible(ctx, o.store, p, id); err != nil {
+		return nil, err
+	}
+	return o.store.RemoteTasks(ctx, id)
 }

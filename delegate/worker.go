@@ -101,10 +101,10 @@ type Store interface {
 	// DelegationsToStream lists dispatched delegations whose task is known
 	// and not terminal.
 	DelegationsToStream(ctx context.Context, limit int) ([]uuid.UUID, error)
-	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
-	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
 	// QueuedFollowUps lists a delegation's queued follow-up messages, oldest first.
 	QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
+	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
+	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
 	// TryLock takes the session-level advisory lock named key on a
 	// dedicated connection, without waiting. When acquired, unlock releases
 	// it and the connection; the lock also ends if the process dies.
@@ -131,6 +131,14 @@ type Tx interface {
 	SetPushTokenHash(ctx context.Context, id uuid.UUID, hash []byte, now time.Time) error
 	// MarkObserved records that the remote task was observed at now.
 	MarkObserved(ctx context.Context, id uuid.UUID, now time.Time) error
+	// SetTaskNotFound puts the delegation in the task_not_found condition
+	// with the agent's answer (a TaskNotFoundError for its tracked task),
+	// and reports whether that answer is new: false when the delegation
+	// was already in the condition with the same answer.
+	SetTaskNotFound(ctx context.Context, id uuid.UUID, answer string, now time.Time) (bool, error)
+	// ClearTaskNotFound ends the task_not_found condition: the agent
+	// returned the task again.
+	ClearTaskNotFound(ctx context.Context, id uuid.UUID) error
 	// SetCompensationTask records the remote task answering compensation
 	// request round ("" when a new round is to be sent).
 	SetCompensationTask(ctx context.Context, id uuid.UUID, taskID string, round int, now time.Time) error

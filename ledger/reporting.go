@@ -43,7 +43,7 @@ type ObligationQuery struct {
 	OlderThan time.Duration
 	After     ObligationCursor
 	// Condition, when set, keeps only obligations in that condition
-	// (ConditionDispatchUnknown is the one there is).
+	// (ConditionDispatchUnknown, ConditionTaskNotFound).
 	Condition string
 	// Limit bounds the rows; zero means no bound (a streamed export).
 	Limit int
@@ -77,6 +77,9 @@ type ObligationRow struct {
 	// BusinessOperationID is the orchestrator's own id of the operation,
 	// unique per tenant: the name people know the obligation by.
 	BusinessOperationID string
+	// TaskNotFoundAt is when the delegation entered the task_not_found
+	// condition; zero when it is not in it.
+	TaskNotFoundAt time.Time
 }
 
 // ConditionDispatchUnknown is the condition of a delegation whose dispatch
@@ -85,6 +88,13 @@ type ObligationRow struct {
 // after it. Its obligation is held (the hold stays active) with no remote
 // task id, until a task id is recorded or a person decides.
 const ConditionDispatchUnknown = "dispatch_unknown"
+
+// ConditionTaskNotFound is the condition of a delegation whose remote task
+// its agent answered with TaskNotFoundError (it may have purged it): that
+// proves nothing of the task's end or effects, so the hold stays, in
+// whatever state the obligation is, until the agent returns the task again
+// or evidence or a person moves the obligation.
+const ConditionTaskNotFound = "task_not_found"
 
 // Cursor is the position just after r.
 func (r ObligationRow) Cursor() ObligationCursor {
@@ -294,11 +304,11 @@ func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQ
 	defaults := PendingObligationStates
 	switch q.Condition {
 	case "":
-	case ConditionDispatchUnknown:
-		// A dispatch_unknown delegation is held: list every active state.
+	case ConditionDispatchUnknown, ConditionTaskNotFound:
+		// Both keep the hold active: list every active state.
 		defaults = ActiveObligationStates
 	default:
-		return time.Time{}, Invalid("condition", "%q is not a condition (the one there is: %s)", q.Condition, ConditionDispatchUnknown)
+		return time.Time{}, Invalid("condition", "%q is not a condition (the ones there are: %s, %s)", q.Condition, ConditionDispatchUnknown, ConditionTaskNotFound)
 	}
 	var err error
 	if q.States, err = checkStates("state", q.States, defaults); err != nil {

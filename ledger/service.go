@@ -605,11 +605,14 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		return observed(d)
 	case d.TaskStatus.Terminal():
 		return record(EventTypeStatusConflict)
+	case obs.Status == d.TaskStatus && message == d.TaskStatusMessage:
+		// A repeat whatever its timestamp: an observation that had none
+		// took Quittance's clock, and every later poll carrying the
+		// agent's own, earlier, status time is still the same status.
+		return observed(d)
 	case !d.TaskStatusAt.IsZero() && at.Before(d.TaskStatusAt):
 		data["last_applied_at"] = d.TaskStatusAt.UTC().Format(time.RFC3339Nano)
 		return record(EventTypeTaskStatusStale)
-	case obs.Status == d.TaskStatus && message == d.TaskStatusMessage:
-		return observed(d)
 	}
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
 	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data}

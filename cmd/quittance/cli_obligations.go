@@ -117,7 +117,7 @@ func newObligationsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	list.Flags().StringVar(&org, "org", "", "only this remote org")
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
 	list.Flags().StringVar(&olderThan, "older-than", "", "only obligations older than this (e.g. 72h, 7d)")
-	list.Flags().StringVar(&condition, "condition", "", "only obligations in this condition: dispatch_unknown (nothing proves whether the remote created a task)")
+	list.Flags().StringVar(&condition, "condition", "", "only obligations in this condition: dispatch_unknown (nothing proves whether the remote created a task) or task_not_found (the agent no longer knows the delegation's task)")
 	list.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or csv")
 	cmd.AddCommand(list)
 	return cmd

@@ -309,8 +309,31 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Errorf("list json older than 1h: exit %d\n%s", code, out)
 	}
 	out, _, code = e.cli(t, e.oncall, "delegations", "show", id)
-	if code != 0 || !strings.Contains(out, `"delegation_created"`) {
+	if code != 0 || !strings.Contains(out, `"delegation_created"`) || strings.Contains(out, `"remote_tasks"`) {
 		t.Errorf("show: exit %d\n%s", code, out)
+	}
+	// An extra remote task recorded on the delegation (as the A2A worker
+	// records one it found) is listed by show.
+	if err := e.exec(context.Background(), `INSERT INTO delegation_remote_tasks
+		(delegation_id, task_id, purpose, context_id, found_by, status, found_at, named_round, updated_at)
+		VALUES ($1, 'extra-7', 'dispatch', 'ctx-7', 'list_tasks', 'working', now(), 1, now())`, id); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = e.cli(t, e.oncall, "delegations", "show", id)
+	var shown struct {
+		Delegation struct {
+			RemoteTasks []struct {
+				TaskID     string `json:"task_id"`
+				Purpose    string `json:"purpose"`
+				Status     string `json:"status"`
+				NamedRound int    `json:"named_round"`
+			} `json:"remote_tasks"`
+		} `json:"delegation"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || len(shown.Delegation.RemoteTasks) != 1 ||
+		shown.Delegation.RemoteTasks[0].TaskID != "extra-7" || shown.Delegation.RemoteTasks[0].Purpose != "dispatch" ||
+		shown.Delegation.RemoteTasks[0].Status != "working" || shown.Delegation.RemoteTasks[0].NamedRound != 1 {
+		t.Errorf("show with an extra remote task: exit %d (%v)\n%s", code, err, out)
 	}
 
 	// On-call actions (compensation endpoints).

@@ -81,6 +81,21 @@ func (t *tx) ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, erro
 	return n > 0, nil
 }
 
+func (t *tx) SetTaskNotFound(ctx context.Context, id uuid.UUID, answer string, now time.Time) (bool, error) {
+	n, err := t.q.DelegationSetTaskNotFound(ctx, dbsqlc.DelegationSetTaskNotFoundParams{ID: id, Answer: answer, Now: now})
+	if err != nil {
+		return false, fmt.Errorf("mark task of delegation %s not found: %w", id, err)
+	}
+	return n > 0, nil
+}
+
+func (t *tx) ClearTaskNotFound(ctx context.Context, id uuid.UUID) error {
+	if err := t.q.DelegationClearTaskNotFound(ctx, id); err != nil {
+		return fmt.Errorf("clear task_not_found of delegation %s: %w", id, err)
+	}
+	return nil
+}
+
 func (r reader) RemoteTasks(ctx context.Context, id uuid.UUID) ([]delegate.RemoteTask, error) {
 	rows, err := r.q.RemoteTaskList(ctx, id)
 	if err != nil {

@@ -23,7 +23,8 @@ const DefaultCollectorTimeout = 5 * time.Second
 // the obligation longest in each active state entered it, and the work
 // queues (A2A outbox jobs by kind and state, the oldest claimable job, lease
 // expiries, the attempts of the most-retried job, webhook deliveries
-// pending and dead-lettered) and the delegations whose dispatch is unknown. Every replica reports the same values, so
+// pending and dead-lettered), the delegations whose dispatch is unknown and
+// those whose agent no longer knows their task. Every replica reports the same values, so
 // dashboards combine them with max or min, never sum.
 type Collector struct {
 	store   *Store
@@ -46,6 +47,8 @@ type Collector struct {
 	webhooks             *prometheus.Desc
 	dispatchUnknown      *prometheus.Desc
 	dispatchUnknownSince *prometheus.Desc
+	taskNotFound         *prometheus.Desc
+	taskNotFoundSince    *prometheus.Desc
 }
 
 // outboxKinds are the kinds of A2A outbox job (the a2a_outbox kind check).
@@ -117,6 +120,11 @@ func NewCollector(s *Store, opts ...CollectorOption) *Collector {
 			nil, nil),
 		dispatchUnknownSince: prometheus.NewDesc("quittance_oldest_dispatch_unknown_timestamp_seconds",
 			"Since when (Unix seconds) the longest-standing dispatch_unknown delegation has been in that condition; 0 when none is.", nil, nil),
+		taskNotFound: prometheus.NewDesc("quittance_task_not_found_delegations",
+			"Delegations with an active hold in the task_not_found condition: the remote agent answered TaskNotFoundError for the delegation's task (it may have purged it), which proves nothing of its end or effects; the hold stays.",
+			nil, nil),
+		taskNotFoundSince: prometheus.NewDesc("quittance_oldest_task_not_found_timestamp_seconds",
+			"Since when (Unix seconds) the longest-standing task_not_found delegation with an active hold has been in that condition; 0 when none is.", nil, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -139,6 +147,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.webhooks
 	ch <- c.dispatchUnknown
 	ch <- c.dispatchUnknownSince
+	ch <- c.taskNotFound
+	ch <- c.taskNotFoundSince
 }
 
 // Collect implements prometheus.Collector: it runs the queries and reports
@@ -209,7 +219,7 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	for _, s := range webhookStates {
 		webhooks[s] = 0
 	}
-	var dispatchUnknown, dispatchUnknownSince float64
+	var dispatchUnknown, dispatchUnknownSince, taskNotFound, taskNotFoundSince float64
 	for _, row := range rows {
 		switch row.Metric {
 		case "state_entry":
@@ -228,6 +238,10 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 			dispatchUnknown = row.Value
 		case "dispatch_unknown_since":
 			dispatchUnknownSince = row.Value
+		case "task_not_found":
+			taskNotFound = row.Value
+		case "task_not_found_since":
+			taskNotFoundSince = row.Value
 		}
 	}
 	for state, t := range entries {
@@ -250,4 +264,6 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	}
 	ch <- prometheus.MustNewConstMetric(c.dispatchUnknown, prometheus.GaugeValue, dispatchUnknown)
 	ch <- prometheus.MustNewConstMetric(c.dispatchUnknownSince, prometheus.GaugeValue, dispatchUnknownSince)
+	ch <- prometheus.MustNewConstMetric(c.taskNotFound, prometheus.GaugeValue, taskNotFound)
+	ch <- prometheus.MustNewConstMetric(c.taskNotFoundSince, prometheus.GaugeValue, taskNotFoundSince)
 }

@@ -85,7 +85,7 @@ func TestCollectorFreshDatabase(t *testing.T) {
 		name, _, _ := strings.Cut(k, "{")
 		count[name]++
 		if strings.HasPrefix(name, "quittance_outbox_") || strings.HasPrefix(name, "quittance_webhook_") ||
-			strings.Contains(name, "dispatch_unknown") ||
+			strings.Contains(name, "dispatch_unknown") || strings.Contains(name, "task_not_found") ||
 			name == "quittance_oldest_obligation_state_entry_timestamp_seconds" {
 			if v != 0 {
 				t.Errorf("%s = %v on an empty database", k, v)
@@ -101,6 +101,8 @@ func TestCollectorFreshDatabase(t *testing.T) {
 		"quittance_webhook_deliveries":                        2,
 		"quittance_dispatch_unknown_delegations":              1,
 		"quittance_oldest_dispatch_unknown_timestamp_seconds": 1,
+		"quittance_task_not_found_delegations":                1,
+		"quittance_oldest_task_not_found_timestamp_seconds":   1,
 	} {
 		if count[name] != want {
 			t.Errorf("%s: %d series, want %d", name, count[name], want)
@@ -333,6 +335,41 @@ func TestCollectorWorkQueues(t *testing.T) {
 	expectSamples(t, "one resolved", scrape(t, store, now.Add(2*time.Hour)), map[string]float64{
 		"quittance_dispatch_unknown_delegations":              1,
 		"quittance_oldest_dispatch_unknown_timestamp_seconds": unix(now.Add(time.Hour)),
+	})
+
+	// Both agents then answer that they no longer know the task, an hour
+	// apart; the same answer again keeps the first time and is no news;
+	// the first task is then returned again.
+	setNotFound := func(id uuid.UUID, answer string, at time.Time) bool {
+		t.Helper()
+		var changed bool
+		if err := a2a.InTx(ctx, func(tx delegate.Tx) (err error) {
+			changed, err = tx.SetTaskNotFound(ctx, id, answer, at)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return changed
+	}
+	if !setNotFound(d.ID, "task not found", now) || !setNotFound(other.ID, "task not found", now.Add(time.Hour)) {
+		t.Fatal("a first TaskNotFound answer was not news")
+	}
+	if setNotFound(d.ID, "task not found", now.Add(3*time.Hour)) {
+		t.Fatal("the same TaskNotFound answer again was news")
+	}
+	if !setNotFound(d.ID, "task purged", now.Add(3*time.Hour)) {
+		t.Fatal("a different TaskNotFound answer was not news")
+	}
+	expectSamples(t, "two not found", scrape(t, store, now.Add(4*time.Hour)), map[string]float64{
+		"quittance_task_not_found_delegations":              2,
+		"quittance_oldest_task_not_found_timestamp_seconds": unix(now),
+	})
+	if err := a2a.InTx(ctx, func(tx delegate.Tx) error { return tx.ClearTaskNotFound(ctx, d.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	expectSamples(t, "one found again", scrape(t, store, now.Add(4*time.Hour)), map[string]float64{
+		"quittance_task_not_found_delegations":              1,
+		"quittance_oldest_task_not_found_timestamp_seconds": unix(now.Add(time.Hour)),
 	})
 }
 

@@ -58,6 +58,7 @@ func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now
 		OrgID:               optional(q.OrgID),
 		Tenant:              optional(q.Tenant),
 		DispatchUnknownOnly: q.Condition == ledger.ConditionDispatchUnknown,
+		TaskNotFoundOnly:    q.Condition == ledger.ConditionTaskNotFound,
 	}
 	if q.OlderThan > 0 {
 		before := now.Add(-q.OlderThan)
@@ -104,7 +105,7 @@ func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
 		CompensationAttempts: int(r.CompensationAttempts), CompensationLastError: deref(r.CompensationLastError),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		LastEvidenceType: ledger.EventType(r.LastEvidenceType), LastEvidenceAt: r.LastEvidenceAt.UTC(),
-		DispatchUnknownAt: derefTime(r.DispatchUnknownAt),
+		DispatchUnknownAt: derefTime(r.DispatchUnknownAt), TaskNotFoundAt: derefTime(r.TaskNotFoundAt),
 	}
 }
 

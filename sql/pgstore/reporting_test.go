@@ -2,9 +2,12 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgtest"
 )
 
@@ -30,6 +33,7 @@ func TestReportingRole(t *testing.T) {
 	for _, view := range []string{
 		"reporting.pending_obligations_v1", "reporting.obligation_summary_v1",
 		"reporting.anomalies_v1", "reporting.budgets_v1", "reporting.token_refusals_v1",
+		"reporting.delegation_amounts_v1",
 	} {
 		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
 			t.Fatal(err)
@@ -104,5 +108,71 @@ func TestTokenRefusalsView(t *testing.T) {
 	}
 	if want := "/token_org_unknown=200 org-b/token_signature_invalid=3"; strings.Join(got, " ") != want {
 		t.Fatalf("reporting.token_refusals_v1: %v, want %s", got, want)
+	}
+}
+
+// TestDelegationAmountsView: reporting.delegation_amounts_v1, read as the
+// reporting role, says how each hold split: a partial settlement spent
+// what the work cost and returned the rest; a hold that was raised and is
+// still active has held it all and spent nothing; a rejection returned
+// all of it. Each row's journal columns add up to what was held.
+func TestDelegationAmountsView(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	settled := b.delegation(t, "op-partial")
+	cost := int64(400)
+	if _, err := b.comp().ReportTaskStatus(ctx, orch, settled.ID, ledger.Observation{
+		Status: ledger.StatusCompleted, Timestamp: epoch.Add(time.Second), SettledAmountMinor: &cost,
+	}); err != nil {
+		t.Fatalf("partial settle: %v", err)
+	}
+	held := b.delegation(t, "op-raised")
+	if _, err := b.svc.ChangeHold(ctx, orch, held.ID, 2_000); err != nil {
+		t.Fatalf("raise the hold: %v", err)
+	}
+	rejected := b.delegation(t, "op-rejected")
+	b.report(t, rejected.ID, ledger.StatusRejected, epoch.Add(time.Second))
+
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the test reads only
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE quittance_reporting"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT delegation_id::text, obligation_state, amount_minor, coalesce(settled_amount_minor, -1),
+		coalesce(reversed_amount_minor, -1), held_total_minor, spent_minor, returned_minor, written_off_minor
+		FROM reporting.delegation_amounts_v1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for rows.Next() {
+		var id, state string
+		var amount, settledAmt, reversed, heldTotal, spent, returned, writtenOff int64
+		if err := rows.Scan(&id, &state, &amount, &settledAmt, &reversed, &heldTotal, &spent, &returned, &writtenOff); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = fmt.Sprintf("%s amount=%d settled=%d reversed=%d held=%d spent=%d returned=%d written_off=%d",
+			state, amount, settledAmt, reversed, heldTotal, spent, returned, writtenOff)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{
+		settled.ID.String():  "settled amount=1250 settled=400 reversed=-1 held=1250 spent=400 returned=850 written_off=0",
+		held.ID.String():     "held amount=2000 settled=-1 reversed=-1 held=2000 spent=0 returned=0 written_off=0",
+		rejected.ID.String(): "released amount=1250 settled=-1 reversed=-1 held=1250 spent=0 returned=1250 written_off=0",
+	} {
+		if got[id] != want {
+			t.Errorf("delegation_amounts_v1 for %s:\n got %s\nwant %s", id, got[id], want)
+		}
 	}
 }

@@ -139,7 +139,7 @@ func TestEventChainVerifiesAndBreaksWhenTampered(t *testing.T) {
 	d := b.delegation(t, "op-chain")
 	b.report(t, d.ID, ledger.StatusSubmitted, epoch)
 	b.report(t, d.ID, ledger.StatusWorking, epoch.Add(time.Second))
-	b.report(t, d.ID, ledger.StatusWorking, epoch)                             // stale
+	b.report(t, d.ID, ledger.StatusSubmitted, epoch)                           // stale: another status, older
 	b.report(t, d.ID, ledger.StatusCanceled, epoch.Add(2*time.Second))         // → revocation_pending_compensation
 	b.report(t, d.ID, ledger.StatusCanceled, epoch.Add(3*time.Second))         // a repeat: no event
 	got := b.report(t, d.ID, ledger.StatusCompleted, epoch.Add(4*time.Second)) // status_conflict

@@ -107,3 +107,20 @@ WHERE id = @id;
 -- person decided. No row when the delegation was not in it.
 UPDATE delegations SET dispatch_unknown_at = NULL, dispatch_unknown_reason = NULL
 WHERE id = @id AND dispatch_unknown_at IS NOT NULL;
+
+-- name: DelegationSetTaskNotFound :execrows
+-- Puts a delegation whose remote task the agent no longer knows in the
+-- task_not_found condition (kept from the first time it was set) with the
+-- agent's answer. No row when the delegation was already in it with the
+-- same answer: a repeat, which records nothing. The caller holds the row
+-- lock; the version is not bumped: the condition is not part of either
+-- state machine.
+UPDATE delegations SET
+    task_not_found_at     = coalesce(task_not_found_at, @now::timestamptz),
+    task_not_found_answer = @answer::text
+WHERE id = @id AND task_not_found_answer IS DISTINCT FROM @answer::text;
+
+-- name: DelegationClearTaskNotFound :exec
+-- Ends the task_not_found condition: the agent returned the task again.
+UPDATE delegations SET task_not_found_at = NULL, task_not_found_answer = NULL
+WHERE id = @id AND task_not_found_at IS NOT NULL;

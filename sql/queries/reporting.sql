@@ -14,7 +14,7 @@ SELECT
     p.id, p.tenant, p.business_operation_id, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
     p.remote_task_id, p.task_status, p.obligation_state, p.obligation_reason,
     p.cancel_requested_at, p.compensation_deadline, p.compensation_attempts,
-    p.compensation_last_error, p.created_at, p.updated_at, p.dispatch_unknown_at,
+    p.compensation_last_error, p.created_at, p.updated_at, p.dispatch_unknown_at, p.task_not_found_at,
     coalesce(last_event.type, '')::text                AS last_evidence_type,
     coalesce(last_event.at, p.created_at)::timestamptz AS last_evidence_at
 FROM (
@@ -24,6 +24,7 @@ FROM (
       AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))
       AND (sqlc.narg(created_before)::timestamptz IS NULL OR d.created_at < sqlc.narg(created_before))
       AND (NOT @dispatch_unknown_only::boolean OR d.dispatch_unknown_at IS NOT NULL)
+      AND (NOT @task_not_found_only::boolean OR d.task_not_found_at IS NOT NULL)
       AND (sqlc.narg(after_created_at)::timestamptz IS NULL
            OR d.created_at > sqlc.narg(after_created_at) OR (d.created_at = sqlc.narg(after_created_at) AND d.id > @after_id::uuid))
     ORDER BY d.created_at, d.id

@@ -56,6 +56,14 @@ FROM delegations d WHERE d.dispatch_unknown_at IS NOT NULL
 UNION ALL
 SELECT 'dispatch_unknown_since', '', '', coalesce(extract(epoch FROM min(d.dispatch_unknown_at)), 0)::float8
 FROM delegations d WHERE d.dispatch_unknown_at IS NOT NULL
+UNION ALL
+SELECT 'task_not_found', '', '', count(*)::float8
+FROM delegations d WHERE d.task_not_found_at IS NOT NULL
+  AND d.obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed', 'escalated')
+UNION ALL
+SELECT 'task_not_found_since', '', '', coalesce(extract(epoch FROM min(d.task_not_found_at)), 0)::float8
+FROM delegations d WHERE d.task_not_found_at IS NOT NULL
+  AND d.obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed', 'escalated')
 `
 
 type MetricsWaitingRow struct {
@@ -87,11 +95,16 @@ type MetricsWaitingRow struct {
 //	dispatch_unknown     delegations in the dispatch_unknown condition.
 //	dispatch_unknown_since  since when (Unix seconds) the longest-standing
 //	                of them has been in it; 0 when none is.
+//	task_not_found  delegations with an active hold in the task_not_found
+//	                condition (their agent no longer knows their task).
+//	task_not_found_since  since when (Unix seconds) the longest-standing
+//	                of them has been in it; 0 when none is.
 //
 // Only open jobs (a2a_outbox_due), jobs that lost a lease
 // (a2a_outbox_lease_expired) and pending or dead deliveries
-// (webhook_deliveries_due, webhook_deliveries_dead) and dispatch_unknown
-// delegations (delegations_dispatch_unknown) are read.
+// (webhook_deliveries_due, webhook_deliveries_dead), dispatch_unknown
+// delegations (delegations_dispatch_unknown) and task_not_found ones
+// (delegations_task_not_found) are read.
 func (q *Queries) MetricsWaiting(ctx context.Context, now time.Time) ([]MetricsWaitingRow, error) {
 	rows, err := q.db.Query(ctx, metricsWaiting, now)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 const delegationClaimPastDeadline = `-- name: DelegationClaimPastDeadline :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
 WHERE obligation_state = 'revocation_pending_compensation'
   AND compensation_deadline <= $1
 ORDER BY compensation_deadline, id
@@ -73,6 +73,8 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 			&i.DispatchUnknownReason,
 			&i.SettledAmountMinor,
 			&i.ReversedAmountMinor,
+			&i.TaskNotFoundAt,
+			&i.TaskNotFoundAnswer,
 		); err != nil {
 			return nil, err
 		}
@@ -99,8 +101,19 @@ func (q *Queries) DelegationClearDispatchUnknown(ctx context.Context, id uuid.UU
 	return result.RowsAffected(), nil
 }
 
+const delegationClearTaskNotFound = `-- name: DelegationClearTaskNotFound :exec
+UPDATE delegations SET task_not_found_at = NULL, task_not_found_answer = NULL
+WHERE id = $1 AND task_not_found_at IS NOT NULL
+`
+
+// Ends the task_not_found condition: the agent returned the task again.
+func (q *Queries) DelegationClearTaskNotFound(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, delegationClearTaskNotFound, id)
+	return err
+}
+
 const delegationGetByID = `-- name: DelegationGetByID :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE id = $1
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE id = $1
 `
 
 func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -140,12 +153,14 @@ func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegati
 		&i.DispatchUnknownReason,
 		&i.SettledAmountMinor,
 		&i.ReversedAmountMinor,
+		&i.TaskNotFoundAt,
+		&i.TaskNotFoundAnswer,
 	)
 	return i, err
 }
 
 const delegationGetByIDForUpdate = `-- name: DelegationGetByIDForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE id = $1 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -185,12 +200,14 @@ func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) 
 		&i.DispatchUnknownReason,
 		&i.SettledAmountMinor,
 		&i.ReversedAmountMinor,
+		&i.TaskNotFoundAt,
+		&i.TaskNotFoundAnswer,
 	)
 	return i, err
 }
 
 const delegationGetByOperation = `-- name: DelegationGetByOperation :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE tenant = $1 AND business_operation_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE tenant = $1 AND business_operation_id = $2
 `
 
 type DelegationGetByOperationParams struct {
@@ -235,12 +252,14 @@ func (q *Queries) DelegationGetByOperation(ctx context.Context, arg DelegationGe
 		&i.DispatchUnknownReason,
 		&i.SettledAmountMinor,
 		&i.ReversedAmountMinor,
+		&i.TaskNotFoundAt,
+		&i.TaskNotFoundAnswer,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTask = `-- name: DelegationGetByRemoteTask :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE org_id = $1 AND remote_task_id = $2 AND tenant = $3
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE org_id = $1 AND remote_task_id = $2 AND tenant = $3
 `
 
 type DelegationGetByRemoteTaskParams struct {
@@ -288,6 +307,8 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 		&i.DispatchUnknownReason,
 		&i.SettledAmountMinor,
 		&i.ReversedAmountMinor,
+		&i.TaskNotFoundAt,
+		&i.TaskNotFoundAnswer,
 	)
 	return i, err
 }
@@ -355,7 +376,7 @@ func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertPara
 }
 
 const delegationList = `-- name: DelegationList :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::text IS NULL OR obligation_state = $2)
   AND ($3::text IS NULL OR task_status = $3)
@@ -424,6 +445,8 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 			&i.DispatchUnknownReason,
 			&i.SettledAmountMinor,
 			&i.ReversedAmountMinor,
+			&i.TaskNotFoundAt,
+			&i.TaskNotFoundAnswer,
 		); err != nil {
 			return nil, err
 		}
@@ -436,7 +459,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 }
 
 const delegationListByRemoteTaskForUpdate = `-- name: DelegationListByRemoteTaskForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations WHERE org_id = $1 AND remote_task_id = $2 ORDER BY id FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE org_id = $1 AND remote_task_id = $2 ORDER BY id FOR UPDATE
 `
 
 type DelegationListByRemoteTaskForUpdateParams struct {
@@ -491,6 +514,8 @@ func (q *Queries) DelegationListByRemoteTaskForUpdate(ctx context.Context, arg D
 			&i.DispatchUnknownReason,
 			&i.SettledAmountMinor,
 			&i.ReversedAmountMinor,
+			&i.TaskNotFoundAt,
+			&i.TaskNotFoundAnswer,
 		); err != nil {
 			return nil, err
 		}
@@ -503,7 +528,7 @@ func (q *Queries) DelegationListByRemoteTaskForUpdate(ctx context.Context, arg D
 }
 
 const delegationListEscalatableByOrgForUpdate = `-- name: DelegationListEscalatableByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
 WHERE org_id = $1
   AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
 ORDER BY id
@@ -554,6 +579,8 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 			&i.DispatchUnknownReason,
 			&i.SettledAmountMinor,
 			&i.ReversedAmountMinor,
+			&i.TaskNotFoundAt,
+			&i.TaskNotFoundAnswer,
 		); err != nil {
 			return nil, err
 		}
@@ -602,6 +629,33 @@ type DelegationSetDispatchUnknownParams struct {
 func (q *Queries) DelegationSetDispatchUnknown(ctx context.Context, arg DelegationSetDispatchUnknownParams) error {
 	_, err := q.db.Exec(ctx, delegationSetDispatchUnknown, arg.Now, arg.Reason, arg.ID)
 	return err
+}
+
+const delegationSetTaskNotFound = `-- name: DelegationSetTaskNotFound :execrows
+UPDATE delegations SET
+    task_not_found_at     = coalesce(task_not_found_at, $1::timestamptz),
+    task_not_found_answer = $2::text
+WHERE id = $3 AND task_not_found_answer IS DISTINCT FROM $2::text
+`
+
+type DelegationSetTaskNotFoundParams struct {
+	Now    time.Time
+	Answer string
+	ID     uuid.UUID
+}
+
+// Puts a delegation whose remote task the agent no longer knows in the
+// task_not_found condition (kept from the first time it was set) with the
+// agent's answer. No row when the delegation was already in it with the
+// same answer: a repeat, which records nothing. The caller holds the row
+// lock; the version is not bumped: the condition is not part of either
+// state machine.
+func (q *Queries) DelegationSetTaskNotFound(ctx context.Context, arg DelegationSetTaskNotFoundParams) (int64, error) {
+	result, err := q.db.Exec(ctx, delegationSetTaskNotFound, arg.Now, arg.Answer, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const delegationUpdate = `-- name: DelegationUpdate :execrows

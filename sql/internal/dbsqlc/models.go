@@ -156,6 +156,8 @@ type Delegation struct {
 	DispatchUnknownReason *string
 	SettledAmountMinor    pgtype.Int8
 	ReversedAmountMinor   pgtype.Int8
+	TaskNotFoundAt        *time.Time
+	TaskNotFoundAnswer    *string
 }
 
 type DelegationCase struct {

@@ -140,20 +140,21 @@ SELECT
     p.id, p.tenant, p.business_operation_id, p.org_id, p.task_class, p.budget_id, p.amount_minor, p.currency,
     p.remote_task_id, p.task_status, p.obligation_state, p.obligation_reason,
     p.cancel_requested_at, p.compensation_deadline, p.compensation_attempts,
-    p.compensation_last_error, p.created_at, p.updated_at, p.dispatch_unknown_at,
+    p.compensation_last_error, p.created_at, p.updated_at, p.dispatch_unknown_at, p.task_not_found_at,
     coalesce(last_event.type, '')::text                AS last_evidence_type,
     coalesce(last_event.at, p.created_at)::timestamptz AS last_evidence_at
 FROM (
-    SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor FROM delegations d
+    SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer FROM delegations d
     WHERE d.obligation_state = ANY ($1::text[])
       AND ($2::text IS NULL OR d.org_id = $2)
       AND ($3::text IS NULL OR d.tenant = $3)
       AND ($4::timestamptz IS NULL OR d.created_at < $4)
       AND (NOT $5::boolean OR d.dispatch_unknown_at IS NOT NULL)
-      AND ($6::timestamptz IS NULL
-           OR d.created_at > $6 OR (d.created_at = $6 AND d.id > $7::uuid))
+      AND (NOT $6::boolean OR d.task_not_found_at IS NOT NULL)
+      AND ($7::timestamptz IS NULL
+           OR d.created_at > $7 OR (d.created_at = $7 AND d.id > $8::uuid))
     ORDER BY d.created_at, d.id
-    LIMIT $8
+    LIMIT $9
 ) p
 LEFT JOIN LATERAL (
     SELECT e.type, e.at FROM events e
@@ -170,6 +171,7 @@ type ObligationPageParams struct {
 	Tenant              *string
 	CreatedBefore       *time.Time
 	DispatchUnknownOnly bool
+	TaskNotFoundOnly    bool
 	AfterCreatedAt      *time.Time
 	AfterID             uuid.UUID
 	MaxRows             int32
@@ -195,6 +197,7 @@ type ObligationPageRow struct {
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
 	DispatchUnknownAt     *time.Time
+	TaskNotFoundAt        *time.Time
 	LastEvidenceType      string
 	LastEvidenceAt        time.Time
 }
@@ -216,6 +219,7 @@ func (q *Queries) ObligationPage(ctx context.Context, arg ObligationPageParams) 
 		arg.Tenant,
 		arg.CreatedBefore,
 		arg.DispatchUnknownOnly,
+		arg.TaskNotFoundOnly,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.MaxRows,
@@ -247,6 +251,7 @@ func (q *Queries) ObligationPage(ctx context.Context, arg ObligationPageParams) 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DispatchUnknownAt,
+			&i.TaskNotFoundAt,
 			&i.LastEvidenceType,
 			&i.LastEvidenceAt,
 		); err != nil {

@@ -570,33 +570,45 @@ func TestA2ACompensationNotSupportedIsUnconfirmedAtOnce(t *testing.T) {
 const purgePollAfter = 300 * time.Millisecond
 
 // waitNotFound waits until the events record remote_task_not_found for the
-// cancel and for a poll, then checks over two more poll periods that the
-// poller asks again once per pollAfter, not on every tick of the worker.
-func waitNotFound(t *testing.T, events func() []ledger.EventRecord, pollAfter time.Duration) {
+// cancel and the delegation is listed in the task_not_found condition,
+// then checks over the polls of three more poll periods (each answered
+// TaskNotFoundError too) that they add at most one event: an answer the
+// same as the last one is no news, only a different one (a GetTask may word
+// it otherwise than the cancel) is recorded.
+func waitNotFound(t *testing.T, e *a2aEnv, id string, pollAfter time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for sources := []string(nil); !slices.Contains(sources, "cancel") || !slices.Contains(sources, "poll"); sources = notFoundSources(t, events()) {
+	for sources := []string(nil); !slices.Contains(sources, "cancel"); sources = notFoundSources(t, e.events(t, id)) {
 		if time.Now().After(deadline) {
-			t.Fatalf("remote_task_not_found from %v, want the cancel and a poll: %+v", sources, events())
+			t.Fatalf("remote_task_not_found from %v, want the cancel: %+v", sources, e.events(t, id))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(2 * pollAfter)
+	listed := e.obligationsIn(t, "task_not_found")
+	if len(listed) != 1 || listed[0].DelegationID != id || listed[0].TaskNotFoundAt == nil {
+		t.Fatalf("condition=task_not_found lists %+v, want %s", listed, id)
+	}
+	observed := *e.get(t, id).LastObservedAt
+	time.Sleep(3 * pollAfter)
+	if got := e.get(t, id); !got.LastObservedAt.After(observed) {
+		t.Fatalf("the purged task was not polled again within %s (last observed %v)", 3*pollAfter, got.LastObservedAt)
+	}
 	polls := 0
-	for _, source := range notFoundSources(t, events()) {
+	for _, source := range notFoundSources(t, e.events(t, id)) {
 		if source == "poll" {
 			polls++
 		}
 	}
-	if polls > 4 {
-		t.Fatalf("%d polls answered TaskNotFoundError within about %s: the purged task is asked again on every tick, not once per %s", polls, 3*pollAfter, pollAfter)
+	if polls > 1 {
+		t.Fatalf("%d remote_task_not_found events from polls of a purged task answered alike: one per poll", polls)
 	}
 }
 
 // TestA2ACancelPurgedTaskKeepsHold: the a2a-go agent purges the task when
 // it is canceled, so it answers the cancel, and every GetTask after it,
-// with TaskNotFoundError. Quittance records each answer as
-// remote_task_not_found and never reads it as canceled or rejected: the
+// with TaskNotFoundError. Quittance records the answer as
+// remote_task_not_found (once, not per poll), lists the delegation in the
+// task_not_found condition and never reads it as canceled or rejected: the
 // obligation stays held, the hold active, and no compensation is asked for.
 func TestA2ACancelPurgedTaskKeepsHold(t *testing.T) {
 	t.Parallel()
@@ -606,7 +618,7 @@ func TestA2ACancelPurgedTaskKeepsHold(t *testing.T) {
 	d := e.dispatch(t, "po-purged-go", "supplier")
 	d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
+	waitNotFound(t, e, d.ID, purgePollAfter)
 	if !peer.store.wasPurged(d.Remote.TaskID) {
 		t.Fatalf("the peer did not purge task %s", d.Remote.TaskID)
 	}
@@ -1012,8 +1024,9 @@ func TestA2ADemoAgentCompensationNotSupported(t *testing.T) {
 // TestA2ADemoAgentPurgeOnCancel: the demo agent in purge-on-cancel mode
 // forgets the task when asked to cancel it and answers the cancel, and
 // every GetTask after it, with TaskNotFoundError, its purchase order
-// standing. Quittance records each answer as remote_task_not_found and
-// never reads it as canceled or rejected: the obligation stays held and
+// standing. Quittance records the answer as remote_task_not_found (once,
+// not per poll), lists it as task_not_found and never reads it as
+// canceled or rejected: the obligation stays held and
 // the hold active, with no compensation asked for. (The agent declares
 // atomicCancel too: a purge reverses nothing, so nothing compensates.)
 func TestA2ADemoAgentPurgeOnCancel(t *testing.T) {
@@ -1021,7 +1034,7 @@ func TestA2ADemoAgentPurgeOnCancel(t *testing.T) {
 	e, agent, d := dispatchToDemoAgent(t, demoagent.Config{PurgeOnCancel: true, AtomicCancel: true}, apitest.Worker{PollAfter: purgePollAfter})
 	d = e.waitFor(t, d.ID, "the task working", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
+	waitNotFound(t, e, d.ID, purgePollAfter)
 	if !agent.Purged(d.Remote.TaskID) {
 		t.Fatalf("the demo agent did not purge task %s", d.Remote.TaskID)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -58,6 +59,7 @@ type DelegationBody struct {
 	CancelRequestedAt   *time.Time        `json:"cancel_requested_at,omitempty"`
 	Compensation        *CompensationBody `json:"compensation"`
 	Links               *LinksBody        `json:"links,omitempty" doc:"Links to and from other delegations (shown on a single delegation)."`
+	RemoteTasks         []RemoteTaskBody  `json:"remote_tasks,omitempty" doc:"The extra remote tasks the org's agent created for the delegation besides remote.task_id (a second task on a resend, for the dispatch or a compensation request), oldest first; each keeps the obligation open until it is terminal and named by a compensation request. Shown on a single delegation, when there are any."`
 	Version             int64             `json:"version"`
 	CreatedAt           time.Time         `json:"created_at"`
 	UpdatedAt           time.Time         `json:"updated_at"`
@@ -90,6 +92,29 @@ func delegationBody(d ledger.Delegation) DelegationBody {
 		b.Compensation.Receipt = rawJSON(c.Receipt)
 	}
 	return b
+}
+
+// RemoteTaskBody is an extra remote task of a delegation.
+type RemoteTaskBody struct {
+	TaskID       string     `json:"task_id" doc:"The remote A2A task id."`
+	ContextID    string     `json:"context_id,omitempty" doc:"Its A2A context id."`
+	Purpose      string     `json:"purpose" enum:"dispatch,compensation" doc:"Which of the delegation's messages created it: the dispatch or a compensation request."`
+	Status       string     `json:"status" doc:"Its last known task status (unknown until observed)."`
+	NamedRound   int        `json:"named_round" doc:"The latest compensation request round that named it (extraTaskIds); 0 while none has."`
+	FoundBy      string     `json:"found_by" doc:"How it was found: list_tasks, push or stream."`
+	FoundAt      time.Time  `json:"found_at"`
+	CancelSentAt *time.Time `json:"cancel_sent_at,omitempty" doc:"When Quittance last asked the agent to cancel it."`
+}
+
+func remoteTaskBodies(tasks []delegate.RemoteTask) []RemoteTaskBody {
+	var out []RemoteTaskBody
+	for _, t := range tasks {
+		out = append(out, RemoteTaskBody{
+			TaskID: t.TaskID, ContextID: t.ContextID, Purpose: string(t.Purpose), Status: string(t.Status),
+			NamedRound: t.NamedRound, FoundBy: t.FoundBy, FoundAt: t.FoundAt, CancelSentAt: timePtr(t.CancelSentAt),
+		})
+	}
+	return out
 }
 
 type delegationOutput struct {
@@ -145,6 +170,23 @@ func (s *Server) withLinks(ctx context.Context, b DelegationBody) (DelegationBod
 		return b, err
 	}
 	b.Links = linksBody(l)
+	return b, nil
+}
+
+// withRemoteTasks adds the delegation's extra remote tasks to its body.
+func (s *Server) withRemoteTasks(ctx context.Context, b DelegationBody) (DelegationBody, error) {
+	if s.orchestrator == nil {
+		return b, nil
+	}
+	id, err := uuid.Parse(b.ID)
+	if err != nil {
+		return b, err
+	}
+	tasks, err := s.orchestrator.RemoteTasks(ctx, principal(ctx), id)
+	if err != nil {
+		return b, err
+	}
+	b.RemoteTasks = remoteTaskBodies(tasks)
 	return b, nil
 }
 
@@ -281,6 +323,9 @@ func (s *Server) registerDelegations() {
 			return nil, s.fail(ctx, err)
 		}
 		body, err := s.withLinks(ctx, delegationBody(d))
+		if err == nil {
+			body, err = s.withRemoteTasks(ctx, body)
+		}
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}

@@ -41,6 +41,10 @@ type rawAgent struct {
 // status and no JSON-RPC body.
 type httpStatus int
 
+// rawBody, returned as a result, is written as the whole HTTP response
+// body (with status 200), whatever the request's JSON-RPC id was.
+type rawBody []byte
+
 type rawRPCError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
@@ -89,6 +93,11 @@ func startRawAgent(t *testing.T, a *rawAgent) *rawAgent {
 		}
 		if status, ok := result.(httpStatus); ok {
 			http.Error(w, "refused", int(status))
+			return
+		}
+		if body, ok := result.(rawBody); ok {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(body)
 			return
 		}
 		resp := map[string]any{"jsonrpc": "2.0", "id": req.ID}

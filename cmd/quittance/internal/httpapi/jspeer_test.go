@@ -527,7 +527,7 @@ func TestJSPeerCompensationModes(t *testing.T) {
 		d := e.dispatch(t, "po-js-purged", jspeer.ScenarioPurgeOnCancel)
 		d = e.waitFor(t, d.ID, "the dispatched task", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
 		e.cancel(t, d.ID)
-		waitNotFound(t, func() []ledger.EventRecord { return e.events(t, d.ID) }, purgePollAfter)
+		waitNotFound(t, &a2aEnv{Env: e.Env, orch: e.orch}, d.ID, purgePollAfter)
 		if !peer.Purged(d.Remote.TaskID) {
 			t.Fatalf("the peer did not purge task %s:\n%s", d.Remote.TaskID, peer.Output())
 		}

@@ -45,6 +45,7 @@ type ObligationBody struct {
 	LastEvidenceType      string     `json:"last_evidence_type" doc:"Type of the last event in the delegation's audit stream."`
 	LastEvidenceAt        time.Time  `json:"last_evidence_at"`
 	DispatchUnknownAt     *time.Time `json:"dispatch_unknown_at,omitempty" doc:"When the delegation entered the dispatch_unknown condition: nothing proves whether the remote created a task; the hold stays. Absent when not in it."`
+	TaskNotFoundAt        *time.Time `json:"task_not_found_at,omitempty" doc:"When the delegation entered the task_not_found condition: its agent answered TaskNotFoundError for the delegation's task (it may have purged it), which proves nothing of its end or effects; the hold stays. Absent when not in it."`
 }
 
 // obligationColumns are the CSV header: the JSON field names, in order.
@@ -62,7 +63,7 @@ func obligationBody(o ledger.ObligationRow, now time.Time) ObligationBody {
 		RemoteTaskID: o.RemoteTaskID, TaskStatus: string(o.TaskStatus), ObligationState: string(o.ObligationState),
 		ObligationReason: o.ObligationReason, CreatedAt: o.CreatedAt, AgeSeconds: int64(now.Sub(o.CreatedAt) / time.Second),
 		CancelRequestedAt: timePtr(o.CancelRequestedAt), CompensationDeadline: timePtr(o.CompensationDeadline),
-		DispatchUnknownAt:    timePtr(o.DispatchUnknownAt),
+		DispatchUnknownAt: timePtr(o.DispatchUnknownAt), TaskNotFoundAt: timePtr(o.TaskNotFoundAt),
 		CompensationAttempts: o.CompensationAttempts, CompensationLastError: o.CompensationLastError,
 		LastEvidenceType: string(o.LastEvidenceType), LastEvidenceAt: o.LastEvidenceAt,
 	}
@@ -96,7 +97,7 @@ type listObligationsInput struct {
 	State     []string `query:"state,explode" doc:"Obligation states to list (repeat or comma-separate); default revocation_pending_compensation, compensation_unconfirmed and escalated."`
 	OrgID     string   `query:"org_id"`
 	Tenant    string   `query:"tenant"`
-	Condition string   `query:"condition" enum:"dispatch_unknown" doc:"Only delegations in this condition: dispatch_unknown (nothing proves whether the remote created a task; with no state given, every active state is listed)."`
+	Condition string   `query:"condition" enum:"dispatch_unknown,task_not_found" doc:"Only delegations in this condition: dispatch_unknown (nothing proves whether the remote created a task) or task_not_found (the agent no longer knows the delegation's task); with either and no state given, every active state is listed."`
 	OlderThan string   `query:"older_than" doc:"Only obligations created longer ago than this Go duration (e.g. 72h) or number of days (e.g. 7d)."`
 	Format    string   `query:"format" enum:"json,csv" doc:"json (default, paged) or csv (the whole selection, streamed)."`
 	Limit     int      `query:"limit" minimum:"0" maximum:"1000" doc:"JSON page size (default 100); ignored for csv."`

@@ -21,6 +21,8 @@ type Orchestrator interface {
 	FollowUp(ctx context.Context, p ledger.Principal, id uuid.UUID, messageID string) (delegate.FollowUp, error)
 	// TaskSnapshot returns the latest remote task snapshot.
 	TaskSnapshot(ctx context.Context, p ledger.Principal, id uuid.UUID) (delegate.TaskSnapshot, error)
+	// RemoteTasks returns a delegation's extra remote tasks.
+	RemoteTasks(ctx context.Context, p ledger.Principal, id uuid.UUID) ([]delegate.RemoteTask, error)
 	// ResolveDispatch records, for on-call, the remote task of a
 	// dispatch_unknown delegation.
 	ResolveDispatch(ctx context.Context, p ledger.Principal, id uuid.UUID, in delegate.ResolveDispatchInput) (ledger.Delegation, error)

@@ -196,6 +196,9 @@ func TestTaskStatusRules(t *testing.T) {
 		}
 		// The same non-terminal status again appends nothing.
 		step(t, d.ID, "TASK_STATE_AUTH_REQUIRED", t0.Add(3*time.Second), "", nil)
+		// And with an older timestamp: the same status and message is a
+		// repeat whatever its time, never stale.
+		step(t, d.ID, "auth-required", t0, "", nil)
 		// Stale: older than the last applied.
 		budgetBefore := env.Budget(t, "b")
 		got = step(t, d.ID, "TASK_STATE_WORKING", t0.Add(time.Second), ledger.EventTypeTaskStatusStale,

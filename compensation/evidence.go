@@ -437,6 +437,13 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	if err != nil {
 		return EvidenceResult{}, err
 	}
+	if event == ledger.EventTaskCompleted && len(facts.RemoteTasks) > 0 {
+		// Settled: the extra tasks' effects are sought on their own,
+		// beside the obligation (extratasks.go).
+		if err := requireExtraCompensation(ctx, tx, d, end, facts.RemoteTasks, now); err != nil {
+			return EvidenceResult{}, err
+		}
+	}
 	if unused != nil {
 		// Surfaced for reconciliation: the remote org sent compensation
 		// evidence for a task that did not end in a way that needs it.

@@ -215,7 +215,8 @@ type ReceiptVerdict struct {
 
 // JudgeReceipt decides what a receipt returned on Quittance's own call to the
 // org's registered agent proves (ledger/DESIGN.md §3, §4). It must be about the
-// delegation's task and echo its idempotency key. "compensated" is an ack:
+// delegation's task and echo its idempotency key (or, for a request about an
+// extra task of a settled delegation, in.TaskID and in.IdempotencyKey). "compensated" is an ack:
 // channel-authenticated, unless the org requires signed receipts, when a jws
 // of type compensation-ack+jwt must verify against the org's keys. A jws
 // that is present is always verified. "no_effects" proves something only

@@ -343,7 +343,9 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 // finds them accounted for; an orchestrator's report (channel SourceReport)
 // on a delegation Quittance dispatched is refused while the dispatch is
 // unknown and is gated when it would release. completed settles (spending the reported
-// settled amount, the whole hold by default), rejected or an ungated end
+// settled amount, the whole hold by default) — and marks each extra task
+// that may have effects as needing compensation of its own
+// (requireExtraCompensation) —, rejected or an ungated end
 // releases — and evidence received early is then marked unused and
 // surfaced as an early_evidence_unused anomaly. The transition and its
 // money are written by ledger.Apply, with the status's own
@@ -436,6 +438,13 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	d, _, err = ledger.Apply(ctx, tx, d, change)
 	if err != nil {
 		return EvidenceResult{}, err
+	}
+	if event == ledger.EventTaskCompleted && len(facts.RemoteTasks) > 0 {
+		// Settled: the extra tasks' effects are sought on their own,
+		// beside the obligation (extratasks.go).
+		if err := requireExtraCompensation(ctx, tx, d, end, facts.RemoteTasks, now); err != nil {
+			return EvidenceResult{}, err
+		}
 	}
 	if unused != nil {
 		// Surfaced for reconciliation: the remote org sent compensation

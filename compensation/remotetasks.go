@@ -45,6 +45,9 @@ type RemoteTask struct {
 	// NamedRound is the latest compensation request round that named it
 	// (0: none yet).
 	NamedRound int
+	// Compensation is where the compensation of the task itself stands,
+	// once the delegation's tracked task completed (ExtraTaskCompensation).
+	Compensation ExtraTaskCompensation
 }
 
 // Accounted reports whether the task no longer keeps the obligation open

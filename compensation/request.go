@@ -178,6 +178,24 @@ type ReceiptInput struct {
 	// compensate): no request carried the idempotency key, so the receipt's
 	// key (and its jws's) is not checked.
 	Atomic bool
+	// TaskID and IdempotencyKey are the task the receipt must be about and
+	// the key it must echo, for a request about an extra remote task of a
+	// settled delegation (ExtraTaskRequest); empty, the delegation's own
+	// task and compensation idempotency key.
+	TaskID, IdempotencyKey string
+}
+
+// subject is the task the receipt must be about, and key the idempotency
+// key it must echo.
+func (in ReceiptInput) subject() (task, key string) {
+	task, key = in.TaskID, in.IdempotencyKey
+	if task == "" {
+		task = in.Delegation.Remote.TaskID
+	}
+	if key == "" {
+		key = ledger.CompensationKey(in.Delegation)
+	}
+	return task, key
 }
 
 // ReceiptVerdict is the judgment of a receipt.
@@ -197,7 +215,8 @@ type ReceiptVerdict struct {
 
 // JudgeReceipt decides what a receipt returned on Quittance's own call to the
 // org's registered agent proves (ledger/DESIGN.md §3, §4). It must be about the
-// delegation's task and echo its idempotency key. "compensated" is an ack:
+// delegation's task and echo its idempotency key (or, for a request about an
+// extra task of a settled delegation, in.TaskID and in.IdempotencyKey). "compensated" is an ack:
 // channel-authenticated, unless the org requires signed receipts, when a jws
 // of type compensation-ack+jwt must verify against the org's keys. A jws
 // that is present is always verified. "no_effects" proves something only
@@ -205,20 +224,20 @@ type ReceiptVerdict struct {
 // and "not_supported" prove nothing. Nothing from an org whose identity is
 // revoked proves anything.
 func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
-	d, r := in.Delegation, in.Receipt
+	r := in.Receipt
 	refuse := func(format string, args ...any) ReceiptVerdict {
 		return ReceiptVerdict{Problem: fmt.Sprintf(format, args...)}
 	}
 	if in.Org.IdentityRevoked() {
 		return refuse("the org's identity is revoked; its receipts prove nothing")
 	}
-	if r.TaskID != d.Remote.TaskID {
+	task, key := in.subject()
+	if r.TaskID != task {
 		return refuse("the receipt is about another task")
 	}
 	// A receipt in a cancel reply answers no request, so it cannot echo the
 	// delegation's key: it is bound to the task alone (taskId, and sub in
 	// its jws) and to the channel of Quittance's own cancel call.
-	key := ledger.CompensationKey(d)
 	if !in.Atomic && r.IdempotencyKey != key {
 		return refuse("the receipt does not carry the delegation's compensation idempotency key")
 	}
@@ -271,7 +290,7 @@ func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (Claims, string) {
 		}
 		return Claims{}, "the receipt's jws cannot be verified"
 	}
-	if claims.Subject != in.Delegation.Remote.TaskID {
+	if task, _ := in.subject(); claims.Subject != task {
 		return Claims{}, "the receipt's jws is about another task"
 	}
 	return claims, ""

@@ -47,6 +47,13 @@ type ReceiptTx interface {
 	// InsertUsedToken records a token id as used; inserted is false when the
 	// org already used it (the row is then left unchanged).
 	InsertUsedToken(ctx context.Context, u UsedToken) (inserted bool, err error)
+	// RequireExtraTaskCompensation marks an extra remote task of a
+	// delegation whose tracked task completed as needing compensation
+	// (ExtraTaskCompensation.RequiredAt; a task marked before keeps its time).
+	RequireExtraTaskCompensation(ctx context.Context, delegationID uuid.UUID, taskID string, now time.Time) error
+	// ResolveExtraTaskCompensation resolves the open compensation of an
+	// extra remote task; resolved is false when it was not open.
+	ResolveExtraTaskCompensation(ctx context.Context, delegationID uuid.UUID, taskID string, r ExtraTaskResolution, now time.Time) (resolved bool, err error)
 	// WriteOffForUpdate loads a write-off and locks its row.
 	WriteOffForUpdate(ctx context.Context, id uuid.UUID) (WriteOff, error)
 	// UpdateWriteOff writes a write-off's status, approver and execution time.

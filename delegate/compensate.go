@@ -40,6 +40,11 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
+	if d.ObligationState == ledger.ObligationSettled {
+		// The tracked task completed; its extra tasks may need
+		// compensation of their own (extracompensate.go).
+		return w.compensateExtraTasks(ctx, j, d)
+	}
 	if !compensationPending(d.ObligationState) || d.Remote.TaskID == "" {
 		return w.finish(ctx, j, "not_pending", nil)
 	}
@@ -123,22 +128,10 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	}
 
 	taskID := ""
-	var receipt []byte
-	found := false
-	switch {
-	case task != nil:
+	if task != nil {
 		taskID = task.ID
-		receipt, found = findReceipt(task.Artifacts)
-	case reply != nil:
-		for _, p := range reply.Parts {
-			if p.Data != nil {
-				if _, err := compensation.ParseRemoteReceipt(p.Data); err == nil {
-					receipt, found = p.Data, true
-					break
-				}
-			}
-		}
 	}
+	receipt, found := answerReceipt(task, reply)
 	if !found {
 		if task != nil && !task.Status.State.Terminal() {
 			// Still working on it: record the request and look again later.
@@ -234,6 +227,25 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, outcomeError, sent, true, taskID)
 	}
 	return err
+}
+
+// answerReceipt finds the compensation receipt in the remote's answer to
+// a compensation request: the task's compensation-receipt artifact, or a
+// data part of a message reply that parses as a receipt.
+func answerReceipt(task *a2a.Task, reply *a2a.Message) ([]byte, bool) {
+	switch {
+	case task != nil:
+		return findReceipt(task.Artifacts)
+	case reply != nil:
+		for _, p := range reply.Parts {
+			if p.Data != nil {
+				if _, err := compensation.ParseRemoteReceipt(p.Data); err == nil {
+					return p.Data, true
+				}
+			}
+		}
+	}
+	return nil, false
 }
 
 // remoteAnswered reports whether a failed compensation request was answered

@@ -153,6 +153,10 @@ type Tx interface {
 	SetRemoteTaskStatus(ctx context.Context, id uuid.UUID, taskID string, status ledger.TaskStatus, now time.Time) error
 	// MarkRemoteTaskCancelSent records that a cancel of an extra task was sent.
 	MarkRemoteTaskCancelSent(ctx context.Context, id uuid.UUID, taskID string, now time.Time) error
+	// SetExtraTaskCompensation records where the compensation request
+	// about an extra task of a settled delegation stands (its round,
+	// attempts, compensation task and last error).
+	SetExtraTaskCompensation(ctx context.Context, id uuid.UUID, taskID string, c compensation.ExtraTaskCompensation, now time.Time) error
 	// MarkRemoteTasksNamed records that the compensation request of round
 	// named these extra tasks.
 	MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []string, round int, now time.Time) error

@@ -298,6 +298,29 @@ const (
 	// reached a terminal status (after Quittance canceled it, or on its
 	// own).
 	EventTypeRemoteTaskEnded EventType = "remote_task_ended"
+	// EventTypeExtraTaskCompensationRequired: the delegation's tracked
+	// task completed and settled the obligation, but an extra remote task
+	// of it may have committed effects of its own (it did not end
+	// rejected, nor canceled or failed where the gate does not apply):
+	// compensation of that task is requested over A2A under a key of its
+	// own. It is an extra_task_compensation anomaly until the task's
+	// compensation is resolved (extra_task_compensated or
+	// extra_task_written_off). The hold does not move.
+	EventTypeExtraTaskCompensationRequired EventType = "extra_task_compensation_required"
+	// EventTypeExtraTaskCompensated: a receipt on Quittance's request
+	// proved an extra task of a settled delegation compensated, or free of
+	// effects (a verified declaration); the anomaly ends. The hold does not
+	// move.
+	EventTypeExtraTaskCompensated EventType = "extra_task_compensated"
+	// EventTypeExtraTaskCompensationExhausted: the compensation requests
+	// for an extra task of a settled delegation brought no receipt after
+	// every attempt; no more are sent, and the anomaly stays until on-call
+	// writes the task off.
+	EventTypeExtraTaskCompensationExhausted EventType = "extra_task_compensation_exhausted"
+	// EventTypeExtraTaskWrittenOff: on-call accepted, with a reason, that
+	// the effects of an extra task of a settled delegation may stand; the
+	// anomaly ends. No money moves.
+	EventTypeExtraTaskWrittenOff EventType = "extra_task_written_off"
 )
 
 // Events of a delegation's stream appended by case handling (Cases, with
@@ -346,6 +369,8 @@ var eventTypes = []EventType{
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
 	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven, EventTypeDispatchResolved,
 	EventTypeHoldChanged, EventTypeRemoteTaskFound, EventTypeRemoteTaskEnded,
+	EventTypeExtraTaskCompensationRequired, EventTypeExtraTaskCompensated, EventTypeExtraTaskCompensationExhausted,
+	EventTypeExtraTaskWrittenOff,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

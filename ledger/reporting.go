@@ -158,6 +158,11 @@ const (
 	// delegations of more than one tenant (SharedRemoteTask). It is read
 	// from the delegations as they are, not from events.
 	AnomalySharedRemoteTask AnomalyKind = "shared_remote_task"
+	// AnomalyExtraTaskCompensation: an extra remote task of a delegation
+	// whose tracked task completed may have committed effects (a duplicate
+	// purchase order): compensation of it is requested, and it is listed
+	// until a receipt resolves it or on-call writes it off.
+	AnomalyExtraTaskCompensation AnomalyKind = "extra_task_compensation"
 )
 
 // AnomalyKinds lists every anomaly kind read from events. Besides them,
@@ -166,12 +171,14 @@ const (
 var AnomalyKinds = []AnomalyKind{
 	AnomalyStatusConflict, AnomalyLateEvidence, AnomalyContradictedWriteOff, AnomalyRefusedToken,
 	AnomalyEvidenceConflict, AnomalyUnusedEarlyEvidence, AnomalyReleasedOnRevokedIdentity,
+	AnomalyExtraTaskCompensation,
 }
 
 // AnomalyEventTypes are the event types anomalies are read from.
 var AnomalyEventTypes = []EventType{
 	EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused,
 	EventTypeEvidenceConflict, EventTypeEarlyEvidenceUnused, EventTypeReleasedOnRevokedIdentity,
+	EventTypeExtraTaskCompensationRequired,
 }
 
 // AnomalyQuery selects anomalies. Empty fields match all.
@@ -212,6 +219,8 @@ func ClassifyAnomaly(eventType EventType, data json.RawMessage) (AnomalyKind, bo
 		return AnomalyUnusedEarlyEvidence, true
 	case EventTypeReleasedOnRevokedIdentity:
 		return AnomalyReleasedOnRevokedIdentity, true
+	case EventTypeExtraTaskCompensationRequired:
+		return AnomalyExtraTaskCompensation, true
 	case EventTypeLateEvidence:
 		var d struct {
 			ContradictsWriteOff bool `json:"contradicts_write_off"`

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
@@ -111,6 +112,11 @@ func (r reader) RemoteTasks(ctx context.Context, id uuid.UUID) ([]delegate.Remot
 		if row.NamedRound.Valid {
 			t.NamedRound = int(row.NamedRound.Int32)
 		}
+		t.Compensation = compensation.ExtraTaskCompensation{
+			RequiredAt: derefTime(row.CompensationRequiredAt), Round: int(row.CompensationRound), Attempts: int(row.CompensationAttempts),
+			TaskID: deref(row.CompensationTaskID), LastError: deref(row.CompensationLastError),
+			ResolvedAt: derefTime(row.CompensationResolvedAt), Resolution: compensation.ExtraTaskResolution(deref(row.CompensationResolution)),
+		}
 		out = append(out, t)
 	}
 	return out, nil
@@ -147,6 +153,33 @@ func (t *tx) MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []s
 	}
 	if err := t.q.RemoteTaskNamed(ctx, dbsqlc.RemoteTaskNamedParams{Round: pgtype.Int4{Int32: int32(round), Valid: true}, Now: now, DelegationID: id, TaskIds: taskIDs}); err != nil {
 		return fmt.Errorf("mark remote tasks of delegation %s named: %w", id, err)
+	}
+	return nil
+}
+
+func (t *tx) RequireExtraTaskCompensation(ctx context.Context, id uuid.UUID, taskID string, now time.Time) error {
+	if err := t.q.RemoteTaskRequireCompensation(ctx, dbsqlc.RemoteTaskRequireCompensationParams{Now: now, DelegationID: id, TaskID: taskID}); err != nil {
+		return fmt.Errorf("require compensation of remote task %q of delegation %s: %w", taskID, id, err)
+	}
+	return nil
+}
+
+func (t *tx) ResolveExtraTaskCompensation(ctx context.Context, id uuid.UUID, taskID string, r compensation.ExtraTaskResolution, now time.Time) (bool, error) {
+	res := string(r)
+	n, err := t.q.RemoteTaskResolveCompensation(ctx, dbsqlc.RemoteTaskResolveCompensationParams{Now: &now, Resolution: &res, DelegationID: id, TaskID: taskID})
+	if err != nil {
+		return false, fmt.Errorf("resolve compensation of remote task %q of delegation %s: %w", taskID, id, err)
+	}
+	return n > 0, nil
+}
+
+func (t *tx) SetExtraTaskCompensation(ctx context.Context, id uuid.UUID, taskID string, c compensation.ExtraTaskCompensation, now time.Time) error {
+	err := t.q.RemoteTaskSetCompensation(ctx, dbsqlc.RemoteTaskSetCompensationParams{
+		Round: int32(c.Round), Attempts: int32(c.Attempts), CompensationTaskID: optional(c.TaskID), LastError: optional(c.LastError),
+		Now: now, DelegationID: id, TaskID: taskID,
+	})
+	if err != nil {
+		return fmt.Errorf("record compensation request of remote task %q of delegation %s: %w", taskID, id, err)
 	}
 	return nil
 }

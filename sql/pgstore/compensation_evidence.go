@@ -79,6 +79,10 @@ func (t *tx) EvidenceFacts(ctx context.Context, delegationID uuid.UUID) (compens
 		FoundAt      time.Time  `json:"found_at"`
 		CancelSentAt *time.Time `json:"cancel_sent_at"`
 		NamedRound   int        `json:"named_round"`
+		RequiredAt   *time.Time `json:"compensation_required_at"`
+		Attempts     int        `json:"compensation_attempts"`
+		ResolvedAt   *time.Time `json:"compensation_resolved_at"`
+		Resolution   *string    `json:"compensation_resolution"`
 	}
 	if err := json.Unmarshal(row.RemoteTasks, &tasks); err != nil {
 		return compensation.EvidenceFacts{}, fmt.Errorf("read remote tasks of delegation %s: %w", delegationID, err)
@@ -87,6 +91,10 @@ func (t *tx) EvidenceFacts(ctx context.Context, delegationID uuid.UUID) (compens
 		f.RemoteTasks = append(f.RemoteTasks, compensation.RemoteTask{
 			TaskID: rt.TaskID, Purpose: compensation.RemoteTaskPurpose(rt.Purpose), ContextID: rt.ContextID, FoundBy: rt.FoundBy,
 			Status: ledger.TaskStatus(rt.Status), FoundAt: rt.FoundAt.UTC(), CancelSentAt: derefTime(rt.CancelSentAt), NamedRound: rt.NamedRound,
+			Compensation: compensation.ExtraTaskCompensation{
+				RequiredAt: derefTime(rt.RequiredAt), Attempts: rt.Attempts, ResolvedAt: derefTime(rt.ResolvedAt),
+				Resolution: compensation.ExtraTaskResolution(deref(rt.Resolution)),
+			},
 		})
 	}
 	return f, nil

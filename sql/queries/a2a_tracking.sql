@@ -68,7 +68,9 @@ VALUES (@delegation_id, @task_id, @purpose, @context_id, @found_by, @status, @no
 ON CONFLICT (delegation_id, task_id) DO NOTHING;
 
 -- name: RemoteTaskList :many
-SELECT delegation_id, task_id, purpose, context_id, found_by, status, found_at, cancel_sent_at, named_round, updated_at
+SELECT delegation_id, task_id, purpose, context_id, found_by, status, found_at, cancel_sent_at, named_round, updated_at,
+       compensation_required_at, compensation_round, compensation_attempts, compensation_task_id,
+       compensation_last_error, compensation_resolved_at, compensation_resolution
 FROM delegation_remote_tasks WHERE delegation_id = $1 ORDER BY found_at, task_id;
 
 -- name: RemoteTaskSetStatus :exec
@@ -85,6 +87,31 @@ WHERE delegation_id = @delegation_id AND task_id = @task_id;
 UPDATE delegation_remote_tasks SET named_round = @round, updated_at = @now
 WHERE delegation_id = @delegation_id AND task_id = ANY(@task_ids::text[])
   AND (named_round IS NULL OR named_round < @round);
+
+-- name: RemoteTaskRequireCompensation :exec
+-- Marks an extra task of a completed delegation as needing compensation
+-- (ledger/DESIGN.md §2.2); a task already marked keeps its time.
+UPDATE delegation_remote_tasks
+SET compensation_required_at = coalesce(compensation_required_at, @now), updated_at = @now
+WHERE delegation_id = @delegation_id AND task_id = @task_id;
+
+-- name: RemoteTaskSetCompensation :exec
+-- Records where the compensation request for an extra task stands: its
+-- round, the attempts made, the compensation task the remote answered with
+-- and the last error.
+UPDATE delegation_remote_tasks
+SET compensation_round = @round, compensation_attempts = @attempts,
+    compensation_task_id = sqlc.narg(compensation_task_id), compensation_last_error = sqlc.narg(last_error),
+    updated_at = @now
+WHERE delegation_id = @delegation_id AND task_id = @task_id;
+
+-- name: RemoteTaskResolveCompensation :execrows
+-- Resolves the compensation of an extra task that needs it and is not
+-- resolved yet: compensated, no_effects or written_off (0 rows otherwise).
+UPDATE delegation_remote_tasks
+SET compensation_resolved_at = @now, compensation_resolution = @resolution, updated_at = @now
+WHERE delegation_id = @delegation_id AND task_id = @task_id
+  AND compensation_required_at IS NOT NULL AND compensation_resolved_at IS NULL;
 
 -- name: A2ATrackingListDispatchUnknown :many
 -- Held delegations in the dispatch_unknown condition, not looked up since

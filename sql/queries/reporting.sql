@@ -86,6 +86,11 @@ WHERE e.type = ANY (@types::text[])
   AND NOT (e.type = 'released_on_revoked_identity' AND EXISTS (
       SELECT FROM revoked_identity_releases r
       WHERE r.delegation_id = e.delegation_id AND r.acknowledged_at IS NOT NULL))
+  -- An extra task needing compensation is an anomaly until it is resolved.
+  AND NOT (e.type = 'extra_task_compensation_required' AND EXISTS (
+      SELECT FROM delegation_remote_tasks t
+      WHERE t.delegation_id = e.delegation_id AND t.task_id = e.data ->> 'task_id'
+        AND t.compensation_resolved_at IS NOT NULL))
   AND e.seq > @after_seq
   AND (sqlc.narg(since)::timestamptz IS NULL OR e.at >= sqlc.narg(since))
 ORDER BY e.seq

@@ -285,7 +285,9 @@ func (q *Queries) RemoteTaskInsert(ctx context.Context, arg RemoteTaskInsertPara
 }
 
 const remoteTaskList = `-- name: RemoteTaskList :many
-SELECT delegation_id, task_id, purpose, context_id, found_by, status, found_at, cancel_sent_at, named_round, updated_at
+SELECT delegation_id, task_id, purpose, context_id, found_by, status, found_at, cancel_sent_at, named_round, updated_at,
+       compensation_required_at, compensation_round, compensation_attempts, compensation_task_id,
+       compensation_last_error, compensation_resolved_at, compensation_resolution
 FROM delegation_remote_tasks WHERE delegation_id = $1 ORDER BY found_at, task_id
 `
 
@@ -309,6 +311,13 @@ func (q *Queries) RemoteTaskList(ctx context.Context, delegationID uuid.UUID) ([
 			&i.CancelSentAt,
 			&i.NamedRound,
 			&i.UpdatedAt,
+			&i.CompensationRequiredAt,
+			&i.CompensationRound,
+			&i.CompensationAttempts,
+			&i.CompensationTaskID,
+			&i.CompensationLastError,
+			&i.CompensationResolvedAt,
+			&i.CompensationResolution,
 		); err != nil {
 			return nil, err
 		}
@@ -341,6 +350,88 @@ func (q *Queries) RemoteTaskNamed(ctx context.Context, arg RemoteTaskNamedParams
 		arg.Now,
 		arg.DelegationID,
 		arg.TaskIds,
+	)
+	return err
+}
+
+const remoteTaskRequireCompensation = `-- name: RemoteTaskRequireCompensation :exec
+UPDATE delegation_remote_tasks
+SET compensation_required_at = coalesce(compensation_required_at, $1), updated_at = $1
+WHERE delegation_id = $2 AND task_id = $3
+`
+
+type RemoteTaskRequireCompensationParams struct {
+	Now          time.Time
+	DelegationID uuid.UUID
+	TaskID       string
+}
+
+// Marks an extra task of a completed delegation as needing compensation
+// (ledger/DESIGN.md §2.2); a task already marked keeps its time.
+func (q *Queries) RemoteTaskRequireCompensation(ctx context.Context, arg RemoteTaskRequireCompensationParams) error {
+	_, err := q.db.Exec(ctx, remoteTaskRequireCompensation, arg.Now, arg.DelegationID, arg.TaskID)
+	return err
+}
+
+const remoteTaskResolveCompensation = `-- name: RemoteTaskResolveCompensation :execrows
+UPDATE delegation_remote_tasks
+SET compensation_resolved_at = $1, compensation_resolution = $2, updated_at = $1
+WHERE delegation_id = $3 AND task_id = $4
+  AND compensation_required_at IS NOT NULL AND compensation_resolved_at IS NULL
+`
+
+type RemoteTaskResolveCompensationParams struct {
+	Now          *time.Time
+	Resolution   *string
+	DelegationID uuid.UUID
+	TaskID       string
+}
+
+// Resolves the compensation of an extra task that needs it and is not
+// resolved yet: compensated, no_effects or written_off (0 rows otherwise).
+func (q *Queries) RemoteTaskResolveCompensation(ctx context.Context, arg RemoteTaskResolveCompensationParams) (int64, error) {
+	result, err := q.db.Exec(ctx, remoteTaskResolveCompensation,
+		arg.Now,
+		arg.Resolution,
+		arg.DelegationID,
+		arg.TaskID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const remoteTaskSetCompensation = `-- name: RemoteTaskSetCompensation :exec
+UPDATE delegation_remote_tasks
+SET compensation_round = $1, compensation_attempts = $2,
+    compensation_task_id = $3, compensation_last_error = $4,
+    updated_at = $5
+WHERE delegation_id = $6 AND task_id = $7
+`
+
+type RemoteTaskSetCompensationParams struct {
+	Round              int32
+	Attempts           int32
+	CompensationTaskID *string
+	LastError          *string
+	Now                time.Time
+	DelegationID       uuid.UUID
+	TaskID             string
+}
+
+// Records where the compensation request for an extra task stands: its
+// round, the attempts made, the compensation task the remote answered with
+// and the last error.
+func (q *Queries) RemoteTaskSetCompensation(ctx context.Context, arg RemoteTaskSetCompensationParams) error {
+	_, err := q.db.Exec(ctx, remoteTaskSetCompensation,
+		arg.Round,
+		arg.Attempts,
+		arg.CompensationTaskID,
+		arg.LastError,
+		arg.Now,
+		arg.DelegationID,
+		arg.TaskID,
 	)
 	return err
 }

@@ -95,7 +95,10 @@ SELECT
         SELECT json_agg(json_build_object(
             'task_id', t.task_id, 'purpose', t.purpose, 'context_id', t.context_id, 'found_by', t.found_by,
             'status', t.status, 'found_at', t.found_at, 'cancel_sent_at', t.cancel_sent_at,
-            'named_round', coalesce(t.named_round, 0)) ORDER BY t.found_at, t.task_id)
+            'named_round', coalesce(t.named_round, 0),
+            'compensation_required_at', t.compensation_required_at, 'compensation_attempts', t.compensation_attempts,
+            'compensation_resolved_at', t.compensation_resolved_at,
+            'compensation_resolution', t.compensation_resolution) ORDER BY t.found_at, t.task_id)
         FROM delegation_remote_tasks t WHERE t.delegation_id = d.id
     ), '[]')::json AS remote_tasks
 FROM delegations d

@@ -191,16 +191,23 @@ type DelegationMessage struct {
 }
 
 type DelegationRemoteTask struct {
-	DelegationID uuid.UUID
-	TaskID       string
-	Purpose      string
-	ContextID    string
-	FoundBy      string
-	Status       string
-	FoundAt      time.Time
-	CancelSentAt *time.Time
-	NamedRound   pgtype.Int4
-	UpdatedAt    time.Time
+	DelegationID           uuid.UUID
+	TaskID                 string
+	Purpose                string
+	ContextID              string
+	FoundBy                string
+	Status                 string
+	FoundAt                time.Time
+	CancelSentAt           *time.Time
+	NamedRound             pgtype.Int4
+	UpdatedAt              time.Time
+	CompensationRequiredAt *time.Time
+	CompensationRound      int32
+	CompensationAttempts   int32
+	CompensationTaskID     *string
+	CompensationLastError  *string
+	CompensationResolvedAt *time.Time
+	CompensationResolution *string
 }
 
 type Event struct {

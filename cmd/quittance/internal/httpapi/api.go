@@ -126,6 +126,7 @@ func New(cfg Config) *Server {
 	s.registerCompensation()
 	s.registerCompensationRedrive()
 	s.registerDispatchResolve()
+	s.registerExtraTaskWriteOff()
 	s.registerReporting()
 	s.registerEvidencePack()
 	s.registerRevokedReleases()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
@@ -256,6 +257,156 @@ func TestReportedRejectionOfDispatchedTaskIsGated(t *testing.T) {
 	got = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
 	if got.HoldState != "returned" || len(k.compensationRequests()) == 0 {
 		t.Fatalf("after compensation: %+v", got)
+	}
+	e.CheckInvariants(t)
+}
+
+// finishCompensationTask completes the agent's compensation task id with a
+// compensated receipt echoing the request's task and key.
+func (k *taskKeeper) finishCompensationTask(id string, req map[string]any) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	task := k.tasks[id]
+	task["status"] = map[string]any{"state": "completed"}
+	task["artifacts"] = []any{map[string]any{
+		"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
+		"parts": []any{map[string]any{"kind": "data", "data": map[string]any{
+			"outcome": "compensated", "receiptId": "rcpt-dup-po", "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+		}}},
+	}}
+}
+
+// extraTaskAnomalies lists the open extra_task_compensation anomalies of
+// delegation id.
+func (e *a2aEnv) extraTaskAnomalies(t *testing.T, id string) []httpapi.AnomalyBody {
+	t.Helper()
+	var out struct {
+		Anomalies []httpapi.AnomalyBody `json:"anomalies"`
+	}
+	if err := json.Unmarshal(e.must(t, http.MethodGet, "/v1/anomalies?kind=extra_task_compensation", e.OncallToken, nil, http.StatusOK), &out); err != nil {
+		t.Fatal(err)
+	}
+	var mine []httpapi.AnomalyBody
+	for _, a := range out.Anomalies {
+		if a.DelegationID == id {
+			mine = append(mine, a)
+		}
+	}
+	return mine
+}
+
+// TestA2ACompletedDelegationCompensatesExtraTask: the resend's second task
+// is tracked and the first (kt-1) is an extra task, canceled at once —
+// canceled, which says nothing of what it committed. The tracked task then
+// completes: the obligation settles, spending the hold once, and the extra
+// task is not forgotten. An extra_task_compensation anomaly is listed, and
+// a compensation request names kt-1 alone, under a key of its own (not the
+// delegation's). While the agent works on it the anomaly stays; its
+// compensated receipt resolves it (extra_task_compensated) and the anomaly
+// is no longer listed. No money moves after the settlement.
+func TestA2ACompletedDelegationCompensatesExtraTask(t *testing.T) {
+	t.Parallel()
+	k := dupAgent(t, &taskKeeper{compWorking: true})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-complete-extra", "dup")
+	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded) // kt-1 found and canceled
+	d = e.get(t, d.ID)
+	if d.Remote.TaskID != "kt-2" || k.state("kt-1") != "canceled" {
+		t.Fatalf("dispatched delegation = %+v, kt-1 %s", d.Remote, k.state("kt-1"))
+	}
+	k.mu.Lock()
+	k.tasks["kt-2"]["status"] = map[string]any{"state": "completed"}
+	k.mu.Unlock()
+	settled := e.waitFor(t, d.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
+	if settled.HoldState != "consumed" {
+		t.Fatalf("after completion: %+v", settled)
+	}
+	required := eventsData(t, e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensationRequired), ledger.EventTypeExtraTaskCompensationRequired)
+	key := compensation.ExtraTaskKey(ledger.Delegation{ID: uuid.MustParse(d.ID)}, "kt-1")
+	if len(required) != 1 || required[0]["task_id"] != "kt-1" || required[0]["idempotency_key"] != key || required[0]["state"] != "canceled" {
+		t.Fatalf("extra_task_compensation_required = %v, want kt-1 under %s", required, key)
+	}
+	if key == d.Compensation.IdempotencyKey {
+		t.Fatal("the extra task's key is the delegation's")
+	}
+	var reqs []map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for len(reqs) == 0 && time.Now().Before(deadline) {
+		reqs = k.compensationRequests()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(reqs) != 1 || reqs[0]["taskId"] != "kt-1" || reqs[0]["idempotencyKey"] != key || reqs[0]["reason"] != compensation.ExtraTaskReason {
+		t.Fatalf("compensation requests = %v, want one about kt-1 under its own key", reqs)
+	}
+	if _, ok := reqs[0]["extraTaskIds"]; ok {
+		t.Fatalf("the request about an extra task names others: %v", reqs[0])
+	}
+	// The agent is working on it: the anomaly stays listed.
+	time.Sleep(300 * time.Millisecond)
+	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 1 || got[0].Kind != "extra_task_compensation" {
+		t.Fatalf("extra_task_compensation anomalies = %+v, want one", got)
+	}
+	if n := len(k.compensationRequests()); n != 1 {
+		t.Fatalf("%d compensation requests while the first is worked on, want 1 (the task is followed, not resent)", n)
+	}
+	k.mu.Lock()
+	compTask := k.order[len(k.order)-1]
+	k.mu.Unlock()
+	k.finishCompensationTask(compTask, reqs[0])
+	ended := e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensated)
+	done := eventsData(t, ended, ledger.EventTypeExtraTaskCompensated)
+	if len(done) != 1 || done[0]["task_id"] != "kt-1" || done[0]["resolution"] != "compensated" || done[0]["receipt_id"] != "rcpt-dup-po" {
+		t.Fatalf("extra_task_compensated = %v", done)
+	}
+	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 0 {
+		t.Fatalf("a resolved extra task is still an anomaly: %+v", got)
+	}
+	after := e.get(t, d.ID)
+	if after.ObligationState != "settled" || after.HoldState != "consumed" {
+		t.Fatalf("the extra task's compensation moved the obligation: %+v", after)
+	}
+	if n := countEvents(e.events(t, d.ID), ledger.EventTypeCompensationAcked); n != 0 {
+		t.Fatalf("%d compensation_acked events on a settled delegation", n)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestExtraTaskWriteOff: an extra task of a settled delegation whose org
+// never answers its compensation request stays an anomaly until on-call
+// writes it off, with a reason; the write-off moves no money, a second one
+// is 409 extra_task_not_open, an unknown task 404, an orchestrator 403, and
+// an empty reason 422 — each changing nothing.
+func TestExtraTaskWriteOff(t *testing.T) {
+	t.Parallel()
+	k := dupAgent(t, &taskKeeper{compWorking: true})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-writeoff-extra", "dup")
+	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	k.mu.Lock()
+	k.tasks["kt-2"]["status"] = map[string]any{"state": "completed"}
+	k.mu.Unlock()
+	e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensationRequired)
+	path := "/admin/v1/delegations/" + d.ID + "/remote-tasks/kt-1/write-off"
+	e.Do(t, http.MethodPost, path, e.OncallToken, map[string]any{"reason": " "}).Problem(t, http.StatusUnprocessableEntity, "")
+	if r := e.Do(t, http.MethodPost, path, e.orch, map[string]any{"reason": "not mine"}); r.Status != http.StatusForbidden {
+		t.Fatalf("an orchestrator's write-off: %d", r.Status)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/delegations/"+d.ID+"/remote-tasks/kt-9/write-off", e.OncallToken, map[string]any{"reason": "x"}).Problem(t, http.StatusNotFound, "")
+	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 1 {
+		t.Fatalf("before the write-off: %d anomalies", len(got))
+	}
+	e.must(t, http.MethodPost, path, e.OncallToken, map[string]any{"reason": "org confirmed the duplicate PO was voided, ticket OPS-12"}, http.StatusOK)
+	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 0 {
+		t.Fatalf("after the write-off: %+v", got)
+	}
+	e.Do(t, http.MethodPost, path, e.OncallToken, map[string]any{"reason": "again"}).Problem(t, http.StatusConflict, "extra_task_not_open")
+	if n := countEvents(e.events(t, d.ID), ledger.EventTypeExtraTaskWrittenOff); n != 1 {
+		t.Fatalf("%d extra_task_written_off events, want 1", n)
+	}
+	if got := e.get(t, d.ID); got.ObligationState != "settled" || got.HoldState != "consumed" {
+		t.Fatalf("after the write-off: %+v", got)
 	}
 	e.CheckInvariants(t)
 }

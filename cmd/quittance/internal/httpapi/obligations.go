@@ -162,7 +162,7 @@ type summaryOutput struct {
 // AnomalyBody is one anomaly.
 type AnomalyBody struct {
 	Seq             int64     `json:"seq"`
-	Kind            string    `json:"kind" enum:"status_conflict,late_evidence,contradicted_write_off,refused_token,evidence_conflict,unused_early_evidence,released_on_revoked_identity"`
+	Kind            string    `json:"kind" enum:"status_conflict,late_evidence,contradicted_write_off,refused_token,evidence_conflict,unused_early_evidence,released_on_revoked_identity,extra_task_compensation"`
 	EventType       string    `json:"event_type"`
 	DelegationID    string    `json:"delegation_id,omitempty"`
 	OrgID           string    `json:"org_id,omitempty"`
@@ -206,7 +206,7 @@ type SharedRemoteTaskBody struct {
 }
 
 type anomaliesInput struct {
-	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, evidence_conflict, unused_early_evidence, released_on_revoked_identity, shared_remote_task; default all."`
+	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, evidence_conflict, unused_early_evidence, released_on_revoked_identity, shared_remote_task, extra_task_compensation; default all."`
 	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
 	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
 	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`

@@ -1,0 +1,40 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+type extraTaskWriteOffInput struct {
+	ID     string `path:"id" doc:"The delegation id (a UUID)."`
+	TaskID string `path:"task_id" doc:"The extra remote task (as its extra_task_compensation_required event names it)."`
+	Body   struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"2000" doc:"Why the task's effects may stand: who at the org was asked, and a ticket."`
+	}
+}
+
+// registerExtraTaskWriteOff registers on-call's resolution of an extra
+// remote task of a settled delegation whose compensation no receipt
+// resolved (ledger/DESIGN.md §2.2).
+func (s *Server) registerExtraTaskWriteOff() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "write-off-extra-task", Method: http.MethodPost, Path: "/admin/v1/delegations/{id}/remote-tasks/{task_id}/write-off",
+		Tags: []string{"admin"}, Summary: "Accept that an extra remote task's effects may stand",
+		Description: "On-call, with a reason. Only for an extra remote task of a settled delegation whose compensation is open " +
+			"(an extra_task_compensation anomaly; else 409 extra_task_not_open, 404 for a task that is not one of the delegation's): " +
+			"ends the anomaly with an extra_task_written_off event. No money moves: the settled obligation's hold paid for the tracked task alone.",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *extraTaskWriteOffInput) (*delegationOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.compensation.WriteOffExtraTask(ctx, principal(ctx), id, in.TaskID, in.Body.Reason)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	})
+}

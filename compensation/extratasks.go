@@ -1,0 +1,278 @@
+package compensation
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
+)
+
+// Extra remote tasks of a completed delegation (ledger/DESIGN.md §2.2,
+// "Every remote task accounted for"). When the delegation's tracked task
+// completes, the obligation settles: the work was done and the hold is
+// spent, once. An extra task the agent created for the delegation (a
+// second task on a resend) may have done the same work again — a duplicate
+// purchase order — and a settled obligation cannot wait for compensation:
+// settled is terminal, and its hold paid for the tracked task, not for the
+// duplicate. So settling goes on as before, and each extra task whose
+// effects are not known to be nil is tracked beside the obligation: marked
+// as needing compensation, asked for it over A2A with the compensation
+// request machinery (one request per task, under an idempotency key of its
+// own), and listed as an extra_task_compensation anomaly until a receipt
+// resolves it or on-call writes it off. No hold moves on any of it.
+
+// ExtraTaskResolution says how the compensation of an extra task of a
+// settled delegation was resolved.
+type ExtraTaskResolution string
+
+// The resolutions.
+const (
+	// ExtraTaskCompensated: a receipt proved its effects reversed.
+	ExtraTaskCompensated ExtraTaskResolution = "compensated"
+	// ExtraTaskNoEffects: a receipt with a verified declaration proved it
+	// committed none.
+	ExtraTaskNoEffects ExtraTaskResolution = "no_effects"
+	// ExtraTaskWrittenOff: on-call accepted that its effects may stand.
+	ExtraTaskWrittenOff ExtraTaskResolution = "written_off"
+)
+
+// ExtraTaskCompensation is where the compensation of one extra remote task
+// of a settled delegation stands.
+type ExtraTaskCompensation struct {
+	// RequiredAt is when the delegation's completion made it needed; zero
+	// when the task needs none.
+	RequiredAt time.Time
+	// Round is the request round (a new one after a definitive answer, as
+	// for the delegation's own compensation); Attempts counts requests.
+	Round, Attempts int
+	// TaskID is the remote's task answering the current round, followed
+	// until it yields a receipt; "" until one answered.
+	TaskID string
+	// LastError is why the last attempt brought no receipt.
+	LastError string
+	// ResolvedAt and Resolution say how it ended; zero while it is open.
+	ResolvedAt time.Time
+	Resolution ExtraTaskResolution
+}
+
+// Open reports whether the task needs compensation that is not resolved.
+func (c ExtraTaskCompensation) Open() bool { return !c.RequiredAt.IsZero() && c.ResolvedAt.IsZero() }
+
+// ExtraTaskReason is the reason a compensation request about an extra task
+// of a settled delegation gives.
+const ExtraTaskReason = "extra_task_of_completed_delegation"
+
+// ExtraTaskKey is the compensation idempotency key of extra remote task
+// taskID of delegation d: like the delegation's own (ledger.CompensationKey)
+// derived from ids alone, so it is the same on every retry, replica and
+// restart, and distinct per task, so that a remote deduplicating on the key
+// never answers one task's request with another's receipt.
+func ExtraTaskKey(d ledger.Delegation, taskID string) string {
+	sum := sha256.Sum256([]byte("quittance/compensation/v1:" + d.ID.String() + ":extra-task:" + taskID))
+	return "qc_" + hex.EncodeToString(sum[:16])
+}
+
+// ExtraRequestMessageID is the A2A messageId of the round-th compensation
+// request about extra task taskID of delegation id: stable across
+// retries, so the remote can deduplicate a resend.
+func ExtraRequestMessageID(id uuid.UUID, taskID string, round int) string {
+	sum := sha256.Sum256([]byte("quittance/compensation-request/v1:" + id.String() + ":extra-task:" + taskID))
+	return fmt.Sprintf("qcx-%s-%d", hex.EncodeToString(sum[:12]), round)
+}
+
+// ExtraTaskRequest is the compensation request about extra task taskID of
+// settled delegation d.
+func ExtraTaskRequest(d ledger.Delegation, taskID string) CompensationRequest {
+	return CompensationRequest{TaskID: taskID, IdempotencyKey: ExtraTaskKey(d, taskID), Reason: ExtraTaskReason}
+}
+
+// needsCompensation reports whether extra task t of a delegation of class
+// and org, whose tracked task completed, may have committed effects that
+// call for compensation: never when it ended rejected (refused before any
+// work) or where the gate cannot apply (a class that commits no effects, an
+// org with a shared coordinator); when it ended canceled or failed, as the
+// gate says for that status; and otherwise — completed, or not ended yet —
+// always. canceled alone is not enough: it speaks of the task record, not
+// of its effects (DESIGN §1).
+func needsCompensation(t RemoteTask, class ledger.TaskClass, org ledger.Org) bool {
+	switch t.Status {
+	case ledger.StatusRejected:
+		return false
+	case ledger.StatusCanceled, ledger.StatusFailed:
+		return ledger.GateApplies(class, org, t.Status)
+	}
+	return class.EffectCapable && !org.SharedCoordinator
+}
+
+// requireExtraCompensation marks, inside tx, every extra task of d (just
+// settled by end) that needs compensation, records an
+// extra_task_compensation_required event for each — the anomaly — and
+// queues the compensation request job when the org has an agent Quittance
+// can reach. An org without one is asked by no one: the anomaly stays
+// until on-call writes the task off.
+func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, end ledger.TaskEnd, tasks []RemoteTask, now time.Time) error {
+	queued := false
+	for _, t := range tasks {
+		if !needsCompensation(t, end.Class, end.Org) {
+			continue
+		}
+		if err := tx.RequireExtraTaskCompensation(ctx, d.ID, t.TaskID, now); err != nil {
+			return err
+		}
+		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+			Type: ledger.EventTypeExtraTaskCompensationRequired, Actor: end.Change.Actor, At: now,
+			Data: map[string]any{
+				"task_id": t.TaskID, "purpose": string(t.Purpose), "state": string(t.Status),
+				"tracked_task_id": d.Remote.TaskID, "idempotency_key": ExtraTaskKey(d, t.TaskID),
+				"requested": end.Org.AgentCardURL != "",
+			},
+		}); err != nil {
+			return err
+		}
+		if end.Org.AgentCardURL != "" && !queued {
+			if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+				DelegationID: d.ID, Kind: ledger.OutboundCompensationRequest, RunAfter: now, At: now,
+			}); err != nil {
+				return err
+			}
+			queued = true
+		}
+	}
+	return nil
+}
+
+// ApplyExtraTaskReceipt records, inside tx with d locked, a receipt that
+// JudgeReceipt (with the task and ExtraTaskKey) found to prove v.Event
+// about extra task taskID of settled delegation d: its compensation is
+// resolved (compensated, or no_effects for a verified declaration) and an
+// extra_task_compensated event keeps the receipt, its jws as the evidence.
+// The obligation and the hold do not move. A signed receipt's jti is
+// claimed as any token's (token_replayed for another token reusing it).
+// resolved is false, and nothing is written, when the task's compensation
+// was not open (resolved before, or never needed).
+func (s *Service) ApplyExtraTaskReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, taskID string, r RemoteReceipt, v ReceiptVerdict, actor string, now time.Time) (resolved bool, err error) {
+	resolution := ExtraTaskCompensated
+	switch v.Event {
+	case ledger.EventCompensationAck:
+	case ledger.EventDeclarationVerified:
+		resolution = ExtraTaskNoEffects
+	default:
+		return false, fmt.Errorf("apply extra task receipt: verdict proves nothing (%s)", v.Problem)
+	}
+	if c := v.Claims; c != nil {
+		sum := sha256.Sum256([]byte(r.JWS))
+		used, err := tx.UsedToken(ctx, d.OrgID, c.JTI)
+		switch {
+		case err == nil && (used.DelegationID != d.ID || !bytes.Equal(used.TokenSHA256, sum[:])):
+			return false, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+		case err != nil && !errors.Is(err, ledger.ErrNotFound):
+			return false, err
+		case err != nil:
+			if _, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: c.JTI, DelegationID: d.ID, TokenSHA256: sum[:], UsedAt: now}); err != nil {
+				return false, err
+			}
+		}
+	}
+	ok, err := tx.ResolveExtraTaskCompensation(ctx, d.ID, taskID, resolution, now)
+	if err != nil || !ok {
+		return false, err
+	}
+	_, err = ledger.Record(ctx, tx, d, ledger.Change{
+		Type: ledger.EventTypeExtraTaskCompensated, Actor: actor, At: now, Evidence: r.JWS,
+		Data: map[string]any{
+			"task_id": taskID, "resolution": string(resolution), "outcome": string(r.Outcome),
+			"receipt_id": r.ReceiptID, "idempotency_key": r.IdempotencyKey, "receipt": r.Raw,
+		},
+	})
+	return err == nil, err
+}
+
+// ExtraTaskRequestsExhausted records, inside tx, that the compensation
+// requests for extra task taskID of settled delegation d brought no
+// receipt after every attempt the worker may make: an
+// extra_task_compensation_exhausted event. The anomaly stays open; only
+// on-call ends it now (WriteOffExtraTask), or a receipt a redrive brings.
+func ExtraTaskRequestsExhausted(ctx context.Context, tx ReceiptTx, d ledger.Delegation, taskID string, f RequestFailure, actor string, now time.Time) error {
+	_, err := ledger.Record(ctx, tx, d, ledger.Change{
+		Type: ledger.EventTypeExtraTaskCompensationExhausted, Actor: actor, At: now,
+		Data: map[string]any{
+			"task_id": taskID, "attempt": f.Attempt, "max_attempts": f.MaxAttempts, "round": f.Round,
+			"message_id": f.MessageID, "outcome": f.Outcome, "error": f.Problem,
+		},
+	})
+	return err
+}
+
+// maxExtraWriteOffReason bounds the reason of an extra task write-off.
+const maxExtraWriteOffReason = 2000
+
+// WriteOffExtraTask is on-call's resolution of an extra task of a settled
+// delegation whose compensation no receipt resolved: the principal accepts,
+// with a reason, that its effects may stand. It ends the
+// extra_task_compensation anomaly with an extra_task_written_off event and
+// moves no money (the settled obligation's hold paid for the tracked task
+// alone, so there is nothing to book). It is refused with
+// ledger.ErrForbidden for any role but oncall, ledger.ErrNotFound for an
+// unknown delegation or a task that is not one of its extra tasks, and a
+// conflict (extra_task_not_open) when the task's compensation is not open.
+func (s *Service) WriteOffExtraTask(ctx context.Context, p ledger.Principal, id uuid.UUID, taskID, reason string) (ledger.Delegation, error) {
+	if p.Role != ledger.RoleOncall {
+		return ledger.Delegation{}, ledger.ErrForbidden
+	}
+	reason = strings.TrimSpace(reason)
+	if reason == "" || len(reason) > maxExtraWriteOffReason {
+		return ledger.Delegation{}, ledger.Invalid("reason", "is required, at most %d characters", maxExtraWriteOffReason)
+	}
+	var out ledger.Delegation
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		facts, err := tx.EvidenceFacts(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		var task *RemoteTask
+		for i := range facts.RemoteTasks {
+			if facts.RemoteTasks[i].TaskID == taskID {
+				task = &facts.RemoteTasks[i]
+			}
+		}
+		if task == nil {
+			return fmt.Errorf("remote task %q of delegation %s: %w", taskID, id, ledger.ErrNotFound)
+		}
+		if !task.Compensation.Open() {
+			return ledger.Conflict(CodeExtraTaskNotOpen, "the compensation of remote task %q is not open (it was not needed, or is resolved)", taskID)
+		}
+		now := s.now()
+		ok, err := tx.ResolveExtraTaskCompensation(ctx, d.ID, taskID, ExtraTaskWrittenOff, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ledger.Conflict(CodeExtraTaskNotOpen, "the compensation of remote task %q is not open", taskID)
+		}
+		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+			Type: ledger.EventTypeExtraTaskWrittenOff, Actor: p.Actor(), At: now,
+			Data: map[string]any{"task_id": taskID, "reason": reason, "attempts": task.Compensation.Attempts},
+		}); err != nil {
+			return err
+		}
+		out = d
+		return nil
+	})
+	return out, err
+}
+
+// CodeExtraTaskNotOpen is the conflict code of a write-off of an extra
+// task whose compensation is not open.
+const CodeExtraTaskNotOpen = "extra_task_not_open"

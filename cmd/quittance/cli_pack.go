@@ -62,7 +62,10 @@ func newEvidencePackCommand(getenv func(string) string, stdout io.Writer) *cobra
 }
 
 func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
-	var ledgerJWKSFile string
+	var (
+		ledgerJWKSFile  string
+		allowUnanchored bool
+	)
 	cmd := &cobra.Command{
 		Use:   "verify-pack FILE",
 		Short: "Verify an evidence pack offline: no database, no network",
@@ -72,7 +75,9 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation, and the ledger's signed " +
 			"checkpoint in the pack: its signature (against the ledger's keys in the pack, or --ledger-jwks FILE, keys the " +
 			"auditor holds) and that the stream still reaches the head it signed, so a tail cut off with its head is a " +
-			"break. It prints one line per token, one for the checkpoint and a result line, and exits 1 on any break.",
+			"break. A pack with no checkpoint, or one signed before the stream's first event, proves nothing about where "+
+			"the stream ended and is a break unless --allow-unanchored is given. It prints one line per token, one for "+
+			"the checkpoint and a result line, and exits 1 on any break.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pack, err := readPack(args[0])
@@ -85,7 +90,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 					return fmt.Errorf("--ledger-jwks: %w", err)
 				}
 			}
-			lines, problems := verifyPack(pack, ledgerJWKS)
+			lines, problems := verifyPack(pack, ledgerJWKS, allowUnanchored)
 			for _, l := range lines {
 				fmt.Fprintln(stdout, l)
 			}
@@ -100,6 +105,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file (its /.well-known/jwks.json, kept apart) instead of those in the pack")
+	cmd.Flags().BoolVar(&allowUnanchored, "allow-unanchored", false, "accept a pack whose checkpoint covers none of its events, or that has none (the chain then proves only a consistent prefix)")
 	return cmd
 }
 
@@ -124,8 +130,10 @@ func readPack(path string) (ledger.EvidencePack, error) {
 }
 
 // verifyPack checks an evidence pack on its own and returns one line per
-// verified token and every problem found.
-func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []string) {
+// verified token and every problem found. Unless allowUnanchored, a pack
+// whose checkpoint covers none of its events, or that has none, is a
+// problem.
+func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, allowUnanchored bool) (lines, problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	d := pack.Delegation
 	if pack.Format != ledger.EvidencePackFormat {
@@ -207,7 +215,7 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []
 		}
 		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
 	}
-	line, broken := checkPackCheckpoint(pack, events, ledgerJWKS)
+	line, broken := checkPackCheckpoint(pack, events, ledgerJWKS, allowUnanchored)
 	lines = append(lines, line)
 	return lines, append(problems, broken...)
 }
@@ -216,11 +224,20 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []
 // delegation's stream with the head it signed. The chain alone proves only
 // a consistent prefix; the checkpoint says how far the stream reached when
 // it was signed. Events after its head are not covered (the line says how
-// many), nor is a pack without one.
-func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledgerJWKS []byte) (line string, problems []string) {
+// many). A pack without one, or with one that covers none of the stream,
+// is anchored by nothing: whoever cut its tail, head and all, could also
+// have dropped the checkpoint, so that is a problem unless allowUnanchored.
+func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledgerJWKS []byte, allowUnanchored bool) (line string, problems []string) {
 	d := pack.Delegation
+	unanchored := func(line string) (string, []string) {
+		if allowUnanchored {
+			return line, nil
+		}
+		return line, []string{"nothing signed says where the stream ended (fetch the pack again after the next checkpoint, " +
+			"or give --allow-unanchored to accept the chain as a prefix)"}
+	}
 	if pack.Checkpoint == "" {
-		return fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID), nil
+		return unanchored(fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID))
 	}
 	if len(ledgerJWKS) == 0 {
 		return "", []string{"the pack has a checkpoint but no ledger keys to verify it (give --ledger-jwks)"}
@@ -240,8 +257,8 @@ func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledger
 		return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tcovers events 1..%d of %d", d.ID, payload.ID, kid,
 			payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)), problems
 	}
-	return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
-		payload.ID, kid, payload.At.UTC().Format("2006-01-02T15:04:05Z"), len(events)), nil
+	return unanchored(fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
+		payload.ID, kid, payload.At.UTC().Format("2006-01-02T15:04:05Z"), len(events)))
 }
 
 // checkTokenRecord correlates a verified token with the event that stores

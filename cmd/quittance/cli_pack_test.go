@@ -55,6 +55,9 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 	id := e.compensatedBySignedAck(t, orch, "pack-1", old)
 	e.setOrgKeys(t, compensationtest.JWKS(old.PublicJWK(), next.PublicJWK()))
 	e.setOrgKeys(t, compensationtest.JWKS(next.PublicJWK()))
+	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
+		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
+	}
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "pack.json")
@@ -165,6 +168,9 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 		"a member added": func(p map[string]any) {
 			p["verified"] = true
 		},
+		"the checkpoint removed": func(p map[string]any) {
+			delete(p, "checkpoint")
+		},
 	}
 	for name, change := range cases {
 		p := decode()
@@ -204,7 +210,7 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 // verify; the next checkpoint covers them.
 func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t), "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
 		t.Fatalf("put budget: %d", s)
@@ -249,9 +255,15 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 		return f
 	}
 
+	// Before any checkpoint the pack is anchored by nothing: a break,
+	// unless the auditor explicitly accepts the chain as a prefix.
 	file, _ := download("before.json")
-	if out, _, code := offlineCLI(t, "verify-pack", file); code != 0 || !strings.Contains(out, "checkpoint\t"+id+"\tnone in the pack") {
-		t.Fatalf("verify-pack without a checkpoint: exit %d\n%s", code, out)
+	if out, _, code := offlineCLI(t, "verify-pack", file); code != exitFailure || !strings.Contains(out, "checkpoint\t"+id+"\tnone in the pack") ||
+		!strings.Contains(out, "BROKEN\t"+id+"\tnothing signed says where the stream ended") {
+		t.Fatalf("verify-pack without a checkpoint: exit %d, want %d\n%s", code, exitFailure, out)
+	}
+	if out, _, code := offlineCLI(t, "verify-pack", "--allow-unanchored", file); code != 0 || !strings.Contains(out, "none in the pack") {
+		t.Fatalf("verify-pack --allow-unanchored without a checkpoint: exit %d\n%s", code, out)
 	}
 	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
 		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
@@ -282,6 +294,11 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	pack["head"] = map[string]any{"stream_seq": last["stream_seq"], "hash": last["hash"]}
 	if out, _, code := offlineCLI(t, "verify-pack", write("cut.json", pack)); code != exitFailure || !strings.Contains(out, "tail was removed") {
 		t.Errorf("a tail cut with its head: exit %d\n%s", code, out)
+	}
+	// The same, with the checkpoint stripped too: still a break.
+	delete(pack, "checkpoint")
+	if out, _, code := offlineCLI(t, "verify-pack", write("cut-stripped.json", pack)); code != exitFailure || !strings.Contains(out, "nothing signed says where the stream ended") {
+		t.Errorf("a tail cut with its head and the checkpoint stripped: exit %d\n%s", code, out)
 	}
 	_, pack = download("pack.json")
 	cp := pack["checkpoint"].(string)

@@ -39,7 +39,7 @@ func eventsDigest(t *testing.T, conn *pgx.Conn) string {
 // test runs on the same setup.
 func TestServiceRoleCannotRewriteEvents(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t))
+	e := startService(t)
 	ctx := context.Background()
 	// Some events, and a checkpoint over them, signed as the service role.
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1000}, nil); s >= 300 {
@@ -140,7 +140,8 @@ func TestMigrationsRunAsTheOwner(t *testing.T) {
 	t.Parallel()
 	ownerURL := pgtest.EmptyURL(t)
 	serviceURL := pgtest.ServiceURL(t, ownerURL)
-	env := map[string]string{"DATABASE_URL": serviceURL, "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_LOG_LEVEL": "error"}
+	env := map[string]string{"DATABASE_URL": serviceURL, "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_LOG_LEVEL": "error",
+		"QUITTANCE_SIGNING_KEY_FILE": signingKeyFile(t)}
 	getenv := func(k string) string { return env[k] }
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -75,8 +75,8 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation, and the ledger's signed " +
 			"checkpoint in the pack: its signature (against the ledger's keys in the pack, or --ledger-jwks FILE, keys the " +
 			"auditor holds) and that the stream still reaches the head it signed, so a tail cut off with its head is a " +
-			"break. A pack with no checkpoint, or one signed before the stream's first event, proves nothing about where "+
-			"the stream ended and is a break unless --allow-unanchored is given. It prints one line per token, one for "+
+			"break. A pack with no checkpoint, or one signed before the stream's first event, proves nothing about where " +
+			"the stream ended and is a break unless --allow-unanchored is given. It prints one line per token, one for " +
 			"the checkpoint and a result line, and exits 1 on any break.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

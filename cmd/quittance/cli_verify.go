@@ -44,9 +44,9 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 			"thumbprint of the key that verified each. It then checks every other stream's chain (orgs, budgets, principals, " +
 			"tokens, pending changes, …) and every stream against the latest signed checkpoint (or --checkpoint FILE, an " +
 			"exported one), so a tail removed or rewritten up to the checkpoint is a break; events after it are not covered " +
-			"until the next checkpoint. An event older than --max-unanchored-age that the latest checkpoint does not cover "+
-			"(or any such event, when the ledger serves no checkpoint) is a break too: the ledger signs one every "+
-			"QUITTANCE_CHECKPOINT_INTERVAL, so it signs none or its checkpoints were removed. It prints one line per "+
+			"until the next checkpoint. An event older than --max-unanchored-age that the latest checkpoint does not cover " +
+			"(or any such event, when the ledger serves no checkpoint) is a break too: the ledger signs one every " +
+			"QUITTANCE_CHECKPOINT_INTERVAL, so it signs none or its checkpoints were removed. It prints one line per " +
 			"delegation and stream and exits 1 on any break.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -206,6 +206,23 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 				fmt.Fprintf(v.out, "BROKEN\t%s\t%v\n", s, err)
 				continue
 			}
+			if orgID, ok := strings.CutPrefix(s, "org:"); ok {
+				// The key history tokens are verified against must be the
+				// one the org's (checkpointed) stream records.
+				history, err := v.orgKeyHistory(ctx, orgID)
+				if err != nil {
+					return err
+				}
+				if problems := ledger.CheckOrgKeys(history, streams[s], true); len(problems) > 0 {
+					v.broken++
+					for _, p := range problems {
+						fmt.Fprintf(v.out, "BROKEN\t%s\tkey history: %s\n", s, p)
+					}
+					continue
+				}
+				fmt.Fprintf(v.out, "ok\t%s\t%d events\t%d key(s) in its history\n", s, len(streams[s]), len(history))
+				continue
+			}
 			fmt.Fprintf(v.out, "ok\t%s\t%d events\n", s, len(streams[s]))
 		}
 	}

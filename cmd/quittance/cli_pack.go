@@ -201,6 +201,26 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, allowUnanchored boo
 			fail("org key %d (%s) belongs to org %q, not %q", i, k.KeyID, k.OrgID, d.OrgID)
 		}
 	}
+	// The keys' provenance: the org's stream, a chain of its own, must add
+	// each key when it came into force and remove it where it ends.
+	orgStream := "org:" + d.OrgID
+	orgEvents := make([]ledger.Event, 0, len(pack.OrgEvents))
+	for _, r := range pack.OrgEvents {
+		e, err := r.Event()
+		if err != nil || r.Stream != orgStream {
+			fail("org event %d is not an event of %s", r.StreamSeq, orgStream)
+			continue
+		}
+		orgEvents = append(orgEvents, e)
+	}
+	if len(orgEvents) > 0 {
+		if err := ledger.VerifyChain(orgEvents); err != nil {
+			fail("the org's stream: %v", err)
+		}
+	}
+	for _, p := range ledger.CheckOrgKeys(pack.OrgKeys, orgEvents, false) {
+		fail("org key history: %s", p)
+	}
 	for _, r := range pack.Events {
 		if r.Evidence == "" {
 			continue
@@ -215,7 +235,7 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, allowUnanchored boo
 		}
 		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
 	}
-	line, broken := checkPackCheckpoint(pack, events, ledgerJWKS, allowUnanchored)
+	line, broken := checkPackCheckpoint(pack, events, orgEvents, ledgerJWKS, allowUnanchored)
 	lines = append(lines, line)
 	return lines, append(problems, broken...)
 }
@@ -227,7 +247,7 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, allowUnanchored boo
 // many). A pack without one, or with one that covers none of the stream,
 // is anchored by nothing: whoever cut its tail, head and all, could also
 // have dropped the checkpoint, so that is a problem unless allowUnanchored.
-func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledgerJWKS []byte, allowUnanchored bool) (line string, problems []string) {
+func checkPackCheckpoint(pack ledger.EvidencePack, events, orgEvents []ledger.Event, ledgerJWKS []byte, allowUnanchored bool) (line string, problems []string) {
 	d := pack.Delegation
 	unanchored := func(line string) (string, []string) {
 		if allowUnanchored {
@@ -246,6 +266,17 @@ func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledger
 	if err != nil {
 		return "", []string{fmt.Sprintf("the checkpoint does not verify: %v", err)}
 	}
+	// The org's stream must reach the head the checkpoint signed for it too:
+	// its key events cannot have been cut off.
+	orgStream := "org:" + d.OrgID
+	for _, h := range payload.Streams {
+		if h.Stream == orgStream {
+			one := ledger.CheckpointPayload{ID: payload.ID, Streams: []ledger.StreamHead{h}}
+			for _, b := range ledger.CheckStreamsAgainstCheckpoint(one, map[string][]ledger.Event{orgStream: orgEvents}) {
+				problems = append(problems, "the org's stream: "+b.Problem)
+			}
+		}
+	}
 	for _, h := range payload.Streams {
 		if h.Stream != d.Stream {
 			continue
@@ -257,8 +288,9 @@ func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledger
 		return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tcovers events 1..%d of %d", d.ID, payload.ID, kid,
 			payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)), problems
 	}
-	return unanchored(fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
+	line, more := unanchored(fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
 		payload.ID, kid, payload.At.UTC().Format("2006-01-02T15:04:05Z"), len(events)))
+	return line, append(problems, more...)
 }
 
 // checkTokenRecord correlates a verified token with the event that stores

@@ -33,8 +33,9 @@ func offlineCLI(t *testing.T, args ...string) (string, string, int) {
 // compensated by a signed ack, downloaded after the org rotated its keys,
 // verifies with no database and no network, naming the key in force at
 // acceptance; changing any one value in it — an event field, a token byte,
-// a key, the delegation it describes — or removing an event makes
-// verify-pack exit 1.
+// a key or its validity (earlier or later), the org stream that records the
+// keys, the delegation it describes — or removing an event or the
+// checkpoint makes verify-pack exit 1.
 func TestEvidencePackVerifiesOffline(t *testing.T) {
 	t.Parallel()
 	e := startService(t)
@@ -138,6 +139,27 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 		"a key's validity": func(p map[string]any) {
 			k := obj(list(p["org_keys"])[0])
 			k["valid_from"] = obj(list(p["tokens"])[0])["accepted_at"].(string)[:4] + "-12-31T23:59:59Z"
+		},
+		"a key's validity moved earlier": func(p map[string]any) {
+			obj(list(p["org_keys"])[0])["valid_from"] = "2000-01-01T00:00:00Z"
+		},
+		"a key's end removed": func(p map[string]any) {
+			delete(obj(list(p["org_keys"])[0]), "valid_until")
+		},
+		"a key's end moved later": func(p map[string]any) {
+			obj(list(p["org_keys"])[0])["valid_until"] = "2999-01-01T00:00:00Z"
+		},
+		"a key added to the org's stream": func(p map[string]any) {
+			ev := list(p["org_events"])
+			data := obj(obj(ev[0])["data"])
+			data["keys_added"] = append(list(data["keys_added"]), map[string]any{"kid": "new-key", "thumbprint": thumbprintOf(t, next)})
+		},
+		"the org's last event removed": func(p map[string]any) {
+			ev := list(p["org_events"])
+			p["org_events"] = ev[:len(ev)-1]
+		},
+		"the org's stream removed": func(p map[string]any) {
+			p["org_events"] = []any{}
 		},
 		"a key swapped for the later one": func(p map[string]any) {
 			k := obj(list(p["org_keys"])[0])

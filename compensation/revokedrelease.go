@@ -52,8 +52,8 @@ func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor s
 // chain). With its event the release is listed in /v1/anomalies and on the
 // delegation's timeline, as one surfaced by a revocation today. The sweep
 // runs it; once every release is announced it finds nothing. It returns how
-// many it announced.
-func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time) (int, error) {
+// many it announced. Its events are recorded as actor's (the sweep's).
+func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time, actor string) (int, error) {
 	announced := 0
 	for {
 		n, last := 0, false
@@ -82,7 +82,7 @@ func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time)
 					return err
 				}
 				if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-					Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: "system:sweep", At: now,
+					Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: actor, At: now,
 					Data: map[string]any{
 						"org_id": org.ID, "revocation_reason": org.IdentityRevokedReason,
 						"amount_minor": r.AmountMinor, "currency": r.Currency,

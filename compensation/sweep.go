@@ -23,9 +23,19 @@ import (
 //
 // It first announces the releases on revoked identities that have no event
 // yet (announceBackfilledReleases); that moves no obligation and no money.
+// Its events are the service's own (system:sweep); SweepNow's name the
+// principal who asked.
 func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
+	return s.sweep(ctx, now, sweepActor)
+}
+
+// sweepActor is the actor of the events of the periodic sweep.
+const sweepActor = "system:sweep"
+
+// sweep is Sweep with its events recorded as actor's.
+func (s *Service) sweep(ctx context.Context, now time.Time, actor string) (int, error) {
 	now = now.UTC().Truncate(time.Microsecond)
-	if n, err := s.announceBackfilledReleases(ctx, now); err != nil {
+	if n, err := s.announceBackfilledReleases(ctx, now, actor); err != nil {
 		return 0, err
 	} else if n > 0 {
 		s.log.InfoContext(ctx, "releases on identities revoked before migration 00018 announced", slog.Int("announced", n))
@@ -41,7 +51,7 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 			}
 			for _, d := range due {
 				if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
-					Type: ledger.EventTypeDeadlinePassed, Actor: "system:sweep", At: now,
+					Type: ledger.EventTypeDeadlinePassed, Actor: actor, At: now,
 					Obligation: ledger.EventCompensationUnconfirmed,
 					Data: map[string]any{
 						"deadline":        d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
@@ -67,12 +77,14 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 }
 
 // SweepNow runs Sweep at the service clock's current time, for an on-call
-// principal (POST /admin/v1/compensation/sweep).
+// principal (POST /admin/v1/compensation/sweep). The events it causes name
+// that principal as their actor: the audit log says who moved an
+// obligation early, not only that the sweep did.
 func (s *Service) SweepNow(ctx context.Context, p ledger.Principal) (int, error) {
 	if p.Role != ledger.RoleOncall {
 		return 0, ledger.ErrForbidden
 	}
-	return s.Sweep(ctx, s.now())
+	return s.sweep(ctx, s.now(), p.Actor())
 }
 
 // Sweeper runs a sweep periodically.

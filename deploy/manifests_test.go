@@ -357,6 +357,94 @@ func TestDeployment(t *testing.T) {
 	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/tmp" }) {
 		t.Error("read-only root filesystem needs a writable /tmp")
 	}
+	checkSigningKeyFromSecret(t, spec, c)
+}
+
+// checkSigningKeyFromSecret asserts QUITTANCE_SIGNING_KEY_FILE names a file
+// of a read-only Secret volume, from the Secret's required signing-key:
+// without it serve does not start, and the ledger would sign no
+// checkpoints (ledger/AUDIT.md).
+func checkSigningKeyFromSecret(t *testing.T, spec corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	if e, ok := envVar(c, "QUITTANCE_CHECKPOINTS"); ok {
+		t.Errorf("QUITTANCE_CHECKPOINTS is set (%q): production signs checkpoints", e.Value)
+	}
+	e, ok := envVar(c, "QUITTANCE_SIGNING_KEY_FILE")
+	if !ok || !filepath.IsAbs(e.Value) {
+		t.Fatalf("QUITTANCE_SIGNING_KEY_FILE = %+v, want the absolute path of the mounted key", e)
+	}
+	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return strings.HasPrefix(e.Value, strings.TrimSuffix(m.MountPath, "/")+"/")
+	})
+	if i < 0 {
+		t.Fatalf("no volume is mounted where QUITTANCE_SIGNING_KEY_FILE (%s) points", e.Value)
+	}
+	m := c.VolumeMounts[i]
+	if !m.ReadOnly {
+		t.Errorf("the signing key's volume %s must be mounted read-only", m.Name)
+	}
+	j := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+	if j < 0 || spec.Volumes[j].Secret == nil {
+		t.Fatalf("the signing key's volume %s must be a Secret volume", m.Name)
+	}
+	sv := spec.Volumes[j].Secret
+	if sv.SecretName != "quittance" || (sv.Optional != nil && *sv.Optional) {
+		t.Errorf("the signing key's Secret volume %+v must be the required Secret quittance", sv)
+	}
+	if sv.DefaultMode == nil || *sv.DefaultMode&0o007 != 0 {
+		mode := "unset"
+		if sv.DefaultMode != nil {
+			mode = fmt.Sprintf("%#o", *sv.DefaultMode)
+		}
+		t.Errorf("the signing key's defaultMode %s must give others no access", mode)
+	}
+	rel := strings.TrimPrefix(e.Value, strings.TrimSuffix(m.MountPath, "/")+"/")
+	if !slices.ContainsFunc(sv.Items, func(k corev1.KeyToPath) bool { return k.Key == "signing-key" && k.Path == rel }) {
+		t.Errorf("the Secret volume's items %+v do not put key signing-key at %s", sv.Items, rel)
+	}
+}
+
+// TestSystemdUnitHasTheSigningKey: the systemd unit hands the service the
+// ledger's signing key as a credential and names it in
+// QUITTANCE_SIGNING_KEY_FILE, and does not turn checkpoints off.
+func TestSystemdUnitHasTheSigningKey(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("systemd", "quittance.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string][]string{} // [Service] key → values, comments skipped
+	section := ""
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "["):
+			section = line
+		case section == "[Service]":
+			k, v, _ := strings.Cut(line, "=")
+			settings[k] = append(settings[k], v)
+		}
+	}
+	var credential string
+	for _, v := range settings["LoadCredential"] {
+		if id, path, ok := strings.Cut(v, ":"); ok && id == "signing-key" {
+			credential = path
+		}
+	}
+	if !filepath.IsAbs(credential) {
+		t.Errorf("LoadCredential=%v: want signing-key:<absolute path of the key>", settings["LoadCredential"])
+	}
+	if !slices.Contains(settings["Environment"], "QUITTANCE_SIGNING_KEY_FILE=%d/signing-key") {
+		t.Errorf("Environment=%v: want QUITTANCE_SIGNING_KEY_FILE=%%d/signing-key (the credential)", settings["Environment"])
+	}
+	for _, v := range settings["Environment"] {
+		if strings.HasPrefix(v, "QUITTANCE_CHECKPOINTS=") {
+			t.Errorf("the unit sets %s: production signs checkpoints", v)
+		}
+	}
+	if !strings.Contains(string(raw), "openssl genpkey -algorithm ed25519 -out "+credential) {
+		t.Errorf("the unit's comment does not say how to create %s", credential)
+	}
 }
 
 func TestService(t *testing.T) {
@@ -525,5 +613,8 @@ func TestSecretExampleStaysOutOfKustomization(t *testing.T) {
 	}
 	if _, ok := s.StringData[ref.Key]; !ok {
 		t.Errorf("example Secret has no key %q", ref.Key)
+	}
+	if key := s.StringData["signing-key"]; !strings.Contains(key, "-----BEGIN PRIVATE KEY-----") {
+		t.Errorf("example Secret's signing-key %q is not a PEM private key placeholder", key)
 	}
 }

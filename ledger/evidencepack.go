@@ -16,8 +16,9 @@ const EvidencePackFormat = "quittance-evidence-pack/1"
 // EvidencePack is everything an auditor needs to verify one delegation's
 // evidence offline, with no database and no network: its hash-chained
 // events, every token stored on them, and the org's keys in force when
-// each token was accepted. Every field except GeneratedAt, LedgerJWKS and
-// Checkpoint is checked against the chain by verify-pack.
+// each token was accepted, with the org's stream that records them. Every
+// field except GeneratedAt, LedgerJWKS and Checkpoint is checked against
+// the chains by verify-pack.
 type EvidencePack struct {
 	// Format is EvidencePackFormat.
 	Format string `json:"format"`
@@ -38,6 +39,11 @@ type EvidencePack struct {
 	// OrgKeys are the org's keys (from its key history) that were in force
 	// when any of Tokens was accepted.
 	OrgKeys []OrgKey `json:"org_keys"`
+	// OrgEvents is the org's whole stream, in order (read after the
+	// checkpoint, like Events): each of OrgKeys must have been added by one
+	// of its events at the key's valid_from, and removed where the key
+	// ends, so a key row added or backdated outside the ledger is a break.
+	OrgEvents []EventRecord `json:"org_events"`
 	// LedgerJWKS is the ledger's own public JWK Set (/.well-known/jwks.json),
 	// the keys a checkpoint is signed with.
 	LedgerJWKS json.RawMessage `json:"ledger_jwks,omitempty"`
@@ -97,6 +103,10 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 	if err != nil {
 		return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
 	}
+	orgEvents, err := r.reader.StreamEvents(ctx, "org:"+d.OrgID)
+	if err != nil {
+		return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
+	}
 	pack := EvidencePack{
 		Format: EvidencePackFormat, GeneratedAt: r.clock.Now().UTC(), LedgerID: ledgerID,
 		Delegation: PackDelegation{
@@ -105,6 +115,7 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 			RemoteTaskID: d.Remote.TaskID, ObligationState: d.ObligationState, CompensationIdempotencyKey: CompensationKey(d),
 		},
 		Events: make([]EventRecord, len(events)), Tokens: []PackToken{}, OrgKeys: []OrgKey{},
+		OrgEvents:  make([]EventRecord, len(orgEvents)),
 		Checkpoint: checkpoint,
 	}
 	if len(ledgerJWKS) > 0 {
@@ -124,6 +135,9 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 				pack.OrgKeys = append(pack.OrgKeys, k)
 			}
 		}
+	}
+	for i, e := range orgEvents {
+		pack.OrgEvents[i] = NewEventRecord(e)
 	}
 	if n := len(pack.Events); n > 0 {
 		pack.Head = PackHead{StreamSeq: pack.Events[n-1].StreamSeq, Hash: pack.Events[n-1].Hash}

@@ -210,3 +210,102 @@ func (s *Service) OrgKeyHistory(ctx context.Context, p Principal, orgID string) 
 	}
 	return s.store.OrgKeys(ctx, orgID)
 }
+
+// orgKeyEvent is what an event of an org's stream records about its keys.
+type orgKeyEvent struct {
+	KeysAdded   []KeyRef `json:"keys_added"`
+	KeysRemoved []KeyRef `json:"keys_removed"`
+}
+
+// CheckOrgKeys checks an org's key history against the org's stream, in
+// stream order: every key must have been added by an event of the stream at
+// its valid_from (keys_added of an org_updated or org_keys_fetched event),
+// and it ends where the stream first removes it after that (keys_removed),
+// so a key row added or backdated behind the service's back, or kept in
+// force past its removal, is a problem. With complete, history is the org's
+// whole history, and every key the stream adds or removes must be in it
+// too; without, it is a part (an evidence pack's keys).
+//
+// The one exception is the keys of orgs registered with keys before the key
+// history existed (migration 00016 backfilled them from the org's creation):
+// their first event says jwks_registered but records no keys_added, and a
+// key in force from that event's time on is taken as one it registered.
+func CheckOrgKeys(history []OrgKey, stream []Event, complete bool) []string {
+	// Times are compared to the microsecond, as PostgreSQL keeps them.
+	type at struct {
+		ref KeyRef
+		t   int64 // Unix microseconds
+	}
+	var problems []string
+	parsed := make([]orgKeyEvent, len(stream))
+	added := map[at]bool{}
+	for i, e := range stream {
+		if err := json.Unmarshal(e.Data, &parsed[i]); err != nil && len(e.Data) > 0 {
+			problems = append(problems, fmt.Sprintf("event %d: data does not parse: %v", e.StreamSeq, err))
+		}
+		for _, k := range parsed[i].KeysAdded {
+			added[at{k, e.At.UnixMicro()}] = true
+		}
+	}
+	legacy := false
+	if len(stream) > 0 && stream[0].StreamSeq == 1 && stream[0].Type == EventTypeOrgUpdated {
+		var first struct {
+			JWKSRegistered bool            `json:"jwks_registered"`
+			KeysAdded      json.RawMessage `json:"keys_added"`
+		}
+		_ = json.Unmarshal(stream[0].Data, &first)
+		legacy = first.JWKSRegistered && first.KeysAdded == nil
+	}
+	inHistory := map[at]bool{}
+	endedInHistory := map[at]bool{}
+	for _, k := range history {
+		ref := KeyRef{KeyID: k.KeyID, Thumbprint: k.Thumbprint}
+		from := k.ValidFrom.UTC().Truncate(time.Microsecond)
+		inHistory[at{ref, from.UnixMicro()}] = true
+		if !added[at{ref, from.UnixMicro()}] && !(legacy && from.UnixMicro() == stream[0].At.UnixMicro()) {
+			problems = append(problems, fmt.Sprintf("key %s (thumbprint %s) is in force from %s, but no event of the org's stream added it then",
+				k.KeyID, k.Thumbprint, from.Format(time.RFC3339Nano)))
+			continue
+		}
+		// Where the stream first removes it after it came into force.
+		var end time.Time
+		for i, e := range stream {
+			if e.At.UnixMicro() > from.UnixMicro() && slices.Contains(parsed[i].KeysRemoved, ref) {
+				end = e.At.UTC().Truncate(time.Microsecond)
+				break
+			}
+		}
+		switch until := k.ValidUntil.UTC().Truncate(time.Microsecond); {
+		case end.IsZero() && !until.IsZero():
+			problems = append(problems, fmt.Sprintf("key %s (thumbprint %s) ends at %s, but no event of the org's stream removed it",
+				k.KeyID, k.Thumbprint, until.Format(time.RFC3339Nano)))
+		case !end.IsZero() && until.UnixMicro() != end.UnixMicro():
+			got := "never"
+			if !until.IsZero() {
+				got = until.Format(time.RFC3339Nano)
+			}
+			problems = append(problems, fmt.Sprintf("key %s (thumbprint %s) ends %s, but the org's stream removed it at %s",
+				k.KeyID, k.Thumbprint, got, end.Format(time.RFC3339Nano)))
+		case !end.IsZero():
+			endedInHistory[at{ref, end.UnixMicro()}] = true
+		}
+	}
+	if complete {
+		for i, e := range stream {
+			t := e.At.UnixMicro()
+			for _, k := range parsed[i].KeysAdded {
+				if !inHistory[at{k, t}] {
+					problems = append(problems, fmt.Sprintf("event %d added key %s (thumbprint %s), which the key history does not hold from then",
+						e.StreamSeq, k.KeyID, k.Thumbprint))
+				}
+			}
+			for _, k := range parsed[i].KeysRemoved {
+				if !endedInHistory[at{k, t}] {
+					problems = append(problems, fmt.Sprintf("event %d removed key %s (thumbprint %s), which the key history does not end then",
+						e.StreamSeq, k.KeyID, k.Thumbprint))
+				}
+			}
+		}
+	}
+	return problems
+}

@@ -1,6 +1,8 @@
 package ledger_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +49,66 @@ func TestKeysInForceAt(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("at t0%+v: %q, want %q", c.at, got, c.want)
+		}
+	}
+}
+
+// TestCheckOrgKeys: a key history agrees with the org's stream when every
+// key was added by an event at its valid_from and ends where the stream
+// first removes it; a key added, backdated, ended without an event or kept
+// in force past its removal does not, nor (for a whole history) a key the
+// stream names that the history lacks. An org registered with keys before
+// the history existed is accepted from its first event.
+func TestCheckOrgKeys(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 123456789, time.UTC)
+	t1, t2 := t0.Add(time.Hour), t0.Add(2*time.Hour)
+	a := ledger.KeyRef{KeyID: "a", Thumbprint: "tp-a"}
+	b := ledger.KeyRef{KeyID: "b", Thumbprint: "tp-b"}
+	ev := func(seq int32, typ ledger.EventType, at time.Time, data string) ledger.Event {
+		return ledger.Event{Stream: "org:o", StreamSeq: seq, Type: typ, At: at, Data: []byte(data)}
+	}
+	key := func(r ledger.KeyRef, from, until time.Time) ledger.OrgKey {
+		return ledger.OrgKey{OrgID: "o", KeyID: r.KeyID, Thumbprint: r.Thumbprint, ValidFrom: from, ValidUntil: until}
+	}
+	// a from t0; a rotated out and b in at t1 (fetched); a back at t2.
+	stream := []ledger.Event{
+		ev(1, ledger.EventTypeOrgUpdated, t0, `{"jwks_registered":true,"keys_added":[{"kid":"a","thumbprint":"tp-a"}]}`),
+		ev(2, ledger.EventTypeOrgKeysFetched, t1, `{"keys_added":[{"kid":"b","thumbprint":"tp-b"}],"keys_removed":[{"kid":"a","thumbprint":"tp-a"}]}`),
+		ev(3, ledger.EventTypeOrgUpdated, t2, `{"jwks_registered":true,"keys_added":[{"kid":"a","thumbprint":"tp-a"}]}`),
+	}
+	honest := []ledger.OrgKey{key(a, t0, t1), key(b, t1, time.Time{}), key(a, t2, time.Time{})}
+	for _, tc := range []struct {
+		name     string
+		history  []ledger.OrgKey
+		stream   []ledger.Event
+		complete bool
+		want     string // a problem must contain it; "" for none
+	}{
+		{"honest", honest, stream, true, ""},
+		{"honest, microseconds as stored", []ledger.OrgKey{key(a, t0.Truncate(time.Microsecond), t1), key(b, t1, time.Time{}), key(a, t2, time.Time{})}, stream, true, ""},
+		{"a part of it", honest[1:2], stream, false, ""},
+		{"a key backdated", []ledger.OrgKey{key(a, t0.Add(-time.Hour), t1), honest[1], honest[2]}, stream, true, "no event of the org's stream added it"},
+		{"a key added", append([]ledger.OrgKey{key(ledger.KeyRef{KeyID: "m", Thumbprint: "tp-m"}, t0, time.Time{})}, honest...), stream, true, "key m (thumbprint tp-m)"},
+		{"an end dropped", []ledger.OrgKey{key(a, t0, time.Time{}), honest[1], honest[2]}, stream, false, "ends never, but the org's stream removed it"},
+		{"an end moved later", []ledger.OrgKey{key(a, t0, t2), honest[1], honest[2]}, stream, false, "removed it at"},
+		{"an end no event records", []ledger.OrgKey{honest[0], key(b, t1, t2), honest[2]}, stream, false, "no event of the org's stream removed it"},
+		{"a row removed", honest[:2], stream, true, "event 3 added key a"},
+		{"a row removed, part", honest[:2], stream, false, ""},
+		{"no stream", honest, nil, false, "no event of the org's stream added it"},
+		{"before the key history", []ledger.OrgKey{key(a, t0, time.Time{})},
+			[]ledger.Event{ev(1, ledger.EventTypeOrgUpdated, t0, `{"jwks_registered":true}`)}, true, ""},
+		{"before the key history, a later key", []ledger.OrgKey{key(a, t0, time.Time{}), key(b, t1, time.Time{})},
+			[]ledger.Event{ev(1, ledger.EventTypeOrgUpdated, t0, `{"jwks_registered":true}`), ev(2, ledger.EventTypeOrgUpdated, t1, `{"jwks_registered":true}`)}, true, "key b"},
+		{"registered without keys", []ledger.OrgKey{key(a, t0, time.Time{})},
+			[]ledger.Event{ev(1, ledger.EventTypeOrgUpdated, t0, `{"jwks_registered":false}`)}, true, "key a"},
+	} {
+		problems := ledger.CheckOrgKeys(tc.history, tc.stream, tc.complete)
+		switch {
+		case tc.want == "" && len(problems) > 0:
+			t.Errorf("%s: %q, want no problem", tc.name, problems)
+		case tc.want != "" && !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tc.want) }):
+			t.Errorf("%s: %q, want one containing %q", tc.name, problems, tc.want)
 		}
 	}
 }

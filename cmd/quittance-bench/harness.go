@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -158,14 +161,47 @@ type service struct {
 	URL  string
 }
 
+// signingKeyMu serializes ensureSigningKey: replicas start concurrently.
+var signingKeyMu sync.Mutex
+
+// ensureSigningKey writes a new Ed25519 key (PKCS #8 PEM) at path unless
+// one is there.
+func ensureSigningKey(path string) error {
+	signingKeyMu.Lock()
+	defer signingKeyMu.Unlock()
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return fmt.Errorf("write the ledger signing key: %w", err)
+	}
+	return nil
+}
+
 // startService starts the binary and waits until /readyz answers 200.
 func startService(ctx context.Context, cfg serviceConfig) (*service, error) {
 	logf, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
+	// The service runs as shipped: with a signing key, signing checkpoints.
+	// Every replica of a run shares the one key in the log's directory.
+	keyFile := filepath.Join(filepath.Dir(cfg.LogPath), "ledger-signing-key.pem")
+	if err := ensureSigningKey(keyFile); err != nil {
+		logf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(cfg.Binary, "serve")
 	cmd.Env = append([]string{
+		"QUITTANCE_SIGNING_KEY_FILE=" + keyFile,
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
 		"DATABASE_URL=" + cfg.DatabaseURL,

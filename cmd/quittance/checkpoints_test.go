@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgtest"
 )
 
 // signingKeyFile writes a fresh ledger signing key and returns its path.
@@ -76,7 +78,7 @@ func (e *cliEnv) lastEvent(t *testing.T, token, stream string) ledger.Event {
 // checkpoints deleted too, the exported file still catches it.
 func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t), "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
 		t.Fatalf("put budget: %d", s)
@@ -92,10 +94,21 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	id := e.pendingDelegation(t, orch, "cp-1")
 	id2 := e.pendingDelegation(t, orch, "cp-2")
 
-	// Before any checkpoint, verify-chain says nothing anchors the tails.
+	// Before any checkpoint, verify-chain says nothing anchors the tails;
+	// once events are older than --max-unanchored-age (default 10m, here
+	// shortened to stand for a ledger that signs none), that is a break.
 	out, errOut, code := e.cli(t, finance, "verify-chain")
 	if code != 0 || !strings.Contains(errOut, "no checkpoint yet") {
 		t.Fatalf("verify-chain before a checkpoint: exit %d\n%s\n%s", code, out, errOut)
+	}
+	time.Sleep(20 * time.Millisecond)
+	out, errOut, code = e.cli(t, finance, "verify-chain", "--max-unanchored-age", "10ms")
+	if code != exitFailure || !strings.Contains(out, "BROKEN\tbudget:ops\t1 event(s) older than 10ms are covered by no checkpoint: the ledger serves none") ||
+		!strings.Contains(out, "BROKEN\torg:supplier\t") {
+		t.Fatalf("verify-chain with old events and no checkpoint: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
+	}
+	if _, errOut, code := e.cli(t, finance, "verify-chain", "--max-unanchored-age", "-1s"); code != exitUsage {
+		t.Errorf("verify-chain --max-unanchored-age -1s: exit %d, want %d %s", code, exitUsage, errOut)
 	}
 	// Finance may read checkpoints, not sign them.
 	if _, _, code := e.cli(t, finance, "checkpoints", "create"); code != exitAuth {
@@ -127,6 +140,14 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	}
 	if _, errOut, code := e.cli(t, finance, "verify-chain", "--delegation", id, "--checkpoint", exported); code != 0 {
 		t.Fatalf("verify-chain --delegation --checkpoint of an untouched ledger: exit %d\n%s", code, errOut)
+	}
+	// An event the latest checkpoint does not cover, older than the bound:
+	// checkpoints stopped (or the newer ones were removed).
+	time.Sleep(20 * time.Millisecond)
+	out, errOut, code = e.cli(t, finance, "verify-chain", "--max-unanchored-age", "10ms")
+	if code != exitFailure || !strings.Contains(out, "BROKEN\tbudget:ops\t1 event(s) older than 10ms are covered by the latest checkpoint (1, signed ") ||
+		strings.Contains(out, "BROKEN\torg:supplier") {
+		t.Fatalf("verify-chain with an old event after the checkpoint: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
 	}
 
 	// The owner removes tails and rewrites an org's last event so that it
@@ -209,6 +230,53 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	}
 	if out, _, code := e.cli(t, finance, "checkpoints", "export", "--dir", dir); code != exitFailure || !strings.Contains(out, "MISSING\t"+exported) {
 		t.Errorf("checkpoints export after the checkpoints were deleted: exit %d\n%s", code, out)
+	}
+}
+
+// TestServeRequiresASigningKey: serve, as a user runs it, refuses to start
+// without QUITTANCE_SIGNING_KEY_FILE (exit 2, one reason, the database
+// untouched) unless checkpoints are explicitly off; off, it serves but
+// signs none, and verify-chain reports the old events nothing anchors.
+func TestServeRequiresASigningKey(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbURL := pgtest.EmptyURL(t)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no key", map[string]string{}, "QUITTANCE_SIGNING_KEY_FILE is required"},
+		{"checkpoints on, no key", map[string]string{"QUITTANCE_CHECKPOINTS": "on"}, "QUITTANCE_SIGNING_KEY_FILE is required"},
+		{"checkpoints neither on nor off", map[string]string{"QUITTANCE_CHECKPOINTS": "maybe", "QUITTANCE_SIGNING_KEY_FILE": signingKeyFile(t)}, "QUITTANCE_CHECKPOINTS must be on or off"},
+	} {
+		env := map[string]string{"DATABASE_URL": dbURL, "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_LOG_LEVEL": "error"}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		err := run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: serve: %v (exit %d), want exit %d and %q", tc.name, err, exitCode(err), exitUsage, tc.want)
+		}
+	}
+	// Refused before migrating: the empty database is still empty.
+	pool := testPool(t, dbURL)
+	var tables int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("the database after the refused starts: %d tables (%v), want 0", tables, err)
+	}
+
+	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE=", "QUITTANCE_CHECKPOINTS=off")
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000}, nil); s >= 300 {
+		t.Fatalf("put budget with checkpoints off: %d", s)
+	}
+	if out, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code == 0 || !strings.Contains(errOut, "checkpoints_unavailable") {
+		t.Errorf("checkpoints create without a key: exit %d, want a refusal naming checkpoints_unavailable\n%s%s", code, out, errOut)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if out, errOut, code := e.cli(t, e.oncall, "verify-chain", "--max-unanchored-age", "10ms"); code != exitFailure || !strings.Contains(out, "BROKEN\tbudget:ops\t") {
+		t.Errorf("verify-chain of a ledger run with checkpoints off: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -141,7 +142,18 @@ type checkpointOptions struct {
 	// latest the service serves; jwksFile the ledger's public keys instead
 	// of those it serves at /.well-known/jwks.json.
 	file, jwksFile string
+	// maxUnanchored is how old an event may be with no checkpoint covering
+	// it before that is a break (0: never). The ledger signs one every
+	// QUITTANCE_CHECKPOINT_INTERVAL after a stream moved, so an older
+	// uncovered event means it signs none, or its checkpoints were removed.
+	maxUnanchored time.Duration
+	// now is the time maxUnanchored counts back from.
+	now time.Time
 }
+
+// defaultMaxUnanchored is verify-chain's --max-unanchored-age: ten times
+// the default QUITTANCE_CHECKPOINT_INTERVAL.
+const defaultMaxUnanchored = 10 * time.Minute
 
 // verifyStreams checks every stream's chain (delegations' aside, which
 // verify has checked with their tokens), and every stream against the
@@ -194,12 +206,31 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 				fmt.Fprintf(v.out, "BROKEN\t%s\t%v\n", s, err)
 				continue
 			}
+			if orgID, ok := strings.CutPrefix(s, "org:"); ok {
+				// The key history tokens are verified against must be the
+				// one the org's (checkpointed) stream records.
+				history, err := v.orgKeyHistory(ctx, orgID)
+				if err != nil {
+					return err
+				}
+				if problems := ledger.CheckOrgKeys(history, streams[s], true); len(problems) > 0 {
+					v.broken++
+					for _, p := range problems {
+						fmt.Fprintf(v.out, "BROKEN\t%s\tkey history: %s\n", s, p)
+					}
+					continue
+				}
+				fmt.Fprintf(v.out, "ok\t%s\t%d events\t%d key(s) in its history\n", s, len(streams[s]), len(history))
+				continue
+			}
 			fmt.Fprintf(v.out, "ok\t%s\t%d events\n", s, len(streams[s]))
 		}
 	}
 
 	if ae != nil { // no checkpoint is served, and none was given
-		fmt.Fprintln(stderr, "no checkpoint yet: nothing anchors the streams' last events (quittance checkpoints create signs one)")
+		if n := v.reportUnanchored(opts, nil, streams); n == 0 {
+			fmt.Fprintln(stderr, "no checkpoint yet: nothing anchors the streams' last events (quittance checkpoints create signs one)")
+		}
 		return nil
 	}
 	if cpErr != nil {
@@ -211,6 +242,11 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 		want := ledger.DelegationStream(uuid.MustParse(delegation))
 		cp.Streams = slices.DeleteFunc(cp.Streams, func(h ledger.StreamHead) bool { return h.Stream != want })
 	}
+	if opts.file == "" {
+		// Against an exported file, later events are uncovered by design;
+		// against the latest the ledger serves, old ones must not be.
+		v.reportUnanchored(opts, &cp, streams)
+	}
 	for _, b := range ledger.CheckStreamsAgainstCheckpoint(cp, streams) {
 		v.broken++
 		fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", b.Stream, b.Problem)
@@ -218,6 +254,49 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 	fmt.Fprintf(stderr, "checked against checkpoint %d (signed %s by key %s, %d stream(s)); events after it are not covered until the next checkpoint\n",
 		cp.ID, cp.At.Format("2006-01-02T15:04:05Z07:00"), kid, len(cp.Streams))
 	return nil
+}
+
+// reportUnanchored reports as broken every stream with events older than
+// opts.maxUnanchored that cp (nil: the ledger serves none) does not cover,
+// and returns how many streams it reported.
+func (v *verifier) reportUnanchored(opts checkpointOptions, cp *ledger.CheckpointPayload, streams map[string][]ledger.Event) int {
+	if opts.maxUnanchored <= 0 {
+		return 0
+	}
+	cutoff := opts.now.Add(-opts.maxUnanchored)
+	covered := map[string]int32{}
+	if cp != nil {
+		for _, h := range cp.Streams {
+			covered[h.Stream] = h.Seq
+		}
+	}
+	names := slices.Sorted(maps.Keys(streams))
+	reported := 0
+	for _, s := range names {
+		var n int
+		var oldest ledger.Event
+		for _, e := range streams[s] {
+			if e.StreamSeq > covered[s] && e.At.Before(cutoff) {
+				if n == 0 {
+					oldest = e
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		reported++
+		v.broken++
+		by := "no checkpoint: the ledger serves none"
+		if cp != nil {
+			by = fmt.Sprintf("the latest checkpoint (%d, signed %s)", cp.ID, cp.At.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(v.out, "BROKEN\t%s\t%d event(s) older than %s are covered by %s; the oldest is event %d at %s. "+
+			"The ledger signs no checkpoints (QUITTANCE_SIGNING_KEY_FILE, QUITTANCE_CHECKPOINTS) or they were removed\n",
+			s, n, opts.maxUnanchored, by, oldest.StreamSeq, oldest.At.UTC().Format(time.RFC3339))
+	}
+	return reported
 }
 
 // checkpoint loads the checkpoint to check against and verifies its

@@ -62,7 +62,10 @@ func newEvidencePackCommand(getenv func(string) string, stdout io.Writer) *cobra
 }
 
 func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
-	var ledgerJWKSFile string
+	var (
+		ledgerJWKSFile  string
+		allowUnanchored bool
+	)
 	cmd := &cobra.Command{
 		Use:   "verify-pack FILE",
 		Short: "Verify an evidence pack offline: no database, no network",
@@ -72,7 +75,9 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation, and the ledger's signed " +
 			"checkpoint in the pack: its signature (against the ledger's keys in the pack, or --ledger-jwks FILE, keys the " +
 			"auditor holds) and that the stream still reaches the head it signed, so a tail cut off with its head is a " +
-			"break. It prints one line per token, one for the checkpoint and a result line, and exits 1 on any break.",
+			"break. A pack with no checkpoint, or one signed before the stream's first event, proves nothing about where " +
+			"the stream ended and is a break unless --allow-unanchored is given. It prints one line per token, one for " +
+			"the checkpoint and a result line, and exits 1 on any break.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pack, err := readPack(args[0])
@@ -85,7 +90,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 					return fmt.Errorf("--ledger-jwks: %w", err)
 				}
 			}
-			lines, problems := verifyPack(pack, ledgerJWKS)
+			lines, problems := verifyPack(pack, ledgerJWKS, allowUnanchored)
 			for _, l := range lines {
 				fmt.Fprintln(stdout, l)
 			}
@@ -100,6 +105,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file (its /.well-known/jwks.json, kept apart) instead of those in the pack")
+	cmd.Flags().BoolVar(&allowUnanchored, "allow-unanchored", false, "accept a pack whose checkpoint covers none of its events, or that has none (the chain then proves only a consistent prefix)")
 	return cmd
 }
 
@@ -124,8 +130,10 @@ func readPack(path string) (ledger.EvidencePack, error) {
 }
 
 // verifyPack checks an evidence pack on its own and returns one line per
-// verified token and every problem found.
-func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []string) {
+// verified token and every problem found. Unless allowUnanchored, a pack
+// whose checkpoint covers none of its events, or that has none, is a
+// problem.
+func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, allowUnanchored bool) (lines, problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	d := pack.Delegation
 	if pack.Format != ledger.EvidencePackFormat {
@@ -193,6 +201,26 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []
 			fail("org key %d (%s) belongs to org %q, not %q", i, k.KeyID, k.OrgID, d.OrgID)
 		}
 	}
+	// The keys' provenance: the org's stream, a chain of its own, must add
+	// each key when it came into force and remove it where it ends.
+	orgStream := "org:" + d.OrgID
+	orgEvents := make([]ledger.Event, 0, len(pack.OrgEvents))
+	for _, r := range pack.OrgEvents {
+		e, err := r.Event()
+		if err != nil || r.Stream != orgStream {
+			fail("org event %d is not an event of %s", r.StreamSeq, orgStream)
+			continue
+		}
+		orgEvents = append(orgEvents, e)
+	}
+	if len(orgEvents) > 0 {
+		if err := ledger.VerifyChain(orgEvents); err != nil {
+			fail("the org's stream: %v", err)
+		}
+	}
+	for _, p := range ledger.CheckOrgKeys(pack.OrgKeys, orgEvents, false) {
+		fail("org key history: %s", p)
+	}
 	for _, r := range pack.Events {
 		if r.Evidence == "" {
 			continue
@@ -207,7 +235,7 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []
 		}
 		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
 	}
-	line, broken := checkPackCheckpoint(pack, events, ledgerJWKS)
+	line, broken := checkPackCheckpoint(pack, events, orgEvents, ledgerJWKS, allowUnanchored)
 	lines = append(lines, line)
 	return lines, append(problems, broken...)
 }
@@ -216,11 +244,20 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte) (lines, problems []
 // delegation's stream with the head it signed. The chain alone proves only
 // a consistent prefix; the checkpoint says how far the stream reached when
 // it was signed. Events after its head are not covered (the line says how
-// many), nor is a pack without one.
-func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledgerJWKS []byte) (line string, problems []string) {
+// many). A pack without one, or with one that covers none of the stream,
+// is anchored by nothing: whoever cut its tail, head and all, could also
+// have dropped the checkpoint, so that is a problem unless allowUnanchored.
+func checkPackCheckpoint(pack ledger.EvidencePack, events, orgEvents []ledger.Event, ledgerJWKS []byte, allowUnanchored bool) (line string, problems []string) {
 	d := pack.Delegation
+	unanchored := func(line string) (string, []string) {
+		if allowUnanchored {
+			return line, nil
+		}
+		return line, []string{"nothing signed says where the stream ended (fetch the pack again after the next checkpoint, " +
+			"or give --allow-unanchored to accept the chain as a prefix)"}
+	}
 	if pack.Checkpoint == "" {
-		return fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID), nil
+		return unanchored(fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID))
 	}
 	if len(ledgerJWKS) == 0 {
 		return "", []string{"the pack has a checkpoint but no ledger keys to verify it (give --ledger-jwks)"}
@@ -228,6 +265,17 @@ func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledger
 	payload, kid, err := compensation.VerifyCheckpoint(pack.Checkpoint, ledgerJWKS, pack.LedgerID)
 	if err != nil {
 		return "", []string{fmt.Sprintf("the checkpoint does not verify: %v", err)}
+	}
+	// The org's stream must reach the head the checkpoint signed for it too:
+	// its key events cannot have been cut off.
+	orgStream := "org:" + d.OrgID
+	for _, h := range payload.Streams {
+		if h.Stream == orgStream {
+			one := ledger.CheckpointPayload{ID: payload.ID, Streams: []ledger.StreamHead{h}}
+			for _, b := range ledger.CheckStreamsAgainstCheckpoint(one, map[string][]ledger.Event{orgStream: orgEvents}) {
+				problems = append(problems, "the org's stream: "+b.Problem)
+			}
+		}
 	}
 	for _, h := range payload.Streams {
 		if h.Stream != d.Stream {
@@ -240,8 +288,9 @@ func checkPackCheckpoint(pack ledger.EvidencePack, events []ledger.Event, ledger
 		return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tcovers events 1..%d of %d", d.ID, payload.ID, kid,
 			payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)), problems
 	}
-	return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
-		payload.ID, kid, payload.At.UTC().Format("2006-01-02T15:04:05Z"), len(events)), nil
+	line, more := unanchored(fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
+		payload.ID, kid, payload.At.UTC().Format("2006-01-02T15:04:05Z"), len(events)))
+	return line, append(problems, more...)
 }
 
 // checkTokenRecord correlates a verified token with the event that stores

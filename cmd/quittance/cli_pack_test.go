@@ -33,8 +33,9 @@ func offlineCLI(t *testing.T, args ...string) (string, string, int) {
 // compensated by a signed ack, downloaded after the org rotated its keys,
 // verifies with no database and no network, naming the key in force at
 // acceptance; changing any one value in it — an event field, a token byte,
-// a key, the delegation it describes — or removing an event makes
-// verify-pack exit 1.
+// a key or its validity (earlier or later), the org stream that records the
+// keys, the delegation it describes — or removing an event or the
+// checkpoint makes verify-pack exit 1.
 func TestEvidencePackVerifiesOffline(t *testing.T) {
 	t.Parallel()
 	e := startService(t)
@@ -55,6 +56,9 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 	id := e.compensatedBySignedAck(t, orch, "pack-1", old)
 	e.setOrgKeys(t, compensationtest.JWKS(old.PublicJWK(), next.PublicJWK()))
 	e.setOrgKeys(t, compensationtest.JWKS(next.PublicJWK()))
+	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
+		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
+	}
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "pack.json")
@@ -136,6 +140,27 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 			k := obj(list(p["org_keys"])[0])
 			k["valid_from"] = obj(list(p["tokens"])[0])["accepted_at"].(string)[:4] + "-12-31T23:59:59Z"
 		},
+		"a key's validity moved earlier": func(p map[string]any) {
+			obj(list(p["org_keys"])[0])["valid_from"] = "2000-01-01T00:00:00Z"
+		},
+		"a key's end removed": func(p map[string]any) {
+			delete(obj(list(p["org_keys"])[0]), "valid_until")
+		},
+		"a key's end moved later": func(p map[string]any) {
+			obj(list(p["org_keys"])[0])["valid_until"] = "2999-01-01T00:00:00Z"
+		},
+		"a key added to the org's stream": func(p map[string]any) {
+			ev := list(p["org_events"])
+			data := obj(obj(ev[0])["data"])
+			data["keys_added"] = append(list(data["keys_added"]), map[string]any{"kid": "new-key", "thumbprint": thumbprintOf(t, next)})
+		},
+		"the org's last event removed": func(p map[string]any) {
+			ev := list(p["org_events"])
+			p["org_events"] = ev[:len(ev)-1]
+		},
+		"the org's stream removed": func(p map[string]any) {
+			p["org_events"] = []any{}
+		},
 		"a key swapped for the later one": func(p map[string]any) {
 			k := obj(list(p["org_keys"])[0])
 			k["kid"] = "new-key"
@@ -164,6 +189,9 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 		},
 		"a member added": func(p map[string]any) {
 			p["verified"] = true
+		},
+		"the checkpoint removed": func(p map[string]any) {
+			delete(p, "checkpoint")
 		},
 	}
 	for name, change := range cases {
@@ -204,7 +232,7 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 // verify; the next checkpoint covers them.
 func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t), "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
 		t.Fatalf("put budget: %d", s)
@@ -249,9 +277,15 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 		return f
 	}
 
+	// Before any checkpoint the pack is anchored by nothing: a break,
+	// unless the auditor explicitly accepts the chain as a prefix.
 	file, _ := download("before.json")
-	if out, _, code := offlineCLI(t, "verify-pack", file); code != 0 || !strings.Contains(out, "checkpoint\t"+id+"\tnone in the pack") {
-		t.Fatalf("verify-pack without a checkpoint: exit %d\n%s", code, out)
+	if out, _, code := offlineCLI(t, "verify-pack", file); code != exitFailure || !strings.Contains(out, "checkpoint\t"+id+"\tnone in the pack") ||
+		!strings.Contains(out, "BROKEN\t"+id+"\tnothing signed says where the stream ended") {
+		t.Fatalf("verify-pack without a checkpoint: exit %d, want %d\n%s", code, exitFailure, out)
+	}
+	if out, _, code := offlineCLI(t, "verify-pack", "--allow-unanchored", file); code != 0 || !strings.Contains(out, "none in the pack") {
+		t.Fatalf("verify-pack --allow-unanchored without a checkpoint: exit %d\n%s", code, out)
 	}
 	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
 		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
@@ -282,6 +316,11 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	pack["head"] = map[string]any{"stream_seq": last["stream_seq"], "hash": last["hash"]}
 	if out, _, code := offlineCLI(t, "verify-pack", write("cut.json", pack)); code != exitFailure || !strings.Contains(out, "tail was removed") {
 		t.Errorf("a tail cut with its head: exit %d\n%s", code, out)
+	}
+	// The same, with the checkpoint stripped too: still a break.
+	delete(pack, "checkpoint")
+	if out, _, code := offlineCLI(t, "verify-pack", write("cut-stripped.json", pack)); code != exitFailure || !strings.Contains(out, "nothing signed says where the stream ended") {
+		t.Errorf("a tail cut with its head and the checkpoint stripped: exit %d\n%s", code, out)
 	}
 	_, pack = download("pack.json")
 	cp := pack["checkpoint"].(string)

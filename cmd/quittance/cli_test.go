@@ -55,6 +55,9 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 		"QUITTANCE_ADDR":            "127.0.0.1:0",
 		"QUITTANCE_BOOTSTRAP_TOKEN": token, "QUITTANCE_LEDGER_ID": "ledger-cli",
 		"QUITTANCE_LOG_LEVEL": "error",
+		// As shipped: serve refuses to start without a signing key unless
+		// QUITTANCE_CHECKPOINTS=off.
+		"QUITTANCE_SIGNING_KEY_FILE": signingKeyFile(t),
 	}
 	for _, kv := range extraEnv {
 		k, v, _ := strings.Cut(kv, "=")

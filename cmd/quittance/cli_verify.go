@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -42,7 +43,10 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 			"thumbprint of the key that verified each. It then checks every other stream's chain (orgs, budgets, principals, " +
 			"tokens, pending changes, …) and every stream against the latest signed checkpoint (or --checkpoint FILE, an " +
 			"exported one), so a tail removed or rewritten up to the checkpoint is a break; events after it are not covered " +
-			"until the next checkpoint. It prints one line per delegation and stream and exits 1 on any break.",
+			"until the next checkpoint. An event older than --max-unanchored-age that the latest checkpoint does not cover " +
+			"(or any such event, when the ledger serves no checkpoint) is a break too: the ledger signs one every " +
+			"QUITTANCE_CHECKPOINT_INTERVAL, so it signs none or its checkpoints were removed. It prints one line per " +
+			"delegation and stream and exits 1 on any break.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newAPIClient(getenv)
@@ -50,6 +54,10 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 				return err
 			}
 			ctx := cmd.Context()
+			if cpOpts.maxUnanchored < 0 {
+				return usageError{errors.New("--max-unanchored-age must not be negative")}
+			}
+			cpOpts.now = time.Now()
 			v := &verifier{c: c, keys: map[string][]ledger.OrgKey{}, out: stdout}
 			if delegation != "" {
 				if _, err := uuid.Parse(delegation); err != nil {
@@ -94,6 +102,8 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 	}
 	cmd.Flags().StringVar(&delegation, "delegation", "", "verify only this delegation")
 	cmd.Flags().StringVar(&cpOpts.file, "checkpoint", "", "check against this exported checkpoint (quittance checkpoints export) instead of the latest the ledger serves")
+	cmd.Flags().DurationVar(&cpOpts.maxUnanchored, "max-unanchored-age", defaultMaxUnanchored,
+		"an event older than this that the latest checkpoint does not cover is a break (0: only report that none is served)")
 	cmd.Flags().StringVar(&cpOpts.jwksFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file instead of those it serves")
 	return cmd
 }

@@ -25,6 +25,12 @@ type config struct {
 	// CheckpointInterval is how often the ledger signs a checkpoint over
 	// the head of every event stream (when any stream moved).
 	CheckpointInterval time.Duration `env:"QUITTANCE_CHECKPOINT_INTERVAL" envDefault:"1m"`
+	// Checkpoints is "on" or "off". On (the default), the service refuses
+	// to start without SigningKeyFile: without checkpoints nothing anchors
+	// the end of a stream, and a tail the schema's owner deletes goes
+	// unnoticed (ledger/AUDIT.md). Off, it starts without a key and signs
+	// no periodic checkpoints: an explicit choice, never a default.
+	Checkpoints string `env:"QUITTANCE_CHECKPOINTS" envDefault:"on"`
 	// OrgJWKSRefresh is how often the JWKS URL of every org registered by
 	// URL is fetched; OrgJWKSUnknownKidInterval the shortest time between
 	// two fetches of one org's URL for tokens naming an unknown kid.
@@ -127,7 +133,7 @@ type config struct {
 
 // variables are the names config reads.
 var variables = []string{
-	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL",
+	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_CHECKPOINTS",
 	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
@@ -168,6 +174,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.CheckpointInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_CHECKPOINT_INTERVAL must be positive")}
+	}
+	if cfg.Checkpoints != "on" && cfg.Checkpoints != "off" {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_CHECKPOINTS must be on or off, not %q", cfg.Checkpoints)}
 	}
 	if cfg.OrgJWKSRefresh <= 0 || cfg.OrgJWKSUnknownKidInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_ORG_JWKS_REFRESH and QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL must be positive")}

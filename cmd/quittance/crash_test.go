@@ -130,6 +130,7 @@ func newCrashEnv(t *testing.T, point string, org map[string]any, env map[string]
 		"DATABASE_URL": pgtest.URL(t), "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN": e.bootstrap,
 		"QUITTANCE_LEDGER_ID": faultLedgerID, "QUITTANCE_LOG_LEVEL": "info", "QUITTANCE_RATE_LIMIT_RPS": "0",
 		"QUITTANCE_SWEEP_INTERVAL": "1h", "QUITTANCE_SHUTDOWN_TIMEOUT": "5s",
+		"QUITTANCE_SIGNING_KEY_FILE": signingKeyFile(t),
 	}
 	for k, v := range env {
 		e.env[k] = v

@@ -264,7 +264,7 @@ func inProcessService(t *testing.T, dbURL, oncall string) string {
 	env := map[string]string{
 		"DATABASE_URL": dbURL, "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN": oncall,
 		"QUITTANCE_LEDGER_ID": faultLedgerID, "QUITTANCE_LOG_LEVEL": "warn", "QUITTANCE_RATE_LIMIT_RPS": "0",
-		"QUITTANCE_SHUTDOWN_TIMEOUT": "10s",
+		"QUITTANCE_SHUTDOWN_TIMEOUT": "10s", "QUITTANCE_SIGNING_KEY_FILE": signingKeyFile(t),
 	}
 	logPath := filepath.Join(t.TempDir(), "service.log")
 	logFile, err := os.Create(logPath)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/sql/pgcluster"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -39,12 +41,20 @@ func eventsDigest(t *testing.T, conn *pgx.Conn) string {
 // test runs on the same setup.
 func TestServiceRoleCannotRewriteEvents(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE="+signingKeyFile(t))
+	e := startService(t)
 	ctx := context.Background()
 	// Some events, and a checkpoint over them, signed as the service role.
 	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1000}, nil); s >= 300 {
 		t.Fatalf("put budget: %d", s)
 	}
+	// An org with a key, so its key history has a row.
+	var registered json.RawMessage
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
+		"name": "Supplier", "jwks": json.RawMessage(compensationtest.NewEd25519Signer(t, "sup-key").JWKS()),
+	}, &registered); s != http.StatusAccepted {
+		t.Fatalf("put org: %d", s)
+	}
+	e.approvePending(t, registered)
 	if s := e.api(t, http.MethodPost, "/admin/v1/checkpoints", e.oncall, nil, nil); s != http.StatusCreated {
 		t.Fatalf("create checkpoint: %d", s)
 	}
@@ -81,6 +91,12 @@ func TestServiceRoleCannotRewriteEvents(t *testing.T) {
 		`DELETE FROM checkpoints`,
 		`TRUNCATE checkpoints`,
 		`UPDATE goose_db_version SET is_applied = false`,
+		// The key history: appended and ended, never rewritten or removed.
+		`UPDATE org_keys SET valid_from = valid_from - interval '1 day'`,
+		`UPDATE org_keys SET jwk = '{}'`,
+		`DELETE FROM org_keys`,
+		`TRUNCATE org_keys`,
+		`ALTER TABLE org_keys DISABLE TRIGGER ALL`,
 		`SELECT quittance_grant_service_role()`,
 		`CREATE TABLE public.mallory (id int)`,
 	} {
@@ -111,6 +127,69 @@ func TestServiceRoleCannotRewriteEvents(t *testing.T) {
 	if writable {
 		t.Error("the service role may update, delete or truncate the audit log")
 	}
+
+	// The one change the service makes to a key row, ending it, is allowed
+	// once and not before the key came into force; the trigger refuses the
+	// rest. An end no event recorded is still a lie verify-chain finds.
+	keys := func() string {
+		var s string
+		if err := conn.QueryRow(ctx, `SELECT string_agg(format('%s %s %s %s', kid, thumbprint, valid_from, valid_until), ';' ORDER BY kid) FROM org_keys`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	original := keys()
+	if _, err := conn.Exec(ctx, `UPDATE org_keys SET valid_until = valid_from - interval '1 second'`); err == nil || !strings.Contains(err.Error(), "org_keys is append-only") {
+		t.Errorf("ending a key before it came into force, as the service role: %v, want the trigger's refusal", err)
+	}
+	if got := keys(); got != original {
+		t.Fatalf("a refused change moved the key history: %s -> %s", original, got)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE org_keys SET valid_until = valid_from + interval '1 hour'`); err != nil {
+		t.Fatalf("ending a key once, as the service role: %v", err)
+	}
+	for _, stmt := range []string{
+		`UPDATE org_keys SET valid_until = valid_until + interval '1 day'`,
+		`UPDATE org_keys SET valid_until = NULL`,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err == nil || !strings.Contains(err.Error(), "org_keys is append-only") {
+			t.Errorf("%s as the service role, after the key ended: %v, want the trigger's refusal", stmt, err)
+		}
+	}
+	// The owner re-running the grants (as a DBA does after creating the
+	// role) gives none of it back.
+	if err := e.exec(ctx, `SELECT quittance_grant_service_role()`); err != nil {
+		t.Fatal(err)
+	}
+	var rewritable bool
+	if err := conn.QueryRow(ctx, `SELECT has_table_privilege('org_keys', 'UPDATE') OR has_table_privilege('org_keys', 'DELETE')
+		OR has_table_privilege('org_keys', 'TRUNCATE') OR has_column_privilege('org_keys', 'valid_from', 'UPDATE')
+		OR has_column_privilege('org_keys', 'jwk', 'UPDATE')`).Scan(&rewritable); err != nil {
+		t.Fatal(err)
+	}
+	if rewritable {
+		t.Error("after quittance_grant_service_role(), the service role may rewrite or remove key history rows")
+	}
+	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	out, errOut, code := e.cli(t, finance, "verify-chain")
+	if code != exitFailure || !strings.Contains(out, "BROKEN\torg:supplier\tkey history: key sup-key") || !strings.Contains(out, "no event of the org's stream removed it") {
+		t.Errorf("verify-chain after the service role ended a key no event removed: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
+	}
+	// The owner, whom nothing stops, adds a key backdated to before the
+	// org's stream recorded any: verify-chain names it too.
+	other := compensationtest.NewEd25519Signer(t, "backdated")
+	otherJWK, err := json.Marshal(other.PublicJWK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.exec(ctx, `INSERT INTO org_keys (org_id, kid, thumbprint, jwk, valid_from) VALUES ('supplier', 'backdated', $1, $2, now() - interval '30 days')`,
+		thumbprintOf(t, other), string(otherJWK)); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = e.cli(t, finance, "verify-chain")
+	if code != exitFailure || !strings.Contains(out, "key history: key backdated (thumbprint "+thumbprintOf(t, other)+") is in force from") {
+		t.Errorf("verify-chain after the owner added a backdated key: exit %d\n%s", code, out)
+	}
 	var owns int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname IN ('public', 'reporting') AND pg_has_role(current_user, c.relowner, 'USAGE')`).Scan(&owns); err != nil {
@@ -140,7 +219,8 @@ func TestMigrationsRunAsTheOwner(t *testing.T) {
 	t.Parallel()
 	ownerURL := pgtest.EmptyURL(t)
 	serviceURL := pgtest.ServiceURL(t, ownerURL)
-	env := map[string]string{"DATABASE_URL": serviceURL, "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_LOG_LEVEL": "error"}
+	env := map[string]string{"DATABASE_URL": serviceURL, "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_LOG_LEVEL": "error",
+		"QUITTANCE_SIGNING_KEY_FILE": signingKeyFile(t)}
 	getenv := func(k string) string { return env[k] }
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -222,6 +222,13 @@ type readyHook func(ctx context.Context, svc *app.App, addr net.Addr) error
 // onReady, if not nil, runs once the service is listening; its failure is
 // logged and does not stop the service.
 func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady readyHook) error {
+	checkpoints := cfg.Checkpoints != "off"
+	if checkpoints && cfg.SigningKeyFile == "" {
+		// Refused before anything is migrated or served: a ledger without
+		// checkpoints cannot show that its log lost its last events.
+		return usageError{errors.New("QUITTANCE_SIGNING_KEY_FILE is required: the ledger signs the checkpoints that anchor its audit log with it " +
+			"(ledger/AUDIT.md); set QUITTANCE_CHECKPOINTS=off to run without checkpoints")}
+	}
 	pool, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -302,9 +309,13 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	})()
 	// Every replica signs checkpoints; an advisory lock makes them take
 	// turns, and one finding the heads already signed signs nothing.
-	defer runBackground(ctx, log, "checkpoints", func(ctx context.Context) error {
-		return svc.Checkpoints.Run(ctx, cfg.CheckpointInterval)
-	})()
+	if checkpoints {
+		defer runBackground(ctx, log, "checkpoints", func(ctx context.Context) error {
+			return svc.Checkpoints.Run(ctx, cfg.CheckpointInterval)
+		})()
+	} else {
+		log.Warn("QUITTANCE_CHECKPOINTS=off: no checkpoints are signed, so a tail removed from the audit log goes undetected")
+	}
 
 	listener, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -69,6 +69,7 @@ func TestReplicasStartTogether(t *testing.T) {
 				"DATABASE_URL=" + dbURL, "QUITTANCE_ADDR=127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN=" + token,
 				"QUITTANCE_LEDGER_ID=" + faultLedgerID, "QUITTANCE_LOG_LEVEL=info", "QUITTANCE_SWEEP_INTERVAL=1h",
 				"QUITTANCE_SHUTDOWN_TIMEOUT=5s", "QUITTANCE_A2A_STREAMING=false",
+				"QUITTANCE_SIGNING_KEY_FILE=" + signingKeyFile(t),
 			}
 			logDir := t.TempDir()
 			procs := make([]*exec.Cmd, startupReplicas)

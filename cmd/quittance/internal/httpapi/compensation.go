@@ -182,7 +182,7 @@ func (s *Server) registerCompensation() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "sweep-compensation", Method: http.MethodPost, Path: "/admin/v1/compensation/sweep", Tags: admin,
 		Summary:     "Move obligations past their compensation deadline to compensation_unconfirmed",
-		Description: "Runs the periodic sweep now (on-call). Holds stay active: a deadline never releases money.",
+		Description: "Runs the periodic sweep now (on-call); the events it causes name the caller as their actor. Holds stay active: a deadline never releases money.",
 		Security:    bearerAuth,
 	}, func(ctx context.Context, _ *struct{}) (*sweepOutput, error) {
 		n, err := s.compensation.SweepNow(ctx, principal(ctx))

@@ -716,8 +716,10 @@ func TestSweepAndRestart(t *testing.T) {
 	if b := e.Budget(t, budgetID); b.HeldMinor != held {
 		t.Fatalf("the sweep moved money: held %d -> %d", held, b.HeldMinor)
 	}
-	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeDeadlinePassed || ev.ObligationTo != "compensation_unconfirmed" || ev.Actor != "system:sweep" {
-		t.Fatalf("last event %s -> %s by %s", ev.Type, ev.ObligationTo, ev.Actor)
+	// The sweep was asked for by on-call: its events name that principal.
+	asked := e.Actor(t, e.OncallToken)
+	if ev := e.lastEvent(t, d.ID); ev.Type != ledger.EventTypeDeadlinePassed || ev.ObligationTo != "compensation_unconfirmed" || ev.Actor != asked {
+		t.Fatalf("last event %s -> %s by %s, want by %s, who asked for the sweep", ev.Type, ev.ObligationTo, ev.Actor, asked)
 	}
 
 	// Restart: the old instance goes away, a new one serves the same database.

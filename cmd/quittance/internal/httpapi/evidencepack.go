@@ -23,6 +23,7 @@ type EvidencePackBody struct {
 	Events      []EventRecord      `json:"events" doc:"The delegation's whole stream, in order."`
 	Tokens      []PackTokenBody    `json:"tokens" doc:"Every token stored on the events, each exactly its event's evidence."`
 	OrgKeys     []PackOrgKeyBody   `json:"org_keys" doc:"The org's keys in force when any of the tokens was accepted."`
+	OrgEvents   []EventRecord      `json:"org_events" doc:"The org's whole stream, in order: each org key must have been added by one of its events at the key's valid_from, and removed where it ends."`
 	LedgerJWKS  json.RawMessage    `json:"ledger_jwks,omitempty" doc:"The ledger's public JWK Set (/.well-known/jwks.json)."`
 	Checkpoint  string             `json:"checkpoint,omitempty" doc:"The compact JWS of the ledger's latest signed checkpoint when the pack was made (read before the events): it anchors the stream's head. Absent when the ledger has signed none."`
 }
@@ -71,6 +72,10 @@ func evidencePackBody(p ledger.EvidencePack) EvidencePackBody {
 		Format: p.Format, GeneratedAt: p.GeneratedAt, LedgerID: p.LedgerID, Delegation: PackDelegationBody(p.Delegation),
 		Head: PackHeadBody(p.Head), Events: make([]EventRecord, len(p.Events)), Tokens: make([]PackTokenBody, len(p.Tokens)),
 		OrgKeys: make([]PackOrgKeyBody, len(p.OrgKeys)), LedgerJWKS: p.LedgerJWKS, Checkpoint: p.Checkpoint,
+		OrgEvents: make([]EventRecord, len(p.OrgEvents)),
+	}
+	for i, e := range p.OrgEvents {
+		b.OrgEvents[i] = EventRecord(e)
 	}
 	for i, e := range p.Events {
 		b.Events[i] = EventRecord(e)

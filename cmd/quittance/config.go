@@ -129,6 +129,10 @@ type config struct {
 	// createSigningKey makes the service generate SigningKeyFile when it is
 	// missing (dev only).
 	createSigningKey bool
+	// publicURLFromListener makes the service, when PublicURL is empty,
+	// use the address it listens on as PublicURL (dev with the demo agent):
+	// that names the port chosen for port 0, which Addr does not.
+	publicURLFromListener bool
 }
 
 // variables are the names config reads.

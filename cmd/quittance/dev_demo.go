@@ -40,8 +40,8 @@ type devDemo struct {
 // startDevDemo starts the demo agent unless QUITTANCE_DEMO_AGENT is "off"
 // (or its address is taken, which it reports and carries on without it),
 // and defaults what the local walk-through needs beyond dev's loopback
-// egress: the service's own address as its public URL for push
-// notifications.
+// egress: the address the service listens on as its public URL for push
+// notifications (runService sets it once it listens).
 func startDevDemo(getenv func(string) string, cfg *config, log *slog.Logger, stdout io.Writer) (*devDemo, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("QUITTANCE_DEMO_AGENT")), "off") {
 		return nil, nil
@@ -68,9 +68,7 @@ func startDevDemo(getenv func(string) string, cfg *config, log *slog.Logger, std
 		fmt.Fprintf(stdout, "Demo supplier agent not started: %v (QUITTANCE_DEMO_AGENT=off skips it)\n", err)
 		return nil, nil
 	}
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + cfg.Addr
-	}
+	cfg.publicURLFromListener = true
 	return &devDemo{agent: agent, base: base, stop: stop, bootstrap: cfg.BootstrapToken, stdout: stdout}, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -192,4 +193,68 @@ func (c *consoleClient) signIn(token string) {
 	if status, loc := c.post("/console/sign-in", "/console/sign-in", url.Values{"token": {token}, "next": {"/console/"}}); status != http.StatusSeeOther || loc != "/console/" {
 		c.t.Fatalf("sign in: %d %s", status, loc)
 	}
+}
+
+// TestDevDemoPushURL: `quittance dev` with the demo agent on, listening on
+// port 0 as tests run it, registers push notifications at the port it
+// listens on (not the configured ":0"): the demo supplier's agent pushes
+// the status of a task Quittance dispatched to it, and the service answers
+// those pushes, as its own request metrics show.
+func TestDevDemoPushURL(t *testing.T) {
+	dev := startDev(t, map[string]string{"QUITTANCE_DEMO_AGENT": "on"})
+	const registered = `registered as org "demo-supplier"`
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(dev.stdout.String(), registered); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(dev.stdout.String(), "Demo supplier agent not started") || time.Now().After(deadline) {
+			t.Fatalf("the demo agent is not registered (is %s taken?):\n%s", devDemoAddr, dev.stdout.String())
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dev.dataDir, devTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oncall := strings.TrimSpace(string(raw))
+	c := newTestClient(dev.baseURL)
+	ctx := t.Context()
+	if r := c.do(ctx, http.MethodPut, "/admin/v1/budgets/push-demo", oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}); !r.ok() {
+		t.Fatalf("budget: %s", r)
+	}
+	r := c.do(ctx, http.MethodPost, "/admin/v1/tokens", oncall, map[string]any{"role": "orchestrator", "tenant": "buyers", "name": "push-test"})
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if !r.ok() || json.Unmarshal(r.body, &tok) != nil {
+		t.Fatalf("orchestrator token: %s", r)
+	}
+	r = c.do(ctx, http.MethodPost, "/v1/delegations", tok.Token, map[string]any{
+		"business_operation_id": "po-push", "org_id": "demo-supplier", "task_class": "procurement", "budget_id": "push-demo",
+		"hold":     map[string]any{"amount_minor": 10_000, "currency": "EUR"},
+		"dispatch": map[string]any{"message": map[string]any{"parts": []any{map[string]any{"text": "Order 1 laptop"}}}},
+	})
+	if !r.ok() {
+		t.Fatalf("dispatch: %s", r)
+	}
+	answered := regexp.MustCompile(`(?m)^quittance_http_request_duration_seconds_count\{code="2\d\d",method="POST",route="[^"]*/a2a/push/[^"]*"\} [1-9]`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		m := c.do(ctx, http.MethodGet, "/metrics", "", nil)
+		if !m.ok() {
+			t.Fatalf("metrics: %s", m)
+		}
+		if answered.Match(m.body) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no push answered within 30s at %s; push lines of /metrics:\n%s", dev.baseURL, grepLines(string(m.body), "a2a/push"))
+		}
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
 }

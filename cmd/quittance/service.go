@@ -250,6 +250,16 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	} else {
 		log.Warn("QUITTANCE_SIGNING_KEY_FILE is not set: compensation requests are not signed and no JWKS is published")
 	}
+	// The service listens before it is built: the worker registers push
+	// notifications at PublicURL, which dev takes from the listener.
+	listener, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	defer listener.Close()
+	if cfg.PublicURL == "" && cfg.publicURLFromListener {
+		cfg.PublicURL = loopbackURL(listener.Addr())
+	}
 	if cfg.PublicURL == "" {
 		log.Warn("QUITTANCE_PUBLIC_URL is not set: no push notifications are registered with remote agents; dispatched tasks are polled")
 	}
@@ -317,10 +327,6 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		log.Warn("QUITTANCE_CHECKPOINTS=off: no checkpoints are signed, so a tail removed from the audit log goes undetected")
 	}
 
-	listener, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
 	server := &http.Server{
 		Handler:           root,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -365,6 +371,19 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		return fmt.Errorf("drain requests: %w", err)
 	}
 	return nil
+}
+
+// loopbackURL is the http URL of a listen address, naming 127.0.0.1 for
+// an unspecified host (":8080"): what a local agent reaches it at.
+func loopbackURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // runBackground runs a worker loop until the returned function, deferred

@@ -1,13 +1,20 @@
 package console_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
@@ -373,7 +380,70 @@ func TestAnomaliesSharedRemoteTasks(t *testing.T) {
 			t.Fatalf("GET %s: not the API's %d rows", path, len(api.SharedRemoteTasks))
 		}
 	}
-	b.get("/console/anomalies?kind=shared_remote_task").lacks(t, "No anomalies of this kind")
+	b.get("/console/anomalies?kind=shared_remote_task").lacks(t, "No anomaly events of this kind")
 	b.get("/console/anomalies?kind=status_conflict").lacks(t, `id="shared-remote-tasks"`)
 	b.get("/console/anomalies?after=1").lacks(t, `id="shared-remote-tasks"`)
 }
+
+// TestAnomaliesRefusedTokens: the refused-token totals per (org, reason)
+// are the rows of the anomalies page's first page, for all kinds and for
+// kind refused_token, exactly as the first page of GET /v1/anomalies
+// carries them, with the latest samples by sha256; later pages and other
+// kinds do not repeat them.
+func TestAnomaliesRefusedTokens(t *testing.T) {
+	w := newWorld(t)
+	b := w.client(t)
+	b.signIn(w.finance)
+	b.get("/console/anomalies").contains(t, `id="refused-tokens"`, "No signed token has been refused.")
+
+	refuse := func(token string) {
+		req, _ := http.NewRequest(http.MethodPost, w.URL+"/v1/compensation/acks", strings.NewReader(token))
+		req.Header.Set("Content-Type", "application/jose")
+		w.Send(t, req).Expect(t, http.StatusUnauthorized)
+	}
+	refuse("garbage." + strings.Repeat("A", 40) + ".x")
+	forger := compensationtest.NewEd25519Signer(t, w.signer.KeyID())
+	var forged string
+	for i := range 3 {
+		claims := compensationtest.AckClaims(orgID, ledgerID, w.pending.Remote.TaskID, w.pending.Compensation.IdempotencyKey, w.Clock.Now())
+		claims["receipt_id"] = fmt.Sprintf("rcpt-forged-%d", i)
+		forged = forger.Sign(t, string(compensation.KindAck), claims)
+		refuse(forged)
+	}
+
+	var api struct {
+		RefusedTokens []httpapi.RefusedTokensBody `json:"refused_tokens"`
+	}
+	w.Do(t, http.MethodGet, "/v1/anomalies", w.finance, nil).Expect(t, http.StatusOK).JSON(t, &api)
+	want := map[[2]string]int64{}
+	for _, r := range api.RefusedTokens {
+		want[[2]string{r.OrgID, r.Reason}] = r.Refused
+	}
+	if len(want) != 2 || want[[2]string{"", compensation.CodeTokenMalformed}] != 1 || want[[2]string{orgID, compensation.CodeTokenSignatureInvalid}] != 3 {
+		t.Fatalf("the API lists %+v", api.RefusedTokens)
+	}
+	sum := sha256.Sum256([]byte(forged))
+	for _, path := range []string{"/console/anomalies", "/console/anomalies?kind=refused_token"} {
+		p := b.get(path)
+		if p.status != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, p.status)
+		}
+		got := map[[2]string]int64{}
+		for _, m := range refusedRow.FindAllStringSubmatch(p.body, -1) {
+			n, _ := strconv.ParseInt(m[3], 10, 64)
+			got[[2]string{m[1], m[2]}] = n
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("GET %s lists %v, the API %v", path, got, want)
+		}
+		p.contains(t, `<a href="/console/orgs/`+orgID+`">`, hex.EncodeToString(sum[:]), "3 kept")
+		p.lacks(t, "No signed token has been refused.")
+	}
+	b.get("/console/anomalies?kind=refused_token").contains(t, "Refused tokens are counted above")
+	b.get("/console/anomalies?kind=status_conflict").lacks(t, `id="refused-tokens"`)
+	b.get("/console/anomalies?kind=shared_remote_task").lacks(t, `id="refused-tokens"`)
+	b.get("/console/anomalies?after=1").lacks(t, `id="refused-tokens"`)
+}
+
+// refusedRow is one row of the anomalies page's refused-token totals.
+var refusedRow = regexp.MustCompile(`<tr data-org="([^"]*)" data-reason="([^"]*)" data-refused="([0-9]+)">`)

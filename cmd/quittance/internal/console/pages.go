@@ -392,11 +392,14 @@ type anomaliesPage struct {
 	Kind      string
 	Anomalies []ledger.Anomaly
 	Next      string
-	// Shared are the remote task ids more than one tenant recorded, on the
-	// first page of all kinds or of kind shared_remote_task, as the API's
-	// first page carries them: no event holds them.
-	Shared      []ledger.SharedRemoteTask
-	SharedShown bool
+	// Refused are the refused-token totals per (org, reason), and Shared
+	// the remote task ids more than one tenant recorded, on the first page
+	// of all kinds or of their kind, as the API's first page carries them:
+	// no event holds them.
+	Refused      []ledger.TokenRefusalTotal
+	RefusedShown bool
+	Shared       []ledger.SharedRemoteTask
+	SharedShown  bool
 }
 
 func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) {
@@ -413,7 +416,7 @@ func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) 
 		}
 		aq.AfterSeq = n
 	}
-	data := anomaliesPage{Kinds: ledger.AnomalyKinds, Kind: v.Get("kind")}
+	data := anomaliesPage{Kinds: slices.Concat(ledger.AnomalyKinds, []ledger.AnomalyKind{ledger.AnomalySharedRemoteTask}), Kind: v.Get("kind")}
 	if len(errs) == 0 {
 		list, err := c.cfg.Reports.Anomalies(r.Context(), q.p, aq)
 		if field, msg, ok := formError(err); ok {
@@ -423,6 +426,13 @@ func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) 
 			return
 		}
 		data.Anomalies = list
+		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(ledger.AnomalyRefusedToken)) {
+			if data.Refused, err = c.cfg.Reports.TokenRefusals(r.Context(), q.p, time.Time{}); err != nil {
+				c.fail(w, r, q, err)
+				return
+			}
+			data.RefusedShown = true
+		}
 		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(ledger.AnomalySharedRemoteTask)) {
 			if data.Shared, err = c.cfg.Reports.SharedRemoteTasks(r.Context(), q.p); err != nil {
 				c.fail(w, r, q, err)

@@ -101,7 +101,7 @@ func ExtraTaskRequest(d ledger.Delegation, taskID string) CompensationRequest {
 // org with a shared coordinator); when it ended canceled or failed, as the
 // gate says for that status; and otherwise — completed, or not ended yet —
 // always. canceled alone is not enough: it speaks of the task record, not
-// of its effects (DESIGN §1).
+// of its effects (ledger/DESIGN.md §1).
 func needsCompensation(t RemoteTask, class ledger.TaskClass, org ledger.Org) bool {
 	switch t.Status {
 	case ledger.StatusRejected:

@@ -401,7 +401,15 @@ func TestPeer(t *testing.T) {
 		if len(rcs) != 1 || rcs[0].Outcome != "not_supported" || rcs[0].Reason == "" || rcs[0].JWS != "" {
 			t.Fatalf("receipts %+v; want one not_supported receipt with a reason", rcs)
 		}
-		if got := p.CompensationRequests(task.ID); len(got) != 1 || got[0] != "comp-"+task.ID {
+		// The peer reports what it received on its output, which may trail
+		// its reply: wait for the report briefly.
+		var got []string
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if got = p.CompensationRequests(task.ID); len(got) > 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(got) != 1 || got[0] != "comp-"+task.ID {
 			t.Errorf("the peer reports compensation requests %v for %s", got, task.ID)
 		}
 	})

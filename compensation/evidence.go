@@ -37,10 +37,12 @@ const SourceReport = "api"
 type Evidence struct {
 	// Kind is what the evidence proves: ledger.EventCompensationAck or
 	// ledger.EventDeclarationVerified for compensation evidence; for a
-	// terminal status (TaskEnd), what the status calls for
+	// terminal status (TaskEnd), what the status calls for as handed over
 	// (ledger.TaskEnd.Kind): ledger.EventTaskCompleted, a settlement,
 	// ledger.EventTaskRejected, ledger.EventTaskEndedUngated or
-	// ledger.EventTaskEndedGated.
+	// ledger.EventTaskEndedGated. ApplyEvidence decides the obligation
+	// event again with the delegation's extra remote tasks, read under
+	// the lock (applyTaskEnd).
 	Kind ledger.ObligationEvent
 	// Channel is how it arrived: a compensation channel, or a status's
 	// source (ledger.TaskEnd.Channel).
@@ -371,7 +373,10 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 			facts.DispatchUnknownAt.UTC().Format(time.RFC3339))
 	}
 	// The extra remote tasks are read here, under the lock, whatever the
-	// channel said: an orchestrator's report knows nothing of them.
+	// channel said: an orchestrator's report knows nothing of them, and
+	// the A2A workers leave them to this one read. The obligation event
+	// is derived with them (end.Event), not from ev.Kind, which the
+	// caller took from the status alone.
 	end.Observation.ExtraRemoteTasks = taskIDs(facts.RemoteTasks)
 	obs = end.Observation
 	change := end.Change

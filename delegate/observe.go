@@ -343,11 +343,7 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 	}); err != nil {
 		return err
 	}
-	obs, err := extraObservation(ctx, tx, d.ID, obs)
-	if err != nil {
-		return err
-	}
-	d, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
+	d, err := w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
 	if err != nil {
 		return err
 	}
@@ -536,10 +532,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 				}); err != nil {
 					return err
 				}
-				obs, err := extraObservation(ctx, tx, id, observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream"))
-				if err != nil {
-					return err
-				}
+				obs := observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream")
 				after, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, cur, obs, workerActor, now)
 				if err != nil {
 					return err

@@ -267,18 +267,3 @@ func (w *Worker) findExtraTasks(ctx context.Context, client *a2a.Client, d ledge
 	_, err = w.accountExtraTasks(ctx, client, d)
 	return err
 }
-
-// extraObservation is obs with the delegation's extra remote tasks, read
-// in tx: what ledger.ObserveTaskStatus needs to keep the obligation open
-// for them.
-func extraObservation(ctx context.Context, tx Tx, id uuid.UUID, obs ledger.Observation) (ledger.Observation, error) {
-	if !obs.Status.Terminal() {
-		return obs, nil
-	}
-	extras, err := tx.RemoteTasks(ctx, id)
-	if err != nil {
-		return obs, err
-	}
-	obs.ExtraRemoteTasks = extraTaskIDs(extras)
-	return obs, nil
-}

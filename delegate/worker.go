@@ -514,11 +514,7 @@ func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, tas
 	}); err != nil {
 		return err
 	}
-	obs, err := extraObservation(ctx, tx, d.ID, observation(task, source))
-	if err != nil {
-		return err
-	}
-	if _, err := w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now); err != nil {
+	if _, err := w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)

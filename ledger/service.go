@@ -457,7 +457,10 @@ type Observation struct {
 	// second task on a resend). Their effects are unknown, so a terminal
 	// status of the delegation's own task that would release or
 	// compensate the obligation at once calls for compensation instead
-	// (task_ended_gated): the compensation request names them.
+	// (task_ended_gated): the compensation request names them. Observers
+	// leave it empty: the evidence function reads them under the
+	// delegation's lock and sets them on the TaskEnd it decides
+	// (compensation.Service.ApplyEvidence), whatever the channel.
 	ExtraRemoteTasks []string
 }
 

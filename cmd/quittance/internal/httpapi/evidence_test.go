@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,74 @@ func workingTask(id string) map[string]any {
 	return map[string]any{"kind": "task", "id": id, "contextId": "ctx-" + id, "status": map[string]any{"state": "working"}}
 }
 
+// compensationResends registers an agent as org name and dispatches
+// po-<name> to it. Its dispatch creates the working task <name>-1, which
+// a cancel cancels; the n-th compensation request is answered with
+// answers[n-1] (any result rawAgent's handle may return: an httpStatus, a
+// rawBody, a malformed task) and every one after those with a compensated
+// receipt. It cancels the delegation and, once it is compensated, returns
+// the env, the delegation and the messageId of every compensation request
+// the agent received.
+func compensationResends(t *testing.T, name string, answers ...any) (*a2aEnv, httpapi.DelegationBody, []string) {
+	t.Helper()
+	taskID := name + "-1"
+	var (
+		mu     sync.Mutex
+		compID []string
+	)
+	agent := startRawAgent(t, &rawAgent{handle: func(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
+		switch method {
+		case "message/send":
+			var p struct {
+				Message struct {
+					MessageID string `json:"messageId"`
+					Parts     []struct {
+						Data map[string]any `json:"data"`
+					} `json:"parts"`
+				} `json:"message"`
+			}
+			_ = json.Unmarshal(params, &p)
+			var req map[string]any
+			for _, part := range p.Message.Parts {
+				if r, ok := part.Data["compensationRequest"].(map[string]any); ok {
+					req = r
+				}
+			}
+			if req == nil {
+				return workingTask(taskID), nil, false
+			}
+			mu.Lock()
+			compID = append(compID, p.Message.MessageID)
+			n := len(compID)
+			mu.Unlock()
+			if n <= len(answers) {
+				return answers[n-1], nil, false
+			}
+			return map[string]any{
+				"kind": "task", "id": "comp-1", "contextId": "ctx-" + taskID, "status": map[string]any{"state": "completed"},
+				"artifacts": []any{map[string]any{
+					"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
+					"parts": []any{map[string]any{"kind": "data", "data": map[string]any{
+						"outcome": "compensated", "receiptId": "rcpt-1", "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+					}}},
+				}},
+			}, nil, false
+		case "tasks/cancel":
+			return map[string]any{"kind": "task", "id": taskID, "contextId": "ctx-" + taskID, "status": map[string]any{"state": "canceled"}}, nil, false
+		}
+		return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
+	}})
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, CompensationMaxAttempts: 5})
+	e.putOrg(t, name, agent.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-"+name, name)
+	e.waitFor(t, d.ID, "dispatch", dispatched)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	got := e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	mu.Lock()
+	defer mu.Unlock()
+	return e, got, slices.Clone(compID)
+}
+
 // waitEvent polls the delegation's events until one of typ appears.
 func (e *a2aEnv) waitEvent(t *testing.T, id string, typ ledger.EventType) []ledger.EventRecord {
 	t.Helper()
@@ -167,19 +236,9 @@ func (e *a2aEnv) listCondition(t *testing.T, condition string) []string {
 // is rejected or released.
 func TestA2ADispatchResendRefusedIsUnknownNeverReleased(t *testing.T) {
 	t.Parallel()
-	agent := startRawAgent(t, &rawAgent{handle: func(method string, call int, _ json.RawMessage) (any, *rawRPCError, bool) {
-		if method != "message/send" {
-			return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
-		}
-		if call == 1 {
-			return nil, nil, true // the task exists at the remote; the answer is lost
-		}
-		return nil, &rawRPCError{Code: -32602, Message: "duplicate messageId"}, false
-	}})
+	agent := &taskKeeper{}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true})
-	e.putOrg(t, "flaky", agent.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-unknown", "flaky")
-	events := e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	d, events := e.unknownDispatch(t, agent, "flaky")
 	if n := agent.count("message/send"); n != 2 {
 		t.Fatalf("the agent got %d sends, want 2", n)
 	}
@@ -340,66 +399,11 @@ func TestA2ACompensationRedrive(t *testing.T) {
 // comes compensates.
 func TestA2ACompensationKeepsMessageIDAfterAmbiguousError(t *testing.T) {
 	t.Parallel()
-	var (
-		mu     sync.Mutex
-		compID []string
-	)
-	agent := startRawAgent(t, &rawAgent{handle: func(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
-		switch method {
-		case "message/send":
-			var p struct {
-				Message struct {
-					MessageID string `json:"messageId"`
-					Parts     []struct {
-						Data map[string]any `json:"data"`
-					} `json:"parts"`
-				} `json:"message"`
-			}
-			_ = json.Unmarshal(params, &p)
-			var req map[string]any
-			for _, part := range p.Message.Parts {
-				if r, ok := part.Data["compensationRequest"].(map[string]any); ok {
-					req = r
-				}
-			}
-			if req == nil {
-				return workingTask("ambig-1"), nil, false
-			}
-			mu.Lock()
-			compID = append(compID, p.Message.MessageID)
-			n := len(compID)
-			mu.Unlock()
-			switch n {
-			case 1:
-				return httpStatus(http.StatusBadRequest), nil, false
-			case 2:
-				return map[string]any{"kind": "task", "status": "not a status"}, nil, false
-			}
-			return map[string]any{
-				"kind": "task", "id": "comp-1", "contextId": "ctx-ambig-1", "status": map[string]any{"state": "completed"},
-				"artifacts": []any{map[string]any{
-					"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
-					"parts": []any{map[string]any{"kind": "data", "data": map[string]any{
-						"outcome": "compensated", "receiptId": "rcpt-1", "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
-					}}},
-				}},
-			}, nil, false
-		case "tasks/cancel":
-			return map[string]any{"kind": "task", "id": "ambig-1", "contextId": "ctx-ambig-1", "status": map[string]any{"state": "canceled"}}, nil, false
-		}
-		return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
-	}})
-	e := newA2AEnv(t, apitest.Worker{NoPush: true, CompensationMaxAttempts: 5})
-	e.putOrg(t, "ambiguous", agent.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-ambiguous", "ambiguous")
-	e.waitFor(t, d.ID, "dispatch", dispatched)
-	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
-	got := e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	e, got, compID := compensationResends(t, "ambiguous",
+		httpStatus(http.StatusBadRequest), map[string]any{"kind": "task", "status": "not a status"})
 	if got.HoldState != "returned" {
 		t.Fatalf("after compensation: %+v", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if len(compID) != 3 {
 		t.Fatalf("compensation requests %v, want 3", compID)
 	}

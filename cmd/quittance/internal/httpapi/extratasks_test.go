@@ -44,20 +44,6 @@ func (e *a2aEnv) postAck(t *testing.T, s *compensationtest.Signer, d httpapi.Del
 	return out.Evidence.Outcome
 }
 
-// dupAgent is a taskKeeper whose first dispatch send creates a task and
-// drops the connection, so the resend's task is tracked and the first is an
-// extra task, found by tasks/list and canceled.
-func dupAgent(t *testing.T, k *taskKeeper) *taskKeeper {
-	k.listTasks = true
-	k.onSend = func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "reply"
-	}
-	return startTaskKeeper(t, k)
-}
-
 // TestA2AEarlyAckWithExtraTaskApplied: the org acks compensation early,
 // while the obligation is held, on a delegation with an extra remote task.
 // The cancel ends the tracked task; the extra task gates it, so the early
@@ -160,11 +146,9 @@ func TestA2APostedAckWaitsForExtraTask(t *testing.T) {
 // the compensation request names it.
 func TestReportedRejectionWithExtraTaskGates(t *testing.T) {
 	t.Parallel()
-	k := dupAgent(t, &taskKeeper{})
+	k := &taskKeeper{}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
-	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-report-extra", "dup")
-	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	d := e.extraTaskDispatch(t, k, "po-report-extra")
 	got := e.ReportStatus(t, e.orch, d.ID, "rejected", time.Time{})
 	if got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
 		t.Fatalf("after a reported rejection: %+v", got)
@@ -196,16 +180,8 @@ func TestReportedRejectionWithExtraTaskGates(t *testing.T) {
 // the hold stays active and the delegation stays listed.
 func TestReportCannotEndUnknownDispatch(t *testing.T) {
 	t.Parallel()
-	k := startTaskKeeper(t, &taskKeeper{onSend: func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "refuse"
-	}})
 	e := newA2AEnv(t, apitest.Worker{NoPush: true})
-	e.putOrg(t, "unknown", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-unknown-report", "unknown")
-	e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	d, _ := e.unknownDispatch(t, &taskKeeper{}, "unknown")
 	before := e.get(t, d.ID)
 	nEvents := len(e.events(t, d.ID))
 	for _, state := range []string{"rejected", "TASK_STATE_CANCELED", "failed", "completed"} {
@@ -306,11 +282,9 @@ func (e *a2aEnv) extraTaskAnomalies(t *testing.T, id string) []httpapi.AnomalyBo
 // is no longer listed. No money moves after the settlement.
 func TestA2ACompletedDelegationCompensatesExtraTask(t *testing.T) {
 	t.Parallel()
-	k := dupAgent(t, &taskKeeper{compWorking: true})
+	k := &taskKeeper{compWorking: true}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
-	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-complete-extra", "dup")
-	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded) // kt-1 found and canceled
+	d := e.extraTaskDispatch(t, k, "po-complete-extra") // kt-1 found and canceled
 	d = e.get(t, d.ID)
 	if d.Remote.TaskID != "kt-2" || k.state("kt-1") != "canceled" {
 		t.Fatalf("dispatched delegation = %+v, kt-1 %s", d.Remote, k.state("kt-1"))
@@ -379,11 +353,9 @@ func TestA2ACompletedDelegationCompensatesExtraTask(t *testing.T) {
 // an empty reason 422 — each changing nothing.
 func TestExtraTaskWriteOff(t *testing.T) {
 	t.Parallel()
-	k := dupAgent(t, &taskKeeper{compWorking: true})
+	k := &taskKeeper{compWorking: true}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
-	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-writeoff-extra", "dup")
-	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	d := e.extraTaskDispatch(t, k, "po-writeoff-extra")
 	k.mu.Lock()
 	k.tasks["kt-2"]["status"] = map[string]any{"state": "completed"}
 	k.mu.Unlock()

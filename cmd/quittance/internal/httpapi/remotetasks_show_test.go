@@ -7,7 +7,6 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
-	"github.com/quittance/quittance/ledger"
 )
 
 // TestDelegationShowsItsRemoteTasks: an agent that does not deduplicate on
@@ -18,16 +17,8 @@ import (
 // without extra tasks shows none.
 func TestDelegationShowsItsRemoteTasks(t *testing.T) {
 	t.Parallel()
-	k := startTaskKeeper(t, &taskKeeper{listTasks: true, onSend: func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "reply"
-	}})
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
-	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-show", "dup")
-	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	d := e.extraTaskDispatch(t, &taskKeeper{}, "po-show")
 	got := e.get(t, d.ID)
 	if len(got.RemoteTasks) != 1 {
 		t.Fatalf("remote_tasks = %+v, want the extra task", got.RemoteTasks)

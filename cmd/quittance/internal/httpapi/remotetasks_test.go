@@ -65,6 +65,52 @@ func startTaskKeeper(t *testing.T, k *taskKeeper) *taskKeeper {
 	return k
 }
 
+// dupAgent is a taskKeeper whose first dispatch send creates a task and
+// drops the connection, so the resend's task is tracked and the first is an
+// extra task, found by tasks/list and canceled.
+func dupAgent(t *testing.T, k *taskKeeper) *taskKeeper {
+	k.listTasks = true
+	k.onSend = func(call int) string {
+		if call == 1 {
+			return "drop"
+		}
+		return "reply"
+	}
+	return startTaskKeeper(t, k)
+}
+
+// extraTaskDispatch starts k as a dupAgent, registers it as org dup and
+// dispatches po to it, and returns the delegation once the extra task (the
+// first send's, kt-1) is found and canceled: the resend's task, kt-2, is
+// the delegation's.
+func (e *a2aEnv) extraTaskDispatch(t *testing.T, k *taskKeeper, po string) httpapi.DelegationBody {
+	t.Helper()
+	dupAgent(t, k)
+	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, po, "dup")
+	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	return d
+}
+
+// unknownDispatch starts k as an agent whose first dispatch send creates a
+// task (kt-1) and drops the connection, and which refuses the resend (the
+// same messageId) with -32602: whether the dispatch created a task is
+// unknown. It registers k as org name, dispatches po-<name> to it, and
+// returns the delegation and its events once dispatch_unknown is recorded.
+func (e *a2aEnv) unknownDispatch(t *testing.T, k *taskKeeper, name string) (httpapi.DelegationBody, []ledger.EventRecord) {
+	t.Helper()
+	k.onSend = func(call int) string {
+		if call == 1 {
+			return "drop"
+		}
+		return "refuse"
+	}
+	startTaskKeeper(t, k)
+	e.putOrg(t, name, k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-"+name, name)
+	return d, e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+}
+
 func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -246,12 +292,7 @@ func eventsData(t *testing.T, events []ledger.EventRecord, typ ledger.EventType)
 // close the obligation; once it is canceled, the obligation is compensated.
 func TestA2AResendSecondTaskAccountedFor(t *testing.T) {
 	t.Parallel()
-	k := startTaskKeeper(t, &taskKeeper{listTasks: true, onSend: func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "reply"
-	}})
+	k := dupAgent(t, &taskKeeper{})
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
 	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-dup", "dup")
@@ -329,16 +370,9 @@ func TestA2AResendSecondTaskAccountedFor(t *testing.T) {
 // obligation waits for compensation instead, and the request names it.
 func TestA2AExtraTaskKeepsRejectionFromReleasing(t *testing.T) {
 	t.Parallel()
-	k := startTaskKeeper(t, &taskKeeper{listTasks: true, onSend: func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "reply"
-	}})
+	k := &taskKeeper{}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
-	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-dup-rejected", "dup")
-	e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+	d := e.extraTaskDispatch(t, k, "po-dup-rejected")
 	k.mu.Lock()
 	k.tasks["kt-2"]["status"] = map[string]any{"state": "rejected"}
 	k.mu.Unlock()
@@ -424,16 +458,9 @@ func TestA2ADispatchUnknownResolvedByListTasks(t *testing.T) {
 // hold stays, and on-call's resolution still works.
 func TestA2ADispatchUnknownWithoutListTasksStaysForOncall(t *testing.T) {
 	t.Parallel()
-	k := startTaskKeeper(t, &taskKeeper{onSend: func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "refuse"
-	}})
+	k := &taskKeeper{}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true})
-	e.putOrg(t, "nolist", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-nolist", "nolist")
-	events := e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	d, events := e.unknownDispatch(t, k, "nolist")
 	if u := eventsData(t, events, ledger.EventTypeDispatchUnknown); u[0]["lookup"] != "not_supported" {
 		t.Fatalf("dispatch_unknown = %v, want lookup not_supported", u)
 	}
@@ -509,16 +536,9 @@ func TestA2ACompensationResendSecondTaskAccountedFor(t *testing.T) {
 // task and resolves the condition without a person.
 func TestA2ADispatchUnknownLookedUpAgain(t *testing.T) {
 	t.Parallel()
-	k := startTaskKeeper(t, &taskKeeper{onSend: func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "refuse"
-	}})
+	k := &taskKeeper{}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
-	e.putOrg(t, "later", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-later", "later")
-	events := e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	d, events := e.unknownDispatch(t, k, "later")
 	if u := eventsData(t, events, ledger.EventTypeDispatchUnknown); u[0]["lookup"] != "not_supported" {
 		t.Fatalf("dispatch_unknown = %v", u)
 	}
@@ -555,16 +575,9 @@ func TestA2ADispatchUnknownLookedUpAgain(t *testing.T) {
 // context resolves nothing.
 func TestA2ADispatchUnknownResolvedByPush(t *testing.T) {
 	t.Parallel()
-	k := startTaskKeeper(t, &taskKeeper{push: true, onSend: func(call int) string {
-		if call == 1 {
-			return "drop"
-		}
-		return "refuse"
-	}})
+	k := &taskKeeper{push: true}
 	e := newA2AEnv(t, apitest.Worker{})
-	e.putOrg(t, "pusher", k.cardURL, http.StatusCreated)
-	d := e.dispatch(t, "po-push", "pusher")
-	events := e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	d, events := e.unknownDispatch(t, k, "pusher")
 	if u := eventsData(t, events, ledger.EventTypeDispatchUnknown); u[0]["lookup"] != "not_supported" {
 		t.Fatalf("dispatch_unknown = %v", u)
 	}

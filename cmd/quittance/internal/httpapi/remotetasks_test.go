@@ -111,9 +111,24 @@ func (e *a2aEnv) unknownDispatch(t *testing.T, k *taskKeeper, name string) (http
 	return d, e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
 }
 
+// handle answers one call. The result is encoded under k.mu: it holds the
+// keeper's own task maps, which a test may change while the reply is sent.
 func (k *taskKeeper) handle(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	result, rpcErr, drop := k.answer(method, params)
+	if result == nil {
+		return nil, rpcErr, drop
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		return nil, &rawRPCError{Code: -32603, Message: err.Error()}, false
+	}
+	return json.RawMessage(b), rpcErr, drop
+}
+
+// answer is handle's reply; the caller holds k.mu.
+func (k *taskKeeper) answer(method string, params json.RawMessage) (any, *rawRPCError, bool) {
 	var p struct {
 		ID        string `json:"id"`
 		ContextID string `json:"contextId"`

@@ -453,7 +453,7 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "approve-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/approve", Tags: tags,
 		Summary: "Approve a pending change: it applies now", Security: bearerAuth,
-		Description: "On-call, and a different principal from the one that asked (403 self_approval otherwise, whatever credential or name is used). 409 change_not_pending, change_expired.",
+		Description: "On-call, and a different person from the one that asked (403 self_approval otherwise, whatever credential, name or linked principal is used). 409 change_not_pending, change_expired.",
 	}, func(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
 		c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
 		if err != nil {

@@ -238,9 +238,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if w.Status != WriteOffPendingApproval {
 			return refuse(ledger.Conflict("write_off_not_pending", "write-off %s is %s", w.ID, w.Status))
 		}
-		// Four-eyes compares principals: a second credential of the
-		// requester, or any spelling of its name, is still the requester.
-		if w.RequestedByID == p.ID {
+		if w.requestedBy(p) {
 			return refuse(ErrSelfApproval)
 		}
 		// The write-off leaves pending either way below.

@@ -112,12 +112,13 @@ func (w WriteOff) DecidableBy(p ledger.Principal) bool {
 	return p.Permits(ledger.ActionDecideWriteOff) && w.Status == WriteOffPendingApproval && !w.requestedBy(p)
 }
 
-// requestedBy reports whether p is the write-off's requester, by token id
-// or by name: the four-eyes rule compares both.
-// Four-eyes compares principals: a second credential of the requester, or
-// any spelling of its name, is still the requester.
+// requestedBy reports whether p is the write-off's requester. Four-eyes
+// compares persons (ledger.Principal.SamePerson): a second credential of
+// the requester, any spelling of its name, or another principal of the
+// same person (an OpenID Connect identity linked to it) is still the
+// requester.
 func (w WriteOff) requestedBy(p ledger.Principal) bool {
-	return w.RequestedByID == p.ID
+	return p.SamePerson(w.RequestedByID)
 }
 
 // ApprovalThresholdMinor is the largest amount one on-call principal may

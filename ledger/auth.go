@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -95,6 +96,17 @@ type PrincipalRecord struct {
 	DisabledAt     time.Time
 	DisabledBy     uuid.UUID
 	DisabledReason string
+	// Aliases are the other principals of the same person: an OpenID
+	// Connect identity's own principal and the principal it was linked to
+	// (ledger/PRINCIPALS.md#linking-an-identity-to-a-principal).
+	Aliases []uuid.UUID `json:",omitempty"`
+	// OIDC lists the OpenID Connect identities that sign in as this
+	// principal, as the store's principal reads return it.
+	OIDC []OIDCIdentity `json:",omitempty"`
+	// CreatedByIdentityProvider marks a principal recorded at an OpenID
+	// Connect identity's first sign-in: the identity provider is the
+	// authority for it. The store's principal reads set it.
+	CreatedByIdentityProvider bool `json:",omitempty"`
 }
 
 // Disabled reports whether the principal was disabled.
@@ -118,6 +130,17 @@ type Principal struct {
 	// CredentialExpiresAt is when the presented credential expires; zero
 	// for never.
 	CredentialExpiresAt time.Time
+	// Aliases are the other principals of the same person
+	// (PrincipalRecord.Aliases), read when the principal authenticated.
+	Aliases []uuid.UUID
+}
+
+// SamePerson reports whether id is this principal or another principal of
+// the same person. Every four-eyes check asks it: a write-off or a
+// privileged change is never decided by the person who asked for it,
+// under whichever of their principals either was done.
+func (p Principal) SamePerson(id uuid.UUID) bool {
+	return id == p.ID || slices.Contains(p.Aliases, id)
 }
 
 // Actor is how the principal is named in events: "principal:<id>". The id

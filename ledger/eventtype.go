@@ -99,6 +99,11 @@ const (
 	// EventTypePrincipalRoleGranted: a principal was given another role
 	// (on approval, or at once by the bootstrap principal under dev).
 	EventTypePrincipalRoleGranted EventType = "principal_role_granted"
+	// EventTypePrincipalOIDCLinked: an OpenID Connect identity was linked
+	// to a person principal (on approval, or at once by the bootstrap
+	// principal under dev), on the principal's stream, with the identity
+	// and the principal it signed in as before, if any.
+	EventTypePrincipalOIDCLinked EventType = "principal_oidc_linked"
 	// EventTypeTokenRevoked: an API credential was revoked (by itself, by
 	// on-call, by a rotation, or because its principal was disabled), on
 	// the credential's stream ("token:<id>").
@@ -351,7 +356,7 @@ var eventTypes = []EventType{
 
 	EventTypeBudgetFunded, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTokenCreated,
 
-	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypeTokenRevoked,
+	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypePrincipalOIDCLinked, EventTypeTokenRevoked,
 	EventTypeChangeRequested, EventTypeChangeApproved, EventTypeChangeRefused, EventTypeChangeExpired,
 
 	EventTypeCompensationAcked, EventTypeNoCompensationDeclared, EventTypeLateEvidence,

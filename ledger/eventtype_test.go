@@ -28,6 +28,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypePrincipalCreated:               "principal_created",
 	ledger.EventTypePrincipalDisabled:              "principal_disabled",
 	ledger.EventTypePrincipalRoleGranted:           "principal_role_granted",
+	ledger.EventTypePrincipalOIDCLinked:            "principal_oidc_linked",
 	ledger.EventTypeTokenRevoked:                   "token_revoked",
 	ledger.EventTypeChangeRequested:                "change_requested",
 	ledger.EventTypeChangeApproved:                 "change_approved",

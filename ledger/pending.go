@@ -229,8 +229,8 @@ func (s *Service) GetPendingChange(ctx context.Context, p Principal, id uuid.UUI
 
 // ApprovePendingChange applies a pending change on behalf of a second
 // on-call principal, in one transaction with its change_approved event.
-// The requesting principal may not approve it (ErrSelfApproval), whatever
-// credential or name it uses. A change that is not pending is a conflict
+// The requesting person may not approve it (ErrSelfApproval), whatever
+// credential, name or principal of theirs it uses (Principal.SamePerson). A change that is not pending is a conflict
 // (change_not_pending); one past its expiry is expired and refused
 // (change_expired). A change that no longer applies (the principal name
 // was taken meanwhile) is refused with the reason and the error returned.
@@ -287,6 +287,9 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		}
 		return s.closeChange(ctx, tx, &c, PendingApplied, p.ID, p.Actor(), "", now, EventTypeChangeApproved)
 	})
+	// An applied change may have changed who is the same person as whom
+	// (oidc_link): cached principals are read again.
+	s.tokens.flush()
 	if err != nil {
 		return PendingChange{}, err
 	}
@@ -338,6 +341,13 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 		return s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
 	case ChangeWriteOffThreshold:
 		return s.applyThresholdChange(ctx, tx, p, c, now)
+	case ChangeOIDCLink:
+		var pl oidcLinkPayload
+		if err := json.Unmarshal(c.Payload, &pl); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		_, err := s.applyOIDCLink(ctx, tx, p, pl, now, c.ID.String())
+		return err
 	}
 	return fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
 }

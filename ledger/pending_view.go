@@ -7,12 +7,13 @@ import (
 )
 
 // ApprovableBy reports whether p may approve c now: c is pending and p is
-// an on-call principal other than the one that asked. ApprovePendingChange
+// an on-call principal of another person than the one that asked
+// (Principal.SamePerson). ApprovePendingChange
 // refuses everyone else; the console asks it which controls to show.
 // (Expiry is checked when the decision is made: a change past its expiry
 // is expired then, not applied.)
 func (c PendingChange) ApprovableBy(p Principal) bool {
-	return p.Role == RoleOncall && c.Status == PendingOpen && c.RequestedBy != p.ID
+	return p.Role == RoleOncall && c.Status == PendingOpen && !p.SamePerson(c.RequestedBy)
 }
 
 // OrgUpdate is what an org_update change applies: the org's id and its
@@ -53,4 +54,14 @@ func (c PendingChange) RoleGrant() (principalID uuid.UUID, role Role, tenant str
 		return uuid.Nil, "", "", false
 	}
 	return pl.PrincipalID, pl.Role, pl.Tenant, true
+}
+
+// OIDCLink is what an oidc_link change links: the OpenID Connect identity
+// and the principal. ok is false for any other kind.
+func (c PendingChange) OIDCLink() (principalID uuid.UUID, issuer, subject string, ok bool) {
+	var pl oidcLinkPayload
+	if c.Kind != ChangeOIDCLink || json.Unmarshal(c.Payload, &pl) != nil {
+		return uuid.Nil, "", "", false
+	}
+	return pl.PrincipalID, pl.Issuer, pl.Subject, true
 }

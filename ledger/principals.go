@@ -91,6 +91,7 @@ type PrincipalTx interface {
 	ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]PendingChange, error)
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
+	OIDCTx
 }
 
 // CredentialWatcher tells the service when any credential or principal
@@ -176,7 +177,7 @@ func (s *Service) CachedPrincipal(secret string) (Principal, bool) {
 func principalOf(t Token, r PrincipalRecord, dev bool) Principal {
 	p := Principal{
 		ID: r.ID, TokenID: t.ID, Name: r.Name, Kind: r.Kind, Role: r.Role, Tenant: r.Tenant,
-		Bootstrap: r.Bootstrap, CredentialExpiresAt: t.ExpiresAt,
+		Bootstrap: r.Bootstrap, CredentialExpiresAt: t.ExpiresAt, Aliases: r.Aliases,
 	}
 	if r.Bootstrap && !dev {
 		p.Role = RoleBootstrap

@@ -46,7 +46,7 @@ func expiresFlag(in time.Duration) (string, error) {
 }
 
 func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
-	cmd := &cobra.Command{Use: "principals", Short: "List, show, disable principals and ask for role grants"}
+	cmd := &cobra.Command{Use: "principals", Short: "List, show, disable principals and ask for role grants and OpenID Connect links"}
 	cmd.AddCommand(&cobra.Command{
 		Use: "list", Short: "List principals", Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -96,6 +96,28 @@ func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.C
 	grant.Flags().StringVar(&role, "role", "", "orchestrator, finance or oncall (required)")
 	grant.Flags().StringVar(&tenant, "tenant", "", "the tenant (orchestrator only)")
 	cmd.AddCommand(grant)
+	var issuer, subject string
+	link := &cobra.Command{
+		Use:   "link-oidc ID",
+		Short: "Ask for an OpenID Connect identity to sign in as a person principal (a second on-call approves)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuidArg("principal id", args[0])
+			if err != nil {
+				return err
+			}
+			if err := requireFlag("issuer", issuer); err != nil {
+				return err
+			}
+			if err := requireFlag("subject", subject); err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/principals/"+id+"/oidc", map[string]string{"issuer": issuer, "subject": subject})
+		},
+	}
+	link.Flags().StringVar(&issuer, "issuer", "", "the identity provider's issuer URL, as its ID tokens' iss claim (required)")
+	link.Flags().StringVar(&subject, "subject", "", "the person's subject, as its ID tokens' sub claim (required)")
+	cmd.AddCommand(link)
 	return cmd
 }
 

@@ -24,7 +24,8 @@ const (
 	// session ends when the token is revoked.
 	SourceToken Source = "token"
 	// SourceOIDC: through the OpenID Connect identity provider; the
-	// principal is the one its claims mapped to.
+	// principal is the one ledger.Service.SignInOIDC resolved the identity
+	// to, and the session ends when that principal is disabled.
 	SourceOIDC Source = "oidc"
 )
 
@@ -42,12 +43,14 @@ type Session struct {
 // Store is the persistence of sessions.
 //
 // Error contract: SessionByHash returns ledger.ErrNotFound (wrapped) for a
-// session that does not exist, has expired at now, or whose token is
-// revoked.
+// session that does not exist, has expired at now, whose token is revoked,
+// or whose principal is disabled.
 type Store interface {
 	InsertSession(ctx context.Context, s Session) error
 	// SessionByHash returns the live session; for a token session the
-	// principal is read from the token as it is now.
+	// principal is read from the token as it is now, and every session's
+	// principal carries the other principals of the same person
+	// (ledger.Principal.Aliases).
 	SessionByHash(ctx context.Context, hash []byte, now time.Time) (Session, error)
 	DeleteSession(ctx context.Context, hash []byte) error
 	// DeleteExpiredSessions deletes the sessions expired at now.

@@ -50,7 +50,10 @@ func (s sessionStore) SessionByHash(ctx context.Context, hash []byte, now time.T
 	}
 	return session.Session{
 		IDHash: row.IDHash, Source: session.Source(row.Source),
-		Principal: ledger.Principal{ID: row.OwnerID, TokenID: row.PrincipalID, Name: row.PrincipalName, Role: ledger.Role(row.Role), Tenant: row.Tenant},
+		Principal: ledger.Principal{
+			ID: row.OwnerID, TokenID: row.PrincipalID, Name: row.PrincipalName, Role: ledger.Role(row.Role), Tenant: row.Tenant,
+			Aliases: row.Aliases,
+		},
 		CreatedAt: row.CreatedAt.UTC(), ExpiresAt: row.ExpiresAt.UTC(),
 	}, nil
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,7 +24,9 @@ func (r reader) CredentialByHash(ctx context.Context, hash []byte) (ledger.Token
 	if err != nil {
 		return ledger.Token{}, ledger.PrincipalRecord{}, notFound(err, "token", "(hash)")
 	}
-	return toToken(row.ApiToken), toPrincipal(row.Principal), nil
+	r2 := toPrincipal(row.Principal)
+	r2.Aliases = row.Aliases
+	return toToken(row.ApiToken), r2, nil
 }
 
 // TokenByHash returns the credential whose secret hashes to hash.
@@ -45,7 +48,16 @@ func (r reader) PrincipalByID(ctx context.Context, id uuid.UUID) (ledger.Princip
 	if err != nil {
 		return ledger.PrincipalRecord{}, notFound(err, "principal", id)
 	}
-	return toPrincipal(row), nil
+	idents, err := r.q.OIDCIdentityListByPrincipal(ctx, id)
+	if err != nil {
+		return ledger.PrincipalRecord{}, fmt.Errorf("list OIDC identities of %s: %w", id, interpretError(err))
+	}
+	out := toPrincipal(row.Principal)
+	out.Aliases, out.CreatedByIdentityProvider = row.Aliases, row.RecordedByIdp
+	for _, o := range idents {
+		out.OIDC = append(out.OIDC, toOIDCIdentity(o))
+	}
+	return out, nil
 }
 
 func (r reader) ListPrincipals(ctx context.Context) ([]ledger.PrincipalRecord, error) {
@@ -53,9 +65,18 @@ func (r reader) ListPrincipals(ctx context.Context) ([]ledger.PrincipalRecord, e
 	if err != nil {
 		return nil, fmt.Errorf("list principals: %w", interpretError(err))
 	}
+	idents, err := r.q.OIDCIdentityList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list OIDC identities: %w", interpretError(err))
+	}
+	of := map[uuid.UUID][]ledger.OIDCIdentity{}
+	for _, o := range idents {
+		of[o.PrincipalID] = append(of[o.PrincipalID], toOIDCIdentity(o))
+	}
 	out := make([]ledger.PrincipalRecord, len(rows))
 	for i, row := range rows {
-		out[i] = toPrincipal(row)
+		out[i] = toPrincipal(row.Principal)
+		out[i].Aliases, out[i].OIDC, out[i].CreatedByIdentityProvider = row.Aliases, of[row.Principal.ID], row.RecordedByIdp
 	}
 	return out, nil
 }
@@ -238,6 +259,80 @@ func (t *tx) ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) 
 		out[i] = toPendingChange(row)
 	}
 	return out, nil
+}
+
+func (t *tx) OIDCIdentityForUpdate(ctx context.Context, issuer, subject string) (ledger.OIDCIdentity, error) {
+	row, err := t.q.OIDCIdentityGetForUpdate(ctx, dbsqlc.OIDCIdentityGetForUpdateParams{Issuer: issuer, Subject: subject})
+	if err != nil {
+		return ledger.OIDCIdentity{}, notFound(err, "OIDC identity", subject)
+	}
+	return toOIDCIdentity(row), nil
+}
+
+func (t *tx) InsertOIDCIdentity(ctx context.Context, o ledger.OIDCIdentity) (bool, error) {
+	n, err := t.q.OIDCIdentityInsert(ctx, dbsqlc.OIDCIdentityInsertParams{
+		Issuer: o.Issuer, Subject: o.Subject, PrincipalID: o.PrincipalID, RecordedPrincipalID: nullUUID(o.RecordedPrincipalID),
+		LinkedBy: nullUUID(o.LinkedBy), LinkedAt: o.LinkedAt,
+	})
+	if err != nil {
+		return false, fmt.Errorf("insert OIDC identity: %w", interpretError(err))
+	}
+	return n == 1, nil
+}
+
+func (t *tx) RelinkOIDCIdentities(ctx context.Context, from, to, by uuid.UUID, at time.Time) error {
+	_, err := t.q.OIDCIdentityRelink(ctx, dbsqlc.OIDCIdentityRelinkParams{FromPrincipal: from, ToPrincipal: to, LinkedBy: nullUUID(by), LinkedAt: at})
+	if err != nil {
+		return fmt.Errorf("relink OIDC identities of %s: %w", from, interpretError(err))
+	}
+	return nil
+}
+
+func (t *tx) InsertPrincipalIfAbsent(ctx context.Context, p ledger.PrincipalRecord) (bool, error) {
+	params := dbsqlc.PrincipalInsertIfAbsentParams{
+		ID: p.ID, Kind: string(p.Kind), DisplayName: p.Name, NameKey: ledger.NameKey(p.Name), Role: string(p.Role),
+		Tenant: optional(p.Tenant), CreatedAt: p.CreatedAt,
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		n, err := t.q.PrincipalInsertIfAbsent(ctx, params)
+		if err != nil {
+			return false, fmt.Errorf("insert principal %s: %w", p.ID, interpretError(err))
+		}
+		if n == 1 {
+			return true, nil
+		}
+		if _, err := t.q.PrincipalGetByIDForUpdate(ctx, p.ID); err == nil {
+			return false, nil
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return false, fmt.Errorf("look up principal %s: %w", p.ID, interpretError(err))
+		}
+		// The name is another principal's: the id in the key keeps both.
+		params.NameKey = ledger.NameKey(p.Name) + "#" + p.ID.String()
+	}
+	return false, fmt.Errorf("insert principal %s: neither its id nor its name key is free", p.ID)
+}
+
+func (t *tx) PrincipalAliases(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
+	ids, err := t.q.PrincipalAliases(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("aliases of principal %s: %w", id, interpretError(err))
+	}
+	return ids, nil
+}
+
+func (t *tx) PrincipalPerson(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
+	person, err := t.q.PrincipalPerson(ctx, id)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("person of principal %s: %w", id, interpretError(err))
+	}
+	return person, nil
+}
+
+func toOIDCIdentity(r dbsqlc.OidcIdentity) ledger.OIDCIdentity {
+	return ledger.OIDCIdentity{
+		Issuer: r.Issuer, Subject: r.Subject, PrincipalID: r.PrincipalID, RecordedPrincipalID: r.RecordedPrincipalID.UUID,
+		LinkedBy: r.LinkedBy.UUID, LinkedAt: r.LinkedAt,
+	}
 }
 
 // WatchCredentials holds a LISTEN connection on the credentials channel

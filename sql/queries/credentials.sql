@@ -1,6 +1,7 @@
 -- name: CredentialAuthenticate :one
--- A credential with its principal, by the hash of its secret.
-SELECT sqlc.embed(t), sqlc.embed(p)
+-- A credential with its principal, by the hash of its secret, and the
+-- other principals of the same person (principal_aliases).
+SELECT sqlc.embed(t), sqlc.embed(p), principal_aliases(p.id)::uuid[] AS aliases
 FROM api_tokens t JOIN principals p ON p.id = t.principal_id
 WHERE t.token_hash = $1;
 

@@ -1,5 +1,9 @@
 -- name: PrincipalGetByID :one
-SELECT * FROM principals WHERE id = $1;
+-- With the other principals of the same person (principal_aliases), and
+-- whether an OpenID Connect identity's first sign-in recorded it.
+SELECT sqlc.embed(p), principal_aliases(p.id)::uuid[] AS aliases,
+       EXISTS (SELECT 1 FROM oidc_identities o WHERE o.recorded_principal_id = p.id)::boolean AS recorded_by_idp
+FROM principals p WHERE p.id = $1;
 
 -- name: PrincipalGetByIDForUpdate :one
 SELECT * FROM principals WHERE id = $1 FOR UPDATE;
@@ -8,7 +12,11 @@ SELECT * FROM principals WHERE id = $1 FOR UPDATE;
 SELECT * FROM principals WHERE name_key = $1 FOR UPDATE;
 
 -- name: PrincipalList :many
-SELECT * FROM principals ORDER BY created_at, id;
+-- With the other principals of the same person (principal_aliases), and
+-- whether an OpenID Connect identity's first sign-in recorded it.
+SELECT sqlc.embed(p), principal_aliases(p.id)::uuid[] AS aliases,
+       EXISTS (SELECT 1 FROM oidc_identities o WHERE o.recorded_principal_id = p.id)::boolean AS recorded_by_idp
+FROM principals p ORDER BY p.created_at, p.id;
 
 -- name: PrincipalInsert :exec
 INSERT INTO principals (id, kind, display_name, name_key, role, tenant, bootstrap, created_by, created_at)

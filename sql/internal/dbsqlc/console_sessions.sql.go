@@ -37,18 +37,23 @@ const consoleSessionGetByHash = `-- name: ConsoleSessionGetByHash :one
 SELECT
     s.id_hash, s.source, s.principal_id, s.created_at, s.expires_at,
     coalesce(t.principal_id, s.principal_id)::uuid AS owner_id,
-    coalesce(p.display_name, s.principal_name)::text AS principal_name,
+    coalesce(p.display_name, op.display_name, s.principal_name)::text AS principal_name,
     (CASE WHEN s.role = 'bootstrap' THEN s.role ELSE coalesce(p.role, s.role) END)::text AS role,
-    coalesce(p.tenant, s.tenant, '')::text   AS tenant
+    coalesce(p.tenant, s.tenant, '')::text   AS tenant,
+    principal_aliases(coalesce(t.principal_id, s.principal_id))::uuid[] AS aliases
 FROM console_sessions s
 LEFT JOIN api_tokens t ON t.id = s.token_id
 LEFT JOIN principals p ON p.id = t.principal_id
+LEFT JOIN principals op ON s.source = 'oidc' AND op.id = s.principal_id
 WHERE s.id_hash = $1
   AND s.expires_at > $2
   AND (s.token_id IS NULL OR (
         t.id IS NOT NULL AND t.revoked_at IS NULL
         AND (t.expires_at IS NULL OR t.expires_at > $2)
         AND p.disabled_at IS NULL))
+  AND (s.source <> 'oidc' OR (
+        op.id IS NOT NULL AND op.disabled_at IS NULL AND op.role = s.role
+        AND principal_person(op.id) = op.id))
 `
 
 type ConsoleSessionGetByHashParams struct {
@@ -66,12 +71,17 @@ type ConsoleSessionGetByHashRow struct {
 	PrincipalName string
 	Role          string
 	Tenant        string
+	Aliases       []uuid.UUID
 }
 
-// A token session is live while its credential is unrevoked and unexpired
-// and its principal not disabled; owner_id is the principal four-eyes
-// compares (the token's principal, or an OIDC session's own id). The role
-// is the principal's as it is now, except that a session the bootstrap
+// The one rule of which sessions are live (ledger/session): a token session
+// while its credential is unrevoked and unexpired and its principal not
+// disabled; an OpenID Connect session while its principal is not disabled,
+// still holds the role the session signed in with, and is its own person
+// (its identity was not linked to another principal since). owner_id is the
+// principal four-eyes compares (the token's principal, or an OIDC
+// session's), aliases the other principals of the same person. The role is
+// the principal's as it is now, except that a session the bootstrap
 // credential started outside dev keeps its restricted role.
 func (q *Queries) ConsoleSessionGetByHash(ctx context.Context, arg ConsoleSessionGetByHashParams) (ConsoleSessionGetByHashRow, error) {
 	row := q.db.QueryRow(ctx, consoleSessionGetByHash, arg.IDHash, arg.Now)
@@ -86,6 +96,7 @@ func (q *Queries) ConsoleSessionGetByHash(ctx context.Context, arg ConsoleSessio
 		&i.PrincipalName,
 		&i.Role,
 		&i.Tenant,
+		&i.Aliases,
 	)
 	return i, err
 }
@@ -113,8 +124,9 @@ type ConsoleSessionInsertParams struct {
 
 // Console sessions (ledger/session). Only the SHA-256 of a session id is
 // stored. A token session reads its principal from the token as it is now,
-// so revoking the token ends the session; times come from the caller's
-// clock.
+// so revoking the token ends the session, and an OpenID Connect session
+// reads its principal, so disabling it ends the session; times come from
+// the caller's clock.
 func (q *Queries) ConsoleSessionInsert(ctx context.Context, arg ConsoleSessionInsertParams) error {
 	_, err := q.db.Exec(ctx, consoleSessionInsert,
 		arg.IDHash,

@@ -236,6 +236,15 @@ type EventPosition struct {
 	TxPos        int64
 }
 
+type OidcIdentity struct {
+	Issuer              string
+	Subject             string
+	PrincipalID         uuid.UUID
+	RecordedPrincipalID uuid.NullUUID
+	LinkedBy            uuid.NullUUID
+	LinkedAt            time.Time
+}
+
 type OrgKey struct {
 	OrgID      string
 	Kid        string

@@ -33,25 +33,37 @@ func (q *Queries) PrincipalCountBootstrapSpent(ctx context.Context) (int64, erro
 }
 
 const principalGetByID = `-- name: PrincipalGetByID :one
-SELECT id, kind, display_name, name_key, role, tenant, bootstrap, created_by, created_at, disabled_at, disabled_by, disabled_reason FROM principals WHERE id = $1
+SELECT p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, principal_aliases(p.id)::uuid[] AS aliases,
+       EXISTS (SELECT 1 FROM oidc_identities o WHERE o.recorded_principal_id = p.id)::boolean AS recorded_by_idp
+FROM principals p WHERE p.id = $1
 `
 
-func (q *Queries) PrincipalGetByID(ctx context.Context, id uuid.UUID) (Principal, error) {
+type PrincipalGetByIDRow struct {
+	Principal     Principal
+	Aliases       []uuid.UUID
+	RecordedByIdp bool
+}
+
+// With the other principals of the same person (principal_aliases), and
+// whether an OpenID Connect identity's first sign-in recorded it.
+func (q *Queries) PrincipalGetByID(ctx context.Context, id uuid.UUID) (PrincipalGetByIDRow, error) {
 	row := q.db.QueryRow(ctx, principalGetByID, id)
-	var i Principal
+	var i PrincipalGetByIDRow
 	err := row.Scan(
-		&i.ID,
-		&i.Kind,
-		&i.DisplayName,
-		&i.NameKey,
-		&i.Role,
-		&i.Tenant,
-		&i.Bootstrap,
-		&i.CreatedBy,
-		&i.CreatedAt,
-		&i.DisabledAt,
-		&i.DisabledBy,
-		&i.DisabledReason,
+		&i.Principal.ID,
+		&i.Principal.Kind,
+		&i.Principal.DisplayName,
+		&i.Principal.NameKey,
+		&i.Principal.Role,
+		&i.Principal.Tenant,
+		&i.Principal.Bootstrap,
+		&i.Principal.CreatedBy,
+		&i.Principal.CreatedAt,
+		&i.Principal.DisabledAt,
+		&i.Principal.DisabledBy,
+		&i.Principal.DisabledReason,
+		&i.Aliases,
+		&i.RecordedByIdp,
 	)
 	return i, err
 }
@@ -137,31 +149,43 @@ func (q *Queries) PrincipalInsert(ctx context.Context, arg PrincipalInsertParams
 }
 
 const principalList = `-- name: PrincipalList :many
-SELECT id, kind, display_name, name_key, role, tenant, bootstrap, created_by, created_at, disabled_at, disabled_by, disabled_reason FROM principals ORDER BY created_at, id
+SELECT p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, principal_aliases(p.id)::uuid[] AS aliases,
+       EXISTS (SELECT 1 FROM oidc_identities o WHERE o.recorded_principal_id = p.id)::boolean AS recorded_by_idp
+FROM principals p ORDER BY p.created_at, p.id
 `
 
-func (q *Queries) PrincipalList(ctx context.Context) ([]Principal, error) {
+type PrincipalListRow struct {
+	Principal     Principal
+	Aliases       []uuid.UUID
+	RecordedByIdp bool
+}
+
+// With the other principals of the same person (principal_aliases), and
+// whether an OpenID Connect identity's first sign-in recorded it.
+func (q *Queries) PrincipalList(ctx context.Context) ([]PrincipalListRow, error) {
 	rows, err := q.db.Query(ctx, principalList)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Principal
+	var items []PrincipalListRow
 	for rows.Next() {
-		var i Principal
+		var i PrincipalListRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.Kind,
-			&i.DisplayName,
-			&i.NameKey,
-			&i.Role,
-			&i.Tenant,
-			&i.Bootstrap,
-			&i.CreatedBy,
-			&i.CreatedAt,
-			&i.DisabledAt,
-			&i.DisabledBy,
-			&i.DisabledReason,
+			&i.Principal.ID,
+			&i.Principal.Kind,
+			&i.Principal.DisplayName,
+			&i.Principal.NameKey,
+			&i.Principal.Role,
+			&i.Principal.Tenant,
+			&i.Principal.Bootstrap,
+			&i.Principal.CreatedBy,
+			&i.Principal.CreatedAt,
+			&i.Principal.DisabledAt,
+			&i.Principal.DisabledBy,
+			&i.Principal.DisabledReason,
+			&i.Aliases,
+			&i.RecordedByIdp,
 		); err != nil {
 			return nil, err
 		}

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/google/uuid"
 	"golang.org/x/oauth2"
 
 	"github.com/quittance/quittance/ledger"
@@ -38,7 +38,8 @@ type OIDCConfig struct {
 	// roles (a string or a list of strings), e.g. "groups".
 	RoleClaim string
 	// Roles maps a value of RoleClaim to a role. A person with values of
-	// several roles gets on-call over finance; one with none cannot sign in.
+	// several roles gets on-call over finance (ledger.Service.SignInOIDC);
+	// one with none cannot sign in.
 	Roles map[string]ledger.Role
 	// HTTPClient reaches the issuer; a client with a 10s timeout when nil.
 	HTTPClient *http.Client
@@ -125,13 +126,15 @@ func (o *OIDC) oauth(p *oidc.Provider, r *http.Request) oauth2.Config {
 	}
 }
 
-// principal maps verified ID token claims to a console principal: the id
-// is derived from the issuer and subject (stable, and distinct for each
-// person), the name from the email or the subject.
-func (o *OIDC) principal(tok *oidc.IDToken) (ledger.Principal, error) {
+// signIn maps verified ID token claims to what the ledger signs in
+// (ledger.Service.SignInOIDC): the issuer and subject, the display name
+// ("oidc:" and the email, the preferred username or the subject, so it
+// does not take the name of a token principal), and every role the role
+// map gives the person's claim values.
+func (o *OIDC) signIn(tok *oidc.IDToken) (ledger.OIDCSignIn, error) {
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return ledger.Principal{}, fmt.Errorf("read ID token claims: %w", err)
+		return ledger.OIDCSignIn{}, fmt.Errorf("read ID token claims: %w", err)
 	}
 	var values []string
 	switch v := claims[o.cfg.RoleClaim].(type) {
@@ -144,19 +147,14 @@ func (o *OIDC) principal(tok *oidc.IDToken) (ledger.Principal, error) {
 			}
 		}
 	}
-	var role ledger.Role
+	var roles []ledger.Role
 	for _, v := range values {
-		switch o.cfg.Roles[v] {
-		case ledger.RoleOncall:
-			role = ledger.RoleOncall
-		case ledger.RoleFinance:
-			if role == "" {
-				role = ledger.RoleFinance
-			}
+		if r, ok := o.cfg.Roles[v]; ok && !slices.Contains(roles, r) {
+			roles = append(roles, r)
 		}
 	}
-	if role == "" {
-		return ledger.Principal{}, errNoRole
+	if len(roles) == 0 {
+		return ledger.OIDCSignIn{}, errNoRole
 	}
 	name, _ := claims["email"].(string)
 	if name == "" {
@@ -165,8 +163,7 @@ func (o *OIDC) principal(tok *oidc.IDToken) (ledger.Principal, error) {
 	if name == "" {
 		name = tok.Subject
 	}
-	id := uuid.NewSHA1(uuid.NameSpaceURL, []byte(tok.Issuer+"#"+tok.Subject))
-	return ledger.Principal{ID: id, TokenID: id, Name: "oidc:" + shorten(name, 180), Role: role}, nil
+	return ledger.OIDCSignIn{Issuer: tok.Issuer, Subject: tok.Subject, Name: "oidc:" + shorten(name, 180), Roles: roles}, nil
 }
 
 var errNoRole = errors.New("no console role")
@@ -255,7 +252,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		refuse("nonce mismatch", nil)
 		return
 	}
-	principal, err := o.principal(idTok)
+	in, err := o.signIn(idTok)
 	if errors.Is(err, errNoRole) {
 		c.renderError(w, r, nil, http.StatusForbidden, "No console role",
 			"Your identity provider account has no group that maps to a console role (finance or on-call). Ask an administrator.")
@@ -263,6 +260,21 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		refuse("unreadable claims", err)
+		return
+	}
+	principal, err := c.cfg.Ledger.SignInOIDC(r.Context(), in)
+	switch {
+	case errors.Is(err, ledger.ErrPrincipalDisabled):
+		c.log.InfoContext(r.Context(), "OIDC sign-in refused: principal disabled", slog.String("issuer", in.Issuer), slog.String("subject", in.Subject))
+		c.renderError(w, r, nil, http.StatusForbidden, "Principal disabled",
+			"Your Quittance principal is disabled, so you cannot sign in. An on-call person disabled it; ask them.")
+		return
+	case errors.Is(err, ledger.ErrRoleNotHeld):
+		c.renderError(w, r, nil, http.StatusForbidden, "No console role",
+			"Your identity provider account is linked to a Quittance principal whose role your groups at the identity provider do not give you. Ask an administrator.")
+		return
+	case err != nil:
+		c.fail(w, r, nil, err)
 		return
 	}
 	next, _ := base64.RawURLEncoding.DecodeString(parts[3])

@@ -19,7 +19,9 @@ type principalRow struct {
 	ledger.PrincipalRecord
 	CreatedByName  string
 	DisabledByName string
-	Credentials    []credentialRow
+	// SamePersonAs names the other principals of the same person.
+	SamePersonAs []string
+	Credentials  []credentialRow
 	// Self marks the signed-in principal.
 	Self bool
 }
@@ -49,7 +51,8 @@ type principalsPage struct {
 type names map[uuid.UUID]string
 
 // of is the name of principal id: "system" for none, the short id of a
-// principal with no record (an OpenID Connect person).
+// principal with no record (an OpenID Connect session's, before such
+// sessions were principals).
 func (n names) of(id uuid.UUID) string {
 	if id == uuid.Nil {
 		return "system"
@@ -103,12 +106,15 @@ func (c *Console) showPrincipals(w http.ResponseWriter, r *http.Request, q *requ
 		of[t.PrincipalID] = append(of[t.PrincipalID], credentialRow{Token: t, RevokedByName: byID.of(t.RevokedBy), Current: t.ID == q.p.TokenID})
 	}
 	for _, rec := range list {
-		row := principalRow{PrincipalRecord: rec, Credentials: of[rec.ID], Self: rec.ID == q.p.ID}
+		row := principalRow{PrincipalRecord: rec, Credentials: of[rec.ID], Self: q.p.SamePerson(rec.ID)}
 		if rec.CreatedBy != uuid.Nil {
 			row.CreatedByName = byID.of(rec.CreatedBy)
 		}
 		if rec.Disabled() {
 			row.DisabledByName = byID.of(rec.DisabledBy)
+		}
+		for _, id := range rec.Aliases {
+			row.SamePersonAs = append(row.SamePersonAs, byID.of(id))
 		}
 		data.Principals = append(data.Principals, row)
 	}
@@ -141,6 +147,10 @@ type changeRow struct {
 	Principal string
 	Role      ledger.Role
 	Tenant    string
+	// OIDCIssuer and OIDCSubject are the identity an oidc_link change
+	// links to Principal.
+	OIDCIssuer  string
+	OIDCSubject string
 }
 
 // orgChange is an org_update change beside the org as it is now.
@@ -206,6 +216,9 @@ func (c *Console) changeRow(ctx context.Context, p ledger.Principal, byID names,
 	}
 	if id, role, tenant, ok := ch.RoleGrant(); ok {
 		row.Principal, row.Role, row.Tenant = byID.of(id), role, tenant
+	}
+	if id, issuer, subject, ok := ch.OIDCLink(); ok {
+		row.Principal, row.OIDCIssuer, row.OIDCSubject = byID.of(id), issuer, subject
 	}
 	return row
 }

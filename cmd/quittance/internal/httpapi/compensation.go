@@ -228,7 +228,7 @@ func (s *Server) registerCompensation() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "approve-write-off", Method: http.MethodPost, Path: "/admin/v1/write-offs/{id}/approve", Tags: admin,
 		Summary: "Approve a pending write-off (four eyes)",
-		Description: "On-call, by a different token (id and name) than the requester (else 403 self_approval). 409 write_off_not_pending if it is not pending; " +
+		Description: "On-call, by a different person than the requester (else 403 self_approval): another credential of the requester, or another principal linked to theirs through an OpenID Connect identity, is the same person. 409 write_off_not_pending if it is not pending; " +
 			"409 write_off_not_allowed if the obligation meanwhile left the write-off states (e.g. an ack arrived) — the write-off is then voided.",
 		Security: bearerAuth,
 	}, func(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {

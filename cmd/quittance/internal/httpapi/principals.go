@@ -15,26 +15,50 @@ import (
 
 // PrincipalBody is a principal: a person or a machine.
 type PrincipalBody struct {
-	ID             string     `json:"id"`
-	Kind           string     `json:"kind" enum:"person,machine"`
-	Name           string     `json:"name"`
-	Role           string     `json:"role"`
-	Tenant         string     `json:"tenant,omitempty"`
-	Bootstrap      bool       `json:"bootstrap,omitempty"`
-	Actor          string     `json:"actor" doc:"How events name this principal."`
-	CreatedBy      string     `json:"created_by,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
-	DisabledBy     string     `json:"disabled_by,omitempty"`
-	DisabledReason string     `json:"disabled_reason,omitempty"`
+	ID                        string             `json:"id"`
+	Kind                      string             `json:"kind" enum:"person,machine"`
+	Name                      string             `json:"name"`
+	Role                      string             `json:"role"`
+	Tenant                    string             `json:"tenant,omitempty"`
+	Bootstrap                 bool               `json:"bootstrap,omitempty"`
+	Actor                     string             `json:"actor" doc:"How events name this principal."`
+	CreatedBy                 string             `json:"created_by,omitempty"`
+	CreatedAt                 time.Time          `json:"created_at"`
+	DisabledAt                *time.Time         `json:"disabled_at,omitempty"`
+	DisabledBy                string             `json:"disabled_by,omitempty"`
+	DisabledReason            string             `json:"disabled_reason,omitempty"`
+	CreatedByIdentityProvider bool               `json:"created_by_identity_provider,omitempty" doc:"Recorded at an OpenID Connect identity's first console sign-in: the identity provider is the authority for it."`
+	OIDCIdentities            []OIDCIdentityBody `json:"oidc_identities,omitempty" doc:"The OpenID Connect identities that sign in to the console as this principal."`
+	SamePersonAs              []string           `json:"same_person_as,omitempty" doc:"The other principals of the same person (an identity's own principal and the one it was linked to): four-eyes treats them as one."`
+}
+
+// OIDCIdentityBody is an OpenID Connect identity that signs in as a
+// principal.
+type OIDCIdentityBody struct {
+	Issuer              string    `json:"issuer"`
+	Subject             string    `json:"subject"`
+	RecordedPrincipalID string    `json:"recorded_principal_id,omitempty" doc:"The principal recorded at the identity's first sign-in, if it signed in before it was linked."`
+	LinkedBy            string    `json:"linked_by,omitempty" doc:"The on-call principal whose link took effect; absent when the first sign-in recorded it."`
+	LinkedAt            time.Time `json:"linked_at"`
 }
 
 func principalBody(r ledger.PrincipalRecord) PrincipalBody {
-	return PrincipalBody{
+	b := PrincipalBody{
 		ID: r.ID.String(), Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap,
 		Actor: ledger.PrincipalActor(r.ID), CreatedBy: idString(r.CreatedBy), CreatedAt: r.CreatedAt,
 		DisabledAt: timePtr(r.DisabledAt), DisabledBy: idString(r.DisabledBy), DisabledReason: r.DisabledReason,
+		CreatedByIdentityProvider: r.CreatedByIdentityProvider,
 	}
+	for _, o := range r.OIDC {
+		b.OIDCIdentities = append(b.OIDCIdentities, OIDCIdentityBody{
+			Issuer: o.Issuer, Subject: o.Subject, RecordedPrincipalID: idString(o.RecordedPrincipalID),
+			LinkedBy: idString(o.LinkedBy), LinkedAt: o.LinkedAt,
+		})
+	}
+	for _, id := range r.Aliases {
+		b.SamePersonAs = append(b.SamePersonAs, id.String())
+	}
+	return b
 }
 
 // CredentialBody is an API credential, never its secret.
@@ -64,7 +88,7 @@ func credentialBody(t ledger.Token) CredentialBody {
 // second on-call principal.
 type PendingChangeBody struct {
 	ID             string          `json:"id"`
-	Kind           string          `json:"kind" enum:"principal_create,role_grant,credential_create,org_update,task_class_update,write_off_threshold_update"`
+	Kind           string          `json:"kind" enum:"principal_create,role_grant,credential_create,org_update,task_class_update,write_off_threshold_update,oidc_link"`
 	Target         string          `json:"target"`
 	Summary        string          `json:"summary"`
 	Status         string          `json:"status" enum:"pending,applied,refused,expired"`
@@ -181,6 +205,14 @@ type grantRoleOutput struct {
 	Body   struct {
 		Principal     PrincipalBody      `json:"principal"`
 		PendingChange *PendingChangeBody `json:"pending_change,omitempty"`
+	}
+}
+
+type linkOIDCInput struct {
+	ID   uuid.UUID `path:"id"`
+	Body struct {
+		Issuer  string `json:"issuer" minLength:"1" maxLength:"2048" doc:"The identity provider's issuer URL, exactly as its ID tokens' iss claim."`
+		Subject string `json:"subject" minLength:"1" maxLength:"255" doc:"The person's subject at the identity provider: its ID tokens' sub claim."`
 	}
 }
 
@@ -309,6 +341,24 @@ func (s *Server) registerPrincipals() {
 		out.Body.Principal = principalBody(r)
 		return out, nil
 	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "link-oidc", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/oidc", Tags: tags,
+		Summary: "Ask for an OpenID Connect identity to sign in as a person principal", Security: bearerAuth,
+		Description: "On-call. 202 with an oidc_link pending change a different on-call principal approves; from then on the " +
+			"identity's console sessions act as the principal, and a principal recorded at the identity's earlier sign-ins is " +
+			"the same person for four-eyes. 404 for an unknown principal; 409 principal_not_person, principal_disabled, " +
+			"principal_bootstrap, principal_linked (the principal is itself linked to another), oidc_identity_linked.",
+	}, func(ctx context.Context, in *linkOIDCInput) (*grantRoleOutput, error) {
+		r, err := s.ledger.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
+		out := &grantRoleOutput{Status: http.StatusOK}
+		if pc, ok := pendingOf(err); ok {
+			out.Status, out.Body.PendingChange = http.StatusAccepted, pc
+		} else if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out.Body.Principal = principalBody(r)
+		return out, nil
+	})
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-credentials", Method: http.MethodGet, Path: "/admin/v1/credentials", Tags: tags,
@@ -403,7 +453,7 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "approve-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/approve", Tags: tags,
 		Summary: "Approve a pending change: it applies now", Security: bearerAuth,
-		Description: "On-call, and a different principal from the one that asked (403 self_approval otherwise, whatever credential or name is used). 409 change_not_pending, change_expired.",
+		Description: "On-call, and a different person from the one that asked (403 self_approval otherwise, whatever credential, name or linked principal is used). 409 change_not_pending, change_expired.",
 	}, func(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
 		c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
 		if err != nil {

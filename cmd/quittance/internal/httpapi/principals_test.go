@@ -625,3 +625,87 @@ func TestOncallAloneCannotMintAnExistingTenantsOrchestrator(t *testing.T) {
 	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated)
 	mint(t, dev, dev.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent-2"}, http.StatusCreated)
 }
+
+// TestLinkOIDCIdentity: linking an OpenID Connect identity to a principal
+// is an oidc_link pending change a different on-call principal approves;
+// it is listed on the principal from then on, with a principal_oidc_linked
+// event naming the approver. Bad input is problem+json: an unknown
+// principal, a machine, an empty or malformed issuer or subject, finance
+// asking, an identity already linked to another principal, a disabled
+// principal. Under dev the bootstrap credential's link applies at once.
+func TestLinkOIDCIdentity(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+	const issuer = "https://idp.example.com/realms/staff"
+	link := func(principal, token string, body map[string]any) *apitest.Response {
+		return e.Do(t, http.MethodPost, "/admin/v1/principals/"+principal+"/oidc", token, body)
+	}
+	ok := map[string]any{"issuer": issuer, "subject": "248289761001"}
+
+	var g struct {
+		Principal     httpapi.PrincipalBody      `json:"principal"`
+		PendingChange *httpapi.PendingChangeBody `json:"pending_change"`
+	}
+	link(alice.ID, alice.Token, ok).Expect(t, http.StatusAccepted).JSON(t, &g)
+	if g.PendingChange == nil || g.PendingChange.Kind != "oidc_link" || len(g.Principal.OIDCIdentities) != 0 {
+		t.Fatalf("link request: %+v", g)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+g.PendingChange.ID+"/approve", alice.Token, nil).Problem(t, http.StatusForbidden, "self_approval")
+	e.Approve(t, bob.Token, g.PendingChange.ID)
+	var p httpapi.PrincipalBody
+	e.Do(t, http.MethodGet, "/admin/v1/principals/"+alice.ID, bob.Token, nil).Expect(t, http.StatusOK).JSON(t, &p)
+	if len(p.OIDCIdentities) != 1 || p.OIDCIdentities[0].Issuer != issuer || p.OIDCIdentities[0].Subject != "248289761001" ||
+		p.OIDCIdentities[0].LinkedBy != bob.ID || p.OIDCIdentities[0].RecordedPrincipalID != "" || p.CreatedByIdentityProvider {
+		t.Fatalf("alice after the link: %+v", p)
+	}
+	events, err := e.Store.StreamEvents(t.Context(), "principal:"+alice.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := events[len(events)-1]
+	if last.Type != ledger.EventTypePrincipalOIDCLinked || last.Actor != "principal:"+bob.ID ||
+		!strings.Contains(string(last.Data), `"pending_change_id":"`+g.PendingChange.ID+`"`) || !strings.Contains(string(last.Data), `"subject":"248289761001"`) {
+		t.Fatalf("last principal event: %s by %s, %s", last.Type, last.Actor, last.Data)
+	}
+
+	fin := mint(t, e.Env, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	e.Approve(t, bob.Token, fin.PendingChange.ID)
+	link(bob.ID, alice.Token, ok).Problem(t, http.StatusConflict, "oidc_identity_linked")
+	link(alice.ID, alice.Token, ok).Problem(t, http.StatusConflict, "oidc_identity_linked")
+	link("01966b2e-0000-7000-8000-000000000000", alice.Token, map[string]any{"issuer": issuer, "subject": "x"}).Problem(t, http.StatusNotFound, "")
+	link(e.PrincipalID(t, e.orch), alice.Token, map[string]any{"issuer": issuer, "subject": "x"}).Problem(t, http.StatusConflict, "principal_not_person")
+	link(bob.ID, fin.Token, map[string]any{"issuer": issuer, "subject": "x"}).Problem(t, http.StatusForbidden, "forbidden")
+	for _, bad := range []map[string]any{
+		{"issuer": "", "subject": "x"}, {"issuer": issuer, "subject": ""}, {"issuer": issuer, "subject": "   "},
+		{"issuer": "not a url", "subject": "x"}, {"subject": "x"},
+	} {
+		link(bob.ID, alice.Token, bad).Problem(t, http.StatusUnprocessableEntity, "")
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+fin.PrincipalID+"/disable", alice.Token, map[string]any{"reason": "left"}).Expect(t, http.StatusOK)
+	link(fin.PrincipalID, alice.Token, map[string]any{"issuer": issuer, "subject": "y"}).Problem(t, http.StatusConflict, "principal_disabled")
+
+	// A pending link that can no longer apply is refused on approval.
+	link(bob.ID, alice.Token, map[string]any{"issuer": issuer, "subject": "z"}).Expect(t, http.StatusAccepted).JSON(t, &g)
+	first := g.PendingChange.ID
+	link(alice.ID, bob.Token, map[string]any{"issuer": issuer, "subject": "z"}).Expect(t, http.StatusAccepted).JSON(t, &g)
+	e.Approve(t, alice.Token, g.PendingChange.ID)
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+first+"/approve", bob.Token, nil).Problem(t, http.StatusConflict, "oidc_identity_linked")
+	var refused httpapi.PendingChangeBody
+	e.Do(t, http.MethodGet, "/admin/v1/pending-changes/"+first, bob.Token, nil).Expect(t, http.StatusOK).JSON(t, &refused)
+	if refused.Status != "refused" {
+		t.Fatalf("a link that no longer applies is %s after approval", refused.Status)
+	}
+
+	// Under dev the bootstrap credential links at once.
+	dev := apitest.New(t)
+	id := dev.PrincipalID(t, dev.NewToken(t, ledger.RoleOncall, "", "oncall-2"))
+	var now struct {
+		Principal     httpapi.PrincipalBody      `json:"principal"`
+		PendingChange *httpapi.PendingChangeBody `json:"pending_change"`
+	}
+	dev.Do(t, http.MethodPost, "/admin/v1/principals/"+id+"/oidc", dev.OncallToken, ok).Expect(t, http.StatusOK).JSON(t, &now)
+	if now.PendingChange != nil || len(now.Principal.OIDCIdentities) != 1 {
+		t.Fatalf("dev link: %+v", now)
+	}
+}

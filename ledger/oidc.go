@@ -1,0 +1,321 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// OIDCIdentity is a person's identity at an OpenID Connect identity
+// provider, (Issuer, Subject), and the principal it signs in to the
+// console as (ledger/PRINCIPALS.md#people-signed-in-by-openid-connect).
+type OIDCIdentity struct {
+	Issuer  string
+	Subject string
+	// PrincipalID is the principal its console sessions act as.
+	PrincipalID uuid.UUID
+	// RecordedPrincipalID is the principal recorded for it at its first
+	// sign-in (OIDCPrincipalID); uuid.Nil for an identity linked before
+	// it ever signed in.
+	RecordedPrincipalID uuid.UUID
+	// LinkedBy is the on-call principal whose link made PrincipalID what
+	// it is; uuid.Nil when the first sign-in recorded it.
+	LinkedBy uuid.UUID
+	LinkedAt time.Time
+}
+
+// OIDCTx reads and writes OpenID Connect identities inside a transaction.
+// Error contract: as Store.
+type OIDCTx interface {
+	// OIDCIdentityForUpdate returns the identity, locked, or ErrNotFound.
+	OIDCIdentityForUpdate(ctx context.Context, issuer, subject string) (OIDCIdentity, error)
+	// InsertOIDCIdentity records the identity unless it exists, and
+	// reports whether it did; a concurrent insert of the same identity
+	// makes it wait for that transaction, then report false.
+	InsertOIDCIdentity(ctx context.Context, id OIDCIdentity) (bool, error)
+	// RelinkOIDCIdentities points every identity that signs in as from at
+	// to instead, as linked by by at at.
+	RelinkOIDCIdentities(ctx context.Context, from, to, by uuid.UUID, at time.Time) error
+	// InsertPrincipalIfAbsent inserts r unless a principal with its id
+	// exists, and reports whether it did; when r's name is taken by
+	// another principal, r is stored under its name with its id appended
+	// to the name's key, so it cannot take that principal's name.
+	InsertPrincipalIfAbsent(ctx context.Context, r PrincipalRecord) (bool, error)
+	// PrincipalAliases returns the other principals of the same person.
+	PrincipalAliases(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
+	// PrincipalPerson returns the principal that is id's person: id itself
+	// unless id was recorded for an identity since linked to another.
+	PrincipalPerson(ctx context.Context, id uuid.UUID) (uuid.UUID, error)
+}
+
+// OIDCPrincipalID is the id of the principal recorded for an identity at
+// its first sign-in: derived from the issuer and subject, so it is the
+// same on every replica and for every concurrent sign-in, and it is the
+// id console sessions of the identity acted as before they were
+// principals.
+func OIDCPrincipalID(issuer, subject string) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte(issuer+"#"+subject))
+}
+
+// oidcActor is the actor of what the identity provider does on its own
+// authority: recording a principal at a first sign-in, or setting its role.
+const oidcActor = "system:oidc"
+
+// OIDCSignIn is a verified ID token, as the console read it.
+type OIDCSignIn struct {
+	Issuer  string
+	Subject string
+	// Name is the display name of a principal recorded at a first sign-in.
+	Name string
+	// Roles are the roles the identity provider's role map gives the
+	// person (finance, on-call); at least one.
+	Roles []Role
+}
+
+// ErrPrincipalDisabled is returned by SignInOIDC when the identity's
+// principal is disabled: it cannot sign in.
+var ErrPrincipalDisabled = errors.New("the principal is disabled")
+
+// ErrRoleNotHeld is returned by SignInOIDC when the identity is linked to
+// a principal whose role the identity provider does not give the person:
+// a session has neither more than the principal holds nor more than the
+// identity provider grants.
+var ErrRoleNotHeld = errors.New("the identity provider does not give the person the role of the principal it is linked to")
+
+// SignInOIDC resolves a verified OpenID Connect sign-in to the principal
+// its console session acts as. An identity seen for the first time gets
+// a person principal of its own (OIDCPrincipalID, created by the identity
+// provider, with a principal_created event); its role follows the
+// identity provider, on-call over finance, and is updated at each
+// sign-in. An identity linked to another principal signs in as that one,
+// with its role, which the identity provider must also give the person
+// (else ErrRoleNotHeld). A disabled principal cannot sign in
+// (ErrPrincipalDisabled). Concurrent first sign-ins of one identity
+// record one principal.
+func (s *Service) SignInOIDC(ctx context.Context, in OIDCSignIn) (Principal, error) {
+	if in.Issuer == "" || in.Subject == "" || len(in.Subject) > 255 || len(in.Issuer) > 2048 {
+		return Principal{}, Invalid("subject", "the ID token's issuer and subject are required")
+	}
+	idpRole := RoleFinance
+	switch {
+	case slices.Contains(in.Roles, RoleOncall):
+		idpRole = RoleOncall
+	case !slices.Contains(in.Roles, RoleFinance):
+		return Principal{}, Invalid("roles", "the identity provider gives no console role")
+	}
+	var out Principal
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		now := s.Now()
+		ident, err := tx.OIDCIdentityForUpdate(ctx, in.Issuer, in.Subject)
+		if errors.Is(err, ErrNotFound) {
+			if ident, err = s.recordOIDC(ctx, tx, in, idpRole, now); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		r, err := tx.PrincipalForUpdate(ctx, ident.PrincipalID)
+		if err != nil {
+			return err
+		}
+		if r.Disabled() {
+			return ErrPrincipalDisabled
+		}
+		role := r.Role
+		switch {
+		case ident.PrincipalID == ident.RecordedPrincipalID && r.Role != idpRole:
+			// The identity's own principal: the identity provider is the
+			// authority for its role.
+			from := r.Role
+			r.Role, r.Tenant = idpRole, ""
+			if err := tx.UpdatePrincipal(ctx, r); err != nil {
+				return err
+			}
+			if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalRoleGranted, At: now, Actor: oidcActor},
+				map[string]any{"role_granted": string(idpRole), "previous_role": string(from), "tenant": "", "issuer": in.Issuer, "subject": in.Subject}); err != nil {
+				return err
+			}
+			role = idpRole
+		case ident.PrincipalID != ident.RecordedPrincipalID && !slices.Contains(in.Roles, r.Role):
+			return ErrRoleNotHeld
+		}
+		aliases, err := tx.PrincipalAliases(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		out = Principal{ID: r.ID, TokenID: r.ID, Name: r.Name, Kind: r.Kind, Role: role, Aliases: aliases}
+		return nil
+	})
+	if err != nil {
+		return Principal{}, err
+	}
+	return out, nil
+}
+
+// recordOIDC records the principal of an identity at its first sign-in,
+// and the identity; when a concurrent first sign-in recorded them first,
+// it returns the identity that one recorded.
+func (s *Service) recordOIDC(ctx context.Context, tx Tx, in OIDCSignIn, role Role, now time.Time) (OIDCIdentity, error) {
+	id := OIDCPrincipalID(in.Issuer, in.Subject)
+	name := strings.TrimSpace(in.Name)
+	if name == "" {
+		name = in.Subject
+	}
+	r := PrincipalRecord{ID: id, Kind: KindPerson, Name: name, Role: role, CreatedAt: now}
+	created, err := tx.InsertPrincipalIfAbsent(ctx, r)
+	if err != nil {
+		return OIDCIdentity{}, err
+	}
+	if created {
+		if _, err := Append(ctx, tx, Event{Stream: "principal:" + id.String(), Type: EventTypePrincipalCreated, At: now, Actor: oidcActor, StreamSeq: 1},
+			map[string]any{"kind": string(r.Kind), "name": r.Name, "role": string(r.Role), "tenant": "", "bootstrap": false,
+				"created_by": "identity_provider", "issuer": in.Issuer, "subject": in.Subject}); err != nil {
+			return OIDCIdentity{}, err
+		}
+	}
+	ident := OIDCIdentity{Issuer: in.Issuer, Subject: in.Subject, PrincipalID: id, RecordedPrincipalID: id, LinkedAt: now}
+	if _, err := tx.InsertOIDCIdentity(ctx, ident); err != nil {
+		return OIDCIdentity{}, err
+	}
+	// Inserted now or by the concurrent sign-in that won: read it locked.
+	return tx.OIDCIdentityForUpdate(ctx, in.Issuer, in.Subject)
+}
+
+// ChangeOIDCLink links an OpenID Connect identity to an existing person
+// principal: whoever holds the identity signs in as that principal.
+const ChangeOIDCLink ChangeKind = "oidc_link"
+
+type oidcLinkPayload struct {
+	PrincipalID uuid.UUID `json:"principal_id"`
+	Issuer      string    `json:"issuer"`
+	Subject     string    `json:"subject"`
+}
+
+// RequestOIDCLink asks for the OpenID Connect identity (issuer, subject)
+// to sign in as the existing person principal id from now on; it applies
+// when a different on-call principal approves (under dev, the bootstrap
+// principal's applies at once). If the identity has a principal of its
+// own, recorded at its first sign-in, that principal becomes the same
+// person as id for four-eyes. The principal must be an enabled person,
+// not the bootstrap principal, and not itself linked to another; the
+// identity must not be linked to another principal already.
+func (s *Service) RequestOIDCLink(ctx context.Context, p Principal, id uuid.UUID, issuer, subject string) (PrincipalRecord, error) {
+	if err := require(p, RoleOncall); err != nil {
+		return PrincipalRecord{}, err
+	}
+	pl := oidcLinkPayload{PrincipalID: id, Issuer: strings.TrimSpace(issuer), Subject: strings.TrimSpace(subject)}
+	if u, err := url.Parse(pl.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(pl.Issuer) > 2048 {
+		return PrincipalRecord{}, Invalid("issuer", "must be the identity provider's issuer URL, exactly as its ID tokens' iss claim")
+	}
+	if pl.Subject == "" || len(pl.Subject) > 255 {
+		return PrincipalRecord{}, Invalid("subject", "is required, at most 255 characters: the ID tokens' sub claim")
+	}
+	var (
+		r       PrincipalRecord
+		pending *PendingChange
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		pending = nil
+		now := s.Now()
+		var err error
+		if r, err = s.checkOIDCLink(ctx, tx, pl); err != nil {
+			return err
+		}
+		if s.access.immediate(p) {
+			r, err = s.applyOIDCLink(ctx, tx, p, pl, now, "")
+			return err
+		}
+		pc, err := s.requestChange(ctx, tx, p, now, ChangeOIDCLink, "principal:"+id.String(), pl,
+			fmt.Sprintf("link OpenID Connect identity %q of %s to principal %q", pl.Subject, pl.Issuer, r.Name))
+		pending = &pc
+		return err
+	})
+	s.tokens.flush()
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	// The principal as it is now, with its identities.
+	if fresh, err := s.store.PrincipalByID(ctx, id); err == nil {
+		r = fresh
+	}
+	if pending != nil {
+		return r, &ApprovalRequiredError{Change: *pending}
+	}
+	return r, nil
+}
+
+// checkOIDCLink checks, in tx, that pl can apply now, and returns the
+// principal locked.
+func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl oidcLinkPayload) (PrincipalRecord, error) {
+	r, err := tx.PrincipalForUpdate(ctx, pl.PrincipalID)
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	switch {
+	case r.Disabled():
+		return PrincipalRecord{}, Conflict("principal_disabled", "principal %s is disabled", r.ID)
+	case r.Kind != KindPerson:
+		return PrincipalRecord{}, Conflict("principal_not_person", "principal %q is a machine; only people sign in", r.Name)
+	case r.Bootstrap:
+		return PrincipalRecord{}, Conflict("principal_bootstrap", "the bootstrap principal cannot be linked to an identity")
+	}
+	person, err := tx.PrincipalPerson(ctx, r.ID)
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	if person != r.ID {
+		return PrincipalRecord{}, Conflict("principal_linked", "principal %q is the same person as principal %s; link the identity to that one", r.Name, person)
+	}
+	ident, err := tx.OIDCIdentityForUpdate(ctx, pl.Issuer, pl.Subject)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return r, nil
+	case err != nil:
+		return PrincipalRecord{}, err
+	case ident.PrincipalID == r.ID:
+		return PrincipalRecord{}, Conflict("oidc_identity_linked", "the identity already signs in as principal %q", r.Name)
+	case ident.PrincipalID != ident.RecordedPrincipalID:
+		return PrincipalRecord{}, Conflict("oidc_identity_linked", "the identity is linked to another principal, %s", ident.PrincipalID)
+	}
+	return r, nil
+}
+
+// applyOIDCLink links pl's identity to its principal, as p approved (or,
+// under dev, asked) it: the identity is recorded, or, if it had a
+// principal of its own, it and every identity linked to that principal
+// sign in as pl's principal from now on. One principal_oidc_linked event
+// records it on the principal's stream.
+func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl oidcLinkPayload, now time.Time, change string) (PrincipalRecord, error) {
+	r, err := s.checkOIDCLink(ctx, tx, pl)
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	data := map[string]any{"issuer": pl.Issuer, "subject": pl.Subject}
+	ident, err := tx.OIDCIdentityForUpdate(ctx, pl.Issuer, pl.Subject)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if _, err := tx.InsertOIDCIdentity(ctx, OIDCIdentity{Issuer: pl.Issuer, Subject: pl.Subject, PrincipalID: r.ID, LinkedBy: p.ID, LinkedAt: now}); err != nil {
+			return PrincipalRecord{}, err
+		}
+	case err != nil:
+		return PrincipalRecord{}, err
+	default:
+		if err := tx.RelinkOIDCIdentities(ctx, ident.PrincipalID, r.ID, p.ID, now); err != nil {
+			return PrincipalRecord{}, err
+		}
+		data["same_person"] = ident.PrincipalID.String()
+	}
+	if change != "" {
+		data["pending_change_id"] = change
+	}
+	if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalOIDCLinked, At: now, Actor: p.Actor()}, data); err != nil {
+		return PrincipalRecord{}, err
+	}
+	return r, nil
+}

@@ -534,17 +534,25 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 	return err
 }
 
+// exportTimeout bounds one CSV export. The bench client's per-request
+// timeout is for single pages; an export of every open obligation at 10M
+// delegations streams for longer than that, and is measured whole.
+const exportTimeout = 20 * time.Minute
+
 // exportCSV reads the CSV export of every open obligation as it streams,
 // keeping none of it.
 func exportCSV(ctx context.Context, c *client, token string) (exportResult, error) {
 	var e exportResult
+	ctx, cancel := context.WithTimeout(ctx, exportTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/obligations?format=csv", nil)
 	if err != nil {
 		return e, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	t0 := time.Now()
-	resp, err := c.hc.Do(req)
+	streaming := &http.Client{Transport: c.hc.Transport} // no whole-request timeout: ctx bounds it
+	resp, err := streaming.Do(req)
 	if err != nil {
 		return e, fmt.Errorf("CSV export: %w", err)
 	}

@@ -351,40 +351,37 @@ func (q *Queries) CaseQueueOldest(ctx context.Context, arg CaseQueueOldestParams
 
 const caseQueuePage = `-- name: CaseQueuePage :many
 SELECT
-    q.id, q.tenant, q.business_operation_id, q.org_id, q.task_class, q.budget_id, q.amount_minor, q.currency,
-    q.remote_task_id, q.task_status, q.obligation_state, q.obligation_reason,
-    q.cancel_requested_at, q.compensation_deadline, q.compensation_attempts,
-    q.compensation_last_error, q.pending_write_off_id, q.created_at, q.updated_at,
+    d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
+    d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
+    d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
+    d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
     q.owner, q.snoozed_until, q.notes, q.case_updated_at, q.sort_key,
     coalesce(last_event.type, '')::text                AS last_evidence_type,
-    coalesce(last_event.at, q.created_at)::timestamptz AS last_evidence_at
+    coalesce(last_event.at, d.created_at)::timestamptz AS last_evidence_at
 FROM (
-    SELECT id, tenant, business_operation_id, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, task_status, obligation_state, obligation_reason, cancel_requested_at, compensation_deadline, compensation_attempts, compensation_last_error, pending_write_off_id, created_at, updated_at, owner, snoozed_until, notes, case_updated_at, sort_key FROM (
+    SELECT id, owner, snoozed_until, notes, case_updated_at, sort_key FROM (
         SELECT
-            d.id, d.tenant, d.business_operation_id, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency,
-            d.remote_task_id, d.task_status, d.obligation_state, d.obligation_reason,
-            d.cancel_requested_at, d.compensation_deadline, d.compensation_attempts,
-            d.compensation_last_error, d.pending_write_off_id, d.created_at, d.updated_at,
+            a.id,
             coalesce(c.owner, '')::text      AS owner,
             c.snoozed_until                  AS snoozed_until,
             coalesce(c.notes, 0)::integer    AS notes,
             c.updated_at                     AS case_updated_at,
             ($1::bigint * CASE $2::text
-                WHEN 'amount' THEN d.amount_minor
-                WHEN 'deadline' THEN coalesce((date_part('epoch', d.compensation_deadline) * 1000000)::bigint, 4000000000000000)
-                ELSE (date_part('epoch', d.created_at) * 1000000)::bigint
+                WHEN 'amount' THEN a.amount_minor
+                WHEN 'deadline' THEN coalesce((date_part('epoch', a.compensation_deadline) * 1000000)::bigint, 4000000000000000)
+                ELSE (date_part('epoch', a.created_at) * 1000000)::bigint
             END)::bigint                     AS sort_key
-        FROM delegations d
-        LEFT JOIN delegation_cases c ON c.delegation_id = d.id
-        WHERE d.obligation_state = ANY ($3::text[])
-          AND ($4::text IS NULL OR d.org_id = $4)
-          AND ($5::text IS NULL OR d.tenant = $5)
-          AND ($6::text IS NULL OR d.currency = $6)
-          AND ($7::bigint IS NULL OR d.amount_minor >= $7)
-          AND ($8::bigint IS NULL OR d.amount_minor <= $8)
-          AND ($9::timestamptz IS NULL OR d.created_at < $9)
-          AND ($10::timestamptz IS NULL OR d.created_at > $10)
-          AND ($11::timestamptz IS NULL OR d.compensation_deadline < $11)
+        FROM delegations a
+        LEFT JOIN delegation_cases c ON c.delegation_id = a.id
+        WHERE a.obligation_state = ANY ($3::text[])
+          AND ($4::text IS NULL OR a.org_id = $4)
+          AND ($5::text IS NULL OR a.tenant = $5)
+          AND ($6::text IS NULL OR a.currency = $6)
+          AND ($7::bigint IS NULL OR a.amount_minor >= $7)
+          AND ($8::bigint IS NULL OR a.amount_minor <= $8)
+          AND ($9::timestamptz IS NULL OR a.created_at < $9)
+          AND ($10::timestamptz IS NULL OR a.created_at > $10)
+          AND ($11::timestamptz IS NULL OR a.compensation_deadline < $11)
           AND ($12::text IS NULL OR coalesce(c.owner, '') = $12)
           AND ($13::text = 'show'
                OR ($13::text = 'hide' AND (c.snoozed_until IS NULL OR c.snoozed_until <= $14))
@@ -394,6 +391,7 @@ FROM (
     ORDER BY f.sort_key, f.id
     LIMIT $18
 ) q
+JOIN delegations d ON d.id = q.id
 LEFT JOIN LATERAL (
     SELECT e.type, e.at FROM events e
     WHERE e.delegation_id = q.id
@@ -459,8 +457,10 @@ type CaseQueuePageRow struct {
 // microseconds (deadline; none sorts last), multiplied by direction (1 or
 // -1) for descending orders. Times are read with date_part (double
 // precision, exact to the microsecond for centuries), which is several
-// times cheaper than extract's numeric. Rows are chosen first; only the
-// page's rows look up their last event.
+// times cheaper than extract's numeric. The page is chosen first from
+// columns delegations_active_cover holds, so choosing it reads no
+// delegation's heap row; only the page's rows are then read whole and look
+// up their last event.
 func (q *Queries) CaseQueuePage(ctx context.Context, arg CaseQueuePageParams) ([]CaseQueuePageRow, error) {
 	rows, err := q.db.Query(ctx, caseQueuePage,
 		arg.Direction,

@@ -230,7 +230,8 @@ func (s *Service) GetPendingChange(ctx context.Context, p Principal, id uuid.UUI
 // ApprovePendingChange applies a pending change on behalf of a second
 // on-call principal, in one transaction with its change_approved event.
 // The requesting person may not approve it (ErrSelfApproval), whatever
-// credential, name or principal of theirs it uses (Principal.SamePerson). A change that is not pending is a conflict
+// credential, name or principal of theirs it uses (Principal.SamePerson).
+// A change that is not pending is a conflict
 // (change_not_pending); one past its expiry is expired and refused
 // (change_expired). A change that no longer applies (the principal name
 // was taken meanwhile) is refused with the reason and the error returned.

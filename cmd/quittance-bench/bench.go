@@ -39,6 +39,7 @@ type benchConfig struct {
 	SkipLifecycle   bool
 	SkipScale       bool
 	Keep            bool
+	Reuse           string
 	Quick           bool
 	FailOnTargets   bool
 	Perf            bool
@@ -63,6 +64,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&cfg.SkipScale, "skip-scale", false, "skip the data-scale runs (reconciliation and the deadline sweep)")
 	fs.BoolVar(&cfg.SkipScale, "skip-recon", false, "the same as -skip-scale")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the scratch directory (cluster, logs)")
+	fs.StringVar(&cfg.Reuse, "reuse", "", "run in the scratch directory a kept run (-keep) left, and measure the data set it generated there, when it has the size asked for, instead of generating it again (the directory is kept)")
 	fs.BoolVar(&cfg.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "a quick run: 10s per run and a small data set (also BENCH_QUICK=1); its figures are not the benchmark's")
 	fs.BoolVar(&cfg.FailOnTargets, "fail-on-targets", false, "exit non-zero when a target is missed")
 	fs.BoolVar(&cfg.Perf, "perf", false, "record a CPU profile of the service with perf(1), kernel included, during each lifecycle run (kept with -keep)")
@@ -169,7 +171,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	started := time.Now()
-	h, err := newHarness(ctx, stderr, cfg.Keep)
+	h, err := newHarness(ctx, stderr, cfg.Keep, cfg.Reuse)
 	if err != nil {
 		return err
 	}

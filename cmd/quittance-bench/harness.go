@@ -39,6 +39,7 @@ const ledgerID = "quittance-bench"
 type harness struct {
 	dir     string
 	keep    bool
+	reused  bool // dir is a kept run's: its data set may be measured again
 	binDir  string
 	binary  string
 	cluster *pgcluster.Cluster
@@ -46,14 +47,20 @@ type harness struct {
 	stderr  io.Writer
 }
 
-// newHarness creates the scratch directory, builds the binary and starts
-// the cluster (fsync on: what is measured is what production pays).
-func newHarness(ctx context.Context, stderr io.Writer, keep bool) (*harness, error) {
+// newHarness creates the scratch directory (or takes reuse, one a kept
+// run left, and keeps it), builds the binary and starts the cluster (fsync
+// on: what is measured is what production pays).
+func newHarness(ctx context.Context, stderr io.Writer, keep bool, reuse string) (*harness, error) {
 	binDir, err := pgcluster.FindBinaries()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "quittance-bench-*")
+	dir := reuse
+	if reuse == "" {
+		dir, err = os.MkdirTemp("", "quittance-bench-*")
+	} else if _, err = os.Stat(filepath.Join(reuse, "pg", "PG_VERSION")); err != nil {
+		err = fmt.Errorf("-reuse %s: not the scratch directory of a kept run: %w", reuse, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +69,7 @@ func newHarness(ctx context.Context, stderr io.Writer, keep bool) (*harness, err
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	h := &harness{dir: dir, keep: keep, binDir: binDir, stderr: stderr,
+	h := &harness{dir: dir, keep: keep || reuse != "", reused: reuse != "", binDir: binDir, stderr: stderr,
 		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	fmt.Fprintf(stderr, "scratch directory %s\n", dir)
 	if err := h.build(ctx); err != nil {

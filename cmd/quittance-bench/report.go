@@ -187,8 +187,12 @@ func renderBench(cfg benchConfig, m machine, pgb []pgbenchResult, lifes []lifecy
 }
 
 func renderScale(text, md *strings.Builder, sc *scaleResult, verdict func(bool) string) {
-	set := fmt.Sprintf("%d delegations, %d of them open obligations (%d events, %.1f GiB), generated with set-based SQL in %s",
-		sc.Delegations, sc.Open, sc.Events, float64(sc.DatabaseBytes)/(1<<30), sc.LoadTime.Round(time.Second))
+	generated := "generated with set-based SQL in " + sc.LoadTime.Round(time.Second).String()
+	if sc.Reused {
+		generated = "generated with set-based SQL by an earlier run (-reuse)"
+	}
+	set := fmt.Sprintf("%d delegations, %d of them open obligations (%d events, %.1f GiB), %s",
+		sc.Delegations, sc.Open, sc.Events, float64(sc.DatabaseBytes)/(1<<30), generated)
 	requests := 0
 	if len(sc.Recon) > 0 {
 		requests = sc.Recon[0].Requests

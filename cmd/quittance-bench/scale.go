@@ -132,6 +132,7 @@ type scaleResult struct {
 	Delegations, Open int
 	Events            int64
 	LoadTime          time.Duration
+	Reused            bool // measured on a kept run's data set (-reuse): LoadTime is not known
 	DatabaseBytes     int64
 	Recon             []reconResult
 	Console           []consoleResult
@@ -145,24 +146,33 @@ type scaleResult struct {
 func runScale(ctx context.Context, h *harness, cfg scaleConfig) (*scaleResult, error) {
 	res := &scaleResult{Delegations: cfg.Delegations, Open: cfg.Open}
 	const name = "quittance_scale"
-	dbURL, err := h.createDatabase(ctx, name)
-	if err != nil {
-		return nil, err
+	dbURL := h.cluster.URL(name)
+	res.Reused = h.reused && hasDataSet(ctx, dbURL, cfg)
+	if !res.Reused {
+		var err error
+		if dbURL, err = h.createDatabase(ctx, name); err != nil {
+			return nil, err
+		}
+		if err := checkDiskSpace(h.dir, cfg.Delegations+cfg.SweepDue); err != nil {
+			return nil, err
+		}
 	}
-	if err := checkDiskSpace(h.dir, cfg.Delegations+cfg.SweepDue); err != nil {
-		return nil, err
-	}
+	// A reused data set gets the migrations added since it was generated.
 	migrate := exec.CommandContext(ctx, h.binary, "migrate")
 	migrate.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbURL, "QUITTANCE_LOG_LEVEL=warn"}
 	if out, err := migrate.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("quittance migrate: %w: %s", err, out)
 	}
-	fmt.Fprintf(h.stderr, "generating %d delegations (%d open) with SQL\n", cfg.Delegations, cfg.Open)
-	t0 := time.Now()
-	if err := generate(ctx, h, dbURL, cfg); err != nil {
-		return nil, err
+	if res.Reused {
+		fmt.Fprintf(h.stderr, "reusing the %d delegations (%d open) generated in %s\n", cfg.Delegations, cfg.Open, h.dir)
+	} else {
+		fmt.Fprintf(h.stderr, "generating %d delegations (%d open) with SQL\n", cfg.Delegations, cfg.Open)
+		t0 := time.Now()
+		if err := generate(ctx, h, dbURL, cfg); err != nil {
+			return nil, err
+		}
+		res.LoadTime = time.Since(t0)
 	}
-	res.LoadTime = time.Since(t0)
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, err
@@ -172,8 +182,7 @@ func runScale(ctx context.Context, h *harness, cfg scaleConfig) (*scaleResult, e
 		Scan(&res.Events, &res.DatabaseBytes); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(h.stderr, "generated in %s: %d events, database %.1f GiB\n",
-		res.LoadTime.Round(time.Second), res.Events, float64(res.DatabaseBytes)/(1<<30))
+	fmt.Fprintf(h.stderr, "data set: %d events, database %.1f GiB\n", res.Events, float64(res.DatabaseBytes)/(1<<30))
 
 	if err := runRecon(ctx, h, cfg, dbURL, res); err != nil {
 		return nil, err
@@ -184,6 +193,22 @@ func runScale(ctx context.Context, h *harness, cfg scaleConfig) (*scaleResult, e
 		}
 	}
 	return res, nil
+}
+
+// hasDataSet reports whether the database at dbURL holds the data set cfg
+// asks for, as generate left it: that many delegations (a sweep's added
+// ones would make more), that many of them open.
+func hasDataSet(ctx context.Context, dbURL string, cfg scaleConfig) bool {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return false // no such database yet
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// Two counts, so that each is read off an index.
+	var all, open int
+	err = conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM delegations),
+		(SELECT count(*) FROM delegations WHERE obligation_state = ANY ($1))`, openStates).Scan(&all, &open)
+	return err == nil && all == cfg.Delegations && open == cfg.Open
 }
 
 // checkDiskSpace refuses a data set the scratch directory's file system
@@ -567,10 +592,17 @@ func exportCSV(ctx context.Context, c *client, token string) (exportResult, erro
 	}
 	e.FirstByte = time.Since(t0)
 	buf := make([]byte, 64<<10)
+	var last byte // the last byte of the previous read: a CRLF may span two
 	for {
 		n, err := br.Read(buf)
 		e.Bytes += int64(n)
 		e.Rows += int64(bytes.Count(buf[:n], []byte("\r\n")))
+		if n > 0 {
+			if last == '\r' && buf[0] == '\n' {
+				e.Rows++
+			}
+			last = buf[n-1]
+		}
 		if err == io.EOF {
 			break
 		}

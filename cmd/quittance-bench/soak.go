@@ -160,7 +160,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stderr, "soak: %s, %d clients, %d replicas, SIGKILL of a replica every ~%s, PostgreSQL crash every ~%s, seed %d\n",
 		cfg.Duration, cfg.Clients, cfg.Replicas, cfg.KillEvery, cfg.PGEvery, cfg.Seed)
-	h, err := newHarness(ctx, stderr, cfg.Keep)
+	h, err := newHarness(ctx, stderr, cfg.Keep, "")
 	if err != nil {
 		return err
 	}

@@ -498,11 +498,7 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 	}
 	defer svc.stop()
 	c := newClient(svc.URL, 1)
-	oncall, oncall2, err := twoOncall(ctx, c, admin)
-	if err != nil {
-		return err
-	}
-	finance, err := newToken(ctx, c, oncall, oncall2, "finance", "", "bench-finance")
+	finance, err := financeToken(ctx, h, c, admin, res.Reused)
 	if err != nil {
 		return err
 	}
@@ -557,6 +553,31 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 	}
 	res.ReconRSS, err = svc.peakRSS()
 	return err
+}
+
+// financeToken returns the finance token the reconciliation reads use. A
+// fresh data set gets the bench's two on-call principals (made with the
+// bootstrap token, which may make only those) and a finance principal,
+// whose token is kept beside the cluster; a reused one has them already,
+// so the kept token is read back.
+func financeToken(ctx context.Context, h *harness, c *client, bootstrap string, reused bool) (string, error) {
+	path := filepath.Join(h.dir, "scale-finance-token")
+	if reused {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("-reuse: the data set's finance token: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	oncall, oncall2, err := twoOncall(ctx, c, bootstrap)
+	if err != nil {
+		return "", err
+	}
+	finance, err := newToken(ctx, c, oncall, oncall2, "finance", "", "bench-finance")
+	if err != nil {
+		return "", err
+	}
+	return finance, os.WriteFile(path, []byte(finance+"\n"), 0o600)
 }
 
 // exportTimeout bounds one CSV export. The bench client's per-request

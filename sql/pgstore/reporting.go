@@ -112,8 +112,10 @@ func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
 // ObligationSummary returns active holds by org, currency and state, with
 // age buckets measured from now.
 func (r *Reports) ObligationSummary(ctx context.Context, q ledger.SummaryQuery, now time.Time) ([]ledger.SummaryRow, error) {
+	const day = 24 * time.Hour
 	rows, err := r.store.reader.q.ObligationSummary(ctx, dbsqlc.ObligationSummaryParams{
-		Now: now, States: stateStrings(q.States), OrgID: optional(q.OrgID), Tenant: optional(q.Tenant),
+		CreatedAfter1d: now.Add(-day), CreatedAfter7d: now.Add(-7 * day), CreatedAfter30d: now.Add(-30 * day),
+		States: stateStrings(q.States), OrgID: optional(q.OrgID), Tenant: optional(q.Tenant),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("summarize obligations: %w", err)

@@ -39,8 +39,11 @@ LEFT JOIN LATERAL (
 ORDER BY p.created_at, p.id;
 
 -- name: ObligationSummary :many
--- Active amounts and counts by org, currency and state, with age buckets
--- measured from the now parameter: under 1 day, 1-7 days, 7-30 days, over 30 days.
+-- Active amounts and counts by org, currency and state, with age buckets:
+-- under 1 day, 1-7 days, 7-30 days, over 30 days. The caller gives the
+-- buckets' bounds as creation times (now less 24, 168 and 720 hours), so
+-- each row is placed by comparing timestamps, with no interval computed
+-- per row; every column read is in delegations_active_cover.
 SELECT
     b.org_id, b.currency, b.obligation_state,
     count(*)                                                        AS obligation_count,
@@ -56,13 +59,12 @@ SELECT
 FROM (
     SELECT d.org_id, d.currency, d.obligation_state, d.amount_minor,
            CASE
-               WHEN age.a < interval '1 day' THEN 0
-               WHEN age.a < interval '7 days' THEN 1
-               WHEN age.a < interval '30 days' THEN 2
+               WHEN d.created_at > sqlc.arg(created_after_1d)::timestamptz THEN 0
+               WHEN d.created_at > sqlc.arg(created_after_7d)::timestamptz THEN 1
+               WHEN d.created_at > sqlc.arg(created_after_30d)::timestamptz THEN 2
                ELSE 3
            END AS bucket
     FROM delegations d
-    CROSS JOIN LATERAL (SELECT sqlc.arg(now)::timestamptz - d.created_at AS a) age
     WHERE d.obligation_state = ANY (sqlc.arg(states)::text[])
       AND (sqlc.narg(org_id)::text IS NULL OR d.org_id = sqlc.narg(org_id))
       AND (sqlc.narg(tenant)::text IS NULL OR d.tenant = sqlc.narg(tenant))

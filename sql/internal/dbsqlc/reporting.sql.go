@@ -286,26 +286,27 @@ SELECT
 FROM (
     SELECT d.org_id, d.currency, d.obligation_state, d.amount_minor,
            CASE
-               WHEN age.a < interval '1 day' THEN 0
-               WHEN age.a < interval '7 days' THEN 1
-               WHEN age.a < interval '30 days' THEN 2
+               WHEN d.created_at > $1::timestamptz THEN 0
+               WHEN d.created_at > $2::timestamptz THEN 1
+               WHEN d.created_at > $3::timestamptz THEN 2
                ELSE 3
            END AS bucket
     FROM delegations d
-    CROSS JOIN LATERAL (SELECT $1::timestamptz - d.created_at AS a) age
-    WHERE d.obligation_state = ANY ($2::text[])
-      AND ($3::text IS NULL OR d.org_id = $3)
-      AND ($4::text IS NULL OR d.tenant = $4)
+    WHERE d.obligation_state = ANY ($4::text[])
+      AND ($5::text IS NULL OR d.org_id = $5)
+      AND ($6::text IS NULL OR d.tenant = $6)
 ) b
 GROUP BY b.org_id, b.currency, b.obligation_state
 ORDER BY b.org_id, b.currency, b.obligation_state
 `
 
 type ObligationSummaryParams struct {
-	Now    time.Time
-	States []string
-	OrgID  *string
-	Tenant *string
+	CreatedAfter1d  time.Time
+	CreatedAfter7d  time.Time
+	CreatedAfter30d time.Time
+	States          []string
+	OrgID           *string
+	Tenant          *string
 }
 
 type ObligationSummaryRow struct {
@@ -324,11 +325,16 @@ type ObligationSummaryRow struct {
 	AmountGt30d     int64
 }
 
-// Active amounts and counts by org, currency and state, with age buckets
-// measured from the now parameter: under 1 day, 1-7 days, 7-30 days, over 30 days.
+// Active amounts and counts by org, currency and state, with age buckets:
+// under 1 day, 1-7 days, 7-30 days, over 30 days. The caller gives the
+// buckets' bounds as creation times (now less 24, 168 and 720 hours), so
+// each row is placed by comparing timestamps, with no interval computed
+// per row; every column read is in delegations_active_cover.
 func (q *Queries) ObligationSummary(ctx context.Context, arg ObligationSummaryParams) ([]ObligationSummaryRow, error) {
 	rows, err := q.db.Query(ctx, obligationSummary,
-		arg.Now,
+		arg.CreatedAfter1d,
+		arg.CreatedAfter7d,
+		arg.CreatedAfter30d,
 		arg.States,
 		arg.OrgID,
 		arg.Tenant,

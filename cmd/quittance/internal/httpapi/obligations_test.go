@@ -249,6 +249,39 @@ func TestObligationSummaryBuckets(t *testing.T) {
 	}
 }
 
+// TestObligationSummaryBucketBounds: an obligation exactly 1, 7 or 30 days
+// old is in the bucket that starts there.
+func TestObligationSummaryBucketBounds(t *testing.T) {
+	t.Parallel()
+	e := newReportEnv(t, httpapi.RateLimit{})
+	e.pending(t, e.Orch, "a", "supplier", "ops-eur", 100, "EUR")
+	var age time.Duration
+	for _, step := range []struct {
+		advance time.Duration
+		bucket  string
+	}{
+		{0, "lt_1d"},
+		{24 * time.Hour, "1d_7d"},
+		{6 * 24 * time.Hour, "7d_30d"},
+		{23 * 24 * time.Hour, "gt_30d"},
+	} {
+		e.Clock.Advance(step.advance)
+		age += step.advance
+		var out struct {
+			Rows []httpapi.SummaryRowBody `json:"rows"`
+		}
+		e.Do(t, http.MethodGet, "/v1/obligations/summary", e.Finance, nil).Expect(t, http.StatusOK).JSON(t, &out)
+		if len(out.Rows) != 1 {
+			t.Fatalf("rows %+v", out.Rows)
+		}
+		for k, b := range out.Rows[0].AgeBuckets {
+			if want := (k == step.bucket); want != (b.Count == 1) {
+				t.Errorf("%s old: bucket %s = %+v, want the obligation only in %s", age, k, b, step.bucket)
+			}
+		}
+	}
+}
+
 func TestAnomalies(t *testing.T) {
 	t.Parallel()
 	e := newReportEnv(t, httpapi.RateLimit{})

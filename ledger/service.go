@@ -579,18 +579,12 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 	if obs.Source != "" {
 		data["source"] = obs.Source
 	}
-	// The observation's time goes with the row's update when the
-	// observation is applied (UpdateDelegation writes LastObservedAt);
-	// only one that leaves the row as it was marks it on its own.
-	version := d.Version
-	if now.After(d.LastObservedAt) {
-		d.LastObservedAt = now
-	}
 	observed := func(d Delegation) (Delegation, error) {
-		if d.Version == version {
-			if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
-				return Delegation{}, fmt.Errorf("mark delegation %s observed: %w", d.ID, err)
-			}
+		if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
+			return Delegation{}, fmt.Errorf("mark delegation %s observed: %w", d.ID, err)
+		}
+		if now.After(d.LastObservedAt) {
+			d.LastObservedAt = now
 		}
 		return d, nil
 	}

@@ -95,8 +95,7 @@ type ChangeTx interface {
 	// UpdateDelegation writes d's mutable fields if the stored version is
 	// d.Version-1, else fails the transaction with ErrConcurrentUpdate
 	// (reported, like MoveBudget's refusal, by its next statement or its
-	// commit). LastObservedAt, like MarkDelegationObserved's, only moves
-	// forward.
+	// commit).
 	UpdateDelegation(ctx context.Context, d Delegation) error
 	// MoveBudget applies one movement and journals it. It may be sent
 	// with the transaction's next statement or its commit, and its refusal

@@ -121,7 +121,6 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 		CompensationDeadline: optionalTime(d.Compensation.Deadline), CompensationAttempts: int32(d.Compensation.Attempts),
 		CompensationLastError: optional(d.Compensation.LastError), CompensationReceipt: d.Compensation.Receipt,
 		PendingWriteOffID: uuid.NullUUID{UUID: d.PendingWriteOffID, Valid: d.PendingWriteOffID != uuid.Nil},
-		LastObservedAt:    optionalTime(d.LastObservedAt),
 		PreviousVersion:   d.Version - 1, UpdatedAt: d.UpdatedAt,
 	}
 	return t.conn.queue(func(q *dbsqlc.Queries) error {

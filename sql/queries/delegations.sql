@@ -54,9 +54,6 @@ UPDATE delegations SET
     compensation_last_error = @compensation_last_error,
     compensation_receipt    = @compensation_receipt,
     pending_write_off_id    = @pending_write_off_id,
-    -- Moves only forward, as DelegationMarkObserved's: an observation that
-    -- updates the row carries its time here instead of a second UPDATE.
-    last_observed_at        = greatest(last_observed_at, sqlc.narg(last_observed_at)::timestamptz),
     version                 = version + 1,
     updated_at              = @updated_at
 WHERE id = @id AND version = @previous_version;

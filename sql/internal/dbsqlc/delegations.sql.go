@@ -678,12 +678,9 @@ UPDATE delegations SET
     compensation_last_error = $16,
     compensation_receipt    = $17,
     pending_write_off_id    = $18,
-    -- Moves only forward, as DelegationMarkObserved's: an observation that
-    -- updates the row carries its time here instead of a second UPDATE.
-    last_observed_at        = greatest(last_observed_at, $19::timestamptz),
     version                 = version + 1,
-    updated_at              = $20
-WHERE id = $21 AND version = $22
+    updated_at              = $19
+WHERE id = $20 AND version = $21
 `
 
 type DelegationUpdateParams struct {
@@ -705,7 +702,6 @@ type DelegationUpdateParams struct {
 	CompensationLastError *string
 	CompensationReceipt   json.RawMessage
 	PendingWriteOffID     uuid.NullUUID
-	LastObservedAt        *time.Time
 	UpdatedAt             time.Time
 	ID                    uuid.UUID
 	PreviousVersion       int64
@@ -731,7 +727,6 @@ func (q *Queries) DelegationUpdate(ctx context.Context, arg DelegationUpdatePara
 		arg.CompensationLastError,
 		arg.CompensationReceipt,
 		arg.PendingWriteOffID,
-		arg.LastObservedAt,
 		arg.UpdatedAt,
 		arg.ID,
 		arg.PreviousVersion,

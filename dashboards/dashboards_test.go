@@ -37,6 +37,8 @@ var knownMetrics = []string{
 	"quittance_oldest_dispatch_unknown_timestamp_seconds",
 	"quittance_task_not_found_delegations",
 	"quittance_oldest_task_not_found_timestamp_seconds",
+	"quittance_extra_task_compensations_open",
+	"quittance_oldest_extra_task_compensation_timestamp_seconds",
 	"quittance_write_offs_total",
 	"quittance_org_jwks_fetches_total",
 }
@@ -357,7 +359,7 @@ func TestRulesAnnotationsAndRunbooks(t *testing.T) {
 		"QuittanceObligationUnconfirmed", "QuittanceEscalations", "QuittanceRefusedTokenSpike",
 		"QuittanceCompensationRequestFailures", "QuittanceCollectorFailing", "QuittanceNoScrape",
 		"QuittanceOutboxStuck", "QuittanceOutboxJobFailing", "QuittanceWebhookDeadLetters",
-		"QuittanceDispatchUnknown", "QuittanceTaskNotFound",
+		"QuittanceDispatchUnknown", "QuittanceTaskNotFound", "QuittanceExtraTaskCompensationPending",
 	} {
 		if !alerts[want] {
 			t.Errorf("alert %s is missing", want)

@@ -24,7 +24,8 @@ const DefaultCollectorTimeout = 5 * time.Second
 // queues (A2A outbox jobs by kind and state, the oldest claimable job, lease
 // expiries, the attempts of the most-retried job, webhook deliveries
 // pending and dead-lettered), the delegations whose dispatch is unknown and
-// those whose agent no longer knows their task. Every replica reports the same values, so
+// those whose agent no longer knows their task, and the extra remote tasks
+// of completed delegations whose compensation is open. Every replica reports the same values, so
 // dashboards combine them with max or min, never sum.
 type Collector struct {
 	store   *Store
@@ -49,6 +50,8 @@ type Collector struct {
 	dispatchUnknownSince *prometheus.Desc
 	taskNotFound         *prometheus.Desc
 	taskNotFoundSince    *prometheus.Desc
+	extraTasks           *prometheus.Desc
+	extraTasksSince      *prometheus.Desc
 }
 
 // outboxKinds are the kinds of A2A outbox job (the a2a_outbox kind check).
@@ -125,6 +128,11 @@ func NewCollector(s *Store, opts ...CollectorOption) *Collector {
 			nil, nil),
 		taskNotFoundSince: prometheus.NewDesc("quittance_oldest_task_not_found_timestamp_seconds",
 			"Since when (Unix seconds) the longest-standing task_not_found delegation with an active hold has been in that condition; 0 when none is.", nil, nil),
+		extraTasks: prometheus.NewDesc("quittance_extra_task_compensations_open",
+			"Extra remote tasks of completed delegations whose compensation is required and not resolved (extra_task_compensation anomalies): the agent may have committed effects twice; no receipt has proved them reversed and on-call has not written them off.",
+			nil, nil),
+		extraTasksSince: prometheus.NewDesc("quittance_oldest_extra_task_compensation_timestamp_seconds",
+			"Since when (Unix seconds) the oldest open extra task compensation has been required; 0 when none is.", nil, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -149,6 +157,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.dispatchUnknownSince
 	ch <- c.taskNotFound
 	ch <- c.taskNotFoundSince
+	ch <- c.extraTasks
+	ch <- c.extraTasksSince
 }
 
 // Collect implements prometheus.Collector: it runs the queries and reports
@@ -219,7 +229,7 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	for _, s := range webhookStates {
 		webhooks[s] = 0
 	}
-	var dispatchUnknown, dispatchUnknownSince, taskNotFound, taskNotFoundSince float64
+	var dispatchUnknown, dispatchUnknownSince, taskNotFound, taskNotFoundSince, extraTasks, extraTasksSince float64
 	for _, row := range rows {
 		switch row.Metric {
 		case "state_entry":
@@ -242,6 +252,10 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 			taskNotFound = row.Value
 		case "task_not_found_since":
 			taskNotFoundSince = row.Value
+		case "extra_task_compensation":
+			extraTasks = row.Value
+		case "extra_task_compensation_since":
+			extraTasksSince = row.Value
 		}
 	}
 	for state, t := range entries {
@@ -266,4 +280,6 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	ch <- prometheus.MustNewConstMetric(c.dispatchUnknownSince, prometheus.GaugeValue, dispatchUnknownSince)
 	ch <- prometheus.MustNewConstMetric(c.taskNotFound, prometheus.GaugeValue, taskNotFound)
 	ch <- prometheus.MustNewConstMetric(c.taskNotFoundSince, prometheus.GaugeValue, taskNotFoundSince)
+	ch <- prometheus.MustNewConstMetric(c.extraTasks, prometheus.GaugeValue, extraTasks)
+	ch <- prometheus.MustNewConstMetric(c.extraTasksSince, prometheus.GaugeValue, extraTasksSince)
 }

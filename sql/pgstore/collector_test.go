@@ -86,6 +86,7 @@ func TestCollectorFreshDatabase(t *testing.T) {
 		count[name]++
 		if strings.HasPrefix(name, "quittance_outbox_") || strings.HasPrefix(name, "quittance_webhook_") ||
 			strings.Contains(name, "dispatch_unknown") || strings.Contains(name, "task_not_found") ||
+			strings.Contains(name, "extra_task_compensation") ||
 			name == "quittance_oldest_obligation_state_entry_timestamp_seconds" {
 			if v != 0 {
 				t.Errorf("%s = %v on an empty database", k, v)
@@ -94,15 +95,17 @@ func TestCollectorFreshDatabase(t *testing.T) {
 	}
 	for name, want := range map[string]int{
 		"quittance_oldest_obligation_state_entry_timestamp_seconds": 4, // the active states
-		"quittance_outbox_jobs":                               5 * 4, // kinds × states
-		"quittance_outbox_oldest_due_timestamp_seconds":       5,
-		"quittance_outbox_retried_job_max_attempts":           5,
-		"quittance_outbox_lease_expiries_total":               5,
-		"quittance_webhook_deliveries":                        2,
-		"quittance_dispatch_unknown_delegations":              1,
-		"quittance_oldest_dispatch_unknown_timestamp_seconds": 1,
-		"quittance_task_not_found_delegations":                1,
-		"quittance_oldest_task_not_found_timestamp_seconds":   1,
+		"quittance_outbox_jobs":                                      5 * 4, // kinds × states
+		"quittance_outbox_oldest_due_timestamp_seconds":              5,
+		"quittance_outbox_retried_job_max_attempts":                  5,
+		"quittance_outbox_lease_expiries_total":                      5,
+		"quittance_webhook_deliveries":                               2,
+		"quittance_dispatch_unknown_delegations":                     1,
+		"quittance_oldest_dispatch_unknown_timestamp_seconds":        1,
+		"quittance_task_not_found_delegations":                       1,
+		"quittance_oldest_task_not_found_timestamp_seconds":          1,
+		"quittance_extra_task_compensations_open":                    1,
+		"quittance_oldest_extra_task_compensation_timestamp_seconds": 1,
 	} {
 		if count[name] != want {
 			t.Errorf("%s: %d series, want %d", name, count[name], want)
@@ -416,5 +419,67 @@ func TestStateEntryBackfill(t *testing.T) {
 	expectSamples(t, "after the upgrade", scrape(t, store, epoch.Add(2*time.Hour)), map[string]float64{
 		`quittance_oldest_obligation_state_entry_timestamp_seconds{state="held"}`:                            unix(epoch),
 		`quittance_oldest_obligation_state_entry_timestamp_seconds{state="revocation_pending_compensation"}`: unix(epoch.Add(90 * time.Minute)),
+	})
+}
+
+// TestCollectorExtraTaskCompensations: the collector counts the extra
+// remote tasks whose compensation is required and not resolved, and since
+// when the oldest of them has been required; a resolved one (a receipt or
+// a write-off) leaves the count, and a task that never needed compensation
+// is never in it.
+func TestCollectorExtraTaskCompensations(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	store := pgstore.New(pool)
+	ctx := context.Background()
+	b := bundle{pool: pool, store: store, svc: ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})}
+	d := b.delegation(t, "extra-tasks")
+	now := epoch.Add(time.Hour)
+	if err := store.A2A().InTx(ctx, func(tx delegate.Tx) error {
+		for _, id := range []string{"extra-1", "extra-2", "not-needed"} {
+			if _, err := tx.RecordRemoteTask(ctx, d.ID, delegate.RemoteTask{TaskID: id, Purpose: compensation.PurposeDispatch, FoundBy: "list_tasks"}, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	comp := store.Compensation()
+	inTx := func(f func(tx compensation.Tx) error) {
+		t.Helper()
+		if err := comp.InTx(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectSamples(t, "none required", scrape(t, store, now), map[string]float64{
+		"quittance_extra_task_compensations_open":                    0,
+		"quittance_oldest_extra_task_compensation_timestamp_seconds": 0,
+	})
+	inTx(func(tx compensation.Tx) error {
+		if err := tx.RequireExtraTaskCompensation(ctx, d.ID, "extra-1", now); err != nil {
+			return err
+		}
+		return tx.RequireExtraTaskCompensation(ctx, d.ID, "extra-2", now.Add(time.Hour))
+	})
+	expectSamples(t, "two open", scrape(t, store, now.Add(2*time.Hour)), map[string]float64{
+		"quittance_extra_task_compensations_open":                    2,
+		"quittance_oldest_extra_task_compensation_timestamp_seconds": unix(now),
+	})
+	inTx(func(tx compensation.Tx) error {
+		_, err := tx.ResolveExtraTaskCompensation(ctx, d.ID, "extra-1", compensation.ExtraTaskWrittenOff, now.Add(2*time.Hour))
+		return err
+	})
+	expectSamples(t, "one written off", scrape(t, store, now.Add(2*time.Hour)), map[string]float64{
+		"quittance_extra_task_compensations_open":                    1,
+		"quittance_oldest_extra_task_compensation_timestamp_seconds": unix(now.Add(time.Hour)),
+	})
+	inTx(func(tx compensation.Tx) error {
+		_, err := tx.ResolveExtraTaskCompensation(ctx, d.ID, "extra-2", compensation.ExtraTaskCompensated, now.Add(3*time.Hour))
+		return err
+	})
+	expectSamples(t, "all resolved", scrape(t, store, now.Add(3*time.Hour)), map[string]float64{
+		"quittance_extra_task_compensations_open":                    0,
+		"quittance_oldest_extra_task_compensation_timestamp_seconds": 0,
 	})
 }

@@ -25,12 +25,18 @@
 --                   condition (their agent no longer knows their task).
 --   task_not_found_since  since when (Unix seconds) the longest-standing
 --                   of them has been in it; 0 when none is.
+--   extra_task_compensation  extra remote tasks of completed delegations
+--                   whose compensation is required and not resolved (the
+--                   extra_task_compensation anomaly).
+--   extra_task_compensation_since  since when (Unix seconds) the oldest
+--                   of them has been required; 0 when none is.
 --
 -- Only open jobs (a2a_outbox_due), jobs that lost a lease
 -- (a2a_outbox_lease_expired) and pending or dead deliveries
 -- (webhook_deliveries_due, webhook_deliveries_dead), dispatch_unknown
--- delegations (delegations_dispatch_unknown) and task_not_found ones
--- (delegations_task_not_found) are read.
+-- delegations (delegations_dispatch_unknown), task_not_found ones
+-- (delegations_task_not_found) and open extra task compensations
+-- (delegation_remote_tasks_compensation_open) are read.
 WITH open_jobs AS MATERIALIZED (
     SELECT o.kind, o.attempts, o.run_after, o.locked_until, o.lease_token, o.last_error, o.lease_expiries
     FROM a2a_outbox o
@@ -83,4 +89,10 @@ FROM delegations d WHERE d.task_not_found_at IS NOT NULL
 UNION ALL
 SELECT 'task_not_found_since', '', '', coalesce(extract(epoch FROM min(d.task_not_found_at)), 0)::float8
 FROM delegations d WHERE d.task_not_found_at IS NOT NULL
-  AND d.obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed', 'escalated');
+  AND d.obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed', 'escalated')
+UNION ALL
+SELECT 'extra_task_compensation', '', '', count(*)::float8
+FROM delegation_remote_tasks r WHERE r.compensation_required_at IS NOT NULL AND r.compensation_resolved_at IS NULL
+UNION ALL
+SELECT 'extra_task_compensation_since', '', '', coalesce(extract(epoch FROM min(r.compensation_required_at)), 0)::float8
+FROM delegation_remote_tasks r WHERE r.compensation_required_at IS NOT NULL AND r.compensation_resolved_at IS NULL;

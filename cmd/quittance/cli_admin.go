@@ -45,7 +45,7 @@ func postAndPrint(cmd *cobra.Command, getenv func(string) string, stdout io.Writ
 }
 
 func newDelegationsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
-	cmd := &cobra.Command{Use: "delegations", Short: "Inspect delegations, and resolve an unknown dispatch"}
+	cmd := &cobra.Command{Use: "delegations", Short: "Inspect delegations, resolve an unknown dispatch, and write off an extra remote task"}
 	var taskID, contextID, reason string
 	resolve := &cobra.Command{
 		Use:   "resolve-dispatch ID",
@@ -72,6 +72,7 @@ func newDelegationsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	resolve.Flags().StringVar(&contextID, "context-id", "", "that task's context id, if the org gave it")
 	resolve.Flags().StringVar(&reason, "reason", "", "who at the org confirmed it, and a ticket (required)")
 	cmd.AddCommand(resolve)
+	cmd.AddCommand(newWriteOffRemoteTaskCommand(getenv, stdout))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show ID",
 		Short: "Show a delegation and its audit events",
@@ -99,6 +100,33 @@ func newDelegationsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 			return printJSON(stdout, out)
 		},
 	})
+	return cmd
+}
+
+// newWriteOffRemoteTaskCommand is `quittance delegations
+// write-off-remote-task`: on-call's end of the extra_task_compensation
+// anomaly of one extra remote task of a completed delegation
+// (ledger/DESIGN.md §2.2), accepting that its effects may stand.
+func newWriteOffRemoteTaskCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "write-off-remote-task ID TASK_ID",
+		Short: "Accept that an extra remote task of a completed delegation may keep its effects (ends its extra_task_compensation anomaly)",
+		Long: "write-off-remote-task resolves the open compensation of an extra remote task of a completed delegation " +
+			"(one the agent created beside the tracked task, listed as an extra_task_compensation anomaly) that no receipt " +
+			"resolved: on-call accepts, with a reason, that its effects may stand. No money moves; the settled obligation's " +
+			"hold paid for the tracked task alone.",
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlag("reason", reason); err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout,
+				"/admin/v1/delegations/"+url.PathEscape(args[0])+"/remote-tasks/"+url.PathEscape(args[1])+"/write-off",
+				map[string]string{"reason": reason})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why its effects may stand: who at the org was asked, and a ticket (required)")
 	return cmd
 }
 

@@ -155,21 +155,22 @@ func TestRunbookCommandsExist(t *testing.T) {
 // one placeholder for two kinds of id (`write-off ID` then `write-offs
 // approve ID`, which takes the write-off's id, not the delegation's) fails.
 var argKinds = map[string][]string{
-	"quittance delegations show":             {"delegation"},
-	"quittance delegations resolve-dispatch": {"delegation"},
-	"quittance compensation redrive":         {"delegation"},
-	"quittance write-off":                    {"delegation"},
-	"quittance evidence-pack":                {"delegation"},
-	"quittance write-offs approve":           {"write-off"},
-	"quittance changes approve":              {"pending change"},
-	"quittance orgs show":                    {"org"},
-	"quittance orgs revoke":                  {"org"},
-	"quittance orgs keys set":                {"org"},
-	"quittance orgs keys show":               {"org"},
-	"quittance orgs keys refresh":            {"org"},
-	"quittance orgs keys history":            {"org"},
-	"quittance task-classes show":            {"task class"},
-	"quittance task-classes set":             {"task class"},
+	"quittance delegations show":                  {"delegation"},
+	"quittance delegations resolve-dispatch":      {"delegation"},
+	"quittance delegations write-off-remote-task": {"delegation", "remote task"},
+	"quittance compensation redrive":              {"delegation"},
+	"quittance write-off":                         {"delegation"},
+	"quittance evidence-pack":                     {"delegation"},
+	"quittance write-offs approve":                {"write-off"},
+	"quittance changes approve":                   {"pending change"},
+	"quittance orgs show":                         {"org"},
+	"quittance orgs revoke":                       {"org"},
+	"quittance orgs keys set":                     {"org"},
+	"quittance orgs keys show":                    {"org"},
+	"quittance orgs keys refresh":                 {"org"},
+	"quittance orgs keys history":                 {"org"},
+	"quittance task-classes show":                 {"task class"},
+	"quittance task-classes set":                  {"task class"},
 }
 
 // placeholder is an argument a reader substitutes: an upper-case word such

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestCLIWriteOffRemoteTask: `quittance delegations write-off-remote-task`
+// against the real service, on a delegation whose tracked task completed
+// while its agent had created a second task: without --reason or a task id
+// it is a usage error; finance is refused (exit 4); a task that is not the
+// delegation's is not found (exit 1); on-call's write-off prints the
+// delegation and records extra_task_written_off, ending the anomaly; a
+// second one is a conflict (exit 3) with a one-line reason.
+func TestCLIWriteOffRemoteTask(t *testing.T) {
+	t.Parallel()
+	e := startService(t)
+	ctx := context.Background()
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
+		t.Fatalf("put budget: %d", s)
+	}
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
+		t.Fatalf("put org: %d", s)
+	}
+	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
+	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	var d struct {
+		ID              string `json:"id"`
+		ObligationState string `json:"obligation_state"`
+	}
+	if s := e.api(t, http.MethodPost, "/v1/delegations", orch, map[string]any{
+		"business_operation_id": "po-extra", "org_id": "supplier", "task_class": "procurement", "budget_id": "ops",
+		"hold": map[string]any{"amount_minor": 1000, "currency": "EUR"}, "remote": map[string]any{"task_id": "task-po-extra"},
+	}, &d); s != http.StatusCreated {
+		t.Fatalf("create delegation: %d", s)
+	}
+	// The second task, as the A2A worker records one it finds by ListTasks.
+	if err := e.exec(ctx, `INSERT INTO delegation_remote_tasks (delegation_id, task_id, purpose, found_by, status, found_at, updated_at)
+		VALUES ($1, 'kt-dup', 'dispatch', 'list_tasks', 'canceled', now(), now())`, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.api(t, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", orch, map[string]any{"state": "completed"}, &d); s != http.StatusOK || d.ObligationState != "settled" {
+		t.Fatalf("report completed: %d, %s", s, d.ObligationState)
+	}
+	anomalies := func() int {
+		t.Helper()
+		var out struct {
+			Anomalies []struct {
+				DelegationID string `json:"delegation_id"`
+			} `json:"anomalies"`
+		}
+		if s := e.api(t, http.MethodGet, "/v1/anomalies?kind=extra_task_compensation", e.oncall, nil, &out); s != http.StatusOK {
+			t.Fatalf("anomalies: %d", s)
+		}
+		n := 0
+		for _, a := range out.Anomalies {
+			if a.DelegationID == d.ID {
+				n++
+			}
+		}
+		return n
+	}
+	if n := anomalies(); n != 1 {
+		t.Fatalf("extra_task_compensation anomalies before the write-off: %d, want 1", n)
+	}
+
+	cmd := func(token string, args ...string) (string, string, int) {
+		t.Helper()
+		return e.cli(t, token, append([]string{"delegations", "write-off-remote-task"}, args...)...)
+	}
+	if _, errOut, code := cmd(e.oncall, d.ID, "kt-dup"); code != exitUsage || !strings.Contains(errOut, "--reason is required") {
+		t.Errorf("without --reason: exit %d %q, want 2", code, errOut)
+	}
+	if _, _, code := cmd(e.oncall, d.ID, "--reason", "x"); code != exitUsage {
+		t.Errorf("without a task id: exit %d, want 2", code)
+	}
+	if _, _, code := cmd(finance, d.ID, "kt-dup", "--reason", "not mine"); code != exitAuth {
+		t.Errorf("finance: exit %d, want 4", code)
+	}
+	if _, _, code := cmd(e.oncall, d.ID, "kt-other", "--reason", "x"); code != exitFailure {
+		t.Errorf("a task that is not the delegation's: exit %d, want 1", code)
+	}
+	if n := anomalies(); n != 1 {
+		t.Fatalf("refused write-offs ended the anomaly: %d", n)
+	}
+	out, errOut, code := cmd(e.oncall, d.ID, "kt-dup", "--reason", "Supplier voided the duplicate PO, ticket OPS-9")
+	if code != 0 {
+		t.Fatalf("write-off: exit %d %s %s", code, out, errOut)
+	}
+	var printed struct {
+		ID              string `json:"id"`
+		ObligationState string `json:"obligation_state"`
+	}
+	if err := json.Unmarshal([]byte(out), &printed); err != nil || printed.ID != d.ID || printed.ObligationState != "settled" {
+		t.Fatalf("write-off printed %q (%v)", out, err)
+	}
+	if n := anomalies(); n != 0 {
+		t.Fatalf("extra_task_compensation anomalies after the write-off: %d", n)
+	}
+	show, _, code := e.cli(t, e.oncall, "delegations", "show", d.ID)
+	if code != 0 || !strings.Contains(show, `"extra_task_written_off"`) || !strings.Contains(show, "ticket OPS-9") {
+		t.Fatalf("show after the write-off: exit %d\n%s", code, show)
+	}
+	_, errOut, code = cmd(e.oncall, d.ID, "kt-dup", "--reason", "again")
+	if code != exitConflict || !strings.Contains(errOut, "extra_task_not_open") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("second write-off: exit %d %q, want 3 and one line", code, errOut)
+	}
+}

@@ -220,12 +220,13 @@ const maxExtraWriteOffReason = 2000
 // extra_task_compensation anomaly with an extra_task_written_off event and
 // moves no money (the settled obligation's hold paid for the tracked task
 // alone, so there is nothing to book). It is refused with
-// ledger.ErrForbidden for any role but oncall, ledger.ErrNotFound for an
+// ledger.ErrForbidden for a principal ActionWriteOffExtraTask does not
+// permit (any role but oncall), ledger.ErrNotFound for an
 // unknown delegation or a task that is not one of its extra tasks, and a
 // conflict (extra_task_not_open) when the task's compensation is not open.
 func (s *Service) WriteOffExtraTask(ctx context.Context, p ledger.Principal, id uuid.UUID, taskID, reason string) (ledger.Delegation, error) {
-	if p.Role != ledger.RoleOncall {
-		return ledger.Delegation{}, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionWriteOffExtraTask); err != nil {
+		return ledger.Delegation{}, err
 	}
 	reason = strings.TrimSpace(reason)
 	if reason == "" || len(reason) > maxExtraWriteOffReason {

@@ -30,6 +30,10 @@ const (
 	// for a compensation_unconfirmed obligation (compensation.Service.
 	// Redrive).
 	ActionRedriveCompensation Action = "redrive_compensation"
+	// ActionWriteOffExtraTask: accept that an extra remote task of a
+	// completed delegation may keep its effects, ending its open
+	// compensation (compensation.Service.WriteOffExtraTask).
+	ActionWriteOffExtraTask Action = "write_off_extra_task"
 	// ActionAcknowledgeRevokedRelease: acknowledge an obligation released
 	// on a declaration of an identity revoked since (finance's call).
 	ActionAcknowledgeRevokedRelease Action = "acknowledge_revoked_release"
@@ -46,6 +50,7 @@ var actionRoles = map[Action][]Role{
 	ActionHandleCase:                {RoleOncall},
 	ActionRedriveWebhooks:           {RoleOncall},
 	ActionRedriveCompensation:       {RoleOncall},
+	ActionWriteOffExtraTask:         {RoleOncall},
 	ActionAdminister:                {RoleOncall},
 	ActionAcknowledgeRevokedRelease: {RoleFinance},
 }

@@ -27,7 +27,7 @@ func newConsole(cfg Config, a *App, log *slog.Logger) *console.Console {
 		Ledger: a.Ledger, Reports: a.Reports, Cases: a.Cases, Compensation: a.Compensation, Webhooks: a.Webhooks,
 		Overview:  ledger.NewOverview(ledger.OverviewConfig{Store: a.Store.Overview(), Clock: cfg.Clock}),
 		Sessions:  session.NewService(session.Config{Store: a.Store.Sessions(), Clock: cfg.Clock, TTL: cfg.Console.SessionTTL}),
-		Snapshots: a.Orchestrator, OIDC: cfg.Console.OIDC, SecureCookies: cfg.Console.SecureCookies,
+		Snapshots: a.Orchestrator, RemoteTasks: a.Orchestrator, OIDC: cfg.Console.OIDC, SecureCookies: cfg.Console.SecureCookies,
 		Log: log.With(slog.String("component", "console")), Clock: cfg.Clock,
 	})
 }

@@ -37,6 +37,13 @@ type SnapshotSource interface {
 	TaskSnapshot(ctx context.Context, p ledger.Principal, id uuid.UUID) (delegate.TaskSnapshot, error)
 }
 
+// RemoteTaskSource serves the extra remote tasks recorded on a delegation,
+// with where the compensation of each stands (the orchestrator does, as
+// for the API's remote_tasks).
+type RemoteTaskSource interface {
+	RemoteTasks(ctx context.Context, p ledger.Principal, id uuid.UUID) ([]delegate.RemoteTask, error)
+}
+
 // Config wires the console to the services the API uses.
 type Config struct {
 	Ledger       *ledger.Service
@@ -49,6 +56,9 @@ type Config struct {
 	Webhooks *webhook.Service
 	// Snapshots, when set, shows the remote task snapshot on a delegation.
 	Snapshots SnapshotSource
+	// RemoteTasks, when set, lists a delegation's extra remote tasks on its
+	// page, with the write-off of an open extra task compensation.
+	RemoteTasks RemoteTaskSource
 	// OIDC, when set, offers OpenID Connect sign-in.
 	OIDC *OIDC
 	// SecureCookies marks cookies Secure even on plain-http requests (the
@@ -108,6 +118,7 @@ func (c *Console) routes() {
 	page("POST "+Prefix+"delegations/{id}/snooze", c.snooze)
 	page("POST "+Prefix+"delegations/{id}/write-offs", c.requestWriteOff)
 	page("POST "+Prefix+"delegations/{id}/compensation/redrive", c.redrive)
+	page("POST "+Prefix+"delegations/{id}/remote-tasks/write-off", c.writeOffExtraTask)
 	page("GET "+Prefix+"write-offs", c.writeOffs)
 	page("POST "+Prefix+"write-offs/{id}/approve", c.approveWriteOff)
 	page("POST "+Prefix+"write-offs/{id}/reject", c.rejectWriteOff)

@@ -38,7 +38,10 @@ type delegationPage struct {
 	Links        ledger.Links
 	Snapshot     *delegate.TaskSnapshot
 	SnapshotJSON string
-	WriteOffs    []compensation.WriteOff
+	// ExtraTasks are the extra remote tasks the org's agent created for
+	// the delegation besides the tracked one, oldest first.
+	ExtraTasks []delegate.RemoteTask
+	WriteOffs  []compensation.WriteOff
 	// Pending is the write-off awaiting approval, if any.
 	Pending *compensation.WriteOff
 	// CanWriteOff says the obligation is in a state a write-off applies
@@ -120,6 +123,11 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 			data.Snapshot = &snap
 			data.SnapshotJSON = prettyJSON(snap.Artifacts)
 		case !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrForbidden):
+			return delegationPage{}, err
+		}
+	}
+	if c.cfg.RemoteTasks != nil {
+		if data.ExtraTasks, err = c.cfg.RemoteTasks.RemoteTasks(ctx, p, id); err != nil {
 			return delegationPage{}, err
 		}
 	}
@@ -248,4 +256,28 @@ func (c *Console) requestWriteOff(w http.ResponseWriter, r *http.Request, q *req
 		notice = "executed"
 	}
 	redirect(w, r, withNotice(Prefix+"delegations/"+id.String(), notice)+"#writeoff")
+}
+
+// extraTaskForm is the form of extra task taskID's write-off, so that a
+// refusal is shown beside that task's fields alone.
+func extraTaskForm(taskID string) string { return "extra-" + taskID }
+
+// writeOffExtraTask is on-call's write-off of one extra remote task whose
+// compensation is open: the service behind POST /admin/v1/delegations/
+// {id}/remote-tasks/{task_id}/write-off, recorded as an
+// extra_task_written_off event. No money moves. The task id is a form
+// field rather than a path segment: a remote agent chooses it, and it may
+// hold any character.
+func (c *Console) writeOffExtraTask(w http.ResponseWriter, r *http.Request, q *request) {
+	id, ok := parseDelegationID(r)
+	if !ok {
+		c.renderError(w, r, q, http.StatusNotFound, "Not found", "This is not a delegation id.")
+		return
+	}
+	taskID := r.PostFormValue("task_id")
+	if _, err := c.cfg.Compensation.WriteOffExtraTask(r.Context(), q.p, id, taskID, r.PostFormValue("extra_reason")); err != nil {
+		c.formFailed(w, r, q, extraTaskForm(taskID), err, func(status int, errs map[string]string) { c.showDelegation(w, r, q, status, errs) })
+		return
+	}
+	redirect(w, r, withNotice(Prefix+"delegations/"+id.String(), "extra_task_written_off")+"#extra-tasks")
 }

@@ -1,26 +1,43 @@
 package ledger
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 )
 
 // Signed checkpoints (ledger/AUDIT.md). A hash chain shows that nothing in
 // the middle of a stream changed, but a valid prefix of a chain verifies:
 // removing a stream's last events leaves a chain that still checks. A
-// checkpoint is the ledger's signature over the head (last stream_seq and
-// hash) of every stream at one moment, so a tail removed or rewritten up to
-// a checkpoint no longer reaches the head it signed. Events appended after
-// the latest checkpoint are covered only by the next one.
+// checkpoint is the ledger's signature over stream heads (last stream_seq
+// and hash), so a tail removed or rewritten up to a signed head no longer
+// reaches it.
+//
+// Checkpoints are incremental: each one signs the heads of the streams
+// that moved in a span of the event feed, the final events after the
+// previous checkpoint's span in the feed's order, up to a bounded number of
+// them. Together the checkpoints cover the feed with no gap, and a
+// stream's signed head is the one in the latest checkpoint that lists it
+// (SignedHeads). A checkpoint's size depends on how much moved, never on
+// how many streams exist. Events after the latest checkpoint's span are
+// covered only by the next one.
 
 // CheckpointType is the JWS "typ" of a signed checkpoint.
 const CheckpointType = "quittance-checkpoint+json"
+
+// DefaultCheckpointSpan is the most events one checkpoint's span holds. It
+// bounds a checkpoint's payload (a few MB at most) and the memory signing
+// one takes; when more moved, checkpoints are signed one after the other
+// until the feed is covered.
+const DefaultCheckpointSpan = 20_000
 
 // StreamHead is the last event of one stream, as a checkpoint signs it.
 type StreamHead struct {
@@ -38,7 +55,13 @@ type CheckpointPayload struct {
 	// Previous is the hex SHA-256 of the previous checkpoint's JWS (empty
 	// for the first), so checkpoints form a chain of their own.
 	Previous string `json:"previous,omitempty"`
-	// Streams is every stream's head, ordered by stream.
+	// Through is the feed position (FeedEvent.Position) of the last event
+	// of the checkpoint's span. 0 when its span is empty and no checkpoint
+	// before it had one, and in a checkpoint signed before checkpoints were
+	// incremental, which lists every stream.
+	Through int64 `json:"through,omitempty"`
+	// Streams is the head of every stream with an event in the span, as of
+	// its end, ordered by stream.
 	Streams []StreamHead `json:"streams"`
 }
 
@@ -48,14 +71,29 @@ type Checkpoint struct {
 	At        time.Time
 	CreatedBy string // the actor: a principal, or "system:checkpoints"
 	KeyID     string // the kid of the ledger key that signed it
-	Streams   int
-	// HeadsSHA256 is the SHA-256 of the heads' JSON, to tell whether any
-	// stream moved since.
+	Streams   int    // how many heads it signs
+	// Through is the payload's Through.
+	Through int64
+	// HeadsSHA256 is the SHA-256 of the signed heads' JSON.
 	HeadsSHA256 []byte
 	// Payload is the signed JSON (CheckpointPayload) byte for byte; JWS is
 	// its compact JWS.
 	Payload []byte
 	JWS     string
+}
+
+// CheckpointSpan is what the next checkpoint signs: the feed's final
+// events after the latest checkpoint's span, up to a limit.
+type CheckpointSpan struct {
+	// Through is the feed position of the span's last event; the latest
+	// checkpoint's Through when the span is empty.
+	Through int64
+	// Heads is the head of every stream with an event in the span, as of
+	// its end, ordered by stream.
+	Heads []StreamHead
+	// Full says the span holds as many events as asked for: more may
+	// follow it now.
+	Full bool
 }
 
 // CheckpointSigner signs a checkpoint's payload with the ledger's own key
@@ -71,23 +109,33 @@ type CheckpointSigner interface {
 type CheckpointStore interface {
 	// AddCheckpoint, in one transaction and under a lock that serializes
 	// every replica's checkpoints, reads the latest checkpoint (nil when
-	// there is none) and every stream's head, ordered by stream, and
-	// passes them to build; it stores the checkpoint build returns, unless
-	// build returns nil. added is false when nothing was stored.
-	AddCheckpoint(ctx context.Context, build func(latest *Checkpoint, heads []StreamHead) (*Checkpoint, error)) (c Checkpoint, added bool, err error)
+	// there is none) and the span after it, of at most maxEvents events,
+	// and passes them to build; it stores the checkpoint build returns,
+	// unless build returns nil. added is false when nothing was stored.
+	AddCheckpoint(ctx context.Context, maxEvents int, build func(latest *Checkpoint, span CheckpointSpan) (*Checkpoint, error)) (c Checkpoint, added bool, err error)
 	// LatestCheckpoint returns the newest checkpoint, or ErrNotFound.
 	LatestCheckpoint(ctx context.Context) (Checkpoint, error)
 	// Checkpoints returns up to limit checkpoints after afterID, oldest first.
 	Checkpoints(ctx context.Context, afterID int64, limit int) ([]Checkpoint, error)
+	// FeedHorizon returns the feed's cut now (events whose commit order is
+	// below it are final, and can be in a span) and a horizon every event
+	// committed before the call is below: once the cut reaches the horizon,
+	// a span can cover them all.
+	FeedHorizon(ctx context.Context) (cut, horizon uint64, err error)
+	// CheckpointSigning returns the checkpoint that signed the stream's
+	// latest signed head (the latest one listing the stream), or
+	// ErrNotFound when no checkpoint's span holds any of its events.
+	CheckpointSigning(ctx context.Context, stream string) (Checkpoint, error)
 }
 
 // Checkpoints signs, stores and serves checkpoints.
 type Checkpoints struct {
-	store    CheckpointStore
-	signer   CheckpointSigner // nil: no signing key, no checkpoints
-	ledgerID string
-	clock    Clock
-	log      *slog.Logger
+	store     CheckpointStore
+	signer    CheckpointSigner // nil: no signing key, no checkpoints
+	ledgerID  string
+	clock     Clock
+	log       *slog.Logger
+	spanLimit int
 }
 
 // NewCheckpoints returns the checkpoint service. A nil signer (the service
@@ -100,21 +148,72 @@ func NewCheckpoints(store CheckpointStore, signer CheckpointSigner, ledgerID str
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Checkpoints{store: store, signer: signer, ledgerID: ledgerID, clock: clock, log: log}
+	return &Checkpoints{store: store, signer: signer, ledgerID: ledgerID, clock: clock, log: log, spanLimit: DefaultCheckpointSpan}
+}
+
+// SetSpanLimit sets the most events one checkpoint's span holds
+// (DefaultCheckpointSpan unless set), so that tests can make a database
+// take several checkpoints to cover.
+func (c *Checkpoints) SetSpanLimit(events int) {
+	if events > 0 {
+		c.spanLimit = events
+	}
 }
 
 // errNoCheckpointKey refuses a checkpoint when the ledger has no signing key.
 var errNoCheckpointKey = &ConflictError{Code: "checkpoints_unavailable",
 	Detail: "the ledger has no signing key (QUITTANCE_SIGNING_KEY_FILE), so it signs no checkpoints"}
 
-// Create signs and stores a checkpoint now, on an on-call principal's
-// request, even when no stream moved since the latest one.
+// checkpointHeldBackWait bounds how long Create waits for the events
+// committed before it to become final.
+const checkpointHeldBackWait = 10 * time.Second
+
+// Create signs and stores checkpoints now, on an on-call principal's
+// request, until they cover every event committed before the call, and
+// returns the last; it signs one even when nothing moved since the latest.
+// An event becomes final, and can be covered, once every transaction that
+// was open when it committed has ended (the feed's rule); Create waits for
+// that up to checkpointHeldBackWait, and is then a conflict naming the
+// checkpoint it did sign.
 func (c *Checkpoints) Create(ctx context.Context, p Principal) (Checkpoint, error) {
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return Checkpoint{}, err
 	}
+	if c.signer == nil {
+		return Checkpoint{}, errNoCheckpointKey
+	}
+	_, horizon, err := c.store.FeedHorizon(ctx)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	deadline := time.Now().Add(checkpointHeldBackWait)
+	cut := uint64(0)
+	for {
+		// The cut is read before the spans: once it has passed the horizon,
+		// the spans read after it hold every event up to the horizon.
+		if cut, _, err = c.store.FeedHorizon(ctx); err != nil {
+			return Checkpoint{}, err
+		}
+		if cut >= horizon || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return Checkpoint{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	cp, _, err := c.create(ctx, p.Actor(), true)
-	return cp, err
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if cut < horizon {
+		return Checkpoint{}, &ConflictError{Code: "checkpoint_held_back", Detail: fmt.Sprintf(
+			"checkpoint %d is signed, but events committed before the request are held back by a transaction open on the "+
+				"database server for over %s (see pg_stat_activity): it covers the feed up to them, and the next one covers the rest",
+			cp.ID, checkpointHeldBackWait)}
+	}
+	return cp, nil
 }
 
 // Latest returns the newest checkpoint (finance and on-call).
@@ -140,10 +239,33 @@ func (c *Checkpoints) List(ctx context.Context, p Principal, afterID int64, limi
 	return c.store.Checkpoints(ctx, afterID, min(limit, maxListLimit))
 }
 
-// Run signs a checkpoint every interval while any stream moved since the
+// Signing returns the checkpoints that signed the given streams' latest
+// signed heads, each once, oldest first (finance and on-call). A stream no
+// checkpoint covers yet adds none.
+func (c *Checkpoints) Signing(ctx context.Context, p Principal, streams ...string) ([]Checkpoint, error) {
+	if err := Authorize(p, ActionReadReports); err != nil {
+		return nil, err
+	}
+	var out []Checkpoint
+	for _, s := range streams {
+		cp, err := c.store.CheckpointSigning(ctx, s)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if !slices.ContainsFunc(out, func(o Checkpoint) bool { return o.ID == cp.ID }) {
+			out = append(out, cp)
+		}
+	}
+	slices.SortFunc(out, func(a, b Checkpoint) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Run signs checkpoints every interval while any stream moved since the
 // latest, until ctx ends. Every replica runs it; the store's lock makes
-// them take turns, and a replica that finds the heads already signed by
-// another signs nothing.
+// them take turns, and a replica that finds nothing new signs nothing.
 func (c *Checkpoints) Run(ctx context.Context, interval time.Duration) error {
 	if c.signer == nil {
 		return nil
@@ -162,23 +284,51 @@ func (c *Checkpoints) Run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// create signs the current heads; unless always, only when they differ
-// from the latest checkpoint's.
+// create signs checkpoints, one span after another, until the feed's final
+// events are all covered, and returns the last one signed. Unless always,
+// it signs none when nothing moved since the latest checkpoint.
 func (c *Checkpoints) create(ctx context.Context, actor string, always bool) (Checkpoint, bool, error) {
+	var (
+		last  Checkpoint
+		added bool
+	)
+	for {
+		cp, ok, more, err := c.createOne(ctx, actor, always && !added)
+		if err != nil {
+			return last, added, err
+		}
+		if ok {
+			last, added = cp, true
+		}
+		if !more {
+			return last, added, nil
+		}
+	}
+}
+
+// createOne signs the span after the latest checkpoint; unless always, only
+// when it holds an event. more says a full span was signed, so another may
+// follow at once.
+func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) (cp Checkpoint, added, more bool, err error) {
 	if c.signer == nil {
-		return Checkpoint{}, false, errNoCheckpointKey
+		return Checkpoint{}, false, false, errNoCheckpointKey
 	}
 	now := c.clock.Now().UTC().Truncate(time.Microsecond)
-	return c.store.AddCheckpoint(ctx, func(latest *Checkpoint, heads []StreamHead) (*Checkpoint, error) {
+	cp, added, err = c.store.AddCheckpoint(ctx, c.spanLimit, func(latest *Checkpoint, span CheckpointSpan) (*Checkpoint, error) {
+		more = span.Full
+		if !always && len(span.Heads) == 0 {
+			return nil, nil
+		}
+		heads := span.Heads
+		if heads == nil {
+			heads = []StreamHead{}
+		}
 		headsJSON, err := json.Marshal(heads)
 		if err != nil {
 			return nil, err
 		}
 		sum := sha256.Sum256(headsJSON)
-		if !always && latest != nil && bytes.Equal(latest.HeadsSHA256, sum[:]) {
-			return nil, nil
-		}
-		payload := CheckpointPayload{LedgerID: c.ledgerID, ID: 1, At: now, Streams: heads}
+		payload := CheckpointPayload{LedgerID: c.ledgerID, ID: 1, At: now, Through: span.Through, Streams: heads}
 		if latest != nil {
 			payload.ID = latest.ID + 1
 			prev := sha256.Sum256([]byte(latest.JWS))
@@ -186,9 +336,6 @@ func (c *Checkpoints) create(ctx context.Context, actor string, always bool) (Ch
 			if !payload.At.After(latest.At) {
 				payload.At = latest.At.Add(time.Microsecond) // checkpoints are ordered in time too
 			}
-		}
-		if payload.Streams == nil {
-			payload.Streams = []StreamHead{}
 		}
 		raw, err := json.Marshal(payload)
 		if err != nil {
@@ -199,10 +346,48 @@ func (c *Checkpoints) create(ctx context.Context, actor string, always bool) (Ch
 			return nil, fmt.Errorf("sign checkpoint %d: %w", payload.ID, err)
 		}
 		return &Checkpoint{
-			ID: payload.ID, At: payload.At, CreatedBy: actor, KeyID: kid, Streams: len(heads),
+			ID: payload.ID, At: payload.At, CreatedBy: actor, KeyID: kid, Streams: len(heads), Through: span.Through,
 			HeadsSHA256: sum[:], Payload: raw, JWS: jws,
 		}, nil
 	})
+	return cp, added, more && added, err
+}
+
+// CheckpointFollows checks that next is the checkpoint after prev, whose
+// compact JWS is prevJWS: the next id, prev's JWS hash as its previous,
+// and a later time. A checkpoint missing from a chain, or one put back
+// changed, breaks it there.
+func CheckpointFollows(prev CheckpointPayload, prevJWS string, next CheckpointPayload) error {
+	sum := sha256.Sum256([]byte(prevJWS))
+	switch {
+	case next.ID != prev.ID+1:
+		return fmt.Errorf("checkpoint %d follows checkpoint %d: checkpoints %d..%d are missing", next.ID, prev.ID, prev.ID+1, next.ID-1)
+	case next.Previous != hex.EncodeToString(sum[:]):
+		return fmt.Errorf("checkpoint %d does not name checkpoint %d's JWS as its previous: checkpoint %d was changed", next.ID, prev.ID, prev.ID)
+	case !next.At.After(prev.At):
+		return fmt.Errorf("checkpoint %d is signed at %s, not after checkpoint %d (%s)", next.ID, next.At.Format(time.RFC3339Nano), prev.ID, prev.At.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// SignedHead is a stream's head as the latest checkpoint listing the
+// stream signed it.
+type SignedHead struct {
+	StreamHead
+	// Checkpoint is the id of the checkpoint that signed it.
+	Checkpoint int64
+}
+
+// SignedHeads is each stream's signed head, folded from checkpoints read
+// oldest first: a later checkpoint's head of a stream replaces an earlier
+// one's.
+type SignedHeads map[string]SignedHead
+
+// Add folds in the heads p signs.
+func (s SignedHeads) Add(p CheckpointPayload) {
+	for _, h := range p.Streams {
+		s[h.Stream] = SignedHead{StreamHead: h, Checkpoint: p.ID}
+	}
 }
 
 // CheckpointBreak is one way a stream's events fail to reach the head a
@@ -212,27 +397,28 @@ type CheckpointBreak struct {
 	Problem string
 }
 
-// CheckStreamsAgainstCheckpoint compares every stream's events (each in
-// stream order, as read back) with a checkpoint's heads: a stream the
-// checkpoint names must still have an event at the signed position, with
-// the signed hash. A stream that is shorter (its tail was removed), whose
-// event there has another hash (rewritten), or that is gone is a break.
-// Events after the head are not judged here: the next checkpoint covers
-// them. The chains themselves are checked by VerifyChain.
-func CheckStreamsAgainstCheckpoint(p CheckpointPayload, streams map[string][]Event) []CheckpointBreak {
+// CheckStreams compares every stream's events (each in stream order, as
+// read back) with its signed head: a stream with a signed head must still
+// have an event at the signed position, with the signed hash. A stream that
+// is shorter (its tail was removed), whose event there has another hash
+// (rewritten), or that is gone is a break. Events after the head are not
+// judged here: the next checkpoint covers them. The chains themselves are
+// checked by VerifyChain.
+func CheckStreams(heads SignedHeads, streams map[string][]Event) []CheckpointBreak {
 	var breaks []CheckpointBreak
-	for _, h := range p.Streams {
+	for _, name := range slices.Sorted(maps.Keys(heads)) {
+		h := heads[name]
 		events := streams[h.Stream]
 		switch {
 		case h.Seq < 1:
-			breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d names position %d, which no event has", p.ID, h.Seq)})
+			breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d names position %d, which no event has", h.Checkpoint, h.Seq)})
 		case len(events) == 0:
-			breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d signed %d event(s) in this stream; none is left", p.ID, h.Seq)})
+			breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d signed %d event(s) in this stream; none is left", h.Checkpoint, h.Seq)})
 		case int(h.Seq) > len(events):
-			breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d signed %d event(s) in this stream; only %d are left (its tail was removed)", p.ID, h.Seq, len(events))})
+			breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d signed %d event(s) in this stream; only %d are left (its tail was removed)", h.Checkpoint, h.Seq, len(events))})
 		default:
 			if e := events[h.Seq-1]; e.StreamSeq != h.Seq || hex.EncodeToString(e.Hash) != h.Hash {
-				breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d signed event %d with hash %s; the log has %s there (rewritten)", p.ID, h.Seq, h.Hash, hex.EncodeToString(e.Hash))})
+				breaks = append(breaks, CheckpointBreak{h.Stream, fmt.Sprintf("checkpoint %d signed event %d with hash %s; the log has %s there (rewritten)", h.Checkpoint, h.Seq, h.Hash, hex.EncodeToString(e.Hash))})
 			}
 		}
 	}

@@ -1,17 +1,20 @@
 package ledger_test
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quittance/quittance/ledger"
 )
 
-// TestCheckStreamsAgainstCheckpoint: each way a stream can fail to reach
-// the head a checkpoint signed is a break naming the stream; a stream that
-// grew after the checkpoint, or that the checkpoint does not name, is not.
-func TestCheckStreamsAgainstCheckpoint(t *testing.T) {
+// TestCheckStreams: each way a stream can fail to reach its signed head is
+// a break naming the stream and the checkpoint; a stream that grew after
+// the checkpoint, or that no checkpoint names, is not. A stream's signed
+// head is the one in the latest checkpoint that lists it.
+func TestCheckStreams(t *testing.T) {
 	chain := func(n int) []ledger.Event {
 		events := make([]ledger.Event, n)
 		for i := range events {
@@ -22,18 +25,23 @@ func TestCheckStreamsAgainstCheckpoint(t *testing.T) {
 	head := func(stream string, seq int32) ledger.StreamHead {
 		return ledger.StreamHead{Stream: stream, Seq: seq, Hash: hex.EncodeToString([]byte{byte(seq), 0xaa})}
 	}
-	cp := ledger.CheckpointPayload{ID: 7, Streams: []ledger.StreamHead{
+	heads := ledger.SignedHeads{}
+	heads.Add(ledger.CheckpointPayload{ID: 6, Streams: []ledger.StreamHead{
+		head("budget:ok", 1), head("budget:short", 1), head("budget:earlier", 1),
+	}})
+	heads.Add(ledger.CheckpointPayload{ID: 7, Streams: []ledger.StreamHead{
 		head("budget:ok", 2), head("budget:grew", 2), head("budget:short", 3), head("budget:gone", 1),
 		head("budget:rewritten", 2), {Stream: "budget:zero", Seq: 0, Hash: "00"},
-	}}
+	}})
 	rewritten := chain(2)
 	rewritten[1].Hash = []byte{0xff}
 	streams := map[string][]ledger.Event{
 		"budget:ok": chain(2), "budget:grew": chain(5), "budget:short": chain(2),
 		"budget:rewritten": rewritten, "budget:zero": chain(1), "budget:unnamed": chain(1),
+		"budget:earlier": chain(1),
 	}
 	got := map[string]string{}
-	for _, b := range ledger.CheckStreamsAgainstCheckpoint(cp, streams) {
+	for _, b := range ledger.CheckStreams(heads, streams) {
 		got[b.Stream] = b.Problem
 	}
 	want := map[string]string{
@@ -48,6 +56,33 @@ func TestCheckStreamsAgainstCheckpoint(t *testing.T) {
 	for stream, w := range want {
 		if !strings.Contains(got[stream], w) || !strings.Contains(got[stream], "checkpoint 7") {
 			t.Errorf("%s: %q, want it to say %q", stream, got[stream], w)
+		}
+	}
+}
+
+// TestCheckpointFollows: a chain of checkpoints breaks where one is missing,
+// where one was changed after the next was signed, and where time runs
+// backwards.
+func TestCheckpointFollows(t *testing.T) {
+	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	prev := ledger.CheckpointPayload{ID: 4, At: at}
+	const prevJWS = "header.payload.signature"
+	sum := sha256.Sum256([]byte(prevJWS))
+	next := ledger.CheckpointPayload{ID: 5, At: at.Add(time.Minute), Previous: hex.EncodeToString(sum[:])}
+	if err := ledger.CheckpointFollows(prev, prevJWS, next); err != nil {
+		t.Fatalf("the next checkpoint: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		next ledger.CheckpointPayload
+		want string
+	}{
+		"gap":     {ledger.CheckpointPayload{ID: 7, At: next.At, Previous: next.Previous}, "checkpoints 5..6 are missing"},
+		"changed": {ledger.CheckpointPayload{ID: 5, At: next.At, Previous: "00"}, "checkpoint 4 was changed"},
+		"time":    {ledger.CheckpointPayload{ID: 5, At: at, Previous: next.Previous}, "not after checkpoint 4"},
+	} {
+		err := ledger.CheckpointFollows(prev, prevJWS, tc.next)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}
 }

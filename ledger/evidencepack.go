@@ -9,9 +9,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// EvidencePackFormat names the evidence pack's format; verify-pack refuses
-// any other.
-const EvidencePackFormat = "quittance-evidence-pack/1"
+// EvidencePackFormat names the evidence pack's format. verify-pack also
+// reads EvidencePackFormatV1, whose one checkpoint listed every stream;
+// it refuses any other.
+const (
+	EvidencePackFormat   = "quittance-evidence-pack/2"
+	EvidencePackFormatV1 = "quittance-evidence-pack/1"
+)
 
 // EvidencePack is everything an auditor needs to verify one delegation's
 // evidence offline, with no database and no network: its hash-chained
@@ -47,13 +51,22 @@ type EvidencePack struct {
 	// LedgerJWKS is the ledger's own public JWK Set (/.well-known/jwks.json),
 	// the keys a checkpoint is signed with.
 	LedgerJWKS json.RawMessage `json:"ledger_jwks,omitempty"`
-	// Checkpoint is the compact JWS of the ledger's latest signed
-	// checkpoint when the pack was made (read before the events, so it
-	// never signs past them): it anchors the stream, so a pack whose tail
-	// was cut, head and all, no longer reaches the head it signed. Absent
-	// when the ledger has signed none.
+	// Checkpoints are the compact JWS of the checkpoints that signed the
+	// delegation's stream's and the org's stream's latest signed heads, each
+	// once, oldest first (read before the events, so they never sign past
+	// them): they anchor the streams, so a pack whose tail was cut, head and
+	// all, no longer reaches the head they signed. Empty while no
+	// checkpoint covers either stream.
+	Checkpoints []string `json:"checkpoints,omitempty"`
+	// Checkpoint is, in a pack of EvidencePackFormatV1, the ledger's latest
+	// checkpoint when the pack was made, which listed every stream. A pack
+	// of the current format has none.
 	Checkpoint string `json:"checkpoint,omitempty"`
 }
+
+// PackAnchor returns the compact JWS of the checkpoints that signed the
+// given streams' latest signed heads, oldest first (Checkpoints.Signing).
+type PackAnchor func(ctx context.Context, streams ...string) ([]string, error)
 
 // PackDelegation is the delegation an evidence pack is about: the fields
 // its chain can confirm.
@@ -93,11 +106,26 @@ type PackToken struct {
 
 // EvidencePack assembles the evidence pack of a delegation for finance and
 // on-call (the access of Evidence). ledgerID and ledgerJWKS are the
-// ledger's identity, which the Reports do not hold.
-func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte, checkpoint string) (EvidencePack, error) {
-	d, events, err := r.Evidence(ctx, p, id)
+// ledger's identity, and anchor (nil: the ledger signs no checkpoints) its
+// checkpoints, which the Reports do not hold. The checkpoints are read
+// after the delegation, to know its org, and before any event.
+func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte, anchor PackAnchor) (EvidencePack, error) {
+	if err := Authorize(p, ActionReadReports); err != nil {
+		return EvidencePack{}, err
+	}
+	d, err := r.reader.Delegation(ctx, id)
 	if err != nil {
 		return EvidencePack{}, err
+	}
+	var checkpoints []string
+	if anchor != nil {
+		if checkpoints, err = anchor(ctx, d.Stream(), "org:"+d.OrgID); err != nil {
+			return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
+		}
+	}
+	events, err := r.reader.StreamEvents(ctx, d.Stream())
+	if err != nil {
+		return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
 	}
 	history, err := r.reader.OrgKeys(ctx, d.OrgID)
 	if err != nil {
@@ -115,8 +143,8 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 			RemoteTaskID: d.Remote.TaskID, ObligationState: d.ObligationState, CompensationIdempotencyKey: CompensationKey(d),
 		},
 		Events: make([]EventRecord, len(events)), Tokens: []PackToken{}, OrgKeys: []OrgKey{},
-		OrgEvents:  make([]EventRecord, len(orgEvents)),
-		Checkpoint: checkpoint,
+		OrgEvents:   make([]EventRecord, len(orgEvents)),
+		Checkpoints: checkpoints,
 	}
 	if len(ledgerJWKS) > 0 {
 		pack.LedgerJWKS = ledgerJWKS

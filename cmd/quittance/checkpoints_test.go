@@ -135,7 +135,7 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	}
 	out, errOut, code = e.cli(t, finance, "verify-chain")
 	if code != 0 || !strings.Contains(out, "ok\t"+id) || !strings.Contains(out, "ok\tbudget:ops\t2 events") ||
-		!strings.Contains(out, "ok\torg:supplier\t2 events") || !strings.Contains(errOut, "checked against checkpoint 1") {
+		!strings.Contains(out, "ok\torg:supplier\t2 events") || !strings.Contains(errOut, "checked against checkpoints 1..1") {
 		t.Fatalf("verify-chain of an untouched ledger: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if _, errOut, code := e.cli(t, finance, "verify-chain", "--delegation", id, "--checkpoint", exported); code != 0 {
@@ -209,8 +209,43 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	if err := os.WriteFile(other, otherID.JWKS(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, _, code := e.cli(t, finance, "verify-chain", "--delegation", id2, "--ledger-jwks", other); code != exitFailure || !strings.Contains(out, "BROKEN\tcheckpoint\tthe checkpoint does not verify") {
+	if out, _, code := e.cli(t, finance, "verify-chain", "--delegation", id2, "--ledger-jwks", other); code != exitFailure || !strings.Contains(out, "BROKEN\tcheckpoint\tcheckpoint 1 does not verify") {
 		t.Errorf("verify-chain with another ledger's keys: exit %d\n%s", code, out)
+	}
+
+	// Checkpoints are incremental: the next ones sign only what moved. The
+	// owner deleting one from the middle breaks their chain there.
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier Limited"}, nil); s >= 300 {
+		t.Fatalf("rename org again: %d", s)
+	}
+	out, errOut, code = e.cli(t, e.oncall, "checkpoints", "create")
+	var second struct {
+		ID      int64                    `json:"id"`
+		Payload ledger.CheckpointPayload `json:"payload"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &second) != nil || second.ID != 2 {
+		t.Fatalf("the second checkpoint: exit %d %s\n%s", code, errOut, out)
+	}
+	for _, h := range second.Payload.Streams {
+		if h.Stream != "org:supplier" && h.Stream != "budget:ops" && !strings.HasPrefix(h.Stream, "delegation:") {
+			t.Errorf("the second checkpoint signs %s, which did not move", h.Stream)
+		}
+	}
+	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
+		t.Fatalf("the third checkpoint: exit %d %s", code, errOut)
+	}
+	for _, stmt := range []string{
+		"ALTER TABLE checkpoints DISABLE TRIGGER checkpoints_append_only",
+		"DELETE FROM checkpoints WHERE id = 2",
+		"ALTER TABLE checkpoints ENABLE TRIGGER checkpoints_append_only",
+	} {
+		if err := e.exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if out, _, code := e.cli(t, finance, "verify-chain", "--delegation", id2); code != exitFailure ||
+		!strings.Contains(out, "BROKEN\tcheckpoint\tcheckpoint 3 follows checkpoint 1: checkpoints 2..2 are missing") {
+		t.Errorf("verify-chain with a checkpoint deleted from the middle: exit %d\n%s", code, out)
 	}
 
 	// The owner deletes the checkpoints too: the served log now has no

@@ -89,7 +89,7 @@ func exportCheckpoints(ctx context.Context, c *apiClient, dir string, stdout io.
 	}
 	served := map[string]bool{}
 	written, problems := 0, 0
-	q := url.Values{"limit": {"500"}}
+	q := url.Values{"limit": {checkpointPage}}
 	for {
 		var page struct {
 			Checkpoints []checkpointRecord `json:"checkpoints"`
@@ -161,21 +161,17 @@ const defaultMaxUnanchored = 10 * time.Minute
 // Only one delegation's stream when delegation is set. Breaks are printed
 // and counted; only failures to talk to the API are returned.
 func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, delegation string, stderr io.Writer) error {
-	// The checkpoint is read first: every head it signed was committed
+	// The checkpoints are read first: every head they signed was committed
 	// before the streams are read below, so a stream shorter than its head
-	// lost events; one read first could miss events a checkpoint signed
-	// while it was read.
-	cp, kid, cpErr := v.checkpoint(ctx, opts)
-	var removed *checkpointsRemovedError
-	if errors.As(cpErr, &removed) {
-		// Reported, and the streams are still checked against the file.
-		v.broken++
-		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", cpErr)
-		cpErr = nil
+	// lost events; read after, they could sign events appended meanwhile.
+	heads, latest, kid, problems, err := v.signedHeads(ctx, opts)
+	if err != nil {
+		return err
 	}
-	var ae *apiError
-	if cpErr != nil && errors.As(cpErr, &ae) && (ae.Status != http.StatusNotFound || opts.file != "") {
-		return cpErr
+	for _, p := range problems {
+		// Reported; the streams are still checked against what was signed.
+		v.broken++
+		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%s\n", p)
 	}
 
 	streams := map[string][]ledger.Event{}
@@ -227,56 +223,46 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 		}
 	}
 
-	if ae != nil { // no checkpoint is served, and none was given
-		if n := v.reportUnanchored(opts, nil, streams); n == 0 {
+	if latest == nil { // no checkpoint is served, and none was given
+		if n := v.reportUnanchored(opts, nil, heads, streams); n == 0 {
 			fmt.Fprintln(stderr, "no checkpoint yet: nothing anchors the streams' last events (quittance checkpoints create signs one)")
 		}
 		return nil
 	}
-	if cpErr != nil {
-		v.broken++
-		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%v\n", cpErr)
-		return nil
-	}
 	if delegation != "" {
 		want := ledger.DelegationStream(uuid.MustParse(delegation))
-		cp.Streams = slices.DeleteFunc(cp.Streams, func(h ledger.StreamHead) bool { return h.Stream != want })
+		maps.DeleteFunc(heads, func(s string, _ ledger.SignedHead) bool { return s != want })
 	}
 	if opts.file == "" {
 		// Against an exported file, later events are uncovered by design;
 		// against the latest the ledger serves, old ones must not be.
-		v.reportUnanchored(opts, &cp, streams)
+		v.reportUnanchored(opts, latest, heads, streams)
 	}
-	for _, b := range ledger.CheckStreamsAgainstCheckpoint(cp, streams) {
+	for _, b := range ledger.CheckStreams(heads, streams) {
 		v.broken++
 		fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", b.Stream, b.Problem)
 	}
-	fmt.Fprintf(stderr, "checked against checkpoint %d (signed %s by key %s, %d stream(s)); events after it are not covered until the next checkpoint\n",
-		cp.ID, cp.At.Format("2006-01-02T15:04:05Z07:00"), kid, len(cp.Streams))
+	fmt.Fprintf(stderr, "checked against checkpoints 1..%d (the latest signed %s by key %s; %d stream head(s)); events after it are not covered until the next checkpoint\n",
+		latest.ID, latest.At.Format("2006-01-02T15:04:05Z07:00"), kid, len(heads))
 	return nil
 }
 
 // reportUnanchored reports as broken every stream with events older than
-// opts.maxUnanchored that cp (nil: the ledger serves none) does not cover,
-// and returns how many streams it reported.
-func (v *verifier) reportUnanchored(opts checkpointOptions, cp *ledger.CheckpointPayload, streams map[string][]ledger.Event) int {
+// opts.maxUnanchored that no checkpoint up to cp (nil: the ledger serves
+// none) covers, that is, after the stream's signed head, and returns how
+// many streams it reported.
+func (v *verifier) reportUnanchored(opts checkpointOptions, cp *ledger.CheckpointPayload, heads ledger.SignedHeads, streams map[string][]ledger.Event) int {
 	if opts.maxUnanchored <= 0 {
 		return 0
 	}
 	cutoff := opts.now.Add(-opts.maxUnanchored)
-	covered := map[string]int32{}
-	if cp != nil {
-		for _, h := range cp.Streams {
-			covered[h.Stream] = h.Seq
-		}
-	}
 	names := slices.Sorted(maps.Keys(streams))
 	reported := 0
 	for _, s := range names {
 		var n int
 		var oldest ledger.Event
 		for _, e := range streams[s] {
-			if e.StreamSeq > covered[s] && e.At.Before(cutoff) {
+			if e.StreamSeq > heads[s].Seq && e.At.Before(cutoff) {
 				if n == 0 {
 					oldest = e
 				}
@@ -299,64 +285,129 @@ func (v *verifier) reportUnanchored(opts checkpointOptions, cp *ledger.Checkpoin
 	return reported
 }
 
-// checkpoint loads the checkpoint to check against and verifies its
-// signature with the ledger's keys. With an exported file, the ledger must
-// still serve a checkpoint at least as new: one that serves an older one
-// lost checkpoints.
-func (v *verifier) checkpoint(ctx context.Context, opts checkpointOptions) (ledger.CheckpointPayload, string, error) {
-	var latest struct {
-		ID  int64  `json:"id"`
-		JWS string `json:"jws"`
+// checkpointPage is how many checkpoints verify-chain and export read per
+// request: a checkpoint signs up to ledger.DefaultCheckpointSpan heads, a
+// few MB with its JWS.
+const checkpointPage = "20"
+
+// signedHeads reads the checkpoints the ledger serves, oldest first,
+// verifies each one's signature with the ledger's keys and that it follows
+// the one before it, and folds them into every stream's signed head;
+// latest is the last one folded (nil: none is served). A checkpoint that
+// does not verify, or a chain that skips or changed one, is a problem; the
+// heads signed so far are still returned. With an exported file, only the
+// checkpoints up to it are folded, and the ledger must still serve the
+// file's checkpoint unchanged: its previous hash pins every one before it,
+// so the served chain up to the file is the one the file was signed after.
+func (v *verifier) signedHeads(ctx context.Context, opts checkpointOptions) (heads ledger.SignedHeads, latest *ledger.CheckpointPayload, kid string, problems []string, err error) {
+	// The ledger's keys are read when there is a checkpoint to verify: a
+	// ledger that signs none serves none.
+	var jwks []byte
+	verify := func(token string) (ledger.CheckpointPayload, string, error) {
+		if jwks == nil {
+			if opts.jwksFile != "" {
+				b, err := os.ReadFile(opts.jwksFile)
+				if err != nil {
+					return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--ledger-jwks: %w", err)}
+				}
+				jwks = b
+			} else {
+				var raw json.RawMessage
+				if err := v.c.call(ctx, http.MethodGet, "/.well-known/jwks.json", nil, nil, &raw); err != nil {
+					return ledger.CheckpointPayload{}, "", err
+				}
+				jwks = raw
+			}
+		}
+		p, kid, err := compensation.VerifyCheckpoint(token, jwks, "")
+		if err != nil {
+			return p, kid, checkpointInvalidError{err}
+		}
+		return p, kid, nil
 	}
-	servedErr := v.c.call(ctx, http.MethodGet, "/v1/checkpoints/latest", nil, nil, &latest)
-	token := latest.JWS
+	var (
+		file    *ledger.CheckpointPayload
+		fileJWS string
+		fileKID string
+	)
 	if opts.file != "" {
 		b, err := os.ReadFile(opts.file)
 		if err != nil {
-			return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--checkpoint: %w", err)}
+			return nil, nil, "", nil, usageError{fmt.Errorf("--checkpoint: %w", err)}
 		}
-		token = strings.TrimSpace(string(b))
-	} else if servedErr != nil {
-		return ledger.CheckpointPayload{}, "", servedErr
-	}
-	var jwks []byte
-	if opts.jwksFile != "" {
-		b, err := os.ReadFile(opts.jwksFile)
+		fileJWS = strings.TrimSpace(string(b))
+		p, k, err := verify(fileJWS)
 		if err != nil {
-			return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--ledger-jwks: %w", err)}
+			return nil, nil, "", nil, fmt.Errorf("--checkpoint: %w", err)
 		}
-		jwks = b
-	} else {
-		var raw json.RawMessage
-		if err := v.c.call(ctx, http.MethodGet, "/.well-known/jwks.json", nil, nil, &raw); err != nil {
-			return ledger.CheckpointPayload{}, "", err
+		file, fileKID = &p, k
+	}
+
+	heads = ledger.SignedHeads{}
+	var prevJWS string
+	q := url.Values{"limit": {checkpointPage}}
+read:
+	for {
+		var page struct {
+			Checkpoints []checkpointRecord `json:"checkpoints"`
+			NextAfter   string             `json:"next_after"`
 		}
-		jwks = raw
+		if err := v.c.call(ctx, http.MethodGet, "/v1/checkpoints", q, nil, &page); err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+				break // a ledger that makes no checkpoints serves none
+			}
+			return nil, nil, "", nil, err
+		}
+		for _, rec := range page.Checkpoints {
+			if file != nil && rec.ID > file.ID {
+				break read
+			}
+			p, k, err := verify(rec.JWS)
+			var invalid checkpointInvalidError
+			switch {
+			case errors.As(err, &invalid):
+				problems = append(problems, fmt.Sprintf("checkpoint %d %v", rec.ID, err))
+				break read // nothing after it can be placed in the chain
+			case err != nil:
+				return nil, nil, "", nil, err
+			}
+			switch {
+			case latest == nil && (p.ID != 1 || p.Previous != ""):
+				problems = append(problems, fmt.Sprintf("the first checkpoint served is %d: checkpoints before it are missing", p.ID))
+			case latest != nil:
+				if err := ledger.CheckpointFollows(*latest, prevJWS, p); err != nil {
+					problems = append(problems, err.Error())
+				}
+			}
+			if file != nil && p.ID == file.ID && rec.JWS != fileJWS {
+				problems = append(problems, fmt.Sprintf("the ledger serves checkpoint %d with another content than the exported file", p.ID))
+			}
+			heads.Add(p)
+			latest, prevJWS, kid = &p, rec.JWS, k
+		}
+		if page.NextAfter == "" {
+			break
+		}
+		q.Set("after", page.NextAfter)
 	}
-	cp, kid, err := compensation.VerifyCheckpoint(token, jwks, "")
-	if err != nil {
-		return ledger.CheckpointPayload{}, "", fmt.Errorf("the checkpoint does not verify: %w", err)
-	}
-	if opts.file != "" && (servedErr != nil || latest.ID < cp.ID) {
+	if file != nil && (latest == nil || latest.ID < file.ID) {
 		served := "none"
-		if servedErr == nil {
+		if latest != nil {
 			served = strconv.FormatInt(latest.ID, 10)
 		}
-		return cp, kid, &checkpointsRemovedError{served: served, exported: cp.ID}
+		problems = append(problems, fmt.Sprintf("the ledger's latest checkpoint is %s, older than the exported checkpoint %d: checkpoints were removed", served, file.ID))
+		heads.Add(*file)
+		latest, kid = file, fileKID
 	}
-	return cp, kid, nil
+	return heads, latest, kid, problems, nil
 }
 
-// checkpointsRemovedError says the ledger serves no checkpoint as new as an
-// exported one: checkpoints were deleted.
-type checkpointsRemovedError struct {
-	served   string
-	exported int64
-}
+// checkpointInvalidError is a checkpoint whose signature or content does
+// not verify, as opposed to a failure to read the keys.
+type checkpointInvalidError struct{ err error }
 
-func (e *checkpointsRemovedError) Error() string {
-	return fmt.Sprintf("the ledger's latest checkpoint is %s, older than the exported checkpoint %d: checkpoints were removed", e.served, e.exported)
-}
+func (e checkpointInvalidError) Error() string { return "does not verify: " + e.err.Error() }
 
 // feedHeldBackTimeout bounds how long allStreams waits for events that are
 // committed but held back in the feed by an older transaction.

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -64,6 +67,7 @@ func newEvidencePackCommand(getenv func(string) string, stdout io.Writer) *cobra
 func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 	var (
 		ledgerJWKSFile  string
+		checkpointsDir  string
 		allowUnanchored bool
 	)
 	cmd := &cobra.Command{
@@ -73,11 +77,13 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			"the pack's head, that the delegation it describes is the one its events record, that the token list is the " +
 			"events' evidence, and every token's signature against the org's keys in force when it was accepted (each " +
 			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation, and the ledger's signed " +
-			"checkpoint in the pack: its signature (against the ledger's keys in the pack, or --ledger-jwks FILE, keys the " +
-			"auditor holds) and that the stream still reaches the head it signed, so a tail cut off with its head is a " +
-			"break. A pack with no checkpoint, or one signed before the stream's first event, proves nothing about where " +
-			"the stream ended and is a break unless --allow-unanchored is given. It prints one line per token, one for " +
-			"the checkpoint and a result line, and exits 1 on any break.",
+			"checkpoints in the pack: their signatures (against the ledger's keys in the pack, or --ledger-jwks FILE, keys the " +
+			"auditor holds) and that the delegation's and the org's streams still reach the heads they signed, so a tail cut " +
+			"off with its head is a break. --checkpoints DIR adds the checkpoints exported there (quittance checkpoints " +
+			"export), so that a pack cut back to an earlier head, with that head's checkpoint, is a break too. A pack whose " +
+			"stream no checkpoint signs proves nothing about where the stream ended and is a break unless " +
+			"--allow-unanchored is given. It prints one line per token, one for the checkpoint and a result line, and " +
+			"exits 1 on any break.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pack, err := readPack(args[0])
@@ -90,7 +96,13 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 					return fmt.Errorf("--ledger-jwks: %w", err)
 				}
 			}
-			lines, problems := verifyPack(pack, ledgerJWKS, allowUnanchored)
+			var exported []string
+			if checkpointsDir != "" {
+				if exported, err = exportedCheckpoints(checkpointsDir); err != nil {
+					return usageError{fmt.Errorf("--checkpoints: %w", err)}
+				}
+			}
+			lines, problems := verifyPack(pack, ledgerJWKS, exported, allowUnanchored)
 			for _, l := range lines {
 				fmt.Fprintln(stdout, l)
 			}
@@ -105,8 +117,25 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file (its /.well-known/jwks.json, kept apart) instead of those in the pack")
-	cmd.Flags().BoolVar(&allowUnanchored, "allow-unanchored", false, "accept a pack whose checkpoint covers none of its events, or that has none (the chain then proves only a consistent prefix)")
+	cmd.Flags().StringVar(&checkpointsDir, "checkpoints", "", "also check against the checkpoints exported to this directory (quittance checkpoints export --dir)")
+	cmd.Flags().BoolVar(&allowUnanchored, "allow-unanchored", false, "accept a pack whose stream no checkpoint signs (the chain then proves only a consistent prefix)")
 	return cmd
+}
+
+// exportedCheckpoints lists the checkpoint files in dir, as quittance
+// checkpoints export writes them.
+func exportedCheckpoints(dir string) ([]string, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "checkpoint-*.jws"))
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s holds no exported checkpoint (checkpoint-*.jws)", dir)
+	}
+	return paths, nil
 }
 
 // readPack reads an evidence pack strictly: a member the format does not
@@ -133,11 +162,18 @@ func readPack(path string) (ledger.EvidencePack, error) {
 // verified token and every problem found. Unless allowUnanchored, a pack
 // whose checkpoint covers none of its events, or that has none, is a
 // problem.
-func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, allowUnanchored bool) (lines, problems []string) {
+func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, exported []string, allowUnanchored bool) (lines, problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	d := pack.Delegation
-	if pack.Format != ledger.EvidencePackFormat {
-		fail("format %q is not %q", pack.Format, ledger.EvidencePackFormat)
+	switch {
+	case pack.Format != ledger.EvidencePackFormat && pack.Format != ledger.EvidencePackFormatV1:
+		fail("format %q is neither %q nor %q", pack.Format, ledger.EvidencePackFormat, ledger.EvidencePackFormatV1)
+		return nil, problems
+	case pack.Format == ledger.EvidencePackFormat && pack.Checkpoint != "":
+		fail("a pack of format %q has no checkpoint member (its checkpoints are in checkpoints)", pack.Format)
+		return nil, problems
+	case pack.Format == ledger.EvidencePackFormatV1 && len(pack.Checkpoints) > 0:
+		fail("a pack of format %q has no checkpoints member", pack.Format)
 		return nil, problems
 	}
 	id, err := uuid.Parse(d.ID)
@@ -235,62 +271,102 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, allowUnanchored boo
 		}
 		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
 	}
-	line, broken := checkPackCheckpoint(pack, events, orgEvents, ledgerJWKS, allowUnanchored)
+	line, broken := checkPackCheckpoints(pack, events, orgEvents, ledgerJWKS, exported, allowUnanchored)
 	lines = append(lines, line)
 	return lines, append(problems, broken...)
 }
 
-// checkPackCheckpoint verifies the pack's checkpoint and compares the
-// delegation's stream with the head it signed. The chain alone proves only
-// a consistent prefix; the checkpoint says how far the stream reached when
-// it was signed. Events after its head are not covered (the line says how
-// many). A pack without one, or with one that covers none of the stream,
-// is anchored by nothing: whoever cut its tail, head and all, could also
-// have dropped the checkpoint, so that is a problem unless allowUnanchored.
-func checkPackCheckpoint(pack ledger.EvidencePack, events, orgEvents []ledger.Event, ledgerJWKS []byte, allowUnanchored bool) (line string, problems []string) {
+// checkPackCheckpoints verifies the pack's checkpoints, and those the
+// auditor exported (exported: the files of --checkpoints DIR, read one at
+// a time), and compares the delegation's and the org's streams
+// with the heads they signed: each stream's signed head is the one in the
+// latest checkpoint listing it. The chain alone proves only a consistent
+// prefix; a signed head says how far the stream reached when it was
+// signed. Events after it are not covered (the line says how many). The
+// pack alone cannot show that no later checkpoint lists the stream; the
+// exported checkpoints can, so a pack cut back to an earlier head and
+// shipped with that head's checkpoint is a break against them. A pack
+// whose delegation stream no checkpoint signs is anchored by nothing:
+// whoever cut its tail, head and all, could also have dropped the
+// checkpoint, so that is a problem unless allowUnanchored.
+func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.Event, ledgerJWKS []byte, exported []string, allowUnanchored bool) (line string, problems []string) {
 	d := pack.Delegation
+	orgStream := "org:" + d.OrgID
 	unanchored := func(line string) (string, []string) {
 		if allowUnanchored {
-			return line, nil
+			return line, problems
 		}
-		return line, []string{"nothing signed says where the stream ended (fetch the pack again after the next checkpoint, " +
-			"or give --allow-unanchored to accept the chain as a prefix)"}
+		return line, append(problems, "nothing signed says where the stream ended (fetch the pack again after the next checkpoint, "+
+			"or give --allow-unanchored to accept the chain as a prefix)")
 	}
-	if pack.Checkpoint == "" {
+	tokens := pack.Checkpoints
+	if pack.Format == ledger.EvidencePackFormatV1 {
+		tokens = nil
+		if pack.Checkpoint != "" {
+			tokens = []string{pack.Checkpoint}
+		}
+	}
+	if len(tokens) == 0 && len(exported) == 0 {
 		return unanchored(fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID))
 	}
 	if len(ledgerJWKS) == 0 {
 		return "", []string{"the pack has a checkpoint but no ledger keys to verify it (give --ledger-jwks)"}
 	}
-	payload, kid, err := compensation.VerifyCheckpoint(pack.Checkpoint, ledgerJWKS, pack.LedgerID)
-	if err != nil {
-		return "", []string{fmt.Sprintf("the checkpoint does not verify: %v", err)}
+	// Every checkpoint, from the pack and the export, by id; the same id
+	// twice must be the same checkpoint.
+	type signed struct {
+		payload ledger.CheckpointPayload
+		sum     [sha256.Size]byte // of its JWS
+		kid     string
 	}
-	// The org's stream must reach the head the checkpoint signed for it too:
-	// its key events cannot have been cut off.
-	orgStream := "org:" + d.OrgID
-	for _, h := range payload.Streams {
-		if h.Stream == orgStream {
-			one := ledger.CheckpointPayload{ID: payload.ID, Streams: []ledger.StreamHead{h}}
-			for _, b := range ledger.CheckStreamsAgainstCheckpoint(one, map[string][]ledger.Event{orgStream: orgEvents}) {
-				problems = append(problems, "the org's stream: "+b.Problem)
-			}
+	byID := map[int64]signed{}
+	add := func(from, jws string) {
+		p, kid, err := compensation.VerifyCheckpoint(jws, ledgerJWKS, pack.LedgerID)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s does not verify: %v", from, err))
+			return
 		}
+		sum := sha256.Sum256([]byte(jws))
+		if other, ok := byID[p.ID]; ok && other.sum != sum {
+			problems = append(problems, fmt.Sprintf("%s is checkpoint %d, and differs from the other checkpoint %d given", from, p.ID, p.ID))
+			return
+		}
+		// Only the two streams' heads are kept: an export holds many.
+		p.Streams = slices.DeleteFunc(p.Streams, func(h ledger.StreamHead) bool { return h.Stream != d.Stream && h.Stream != orgStream })
+		byID[p.ID] = signed{p, sum, kid}
 	}
-	for _, h := range payload.Streams {
-		if h.Stream != d.Stream {
+	for i, t := range tokens {
+		add(fmt.Sprintf("the pack's checkpoint %d", i+1), t)
+	}
+	for _, path := range exported {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("read %s: %v", path, err))
 			continue
 		}
-		one := ledger.CheckpointPayload{ID: payload.ID, Streams: []ledger.StreamHead{h}}
-		for _, b := range ledger.CheckStreamsAgainstCheckpoint(one, map[string][]ledger.Event{d.Stream: events}) {
-			problems = append(problems, b.Problem)
-		}
-		return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tcovers events 1..%d of %d", d.ID, payload.ID, kid,
-			payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)), problems
+		add(path, strings.TrimSpace(string(b)))
 	}
-	line, more := unanchored(fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tsigned before the stream's first event: covers none of its %d events", d.ID,
-		payload.ID, kid, payload.At.UTC().Format("2006-01-02T15:04:05Z"), len(events)))
-	return line, append(problems, more...)
+	heads := ledger.SignedHeads{}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		heads.Add(byID[id].payload)
+	}
+	// The org's stream must reach its signed head too: its key events
+	// cannot have been cut off.
+	if h, ok := heads[orgStream]; ok {
+		for _, b := range ledger.CheckStreams(ledger.SignedHeads{orgStream: h}, map[string][]ledger.Event{orgStream: orgEvents}) {
+			problems = append(problems, "the org's stream: "+b.Problem)
+		}
+	}
+	h, ok := heads[d.Stream]
+	if !ok {
+		return unanchored(fmt.Sprintf("checkpoint\t%s\tno checkpoint given signs this stream: none covers any of its %d events", d.ID, len(events)))
+	}
+	for _, b := range ledger.CheckStreams(ledger.SignedHeads{d.Stream: h}, map[string][]ledger.Event{d.Stream: events}) {
+		problems = append(problems, b.Problem)
+	}
+	cp := byID[h.Checkpoint]
+	return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tcovers events 1..%d of %d", d.ID, cp.payload.ID, cp.kid,
+		cp.payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)), problems
 }
 
 // checkTokenRecord correlates a verified token with the event that stores

@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/ledger"
 )
 
 // offlineCLI runs a command with no API address and no token: whatever it
@@ -190,8 +193,11 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 		"a member added": func(p map[string]any) {
 			p["verified"] = true
 		},
-		"the checkpoint removed": func(p map[string]any) {
-			delete(p, "checkpoint")
+		"the checkpoints removed": func(p map[string]any) {
+			delete(p, "checkpoints")
+		},
+		"a checkpoint member in the current format": func(p map[string]any) {
+			p["checkpoint"] = list(p["checkpoints"])[0]
 		},
 	}
 	for name, change := range cases {
@@ -224,12 +230,16 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 }
 
 // TestEvidencePackCheckpointAnchorsTheTail: with the ledger signing
-// checkpoints, the pack carries the latest one, and verify-pack checks it
-// against the ledger's keys: a pack whose last event was cut off together
-// with its head — a chain that still verifies on its own — is a break, as
-// is a forged checkpoint or one checked against keys that did not sign it.
-// Events appended after the checkpoint are reported as not covered, and
-// verify; the next checkpoint covers them.
+// checkpoints, the pack carries the ones that signed its streams' heads,
+// and verify-pack checks them against the ledger's keys: a pack whose last
+// event was cut off together with its head — a chain that still verifies
+// on its own — is a break, as is a forged checkpoint or one checked
+// against keys that did not sign it. Events appended after the checkpoint
+// are reported as not covered, and verify; the next checkpoint covers
+// them. A pack cut back to an earlier head and shipped with that head's
+// checkpoint passes on its own, and is a break against the checkpoints
+// the auditor exported (--checkpoints DIR). A pack of the first format,
+// whose one checkpoint listed every stream, still verifies.
 func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
@@ -317,15 +327,16 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	if out, _, code := offlineCLI(t, "verify-pack", write("cut.json", pack)); code != exitFailure || !strings.Contains(out, "tail was removed") {
 		t.Errorf("a tail cut with its head: exit %d\n%s", code, out)
 	}
-	// The same, with the checkpoint stripped too: still a break.
-	delete(pack, "checkpoint")
+	// The same, with the checkpoints stripped too: still a break.
+	delete(pack, "checkpoints")
 	if out, _, code := offlineCLI(t, "verify-pack", write("cut-stripped.json", pack)); code != exitFailure || !strings.Contains(out, "nothing signed says where the stream ended") {
 		t.Errorf("a tail cut with its head and the checkpoint stripped: exit %d\n%s", code, out)
 	}
 	_, pack = download("pack.json")
-	cp := pack["checkpoint"].(string)
-	pack["checkpoint"] = cp[:len(cp)-4] + map[bool]string{true: "AAAA", false: "BBBB"}[!strings.HasSuffix(cp, "AAAA")]
-	if out, _, code := offlineCLI(t, "verify-pack", write("forged.json", pack)); code != exitFailure || !strings.Contains(out, "checkpoint does not verify") {
+	anchored := pack["checkpoints"].([]any)
+	cp := anchored[0].(string)
+	pack["checkpoints"] = []any{cp[:len(cp)-4] + map[bool]string{true: "AAAA", false: "BBBB"}[!strings.HasSuffix(cp, "AAAA")]}
+	if out, _, code := offlineCLI(t, "verify-pack", write("forged.json", pack)); code != exitFailure || !strings.Contains(out, "checkpoint 1 does not verify") {
 		t.Errorf("a forged checkpoint: exit %d\n%s", code, out)
 	}
 	other := filepath.Join(dir, "other-jwks.json")
@@ -343,5 +354,72 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	file, _ = download("later.json")
 	if out, _, code := offlineCLI(t, "verify-pack", file); code != 0 || !strings.Contains(out, fmt.Sprintf("covers events 1..%d of %d", n, n+1)) {
 		t.Errorf("verify-pack after a later event: exit %d\n%s", code, out)
+	}
+
+	// The next checkpoint signs the new head. A pack cut back to the old
+	// head, with the old head's checkpoint, is consistent on its own; the
+	// exported checkpoints show the stream went further.
+	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
+		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
+	}
+	exported := filepath.Join(dir, "exported")
+	if _, errOut, code := e.cli(t, finance, "checkpoints", "export", "--dir", exported); code != 0 {
+		t.Fatalf("checkpoints export: exit %d %s", code, errOut)
+	}
+	file, pack = download("newest.json")
+	if out, _, code := offlineCLI(t, "verify-pack", "--checkpoints", exported, "--ledger-jwks", trusted, file); code != 0 ||
+		!strings.Contains(out, fmt.Sprintf("covers events 1..%d of %d", n+1, n+1)) {
+		t.Errorf("verify-pack --checkpoints after the next checkpoint: exit %d\n%s", code, out)
+	}
+	pack["events"] = pack["events"].([]any)[:n]
+	pack["head"] = map[string]any{"stream_seq": events[n-1].(map[string]any)["stream_seq"], "hash": events[n-1].(map[string]any)["hash"]}
+	pack["checkpoints"] = anchored
+	cutBack := write("cut-back.json", pack)
+	if out, _, code := offlineCLI(t, "verify-pack", cutBack); code != 0 {
+		t.Errorf("a pack cut back to an earlier signed head, on its own: exit %d (it cannot be told apart without the export)\n%s", code, out)
+	}
+	if out, _, code := offlineCLI(t, "verify-pack", "--checkpoints", exported, "--ledger-jwks", trusted, cutBack); code != exitFailure || !strings.Contains(out, "tail was removed") {
+		t.Errorf("a pack cut back to an earlier signed head, against the export: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := offlineCLI(t, "verify-pack", "--checkpoints", filepath.Join(dir, "none"), file); code != exitUsage || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("--checkpoints naming no directory: exit %d %q", code, errOut)
+	}
+
+	// A pack of the first format: one checkpoint, signed with the ledger's
+	// key, listing every stream's head.
+	_, pack = download("v1.json")
+	raw, err := os.ReadFile(e.env["QUITTANCE_SIGNING_KEY_FILE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity, err := compensation.LoadIdentity("ledger-cli", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headOf := func(stream string, records []any) ledger.StreamHead {
+		last := records[len(records)-1].(map[string]any)
+		return ledger.StreamHead{Stream: stream, Seq: int32(last["stream_seq"].(float64)), Hash: last["hash"].(string)}
+	}
+	whole, err := json.Marshal(ledger.CheckpointPayload{LedgerID: "ledger-cli", ID: 1, At: time.Now().UTC(), Streams: []ledger.StreamHead{
+		headOf("budget:ops", []any{map[string]any{"stream_seq": 1.0, "hash": "00"}}),
+		headOf(pack["delegation"].(map[string]any)["stream"].(string), pack["events"].([]any)),
+		headOf("org:supplier", pack["org_events"].([]any)),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, _, err := identity.SignCheckpoint(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(pack, "checkpoints")
+	pack["format"], pack["checkpoint"] = ledger.EvidencePackFormatV1, jws
+	if out, _, code := offlineCLI(t, "verify-pack", write("v1.json", pack)); code != 0 || !strings.Contains(out, fmt.Sprintf("covers events 1..%d of %d", n+1, n+1)) {
+		t.Errorf("a pack of format %s: exit %d\n%s", ledger.EvidencePackFormatV1, code, out)
+	}
+	pack["events"] = pack["events"].([]any)[:n]
+	pack["head"] = map[string]any{"stream_seq": events[n-1].(map[string]any)["stream_seq"], "hash": events[n-1].(map[string]any)["hash"]}
+	if out, _, code := offlineCLI(t, "verify-pack", write("v1-cut.json", pack)); code != exitFailure || !strings.Contains(out, "tail was removed") {
+		t.Errorf("a pack of format %s cut with its head: exit %d\n%s", ledger.EvidencePackFormatV1, code, out)
 	}
 }

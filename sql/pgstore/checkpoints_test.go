@@ -2,9 +2,9 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +21,7 @@ import (
 // checkpoints at once while events are appended. They take turns: the ids
 // run 1..n with no gap or duplicate, each checkpoint chains to the one
 // before, verifies with the ledger's keys, and never signs a head older
-// than the checkpoint before it. The periodic loop signs nothing while no
+// than the one signed before it. The periodic loop signs nothing while no
 // stream moves, and one checkpoint once one does, however many replicas
 // run it.
 func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
@@ -82,10 +82,13 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(list) != replicas*perReplica {
+		// Each Create signs one checkpoint: the events before it are all
+		// final by then, so one span covers them.
 		t.Fatalf("%d checkpoints, want %d", len(list), replicas*perReplica)
 	}
 	var prev *ledger.CheckpointPayload
 	var prevJWS string
+	signed := ledger.SignedHeads{}
 	for i, c := range list {
 		p, kid, err := compensation.VerifyCheckpoint(c.JWS, identity.JWKS(), "quittance")
 		if err != nil || kid != identity.ActiveKeyID() {
@@ -95,34 +98,31 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 			t.Fatalf("checkpoint %d at position %d (payload id %d)", c.ID, i, p.ID)
 		}
 		if prev != nil {
-			sum := sha256.Sum256([]byte(prevJWS))
-			if p.Previous != hex.EncodeToString(sum[:]) || !p.At.After(prev.At) {
-				t.Errorf("checkpoint %d does not follow %d", p.ID, prev.ID)
-			}
-			seqs := map[string]int32{}
-			for _, h := range p.Streams {
-				seqs[h.Stream] = h.Seq
-			}
-			for _, h := range prev.Streams {
-				if seqs[h.Stream] < h.Seq {
-					t.Errorf("checkpoint %d signs %s at %d, older than checkpoint %d's %d", p.ID, h.Stream, seqs[h.Stream], prev.ID, h.Seq)
-				}
+			if err := ledger.CheckpointFollows(*prev, prevJWS, p); err != nil {
+				t.Error(err)
 			}
 		}
+		for _, h := range p.Streams {
+			if old, ok := signed[h.Stream]; ok && h.Seq <= old.Seq {
+				t.Errorf("checkpoint %d signs %s at %d, not past checkpoint %d's %d", p.ID, h.Stream, h.Seq, old.Checkpoint, old.Seq)
+			}
+		}
+		signed.Add(p)
 		prev, prevJWS = &p, c.JWS
 	}
-	// Signed after the last funding, a checkpoint covers the budget's head.
+	// Signed after the last funding, the checkpoints cover the budget's head.
 	after, err := cps[2].Create(ctx, oncall)
 	if err != nil {
 		t.Fatal(err)
 	}
-	final, _ := stores[0].StreamEvents(ctx, "budget:ops")
-	var signed ledger.CheckpointPayload
-	if err := json.Unmarshal(after.Payload, &signed); err != nil {
+	var last ledger.CheckpointPayload
+	if err := json.Unmarshal(after.Payload, &last); err != nil {
 		t.Fatal(err)
 	}
-	if last := signed.Streams[len(signed.Streams)-1]; last.Stream != "budget:ops" || int(last.Seq) != len(final) {
-		t.Errorf("the checkpoint after the last funding signs %+v; the budget has %d events", last, len(final))
+	signed.Add(last)
+	final, _ := stores[0].StreamEvents(ctx, "budget:ops")
+	if h := signed["budget:ops"]; int(h.Seq) != len(final) || h.Hash != hex.EncodeToString(final[len(final)-1].Hash) {
+		t.Errorf("after the last funding the checkpoints sign %+v; the budget has %d events", h, len(final))
 	}
 	const signedBefore = replicas*perReplica + 1
 
@@ -164,5 +164,133 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	}
 	if _, err := ledger.NewCheckpoints(stores[0], nil, "quittance", nil, nil).Create(ctx, oncall); err == nil {
 		t.Error("a checkpoint without a signing key")
+	}
+}
+
+// TestCheckpointsAreIncremental: a checkpoint signs only the streams that
+// moved since the one before it, and no more events than its span limit,
+// so a database with more takes several checkpoints in a row. Folded, they
+// sign every stream's head; the store finds, for a stream, the checkpoint
+// that signed its latest signed head.
+func TestCheckpointsAreIncremental(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(pgtest.Pool(t))
+	raw, err := compensation.NewIdentityFile("test", epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity, err := compensation.LoadIdentity("quittance", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps := ledger.NewCheckpoints(store, identity, "quittance", nil, nil)
+	const spanLimit = 3
+	cps.SetSpanLimit(spanLimit)
+	svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
+	budgets := []string{"a", "b", "c", "d", "e"}
+	for round := range 2 {
+		for _, b := range budgets {
+			if _, _, err := svc.PutBudget(ctx, oncall, b, "EUR", int64(round+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	readAll := func(after int64) []ledger.CheckpointPayload {
+		list, err := cps.List(ctx, oncall, after, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]ledger.CheckpointPayload, len(list))
+		for i, c := range list {
+			if out[i], _, err = compensation.VerifyCheckpoint(c.JWS, identity.JWKS(), "quittance"); err != nil {
+				t.Fatal(err)
+			}
+			if c.Through != out[i].Through || c.Streams != len(out[i].Streams) {
+				t.Errorf("checkpoint %d is stored with through %d and %d streams; it signs %d and %d", c.ID, c.Through, c.Streams, out[i].Through, len(out[i].Streams))
+			}
+		}
+		return out
+	}
+	headOf := func(stream string) ledger.StreamHead {
+		events, err := store.StreamEvents(ctx, stream)
+		if err != nil || len(events) == 0 {
+			t.Fatalf("%s: %d events, %v", stream, len(events), err)
+		}
+		e := events[len(events)-1]
+		return ledger.StreamHead{Stream: stream, Seq: e.StreamSeq, Hash: hex.EncodeToString(e.Hash)}
+	}
+
+	// Ten events (and the principals' own): several checkpoints, one Create.
+	last, err := cps.Create(ctx, oncall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := readAll(0)
+	if len(all) < 4 || all[len(all)-1].ID != last.ID {
+		t.Fatalf("%d checkpoints over ten events or more with spans of %d, ending at %d; want at least 4, ending at the one Create returned (%d)",
+			len(all), spanLimit, all[len(all)-1].ID, last.ID)
+	}
+	heads := ledger.SignedHeads{}
+	for _, p := range all {
+		if len(p.Streams) > spanLimit || len(p.Streams) == 0 {
+			t.Errorf("checkpoint %d signs %d heads; a span holds 1..%d events", p.ID, len(p.Streams), spanLimit)
+		}
+		heads.Add(p)
+	}
+	for _, b := range budgets {
+		if got, want := heads["budget:"+b].StreamHead, headOf("budget:"+b); got != want {
+			t.Errorf("signed head of budget:%s is %+v, want %+v", b, got, want)
+		}
+	}
+
+	// One stream moves: the next checkpoint signs it alone.
+	if _, _, err := svc.PutBudget(ctx, oncall, "c", "EUR", 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cps.Create(ctx, oncall); err != nil {
+		t.Fatal(err)
+	}
+	next := readAll(last.ID)
+	if len(next) != 1 || len(next[0].Streams) != 1 || next[0].Streams[0] != headOf("budget:c") {
+		t.Fatalf("after one event on budget:c the next checkpoints are %+v, want one signing budget:c's head", next)
+	}
+	// Nothing moved: on demand, an empty checkpoint, through where it was.
+	empty, err := cps.Create(ctx, oncall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty.Streams != 0 || empty.Through != next[0].Through {
+		t.Errorf("an on-demand checkpoint with nothing moved: %d streams, through %d; want 0, %d", empty.Streams, empty.Through, next[0].Through)
+	}
+
+	// The checkpoint that signed each stream's latest signed head.
+	signing := func(stream string) int64 {
+		c, err := store.CheckpointSigning(ctx, stream)
+		if err != nil {
+			t.Fatalf("%s: %v", stream, err)
+		}
+		return c.ID
+	}
+	if got := signing("budget:c"); got != next[0].ID {
+		t.Errorf("budget:c was last signed by checkpoint %d; the store names %d", next[0].ID, got)
+	}
+	if got, want := signing("budget:a"), heads["budget:a"].Checkpoint; got != want {
+		t.Errorf("budget:a was last signed by checkpoint %d; the store names %d", want, got)
+	}
+	// An event no checkpoint covers yet leaves the signing checkpoint as it was.
+	if _, _, err := svc.PutBudget(ctx, oncall, "a", "EUR", 9); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := signing("budget:a"), heads["budget:a"].Checkpoint; got != want {
+		t.Errorf("after an uncovered event budget:a is still signed by checkpoint %d; the store names %d", want, got)
+	}
+	if _, err := store.CheckpointSigning(ctx, "budget:none"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("a stream with no events: %v, want ErrNotFound", err)
+	}
+	// Read back through the service, for an evidence pack.
+	list, err := cps.Signing(ctx, oncall, "budget:c", "budget:a", "budget:c")
+	if err != nil || len(list) != 2 || list[0].ID != heads["budget:a"].Checkpoint || list[1].ID != next[0].ID {
+		t.Errorf("Signing(budget:c, budget:a, budget:c) = %v, %v; want checkpoints %d and %d", list, err, heads["budget:a"].Checkpoint, next[0].ID)
 	}
 }

@@ -8,10 +8,33 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const checkpointFeedHorizon = `-- name: CheckpointFeedHorizon :one
+SELECT pg_snapshot_xmin(pg_current_snapshot())::xid8 AS cut,
+       pg_snapshot_xmax(pg_current_snapshot())::xid8 AS horizon
+`
+
+type CheckpointFeedHorizonRow struct {
+	Cut     pgtype.Uint64
+	Horizon pgtype.Uint64
+}
+
+// The feed's cut now (rows with order_xid below it are final) and the
+// snapshot's xmax: every event committed before this statement has an
+// order_xid below xmax (migration 00009), so once the cut reaches it they
+// are all final and a checkpoint can cover them.
+func (q *Queries) CheckpointFeedHorizon(ctx context.Context) (CheckpointFeedHorizonRow, error) {
+	row := q.db.QueryRow(ctx, checkpointFeedHorizon)
+	var i CheckpointFeedHorizonRow
+	err := row.Scan(&i.Cut, &i.Horizon)
+	return i, err
+}
+
 const checkpointGet = `-- name: CheckpointGet :one
-SELECT id, created_at, created_by, kid, streams, heads_sha256, payload, jws FROM checkpoints WHERE id = $1
+SELECT id, created_at, created_by, kid, streams, heads_sha256, payload, jws, through_pos, through_order_xid, through_tx_pos FROM checkpoints WHERE id = $1
 `
 
 func (q *Queries) CheckpointGet(ctx context.Context, id int64) (Checkpoint, error) {
@@ -26,24 +49,32 @@ func (q *Queries) CheckpointGet(ctx context.Context, id int64) (Checkpoint, erro
 		&i.HeadsSha256,
 		&i.Payload,
 		&i.Jws,
+		&i.ThroughPos,
+		&i.ThroughOrderXid,
+		&i.ThroughTxPos,
 	)
 	return i, err
 }
 
 const checkpointInsert = `-- name: CheckpointInsert :exec
-INSERT INTO checkpoints (id, created_at, created_by, kid, streams, heads_sha256, payload, jws)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO checkpoints (id, created_at, created_by, kid, streams, heads_sha256, payload, jws,
+                         through_pos, through_order_xid, through_tx_pos)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+        $9, $10, $11)
 `
 
 type CheckpointInsertParams struct {
-	ID          int64
-	CreatedAt   time.Time
-	CreatedBy   string
-	Kid         string
-	Streams     int32
-	HeadsSha256 []byte
-	Payload     string
-	Jws         string
+	ID              int64
+	CreatedAt       time.Time
+	CreatedBy       string
+	Kid             string
+	Streams         int32
+	HeadsSha256     []byte
+	Payload         string
+	Jws             string
+	ThroughPos      pgtype.Int8
+	ThroughOrderXid pgtype.Uint64
+	ThroughTxPos    pgtype.Int8
 }
 
 func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertParams) error {
@@ -56,12 +87,15 @@ func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertPara
 		arg.HeadsSha256,
 		arg.Payload,
 		arg.Jws,
+		arg.ThroughPos,
+		arg.ThroughOrderXid,
+		arg.ThroughTxPos,
 	)
 	return err
 }
 
 const checkpointLatest = `-- name: CheckpointLatest :one
-SELECT id, created_at, created_by, kid, streams, heads_sha256, payload, jws FROM checkpoints ORDER BY id DESC LIMIT 1
+SELECT id, created_at, created_by, kid, streams, heads_sha256, payload, jws, through_pos, through_order_xid, through_tx_pos FROM checkpoints ORDER BY id DESC LIMIT 1
 `
 
 func (q *Queries) CheckpointLatest(ctx context.Context) (Checkpoint, error) {
@@ -76,12 +110,15 @@ func (q *Queries) CheckpointLatest(ctx context.Context) (Checkpoint, error) {
 		&i.HeadsSha256,
 		&i.Payload,
 		&i.Jws,
+		&i.ThroughPos,
+		&i.ThroughOrderXid,
+		&i.ThroughTxPos,
 	)
 	return i, err
 }
 
 const checkpointList = `-- name: CheckpointList :many
-SELECT id, created_at, created_by, kid, streams, heads_sha256, payload, jws FROM checkpoints WHERE id > $1 ORDER BY id LIMIT $2
+SELECT id, created_at, created_by, kid, streams, heads_sha256, payload, jws, through_pos, through_order_xid, through_tx_pos FROM checkpoints WHERE id > $1 ORDER BY id LIMIT $2
 `
 
 type CheckpointListParams struct {
@@ -108,6 +145,9 @@ func (q *Queries) CheckpointList(ctx context.Context, arg CheckpointListParams) 
 			&i.HeadsSha256,
 			&i.Payload,
 			&i.Jws,
+			&i.ThroughPos,
+			&i.ThroughOrderXid,
+			&i.ThroughTxPos,
 		); err != nil {
 			return nil, err
 		}
@@ -119,29 +159,73 @@ func (q *Queries) CheckpointList(ctx context.Context, arg CheckpointListParams) 
 	return items, nil
 }
 
-const eventStreamHeads = `-- name: EventStreamHeads :many
-SELECT DISTINCT ON (stream) stream, stream_seq, hash
-FROM events
-ORDER BY stream, stream_seq DESC
+const checkpointSpanHeads = `-- name: CheckpointSpanHeads :many
+WITH span AS MATERIALIZED (
+    SELECT p.pos, p.seq, p.order_xid, p.tx_pos
+    FROM event_positions p
+    WHERE (p.order_xid, p.tx_pos, p.pos) > (
+            coalesce((SELECT a.order_xid FROM event_positions a WHERE a.pos = $1), '0')::xid8,
+            coalesce((SELECT a.tx_pos FROM event_positions a WHERE a.pos = $1), 0)::bigint,
+            $1::bigint)
+      AND p.order_xid < pg_snapshot_xmin(pg_current_snapshot())::xid8
+    ORDER BY p.order_xid, p.tx_pos, p.pos
+    LIMIT $2
+), span_end AS (
+    SELECT s.pos, s.order_xid, s.tx_pos, (SELECT count(*) FROM span)::int AS events
+    FROM span s
+    ORDER BY s.order_xid DESC, s.tx_pos DESC, s.pos DESC
+    LIMIT 1
+)
+SELECT DISTINCT ON (e.stream) e.stream, e.stream_seq, e.hash,
+    span_end.pos AS through_pos, span_end.order_xid AS through_order_xid,
+    span_end.tx_pos AS through_tx_pos, span_end.events AS span_events
+FROM span s
+JOIN events e ON e.seq = s.seq
+CROSS JOIN span_end
+ORDER BY e.stream, e.stream_seq DESC
 `
 
-type EventStreamHeadsRow struct {
-	Stream    string
-	StreamSeq int32
-	Hash      []byte
+type CheckpointSpanHeadsParams struct {
+	AfterPos  int64
+	MaxEvents int32
 }
 
-// The last event of every stream, by stream: what a checkpoint signs.
-func (q *Queries) EventStreamHeads(ctx context.Context) ([]EventStreamHeadsRow, error) {
-	rows, err := q.db.Query(ctx, eventStreamHeads)
+type CheckpointSpanHeadsRow struct {
+	Stream          string
+	StreamSeq       int32
+	Hash            []byte
+	ThroughPos      int64
+	ThroughOrderXid pgtype.Uint64
+	ThroughTxPos    int64
+	SpanEvents      int32
+}
+
+// What the next checkpoint signs: the span of the feed after the event at
+// position after_pos (0: from the start), up to max_events events in the
+// feed's order (order_xid, tx_pos, pos), and the head of every stream with
+// an event in it, by stream. Only final rows, order_xid below this
+// statement's snapshot xmin, are in a span (migration 00009): nothing can
+// still be written below that cut, so no event can later appear inside a
+// span already signed. Every row also carries the span's end: its last
+// event's position and feed order, and how many events it holds.
+func (q *Queries) CheckpointSpanHeads(ctx context.Context, arg CheckpointSpanHeadsParams) ([]CheckpointSpanHeadsRow, error) {
+	rows, err := q.db.Query(ctx, checkpointSpanHeads, arg.AfterPos, arg.MaxEvents)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []EventStreamHeadsRow
+	var items []CheckpointSpanHeadsRow
 	for rows.Next() {
-		var i EventStreamHeadsRow
-		if err := rows.Scan(&i.Stream, &i.StreamSeq, &i.Hash); err != nil {
+		var i CheckpointSpanHeadsRow
+		if err := rows.Scan(
+			&i.Stream,
+			&i.StreamSeq,
+			&i.Hash,
+			&i.ThroughPos,
+			&i.ThroughOrderXid,
+			&i.ThroughTxPos,
+			&i.SpanEvents,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -150,4 +234,43 @@ func (q *Queries) EventStreamHeads(ctx context.Context) ([]EventStreamHeadsRow, 
 		return nil, err
 	}
 	return items, nil
+}
+
+const checkpointsSigningStream = `-- name: CheckpointsSigningStream :one
+SELECT c.id, c.created_at, c.created_by, c.kid, c.streams, c.heads_sha256, c.payload, c.jws, c.through_pos, c.through_order_xid, c.through_tx_pos
+FROM events e
+JOIN event_positions p ON p.seq = e.seq
+CROSS JOIN LATERAL (
+    SELECT id, created_at, created_by, kid, streams, heads_sha256, payload, jws, through_pos, through_order_xid, through_tx_pos FROM checkpoints c
+    WHERE c.through_pos IS NOT NULL
+      AND (c.through_order_xid, c.through_tx_pos, c.through_pos) >= (p.order_xid, p.tx_pos, p.pos)
+    ORDER BY c.through_order_xid, c.through_tx_pos, c.through_pos, c.id
+    LIMIT 1
+) c
+WHERE e.stream = $1
+ORDER BY e.stream_seq DESC
+LIMIT 1
+`
+
+// The checkpoint that signed the stream's latest signed head: for the
+// stream's events from the last, the first one inside any checkpoint's
+// span, and the first checkpoint whose span reaches it — the one whose
+// span holds it, which lists the stream with that event as its head.
+func (q *Queries) CheckpointsSigningStream(ctx context.Context, stream string) (Checkpoint, error) {
+	row := q.db.QueryRow(ctx, checkpointsSigningStream, stream)
+	var i Checkpoint
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.CreatedBy,
+		&i.Kid,
+		&i.Streams,
+		&i.HeadsSha256,
+		&i.Payload,
+		&i.Jws,
+		&i.ThroughPos,
+		&i.ThroughOrderXid,
+		&i.ThroughTxPos,
+	)
+	return i, err
 }

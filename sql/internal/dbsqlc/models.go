@@ -86,14 +86,17 @@ type BudgetEntry struct {
 }
 
 type Checkpoint struct {
-	ID          int64
-	CreatedAt   time.Time
-	CreatedBy   string
-	Kid         string
-	Streams     int32
-	HeadsSha256 []byte
-	Payload     string
-	Jws         string
+	ID              int64
+	CreatedAt       time.Time
+	CreatedBy       string
+	Kid             string
+	Streams         int32
+	HeadsSha256     []byte
+	Payload         string
+	Jws             string
+	ThroughPos      pgtype.Int8
+	ThroughOrderXid pgtype.Uint64
+	ThroughTxPos    pgtype.Int8
 }
 
 type CompensationEvidence struct {

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 // EvidencePackBody is ledger.EvidencePack as the API documents it; the
 // JSON is the same, field for field.
 type EvidencePackBody struct {
-	Format      string             `json:"format" doc:"quittance-evidence-pack/1."`
+	Format      string             `json:"format" doc:"quittance-evidence-pack/2."`
 	GeneratedAt time.Time          `json:"generated_at" doc:"When the pack was made (informational)."`
 	LedgerID    string             `json:"ledger_id" doc:"The ledger's id: the aud of every token."`
 	Delegation  PackDelegationBody `json:"delegation"`
@@ -25,7 +24,7 @@ type EvidencePackBody struct {
 	OrgKeys     []PackOrgKeyBody   `json:"org_keys" doc:"The org's keys in force when any of the tokens was accepted."`
 	OrgEvents   []EventRecord      `json:"org_events" doc:"The org's whole stream, in order: each org key must have been added by one of its events at the key's valid_from, and removed where it ends."`
 	LedgerJWKS  json.RawMessage    `json:"ledger_jwks,omitempty" doc:"The ledger's public JWK Set (/.well-known/jwks.json)."`
-	Checkpoint  string             `json:"checkpoint,omitempty" doc:"The compact JWS of the ledger's latest signed checkpoint when the pack was made (read before the events): it anchors the stream's head. Absent when the ledger has signed none."`
+	Checkpoints []string           `json:"checkpoints,omitempty" doc:"The compact JWS of the checkpoints that signed the delegation's and the org's latest signed stream heads, oldest first (read before the events): they anchor the streams' heads. Absent while no checkpoint covers either stream."`
 }
 
 // PackDelegationBody is the delegation an evidence pack is about.
@@ -71,7 +70,7 @@ func evidencePackBody(p ledger.EvidencePack) EvidencePackBody {
 	b := EvidencePackBody{
 		Format: p.Format, GeneratedAt: p.GeneratedAt, LedgerID: p.LedgerID, Delegation: PackDelegationBody(p.Delegation),
 		Head: PackHeadBody(p.Head), Events: make([]EventRecord, len(p.Events)), Tokens: make([]PackTokenBody, len(p.Tokens)),
-		OrgKeys: make([]PackOrgKeyBody, len(p.OrgKeys)), LedgerJWKS: p.LedgerJWKS, Checkpoint: p.Checkpoint,
+		OrgKeys: make([]PackOrgKeyBody, len(p.OrgKeys)), LedgerJWKS: p.LedgerJWKS, Checkpoints: p.Checkpoints,
 		OrgEvents: make([]EventRecord, len(p.OrgEvents)),
 	}
 	for i, e := range p.OrgEvents {
@@ -102,7 +101,8 @@ func (s *Server) registerEvidencePack() {
 		OperationID: "delegation-evidence-pack", Method: http.MethodGet, Path: "/v1/delegations/{id}/evidence-pack", Tags: []string{"reconciliation"},
 		Summary: "One self-contained file an auditor verifies offline (quittance verify-pack)",
 		Description: "The delegation's hash-chained events, every stored token, the org's keys in force when each token " +
-			"was accepted (with RFC 7638 thumbprints), the ledger's public JWK Set, and the stream's head. Roles finance and oncall.",
+			"was accepted (with RFC 7638 thumbprints), the org's stream, the ledger's public JWK Set, the stream's head and the " +
+			"signed checkpoints that anchor both streams. Roles finance and oncall.",
 		Security: bearerAuth,
 	}, func(ctx context.Context, in *delegationPathInput) (*evidencePackOutput, error) {
 		id, err := parseID(in.ID)
@@ -113,19 +113,18 @@ func (s *Server) registerEvidencePack() {
 		if s.jwks != nil {
 			ledgerJWKS = s.jwks()
 		}
-		// The checkpoint first: read after the events, it could sign an
-		// event appended meanwhile that the pack does not hold.
-		var checkpoint string
+		var anchor ledger.PackAnchor
 		if s.checkpoints != nil {
-			cp, err := s.checkpoints.Latest(ctx, principal(ctx))
-			switch {
-			case err == nil:
-				checkpoint = cp.JWS
-			case !errors.Is(err, ledger.ErrNotFound):
-				return nil, s.fail(ctx, err)
+			anchor = func(ctx context.Context, streams ...string) ([]string, error) {
+				list, err := s.checkpoints.Signing(ctx, principal(ctx), streams...)
+				jws := make([]string, len(list))
+				for i, c := range list {
+					jws[i] = c.JWS
+				}
+				return jws, err
 			}
 		}
-		pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS, checkpoint)
+		pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS, anchor)
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}

@@ -197,8 +197,11 @@ func renderScale(text, md *strings.Builder, sc *scaleResult, verdict func(bool) 
 	if len(sc.Recon) > 0 {
 		requests = sc.Recon[0].Requests
 	}
-	fmt.Fprintf(text, "\nData scale: %s\nReconciliation on one process, %d sequential requests per query:\n\n", set, requests)
-	fmt.Fprintf(md, "\nData scale: %s. Reconciliation on one service process, %d sequential requests per query:\n\n", set, requests)
+	cp := sc.Checkpoints
+	covered := fmt.Sprintf("The service first covered it with %d incremental checkpoints in %s (the largest payload %.1f MiB)",
+		cp.Count, cp.Took.Round(time.Second), float64(cp.LargestBytes)/(1<<20))
+	fmt.Fprintf(text, "\nData scale: %s\n%s.\nReconciliation on one process, %d sequential requests per query:\n\n", set, covered, requests)
+	fmt.Fprintf(md, "\nData scale: %s. %s. Reconciliation on one service process, %d sequential requests per query:\n\n", set, covered, requests)
 	tw := tabwriter.NewWriter(text, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "query\tp50\tp99\tmax\tbytes\ttarget\t")
 	md.WriteString("| query | p50 | p99 | max | target |\n|---|---:|---:|---:|---|\n")

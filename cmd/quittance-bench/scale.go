@@ -138,7 +138,18 @@ type scaleResult struct {
 	Console           []consoleResult
 	Export            []exportResult
 	ReconRSS          int64
-	Sweep             *sweepResult
+	// Checkpoints is how the recon service's checkpoint loop covered the
+	// data set, which generate writes without any, before it was measured.
+	Checkpoints checkpointCatchUp
+	Sweep       *sweepResult
+}
+
+// checkpointCatchUp is the signing of a data set's first checkpoints: span
+// after span of the feed, until its last event is covered.
+type checkpointCatchUp struct {
+	Took         time.Duration
+	Count        int
+	LargestBytes int64 // the largest signed payload
 }
 
 // runScale generates the data set, measures the reconciliation reads on
@@ -193,6 +204,46 @@ func runScale(ctx context.Context, h *harness, cfg scaleConfig) (*scaleResult, e
 		}
 	}
 	return res, nil
+}
+
+// checkpointCatchUpTimeout bounds how long the service may take to cover a
+// data set with checkpoints.
+const checkpointCatchUpTimeout = 30 * time.Minute
+
+// awaitCheckpoints waits until the latest checkpoint's span ends at the
+// feed's last final event, and reports how many checkpoints that took.
+func awaitCheckpoints(ctx context.Context, dbURL string) (checkpointCatchUp, error) {
+	var r checkpointCatchUp
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return r, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	deadline := time.Now().Add(checkpointCatchUpTimeout)
+	for {
+		var covered bool
+		if err := conn.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM checkpoints),
+			       coalesce((SELECT max(length(payload)) FROM checkpoints), 0),
+			       coalesce((SELECT through_pos FROM checkpoints ORDER BY id DESC LIMIT 1), 0) = coalesce((
+			           SELECT p.pos FROM event_positions p
+			           WHERE p.order_xid < pg_snapshot_xmin(pg_current_snapshot())::xid8
+			           ORDER BY p.order_xid DESC, p.tx_pos DESC, p.pos DESC LIMIT 1), 0)`).
+			Scan(&r.Count, &r.LargestBytes, &covered); err != nil {
+			return r, err
+		}
+		if covered && r.Count > 0 {
+			return r, nil
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("%d checkpoints signed, and the data set is still not covered after %s", r.Count, checkpointCatchUpTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // hasDataSet reports whether the database at dbURL holds the data set cfg
@@ -490,18 +541,28 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 	svc, err := startService(ctx, serviceConfig{
 		Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: admin,
 		LogPath: filepath.Join(h.dir, "quittance_scale_recon.log"),
-		// The sweep would move obligations while they are measured.
-		Env: []string{"QUITTANCE_SWEEP_INTERVAL=24h", "QUITTANCE_A2A_STREAMING=false"},
+		// The sweep would move obligations while they are measured; the
+		// checkpoint loop starts covering the data set at once.
+		Env: []string{"QUITTANCE_SWEEP_INTERVAL=24h", "QUITTANCE_A2A_STREAMING=false", "QUITTANCE_CHECKPOINT_INTERVAL=1s"},
 	})
 	if err != nil {
 		return err
 	}
 	defer svc.stop()
+	t0 := time.Now()
 	c := newClient(svc.URL, 1)
 	finance, err := financeToken(ctx, h, c, admin, res.Reused)
 	if err != nil {
 		return err
 	}
+	// A live ledger signs checkpoints as it goes; a generated data set has
+	// none, so the service covers it first, and is measured after.
+	if res.Checkpoints, err = awaitCheckpoints(ctx, dbURL); err != nil {
+		return err
+	}
+	res.Checkpoints.Took = time.Since(t0)
+	fmt.Fprintf(h.stderr, "checkpoints: %d signed over the data set in %s, the largest payload %.1f MiB\n",
+		res.Checkpoints.Count, res.Checkpoints.Took.Round(time.Second), float64(res.Checkpoints.LargestBytes)/(1<<20))
 	if err := checkpoint(ctx, h); err != nil {
 		return err
 	}

@@ -23,7 +23,8 @@ type config struct {
 	// (ledger/AUDIT.md). Unset, migrations run with DatabaseURL.
 	MigrationDatabaseURL string `env:"QUITTANCE_MIGRATION_DATABASE_URL"`
 	// CheckpointInterval is how often the ledger signs a checkpoint over
-	// the head of every event stream (when any stream moved).
+	// the heads of the event streams that moved since the previous one
+	// (when any did).
 	CheckpointInterval time.Duration `env:"QUITTANCE_CHECKPOINT_INTERVAL" envDefault:"1m"`
 	// Checkpoints is "on" or "off". On (the default), the service refuses
 	// to start without SigningKeyFile: without checkpoints nothing anchors

@@ -111,8 +111,9 @@ type App struct {
 	Cases *ledger.Cases
 	// Console is the web console, to be served under console.Prefix.
 	Console *console.Console
-	// Checkpoints signs checkpoints over every stream's head with the
-	// ledger's Identity; run the periodic ones with Checkpoints.Run.
+	// Checkpoints signs incremental checkpoints over the stream heads that
+	// moved with the ledger's Identity; run the periodic ones with
+	// Checkpoints.Run.
 	Checkpoints *ledger.Checkpoints
 }
 

@@ -13,17 +13,17 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// CheckpointBody is a signed checkpoint over the head of every event stream
-// (ledger/AUDIT.md). Payload is what was signed; JWS verifies it against
+// CheckpointBody is a signed checkpoint over the heads of the event streams
+// that moved in its span of the feed (ledger/AUDIT.md). Payload is what was signed; JWS verifies it against
 // /.well-known/jwks.json, and is all an auditor needs to keep.
 type CheckpointBody struct {
 	ID          int64           `json:"id" doc:"The checkpoint's number, from 1, with no gaps."`
 	At          time.Time       `json:"at" doc:"When it was signed."`
 	CreatedBy   string          `json:"created_by" doc:"principal:<id> for one made on demand, system:checkpoints for a periodic one."`
 	KeyID       string          `json:"kid" doc:"The ledger key (in /.well-known/jwks.json) that signed it."`
-	Streams     int             `json:"streams" doc:"How many streams it covers."`
+	Streams     int             `json:"streams" doc:"How many stream heads it signs: those of the streams that moved in its span."`
 	HeadsSHA256 string          `json:"heads_sha256" doc:"Hex SHA-256 of the signed heads' JSON."`
-	Payload     json.RawMessage `json:"payload" doc:"The signed content: ledger_id, id, at, previous (hex SHA-256 of the previous checkpoint's JWS) and streams (each stream's last seq and hash)."`
+	Payload     json.RawMessage `json:"payload" doc:"The signed content: ledger_id, id, at, previous (hex SHA-256 of the previous checkpoint's JWS), through (the feed position of its span's last event) and streams (the last seq and hash of each stream with an event in the span; a stream's signed head is in the latest checkpoint listing it)."`
 	JWS         string          `json:"jws" doc:"The compact JWS (EdDSA, typ quittance-checkpoint+json) of payload."`
 }
 
@@ -61,9 +61,12 @@ func (s *Server) registerCheckpoints() {
 	tags := []string{"audit"}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-checkpoint", Method: http.MethodPost, Path: "/admin/v1/checkpoints", Tags: tags,
-		Summary:     "Sign a checkpoint over the head of every event stream now (on-call)",
-		Description: "The ledger also signs one every QUITTANCE_CHECKPOINT_INTERVAL when any stream moved. 409 checkpoints_unavailable without a signing key.",
-		Security:    bearerAuth, DefaultStatus: http.StatusCreated,
+		Summary: "Sign a checkpoint now, covering every event committed before the request (on-call)",
+		Description: "Signs the heads of the streams that moved since the previous checkpoint, in as many checkpoints as spans of " +
+			"20,000 events need, and returns the last. The ledger also signs them every QUITTANCE_CHECKPOINT_INTERVAL when any " +
+			"stream moved. 409 checkpoints_unavailable without a signing key; 409 checkpoint_held_back when a transaction held " +
+			"open on the database server keeps events committed before the request from being covered for over 10 s.",
+		Security: bearerAuth, DefaultStatus: http.StatusCreated,
 	}, func(ctx context.Context, _ *struct{}) (*checkpointOutput, error) {
 		c, err := s.checkpoints.Create(ctx, principal(ctx))
 		if err != nil {

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -16,10 +17,23 @@ import (
 // a scrape report quittance_collector_up 0, never hang.
 const DefaultCollectorTimeout = 5 * time.Second
 
+// obligationCountFoldRows bounds how many ended-state deltas one scrape
+// folds into their totals (migration 00032): enough to keep up with
+// thousands of transitions a second at a 15 s scrape interval, few enough
+// that the fold stays well inside the collector's timeout. A backlog left
+// over is still counted exactly, and folded by the next scrapes.
+const obligationCountFoldRows = 50_000
+
+// obligationCountFoldLock is the advisory lock a fold takes, so that
+// replicas scraped at once fold in turn and none waits on another.
+const obligationCountFoldLock = "quittance:obligation-count-fold"
+
 // Collector is a prometheus.Collector that reads the database at scrape
-// time, with two queries. The first: the number of delegations per
-// obligation state, the amount held per currency and the creation time of
-// the oldest obligation per active state. The second, about waiting: when
+// time, with two queries, after folding the ended states' count deltas
+// (foldObligationCounts). The first: the number of delegations per
+// obligation state (the ended states' counts kept, not counted: migration
+// 00032), the amount held per currency and the creation time of the oldest
+// obligation per active state. The second, about waiting: when
 // the obligation longest in each active state entered it, and the work
 // queues (A2A outbox jobs by kind and state, the oldest claimable job, lease
 // expiries, the attempts of the most-retried job, webhook deliveries
@@ -161,13 +175,19 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.extraTasksSince
 }
 
-// Collect implements prometheus.Collector: it runs the queries and reports
-// their results, or quittance_collector_up 0 and no database gauges when a
-// query failed.
+// Collect implements prometheus.Collector: it folds the count deltas, runs
+// the queries and reports their results, or quittance_collector_up 0 and no
+// database gauges when one of them failed. A failed fold fails the scrape
+// although the counts would still be exact: deltas that are never folded
+// make every later snapshot slower, and a failing scrape is alerted on.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rows, err := c.store.reader.q.MetricsSnapshot(ctx)
+	err := c.store.foldObligationCounts(ctx, obligationCountFoldRows)
+	var rows []dbsqlc.MetricsSnapshotRow
+	if err == nil {
+		rows, err = c.store.reader.q.MetricsSnapshot(ctx)
+	}
 	var waiting []dbsqlc.MetricsWaitingRow
 	if err == nil {
 		waiting, err = c.store.reader.q.MetricsWaiting(ctx, c.now())
@@ -282,4 +302,24 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	ch <- prometheus.MustNewConstMetric(c.taskNotFoundSince, prometheus.GaugeValue, taskNotFoundSince)
 	ch <- prometheus.MustNewConstMetric(c.extraTasks, prometheus.GaugeValue, extraTasks)
 	ch <- prometheus.MustNewConstMetric(c.extraTasksSince, prometheus.GaugeValue, extraTasksSince)
+}
+
+// foldObligationCounts folds up to maxRows of the oldest ended-state count
+// deltas into their totals (ObligationCountsFold), unless another replica is
+// folding: then it returns at once, and that fold or the next one does it.
+// The counts MetricsSnapshot reports are the same before and after a fold.
+func (s *Store) foldObligationCounts(ctx context.Context, maxRows int32) error {
+	return s.inTx(ctx, func(t *tx) error {
+		ok, err := t.q.AdvisoryXactLockTry(ctx, obligationCountFoldLock)
+		if err != nil {
+			return fmt.Errorf("lock obligation count fold: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		if _, err := t.q.ObligationCountsFold(ctx, maxRows); err != nil {
+			return fmt.Errorf("fold obligation counts: %w", err)
+		}
+		return nil
+	})
 }

@@ -9,3 +9,8 @@ SELECT pg_try_advisory_lock(hashtextextended(@lock_key::text, 0));
 -- Takes the transaction-level advisory lock named lock_key, waiting for
 -- it: released when the transaction ends.
 SELECT pg_advisory_xact_lock(hashtextextended(@lock_key::text, 0));
+
+-- name: AdvisoryXactLockTry :one
+-- Takes the transaction-level advisory lock named lock_key without
+-- waiting: true when taken, and then released when the transaction ends.
+SELECT pg_try_advisory_xact_lock(hashtextextended(@lock_key::text, 0));

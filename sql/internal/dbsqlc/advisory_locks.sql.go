@@ -33,3 +33,16 @@ func (q *Queries) AdvisoryXactLock(ctx context.Context, lockKey string) error {
 	_, err := q.db.Exec(ctx, advisoryXactLock, lockKey)
 	return err
 }
+
+const advisoryXactLockTry = `-- name: AdvisoryXactLockTry :one
+SELECT pg_try_advisory_xact_lock(hashtextextended($1::text, 0))
+`
+
+// Takes the transaction-level advisory lock named lock_key without
+// waiting: true when taken, and then released when the transaction ends.
+func (q *Queries) AdvisoryXactLockTry(ctx context.Context, lockKey string) (bool, error) {
+	row := q.db.QueryRow(ctx, advisoryXactLockTry, lockKey)
+	var pg_try_advisory_xact_lock bool
+	err := row.Scan(&pg_try_advisory_xact_lock)
+	return pg_try_advisory_xact_lock, err
+}

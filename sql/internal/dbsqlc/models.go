@@ -239,6 +239,17 @@ type EventPosition struct {
 	TxPos        int64
 }
 
+type ObligationCount struct {
+	State string
+	N     int64
+}
+
+type ObligationCountDelta struct {
+	ID    int64
+	State string
+	N     int16
+}
+
 type OidcIdentity struct {
 	Issuer              string
 	Subject             string

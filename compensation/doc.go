@@ -13,8 +13,9 @@
 // Acks and declarations that arrive over HTTP are compact JWS tokens. [PeekToken]
 // reads the untrusted issuer, subject and key id so the caller can find the org's
 // registered keys — and, only once the token verified, the delegation ([Service.Submit]
-// answers every refusal before that alike, as [CodeTokenRefused], and counts its
-// reason instead of telling it); [Verify] checks the token against
+// answers every refusal before that alike, as [CodeTokenRefused], after the same
+// work — one signature verification, against a decoy key when there is no usable
+// key —, and counts its reason instead of telling it); [Verify] checks the token against
 // that org's JWK Set only (see ledger/DESIGN.md §3): an explicit algorithm allow-list
 // (EdDSA, ES256, ES384, PS256), no key material or key references taken from the
 // token itself, an explicit "typ" so an ack can never pass as a declaration, and the

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -63,9 +65,10 @@ type Config struct {
 	// was counted (the metrics); it must not block.
 	OnRefusal func(ledger.TokenRefusal)
 	// RefreshOrgKeysForKid is asked, when a token names a kid none of its
-	// org's keys in force has, to fetch the org's JWKS URL
-	// (ledger.Service.RefreshOrgKeysForKid); when it reports that the kid
-	// came into force, the token is tried once more. Nil never refreshes.
+	// org's keys in force has and the org's keys come from a JWKS URL, to
+	// fetch that URL (ledger.Service.RefreshOrgKeysForKid); when it reports
+	// that the kid came into force, the token is tried once more. Nil never
+	// refreshes.
 	RefreshOrgKeysForKid func(ctx context.Context, orgID, kid string) bool
 }
 
@@ -80,6 +83,9 @@ func NewService(cfg Config) *Service {
 	if cfg.SweepBatchSize <= 0 {
 		cfg.SweepBatchSize = DefaultSweepBatchSize
 	}
+	// Generated here, once per process, rather than by the first token
+	// that needs one: that token would take longer than any other.
+	decoyKeys()
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
 		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize, onRefusal: cfg.OnRefusal,
@@ -169,6 +175,18 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAdd
 // token_idempotency_key_mismatch, token_idempotency_key_required and
 // token_amount_invalid. Those are counted too, except evidence_conflict,
 // which its event records.
+//
+// Refused in the same time, too: every token that passes Verify's header
+// rules costs one signature verification of its alg before it is refused,
+// against a decoy key when its iss names no registered org, a revoked
+// one, one without usable keys, or its kid no key of the org (see verify
+// and decoyKeys). What still takes longer is the refresh for an unknown
+// kid, asked only of an org that serves its keys at a JWKS URL:
+// RefreshOrgKeysForKid reads the org again (unless this process fetched
+// its URL for an unknown kid less than an interval ago) and may fetch the
+// URL, at most once per org per interval
+// (ledger.Config.OrgJWKSUnknownKidInterval), and a kid that came into
+// force is verified once more.
 func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clientAddress string) (EvidenceResult, error) {
 	if !kind.Valid() {
 		return EvidenceResult{}, fmt.Errorf("submit evidence: unknown token kind %q", kind)
@@ -187,23 +205,28 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 		found    ledger.Delegation // the delegation the token matched, once known
 		verified Evidence          // the evidence, once its token verified
 		told     bool              // the refusal, if any, may be told to the signer
+		fetched  bool              // the token's org serves its keys at a JWKS URL
 	)
 	attempt := func(tx Tx) error {
-		res, found, verified, told, refusal.OrgID = EvidenceResult{}, ledger.Delegation{}, Evidence{}, false, ""
+		res, found, verified, told, fetched, refusal.OrgID = EvidenceResult{}, ledger.Delegation{}, Evidence{}, false, false, ""
+		var (
+			org    ledger.Org
+			issRef *RefusalError // the refusal the iss alone decides
+			err    error
+		)
 		if _, replaced := ledger.StorableText(peek.Issuer); replaced {
 			// No org id holds a NUL or invalid UTF-8; PostgreSQL would
 			// refuse the lookup.
-			return Refuse(CodeTokenOrgUnknown, "the token's iss is no org id")
-		}
-		org, err := tx.Org(ctx, peek.Issuer)
-		if errors.Is(err, ledger.ErrNotFound) {
-			return Refuse(CodeTokenOrgUnknown, "no registered org has the token's iss")
+			issRef = Refuse(CodeTokenOrgUnknown, "the token's iss is no org id")
+		} else if org, err = tx.Org(ctx, peek.Issuer); errors.Is(err, ledger.ErrNotFound) {
+			issRef = Refuse(CodeTokenOrgUnknown, "no registered org has the token's iss")
 		} else if err != nil {
 			return fmt.Errorf("load org for evidence: %w", err)
+		} else {
+			refusal.OrgID, fetched = org.ID, org.JWKSURL != ""
 		}
-		refusal.OrgID = org.ID
 		now := s.now()
-		claims, err := s.verify(ctx, kind, token, org, now)
+		claims, err := s.verify(ctx, kind, token, peek.Issuer, org, issRef, now)
 		if err != nil {
 			return err
 		}
@@ -233,7 +256,11 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	}
 	err = s.store.InTx(ctx, attempt)
 	var ref *RefusalError
-	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && refusal.OrgID != "" &&
+	// Only an org whose keys come from a JWKS URL can have rotated a key in
+	// (refreshKeys reports false for any other): asking for the others
+	// would read the org again, and so take longer for a registered org
+	// than for an unknown one.
+	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && refusal.OrgID != "" && fetched &&
 		s.refreshKeys != nil && s.refreshKeys(ctx, refusal.OrgID, peek.KeyID) {
 		// The org rotated the key in at its JWKS URL: once more, with it.
 		err = s.store.InTx(ctx, attempt)
@@ -264,21 +291,44 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	return res, nil
 }
 
-// verify checks token against org's registered keys: the org must not be
-// revoked and must have usable keys. See Submit.
-func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, org ledger.Org, now time.Time) (Claims, error) {
-	if org.IdentityRevoked() {
-		return Claims{}, Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+// verify checks token against the registered keys of org, the org the
+// token's iss names: the org must be registered (issRef, the refusal the
+// iss alone decided, is nil), not revoked, and have usable keys.
+//
+// Whatever it refuses for, it calls Verify once — with no keys when the
+// org is unknown, revoked or has no usable keys, so that a token passing
+// Verify's header rules has its signature checked against a decoy key
+// (decoyKeys) — and only then returns the refusal decided here, which
+// comes first. A token thus costs one signature verification of its alg
+// whether its org exists, is revoked or has keys, and response times do
+// not tell registered orgs from unknown ones (ledger/DESIGN.md §3). See
+// Submit.
+func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, iss string, org ledger.Org, issRef *RefusalError, now time.Time) (Claims, error) {
+	var (
+		keys   *jose.JSONWebKeySet
+		orgRef = issRef
+	)
+	switch {
+	case orgRef != nil:
+	case org.IdentityRevoked():
+		orgRef = Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+	case len(org.KeySet()) == 0:
+		orgRef = Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
+	default:
+		var err error
+		if keys, err = s.keys.keys(org.ID, org.KeySet()); err != nil {
+			s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
+			keys, orgRef = nil, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
+		}
 	}
-	if len(org.KeySet()) == 0 {
-		return Claims{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
+	if org.ID != "" {
+		iss = org.ID
 	}
-	keys, err := s.keys.keys(org.ID, org.KeySet())
-	if err != nil {
-		s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
-		return Claims{}, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
+	claims, err := Verify(VerifyInput{Token: token, Kind: kind, OrgID: iss, Keys: keys, LedgerID: s.ledgerID, Now: now})
+	if orgRef != nil {
+		return Claims{}, orgRef
 	}
-	return Verify(VerifyInput{Token: token, Kind: kind, OrgID: org.ID, Keys: keys, LedgerID: s.ledgerID, Now: now})
+	return claims, err
 }
 
 // match locks the delegations recording the org's task that verified

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -297,7 +299,11 @@ type amountClaims struct {
 // Every problem with the token is reported as a *RefusalError; checks run in a
 // fixed order (size, structure, algorithm, forbidden headers, typ, key, signature,
 // iss, aud, required claims, time) so a token gets the same code every time, and
-// header rules are applied before any key is looked at. A plain error is returned
+// header rules are applied before any key is looked at. A token that passes the
+// header rules costs exactly one signature verification, whether or not a usable
+// key is found for its kid: without one, the signature is checked against a decoy
+// key of the header's alg (decoyKeys) before the key's refusal is returned, so the
+// time taken does not tell a known kid from an unknown one. A plain error is returned
 // only when the input itself is unusable (an unknown Kind, an empty OrgID or
 // LedgerID, a zero Now), which is a bug in the caller.
 //
@@ -351,36 +357,57 @@ func Verify(in VerifyInput) (Claims, error) {
 	}
 
 	// The key: resolved by kid among the org's registered keys, nowhere else.
+	// A refusal found here is returned only after the signature was checked
+	// against a decoy key (see decoyKeys), so that the work done does not
+	// tell a known kid from an unknown one.
+	var (
+		key    jose.JSONWebKey
+		keyRef *RefusalError
+	)
 	var matches []jose.JSONWebKey
 	if in.Keys != nil {
 		matches = in.Keys.Key(kid)
 	}
 	switch len(matches) {
 	case 0:
-		return Claims{}, refusef(CodeTokenKeyUnknown, "kid %s is not a registered key of the issuing org", quoteShort(kid))
+		keyRef = refusef(CodeTokenKeyUnknown, "kid %s is not a registered key of the issuing org", quoteShort(kid))
 	case 1:
+		key = matches[0]
+		if reason := keyUnusable(key, jose.SignatureAlgorithm(alg)); reason != "" {
+			keyRef = refusef(CodeTokenKeyUnusable, "registered key %s cannot verify this token: %s", quoteShort(kid), reason)
+		}
 	default:
-		return Claims{}, refusef(CodeTokenKeyUnusable, "kid %s names more than one registered key", quoteShort(kid))
+		keyRef = refusef(CodeTokenKeyUnusable, "kid %s names more than one registered key", quoteShort(kid))
 	}
-	key := matches[0]
-	if reason := keyUnusable(key, jose.SignatureAlgorithm(alg)); reason != "" {
-		return Claims{}, refusef(CodeTokenKeyUnusable, "registered key %s cannot verify this token: %s", quoteShort(kid), reason)
+	verifyKey := key.Key
+	if keyRef != nil {
+		verifyKey = decoyKeys()[jose.SignatureAlgorithm(alg)]
+	}
+	// refuse returns the key's refusal, which comes first, or else r.
+	refuse := func(r *RefusalError) (Claims, error) {
+		if keyRef != nil {
+			return Claims{}, keyRef
+		}
+		return Claims{}, r
 	}
 
 	// The signature, through go-jose with the same explicit allow-list.
 	jws, err := jose.ParseSignedCompact(p.text, allowedAlgorithms)
 	if err != nil {
-		return Claims{}, Refuse(CodeTokenMalformed, "token is not a valid compact JWS")
+		return refuse(Refuse(CodeTokenMalformed, "token is not a valid compact JWS"))
 	}
 	if len(jws.Signatures) != 1 {
-		return Claims{}, Refuse(CodeTokenHeaderRefused, "exactly one signature is required")
+		return refuse(Refuse(CodeTokenHeaderRefused, "exactly one signature is required"))
 	}
 	if h := jws.Signatures[0].Header; string(h.Algorithm) != alg || h.KeyID != kid {
 		// The JOSE library read the header differently from us; refuse rather
 		// than guess which reading the signer meant.
-		return Claims{}, Refuse(CodeTokenMalformed, "token header is ambiguous")
+		return refuse(Refuse(CodeTokenMalformed, "token header is ambiguous"))
 	}
-	payload, err := jws.Verify(key.Key)
+	payload, err := checkSignature(p.text, jws, verifyKey)
+	if keyRef != nil {
+		return Claims{}, keyRef
+	}
 	if err != nil {
 		return Claims{}, Refuse(CodeTokenSignatureInvalid, "signature does not verify with the registered key")
 	}
@@ -474,6 +501,53 @@ func Verify(in VerifyInput) (Claims, error) {
 
 		ReversedAmountMinor: amount.ReversedAmountMinor,
 	}, nil
+}
+
+// decoyKeys are public keys, one for each allowed algorithm, that the
+// process generates once (NewService does it at start-up, so no request
+// pays for it) and whose private halves it throws away: nothing verifies
+// with them. Verify checks the signature of a token that passed the header
+// rules against the decoy of its alg when it has no usable key for it —
+// an unknown kid, an org that has no usable keys, and, through
+// Service.Submit, an iss naming no registered org or a revoked one — so
+// that such a token costs the one signature verification a token with a
+// known key costs, and the time taken does not tell which orgs and kids
+// exist. The RSA decoy has the smallest modulus accepted (minRSABits): an
+// org's larger RSA key costs more to verify with than the decoy does.
+var decoyKeys = sync.OnceValue(func() map[jose.SignatureAlgorithm]any {
+	_, ed, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(fmt.Sprintf("compensation: generate Ed25519 decoy key: %v", err))
+	}
+	p256, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(fmt.Sprintf("compensation: generate P-256 decoy key: %v", err))
+	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		panic(fmt.Sprintf("compensation: generate P-384 decoy key: %v", err))
+	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, minRSABits)
+	if err != nil {
+		panic(fmt.Sprintf("compensation: generate RSA decoy key: %v", err))
+	}
+	return map[jose.SignatureAlgorithm]any{
+		jose.EdDSA: ed.Public(), jose.ES256: p256.Public(), jose.ES384: p384.Public(), jose.PS256: rsaKey.Public(),
+	}
+})
+
+// testHookSignatureCheck, when set (by the package's tests, before any
+// test runs), is told the compact text of every token whose signature
+// checkSignature checks.
+var testHookSignatureCheck func(token string)
+
+// checkSignature verifies jws, whose compact text is token, with key. It
+// is the one place a token's signature is checked, decoys included.
+func checkSignature(token string, jws *jose.JSONWebSignature, key any) ([]byte, error) {
+	if testHookSignatureCheck != nil {
+		testHookSignatureCheck(token)
+	}
+	return jws.Verify(key)
 }
 
 // keyThumbprint is the RFC 7638 thumbprint of a parsed key, computed by

@@ -109,7 +109,9 @@ type Tx interface {
 	// revocation_pending_compensation whose compensation deadline is at or
 	// before now, locked with FOR UPDATE SKIP LOCKED: rows another
 	// transaction holds are skipped, so concurrent sweepers never take the
-	// same delegation.
+	// same delegation. It also takes their streams' locks and reads their
+	// heads, for the batch of moves that follows: the events appended to
+	// them are then sent with the commit, and their Seq is left 0.
 	ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error)
 	// InsertWriteOff inserts a write-off.
 	InsertWriteOff(ctx context.Context, w WriteOff) error

@@ -71,7 +71,9 @@ type Reader interface {
 // Error contract: as Store.
 type EventAppender interface {
 	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
-	// and Hash. Appends to one stream are serialized. A caller that created
+	// and Hash (Seq is left 0 for an event of a batch whose heads the store
+	// read ahead, such as the sweep's: see compensation.Tx's
+	// ClaimPastDeadline). Appends to one stream are serialized. A caller that created
 	// the stream's owner in this transaction sets StreamSeq to 1: the event
 	// is then appended as the stream's first without reading its head, and
 	// refused if the stream has events after all. A delegation's event is

@@ -88,7 +88,17 @@ func (t *tx) ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("claim delegations past their compensation deadline: %w", err)
 	}
-	return toDelegations(rows), nil
+	due := toDelegations(rows)
+	if len(due) == 0 {
+		return due, nil
+	}
+	// Each is moved with an event on its stream: their heads, read in one
+	// statement, make the batch's writes queued ones, sent with its commit.
+	streams := make([]string, len(due))
+	for i, d := range due {
+		streams[i] = d.Stream()
+	}
+	return due, t.lockStreamHeads(ctx, streams)
 }
 
 func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, error) {

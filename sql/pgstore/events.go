@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
@@ -39,10 +40,16 @@ func (w webhookStore) Event(ctx context.Context, seq int64) (ledger.Event, error
 }
 
 func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
+	var (
+		locked bool // this transaction holds the stream's lock
+		batch  bool // the append is one of a batch (lockStreamHeads)
+	)
 	if e.StreamSeq == 1 {
 		// A new stream: the unique (stream, stream_seq) constraint refuses
 		// the insert if it is not.
 		e.PrevHash = ledger.GenesisHash
+	} else if head, ok := t.heads[e.Stream]; ok {
+		e.StreamSeq, e.PrevHash, locked, batch = head.seq+1, head.hash, true, head.batch
 	} else {
 		head, err := t.q.EventStreamHead(ctx, e.Stream)
 		switch {
@@ -53,6 +60,7 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 		default:
 			e.StreamSeq, e.PrevHash = head.StreamSeq+1, head.Hash
 		}
+		locked = true
 	}
 	// What is hashed is what is stored: the event's text and data as
 	// PostgreSQL can store them, the data in canonical form, kept byte for
@@ -72,8 +80,30 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	if e.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: e.DelegationID, Valid: true}
 	}
-	if e.Seq, err = t.q.EventInsert(ctx, p); err != nil {
+	if batch {
+		// One of a batch: queued (txConn.queue), its Seq left 0, so that
+		// the batch's appends ride with its commit. A refused insert
+		// (another event at this position) fails its statement, so the
+		// commit sent with it rolls back.
+		if err := t.conn.queue(func(q *dbsqlc.Queries) error {
+			_, err := q.EventInsert(ctx, p)
+			return err
+		}, refusedByError, func(_ pgconn.CommandTag, err error) error {
+			if err != nil {
+				return fmt.Errorf("insert event into %s: %w", e.Stream, err)
+			}
+			return nil
+		}); err != nil {
+			return ledger.Event{}, err
+		}
+	} else if e.Seq, err = t.q.EventInsert(ctx, p); err != nil {
 		return ledger.Event{}, fmt.Errorf("insert event into %s: %w", e.Stream, err)
+	}
+	if locked {
+		if t.heads == nil {
+			t.heads = map[string]streamHead{}
+		}
+		t.heads[e.Stream] = streamHead{seq: e.StreamSeq, hash: e.Hash, batch: batch}
 	}
 	t.appended = append(t.appended, e)
 	return e, nil

@@ -1,6 +1,9 @@
 package pgstore
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
@@ -15,6 +18,37 @@ type tx struct {
 	// (txConn.queue).
 	conn     *txConn
 	appended []ledger.Event
+	// heads are the last events of the streams this transaction holds the
+	// lock of (event_stream_head), as it left them, so that appending to
+	// one again, or to one whose head a batch read (lockStreamHeads), needs
+	// no read first.
+	heads map[string]streamHead
+}
+
+// streamHead is the last event of a stream: its position and hash.
+type streamHead struct {
+	seq  int32
+	hash []byte
+	// batch: the head was read for a batch of appends (lockStreamHeads),
+	// whose inserts are queued: nothing reads their Seq back.
+	batch bool
+}
+
+// lockStreamHeads takes the locks of streams, in one statement, and keeps
+// their heads, so that the appends of a batch to them are queued writes
+// (AppendEvent), sent with the commit, rather than two round trips each.
+func (t *tx) lockStreamHeads(ctx context.Context, streams []string) error {
+	rows, err := t.q.EventStreamHeadsLocked(ctx, streams)
+	if err != nil {
+		return fmt.Errorf("read the heads of %d streams: %w", len(streams), err)
+	}
+	if t.heads == nil {
+		t.heads = make(map[string]streamHead, len(rows))
+	}
+	for _, r := range rows {
+		t.heads[r.Stream] = streamHead{seq: r.StreamSeq, hash: r.Hash, batch: true}
+	}
+	return nil
 }
 
 var (

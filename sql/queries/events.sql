@@ -34,3 +34,12 @@ SELECT * FROM events WHERE stream = $1 ORDER BY stream_seq;
 
 -- name: EventGetBySeq :one
 SELECT * FROM events WHERE seq = $1;
+
+-- name: EventStreamHeadsLocked :many
+-- Locks each of the streams for the rest of the transaction, in stream
+-- order, as event_stream_head locks one, and returns the last event of
+-- each that has one: the heads of a batch of appends, read in one
+-- statement.
+SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
+FROM (SELECT DISTINCT unnest(@streams::text[]) AS stream ORDER BY 1) s
+CROSS JOIN LATERAL event_stream_head(s.stream) h;

@@ -156,3 +156,39 @@ func (q *Queries) EventStreamHead(ctx context.Context, stream string) (EventStre
 	err := row.Scan(&i.StreamSeq, &i.Hash)
 	return i, err
 }
+
+const eventStreamHeadsLocked = `-- name: EventStreamHeadsLocked :many
+SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
+FROM (SELECT DISTINCT unnest($1::text[]) AS stream ORDER BY 1) s
+CROSS JOIN LATERAL event_stream_head(s.stream) h
+`
+
+type EventStreamHeadsLockedRow struct {
+	Stream    string
+	StreamSeq int32
+	Hash      []byte
+}
+
+// Locks each of the streams for the rest of the transaction, in stream
+// order, as event_stream_head locks one, and returns the last event of
+// each that has one: the heads of a batch of appends, read in one
+// statement.
+func (q *Queries) EventStreamHeadsLocked(ctx context.Context, streams []string) ([]EventStreamHeadsLockedRow, error) {
+	rows, err := q.db.Query(ctx, eventStreamHeadsLocked, streams)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EventStreamHeadsLockedRow
+	for rows.Next() {
+		var i EventStreamHeadsLockedRow
+		if err := rows.Scan(&i.Stream, &i.StreamSeq, &i.Hash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

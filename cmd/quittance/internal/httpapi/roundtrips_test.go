@@ -13,6 +13,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgtest"
 )
 
@@ -119,4 +120,62 @@ func TestRoundTripsPerLifecycleCall(t *testing.T) {
 			t.Logf("%s: %d round trips", c.call, len(fewest))
 		}
 	}
+}
+
+// TestRoundTripsPerSweepBatch: the deadline sweep moves a batch of
+// obligations in a number of round trips that does not grow with the
+// batch: their streams' heads are read in one statement, and every update
+// and event of the batch is sent with its commit (sql/pgstore/txconn.go).
+func TestRoundTripsPerSweepBatch(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e := &compEnv{
+		Env: apitest.Start(t, pool, apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold)),
+		b:   compensationtest.NewEd25519Signer(t, "b-1"),
+	}
+	e.orch = e.NewOrchestrator(t, "acme")
+	e.PutBudget(t, budgetID, "EUR", funded)
+	e.putOrg(t, orgB, e.b.JWKS())
+	// The authentication cache and the statement caches warm up first.
+	e.pending(t, orgB, 100)
+	e.Clock.Advance(ledger.DefaultCompensationTimeout + time.Minute)
+	if n := e.sweep(t); n != 1 {
+		t.Fatalf("the warm-up sweep moved %d, want 1", n)
+	}
+
+	sweep := func(due int) []string {
+		// The fewest of three sweeps: the service's own background work may
+		// share the pool with one of them.
+		var fewest []string
+		for try := range 3 {
+			for range due {
+				e.pending(t, orgB, 100)
+			}
+			e.Clock.Advance(ledger.DefaultCompensationTimeout + time.Minute)
+			sent := rt.during(func() {
+				if n := e.sweep(t); n != due {
+					t.Fatalf("sweep of %d due moved %d", due, n)
+				}
+			})
+			if try == 0 || len(sent) < len(fewest) {
+				fewest = sent
+			}
+		}
+		return fewest
+	}
+	few, many := sweep(2), sweep(40)
+	if len(many) > len(few) {
+		t.Errorf("moving 40 obligations took %d round trips, moving 2 took %d:\n%s", len(many), len(few), strings.Join(many, "\n"))
+	}
+	t.Logf("a sweep batch: %d round trips\n%s", len(many), strings.Join(many, "\n"))
 }

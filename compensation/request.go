@@ -211,6 +211,14 @@ type ReceiptVerdict struct {
 	ReversedAmountMinor *int64
 	// Problem says why the receipt proves nothing; safe to record.
 	Problem string
+	// UnknownKid is the kid of the receipt's jws when it was refused
+	// because no key of the org in force has it (CodeTokenKeyUnknown, the
+	// org having no usable keys at all included); "" otherwise. A key the
+	// org just rotated in at its JWKS URL is not in force until that URL
+	// is fetched again: the A2A worker asks for that fetch and judges the
+	// receipt once more (delegate's Worker.judgeReceipt), so this judgment
+	// stays free of I/O.
+	UnknownKid string
 }
 
 // JudgeReceipt decides what a receipt returned on Quittance's own call to the
@@ -249,9 +257,9 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 			}
 			return reversedVerdict(in, ReceiptVerdict{Event: ledger.EventCompensationAck})
 		}
-		claims, problem := verifyReceiptJWS(in, KindAck)
+		claims, problem, unknownKid := verifyReceiptJWS(in, KindAck)
 		if problem != "" {
-			return refuse("%s", problem)
+			return ReceiptVerdict{Problem: problem, UnknownKid: unknownKid}
 		}
 		if !in.Atomic && claims.IdempotencyKey != key {
 			return refuse("the receipt's jws does not carry the delegation's compensation idempotency key")
@@ -261,9 +269,9 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 		if r.JWS == "" {
 			return refuse("a no_effects receipt proves nothing without a signed declaration")
 		}
-		claims, problem := verifyReceiptJWS(in, KindDeclaration)
+		claims, problem, unknownKid := verifyReceiptJWS(in, KindDeclaration)
 		if problem != "" {
-			return refuse("%s", problem)
+			return ReceiptVerdict{Problem: problem, UnknownKid: unknownKid}
 		}
 		return ReceiptVerdict{Event: ledger.EventDeclarationVerified, Claims: &claims}
 	case ReceiptFailed, ReceiptNotSupported, ReceiptPending:
@@ -272,28 +280,44 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 	return refuse("unknown receipt outcome %q", r.Outcome)
 }
 
-func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (Claims, string) {
+// verifyReceiptJWS verifies the receipt's jws as a token of kind against
+// the org's keys in force. When it proves nothing, problem says why and,
+// when no key in force has the jws's kid (or the org has no usable keys),
+// unknownKid is that kid.
+func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (claims Claims, problem, unknownKid string) {
+	// The kid of a jws that names one, for a refusal that no key in force
+	// has it.
+	kid := func() string {
+		peek, err := PeekToken([]byte(in.Receipt.JWS))
+		if err != nil {
+			return ""
+		}
+		return peek.KeyID
+	}
 	if len(in.Org.KeySet()) == 0 {
-		return Claims{}, "the org has no registered keys to verify the receipt's jws"
+		return Claims{}, "the org has no registered keys to verify the receipt's jws", kid()
 	}
 	keys, err := ParseOrgJWKS(in.Org.KeySet())
 	if err != nil {
-		return Claims{}, "the org's registered keys do not parse"
+		return Claims{}, "the org's registered keys do not parse", kid()
 	}
-	claims, err := Verify(VerifyInput{
+	claims, err = Verify(VerifyInput{
 		Token: []byte(in.Receipt.JWS), Kind: kind, OrgID: in.Org.ID, Keys: keys, LedgerID: in.LedgerID, Now: in.Now,
 	})
 	if err != nil {
 		var ref *RefusalError
 		if errors.As(err, &ref) {
-			return Claims{}, "the receipt's jws is refused: " + ref.Code
+			if ref.Code == CodeTokenKeyUnknown {
+				unknownKid = kid()
+			}
+			return Claims{}, "the receipt's jws is refused: " + ref.Code, unknownKid
 		}
-		return Claims{}, "the receipt's jws cannot be verified"
+		return Claims{}, "the receipt's jws cannot be verified", ""
 	}
 	if task, _ := in.subject(); claims.Subject != task {
-		return Claims{}, "the receipt's jws is about another task"
+		return Claims{}, "the receipt's jws is about another task", ""
 	}
-	return claims, ""
+	return claims, "", ""
 }
 
 // ApplyRemoteReceipt hands a receipt that JudgeReceipt found to prove

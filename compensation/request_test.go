@@ -99,5 +99,30 @@ func TestJudgeReceipt(t *testing.T) {
 		if v.Event != tc.want || (tc.problem != "" && !strings.Contains(v.Problem, tc.problem)) || (tc.want != "" && v.Problem != "") {
 			t.Errorf("%s: verdict %+v, want event %q problem containing %q", tc.name, v, tc.want, tc.problem)
 		}
+		// Every jws above is signed by k1, in force wherever the org has keys.
+		if v.UnknownKid != "" && len(tc.org.KeySet()) > 0 {
+			t.Errorf("%s: verdict %+v names an unknown kid", tc.name, v)
+		}
+	}
+
+	// A jws refused because no key in force has its kid names the kid, so
+	// that the worker may fetch the org's JWKS URL and judge it again.
+	rotated := compensationtest.NewEd25519Signer(t, "k2")
+	rotatedAck := rotated.Sign(t, string(compensation.KindAck), compensationtest.AckClaims("org-b", "ledger", "task-1", key, now))
+	rotatedDecl := rotated.Sign(t, string(compensation.KindDeclaration), compensationtest.DeclarationClaims("org-b", "ledger", "task-1", now))
+	for _, tc := range []struct {
+		name string
+		org  ledger.Org
+		r    compensation.RemoteReceipt
+		kid  string
+	}{
+		{"ack signed by a key not in force", signed, receipt(compensation.ReceiptCompensated, rotatedAck), "k2"},
+		{"declaration signed by a key not in force", org, receipt(compensation.ReceiptNoEffects, rotatedDecl), "k2"},
+		{"org without keys", ledger.Org{ID: "org-b"}, receipt(compensation.ReceiptNoEffects, decl), "k1"},
+	} {
+		v := compensation.JudgeReceipt(compensation.ReceiptInput{Delegation: d, Org: tc.org, Receipt: tc.r, LedgerID: "ledger", Now: now})
+		if v.Event != "" || v.UnknownKid != tc.kid || v.Problem == "" {
+			t.Errorf("%s: verdict %+v, want it refused naming kid %q", tc.name, v, tc.kid)
+		}
 	}
 }

@@ -73,6 +73,11 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			})
 		})
 	case err == nil:
+		// Before the transaction: a receipt in the reply may make the
+		// org's JWKS URL be fetched.
+		if org, err = w.orgForCancelReply(ctx, d, org, card, task); err != nil {
+			return err
+		}
 		return w.finish(ctx, j, "cancel_answered", func(tx Tx) error {
 			cur, err := tx.DelegationForUpdate(ctx, d.ID)
 			if err != nil {

@@ -166,10 +166,12 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 			return nil
 		})
 	}
-	now := w.now()
-	verdict := compensation.JudgeReceipt(compensation.ReceiptInput{
-		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now,
+	verdict, _, err := w.judgeReceipt(ctx, compensation.ReceiptInput{
+		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: w.now(),
 	})
+	if err != nil {
+		return err
+	}
 	if verdict.Event == "" {
 		problem := "receipt " + string(r.Outcome) + ": " + verdict.Problem
 		if r.Reason != "" {
@@ -227,6 +229,29 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, outcomeError, sent, true, taskID)
 	}
 	return err
+}
+
+// judgeReceipt is compensation.JudgeReceipt, but for a key the org may
+// have just rotated in: when the receipt's jws is refused because no key of
+// the org in force has its kid (verdict.UnknownKid) and the org serves its
+// keys at a JWKS URL, the URL is fetched at once (Config.RefreshOrgKeysForKid,
+// at most once per org per QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL) and,
+// when the kid came into force, the org is read again and the receipt
+// judged once more. It returns the verdict and the org it was judged
+// against. It may make a network call: never call it with a transaction
+// open.
+func (w *Worker) judgeReceipt(ctx context.Context, in compensation.ReceiptInput) (compensation.ReceiptVerdict, ledger.Org, error) {
+	v := compensation.JudgeReceipt(in)
+	if v.UnknownKid == "" || in.Org.JWKSURL == "" || w.cfg.RefreshOrgKeysForKid == nil ||
+		!w.cfg.RefreshOrgKeysForKid(ctx, in.Org.ID, v.UnknownKid) {
+		return v, in.Org, nil
+	}
+	org, err := w.store.Org(ctx, in.Org.ID)
+	if err != nil {
+		return compensation.ReceiptVerdict{}, ledger.Org{}, fmt.Errorf("load org %s: %w", in.Org.ID, err)
+	}
+	in.Org = org
+	return compensation.JudgeReceipt(in), org, nil
 }
 
 // answerReceipt finds the compensation receipt in the remote's answer to

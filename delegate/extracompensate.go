@@ -151,10 +151,13 @@ func (w *Worker) compensateExtraTask(ctx context.Context, client *a2a.Client, d 
 		return keep()
 	}
 	now := w.now()
-	verdict := compensation.JudgeReceipt(compensation.ReceiptInput{
+	verdict, _, err := w.judgeReceipt(ctx, compensation.ReceiptInput{
 		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now,
 		TaskID: rt.TaskID, IdempotencyKey: compensation.ExtraTaskKey(d, rt.TaskID),
 	})
+	if err != nil {
+		return false, err
+	}
 	if verdict.Event == "" {
 		problem := "receipt " + string(r.Outcome) + ": " + verdict.Problem
 		if r.Reason != "" {

@@ -327,15 +327,14 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 // status then applies it (compensation.Service.ObserveTaskStatus): compensated for a
 // compensated receipt, released for a verified no_effects declaration. A
 // receipt that proves nothing, or that ApplyEvidence refuses, is recorded
-// and the gate applies as usual.
+// and the gate applies as usual. org is the org to judge the receipt
+// against: orgForCancelReply's, read before tx began.
 func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task) error {
 	now := w.now()
 	obs := observation(task, "cancel")
-	if _, atomic := compensationExtension(card); atomic && obs.Status.Terminal() && d.ObligationState == ledger.ObligationHeld {
-		if raw, ok := findReceipt(task.Artifacts); ok {
-			if err := w.applyAtomicReceipt(ctx, tx, d, org, raw, now); err != nil {
-				return err
-			}
+	if raw, ok := atomicReceipt(d, card, task); ok {
+		if err := w.applyAtomicReceipt(ctx, tx, d, org, raw, now); err != nil {
+			return err
 		}
 	}
 	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
@@ -348,6 +347,43 @@ func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegatio
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)
+}
+
+// atomicReceipt returns the receipt of a cancel reply that applyCancelReply
+// judges for delegation d: the compensation-receipt artifact of a terminal
+// task, from an agent whose card declares atomicCancel, while the
+// obligation is held.
+func atomicReceipt(d ledger.Delegation, card a2a.AgentCard, task a2a.Task) (json.RawMessage, bool) {
+	if _, atomic := compensationExtension(card); !atomic || !observation(task, "cancel").Status.Terminal() || d.ObligationState != ledger.ObligationHeld {
+		return nil, false
+	}
+	return findReceipt(task.Artifacts)
+}
+
+// orgForCancelReply returns the org that applyCancelReply is to judge the
+// atomic receipt of a cancel reply against, if there is one: org, or, when
+// the receipt's jws names a kid the org may just have rotated in at its
+// JWKS URL, the org as it is after that URL was fetched (judgeReceipt).
+// It is called before the transaction that applies the reply, so that no
+// network call holds one open; the receipt is judged again in it.
+func (w *Worker) orgForCancelReply(ctx context.Context, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task) (ledger.Org, error) {
+	if org.JWKSURL == "" || w.cfg.RefreshOrgKeysForKid == nil {
+		// Nothing to fetch: judgeReceipt would judge the receipt alone,
+		// as the transaction does; the reply is not kept waiting for it.
+		return org, nil
+	}
+	raw, ok := atomicReceipt(d, card, task)
+	if !ok {
+		return org, nil
+	}
+	r, err := compensation.ParseRemoteReceipt(raw)
+	if err != nil {
+		return org, nil // recorded as refused when the reply is applied
+	}
+	_, org, err = w.judgeReceipt(ctx, compensation.ReceiptInput{
+		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: w.now(), Atomic: true,
+	})
+	return org, err
 }
 
 // applyAtomicReceipt judges the receipt of a cancel reply and hands it to

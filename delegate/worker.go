@@ -240,6 +240,13 @@ type Config struct {
 	// Identity, when set, signs outbound compensation requests (a compact
 	// JWS in the request's extension metadata, requestJws).
 	Identity *compensation.Identity
+	// RefreshOrgKeysForKid is asked, when a receipt's jws names a kid none
+	// of its org's keys in force has and the org serves its keys at a JWKS
+	// URL, to fetch that URL (ledger.Service.RefreshOrgKeysForKid,
+	// rate-limited per org); when it reports that the kid came into force,
+	// the receipt is judged once more. Nil never refreshes: such a key
+	// comes into force with the periodic refresh only.
+	RefreshOrgKeysForKid func(ctx context.Context, orgID, kid string) bool
 }
 
 // Worker makes the outbound A2A calls of the outbox, polls and streams

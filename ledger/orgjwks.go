@@ -66,10 +66,11 @@ func (s *Service) RefreshOrgKeys(ctx context.Context, p Principal, orgID string)
 	return org, r, err
 }
 
-// RefreshOrgKeysForKid is asked when a token of orgID names kid and none of
-// the org's keys in force has it: when the org's keys come from a JWKS URL,
-// the URL is fetched at once, so a key the org just rotated in is accepted
-// without waiting for the periodic refresh. It reports whether a key with
+// RefreshOrgKeysForKid is asked when a token of orgID (one posted as
+// evidence, or the jws of a receipt its agent returned over A2A) names kid
+// and none of the org's keys in force has it: when the org's keys come
+// from a JWKS URL, the URL is fetched at once, so a key the org just
+// rotated in is accepted without waiting for the periodic refresh. It reports whether a key with
 // that kid came into force. Such fetches are rate-limited per org (at most
 // one per Config.OrgJWKSUnknownKidInterval, counting the periodic ones, on
 // every replica), so tokens with random kids cannot make the ledger fetch

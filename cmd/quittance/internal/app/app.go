@@ -168,6 +168,7 @@ func New(cfg Config) *App {
 	workerCfg.Store, workerCfg.Compensation, workerCfg.HTTPClient = store.A2A(), a.Compensation, a2aClient
 	workerCfg.Clock, workerCfg.Log = cfg.Clock, log.With(slog.String("component", "a2a"))
 	workerCfg.LedgerID, workerCfg.Identity = cfg.LedgerID, cfg.Identity
+	workerCfg.RefreshOrgKeysForKid = a.Ledger.RefreshOrgKeysForKid
 	a.Worker = delegate.NewWorker(workerCfg)
 	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{Store: store.Orchestrator(), Clock: cfg.Clock, Wake: a.Worker.Wake})
 

@@ -922,6 +922,25 @@ func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.
 // returned once the remote task is recorded.
 func dispatchToDemoAgent(t *testing.T, cfg demoagent.Config, w apitest.Worker) (*a2aEnv, *demoagent.Agent, httpapi.DelegationBody) {
 	t.Helper()
+	agent, base := serveDemoAgent(t, cfg)
+	e := newA2AEnv(t, w)
+	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
+		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
+		"jwks": json.RawMessage(agent.JWKS()), "require_signed_receipts": true,
+	}, http.StatusCreated)
+	d := e.dispatch(t, "po-demo", agent.OrgID())
+	d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
+	if d.Remote.ProtocolVersion != "1.0" {
+		t.Fatalf("remote = %+v", d.Remote)
+	}
+	return e, agent, d
+}
+
+// serveDemoAgent serves the demo agent configured by cfg (its ledger id,
+// a fresh key and its base URL are set here) on loopback until the test
+// ends, and returns it with its base URL.
+func serveDemoAgent(t *testing.T, cfg demoagent.Config) (*demoagent.Agent, string) {
+	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -942,18 +961,7 @@ func dispatchToDemoAgent(t *testing.T, cfg demoagent.Config, w apitest.Worker) (
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-
-	e := newA2AEnv(t, w)
-	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
-		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
-		"jwks": json.RawMessage(agent.JWKS()), "require_signed_receipts": true,
-	}, http.StatusCreated)
-	d := e.dispatch(t, "po-demo", agent.OrgID())
-	d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
-	if d.Remote.ProtocolVersion != "1.0" {
-		t.Fatalf("remote = %+v", d.Remote)
-	}
-	return e, agent, d
+	return agent, base
 }
 
 func TestA2ADemoAgentLifecycle(t *testing.T) {

@@ -175,6 +175,7 @@ type options struct {
 	secureCookies  bool
 	log            *slog.Logger
 	pendingSweep   time.Duration
+	kidInterval    time.Duration
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -229,6 +230,14 @@ func WithLog(log *slog.Logger) Option { return func(o *options) { o.log = log } 
 // what is past its expiry is judged by the Env's clock); a test that wants approval itself to find a change expired sets
 // it beyond the test's length.
 func WithPendingChangeSweep(d time.Duration) Option { return func(o *options) { o.pendingSweep = d } }
+
+// WithOrgJWKSUnknownKidInterval sets the shortest time between two fetches
+// of an org's JWKS URL for tokens or receipts naming a kid none of its keys
+// in force has (default the service's, a minute). An Env never fetches
+// orgs' JWKS URLs periodically: only such a kid, or on-call, makes it fetch.
+func WithOrgJWKSUnknownKidInterval(d time.Duration) Option {
+	return func(o *options) { o.kidInterval = d }
+}
 
 // WithIdentity gives the ledger a fresh signing identity: compensation
 // requests are signed and its JWK Set is served.
@@ -288,7 +297,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		Pool: pool, Registry: e.Registry, Clock: o.clock, LedgerID: o.ledgerID, Version: "test", Identity: e.Identity,
 		WriteOffApprovalThresholdMinor: o.threshold, Egress: LoopbackEgress, AgentRegistrationEgress: o.registerEgress,
 		A2A: w.a2aConfig(e.URL), Webhooks: w.webhookConfig(), RateLimit: o.rateLimit, Stream: stream,
-		Dev: !o.production,
+		Dev: !o.production, OrgJWKSUnknownKidInterval: o.kidInterval,
 		// Tests move the clock by weeks; a person's credential outlives them
 		// unless a test gives it an expiry.
 		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,

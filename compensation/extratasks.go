@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -277,3 +278,123 @@ func (s *Service) WriteOffExtraTask(ctx context.Context, p ledger.Principal, id 
 // CodeExtraTaskNotOpen is the conflict code of a write-off of an extra
 // task whose compensation is not open.
 const CodeExtraTaskNotOpen = "extra_task_not_open"
+
+// CanRedriveExtraTask says whether the compensation of extra remote task t
+// of a settled delegation of org can be redriven: only when it is required
+// and not resolved, and its requests are exhausted — at least one request
+// about it was sent (compensation_attempts > 0) and no series of requests
+// is still running (requestJobOpen: no compensation_request job of the
+// delegation is open, the job that asks about its extra tasks; it ends
+// only once no open task has attempts left, the org's identity is revoked,
+// or every request was answered). An org without an agent card, or whose
+// identity is revoked, cannot be asked. A *ledger.ConflictError
+// (redrive_not_allowed) says why not. RedriveExtraTask decides by it on the
+// locked delegation; the console previews with it.
+func CanRedriveExtraTask(org ledger.Org, t RemoteTask, requestJobOpen bool) error {
+	c := t.Compensation
+	switch {
+	case c.RequiredAt.IsZero():
+		return ledger.Conflict(CodeRedriveNotAllowed, "remote task %q needs no compensation", t.TaskID)
+	case !c.ResolvedAt.IsZero():
+		return ledger.Conflict(CodeRedriveNotAllowed, "the compensation of remote task %q is resolved (%s)", t.TaskID, c.Resolution)
+	case requestJobOpen:
+		return ledger.Conflict(CodeRedriveNotAllowed, "compensation requests of this delegation are still being sent: redrive once they are exhausted")
+	case c.Attempts == 0:
+		return ledger.Conflict(CodeRedriveNotAllowed, "no compensation request about remote task %q was sent: there is nothing to redrive", t.TaskID)
+	case org.AgentCardURL == "":
+		return ledger.Conflict(CodeRedriveNotAllowed, "the org has no agent card: nobody can be asked")
+	case org.IdentityRevoked():
+		return ledger.Conflict(CodeRedriveNotAllowed, "the org's identity is revoked: its receipts cannot be trusted")
+	}
+	return nil
+}
+
+// CodeRedriveNotAllowed is the conflict code of a redrive refused for the
+// state of what it would redrive (CanRedrive, CanRedriveExtraTask).
+const CodeRedriveNotAllowed = "redrive_not_allowed"
+
+// ExtraTaskRequestJobOpen reports, for principal p, whether a series of
+// compensation requests is running for delegation id (the fact
+// CanRedriveExtraTask decides with besides the task and the org), as
+// committed now: what the console previews the redrive control with.
+func (s *Service) ExtraTaskRequestJobOpen(ctx context.Context, p ledger.Principal, id uuid.UUID) (bool, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
+		return false, err
+	}
+	return s.store.OutboundJobOpen(ctx, id, ledger.OutboundCompensationRequest)
+}
+
+// RedriveExtraTask asks the org's agent again, on behalf of an on-call
+// principal with a reason, for the compensation of extra remote task
+// taskID of settled delegation id, whose requests are exhausted
+// (CanRedriveExtraTask; else a conflict, redrive_not_allowed). In one
+// transaction, with the delegation locked, the task's attempt count is
+// reset, an extra_task_compensation_redriven event records the task, who
+// asked and why, and the compensation request job is queued: a new series
+// of requests under the same idempotency key (ExtraTaskKey), keeping the
+// messageId of the last round unless a reply proved the remote saw it, as
+// the worker's own retries do. The task's compensation stays open until a
+// receipt resolves it or on-call writes it off; the redriven requests may
+// exhaust again, which is recorded again. No hold moves. It is refused
+// with ledger.ErrForbidden for anyone but on-call, a validation error for
+// a missing reason, and ledger.ErrNotFound for an unknown delegation or a
+// task that is not one of its extra tasks; a refused redrive changes
+// nothing.
+func (s *Service) RedriveExtraTask(ctx context.Context, p ledger.Principal, id uuid.UUID, taskID string, in RedriveInput) (ledger.Delegation, error) {
+	if err := ledger.Authorize(p, ledger.ActionRedriveCompensation); err != nil {
+		return ledger.Delegation{}, err
+	}
+	if err := checkReason(in.Reason); err != nil {
+		return ledger.Delegation{}, err
+	}
+	var out ledger.Delegation
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		facts, err := tx.EvidenceFacts(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(facts.RemoteTasks, func(t RemoteTask) bool { return t.TaskID == taskID })
+		if i < 0 {
+			return fmt.Errorf("remote task %q of delegation %s: %w", taskID, id, ledger.ErrNotFound)
+		}
+		task := facts.RemoteTasks[i]
+		org, err := tx.Org(ctx, d.OrgID)
+		if err != nil {
+			return err
+		}
+		running, err := tx.OutboundJobOpen(ctx, d.ID, ledger.OutboundCompensationRequest)
+		if err != nil {
+			return err
+		}
+		if err := CanRedriveExtraTask(org, task, running); err != nil {
+			return err
+		}
+		now := s.now()
+		if ok, err := tx.RedriveExtraTaskCompensation(ctx, d.ID, taskID, now); err != nil {
+			return err
+		} else if !ok {
+			return ledger.Conflict(CodeRedriveNotAllowed, "the compensation of remote task %q is not open", taskID)
+		}
+		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+			Type: ledger.EventTypeExtraTaskCompensationRedriven, Actor: p.Actor(), At: now,
+			Data: map[string]any{
+				"task_id": taskID, "reason": in.Reason, "previous_attempts": task.Compensation.Attempts,
+				"round": max(task.Compensation.Round, 1), "idempotency_key": ExtraTaskKey(d, taskID),
+			},
+		}); err != nil {
+			return err
+		}
+		if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+			DelegationID: d.ID, Kind: ledger.OutboundCompensationRequest, RunAfter: now, At: now,
+		}); err != nil {
+			return err
+		}
+		out = d
+		return nil
+	})
+	return out, err
+}

@@ -20,10 +20,10 @@ type RedriveInput struct {
 // by it on the locked row; the console previews with it.
 func CanRedrive(d ledger.Delegation) error {
 	if d.ObligationState != ledger.ObligationCompensationUnconfirmed {
-		return ledger.Conflict("redrive_not_allowed", "compensation can be redriven only from compensation_unconfirmed, not %s", d.ObligationState)
+		return ledger.Conflict(CodeRedriveNotAllowed, "compensation can be redriven only from compensation_unconfirmed, not %s", d.ObligationState)
 	}
 	if d.Remote.TaskID == "" {
-		return ledger.Conflict("redrive_not_allowed", "the delegation has no remote task to ask compensation for")
+		return ledger.Conflict(CodeRedriveNotAllowed, "the delegation has no remote task to ask compensation for")
 	}
 	return nil
 }

@@ -23,6 +23,10 @@ type Store interface {
 	WriteOff(ctx context.Context, id uuid.UUID) (WriteOff, error)
 	// WriteOffs lists write-offs, newest first (see WriteOffFilter).
 	WriteOffs(ctx context.Context, f WriteOffFilter) ([]WriteOff, error)
+	// OutboundJobOpen reports whether an outbox job of kind is open (not
+	// done: queued, waiting for a retry, or being worked on) for the
+	// delegation, as committed now.
+	OutboundJobOpen(ctx context.Context, delegationID uuid.UUID, kind ledger.OutboundKind) (bool, error)
 }
 
 // ReceiptTx is what ApplyEvidence writes through: ledger.Apply's and a
@@ -105,6 +109,12 @@ type Tx interface {
 	RevokedReleaseForUpdate(ctx context.Context, delegationID uuid.UUID) (ledger.RevokedRelease, error)
 	// AcknowledgeRevokedRelease writes r's acknowledgement.
 	AcknowledgeRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error
+	// OutboundJobOpen is Store.OutboundJobOpen inside the transaction.
+	OutboundJobOpen(ctx context.Context, delegationID uuid.UUID, kind ledger.OutboundKind) (bool, error)
+	// RedriveExtraTaskCompensation sets the attempt count of an extra
+	// remote task's open compensation back to zero, keeping its round;
+	// redriven is false when the compensation was not open.
+	RedriveExtraTaskCompensation(ctx context.Context, delegationID uuid.UUID, taskID string, now time.Time) (redriven bool, err error)
 	// ClaimPastDeadline returns up to limit delegations in
 	// revocation_pending_compensation whose compensation deadline is at or
 	// before now, locked with FOR UPDATE SKIP LOCKED: rows another

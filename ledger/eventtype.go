@@ -322,6 +322,13 @@ const (
 	// every attempt; no more are sent, and the anomaly stays until on-call
 	// writes the task off.
 	EventTypeExtraTaskCompensationExhausted EventType = "extra_task_compensation_exhausted"
+	// EventTypeExtraTaskCompensationRedriven: on-call, with a reason,
+	// asked again for the compensation of an extra task of a settled
+	// delegation whose requests were exhausted: its attempt count is reset
+	// and the compensation request job is queued again, under the task's
+	// own idempotency key. The anomaly stays open until a receipt resolves
+	// it or on-call writes the task off. The hold does not move.
+	EventTypeExtraTaskCompensationRedriven EventType = "extra_task_compensation_redriven"
 	// EventTypeExtraTaskWrittenOff: on-call accepted, with a reason, that
 	// the effects of an extra task of a settled delegation may stand; the
 	// anomaly ends. No money moves.
@@ -375,7 +382,7 @@ var eventTypes = []EventType{
 	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven, EventTypeDispatchResolved,
 	EventTypeHoldChanged, EventTypeRemoteTaskFound, EventTypeRemoteTaskEnded,
 	EventTypeExtraTaskCompensationRequired, EventTypeExtraTaskCompensated, EventTypeExtraTaskCompensationExhausted,
-	EventTypeExtraTaskWrittenOff,
+	EventTypeExtraTaskWrittenOff, EventTypeExtraTaskCompensationRedriven,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

@@ -28,7 +28,8 @@ const (
 	ActionRedriveWebhooks Action = "redrive_webhooks"
 	// ActionRedriveCompensation: ask an org's agent for compensation again
 	// for a compensation_unconfirmed obligation (compensation.Service.
-	// Redrive).
+	// Redrive), or for an extra remote task of a completed delegation whose
+	// requests are exhausted (compensation.Service.RedriveExtraTask).
 	ActionRedriveCompensation Action = "redrive_compensation"
 	// ActionWriteOffExtraTask: accept that an extra remote task of a
 	// completed delegation may keep its effects, ending its open

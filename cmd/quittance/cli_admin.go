@@ -73,6 +73,7 @@ func newDelegationsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	resolve.Flags().StringVar(&reason, "reason", "", "who at the org confirmed it, and a ticket (required)")
 	cmd.AddCommand(resolve)
 	cmd.AddCommand(newWriteOffRemoteTaskCommand(getenv, stdout))
+	cmd.AddCommand(newRedriveRemoteTaskCommand(getenv, stdout))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show ID",
 		Short: "Show a delegation and its audit events",
@@ -127,6 +128,34 @@ func newWriteOffRemoteTaskCommand(getenv func(string) string, stdout io.Writer) 
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why its effects may stand: who at the org was asked, and a ticket (required)")
+	return cmd
+}
+
+// newRedriveRemoteTaskCommand is `quittance delegations
+// redrive-remote-task`: on-call asks the org's agent again for the
+// compensation of one extra remote task of a completed delegation whose
+// requests are exhausted (ledger/DESIGN.md §2.2).
+func newRedriveRemoteTaskCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "redrive-remote-task ID TASK_ID",
+		Short: "Ask again for the compensation of an extra remote task of a completed delegation whose requests are exhausted",
+		Long: "redrive-remote-task resets the attempt count of an extra remote task's open compensation (an " +
+			"extra_task_compensation anomaly) whose requests are exhausted, records an extra_task_compensation_redriven " +
+			"event with the reason and queues the compensation requests again, under the task's own idempotency key. " +
+			"Refused (exit 3, redrive_not_allowed) while requests are still being sent, before any was sent, or once the " +
+			"task's compensation is resolved. No money moves.",
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlag("reason", reason); err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout,
+				"/admin/v1/delegations/"+url.PathEscape(args[0])+"/remote-tasks/"+url.PathEscape(args[1])+"/redrive",
+				map[string]string{"reason": reason})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the org is asked again: what changed since the requests were exhausted (required)")
 	return cmd
 }
 

@@ -158,6 +158,7 @@ var argKinds = map[string][]string{
 	"quittance delegations show":                  {"delegation"},
 	"quittance delegations resolve-dispatch":      {"delegation"},
 	"quittance delegations write-off-remote-task": {"delegation", "remote task"},
+	"quittance delegations redrive-remote-task":   {"delegation", "remote task"},
 	"quittance compensation redrive":              {"delegation"},
 	"quittance write-off":                         {"delegation"},
 	"quittance evidence-pack":                     {"delegation"},

@@ -173,6 +173,14 @@ func (t *tx) ResolveExtraTaskCompensation(ctx context.Context, id uuid.UUID, tas
 	return n > 0, nil
 }
 
+func (t *tx) RedriveExtraTaskCompensation(ctx context.Context, id uuid.UUID, taskID string, now time.Time) (bool, error) {
+	n, err := t.q.RemoteTaskRedriveCompensation(ctx, dbsqlc.RemoteTaskRedriveCompensationParams{Now: now, DelegationID: id, TaskID: taskID})
+	if err != nil {
+		return false, fmt.Errorf("redrive compensation of remote task %q of delegation %s: %w", taskID, id, err)
+	}
+	return n > 0, nil
+}
+
 func (t *tx) SetExtraTaskCompensation(ctx context.Context, id uuid.UUID, taskID string, c compensation.ExtraTaskCompensation, now time.Time) error {
 	err := t.q.RemoteTaskSetCompensation(ctx, dbsqlc.RemoteTaskSetCompensationParams{
 		Round: int32(c.Round), Attempts: int32(c.Attempts), CompensationTaskID: optional(c.TaskID), LastError: optional(c.LastError),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
@@ -71,4 +73,15 @@ func (t *tx) RetryJob(ctx context.Context, j delegate.Job, runAfter time.Time, l
 		return fmt.Errorf("reschedule a2a job %d: %w", j.ID, delegate.ErrLeaseLost)
 	}
 	return nil
+}
+
+// OutboundJobOpen reports whether a job of kind is open (not done) for the
+// delegation: the reads outside a transaction (a page's preview) and inside
+// one (the decision on the locked delegation) ask the same statement.
+func (r reader) OutboundJobOpen(ctx context.Context, delegationID uuid.UUID, kind ledger.OutboundKind) (bool, error) {
+	open, err := r.q.OutboxJobOpen(ctx, dbsqlc.OutboxJobOpenParams{DelegationID: delegationID, Kind: string(kind)})
+	if err != nil {
+		return false, fmt.Errorf("look for an open %s job of delegation %s: %w", kind, delegationID, err)
+	}
+	return open, nil
 }

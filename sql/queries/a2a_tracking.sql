@@ -105,6 +105,16 @@ SET compensation_round = @round, compensation_attempts = @attempts,
     updated_at = @now
 WHERE delegation_id = @delegation_id AND task_id = @task_id;
 
+-- name: RemoteTaskRedriveCompensation :execrows
+-- Starts a new series of compensation requests for an extra task whose
+-- compensation is open (compensation.Service.RedriveExtraTask): the
+-- attempt count goes back to zero, the round and the last error stay (0
+-- rows when the compensation is not open).
+UPDATE delegation_remote_tasks
+SET compensation_attempts = 0, updated_at = @now
+WHERE delegation_id = @delegation_id AND task_id = @task_id
+  AND compensation_required_at IS NOT NULL AND compensation_resolved_at IS NULL;
+
 -- name: RemoteTaskResolveCompensation :execrows
 -- Resolves the compensation of an extra task that needs it and is not
 -- resolved yet: compensated, no_effects or written_off (0 rows otherwise).

@@ -57,3 +57,10 @@ UPDATE a2a_outbox SET
     lease_token  = NULL,
     updated_at   = @now
 WHERE id = @id AND lease_token = @lease_token AND done_at IS NULL;
+
+-- name: OutboxJobOpen :one
+-- Whether a job of the kind is open (not done) for the delegation: queued,
+-- waiting for a retry, or being worked on.
+SELECT EXISTS (
+    SELECT 1 FROM a2a_outbox WHERE delegation_id = @delegation_id AND kind = @kind AND done_at IS NULL
+) AS open;

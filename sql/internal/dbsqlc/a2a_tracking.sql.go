@@ -354,6 +354,31 @@ func (q *Queries) RemoteTaskNamed(ctx context.Context, arg RemoteTaskNamedParams
 	return err
 }
 
+const remoteTaskRedriveCompensation = `-- name: RemoteTaskRedriveCompensation :execrows
+UPDATE delegation_remote_tasks
+SET compensation_attempts = 0, updated_at = $1
+WHERE delegation_id = $2 AND task_id = $3
+  AND compensation_required_at IS NOT NULL AND compensation_resolved_at IS NULL
+`
+
+type RemoteTaskRedriveCompensationParams struct {
+	Now          time.Time
+	DelegationID uuid.UUID
+	TaskID       string
+}
+
+// Starts a new series of compensation requests for an extra task whose
+// compensation is open (compensation.Service.RedriveExtraTask): the
+// attempt count goes back to zero, the round and the last error stay (0
+// rows when the compensation is not open).
+func (q *Queries) RemoteTaskRedriveCompensation(ctx context.Context, arg RemoteTaskRedriveCompensationParams) (int64, error) {
+	result, err := q.db.Exec(ctx, remoteTaskRedriveCompensation, arg.Now, arg.DelegationID, arg.TaskID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const remoteTaskRequireCompensation = `-- name: RemoteTaskRequireCompensation :exec
 UPDATE delegation_remote_tasks
 SET compensation_required_at = coalesce(compensation_required_at, $1), updated_at = $1

@@ -152,6 +152,26 @@ func (q *Queries) OutboxJobFinish(ctx context.Context, arg OutboxJobFinishParams
 	return result.RowsAffected(), nil
 }
 
+const outboxJobOpen = `-- name: OutboxJobOpen :one
+SELECT EXISTS (
+    SELECT 1 FROM a2a_outbox WHERE delegation_id = $1 AND kind = $2 AND done_at IS NULL
+) AS open
+`
+
+type OutboxJobOpenParams struct {
+	DelegationID uuid.UUID
+	Kind         string
+}
+
+// Whether a job of the kind is open (not done) for the delegation: queued,
+// waiting for a retry, or being worked on.
+func (q *Queries) OutboxJobOpen(ctx context.Context, arg OutboxJobOpenParams) (bool, error) {
+	row := q.db.QueryRow(ctx, outboxJobOpen, arg.DelegationID, arg.Kind)
+	var open bool
+	err := row.Scan(&open)
+	return open, err
+}
+
 const outboxJobRetry = `-- name: OutboxJobRetry :execrows
 UPDATE a2a_outbox SET
     run_after    = $1,

@@ -119,6 +119,7 @@ func (c *Console) routes() {
 	page("POST "+Prefix+"delegations/{id}/write-offs", c.requestWriteOff)
 	page("POST "+Prefix+"delegations/{id}/compensation/redrive", c.redrive)
 	page("POST "+Prefix+"delegations/{id}/remote-tasks/write-off", c.writeOffExtraTask)
+	page("POST "+Prefix+"delegations/{id}/remote-tasks/redrive", c.redriveExtraTask)
 	page("GET "+Prefix+"write-offs", c.writeOffs)
 	page("POST "+Prefix+"write-offs/{id}/approve", c.approveWriteOff)
 	page("POST "+Prefix+"write-offs/{id}/reject", c.rejectWriteOff)

@@ -41,7 +41,11 @@ type delegationPage struct {
 	// ExtraTasks are the extra remote tasks the org's agent created for
 	// the delegation besides the tracked one, oldest first.
 	ExtraTasks []delegate.RemoteTask
-	WriteOffs  []compensation.WriteOff
+	// ExtraRedriveRefusals says, per open extra task, why its compensation
+	// cannot be redriven now ("" when it can; compensation.
+	// CanRedriveExtraTask).
+	ExtraRedriveRefusals map[string]string
+	WriteOffs            []compensation.WriteOff
 	// Pending is the write-off awaiting approval, if any.
 	Pending *compensation.WriteOff
 	// CanWriteOff says the obligation is in a state a write-off applies
@@ -128,6 +132,9 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 	}
 	if c.cfg.RemoteTasks != nil {
 		if data.ExtraTasks, err = c.cfg.RemoteTasks.RemoteTasks(ctx, p, id); err != nil {
+			return delegationPage{}, err
+		}
+		if data.ExtraRedriveRefusals, err = c.extraRedriveRefusals(ctx, p, id, data.Org, data.ExtraTasks); err != nil {
 			return delegationPage{}, err
 		}
 	}
@@ -280,4 +287,56 @@ func (c *Console) writeOffExtraTask(w http.ResponseWriter, r *http.Request, q *r
 		return
 	}
 	redirect(w, r, withNotice(Prefix+"delegations/"+id.String(), "extra_task_written_off")+"#extra-tasks")
+}
+
+// extraRedriveRefusals says, for each open extra task of delegation id of
+// org, why compensation.Service.RedriveExtraTask would refuse to redrive
+// it ("" when it would not): the service's own rule (compensation.
+// CanRedriveExtraTask), so the console offers the control only where it
+// applies. The service decides again on the locked delegation when the
+// redrive is asked for, and its refusal is what is shown then.
+func (c *Console) extraRedriveRefusals(ctx context.Context, p ledger.Principal, id uuid.UUID, org ledger.Org, tasks []delegate.RemoteTask) (map[string]string, error) {
+	out := map[string]string{}
+	running, asked := false, false
+	for _, t := range tasks {
+		if !t.Compensation.Open() {
+			continue
+		}
+		if !asked {
+			var err error
+			if running, err = c.cfg.Compensation.ExtraTaskRequestJobOpen(ctx, p, id); err != nil {
+				return nil, err
+			}
+			asked = true
+		}
+		out[t.TaskID] = ""
+		if _, msg, ok := formError(compensation.CanRedriveExtraTask(org, t, running)); ok {
+			out[t.TaskID] = msg
+		}
+	}
+	return out, nil
+}
+
+// extraRedriveForm is the form of extra task taskID's redrive, so that a
+// refusal is shown beside that form alone.
+func extraRedriveForm(taskID string) string { return "extra-redrive-" + taskID }
+
+// redriveExtraTask asks the org's agent again for the compensation of one
+// extra remote task whose requests are exhausted: the service behind POST
+// /admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive, recorded as
+// an extra_task_compensation_redriven event. No money moves. The task id
+// is a form field, as for the write-off beside it.
+func (c *Console) redriveExtraTask(w http.ResponseWriter, r *http.Request, q *request) {
+	id, ok := parseDelegationID(r)
+	if !ok {
+		c.renderError(w, r, q, http.StatusNotFound, "Not found", "This is not a delegation id.")
+		return
+	}
+	taskID := r.PostFormValue("task_id")
+	in := compensation.RedriveInput{Reason: r.PostFormValue("extra_redrive_reason")}
+	if _, err := c.cfg.Compensation.RedriveExtraTask(r.Context(), q.p, id, taskID, in); err != nil {
+		c.formFailed(w, r, q, extraRedriveForm(taskID), err, func(status int, errs map[string]string) { c.showDelegation(w, r, q, status, errs) })
+		return
+	}
+	redirect(w, r, withNotice(Prefix+"delegations/"+id.String(), "extra_task_redriven")+"#extra-tasks")
 }

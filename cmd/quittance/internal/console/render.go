@@ -67,6 +67,7 @@ var notices = map[string]string{
 	"signed_out":             "Signed out.",
 	"redriven":               "Compensation redriven: the org's agent is asked again. The obligation stays compensation unconfirmed, hold active, until evidence arrives.",
 	"extra_task_written_off": "Extra remote task written off: its compensation is no longer asked for, and the anomaly ends. No money moved.",
+	"extra_task_redriven":    "Extra remote task redriven: the org's agent is asked again for its compensation. The anomaly stays until a receipt resolves it. No money moved.",
 	"bulk_redriven":          "Compensation redriven for each confirmed obligation; each redrive is on its timeline. The holds stay active until evidence arrives.",
 	"credential_revoked":     "Credential revoked: it is refused on every replica from now on.",
 	"principal_disabled":     "Principal disabled and every credential of it revoked.",

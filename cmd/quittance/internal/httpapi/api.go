@@ -127,6 +127,7 @@ func New(cfg Config) *Server {
 	s.registerCompensationRedrive()
 	s.registerDispatchResolve()
 	s.registerExtraTaskWriteOff()
+	s.registerExtraTaskRedrive()
 	s.registerReporting()
 	s.registerEvidencePack()
 	s.registerRevokedReleases()

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/quittance/quittance/compensation"
 )
 
 type extraTaskWriteOffInput struct {
@@ -32,6 +34,41 @@ func (s *Server) registerExtraTaskWriteOff() {
 			return nil, err
 		}
 		d, err := s.compensation.WriteOffExtraTask(ctx, principal(ctx), id, in.TaskID, in.Body.Reason)
+		if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	})
+}
+
+type extraTaskRedriveInput struct {
+	ID     string `path:"id" doc:"The delegation id (a UUID)."`
+	TaskID string `path:"task_id" doc:"The extra remote task (as its extra_task_compensation_required event names it)."`
+	Body   struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the org's agent is asked again: what changed since the requests were exhausted."`
+	}
+}
+
+// registerExtraTaskRedrive registers on-call's redrive of the compensation
+// of an extra remote task of a settled delegation whose requests are
+// exhausted (ledger/DESIGN.md §2.2), beside its write-off.
+func (s *Server) registerExtraTaskRedrive() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "redrive-extra-task-compensation", Method: http.MethodPost, Path: "/admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive",
+		Tags: []string{"admin"}, Summary: "Redrive an extra remote task's compensation",
+		Description: "On-call, with a reason. Only for an extra remote task of a settled delegation whose compensation is open and whose " +
+			"requests are exhausted: at least one was sent about it and no compensation request job of the delegation is still open " +
+			"(else 409 redrive_not_allowed; also for an org without an agent card or with a revoked identity; 404 for a task that is not " +
+			"one of the delegation's). Resets the task's attempt count, records an extra_task_compensation_redriven event and queues " +
+			"the compensation request job again, under the task's own idempotency key. The anomaly stays until a receipt resolves it " +
+			"or on-call writes the task off. No money moves.",
+		Security: bearerAuth,
+	}, func(ctx context.Context, in *extraTaskRedriveInput) (*delegationOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.compensation.RedriveExtraTask(ctx, principal(ctx), id, in.TaskID, compensation.RedriveInput{Reason: in.Body.Reason})
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}

@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -238,7 +240,8 @@ func TestReportedRejectionOfDispatchedTaskIsGated(t *testing.T) {
 }
 
 // finishCompensationTask completes the agent's compensation task id with a
-// compensated receipt echoing the request's task and key.
+// receipt echoing the request's task and key: compensated, unless
+// compOutcome says otherwise.
 func (k *taskKeeper) finishCompensationTask(id string, req map[string]any) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -247,7 +250,7 @@ func (k *taskKeeper) finishCompensationTask(id string, req map[string]any) {
 	task["artifacts"] = []any{map[string]any{
 		"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
 		"parts": []any{map[string]any{"kind": "data", "data": map[string]any{
-			"outcome": "compensated", "receiptId": "rcpt-dup-po", "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+			"outcome": cmp.Or(k.compOutcome, "compensated"), "receiptId": "rcpt-dup-po", "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
 		}}},
 	}}
 }
@@ -381,4 +384,165 @@ func TestExtraTaskWriteOff(t *testing.T) {
 		t.Fatalf("after the write-off: %+v", got)
 	}
 	e.CheckInvariants(t)
+}
+
+// extraTaskRow reads where the compensation of extra task taskID of
+// delegation id stands, as recorded: the attempt count, the resolution
+// ("" while open), and how many compensation request jobs of the
+// delegation are open.
+func (e *a2aEnv) extraTaskRow(t *testing.T, id, taskID string) (attempts int, resolution string, openJobs int) {
+	t.Helper()
+	err := e.Pool.QueryRow(context.Background(), `SELECT r.compensation_attempts, coalesce(r.compensation_resolution, ''),
+		(SELECT count(*) FROM a2a_outbox o WHERE o.delegation_id = r.delegation_id AND o.kind = 'compensation_request' AND o.done_at IS NULL)
+		FROM delegation_remote_tasks r WHERE r.delegation_id = $1 AND r.task_id = $2`, id, taskID).Scan(&attempts, &resolution, &openJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return attempts, resolution, openJobs
+}
+
+// TestExtraTaskRedrive: the compensation requests about an extra task of a
+// settled delegation exhaust against an agent that answers each with a
+// failed receipt. While they are still being sent a redrive is refused
+// (409 redrive_not_allowed), as it is from finance (403), without a reason
+// (422) or for a task that is not the delegation's (404), each changing
+// nothing. Once they are exhausted, on-call's redrive records
+// extra_task_compensation_redriven (the task, who, why) and the requests
+// start again under the task's own key; the agent now answers with a
+// compensated receipt, which resolves the task and ends the anomaly. A
+// redrive of the resolved task is refused. No money moves.
+func TestExtraTaskRedrive(t *testing.T) {
+	t.Parallel()
+	k := &taskKeeper{compWorking: true}
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond, CompensationMaxAttempts: 2})
+	finance := e.NewToken(t, ledger.RoleFinance, "", "finance-1")
+	d := e.extraTaskDispatch(t, k, "po-redrive-extra")
+	k.mu.Lock()
+	k.tasks["kt-2"]["status"] = map[string]any{"state": "completed"}
+	k.mu.Unlock()
+	e.waitFor(t, d.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
+	var reqs []map[string]any
+	for deadline := time.Now().Add(10 * time.Second); len(reqs) == 0 && time.Now().Before(deadline); {
+		reqs = k.compensationRequests()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(reqs) != 1 {
+		t.Fatalf("compensation requests = %v, want one", reqs)
+	}
+	path := "/admin/v1/delegations/" + d.ID + "/remote-tasks/kt-1/redrive"
+	reason := map[string]any{"reason": "Supplier fixed its compensation handler (INC-31)"}
+	refused := func(what, token, p string, body map[string]any, status int, code string) {
+		t.Helper()
+		attempts, _, jobs := e.extraTaskRow(t, d.ID, "kt-1")
+		n := len(e.events(t, d.ID))
+		e.Do(t, http.MethodPost, p, token, body).Problem(t, status, code)
+		if got, _, gotJobs := e.extraTaskRow(t, d.ID, "kt-1"); got != attempts || gotJobs != jobs {
+			t.Fatalf("%s changed the task: attempts %d, open jobs %d; were %d, %d", what, got, gotJobs, attempts, jobs)
+		}
+		if got := len(e.events(t, d.ID)); got != n {
+			t.Fatalf("%s recorded %d events", what, got-n)
+		}
+	}
+	// The agent works on the first request: the series is still running.
+	refused("a redrive while requests are sent", e.OncallToken, path, reason, http.StatusConflict, "redrive_not_allowed")
+
+	// Every answer from now on is a failed receipt: the requests exhaust.
+	k.mu.Lock()
+	k.compWorking, k.compOutcome = false, "failed"
+	compTask := k.order[len(k.order)-1]
+	k.mu.Unlock()
+	k.finishCompensationTask(compTask, reqs[0])
+	e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensationExhausted)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, _, jobs := e.extraTaskRow(t, d.ID, "kt-1"); jobs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the compensation request job is still open after the requests exhausted")
+		}
+	}
+	if attempts, res, _ := e.extraTaskRow(t, d.ID, "kt-1"); attempts != 2 || res != "" {
+		t.Fatalf("after exhaustion: attempts %d, resolution %q", attempts, res)
+	}
+	sent := len(k.compensationRequests())
+
+	refused("finance's redrive", finance, path, reason, http.StatusForbidden, "")
+	refused("a redrive without a reason", e.OncallToken, path, map[string]any{"reason": ""}, http.StatusUnprocessableEntity, "")
+	refused("a redrive with a blank reason", e.OncallToken, path, map[string]any{"reason": "  "}, http.StatusUnprocessableEntity, "validation_failed")
+	refused("a redrive of a task that is not the delegation's", e.OncallToken,
+		"/admin/v1/delegations/"+d.ID+"/remote-tasks/kt-9/redrive", reason, http.StatusNotFound, "not_found")
+	if n := len(k.compensationRequests()); n != sent {
+		t.Fatalf("refused redrives sent %d requests", n-sent)
+	}
+
+	// The org fixed its handler: the redriven requests bring a receipt.
+	k.mu.Lock()
+	k.compOutcome = ""
+	k.mu.Unlock()
+	var out httpapi.DelegationBody
+	if err := json.Unmarshal(e.must(t, http.MethodPost, path, e.OncallToken, reason, http.StatusOK), &out); err != nil || out.ID != d.ID || out.ObligationState != "settled" {
+		t.Fatalf("redrive answered %+v (%v)", out, err)
+	}
+	redriven := eventsData(t, e.events(t, d.ID), ledger.EventTypeExtraTaskCompensationRedriven)
+	key := compensation.ExtraTaskKey(ledger.Delegation{ID: uuid.MustParse(d.ID)}, "kt-1")
+	if len(redriven) != 1 || redriven[0]["task_id"] != "kt-1" || redriven[0]["reason"] != reason["reason"] ||
+		redriven[0]["idempotency_key"] != key || redriven[0]["previous_attempts"] != float64(2) {
+		t.Fatalf("extra_task_compensation_redriven = %v", redriven)
+	}
+	done := eventsData(t, e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensated), ledger.EventTypeExtraTaskCompensated)
+	if len(done) != 1 || done[0]["task_id"] != "kt-1" || done[0]["resolution"] != "compensated" {
+		t.Fatalf("extra_task_compensated = %v", done)
+	}
+	for _, ev := range e.events(t, d.ID) {
+		if ev.Type == ledger.EventTypeExtraTaskCompensationRedriven && ev.Actor == "" {
+			t.Fatalf("the redrive names no actor: %+v", ev)
+		}
+	}
+	all := k.compensationRequests()
+	if len(all) <= sent {
+		t.Fatalf("no compensation request after the redrive: %v", all)
+	}
+	for _, r := range all {
+		if r["taskId"] != "kt-1" || r["idempotencyKey"] != key {
+			t.Fatalf("a request about another task or under another key: %v, want kt-1 under %s", r, key)
+		}
+	}
+	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 0 {
+		t.Fatalf("the redriven task is still an anomaly: %+v", got)
+	}
+	if _, res, _ := e.extraTaskRow(t, d.ID, "kt-1"); res != "compensated" {
+		t.Fatalf("resolution after the redrive: %q", res)
+	}
+	refused("a redrive of a resolved task", e.OncallToken, path, reason, http.StatusConflict, "redrive_not_allowed")
+	if got := e.get(t, d.ID); got.ObligationState != "settled" || got.HoldState != "consumed" {
+		t.Fatalf("the redrive moved the obligation: %+v", got)
+	}
+	e.CheckInvariants(t)
+}
+
+// TestExtraTaskRedriveWrittenOff: an extra task on-call wrote off cannot
+// be redriven (409 redrive_not_allowed), and the refusal records nothing.
+func TestExtraTaskRedriveWrittenOff(t *testing.T) {
+	t.Parallel()
+	k := &taskKeeper{compWorking: true}
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	d := e.extraTaskDispatch(t, k, "po-redrive-written-off")
+	k.mu.Lock()
+	k.tasks["kt-2"]["status"] = map[string]any{"state": "completed"}
+	k.mu.Unlock()
+	e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensationRequired)
+	e.must(t, http.MethodPost, "/admin/v1/delegations/"+d.ID+"/remote-tasks/kt-1/write-off", e.OncallToken,
+		map[string]any{"reason": "org confirmed the duplicate PO was voided, ticket OPS-13"}, http.StatusOK)
+	n := len(e.events(t, d.ID))
+	r := e.Do(t, http.MethodPost, "/admin/v1/delegations/"+d.ID+"/remote-tasks/kt-1/redrive", e.OncallToken, map[string]any{"reason": "try again"})
+	r.Problem(t, http.StatusConflict, "redrive_not_allowed")
+	if !strings.Contains(string(r.Body), "written_off") {
+		t.Fatalf("the refusal does not say the task was written off: %s", r.Body)
+	}
+	if got := len(e.events(t, d.ID)); got != n {
+		t.Fatalf("the refused redrive recorded %d events", got-n)
+	}
+	if _, res, _ := e.extraTaskRow(t, d.ID, "kt-1"); res != "written_off" {
+		t.Fatalf("resolution %q", res)
+	}
 }

@@ -204,6 +204,9 @@ func TestOpenAPIAndHealth(t *testing.T) {
 			}
 		}
 	}
+	if _, ok := doc.Paths["/admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive"]["post"]; !ok {
+		t.Error("openapi lacks the redrive of an extra remote task's compensation")
+	}
 	if _, ok := doc.Comps.SecuritySchemes["bearer"]; !ok {
 		t.Error("openapi declares no bearer security scheme")
 	}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -44,6 +45,9 @@ type taskKeeper struct {
 	// compensation request with a task that keeps working, no receipt.
 	receiptID   string
 	compWorking bool
+	// compOutcome, if set, is the outcome of every receipt instead of
+	// compensated ("failed": a request that brings no compensation).
+	compOutcome string
 
 	mu        sync.Mutex
 	tasks     map[string]map[string]any
@@ -174,7 +178,7 @@ func (k *taskKeeper) answer(method string, params json.RawMessage) (any, *rawRPC
 			task["artifacts"] = []any{map[string]any{
 				"artifactId": compensation.ReceiptArtifactName, "name": compensation.ReceiptArtifactName,
 				"parts": []any{map[string]any{"kind": "data", "data": map[string]any{
-					"outcome": "compensated", "receiptId": receiptID, "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
+					"outcome": cmp.Or(k.compOutcome, "compensated"), "receiptId": receiptID, "taskId": req["taskId"], "idempotencyKey": req["idempotencyKey"],
 				}}},
 			}}
 			return task, nil, drop

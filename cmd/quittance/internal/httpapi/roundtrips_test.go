@@ -65,15 +65,10 @@ func (r *roundTrips) during(f func()) []string {
 	return r.sent
 }
 
-// TestRoundTripsPerLifecycleCall pins how many round trips to PostgreSQL
-// each call of the benchmarked lifecycle (create → canceled → signed ack)
-// costs: the service is bound by them (cmd/quittance-bench/BENCHMARK.md),
-// and a change that adds one shows here. Each call is one transaction:
-// BEGIN rides with its first statement, and the writes whose only result
-// is whether they matched with the statement after them or the COMMIT
-// (sql/pgstore/txconn.go).
-func TestRoundTripsPerLifecycleCall(t *testing.T) {
-	t.Parallel()
+// tracedCompEnv is a service whose connections count their round trips,
+// with a funded budget, an orchestrator and org B registered.
+func tracedCompEnv(t *testing.T) (*compEnv, *roundTrips) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +87,19 @@ func TestRoundTripsPerLifecycleCall(t *testing.T) {
 	e.orch = e.NewOrchestrator(t, "acme")
 	e.PutBudget(t, budgetID, "EUR", funded)
 	e.putOrg(t, orgB, e.b.JWKS())
+	return e, rt
+}
+
+// TestRoundTripsPerLifecycleCall pins how many round trips to PostgreSQL
+// each call of the benchmarked lifecycle (create → canceled → signed ack)
+// costs: the service is bound by them (cmd/quittance-bench/BENCHMARK.md),
+// and a change that adds one shows here. Each call is one transaction:
+// BEGIN rides with its first statement, and the writes whose only result
+// is whether they matched with the statement after them or the COMMIT
+// (sql/pgstore/txconn.go).
+func TestRoundTripsPerLifecycleCall(t *testing.T) {
+	t.Parallel()
+	e, rt := tracedCompEnv(t)
 	// The authentication cache and the statement caches warm up first.
 	e.accept(t, acksPath, e.ack(t, e.pending(t, orgB, 100)), "applied")
 
@@ -128,24 +136,7 @@ func TestRoundTripsPerLifecycleCall(t *testing.T) {
 // and event of the batch is sent with its commit (sql/pgstore/txconn.go).
 func TestRoundTripsPerSweepBatch(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &roundTrips{}
-	cfg.ConnConfig.Tracer = rt
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e := &compEnv{
-		Env: apitest.Start(t, pool, apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold)),
-		b:   compensationtest.NewEd25519Signer(t, "b-1"),
-	}
-	e.orch = e.NewOrchestrator(t, "acme")
-	e.PutBudget(t, budgetID, "EUR", funded)
-	e.putOrg(t, orgB, e.b.JWKS())
+	e, rt := tracedCompEnv(t)
 	// The authentication cache and the statement caches warm up first.
 	e.pending(t, orgB, 100)
 	e.Clock.Advance(ledger.DefaultCompensationTimeout + time.Minute)

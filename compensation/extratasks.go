@@ -239,18 +239,9 @@ func (s *Service) WriteOffExtraTask(ctx context.Context, p ledger.Principal, id 
 		if err != nil {
 			return err
 		}
-		facts, err := tx.EvidenceFacts(ctx, d.ID)
+		task, err := remoteTask(ctx, tx, d.ID, taskID)
 		if err != nil {
 			return err
-		}
-		var task *RemoteTask
-		for i := range facts.RemoteTasks {
-			if facts.RemoteTasks[i].TaskID == taskID {
-				task = &facts.RemoteTasks[i]
-			}
-		}
-		if task == nil {
-			return fmt.Errorf("remote task %q of delegation %s: %w", taskID, id, ledger.ErrNotFound)
 		}
 		if !task.Compensation.Open() {
 			return ledger.Conflict(CodeExtraTaskNotOpen, "the compensation of remote task %q is not open (it was not needed, or is resolved)", taskID)
@@ -353,15 +344,10 @@ func (s *Service) RedriveExtraTask(ctx context.Context, p ledger.Principal, id u
 		if err != nil {
 			return err
 		}
-		facts, err := tx.EvidenceFacts(ctx, d.ID)
+		task, err := remoteTask(ctx, tx, d.ID, taskID)
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(facts.RemoteTasks, func(t RemoteTask) bool { return t.TaskID == taskID })
-		if i < 0 {
-			return fmt.Errorf("remote task %q of delegation %s: %w", taskID, id, ledger.ErrNotFound)
-		}
-		task := facts.RemoteTasks[i]
 		org, err := tx.Org(ctx, d.OrgID)
 		if err != nil {
 			return err
@@ -397,4 +383,18 @@ func (s *Service) RedriveExtraTask(ctx context.Context, p ledger.Principal, id u
 		return nil
 	})
 	return out, err
+}
+
+// remoteTask returns the remote task taskID of delegation id, read in tx,
+// or ledger.ErrNotFound when the delegation recorded no such task.
+func remoteTask(ctx context.Context, tx Tx, id uuid.UUID, taskID string) (RemoteTask, error) {
+	facts, err := tx.EvidenceFacts(ctx, id)
+	if err != nil {
+		return RemoteTask{}, err
+	}
+	i := slices.IndexFunc(facts.RemoteTasks, func(t RemoteTask) bool { return t.TaskID == taskID })
+	if i < 0 {
+		return RemoteTask{}, fmt.Errorf("remote task %q of delegation %s: %w", taskID, id, ledger.ErrNotFound)
+	}
+	return facts.RemoteTasks[i], nil
 }

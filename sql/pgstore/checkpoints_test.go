@@ -127,15 +127,9 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	const signedBefore = replicas*perReplica + 1
 
 	// The periodic loop, on every replica: nothing moved, nothing signed.
-	runFor := func() {
-		runCtx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
-		defer cancel()
-		var wg sync.WaitGroup
-		for _, c := range cps {
-			wg.Go(func() { _ = c.Run(runCtx, 20*time.Millisecond) })
-		}
-		wg.Wait()
-	}
+	// An event is signed once it is final, which a transaction held open
+	// elsewhere in the cluster (another test) can delay, so the loops run
+	// until want checkpoints exist, or for window when none should appear.
 	count := func() int {
 		l, err := cps[0].List(ctx, oncall, 0, 500)
 		if err != nil {
@@ -143,14 +137,28 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		}
 		return len(l)
 	}
-	runFor()
+	runUntil := func(want int, window time.Duration) {
+		runCtx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, c := range cps {
+			wg.Go(func() { _ = c.Run(runCtx, 20*time.Millisecond) })
+		}
+		deadline := time.Now().Add(window)
+		for time.Now().Before(deadline) && count() < want {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // a late duplicate would show here
+		cancel()
+		wg.Wait()
+	}
+	runUntil(signedBefore+1, 400*time.Millisecond)
 	if n := count(); n != signedBefore {
 		t.Errorf("the periodic loop signed %d checkpoints over unchanged heads", n-signedBefore)
 	}
 	if _, _, err := svc.PutBudget(ctx, oncall, "ops", "EUR", 100); err != nil {
 		t.Fatal(err)
 	}
-	runFor()
+	runUntil(signedBefore+1, 30*time.Second)
 	if n := count(); n != signedBefore+1 {
 		t.Errorf("after one event the periodic loops signed %d checkpoints, want 1", n-signedBefore)
 	}

@@ -136,8 +136,8 @@ type Config struct {
 	Lease time.Duration
 	// Timeout bounds one attempt (default 15s).
 	Timeout time.Duration
-	// Wake, if set, returns a channel that receives when new events may have
-	// been committed, to look for deliveries before the next tick.
+	// Wake, if set, returns a channel that receives when deliveries may
+	// have been queued, to look for them before the next tick.
 	Wake func() (<-chan struct{}, func())
 }
 

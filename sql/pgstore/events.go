@@ -84,7 +84,9 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 		// One of a batch: queued (txConn.queue), its Seq left 0, so that
 		// the batch's appends ride with its commit. A refused insert
 		// (another event at this position) fails its statement, so the
-		// commit sent with it rolls back.
+		// commit sent with it rolls back. Nothing reads back whether it
+		// queued webhook deliveries, so the commit wakes the workers.
+		t.deliveriesQueued = true
 		if err := t.conn.queue(func(q *dbsqlc.Queries) error {
 			_, err := q.EventInsert(ctx, p)
 			return err
@@ -96,8 +98,13 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 		}); err != nil {
 			return ledger.Event{}, err
 		}
-	} else if e.Seq, err = t.q.EventInsert(ctx, p); err != nil {
-		return ledger.Event{}, fmt.Errorf("insert event into %s: %w", e.Stream, err)
+	} else {
+		row, err := t.q.EventInsert(ctx, p)
+		if err != nil {
+			return ledger.Event{}, fmt.Errorf("insert event into %s: %w", e.Stream, err)
+		}
+		e.Seq = row.Seq
+		t.deliveriesQueued = t.deliveriesQueued || row.Deliveries > 0
 	}
 	if locked {
 		if t.heads == nil {

@@ -35,7 +35,7 @@ func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) (ledger.Feed
 	page := ledger.FeedPage{Events: make([]ledger.FeedEvent, 0, len(rows))}
 	for _, r := range rows {
 		if !r.Ready {
-			s.listener().awaitCut(r.OrderXid.Uint64)
+			s.feedListen.awaitCut(r.OrderXid.Uint64)
 			page.HeldBack = true
 			break
 		}
@@ -71,27 +71,48 @@ func (s *Store) FeedHead(ctx context.Context) (int64, error) {
 // passing events that waited for it. It only wakes readers; it buffers no
 // events.
 func (s *Store) FeedWake() (<-chan struct{}, func()) {
-	return s.listener().subscribe()
+	return s.feedListen.subscribe()
 }
 
-// notifier sends the quittance_events notifications of a Store's commits.
+// WebhookWake subscribes to wake-ups of webhook workers, as FeedWake does
+// for feed readers, but only after commits that queued webhook
+// deliveries (quittance_webhooks): an event no endpoint subscribes to
+// wakes no worker on any replica. Deliveries that become due later
+// (retries, redrives, expired leases) are found by the workers' ticks.
+func (s *Store) WebhookWake() (<-chan struct{}, func()) {
+	return s.webhookListen.subscribe()
+}
+
+// The channels the Store notifies and listens on.
+const (
+	channelEvents   = "quittance_events"
+	channelWebhooks = "quittance_webhooks"
+)
+
+// notifier sends the notifications of a Store's commits.
 type notifier struct {
-	mu      sync.Mutex
-	running bool // a goroutine is sending
-	again   bool // a commit came after it started its last notification
+	mu       sync.Mutex
+	running  bool // a goroutine is sending
+	again    bool // a commit came after it started its last notification
+	webhooks bool // a commit not yet announced queued webhook deliveries
 }
 
-// eventsCommitted wakes feed readers after a commit that appended events:
-// this Store's subscribers at once, every replica's (this one's too)
-// through NOTIFY. The notification is sent in a statement of its own,
-// never in the writing transaction, whose commit would then take
-// PostgreSQL's cluster-wide notification lock. One goroutine sends at a
-// time; the commits that arrive meanwhile share its next notification.
-func (s *Store) eventsCommitted() {
-	s.listener().broadcast()
+// eventsCommitted wakes feed readers after a commit that appended events,
+// and webhook workers if it queued deliveries: this Store's subscribers
+// at once, every replica's (this one's too) through NOTIFY. The
+// notification is sent in a statement of its own, never in the writing
+// transaction, whose commit would then take PostgreSQL's cluster-wide
+// notification lock. One goroutine sends at a time; the commits that
+// arrive meanwhile share its next notification.
+func (s *Store) eventsCommitted(deliveriesQueued bool) {
+	s.feedListen.broadcast()
+	if deliveriesQueued {
+		s.webhookListen.broadcast()
+	}
 	n := &s.notify
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.webhooks = n.webhooks || deliveriesQueued
 	if n.running {
 		n.again = true
 		return
@@ -102,10 +123,14 @@ func (s *Store) eventsCommitted() {
 
 func (s *Store) sendNotifications() {
 	n := &s.notify
+	n.mu.Lock()
 	for {
+		webhooks := n.webhooks
+		n.webhooks = false
+		n.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// A lost notification costs latency, never an event: readers poll.
-		_ = s.q.FeedNotify(ctx)
+		_ = s.q.FeedNotify(ctx, webhooks)
 		cancel()
 		n.mu.Lock()
 		if !n.again {
@@ -114,18 +139,13 @@ func (s *Store) sendNotifications() {
 			return
 		}
 		n.again = false
-		n.mu.Unlock()
 	}
 }
 
-func (s *Store) listener() *listener {
-	s.listenOnce.Do(func() { s.listen = &listener{store: s, subs: map[int]chan struct{}{}} })
-	return s.listen
-}
-
-// listener holds the LISTEN connection of a Store.
+// listener holds a LISTEN connection of a Store, on one channel.
 type listener struct {
-	store *Store
+	store   *Store
+	channel string
 
 	mu   sync.Mutex
 	subs map[int]chan struct{}
@@ -144,6 +164,10 @@ type listenGen struct {
 	// has passed cutXID. Guarded by listener.mu.
 	watching bool
 	cutXID   uint64
+}
+
+func newListener(s *Store, channel string) *listener {
+	return &listener{store: s, channel: channel, subs: map[int]chan struct{}{}}
 }
 
 func (l *listener) subscribe() (<-chan struct{}, func()) {
@@ -260,7 +284,7 @@ func (l *listener) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN quittance_events"); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+l.channel); err != nil {
 		return err
 	}
 	l.broadcast()

@@ -715,3 +715,69 @@ func TestFeedServesACommitAtOnceOnAQuietServer(t *testing.T) {
 	commit(last)
 	check("one more", seq)
 }
+
+// TestWebhookWakeOnlyForQueuedDeliveries: a commit wakes the webhook
+// workers of every replica only when it queued a webhook delivery; events
+// that no endpoint subscribes to still wake the feed's readers, but no
+// webhook worker, so replicas do not all look for deliveries after every
+// commit.
+func TestWebhookWakeOnlyForQueuedDeliveries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	replica := pgstore.New(widePool(t, b.pool, 2))
+	hooks, stopHooks := replica.WebhookWake()
+	defer stopHooks()
+	feed, stopFeed := replica.FeedWake()
+	defer stopFeed()
+	local, stopLocal := b.store.WebhookWake()
+	defer stopLocal()
+	// woken says whether ch receives within the time given (0: has
+	// received already).
+	woken := func(ch <-chan struct{}, within time.Duration) bool {
+		if within == 0 {
+			select {
+			case <-ch:
+				return true
+			default:
+				return false
+			}
+		}
+		select {
+		case <-ch:
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	// Each listener wakes its subscribers once it is connected.
+	for name, ch := range map[string]<-chan struct{}{"webhooks": hooks, "feed": feed, "local webhooks": local} {
+		if !woken(ch, 10*time.Second) {
+			t.Fatalf("the %s listener did not connect", name)
+		}
+	}
+
+	d := b.delegation(t, "no-endpoint")
+	if !woken(feed, 10*time.Second) {
+		t.Error("a commit that appended events woke no feed reader of the other replica")
+	}
+	if woken(hooks, 500*time.Millisecond) || woken(local, 0) {
+		t.Error("a commit that queued no webhook delivery woke the webhook workers")
+	}
+
+	if _, err := b.pool.Exec(ctx, `INSERT INTO webhook_endpoints (tenant, id, url, secret, created_at, updated_at)
+		VALUES ('acme', 'erp', 'https://erp.example/hooks', 'whsec', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	b.report(t, d.ID, ledger.StatusWorking, epoch.Add(time.Minute))
+	if !woken(local, 0) {
+		t.Error("a commit that queued a delivery did not wake this replica's webhook worker")
+	}
+	if !woken(hooks, 10*time.Second) {
+		t.Error("a commit that queued a delivery did not wake the other replica's webhook worker")
+	}
+	var queued int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries`).Scan(&queued); err != nil || queued != 1 {
+		t.Errorf("%d deliveries queued (%v), want 1", queued, err)
+	}
+}

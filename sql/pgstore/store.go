@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,9 +31,9 @@ type Store struct {
 	// only ask whether the database answers.
 	migrated atomic.Bool
 
-	// listen wakes event stream readers (FeedWake); started on first use.
-	listenOnce sync.Once
-	listen     *listener
+	// feedListen wakes event stream readers (FeedWake), webhookListen the
+	// webhook workers (WebhookWake).
+	feedListen, webhookListen *listener
 	// notify sends the wake-ups of other replicas after commits.
 	notify notifier
 }
@@ -57,6 +56,8 @@ func WithAfterCommit(fn func([]ledger.Event)) Option {
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{reader: reader{q: newQueries(pool)}, pool: pool}
+	s.feedListen = newListener(s, channelEvents)
+	s.webhookListen = newListener(s, channelWebhooks)
 	for _, o := range opts {
 		o(s)
 	}
@@ -103,13 +104,13 @@ func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
 func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
-		var events []ledger.Event
-		events, err = s.inTxOnce(ctx, fn)
+		var t *tx
+		t, err = s.inTxOnce(ctx, fn)
 		if err == nil {
-			if len(events) > 0 {
-				s.eventsCommitted()
+			if len(t.appended) > 0 {
+				s.eventsCommitted(t.deliveriesQueued)
 				if s.afterCommit != nil {
-					s.afterCommit(events)
+					s.afterCommit(t.appended)
 				}
 			}
 			return nil
@@ -122,7 +123,8 @@ func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 	return err
 }
 
-func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) ([]ledger.Event, error) {
+// inTxOnce runs fn in one transaction and returns it, committed.
+func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) (*tx, error) {
 	pgtx := &txConn{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	t := &tx{reader: reader{q: newQueries(pgtx)}, conn: pgtx}
@@ -132,7 +134,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) ([]ledger.Even
 	if err := pgtx.Commit(ctx); err != nil {
 		return nil, interpretError(fmt.Errorf("commit: %w", err))
 	}
-	return t.appended, nil
+	return t, nil
 }
 
 func retryable(err error) bool {

@@ -18,6 +18,9 @@ type tx struct {
 	// (txConn.queue).
 	conn     *txConn
 	appended []ledger.Event
+	// deliveriesQueued: an append queued webhook deliveries (or may
+	// have), so the commit wakes the webhook workers.
+	deliveriesQueued bool
 	// heads are the last events of the streams this transaction holds the
 	// lock of (event_stream_head), as it left them, so that appending to
 	// one again, or to one whose head a batch read (lockStreamHeads), needs

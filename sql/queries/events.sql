@@ -8,7 +8,8 @@ SELECT h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash FROM event_str
 -- as jsonb for queries (data), from the one parameter. The parameter is
 -- text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
 -- every webhook endpoint of the delegation's tenant that subscribes to its
--- type (all types when event_types is empty), in one statement.
+-- type (all types when event_types is empty), in one statement, and says
+-- how many deliveries it queued: only those wake the webhook workers.
 WITH appended AS (
     INSERT INTO events (
         stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
@@ -26,8 +27,9 @@ WITH appended AS (
     JOIN webhook_endpoints w ON w.tenant = d.tenant
     WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
     ON CONFLICT DO NOTHING
+    RETURNING 1
 )
-SELECT seq FROM appended;
+SELECT a.seq, (SELECT count(*) FROM queued)::integer AS deliveries FROM appended a;
 
 -- name: EventListByStream :many
 SELECT * FROM events WHERE stream = $1 ORDER BY stream_seq;

@@ -58,8 +58,11 @@ SELECT coalesce((
 SELECT pg_snapshot_xmin(pg_current_snapshot())::xid8;
 
 -- name: FeedNotify :exec
--- Wakes the readers of every replica (LISTEN quittance_events). Sent after
--- a commit, in a transaction of its own: NOTIFY takes a cluster-wide lock
--- at commit, which no writing transaction may hold. A lost notification
--- costs latency, never an event, so it need not wait for the WAL flush.
-SELECT set_config('synchronous_commit', 'off', true), pg_notify('quittance_events', '');
+-- Wakes the feed's readers on every replica (LISTEN quittance_events) and,
+-- when the commits it announces queued webhook deliveries, the webhook
+-- workers (LISTEN quittance_webhooks). Sent after a commit, in a
+-- transaction of its own: NOTIFY takes a cluster-wide lock at commit, which
+-- no writing transaction may hold. A lost notification costs latency,
+-- never an event, so it need not wait for the WAL flush.
+SELECT set_config('synchronous_commit', 'off', true), pg_notify('quittance_events', ''),
+       CASE WHEN @webhooks::boolean THEN pg_notify('quittance_webhooks', '') END;

@@ -56,8 +56,9 @@ WITH appended AS (
     JOIN webhook_endpoints w ON w.tenant = d.tenant
     WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
     ON CONFLICT DO NOTHING
+    RETURNING 1
 )
-SELECT seq FROM appended
+SELECT a.seq, (SELECT count(*) FROM queued)::integer AS deliveries FROM appended a
 `
 
 type EventInsertParams struct {
@@ -75,12 +76,18 @@ type EventInsertParams struct {
 	Hash           []byte
 }
 
+type EventInsertRow struct {
+	Seq        int64
+	Deliveries int32
+}
+
 // Appends an event, its data kept both exactly as hashed (hashed_data) and
 // as jsonb for queries (data), from the one parameter. The parameter is
 // text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
 // every webhook endpoint of the delegation's tenant that subscribes to its
-// type (all types when event_types is empty), in one statement.
-func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64, error) {
+// type (all types when event_types is empty), in one statement, and says
+// how many deliveries it queued: only those wake the webhook workers.
+func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (EventInsertRow, error) {
 	row := q.db.QueryRow(ctx, eventInsert,
 		arg.Stream,
 		arg.StreamSeq,
@@ -95,9 +102,9 @@ func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (int64
 		arg.PrevHash,
 		arg.Hash,
 	)
-	var seq int64
-	err := row.Scan(&seq)
-	return seq, err
+	var i EventInsertRow
+	err := row.Scan(&i.Seq, &i.Deliveries)
+	return i, err
 }
 
 const eventListByStream = `-- name: EventListByStream :many

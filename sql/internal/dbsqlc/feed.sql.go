@@ -143,15 +143,18 @@ func (q *Queries) FeedList(ctx context.Context, arg FeedListParams) ([]FeedListR
 }
 
 const feedNotify = `-- name: FeedNotify :exec
-SELECT set_config('synchronous_commit', 'off', true), pg_notify('quittance_events', '')
+SELECT set_config('synchronous_commit', 'off', true), pg_notify('quittance_events', ''),
+       CASE WHEN $1::boolean THEN pg_notify('quittance_webhooks', '') END
 `
 
-// Wakes the readers of every replica (LISTEN quittance_events). Sent after
-// a commit, in a transaction of its own: NOTIFY takes a cluster-wide lock
-// at commit, which no writing transaction may hold. A lost notification
-// costs latency, never an event, so it need not wait for the WAL flush.
-func (q *Queries) FeedNotify(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, feedNotify)
+// Wakes the feed's readers on every replica (LISTEN quittance_events) and,
+// when the commits it announces queued webhook deliveries, the webhook
+// workers (LISTEN quittance_webhooks). Sent after a commit, in a
+// transaction of its own: NOTIFY takes a cluster-wide lock at commit, which
+// no writing transaction may hold. A lost notification costs latency,
+// never an event, so it need not wait for the WAL flush.
+func (q *Queries) FeedNotify(ctx context.Context, webhooks bool) error {
+	_, err := q.db.Exec(ctx, feedNotify, webhooks)
 	return err
 }
 

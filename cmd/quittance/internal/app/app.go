@@ -177,7 +177,7 @@ func New(cfg Config) *App {
 	// outside the A2A call metrics).
 	webhookCfg := cfg.Webhooks
 	webhookCfg.Store, webhookCfg.Clock, webhookCfg.Log = store.Webhooks(), cfg.Clock, log.With(slog.String("component", "webhooks"))
-	webhookCfg.ValidateURL, webhookCfg.HTTPClient, webhookCfg.Wake = cfg.Egress.ValidateURL, egress.NewClient(cfg.Egress), store.FeedWake
+	webhookCfg.ValidateURL, webhookCfg.HTTPClient, webhookCfg.Wake = cfg.Egress.ValidateURL, egress.NewClient(cfg.Egress), store.WebhookWake
 	a.Webhooks = webhook.NewService(webhookCfg)
 
 	var (

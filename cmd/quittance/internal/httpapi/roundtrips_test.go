@@ -125,7 +125,7 @@ func TestRoundTripsPerLifecycleCall(t *testing.T) {
 		if len(fewest) > c.max {
 			t.Errorf("%s: %d round trips, at most %d:\n%s", c.call, len(fewest), c.max, strings.Join(fewest, "\n"))
 		} else {
-			t.Logf("%s: %d round trips", c.call, len(fewest))
+			t.Logf("%s: %d round trips\n%s", c.call, len(fewest), strings.Join(fewest, "\n"))
 		}
 	}
 }

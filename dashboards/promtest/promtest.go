@@ -1,7 +1,6 @@
 package promtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quittance/quittance/sql/pgcluster"
 )
 
 // ErrNotInstalled is returned, wrapped in an error that says how to install
@@ -42,45 +43,15 @@ func FindBinaries() (prometheus string, err error) {
 }
 
 // InstallBinaries installs Debian's prometheus package (prometheus and
-// promtool) with apt-get when the process runs as root on a system that has
-// apt-get, refreshing the package lists once if the first attempt fails.
-// Anywhere else it installs nothing and returns an error wrapping
-// ErrNotInstalled that says how to install them. It is the one way the
-// project installs them: the tests, `make check-rules` and CI all come here.
+// promtool) with pgcluster.AptInstall. Where that cannot be done it
+// installs nothing and returns an error wrapping ErrNotInstalled that says
+// how to install them. The tests, `make check-rules` and CI all come here.
 func InstallBinaries(ctx context.Context, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	err := pgcluster.AptInstall(ctx, log, "prometheus")
+	if errors.Is(err, pgcluster.ErrAptUnavailable) {
+		return fmt.Errorf("%w and %v; %s", ErrNotInstalled, err, installHint)
 	}
-	aptGet, err := exec.LookPath("apt-get")
-	if err != nil || os.Geteuid() != 0 {
-		return fmt.Errorf("%w and cannot be installed automatically (needs root and apt-get); %s", ErrNotInstalled, installHint)
-	}
-	install := []string{"install", "-y", "--no-install-recommends", "prometheus"}
-	log.InfoContext(ctx, "installing Prometheus", "command", "apt-get "+strings.Join(install, " "))
-	if err := runApt(ctx, aptGet, install...); err == nil {
-		return nil
-	}
-	log.InfoContext(ctx, "refreshing package lists", "command", "apt-get update")
-	if err := runApt(ctx, aptGet, "update"); err != nil {
-		return err
-	}
-	return runApt(ctx, aptGet, install...)
-}
-
-// runApt runs apt-get without prompts and returns its output on failure.
-func runApt(ctx context.Context, aptGet string, args ...string) error {
-	cmd := exec.CommandContext(ctx, aptGet, args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		s := out.String()
-		if len(s) > 2000 {
-			s = "…" + s[len(s)-2000:]
-		}
-		return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, s)
-	}
-	return nil
+	return err
 }
 
 // Binary returns the prometheus executable, installing the package first

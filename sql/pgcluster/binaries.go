@@ -1,7 +1,6 @@
 package pgcluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // ErrNotInstalled is returned, wrapped in an error that says how to install
@@ -67,48 +65,15 @@ func hasBinaries(dir string) bool {
 	return true
 }
 
-// InstallBinaries installs the PostgreSQL server package with
-// `apt-get install -y postgresql` when the process runs as root on a system
-// with apt-get (Debian, Ubuntu), refreshing the package lists once if the
-// first attempt fails. Anywhere else it installs nothing and returns an error
-// wrapping ErrNotInstalled that says how to install PostgreSQL. Callers decide
-// whether installing is appropriate; nothing in this package calls it.
+// InstallBinaries installs the PostgreSQL server package (AptInstall of
+// postgresql). Where that cannot be done it installs nothing and returns
+// an error wrapping ErrNotInstalled that says how to install PostgreSQL.
+// Callers decide whether installing is appropriate; nothing in this
+// package calls it.
 func InstallBinaries(ctx context.Context, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	err := AptInstall(ctx, log, "postgresql")
+	if errors.Is(err, ErrAptUnavailable) {
+		return fmt.Errorf("%w and %v; %s", ErrNotInstalled, err, installHint)
 	}
-	aptGet, err := exec.LookPath("apt-get")
-	if err != nil || os.Geteuid() != 0 {
-		return fmt.Errorf("%w and cannot be installed automatically (needs root and apt-get); %s",
-			ErrNotInstalled, installHint)
-	}
-	log.InfoContext(ctx, "installing PostgreSQL", "command", "apt-get install -y postgresql")
-	if err := runApt(ctx, aptGet, "install", "-y", "postgresql"); err == nil {
-		return nil
-	}
-	log.InfoContext(ctx, "refreshing package lists", "command", "apt-get update")
-	if err := runApt(ctx, aptGet, "update"); err != nil {
-		return err
-	}
-	return runApt(ctx, aptGet, "install", "-y", "postgresql")
-}
-
-// runApt runs apt-get without prompts and returns its output on failure.
-func runApt(ctx context.Context, aptGet string, args ...string) error {
-	cmd := exec.CommandContext(ctx, aptGet, args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 2000))
-	}
-	return nil
-}
-
-// tail returns at most the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgcluster"
 )
 
 var (
@@ -44,28 +46,15 @@ func chromium(t *testing.T) string {
 		if chromiumExec = find(); chromiumExec != "" {
 			return
 		}
-		if os.Geteuid() != 0 {
-			chromiumErr = errors.New("the console's browser tests need headless Chromium: install Debian's chromium package (apt-get install chromium)")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := pgcluster.AptInstall(ctx, nil, "chromium"); errors.Is(err, pgcluster.ErrAptUnavailable) {
+			chromiumErr = errors.New("the console's browser tests need headless Chromium, which " + err.Error() +
+				": install Debian's chromium package (apt-get install chromium)")
 			return
-		}
-		install := func() error {
-			cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", "chromium")
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				return errors.New(err.Error() + ": " + lastLines(string(out), 5))
-			}
-			return nil
-		}
-		if err := install(); err != nil {
-			if out, err := exec.Command("apt-get", "update").CombinedOutput(); err != nil {
-				chromiumErr = errors.New("apt-get update: " + err.Error() + ": " + lastLines(string(out), 5))
-				return
-			}
-			if err := install(); err != nil {
-				chromiumErr = errors.New("apt-get install chromium: " + err.Error())
-				return
-			}
+		} else if err != nil {
+			chromiumErr = fmt.Errorf("install chromium: %w", err)
+			return
 		}
 		if chromiumExec = find(); chromiumExec == "" {
 			chromiumErr = errors.New("chromium was installed but is not on PATH")
@@ -75,14 +64,6 @@ func chromium(t *testing.T) string {
 		t.Fatal(chromiumErr)
 	}
 	return chromiumExec
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // browser starts a fresh headless Chromium for the test, with the flags

@@ -75,7 +75,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	case err == nil:
 		// Before the transaction: a receipt in the reply may make the
 		// org's JWKS URL be fetched.
-		if org, err = w.orgForCancelReply(ctx, d, org, card, task); err != nil {
+		if org, err = w.orgForAtomicReceipt(ctx, d, org, card, task); err != nil {
 			return err
 		}
 		return w.finish(ctx, j, "cancel_answered", func(tx Tx) error {
@@ -83,7 +83,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			if err != nil {
 				return err
 			}
-			return w.applyCancelReply(ctx, tx, cur, org, card, task)
+			return w.recordTaskAndReceipt(ctx, tx, cur, org, card, task, "cancel", w.now())
 		})
 	case errors.Is(err, a2a.ErrTaskNotCancelable):
 		// The remote refuses: the task goes on and the hold stays. Fetch

@@ -221,7 +221,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	_, client, _, err := w.agent(ctx, org)
+	card, client, _, err := w.agent(ctx, org)
 	var task a2a.Task
 	if err == nil {
 		task, err = client.GetTask(ctx, d.Remote.TaskID)
@@ -248,6 +248,11 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 			})
 		})
 	}
+	// Before the transaction: an atomic receipt on the task may make the
+	// org's JWKS URL be fetched.
+	if org, err = w.orgForAtomicReceipt(ctx, d, org, card, task); err != nil {
+		return err
+	}
 	if err := w.finish(ctx, j, "observed", func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
 		if err != nil {
@@ -259,7 +264,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 		if err := tx.ClearTaskNotFound(ctx, d.ID); err != nil {
 			return err
 		}
-		if err := w.recordTask(ctx, tx, d, task, source, now); err != nil {
+		if err := w.recordTaskAndReceipt(ctx, tx, d, org, card, task, source, now); err != nil {
 			return err
 		}
 		return tx.ClearOrgFailures(ctx, d.OrgID)
@@ -318,41 +323,35 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 	return w.finish(ctx, j, "observe_failed", fail)
 }
 
-// applyCancelReply applies the task a cancel reply returned. A terminal
-// status carrying a compensation-receipt artifact, from an agent whose card
-// declares the compensation extension with atomicCancel, is an atomic
-// cancel-and-compensate: a receipt that JudgeReceipt accepts is handed to
-// compensation.ApplyEvidence (channel atomic_cancel) before the status,
-// which keeps it as received evidence while the obligation is held; the
-// status then applies it (compensation.Service.ObserveTaskStatus): compensated for a
-// compensated receipt, released for a verified no_effects declaration. A
-// receipt that proves nothing, or that ApplyEvidence refuses, is recorded
-// and the gate applies as usual. org is the org to judge the receipt
-// against: orgForCancelReply's, read before tx began.
-func (w *Worker) applyCancelReply(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task) error {
-	now := w.now()
-	obs := observation(task, "cancel")
+// recordTaskAndReceipt records a task fetched with GetTask or returned by
+// a cancel, as recordTask does, after the atomic cancel-and-compensate
+// receipt it may carry. A terminal status carrying a compensation-receipt
+// artifact, from an agent whose card declares the compensation extension
+// with atomicCancel, is an atomic cancel-and-compensate: a receipt that
+// JudgeReceipt accepts is handed to compensation.ApplyEvidence (channel
+// atomic_cancel) before the status, which keeps it as received evidence
+// while the obligation is held; the status then applies it
+// (compensation.Service.ObserveTaskStatus): compensated for a compensated
+// receipt, released for a verified no_effects declaration. A receipt that
+// proves nothing, or that ApplyEvidence refuses, is recorded and the gate
+// applies as usual. The same receipt is read from the cancel reply and
+// from the task as fetched, so whichever reaches the ledger first — the
+// reply, or a push or poll that fetches the canceled task — applies it.
+// org is the org to judge the receipt against: orgForAtomicReceipt's, read
+// before tx began.
+func (w *Worker) recordTaskAndReceipt(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task, source string, now time.Time) error {
 	if raw, ok := atomicReceipt(d, card, task); ok {
-		if err := w.applyAtomicReceipt(ctx, tx, d, org, raw, now); err != nil {
+		if err := w.applyAtomicReceipt(ctx, tx, d, org, raw, source, now); err != nil {
 			return err
 		}
 	}
-	if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
-		return s.ApplyTask(task, "cancel", now, w.cfg.Snapshot)
-	}); err != nil {
-		return err
-	}
-	d, err := w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, now)
-	if err != nil {
-		return err
-	}
-	return tx.MarkObserved(ctx, d.ID, now)
+	return w.recordTask(ctx, tx, d, task, source, now)
 }
 
-// atomicReceipt returns the receipt of a cancel reply that applyCancelReply
-// judges for delegation d: the compensation-receipt artifact of a terminal
-// task, from an agent whose card declares atomicCancel, while the
-// obligation is held.
+// atomicReceipt returns the atomic cancel-and-compensate receipt that
+// recordTaskAndReceipt judges for delegation d: the compensation-receipt
+// artifact of a terminal task, from an agent whose card declares
+// atomicCancel, while the obligation is held.
 func atomicReceipt(d ledger.Delegation, card a2a.AgentCard, task a2a.Task) (json.RawMessage, bool) {
 	if _, atomic := compensationExtension(card); !atomic || !observation(task, "cancel").Status.Terminal() || d.ObligationState != ledger.ObligationHeld {
 		return nil, false
@@ -360,16 +359,17 @@ func atomicReceipt(d ledger.Delegation, card a2a.AgentCard, task a2a.Task) (json
 	return findReceipt(task.Artifacts)
 }
 
-// orgForCancelReply returns the org that applyCancelReply is to judge the
-// atomic receipt of a cancel reply against, if there is one: org, or, when
-// the receipt's jws names a kid the org may just have rotated in at its
-// JWKS URL, the org as it is after that URL was fetched (judgeReceipt).
-// It is called before the transaction that applies the reply, so that no
-// network call holds one open; the receipt is judged again in it.
-func (w *Worker) orgForCancelReply(ctx context.Context, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task) (ledger.Org, error) {
+// orgForAtomicReceipt returns the org that recordTaskAndReceipt is to
+// judge the atomic receipt on a task against, if there is one: org, or,
+// when the receipt's jws names a kid the org may just have rotated in at
+// its JWKS URL, the org as it is after that URL was fetched
+// (judgeReceipt). It is called before the transaction that records the
+// task, so that no network call holds one open; the receipt is judged
+// again in it.
+func (w *Worker) orgForAtomicReceipt(ctx context.Context, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task) (ledger.Org, error) {
 	if org.JWKSURL == "" || w.cfg.RefreshOrgKeysForKid == nil {
 		// Nothing to fetch: judgeReceipt would judge the receipt alone,
-		// as the transaction does; the reply is not kept waiting for it.
+		// as the transaction does; the task is not kept waiting for it.
 		return org, nil
 	}
 	raw, ok := atomicReceipt(d, card, task)
@@ -386,11 +386,12 @@ func (w *Worker) orgForCancelReply(ctx context.Context, d ledger.Delegation, org
 	return org, err
 }
 
-// applyAtomicReceipt judges the receipt of a cancel reply and hands it to
+// applyAtomicReceipt judges an atomic receipt that came with the task from
+// source (cancel, or what prompted the fetch) and hands it to
 // compensation.ApplyEvidence, in tx. What proves nothing, or is refused, is
 // recorded as receipt_refused (evidence_conflict for a conflict) and does
-// not stop the cancel reply from being applied.
-func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, raw []byte, now time.Time) error {
+// not stop the task from being recorded.
+func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, raw []byte, source string, now time.Time) error {
 	r, err := compensation.ParseRemoteReceipt(raw)
 	verdict := compensation.ReceiptVerdict{}
 	if err == nil {
@@ -402,7 +403,7 @@ func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegat
 	}
 	if verdict.Event == "" {
 		return record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, map[string]any{
-			"source": "cancel", "problem": verdict.Problem,
+			"source": source, "problem": verdict.Problem,
 		})
 	}
 	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, r, verdict, ledger.ChannelAtomicCancel, workerActor, now)

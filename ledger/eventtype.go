@@ -238,8 +238,9 @@ const (
 	// or a cancel with a task that is not the delegation's, or one already
 	// recorded on another delegation. Nothing is applied.
 	EventTypeRemoteTaskConflict EventType = "remote_task_conflict"
-	// EventTypeReceiptRefused: a compensation receipt in a cancel reply
-	// proved nothing (the data says why); the status is applied without it.
+	// EventTypeReceiptRefused: an atomic compensation receipt on a task (a
+	// cancel reply, or the task as fetched) proved nothing (the data says
+	// why); the status is applied without it.
 	EventTypeReceiptRefused EventType = "compensation_receipt_refused"
 	// EventTypeCompensationRequested: the compensation job sent (or resent
 	// after a failure) a compensation request to the org's agent; the

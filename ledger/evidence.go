@@ -22,8 +22,10 @@ const (
 	// ChannelA2AReceipt: a compensation receipt answering Quittance's own
 	// A2A compensation request.
 	ChannelA2AReceipt EvidenceChannel = "a2a_receipt"
-	// ChannelAtomicCancel: a compensation receipt in the reply to
-	// Quittance's own cancel (atomic cancel-and-compensate).
+	// ChannelAtomicCancel: a compensation receipt on a terminal task, from
+	// an agent that compensates with the cancel (atomic
+	// cancel-and-compensate): in the reply to Quittance's cancel, or on
+	// the task as fetched after it.
 	ChannelAtomicCancel EvidenceChannel = "atomic_cancel"
 )
 

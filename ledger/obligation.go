@@ -81,7 +81,8 @@ const (
 	// EventTaskEndedUngated: canceled or failed, and the gate does not apply.
 	EventTaskEndedUngated ObligationEvent = "task_ended_ungated"
 	// EventTaskEndedCompensated: canceled or failed, the gate applies, and an
-	// atomic cancel-and-compensate receipt arrived in the same response.
+	// atomic cancel-and-compensate receipt came with the task (in the cancel
+	// reply, or on the task as fetched).
 	EventTaskEndedCompensated ObligationEvent = "task_ended_compensated"
 	// EventTaskEndedGated: canceled or failed, and the gate applies.
 	EventTaskEndedGated ObligationEvent = "task_ended_gated"
@@ -90,7 +91,7 @@ const (
 	EventTaskEndedAcked ObligationEvent = "task_ended_acked"
 	// EventTaskEndedDeclared: canceled or failed, the gate applies, and a
 	// verified declaration was received before the status (early evidence,
-	// or a declaration in the cancel reply).
+	// or a declaration that came with the task).
 	EventTaskEndedDeclared ObligationEvent = "task_ended_declared"
 	// EventCompensationAck: the remote org acknowledged compensation.
 	EventCompensationAck ObligationEvent = "compensation_ack"
@@ -206,7 +207,7 @@ type HeldEvidence string
 const (
 	// HeldEvidenceNone: no evidence arrived before the status.
 	HeldEvidenceNone HeldEvidence = ""
-	// HeldEvidenceAtomicAck: a compensated receipt in the cancel reply
+	// HeldEvidenceAtomicAck: a compensated receipt that came with the task
 	// (atomic cancel-and-compensate).
 	HeldEvidenceAtomicAck HeldEvidence = "atomic_ack"
 	// HeldEvidenceAck: a compensation ack received early.

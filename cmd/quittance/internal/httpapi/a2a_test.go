@@ -920,9 +920,9 @@ func testA2ADemoAgent(t *testing.T, cfg demoagent.Config, want string) (httpapi.
 // id, key and base URL are set here), registers it as an org with its JWKS
 // on an a2aEnv whose workers are w, and dispatches a delegation to it,
 // returned once the remote task is recorded.
-func dispatchToDemoAgent(t *testing.T, cfg demoagent.Config, w apitest.Worker) (*a2aEnv, *demoagent.Agent, httpapi.DelegationBody) {
+func dispatchToDemoAgent(t *testing.T, cfg demoagent.Config, w apitest.Worker, wrap ...func(http.Handler) http.Handler) (*a2aEnv, *demoagent.Agent, httpapi.DelegationBody) {
 	t.Helper()
-	agent, base := serveDemoAgent(t, cfg)
+	agent, base := serveDemoAgent(t, cfg, wrap...)
 	e := newA2AEnv(t, w)
 	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
 		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
@@ -938,8 +938,8 @@ func dispatchToDemoAgent(t *testing.T, cfg demoagent.Config, w apitest.Worker) (
 
 // serveDemoAgent serves the demo agent configured by cfg (its ledger id,
 // a fresh key and its base URL are set here) on loopback until the test
-// ends, and returns it with its base URL.
-func serveDemoAgent(t *testing.T, cfg demoagent.Config) (*demoagent.Agent, string) {
+// ends, its handler wrapped by wrap, and returns it with its base URL.
+func serveDemoAgent(t *testing.T, cfg demoagent.Config, wrap ...func(http.Handler) http.Handler) (*demoagent.Agent, string) {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -956,7 +956,11 @@ func serveDemoAgent(t *testing.T, cfg demoagent.Config) (*demoagent.Agent, strin
 		t.Fatal(err)
 	}
 	t.Cleanup(agent.Close)
-	srv := httptest.NewUnstartedServer(agent.Handler())
+	h := agent.Handler()
+	for _, w := range wrap {
+		h = w(h)
+	}
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener.Close()
 	srv.Listener = l
 	srv.Start()
@@ -1087,5 +1091,50 @@ func TestA2AAtomicCancelCarriesCompensationRequest(t *testing.T) {
 	}
 	if d.ObligationReason != ledger.ReasonAtomicCompensation || d.Compensation.Attempts != 0 {
 		t.Fatalf("obligation reason %s after %d requests, want %s with no compensation request", d.ObligationReason, d.Compensation.Attempts, ledger.ReasonAtomicCompensation)
+	}
+}
+
+// TestA2AAtomicReceiptFetchedAfterALostCancelReply: the agent cancels and
+// compensates, but every reply to CancelTask is lost (the connection
+// drops once the agent has answered). The push or poll that fetches the
+// canceled task finds the same receipt on it, and it compensates at once,
+// as the reply would have: no compensation request is sent.
+func TestA2AAtomicReceiptFetchedAfterALostCancelReply(t *testing.T) {
+	t.Parallel()
+	var lost atomic.Int32
+	loseCancelReplies := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var call struct {
+				Method string `json:"method"`
+			}
+			if json.Unmarshal(body, &call) != nil || call.Method != "CancelTask" {
+				h.ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(httptest.NewRecorder(), r) // the agent cancels and compensates
+			lost.Add(1)
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
+		})
+	}
+	e, _, d := dispatchToDemoAgent(t, demoagent.Config{AtomicCancel: true}, apitest.Worker{}, loseCancelReplies)
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if lost.Load() == 0 {
+		t.Fatal("no cancel reply was lost")
+	}
+	if d.ObligationReason != ledger.ReasonAtomicCompensation || d.Compensation.Attempts != 0 || d.TaskStatus != "canceled" {
+		t.Fatalf("after lost cancel replies: reason %s after %d requests, task %s; want %s with no compensation request",
+			d.ObligationReason, d.Compensation.Attempts, d.TaskStatus, ledger.ReasonAtomicCompensation)
+	}
+	if n := countEvents(e.events(t, d.ID), ledger.EventTypeCompensationRequested); n != 0 {
+		t.Errorf("%d compensation requests after an atomic receipt", n)
 	}
 }

@@ -65,7 +65,7 @@ type Evidence struct {
 	ReversedAmountMinor *int64
 	// Round is the compensation request round a receipt answers (the A2A
 	// worker's own request); 0 for evidence that answers no particular
-	// request: a posted token, a receipt in a cancel reply. It says which
+	// request: a posted token, an atomic receipt. It says which
 	// extra remote tasks the evidence can cover (RemoteTask.Accounted).
 	Round int
 }
@@ -73,8 +73,8 @@ type Evidence struct {
 // ApplyEvidence is the one evidence path (ledger/DESIGN.md §3): every
 // release, compensation and settlement goes through it. Every channel —
 // signed tokens posted over HTTP (Submit), receipts on Quittance's own A2A
-// compensation requests and receipts in a cancel reply (the delegate
-// workers), and a terminal status of a held obligation, reported by the
+// compensation requests and atomic receipts on a canceled task (the
+// delegate workers), and a terminal status of a held obligation, reported by the
 // orchestrator or observed over A2A (ObserveTaskStatus, kind TaskEnd.Kind,
 // channel its source; see applyTaskEnd) — hands its verified evidence to
 // it, inside the transaction that locked d. For compensation evidence, in
@@ -83,8 +83,8 @@ type Evidence struct {
 //
 //  1. Correlation: the evidence must be about d's task (sub, taskId), from
 //     d's org (iss), and carry d's compensation idempotency key (an ack's
-//     claim, a requested receipt's echo); a receipt in a cancel reply
-//     answers no request and is bound to the task alone.
+//     claim, a requested receipt's echo); an atomic receipt answers no
+//     request and is bound to the task alone.
 //  2. The jti of a signed token: the identical token accepted before is a
 //     duplicate; another token reusing the jti is token_replayed.
 //  3. Idempotency on the compensation idempotency key: evidence already

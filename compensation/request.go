@@ -174,9 +174,10 @@ type ReceiptInput struct {
 	LedgerID string
 	// Now is the time the receipt is judged at.
 	Now time.Time
-	// Atomic is set for a receipt in a cancel reply (atomic cancel and
-	// compensate): no request carried the idempotency key, so the receipt's
-	// key (and its jws's) is not checked.
+	// Atomic is set for an atomic cancel-and-compensate receipt, on the
+	// task in a cancel reply or as GetTask returned it: it answers no
+	// request of its own, so the receipt's key (and its jws's) is not
+	// checked.
 	Atomic bool
 	// TaskID and IdempotencyKey are the task the receipt must be about and
 	// the key it must echo, for a request about an extra remote task of a
@@ -243,9 +244,10 @@ func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
 	if r.TaskID != task {
 		return refuse("the receipt is about another task")
 	}
-	// A receipt in a cancel reply answers no request, so it cannot echo the
+	// An atomic receipt answers no request, so it cannot echo the
 	// delegation's key: it is bound to the task alone (taskId, and sub in
-	// its jws) and to the channel of Quittance's own cancel call.
+	// its jws) and to the agent's own answer about that task (the reply to
+	// Quittance's cancel, or to its GetTask).
 	if !in.Atomic && r.IdempotencyKey != key {
 		return refuse("the receipt does not carry the delegation's compensation idempotency key")
 	}

@@ -120,25 +120,54 @@ func needsCompensation(t RemoteTask, class ledger.TaskClass, org ledger.Org) boo
 // can reach. An org without one is asked by no one: the anomaly stays
 // until on-call writes the task off.
 func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, end ledger.TaskEnd, tasks []RemoteTask, now time.Time) error {
+	return requireExtraTasksCompensation(ctx, tx, d, end.Class, end.Org, end.Change.Actor, tasks, now)
+}
+
+// RequireLateExtraTaskCompensation is requireExtraCompensation for extra
+// tasks of d found after it settled (a push or a stream naming another
+// task in the delegation's context, after no lookup runs any more): inside
+// tx with d locked, each of tasks that needs compensation becomes an
+// extra_task_compensation anomaly and the org's agent is asked, as if the
+// task had been known at the settlement. Tasks of a delegation that has
+// not settled are left alone: a settlement to come, or the delegation's
+// own compensation request, accounts for them.
+func RequireLateExtraTaskCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, tasks []RemoteTask, actor string, now time.Time) error {
+	if d.ObligationState != ledger.ObligationSettled || len(tasks) == 0 {
+		return nil
+	}
+	org, class, known, err := tx.GatePolicy(ctx, d.OrgID, d.TaskClass)
+	if err != nil {
+		return err
+	}
+	if !known {
+		class = ledger.UnknownTaskClass(d.TaskClass)
+	}
+	return requireExtraTasksCompensation(ctx, tx, d, class, org, actor, tasks, now)
+}
+
+// requireExtraTasksCompensation is what requireExtraCompensation and
+// RequireLateExtraTaskCompensation do, for a delegation of task class
+// class with org org, on behalf of actor.
+func requireExtraTasksCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, class ledger.TaskClass, org ledger.Org, actor string, tasks []RemoteTask, now time.Time) error {
 	queued := false
 	for _, t := range tasks {
-		if !needsCompensation(t, end.Class, end.Org) {
+		if !needsCompensation(t, class, org) {
 			continue
 		}
 		if err := tx.RequireExtraTaskCompensation(ctx, d.ID, t.TaskID, now); err != nil {
 			return err
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeExtraTaskCompensationRequired, Actor: end.Change.Actor, At: now,
+			Type: ledger.EventTypeExtraTaskCompensationRequired, Actor: actor, At: now,
 			Data: map[string]any{
 				"task_id": t.TaskID, "purpose": string(t.Purpose), "state": string(t.Status),
 				"tracked_task_id": d.Remote.TaskID, "idempotency_key": ExtraTaskKey(d, t.TaskID),
-				"requested": end.Org.AgentCardURL != "",
+				"requested": org.AgentCardURL != "",
 			},
 		}); err != nil {
 			return err
 		}
-		if end.Org.AgentCardURL != "" && !queued {
+		if org.AgentCardURL != "" && !queued {
 			if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
 				DelegationID: d.ID, Kind: ledger.OutboundCompensationRequest, RunAfter: now, At: now,
 			}); err != nil {

@@ -109,8 +109,10 @@ func taskPurpose(d ledger.Delegation, t a2a.Task, anyInContext bool) (RemoteTask
 
 // recordExtraTasks records, in tx with d locked, each task of tasks that is
 // neither d's own task nor the compensation task followed: a
-// remote_task_found event for a new one, its status for every one. It
-// returns how many were new.
+// remote_task_found event for a new one, its status for every one. A new
+// one of a settled delegation is asked about at once
+// (compensation.RequireLateExtraTaskCompensation). It returns how many
+// were new.
 func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegation, tasks []a2a.Task, foundBy string, now time.Time) (int, error) {
 	tr, err := tx.Tracking(ctx, d.ID)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
@@ -120,7 +122,7 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 	if err != nil {
 		return 0, err
 	}
-	added := 0
+	var added []RemoteTask
 	for _, t := range tasks {
 		if t.ID == "" || t.ID == d.Remote.TaskID || t.ID == tr.CompensationTaskID {
 			continue
@@ -142,7 +144,7 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 		if !inserted {
 			continue
 		}
-		added++
+		added = append(added, rt)
 		known = append(known, rt)
 		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskFound, now, map[string]any{
 			"task_id": rt.TaskID, "context_id": rt.ContextID, "purpose": string(purpose), "found_by": foundBy,
@@ -151,7 +153,11 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 			return 0, err
 		}
 	}
-	return added, nil
+	// Found after the delegation settled: asked about as if found before.
+	if err := compensation.RequireLateExtraTaskCompensation(ctx, tx, d, added, workerActor, now); err != nil {
+		return 0, err
+	}
+	return len(added), nil
 }
 
 // noteExtraStatus records a newly observed status of an extra task, with a

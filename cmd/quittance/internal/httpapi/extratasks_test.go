@@ -546,3 +546,65 @@ func TestExtraTaskRedriveWrittenOff(t *testing.T) {
 		t.Fatalf("resolution %q", res)
 	}
 }
+
+// TestA2AExtraTaskFoundAfterCompletionIsAsked: the delegation's task
+// completes with no other task known, and the obligation settles. The
+// agent then pushes about a second task in the delegation's own context
+// (one nobody looked up: a resend the agent did not deduplicate). It is
+// recorded and asked about as an extra task known at the settlement would
+// be: an extra_task_compensation anomaly, one compensation request under
+// the task's own key, resolved by the receipt. No money moves.
+func TestA2AExtraTaskFoundAfterCompletionIsAsked(t *testing.T) {
+	t.Parallel()
+	k := startTaskKeeper(t, &taskKeeper{push: true, compWorking: true, onSend: func(int) string { return "reply" }})
+	e := newA2AEnv(t, apitest.Worker{PollAfter: 50 * time.Millisecond})
+	e.putOrg(t, "late", k.cardURL, http.StatusCreated)
+	d := e.dispatch(t, "po-late-extra", "late")
+	d = e.waitFor(t, d.ID, "the dispatched task", dispatched)
+	k.mu.Lock()
+	k.tasks[d.Remote.TaskID]["status"] = map[string]any{"state": "completed"}
+	k.mu.Unlock()
+	settled := e.waitFor(t, d.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
+	if n := countEvents(e.events(t, d.ID), ledger.EventTypeExtraTaskCompensationRequired); n != 0 || settled.HoldState != "consumed" {
+		t.Fatalf("settled with nothing extra known: %+v, %d extra_task_compensation_required", settled, n)
+	}
+
+	id := uuid.MustParse(d.ID)
+	k.mu.Lock()
+	late := k.newTask(delegate.DispatchContextID(id), delegate.DispatchMessageID(id), "completed")["id"].(string)
+	k.mu.Unlock()
+	if status := k.pushTask(t, late); status != http.StatusAccepted {
+		t.Fatalf("push about %s answered %d", late, status)
+	}
+	required := eventsData(t, e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensationRequired), ledger.EventTypeExtraTaskCompensationRequired)
+	key := compensation.ExtraTaskKey(ledger.Delegation{ID: id}, late)
+	if len(required) != 1 || required[0]["task_id"] != late || required[0]["idempotency_key"] != key || required[0]["requested"] != true {
+		t.Fatalf("extra_task_compensation_required = %v, want %s under %s", required, late, key)
+	}
+	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 1 {
+		t.Fatalf("extra_task_compensation anomalies = %+v, want one", got)
+	}
+	var reqs []map[string]any
+	for deadline := time.Now().Add(10 * time.Second); len(reqs) == 0 && time.Now().Before(deadline); {
+		reqs = k.compensationRequests()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(reqs) != 1 || reqs[0]["taskId"] != late || reqs[0]["idempotencyKey"] != key {
+		t.Fatalf("compensation requests = %v, want one about %s under its own key", reqs, late)
+	}
+	k.mu.Lock()
+	compTask := k.order[len(k.order)-1]
+	k.mu.Unlock()
+	k.finishCompensationTask(compTask, reqs[0])
+	done := eventsData(t, e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensated), ledger.EventTypeExtraTaskCompensated)
+	if len(done) != 1 || done[0]["task_id"] != late || done[0]["resolution"] != "compensated" {
+		t.Fatalf("extra_task_compensated = %v", done)
+	}
+	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 0 {
+		t.Fatalf("a resolved extra task is still an anomaly: %+v", got)
+	}
+	if after := e.get(t, d.ID); after.ObligationState != "settled" || after.HoldState != "consumed" {
+		t.Fatalf("the late extra task's compensation moved the obligation: %+v", after)
+	}
+	e.CheckInvariants(t)
+}

@@ -86,7 +86,18 @@ func ExtraTaskKey(d ledger.Delegation, taskID string) string {
 // retries, so the remote can deduplicate a resend.
 func ExtraRequestMessageID(id uuid.UUID, taskID string, round int) string {
 	sum := sha256.Sum256([]byte("quittance/compensation-request/v1:" + id.String() + ":extra-task:" + taskID))
-	return fmt.Sprintf("qcx-%s-%d", hex.EncodeToString(sum[:12]), round)
+	return fmt.Sprintf("%s%s-%d", extraRequestPrefix, hex.EncodeToString(sum[:12]), round)
+}
+
+// extraRequestPrefix begins every ExtraRequestMessageID.
+const extraRequestPrefix = "qcx-"
+
+// IsExtraRequestMessageID says whether messageID is an
+// ExtraRequestMessageID: a task in a delegation's own context that a
+// message of that form created is the answer to a compensation request
+// about one of its extra tasks.
+func IsExtraRequestMessageID(messageID string) bool {
+	return strings.HasPrefix(messageID, extraRequestPrefix)
 }
 
 // ExtraTaskRequest is the compensation request about extra task taskID of
@@ -97,13 +108,19 @@ func ExtraTaskRequest(d ledger.Delegation, taskID string) CompensationRequest {
 
 // needsCompensation reports whether extra task t of a delegation of class
 // and org, whose tracked task completed, may have committed effects that
-// call for compensation: never when it ended rejected (refused before any
+// call for compensation: never for a task that answered a compensation
+// request (its effect is the reversal), nor when it ended rejected (refused before any
 // work) or where the gate cannot apply (a class that commits no effects, an
 // org with a shared coordinator); when it ended canceled or failed, as the
 // gate says for that status; and otherwise — completed, or not ended yet —
 // always. canceled alone is not enough: it speaks of the task record, not
 // of its effects (ledger/DESIGN.md §1).
 func needsCompensation(t RemoteTask, class ledger.TaskClass, org ledger.Org) bool {
+	if t.Purpose == PurposeCompensation {
+		// A task that answers a compensation request is the reversal,
+		// not an effect to reverse.
+		return false
+	}
 	switch t.Status {
 	case ledger.StatusRejected:
 		return false

@@ -94,7 +94,7 @@ func taskPurpose(d ledger.Delegation, t a2a.Task, anyInContext bool) (RemoteTask
 		switch {
 		case m == DispatchMessageID(d.ID):
 			return PurposeDispatch, true
-		case strings.HasPrefix(m, compPrefix):
+		case strings.HasPrefix(m, compPrefix), compensation.IsExtraRequestMessageID(m):
 			return PurposeCompensation, true
 		}
 	}

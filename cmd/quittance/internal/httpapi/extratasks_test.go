@@ -553,7 +553,9 @@ func TestExtraTaskRedriveWrittenOff(t *testing.T) {
 // (one nobody looked up: a resend the agent did not deduplicate). It is
 // recorded and asked about as an extra task known at the settlement would
 // be: an extra_task_compensation anomaly, one compensation request under
-// the task's own key, resolved by the receipt. No money moves.
+// the task's own key, resolved by the receipt. A push about the task that
+// answered that request records it as a compensation task, which is never
+// asked about itself. No money moves.
 func TestA2AExtraTaskFoundAfterCompletionIsAsked(t *testing.T) {
 	t.Parallel()
 	k := startTaskKeeper(t, &taskKeeper{push: true, compWorking: true, onSend: func(int) string { return "reply" }})
@@ -602,6 +604,26 @@ func TestA2AExtraTaskFoundAfterCompletionIsAsked(t *testing.T) {
 	}
 	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 0 {
 		t.Fatalf("a resolved extra task is still an anomaly: %+v", got)
+	}
+
+	if status := k.pushTask(t, compTask); status != http.StatusAccepted {
+		t.Fatalf("push about the compensation task %s answered %d", compTask, status)
+	}
+	var found []map[string]any
+	for deadline := time.Now().Add(10 * time.Second); len(found) < 2 && time.Now().Before(deadline); {
+		found = eventsData(t, e.events(t, d.ID), ledger.EventTypeRemoteTaskFound)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(found) != 2 || found[1]["task_id"] != compTask || found[1]["purpose"] != "compensation" {
+		t.Fatalf("remote_task_found = %v, want %s and then the compensation task %s", found, late, compTask)
+	}
+	time.Sleep(300 * time.Millisecond)
+	events := e.events(t, d.ID)
+	if n := countEvents(events, ledger.EventTypeExtraTaskCompensationRequired); n != 1 {
+		t.Fatalf("%d extra_task_compensation_required events after the compensation task was found, want 1", n)
+	}
+	if n := len(k.compensationRequests()); n != 1 {
+		t.Fatalf("%d compensation requests, want 1: the compensation task was asked about", n)
 	}
 	if after := e.get(t, d.ID); after.ObligationState != "settled" || after.HoldState != "consumed" {
 		t.Fatalf("the late extra task's compensation moved the obligation: %+v", after)

@@ -447,7 +447,7 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	if event == ledger.EventTaskCompleted && len(facts.RemoteTasks) > 0 {
 		// Settled: the extra tasks' effects are sought on their own,
 		// beside the obligation (extratasks.go).
-		if err := requireExtraCompensation(ctx, tx, d, end, facts.RemoteTasks, now); err != nil {
+		if err := requireExtraCompensation(ctx, tx, d, end.Class, end.Org, end.Change.Actor, facts.RemoteTasks, now); err != nil {
 			return EvidenceResult{}, err
 		}
 	}

@@ -109,9 +109,9 @@ func ExtraTaskRequest(d ledger.Delegation, taskID string) CompensationRequest {
 // needsCompensation reports whether extra task t of a delegation of class
 // and org, whose tracked task completed, may have committed effects that
 // call for compensation: never for a task that answered a compensation
-// request (its effect is the reversal), nor when it ended rejected (refused before any
-// work) or where the gate cannot apply (a class that commits no effects, an
-// org with a shared coordinator); when it ended canceled or failed, as the
+// request (its effect is the reversal), nor when it ended rejected
+// (refused before any work) or where the gate cannot apply (a class that
+// commits no effects, an org with a shared coordinator); when it ended canceled or failed, as the
 // gate says for that status; and otherwise — completed, or not ended yet —
 // always. canceled alone is not enough: it speaks of the task record, not
 // of its effects (ledger/DESIGN.md §1).
@@ -128,16 +128,6 @@ func needsCompensation(t RemoteTask, class ledger.TaskClass, org ledger.Org) boo
 		return ledger.GateApplies(class, org, t.Status)
 	}
 	return class.EffectCapable && !org.SharedCoordinator
-}
-
-// requireExtraCompensation marks, inside tx, every extra task of d (just
-// settled by end) that needs compensation, records an
-// extra_task_compensation_required event for each — the anomaly — and
-// queues the compensation request job when the org has an agent Quittance
-// can reach. An org without one is asked by no one: the anomaly stays
-// until on-call writes the task off.
-func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, end ledger.TaskEnd, tasks []RemoteTask, now time.Time) error {
-	return requireExtraTasksCompensation(ctx, tx, d, end.Class, end.Org, end.Change.Actor, tasks, now)
 }
 
 // RequireLateExtraTaskCompensation is requireExtraCompensation for extra
@@ -159,13 +149,17 @@ func RequireLateExtraTaskCompensation(ctx context.Context, tx ReceiptTx, d ledge
 	if !known {
 		class = ledger.UnknownTaskClass(d.TaskClass)
 	}
-	return requireExtraTasksCompensation(ctx, tx, d, class, org, actor, tasks, now)
+	return requireExtraCompensation(ctx, tx, d, class, org, actor, tasks, now)
 }
 
-// requireExtraTasksCompensation is what requireExtraCompensation and
-// RequireLateExtraTaskCompensation do, for a delegation of task class
-// class with org org, on behalf of actor.
-func requireExtraTasksCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, class ledger.TaskClass, org ledger.Org, actor string, tasks []RemoteTask, now time.Time) error {
+// requireExtraCompensation marks, inside tx, every extra task of settled
+// delegation d (of task class class, with org org) that needs
+// compensation, records an extra_task_compensation_required event for
+// each, on behalf of actor — the anomaly — and queues the compensation
+// request job when the org has an agent Quittance can reach. An org
+// without one is asked by no one: the anomaly stays until on-call writes
+// the task off.
+func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, class ledger.TaskClass, org ledger.Org, actor string, tasks []RemoteTask, now time.Time) error {
 	queued := false
 	for _, t := range tasks {
 		if !needsCompensation(t, class, org) {

@@ -471,8 +471,10 @@ func generate(ctx context.Context, h *harness, dbURL string, cfg scaleConfig) er
 		`INSERT INTO budget_entries (budget_id, kind, amount_minor, at) SELECT id, 'fund', funded_minor, created_at FROM budgets`,
 		`SELECT setval(pg_get_serial_sequence('event_positions', 'pos'), (SELECT max(pos) FROM event_positions))`,
 		// The load skipped the triggers that keep the ended states' counts
-		// (migration 00032): count them once, as the migration does.
+		// (migration 00032) and the shared remote task ids (00033): find
+		// them once, as the migrations do.
 		`SELECT quittance_recount_ended_obligations()`,
+		`SELECT quittance_find_shared_remote_tasks()`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("balance budgets: %w", err)

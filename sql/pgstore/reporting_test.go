@@ -3,11 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
 )
 
@@ -33,7 +36,7 @@ func TestReportingRole(t *testing.T) {
 	for _, view := range []string{
 		"reporting.pending_obligations_v1", "reporting.obligation_summary_v1",
 		"reporting.anomalies_v1", "reporting.budgets_v1", "reporting.token_refusals_v1",
-		"reporting.delegation_amounts_v1",
+		"reporting.delegation_amounts_v1", "reporting.shared_remote_tasks_v1",
 	} {
 		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
 			t.Fatal(err)
@@ -45,7 +48,7 @@ func TestReportingRole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, table := range []string{"delegations", "events", "budgets", "api_tokens", "used_token_ids", "write_offs", "token_refusals", "token_refusal_samples"} {
+	for _, table := range []string{"delegations", "events", "budgets", "api_tokens", "used_token_ids", "write_offs", "token_refusals", "token_refusal_samples", "shared_remote_tasks"} {
 		if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
 			t.Fatal(err)
 		}
@@ -174,5 +177,104 @@ func TestDelegationAmountsView(t *testing.T) {
 		if got[id] != want {
 			t.Errorf("delegation_amounts_v1 for %s:\n got %s\nwant %s", id, got[id], want)
 		}
+	}
+}
+
+// TestSharedRemoteTasksKept: delegations of two tenants that record the
+// same remote task id of one org, many pairs at once from two replicas,
+// are each kept as shared the moment the second commits: the reporting
+// view, read as the reporting role, and the anomalies' reader list every
+// pair and nothing else. The backfill finds the same pairs again from the
+// delegations alone, as after a load that skipped the trigger.
+func TestSharedRemoteTasksKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.delegation(t, "budget-and-org")
+	other := ledger.Principal{Role: ledger.RoleOrchestrator, Name: "orch-initech", Tenant: "initech"}
+	replica := ledger.NewService(ledger.Config{Store: pgstore.New(widePool(t, b.pool, 4)), Clock: fixedClock{epoch}})
+	create := func(svc *ledger.Service, p ledger.Principal, op, task string) error {
+		_, _, err := svc.CreateDelegation(ctx, p, ledger.CreateInput{
+			BusinessOperationID: op, OrgID: "globex", TaskClass: "procurement", BudgetID: "ops",
+			Hold: ledger.Money{AmountMinor: 10, Currency: "EUR"}, Remote: ledger.RemoteTask{TaskID: task, ContextID: "ctx"},
+		})
+		return err
+	}
+	const pairs = 12
+	var want []string
+	var wg sync.WaitGroup
+	for i := range pairs {
+		task := fmt.Sprintf("shared-%02d", i)
+		want = append(want, task)
+		wg.Go(func() {
+			if err := create(b.svc, orch, "op-"+task, task); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			if err := create(replica, other, "op-"+task, task); err != nil {
+				t.Error(err)
+			}
+		})
+		// One tenant alone records this one: not shared.
+		wg.Go(func() {
+			if err := create(replica, other, "alone-"+task, "alone-"+task); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+
+	viewed := func() []string {
+		t.Helper()
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // read only
+		if _, err := tx.Exec(ctx, "SET LOCAL ROLE quittance_reporting"); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, `SELECT remote_task_id, array_to_string(tenants, ',') FROM reporting.shared_remote_tasks_v1 ORDER BY remote_task_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for rows.Next() {
+			var task, tenants string
+			if err := rows.Scan(&task, &tenants); err != nil {
+				t.Fatal(err)
+			}
+			if tenants != "acme,initech" && tenants != "initech,acme" {
+				t.Errorf("%s: tenants %s", task, tenants)
+			}
+			out = append(out, task)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := viewed(); !slices.Equal(got, want) {
+		t.Fatalf("reporting.shared_remote_tasks_v1 lists %v, want %v", got, want)
+	}
+	listed, err := b.store.Reports().SharedRemoteTasks(ctx, 100)
+	if err != nil || len(listed) != pairs {
+		t.Fatalf("SharedRemoteTasks: %d (%v), want %d", len(listed), err, pairs)
+	}
+	for _, s := range listed {
+		if s.OrgID != "globex" || len(s.DelegationIDs) != 2 || len(s.Tenants) != 2 {
+			t.Errorf("shared remote task %+v", s)
+		}
+	}
+
+	if _, err := b.pool.Exec(ctx, `DELETE FROM shared_remote_tasks`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `SELECT quittance_find_shared_remote_tasks()`); err != nil {
+		t.Fatal(err)
+	}
+	if got := viewed(); !slices.Equal(got, want) {
+		t.Fatalf("after the backfill the view lists %v, want %v", got, want)
 	}
 }

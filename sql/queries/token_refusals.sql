@@ -32,14 +32,11 @@ ORDER BY s.org_id, s.reason, s.at DESC, s.slot DESC;
 -- name: SharedRemoteTaskList :many
 -- Remote task ids of one org recorded by delegations of more than one
 -- tenant: evidence for them is told apart by the compensation idempotency
--- key only, so on-call sees each. At most max_rows of them.
+-- key only, so on-call sees each. At most max_rows of them, off the kept
+-- set (migration 00033).
 SELECT org_id, remote_task_id::text AS remote_task_id,
-       array_agg(id ORDER BY id)::uuid[] AS delegation_ids,
-       array_agg(tenant ORDER BY id)::text[] AS tenants,
-       max(created_at)::timestamptz AS last_created_at
-FROM delegations
-WHERE remote_task_id IS NOT NULL
-GROUP BY org_id, remote_task_id
-HAVING count(*) > 1
-ORDER BY max(created_at), org_id, remote_task_id
+       delegation_ids::uuid[] AS delegation_ids, tenants::text[] AS tenants,
+       last_created_at::timestamptz AS last_created_at
+FROM reporting.shared_remote_tasks_v1
+ORDER BY last_created_at, org_id, remote_task_id
 LIMIT @max_rows;

@@ -416,6 +416,16 @@ type ReportingRevokedIdentityReleasesV1 struct {
 	IdentityRevokedReason *string
 }
 
+// Remote task ids recorded, for one org, by delegations of more than one tenant: the delegations and their tenants (in delegation id order), when the sharing was found and when the latest of them was created. Version 1.
+type ReportingSharedRemoteTasksV1 struct {
+	OrgID         string
+	RemoteTaskID  string
+	FoundAt       time.Time
+	DelegationIds interface{}
+	Tenants       interface{}
+	LastCreatedAt interface{}
+}
+
 // Refused compensation acks and declarations per (org, reason): how many, first and last. org_id is empty for tokens naming no registered org. Version 1.
 type ReportingTokenRefusalsV1 struct {
 	OrgID   string
@@ -435,6 +445,12 @@ type RevokedIdentityRelease struct {
 	AcknowledgedAt    *time.Time
 	AcknowledgedBy    uuid.NullUUID
 	AcknowledgeNote   *string
+}
+
+type SharedRemoteTask struct {
+	OrgID        string
+	RemoteTaskID string
+	FoundAt      time.Time
 }
 
 type TaskClass struct {

@@ -307,12 +307,7 @@ func TestA2ACompletedDelegationCompensatesExtraTask(t *testing.T) {
 	if key == d.Compensation.IdempotencyKey {
 		t.Fatal("the extra task's key is the delegation's")
 	}
-	var reqs []map[string]any
-	deadline := time.Now().Add(10 * time.Second)
-	for len(reqs) == 0 && time.Now().Before(deadline) {
-		reqs = k.compensationRequests()
-		time.Sleep(20 * time.Millisecond)
-	}
+	reqs := k.awaitCompensationRequests()
 	if len(reqs) != 1 || reqs[0]["taskId"] != "kt-1" || reqs[0]["idempotencyKey"] != key || reqs[0]["reason"] != compensation.ExtraTaskReason {
 		t.Fatalf("compensation requests = %v, want one about kt-1 under its own key", reqs)
 	}
@@ -421,11 +416,7 @@ func TestExtraTaskRedrive(t *testing.T) {
 	k.tasks["kt-2"]["status"] = map[string]any{"state": "completed"}
 	k.mu.Unlock()
 	e.waitFor(t, d.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
-	var reqs []map[string]any
-	for deadline := time.Now().Add(10 * time.Second); len(reqs) == 0 && time.Now().Before(deadline); {
-		reqs = k.compensationRequests()
-		time.Sleep(20 * time.Millisecond)
-	}
+	reqs := k.awaitCompensationRequests()
 	if len(reqs) != 1 {
 		t.Fatalf("compensation requests = %v, want one", reqs)
 	}
@@ -586,11 +577,7 @@ func TestA2AExtraTaskFoundAfterCompletionIsAsked(t *testing.T) {
 	if got := e.extraTaskAnomalies(t, d.ID); len(got) != 1 {
 		t.Fatalf("extra_task_compensation anomalies = %+v, want one", got)
 	}
-	var reqs []map[string]any
-	for deadline := time.Now().Add(10 * time.Second); len(reqs) == 0 && time.Now().Before(deadline); {
-		reqs = k.compensationRequests()
-		time.Sleep(20 * time.Millisecond)
-	}
+	reqs := k.awaitCompensationRequests()
 	if len(reqs) != 1 || reqs[0]["taskId"] != late || reqs[0]["idempotencyKey"] != key {
 		t.Fatalf("compensation requests = %v, want one about %s under its own key", reqs, late)
 	}

@@ -288,6 +288,16 @@ func (k *taskKeeper) compensationRequests() []map[string]any {
 	return slices.Clone(k.compReqs)
 }
 
+// awaitCompensationRequests returns the compensation requests the agent
+// received, once there is one (or none after 10 s).
+func (k *taskKeeper) awaitCompensationRequests() []map[string]any {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if reqs := k.compensationRequests(); len(reqs) > 0 || time.Now().After(deadline) {
+			return reqs
+		}
+	}
+}
+
 // eventsData returns the data of the delegation's events of typ.
 func eventsData(t *testing.T, events []ledger.EventRecord, typ ledger.EventType) []map[string]any {
 	t.Helper()

@@ -168,16 +168,7 @@ func settledWithExtraTask(t *testing.T, op string) (e *cliEnv, id, finance strin
 	}
 	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
 	finance = e.newToken(t, "--role", "finance", "--name", "fin")
-	var d struct {
-		ID              string `json:"id"`
-		ObligationState string `json:"obligation_state"`
-	}
-	if s := e.api(t, http.MethodPost, "/v1/delegations", orch, map[string]any{
-		"business_operation_id": op, "org_id": "supplier", "task_class": "procurement", "budget_id": "ops",
-		"hold": map[string]any{"amount_minor": 1000, "currency": "EUR"}, "remote": map[string]any{"task_id": "task-" + op},
-	}, &d); s != http.StatusCreated {
-		t.Fatalf("create delegation: %d", s)
-	}
+	d := e.createDelegation(t, orch, op)
 	// The second task, as the A2A worker records one it finds by ListTasks.
 	if err := e.exec(context.Background(), `INSERT INTO delegation_remote_tasks (delegation_id, task_id, purpose, found_by, status, found_at, updated_at)
 		VALUES ($1, 'kt-dup', 'dispatch', 'list_tasks', 'canceled', now(), now())`, d.ID); err != nil {

@@ -205,18 +205,29 @@ func (e *cliEnv) approvePending(t *testing.T, out []byte) {
 	}
 }
 
-func (e *cliEnv) pendingDelegation(t *testing.T, orch, op string) string {
+// delegationState is what the CLI tests read of a delegation.
+type delegationState struct {
+	ID              string `json:"id"`
+	ObligationState string `json:"obligation_state"`
+}
+
+// createDelegation creates a procurement delegation of 1000 EUR on budget
+// ops for org supplier, with remote task task-<op>, as orch.
+func (e *cliEnv) createDelegation(t *testing.T, orch, op string) delegationState {
 	t.Helper()
-	var d struct {
-		ID              string `json:"id"`
-		ObligationState string `json:"obligation_state"`
-	}
+	var d delegationState
 	if s := e.api(t, http.MethodPost, "/v1/delegations", orch, map[string]any{
 		"business_operation_id": op, "org_id": "supplier", "task_class": "procurement", "budget_id": "ops",
 		"hold": map[string]any{"amount_minor": 1000, "currency": "EUR"}, "remote": map[string]any{"task_id": "task-" + op},
 	}, &d); s != http.StatusCreated {
 		t.Fatalf("create delegation: %d", s)
 	}
+	return d
+}
+
+func (e *cliEnv) pendingDelegation(t *testing.T, orch, op string) string {
+	t.Helper()
+	d := e.createDelegation(t, orch, op)
 	if s := e.api(t, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", orch, map[string]any{"state": "canceled"}, &d); s != http.StatusOK {
 		t.Fatalf("report status: %d", s)
 	}

@@ -43,6 +43,8 @@ type Service struct {
 	onRefusal func(ledger.TokenRefusal)
 	// refreshKeys is Config.RefreshOrgKeysForKid.
 	refreshKeys func(ctx context.Context, orgID, kid string) bool
+	// refusalTime is Config.RefusalTime.
+	refusalTime time.Duration
 }
 
 // Config wires a Service.
@@ -70,6 +72,15 @@ type Config struct {
 	// that the kid came into force, the token is tried once more. Nil never
 	// refreshes.
 	RefreshOrgKeysForKid func(ctx context.Context, orgID, kid string) bool
+	// RefusalTime is how long after it arrived a posted token that is
+	// refused without telling the signer why is answered; zero answers at
+	// once. It hides, in the response time, what the work done before the
+	// refusal says: whether an org serving its keys at a JWKS URL was
+	// read again and its URL fetched for an unknown kid, how large an
+	// org's RSA key is, whether the token's task is recorded. It also
+	// bounds that fetch to three quarters of it: one still running then is
+	// given up (the org's periodic refresh brings the key in later).
+	RefusalTime time.Duration
 }
 
 // NewService returns a Service.
@@ -89,7 +100,7 @@ func NewService(cfg Config) *Service {
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
 		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize, onRefusal: cfg.OnRefusal,
-		refreshKeys: cfg.RefreshOrgKeysForKid,
+		refreshKeys: cfg.RefreshOrgKeysForKid, refusalTime: cfg.RefusalTime,
 	}
 }
 
@@ -180,24 +191,27 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAdd
 // rules costs one signature verification of its alg before it is refused,
 // against a decoy key when its iss names no registered org, a revoked
 // one, one without usable keys, or its kid no key of the org (see verify
-// and decoyKeys). What still takes longer is the refresh for an unknown
-// kid, asked only of an org that serves its keys at a JWKS URL:
+// and decoyKeys). What can take longer is the refresh for an unknown kid,
+// asked only of an org that serves its keys at a JWKS URL:
 // RefreshOrgKeysForKid reads the org again (unless this process fetched
 // its URL for an unknown kid less than an interval ago) and may fetch the
 // URL, at most once per org per interval
 // (ledger.Config.OrgJWKSUnknownKidInterval), and a kid that came into
-// force is verified once more.
+// force is verified once more. So every refusal not told to the signer is
+// answered Config.RefusalTime after the token arrived, and the refresh
+// must finish well within that time (refreshKeysBy).
 func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clientAddress string) (EvidenceResult, error) {
 	if !kind.Valid() {
 		return EvidenceResult{}, fmt.Errorf("submit evidence: unknown token kind %q", kind)
 	}
+	answerAt := time.Now().Add(s.refusalTime) // the wall clock's: ledger time may be a test's
 	sum := sha256.Sum256(token)
 	refusal := ledger.TokenRefusal{
 		Kind: string(kind), TokenSHA256: sum[:], TokenBytes: len(token), ClientAddress: storable(clientAddress, 256),
 	}
 	peek, err := PeekToken(token)
 	if err != nil {
-		return EvidenceResult{}, s.refused(ctx, refusal, err, false)
+		return EvidenceResult{}, s.refused(ctx, refusal, err, false, answerAt)
 	}
 	refusal.ClaimedIssuer = storable(peek.Issuer, ledger.MaxClaimedIssuer)
 	var (
@@ -261,7 +275,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	// would read the org again, and so take longer for a registered org
 	// than for an unknown one.
 	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && refusal.OrgID != "" && fetched &&
-		s.refreshKeys != nil && s.refreshKeys(ctx, refusal.OrgID, peek.KeyID) {
+		s.refreshKeys != nil && s.refreshKeysBy(ctx, answerAt, refusal.OrgID, peek.KeyID) {
 		// The org rotated the key in at its JWKS URL: once more, with it.
 		err = s.store.InTx(ctx, attempt)
 	}
@@ -277,7 +291,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 			}
 			return EvidenceResult{}, err
 		}
-		return EvidenceResult{}, s.refused(ctx, refusal, ref, told)
+		return EvidenceResult{}, s.refused(ctx, refusal, ref, told, answerAt)
 	}
 	if err != nil {
 		return EvidenceResult{}, err
@@ -410,12 +424,26 @@ type Receipt struct {
 // caller: it says where the reason is, not what it is.
 const uniformRefusalDetail = "the token was refused; the ledger keeps the reason, which its operators find by the token's sha256"
 
+// refreshKeysBy asks RefreshOrgKeysForKid for org's key kid, giving it,
+// when a refusal time is set, until three quarters of that time before
+// answerAt: the last quarter is left for trying the token again and
+// counting a refusal, so that a refusal is not answered later than the
+// others.
+func (s *Service) refreshKeysBy(ctx context.Context, answerAt time.Time, orgID, kid string) bool {
+	if s.refusalTime > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, answerAt.Add(-s.refusalTime/4))
+		defer cancel()
+	}
+	return s.refreshKeys(ctx, orgID, kid)
+}
+
 // refused counts and samples a refusal (ledger.TokenRefusal), in its own
 // transaction — the refused one rolled back — and reports it to
 // OnRefusal. It returns what the caller is told: the refusal itself when
-// told, else CodeTokenRefused with uniformRefusalDetail. Nothing is
-// appended to any delegation's chain.
-func (s *Service) refused(ctx context.Context, r ledger.TokenRefusal, err error, told bool) error {
+// told, else, at answerAt (Config.RefusalTime), CodeTokenRefused with
+// uniformRefusalDetail. Nothing is appended to any delegation's chain.
+func (s *Service) refused(ctx context.Context, r ledger.TokenRefusal, err error, told bool, answerAt time.Time) error {
 	var ref *RefusalError
 	if !errors.As(err, &ref) {
 		return err
@@ -433,7 +461,22 @@ func (s *Service) refused(ctx context.Context, r ledger.TokenRefusal, err error,
 	if told {
 		return ref
 	}
+	waitUntil(ctx, answerAt)
 	return Refuse(CodeTokenRefused, uniformRefusalDetail)
+}
+
+// waitUntil returns at t by the wall clock, or when ctx ends.
+func waitUntil(ctx context.Context, t time.Time) {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }
 
 // storable is untrusted text as a sample keeps it: at most n bytes, with

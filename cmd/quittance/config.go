@@ -32,6 +32,12 @@ type config struct {
 	// unnoticed (ledger/AUDIT.md). Off, it starts without a key and signs
 	// no periodic checkpoints: an explicit choice, never a default.
 	Checkpoints string `env:"QUITTANCE_CHECKPOINTS" envDefault:"on"`
+
+	// EvidenceRefusalTime is how long after it arrived a posted token
+	// refused without a reason told is answered, so that response times do
+	// not tell which orgs, keys and tasks exist (compensation.Config.RefusalTime).
+	EvidenceRefusalTime time.Duration `env:"QUITTANCE_EVIDENCE_REFUSAL_TIME" envDefault:"500ms"`
+
 	// OrgJWKSRefresh is how often the JWKS URL of every org registered by
 	// URL is fetched; OrgJWKSUnknownKidInterval the shortest time between
 	// two fetches of one org's URL for tokens naming an unknown kid.
@@ -139,7 +145,7 @@ type config struct {
 // variables are the names config reads.
 var variables = []string{
 	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_CHECKPOINTS",
-	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
+	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_EVIDENCE_REFUSAL_TIME", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
 	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST",
@@ -185,6 +191,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.OrgJWKSRefresh <= 0 || cfg.OrgJWKSUnknownKidInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_ORG_JWKS_REFRESH and QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL must be positive")}
+	}
+	if cfg.EvidenceRefusalTime < 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_EVIDENCE_REFUSAL_TIME must not be negative")}
 	}
 	if cfg.SweepInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_SWEEP_INTERVAL must be positive")}

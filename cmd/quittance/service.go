@@ -274,7 +274,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
 		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
 		Dev:                   cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
-		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval,
+		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, EvidenceRefusalTime: cfg.EvidenceRefusalTime,
 		A2A: delegate.Config{
 			PublicURL: cfg.PublicURL, Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,
 			BackoffBase: cfg.A2ABackoffBase, BackoffMax: cfg.A2ABackoffMax,

@@ -73,6 +73,10 @@ type Config struct {
 	// OrgJWKSUnknownKidInterval rate-limits fetches of an org's JWKS URL
 	// for tokens naming an unknown kid (the ledger's default when zero).
 	OrgJWKSUnknownKidInterval time.Duration
+	// EvidenceRefusalTime is how long after it arrived a posted token
+	// refused without a reason told is answered (compensation.Config.RefusalTime;
+	// zero answers at once).
+	EvidenceRefusalTime time.Duration
 	// Console tunes the web console.
 	Console ConsoleConfig
 	// UnconfirmedAlertGrace is exported for the alert rules: how long an
@@ -155,7 +159,7 @@ func New(cfg Config) *App {
 	a.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, OnRefusal: metrics.TokenRefused,
-		RefreshOrgKeysForKid: a.Ledger.RefreshOrgKeysForKid,
+		RefreshOrgKeysForKid: a.Ledger.RefreshOrgKeysForKid, RefusalTime: cfg.EvidenceRefusalTime,
 	})
 	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
 	a.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})

@@ -176,6 +176,7 @@ type options struct {
 	log            *slog.Logger
 	pendingSweep   time.Duration
 	kidInterval    time.Duration
+	refusalTime    time.Duration
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -239,6 +240,10 @@ func WithOrgJWKSUnknownKidInterval(d time.Duration) Option {
 	return func(o *options) { o.kidInterval = d }
 }
 
+// WithEvidenceRefusalTime sets how long after it arrived a posted token
+// refused without a reason told is answered (default zero: at once).
+func WithEvidenceRefusalTime(d time.Duration) Option { return func(o *options) { o.refusalTime = d } }
+
 // WithIdentity gives the ledger a fresh signing identity: compensation
 // requests are signed and its JWK Set is served.
 func WithIdentity() Option { return func(o *options) { o.identity = true } }
@@ -297,7 +302,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		Pool: pool, Registry: e.Registry, Clock: o.clock, LedgerID: o.ledgerID, Version: "test", Identity: e.Identity,
 		WriteOffApprovalThresholdMinor: o.threshold, Egress: LoopbackEgress, AgentRegistrationEgress: o.registerEgress,
 		A2A: w.a2aConfig(e.URL), Webhooks: w.webhookConfig(), RateLimit: o.rateLimit, Stream: stream,
-		Dev: !o.production, OrgJWKSUnknownKidInterval: o.kidInterval,
+		Dev: !o.production, OrgJWKSUnknownKidInterval: o.kidInterval, EvidenceRefusalTime: o.refusalTime,
 		// Tests move the clock by weeks; a person's credential outlives them
 		// unless a test gives it an expiry.
 		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,

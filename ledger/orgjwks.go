@@ -42,6 +42,11 @@ type KeyRefresh struct {
 // Changed reports whether any key was added or removed.
 func (r KeyRefresh) Changed() bool { return len(r.Added)+len(r.Removed) > 0 }
 
+// orgJWKSActor is the actor of the key changes the ledger's own fetches
+// of an org's JWKS URL bring in: the periodic refresh, and a fetch for an
+// unknown kid.
+const orgJWKSActor = "system:org_jwks"
+
 // RefreshOrgKeys fetches the org's JWKS URL now (on-call), and returns
 // what changed and the org as it is after the fetch. A failed fetch is not
 // an error: it is recorded on the org (JWKSFetch.Error) and the keys in
@@ -58,7 +63,7 @@ func (s *Service) RefreshOrgKeys(ctx context.Context, p Principal, orgID string)
 	if org.JWKSURL == "" {
 		return Org{}, KeyRefresh{}, Conflict("org_has_no_jwks_url", "org %s's keys are registered inline; it has no JWKS URL to fetch", orgID)
 	}
-	r, err := s.refreshOrgKeys(ctx, org)
+	r, err := s.refreshOrgKeys(ctx, org, p.Actor())
 	if err != nil {
 		return Org{}, KeyRefresh{}, err
 	}
@@ -90,7 +95,7 @@ func (s *Service) RefreshOrgKeysForKid(ctx context.Context, orgID, kid string) b
 	if !s.jwks.claim(orgID, now) {
 		return false
 	}
-	r, err := s.refreshOrgKeys(ctx, org)
+	r, err := s.refreshOrgKeys(ctx, org, orgJWKSActor)
 	if err != nil {
 		return false
 	}
@@ -139,7 +144,7 @@ func (s *Service) refreshDueOrgKeys(ctx context.Context, interval time.Duration)
 		if org.IdentityRevoked() || (!org.JWKSFetch.AttemptedAt.IsZero() && s.Now().Sub(org.JWKSFetch.AttemptedAt) < interval*9/10) {
 			continue
 		}
-		if _, err := s.refreshOrgKeys(ctx, org); err != nil && ctx.Err() == nil {
+		if _, err := s.refreshOrgKeys(ctx, org, orgJWKSActor); err != nil && ctx.Err() == nil {
 			s.jwks.log.ErrorContext(ctx, "refresh org keys", slog.String("org_id", org.ID), slog.Any("error", err))
 		}
 	}
@@ -148,10 +153,12 @@ func (s *Service) refreshDueOrgKeys(ctx context.Context, interval time.Duration)
 // refreshOrgKeys fetches org's JWKS URL and, when the set is valid, brings
 // the org's keys in force in line with it in one transaction: each key
 // added or removed is recorded in the key history (recordOrgKeys) and
-// listed on one org_keys_fetched event. A fetch that fails, or a set that
-// is not valid, changes no key: the error is recorded on the org, logged
-// and counted. The returned error is the database's only.
-func (s *Service) refreshOrgKeys(ctx context.Context, org Org) (KeyRefresh, error) {
+// listed on one org_keys_fetched event, whose actor is actor: the on-call
+// principal who asked for the fetch, or orgJWKSActor for the ledger's own.
+// A fetch that fails, or a set that is not valid, changes no key: the
+// error is recorded on the org, logged and counted. The returned error is
+// the database's only.
+func (s *Service) refreshOrgKeys(ctx context.Context, org Org, actor string) (KeyRefresh, error) {
 	raw, fetchErr := s.jwks.fetch(ctx, org.JWKSURL)
 	if fetchErr == nil {
 		if err := s.validateJWKS(raw); err != nil {
@@ -194,7 +201,7 @@ func (s *Service) refreshOrgKeys(ctx context.Context, org Org) (KeyRefresh, erro
 		if len(removed) > 0 {
 			data["keys_removed"] = removed
 		}
-		_, err = Append(ctx, tx, Event{Stream: "org:" + current.ID, Type: EventTypeOrgKeysFetched, At: now, Actor: "system:org_jwks"}, data)
+		_, err = Append(ctx, tx, Event{Stream: "org:" + current.ID, Type: EventTypeOrgKeysFetched, At: now, Actor: actor}, data)
 		return err
 	})
 	switch {

@@ -209,3 +209,28 @@ func TestA2AReceiptKidNotServedAtJWKSURL(t *testing.T) {
 	}
 	e.CheckInvariants(t)
 }
+
+// TestOnCallKeyRefreshNamesTheOnCall: the keys a fetch that on-call asked
+// for brings in are recorded as that person's doing, not the ledger's: the
+// org_keys_fetched event's actor is the on-call principal.
+func TestOnCallKeyRefreshNamesTheOnCall(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t)
+	keys := newOrgKeysServer(t, compensationtest.NewEd25519Signer(t, "k-1").JWKS())
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/org-url", e.OncallToken, map[string]any{
+		"name": "Org URL", "jwks_url": keys.URL + "/.well-known/jwks.json",
+	}).Expect(t, http.StatusCreated)
+	e.Do(t, http.MethodPost, "/admin/v1/orgs/org-url/keys/refresh", e.OncallToken, nil).Expect(t, http.StatusOK)
+
+	var actor, oncall string
+	ctx := context.Background()
+	if err := e.Pool.QueryRow(ctx, "SELECT actor FROM events WHERE stream = 'org:org-url' AND type = $1", string(ledger.EventTypeOrgKeysFetched)).Scan(&actor); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Pool.QueryRow(ctx, "SELECT id::text FROM principals WHERE name_key = 'oncall'").Scan(&oncall); err != nil {
+		t.Fatal(err)
+	}
+	if want := "principal:" + oncall; actor != want {
+		t.Errorf("the keys on-call fetched are recorded as %q's, want %q", actor, want)
+	}
+}

@@ -355,6 +355,11 @@ const (
 	// pending write-off, with a reason (compensation.RejectWriteOff). The
 	// obligation stays where it was and its hold stays active.
 	EventTypeWriteOffRejected EventType = "write_off_rejected"
+	// EventTypeWebhookDeliveriesRedriven: on-call put dead-lettered webhook
+	// deliveries back in the queue (webhook.Service.Redrive), on the
+	// "webhooks" stream, with the tenant and endpoint_id asked for (empty:
+	// all) and how many were dead (redriven).
+	EventTypeWebhookDeliveriesRedriven EventType = "webhook_deliveries_redriven"
 )
 
 // eventTypes is the catalogue, in the order of the declarations above.
@@ -384,6 +389,7 @@ var eventTypes = []EventType{
 	EventTypeHoldChanged, EventTypeRemoteTaskFound, EventTypeRemoteTaskEnded,
 	EventTypeExtraTaskCompensationRequired, EventTypeExtraTaskCompensated, EventTypeExtraTaskCompensationExhausted,
 	EventTypeExtraTaskWrittenOff, EventTypeExtraTaskCompensationRedriven,
+	EventTypeWebhookDeliveriesRedriven,
 }
 
 // EventTypes returns every event type of the catalogue, in a new slice.

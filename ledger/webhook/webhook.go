@@ -95,8 +95,10 @@ type Store interface {
 	Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error)
 	// Redrive puts dead deliveries (all, or of one tenant and endpoint when
 	// given) back to pending with their attempts reset, due at now, and makes
-	// pending ones due now; it returns how many were dead.
-	Redrive(ctx context.Context, tenant, endpointID string, now time.Time) (int, error)
+	// pending ones due now; it returns how many were dead. In the same
+	// transaction it calls record with that count, to append the event
+	// that says who did it.
+	Redrive(ctx context.Context, tenant, endpointID string, now time.Time, record func(tx ledger.EventAppender, redriven int) error) (int, error)
 	// ClaimDeliveries leases up to limit due deliveries until leaseUntil,
 	// counting one more attempt on each; concurrent claimers never get the
 	// same row.
@@ -271,8 +273,14 @@ func (s *Service) Deliveries(ctx context.Context, p ledger.Principal, f Delivery
 	return s.cfg.Store.Deliveries(ctx, f)
 }
 
+// RedriveStream is the stream of the events that record redrives of
+// webhook deliveries.
+const RedriveStream = "webhooks"
+
 // Redrive puts dead-lettered deliveries back in the queue (all of them, or
 // one tenant's endpoint's) and makes pending ones due now. On-call only.
+// A webhook_deliveries_redriven event on RedriveStream records who asked,
+// for what, and how many were dead, in the same transaction.
 func (s *Service) Redrive(ctx context.Context, p ledger.Principal, tenant, endpointID string) (int, error) {
 	if err := ledger.Authorize(p, ledger.ActionRedriveWebhooks); err != nil {
 		return 0, err
@@ -280,7 +288,12 @@ func (s *Service) Redrive(ctx context.Context, p ledger.Principal, tenant, endpo
 	if endpointID != "" && tenant == "" {
 		return 0, ledger.Invalid("tenant", "is required with endpoint_id")
 	}
-	return s.cfg.Store.Redrive(ctx, tenant, endpointID, s.now())
+	now := s.now()
+	return s.cfg.Store.Redrive(ctx, tenant, endpointID, now, func(tx ledger.EventAppender, redriven int) error {
+		_, err := ledger.Append(ctx, tx, ledger.Event{Stream: RedriveStream, Type: ledger.EventTypeWebhookDeliveriesRedriven, At: now, Actor: p.Actor()},
+			map[string]any{"tenant": tenant, "endpoint_id": endpointID, "redriven": redriven})
+		return err
+	})
 }
 
 // Run delivers until ctx ends. Several Runs, on any replicas, may work on

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
@@ -47,7 +48,7 @@ func (w webhookStore) Deliveries(ctx context.Context, f webhook.DeliveryFilter) 
 	return out, nil
 }
 
-func (w webhookStore) Redrive(ctx context.Context, tenant, endpointID string, now time.Time) (int, error) {
+func (w webhookStore) Redrive(ctx context.Context, tenant, endpointID string, now time.Time, record func(tx ledger.EventAppender, redriven int) error) (int, error) {
 	var n int64
 	err := w.inTx(ctx, func(t *tx) error {
 		q := t.q
@@ -56,8 +57,10 @@ func (w webhookStore) Redrive(ctx context.Context, tenant, endpointID string, no
 		if err != nil {
 			return err
 		}
-		_, err = q.WebhookDeliveryDueNow(ctx, dbsqlc.WebhookDeliveryDueNowParams{Now: now, Tenant: optional(tenant), EndpointID: optional(endpointID)})
-		return err
+		if _, err = q.WebhookDeliveryDueNow(ctx, dbsqlc.WebhookDeliveryDueNowParams{Now: now, Tenant: optional(tenant), EndpointID: optional(endpointID)}); err != nil {
+			return err
+		}
+		return record(t, int(n))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("redrive webhook deliveries: %w", err)

@@ -768,6 +768,18 @@ func TestWebhooksRetryDeadLetterAndRedrive(t *testing.T) {
 	if redriven.Redriven != 1 {
 		t.Fatalf("redriven %d", redriven.Redriven)
 	}
+	// The redrive is on the record: who asked, for what, how many.
+	var actor, oncall, data string
+	if err := e.Pool.QueryRow(context.Background(), "SELECT actor, data::text FROM events WHERE stream = $1 AND type = $2",
+		webhook.RedriveStream, string(ledger.EventTypeWebhookDeliveriesRedriven)).Scan(&actor, &data); err != nil {
+		t.Fatalf("the redrive's event: %v", err)
+	}
+	if err := e.Pool.QueryRow(context.Background(), "SELECT id::text FROM principals WHERE name_key = 'oncall'").Scan(&oncall); err != nil {
+		t.Fatal(err)
+	}
+	if actor != "principal:"+oncall || data != `{"tenant": "acme", "redriven": 1, "endpoint_id": "down"}` {
+		t.Errorf("the redrive is recorded as %s's: %s", actor, data)
+	}
 	e.waitDeliveries(t, "down", allStatus(webhook.StatusDelivered, 1))
 	down.mu.Lock()
 	defer down.mu.Unlock()

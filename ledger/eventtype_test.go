@@ -70,6 +70,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeExtraTaskCompensationExhausted: "extra_task_compensation_exhausted",
 	ledger.EventTypeExtraTaskWrittenOff:            "extra_task_written_off",
 	ledger.EventTypeExtraTaskCompensationRedriven:  "extra_task_compensation_redriven",
+	ledger.EventTypeWebhookDeliveriesRedriven:      "webhook_deliveries_redriven",
 	ledger.EventTypeMessageQueued:                  "task_message_queued",
 	ledger.EventTypeMessageSent:                    "task_message_sent",
 	ledger.EventTypeMessageFailed:                  "task_message_failed",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -146,7 +147,7 @@ func isEmpty(v any) bool {
 func manifest(name string) string { return filepath.Join(manifestDir, name) }
 
 // wantLabels are the labels that tie the server's Deployment, Service, PDB and
-// ServiceMonitor together.
+// PodMonitor together.
 var wantLabels = map[string]string{
 	"app.kubernetes.io/name":      "quittance",
 	"app.kubernetes.io/component": "server",
@@ -176,7 +177,7 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	if slices.ContainsFunc(k.Resources, func(r string) bool { return strings.Contains(r, "secret") }) {
 		t.Errorf("kustomization must not list a Secret: %v", k.Resources)
 	}
-	for _, want := range []string{"deployment.yaml", "service.yaml", "pdb.yaml", "migrate-job.yaml", "servicemonitor.yaml", "prometheusrule.yaml"} {
+	for _, want := range []string{"deployment.yaml", "service.yaml", "pdb.yaml", "migrate-job.yaml", "podmonitor.yaml", "prometheusrule.yaml"} {
 		if !slices.Contains(k.Resources, want) {
 			t.Errorf("kustomization does not list %s", want)
 		}
@@ -337,12 +338,18 @@ func TestDeployment(t *testing.T) {
 	if !slices.Equal(c.Args, []string{"serve"}) || len(c.Command) != 0 {
 		t.Errorf("container runs command %v args %v, want the image entrypoint with args [serve]", c.Command, c.Args)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
-		t.Fatalf("ports = %+v, want http 8080", c.Ports)
+	// The API on http, /metrics apart on metrics: metrics name the orgs whose
+	// tokens were refused and why, which the public endpoints keep to themselves.
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 ||
+		c.Ports[1].Name != "metrics" || c.Ports[1].ContainerPort != 9464 {
+		t.Fatalf("ports = %+v, want http 8080 and metrics 9464", c.Ports)
 	}
 	port := c.Ports[0]
 	if e, _ := envVar(c, "QUITTANCE_ADDR"); e.Value != "0.0.0.0:8080" {
 		t.Errorf("QUITTANCE_ADDR = %q, want 0.0.0.0:8080", e.Value)
+	}
+	if e, _ := envVar(c, "QUITTANCE_METRICS_ADDR"); e.Value != "0.0.0.0:9464" {
+		t.Errorf("QUITTANCE_METRICS_ADDR = %q, want 0.0.0.0:9464 (the metrics port): unset, /metrics is served on the API's port", e.Value)
 	}
 	checkDatabaseURLFromSecret(t, "deployment", c)
 	if e, ok := envVar(c, "QUITTANCE_BOOTSTRAP_TOKEN"); ok && e.Value != "" {
@@ -404,15 +411,15 @@ func checkSigningKeyFromSecret(t *testing.T, spec corev1.PodSpec, c corev1.Conta
 	}
 }
 
-// TestSystemdUnitHasTheSigningKey: the systemd unit hands the service the
-// ledger's signing key as a credential and names it in
-// QUITTANCE_SIGNING_KEY_FILE, and does not turn checkpoints off.
-func TestSystemdUnitHasTheSigningKey(t *testing.T) {
+// loadUnit returns the systemd unit's text and its [Service] settings (key →
+// values, comments skipped).
+func loadUnit(t *testing.T) (raw []byte, settings map[string][]string) {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("systemd", "quittance.service"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings := map[string][]string{} // [Service] key → values, comments skipped
+	settings = map[string][]string{}
 	section := ""
 	for _, line := range strings.Split(string(raw), "\n") {
 		line = strings.TrimSpace(line)
@@ -425,6 +432,46 @@ func TestSystemdUnitHasTheSigningKey(t *testing.T) {
 			settings[k] = append(settings[k], v)
 		}
 	}
+	return raw, settings
+}
+
+// TestSystemdUnitServesMetricsApart: the unit serves /metrics on a loopback
+// address of its own, not on the API's.
+func TestSystemdUnitServesMetricsApart(t *testing.T) {
+	_, settings := loadUnit(t)
+	env := map[string]string{}
+	for _, v := range settings["Environment"] {
+		k, val, _ := strings.Cut(v, "=")
+		env[k] = val
+	}
+	metrics := env["QUITTANCE_METRICS_ADDR"]
+	host, _, err := net.SplitHostPort(metrics)
+	if err != nil || metrics == env["QUITTANCE_ADDR"] {
+		t.Fatalf("QUITTANCE_METRICS_ADDR = %q (QUITTANCE_ADDR %q): want an address of its own", metrics, env["QUITTANCE_ADDR"])
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Errorf("QUITTANCE_METRICS_ADDR = %q: want a loopback address, reachable from this host only", metrics)
+	}
+}
+
+// TestDockerfileServesMetricsApart: the image serves /metrics on a port of
+// its own, so publishing the API's port does not publish metrics.
+func TestDockerfileServesMetricsApart(t *testing.T) {
+	raw, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	if !slices.Contains(lines, "ENV QUITTANCE_ADDR=0.0.0.0:8080") || !slices.Contains(lines, "ENV QUITTANCE_METRICS_ADDR=0.0.0.0:9464") {
+		t.Errorf("the Dockerfile does not set QUITTANCE_ADDR=0.0.0.0:8080 and QUITTANCE_METRICS_ADDR=0.0.0.0:9464")
+	}
+}
+
+// TestSystemdUnitHasTheSigningKey: the systemd unit hands the service the
+// ledger's signing key as a credential and names it in
+// QUITTANCE_SIGNING_KEY_FILE, and does not turn checkpoints off.
+func TestSystemdUnitHasTheSigningKey(t *testing.T) {
+	raw, settings := loadUnit(t)
 	var credential string
 	for _, v := range settings["LoadCredential"] {
 		if id, path, ok := strings.Cut(v, ":"); ok && id == "signing-key" {
@@ -453,8 +500,10 @@ func TestService(t *testing.T) {
 	if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
 		t.Errorf("service selector %v does not select the deployment's pods %v", s.Spec.Selector, d.Spec.Template.Labels)
 	}
+	// One port, the API's: /metrics is scraped from the pods' metrics port,
+	// which no Service exposes.
 	if len(s.Spec.Ports) != 1 {
-		t.Fatalf("ports = %+v, want one", s.Spec.Ports)
+		t.Fatalf("ports = %+v, want one (the API's; not the metrics port)", s.Spec.Ports)
 	}
 	p := s.Spec.Ports[0]
 	if p.Name != "http" || p.Port != 8080 || p.TargetPort.String() != "http" {
@@ -539,23 +588,39 @@ func TestMigrateJob(t *testing.T) {
 	}
 }
 
-func TestServiceMonitor(t *testing.T) {
+// TestPodMonitor: Prometheus scrapes /metrics on the pods' metrics port,
+// which is not the port the Service exposes.
+func TestPodMonitor(t *testing.T) {
+	d := loadDeployment(t)
 	s := loadService(t)
-	var sm monitoringv1.ServiceMonitor
-	decodeStrict(t, manifest("servicemonitor.yaml"), "monitoring.coreos.com/v1", "ServiceMonitor", &sm)
-	sel, err := metav1LabelSelector(&sm.Spec.Selector)
+	var pm monitoringv1.PodMonitor
+	decodeStrict(t, manifest("podmonitor.yaml"), "monitoring.coreos.com/v1", "PodMonitor", &pm)
+	sel, err := metav1LabelSelector(&pm.Spec.Selector)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sel.Empty() || !sel.Matches(labels.Set(s.Labels)) {
-		t.Errorf("ServiceMonitor selector %v does not select the Service's labels %v", sel, s.Labels)
+	if sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("PodMonitor selector %v does not select the deployment's pods %v", sel, d.Spec.Template.Labels)
 	}
-	if len(sm.Spec.Endpoints) != 1 {
-		t.Fatalf("endpoints = %+v, want one", sm.Spec.Endpoints)
+	if len(pm.Spec.PodMetricsEndpoints) != 1 {
+		t.Fatalf("endpoints = %+v, want one", pm.Spec.PodMetricsEndpoints)
 	}
-	ep := sm.Spec.Endpoints[0]
-	if ep.Port == "" || ep.Port != s.Spec.Ports[0].Name {
-		t.Errorf("endpoint port %q, want the Service port name %q", ep.Port, s.Spec.Ports[0].Name)
+	ep := pm.Spec.PodMetricsEndpoints[0]
+	if ep.Port == nil || *ep.Port != "metrics" {
+		t.Fatalf("endpoint port %v, want the container port metrics", ep.Port)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == *ep.Port })
+	if i < 0 {
+		t.Fatalf("the container has no port %q", *ep.Port)
+	}
+	for _, sp := range s.Spec.Ports {
+		if sp.TargetPort.String() == *ep.Port || sp.TargetPort.IntValue() == int(c.Ports[i].ContainerPort) || sp.Port == c.Ports[i].ContainerPort {
+			t.Errorf("the Service's port %s reaches the metrics port", sp.Name)
+		}
+	}
+	if e, _ := envVar(c, "QUITTANCE_METRICS_ADDR"); !strings.HasSuffix(e.Value, fmt.Sprintf(":%d", c.Ports[i].ContainerPort)) {
+		t.Errorf("QUITTANCE_METRICS_ADDR = %q does not listen on the scraped port %d", e.Value, c.Ports[i].ContainerPort)
 	}
 	if ep.Path != "/metrics" {
 		t.Errorf("endpoint path %q, want /metrics", ep.Path)

@@ -98,10 +98,18 @@ type PrincipalTx interface {
 // changes, on any replica: the store's PostgreSQL LISTEN/NOTIFY.
 type CredentialWatcher interface {
 	// WatchCredentials listens until ctx ends or the connection fails. It
-	// calls connected once it listens, and changed after each commit that
-	// revoked, expired or disabled anything.
-	WatchCredentials(ctx context.Context, connected, changed func()) error
+	// calls changed after each commit that revoked, expired or disabled
+	// anything, and alive once it listens and then each time it has proven
+	// its connection alive (a notification, or a ping answered), at least
+	// every CredentialWatchInterval while the connection works.
+	WatchCredentials(ctx context.Context, alive, changed func()) error
 }
+
+// CredentialWatchInterval is how often a CredentialWatcher proves its
+// connection alive. The authentication cache is trusted only within
+// credentialWatchTrust of the last proof: a connection that died silently
+// would otherwise keep a revoked credential cached for tokenCacheTTL.
+const CredentialWatchInterval = 250 * time.Millisecond
 
 // NameKey is the case-folded form of a principal's name, under which names
 // are unique: "Alice" and "alice" are one principal.
@@ -110,8 +118,10 @@ func NameKey(name string) string { return strings.ToLower(strings.TrimSpace(name
 // WatchCredentials keeps the authentication cache coherent with the
 // database until ctx ends: while it listens, every credential change on any
 // replica empties the cache at once; while it does not (before it starts,
-// or after the connection fails until it is back), nothing is cached and
-// every request is authenticated against the database. Without a watcher
+// or after the connection fails until it is back), and whenever the
+// listener has not proven its connection alive within the last second,
+// nothing is cached and every request is authenticated against the
+// database. Without a watcher
 // in the store it returns at once and nothing is ever cached.
 func (s *Service) WatchCredentials(ctx context.Context) error {
 	w, ok := s.store.(CredentialWatcher)
@@ -120,7 +130,7 @@ func (s *Service) WatchCredentials(ctx context.Context) error {
 	}
 	defer s.tokens.invalidate(false)
 	for wait := 100 * time.Millisecond; ctx.Err() == nil; wait = min(wait*2, 5*time.Second) {
-		err := w.WatchCredentials(ctx, func() { s.tokens.invalidate(true) }, func() { s.tokens.invalidate(true) })
+		err := w.WatchCredentials(ctx, s.tokens.prove, func() { s.tokens.invalidate(true) })
 		s.tokens.invalidate(false)
 		if ctx.Err() != nil {
 			break

@@ -38,6 +38,9 @@ type cliEnv struct {
 	// profilesURL is where the service serves its runtime profiles, when
 	// QUITTANCE_DEBUG_ADDR was set.
 	profilesURL string
+	// metricsURL is where the service serves /metrics apart from the API,
+	// when QUITTANCE_METRICS_ADDR was set.
+	metricsURL string
 	// env is the environment serve runs with, to start another replica.
 	env map[string]string
 }
@@ -64,7 +67,7 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 		env[k] = v
 	}
 	a := startServe(t, env)
-	e := &cliEnv{url: a.api, profilesURL: a.profiles, bootstrap: token, ownerURL: ownerURL, serviceURL: env["DATABASE_URL"], env: env, exec: func(ctx context.Context, sql string, args ...any) error {
+	e := &cliEnv{url: a.api, profilesURL: a.profiles, metricsURL: a.metrics, bootstrap: token, ownerURL: ownerURL, serviceURL: env["DATABASE_URL"], env: env, exec: func(ctx context.Context, sql string, args ...any) error {
 		_, err := pool.Exec(ctx, sql, args...)
 		return err
 	}}
@@ -80,7 +83,7 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 }
 
 // serveAddresses are where a serve started by startServe listens.
-type serveAddresses struct{ api, profiles string }
+type serveAddresses struct{ api, profiles, metrics string }
 
 // startServe runs serve with env until the test ends, and returns once it
 // listens; a serve that stops or does not start in time fails the test.
@@ -99,17 +102,21 @@ func startServe(t *testing.T, env map[string]string) serveAddresses {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	// The profiles line, when there is one, comes before the API's.
+	// The profiles and metrics lines, when there are any, come before the
+	// API's.
 	ready := make(chan serveAddresses, 1)
 	go func() {
-		var profiles string
+		var profiles, metrics string
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance profiles on "); ok {
 				profiles = strings.Fields(rest)[0]
 			}
+			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance metrics on "); ok {
+				metrics = strings.Fields(rest)[0]
+			}
 			if rest, ok := strings.CutPrefix(sc.Text(), "Quittance listening on "); ok {
-				ready <- serveAddresses{api: strings.Fields(rest)[0], profiles: profiles}
+				ready <- serveAddresses{api: strings.Fields(rest)[0], profiles: profiles, metrics: metrics}
 			}
 		}
 	}()
@@ -429,6 +436,43 @@ func TestProfilesOnTheirOwnListener(t *testing.T) {
 	}
 	if off := startService(t); off.profilesURL != "" {
 		t.Fatalf("profiles served at %s without QUITTANCE_DEBUG_ADDR", off.profilesURL)
+	}
+}
+
+// TestMetricsOnTheirOwnListener: with QUITTANCE_METRICS_ADDR the service
+// serves /metrics there and answers 404 for it on the API's address, where
+// anyone who can post a token could read what the uniform 401 hides (the
+// refusal's reason, by the org the token named).
+func TestMetricsOnTheirOwnListener(t *testing.T) {
+	t.Parallel()
+	e := startService(t, "QUITTANCE_METRICS_ADDR=127.0.0.1:0")
+	if e.metricsURL == "" {
+		t.Fatal("no metrics listener announced")
+	}
+	get := func(url string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+	// A refused token is counted by org and reason: on the metrics listener
+	// only.
+	if s := e.postEvidence(t, "/v1/compensation/acks", "not.a.token"); s != http.StatusUnauthorized {
+		t.Fatalf("a garbage token: %d, want 401", s)
+	}
+	status, body := get(e.metricsURL)
+	if status != http.StatusOK || !bytes.Contains(body, []byte("quittance_collector_up 1")) || !bytes.Contains(body, []byte("quittance_evidence_tokens_refused_total{")) {
+		t.Fatalf("metrics listener: status %d\n%.500s", status, body)
+	}
+	if status, body := get(e.url + "/metrics"); status != http.StatusNotFound {
+		t.Fatalf("the API's address answers /metrics with %d, want 404:\n%.300s", status, body)
+	}
+	if status, _ := get(e.url + "/healthz"); status != http.StatusOK {
+		t.Errorf("/healthz on the API's address: %d", status)
 	}
 }
 

@@ -99,6 +99,12 @@ type config struct {
 	// default: profiles show the service's internals and cost CPU while
 	// they are taken, so bind it to loopback.
 	DebugAddr string `env:"QUITTANCE_DEBUG_ADDR"`
+	// MetricsAddr, when set, serves /metrics on a listener of its own and
+	// no longer on Addr. Metrics carry what the public endpoints keep to
+	// themselves (a refused token's reason and the org it named), so in
+	// production this address must be reachable by Prometheus alone.
+	// Unset, /metrics is served on Addr, as before it existed.
+	MetricsAddr string `env:"QUITTANCE_METRICS_ADDR"`
 	// ConsoleSessionTTL is how long a console sign-in lasts.
 	ConsoleSessionTTL time.Duration `env:"QUITTANCE_CONSOLE_SESSION_TTL" envDefault:"8h"`
 	// OIDCIssuerURL, when set, offers OpenID Connect sign-in to the
@@ -152,7 +158,7 @@ var variables = []string{
 	"QUITTANCE_EGRESS_ALLOW_HTTP", "QUITTANCE_A2A_INTERVAL", "QUITTANCE_A2A_LEASE", "QUITTANCE_A2A_BACKOFF_BASE",
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
-	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR",
+	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR", "QUITTANCE_METRICS_ADDR",
 	"QUITTANCE_CONSOLE_SESSION_TTL", "QUITTANCE_OIDC_ISSUER_URL", "QUITTANCE_OIDC_CLIENT_ID", "QUITTANCE_OIDC_CLIENT_SECRET",
 	"QUITTANCE_OIDC_REDIRECT_URL", "QUITTANCE_OIDC_ROLE_CLAIM", "QUITTANCE_OIDC_ROLE_MAP",
 	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",

@@ -110,8 +110,10 @@ func near(got, want float64) bool {
 func TestPrometheusAlertsAndDashboards(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startService(t, "QUITTANCE_SWEEP_INTERVAL=1s", "QUITTANCE_UNCONFIRMED_ALERT_GRACE=2s", "QUITTANCE_RATE_LIMIT_RPS=0")
-	u, err := url.Parse(e.url)
+	// Prometheus scrapes the metrics listener, as the deploy files set it up.
+	e := startService(t, "QUITTANCE_SWEEP_INTERVAL=1s", "QUITTANCE_UNCONFIRMED_ALERT_GRACE=2s", "QUITTANCE_RATE_LIMIT_RPS=0",
+		"QUITTANCE_METRICS_ADDR=127.0.0.1:0")
+	u, err := url.Parse(e.metricsURL)
 	if err != nil {
 		t.Fatal(err)
 	}

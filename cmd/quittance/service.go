@@ -235,7 +235,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 	defer pool.Close()
 	// The metrics registry is private to this service (never Prometheus's
-	// global one) and served at /metrics.
+	// global one) and served at /metrics, on QUITTANCE_METRICS_ADDR when set.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The ledger's identity signs outbound compensation requests; its public
@@ -300,7 +300,12 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		}
 	}
 	root := http.NewServeMux()
-	root.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+	if cfg.MetricsAddr == "" {
+		// Compatibility with scrape configs that predate
+		// QUITTANCE_METRICS_ADDR: metrics on the public address.
+		root.Handle("GET /metrics", metrics)
+	}
 	root.Handle("/", svc.API)
 	root.Handle(console.Prefix, svc.Console)
 
@@ -344,6 +349,13 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 			return err
 		}
 		defer stopDebug()
+	}
+	if cfg.MetricsAddr != "" {
+		stopMetrics, err := serveMetrics(cfg.MetricsAddr, metrics, log, stdout)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 
 	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
@@ -433,6 +445,36 @@ func serveDebug(addr string, log *slog.Logger, stdout io.Writer) (stop func(), e
 		}
 	}()
 	// A profile being taken is cut short: it is not a request to drain.
+	return func() { _ = server.Close() }, nil
+}
+
+// serveMetrics serves metrics at /metrics on addr, apart from the API,
+// until the returned function stops it. Apart because a metric says what
+// the API keeps from its callers: quittance_evidence_tokens_refused_total
+// counts each refused token by the org it named and the real reason, which
+// the public endpoints' uniform 401 hides.
+func serveMetrics(addr string, metrics http.Handler, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (QUITTANCE_METRICS_ADDR): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	server := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stdout, "Quittance metrics on http://%s/metrics\n", listener.Addr())
+	log.Info("serving metrics", slog.String("addr", listener.Addr().String()))
+	go func() {
+		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", slog.Any("error", err))
+		}
+	}()
+	// A scrape in flight is cut short: Prometheus scrapes the next replica.
 	return func() { _ = server.Close() }, nil
 }
 

@@ -336,8 +336,13 @@ func toOIDCIdentity(r dbsqlc.OidcIdentity) ledger.OIDCIdentity {
 }
 
 // WatchCredentials holds a LISTEN connection on the credentials channel
-// until ctx ends or the connection fails.
-func (s *Store) WatchCredentials(ctx context.Context, connected, changed func()) error {
+// until ctx ends or the connection fails. A connection can die silently
+// (a half-open TCP connection delivers nothing and reports nothing), so
+// it waits for a notification at most ledger.CredentialWatchInterval at a
+// time and then pings: a ping unanswered within a second ends the watch.
+// (The authentication cache stops answering a second after the last proof
+// anyway.)
+func (s *Store) WatchCredentials(ctx context.Context, alive, changed func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
@@ -346,12 +351,42 @@ func (s *Store) WatchCredentials(ctx context.Context, connected, changed func())
 	if _, err := conn.Exec(ctx, "LISTEN "+credentialsChannel); err != nil {
 		return err
 	}
-	connected()
+	alive()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		// A wait that times out leaves the connection usable (pgx's
+		// default handler sets a read deadline; it does not close).
+		waitCtx, cancel := context.WithTimeout(ctx, ledger.CredentialWatchInterval)
+		_, err := conn.WaitForNotification(waitCtx)
+		cancel()
+		switch {
+		case err == nil:
+			changed()
+			alive()
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case waitCtx.Err() == nil:
 			return err
 		}
-		changed()
+		pingCtx, cancel := context.WithTimeout(ctx, time.Second)
+		err = conn.Ping(pingCtx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("ping the credentials listener: %w", err)
+		}
+		// A notification that arrived during the ping waits in pgx's
+		// buffer, which a done context still reads: it is handled before
+		// the connection counts as proven, so the proof never vouches for
+		// a cache a revocation has outdated.
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		for {
+			if _, err := conn.WaitForNotification(done); err != nil {
+				break
+			}
+			changed()
+		}
+		alive()
 	}
 }
 

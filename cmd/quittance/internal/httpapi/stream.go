@@ -264,10 +264,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	defer poll.Stop()
 	idle := time.NewTimer(s.stream.Heartbeat)
 	defer idle.Stop()
-	// The credential is checked again every second: a revoked or expired
-	// credential, or a disabled principal, ends its open streams.
+	// The credential is checked again every second, whatever the loop is
+	// doing (catching up on a backlog, it reads page after page without
+	// waiting): a revoked or expired credential, a disabled principal, or
+	// one whose role or tenant is no longer the one the stream's scope was
+	// decided for ends the stream.
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
+	stillAuthorized := func() bool {
+		if s.streamStillAuthorized(ctx, secret, p) {
+			return true
+		}
+		_, _ = fmt.Fprint(w, ": credential no longer valid\n\n")
+		_ = rc.Flush()
+		return false
+	}
 	for {
 		page, err := s.feed.FeedEvents(ctx, q)
 		events := page.Events
@@ -294,6 +305,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 			idle.Reset(s.stream.Heartbeat)
 		}
 		if len(events) == q.Limit {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.stream.Done:
+				return
+			case <-recheck.C:
+				if !stillAuthorized() {
+					return
+				}
+			default:
+			}
 			continue
 		}
 		select {
@@ -304,9 +326,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 		case <-wake:
 		case <-poll.C:
 		case <-recheck.C:
-			if _, err := s.ledger.Authenticate(ctx, secret); errors.Is(err, ledger.ErrUnauthenticated) {
-				_, _ = fmt.Fprint(w, ": credential no longer valid\n\n")
-				_ = rc.Flush()
+			if !stillAuthorized() {
 				return
 			}
 		case <-idle.C:
@@ -319,6 +339,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 			idle.Reset(s.stream.Heartbeat)
 		}
 	}
+}
+
+// streamStillAuthorized reports whether secret still authenticates, as a
+// principal with the role and tenant opened had: what the open stream's
+// scope was decided from. A database fault is not a refusal: the stream's
+// next read fails too, and ends it.
+func (s *Server) streamStillAuthorized(ctx context.Context, secret string, opened ledger.Principal) bool {
+	p, err := s.ledger.Authenticate(ctx, secret)
+	if errors.Is(err, ledger.ErrUnauthenticated) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	return p.Role == opened.Role && p.Tenant == opened.Tenant
 }
 
 // The bearer realms a 401 names: the API's, and the push receiver's (whose

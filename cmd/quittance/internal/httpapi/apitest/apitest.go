@@ -210,6 +210,10 @@ func WithStream(poll, heartbeat time.Duration) Option {
 	return func(o *options) { o.stream.Poll, o.stream.Heartbeat = poll, heartbeat }
 }
 
+// WithStreamBatch sets how many events an event stream reads at a time
+// (default the API's), so a short backlog takes many pages to replay.
+func WithStreamBatch(n int) Option { return func(o *options) { o.stream.Batch = n } }
+
 // WithWorker runs the background workers, configured by w (without it they
 // are built, as always, but never run).
 func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }

@@ -112,6 +112,9 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 					return usageError{fmt.Errorf("--checkpoints: %w", err)}
 				}
 			}
+			if opts.slack < 0 {
+				return usageError{errors.New("--event-time-slack must not be negative")}
+			}
 			lines, problems := verifyPack(pack, opts)
 			for _, l := range lines {
 				fmt.Fprintln(stdout, l)
@@ -130,6 +133,8 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 	cmd.Flags().StringArrayVar(&opts.thumbprints, "ledger-key-thumbprint", nil, "the RFC 7638 thumbprint of the ledger's signing key (quittance ledger-keys): a checkpoint signed by any other key is a break (repeat for several keys)")
 	cmd.Flags().StringVar(&opts.checkpointsDir, "checkpoints", "", "also check against the checkpoints exported to this directory (quittance checkpoints export --dir)")
 	cmd.Flags().BoolVar(&opts.allowUnanchored, "allow-unanchored", false, "accept a pack whose stream no checkpoint signs (the chain then proves only a consistent prefix)")
+	cmd.Flags().DurationVar(&opts.slack, "event-time-slack", ledger.EventTimeSlack,
+		"an event dated more than this before the event before it, or before a checkpoint that did not include it, is a break")
 	return cmd
 }
 
@@ -224,6 +229,9 @@ type packOptions struct {
 	exported       []string
 	// allowUnanchored accepts a pack no checkpoint anchors.
 	allowUnanchored bool
+	// slack is how much earlier than what it follows an event may be
+	// dated (ledger.EventTimeSlack unless --event-time-slack).
+	slack time.Duration
 }
 
 // pinned says how the ledger's key was pinned, or "" when it was not.
@@ -330,7 +338,7 @@ func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []s
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	if err := ledger.VerifyChain(events); err != nil {
+	if err := ledger.VerifyChainWithin(events, opts.slack); err != nil {
 		fail("%v", err)
 	}
 	last := pack.Events[len(pack.Events)-1]
@@ -372,26 +380,18 @@ func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []s
 		orgEvents = append(orgEvents, e)
 	}
 	if len(orgEvents) > 0 {
-		if err := ledger.VerifyChain(orgEvents); err != nil {
+		if err := ledger.VerifyChainWithin(orgEvents, opts.slack); err != nil {
 			fail("the org's stream: %v", err)
 		}
 	}
 	for _, p := range ledger.CheckOrgKeys(pack.OrgKeys, orgEvents, false) {
 		fail("org key history: %s", p)
 	}
-	for _, r := range pack.Events {
-		if r.Evidence == "" {
-			continue
-		}
-		claims, key, err := verifyStoredToken(d.OrgID, d.RemoteTaskID, pack.LedgerID, r, pack.OrgKeys)
-		if err == nil {
-			err = checkTokenRecord(r, claims, d)
-		}
-		if err != nil {
-			fail("event %d (%s): token does not verify: %v", r.StreamSeq, r.Type, err)
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
+	// Every token, about the delegation its events record.
+	if rec, err := recordedDelegation(pack.Events); err == nil {
+		tokenLines, broken := checkDelegationTokens(id, rec, pack.LedgerID, pack.Events, pack.OrgKeys)
+		lines = append(lines, tokenLines...)
+		problems = append(problems, broken...)
 	}
 	cpLines, broken := checkPackCheckpoints(pack, events, orgEvents, opts)
 	lines = append(lines, cpLines...)
@@ -501,6 +501,16 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 			"ledger_jwks, which anyone who made the pack could have made; compare the thumbprint with the ledger's "+
 			"(quittance ledger-keys) or give --ledger-key-thumbprint", d.ID, keys[tp], tp))
 	}
+	// No event may be dated before a checkpoint that did not include it:
+	// one appended at the tail with a backdated time links like any other.
+	signedPayloads := make([]ledger.CheckpointPayload, 0, len(byID))
+	for _, cp := range byID {
+		signedPayloads = append(signedPayloads, cp.payload)
+	}
+	problems = append(problems, ledger.CheckDatedAfterCheckpoints(d.Stream, events, signedPayloads, opts.slack)...)
+	for _, p := range ledger.CheckDatedAfterCheckpoints(orgStream, orgEvents, signedPayloads, opts.slack) {
+		problems = append(problems, "the org's stream: "+p)
+	}
 	// The org's stream must reach its signed head too: its key events
 	// cannot have been cut off.
 	if h, ok := heads[orgStream]; ok {
@@ -544,7 +554,7 @@ func ledgerKeyThumbprint(jwks []byte, kid string) (string, error) {
 // checkTokenRecord correlates a verified token with the event that stores
 // it and the delegation: the event's recorded sha256 and jti are the
 // token's, and an ack carries the delegation's idempotency key.
-func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, d ledger.PackDelegation) error {
+func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, idempotencyKey string) error {
 	var data struct {
 		TokenSHA256 string `json:"token_sha256"`
 		JTI         string `json:"jti"`
@@ -557,7 +567,7 @@ func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, d ledger.Pack
 	if data.JTI != "" && data.JTI != c.JTI {
 		return fmt.Errorf("the event's jti %q is not the token's %q", data.JTI, c.JTI)
 	}
-	if c.Kind == compensation.KindAck && c.IdempotencyKey != d.CompensationIdempotencyKey {
+	if c.Kind == compensation.KindAck && c.IdempotencyKey != idempotencyKey {
 		return errors.New("the ack's idempotency_key is not the delegation's")
 	}
 	return nil
@@ -580,7 +590,6 @@ func checkPackDelegation(pack ledger.EvidencePack) []string {
 		BudgetID            string `json:"budget_id"`
 		AmountMinor         int64  `json:"amount_minor"`
 		Currency            string `json:"currency"`
-		RemoteTaskID        string `json:"remote_task_id"`
 	}
 	if err := json.Unmarshal(first.Data, &created); err != nil {
 		return []string{"the delegation_created event's data does not parse"}
@@ -600,20 +609,10 @@ func checkPackDelegation(pack ledger.EvidencePack) []string {
 			problems = append(problems, fmt.Sprintf("delegation %s %v is not the %v its delegation_created event records", f.name, f.pack, f.got))
 		}
 	}
-	// The remote task: as created, or as the first event that recorded a task id.
-	task := created.RemoteTaskID
-	for _, r := range pack.Events[1:] {
-		if task != "" {
-			break
-		}
-		var data struct {
-			TaskID string `json:"task_id"`
-		}
-		_ = json.Unmarshal(r.Data, &data)
-		task = data.TaskID
-	}
-	if d.RemoteTaskID != task {
-		problems = append(problems, fmt.Sprintf("delegation remote_task_id %q is not the %q its events record", d.RemoteTaskID, task))
+	if rec, err := recordedDelegation(pack.Events); err != nil {
+		problems = append(problems, err.Error())
+	} else if d.RemoteTaskID != rec.RemoteTaskID {
+		problems = append(problems, fmt.Sprintf("delegation remote_task_id %q is not the %q its events record", d.RemoteTaskID, rec.RemoteTaskID))
 	}
 	state := ledger.ObligationHeld
 	for _, r := range pack.Events {

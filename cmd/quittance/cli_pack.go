@@ -76,11 +76,14 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 		Use:   "verify-pack FILE",
 		Short: "Verify an evidence pack offline: no database, no network",
 		Long: "verify-pack checks an evidence pack (quittance evidence-pack) on its own: the hash chain and its links up to " +
-			"the pack's head, that no event is dated before the one before it, that the delegation it describes is the one " +
-			"its events record, that the token list is the events' evidence, and every token's signature against the org's " +
-			"keys in force when it was accepted (each key's RFC 7638 thumbprint recomputed), with its claims correlated with " +
-			"the delegation, and the ledger's signed checkpoints in the pack: their signatures and that the delegation's and " +
-			"the org's streams still reach the heads they signed, so a tail cut off with its head is a break. The checkpoints " +
+			"the pack's head, that no event is dated more than --event-time-slack before the one before it, that the " +
+			"delegation it describes is the one its events record, that the token list is the events' evidence, every " +
+			"token's signature against the org's keys in force when it was accepted (each key's RFC 7638 thumbprint " +
+			"recomputed), with its claims correlated with the delegation its events record, and that every discharge resting " +
+			"on a token stores it (as verify-chain checks them), and the ledger's signed checkpoints in the pack: their " +
+			"signatures, that the delegation's and the org's streams still reach the heads they signed, so a tail cut off " +
+			"with its head is a break, and that no event is dated more than --event-time-slack before a checkpoint that did " +
+			"not include it (appended later, backdated). The checkpoints " +
 			"prove something only if the key that signed them is the ledger's: pin it with --ledger-key-thumbprint T (the " +
 			"RFC 7638 thumbprint quittance ledger-keys prints, obtained apart from the pack) or --ledger-jwks FILE (keys the " +
 			"auditor holds); a checkpoint signed by another key is then a break. Unpinned, the pack's own ledger_jwks are used " +
@@ -288,9 +291,10 @@ func readPack(path string) (ledger.EvidencePack, error) {
 	return pack, nil
 }
 
-// verifyPack checks an evidence pack on its own and returns one line per
-// verified token and every problem found. Unless allowUnanchored, a pack
-// whose checkpoint covers none of its events, or that has none, is a
+// verifyPack checks an evidence pack on its own, trusting only what opts
+// pins, and returns one line per verified token, per ledger key and for
+// the checkpoint, and every problem found. Unless opts.allowUnanchored, a
+// pack whose checkpoint covers none of its events, or that has none, is a
 // problem.
 func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }

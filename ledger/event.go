@@ -85,8 +85,14 @@ func (e *ChainError) Error() string {
 }
 
 // VerifyChain checks that events, one stream's events in stream order,
-// form an unbroken hash chain from the genesis hash.
-func VerifyChain(events []Event) error {
+// form an unbroken hash chain from the genesis hash, and that no event is
+// dated more than EventTimeSlack before the event before it.
+func VerifyChain(events []Event) error { return VerifyChainWithin(events, EventTimeSlack) }
+
+// VerifyChainWithin is VerifyChain with slack instead of EventTimeSlack:
+// an event dated more than slack before the event before it breaks the
+// chain (verify-chain and verify-pack take it as --event-time-slack).
+func VerifyChainWithin(events []Event, slack time.Duration) error {
 	prev := GenesisHash
 	for i, e := range events {
 		if e.StreamSeq != int32(i+1) {
@@ -101,6 +107,11 @@ func VerifyChain(events []Event) error {
 		}
 		if !bytes.Equal(sum, e.Hash) {
 			return &ChainError{Stream: e.Stream, StreamSeq: e.StreamSeq, Problem: "hash does not match the content"}
+		}
+		if i > 0 && e.At.Before(events[i-1].At.Add(-slack)) {
+			return &ChainError{Stream: e.Stream, StreamSeq: e.StreamSeq, Problem: fmt.Sprintf(
+				"dated %s, %s before the event before it (%s): more than %s earlier is a backdated event",
+				e.At.UTC().Format(time.RFC3339Nano), events[i-1].At.Sub(e.At), events[i-1].At.UTC().Format(time.RFC3339Nano), slack)}
 		}
 		prev = e.Hash
 	}

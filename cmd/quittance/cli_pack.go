@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -66,43 +69,56 @@ func newEvidencePackCommand(getenv func(string) string, stdout io.Writer) *cobra
 
 func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 	var (
-		ledgerJWKSFile  string
-		checkpointsDir  string
-		allowUnanchored bool
+		ledgerJWKSFile string
+		opts           packOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "verify-pack FILE",
 		Short: "Verify an evidence pack offline: no database, no network",
 		Long: "verify-pack checks an evidence pack (quittance evidence-pack) on its own: the hash chain and its links up to " +
-			"the pack's head, that the delegation it describes is the one its events record, that the token list is the " +
-			"events' evidence, and every token's signature against the org's keys in force when it was accepted (each " +
-			"key's RFC 7638 thumbprint recomputed), with its claims correlated with the delegation, and the ledger's signed " +
-			"checkpoints in the pack: their signatures (against the ledger's keys in the pack, or --ledger-jwks FILE, keys the " +
-			"auditor holds) and that the delegation's and the org's streams still reach the heads they signed, so a tail cut " +
-			"off with its head is a break. --checkpoints DIR adds the checkpoints exported there (quittance checkpoints " +
-			"export), so that a pack cut back to an earlier head, with that head's checkpoint, is a break too. A pack whose " +
-			"stream no checkpoint signs proves nothing about where the stream ended and is a break unless " +
-			"--allow-unanchored is given. It prints one line per token, one for the checkpoint and a result line, and " +
-			"exits 1 on any break.",
+			"the pack's head, that no event is dated more than --event-time-slack before the one before it, that the " +
+			"delegation it describes is the one its events record, that the token list is the events' evidence, every " +
+			"token's signature against the org's keys in force when it was accepted (each key's RFC 7638 thumbprint " +
+			"recomputed), with its claims correlated with the delegation its events record, and that every discharge resting " +
+			"on a token stores it (as verify-chain checks them), and the ledger's signed checkpoints in the pack: their " +
+			"signatures, that the delegation's and the org's streams still reach the heads they signed, so a tail cut off " +
+			"with its head is a break, and that no event is dated more than --event-time-slack before a checkpoint that did " +
+			"not include it (appended later, backdated). The checkpoints " +
+			"prove something only if the key that signed them is the ledger's: pin it with --ledger-key-thumbprint T (the " +
+			"RFC 7638 thumbprint quittance ledger-keys prints, obtained apart from the pack) or --ledger-jwks FILE (keys the " +
+			"auditor holds); a checkpoint signed by another key is then a break. Unpinned, the pack's own ledger_jwks are used " +
+			"and the output says so, with the thumbprint to compare. --checkpoints DIR adds the checkpoints exported there " +
+			"(quittance checkpoints export), so that a pack cut back to an earlier head, with that head's checkpoint, is a " +
+			"break too. A pack whose stream no checkpoint signs proves nothing about where the stream ended and is a break " +
+			"unless --allow-unanchored is given. It prints one line per token, one for the checkpoint, one per ledger key " +
+			"that signed one, and a result line, and exits 1 on any break.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pack, err := readPack(args[0])
 			if err != nil {
 				return err
 			}
-			ledgerJWKS := []byte(pack.LedgerJWKS)
+			opts.ledgerJWKS = []byte(pack.LedgerJWKS)
 			if ledgerJWKSFile != "" {
-				if ledgerJWKS, err = os.ReadFile(ledgerJWKSFile); err != nil {
+				if opts.ledgerJWKS, err = os.ReadFile(ledgerJWKSFile); err != nil {
 					return fmt.Errorf("--ledger-jwks: %w", err)
 				}
+				opts.jwksPinned = true
 			}
-			var exported []string
-			if checkpointsDir != "" {
-				if exported, err = exportedCheckpoints(checkpointsDir); err != nil {
+			for _, tp := range opts.thumbprints {
+				if !isThumbprint(tp) {
+					return usageError{fmt.Errorf("--ledger-key-thumbprint %q is not an RFC 7638 thumbprint (43 base64url characters)", tp)}
+				}
+			}
+			if opts.checkpointsDir != "" {
+				if opts.exported, err = exportedCheckpoints(opts.checkpointsDir); err != nil {
 					return usageError{fmt.Errorf("--checkpoints: %w", err)}
 				}
 			}
-			lines, problems := verifyPack(pack, ledgerJWKS, exported, allowUnanchored)
+			if opts.slack < 0 {
+				return usageError{errors.New("--event-time-slack must not be negative")}
+			}
+			lines, problems := verifyPack(pack, opts)
 			for _, l := range lines {
 				fmt.Fprintln(stdout, l)
 			}
@@ -116,10 +132,127 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file (its /.well-known/jwks.json, kept apart) instead of those in the pack")
-	cmd.Flags().StringVar(&checkpointsDir, "checkpoints", "", "also check against the checkpoints exported to this directory (quittance checkpoints export --dir)")
-	cmd.Flags().BoolVar(&allowUnanchored, "allow-unanchored", false, "accept a pack whose stream no checkpoint signs (the chain then proves only a consistent prefix)")
+	cmd.Flags().StringVar(&ledgerJWKSFile, "ledger-jwks", "", "verify the checkpoints with the ledger's public keys in this file (its /.well-known/jwks.json, kept apart) instead of those in the pack")
+	cmd.Flags().StringArrayVar(&opts.thumbprints, "ledger-key-thumbprint", nil, "the RFC 7638 thumbprint of the ledger's signing key (quittance ledger-keys): a checkpoint signed by any other key is a break (repeat for several keys)")
+	cmd.Flags().StringVar(&opts.checkpointsDir, "checkpoints", "", "also check against the checkpoints exported to this directory (quittance checkpoints export --dir)")
+	cmd.Flags().BoolVar(&opts.allowUnanchored, "allow-unanchored", false, "accept a pack whose stream no checkpoint signs (the chain then proves only a consistent prefix)")
+	cmd.Flags().DurationVar(&opts.slack, "event-time-slack", ledger.EventTimeSlack,
+		"an event dated more than this before the event before it, or before a checkpoint that did not include it, is a break")
 	return cmd
+}
+
+// maxLedgerJWKSBytes bounds the ledger JWK Set ledger-keys reads.
+const maxLedgerJWKSBytes = 1 << 20
+
+func newLedgerKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var jwksFile string
+	cmd := &cobra.Command{
+		Use:   "ledger-keys [--jwks FILE]",
+		Short: "Print the kid and RFC 7638 thumbprint of each of the ledger's public keys",
+		Long: "ledger-keys prints one line per key of the ledger's public JWK Set: its kid and its RFC 7638 thumbprint, " +
+			"what verify-pack --ledger-key-thumbprint pins. It reads QUITTANCE_URL's /.well-known/jwks.json (public: no " +
+			"token), or FILE (--jwks) offline. Publish the thumbprint where the auditor reads it apart from any evidence " +
+			"pack: a pack carries keys of its own, which vouch for nothing.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var raw []byte
+			if jwksFile != "" {
+				b, err := os.ReadFile(jwksFile)
+				if err != nil {
+					return fmt.Errorf("--jwks: %w", err)
+				}
+				raw = b
+			} else {
+				b, err := fetchLedgerJWKS(cmd.Context(), getenv)
+				if err != nil {
+					return err
+				}
+				raw = b
+			}
+			var set struct {
+				Keys []json.RawMessage `json:"keys"`
+			}
+			if err := json.Unmarshal(raw, &set); err != nil || len(set.Keys) == 0 {
+				return errors.New("the ledger's JWKS is not a JWK Set with keys")
+			}
+			for i, k := range set.Keys {
+				var id struct {
+					KeyID string `json:"kid"`
+				}
+				_ = json.Unmarshal(k, &id)
+				tp, err := ledger.JWKThumbprint(k)
+				if err != nil {
+					return fmt.Errorf("the ledger's key %d: %w", i, err)
+				}
+				fmt.Fprintf(stdout, "kid %s\tthumbprint %s\n", id.KeyID, tp)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&jwksFile, "jwks", "", "read the ledger's JWK Set from this file instead of QUITTANCE_URL")
+	return cmd
+}
+
+// fetchLedgerJWKS reads the ledger's public JWK Set from QUITTANCE_URL,
+// which serves it to anyone: no token is needed.
+func fetchLedgerJWKS(ctx context.Context, getenv func(string) string) ([]byte, error) {
+	base := strings.TrimRight(getenv("QUITTANCE_URL"), "/")
+	if base == "" {
+		base = defaultURL
+	}
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError{fmt.Errorf("QUITTANCE_URL %q is not an http(s) URL", base)}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/.well-known/jwks.json", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET /.well-known/jwks.json: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /.well-known/jwks.json: HTTP %d", resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxLedgerJWKSBytes))
+}
+
+// packOptions are how verify-pack is told what to trust beyond the pack.
+type packOptions struct {
+	// ledgerJWKS are the keys the checkpoints are verified with: the
+	// pack's own, or the auditor's (jwksPinned).
+	ledgerJWKS []byte
+	jwksPinned bool
+	// thumbprints, when given, are the only ledger keys a checkpoint may
+	// be signed by.
+	thumbprints []string
+	// checkpointsDir and exported are the auditor's exported checkpoints.
+	checkpointsDir string
+	exported       []string
+	// allowUnanchored accepts a pack no checkpoint anchors.
+	allowUnanchored bool
+	// slack is how much earlier than what it follows an event may be
+	// dated (ledger.EventTimeSlack unless --event-time-slack).
+	slack time.Duration
+}
+
+// pinned says how the ledger's key was pinned, or "" when it was not.
+func (o packOptions) pinned() string {
+	switch {
+	case len(o.thumbprints) > 0:
+		return "--ledger-key-thumbprint"
+	case o.jwksPinned:
+		return "--ledger-jwks"
+	}
+	return ""
+}
+
+// isThumbprint says whether s looks like an RFC 7638 SHA-256 thumbprint
+// in base64url without padding, as JWKThumbprint writes it.
+func isThumbprint(s string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil && len(b) == sha256.Size
 }
 
 // exportedCheckpoints lists the checkpoint files in dir, as quittance
@@ -158,11 +291,12 @@ func readPack(path string) (ledger.EvidencePack, error) {
 	return pack, nil
 }
 
-// verifyPack checks an evidence pack on its own and returns one line per
-// verified token and every problem found. Unless allowUnanchored, a pack
-// whose checkpoint covers none of its events, or that has none, is a
+// verifyPack checks an evidence pack on its own, trusting only what opts
+// pins, and returns one line per verified token, per ledger key and for
+// the checkpoint, and every problem found. Unless opts.allowUnanchored, a
+// pack whose checkpoint covers none of its events, or that has none, is a
 // problem.
-func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, exported []string, allowUnanchored bool) (lines, problems []string) {
+func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	d := pack.Delegation
 	switch {
@@ -208,7 +342,7 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, exported []string, 
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	if err := ledger.VerifyChain(events); err != nil {
+	if err := ledger.VerifyChainWithin(events, opts.slack); err != nil {
 		fail("%v", err)
 	}
 	last := pack.Events[len(pack.Events)-1]
@@ -250,35 +384,27 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, exported []string, 
 		orgEvents = append(orgEvents, e)
 	}
 	if len(orgEvents) > 0 {
-		if err := ledger.VerifyChain(orgEvents); err != nil {
+		if err := ledger.VerifyChainWithin(orgEvents, opts.slack); err != nil {
 			fail("the org's stream: %v", err)
 		}
 	}
 	for _, p := range ledger.CheckOrgKeys(pack.OrgKeys, orgEvents, false) {
 		fail("org key history: %s", p)
 	}
-	for _, r := range pack.Events {
-		if r.Evidence == "" {
-			continue
-		}
-		claims, key, err := verifyStoredToken(d.OrgID, d.RemoteTaskID, pack.LedgerID, r, pack.OrgKeys)
-		if err == nil {
-			err = checkTokenRecord(r, claims, d)
-		}
-		if err != nil {
-			fail("event %d (%s): token does not verify: %v", r.StreamSeq, r.Type, err)
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", d.ID, r.StreamSeq, r.Type, key.KeyID, key.Thumbprint))
+	// Every token, about the delegation its events record.
+	if rec, err := recordedDelegation(pack.Events); err == nil {
+		tokenLines, broken := checkDelegationTokens(id, rec, pack.LedgerID, pack.Events, pack.OrgKeys)
+		lines = append(lines, tokenLines...)
+		problems = append(problems, broken...)
 	}
-	line, broken := checkPackCheckpoints(pack, events, orgEvents, ledgerJWKS, exported, allowUnanchored)
-	lines = append(lines, line)
+	cpLines, broken := checkPackCheckpoints(pack, events, orgEvents, opts)
+	lines = append(lines, cpLines...)
 	return lines, append(problems, broken...)
 }
 
 // checkPackCheckpoints verifies the pack's checkpoints, and those the
-// auditor exported (exported: the files of --checkpoints DIR, read one at
-// a time), and compares the delegation's and the org's streams
+// auditor exported (opts.exported: the files of --checkpoints DIR, read one
+// at a time), and compares the delegation's and the org's streams
 // with the heads they signed: each stream's signed head is the one in the
 // latest checkpoint listing it. The chain alone proves only a consistent
 // prefix; a signed head says how far the stream reached when it was
@@ -288,15 +414,22 @@ func verifyPack(pack ledger.EvidencePack, ledgerJWKS []byte, exported []string, 
 // shipped with that head's checkpoint is a break against them. A pack
 // whose delegation stream no checkpoint signs is anchored by nothing:
 // whoever cut its tail, head and all, could also have dropped the
-// checkpoint, so that is a problem unless allowUnanchored.
-func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.Event, ledgerJWKS []byte, exported []string, allowUnanchored bool) (line string, problems []string) {
+// checkpoint, so that is a problem unless opts.allowUnanchored.
+//
+// A checkpoint is only as good as the key that signed it: anyone can make
+// up a pack and sign its checkpoints with a key of their own. So the lines
+// name each signing key by its RFC 7638 thumbprint (a kid is whatever the
+// signer chose) and say whether it was pinned; a checkpoint signed by a key
+// the auditor did not pin (opts.thumbprints) is a problem.
+func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.Event, opts packOptions) (lines, problems []string) {
 	d := pack.Delegation
 	orgStream := "org:" + d.OrgID
-	unanchored := func(line string) (string, []string) {
-		if allowUnanchored {
-			return line, problems
+	unanchored := func(line string) ([]string, []string) {
+		lines = append(lines, line)
+		if opts.allowUnanchored {
+			return lines, problems
 		}
-		return line, append(problems, "nothing signed says where the stream ended (fetch the pack again after the next checkpoint, "+
+		return lines, append(problems, "nothing signed says where the stream ended (fetch the pack again after the next checkpoint, "+
 			"or give --allow-unanchored to accept the chain as a prefix)")
 	}
 	tokens := pack.Checkpoints
@@ -306,24 +439,35 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 			tokens = []string{pack.Checkpoint}
 		}
 	}
-	if len(tokens) == 0 && len(exported) == 0 {
+	if len(tokens) == 0 && len(opts.exported) == 0 {
 		return unanchored(fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID))
 	}
-	if len(ledgerJWKS) == 0 {
-		return "", []string{"the pack has a checkpoint but no ledger keys to verify it (give --ledger-jwks)"}
+	if len(opts.ledgerJWKS) == 0 {
+		return nil, []string{"the pack has a checkpoint but no ledger keys to verify it (give --ledger-jwks)"}
 	}
 	// Every checkpoint, from the pack and the export, by id; the same id
 	// twice must be the same checkpoint.
 	type signed struct {
-		payload ledger.CheckpointPayload
-		sum     [sha256.Size]byte // of its JWS
-		kid     string
+		payload    ledger.CheckpointPayload
+		sum        [sha256.Size]byte // of its JWS
+		kid        string
+		thumbprint string // of the key that signed it
 	}
 	byID := map[int64]signed{}
 	add := func(from, jws string) {
-		p, kid, err := compensation.VerifyCheckpoint(jws, ledgerJWKS, pack.LedgerID)
+		p, kid, err := compensation.VerifyCheckpoint(jws, opts.ledgerJWKS, pack.LedgerID)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s does not verify: %v", from, err))
+			return
+		}
+		tp, err := ledgerKeyThumbprint(opts.ledgerJWKS, kid)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: the ledger key %s: %v", from, kid, err))
+			return
+		}
+		if len(opts.thumbprints) > 0 && !slices.Contains(opts.thumbprints, tp) {
+			problems = append(problems, fmt.Sprintf("%s (checkpoint %d) is signed by ledger key %s with thumbprint %s, not by the pinned key (--ledger-key-thumbprint %s)",
+				from, p.ID, kid, tp, strings.Join(opts.thumbprints, ", ")))
 			return
 		}
 		sum := sha256.Sum256([]byte(jws))
@@ -333,12 +477,12 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 		}
 		// Only the two streams' heads are kept: an export holds many.
 		p.Streams = slices.DeleteFunc(p.Streams, func(h ledger.StreamHead) bool { return h.Stream != d.Stream && h.Stream != orgStream })
-		byID[p.ID] = signed{p, sum, kid}
+		byID[p.ID] = signed{p, sum, kid, tp}
 	}
 	for i, t := range tokens {
 		add(fmt.Sprintf("the pack's checkpoint %d", i+1), t)
 	}
-	for _, path := range exported {
+	for _, path := range opts.exported {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("read %s: %v", path, err))
@@ -347,8 +491,29 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 		add(path, strings.TrimSpace(string(b)))
 	}
 	heads := ledger.SignedHeads{}
+	keys := map[string]string{} // thumbprint → kid, of the keys that signed
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		heads.Add(byID[id].payload)
+		keys[byID[id].thumbprint] = byID[id].kid
+	}
+	for _, tp := range slices.Sorted(maps.Keys(keys)) {
+		if how := opts.pinned(); how != "" {
+			lines = append(lines, fmt.Sprintf("ledger-key\t%s\tkid %s\tthumbprint %s\tpinned (%s)", d.ID, keys[tp], tp, how))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("ledger-key\t%s\tkid %s\tthumbprint %s\tUNPINNED: the checkpoints verify only against the pack's own "+
+			"ledger_jwks, which anyone who made the pack could have made; compare the thumbprint with the ledger's "+
+			"(quittance ledger-keys) or give --ledger-key-thumbprint", d.ID, keys[tp], tp))
+	}
+	// No event may be dated before a checkpoint that did not include it:
+	// one appended at the tail with a backdated time links like any other.
+	signedPayloads := make([]ledger.CheckpointPayload, 0, len(byID))
+	for _, cp := range byID {
+		signedPayloads = append(signedPayloads, cp.payload)
+	}
+	problems = append(problems, ledger.CheckDatedAfterCheckpoints(d.Stream, events, signedPayloads, opts.slack)...)
+	for _, p := range ledger.CheckDatedAfterCheckpoints(orgStream, orgEvents, signedPayloads, opts.slack) {
+		problems = append(problems, "the org's stream: "+p)
 	}
 	// The org's stream must reach its signed head too: its key events
 	// cannot have been cut off.
@@ -365,14 +530,35 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 		problems = append(problems, b.Problem)
 	}
 	cp := byID[h.Checkpoint]
-	return fmt.Sprintf("checkpoint\t%s\t%d (kid %s, %s)\tcovers events 1..%d of %d", d.ID, cp.payload.ID, cp.kid,
-		cp.payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)), problems
+	lines = append(lines, fmt.Sprintf("checkpoint\t%s\t%d (kid %s, thumbprint %s, %s)\tcovers events 1..%d of %d", d.ID, cp.payload.ID, cp.kid, cp.thumbprint,
+		cp.payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)))
+	return lines, problems
+}
+
+// ledgerKeyThumbprint returns the RFC 7638 thumbprint of the key with kid
+// in the ledger's JWK Set jwks.
+func ledgerKeyThumbprint(jwks []byte, kid string) (string, error) {
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(jwks, &set); err != nil {
+		return "", fmt.Errorf("ledger JWKS: %w", err)
+	}
+	for _, k := range set.Keys {
+		var id struct {
+			KeyID string `json:"kid"`
+		}
+		if json.Unmarshal(k, &id) == nil && id.KeyID == kid {
+			return ledger.JWKThumbprint(k)
+		}
+	}
+	return "", fmt.Errorf("kid %q is not in the ledger's JWKS", kid)
 }
 
 // checkTokenRecord correlates a verified token with the event that stores
 // it and the delegation: the event's recorded sha256 and jti are the
 // token's, and an ack carries the delegation's idempotency key.
-func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, d ledger.PackDelegation) error {
+func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, idempotencyKey string) error {
 	var data struct {
 		TokenSHA256 string `json:"token_sha256"`
 		JTI         string `json:"jti"`
@@ -385,7 +571,7 @@ func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, d ledger.Pack
 	if data.JTI != "" && data.JTI != c.JTI {
 		return fmt.Errorf("the event's jti %q is not the token's %q", data.JTI, c.JTI)
 	}
-	if c.Kind == compensation.KindAck && c.IdempotencyKey != d.CompensationIdempotencyKey {
+	if c.Kind == compensation.KindAck && c.IdempotencyKey != idempotencyKey {
 		return errors.New("the ack's idempotency_key is not the delegation's")
 	}
 	return nil
@@ -408,7 +594,6 @@ func checkPackDelegation(pack ledger.EvidencePack) []string {
 		BudgetID            string `json:"budget_id"`
 		AmountMinor         int64  `json:"amount_minor"`
 		Currency            string `json:"currency"`
-		RemoteTaskID        string `json:"remote_task_id"`
 	}
 	if err := json.Unmarshal(first.Data, &created); err != nil {
 		return []string{"the delegation_created event's data does not parse"}
@@ -428,20 +613,10 @@ func checkPackDelegation(pack ledger.EvidencePack) []string {
 			problems = append(problems, fmt.Sprintf("delegation %s %v is not the %v its delegation_created event records", f.name, f.pack, f.got))
 		}
 	}
-	// The remote task: as created, or as the first event that recorded a task id.
-	task := created.RemoteTaskID
-	for _, r := range pack.Events[1:] {
-		if task != "" {
-			break
-		}
-		var data struct {
-			TaskID string `json:"task_id"`
-		}
-		_ = json.Unmarshal(r.Data, &data)
-		task = data.TaskID
-	}
-	if d.RemoteTaskID != task {
-		problems = append(problems, fmt.Sprintf("delegation remote_task_id %q is not the %q its events record", d.RemoteTaskID, task))
+	if rec, err := recordedDelegation(pack.Events); err != nil {
+		problems = append(problems, err.Error())
+	} else if d.RemoteTaskID != rec.RemoteTaskID {
+		problems = append(problems, fmt.Sprintf("delegation remote_task_id %q is not the %q its events record", d.RemoteTaskID, rec.RemoteTaskID))
 	}
 	state := ledger.ObligationHeld
 	for _, r := range pack.Events {

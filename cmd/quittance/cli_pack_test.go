@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -421,5 +423,170 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	pack["head"] = map[string]any{"stream_seq": events[n-1].(map[string]any)["stream_seq"], "hash": events[n-1].(map[string]any)["hash"]}
 	if out, _, code := offlineCLI(t, "verify-pack", write("v1-cut.json", pack)); code != exitFailure || !strings.Contains(out, "tail was removed") {
 		t.Errorf("a pack of format %s cut with its head: exit %d\n%s", ledger.EvidencePackFormatV1, code, out)
+	}
+}
+
+// TestForgedPackNamesItsLedgerKey: a pack made up wholesale — a
+// delegation's amount changed, every hash recomputed, its checkpoints
+// signed again by a fresh key under the ledger's own kid, and that key
+// shipped as the pack's ledger_jwks — is consistent on its own. Unpinned,
+// verify-pack still accepts it but says so and names the fresh key's
+// thumbprint, not the ledger's; pinned to the ledger's thumbprint (as
+// quittance ledger-keys prints it), or to its published keys, it is a
+// break. The genuine pack verifies pinned.
+func TestForgedPackNamesItsLedgerKey(t *testing.T) {
+	t.Parallel()
+	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	signer := compensationtest.NewEd25519Signer(t, "sup-key")
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
+		t.Fatalf("put budget: %d", s)
+	}
+	var registered json.RawMessage
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
+		"name": "Supplier", "jwks": json.RawMessage(signer.JWKS()),
+	}, &registered); s != http.StatusAccepted {
+		t.Fatalf("put org: %d", s)
+	}
+	e.approvePending(t, registered)
+	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
+	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	id := e.compensatedBySignedAck(t, orch, "pack-forged", signer)
+	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
+		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
+	}
+	dir := t.TempDir()
+	genuine := filepath.Join(dir, "pack.json")
+	if _, errOut, code := e.cli(t, finance, "evidence-pack", id, "-o", genuine); code != 0 {
+		t.Fatalf("evidence-pack: exit %d %s", code, errOut)
+	}
+
+	// The ledger's thumbprint, out of band: ledger-keys needs no token.
+	out, errOut, code := e.cli(t, "", "ledger-keys")
+	if code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("ledger-keys: exit %d %s\n%s", code, errOut, out)
+	}
+	kid, tp, ok := strings.Cut(strings.TrimSpace(out), "\tthumbprint ")
+	kid = strings.TrimPrefix(kid, "kid ")
+	if !ok || !isThumbprint(tp) {
+		t.Fatalf("ledger-keys printed %q", out)
+	}
+	published := filepath.Join(dir, "ledger-jwks.json")
+	var ledgerKeys json.RawMessage
+	if s := e.api(t, http.MethodGet, "/.well-known/jwks.json", "", nil, &ledgerKeys); s != http.StatusOK {
+		t.Fatalf("ledger jwks: %d", s)
+	}
+	if err := os.WriteFile(published, ledgerKeys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if offline, _, code := offlineCLI(t, "ledger-keys", "--jwks", published); code != 0 || offline != out {
+		t.Errorf("ledger-keys --jwks: exit %d %q, want %q", code, offline, out)
+	}
+
+	out, errOut, code = offlineCLI(t, "verify-pack", genuine)
+	if code != 0 || !strings.Contains(out, "thumbprint "+tp+"\tUNPINNED") {
+		t.Fatalf("verify-pack unpinned: exit %d %s\n%s", code, errOut, out)
+	}
+	out, errOut, code = offlineCLI(t, "verify-pack", "--ledger-key-thumbprint", tp, genuine)
+	if code != 0 || !strings.Contains(out, "thumbprint "+tp+"\tpinned (--ledger-key-thumbprint)") || strings.Contains(out, "UNPINNED") {
+		t.Fatalf("verify-pack pinned: exit %d %s\n%s", code, errOut, out)
+	}
+
+	// The forgery.
+	raw, err := os.ReadFile(genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pack map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&pack); err != nil {
+		t.Fatal(err)
+	}
+	pack["delegation"].(map[string]any)["amount_minor"] = json.Number("1")
+	events := pack["events"].([]any)
+	events[0].(map[string]any)["data"].(map[string]any)["amount_minor"] = json.Number("1")
+	prev := ledger.GenesisHash
+	for _, ev := range events {
+		m := ev.(map[string]any)
+		b, _ := json.Marshal(m)
+		var r ledger.EventRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		le, err := r.Event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		le.PrevHash = prev
+		if le.Hash, err = le.ComputeHash(); err != nil {
+			t.Fatal(err)
+		}
+		m["prev_hash"], m["hash"] = hex.EncodeToString(prev), hex.EncodeToString(le.Hash)
+		prev = le.Hash
+	}
+	last := events[len(events)-1].(map[string]any)
+	pack["head"] = map[string]any{"stream_seq": last["stream_seq"], "hash": last["hash"]}
+	keyFile, err := compensation.NewIdentityFile("forger", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set map[string]any
+	if err := json.Unmarshal(keyFile, &set); err != nil {
+		t.Fatal(err)
+	}
+	set["keys"].([]any)[0].(map[string]any)["kid"] = kid // a kid is the signer's to choose
+	keyFile, _ = json.Marshal(set)
+	forger, err := compensation.LoadIdentity(pack["ledger_id"].(string), keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := pack["delegation"].(map[string]any)["stream"].(string)
+	for i, cp := range pack["checkpoints"].([]any) {
+		payload, err := base64.RawURLEncoding.DecodeString(strings.Split(cp.(string), ".")[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p ledger.CheckpointPayload
+		if err := json.Unmarshal(payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		for j, h := range p.Streams {
+			if h.Stream == stream {
+				p.Streams[j].Hash = last["hash"].(string)
+			}
+		}
+		payload, _ = json.Marshal(p)
+		jws, _, err := forger.SignCheckpoint(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pack["checkpoints"].([]any)[i] = jws
+	}
+	pack["ledger_jwks"] = json.RawMessage(forger.JWKS())
+	forgedJSON, _ := json.Marshal(pack)
+	forged := filepath.Join(dir, "forged.json")
+	if err := os.WriteFile(forged, forgedJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	forgedTP, err := ledgerKeyThumbprint(forger.JWKS(), kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Unpinned, it passes, and says what it rests on.
+	out, errOut, code = offlineCLI(t, "verify-pack", forged)
+	if code != 0 || !strings.Contains(out, "kid "+kid+"\tthumbprint "+forgedTP+"\tUNPINNED") || strings.Contains(out, tp) {
+		t.Errorf("the forged pack unpinned: exit %d %s, want 0 naming thumbprint %s as unpinned\n%s", code, errOut, forgedTP, out)
+	}
+	// Pinned, it is a break.
+	out, errOut, code = offlineCLI(t, "verify-pack", "--ledger-key-thumbprint", tp, forged)
+	if code != exitFailure || !strings.Contains(out, "BROKEN\t"+id+"\tthe pack's checkpoint 1 (checkpoint 1) is signed by ledger key "+kid+" with thumbprint "+forgedTP+", not by the pinned key") {
+		t.Errorf("the forged pack pinned by thumbprint: exit %d %s, want %d\n%s", code, errOut, exitFailure, out)
+	}
+	if out, _, code := offlineCLI(t, "verify-pack", "--ledger-jwks", published, forged); code != exitFailure || !strings.Contains(out, "does not verify") {
+		t.Errorf("the forged pack pinned by --ledger-jwks: exit %d, want %d\n%s", code, exitFailure, out)
+	}
+	if _, errOut, code := offlineCLI(t, "verify-pack", "--ledger-key-thumbprint", "not-a-thumbprint", genuine); code != exitUsage || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("a malformed thumbprint: exit %d %q, want %d", code, errOut, exitUsage)
 	}
 }

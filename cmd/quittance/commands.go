@@ -99,6 +99,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newCheckpointsCommand(getenv, stdout),
 		newEvidencePackCommand(getenv, stdout),
 		newVerifyPackCommand(stdout),
+		newLedgerKeysCommand(getenv, stdout),
 		newRevokedReleasesCommand(getenv, stdout),
 		newWebhooksCommand(getenv, stdout),
 		newTaskClassesCommand(getenv, stdout),

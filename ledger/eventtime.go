@@ -1,0 +1,69 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// EventTimeSlack is how much earlier than the event before it in its stream
+// an event may be dated before its chain is broken. An event's time is
+// the ledger's clock when its transaction began, taken before the
+// transaction waited for the stream's lock; so of two transactions
+// appending to one stream at once, the second to take the lock may carry
+// the earlier time, by as long as it waited, and replicas' clocks differ
+// by a little. More than that is not a race: it is an event written with a
+// backdated time, as whoever holds the service's database role could
+// append one (say, a token accepted "before" its key was retired).
+const EventTimeSlack = time.Minute
+
+// CheckDatedAfterCheckpoints checks one stream's events (in stream order)
+// against the signed time of checkpoints that did not include them: an
+// event that no checkpoint up to j included was committed after j began
+// to be signed, or at most as long before as its transaction was open
+// then, so it cannot be dated more than slack (EventTimeSlack) before j's
+// time. An event dated earlier was appended later with a backdated time;
+// the chain alone cannot tell, since an event appended at the tail links
+// like any other. checkpoints are verified checkpoints of the ledger, any
+// of them, in any order: one that lists the stream did not include the
+// events after the head it signed; one that does not list it but is newer
+// than every given one that does did not include the events after the
+// latest head signed. Any other is skipped, as which head the stream had
+// then is not known without every checkpoint before it. It returns one
+// problem per event so dated.
+func CheckDatedAfterCheckpoints(stream string, events []Event, checkpoints []CheckpointPayload, slack time.Duration) []string {
+	sorted := slices.SortedFunc(slices.Values(checkpoints), func(a, b CheckpointPayload) int { return int(a.ID - b.ID) })
+	type bound struct {
+		head int32 // the stream's head as the checkpoint signed it
+		cp   CheckpointPayload
+	}
+	var (
+		bounds []bound
+		latest = bound{head: -1} // the latest head signed, and by which checkpoint
+	)
+	for _, cp := range sorted {
+		i := slices.IndexFunc(cp.Streams, func(h StreamHead) bool { return h.Stream == stream })
+		if i >= 0 {
+			latest = bound{cp.Streams[i].Seq, cp}
+			bounds = append(bounds, latest)
+		}
+	}
+	if n := len(sorted); n > 0 && latest.head >= 0 && sorted[n-1].ID > latest.cp.ID {
+		bounds = append(bounds, bound{latest.head, sorted[n-1]})
+	}
+	var problems []string
+	for _, e := range events {
+		var notIn *CheckpointPayload // the newest checkpoint that did not include e
+		for i := range bounds {
+			if bounds[i].head < e.StreamSeq && (notIn == nil || bounds[i].cp.At.After(notIn.At)) {
+				notIn = &bounds[i].cp
+			}
+		}
+		if notIn != nil && e.At.Before(notIn.At.Add(-slack)) {
+			problems = append(problems, fmt.Sprintf("event %d (%s) is dated %s, %s before checkpoint %d (signed %s), which did not include it: "+
+				"it was appended after, with a backdated time (more than %s earlier)", e.StreamSeq, e.Type,
+				e.At.UTC().Format(time.RFC3339Nano), notIn.At.Sub(e.At), notIn.ID, notIn.At.UTC().Format(time.RFC3339Nano), slack))
+		}
+	}
+	return problems
+}

@@ -56,10 +56,13 @@ type config struct {
 	PollAfter                      time.Duration `env:"QUITTANCE_POLL_AFTER" envDefault:"60s"`
 	LogLevel                       slog.Level    `env:"QUITTANCE_LOG_LEVEL" envDefault:"info"`
 	ShutdownTimeout                time.Duration `env:"QUITTANCE_SHUTDOWN_TIMEOUT" envDefault:"20s"`
-	// RateLimitRPS and RateLimitBurst are the per-credential token bucket
-	// (per bearer token, or per client IP without one); 0 RPS disables it.
-	RateLimitRPS   float64 `env:"QUITTANCE_RATE_LIMIT_RPS" envDefault:"50"`
-	RateLimitBurst int     `env:"QUITTANCE_RATE_LIMIT_BURST" envDefault:"100"`
+	// RateLimitRPS and RateLimitBurst are each token bucket of the API and
+	// the console (per principal, or per client address for requests not
+	// known to be a principal's); 0 RPS disables them. RateLimitMaxBuckets
+	// bounds how many buckets are kept; past it new keys share one.
+	RateLimitRPS        float64 `env:"QUITTANCE_RATE_LIMIT_RPS" envDefault:"50"`
+	RateLimitBurst      int     `env:"QUITTANCE_RATE_LIMIT_BURST" envDefault:"100"`
+	RateLimitMaxBuckets int     `env:"QUITTANCE_RATE_LIMIT_MAX_BUCKETS" envDefault:"100000"`
 	// EgressAllowHTTP permits plain-http outbound A2A calls (dev and tests
 	// only); `quittance dev` turns it on.
 	EgressAllowHTTP bool `env:"QUITTANCE_EGRESS_ALLOW_HTTP" envDefault:"false"`
@@ -125,10 +128,11 @@ type config struct {
 	// the rule compares with.
 	UnconfirmedAlertGrace time.Duration `env:"QUITTANCE_UNCONFIRMED_ALERT_GRACE" envDefault:"15m"`
 	// TrustedProxyHeader names the header that carries the client's
-	// address behind a load balancer (X-Forwarded-For: its last entry;
-	// any other: its whole value), for the per-address rate limit. Unset,
-	// the connection's peer is the client. Set it only when every request
-	// reaches the service through a proxy that sets that header.
+	// address behind a load balancer (X-Forwarded-For: its right-most
+	// entry; any other: its whole value, which must be an IP address), for
+	// the per-address rate limit. Unset, or when the value is not an
+	// address, the connection's peer is the client. Set it only when every
+	// request reaches the service through a proxy that sets that header.
 	TrustedProxyHeader string `env:"QUITTANCE_TRUSTED_PROXY_HEADER"`
 	// PersonCredentialTTL is how long a person's credential lasts unless
 	// it is issued with its own expiry.
@@ -154,7 +158,7 @@ var variables = []string{
 	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_EVIDENCE_REFUSAL_TIME", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
-	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST",
+	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST", "QUITTANCE_RATE_LIMIT_MAX_BUCKETS",
 	"QUITTANCE_EGRESS_ALLOW_HTTP", "QUITTANCE_A2A_INTERVAL", "QUITTANCE_A2A_LEASE", "QUITTANCE_A2A_BACKOFF_BASE",
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
@@ -204,8 +208,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.SweepInterval <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_SWEEP_INTERVAL must be positive")}
 	}
-	if cfg.RateLimitRPS < 0 || cfg.RateLimitBurst < 0 {
-		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_RATE_LIMIT_RPS and QUITTANCE_RATE_LIMIT_BURST must not be negative")}
+	if cfg.RateLimitRPS < 0 || cfg.RateLimitBurst < 0 || cfg.RateLimitMaxBuckets < 0 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_RATE_LIMIT_RPS, QUITTANCE_RATE_LIMIT_BURST and QUITTANCE_RATE_LIMIT_MAX_BUCKETS must not be negative")}
 	}
 	if cfg.A2AInterval <= 0 || cfg.A2ALease <= 0 || cfg.A2ABackoffBase <= 0 || cfg.A2ABackoffMax < cfg.A2ABackoffBase || cfg.PollAfter <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_A2A_INTERVAL, QUITTANCE_A2A_LEASE, QUITTANCE_A2A_BACKOFF_BASE and QUITTANCE_POLL_AFTER must be positive, and QUITTANCE_A2A_BACKOFF_MAX at least the base")}

@@ -283,7 +283,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		Webhooks: webhook.Config{
 			MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
 		},
-		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst, ClientIPHeader: cfg.TrustedProxyHeader},
+		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst, MaxBuckets: cfg.RateLimitMaxBuckets, ClientIPHeader: cfg.TrustedProxyHeader},
 		Stream:    httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
 	})
 	// Credential revocations reach this replica's authentication cache

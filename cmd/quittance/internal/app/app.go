@@ -10,6 +10,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
@@ -57,7 +58,8 @@ type Config struct {
 	// lease, timeout. New sets its Store, Clock, Log, ValidateURL,
 	// HTTPClient and Wake.
 	Webhooks webhook.Config
-	// RateLimit is the API's per-credential rate limit; zero disables it.
+	// RateLimit is the rate limit of the API and the console, per principal
+	// and per client address; zero disables it.
 	RateLimit httpapi.RateLimit
 	// Stream tunes the API's event streams; closing its Done ends them.
 	Stream httpapi.StreamConfig
@@ -192,12 +194,14 @@ func New(cfg Config) *App {
 		jwks, signer = cfg.Identity.JWKS, cfg.Identity
 	}
 	a.Checkpoints = ledger.NewCheckpoints(store, signer, cfg.LedgerID, cfg.Clock, log.With(slog.String("component", "checkpoints")))
+	// One limiter for the API and the console: one set of buckets, one rule.
+	limiter := ratelimit.New(cfg.RateLimit, log.With(slog.String("component", "ratelimit")), time.Now)
 	a.API = httpapi.New(httpapi.Config{
 		Ledger: a.Ledger, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
 		Push: a.Worker, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, JWKS: jwks,
 		Log: log, Version: cfg.Version, LedgerID: cfg.LedgerID, Metrics: metrics,
-		RateLimit: cfg.RateLimit, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints,
+		Limiter: limiter, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints,
 	})
-	a.Console = newConsole(cfg, a, log)
+	a.Console = newConsole(cfg, a, log, limiter)
 	return a
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
+	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/session"
 )
@@ -21,13 +22,14 @@ type ConsoleConfig struct {
 	SecureCookies bool
 }
 
-// newConsole builds the console over the services the API uses.
-func newConsole(cfg Config, a *App, log *slog.Logger) *console.Console {
+// newConsole builds the console over the services the API uses, behind
+// the API's rate limiter.
+func newConsole(cfg Config, a *App, log *slog.Logger, limiter *ratelimit.Limiter) *console.Console {
 	return console.New(console.Config{
 		Ledger: a.Ledger, Reports: a.Reports, Cases: a.Cases, Compensation: a.Compensation, Webhooks: a.Webhooks,
 		Overview:  ledger.NewOverview(ledger.OverviewConfig{Store: a.Store.Overview(), Clock: cfg.Clock}),
 		Sessions:  session.NewService(session.Config{Store: a.Store.Sessions(), Clock: cfg.Clock, TTL: cfg.Console.SessionTTL}),
 		Snapshots: a.Orchestrator, RemoteTasks: a.Orchestrator, OIDC: cfg.Console.OIDC, SecureCookies: cfg.Console.SecureCookies,
-		Log: log.With(slog.String("component", "console")), Clock: cfg.Clock,
+		Limiter: limiter, Log: log.With(slog.String("component", "console")), Clock: cfg.Clock,
 	})
 }

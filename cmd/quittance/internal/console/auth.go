@@ -64,8 +64,10 @@ type signInPage struct {
 // random value also set as a cookie: a page of another site can submit
 // neither.
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
-	if _, err := c.cfg.Sessions.Resolve(r.Context(), sessionCookie(r)); err == nil {
-		redirect(w, r, localPath(r.URL.Query().Get("next"), Prefix))
+	if sess, err := c.cfg.Sessions.Resolve(r.Context(), sessionCookie(r)); err == nil {
+		if c.charge(w, r, sess.Principal) {
+			redirect(w, r, localPath(r.URL.Query().Get("next"), Prefix))
+		}
 		return
 	}
 	c.renderSignIn(w, r, http.StatusOK, nil)
@@ -109,6 +111,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		c.fail(w, r, nil, err)
+		return
+	}
+	if !c.charge(w, r, p) {
 		return
 	}
 	c.startSession(w, r, p, session.SourceToken, r.PostFormValue("next"))

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
@@ -65,7 +67,12 @@ type Config struct {
 	// service is behind a TLS-terminating proxy); requests over TLS always
 	// get Secure cookies.
 	SecureCookies bool
-	Log           *slog.Logger
+	// Limiter is the API's rate limiter, which the console shares (nil
+	// limits nothing): a request holds a token of its client address's
+	// bucket, given back when its session cookie or sign-in token proves
+	// to be a principal's, whose bucket is charged instead.
+	Limiter *ratelimit.Limiter
+	Log     *slog.Logger
 	// Clock tells the time ages are shown against; the system clock when nil.
 	Clock ledger.Clock
 }
@@ -153,10 +160,44 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	// The embedded static files cost no lookup and are not limited: a
+	// page would otherwise spend a token per stylesheet and script.
 	if !strings.HasPrefix(r.URL.Path, Prefix+"static/") {
 		h.Set("Cache-Control", "no-store")
+		lk, ok, wait := c.cfg.Limiter.Lookup(r)
+		if !ok {
+			c.rateLimited(w, r, wait)
+			return
+		}
+		defer lk.Refused()
+		r = r.WithContext(context.WithValue(r.Context(), lookupKey{}, lk))
 	}
 	c.mux.ServeHTTP(&timedWriter{ResponseWriter: w, start: time.Now()}, r)
+}
+
+// lookupKey carries the client address token a console request holds
+// (ratelimit.Lookup) until it proves to be a principal's.
+type lookupKey struct{}
+
+// charge charges a request that proved to be p's (a live session, a valid
+// sign-in token) to p's bucket, giving its address's token back; false
+// means p is over the limit, and the 429 page is written. Requests that
+// prove no principal's spend their address's token.
+func (c *Console) charge(w http.ResponseWriter, r *http.Request, p ledger.Principal) bool {
+	lk, _ := r.Context().Value(lookupKey{}).(*ratelimit.Lookup)
+	ok, wait := lk.Known(p.ID)
+	if !ok {
+		c.rateLimited(w, r, wait)
+	}
+	return ok
+}
+
+// rateLimited answers 429 with a page saying how long to wait.
+func (c *Console) rateLimited(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	retry := max(1, int(math.Ceil(wait.Seconds())))
+	w.Header().Set("Retry-After", strconv.Itoa(retry))
+	c.renderError(w, r, nil, http.StatusTooManyRequests, "Too many requests",
+		"Too many requests came from your address or your session. Wait "+strconv.Itoa(retry)+" seconds, then try again; nothing was changed.")
 }
 
 // timedWriter adds a Server-Timing header ("app;dur=" milliseconds) to a
@@ -221,6 +262,9 @@ func (c *Console) authenticated(h func(http.ResponseWriter, *http.Request, *requ
 				return
 			}
 			c.renderError(w, r, nil, http.StatusForbidden, "Signed out", "Your session has ended. Sign in again; nothing was changed.")
+			return
+		}
+		if !c.charge(w, r, sess.Principal) {
 			return
 		}
 		q := &request{p: sess.Principal, sess: sess, sessionID: id, now: c.clock.Now().UTC()}

@@ -5,11 +5,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
@@ -36,8 +36,9 @@ type Config struct {
 	LedgerID string
 	// Metrics records request durations; nil records nothing.
 	Metrics *telemetry.Metrics
-	// RateLimit is the per-credential rate limit; zero disables it.
-	RateLimit RateLimit
+	// Limiter is the rate limiter (RateLimit), shared with the console;
+	// nil limits nothing.
+	Limiter *ratelimit.Limiter
 	// Push receives A2A push notifications at /a2a/push/{delegation_id};
 	// the endpoint is served only when it is set.
 	Push PushReceiver
@@ -79,7 +80,7 @@ type Server struct {
 	reports  *ledger.Reports
 	ledgerID string
 	metrics  *telemetry.Metrics
-	limiter  *limiter
+	limiter  *ratelimit.Limiter
 	handler  http.Handler
 
 	// push is nil when the A2A push receiver is not served.
@@ -115,7 +116,7 @@ func New(cfg Config) *Server {
 	s.push = cfg.Push
 	s.orchestrator, s.feed, s.stream, s.webhooks, s.jwks = cfg.Orchestrator, cfg.Feed, cfg.Stream.withDefaults(), cfg.Webhooks, cfg.JWKS
 	s.reports, s.ledgerID, s.metrics = cfg.Reports, cfg.LedgerID, cfg.Metrics
-	s.limiter = newLimiter(cfg.RateLimit, time.Now)
+	s.limiter = cfg.Limiter
 	s.api = humago.New(mux, hc)
 	s.api.UseMiddleware(s.authenticate)
 	s.registerHealth()

@@ -4,139 +4,35 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
+	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/ledger"
 )
 
-// RateLimit configures the rate limits, token buckets of
-// golang.org/x/time/rate: one per authenticated principal, and one per
-// client address for every request that is not (yet) known to be a
-// principal's: requests without a bearer token, public endpoints, and
-// bearer tokens that are not in the authentication cache. An unknown bearer
-// token therefore costs at most one database lookup per token of its
-// address's bucket, however many different tokens it tries. The health
-// probes and /metrics are not limited. A zero RPS disables the limits.
-type RateLimit struct {
-	// RPS is the sustained rate, in requests per second.
-	RPS float64
-	// Burst is the bucket size: how many requests may arrive at once.
-	Burst int
-	// ClientIPHeader, when set, names the header a trusted load balancer
-	// puts the client's address in (X-Forwarded-For: its last entry, the
-	// one the balancer added; any other header: its whole value). Unset,
-	// the connection's peer is the client.
-	ClientIPHeader string
-}
+// RateLimit configures the rate limits (ratelimit.Config): one bucket per
+// authenticated principal, and one per client address for every request
+// that is not known, without a database lookup, to be a principal's:
+// requests without a bearer token, public endpoints, and bearer tokens not
+// in the authentication cache. Such a request holds a token of its
+// address's bucket; the token is spent unless its bearer token proves to
+// be a principal's, so an unknown bearer token costs at most one database
+// lookup per token of its address's bucket, however many different tokens
+// it tries. The health probes and /metrics are not limited. A zero RPS
+// disables the limits. The console shares the API's limiter.
+type RateLimit = ratelimit.Config
 
 // exemptPaths are never rate limited: probes and scrapes must not be
 // starved by API traffic.
 var exemptPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
-// limiter is a set of token buckets, one per key.
-type limiter struct {
-	limit    rate.Limit
-	burst    int
-	ipHeader string
-	now      func() time.Time
-
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	swept   time.Time
-}
-
-type bucket struct {
-	l    *rate.Limiter
-	last time.Time
-}
-
-func newLimiter(cfg RateLimit, now func() time.Time) *limiter {
-	if cfg.RPS <= 0 {
-		return nil
-	}
-	burst := cfg.Burst
-	if burst < 1 {
-		burst = int(math.Max(1, math.Ceil(cfg.RPS)))
-	}
-	return &limiter{limit: rate.Limit(cfg.RPS), burst: burst, ipHeader: http.CanonicalHeaderKey(cfg.ClientIPHeader), now: now, buckets: map[string]*bucket{}}
-}
-
-// allow takes a token from key's bucket. When the bucket is empty it
-// returns false and how long until a token is available.
-func (l *limiter) allow(key string) (bool, time.Duration) {
-	now := l.now()
-	l.mu.Lock()
-	l.sweep(now)
-	b, ok := l.buckets[key]
-	if !ok {
-		b = &bucket{l: rate.NewLimiter(l.limit, l.burst)}
-		l.buckets[key] = b
-	}
-	b.last = now
-	l.mu.Unlock()
-	r := b.l.ReserveN(now, 1)
-	if !r.OK() {
-		return false, time.Second
-	}
-	if wait := r.DelayFrom(now); wait > 0 {
-		r.CancelAt(now)
-		return false, wait
-	}
-	return true, 0
-}
-
-// sweep forgets buckets that have been full for a while, so the map does
-// not grow with every client ever seen. Called with l.mu held.
-func (l *limiter) sweep(now time.Time) {
-	if now.Sub(l.swept) < time.Minute {
-		return
-	}
-	l.swept = now
-	full := time.Duration(float64(l.burst) / float64(l.limit) * float64(time.Second))
-	for k, b := range l.buckets {
-		if now.Sub(b.last) > full+time.Minute {
-			delete(l.buckets, k)
-		}
-	}
-}
-
-// clientIP is the client's address: the connection's peer, or, behind a
-// trusted proxy, what its header says.
-func (l *limiter) clientIP(r *http.Request) string {
-	if l != nil && l.ipHeader != "" {
-		if v := r.Header.Values(l.ipHeader); len(v) > 0 {
-			last := v[len(v)-1]
-			if l.ipHeader == "X-Forwarded-For" {
-				parts := strings.Split(last, ",")
-				last = parts[len(parts)-1]
-			}
-			if ip := strings.TrimSpace(last); ip != "" {
-				return ip
-			}
-		}
-	}
-	return clientIP(r)
-}
-
-// clientIP is the connection's peer address.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// clientAddressKey carries the request's client address (limiter.clientIP)
-// to the operations that keep it: a refused evidence token's sample.
+// clientAddressKey carries the request's client address
+// (ratelimit.Limiter.ClientAddress) to the operations that keep it: a
+// refused evidence token's sample.
 type clientAddressKey struct{}
 
 // clientAddress is the client address the middleware put in ctx.
@@ -149,23 +45,25 @@ func clientAddress(ctx context.Context) string {
 // already took a token from.
 type chargedKey struct{}
 
-// rateKey is the bucket of a request: its principal's, when its bearer
-// token is in the authentication cache (no database lookup needed to
-// know), else its client address's.
-func (s *Server) rateKey(r *http.Request) (key string, principal bool) {
-	if p, ok := s.ledger.CachedPrincipal(bearerSecret(r.Header.Get("Authorization"))); ok {
-		return "principal:" + p.ID.String(), true
-	}
-	return "ip:" + s.limiter.clientIP(r), false
-}
+// lookupKey carries the address token a request holds while its bearer
+// token is looked up (ratelimit.Lookup).
+type lookupKey struct{}
 
-// chargePrincipal takes a token from p's bucket unless the middleware did
-// already; false means the request is over the limit, and the 429 is written.
+// chargePrincipal charges an authenticated request to p's bucket, unless
+// the middleware did already, and gives back the client address's token
+// its lookup held; false means the request is over the limit, and the 429
+// is written. Every authentication of a request goes through it.
 func (s *Server) chargePrincipal(ctx context.Context, p ledger.Principal, header func(string, string), write func(*Problem)) bool {
-	if s.limiter == nil || ctx.Value(chargedKey{}) != nil {
+	if ctx.Value(chargedKey{}) != nil {
 		return true
 	}
-	ok, wait := s.limiter.allow("principal:" + p.ID.String())
+	var ok bool
+	var wait time.Duration
+	if lk, held := ctx.Value(lookupKey{}).(*ratelimit.Lookup); held {
+		ok, wait = lk.Known(p.ID)
+	} else {
+		ok, wait = s.limiter.AllowPrincipal(p.ID)
+	}
 	if ok {
 		return true
 	}
@@ -175,6 +73,7 @@ func (s *Server) chargePrincipal(ctx context.Context, p ledger.Principal, header
 	return false
 }
 
+// retryAfter is the Retry-After value, whole seconds, for a wait.
 func retryAfter(wait time.Duration) int {
 	retry := int(math.Ceil(wait.Seconds()))
 	if retry < 1 {
@@ -221,20 +120,32 @@ func (w *statusRecorder) Flush() {
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		r = r.WithContext(context.WithValue(telemetry.ExtractTrace(r.Context(), r.Header), clientAddressKey{}, s.limiter.clientIP(r)))
+		r = r.WithContext(context.WithValue(telemetry.ExtractTrace(r.Context(), r.Header), clientAddressKey{}, s.limiter.ClientAddress(r)))
 		rec := &statusRecorder{ResponseWriter: w}
-		limited := false
+		limited, wait := false, time.Duration(0)
 		if s.limiter != nil && !exemptPaths[r.URL.Path] {
-			key, isPrincipal := s.rateKey(r)
-			if ok, wait := s.limiter.allow(key); !ok {
-				limited = true
+			if p, cached := s.ledger.CachedPrincipal(bearerSecret(r.Header.Get("Authorization"))); cached {
+				var ok bool
+				if ok, wait = s.limiter.AllowPrincipal(p.ID); ok {
+					r = r.WithContext(context.WithValue(r.Context(), chargedKey{}, true))
+				}
+				limited = !ok
+			} else {
+				// Not known to be a principal's: the address's token is
+				// spent unless authentication proves otherwise.
+				lk, ok, lw := s.limiter.Lookup(r)
+				if ok {
+					defer lk.Refused()
+					r = r.WithContext(context.WithValue(r.Context(), lookupKey{}, lk))
+				}
+				limited, wait = !ok, lw
+			}
+			if limited {
 				retry := retryAfter(wait)
 				rec.Header().Set("Retry-After", strconv.Itoa(retry))
 				rec.Header().Set("Content-Type", "application/problem+json")
 				rec.WriteHeader(http.StatusTooManyRequests)
 				_ = jsonEncode(rec, rateLimitedProblem(retry))
-			} else if isPrincipal {
-				r = r.WithContext(context.WithValue(r.Context(), chargedKey{}, true))
 			}
 		}
 		defer func() {
@@ -265,7 +176,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			attrs := []slog.Attr{
 				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Int64("bytes", rec.bytes),
-				slog.Duration("duration", time.Since(start)), slog.String("remote_ip", s.limiter.clientIP(r)),
+				slog.Duration("duration", time.Since(start)), slog.String("remote_ip", clientAddress(r.Context())),
 			}
 			if id := telemetry.TraceID(r.Context()); id != "" {
 				attrs = append(attrs, slog.String("trace_id", id))

@@ -224,6 +224,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 		s.writeHTTPProblem(w, r, apiRealm, err)
 		return
 	}
+	if !s.chargePrincipal(ctx, p, w.Header().Set, func(pr *Problem) { s.writeHTTPProblem(w, r, apiRealm, pr) }) {
+		return
+	}
 	var id uuid.UUID
 	if delegation != "" {
 		if id, err = parseID(delegation); err != nil {

@@ -188,6 +188,24 @@ func newWriteOffsCommand(getenv func(string) string, stdout io.Writer) *cobra.Co
 			return postAndPrint(cmd, getenv, stdout, "/admin/v1/write-offs/"+url.PathEscape(args[0])+"/approve", nil)
 		},
 	})
+	var reason string
+	reject := &cobra.Command{
+		Use:   "reject WRITE_OFF_ID --reason TEXT",
+		Short: "Reject a pending write-off, by the id write-off printed (as a different on-call identity than its requester); the obligation stays open",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuidArg("write-off id", args[0])
+			if err != nil {
+				return err
+			}
+			if err := requireFlag("reason", reason); err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/write-offs/"+id+"/reject", map[string]string{"reason": reason})
+		},
+	}
+	reject.Flags().StringVar(&reason, "reason", "", "why the loss is not accepted (required)")
+	cmd.AddCommand(reject)
 	cmd.AddCommand(newWriteOffThresholdCommand(getenv, stdout))
 	return cmd
 }
@@ -251,7 +269,8 @@ func newOrgsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command
 		},
 	}
 	revoke.Flags().StringVar(&reason, "reason", "", "why the identity is no longer trusted (required)")
-	cmd.AddCommand(revoke, newOrgShowCommand(getenv, stdout), newOrgKeysCommand(getenv, stdout))
+	cmd.AddCommand(revoke, newOrgShowCommand(getenv, stdout), newOrgKeysCommand(getenv, stdout),
+		newOrgRegisterCommand(getenv, stdout), newOrgUpdateCommand(getenv, stdout))
 	return cmd
 }
 
@@ -269,8 +288,8 @@ func newSweepCommand(getenv func(string) string, stdout io.Writer) *cobra.Comman
 func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Issue API tokens"}
 	var (
-		role, tenant, name, kind string
-		expiresIn                time.Duration
+		role, tenant, name, kind, label string
+		expiresIn                       time.Duration
 	)
 	create := &cobra.Command{
 		Use:   "create",
@@ -291,6 +310,9 @@ func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Comman
 			if kind != "" {
 				body["kind"] = kind
 			}
+			if label != "" {
+				body["label"] = label
+			}
 			expires, err := expiresFlag(expiresIn)
 			if err != nil {
 				return err
@@ -306,6 +328,7 @@ func newTokenCommand(getenv func(string) string, stdout io.Writer) *cobra.Comman
 	create.Flags().StringVar(&role, "role", "", "orchestrator, finance or oncall (required)")
 	create.Flags().StringVar(&tenant, "tenant", "", "the tenant (orchestrator tokens only)")
 	create.Flags().StringVar(&name, "name", "", "who holds the token (required)")
+	create.Flags().StringVar(&label, "label", "", "a name for the credential itself, shown by credentials list (default the principal's name)")
 	cmd.AddCommand(create)
 	return cmd
 }

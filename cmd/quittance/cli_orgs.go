@@ -31,6 +31,170 @@ type orgRegistration struct {
 	} `json:"jwks_fetch,omitempty"`
 }
 
+// putBody is the PUT /admin/v1/orgs/{id} body that registers o as it is:
+// a change starts from it and sets only what it changes, so that the rest
+// of the registration (its keys above all) is kept.
+func (o orgRegistration) putBody() map[string]any {
+	hosts := o.AllowedHosts
+	if hosts == nil {
+		hosts = []string{}
+	}
+	body := map[string]any{
+		"name": o.Name, "shared_coordinator": o.SharedCoordinator,
+		"agent_card_url": o.AgentCardURL, "allowed_hosts": hosts,
+		"require_signed_receipts": o.RequireSignedReceipts,
+	}
+	if len(o.JWKS) > 0 {
+		body["jwks"] = o.JWKS
+	}
+	if o.JWKSURL != "" {
+		body["jwks_url"] = o.JWKSURL
+	}
+	return body
+}
+
+// conflictError is a conflict the CLI finds before it changes anything
+// (exit 3, as the API's 409).
+type conflictError struct{ err error }
+
+func (e conflictError) Error() string { return e.err.Error() }
+func (e conflictError) exitCode() int { return exitConflict }
+
+// newOrgRegisterCommand is `quittance orgs register`: a new remote org.
+// Registering one with keys, an agent endpoint, the shared-coordinator flag
+// or the signed-receipt requirement is a pending change a second on-call
+// principal approves; a name alone applies at once.
+func newOrgRegisterCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var (
+		name, jwksFile, jwksURL, agentCardURL string
+		allowedHosts                          []string
+		sharedCoordinator, requireSigned      bool
+	)
+	cmd := &cobra.Command{
+		Use: "register ID --name NAME [--jwks FILE | --jwks-url URL] [--agent-card-url URL --allowed-hosts H,...] " +
+			"[--shared-coordinator] [--require-signed-receipts]",
+		Short: "Register a new remote org (on-call); with keys, an agent endpoint or a trust flag, a second on-call approves",
+		Long: "register creates the org's registration (PUT /admin/v1/orgs/{id}) and prints the org, or, when a second " +
+			"on-call principal must approve (keys, agent card URL, allowed hosts, shared_coordinator or " +
+			"require_signed_receipts), the org as it still is with pending_change. An org that is already registered " +
+			"is refused (exit 3): change it with quittance orgs update, its keys with quittance orgs keys set.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireFlag("name", name); err != nil {
+				return err
+			}
+			if jwksFile != "" && jwksURL != "" {
+				return usageError{errors.New("give at most one of --jwks and --jwks-url")}
+			}
+			org := orgRegistration{
+				ID: args[0], Name: name, SharedCoordinator: sharedCoordinator, JWKSURL: jwksURL,
+				AgentCardURL: agentCardURL, AllowedHosts: allowedHosts, RequireSignedReceipts: requireSigned,
+			}
+			if jwksFile != "" {
+				var err error
+				if org.JWKS, err = readJWKSFile(jwksFile, cmd.InOrStdin()); err != nil {
+					return usageError{err}
+				}
+			}
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			path := "/admin/v1/orgs/" + url.PathEscape(args[0])
+			var apiErr *apiError
+			switch err := c.call(cmd.Context(), http.MethodGet, path, nil, nil, nil); {
+			case err == nil:
+				return conflictError{fmt.Errorf("org %s is already registered: change it with quittance orgs update", args[0])}
+			case !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound:
+				return err
+			}
+			var out json.RawMessage
+			if err := c.call(cmd.Context(), http.MethodPut, path, nil, org.putBody(), &out); err != nil {
+				return err
+			}
+			return printJSON(stdout, out)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the org's display name (required)")
+	cmd.Flags().StringVar(&jwksFile, "jwks", "", "file holding the org's public JWK Set, {\"keys\": [...]} (- for stdin)")
+	cmd.Flags().StringVar(&jwksURL, "jwks-url", "", "the org's own JWKS URL (https), its keys fetched from there")
+	cmd.Flags().StringVar(&agentCardURL, "agent-card-url", "", "the URL of the org's A2A agent card")
+	cmd.Flags().StringSliceVar(&allowedHosts, "allowed-hosts", nil, "hosts the agent card's interfaces may be on, comma-separated (with --agent-card-url)")
+	cmd.Flags().BoolVar(&sharedCoordinator, "shared-coordinator", false, "the org shares a transaction coordinator with us: the compensation gate does not apply")
+	cmd.Flags().BoolVar(&requireSigned, "require-signed-receipts", false, "accept receipts from the org's agent only with a jws signed by the org's keys, not on the channel alone")
+	return cmd
+}
+
+// newOrgUpdateCommand is `quittance orgs update`: change a registered org,
+// keeping every setting whose flag is not given (its keys always; they
+// change with `orgs keys set`).
+func newOrgUpdateCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var (
+		name, agentCardURL               string
+		allowedHosts                     []string
+		sharedCoordinator, requireSigned bool
+	)
+	cmd := &cobra.Command{
+		Use: "update ID [--name NAME] [--agent-card-url URL] [--allowed-hosts H,...] " +
+			"[--shared-coordinator=true|false] [--require-signed-receipts=true|false]",
+		Short: "Change a registered org (on-call); flags not given keep their value; a second on-call approves all but the name",
+		Long: "update reads the org's registration, changes what the flags say and writes it back (PUT " +
+			"/admin/v1/orgs/{id}), keeping its keys. A change of the agent card URL, allowed hosts, shared_coordinator " +
+			"or require_signed_receipts is a pending change a second on-call principal approves: the answer is the org " +
+			"as it still is with pending_change. A change of name alone applies at once. --agent-card-url '' and " +
+			"--allowed-hosts '' remove the agent endpoint. Do not run two changes to the same org at once.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			flags := cmd.Flags()
+			if !flags.Changed("name") && !flags.Changed("agent-card-url") && !flags.Changed("allowed-hosts") &&
+				!flags.Changed("shared-coordinator") && !flags.Changed("require-signed-receipts") {
+				return usageError{errors.New("nothing to change: give --name, --agent-card-url, --allowed-hosts, " +
+					"--shared-coordinator or --require-signed-receipts (keys: quittance orgs keys set)")}
+			}
+			if flags.Changed("name") {
+				if err := requireFlag("name", name); err != nil {
+					return err
+				}
+			}
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			path := "/admin/v1/orgs/" + url.PathEscape(args[0])
+			var org orgRegistration
+			if err := c.call(cmd.Context(), http.MethodGet, path, nil, nil, &org); err != nil {
+				return err
+			}
+			if flags.Changed("name") {
+				org.Name = name
+			}
+			if flags.Changed("agent-card-url") {
+				org.AgentCardURL = agentCardURL
+			}
+			if flags.Changed("allowed-hosts") {
+				org.AllowedHosts = allowedHosts
+			}
+			if flags.Changed("shared-coordinator") {
+				org.SharedCoordinator = sharedCoordinator
+			}
+			if flags.Changed("require-signed-receipts") {
+				org.RequireSignedReceipts = requireSigned
+			}
+			var out json.RawMessage
+			if err := c.call(cmd.Context(), http.MethodPut, path, nil, org.putBody(), &out); err != nil {
+				return err
+			}
+			return printJSON(stdout, out)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the org's display name")
+	cmd.Flags().StringVar(&agentCardURL, "agent-card-url", "", "the URL of the org's A2A agent card ('' removes it)")
+	cmd.Flags().StringSliceVar(&allowedHosts, "allowed-hosts", nil, "hosts the agent card's interfaces may be on, comma-separated ('' for none)")
+	cmd.Flags().BoolVar(&sharedCoordinator, "shared-coordinator", false, "the org shares a transaction coordinator with us: the compensation gate does not apply")
+	cmd.Flags().BoolVar(&requireSigned, "require-signed-receipts", false, "accept receipts from the org's agent only with a jws signed by the org's keys, not on the channel alone")
+	return cmd
+}
+
 // newOrgShowCommand is `quittance orgs show ID`.
 func newOrgShowCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
@@ -146,11 +310,9 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 			if err := c.call(cmd.Context(), http.MethodGet, path, nil, nil, &org); err != nil {
 				return err
 			}
-			body := map[string]any{
-				"name": org.Name, "shared_coordinator": org.SharedCoordinator,
-				"agent_card_url": org.AgentCardURL, "allowed_hosts": org.AllowedHosts,
-				"require_signed_receipts": org.RequireSignedReceipts,
-			}
+			body := org.putBody()
+			delete(body, "jwks")
+			delete(body, "jwks_url")
 			if jwks != nil {
 				body["jwks"] = jwks
 			} else {

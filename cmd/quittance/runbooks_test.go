@@ -163,9 +163,12 @@ var argKinds = map[string][]string{
 	"quittance write-off":                         {"delegation"},
 	"quittance evidence-pack":                     {"delegation"},
 	"quittance write-offs approve":                {"write-off"},
+	"quittance write-offs reject":                 {"write-off"},
 	"quittance changes approve":                   {"pending change"},
 	"quittance orgs show":                         {"org"},
 	"quittance orgs revoke":                       {"org"},
+	"quittance orgs register":                     {"org"},
+	"quittance orgs update":                       {"org"},
 	"quittance orgs keys set":                     {"org"},
 	"quittance orgs keys show":                    {"org"},
 	"quittance orgs keys refresh":                 {"org"},
@@ -245,7 +248,7 @@ func TestRunbookCommandCheckFails(t *testing.T) {
 	t.Parallel()
 	for _, line := range []string{
 		"quittance redrive ID",
-		"quittance orgs register ORG",
+		"quittance orgs unregister ORG",
 		"quittance orgs keys rotate ORG",
 		"quittance write-off ID --reason x --force",
 		"quittance obligations list --since 1d",

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+// TestCLIWriteOffsReject: a write-off above the threshold is rejected by
+// the second on-call principal, with a reason; the obligation stays open
+// with its hold, the rejection is on the delegation's events, and the
+// write-off cannot be approved afterwards. Its requester cannot reject it,
+// and bad arguments exit 2 before any request.
+func TestCLIWriteOffsReject(t *testing.T) {
+	t.Parallel()
+	e := startService(t, "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR=100")
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
+		t.Fatalf("put budget: %d", s)
+	}
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
+		t.Fatalf("put org: %d", s)
+	}
+	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
+	id := e.pendingDelegation(t, orch, "reject-1")
+
+	out, errOut, code := e.cli(t, e.oncall, "write-off", id, "--reason", "supplier gone")
+	var w struct {
+		ID        string `json:"id"`
+		Status    string `json:"status"`
+		Rejection string `json:"rejection_reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &w); code != 0 || err != nil || w.Status != "pending_approval" {
+		t.Fatalf("write-off: exit %d %s (%v)\n%s", code, errOut, err, out)
+	}
+	for _, args := range [][]string{
+		{"write-offs", "reject", w.ID},
+		{"write-offs", "reject", w.ID, "--reason", "  "},
+		{"write-offs", "reject", "not-a-uuid", "--reason", "no"},
+		{"write-offs", "reject", "--reason", "no"},
+	} {
+		_, errOut, code := e.cli(t, e.oncall2, args...)
+		if code != exitUsage || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errOut)
+		}
+	}
+	if _, errOut, code := e.cli(t, e.oncall, "write-offs", "reject", w.ID, "--reason", "changed my mind"); code != exitAuth ||
+		!strings.Contains(errOut, "self_approval") {
+		t.Errorf("the requester rejecting: exit %d %q, want 4 self_approval", code, errOut)
+	}
+	if _, errOut, code := e.cli(t, e.oncall2, "write-offs", "reject", uuid.NewString(), "--reason", "no"); code != exitFailure ||
+		!strings.Contains(errOut, "not_found") {
+		t.Errorf("rejecting an unknown write-off: exit %d %q", code, errOut)
+	}
+
+	out, errOut, code = e.cli(t, e.oncall2, "write-offs", "reject", w.ID, "--reason", "the supplier answered after all")
+	if err := json.Unmarshal([]byte(out), &w); code != 0 || err != nil || w.Status != "rejected" || w.Rejection != "the supplier answered after all" {
+		t.Fatalf("write-offs reject: exit %d %s (%v)\n%s", code, errOut, err, out)
+	}
+	out, _, code = e.cli(t, e.oncall, "delegations", "show", id)
+	var shown struct {
+		Delegation struct {
+			ObligationState string `json:"obligation_state"`
+			HoldState       string `json:"hold_state"`
+		} `json:"delegation"`
+		Events []struct {
+			Type string `json:"type"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
+		t.Fatalf("delegations show: exit %d (%v)", code, err)
+	}
+	if shown.Delegation.ObligationState != "revocation_pending_compensation" || shown.Delegation.HoldState != "active" ||
+		shown.Events[len(shown.Events)-1].Type != "write_off_rejected" {
+		t.Errorf("after the rejection: %s", out)
+	}
+	if _, errOut, code := e.cli(t, e.oncall2, "write-offs", "approve", w.ID); code != exitConflict {
+		t.Errorf("approving a rejected write-off: exit %d %q, want 3", code, errOut)
+	}
+	if _, errOut, code := e.cli(t, e.oncall2, "write-offs", "reject", w.ID, "--reason", "again"); code != exitConflict ||
+		!strings.Contains(errOut, "write_off_not_pending") {
+		t.Errorf("rejecting a rejected write-off: exit %d %q, want 3", code, errOut)
+	}
+}

@@ -161,6 +161,25 @@ func TestServiceRoleCannotMoveAnchors(t *testing.T) {
 	if got := positions(); got == before {
 		t.Error("funding the budget wrote no feed position")
 	}
+
+	// The owner, whom nothing stops, removes the feed position of the
+	// delegation's last event, appended after the checkpoint: no
+	// checkpoint's span will hold it, and the feed no longer serves it.
+	// verify-chain reads the stream itself too.
+	if s := e.api(t, http.MethodPost, "/v1/delegations/"+id+"/notes", e.oncall, map[string]any{"note": "checked with Supplier"}, nil); s >= 300 {
+		t.Fatalf("add a note: %d", s)
+	}
+	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	if out, errOut, code := e.cli(t, finance, "verify-chain"); code != 0 {
+		t.Fatalf("verify-chain before the owner's edit: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if err := e.exec(ctx, `DELETE FROM event_positions WHERE seq = (SELECT max(seq) FROM events WHERE delegation_id = $1)`, id); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := e.cli(t, finance, "verify-chain")
+	if code != exitFailure || !strings.Contains(out, "BROKEN\tdelegation:"+id+"\tthe stream has ") || !strings.Contains(out, "an event missing from the feed is in no checkpoint's span") {
+		t.Errorf("verify-chain after the owner removed a feed position: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
+	}
 }
 
 // TestCheckpointHeadNeverMovesBack: the owner moves a budget's first

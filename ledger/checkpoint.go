@@ -107,6 +107,10 @@ type CheckpointSigner interface {
 	// SignCheckpoint returns the compact JWS of payload (typ
 	// CheckpointType) and the kid that signed it.
 	SignCheckpoint(payload []byte) (jws, kid string, err error)
+	// VerifyCheckpoint verifies a checkpoint's compact JWS with the
+	// ledger's own keys (the active one and the retired ones it still
+	// publishes) and returns its payload.
+	VerifyCheckpoint(jws string) (CheckpointPayload, error)
 }
 
 // CheckpointStore keeps checkpoints. Error contract: as Store.
@@ -327,6 +331,9 @@ func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) 
 		id := int64(1)
 		if latest != nil {
 			id = latest.ID + 1
+			if err := c.checkLatest(ctx, *latest); err != nil {
+				return nil, err
+			}
 		}
 		for _, h := range span.Heads {
 			if prev, ok := span.Signed[h.Stream]; ok {
@@ -373,6 +380,28 @@ func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) 
 		}, nil
 	})
 	return cp, added, more && added, err
+}
+
+// checkLatest refuses to chain onto a latest checkpoint the ledger did not
+// sign: its JWS must verify with the ledger's own keys and sign the id and
+// span end stored with it. A row inserted at the next id by a role that
+// may append to checkpoints but holds no key would otherwise have every
+// later checkpoint chain onto it, and verify-chain stops reading at a
+// checkpoint that does not verify.
+func (c *Checkpoints) checkLatest(ctx context.Context, latest Checkpoint) error {
+	p, err := c.signer.VerifyCheckpoint(latest.JWS)
+	problem := ""
+	switch {
+	case err != nil:
+		problem = fmt.Sprintf("checkpoint %d does not verify with the ledger's keys: %v", latest.ID, err)
+	case p.ID != latest.ID || p.Through != latest.Through:
+		problem = fmt.Sprintf("checkpoint %d is stored with the JWS of checkpoint %d (through %d, stored %d)", latest.ID, p.ID, p.Through, latest.Through)
+	default:
+		return nil
+	}
+	c.log.ErrorContext(ctx, "checkpoint refused: the latest checkpoint is not the ledger's", slog.Int64("checkpoint", latest.ID), slog.String("problem", problem))
+	return &ConflictError{Code: "checkpoint_previous_invalid", Detail: "the ledger refuses to chain onto it: " + problem +
+		"; the row was written behind the ledger's back (ledger/AUDIT.md)"}
 }
 
 // CheckpointFollows checks that next is the checkpoint after prev, whose

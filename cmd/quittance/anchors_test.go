@@ -180,6 +180,24 @@ func TestServiceRoleCannotMoveAnchors(t *testing.T) {
 	if code != exitFailure || !strings.Contains(out, "BROKEN\tdelegation:"+id+"\tthe stream has ") || !strings.Contains(out, "an event missing from the feed is in no checkpoint's span") {
 		t.Errorf("verify-chain after the owner removed a feed position: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
 	}
+
+	// The service's role may append to checkpoints, but holds no key: a
+	// row it inserts at the next id is not chained onto, and verify-chain
+	// names it.
+	if _, err := conn.Exec(ctx, `INSERT INTO checkpoints (id, created_at, created_by, kid, streams, heads_sha256, payload, jws)
+		VALUES (2, now(), 'mallory', 'mallory', 0, '\x00', '{"streams":[]}', 'junk')`); err != nil {
+		t.Fatalf("inserting a checkpoint as the service role: %v", err)
+	}
+	if out, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code == 0 || !strings.Contains(errOut, "checkpoint_previous_invalid") ||
+		!strings.Contains(errOut, "checkpoint 2 does not verify with the ledger's keys") {
+		t.Errorf("a checkpoint after a junk row: exit %d, want a refusal\n%s\n%s", code, out, errOut)
+	}
+	if stored, err := e.query(ctx, `SELECT id::text FROM checkpoints ORDER BY id`); err != nil || len(stored) != 2 {
+		t.Errorf("checkpoints stored after the refusal: %v %v, want 1 and the junk 2", stored, err)
+	}
+	if out, errOut, code := e.cli(t, finance, "verify-chain"); code != exitFailure || !strings.Contains(out, "BROKEN\tcheckpoint\tcheckpoint 2 does not verify") {
+		t.Errorf("verify-chain after a junk checkpoint: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
+	}
 }
 
 // TestCheckpointHeadNeverMovesBack: the owner moves a budget's first

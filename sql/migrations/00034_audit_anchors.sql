@@ -60,9 +60,11 @@ $$;
 -- lower position, or the same one with another hash. The service's role
 -- only reads it. Checkpoints signed before 00031 list every stream, so
 -- the latest of them and the incremental ones after it give every head.
+-- checkpoint_id names the checkpoint without a foreign key: a head stays
+-- signed even if the owner deletes the checkpoint row.
 CREATE TABLE checkpoint_heads (
     stream        text    PRIMARY KEY,
-    checkpoint_id bigint  NOT NULL REFERENCES checkpoints (id),
+    checkpoint_id bigint  NOT NULL,
     stream_seq    integer NOT NULL,
     hash          text    NOT NULL
 );

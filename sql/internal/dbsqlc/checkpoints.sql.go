@@ -57,9 +57,9 @@ func (q *Queries) CheckpointGet(ctx context.Context, id int64) (Checkpoint, erro
 }
 
 const checkpointHeadsSigned = `-- name: CheckpointHeadsSigned :many
-SELECT h.stream, h.checkpoint_id, h.stream_seq, h.hash, (c.through_pos IS NULL)::boolean AS full
+SELECT h.stream, h.checkpoint_id, h.stream_seq, h.hash, coalesce(c.id IS NOT NULL AND c.through_pos IS NULL, false)::boolean AS full
 FROM checkpoint_heads h
-JOIN checkpoints c ON c.id = h.checkpoint_id
+LEFT JOIN checkpoints c ON c.id = h.checkpoint_id
 WHERE h.stream = ANY($1::text[])
 `
 
@@ -74,7 +74,8 @@ type CheckpointHeadsSignedRow struct {
 // The head each of the given streams was last signed at, and by which
 // checkpoint (checkpoint_heads, kept from the checkpoints' payloads by
 // migration 00034's trigger): the next checkpoint must not move one back.
-// full: that checkpoint is one from before 00031, which lists every stream.
+// full: that checkpoint is one from before 00031, which lists every stream
+// (false when its row is gone).
 func (q *Queries) CheckpointHeadsSigned(ctx context.Context, streams []string) ([]CheckpointHeadsSignedRow, error) {
 	rows, err := q.db.Query(ctx, checkpointHeadsSigned, streams)
 	if err != nil {

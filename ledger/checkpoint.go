@@ -119,8 +119,8 @@ type CheckpointStore interface {
 	// every replica's checkpoints, reads the latest checkpoint (nil when
 	// there is none) and the span after it, of at most maxEvents events,
 	// with the heads its streams were last signed at, and passes them to
-	// build; it stores the checkpoint build returns,
-	// unless build returns nil. added is false when nothing was stored.
+	// build; it stores the checkpoint build returns, unless build returns
+	// nil. added is false when nothing was stored.
 	AddCheckpoint(ctx context.Context, maxEvents int, build func(latest *Checkpoint, span CheckpointSpan) (*Checkpoint, error)) (c Checkpoint, added bool, err error)
 	// LatestCheckpoint returns the newest checkpoint, or ErrNotFound.
 	LatestCheckpoint(ctx context.Context) (Checkpoint, error)

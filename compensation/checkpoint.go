@@ -30,6 +30,13 @@ func (id *Identity) SignCheckpoint(payload []byte) (jws, kid string, err error) 
 	return jws, id.active.KeyID, err
 }
 
+// VerifyCheckpoint implements ledger.CheckpointSigner: it verifies a
+// checkpoint with the identity's own keys, those it publishes.
+func (id *Identity) VerifyCheckpoint(jws string) (ledger.CheckpointPayload, error) {
+	p, _, err := VerifyCheckpoint(jws, id.JWKS(), "")
+	return p, err
+}
+
 // VerifyCheckpoint verifies a signed checkpoint against the ledger's JWK
 // Set (EdDSA only, kid looked up in the set, typ ledger.CheckpointType) and,
 // unless ledgerID is empty, checks that it is ledgerID's. It returns the signed payload and the kid

@@ -94,6 +94,10 @@ type CheckpointSpan struct {
 	// Full says the span holds as many events as asked for: more may
 	// follow it now.
 	Full bool
+	// Signed is the head each stream in Heads was last signed at, by the
+	// latest checkpoint listing it; a stream no checkpoint signed yet is
+	// absent. The checkpoint must not move one back.
+	Signed map[string]SignedHead
 }
 
 // CheckpointSigner signs a checkpoint's payload with the ledger's own key
@@ -103,6 +107,10 @@ type CheckpointSigner interface {
 	// SignCheckpoint returns the compact JWS of payload (typ
 	// CheckpointType) and the kid that signed it.
 	SignCheckpoint(payload []byte) (jws, kid string, err error)
+	// VerifyCheckpoint verifies a checkpoint's compact JWS with the
+	// ledger's own keys (the active one and the retired ones it still
+	// publishes) and returns its payload.
+	VerifyCheckpoint(jws string) (CheckpointPayload, error)
 }
 
 // CheckpointStore keeps checkpoints. Error contract: as Store.
@@ -110,8 +118,9 @@ type CheckpointStore interface {
 	// AddCheckpoint, in one transaction and under a lock that serializes
 	// every replica's checkpoints, reads the latest checkpoint (nil when
 	// there is none) and the span after it, of at most maxEvents events,
-	// and passes them to build; it stores the checkpoint build returns,
-	// unless build returns nil. added is false when nothing was stored.
+	// with the heads its streams were last signed at, and passes them to
+	// build; it stores the checkpoint build returns, unless build returns
+	// nil. added is false when nothing was stored.
 	AddCheckpoint(ctx context.Context, maxEvents int, build func(latest *Checkpoint, span CheckpointSpan) (*Checkpoint, error)) (c Checkpoint, added bool, err error)
 	// LatestCheckpoint returns the newest checkpoint, or ErrNotFound.
 	LatestCheckpoint(ctx context.Context) (Checkpoint, error)
@@ -319,6 +328,27 @@ func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) 
 		if !always && len(span.Heads) == 0 {
 			return nil, nil
 		}
+		id := int64(1)
+		if latest != nil {
+			id = latest.ID + 1
+			if err := c.checkLatest(ctx, *latest); err != nil {
+				return nil, err
+			}
+		}
+		for _, h := range span.Heads {
+			if prev, ok := span.Signed[h.Stream]; ok {
+				if problem := movedBack(prev, h, id); problem != "" {
+					// Signing it would let a tail removed after prev go
+					// unseen: the feed's positions were changed.
+					c.log.ErrorContext(ctx, "checkpoint refused: a stream's signed head would move back",
+						slog.Int64("checkpoint", id), slog.String("stream", h.Stream),
+						slog.Int64("signed_seq", int64(prev.Seq)), slog.Int64("signed_by", prev.Checkpoint),
+						slog.Int64("span_seq", int64(h.Seq)))
+					return nil, &ConflictError{Code: "checkpoint_head_moved_back", Detail: "the ledger refuses to sign: " + problem +
+						"; the events' feed positions were changed behind the ledger's back (ledger/AUDIT.md)"}
+				}
+			}
+		}
 		heads := span.Heads
 		if heads == nil {
 			heads = []StreamHead{}
@@ -328,9 +358,8 @@ func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) 
 			return nil, err
 		}
 		sum := sha256.Sum256(headsJSON)
-		payload := CheckpointPayload{LedgerID: c.ledgerID, ID: 1, At: now, Through: span.Through, Streams: heads}
+		payload := CheckpointPayload{LedgerID: c.ledgerID, ID: id, At: now, Through: span.Through, Streams: heads}
 		if latest != nil {
-			payload.ID = latest.ID + 1
 			prev := sha256.Sum256([]byte(latest.JWS))
 			payload.Previous = hex.EncodeToString(prev[:])
 			if !payload.At.After(latest.At) {
@@ -351,6 +380,28 @@ func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) 
 		}, nil
 	})
 	return cp, added, more && added, err
+}
+
+// checkLatest refuses to chain onto a latest checkpoint the ledger did not
+// sign: its JWS must verify with the ledger's own keys and sign the id and
+// span end stored with it. A row inserted at the next id by a role that
+// may append to checkpoints but holds no key would otherwise have every
+// later checkpoint chain onto it, and verify-chain stops reading at a
+// checkpoint that does not verify.
+func (c *Checkpoints) checkLatest(ctx context.Context, latest Checkpoint) error {
+	p, err := c.signer.VerifyCheckpoint(latest.JWS)
+	problem := ""
+	switch {
+	case err != nil:
+		problem = fmt.Sprintf("checkpoint %d does not verify with the ledger's keys: %v", latest.ID, err)
+	case p.ID != latest.ID || p.Through != latest.Through:
+		problem = fmt.Sprintf("checkpoint %d is stored with the JWS of checkpoint %d (through %d, stored %d)", latest.ID, p.ID, p.Through, latest.Through)
+	default:
+		return nil
+	}
+	c.log.ErrorContext(ctx, "checkpoint refused: the latest checkpoint is not the ledger's", slog.Int64("checkpoint", latest.ID), slog.String("problem", problem))
+	return &ConflictError{Code: "checkpoint_previous_invalid", Detail: "the ledger refuses to chain onto it: " + problem +
+		"; the row was written behind the ledger's back (ledger/AUDIT.md)"}
 }
 
 // CheckpointFollows checks that next is the checkpoint after prev, whose
@@ -376,17 +427,59 @@ type SignedHead struct {
 	StreamHead
 	// Checkpoint is the id of the checkpoint that signed it.
 	Checkpoint int64
+	// Full says that checkpoint is one signed before checkpoints were
+	// incremental (no Through), which lists every stream: the incremental
+	// checkpoints after it cover the feed again from its start, and sign
+	// older heads of a stream until they reach the one it signed.
+	Full bool
+	// MovedBack, when not empty, says how a later checkpoint signed the
+	// stream back at an older head (movedBack): a break, since it would
+	// hide a tail removed after the head signed before. StreamHead stays
+	// the furthest head signed.
+	MovedBack string
+}
+
+// movedBack says how next, signed by checkpoint nextID after prev for the
+// same stream, moves the stream back — a lower position, or the same
+// position with another hash — and is empty when it does not. A stream's
+// events are only ever appended, so its signed head only moves forward;
+// one signed again at the same head is the same head. Only a lower
+// position after a full checkpoint's head is not a move back: the
+// incremental checkpoints after it start again from the feed's start.
+func movedBack(prev SignedHead, next StreamHead, nextID int64) string {
+	switch {
+	case next.Seq < prev.Seq && !prev.Full:
+		return fmt.Sprintf("checkpoint %d signs this stream at event %d, behind event %d that checkpoint %d signed", nextID, next.Seq, prev.Seq, prev.Checkpoint)
+	case next.Seq == prev.Seq && next.Hash != prev.Hash:
+		return fmt.Sprintf("checkpoint %d signs event %d of this stream with hash %s; checkpoint %d signed it with hash %s", nextID, next.Seq, next.Hash, prev.Checkpoint, prev.Hash)
+	}
+	return ""
 }
 
 // SignedHeads is each stream's signed head, folded from checkpoints read
 // oldest first: a later checkpoint's head of a stream replaces an earlier
-// one's.
+// one's, unless it moves the stream back (a break CheckStreams reports).
 type SignedHeads map[string]SignedHead
 
-// Add folds in the heads p signs.
+// Add folds in the heads p signs. A head that moves its stream back is
+// kept as the stream's MovedBack, and the furthest head stays the one the
+// stream must reach.
 func (s SignedHeads) Add(p CheckpointPayload) {
 	for _, h := range p.Streams {
-		s[h.Stream] = SignedHead{StreamHead: h, Checkpoint: p.ID}
+		prev, ok := s[h.Stream]
+		if ok {
+			if problem := movedBack(prev, h, p.ID); problem != "" {
+				if prev.MovedBack == "" {
+					prev.MovedBack = problem
+				}
+				s[h.Stream] = prev
+				continue
+			}
+		}
+		if ok && prev.Full && h.Seq < prev.Seq {
+			continue // not there yet: the stream must still reach the full checkpoint's head
+		}
+		s[h.Stream] = SignedHead{StreamHead: h, Checkpoint: p.ID, Full: p.Through == 0, MovedBack: prev.MovedBack}
 	}
 }
 
@@ -401,13 +494,17 @@ type CheckpointBreak struct {
 // read back) with its signed head: a stream with a signed head must still
 // have an event at the signed position, with the signed hash. A stream that
 // is shorter (its tail was removed), whose event there has another hash
-// (rewritten), or that is gone is a break. Events after the head are not
+// (rewritten), or that is gone is a break, and so is a stream a later
+// checkpoint signed back at an older head (SignedHead.MovedBack). Events after the head are not
 // judged here: the next checkpoint covers them. The chains themselves are
 // checked by VerifyChain.
 func CheckStreams(heads SignedHeads, streams map[string][]Event) []CheckpointBreak {
 	var breaks []CheckpointBreak
 	for _, name := range slices.Sorted(maps.Keys(heads)) {
 		h := heads[name]
+		if h.MovedBack != "" {
+			breaks = append(breaks, CheckpointBreak{h.Stream, h.MovedBack + " (a signed head never moves back)"})
+		}
 		events := streams[h.Stream]
 		switch {
 		case h.Seq < 1:

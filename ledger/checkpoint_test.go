@@ -60,6 +60,63 @@ func TestCheckStreams(t *testing.T) {
 	}
 }
 
+// TestSignedHeadsNeverMoveBack: a later checkpoint that signs a stream at
+// an older head than an earlier one did — a lower position, or the same
+// one with another hash — is a break, and the stream must still reach the
+// furthest head signed, so a tail removed after it is one too. Signing the
+// same head again is not; nor is an incremental checkpoint signing a lower
+// head than a full one (from before checkpoints were incremental) did.
+func TestSignedHeadsNeverMoveBack(t *testing.T) {
+	chain := func(n int) []ledger.Event {
+		events := make([]ledger.Event, n)
+		for i := range events {
+			events[i] = ledger.Event{StreamSeq: int32(i + 1), Hash: []byte{byte(i + 1), 0xaa}}
+		}
+		return events
+	}
+	head := func(stream string, seq int32) ledger.StreamHead {
+		return ledger.StreamHead{Stream: stream, Seq: seq, Hash: hex.EncodeToString([]byte{byte(seq), 0xaa})}
+	}
+	heads := ledger.SignedHeads{}
+	heads.Add(ledger.CheckpointPayload{ID: 1, Streams: []ledger.StreamHead{head("budget:full", 3)}}) // full: no Through
+	heads.Add(ledger.CheckpointPayload{ID: 2, Through: 10, Streams: []ledger.StreamHead{
+		head("budget:full", 1), head("budget:a", 2), head("budget:b", 2), head("budget:same", 2),
+	}})
+	heads.Add(ledger.CheckpointPayload{ID: 3, Through: 20, Streams: []ledger.StreamHead{
+		head("budget:full", 3), head("budget:a", 1), {Stream: "budget:b", Seq: 2, Hash: "ff"}, head("budget:same", 2),
+	}})
+	heads.Add(ledger.CheckpointPayload{ID: 4, Through: 30, Streams: []ledger.StreamHead{head("budget:a", 3)}})
+	streams := map[string][]ledger.Event{
+		// budget:a lost its events 2 and 3, which checkpoints 2 and 4 signed.
+		"budget:a": chain(1), "budget:b": chain(2), "budget:same": chain(2), "budget:full": chain(3),
+	}
+	got := map[string][]string{}
+	for _, b := range ledger.CheckStreams(heads, streams) {
+		got[b.Stream] = append(got[b.Stream], b.Problem)
+	}
+	want := map[string][]string{
+		"budget:a": {"checkpoint 3 signs this stream at event 1, behind event 2 that checkpoint 2 signed", "checkpoint 4 signed 3 event(s) in this stream; only 1 are left"},
+		"budget:b": {"checkpoint 3 signs event 2 of this stream with hash ff; checkpoint 2 signed it with hash 02aa"},
+	}
+	if len(got) != len(want) {
+		t.Errorf("breaks %v, want %v", got, want)
+	}
+	for stream, ws := range want {
+		if len(got[stream]) != len(ws) {
+			t.Errorf("%s: %q, want %q", stream, got[stream], ws)
+			continue
+		}
+		for i, w := range ws {
+			if !strings.Contains(got[stream][i], w) {
+				t.Errorf("%s: %q, want it to say %q", stream, got[stream][i], w)
+			}
+		}
+	}
+	if h := heads["budget:full"]; h.Checkpoint != 3 || h.Seq != 3 {
+		t.Errorf("budget:full's signed head is %d by checkpoint %d, want 3 by checkpoint 3", h.Seq, h.Checkpoint)
+	}
+}
+
 // TestCheckpointFollows: a chain of checkpoints breaks where one is missing,
 // where one was changed after the next was signed, and where time runs
 // backwards.

@@ -182,11 +182,19 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 		}
 		streams[ledger.DelegationStream(uuid.MustParse(delegation))] = events
 	} else {
+		// Each delegation's stream is read from the stream itself before
+		// the feed, so every event in it was committed before the feed is
+		// read, and must be in the feed too.
+		counts, err := v.delegationEventCounts(ctx)
+		if err != nil {
+			return err
+		}
 		all, err := v.allStreams(ctx)
 		if err != nil {
 			return err
 		}
 		streams = all
+		v.reportMissingFromFeed(counts, streams)
 		names := make([]string, 0, len(streams))
 		for s := range streams {
 			names = append(names, s)
@@ -401,6 +409,51 @@ read:
 		latest, kid = file, fileKID
 	}
 	return heads, latest, kid, problems, nil
+}
+
+// delegationEventCounts reads every delegation's stream from the stream
+// itself (GET /v1/delegations/{id}/events, which reads the events, not the
+// feed) and returns how many events it has, by stream.
+func (v *verifier) delegationEventCounts(ctx context.Context) (map[string]int, error) {
+	counts := map[string]int{}
+	q := url.Values{"limit": {"500"}}
+	for {
+		var page struct {
+			Delegations []struct {
+				ID string `json:"id"`
+			} `json:"delegations"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := v.c.call(ctx, http.MethodGet, "/v1/delegations", q, nil, &page); err != nil {
+			return nil, err
+		}
+		for _, d := range page.Delegations {
+			events, err := v.delegationEvents(ctx, d.ID)
+			if err != nil {
+				return nil, err
+			}
+			counts["delegation:"+d.ID] = len(events)
+		}
+		if page.NextCursor == "" {
+			return counts, nil
+		}
+		q.Set("cursor", page.NextCursor)
+	}
+}
+
+// reportMissingFromFeed reports as broken every delegation stream with
+// more events, read from the stream itself (counts, read first), than the
+// feed serves of it. Checkpoints sign what is in the feed: an event whose
+// feed position was removed is in no checkpoint's span, and no check of
+// the feed would see it.
+func (v *verifier) reportMissingFromFeed(counts map[string]int, streams map[string][]ledger.Event) {
+	for _, s := range slices.Sorted(maps.Keys(counts)) {
+		if served := len(streams[s]); counts[s] > served {
+			v.broken++
+			fmt.Fprintf(v.out, "BROKEN\t%s\tthe stream has %d event(s); the event feed serves %d of them: "+
+				"an event missing from the feed is in no checkpoint's span (its feed position was removed)\n", s, counts[s], served)
+		}
+	}
 }
 
 // checkpointInvalidError is a checkpoint whose signature or content does

@@ -55,6 +55,9 @@ func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*le
 		for i, r := range rows {
 			span.Heads[i] = ledger.StreamHead{Stream: r.Stream, Seq: r.StreamSeq, Hash: hex.EncodeToString(r.Hash)}
 		}
+		if span.Signed, err = signedHeadsOf(ctx, t.q, span.Heads); err != nil {
+			return err
+		}
 		if len(rows) > 0 {
 			r := rows[0]
 			span.Through, span.Full = r.ThroughPos, int(r.SpanEvents) >= maxEvents
@@ -80,6 +83,25 @@ func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*le
 		return ledger.Checkpoint{}, false, interpretError(err)
 	}
 	return added, ok, nil
+}
+
+// signedHeadsOf reads the head each of the streams of heads was last
+// signed at, so that the checkpoint signing heads can refuse to move one
+// back.
+func signedHeadsOf(ctx context.Context, q *dbsqlc.Queries, heads []ledger.StreamHead) (map[string]ledger.SignedHead, error) {
+	names := make([]string, len(heads))
+	for i, h := range heads {
+		names[i] = h.Stream
+	}
+	rows, err := q.CheckpointHeadsSigned(ctx, names)
+	if err != nil {
+		return nil, fmt.Errorf("read the heads signed before: %w", err)
+	}
+	signed := make(map[string]ledger.SignedHead, len(rows))
+	for _, r := range rows {
+		signed[r.Stream] = ledger.SignedHead{StreamHead: ledger.StreamHead{Stream: r.Stream, Seq: r.StreamSeq, Hash: r.Hash}, Checkpoint: r.CheckpointID, Full: r.Full}
+	}
+	return signed, nil
 }
 
 // FeedHorizon implements ledger.CheckpointStore.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -65,6 +66,8 @@ func (r *InvariantReport) fail(format string, args ...any) {
 //   - per delegation: no hold left active without a matching evidence row,
 //     and no evidence row was applied without moving one
 //     (checkEvidence, which defines "matching");
+//   - per release on a revoked identity: one acknowledged has its
+//     revoked_release_acknowledged event (written in the same transaction);
 //   - every event stream's hash chain verifies (ledger.VerifyChain), each
 //     event's jsonb data equals the data its hash covers (hashed_data),
 //     and every delegation stream belongs to an existing delegation.
@@ -106,6 +109,14 @@ func CheckInvariants(ctx context.Context, pool *pgxpool.Pool) (InvariantReport, 
 	for _, m := range writeOffs {
 		rep.fail("delegation %s (%s, %d): %d executed write-offs of %d in total, want one of the hold exactly when written off",
 			m.ID, m.ObligationState, m.AmountMinor, m.Executed, m.ExecutedMinor)
+	}
+	unannounced, err := q.RevokedReleaseListAcknowledgedWithoutEvent(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("list acknowledged releases on revoked identities: %w", err)
+	}
+	for _, r := range unannounced {
+		rep.fail("delegation %s: its release on a revoked identity is acknowledged (at %s) with no revoked_release_acknowledged event",
+			r.DelegationID, r.AcknowledgedAt.UTC().Format(time.RFC3339Nano))
 	}
 	rows, err := q.EventListAll(ctx)
 	if err != nil {

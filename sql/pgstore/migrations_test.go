@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto"
 	"encoding/base64"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -205,4 +207,47 @@ func thumbprint(t *testing.T, s *compensationtest.Signer) string {
 		t.Fatal(err)
 	}
 	return base64.RawURLEncoding.EncodeToString(sum)
+}
+
+// TestCheckpointHeadsBackfill: migrating to 00034 keeps, for every stream,
+// the head the latest checkpoint listing it signed: the latest full
+// checkpoint (from before 00031, listing every stream) and the incremental
+// ones after it, so a stream only a full checkpoint lists keeps its head
+// there, and a full checkpoint older than the latest one is not read.
+func TestCheckpointHeadsBackfill(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	migrate := migrateDownTo(t, pool, 33)
+	for _, c := range []struct {
+		id      int64
+		through *int64
+		payload string
+	}{
+		{1, nil, `{"streams":[{"stream":"budget:old","seq":1,"hash":"01"},{"stream":"budget:a","seq":1,"hash":"a1"}]}`},
+		{2, nil, `{"streams":[{"stream":"budget:a","seq":2,"hash":"a2"},{"stream":"budget:b","seq":5,"hash":"b5"}]}`},
+		{3, new(int64(7)), `{"streams":[{"stream":"budget:a","seq":1,"hash":"a1"}]}`},
+		{4, new(int64(9)), `{"streams":[{"stream":"budget:a","seq":3,"hash":"a3"}]}`},
+	} {
+		if _, err := pool.Exec(ctx, `INSERT INTO checkpoints (id, created_at, created_by, kid, streams, heads_sha256, payload, jws, through_pos, through_order_xid, through_tx_pos)
+			VALUES ($1, $2, 'test', 'k', 1, '\x00', $3, 'jws', $4, CASE WHEN $4::bigint IS NOT NULL THEN '1'::xid8 END, $4)`,
+			c.id, epoch.Add(time.Duration(c.id)*time.Minute), c.payload, c.through); err != nil {
+			t.Fatal(err)
+		}
+	}
+	migrateUp(t, pool, migrate)
+	rows, err := pool.Query(ctx, `SELECT format('%s %s %s %s', stream, checkpoint_id, stream_seq, hash) FROM checkpoint_heads ORDER BY stream`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// budget:old is listed by the first full checkpoint only, which the
+	// second, listing every stream then, replaced.
+	want := []string{"budget:a 4 3 a3", "budget:b 2 5 b5"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("checkpoint_heads after the migration:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

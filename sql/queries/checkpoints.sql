@@ -73,3 +73,14 @@ VALUES (@id, @created_at, @created_by, @kid, @streams, @heads_sha256, @payload, 
 -- are all final and a checkpoint can cover them.
 SELECT pg_snapshot_xmin(pg_current_snapshot())::xid8 AS cut,
        pg_snapshot_xmax(pg_current_snapshot())::xid8 AS horizon;
+
+-- name: CheckpointHeadsSigned :many
+-- The head each of the given streams was last signed at, and by which
+-- checkpoint (checkpoint_heads, kept from the checkpoints' payloads by
+-- migration 00034's trigger): the next checkpoint must not move one back.
+-- full: that checkpoint is one from before 00031, which lists every stream
+-- (false when its row is gone).
+SELECT h.stream, h.checkpoint_id, h.stream_seq, h.hash, coalesce(c.id IS NOT NULL AND c.through_pos IS NULL, false)::boolean AS full
+FROM checkpoint_heads h
+LEFT JOIN checkpoints c ON c.id = h.checkpoint_id
+WHERE h.stream = ANY(@streams::text[]);

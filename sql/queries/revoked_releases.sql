@@ -50,3 +50,16 @@ FOR UPDATE OF d SKIP LOCKED;
 -- Whether the delegation's release on a revoked identity has its event.
 SELECT EXISTS (
     SELECT FROM events WHERE delegation_id = $1 AND type = 'released_on_revoked_identity') AS announced;
+
+-- name: RevokedReleaseListAcknowledgedWithoutEvent :many
+-- For CheckInvariants: releases on revoked identities acknowledged with no
+-- revoked_release_acknowledged event in the delegation's stream. The
+-- acknowledgement and its event are written in one transaction
+-- (compensation.Service.AcknowledgeRevokedRelease), so such a row was
+-- acknowledged behind the ledger's back, hiding the release.
+SELECT r.delegation_id, r.acknowledged_at
+FROM revoked_identity_releases r
+WHERE r.acknowledged_at IS NOT NULL
+  AND NOT EXISTS (
+    SELECT FROM events e WHERE e.delegation_id = r.delegation_id AND e.type = 'revoked_release_acknowledged')
+ORDER BY r.delegation_id;

@@ -56,6 +56,52 @@ func (q *Queries) CheckpointGet(ctx context.Context, id int64) (Checkpoint, erro
 	return i, err
 }
 
+const checkpointHeadsSigned = `-- name: CheckpointHeadsSigned :many
+SELECT h.stream, h.checkpoint_id, h.stream_seq, h.hash, coalesce(c.id IS NOT NULL AND c.through_pos IS NULL, false)::boolean AS full
+FROM checkpoint_heads h
+LEFT JOIN checkpoints c ON c.id = h.checkpoint_id
+WHERE h.stream = ANY($1::text[])
+`
+
+type CheckpointHeadsSignedRow struct {
+	Stream       string
+	CheckpointID int64
+	StreamSeq    int32
+	Hash         string
+	Full         bool
+}
+
+// The head each of the given streams was last signed at, and by which
+// checkpoint (checkpoint_heads, kept from the checkpoints' payloads by
+// migration 00034's trigger): the next checkpoint must not move one back.
+// full: that checkpoint is one from before 00031, which lists every stream
+// (false when its row is gone).
+func (q *Queries) CheckpointHeadsSigned(ctx context.Context, streams []string) ([]CheckpointHeadsSignedRow, error) {
+	rows, err := q.db.Query(ctx, checkpointHeadsSigned, streams)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CheckpointHeadsSignedRow
+	for rows.Next() {
+		var i CheckpointHeadsSignedRow
+		if err := rows.Scan(
+			&i.Stream,
+			&i.CheckpointID,
+			&i.StreamSeq,
+			&i.Hash,
+			&i.Full,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const checkpointInsert = `-- name: CheckpointInsert :exec
 INSERT INTO checkpoints (id, created_at, created_by, kid, streams, heads_sha256, payload, jws,
                          through_pos, through_order_xid, through_tx_pos)

@@ -99,6 +99,13 @@ type Checkpoint struct {
 	ThroughTxPos    pgtype.Int8
 }
 
+type CheckpointHead struct {
+	Stream       string
+	CheckpointID int64
+	StreamSeq    int32
+	Hash         string
+}
+
 type CompensationEvidence struct {
 	DelegationID   uuid.UUID
 	IdempotencyKey string

@@ -234,6 +234,45 @@ func (q *Queries) RevokedReleaseInsert(ctx context.Context, arg RevokedReleaseIn
 	return err
 }
 
+const revokedReleaseListAcknowledgedWithoutEvent = `-- name: RevokedReleaseListAcknowledgedWithoutEvent :many
+SELECT r.delegation_id, r.acknowledged_at
+FROM revoked_identity_releases r
+WHERE r.acknowledged_at IS NOT NULL
+  AND NOT EXISTS (
+    SELECT FROM events e WHERE e.delegation_id = r.delegation_id AND e.type = 'revoked_release_acknowledged')
+ORDER BY r.delegation_id
+`
+
+type RevokedReleaseListAcknowledgedWithoutEventRow struct {
+	DelegationID   uuid.UUID
+	AcknowledgedAt *time.Time
+}
+
+// For CheckInvariants: releases on revoked identities acknowledged with no
+// revoked_release_acknowledged event in the delegation's stream. The
+// acknowledgement and its event are written in one transaction
+// (compensation.Service.AcknowledgeRevokedRelease), so such a row was
+// acknowledged behind the ledger's back, hiding the release.
+func (q *Queries) RevokedReleaseListAcknowledgedWithoutEvent(ctx context.Context) ([]RevokedReleaseListAcknowledgedWithoutEventRow, error) {
+	rows, err := q.db.Query(ctx, revokedReleaseListAcknowledgedWithoutEvent)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RevokedReleaseListAcknowledgedWithoutEventRow
+	for rows.Next() {
+		var i RevokedReleaseListAcknowledgedWithoutEventRow
+		if err := rows.Scan(&i.DelegationID, &i.AcknowledgedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const revokedReleaseTotals = `-- name: RevokedReleaseTotals :many
 SELECT r.org_id, r.currency, count(*) AS release_count, sum(r.amount_minor)::bigint AS amount_minor
 FROM revoked_identity_releases r

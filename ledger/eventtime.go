@@ -60,10 +60,77 @@ func CheckDatedAfterCheckpoints(stream string, events []Event, checkpoints []Che
 			}
 		}
 		if notIn != nil && e.At.Before(notIn.At.Add(-slack)) {
-			problems = append(problems, fmt.Sprintf("event %d (%s) is dated %s, %s before checkpoint %d (signed %s), which did not include it: "+
-				"it was appended after, with a backdated time (more than %s earlier)", e.StreamSeq, e.Type,
-				e.At.UTC().Format(time.RFC3339Nano), notIn.At.Sub(e.At), notIn.ID, notIn.At.UTC().Format(time.RFC3339Nano), slack))
+			problems = append(problems, backdated(e, notIn.ID, notIn.At, slack))
 		}
 	}
 	return problems
+}
+
+// CheckpointTimeline is every checkpoint of the ledger, added oldest first,
+// kept as what the dating rule of CheckDatedAfterCheckpoints needs when all
+// of them are at hand (verify-chain): when each was signed, and for each
+// stream the heads signed for it and by which checkpoint. With every
+// checkpoint known, the checkpoint just before the first that included an
+// event is the newest that did not, so the rule is exact for every event;
+// a stream's events after its latest signed head are bounded by the newest
+// checkpoint of all. Its size follows the heads signed, not the events.
+type CheckpointTimeline struct {
+	signed   map[int64]time.Time
+	latest   int64
+	listings map[string][]signedAt
+}
+
+// signedAt is a stream's head as checkpoint id signed it.
+type signedAt struct {
+	head int32
+	id   int64
+}
+
+// Add records a verified checkpoint; checkpoints are added oldest first.
+func (t *CheckpointTimeline) Add(p CheckpointPayload) {
+	if t.signed == nil {
+		t.signed, t.listings = map[int64]time.Time{}, map[string][]signedAt{}
+	}
+	t.signed[p.ID] = p.At
+	t.latest = max(t.latest, p.ID)
+	for _, h := range p.Streams {
+		t.listings[h.Stream] = append(t.listings[h.Stream], signedAt{h.Seq, p.ID})
+	}
+}
+
+// Check returns one problem per event of stream (in stream order) dated
+// more than slack before the checkpoint just before the first that
+// included it — or, for an event no checkpoint included, before the
+// latest checkpoint: that checkpoint did not include it, so it was
+// committed after the checkpoint began to be signed (or its transaction
+// was open then), and an earlier date is a backdated one.
+func (t *CheckpointTimeline) Check(stream string, events []Event, slack time.Duration) []string {
+	if t.latest == 0 {
+		return nil
+	}
+	listed := t.listings[stream]
+	var problems []string
+	for _, e := range events {
+		// The first checkpoint that included e, or none.
+		first := int64(0)
+		if i := slices.IndexFunc(listed, func(l signedAt) bool { return l.head >= e.StreamSeq }); i >= 0 {
+			first = listed[i].id
+		}
+		notIn := t.latest
+		if first != 0 {
+			notIn = first - 1
+		}
+		if at, known := t.signed[notIn]; known && e.At.Before(at.Add(-slack)) {
+			problems = append(problems, backdated(e, notIn, at, slack))
+		}
+	}
+	return problems
+}
+
+// backdated is the problem of event e, dated more than slack before
+// checkpoint id, signed at, which did not include it.
+func backdated(e Event, id int64, at time.Time, slack time.Duration) string {
+	return fmt.Sprintf("event %d (%s) is dated %s, %s before checkpoint %d (signed %s), which did not include it: "+
+		"it was appended after, with a backdated time (more than %s earlier)", e.StreamSeq, e.Type,
+		e.At.UTC().Format(time.RFC3339Nano), at.Sub(e.At), id, at.UTC().Format(time.RFC3339Nano), slack)
 }

@@ -250,6 +250,14 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 		v.broken++
 		fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", b.Stream, b.Problem)
 	}
+	// An event dated before a checkpoint that did not include it was
+	// appended after that checkpoint with a backdated time.
+	for _, s := range slices.Sorted(maps.Keys(streams)) {
+		for _, p := range v.timeline.Check(s, streams[s], v.slack) {
+			v.broken++
+			fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", s, p)
+		}
+	}
 	fmt.Fprintf(stderr, "checked against checkpoints 1..%d (the latest signed %s by key %s; %d stream head(s)); events after it are not covered until the next checkpoint\n",
 		latest.ID, latest.At.Format("2006-01-02T15:04:05Z07:00"), kid, len(heads))
 	return nil
@@ -392,6 +400,7 @@ read:
 				problems = append(problems, fmt.Sprintf("the ledger serves checkpoint %d with another content than the exported file", p.ID))
 			}
 			heads.Add(p)
+			v.timeline.Add(p)
 			latest, prevJWS, kid = &p, rec.JWS, k
 		}
 		if page.NextAfter == "" {
@@ -406,6 +415,7 @@ read:
 		}
 		problems = append(problems, fmt.Sprintf("the ledger's latest checkpoint is %s, older than the exported checkpoint %d: checkpoints were removed", served, file.ID))
 		heads.Add(*file)
+		v.timeline.Add(*file)
 		latest, kid = file, fileKID
 	}
 	return heads, latest, kid, problems, nil

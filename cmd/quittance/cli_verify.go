@@ -117,7 +117,7 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 	cmd.Flags().DurationVar(&cpOpts.maxUnanchored, "max-unanchored-age", defaultMaxUnanchored,
 		"an event older than this that the latest checkpoint does not cover is a break (0: only report that none is served)")
 	cmd.Flags().DurationVar(&slack, "event-time-slack", ledger.EventTimeSlack,
-		"an event of a delegation (or, with --delegation, of its org) dated more than this before the event before it in its stream is a break")
+		"an event of a delegation (or, with --delegation, of its org) dated more than this before the event before it in its stream, or an event of any stream dated more than this before a checkpoint that did not include it, is a break")
 	cmd.Flags().StringVar(&cpOpts.jwksFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file instead of those it serves")
 	return cmd
 }
@@ -126,9 +126,12 @@ type verifier struct {
 	c    *apiClient
 	keys map[string][]ledger.OrgKey // org key histories, fetched once
 	out  io.Writer
-	// slack is how much earlier than the event before it an event may be
-	// dated (--event-time-slack).
+	// slack is how much earlier than the event before it, or than a
+	// checkpoint that did not include it, an event may be dated
+	// (--event-time-slack).
 	slack time.Duration
+	// timeline is the checkpoints signedHeads folded, for dating events.
+	timeline ledger.CheckpointTimeline
 
 	delegations, events, tokens, broken int
 	// streams counts the streams other than delegations' verifyStreams checked.

@@ -265,6 +265,12 @@ func TestBackdatedAckIsABreak(t *testing.T) {
 	if out, errOut, code := e.cli(t, finance, "verify-chain", "--event-time-slack", "1s"); code != exitFailure || !strings.Contains(out, "BROKEN\t"+moved+"\t") {
 		t.Errorf("verify-chain of the ledger: exit %d, want %d\n%s%s", code, exitFailure, out, errOut)
 	}
+	// The delegation that had not moved since: its chain alone cannot tell,
+	// the checkpoint signed before the ack was appended does.
+	out, errOut, code = e.cli(t, finance, "verify-chain", "--delegation", still, "--event-time-slack", "1s")
+	if code != exitFailure || !strings.Contains(out, "which did not include it") {
+		t.Errorf("verify-chain of the backdated ack on a delegation that had not moved: exit %d, want %d\n%s%s", code, exitFailure, out, errOut)
+	}
 
 	dir := t.TempDir()
 	for _, d := range []struct{ id, want string }{

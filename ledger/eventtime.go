@@ -17,6 +17,16 @@ import (
 // append one (say, a token accepted "before" its key was retired).
 const EventTimeSlack = time.Minute
 
+// CheckpointTimeSlack is how much earlier than a checkpoint that did not
+// include it an event may be dated (CheckDatedAfterCheckpoints,
+// CheckpointTimeline). More than EventTimeSlack: a checkpoint signs only
+// events no open transaction can precede in the feed, so one transaction
+// held open anywhere on the database server (a long report, a dump) keeps
+// events committed meanwhile out of the checkpoints signed then, and their
+// dates fall behind those checkpoints by as long as it stayed open. Ten
+// minutes is the same bound verify-chain's --max-unanchored-age assumes.
+const CheckpointTimeSlack = 10 * time.Minute
+
 // CheckDatedAfterCheckpoints checks one stream's events (in stream order)
 // against the signed time of checkpoints that did not include them: an
 // event that no checkpoint up to j included was committed after j began

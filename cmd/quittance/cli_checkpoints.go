@@ -253,7 +253,7 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 	// An event dated before a checkpoint that did not include it was
 	// appended after that checkpoint with a backdated time.
 	for _, s := range slices.Sorted(maps.Keys(streams)) {
-		for _, p := range v.timeline.Check(s, streams[s], v.slack) {
+		for _, p := range v.timeline.Check(s, streams[s], v.checkpointSlack) {
 			v.broken++
 			fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", s, p)
 		}

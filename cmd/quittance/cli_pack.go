@@ -82,7 +82,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 			"recomputed), with its claims correlated with the delegation its events record, and that every discharge resting " +
 			"on a token stores it (as verify-chain checks them), and the ledger's signed checkpoints in the pack: their " +
 			"signatures, that the delegation's and the org's streams still reach the heads they signed, so a tail cut off " +
-			"with its head is a break, and that no event is dated more than --event-time-slack before a checkpoint that did " +
+			"with its head is a break, and that no event is dated more than --checkpoint-time-slack before a checkpoint that did " +
 			"not include it (appended later, backdated). The checkpoints " +
 			"prove something only if the key that signed them is the ledger's: pin it with --ledger-key-thumbprint T (the " +
 			"RFC 7638 thumbprint quittance ledger-keys prints, obtained apart from the pack) or --ledger-jwks FILE (keys the " +
@@ -115,8 +115,8 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 					return usageError{fmt.Errorf("--checkpoints: %w", err)}
 				}
 			}
-			if opts.slack < 0 {
-				return usageError{errors.New("--event-time-slack must not be negative")}
+			if opts.slack < 0 || opts.checkpointSlack < 0 {
+				return usageError{errors.New("--event-time-slack and --checkpoint-time-slack must not be negative")}
 			}
 			lines, problems := verifyPack(pack, opts)
 			for _, l := range lines {
@@ -137,7 +137,9 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&opts.checkpointsDir, "checkpoints", "", "also check against the checkpoints exported to this directory (quittance checkpoints export --dir)")
 	cmd.Flags().BoolVar(&opts.allowUnanchored, "allow-unanchored", false, "accept a pack whose stream no checkpoint signs (the chain then proves only a consistent prefix)")
 	cmd.Flags().DurationVar(&opts.slack, "event-time-slack", ledger.EventTimeSlack,
-		"an event dated more than this before the event before it, or before a checkpoint that did not include it, is a break")
+		"an event dated more than this before the event before it is a break")
+	cmd.Flags().DurationVar(&opts.checkpointSlack, "checkpoint-time-slack", ledger.CheckpointTimeSlack,
+		"an event dated more than this before a checkpoint that did not include it is a break (a transaction held open longer keeps events out of the checkpoints signed meanwhile)")
 	return cmd
 }
 
@@ -233,8 +235,10 @@ type packOptions struct {
 	// allowUnanchored accepts a pack no checkpoint anchors.
 	allowUnanchored bool
 	// slack is how much earlier than what it follows an event may be
-	// dated (ledger.EventTimeSlack unless --event-time-slack).
-	slack time.Duration
+	// dated (ledger.EventTimeSlack unless --event-time-slack);
+	// checkpointSlack how much earlier than a checkpoint that did not
+	// include it (ledger.CheckpointTimeSlack unless --checkpoint-time-slack).
+	slack, checkpointSlack time.Duration
 }
 
 // pinned says how the ledger's key was pinned, or "" when it was not.
@@ -511,8 +515,8 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 	for _, cp := range byID {
 		signedPayloads = append(signedPayloads, cp.payload)
 	}
-	problems = append(problems, ledger.CheckDatedAfterCheckpoints(d.Stream, events, signedPayloads, opts.slack)...)
-	for _, p := range ledger.CheckDatedAfterCheckpoints(orgStream, orgEvents, signedPayloads, opts.slack) {
+	problems = append(problems, ledger.CheckDatedAfterCheckpoints(d.Stream, events, signedPayloads, opts.checkpointSlack)...)
+	for _, p := range ledger.CheckDatedAfterCheckpoints(orgStream, orgEvents, signedPayloads, opts.checkpointSlack) {
 		problems = append(problems, "the org's stream: "+p)
 	}
 	// The org's stream must reach its signed head too: its key events

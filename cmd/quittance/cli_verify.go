@@ -35,6 +35,7 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 		delegation string
 		cpOpts     checkpointOptions
 		slack      time.Duration
+		cpSlack    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "verify-chain",
@@ -48,7 +49,8 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 			"token but stores none, or a delegation with no events, is a break. With --delegation it also checks the " +
 			"org's stream and key history. It then checks every other stream's chain (orgs, budgets, principals, " +
 			"tokens, pending changes, …) and every stream against the latest signed checkpoint (or --checkpoint FILE, an " +
-			"exported one), so a tail removed or rewritten up to the checkpoint is a break; events after it are not covered " +
+			"exported one), so a tail removed or rewritten up to the checkpoint is a break, as is an event dated more than " +
+			"--checkpoint-time-slack before a checkpoint that did not include it; events after it are not covered " +
 			"until the next checkpoint. An event older than --max-unanchored-age that the latest checkpoint does not cover " +
 			"(or any such event, when the ledger serves no checkpoint) is a break too: the ledger signs one every " +
 			"QUITTANCE_CHECKPOINT_INTERVAL, so it signs none or its checkpoints were removed. It prints one line per " +
@@ -63,11 +65,11 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 			if cpOpts.maxUnanchored < 0 {
 				return usageError{errors.New("--max-unanchored-age must not be negative")}
 			}
-			if slack < 0 {
-				return usageError{errors.New("--event-time-slack must not be negative")}
+			if slack < 0 || cpSlack < 0 {
+				return usageError{errors.New("--event-time-slack and --checkpoint-time-slack must not be negative")}
 			}
 			cpOpts.now = time.Now()
-			v := &verifier{c: c, keys: map[string][]ledger.OrgKey{}, out: stdout, slack: slack}
+			v := &verifier{c: c, keys: map[string][]ledger.OrgKey{}, out: stdout, slack: slack, checkpointSlack: cpSlack}
 			if delegation != "" {
 				if _, err := uuid.Parse(delegation); err != nil {
 					return usageError{fmt.Errorf("--delegation must be a delegation id (a UUID)")}
@@ -117,7 +119,9 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 	cmd.Flags().DurationVar(&cpOpts.maxUnanchored, "max-unanchored-age", defaultMaxUnanchored,
 		"an event older than this that the latest checkpoint does not cover is a break (0: only report that none is served)")
 	cmd.Flags().DurationVar(&slack, "event-time-slack", ledger.EventTimeSlack,
-		"an event of a delegation (or, with --delegation, of its org) dated more than this before the event before it in its stream, or an event of any stream dated more than this before a checkpoint that did not include it, is a break")
+		"an event of a delegation (or, with --delegation, of its org) dated more than this before the event before it in its stream is a break")
+	cmd.Flags().DurationVar(&cpSlack, "checkpoint-time-slack", ledger.CheckpointTimeSlack,
+		"an event dated more than this before a checkpoint that did not include it is a break (a transaction held open longer keeps events out of the checkpoints signed meanwhile)")
 	cmd.Flags().StringVar(&cpOpts.jwksFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file instead of those it serves")
 	return cmd
 }
@@ -126,10 +130,10 @@ type verifier struct {
 	c    *apiClient
 	keys map[string][]ledger.OrgKey // org key histories, fetched once
 	out  io.Writer
-	// slack is how much earlier than the event before it, or than a
-	// checkpoint that did not include it, an event may be dated
-	// (--event-time-slack).
-	slack time.Duration
+	// slack is how much earlier than the event before it an event may be
+	// dated (--event-time-slack); checkpointSlack how much earlier than a
+	// checkpoint that did not include it (--checkpoint-time-slack).
+	slack, checkpointSlack time.Duration
 	// timeline is the checkpoints signedHeads folded, for dating events.
 	timeline ledger.CheckpointTimeline
 

@@ -267,7 +267,7 @@ func TestBackdatedAckIsABreak(t *testing.T) {
 	}
 	// The delegation that had not moved since: its chain alone cannot tell,
 	// the checkpoint signed before the ack was appended does.
-	out, errOut, code = e.cli(t, finance, "verify-chain", "--delegation", still, "--event-time-slack", "1s")
+	out, errOut, code = e.cli(t, finance, "verify-chain", "--delegation", still, "--event-time-slack", "1s", "--checkpoint-time-slack", "1s")
 	if code != exitFailure || !strings.Contains(out, "which did not include it") {
 		t.Errorf("verify-chain of the backdated ack on a delegation that had not moved: exit %d, want %d\n%s%s", code, exitFailure, out, errOut)
 	}
@@ -281,7 +281,7 @@ func TestBackdatedAckIsABreak(t *testing.T) {
 		if _, errOut, code := e.cli(t, finance, "evidence-pack", d.id, "-o", file); code != 0 {
 			t.Fatalf("evidence-pack: exit %d %s", code, errOut)
 		}
-		out, errOut, code := offlineCLI(t, "verify-pack", "--event-time-slack", "1s", file)
+		out, errOut, code := offlineCLI(t, "verify-pack", "--event-time-slack", "1s", "--checkpoint-time-slack", "1s", file)
 		t.Logf("verify-pack %s:\n%s%s", d.id, out, errOut)
 		if code != exitFailure || !strings.Contains(out, d.want) || (d.id == still && strings.Count(out, "BROKEN") != 1) {
 			t.Errorf("verify-pack of the backdated ack on %s: exit %d, want %d and %q\n%s%s", d.id, code, exitFailure, d.want, out, errOut)

@@ -205,7 +205,14 @@ type TokenInput struct {
 type IssuedToken struct {
 	Token     Token
 	Principal PrincipalRecord
-	Secret    string
+	// Secret is the whole bearer token; empty for a split credential.
+	Secret string
+	// SecretPart is, for a split credential (a person principal created
+	// for another on-call principal than its requester: the request waits
+	// for approval), the first of its two parts, for the requester; the
+	// approval gives the approver the second (PendingChange.IssuedTokenPart).
+	// Neither alone is a credential: the person joins them.
+	SecretPart string
 	// Pending is set when the principal (principal_create) or the
 	// credential (credential_create) does not exist until a second on-call
 	// principal approves; the credential works from then on.
@@ -222,7 +229,9 @@ type IssuedToken struct {
 // for a tenant that already has a principal or delegations — only when a
 // different on-call principal approves (principal_create). Whatever waits
 // for approval is in the result's Pending, and its credential works from
-// the approval on. The bootstrap credential may create the first two
+// the approval on. A person's credential that waits for approval is split
+// (IssuedToken.SecretPart): the requester never holds a working credential
+// of another person. The bootstrap credential may create the first two
 // on-call principals at once and nothing else, except under dev.
 func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (IssuedToken, error) {
 	if p.Role != RoleOncall && p.Role != RoleBootstrap {
@@ -309,8 +318,16 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 				return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
 			}
 		}
-		pc, err := s.requestChange(ctx, tx, p, now, ChangePrincipalCreate, "principal:"+id.String(),
-			principalCreatePayload{Principal: r, Token: t},
+		pl := principalCreatePayload{Principal: r, Token: t}
+		if r.Kind == KindPerson {
+			// Split knowledge: the requester gets the first part, the
+			// approver the second, and only the first part's hash is kept
+			// until the approval stores the joined credential's hash.
+			out.Secret, out.SecretPart = "", newTokenPart(false)
+			pl.Token.Hash, pl.TokenPartHash = nil, sha256Of(out.SecretPart)
+			out.Token = pl.Token
+		}
+		pc, err := s.requestChange(ctx, tx, p, now, ChangePrincipalCreate, "principal:"+id.String(), pl,
 			fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant)))
 		out.Pending = &pc
 		return err

@@ -20,6 +20,7 @@ type issued struct {
 	ID            string                     `json:"id"`
 	PrincipalID   string                     `json:"principal_id"`
 	Token         string                     `json:"token"`
+	TokenPart     string                     `json:"token_part"`
 	PendingChange *httpapi.PendingChangeBody `json:"pending_change"`
 }
 
@@ -91,12 +92,13 @@ func TestMintedIdentityCannotApprove(t *testing.T) {
 	e := newProdEnv(t)
 	alice, bob := e.alice, e.bob
 
-	// alice mints an on-call "mallory": pending, and mallory's token is useless.
+	// alice mints an on-call "mallory": pending, and alice holds only the
+	// first part of mallory's credential, which is useless.
 	m := mint(t, e.Env, alice.Token, map[string]any{"role": "oncall", "name": "mallory"}, http.StatusAccepted)
-	if m.PendingChange == nil || m.PendingChange.Status != "pending" || m.PendingChange.Kind != "principal_create" {
+	if m.PendingChange == nil || m.PendingChange.Status != "pending" || m.PendingChange.Kind != "principal_create" || m.Token != "" || m.TokenPart == "" {
 		t.Fatalf("minting an on-call principal: %+v", m)
 	}
-	e.Do(t, http.MethodGet, "/admin/v1/principals", m.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	e.Do(t, http.MethodGet, "/admin/v1/principals", m.TokenPart, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
 	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", alice.Token, nil).
 		Problem(t, http.StatusForbidden, "self_approval")
 
@@ -122,7 +124,7 @@ func TestMintedIdentityCannotApprove(t *testing.T) {
 		return e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+w.ID+"/approve", token, nil)
 	}
 	approve(again.Token).Problem(t, http.StatusForbidden, "self_approval")
-	approve(m.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	approve(m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
 	approve(e.OncallToken).Problem(t, http.StatusForbidden, "forbidden")
 	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "revocation_pending_compensation" {
 		t.Fatalf("after refused approvals: %s", got.ObligationState)
@@ -132,15 +134,106 @@ func TestMintedIdentityCannotApprove(t *testing.T) {
 		t.Fatalf("after bob approved: %s", got.ObligationState)
 	}
 
-	// bob approves mallory: from then on the token works, as mallory.
-	e.Approve(t, bob.Token, m.PendingChange.ID)
+	// bob approves mallory: alice's part still does not work, so alice
+	// holds no second identity; bob's part is the other half, and only
+	// mallory, given both, holds a working credential.
+	var approved httpapi.PendingChangeBody
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", bob.Token, nil).Expect(t, http.StatusOK).JSON(t, &approved)
+	e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, m.TokenPart, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	d2 := e.pending(t, threshold+1)
+	var w2 httpapi.WriteOffBody
+	e.Do(t, http.MethodPost, "/admin/v1/delegations/"+d2.ID+"/write-offs", alice.Token, map[string]any{"reason": "gone"}).
+		Expect(t, http.StatusCreated).JSON(t, &w2)
+	e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+w2.ID+"/approve", m.TokenPart, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	mallory := m.TokenPart + approved.TokenPart
 	var p httpapi.PrincipalBody
-	e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, m.Token, nil).Expect(t, http.StatusOK).JSON(t, &p)
+	e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, mallory, nil).Expect(t, http.StatusOK).JSON(t, &p)
 	if p.Name != "mallory" || p.Role != "oncall" || p.CreatedBy != alice.ID {
 		t.Fatalf("mallory: %+v", p)
 	}
 	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", bob.Token, nil).
 		Problem(t, http.StatusConflict, "change_not_pending")
+}
+
+// TestPersonCredentialIsSplit: a person principal one on-call asks for
+// gets a credential in two parts, the requester's on the 202 and the
+// approver's on the approval. Neither part alone authenticates, before or
+// after the approval; joined (part one, then part two) they do, as the
+// new person. Nothing the database holds — the pending change, the
+// credential, any event — contains either part or the token.
+func TestPersonCredentialIsSplit(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction())
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	m := mint(t, e, alice.Token, map[string]any{"role": "oncall", "name": "mallory"}, http.StatusAccepted)
+	if m.Token != "" || !strings.HasPrefix(m.TokenPart, "qtp1_") || m.PendingChange == nil {
+		t.Fatalf("the 202 for a person: %+v", m)
+	}
+	whoami := func(token string) *apitest.Response {
+		return e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, token, nil)
+	}
+	whoami(m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+
+	// The change as anyone reads it shows no secret either.
+	if c := e.Do(t, http.MethodGet, "/admin/v1/pending-changes/"+m.PendingChange.ID, bob.Token, nil).Expect(t, http.StatusOK); strings.Contains(string(c.Body), m.TokenPart) {
+		t.Fatalf("the pending change shows the requester's part: %s", c.Body)
+	}
+	var approved httpapi.PendingChangeBody
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", bob.Token, nil).Expect(t, http.StatusOK).JSON(t, &approved)
+	if approved.Status != "applied" || !strings.HasPrefix(approved.TokenPart, "qtp2_") {
+		t.Fatalf("the approval: %+v", approved)
+	}
+	whoami(m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	whoami(approved.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	whoami(approved.TokenPart+m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	joined := m.TokenPart + approved.TokenPart
+	var p httpapi.PrincipalBody
+	whoami(joined).Expect(t, http.StatusOK).JSON(t, &p)
+	if p.Name != "mallory" || p.Role != "oncall" {
+		t.Fatalf("the joined credential is %+v", p)
+	}
+	// The change's other readers never see the approver's part again.
+	if c := e.Do(t, http.MethodGet, "/admin/v1/pending-changes/"+m.PendingChange.ID, alice.Token, nil).Expect(t, http.StatusOK); strings.Contains(string(c.Body), approved.TokenPart) {
+		t.Fatalf("the applied change shows the approver's part: %s", c.Body)
+	}
+
+	// The database reader: every row of the tables that record principals,
+	// credentials, pending changes and events, as text.
+	rows, err := e.Pool.Query(t.Context(), `
+		SELECT row_to_json(c)::text FROM pending_changes c
+		UNION ALL SELECT row_to_json(t)::text FROM api_tokens t
+		UNION ALL SELECT row_to_json(p)::text FROM principals p
+		UNION ALL SELECT row_to_json(e)::text FROM events e`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var row string
+		if err := rows.Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, secret := range []string{m.TokenPart, approved.TokenPart, joined} {
+			if strings.Contains(row, secret) {
+				t.Fatalf("the database holds a secret part: %s", row)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil || n == 0 {
+		t.Fatalf("read %d rows: %v", n, err)
+	}
+
+	// mallory rotates the joined credential at once, alone.
+	var cred struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials?principal_id="+m.PrincipalID, joined, nil).Expect(t, http.StatusOK).JSON(t, &cred)
+	var rotated issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+cred.Credentials[0].ID+"/rotate", joined, nil).Expect(t, http.StatusCreated).JSON(t, &rotated)
+	whoami(joined).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	whoami(rotated.Token).Expect(t, http.StatusOK)
 }
 
 // TestSinglePersonKeyChangeHasNoEffect: one on-call replacing an org's
@@ -485,8 +578,8 @@ func TestRoleGrantIsAPendingChange(t *testing.T) {
 	t.Parallel()
 	e := newProdEnv(t)
 	alice, bob := e.alice, e.bob
-	fin := mint(t, e.Env, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
-	e.Approve(t, bob.Token, fin.PendingChange.ID)
+	fin := issued{}
+	fin.PrincipalID, fin.Token = e.NewPerson(t, alice.Token, bob.Token, ledger.RoleFinance, "fin")
 	role := "/admin/v1/principals/" + fin.PrincipalID + "/role"
 	e.Do(t, http.MethodPost, role, fin.Token, map[string]any{"role": "oncall"}).Problem(t, http.StatusForbidden, "forbidden")
 	e.Do(t, http.MethodPost, role, alice.Token, map[string]any{"role": "oncall", "tenant": "acme"}).Expect(t, http.StatusUnprocessableEntity)

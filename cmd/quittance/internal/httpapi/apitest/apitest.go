@@ -545,6 +545,32 @@ func (e *Env) TwoOncall(t testing.TB, a, b string) (Oncall, Oncall) {
 	return mk(a), mk(b)
 }
 
+// NewPerson asks, with the requester's token, for a new person principal
+// of role, which the approver's token approves (production mode: a
+// principal_create change), and returns its principal id and its token:
+// the requester's part of the split credential joined to the approver's.
+func (e *Env) NewPerson(t testing.TB, requester, approver string, role ledger.Role, name string) (id, token string) {
+	t.Helper()
+	var asked struct {
+		PrincipalID   string `json:"principal_id"`
+		TokenPart     string `json:"token_part"`
+		PendingChange struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", requester, map[string]any{"role": string(role), "name": name}).
+		Expect(t, http.StatusAccepted).JSON(t, &asked)
+	var approved struct {
+		TokenPart string `json:"token_part"`
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+asked.PendingChange.ID+"/approve", approver, nil).
+		Expect(t, http.StatusOK).JSON(t, &approved)
+	if asked.TokenPart == "" || approved.TokenPart == "" {
+		t.Fatalf("apitest: person %q: parts %q and %q", name, asked.TokenPart, approved.TokenPart)
+	}
+	return asked.PrincipalID, asked.TokenPart + approved.TokenPart
+}
+
 // Approve approves a pending change with token, expecting 200.
 func (e *Env) Approve(t testing.TB, token, changeID string) {
 	t.Helper()

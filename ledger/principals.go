@@ -137,7 +137,25 @@ func (s *Service) WatchCredentials(ctx context.Context) error {
 // Authenticate resolves a bearer token to its principal. The credential
 // must be neither revoked nor expired, and its principal not disabled. A
 // principal found valid is cached (see WatchCredentials).
+//
+// Outside dev the bootstrap credential is refused here (ErrForbidden), for
+// every request of every API, stream and console sign-in: it may create the
+// first two on-call principals and nothing else, and that one operation
+// authenticates it with AuthenticateBootstrap. This is the one place that
+// keeps it from everything else, so no read path needs its own check.
 func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	p, err := s.AuthenticateBootstrap(ctx, secret)
+	if err == nil && p.Role == RoleBootstrap {
+		return Principal{}, ErrForbidden
+	}
+	return p, err
+}
+
+// AuthenticateBootstrap is Authenticate that also accepts the bootstrap
+// credential outside dev (as RoleBootstrap): only for the operation the
+// bootstrap credential may do, CreateToken, which limits it to the first
+// two on-call principals.
+func (s *Service) AuthenticateBootstrap(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" {
 		return Principal{}, ErrUnauthenticated
 	}

@@ -272,6 +272,7 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
 		Summary: "Issue an API credential (creating its principal if new)", Security: bearerAuth, DefaultStatus: http.StatusCreated,
+		Metadata: map[string]any{bootstrapOperation: true},
 		Description: "On-call. A name that exists (any case) adds a credential to that principal: your own at once (201); a " +
 			"machine's with 202 and a credential_create pending change; never another person's. A new name creates the " +
 			"principal: the first machine orchestrator of a tenant no principal or delegation has used at once (201); any other " +

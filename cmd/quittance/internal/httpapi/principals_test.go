@@ -236,6 +236,39 @@ func TestPersonCredentialIsSplit(t *testing.T) {
 	whoami(rotated.Token).Expect(t, http.StatusOK)
 }
 
+// TestBootstrapReadsNothing: outside dev the bootstrap credential creates
+// the first two on-call principals and nothing else: every read path it
+// could reach — delegations and their events, evidence and packs,
+// obligations, anomalies, the event feed and its stream, orgs, principals,
+// credentials, changes, write-offs, checkpoints — answers 403, while the
+// same requests with an on-call token work.
+func TestBootstrapReadsNothing(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	d := e.pending(t, 500)
+	paths := []string{
+		"/v1/delegations", "/v1/delegations/" + d.ID, "/v1/delegations/" + d.ID + "/events",
+		"/v1/delegations/" + d.ID + "/evidence", "/v1/delegations/" + d.ID + "/evidence-pack",
+		"/v1/obligations", "/v1/obligations/summary", "/v1/obligations/queue", "/v1/anomalies", "/v1/events",
+		"/admin/v1/orgs/" + orgB, "/admin/v1/orgs/" + orgB + "/keys", "/admin/v1/task-classes", "/admin/v1/budgets/" + budgetID,
+		"/admin/v1/principals", "/admin/v1/credentials", "/admin/v1/pending-changes", "/admin/v1/write-offs",
+		"/admin/v1/write-off-threshold", "/v1/checkpoints",
+	}
+	for _, path := range paths {
+		e.Do(t, http.MethodGet, path, e.OncallToken, nil).Problem(t, http.StatusForbidden, "forbidden")
+		if r := e.Do(t, http.MethodGet, path, e.alice.Token, nil); r.Status != http.StatusOK {
+			t.Errorf("GET %s as on-call: %d %s", path, r.Status, r.Body)
+		}
+	}
+	// The event stream refuses it before it opens.
+	req, err := http.NewRequest(http.MethodGet, e.URL+"/v1/events?stream=true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.OncallToken)
+	e.Send(t, req).Problem(t, http.StatusForbidden, "forbidden")
+}
+
 // TestSinglePersonKeyChangeHasNoEffect: one on-call replacing an org's
 // keys with one they hold changes nothing until a second principal
 // approves: a declaration signed with the new key is refused and the hold

@@ -580,7 +580,7 @@ func (e *Env) Approve(t testing.TB, token, changeID string) {
 // PrincipalID returns the principal id of a token's holder.
 func (e *Env) PrincipalID(t testing.TB, token string) string {
 	t.Helper()
-	p, err := e.Ledger.Authenticate(context.Background(), token)
+	p, err := e.Ledger.AuthenticateBootstrap(context.Background(), token)
 	if err != nil {
 		t.Fatalf("apitest: authenticate: %v", err)
 	}

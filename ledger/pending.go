@@ -240,6 +240,7 @@ func (s *Service) GetPendingChange(ctx context.Context, p Principal, id uuid.UUI
 
 // ApprovePendingChange applies a pending change on behalf of a second
 // on-call principal, in one transaction with its change_approved event.
+// A change whose requester is disabled is refused (requester_disabled).
 // The requesting person may not approve it (ErrSelfApproval), whatever
 // credential, name or principal of theirs it uses (Principal.SamePerson).
 // A change that is not pending is a conflict
@@ -266,10 +267,28 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 	var (
 		c        PendingChange
 		decision error
+		asker    uuid.UUID
 	)
+	if approve {
+		// Who asked never changes: read it first, so the requester's row
+		// is locked before the change's, in the order DisablePrincipal
+		// takes them.
+		pre, err := s.store.PendingChange(ctx, id)
+		if err != nil {
+			return PendingChange{}, err
+		}
+		asker = pre.RequestedBy
+	}
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		decision = nil
 		now := s.Now()
+		var requester PrincipalRecord
+		if approve {
+			var err error
+			if requester, err = tx.PrincipalForUpdate(ctx, asker); err != nil {
+				return err
+			}
+		}
 		var err error
 		if c, err = tx.PendingChangeForUpdate(ctx, id); err != nil {
 			return err
@@ -286,6 +305,14 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		}
 		if !c.ApprovableBy(p) {
 			return ErrSelfApproval
+		}
+		if requester.Disabled() {
+			// Disabling withdraws a principal's open changes; this guards
+			// any that a disable left open (one committed by a replica
+			// that did not withdraw them): a disabled principal's request
+			// never takes effect.
+			decision = Conflict("requester_disabled", "change %s was asked for by principal %s, disabled since", c.ID, requester.ID)
+			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), "cannot apply: the requester is disabled", now, EventTypeChangeRefused)
 		}
 		part, err := s.applyChange(ctx, tx, p, c, now)
 		if err != nil {

@@ -86,6 +86,9 @@ type PrincipalTx interface {
 	PendingChangeForUpdate(ctx context.Context, id uuid.UUID) (PendingChange, error)
 	// DecidePendingChange writes c's status and decision.
 	DecidePendingChange(ctx context.Context, c PendingChange) error
+	// OpenPendingChangesOfRequesterForUpdate locks the changes still
+	// pending that the principal asked for, oldest first.
+	OpenPendingChangesOfRequesterForUpdate(ctx context.Context, requester uuid.UUID) ([]PendingChange, error)
 	// ExpiredPendingChangesForUpdate locks pending changes whose expiry
 	// is at or before now, skipping those another transaction holds.
 	ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]PendingChange, error)
@@ -738,8 +741,9 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 	return out, nil
 }
 
-// DisablePrincipal disables a principal and revokes all its credentials,
-// at once: on-call only (and not on itself, so the last on-call cannot
+// DisablePrincipal disables a principal, revokes all its credentials and
+// withdraws (refuses) the changes it asked for that are still pending, one
+// change_refused event each by p, at once: on-call only (and not on itself, so the last on-call cannot
 // lock everyone out by mistake). Disabling a disabled principal is a
 // conflict (principal_disabled).
 func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUID, reason string) (PrincipalRecord, int64, error) {
@@ -772,8 +776,19 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 		if revoked, err = tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason); err != nil {
 			return err
 		}
+		// Its open changes are withdrawn: what a principal no longer
+		// trusted asked for must not be approved later.
+		open, err := tx.OpenPendingChangesOfRequesterForUpdate(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		for i := range open {
+			if err := s.closeChange(ctx, tx, &open[i], PendingRefused, p.ID, p.Actor(), "requester disabled: "+reason, now, EventTypeChangeRefused); err != nil {
+				return err
+			}
+		}
 		_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalDisabled, At: now, Actor: p.Actor()},
-			map[string]any{"reason": reason, "credentials_revoked": revoked})
+			map[string]any{"reason": reason, "credentials_revoked": revoked, "changes_withdrawn": len(open)})
 		return err
 	})
 	s.tokens.flush()

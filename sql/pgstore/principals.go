@@ -249,6 +249,18 @@ func (t *tx) DecidePendingChange(ctx context.Context, c ledger.PendingChange) er
 	return nil
 }
 
+func (t *tx) OpenPendingChangesOfRequesterForUpdate(ctx context.Context, requester uuid.UUID) ([]ledger.PendingChange, error) {
+	rows, err := t.q.PendingChangeOpenByRequesterForUpdate(ctx, requester)
+	if err != nil {
+		return nil, fmt.Errorf("lock open pending changes of %s: %w", requester, interpretError(err))
+	}
+	out := make([]ledger.PendingChange, len(rows))
+	for i, row := range rows {
+		out[i] = toPendingChange(row)
+	}
+	return out, nil
+}
+
 func (t *tx) ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]ledger.PendingChange, error) {
 	rows, err := t.q.PendingChangeExpiredForUpdate(ctx, now)
 	if err != nil {

@@ -269,6 +269,67 @@ func TestBootstrapReadsNothing(t *testing.T) {
 	e.Send(t, req).Problem(t, http.StatusForbidden, "forbidden")
 }
 
+// TestDisablingWithdrawsChanges: disabling a principal withdraws the
+// changes it asked for that are still pending — refused, one
+// change_refused event each by the disabler — so approving one later is
+// change_not_pending and nothing of it applies. A change a disable left
+// open (a replica that did not withdraw it) is refused on approval,
+// requester_disabled.
+func TestDisablingWithdrawsChanges(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+	carolID, carol := e.NewPerson(t, alice.Token, bob.Token, ledger.RoleOncall, "carol")
+	asked := mint(t, e.Env, carol, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	var class httpapi.TaskClassBody
+	e.Do(t, http.MethodPut, "/admin/v1/task-classes/quick", carol, map[string]any{
+		"effect_capable": false, "gate_on": []string{}, "compensation_timeout": "1h",
+	}).Expect(t, http.StatusAccepted).JSON(t, &class)
+	// bob's own change stays open.
+	var bobs httpapi.TaskClassBody
+	e.Do(t, http.MethodPut, "/admin/v1/task-classes/slow", bob.Token, map[string]any{
+		"effect_capable": true, "gate_on": []string{"failed"}, "compensation_timeout": "96h",
+	}).Expect(t, http.StatusAccepted).JSON(t, &bobs)
+
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+carolID+"/disable", alice.Token, map[string]any{"reason": "left"}).Expect(t, http.StatusOK)
+	for _, id := range []string{asked.PendingChange.ID, class.PendingChange.ID} {
+		c := getChange(t, e.Env, bob.Token, id)
+		if c.Status != "refused" || c.DecidedBy != alice.ID || !strings.Contains(c.DecisionReason, "left") {
+			t.Fatalf("carol's change after she was disabled: %+v", c)
+		}
+		events := changeEvents(t, e.Env, id)
+		if got := eventTypes(events); len(got) != 2 || got[1] != ledger.EventTypeChangeRefused || events[1].Actor != "principal:"+alice.ID {
+			t.Fatalf("carol's change events: %v (last by %s)", got, events[len(events)-1].Actor)
+		}
+		e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+id+"/approve", bob.Token, nil).Problem(t, http.StatusConflict, "change_not_pending")
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/task-classes/quick", bob.Token, nil).Problem(t, http.StatusNotFound, "")
+	if c := getChange(t, e.Env, alice.Token, bobs.PendingChange.ID); c.Status != "pending" {
+		t.Fatalf("bob's change after carol was disabled: %+v", c)
+	}
+
+	// A change left open by a disable that did not withdraw it.
+	dave, daveToken := e.NewPerson(t, alice.Token, bob.Token, ledger.RoleOncall, "dave")
+	left := mint(t, e.Env, daveToken, map[string]any{"role": "finance", "name": "fin-2"}, http.StatusAccepted)
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE principals SET disabled_at = now(), disabled_by = $1, disabled_reason = 'old replica' WHERE id = $2`,
+		alice.ID, dave); err != nil {
+		t.Fatal(err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+left.PendingChange.ID+"/approve", bob.Token, nil).Problem(t, http.StatusConflict, "requester_disabled")
+	if c := getChange(t, e.Env, alice.Token, left.PendingChange.ID); c.Status != "refused" {
+		t.Fatalf("the left-open change after the approval: %+v", c)
+	}
+	var list struct {
+		Principals []httpapi.PrincipalBody `json:"principals"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/principals", alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	for _, p := range list.Principals {
+		if p.Name == "fin" || p.Name == "fin-2" {
+			t.Fatalf("a disabled requester's principal was created: %+v", p)
+		}
+	}
+}
+
 // TestSinglePersonKeyChangeHasNoEffect: one on-call replacing an org's
 // keys with one they hold changes nothing until a second principal
 // approves: a declaration signed with the new key is refused and the hold

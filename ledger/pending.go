@@ -125,6 +125,9 @@ type roleGrantPayload struct {
 type orgUpdatePayload struct {
 	ID    string   `json:"id"`
 	Input OrgInput `json:"input"`
+	// Base is the org's registration when the change was asked for; the
+	// approval is refused if the org changed since (checkOrgUnchanged).
+	Base *orgBase `json:"base,omitempty"`
 }
 
 type taskClassPayload struct {
@@ -375,6 +378,9 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 			return "", err
 		}
 		if err := s.checkOrgInput(pl.ID, pl.Input); err != nil {
+			return "", err
+		}
+		if err := checkOrgUnchanged(ctx, tx, pl.ID, pl.Base); err != nil {
 			return "", err
 		}
 		_, _, err := s.applyOrg(ctx, tx, p.Actor(), pl.ID, pl.Input, now, c.ID.String())

@@ -357,13 +357,54 @@ func TestSinglePersonKeyChangeHasNoEffect(t *testing.T) {
 	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
 		t.Fatalf("after the unapproved key: %s / %s", got.ObligationState, got.HoldState)
 	}
-	// The name alone is not privileged.
+	// The name alone is not privileged; it changes the org, so the change
+	// asked for before it is refused on approval (it would put the old name
+	// back) and is asked for again.
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B renamed", "jwks": json.RawMessage(e.key.JWKS())}).
 		Expect(t, http.StatusOK)
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+o.PendingChange.ID+"/approve", e.bob.Token, nil).Problem(t, http.StatusConflict, "org_changed")
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B renamed", "jwks": json.RawMessage(evil.JWKS())}).
+		Expect(t, http.StatusAccepted).JSON(t, &o)
 	e.Approve(t, e.bob.Token, o.PendingChange.ID)
 	decl().Expect(t, http.StatusOK)
 	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "released" {
 		t.Fatalf("after the approved key: %s", got.ObligationState)
+	}
+}
+
+// TestStaleOrgChangeIsRefused: an org_update change replaces the org's
+// whole registration, so one approved after the org changed would undo
+// what changed since. It is refused (org_changed), for good, with a
+// change_refused event, and the org keeps its current registration. The
+// summary names the fields a change sets.
+func TestStaleOrgChangeIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	other := compensationtest.NewEd25519Signer(t, "b-2")
+	var older, newer httpapi.OrgBody
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B", "jwks": json.RawMessage(other.JWKS())}).
+		Expect(t, http.StatusAccepted).JSON(t, &older)
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{
+		"name": "Org B", "jwks": json.RawMessage(e.key.JWKS()), "require_signed_receipts": true,
+	}).Expect(t, http.StatusAccepted).JSON(t, &newer)
+	if got := newer.PendingChange.Summary; got != "change org "+orgB+": require_signed_receipts" {
+		t.Fatalf("summary %q", got)
+	}
+	if got := older.PendingChange.Summary; got != "change org "+orgB+": jwks" {
+		t.Fatalf("summary %q", got)
+	}
+	e.Approve(t, e.bob.Token, newer.PendingChange.ID)
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+older.PendingChange.ID+"/approve", e.bob.Token, nil).Problem(t, http.StatusConflict, "org_changed")
+	if c := getChange(t, e.Env, e.alice.Token, older.PendingChange.ID); c.Status != "refused" || !strings.Contains(c.DecisionReason, "changed since") {
+		t.Fatalf("the stale change: %+v", c)
+	}
+	if got := eventTypes(changeEvents(t, e.Env, older.PendingChange.ID)); len(got) != 2 || got[1] != ledger.EventTypeChangeRefused {
+		t.Fatalf("the stale change's events: %v", got)
+	}
+	var o httpapi.OrgBody
+	e.Do(t, http.MethodGet, "/admin/v1/orgs/"+orgB, e.alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &o)
+	if jwks, _ := json.Marshal(o.JWKS); !o.RequireSignedReceipts || strings.Contains(string(jwks), "b-2") {
+		t.Fatalf("the org after the stale change: %+v", o)
 	}
 }
 

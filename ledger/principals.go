@@ -80,8 +80,8 @@ type PrincipalTx interface {
 	// was.
 	RevokeToken(ctx context.Context, id uuid.UUID, at time.Time, by uuid.UUID, reason string) (revoked bool, err error)
 	// RevokePrincipalTokens revokes every credential of a principal not yet
-	// revoked and returns how many.
-	RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) (int64, error)
+	// revoked and returns their ids.
+	RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) ([]uuid.UUID, error)
 	InsertPendingChange(ctx context.Context, c PendingChange) error
 	PendingChangeForUpdate(ctx context.Context, id uuid.UUID) (PendingChange, error)
 	// DecidePendingChange writes c's status and decision.
@@ -675,8 +675,14 @@ func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token,
 		return Conflict("token_already_revoked", "credential %s is already revoked", t.ID)
 	}
 	t.RevokedAt, t.RevokedBy, t.RevokeReason = now, p.ID, reason
-	_, err = Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenRevoked, At: now, Actor: p.Actor()},
-		map[string]any{"principal_id": t.PrincipalID.String(), "reason": reason})
+	return appendTokenRevoked(ctx, tx, p, t.ID, t.PrincipalID, reason, now)
+}
+
+// appendTokenRevoked records, by p, that credential id of principal was
+// revoked.
+func appendTokenRevoked(ctx context.Context, tx Tx, p Principal, id, principal uuid.UUID, reason string, now time.Time) error {
+	_, err := Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenRevoked, At: now, Actor: p.Actor()},
+		map[string]any{"principal_id": principal.String(), "reason": reason})
 	return err
 }
 
@@ -773,9 +779,18 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 		if err := tx.UpdatePrincipal(ctx, r); err != nil {
 			return err
 		}
-		if revoked, err = tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason); err != nil {
+		ended, err := tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason)
+		if err != nil {
 			return err
 		}
+		// Each credential it ends is recorded on its own stream, as a
+		// revocation one by one is.
+		for _, id := range ended {
+			if err := appendTokenRevoked(ctx, tx, p, id, r.ID, "principal disabled: "+reason, now); err != nil {
+				return err
+			}
+		}
+		revoked = int64(len(ended))
 		// Its open changes are withdrawn: what a principal no longer
 		// trusted asked for must not be approved later.
 		open, err := tx.OpenPendingChangesOfRequesterForUpdate(ctx, r.ID)

@@ -292,6 +292,21 @@ func TestDisablingWithdrawsChanges(t *testing.T) {
 	}).Expect(t, http.StatusAccepted).JSON(t, &bobs)
 
 	e.Do(t, http.MethodPost, "/admin/v1/principals/"+carolID+"/disable", alice.Token, map[string]any{"reason": "left"}).Expect(t, http.StatusOK)
+	// Each credential it ended has its token_revoked event, by alice.
+	var creds struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials?principal_id="+carolID, alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &creds)
+	if len(creds.Credentials) != 1 {
+		t.Fatalf("carol's credentials: %+v", creds.Credentials)
+	}
+	tokenEvents, err := e.Store.StreamEvents(t.Context(), "token:"+creds.Credentials[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eventTypes(tokenEvents); len(got) != 2 || got[1] != ledger.EventTypeTokenRevoked || tokenEvents[1].Actor != "principal:"+alice.ID {
+		t.Fatalf("carol's credential's events: %v", got)
+	}
 	for _, id := range []string{asked.PendingChange.ID, class.PendingChange.ID} {
 		c := getChange(t, e.Env, bob.Token, id)
 		if c.Status != "refused" || c.DecidedBy != alice.ID || !strings.Contains(c.DecisionReason, "left") {
@@ -897,8 +912,8 @@ func TestLinkOIDCIdentity(t *testing.T) {
 		t.Fatalf("last principal event: %s by %s, %s", last.Type, last.Actor, last.Data)
 	}
 
-	fin := mint(t, e.Env, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
-	e.Approve(t, bob.Token, fin.PendingChange.ID)
+	fin := issued{}
+	fin.PrincipalID, fin.Token = e.NewPerson(t, alice.Token, bob.Token, ledger.RoleFinance, "fin")
 	link(bob.ID, alice.Token, ok).Problem(t, http.StatusConflict, "oidc_identity_linked")
 	link(alice.ID, alice.Token, ok).Problem(t, http.StatusConflict, "oidc_identity_linked")
 	link("01966b2e-0000-7000-8000-000000000000", alice.Token, map[string]any{"issuer": issuer, "subject": "x"}).Problem(t, http.StatusNotFound, "")

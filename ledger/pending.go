@@ -414,6 +414,11 @@ func (s *Service) applyPrincipalCreate(ctx context.Context, tx Tx, p Principal, 
 	} else if !errors.Is(err, ErrNotFound) {
 		return "", err
 	}
+	if pl.Principal.Kind == KindPerson && len(pl.TokenPartHash) == 0 {
+		// Asked for before credentials were split: its requester was given
+		// the whole token, so it never takes effect.
+		return "", Conflict("credential_not_split", "the credential of person %q was given whole to its requester; ask again", pl.Principal.Name)
+	}
 	part := ""
 	if len(pl.TokenPartHash) > 0 {
 		part = newTokenPart(true)

@@ -234,6 +234,15 @@ func TestPersonCredentialIsSplit(t *testing.T) {
 	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+cred.Credentials[0].ID+"/rotate", joined, nil).Expect(t, http.StatusCreated).JSON(t, &rotated)
 	whoami(joined).Problem(t, http.StatusUnauthorized, "unauthenticated")
 	whoami(rotated.Token).Expect(t, http.StatusOK)
+
+	// A person's change asked for before credentials were split (its
+	// payload holds the whole token's hash, no part's) never applies.
+	legacy := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "legacy"}, http.StatusAccepted)
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE pending_changes SET payload = payload - 'token_part_hash' WHERE id = $1`, legacy.PendingChange.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+legacy.PendingChange.ID+"/approve", bob.Token, nil).
+		Problem(t, http.StatusConflict, "credential_not_split")
 }
 
 // TestBootstrapReadsNothing: outside dev the bootstrap credential creates

@@ -14,6 +14,10 @@ import (
 // the request does not say.
 const DefaultPersonCredentialTTL = 30 * 24 * time.Hour
 
+// DefaultPersonCredentialMaxTTL is the longest a person's credential may
+// be issued for, unless configured otherwise.
+const DefaultPersonCredentialMaxTTL = 90 * 24 * time.Hour
+
 // DefaultPendingChangeTTL is how long a privileged change waits for its
 // second approver.
 const DefaultPendingChangeTTL = 24 * time.Hour
@@ -24,9 +28,10 @@ const bootstrapOncallLimit = 2
 
 // accessPolicy is the service's configuration of principals and approvals.
 type accessPolicy struct {
-	dev        bool
-	personTTL  time.Duration
-	pendingTTL time.Duration
+	dev          bool
+	personTTL    time.Duration
+	personMaxTTL time.Duration
+	pendingTTL   time.Duration
 }
 
 // immediate reports whether p's privileged changes take effect without a
@@ -310,9 +315,13 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		if err != nil {
 			return err
 		}
+		expires, err := s.expiry(r.Kind, in.ExpiresAt, now)
+		if err != nil {
+			return err
+		}
 		t := Token{
 			ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret),
-			CreatedAt: now, ExpiresAt: s.expiry(r.Kind, in.ExpiresAt, now),
+			CreatedAt: now, ExpiresAt: expires,
 		}
 		out.Principal, out.Token = r, t
 		switch {
@@ -366,14 +375,19 @@ func tenantSuffix(tenant string) string {
 	return ", tenant " + tenant
 }
 
-func (s *Service) expiry(kind PrincipalKind, asked, now time.Time) time.Time {
+// expiry is when a new credential of a principal of kind expires: asked,
+// or by default PersonCredentialTTL for a person and never for a machine.
+// A person's is at most PersonCredentialMaxTTL away.
+func (s *Service) expiry(kind PrincipalKind, asked, now time.Time) (time.Time, error) {
 	switch {
+	case kind == KindPerson && asked.After(now.Add(s.access.personMaxTTL)):
+		return time.Time{}, Invalid("expires_at", "is at most %s away for a person's credential (QUITTANCE_PERSON_CREDENTIAL_MAX_TTL)", s.access.personMaxTTL)
 	case !asked.IsZero():
-		return asked.UTC().Truncate(time.Microsecond)
+		return asked.UTC().Truncate(time.Microsecond), nil
 	case kind == KindPerson:
-		return now.Add(s.access.personTTL)
+		return now.Add(s.access.personTTL), nil
 	}
-	return time.Time{}
+	return time.Time{}, nil
 }
 
 func (s *Service) checkTokenInput(in *TokenInput) error {
@@ -422,9 +436,13 @@ func (s *Service) newToken(r PrincipalRecord, in TokenInput, secret string, now 
 	if err != nil {
 		return Token{}, err
 	}
+	expires, err := s.expiry(r.Kind, in.ExpiresAt, now)
+	if err != nil {
+		return Token{}, err
+	}
 	return Token{
 		ID: id, PrincipalID: r.ID, Name: in.Label, Role: r.Role, Tenant: r.Tenant, Hash: HashToken(secret),
-		CreatedAt: now, ExpiresAt: s.expiry(r.Kind, in.ExpiresAt, now),
+		CreatedAt: now, ExpiresAt: expires,
 	}, nil
 }
 

@@ -132,7 +132,7 @@ type createTokenInput struct {
 		Tenant    string     `json:"tenant,omitempty" doc:"Required for orchestrator tokens, refused for others."`
 		Name      string     `json:"name" minLength:"1" maxLength:"200" doc:"The principal: an existing one (by name, any case) gets another credential; a new name creates the principal."`
 		Kind      string     `json:"kind,omitempty" enum:"person,machine" doc:"A new principal's kind; by default orchestrators are machines, finance and on-call people."`
-		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"When the credential stops working; by default a person's lasts QUITTANCE_PERSON_CREDENTIAL_TTL and a machine's never expires."`
+		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"When the credential stops working; by default a person's lasts QUITTANCE_PERSON_CREDENTIAL_TTL and a machine's never expires. A person's is at most QUITTANCE_PERSON_CREDENTIAL_MAX_TTL away (422 beyond)."`
 		Label     string     `json:"label,omitempty" maxLength:"200" doc:"A name for the credential itself (default the principal's name)."`
 	}
 }

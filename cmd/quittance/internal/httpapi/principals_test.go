@@ -354,6 +354,33 @@ func TestDisablingWithdrawsChanges(t *testing.T) {
 	}
 }
 
+// TestPersonCredentialLifetimeIsCapped: a person's credential is issued
+// for at most QUITTANCE_PERSON_CREDENTIAL_MAX_TTL, its own expiry included,
+// at issue and at rotation (422); a machine's may last longer.
+func TestPersonCredentialLifetimeIsCapped(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithPersonCredentialLifetime(720*time.Hour, 2160*time.Hour))
+	day := 24 * time.Hour
+	at := func(d time.Duration) string { return e.Clock.Now().Add(d).UTC().Format(time.RFC3339) }
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "finance", "name": "fin", "expires_at": at(91 * day)}).
+		Problem(t, http.StatusUnprocessableEntity, "")
+	fin := mint(t, e, e.OncallToken, map[string]any{"role": "finance", "name": "fin", "expires_at": at(89 * day)}, http.StatusCreated)
+	mint(t, e, e.OncallToken, map[string]any{"role": "finance", "name": "job", "kind": "machine", "expires_at": at(365 * day)}, http.StatusCreated)
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+fin.ID+"/rotate", fin.Token, map[string]any{"expires_at": at(100 * day)}).
+		Problem(t, http.StatusUnprocessableEntity, "")
+	var rotated issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+fin.ID+"/rotate", fin.Token, nil).Expect(t, http.StatusCreated).JSON(t, &rotated)
+	var list struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials", rotated.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	for _, c := range list.Credentials {
+		if c.ID == rotated.ID && (c.ExpiresAt == nil || !c.ExpiresAt.Equal(e.Clock.Now().Add(720*time.Hour).Truncate(time.Microsecond))) {
+			t.Fatalf("the rotated credential expires at %v, want the default lifetime", c.ExpiresAt)
+		}
+	}
+}
+
 // TestSinglePersonKeyChangeHasNoEffect: one on-call replacing an org's
 // keys with one they hold changes nothing until a second principal
 // approves: a declaration signed with the new key is refused and the hold

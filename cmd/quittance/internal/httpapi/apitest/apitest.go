@@ -14,6 +14,7 @@ package apitest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -171,6 +172,7 @@ type options struct {
 	worker         *Worker
 	identity       bool
 	production     bool
+	personTTL      [2]time.Duration
 	oidc           *console.OIDC
 	secureCookies  bool
 	log            *slog.Logger
@@ -220,6 +222,13 @@ func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
 // privileged change waits for a second on-call principal (see
 // Env.TwoOncall).
 func WithProduction() Option { return func(o *options) { o.production = true } }
+
+// WithPersonCredentialLifetime sets a person's default credential lifetime
+// and the longest one may be issued for (by default a person's credential
+// outlives every test).
+func WithPersonCredentialLifetime(ttl, maxTTL time.Duration) Option {
+	return func(o *options) { o.personTTL = [2]time.Duration{ttl, maxTTL} }
+}
 
 // WithLog sends the service's operational log (every component's, as
 // the binary's) to log instead of discarding it.
@@ -300,9 +309,9 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		Dev: !o.production, OrgJWKSUnknownKidInterval: o.kidInterval,
 		// Tests move the clock by weeks; a person's credential outlives them
 		// unless a test gives it an expiry.
-		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,
-		Console:             app.ConsoleConfig{OIDC: o.oidc, SecureCookies: o.secureCookies},
-		Log:                 o.log,
+		PersonCredentialTTL: cmp.Or(o.personTTL[0], 100*365*24*time.Hour), PersonCredentialMaxTTL: o.personTTL[1],
+		Console: app.ConsoleConfig{OIDC: o.oidc, SecureCookies: o.secureCookies},
+		Log:     o.log,
 	})
 	e.Store, e.Metrics, e.Ledger, e.Compensation, e.Reports = built.Store, built.Metrics, built.Ledger, built.Compensation, built.Reports
 	{

@@ -115,11 +115,19 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 		}
 		if !s.access.immediate(p) && orgTrustChanges(exists, current, in) {
 			o = current
-			summary := fmt.Sprintf("register or change org %s: keys, agent endpoint, allowed hosts or coordinator flag", id)
+			verb := "change"
+			if !exists {
+				verb = "register"
+			}
+			summary := fmt.Sprintf("%s org %s: %s", verb, id, strings.Join(orgChangedFields(exists, current, in), ", "))
 			if in.JWKSURL != "" {
 				summary += "; keys from the JWKS URL " + in.JWKSURL
 			}
-			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in}, summary)
+			base := &orgBase{Exists: exists}
+			if exists {
+				base.Registration = registrationOf(current)
+			}
+			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in, Base: base}, summary)
 			pending = &pc
 			return err
 		}
@@ -175,6 +183,63 @@ func orgTrustChanges(exists bool, current Org, in OrgInput) bool {
 	return !sameJSON(current.JWKS, in.JWKS) || current.JWKSURL != in.JWKSURL || current.SharedCoordinator != in.SharedCoordinator ||
 		current.AgentCardURL != in.AgentCardURL || current.RequireSignedReceipts != in.RequireSignedReceipts ||
 		!slices.Equal(slices.Sorted(slices.Values(current.AllowedHosts)), slices.Sorted(slices.Values(in.AllowedHosts)))
+}
+
+// orgChangedFields names the fields registering in over current (which
+// exists or not) sets or changes, for a change's summary.
+func orgChangedFields(exists bool, current Org, in OrgInput) []string {
+	var fields []string
+	add := func(changed bool, name string) {
+		if changed {
+			fields = append(fields, name)
+		}
+	}
+	if !exists {
+		current = Org{}
+	}
+	add(current.Name != in.Name, "name")
+	add(!sameJSON(current.JWKS, in.JWKS), "jwks")
+	add(current.JWKSURL != in.JWKSURL, "jwks_url")
+	add(current.AgentCardURL != in.AgentCardURL, "agent_card_url")
+	add(!slices.Equal(slices.Sorted(slices.Values(current.AllowedHosts)), slices.Sorted(slices.Values(in.AllowedHosts))), "allowed_hosts")
+	add(current.SharedCoordinator != in.SharedCoordinator, "shared_coordinator")
+	add(current.RequireSignedReceipts != in.RequireSignedReceipts, "require_signed_receipts")
+	return fields
+}
+
+// orgBase is an org's registration when an org_update change was asked
+// for: the approval applies the change only over that same registration.
+type orgBase struct {
+	Exists       bool     `json:"exists"`
+	Registration OrgInput `json:"registration"`
+}
+
+// registrationOf is what o is registered with, as an OrgInput.
+func registrationOf(o Org) OrgInput {
+	return OrgInput{
+		Name: o.Name, SharedCoordinator: o.SharedCoordinator, JWKS: o.JWKS, JWKSURL: o.JWKSURL,
+		AgentCardURL: o.AgentCardURL, AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
+	}
+}
+
+// checkOrgUnchanged refuses, with org_changed, an org_update change whose
+// org is no longer registered as when it was asked for: applying it would
+// silently undo the changes made since (put back a removed key, say), as
+// the change replaces the whole registration. A change recorded before
+// its base was kept (base nil) is not checked.
+func checkOrgUnchanged(ctx context.Context, tx Tx, id string, base *orgBase) error {
+	if base == nil {
+		return nil
+	}
+	current, err := tx.OrgForUpdate(ctx, id)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if exists != base.Exists || (exists && len(orgChangedFields(true, current, base.Registration)) > 0) {
+		return Conflict("org_changed", "org %s changed since this change was asked for; ask again from its current registration", id)
+	}
+	return nil
 }
 
 // sameJSON reports whether two JSON documents are equal as values (the

@@ -94,7 +94,8 @@ const (
 	// stream ("principal:<id>"), with its kind, name, role and tenant.
 	EventTypePrincipalCreated EventType = "principal_created"
 	// EventTypePrincipalDisabled: Service.DisablePrincipal disabled a
-	// principal and revoked every credential it had.
+	// principal, revoked every credential it had and withdrew its pending
+	// changes (changes_withdrawn, each with its own change_refused).
 	EventTypePrincipalDisabled EventType = "principal_disabled"
 	// EventTypePrincipalRoleGranted: a principal was given another role
 	// (on approval, or at once by the bootstrap principal under dev).
@@ -117,7 +118,8 @@ const (
 	// pending change and it was applied in the same transaction.
 	EventTypeChangeApproved EventType = "change_approved"
 	// EventTypeChangeRefused: a pending change was refused (by an on-call
-	// principal, or because it could no longer apply).
+	// principal, because it could no longer apply, or withdrawn by the
+	// disabling of its requester).
 	EventTypeChangeRefused EventType = "change_refused"
 	// EventTypeChangeExpired: a pending change was not decided in time
 	// and will never apply.

@@ -75,6 +75,10 @@ type PendingChange struct {
 	DecidedBy      uuid.UUID
 	DecidedAt      time.Time
 	DecisionReason string
+	// IssuedTokenPart is set only on what the approval of a principal_create
+	// change with a split credential returns: the credential's second part,
+	// for the approver to hand to the new person. It is never stored.
+	IssuedTokenPart string
 }
 
 // ApprovalRequiredError is returned by a privileged change that was
@@ -95,7 +99,14 @@ var ErrSelfApproval = errors.New("the requesting principal cannot approve its ow
 
 type principalCreatePayload struct {
 	Principal PrincipalRecord `json:"principal"`
-	Token     Token           `json:"token"`
+	// Token is the first credential; for a person's split credential its
+	// Hash is empty until the approval sets it.
+	Token Token `json:"token"`
+	// TokenPartHash is, for a split credential, the SHA-256 of the part
+	// the requester holds: the approval makes the second part and stores
+	// the joined credential's hash (joinedTokenHash). Neither part, nor
+	// anything that rebuilds the token, is stored.
+	TokenPartHash []byte `json:"token_part_hash,omitempty"`
 }
 
 type credentialCreatePayload struct {
@@ -114,6 +125,9 @@ type roleGrantPayload struct {
 type orgUpdatePayload struct {
 	ID    string   `json:"id"`
 	Input OrgInput `json:"input"`
+	// Base is the org's registration when the change was asked for; the
+	// approval is refused if the org changed since (checkOrgUnchanged).
+	Base *orgBase `json:"base,omitempty"`
 }
 
 type taskClassPayload struct {
@@ -229,6 +243,7 @@ func (s *Service) GetPendingChange(ctx context.Context, p Principal, id uuid.UUI
 
 // ApprovePendingChange applies a pending change on behalf of a second
 // on-call principal, in one transaction with its change_approved event.
+// A change whose requester is disabled is refused (requester_disabled).
 // The requesting person may not approve it (ErrSelfApproval), whatever
 // credential, name or principal of theirs it uses (Principal.SamePerson).
 // A change that is not pending is a conflict
@@ -255,10 +270,28 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 	var (
 		c        PendingChange
 		decision error
+		asker    uuid.UUID
 	)
+	if approve {
+		// Who asked never changes: read it first, so the requester's row
+		// is locked before the change's, in the order DisablePrincipal
+		// takes them.
+		pre, err := s.store.PendingChange(ctx, id)
+		if err != nil {
+			return PendingChange{}, err
+		}
+		asker = pre.RequestedBy
+	}
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		decision = nil
 		now := s.Now()
+		var requester PrincipalRecord
+		if approve {
+			var err error
+			if requester, err = tx.PrincipalForUpdate(ctx, asker); err != nil {
+				return err
+			}
+		}
 		var err error
 		if c, err = tx.PendingChangeForUpdate(ctx, id); err != nil {
 			return err
@@ -276,7 +309,16 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		if !c.ApprovableBy(p) {
 			return ErrSelfApproval
 		}
-		if err := s.applyChange(ctx, tx, p, c, now); err != nil {
+		if requester.Disabled() {
+			// Disabling withdraws a principal's open changes; this guards
+			// any that a disable left open (one committed by a replica
+			// that did not withdraw them): a disabled principal's request
+			// never takes effect.
+			decision = Conflict("requester_disabled", "change %s was asked for by principal %s, disabled since", c.ID, requester.ID)
+			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), "cannot apply: the requester is disabled", now, EventTypeChangeRefused)
+		}
+		part, err := s.applyChange(ctx, tx, p, c, now)
+		if err != nil {
 			var conflict *ConflictError
 			var invalid *ValidationError
 			if errors.As(err, &conflict) || errors.As(err, &invalid) || errors.Is(err, ErrNotFound) {
@@ -286,7 +328,11 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 			}
 			return err
 		}
-		return s.closeChange(ctx, tx, &c, PendingApplied, p.ID, p.Actor(), "", now, EventTypeChangeApproved)
+		if err := s.closeChange(ctx, tx, &c, PendingApplied, p.ID, p.Actor(), "", now, EventTypeChangeApproved); err != nil {
+			return err
+		}
+		c.IssuedTokenPart = part
+		return nil
 	})
 	// An applied change may have changed who is the same person as whom
 	// (oidc_link): cached principals are read again.
@@ -297,60 +343,88 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 	return c, decision
 }
 
-// applyChange applies c as approved by p, in tx.
-func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) error {
+// applyChange applies c as approved by p, in tx. It returns the second
+// part of the split credential it issued, if any.
+func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	decode := func(v any) error {
+		if err := json.Unmarshal(c.Payload, v); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		return nil
+	}
 	switch c.Kind {
 	case ChangePrincipalCreate:
 		var pl principalCreatePayload
-		if err := json.Unmarshal(c.Payload, &pl); err != nil {
-			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		if err := decode(&pl); err != nil {
+			return "", err
 		}
-		if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(pl.Principal.Name)); err == nil {
-			return Conflict("principal_name_taken", "a principal named %q exists", pl.Principal.Name)
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		return s.createPrincipal(ctx, tx, p.Actor(), pl.Principal, pl.Token, now, c.ID.String())
+		return s.applyPrincipalCreate(ctx, tx, p, pl, now, c.ID.String())
 	case ChangeCredentialCreate:
 		var pl credentialCreatePayload
-		if err := json.Unmarshal(c.Payload, &pl); err != nil {
-			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		if err := decode(&pl); err != nil {
+			return "", err
 		}
-		return s.applyCredentialCreate(ctx, tx, p, pl, now, c.ID.String())
+		return "", s.applyCredentialCreate(ctx, tx, p, pl, now, c.ID.String())
 	case ChangeRoleGrant:
 		var pl roleGrantPayload
-		if err := json.Unmarshal(c.Payload, &pl); err != nil {
-			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		if err := decode(&pl); err != nil {
+			return "", err
 		}
 		_, err := s.applyRoleGrant(ctx, tx, p.Actor(), pl, now, c.ID.String())
-		return err
+		return "", err
 	case ChangeOrgUpdate:
 		var pl orgUpdatePayload
-		if err := json.Unmarshal(c.Payload, &pl); err != nil {
-			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		if err := decode(&pl); err != nil {
+			return "", err
 		}
 		if err := s.checkOrgInput(pl.ID, pl.Input); err != nil {
-			return err
+			return "", err
+		}
+		if err := checkOrgUnchanged(ctx, tx, pl.ID, pl.Base); err != nil {
+			return "", err
 		}
 		_, _, err := s.applyOrg(ctx, tx, p.Actor(), pl.ID, pl.Input, now, c.ID.String())
-		return err
+		return "", err
 	case ChangeTaskClassUpdate:
 		var pl taskClassPayload
-		if err := json.Unmarshal(c.Payload, &pl); err != nil {
-			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		if err := decode(&pl); err != nil {
+			return "", err
 		}
-		return s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
+		return "", s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
 	case ChangeWriteOffThreshold:
-		return s.applyThresholdChange(ctx, tx, p, c, now)
+		return "", s.applyThresholdChange(ctx, tx, p, c, now)
 	case ChangeOIDCLink:
 		var pl oidcLinkPayload
-		if err := json.Unmarshal(c.Payload, &pl); err != nil {
-			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		if err := decode(&pl); err != nil {
+			return "", err
 		}
 		_, err := s.applyOIDCLink(ctx, tx, p, pl, now, c.ID.String())
-		return err
+		return "", err
 	}
-	return fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
+	return "", fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
+}
+
+// applyPrincipalCreate creates an approved principal_create change's
+// principal with its first credential. A split credential's second part is
+// made here, returned for the approver and never stored: only the joined
+// credential's hash is.
+func (s *Service) applyPrincipalCreate(ctx context.Context, tx Tx, p Principal, pl principalCreatePayload, now time.Time, change string) (string, error) {
+	if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(pl.Principal.Name)); err == nil {
+		return "", Conflict("principal_name_taken", "a principal named %q exists", pl.Principal.Name)
+	} else if !errors.Is(err, ErrNotFound) {
+		return "", err
+	}
+	if pl.Principal.Kind == KindPerson && len(pl.TokenPartHash) == 0 {
+		// Asked for before credentials were split: its requester was given
+		// the whole token, so it never takes effect.
+		return "", Conflict("credential_not_split", "the credential of person %q was given whole to its requester; ask again", pl.Principal.Name)
+	}
+	part := ""
+	if len(pl.TokenPartHash) > 0 {
+		part = newTokenPart(true)
+		pl.Token.Hash = joinedTokenHash(pl.TokenPartHash, part)
+	}
+	return part, s.createPrincipal(ctx, tx, p.Actor(), pl.Principal, pl.Token, now, change)
 }
 
 func (s *Service) closeChange(ctx context.Context, tx Tx, c *PendingChange, st PendingStatus, by uuid.UUID, actor, reason string, now time.Time, typ EventType) error {

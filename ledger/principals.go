@@ -14,6 +14,10 @@ import (
 // the request does not say.
 const DefaultPersonCredentialTTL = 30 * 24 * time.Hour
 
+// DefaultPersonCredentialMaxTTL is the longest a person's credential may
+// be issued for, unless configured otherwise.
+const DefaultPersonCredentialMaxTTL = 90 * 24 * time.Hour
+
 // DefaultPendingChangeTTL is how long a privileged change waits for its
 // second approver.
 const DefaultPendingChangeTTL = 24 * time.Hour
@@ -24,9 +28,10 @@ const bootstrapOncallLimit = 2
 
 // accessPolicy is the service's configuration of principals and approvals.
 type accessPolicy struct {
-	dev        bool
-	personTTL  time.Duration
-	pendingTTL time.Duration
+	dev          bool
+	personTTL    time.Duration
+	personMaxTTL time.Duration
+	pendingTTL   time.Duration
 }
 
 // immediate reports whether p's privileged changes take effect without a
@@ -80,12 +85,15 @@ type PrincipalTx interface {
 	// was.
 	RevokeToken(ctx context.Context, id uuid.UUID, at time.Time, by uuid.UUID, reason string) (revoked bool, err error)
 	// RevokePrincipalTokens revokes every credential of a principal not yet
-	// revoked and returns how many.
-	RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) (int64, error)
+	// revoked and returns their ids.
+	RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) ([]uuid.UUID, error)
 	InsertPendingChange(ctx context.Context, c PendingChange) error
 	PendingChangeForUpdate(ctx context.Context, id uuid.UUID) (PendingChange, error)
 	// DecidePendingChange writes c's status and decision.
 	DecidePendingChange(ctx context.Context, c PendingChange) error
+	// OpenPendingChangesOfRequesterForUpdate locks the changes still
+	// pending that the principal asked for, oldest first.
+	OpenPendingChangesOfRequesterForUpdate(ctx context.Context, requester uuid.UUID) ([]PendingChange, error)
 	// ExpiredPendingChangesForUpdate locks pending changes whose expiry
 	// is at or before now, skipping those another transaction holds.
 	ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]PendingChange, error)
@@ -147,7 +155,25 @@ func (s *Service) WatchCredentials(ctx context.Context) error {
 // Authenticate resolves a bearer token to its principal. The credential
 // must be neither revoked nor expired, and its principal not disabled. A
 // principal found valid is cached (see WatchCredentials).
+//
+// Outside dev the bootstrap credential is refused here (ErrForbidden), for
+// every request of every API, stream and console sign-in: it may create the
+// first two on-call principals and nothing else, and that one operation
+// authenticates it with AuthenticateBootstrap. This is the one place that
+// keeps it from everything else, so no read path needs its own check.
 func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	p, err := s.AuthenticateBootstrap(ctx, secret)
+	if err == nil && p.Role == RoleBootstrap {
+		return Principal{}, ErrForbidden
+	}
+	return p, err
+}
+
+// AuthenticateBootstrap is Authenticate that also accepts the bootstrap
+// credential outside dev (as RoleBootstrap): only for the operation the
+// bootstrap credential may do, CreateToken, which limits it to the first
+// two on-call principals.
+func (s *Service) AuthenticateBootstrap(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -215,7 +241,14 @@ type TokenInput struct {
 type IssuedToken struct {
 	Token     Token
 	Principal PrincipalRecord
-	Secret    string
+	// Secret is the whole bearer token; empty for a split credential.
+	Secret string
+	// SecretPart is, for a split credential (a person principal created
+	// for another on-call principal than its requester: the request waits
+	// for approval), the first of its two parts, for the requester; the
+	// approval gives the approver the second (PendingChange.IssuedTokenPart).
+	// Neither alone is a credential: the person joins them.
+	SecretPart string
 	// Pending is set when the principal (principal_create) or the
 	// credential (credential_create) does not exist until a second on-call
 	// principal approves; the credential works from then on.
@@ -232,7 +265,9 @@ type IssuedToken struct {
 // for a tenant that already has a principal or delegations — only when a
 // different on-call principal approves (principal_create). Whatever waits
 // for approval is in the result's Pending, and its credential works from
-// the approval on. The bootstrap credential may create the first two
+// the approval on. A person's credential that waits for approval is split
+// (IssuedToken.SecretPart): the requester never holds a working credential
+// of another person. The bootstrap credential may create the first two
 // on-call principals at once and nothing else, except under dev.
 func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (IssuedToken, error) {
 	if p.Role != RoleOncall && p.Role != RoleBootstrap {
@@ -290,9 +325,13 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		if err != nil {
 			return err
 		}
+		expires, err := s.expiry(r.Kind, in.ExpiresAt, now)
+		if err != nil {
+			return err
+		}
 		t := Token{
 			ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret),
-			CreatedAt: now, ExpiresAt: s.expiry(r.Kind, in.ExpiresAt, now),
+			CreatedAt: now, ExpiresAt: expires,
 		}
 		out.Principal, out.Token = r, t
 		switch {
@@ -319,8 +358,16 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 				return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
 			}
 		}
-		pc, err := s.requestChange(ctx, tx, p, now, ChangePrincipalCreate, "principal:"+id.String(),
-			principalCreatePayload{Principal: r, Token: t},
+		pl := principalCreatePayload{Principal: r, Token: t}
+		if r.Kind == KindPerson {
+			// Split knowledge: the requester gets the first part, the
+			// approver the second, and only the first part's hash is kept
+			// until the approval stores the joined credential's hash.
+			out.Secret, out.SecretPart = "", newTokenPart(false)
+			pl.Token.Hash, pl.TokenPartHash = nil, sha256Of(out.SecretPart)
+			out.Token = pl.Token
+		}
+		pc, err := s.requestChange(ctx, tx, p, now, ChangePrincipalCreate, "principal:"+id.String(), pl,
 			fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant)))
 		out.Pending = &pc
 		return err
@@ -338,14 +385,19 @@ func tenantSuffix(tenant string) string {
 	return ", tenant " + tenant
 }
 
-func (s *Service) expiry(kind PrincipalKind, asked, now time.Time) time.Time {
+// expiry is when a new credential of a principal of kind expires: asked,
+// or by default PersonCredentialTTL for a person and never for a machine.
+// A person's is at most PersonCredentialMaxTTL away.
+func (s *Service) expiry(kind PrincipalKind, asked, now time.Time) (time.Time, error) {
 	switch {
+	case kind == KindPerson && asked.After(now.Add(s.access.personMaxTTL)):
+		return time.Time{}, Invalid("expires_at", "is at most %s away for a person's credential (QUITTANCE_PERSON_CREDENTIAL_MAX_TTL)", s.access.personMaxTTL)
 	case !asked.IsZero():
-		return asked.UTC().Truncate(time.Microsecond)
+		return asked.UTC().Truncate(time.Microsecond), nil
 	case kind == KindPerson:
-		return now.Add(s.access.personTTL)
+		return now.Add(s.access.personTTL), nil
 	}
-	return time.Time{}
+	return time.Time{}, nil
 }
 
 func (s *Service) checkTokenInput(in *TokenInput) error {
@@ -394,9 +446,13 @@ func (s *Service) newToken(r PrincipalRecord, in TokenInput, secret string, now 
 	if err != nil {
 		return Token{}, err
 	}
+	expires, err := s.expiry(r.Kind, in.ExpiresAt, now)
+	if err != nil {
+		return Token{}, err
+	}
 	return Token{
 		ID: id, PrincipalID: r.ID, Name: in.Label, Role: r.Role, Tenant: r.Tenant, Hash: HashToken(secret),
-		CreatedAt: now, ExpiresAt: s.expiry(r.Kind, in.ExpiresAt, now),
+		CreatedAt: now, ExpiresAt: expires,
 	}, nil
 }
 
@@ -647,8 +703,14 @@ func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token,
 		return Conflict("token_already_revoked", "credential %s is already revoked", t.ID)
 	}
 	t.RevokedAt, t.RevokedBy, t.RevokeReason = now, p.ID, reason
-	_, err = Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenRevoked, At: now, Actor: p.Actor()},
-		map[string]any{"principal_id": t.PrincipalID.String(), "reason": reason})
+	return appendTokenRevoked(ctx, tx, p, t.ID, t.PrincipalID, reason, now)
+}
+
+// appendTokenRevoked records, by p, that credential id of principal was
+// revoked.
+func appendTokenRevoked(ctx context.Context, tx Tx, p Principal, id, principal uuid.UUID, reason string, now time.Time) error {
+	_, err := Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenRevoked, At: now, Actor: p.Actor()},
+		map[string]any{"principal_id": principal.String(), "reason": reason})
 	return err
 }
 
@@ -713,8 +775,9 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 	return out, nil
 }
 
-// DisablePrincipal disables a principal and revokes all its credentials,
-// at once: on-call only (and not on itself, so the last on-call cannot
+// DisablePrincipal disables a principal, revokes all its credentials and
+// withdraws (refuses) the changes it asked for that are still pending, one
+// change_refused event each by p, at once: on-call only (and not on itself, so the last on-call cannot
 // lock everyone out by mistake). Disabling a disabled principal is a
 // conflict (principal_disabled).
 func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUID, reason string) (PrincipalRecord, int64, error) {
@@ -744,11 +807,31 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 		if err := tx.UpdatePrincipal(ctx, r); err != nil {
 			return err
 		}
-		if revoked, err = tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason); err != nil {
+		ended, err := tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason)
+		if err != nil {
 			return err
 		}
+		// Each credential it ends is recorded on its own stream, as a
+		// revocation one by one is.
+		for _, id := range ended {
+			if err := appendTokenRevoked(ctx, tx, p, id, r.ID, "principal disabled: "+reason, now); err != nil {
+				return err
+			}
+		}
+		revoked = int64(len(ended))
+		// Its open changes are withdrawn: what a principal no longer
+		// trusted asked for must not be approved later.
+		open, err := tx.OpenPendingChangesOfRequesterForUpdate(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		for i := range open {
+			if err := s.closeChange(ctx, tx, &open[i], PendingRefused, p.ID, p.Actor(), "requester disabled: "+reason, now, EventTypeChangeRefused); err != nil {
+				return err
+			}
+		}
 		_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalDisabled, At: now, Actor: p.Actor()},
-			map[string]any{"reason": reason, "credentials_revoked": revoked})
+			map[string]any{"reason": reason, "credentials_revoked": revoked, "changes_withdrawn": len(open)})
 		return err
 	})
 	s.tokens.flush()

@@ -57,6 +57,11 @@ type Config struct {
 	// PersonCredentialTTL is how long a credential of a person principal
 	// lasts unless the request sets its expiry (default 30 days).
 	PersonCredentialTTL time.Duration
+	// PersonCredentialMaxTTL is the longest a person's credential may be
+	// issued for, an expiry the request sets included (default 90 days):
+	// a person's credential is not a machine's, and whoever holds a stolen
+	// one holds it until it expires.
+	PersonCredentialMaxTTL time.Duration
 	// PendingChangeTTL is how long a privileged change waits for its
 	// approval before it expires (default 24h).
 	PendingChangeTTL time.Duration
@@ -102,6 +107,9 @@ func NewService(cfg Config) *Service {
 	if cfg.PendingChangeTTL <= 0 {
 		cfg.PendingChangeTTL = DefaultPendingChangeTTL
 	}
+	if cfg.PersonCredentialMaxTTL <= 0 {
+		cfg.PersonCredentialMaxTTL = max(DefaultPersonCredentialMaxTTL, cfg.PersonCredentialTTL)
+	}
 	if cfg.ValidateJWKSURL == nil {
 		cfg.ValidateJWKSURL = func(string) error { return nil }
 	}
@@ -121,7 +129,7 @@ func NewService(cfg Config) *Service {
 		},
 		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
-		access:              accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, pendingTTL: cfg.PendingChangeTTL},
+		access:              accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, personMaxTTL: cfg.PersonCredentialMaxTTL, pendingTTL: cfg.PendingChangeTTL},
 		configuredThreshold: cfg.WriteOffApprovalThresholdMinor,
 	}
 }

@@ -176,11 +176,12 @@ func (e *cliEnv) newToken(t *testing.T, args ...string) string {
 	}
 	var tok struct {
 		Token         string `json:"token"`
+		TokenPart     string `json:"token_part"`
 		PendingChange *struct {
 			ID string `json:"id"`
 		} `json:"pending_change"`
 	}
-	if err := json.Unmarshal([]byte(out), &tok); err != nil || tok.Token == "" {
+	if err := json.Unmarshal([]byte(out), &tok); err != nil || (tok.Token == "") == (tok.TokenPart == "") {
 		t.Fatalf("token create printed %q", out)
 	}
 	if tok.PendingChange != nil {
@@ -188,8 +189,20 @@ func (e *cliEnv) newToken(t *testing.T, args ...string) string {
 		if _, _, code := e.cli(t, e.oncall, "changes", "approve", tok.PendingChange.ID); code != exitAuth {
 			t.Errorf("self-approval of a new principal: exit %d, want %d", code, exitAuth)
 		}
-		if out, errOut, code := e.cli(t, e.oncall2, "changes", "approve", tok.PendingChange.ID); code != 0 {
+		out, errOut, code := e.cli(t, e.oncall2, "changes", "approve", tok.PendingChange.ID)
+		if code != 0 {
 			t.Fatalf("changes approve: exit %d %s %s", code, out, errOut)
+		}
+		if tok.TokenPart != "" {
+			// The person's credential is split: the requester's part
+			// joined to the one changes approve printed.
+			var approved struct {
+				TokenPart string `json:"token_part"`
+			}
+			if err := json.Unmarshal([]byte(out), &approved); err != nil || approved.TokenPart == "" {
+				t.Fatalf("changes approve printed no token_part: %q", out)
+			}
+			return tok.TokenPart + approved.TokenPart
 		}
 	}
 	return tok.Token

@@ -140,6 +140,9 @@ type config struct {
 	// PendingChangeTTL is how long a privileged change waits for its
 	// second on-call approver before it expires.
 	PendingChangeTTL time.Duration `env:"QUITTANCE_PENDING_CHANGE_TTL" envDefault:"24h"`
+	// PersonCredentialMaxTTL is the longest a person's credential may be
+	// issued for, its own expiry included.
+	PersonCredentialMaxTTL time.Duration `env:"QUITTANCE_PERSON_CREDENTIAL_MAX_TTL" envDefault:"2160h"`
 	// dev is set by `quittance dev`: the bootstrap credential's changes
 	// take effect at once.
 	dev bool
@@ -157,6 +160,7 @@ var variables = []string{
 	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_CHECKPOINTS",
 	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_EVIDENCE_REFUSAL_TIME", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
+	"QUITTANCE_PERSON_CREDENTIAL_MAX_TTL",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
 	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST", "QUITTANCE_RATE_LIMIT_MAX_BUCKETS",
 	"QUITTANCE_EGRESS_ALLOW_HTTP", "QUITTANCE_A2A_INTERVAL", "QUITTANCE_A2A_LEASE", "QUITTANCE_A2A_BACKOFF_BASE",
@@ -219,6 +223,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.PersonCredentialTTL <= 0 || cfg.PendingChangeTTL <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_PERSON_CREDENTIAL_TTL and QUITTANCE_PENDING_CHANGE_TTL must be positive")}
+	}
+	if cfg.PersonCredentialMaxTTL < cfg.PersonCredentialTTL {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_PERSON_CREDENTIAL_MAX_TTL must be at least QUITTANCE_PERSON_CREDENTIAL_TTL")}
 	}
 	if cfg.CompensationMaxAttempts < 1 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}

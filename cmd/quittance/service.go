@@ -274,6 +274,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
 		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
 		Dev:                   cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
+		PersonCredentialMaxTTL:    cfg.PersonCredentialMaxTTL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, EvidenceRefusalTime: cfg.EvidenceRefusalTime,
 		A2A: delegate.Config{
 			PublicURL: cfg.PublicURL, Interval: cfg.A2AInterval, Lease: cfg.A2ALease, PollAfter: cfg.PollAfter,

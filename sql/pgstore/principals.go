@@ -209,14 +209,14 @@ func (t *tx) RevokeToken(ctx context.Context, id uuid.UUID, at time.Time, by uui
 	return n == 1, nil
 }
 
-func (t *tx) RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) (int64, error) {
-	n, err := t.q.CredentialRevokeAllOfPrincipal(ctx, dbsqlc.CredentialRevokeAllOfPrincipalParams{
+func (t *tx) RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) ([]uuid.UUID, error) {
+	ids, err := t.q.CredentialRevokeAllOfPrincipal(ctx, dbsqlc.CredentialRevokeAllOfPrincipalParams{
 		PrincipalID: principalID, RevokedAt: &at, RevokedBy: nullUUID(by), RevokeReason: optional(reason),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("revoke tokens of principal %s: %w", principalID, interpretError(err))
+		return nil, fmt.Errorf("revoke tokens of principal %s: %w", principalID, interpretError(err))
 	}
-	return n, nil
+	return ids, nil
 }
 
 func (t *tx) InsertPendingChange(ctx context.Context, c ledger.PendingChange) error {
@@ -247,6 +247,18 @@ func (t *tx) DecidePendingChange(ctx context.Context, c ledger.PendingChange) er
 		return fmt.Errorf("decide pending change %s: %w", c.ID, interpretError(err))
 	}
 	return nil
+}
+
+func (t *tx) OpenPendingChangesOfRequesterForUpdate(ctx context.Context, requester uuid.UUID) ([]ledger.PendingChange, error) {
+	rows, err := t.q.PendingChangeOpenByRequesterForUpdate(ctx, requester)
+	if err != nil {
+		return nil, fmt.Errorf("lock open pending changes of %s: %w", requester, interpretError(err))
+	}
+	out := make([]ledger.PendingChange, len(rows))
+	for i, row := range rows {
+		out[i] = toPendingChange(row)
+	}
+	return out, nil
 }
 
 func (t *tx) ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]ledger.PendingChange, error) {

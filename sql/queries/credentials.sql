@@ -24,9 +24,10 @@ VALUES (@id, @principal_id, @name, @role, @tenant, @token_hash, @created_at, @ex
 UPDATE api_tokens SET revoked_at = @revoked_at, revoked_by = @revoked_by, revoke_reason = @revoke_reason
 WHERE id = @id AND revoked_at IS NULL;
 
--- name: CredentialRevokeAllOfPrincipal :execrows
+-- name: CredentialRevokeAllOfPrincipal :many
 UPDATE api_tokens SET revoked_at = @revoked_at, revoked_by = @revoked_by, revoke_reason = @revoke_reason
-WHERE principal_id = @principal_id AND revoked_at IS NULL;
+WHERE principal_id = @principal_id AND revoked_at IS NULL
+RETURNING id;
 
 -- name: CredentialTouch :exec
 -- Records a use at most once a minute per credential.

@@ -21,3 +21,7 @@ WHERE id = @id;
 -- name: PendingChangeExpiredForUpdate :many
 SELECT * FROM pending_changes WHERE status = 'pending' AND expires_at <= @now
 ORDER BY expires_at LIMIT 100 FOR UPDATE SKIP LOCKED;
+
+-- name: PendingChangeOpenByRequesterForUpdate :many
+SELECT * FROM pending_changes WHERE status = 'pending' AND requested_by = @requested_by
+ORDER BY requested_at, id FOR UPDATE;

@@ -201,9 +201,10 @@ func (q *Queries) CredentialRevoke(ctx context.Context, arg CredentialRevokePara
 	return result.RowsAffected(), nil
 }
 
-const credentialRevokeAllOfPrincipal = `-- name: CredentialRevokeAllOfPrincipal :execrows
+const credentialRevokeAllOfPrincipal = `-- name: CredentialRevokeAllOfPrincipal :many
 UPDATE api_tokens SET revoked_at = $1, revoked_by = $2, revoke_reason = $3
 WHERE principal_id = $4 AND revoked_at IS NULL
+RETURNING id
 `
 
 type CredentialRevokeAllOfPrincipalParams struct {
@@ -213,17 +214,29 @@ type CredentialRevokeAllOfPrincipalParams struct {
 	PrincipalID  uuid.UUID
 }
 
-func (q *Queries) CredentialRevokeAllOfPrincipal(ctx context.Context, arg CredentialRevokeAllOfPrincipalParams) (int64, error) {
-	result, err := q.db.Exec(ctx, credentialRevokeAllOfPrincipal,
+func (q *Queries) CredentialRevokeAllOfPrincipal(ctx context.Context, arg CredentialRevokeAllOfPrincipalParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, credentialRevokeAllOfPrincipal,
 		arg.RevokedAt,
 		arg.RevokedBy,
 		arg.RevokeReason,
 		arg.PrincipalID,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const credentialTouch = `-- name: CredentialTouch :exec

@@ -192,3 +192,41 @@ func (q *Queries) PendingChangeList(ctx context.Context, status *string) ([]Pend
 	}
 	return items, nil
 }
+
+const pendingChangeOpenByRequesterForUpdate = `-- name: PendingChangeOpenByRequesterForUpdate :many
+SELECT id, kind, target, payload, summary, status, requested_by, requested_at, expires_at, decided_by, decided_at, decision_reason FROM pending_changes WHERE status = 'pending' AND requested_by = $1
+ORDER BY requested_at, id FOR UPDATE
+`
+
+func (q *Queries) PendingChangeOpenByRequesterForUpdate(ctx context.Context, requestedBy uuid.UUID) ([]PendingChange, error) {
+	rows, err := q.db.Query(ctx, pendingChangeOpenByRequesterForUpdate, requestedBy)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PendingChange
+	for rows.Next() {
+		var i PendingChange
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Target,
+			&i.Payload,
+			&i.Summary,
+			&i.Status,
+			&i.RequestedBy,
+			&i.RequestedAt,
+			&i.ExpiresAt,
+			&i.DecidedBy,
+			&i.DecidedAt,
+			&i.DecisionReason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -69,6 +69,9 @@ type Config struct {
 	// PersonCredentialTTL is how long a person's credential lasts unless it
 	// is issued with its own expiry (the ledger's default when zero).
 	PersonCredentialTTL time.Duration
+	// PersonCredentialMaxTTL is the longest a person's credential may be
+	// issued for (the ledger's default when zero).
+	PersonCredentialMaxTTL time.Duration
 	// PendingChangeTTL is how long a privileged change waits for its second
 	// on-call approver (the ledger's default when zero).
 	PendingChangeTTL time.Duration
@@ -151,6 +154,7 @@ func New(cfg Config) *App {
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
 		Dev:                     cfg.Dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
+		PersonCredentialMaxTTL:         cfg.PersonCredentialMaxTTL,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
 		// Orgs' JWKS URLs are fetched through the egress policy, as every
 		// other outbound call, on a client of their own.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -340,12 +341,30 @@ func (c *Console) disablePrincipal(w http.ResponseWriter, r *http.Request, q *re
 }
 
 // approveChange applies a pending change as a second on-call principal.
+// The approval of a person's principal_create issues the second part of
+// the person's split credential: it is shown once, on the answer itself
+// (no redirect, never stored), for the approver to hand over.
 func (c *Console) approveChange(w http.ResponseWriter, r *http.Request, q *request) {
 	c.decideChange(w, r, q, "change_approved", func(id uuid.UUID) error {
-		_, err := c.cfg.Ledger.ApprovePendingChange(r.Context(), q.p, id)
+		approved, err := c.cfg.Ledger.ApprovePendingChange(r.Context(), q.p, id)
+		if err == nil && approved.IssuedTokenPart != "" {
+			c.render(w, r, q, http.StatusOK, "token-part", view{Title: "Change approved: the credential's second part", Data: tokenPartPage{
+				Summary: approved.Summary, Part: approved.IssuedTokenPart, Back: localPath(r.PostFormValue("back"), Prefix+"principals"),
+			}})
+			return errShown
+		}
 		return err
 	})
 }
+
+// tokenPartPage is the data of the page that shows a split credential's
+// second part to its approver.
+type tokenPartPage struct {
+	Summary, Part, Back string
+}
+
+// errShown tells decideChange that the answer is already written.
+var errShown = errors.New("answer written")
 
 // refuseChange refuses (or, for its requester, withdraws) a pending change.
 func (c *Console) refuseChange(w http.ResponseWriter, r *http.Request, q *request) {
@@ -361,7 +380,9 @@ func (c *Console) decideChange(w http.ResponseWriter, r *http.Request, q *reques
 		return
 	}
 	back := localPath(r.PostFormValue("back"), Prefix+"principals")
-	if err := do(id); err != nil {
+	if err := do(id); errors.Is(err, errShown) {
+		return
+	} else if err != nil {
 		c.formFailed(w, r, q, "change-"+id.String(), err, func(status int, errs map[string]string) { c.backTo(w, r, q, back, status, errs) })
 		return
 	}

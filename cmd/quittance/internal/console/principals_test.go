@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -126,16 +127,8 @@ type production struct {
 // finance creates a finance person, approved by b, and returns its token.
 func (e *production) finance(t *testing.T) string {
 	t.Helper()
-	var issued struct {
-		Token         string `json:"token"`
-		PendingChange struct {
-			ID string `json:"id"`
-		} `json:"pending_change"`
-	}
-	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.a.Token, map[string]any{"role": "finance", "name": "finance-1"}).
-		Expect(t, http.StatusAccepted).JSON(t, &issued)
-	e.Approve(t, e.b.Token, issued.PendingChange.ID)
-	return issued.Token
+	_, token := e.NewPerson(t, e.a.Token, e.b.Token, ledger.RoleFinance, "finance-1")
+	return token
 }
 
 func newProduction(t *testing.T) *production {
@@ -170,7 +163,7 @@ func pendingID(t *testing.T, r *apitest.Response) string {
 func TestPendingPrincipalChange(t *testing.T) {
 	e := newProduction(t)
 	var issued struct {
-		Token         string `json:"token"`
+		TokenPart     string `json:"token_part"`
 		PendingChange struct {
 			ID string `json:"id"`
 		} `json:"pending_change"`
@@ -178,7 +171,7 @@ func TestPendingPrincipalChange(t *testing.T) {
 	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.a.Token, map[string]any{"role": "finance", "name": "Fiona"}).
 		Expect(t, http.StatusAccepted).JSON(t, &issued)
 	id := issued.PendingChange.ID
-	e.Do(t, http.MethodGet, "/v1/obligations/summary", issued.Token, nil).Expect(t, http.StatusUnauthorized)
+	e.Do(t, http.MethodGet, "/v1/obligations/summary", issued.TokenPart, nil).Expect(t, http.StatusUnauthorized)
 
 	w := &world{Env: e.Env}
 	a, b := w.client(t), w.client(t)
@@ -192,16 +185,26 @@ func TestPendingPrincipalChange(t *testing.T) {
 		t.Fatalf("self approval: %d", self.status)
 	}
 	self.contains(t, "a different on-call person must approve this change")
-	e.Do(t, http.MethodGet, "/v1/obligations/summary", issued.Token, nil).Expect(t, http.StatusUnauthorized)
+	e.Do(t, http.MethodGet, "/v1/obligations/summary", issued.TokenPart, nil).Expect(t, http.StatusUnauthorized)
 
 	if bad := b.post("/console/principals", "/console/pending-changes/"+id+"/refuse", url.Values{"reason": {""}, "change": {id}}); bad.status != http.StatusUnprocessableEntity {
 		t.Fatalf("refuse without reason: %d", bad.status)
 	}
-	if res := b.post("/console/principals", "/console/pending-changes/"+id+"/approve", url.Values{"back": {"/console/principals"}}); res.status != http.StatusSeeOther {
+	// The approval answers the second part of Fiona's credential, once.
+	res := b.post("/console/principals", "/console/pending-changes/"+id+"/approve", url.Values{"back": {"/console/principals"}})
+	if res.status != http.StatusOK {
 		t.Fatalf("approve: %d\n%s", res.status, res.body)
 	}
-	e.Do(t, http.MethodGet, "/v1/obligations/summary", issued.Token, nil).Expect(t, http.StatusOK)
-	b.get("/console/principals?done=change_approved").contains(t, "Change approved", "Fiona", "applied")
+	part := regexp.MustCompile(`<code id="token-part">([^<]+)</code>`).FindStringSubmatch(res.body)
+	if part == nil {
+		t.Fatalf("the approval shows no credential part:\n%s", res.body)
+	}
+	e.Do(t, http.MethodGet, "/v1/obligations/summary", part[1], nil).Expect(t, http.StatusUnauthorized)
+	e.Do(t, http.MethodGet, "/v1/obligations/summary", issued.TokenPart, nil).Expect(t, http.StatusUnauthorized)
+	e.Do(t, http.MethodGet, "/v1/obligations/summary", issued.TokenPart+part[1], nil).Expect(t, http.StatusOK)
+	after := b.get("/console/principals")
+	after.contains(t, "Fiona", "applied")
+	after.lacks(t, part[1])
 }
 
 // keyHistory returns the key history table of an org page.

@@ -153,6 +153,12 @@ func (s *Server) API() huma.API { return s.api }
 
 type principalKey struct{}
 
+// bootstrapOperation marks, in an operation's Metadata, the one operation
+// the bootstrap credential may call outside dev (creating the first two
+// on-call principals); ledger.Service.Authenticate refuses it everywhere
+// else.
+const bootstrapOperation = "bootstrap"
+
 // authenticate resolves the bearer token of operations that declare
 // security and refuses the request with 401 if it is missing or invalid.
 func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
@@ -160,7 +166,11 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	p, err := s.ledger.Authenticate(ctx.Context(), bearerSecret(ctx.Header("Authorization")))
+	authenticate := s.ledger.Authenticate
+	if ctx.Operation().Metadata[bootstrapOperation] == true {
+		authenticate = s.ledger.AuthenticateBootstrap
+	}
+	p, err := authenticate(ctx.Context(), bearerSecret(ctx.Header("Authorization")))
 	if err != nil {
 		s.writeProblem(ctx, problemFor(ctx.Context(), s.log, err))
 		return

@@ -99,6 +99,7 @@ type PendingChangeBody struct {
 	DecidedBy      string          `json:"decided_by,omitempty"`
 	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
 	DecisionReason string          `json:"decision_reason,omitempty"`
+	TokenPart      string          `json:"token_part,omitempty" doc:"Only on the approval of a principal_create change of a person: the second part of the new person's credential, for the approver to hand to the person, shown once. The person's token is the requester's token_part followed by this one, with nothing between."`
 }
 
 func pendingChangeBody(c ledger.PendingChange) *PendingChangeBody {
@@ -131,7 +132,7 @@ type createTokenInput struct {
 		Tenant    string     `json:"tenant,omitempty" doc:"Required for orchestrator tokens, refused for others."`
 		Name      string     `json:"name" minLength:"1" maxLength:"200" doc:"The principal: an existing one (by name, any case) gets another credential; a new name creates the principal."`
 		Kind      string     `json:"kind,omitempty" enum:"person,machine" doc:"A new principal's kind; by default orchestrators are machines, finance and on-call people."`
-		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"When the credential stops working; by default a person's lasts QUITTANCE_PERSON_CREDENTIAL_TTL and a machine's never expires."`
+		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"When the credential stops working; by default a person's lasts QUITTANCE_PERSON_CREDENTIAL_TTL and a machine's never expires. A person's is at most QUITTANCE_PERSON_CREDENTIAL_MAX_TTL away (422 beyond)."`
 		Label     string     `json:"label,omitempty" maxLength:"200" doc:"A name for the credential itself (default the principal's name)."`
 	}
 }
@@ -143,7 +144,8 @@ type issuedTokenBody struct {
 	Role          string             `json:"role"`
 	Tenant        string             `json:"tenant,omitempty"`
 	ExpiresAt     *time.Time         `json:"expires_at,omitempty"`
-	Token         string             `json:"token" doc:"The bearer token. It is shown once and only its hash is stored."`
+	Token         string             `json:"token,omitempty" doc:"The bearer token. It is shown once and only its hash is stored. Absent for a person's credential that waits for approval (see token_part)."`
+	TokenPart     string             `json:"token_part,omitempty" doc:"Instead of token, for a person principal another on-call principal asks for (a 202): the first part of the person's credential, shown once. The approval's answer gives the approver the second part; the person's token is this part followed by that one, with nothing between. Neither part alone authenticates."`
 	PendingChange *PendingChangeBody `json:"pending_change,omitempty" doc:"Set on a 202: the principal (or the credential) exists, and the token works, once a different on-call principal approves."`
 }
 
@@ -155,7 +157,7 @@ type issuedTokenOutput struct {
 func issuedToken(t ledger.IssuedToken) *issuedTokenOutput {
 	out := &issuedTokenOutput{Status: http.StatusCreated, Body: issuedTokenBody{
 		ID: t.Token.ID.String(), PrincipalID: t.Principal.ID.String(), Name: t.Principal.Name, Role: string(t.Principal.Role),
-		Tenant: t.Principal.Tenant, ExpiresAt: timePtr(t.Token.ExpiresAt), Token: t.Secret,
+		Tenant: t.Principal.Tenant, ExpiresAt: timePtr(t.Token.ExpiresAt), Token: t.Secret, TokenPart: t.SecretPart,
 	}}
 	if t.Pending != nil {
 		out.Status, out.Body.PendingChange = http.StatusAccepted, pendingChangeBody(*t.Pending)
@@ -270,11 +272,14 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
 		Summary: "Issue an API credential (creating its principal if new)", Security: bearerAuth, DefaultStatus: http.StatusCreated,
+		Metadata: map[string]any{bootstrapOperation: true},
 		Description: "On-call. A name that exists (any case) adds a credential to that principal: your own at once (201); a " +
 			"machine's with 202 and a credential_create pending change; never another person's. A new name creates the " +
 			"principal: the first machine orchestrator of a tenant no principal or delegation has used at once (201); any other " +
 			"(a person, a finance or on-call principal, an orchestrator for a tenant in use) with 202 and a principal_create " +
-			"pending change. A different on-call principal approves a pending change, after which the returned token works. " +
+			"pending change. A different on-call principal approves a pending change, after which the returned token works; " +
+			"for a person, the 202 carries token_part instead, the first part of the person's credential, and the approval's " +
+			"answer the second. " +
 			"The bootstrap credential may create the first two on-call principals, and nothing else (except under dev).",
 	}, func(ctx context.Context, in *createTokenInput) (*issuedTokenOutput, error) {
 		b := in.Body
@@ -453,13 +458,16 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "approve-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/approve", Tags: tags,
 		Summary: "Approve a pending change: it applies now", Security: bearerAuth,
-		Description: "On-call, and a different person from the one that asked (403 self_approval otherwise, whatever credential, name or linked principal is used). 409 change_not_pending, change_expired.",
+		Description: "On-call, and a different person from the one that asked (403 self_approval otherwise, whatever credential, name or linked principal is used). 409 change_not_pending, change_expired. " +
+			"Approving a person's principal_create answers token_part: the second part of the person's credential, shown once.",
 	}, func(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
 		c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		return &pendingOutput{Body: pendingChangeBody(c)}, nil
+		b := pendingChangeBody(c)
+		b.TokenPart = c.IssuedTokenPart
+		return &pendingOutput{Body: b}, nil
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "refuse-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/refuse", Tags: tags,

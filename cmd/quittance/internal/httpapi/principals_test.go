@@ -20,6 +20,7 @@ type issued struct {
 	ID            string                     `json:"id"`
 	PrincipalID   string                     `json:"principal_id"`
 	Token         string                     `json:"token"`
+	TokenPart     string                     `json:"token_part"`
 	PendingChange *httpapi.PendingChangeBody `json:"pending_change"`
 }
 
@@ -91,12 +92,13 @@ func TestMintedIdentityCannotApprove(t *testing.T) {
 	e := newProdEnv(t)
 	alice, bob := e.alice, e.bob
 
-	// alice mints an on-call "mallory": pending, and mallory's token is useless.
+	// alice mints an on-call "mallory": pending, and alice holds only the
+	// first part of mallory's credential, which is useless.
 	m := mint(t, e.Env, alice.Token, map[string]any{"role": "oncall", "name": "mallory"}, http.StatusAccepted)
-	if m.PendingChange == nil || m.PendingChange.Status != "pending" || m.PendingChange.Kind != "principal_create" {
+	if m.PendingChange == nil || m.PendingChange.Status != "pending" || m.PendingChange.Kind != "principal_create" || m.Token != "" || m.TokenPart == "" {
 		t.Fatalf("minting an on-call principal: %+v", m)
 	}
-	e.Do(t, http.MethodGet, "/admin/v1/principals", m.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	e.Do(t, http.MethodGet, "/admin/v1/principals", m.TokenPart, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
 	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", alice.Token, nil).
 		Problem(t, http.StatusForbidden, "self_approval")
 
@@ -122,7 +124,7 @@ func TestMintedIdentityCannotApprove(t *testing.T) {
 		return e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+w.ID+"/approve", token, nil)
 	}
 	approve(again.Token).Problem(t, http.StatusForbidden, "self_approval")
-	approve(m.Token).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	approve(m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
 	approve(e.OncallToken).Problem(t, http.StatusForbidden, "forbidden")
 	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "revocation_pending_compensation" {
 		t.Fatalf("after refused approvals: %s", got.ObligationState)
@@ -132,15 +134,251 @@ func TestMintedIdentityCannotApprove(t *testing.T) {
 		t.Fatalf("after bob approved: %s", got.ObligationState)
 	}
 
-	// bob approves mallory: from then on the token works, as mallory.
-	e.Approve(t, bob.Token, m.PendingChange.ID)
+	// bob approves mallory: alice's part still does not work, so alice
+	// holds no second identity; bob's part is the other half, and only
+	// mallory, given both, holds a working credential.
+	var approved httpapi.PendingChangeBody
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", bob.Token, nil).Expect(t, http.StatusOK).JSON(t, &approved)
+	e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, m.TokenPart, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	d2 := e.pending(t, threshold+1)
+	var w2 httpapi.WriteOffBody
+	e.Do(t, http.MethodPost, "/admin/v1/delegations/"+d2.ID+"/write-offs", alice.Token, map[string]any{"reason": "gone"}).
+		Expect(t, http.StatusCreated).JSON(t, &w2)
+	e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+w2.ID+"/approve", m.TokenPart, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	mallory := m.TokenPart + approved.TokenPart
 	var p httpapi.PrincipalBody
-	e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, m.Token, nil).Expect(t, http.StatusOK).JSON(t, &p)
+	e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, mallory, nil).Expect(t, http.StatusOK).JSON(t, &p)
 	if p.Name != "mallory" || p.Role != "oncall" || p.CreatedBy != alice.ID {
 		t.Fatalf("mallory: %+v", p)
 	}
 	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", bob.Token, nil).
 		Problem(t, http.StatusConflict, "change_not_pending")
+}
+
+// TestPersonCredentialIsSplit: a person principal one on-call asks for
+// gets a credential in two parts, the requester's on the 202 and the
+// approver's on the approval. Neither part alone authenticates, before or
+// after the approval; joined (part one, then part two) they do, as the
+// new person. Nothing the database holds — the pending change, the
+// credential, any event — contains either part or the token.
+func TestPersonCredentialIsSplit(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithProduction())
+	alice, bob := e.TwoOncall(t, "alice", "bob")
+	m := mint(t, e, alice.Token, map[string]any{"role": "oncall", "name": "mallory"}, http.StatusAccepted)
+	if m.Token != "" || !strings.HasPrefix(m.TokenPart, "qtp1_") || m.PendingChange == nil {
+		t.Fatalf("the 202 for a person: %+v", m)
+	}
+	whoami := func(token string) *apitest.Response {
+		return e.Do(t, http.MethodGet, "/admin/v1/principals/"+m.PrincipalID, token, nil)
+	}
+	whoami(m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+
+	// The change as anyone reads it shows no secret either.
+	if c := e.Do(t, http.MethodGet, "/admin/v1/pending-changes/"+m.PendingChange.ID, bob.Token, nil).Expect(t, http.StatusOK); strings.Contains(string(c.Body), m.TokenPart) {
+		t.Fatalf("the pending change shows the requester's part: %s", c.Body)
+	}
+	var approved httpapi.PendingChangeBody
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+m.PendingChange.ID+"/approve", bob.Token, nil).Expect(t, http.StatusOK).JSON(t, &approved)
+	if approved.Status != "applied" || !strings.HasPrefix(approved.TokenPart, "qtp2_") {
+		t.Fatalf("the approval: %+v", approved)
+	}
+	whoami(m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	whoami(approved.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	whoami(approved.TokenPart+m.TokenPart).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	joined := m.TokenPart + approved.TokenPart
+	var p httpapi.PrincipalBody
+	whoami(joined).Expect(t, http.StatusOK).JSON(t, &p)
+	if p.Name != "mallory" || p.Role != "oncall" {
+		t.Fatalf("the joined credential is %+v", p)
+	}
+	// The change's other readers never see the approver's part again.
+	if c := e.Do(t, http.MethodGet, "/admin/v1/pending-changes/"+m.PendingChange.ID, alice.Token, nil).Expect(t, http.StatusOK); strings.Contains(string(c.Body), approved.TokenPart) {
+		t.Fatalf("the applied change shows the approver's part: %s", c.Body)
+	}
+
+	// The database reader: every row of the tables that record principals,
+	// credentials, pending changes and events, as text.
+	rows, err := e.Pool.Query(t.Context(), `
+		SELECT row_to_json(c)::text FROM pending_changes c
+		UNION ALL SELECT row_to_json(t)::text FROM api_tokens t
+		UNION ALL SELECT row_to_json(p)::text FROM principals p
+		UNION ALL SELECT row_to_json(e)::text FROM events e`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var row string
+		if err := rows.Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, secret := range []string{m.TokenPart, approved.TokenPart, joined} {
+			if strings.Contains(row, secret) {
+				t.Fatalf("the database holds a secret part: %s", row)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil || n == 0 {
+		t.Fatalf("read %d rows: %v", n, err)
+	}
+
+	// mallory rotates the joined credential at once, alone.
+	var cred struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials?principal_id="+m.PrincipalID, joined, nil).Expect(t, http.StatusOK).JSON(t, &cred)
+	var rotated issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+cred.Credentials[0].ID+"/rotate", joined, nil).Expect(t, http.StatusCreated).JSON(t, &rotated)
+	whoami(joined).Problem(t, http.StatusUnauthorized, "unauthenticated")
+	whoami(rotated.Token).Expect(t, http.StatusOK)
+
+	// A person's change asked for before credentials were split (its
+	// payload holds the whole token's hash, no part's) never applies.
+	legacy := mint(t, e, alice.Token, map[string]any{"role": "finance", "name": "legacy"}, http.StatusAccepted)
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE pending_changes SET payload = payload - 'token_part_hash' WHERE id = $1`, legacy.PendingChange.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+legacy.PendingChange.ID+"/approve", bob.Token, nil).
+		Problem(t, http.StatusConflict, "credential_not_split")
+}
+
+// TestBootstrapReadsNothing: outside dev the bootstrap credential creates
+// the first two on-call principals and nothing else: every read path it
+// could reach — delegations and their events, evidence and packs,
+// obligations, anomalies, the event feed and its stream, orgs, principals,
+// credentials, changes, write-offs, checkpoints — answers 403, while the
+// same requests with an on-call token work.
+func TestBootstrapReadsNothing(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	d := e.pending(t, 500)
+	paths := []string{
+		"/v1/delegations", "/v1/delegations/" + d.ID, "/v1/delegations/" + d.ID + "/events",
+		"/v1/delegations/" + d.ID + "/evidence", "/v1/delegations/" + d.ID + "/evidence-pack",
+		"/v1/obligations", "/v1/obligations/summary", "/v1/obligations/queue", "/v1/anomalies", "/v1/events",
+		"/admin/v1/orgs/" + orgB, "/admin/v1/orgs/" + orgB + "/keys", "/admin/v1/task-classes", "/admin/v1/budgets/" + budgetID,
+		"/admin/v1/principals", "/admin/v1/credentials", "/admin/v1/pending-changes", "/admin/v1/write-offs",
+		"/admin/v1/write-off-threshold", "/v1/checkpoints",
+	}
+	for _, path := range paths {
+		e.Do(t, http.MethodGet, path, e.OncallToken, nil).Problem(t, http.StatusForbidden, "forbidden")
+		if r := e.Do(t, http.MethodGet, path, e.alice.Token, nil); r.Status != http.StatusOK {
+			t.Errorf("GET %s as on-call: %d %s", path, r.Status, r.Body)
+		}
+	}
+	// The event stream refuses it before it opens.
+	req, err := http.NewRequest(http.MethodGet, e.URL+"/v1/events?stream=true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.OncallToken)
+	e.Send(t, req).Problem(t, http.StatusForbidden, "forbidden")
+}
+
+// TestDisablingWithdrawsChanges: disabling a principal withdraws the
+// changes it asked for that are still pending — refused, one
+// change_refused event each by the disabler — so approving one later is
+// change_not_pending and nothing of it applies. A change a disable left
+// open (a replica that did not withdraw it) is refused on approval,
+// requester_disabled.
+func TestDisablingWithdrawsChanges(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	alice, bob := e.alice, e.bob
+	carolID, carol := e.NewPerson(t, alice.Token, bob.Token, ledger.RoleOncall, "carol")
+	asked := mint(t, e.Env, carol, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
+	var class httpapi.TaskClassBody
+	e.Do(t, http.MethodPut, "/admin/v1/task-classes/quick", carol, map[string]any{
+		"effect_capable": false, "gate_on": []string{}, "compensation_timeout": "1h",
+	}).Expect(t, http.StatusAccepted).JSON(t, &class)
+	// bob's own change stays open.
+	var bobs httpapi.TaskClassBody
+	e.Do(t, http.MethodPut, "/admin/v1/task-classes/slow", bob.Token, map[string]any{
+		"effect_capable": true, "gate_on": []string{"failed"}, "compensation_timeout": "96h",
+	}).Expect(t, http.StatusAccepted).JSON(t, &bobs)
+
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+carolID+"/disable", alice.Token, map[string]any{"reason": "left"}).Expect(t, http.StatusOK)
+	// Each credential it ended has its token_revoked event, by alice.
+	var creds struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials?principal_id="+carolID, alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &creds)
+	if len(creds.Credentials) != 1 {
+		t.Fatalf("carol's credentials: %+v", creds.Credentials)
+	}
+	tokenEvents, err := e.Store.StreamEvents(t.Context(), "token:"+creds.Credentials[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eventTypes(tokenEvents); len(got) != 2 || got[1] != ledger.EventTypeTokenRevoked || tokenEvents[1].Actor != "principal:"+alice.ID {
+		t.Fatalf("carol's credential's events: %v", got)
+	}
+	for _, id := range []string{asked.PendingChange.ID, class.PendingChange.ID} {
+		c := getChange(t, e.Env, bob.Token, id)
+		if c.Status != "refused" || c.DecidedBy != alice.ID || !strings.Contains(c.DecisionReason, "left") {
+			t.Fatalf("carol's change after she was disabled: %+v", c)
+		}
+		events := changeEvents(t, e.Env, id)
+		if got := eventTypes(events); len(got) != 2 || got[1] != ledger.EventTypeChangeRefused || events[1].Actor != "principal:"+alice.ID {
+			t.Fatalf("carol's change events: %v (last by %s)", got, events[len(events)-1].Actor)
+		}
+		e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+id+"/approve", bob.Token, nil).Problem(t, http.StatusConflict, "change_not_pending")
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/task-classes/quick", bob.Token, nil).Problem(t, http.StatusNotFound, "")
+	if c := getChange(t, e.Env, alice.Token, bobs.PendingChange.ID); c.Status != "pending" {
+		t.Fatalf("bob's change after carol was disabled: %+v", c)
+	}
+
+	// A change left open by a disable that did not withdraw it.
+	dave, daveToken := e.NewPerson(t, alice.Token, bob.Token, ledger.RoleOncall, "dave")
+	left := mint(t, e.Env, daveToken, map[string]any{"role": "finance", "name": "fin-2"}, http.StatusAccepted)
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE principals SET disabled_at = now(), disabled_by = $1, disabled_reason = 'old replica' WHERE id = $2`,
+		alice.ID, dave); err != nil {
+		t.Fatal(err)
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+left.PendingChange.ID+"/approve", bob.Token, nil).Problem(t, http.StatusConflict, "requester_disabled")
+	if c := getChange(t, e.Env, alice.Token, left.PendingChange.ID); c.Status != "refused" {
+		t.Fatalf("the left-open change after the approval: %+v", c)
+	}
+	var list struct {
+		Principals []httpapi.PrincipalBody `json:"principals"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/principals", alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	for _, p := range list.Principals {
+		if p.Name == "fin" || p.Name == "fin-2" {
+			t.Fatalf("a disabled requester's principal was created: %+v", p)
+		}
+	}
+}
+
+// TestPersonCredentialLifetimeIsCapped: a person's credential is issued
+// for at most QUITTANCE_PERSON_CREDENTIAL_MAX_TTL, its own expiry included,
+// at issue and at rotation (422); a machine's may last longer.
+func TestPersonCredentialLifetimeIsCapped(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithPersonCredentialLifetime(720*time.Hour, 2160*time.Hour))
+	day := 24 * time.Hour
+	at := func(d time.Duration) string { return e.Clock.Now().Add(d).UTC().Format(time.RFC3339) }
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "finance", "name": "fin", "expires_at": at(91 * day)}).
+		Problem(t, http.StatusUnprocessableEntity, "")
+	fin := mint(t, e, e.OncallToken, map[string]any{"role": "finance", "name": "fin", "expires_at": at(89 * day)}, http.StatusCreated)
+	mint(t, e, e.OncallToken, map[string]any{"role": "finance", "name": "job", "kind": "machine", "expires_at": at(365 * day)}, http.StatusCreated)
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+fin.ID+"/rotate", fin.Token, map[string]any{"expires_at": at(100 * day)}).
+		Problem(t, http.StatusUnprocessableEntity, "")
+	var rotated issued
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+fin.ID+"/rotate", fin.Token, nil).Expect(t, http.StatusCreated).JSON(t, &rotated)
+	var list struct {
+		Credentials []httpapi.CredentialBody `json:"credentials"`
+	}
+	e.Do(t, http.MethodGet, "/admin/v1/credentials", rotated.Token, nil).Expect(t, http.StatusOK).JSON(t, &list)
+	for _, c := range list.Credentials {
+		if c.ID == rotated.ID && (c.ExpiresAt == nil || !c.ExpiresAt.Equal(e.Clock.Now().Add(720*time.Hour).Truncate(time.Microsecond))) {
+			t.Fatalf("the rotated credential expires at %v, want the default lifetime", c.ExpiresAt)
+		}
+	}
 }
 
 // TestSinglePersonKeyChangeHasNoEffect: one on-call replacing an org's
@@ -170,13 +408,54 @@ func TestSinglePersonKeyChangeHasNoEffect(t *testing.T) {
 	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
 		t.Fatalf("after the unapproved key: %s / %s", got.ObligationState, got.HoldState)
 	}
-	// The name alone is not privileged.
+	// The name alone is not privileged; it changes the org, so the change
+	// asked for before it is refused on approval (it would put the old name
+	// back) and is asked for again.
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B renamed", "jwks": json.RawMessage(e.key.JWKS())}).
 		Expect(t, http.StatusOK)
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+o.PendingChange.ID+"/approve", e.bob.Token, nil).Problem(t, http.StatusConflict, "org_changed")
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B renamed", "jwks": json.RawMessage(evil.JWKS())}).
+		Expect(t, http.StatusAccepted).JSON(t, &o)
 	e.Approve(t, e.bob.Token, o.PendingChange.ID)
 	decl().Expect(t, http.StatusOK)
 	if got := e.Delegation(t, e.orch, d.ID); got.ObligationState != "released" {
 		t.Fatalf("after the approved key: %s", got.ObligationState)
+	}
+}
+
+// TestStaleOrgChangeIsRefused: an org_update change replaces the org's
+// whole registration, so one approved after the org changed would undo
+// what changed since. It is refused (org_changed), for good, with a
+// change_refused event, and the org keeps its current registration. The
+// summary names the fields a change sets.
+func TestStaleOrgChangeIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newProdEnv(t)
+	other := compensationtest.NewEd25519Signer(t, "b-2")
+	var older, newer httpapi.OrgBody
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{"name": "Org B", "jwks": json.RawMessage(other.JWKS())}).
+		Expect(t, http.StatusAccepted).JSON(t, &older)
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, e.alice.Token, map[string]any{
+		"name": "Org B", "jwks": json.RawMessage(e.key.JWKS()), "require_signed_receipts": true,
+	}).Expect(t, http.StatusAccepted).JSON(t, &newer)
+	if got := newer.PendingChange.Summary; got != "change org "+orgB+": require_signed_receipts" {
+		t.Fatalf("summary %q", got)
+	}
+	if got := older.PendingChange.Summary; got != "change org "+orgB+": jwks" {
+		t.Fatalf("summary %q", got)
+	}
+	e.Approve(t, e.bob.Token, newer.PendingChange.ID)
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+older.PendingChange.ID+"/approve", e.bob.Token, nil).Problem(t, http.StatusConflict, "org_changed")
+	if c := getChange(t, e.Env, e.alice.Token, older.PendingChange.ID); c.Status != "refused" || !strings.Contains(c.DecisionReason, "changed since") {
+		t.Fatalf("the stale change: %+v", c)
+	}
+	if got := eventTypes(changeEvents(t, e.Env, older.PendingChange.ID)); len(got) != 2 || got[1] != ledger.EventTypeChangeRefused {
+		t.Fatalf("the stale change's events: %v", got)
+	}
+	var o httpapi.OrgBody
+	e.Do(t, http.MethodGet, "/admin/v1/orgs/"+orgB, e.alice.Token, nil).Expect(t, http.StatusOK).JSON(t, &o)
+	if jwks, _ := json.Marshal(o.JWKS); !o.RequireSignedReceipts || strings.Contains(string(jwks), "b-2") {
+		t.Fatalf("the org after the stale change: %+v", o)
 	}
 }
 
@@ -485,8 +764,8 @@ func TestRoleGrantIsAPendingChange(t *testing.T) {
 	t.Parallel()
 	e := newProdEnv(t)
 	alice, bob := e.alice, e.bob
-	fin := mint(t, e.Env, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
-	e.Approve(t, bob.Token, fin.PendingChange.ID)
+	fin := issued{}
+	fin.PrincipalID, fin.Token = e.NewPerson(t, alice.Token, bob.Token, ledger.RoleFinance, "fin")
 	role := "/admin/v1/principals/" + fin.PrincipalID + "/role"
 	e.Do(t, http.MethodPost, role, fin.Token, map[string]any{"role": "oncall"}).Problem(t, http.StatusForbidden, "forbidden")
 	e.Do(t, http.MethodPost, role, alice.Token, map[string]any{"role": "oncall", "tenant": "acme"}).Expect(t, http.StatusUnprocessableEntity)
@@ -669,8 +948,8 @@ func TestLinkOIDCIdentity(t *testing.T) {
 		t.Fatalf("last principal event: %s by %s, %s", last.Type, last.Actor, last.Data)
 	}
 
-	fin := mint(t, e.Env, alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
-	e.Approve(t, bob.Token, fin.PendingChange.ID)
+	fin := issued{}
+	fin.PrincipalID, fin.Token = e.NewPerson(t, alice.Token, bob.Token, ledger.RoleFinance, "fin")
 	link(bob.ID, alice.Token, ok).Problem(t, http.StatusConflict, "oidc_identity_linked")
 	link(alice.ID, alice.Token, ok).Problem(t, http.StatusConflict, "oidc_identity_linked")
 	link("01966b2e-0000-7000-8000-000000000000", alice.Token, map[string]any{"issuer": issuer, "subject": "x"}).Problem(t, http.StatusNotFound, "")

@@ -17,9 +17,7 @@ import (
 func TestWriteOffThresholdIsAPendingChange(t *testing.T) {
 	t.Parallel()
 	e := newProdEnv(t)
-	fin := mint(t, e.Env, e.alice.Token, map[string]any{"role": "finance", "name": "fin"}, http.StatusAccepted)
-	e.Approve(t, e.bob.Token, fin.PendingChange.ID)
-	finance := fin.Token
+	_, finance := e.NewPerson(t, e.alice.Token, e.bob.Token, ledger.RoleFinance, "fin")
 	get := func() httpapi.WriteOffThresholdBody {
 		var b httpapi.WriteOffThresholdBody
 		e.Do(t, http.MethodGet, "/admin/v1/write-off-threshold", finance, nil).Expect(t, http.StatusOK).JSON(t, &b)

@@ -14,6 +14,7 @@ package apitest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -171,6 +172,7 @@ type options struct {
 	worker         *Worker
 	identity       bool
 	production     bool
+	personTTL      [2]time.Duration
 	oidc           *console.OIDC
 	secureCookies  bool
 	log            *slog.Logger
@@ -225,6 +227,13 @@ func WithWorker(w Worker) Option { return func(o *options) { o.worker = &w } }
 // privileged change waits for a second on-call principal (see
 // Env.TwoOncall).
 func WithProduction() Option { return func(o *options) { o.production = true } }
+
+// WithPersonCredentialLifetime sets a person's default credential lifetime
+// and the longest one may be issued for (by default a person's credential
+// outlives every test).
+func WithPersonCredentialLifetime(ttl, maxTTL time.Duration) Option {
+	return func(o *options) { o.personTTL = [2]time.Duration{ttl, maxTTL} }
+}
 
 // WithLog sends the service's operational log (every component's, as
 // the binary's) to log instead of discarding it.
@@ -309,9 +318,9 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		Dev: !o.production, OrgJWKSUnknownKidInterval: o.kidInterval, EvidenceRefusalTime: o.refusalTime,
 		// Tests move the clock by weeks; a person's credential outlives them
 		// unless a test gives it an expiry.
-		PersonCredentialTTL: 100 * 365 * 24 * time.Hour,
-		Console:             app.ConsoleConfig{OIDC: o.oidc, SecureCookies: o.secureCookies},
-		Log:                 o.log,
+		PersonCredentialTTL: cmp.Or(o.personTTL[0], 100*365*24*time.Hour), PersonCredentialMaxTTL: o.personTTL[1],
+		Console: app.ConsoleConfig{OIDC: o.oidc, SecureCookies: o.secureCookies},
+		Log:     o.log,
 	})
 	e.Store, e.Metrics, e.Ledger, e.Compensation, e.Reports = built.Store, built.Metrics, built.Ledger, built.Compensation, built.Reports
 	{
@@ -554,6 +563,32 @@ func (e *Env) TwoOncall(t testing.TB, a, b string) (Oncall, Oncall) {
 	return mk(a), mk(b)
 }
 
+// NewPerson asks, with the requester's token, for a new person principal
+// of role, which the approver's token approves (production mode: a
+// principal_create change), and returns its principal id and its token:
+// the requester's part of the split credential joined to the approver's.
+func (e *Env) NewPerson(t testing.TB, requester, approver string, role ledger.Role, name string) (id, token string) {
+	t.Helper()
+	var asked struct {
+		PrincipalID   string `json:"principal_id"`
+		TokenPart     string `json:"token_part"`
+		PendingChange struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", requester, map[string]any{"role": string(role), "name": name}).
+		Expect(t, http.StatusAccepted).JSON(t, &asked)
+	var approved struct {
+		TokenPart string `json:"token_part"`
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+asked.PendingChange.ID+"/approve", approver, nil).
+		Expect(t, http.StatusOK).JSON(t, &approved)
+	if asked.TokenPart == "" || approved.TokenPart == "" {
+		t.Fatalf("apitest: person %q: parts %q and %q", name, asked.TokenPart, approved.TokenPart)
+	}
+	return asked.PrincipalID, asked.TokenPart + approved.TokenPart
+}
+
 // Approve approves a pending change with token, expecting 200.
 func (e *Env) Approve(t testing.TB, token, changeID string) {
 	t.Helper()
@@ -563,7 +598,7 @@ func (e *Env) Approve(t testing.TB, token, changeID string) {
 // PrincipalID returns the principal id of a token's holder.
 func (e *Env) PrincipalID(t testing.TB, token string) string {
 	t.Helper()
-	p, err := e.Ledger.Authenticate(context.Background(), token)
+	p, err := e.Ledger.AuthenticateBootstrap(context.Background(), token)
 	if err != nil {
 		t.Fatalf("apitest: authenticate: %v", err)
 	}

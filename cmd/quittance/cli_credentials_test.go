@@ -18,6 +18,7 @@ type issuedCLI struct {
 	ID            string     `json:"id"`
 	PrincipalID   string     `json:"principal_id"`
 	Token         string     `json:"token"`
+	TokenPart     string     `json:"token_part"`
 	ExpiresAt     *time.Time `json:"expires_at"`
 	PendingChange *struct {
 		ID     string `json:"id"`
@@ -53,10 +54,24 @@ func (e *cliEnv) issue(t *testing.T, token string, args ...string) issuedCLI {
 	t.Helper()
 	out, errOut, code := e.cli(t, token, args...)
 	var is issuedCLI
-	if err := json.Unmarshal([]byte(out), &is); code != 0 || err != nil || is.Token == "" || is.ID == "" {
+	if err := json.Unmarshal([]byte(out), &is); code != 0 || err != nil || (is.Token == "") == (is.TokenPart == "") || is.ID == "" {
 		t.Fatalf("%v: exit %d %s (%v)\n%s", args, code, errOut, err, out)
 	}
 	return is
+}
+
+// approvePerson has the second on-call approve the new person is, and
+// joins the person's token from the two parts of its split credential.
+func (e *cliEnv) approvePerson(t *testing.T, is *issuedCLI) {
+	t.Helper()
+	out, errOut, code := e.cli(t, e.oncall2, "changes", "approve", is.PendingChange.ID)
+	var approved struct {
+		TokenPart string `json:"token_part"`
+	}
+	if err := json.Unmarshal([]byte(out), &approved); code != 0 || err != nil || approved.TokenPart == "" || is.TokenPart == "" {
+		t.Fatalf("approve %s: exit %d %s (%v)\n%s", is.PrincipalID, code, errOut, err, out)
+	}
+	is.Token = is.TokenPart + approved.TokenPart
 }
 
 // credentials runs credentials list as token and returns them by id, and
@@ -114,9 +129,7 @@ func TestCLICredentialLifetimeLabelAndLastUse(t *testing.T) {
 	if fin.PendingChange == nil {
 		t.Fatalf("a new person was created at once: %+v", fin)
 	}
-	if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", fin.PendingChange.ID); code != 0 {
-		t.Fatalf("approve fin: exit %d %s", code, errOut)
-	}
+	e.approvePerson(t, &fin)
 	orch := e.issue(t, e.oncall, "token", "create", "--role", "orchestrator", "--tenant", "acme", "--name", "orch", "--label", "ci-runner")
 	issued := time.Now()
 	spare := e.issue(t, e.oncall, "token", "create", "--role", "oncall", "--name", "alice", "--expires-in", "1h", "--label", "alice-spare")
@@ -181,9 +194,7 @@ func TestCLIRotateGrantRoleAndChanges(t *testing.T) {
 	t.Parallel()
 	e := startService(t)
 	fin := e.issue(t, e.oncall, "token", "create", "--role", "finance", "--name", "fin", "--label", "fin-laptop")
-	if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", fin.PendingChange.ID); code != 0 {
-		t.Fatalf("approve fin: exit %d %s", code, errOut)
-	}
+	e.approvePerson(t, &fin)
 	orch := e.issue(t, e.oncall, "token", "create", "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
 
 	// Your own: at once; the old one stops working, the new one works.

@@ -426,6 +426,17 @@ read:
 // feed) and returns how many events it has, by stream.
 func (v *verifier) delegationEventCounts(ctx context.Context) (map[string]int, error) {
 	counts := map[string]int{}
+	err := v.eachDelegation(ctx, func(id string) error {
+		events, err := v.delegationEvents(ctx, id)
+		counts["delegation:"+id] = len(events)
+		return err
+	})
+	return counts, err
+}
+
+// eachDelegation calls fn with the id of every delegation the ledger
+// lists (GET /v1/delegations), page by page, until fn fails.
+func (v *verifier) eachDelegation(ctx context.Context, fn func(id string) error) error {
 	q := url.Values{"limit": {"500"}}
 	for {
 		var page struct {
@@ -435,17 +446,15 @@ func (v *verifier) delegationEventCounts(ctx context.Context) (map[string]int, e
 			NextCursor string `json:"next_cursor"`
 		}
 		if err := v.c.call(ctx, http.MethodGet, "/v1/delegations", q, nil, &page); err != nil {
-			return nil, err
+			return err
 		}
 		for _, d := range page.Delegations {
-			events, err := v.delegationEvents(ctx, d.ID)
-			if err != nil {
-				return nil, err
+			if err := fn(d.ID); err != nil {
+				return err
 			}
-			counts["delegation:"+d.ID] = len(events)
 		}
 		if page.NextCursor == "" {
-			return counts, nil
+			return nil
 		}
 		q.Set("cursor", page.NextCursor)
 	}

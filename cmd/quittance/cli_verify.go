@@ -80,28 +80,8 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 				if err := v.verifyOrgOf(ctx, delegation); err != nil {
 					return err
 				}
-			} else {
-				q := url.Values{"limit": {"500"}}
-				for {
-					var page struct {
-						Delegations []struct {
-							ID string `json:"id"`
-						} `json:"delegations"`
-						NextCursor string `json:"next_cursor"`
-					}
-					if err := c.call(ctx, http.MethodGet, "/v1/delegations", q, nil, &page); err != nil {
-						return err
-					}
-					for _, d := range page.Delegations {
-						if err := v.verify(ctx, d.ID); err != nil {
-							return err
-						}
-					}
-					if page.NextCursor == "" {
-						break
-					}
-					q.Set("cursor", page.NextCursor)
-				}
+			} else if err := v.eachDelegation(ctx, func(id string) error { return v.verify(ctx, id) }); err != nil {
+				return err
 			}
 			if err := v.verifyStreams(ctx, cpOpts, delegation, stderr); err != nil {
 				return err

@@ -46,18 +46,7 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 	e := startService(t)
 	old := compensationtest.NewEd25519Signer(t, "old-key")
 	next := compensationtest.NewES256Signer(t, "new-key")
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
-	var registered json.RawMessage
-	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
-		"name": "Supplier", "jwks": json.RawMessage(old.JWKS()),
-	}, &registered); s != http.StatusAccepted {
-		t.Fatalf("put org: %d", s)
-	}
-	e.approvePending(t, registered)
-	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
-	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	orch, finance := e.supplierLedger(t, old)
 	id := e.compensatedBySignedAck(t, orch, "pack-1", old)
 	e.setOrgKeys(t, compensationtest.JWKS(old.PublicJWK(), next.PublicJWK()))
 	e.setOrgKeys(t, compensationtest.JWKS(next.PublicJWK()))
@@ -246,18 +235,7 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
-	var registered json.RawMessage
-	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
-		"name": "Supplier", "jwks": json.RawMessage(signer.JWKS()),
-	}, &registered); s != http.StatusAccepted {
-		t.Fatalf("put org: %d", s)
-	}
-	e.approvePending(t, registered)
-	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
-	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	orch, finance := e.supplierLedger(t, signer)
 	id := e.compensatedBySignedAck(t, orch, "pack-cp", signer)
 	dir := t.TempDir()
 	download := func(name string) (string, map[string]any) {
@@ -438,18 +416,7 @@ func TestForgedPackNamesItsLedgerKey(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
-	var registered json.RawMessage
-	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
-		"name": "Supplier", "jwks": json.RawMessage(signer.JWKS()),
-	}, &registered); s != http.StatusAccepted {
-		t.Fatalf("put org: %d", s)
-	}
-	e.approvePending(t, registered)
-	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
-	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	orch, finance := e.supplierLedger(t, signer)
 	id := e.compensatedBySignedAck(t, orch, "pack-forged", signer)
 	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
 		t.Fatalf("checkpoints create: exit %d %s", code, errOut)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -223,6 +224,24 @@ func (e *cliEnv) approvePending(t *testing.T, out []byte) {
 	if s := e.api(t, http.MethodPost, "/admin/v1/pending-changes/"+pending.PendingChange.ID+"/approve", e.oncall2, nil, nil); s != http.StatusOK {
 		t.Fatalf("approve %s: %d", pending.PendingChange.ID, s)
 	}
+}
+
+// supplierLedger funds budget ops, registers org supplier with signer's
+// key (approved by the second on-call) and returns an orchestrator's token
+// for tenant acme and a finance token: the set-up of the audit tests.
+func (e *cliEnv) supplierLedger(t *testing.T, signer *compensationtest.Signer) (orch, finance string) {
+	t.Helper()
+	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
+		t.Fatalf("put budget: %d", s)
+	}
+	var registered json.RawMessage
+	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
+		"name": "Supplier", "jwks": json.RawMessage(signer.JWKS()),
+	}, &registered); s != http.StatusAccepted {
+		t.Fatalf("put org: %d", s)
+	}
+	e.approvePending(t, registered)
+	return e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch"), e.newToken(t, "--role", "finance", "--name", "fin")
 }
 
 // delegationState is what the CLI tests read of a delegation.

@@ -191,18 +191,7 @@ func TestBackdatedAckIsABreak(t *testing.T) {
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	old := compensationtest.NewEd25519Signer(t, "old-key")
 	next := compensationtest.NewEd25519Signer(t, "new-key")
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
-	var registered json.RawMessage
-	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
-		"name": "Supplier", "jwks": json.RawMessage(old.JWKS()),
-	}, &registered); s != http.StatusAccepted {
-		t.Fatalf("put org: %d", s)
-	}
-	e.approvePending(t, registered)
-	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
-	finance := e.newToken(t, "--role", "finance", "--name", "fin")
+	orch, finance := e.supplierLedger(t, old)
 	moved := e.pendingDelegation(t, orch, "moved")
 	still := e.pendingDelegation(t, orch, "still")
 	e.setOrgKeys(t, compensationtest.JWKS(old.PublicJWK(), next.PublicJWK()))

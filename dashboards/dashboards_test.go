@@ -38,6 +38,8 @@ var knownMetrics = []string{
 	"quittance_task_not_found_delegations",
 	"quittance_oldest_task_not_found_timestamp_seconds",
 	"quittance_extra_task_compensations_open",
+	"quittance_oldest_unanchored_event_timestamp_seconds",
+	"quittance_checkpoint_interval_seconds",
 	"quittance_oldest_extra_task_compensation_timestamp_seconds",
 	"quittance_write_offs_total",
 	"quittance_org_jwks_fetches_total",
@@ -220,6 +222,7 @@ var processSeries = []string{
 	"quittance_org_jwks_fetches_total",
 	"quittance_a2a_request_duration_seconds",
 	"quittance_unconfirmed_alert_grace_seconds",
+	"quittance_checkpoint_interval_seconds",
 }
 
 // comparison finds a filtering comparison in a PromQL expression whose
@@ -360,6 +363,7 @@ func TestRulesAnnotationsAndRunbooks(t *testing.T) {
 		"QuittanceCompensationRequestFailures", "QuittanceCollectorFailing", "QuittanceNoScrape",
 		"QuittanceOutboxStuck", "QuittanceOutboxJobFailing", "QuittanceWebhookDeadLetters",
 		"QuittanceDispatchUnknown", "QuittanceTaskNotFound", "QuittanceExtraTaskCompensationPending",
+		"QuittanceCheckpointsStalled",
 	} {
 		if !alerts[want] {
 			t.Errorf("alert %s is missing", want)

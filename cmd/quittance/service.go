@@ -223,6 +223,10 @@ type readyHook func(ctx context.Context, svc *app.App, addr net.Addr) error
 // logged and does not stop the service.
 func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady readyHook) error {
 	checkpoints := cfg.Checkpoints != "off"
+	var checkpointInterval time.Duration // for the alert rules: 0 when no checkpoints are signed
+	if checkpoints {
+		checkpointInterval = cfg.CheckpointInterval
+	}
 	if checkpoints && cfg.SigningKeyFile == "" {
 		// Refused before anything is migrated or served: a ledger without
 		// checkpoints cannot show that its log lost its last events.
@@ -272,8 +276,8 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		Console: consoleCfg,
 		Pool:    pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
-		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace,
-		Dev:                   cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
+		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace, CheckpointInterval: checkpointInterval,
+		Dev: cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
 		PersonCredentialMaxTTL:    cfg.PersonCredentialMaxTTL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, EvidenceRefusalTime: cfg.EvidenceRefusalTime,
 		A2A: delegate.Config{

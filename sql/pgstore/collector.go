@@ -66,6 +66,7 @@ type Collector struct {
 	taskNotFoundSince    *prometheus.Desc
 	extraTasks           *prometheus.Desc
 	extraTasksSince      *prometheus.Desc
+	unanchoredSince      *prometheus.Desc
 }
 
 // outboxKinds are the kinds of A2A outbox job (the a2a_outbox kind check).
@@ -147,6 +148,8 @@ func NewCollector(s *Store, opts ...CollectorOption) *Collector {
 			nil, nil),
 		extraTasksSince: prometheus.NewDesc("quittance_oldest_extra_task_compensation_timestamp_seconds",
 			"Since when (Unix seconds) the oldest open extra task compensation has been required; 0 when none is.", nil, nil),
+		unanchoredSince: prometheus.NewDesc("quittance_oldest_unanchored_event_timestamp_seconds",
+			"The time (Unix seconds) of the oldest event no signed checkpoint covers yet (the first in the feed's order after the latest checkpoint's span); 0 when every event is covered. Old, it means the ledger signs no checkpoints: it has no key, refuses to (ledger/AUDIT.md), or fails.", nil, nil),
 	}
 	for _, o := range opts {
 		o(c)
@@ -173,6 +176,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.taskNotFoundSince
 	ch <- c.extraTasks
 	ch <- c.extraTasksSince
+	ch <- c.unanchoredSince
 }
 
 // Collect implements prometheus.Collector: it folds the count deltas, runs
@@ -249,7 +253,7 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	for _, s := range webhookStates {
 		webhooks[s] = 0
 	}
-	var dispatchUnknown, dispatchUnknownSince, taskNotFound, taskNotFoundSince, extraTasks, extraTasksSince float64
+	var dispatchUnknown, dispatchUnknownSince, taskNotFound, taskNotFoundSince, extraTasks, extraTasksSince, unanchoredSince float64
 	for _, row := range rows {
 		switch row.Metric {
 		case "state_entry":
@@ -276,6 +280,8 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 			extraTasks = row.Value
 		case "extra_task_compensation_since":
 			extraTasksSince = row.Value
+		case "unanchored_since":
+			unanchoredSince = row.Value
 		}
 	}
 	for state, t := range entries {
@@ -302,6 +308,7 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 	ch <- prometheus.MustNewConstMetric(c.taskNotFoundSince, prometheus.GaugeValue, taskNotFoundSince)
 	ch <- prometheus.MustNewConstMetric(c.extraTasks, prometheus.GaugeValue, extraTasks)
 	ch <- prometheus.MustNewConstMetric(c.extraTasksSince, prometheus.GaugeValue, extraTasksSince)
+	ch <- prometheus.MustNewConstMetric(c.unanchoredSince, prometheus.GaugeValue, unanchoredSince)
 }
 
 // foldObligationCounts folds up to maxRows of the oldest ended-state count

@@ -86,7 +86,7 @@ func TestCollectorFreshDatabase(t *testing.T) {
 		count[name]++
 		if strings.HasPrefix(name, "quittance_outbox_") || strings.HasPrefix(name, "quittance_webhook_") ||
 			strings.Contains(name, "dispatch_unknown") || strings.Contains(name, "task_not_found") ||
-			strings.Contains(name, "extra_task_compensation") ||
+			strings.Contains(name, "extra_task_compensation") || strings.Contains(name, "unanchored") ||
 			name == "quittance_oldest_obligation_state_entry_timestamp_seconds" {
 			if v != 0 {
 				t.Errorf("%s = %v on an empty database", k, v)
@@ -106,6 +106,7 @@ func TestCollectorFreshDatabase(t *testing.T) {
 		"quittance_oldest_task_not_found_timestamp_seconds":          1,
 		"quittance_extra_task_compensations_open":                    1,
 		"quittance_oldest_extra_task_compensation_timestamp_seconds": 1,
+		"quittance_oldest_unanchored_event_timestamp_seconds":        1,
 	} {
 		if count[name] != want {
 			t.Errorf("%s: %d series, want %d", name, count[name], want)
@@ -482,4 +483,39 @@ func TestCollectorExtraTaskCompensations(t *testing.T) {
 		"quittance_extra_task_compensations_open":                    0,
 		"quittance_oldest_extra_task_compensation_timestamp_seconds": 0,
 	})
+}
+
+// TestCollectorUnanchoredEvents: quittance_oldest_unanchored_event_timestamp_seconds
+// is the time of the oldest event no signed checkpoint covers, 0 once a
+// checkpoint covers them all, and the next event's once another is
+// appended — what QuittanceCheckpointsStalled watches.
+func TestCollectorUnanchoredEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstore.New(pgtest.Pool(t))
+	raw, err := compensation.NewIdentityFile("test", epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity, err := compensation.LoadIdentity("quittance", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps := ledger.NewCheckpoints(store, identity, "quittance", nil, nil)
+	const metric = "quittance_oldest_unanchored_event_timestamp_seconds"
+	later := epoch.Add(time.Hour)
+	for _, at := range []time.Time{epoch, later} {
+		svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{at}})
+		if _, _, err := svc.PutBudget(ctx, oncall, "ops-"+at.Format("150405"), "EUR", 1_000); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.PutBudget(ctx, oncall, "more-"+at.Format("150405"), "EUR", 1_000); err != nil {
+			t.Fatal(err)
+		}
+		expectSamples(t, "events after the latest checkpoint", scrape(t, store, later), map[string]float64{metric: unix(at)})
+		if _, err := cps.Create(ctx, oncall); err != nil {
+			t.Fatal(err)
+		}
+		expectSamples(t, "every event checkpointed", scrape(t, store, later), map[string]float64{metric: 0})
+	}
 }

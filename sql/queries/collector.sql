@@ -30,6 +30,11 @@
 --                   extra_task_compensation anomaly).
 --   extra_task_compensation_since  since when (Unix seconds) the oldest
 --                   of them has been required; 0 when none is.
+--   unanchored_since  the time (Unix seconds) of the first event, in the
+--                   feed's order, after the span the latest checkpoint
+--                   signed: the oldest event no checkpoint covers yet; 0
+--                   when every event is covered. One probe of
+--                   event_positions_feed.
 --
 -- Only open jobs (a2a_outbox_due), jobs that lost a lease
 -- (a2a_outbox_lease_expired) and pending or dead deliveries
@@ -95,4 +100,15 @@ SELECT 'extra_task_compensation', '', '', count(*)::float8
 FROM delegation_remote_tasks r WHERE r.compensation_required_at IS NOT NULL AND r.compensation_resolved_at IS NULL
 UNION ALL
 SELECT 'extra_task_compensation_since', '', '', coalesce(extract(epoch FROM min(r.compensation_required_at)), 0)::float8
-FROM delegation_remote_tasks r WHERE r.compensation_required_at IS NOT NULL AND r.compensation_resolved_at IS NULL;
+FROM delegation_remote_tasks r WHERE r.compensation_required_at IS NOT NULL AND r.compensation_resolved_at IS NULL
+UNION ALL
+SELECT 'unanchored_since', '', '', coalesce(extract(epoch FROM (
+    SELECT e.at
+    FROM event_positions p JOIN events e ON e.seq = p.seq
+    WHERE (p.order_xid, p.tx_pos, p.pos) > coalesce(
+        (SELECT (c.through_order_xid, c.through_tx_pos, c.through_pos)
+         FROM checkpoints c WHERE c.through_pos IS NOT NULL ORDER BY c.id DESC LIMIT 1),
+        ('0'::xid8, 0::bigint, 0::bigint))
+    ORDER BY p.order_xid, p.tx_pos, p.pos
+    LIMIT 1
+)), 0)::float8;

@@ -88,6 +88,9 @@ type Config struct {
 	// obligation may stay compensation_unconfirmed before on-call is paged
 	// (DefaultUnconfirmedAlertGrace when zero).
 	UnconfirmedAlertGrace time.Duration
+	// CheckpointInterval is exported for the alert rules: how often the
+	// caller runs Checkpoints (zero: it runs none).
+	CheckpointInterval time.Duration
 }
 
 // DefaultUnconfirmedAlertGrace is the unconfirmed alert's grace when none is
@@ -137,7 +140,7 @@ func New(cfg Config) *App {
 	if grace == 0 {
 		grace = DefaultUnconfirmedAlertGrace
 	}
-	telemetry.RegisterAlertSettings(cfg.Registry, grace)
+	telemetry.RegisterAlertSettings(cfg.Registry, grace, cfg.CheckpointInterval)
 	store := pgstore.New(cfg.Pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
 	cfg.Registry.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
 

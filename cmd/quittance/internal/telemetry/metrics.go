@@ -144,14 +144,21 @@ func ObligationTransitions() [][2]ledger.ObligationState {
 // configured with, so that the alerting rules read them instead of
 // hard-coding them: quittance_unconfirmed_alert_grace_seconds is how long
 // an obligation may stay in compensation_unconfirmed before
-// QuittanceObligationUnconfirmed fires.
-func RegisterAlertSettings(reg prometheus.Registerer, unconfirmedGrace time.Duration) {
+// QuittanceObligationUnconfirmed fires; quittance_checkpoint_interval_seconds
+// how often the ledger signs checkpoints (0 when it signs none), from which
+// QuittanceCheckpointsStalled judges an event left uncovered too long.
+func RegisterAlertSettings(reg prometheus.Registerer, unconfirmedGrace, checkpointInterval time.Duration) {
 	grace := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quittance_unconfirmed_alert_grace_seconds",
 		Help: "How long an obligation may stay in compensation_unconfirmed before QuittanceObligationUnconfirmed fires (QUITTANCE_UNCONFIRMED_ALERT_GRACE).",
 	})
 	grace.Set(unconfirmedGrace.Seconds())
-	reg.MustRegister(grace)
+	interval := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quittance_checkpoint_interval_seconds",
+		Help: "How often this replica signs a checkpoint over the streams that moved (QUITTANCE_CHECKPOINT_INTERVAL); 0 when it signs none (QUITTANCE_CHECKPOINTS=off).",
+	})
+	interval.Set(checkpointInterval.Seconds())
+	reg.MustRegister(grace, interval)
 }
 
 // ObserveCommitted counts the transitions and evidence of the events one

@@ -196,12 +196,15 @@ func TestKnownSeriesFromStartUp(t *testing.T) {
 			t.Errorf("%s: %d series at start-up, want %d", name, n, series)
 		}
 	}
-	telemetry.RegisterAlertSettings(reg, 15*time.Minute)
+	telemetry.RegisterAlertSettings(reg, 15*time.Minute, time.Minute)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP quittance_checkpoint_interval_seconds How often this replica signs a checkpoint over the streams that moved (QUITTANCE_CHECKPOINT_INTERVAL); 0 when it signs none (QUITTANCE_CHECKPOINTS=off).
+# TYPE quittance_checkpoint_interval_seconds gauge
+quittance_checkpoint_interval_seconds 60
 # HELP quittance_unconfirmed_alert_grace_seconds How long an obligation may stay in compensation_unconfirmed before QuittanceObligationUnconfirmed fires (QUITTANCE_UNCONFIRMED_ALERT_GRACE).
 # TYPE quittance_unconfirmed_alert_grace_seconds gauge
 quittance_unconfirmed_alert_grace_seconds 900
-`), "quittance_unconfirmed_alert_grace_seconds"); err != nil {
+`), "quittance_unconfirmed_alert_grace_seconds", "quittance_checkpoint_interval_seconds"); err != nil {
 		t.Error(err)
 	}
 }

@@ -162,8 +162,11 @@ func refusalStatus(code string) int {
 	return http.StatusUnprocessableEntity
 }
 
-// rateLimitedProblem is the 429 of a credential over its rate limit.
+// rateLimitedProblem is the 429 of a request over its rate limit: its
+// principal's, or, unauthenticated or not yet authenticated, its client
+// address's (one wording for both, so it does not tell a known credential
+// from an unknown one).
 func rateLimitedProblem(retryAfterSeconds int) *Problem {
 	return newProblem(http.StatusTooManyRequests, "rate_limited",
-		"too many requests for this credential; retry after "+strconv.Itoa(retryAfterSeconds)+"s")
+		"too many requests for this credential or client address; retry after "+strconv.Itoa(retryAfterSeconds)+"s")
 }

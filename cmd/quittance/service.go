@@ -427,30 +427,13 @@ func runBackground(ctx context.Context, log *slog.Logger, name string, run func(
 // net/http/pprof also registers them on http.DefaultServeMux, which
 // Quittance never serves.)
 func serveDebug(addr string, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
-	listener, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s (QUITTANCE_DEBUG_ADDR): %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	server := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	fmt.Fprintf(stdout, "Quittance profiles on http://%s/debug/pprof/\n", listener.Addr())
-	log.Info("serving profiles", slog.String("addr", listener.Addr().String()))
-	go func() {
-		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("profile listener stopped", slog.Any("error", err))
-		}
-	}()
-	// A profile being taken is cut short: it is not a request to drain.
-	return func() { _ = server.Close() }, nil
+	return serveApart(addr, "QUITTANCE_DEBUG_ADDR", "profiles", "/debug/pprof/", mux, log, stdout)
 }
 
 // serveMetrics serves metrics at /metrics on addr, apart from the API,
@@ -459,27 +442,35 @@ func serveDebug(addr string, log *slog.Logger, stdout io.Writer) (stop func(), e
 // counts each refused token by the org it named and the real reason, which
 // the public endpoints' uniform 401 hides.
 func serveMetrics(addr string, metrics http.Handler, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
-	listener, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s (QUITTANCE_METRICS_ADDR): %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
+	return serveApart(addr, "QUITTANCE_METRICS_ADDR", "metrics", "/metrics", mux, log, stdout)
+}
+
+// serveApart serves handler on addr (from the setting named setting), on a
+// listener of its own, and announces what it serves (what, at path) on
+// stdout and in the log. The returned function closes it: a profile being
+// taken or a scrape in flight is cut short, not drained (Prometheus
+// scrapes the next replica).
+func serveApart(addr, setting, what, path string, handler http.Handler, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (%s): %w", addr, setting, err)
+	}
 	server := &http.Server{
-		Handler:           mux,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	fmt.Fprintf(stdout, "Quittance metrics on http://%s/metrics\n", listener.Addr())
-	log.Info("serving metrics", slog.String("addr", listener.Addr().String()))
+	fmt.Fprintf(stdout, "Quittance %s on http://%s%s\n", what, listener.Addr(), path)
+	log.Info("serving "+what, slog.String("addr", listener.Addr().String()))
 	go func() {
 		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics listener stopped", slog.Any("error", err))
+			log.Error(what+" listener stopped", slog.Any("error", err))
 		}
 	}()
-	// A scrape in flight is cut short: Prometheus scrapes the next replica.
 	return func() { _ = server.Close() }, nil
 }
 

@@ -439,6 +439,18 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 }
 
+// httpGet GETs url with no credential and returns the status and body.
+func httpGet(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
 // TestProfilesOnTheirOwnListener: with QUITTANCE_DEBUG_ADDR the service
 // serves Go's CPU profile there, and never on the API's address; without
 // it, there is no profile listener at all.
@@ -448,22 +460,12 @@ func TestProfilesOnTheirOwnListener(t *testing.T) {
 	if e.profilesURL == "" {
 		t.Fatal("no profile listener announced")
 	}
-	get := func(url string) (int, []byte) {
-		t.Helper()
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, body
-	}
-	status, body := get(e.profilesURL + "profile?seconds=1")
+	status, body := httpGet(t, e.profilesURL+"profile?seconds=1")
 	// A CPU profile is a gzip-compressed protocol buffer.
 	if status != http.StatusOK || !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
 		t.Fatalf("CPU profile: status %d, %d bytes", status, len(body))
 	}
-	if status, _ := get(e.url + "/debug/pprof/"); status == http.StatusOK {
+	if status, _ := httpGet(t, e.url+"/debug/pprof/"); status == http.StatusOK {
 		t.Fatal("the API's address serves profiles")
 	}
 	if off := startService(t); off.profilesURL != "" {
@@ -481,29 +483,19 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 	if e.metricsURL == "" {
 		t.Fatal("no metrics listener announced")
 	}
-	get := func(url string) (int, []byte) {
-		t.Helper()
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, body
-	}
 	// A refused token is counted by org and reason: on the metrics listener
 	// only.
 	if s := e.postEvidence(t, "/v1/compensation/acks", "not.a.token"); s != http.StatusUnauthorized {
 		t.Fatalf("a garbage token: %d, want 401", s)
 	}
-	status, body := get(e.metricsURL)
+	status, body := httpGet(t, e.metricsURL)
 	if status != http.StatusOK || !bytes.Contains(body, []byte("quittance_collector_up 1")) || !bytes.Contains(body, []byte("quittance_evidence_tokens_refused_total{")) {
 		t.Fatalf("metrics listener: status %d\n%.500s", status, body)
 	}
-	if status, body := get(e.url + "/metrics"); status != http.StatusNotFound {
+	if status, body := httpGet(t, e.url+"/metrics"); status != http.StatusNotFound {
 		t.Fatalf("the API's address answers /metrics with %d, want 404:\n%.300s", status, body)
 	}
-	if status, _ := get(e.url + "/healthz"); status != http.StatusOK {
+	if status, _ := httpGet(t, e.url+"/healthz"); status != http.StatusOK {
 		t.Errorf("/healthz on the API's address: %d", status)
 	}
 }

@@ -91,20 +91,9 @@ func TestVerifyChainTakesTheDelegationFromItsEvents(t *testing.T) {
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
-	var registered json.RawMessage
-	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
-		"name": "Supplier", "jwks": json.RawMessage(signer.JWKS()),
-	}, &registered); s != http.StatusAccepted {
-		t.Fatalf("put org: %d", s)
-	}
-	e.approvePending(t, registered)
-	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
+	orch, finance := e.supplierLedger(t, signer)
 	// B is another tenant's, so that its row may name A's task.
 	orchB := e.newToken(t, "--role", "orchestrator", "--tenant", "beta", "--name", "orch-b")
-	finance := e.newToken(t, "--role", "finance", "--name", "fin")
 	a := e.compensatedBySignedAck(t, orch, "a", signer)
 	b := e.pendingDelegation(t, orchB, "b")
 	c := e.pendingDelegation(t, orch, "c")

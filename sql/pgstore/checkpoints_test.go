@@ -28,14 +28,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := pgtest.URL(t)
-	raw, err := compensation.NewIdentityFile("test", epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	identity, err := compensation.LoadIdentity("quittance", raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	identity := newIdentity(t)
 	const replicas, perReplica = 4, 8
 	stores := make([]*pgstore.Store, replicas)
 	cps := make([]*ledger.Checkpoints, replicas)
@@ -184,14 +177,7 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := pgstore.New(pgtest.Pool(t))
-	raw, err := compensation.NewIdentityFile("test", epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	identity, err := compensation.LoadIdentity("quittance", raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	identity := newIdentity(t)
 	cps := ledger.NewCheckpoints(store, identity, "quittance", nil, nil)
 	const spanLimit = 3
 	cps.SetSpanLimit(spanLimit)
@@ -301,4 +287,19 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 	if err != nil || len(list) != 2 || list[0].ID != heads["budget:a"].Checkpoint || list[1].ID != next[0].ID {
 		t.Errorf("Signing(budget:c, budget:a, budget:c) = %v, %v; want checkpoints %d and %d", list, err, heads["budget:a"].Checkpoint, next[0].ID)
 	}
+}
+
+// newIdentity is a fresh signing identity of ledger "quittance", as the
+// service loads one from QUITTANCE_SIGNING_KEY_FILE.
+func newIdentity(t *testing.T) *compensation.Identity {
+	t.Helper()
+	raw, err := compensation.NewIdentityFile("test", epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity, err := compensation.LoadIdentity("quittance", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return identity
 }

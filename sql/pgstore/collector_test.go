@@ -493,14 +493,7 @@ func TestCollectorUnanchoredEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := pgstore.New(pgtest.Pool(t))
-	raw, err := compensation.NewIdentityFile("test", epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	identity, err := compensation.LoadIdentity("quittance", raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	identity := newIdentity(t)
 	cps := ledger.NewCheckpoints(store, identity, "quittance", nil, nil)
 	const metric = "quittance_oldest_unanchored_event_timestamp_seconds"
 	later := epoch.Add(time.Hour)

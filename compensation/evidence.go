@@ -351,7 +351,8 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 // releases — and evidence received early is then marked unused and
 // surfaced as an early_evidence_unused anomaly. The transition and its
 // money are written by ledger.Apply, with the status's own
-// task_status_changed event.
+// task_status_changed event. A task an on-call person named never releases
+// on its first end (gatePersonResolved).
 func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, now time.Time) (EvidenceResult, error) {
 	end := *ev.TaskEnd
 	obs := end.Observation
@@ -382,6 +383,7 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	change := end.Change
 	data := change.Data
 	event := end.Event(early.Held())
+	event = gatePersonResolved(facts, event, early.Held(), data)
 	if report && facts.Dispatched && (event == ledger.EventTaskRejected || event == ledger.EventTaskEndedUngated) {
 		// Quittance dispatched the work and follows the remote task
 		// itself: an orchestrator's report of a rejection or an ungated
@@ -466,6 +468,24 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 		}
 	}
 	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+}
+
+// gatePersonResolved is the rule for the first terminal status of a
+// delegation whose remote task one on-call person named while its dispatch
+// was unknown (facts.ResolvedByPerson; delegate.Orchestrator.ResolveDispatch):
+// a rejection or an ungated end does not release the hold on what that
+// resolution set in motion, and is taken as a gated end instead —
+// compensation evidence received early answers it, else compensation is
+// sought from the org. completed and gated ends are left as they are. It
+// returns the obligation event to apply, noting the rule in data.
+func gatePersonResolved(facts EvidenceFacts, event ledger.ObligationEvent, earlyHeld ledger.HeldEvidence, data map[string]any) ledger.ObligationEvent {
+	if !facts.ResolvedByPerson || (event != ledger.EventTaskRejected && event != ledger.EventTaskEndedUngated) {
+		return event
+	}
+	gated, _ := ledger.TerminalStatusEvent(ledger.StatusCanceled, true, earlyHeld)
+	data["gate_applies"] = true
+	data["resolved_by_person"] = true
+	return gated
 }
 
 // StatusEvidence is the evidence a terminal status of a held obligation is,

@@ -75,6 +75,11 @@ type EvidenceFacts struct {
 	// DispatchUnknownAt is when the delegation entered the
 	// dispatch_unknown condition; zero when it is not in it.
 	DispatchUnknownAt time.Time
+	// ResolvedByPerson says an on-call person named the delegation's remote
+	// task when its dispatch was unknown (a dispatch_resolved event found
+	// by oncall): its first terminal status does not release
+	// (applyTaskEnd).
+	ResolvedByPerson bool
 }
 
 // openTasks lists the extra tasks that keep the obligation open for

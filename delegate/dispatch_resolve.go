@@ -3,6 +3,8 @@ package delegate
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +21,8 @@ type ResolveDispatchInput struct {
 	// TaskID is the remote task the remote org says its agent created for
 	// the dispatch (found by the dispatch's messageId).
 	TaskID string
-	// ContextID is that task's context, if the org gave it.
+	// ContextID is that task's context, if the org gave it: it must be the
+	// one the org's agent shows.
 	ContextID string
 	// Reason says how the task was found: who at the org confirmed it.
 	Reason string
@@ -28,15 +31,36 @@ type ResolveDispatchInput struct {
 // maxResolveText bounds the task id, context id and reason on-call gives.
 const maxResolveText = 4096
 
+// foundByOncall is the found_by of the dispatch_resolved event of an
+// on-call resolution; the store reads it back as
+// compensation.EvidenceFacts.ResolvedByPerson (sql/queries
+// compensation_evidence.sql), so the task's first end cannot release.
+const foundByOncall = "oncall"
+
+// ErrRemoteAgentUnavailable: the org's agent could not be asked about a
+// task, or gave no usable answer; nothing is recorded.
+var ErrRemoteAgentUnavailable = errors.New("delegate: the remote agent could not be asked about the task")
+
 // ResolveDispatch records, on behalf of an on-call principal, the remote
 // task of a delegation in the dispatch_unknown condition (any other
-// delegation is a conflict, dispatch_not_unknown): in one transaction the
-// condition ends, the task id is set, a dispatch_resolved event records who
-// and why, and the task is observed at once, and canceled if the
-// orchestrator asked for that meanwhile. From then on the task is tracked
-// as if the dispatch had answered: its terminal status decides the
-// obligation through the usual gate. Nothing here moves the hold or the
-// obligation, so no single person releases money by resolving.
+// delegation is a conflict, dispatch_not_unknown). A person's word names
+// the task but does not prove it: before anything is recorded the org's
+// agent is asked for the task (GetTask, with its history), and it is
+// taken only when the agent shows it is the delegation's
+// (dispatchTaskProof: in the delegation's own context, or with the
+// dispatch's messageId in its history). A task the agent shows to be
+// another's is refused (remote_task_conflict) and recorded as a
+// remote_task_conflict event; a task the agent does not know is refused
+// (remote_task_unknown); an agent that cannot be asked is
+// ErrRemoteAgentUnavailable; a task another delegation at the org records,
+// of any tenant, is refused (remote_task_taken). Otherwise, in one
+// transaction, the condition ends, the task id and the context the agent
+// showed are set, a dispatch_resolved event records who, why and the
+// proof, and the task is observed at once, and canceled if the
+// orchestrator asked for that meanwhile. Nothing here moves the hold or
+// the obligation, and the task's first end cannot release the hold
+// (compensation's ResolvedByPerson fact): no single person releases money
+// by resolving.
 func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, id uuid.UUID, in ResolveDispatchInput) (ledger.Delegation, error) {
 	if p.Role != ledger.RoleOncall {
 		return ledger.Delegation{}, ledger.ErrForbidden
@@ -52,22 +76,57 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 			return ledger.Delegation{}, ledger.Invalid(f.name, "%s must be at most %d bytes of valid text without NUL", f.name, maxResolveText)
 		}
 	}
+	d, err := o.store.Delegation(ctx, id)
+	if err != nil {
+		return ledger.Delegation{}, err
+	}
+	if err := dispatchIsUnknown(d); err != nil {
+		return ledger.Delegation{}, err
+	}
+	org, err := o.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return ledger.Delegation{}, err
+	}
+	if o.fetchTask == nil {
+		return ledger.Delegation{}, fmt.Errorf("%w: no A2A client is configured", ErrRemoteAgentUnavailable)
+	}
+	task, iface, err := o.fetchTask(ctx, org, in.TaskID)
+	switch {
+	case errors.Is(err, a2a.ErrTaskNotFound):
+		return ledger.Delegation{}, ledger.Conflict("remote_task_unknown",
+			"org %s's agent does not know task %q (TaskNotFoundError); nothing was recorded", d.OrgID, in.TaskID)
+	case err != nil:
+		return ledger.Delegation{}, fmt.Errorf("%w: %w", ErrRemoteAgentUnavailable, err)
+	}
+	proof := dispatchTaskProof(d, task)
+	if task.ID != in.TaskID || proof == "" {
+		return ledger.Delegation{}, o.refuseNotDelegations(ctx, p, d, in.TaskID, task)
+	}
+	if in.ContextID != "" && in.ContextID != task.ContextID {
+		return ledger.Delegation{}, ledger.Invalid("context_id", "org %s's agent shows task %q in context %q", d.OrgID, task.ID, task.ContextID)
+	}
 	var out ledger.Delegation
-	err := o.store.InTx(ctx, func(tx OrchestratorTx) error {
+	err = o.store.InTx(ctx, func(tx OrchestratorTx) error {
 		now := o.now()
 		d, err := tx.DelegationForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
-		if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
-			return ledger.Conflict("dispatch_not_unknown", "the delegation's dispatch is not unknown (task %q, obligation %s)", d.Remote.TaskID, d.ObligationState)
-		}
-		if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, in.TaskID); err == nil && other.ID != d.ID {
-			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on another delegation of this tenant", d.OrgID, in.TaskID)
-		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		if err := dispatchIsUnknown(d); err != nil {
 			return err
 		}
-		d, err = resolveDispatchTx(ctx, tx, d, in.TaskID, in.ContextID, p.Actor(), map[string]any{"reason": in.Reason, "found_by": "oncall"}, now)
+		if taken, err := remoteTaskTaken(ctx, tx, d, task.ID, "oncall"); err != nil {
+			return err
+		} else if taken != nil {
+			if taken["other_delegation_id"] != nil {
+				return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on another delegation of this tenant", d.OrgID, task.ID)
+			}
+			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on a delegation of another tenant", d.OrgID, task.ID)
+		}
+		d.Remote.ProtocolVersion = iface.ProtocolVersion
+		d, err = resolveDispatchTx(ctx, tx, d, task.ID, task.ContextID, p.Actor(), map[string]any{
+			"reason": in.Reason, "found_by": foundByOncall, "proven_by": proof,
+		}, now)
 		if err != nil {
 			return err
 		}
@@ -78,6 +137,83 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 		o.wake()
 	}
 	return out, err
+}
+
+// dispatchIsUnknown refuses (dispatch_not_unknown) a delegation that is
+// not waiting for its remote task to be named: it has one, or its
+// obligation is no longer held.
+func dispatchIsUnknown(d ledger.Delegation) error {
+	if d.Remote.TaskID != "" || d.ObligationState != ledger.ObligationHeld {
+		return ledger.Conflict("dispatch_not_unknown", "the delegation's dispatch is not unknown (task %q, obligation %s)", d.Remote.TaskID, d.ObligationState)
+	}
+	return nil
+}
+
+// refuseNotDelegations records, on d, that on-call named taskID and the
+// org's agent answered with task, which is not d's (another context, no
+// dispatch messageId in its history, or another task altogether): a
+// remote_task_conflict event by the on-call principal. It returns the
+// conflict (remote_task_conflict) ResolveDispatch answers with.
+func (o *Orchestrator) refuseNotDelegations(ctx context.Context, p ledger.Principal, d ledger.Delegation, taskID string, task a2a.Task) error {
+	err := o.store.InTx(ctx, func(tx OrchestratorTx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		_, err = ledger.Record(ctx, tx, cur, ledger.Change{Type: ledger.EventTypeRemoteTaskConflict, Actor: p.Actor(), At: o.now(), Data: map[string]any{
+			"source": "oncall", "reason": "not_the_delegations", "reported_task_id": text.Truncate(taskID, 256),
+			"answered_task_id": text.Truncate(task.ID, 256), "answered_context_id": text.Truncate(task.ContextID, 256),
+			"message_id": DispatchMessageID(d.ID),
+		}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return ledger.Conflict("remote_task_conflict",
+		"org %s's agent shows task %q in context %q without the dispatch's messageId %s in its history: it is not this delegation's task; recorded as a remote_task_conflict, nothing else changed",
+		d.OrgID, taskID, task.ContextID, DispatchMessageID(d.ID))
+}
+
+// dispatchTaskProof says how the org's agent shows that t, as it answered
+// GetTask or ListTasks, is the task d's dispatch created: "message_id" when
+// its history holds d's dispatch messageId, "context" when it is in d's own
+// context (DispatchContextID: only Quittance sends there, and before a task
+// is recorded only the dispatch), "" when it shows neither. A context d
+// continues from another delegation proves nothing: that delegation's
+// tasks are in it too. Every way of ending the dispatch_unknown condition
+// (on-call, a lookup, a push) takes a task only with a proof.
+func dispatchTaskProof(d ledger.Delegation, t a2a.Task) string {
+	if purpose, ours := taskPurpose(d, t, true); !ours || purpose != PurposeDispatch {
+		return ""
+	}
+	if slices.Contains(t.HistoryMessageIDs, DispatchMessageID(d.ID)) {
+		return "message_id"
+	}
+	return "context"
+}
+
+// remoteTaskTaken checks, in tx with d locked, whether another delegation at
+// d's org records taskID — of d's tenant, or of any other: a task id
+// recorded by another tenant is never taken to resolve a dispatch, since
+// which delegation the task is for is then not known. It returns nil when
+// the task is free, else the data of the remote_task_conflict event that
+// says so (other_delegation_id only for d's own tenant: another tenant's
+// delegation is none of d's tenant's business), with source.
+func remoteTaskTaken(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, taskID, source string) (map[string]any, error) {
+	other, err := tx.RemoteTaskHolder(ctx, d, taskID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"reported_task_id": text.Truncate(taskID, 256), "source": source}
+	if other.Tenant == d.Tenant {
+		data["other_delegation_id"] = other.ID.String()
+	} else {
+		data["recorded_by"] = "another_tenant"
+	}
+	return data, nil
 }
 
 // resolveDispatchTx records, in tx with d locked, taskID as the remote task
@@ -131,24 +267,32 @@ func (w *Worker) lookupDispatch(ctx context.Context, client *a2a.Client, d ledge
 }
 
 // resolveFound ends, in tx with d locked, the dispatch_unknown condition
-// of d with the tasks a lookup found: the oldest (ListTasks lists the
+// of d with the tasks a lookup found: of those the agent shows are d's
+// dispatch tasks (dispatchTaskProof), the oldest (ListTasks lists the
 // newest first) becomes the delegation's task, as if the dispatch had
-// answered with it (dispatch_resolved, found_by list_tasks); every other is
-// an extra task, recorded to be canceled and compensated. A task recorded
-// on another delegation resolves nothing: it is recorded as a conflict and
-// the condition stays for on-call.
+// answered with it (dispatch_resolved, found_by list_tasks); every other
+// task found is an extra task, recorded to be canceled and compensated. A
+// task recorded on another delegation at the org, of any tenant, resolves
+// nothing: it is recorded as a conflict and the condition stays for
+// on-call.
 func (w *Worker) resolveFound(ctx context.Context, tx Tx, d ledger.Delegation, found []a2a.Task, iface a2a.AgentInterface, now time.Time) error {
-	primary := found[len(found)-1]
-	if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, primary.ID); err == nil && other.ID != d.ID {
-		return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
-			"reported_task_id": text.Truncate(primary.ID, 256), "other_delegation_id": other.ID.String(), "source": "list_tasks",
-		})
-	} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+	i := len(found) - 1
+	for i >= 0 && dispatchTaskProof(d, found[i]) == "" {
+		i--
+	}
+	if i < 0 {
+		return nil
+	}
+	primary := found[i]
+	if taken, err := remoteTaskTaken(ctx, tx, d, primary.ID, "list_tasks"); err != nil {
 		return err
+	} else if taken != nil {
+		return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, taken)
 	}
 	d.Remote.ProtocolVersion = iface.ProtocolVersion
 	d, err := resolveDispatchTx(ctx, tx, d, primary.ID, primary.ContextID, workerActor, map[string]any{
 		"found_by": "list_tasks", "reason": "found by ListTasks on the delegation's context", "tasks_found": len(found),
+		"proven_by": dispatchTaskProof(d, primary),
 	}, now)
 	if err != nil {
 		return err
@@ -156,6 +300,6 @@ func (w *Worker) resolveFound(ctx context.Context, tx Tx, d ledger.Delegation, f
 	if err := tx.MarkObserved(ctx, d.ID, now); err != nil {
 		return err
 	}
-	_, err = w.recordExtraTasks(ctx, tx, d, found[:len(found)-1], "list_tasks", now)
+	_, err = w.recordExtraTasks(ctx, tx, d, slices.Delete(slices.Clone(found), i, i+1), "list_tasks", now)
 	return err
 }

@@ -647,7 +647,7 @@ func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegati
 	if err != nil || task.ID != taskID {
 		return false, nil
 	}
-	if _, ours := taskPurpose(d, task, true); !ours {
+	if dispatchTaskProof(d, task) == "" {
 		// Not the delegation's task: nothing to wait for.
 		return true, w.finish(ctx, j, "push_task_not_ours", func(tx Tx) error {
 			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
@@ -665,16 +665,15 @@ func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegati
 			return nil
 		}
 		now := w.now()
-		if other, err := tx.DelegationByRemoteTask(ctx, cur.Tenant, cur.OrgID, task.ID); err == nil && other.ID != cur.ID {
-			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
-				"reported_task_id": text.Truncate(task.ID, 256), "other_delegation_id": other.ID.String(), "source": "push",
-			})
-		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		if taken, err := remoteTaskTaken(ctx, tx, cur, task.ID, "push"); err != nil {
 			return err
+		} else if taken != nil {
+			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, taken)
 		}
 		cur.Remote.ProtocolVersion = iface.ProtocolVersion
 		cur, err = resolveDispatchTx(ctx, tx, cur, task.ID, task.ContextID, workerActor, map[string]any{
 			"found_by": "push", "reason": "a push named the task; GetTask confirmed it is the delegation's",
+			"proven_by": dispatchTaskProof(cur, task),
 		}, now)
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -46,6 +47,12 @@ type OrchestratorTx interface {
 	// unique per (org, tenant): another tenant's delegation may record the
 	// same id, and is none of this tenant's business.
 	DelegationByRemoteTask(ctx context.Context, tenant, orgID, remoteTaskID string) (ledger.Delegation, error)
+	// RemoteTaskHolder loads another delegation than d, of any tenant at
+	// d's org, that records the org's remote task (one of d's tenant
+	// first), or returns ledger.ErrNotFound. It first takes the lock every
+	// delegation recording that task id takes, until the transaction
+	// ends, so two resolutions of the same task id cannot both pass.
+	RemoteTaskHolder(ctx context.Context, d ledger.Delegation, remoteTaskID string) (ledger.Delegation, error)
 	// ClearDispatchUnknown ends the dispatch_unknown condition, and says
 	// whether the delegation was in it.
 	ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, error)
@@ -73,17 +80,24 @@ type OrchestratorConfig struct {
 	// the outbox worker sends it now rather than at its next tick: the
 	// Worker's Wake.
 	Wake func()
+	// FetchTask asks org's agent for a task, with its history, and says
+	// which interface answered: the Worker's FetchTask. On-call's
+	// ResolveDispatch takes a task only once the agent shows it is the
+	// delegation's; without it every resolution is refused.
+	FetchTask func(ctx context.Context, org ledger.Org, taskID string) (a2a.Task, a2a.AgentInterface, error)
 }
 
 // Orchestrator is the orchestrating agent's side of a delegation Quittance
 // dispatched: answering the remote task when it stops for input or
 // authorization (Continue), and reading back those answers and the latest
 // snapshot of the remote task. It queues work for the outbox and reads what
-// the Worker recorded; it never calls a remote agent itself.
+// the Worker recorded; it calls a remote agent only through FetchTask, to
+// check the task on-call names (ResolveDispatch).
 type Orchestrator struct {
-	store OrchestratorStore
-	clock ledger.Clock
-	wake  func()
+	store     OrchestratorStore
+	clock     ledger.Clock
+	wake      func()
+	fetchTask func(ctx context.Context, org ledger.Org, taskID string) (a2a.Task, a2a.AgentInterface, error)
 }
 
 // NewOrchestrator returns an Orchestrator.
@@ -91,7 +105,7 @@ func NewOrchestrator(cfg OrchestratorConfig) *Orchestrator {
 	if cfg.Clock == nil {
 		cfg.Clock = ledger.SystemClock{}
 	}
-	return &Orchestrator{store: cfg.Store, clock: cfg.Clock, wake: cfg.Wake}
+	return &Orchestrator{store: cfg.Store, clock: cfg.Clock, wake: cfg.Wake, fetchTask: cfg.FetchTask}
 }
 
 // now is the clock's time at PostgreSQL's precision, as in the ledger.

@@ -441,6 +441,20 @@ func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventTyp
 // error messages are the remote's words; they are kept short.
 func errorText(err error) string { return text.Truncate(err.Error(), 500) }
 
+// FetchTask asks org's agent for task taskID with GetTask, which asks for
+// the task's whole history (no historyLength), and returns it with the
+// interface that answered. It is the Orchestrator's FetchTask: on-call's
+// ResolveDispatch checks the task it names with it, outside any
+// transaction.
+func (w *Worker) FetchTask(ctx context.Context, org ledger.Org, taskID string) (a2a.Task, a2a.AgentInterface, error) {
+	_, client, iface, err := w.agent(ctx, org)
+	if err != nil {
+		return a2a.Task{}, a2a.AgentInterface{}, err
+	}
+	task, err := client.GetTask(ctx, taskID)
+	return task, iface, err
+}
+
 // agent returns the org's agent card and a client for its JSON-RPC interface.
 func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a.Client, a2a.AgentInterface, error) {
 	if org.AgentCardURL == "" {

@@ -59,7 +59,10 @@ func (t *tx) EvidenceFacts(ctx context.Context, delegationID uuid.UUID) (compens
 	if err != nil {
 		return compensation.EvidenceFacts{}, notFound(err, "delegation", delegationID)
 	}
-	f := compensation.EvidenceFacts{Found: row.HasEvidence, Dispatched: row.Dispatched, DispatchUnknownAt: derefTime(row.DispatchUnknownAt)}
+	f := compensation.EvidenceFacts{
+		Found: row.HasEvidence, Dispatched: row.Dispatched, DispatchUnknownAt: derefTime(row.DispatchUnknownAt),
+		ResolvedByPerson: row.ResolvedByPerson,
+	}
 	if row.HasEvidence {
 		f.Stored = ledger.StoredEvidence{
 			DelegationID: delegationID, IdempotencyKey: row.IdempotencyKey, Kind: ledger.ObligationEvent(row.Kind),

@@ -67,6 +67,27 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 	return toDelegation(row), nil
 }
 
+// remoteTaskLock is the name of the transaction lock on one org's remote
+// task id, the one the trigger of migration 00033 takes for every
+// delegation that records it.
+func remoteTaskLock(orgID, taskID string) string { return "quittance/remote-task:" + orgID + "/" + taskID }
+
+func (t *tx) RemoteTaskHolder(ctx context.Context, d ledger.Delegation, taskID string) (ledger.Delegation, error) {
+	// The lock first, in a statement of its own: the query after it has a
+	// new snapshot (READ COMMITTED), so it sees a holder that committed
+	// while this transaction waited.
+	if err := t.q.AdvisoryXactLock(ctx, remoteTaskLock(d.OrgID, taskID)); err != nil {
+		return ledger.Delegation{}, fmt.Errorf("lock org %s's remote task: %w", d.OrgID, err)
+	}
+	row, err := t.q.DelegationGetRemoteTaskHolder(ctx, dbsqlc.DelegationGetRemoteTaskHolderParams{
+		OrgID: d.OrgID, RemoteTaskID: &taskID, ID: d.ID, Tenant: d.Tenant,
+	})
+	if err != nil {
+		return ledger.Delegation{}, notFound(err, "delegation for remote task", taskID)
+	}
+	return toDelegation(row), nil
+}
+
 func (t *tx) DelegationsByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) ([]ledger.Delegation, error) {
 	rows, err := t.q.DelegationListByRemoteTaskForUpdate(ctx, dbsqlc.DelegationListByRemoteTaskForUpdateParams{OrgID: orgID, RemoteTaskID: &taskID})
 	if err != nil {

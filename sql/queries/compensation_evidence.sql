@@ -12,7 +12,8 @@ ON CONFLICT (delegation_id) DO UPDATE SET status = EXCLUDED.status, decided_at =
 -- name: EvidenceFactsGet :one
 -- What deciding evidence for a delegation reads besides the locked row, in
 -- one round trip: its stored evidence (has_evidence false when none), its
--- extra remote tasks (oldest first) and its dispatch.
+-- extra remote tasks (oldest first), its dispatch, and whether a person
+-- named its remote task (an on-call dispatch_resolved event).
 SELECT
     (e.delegation_id IS NOT NULL)::boolean AS has_evidence,
     coalesce(e.idempotency_key, '')::text AS idempotency_key,
@@ -27,6 +28,10 @@ SELECT
     e.decided_at AS evidence_decided_at,
     coalesce(a.dispatched, false)::boolean AS dispatched,
     d.dispatch_unknown_at,
+    EXISTS (
+        SELECT 1 FROM events ev
+        WHERE ev.delegation_id = d.id AND ev.type = 'dispatch_resolved' AND ev.data->>'found_by' = 'oncall'
+    )::boolean AS resolved_by_person,
     coalesce((
         SELECT json_agg(json_build_object(
             'task_id', t.task_id, 'purpose', t.purpose, 'context_id', t.context_id, 'found_by', t.found_by,

@@ -12,6 +12,17 @@ SELECT * FROM delegations WHERE tenant = $1 AND business_operation_id = $2;
 -- the same id for its own delegation.
 SELECT * FROM delegations WHERE org_id = @org_id AND remote_task_id = @remote_task_id AND tenant = @tenant;
 
+-- name: DelegationGetRemoteTaskHolder :one
+-- Another delegation than @id, of any tenant, recording the org's remote
+-- task: one of @tenant's first. The caller takes the remote task's
+-- transaction lock (AdvisoryXactLock 'quittance/remote-task:<org>/<task>',
+-- as the trigger of 00033 does) first, so a holder that committed while it
+-- waited is seen.
+SELECT * FROM delegations
+WHERE org_id = @org_id AND remote_task_id = @remote_task_id AND id <> @id
+ORDER BY (tenant = @tenant) DESC, id
+LIMIT 1;
+
 -- name: DelegationListByRemoteTaskForUpdate :many
 -- Every delegation, of any tenant, recording the org's remote task, locked
 -- in id order so concurrent lockers cannot deadlock. Evidence names the

@@ -91,6 +91,10 @@ SELECT
     e.decided_at AS evidence_decided_at,
     coalesce(a.dispatched, false)::boolean AS dispatched,
     d.dispatch_unknown_at,
+    EXISTS (
+        SELECT 1 FROM events ev
+        WHERE ev.delegation_id = d.id AND ev.type = 'dispatch_resolved' AND ev.data->>'found_by' = 'oncall'
+    )::boolean AS resolved_by_person,
     coalesce((
         SELECT json_agg(json_build_object(
             'task_id', t.task_id, 'purpose', t.purpose, 'context_id', t.context_id, 'found_by', t.found_by,
@@ -121,12 +125,14 @@ type EvidenceFactsGetRow struct {
 	EvidenceDecidedAt  *time.Time
 	Dispatched         bool
 	DispatchUnknownAt  *time.Time
+	ResolvedByPerson   bool
 	RemoteTasks        []byte
 }
 
 // What deciding evidence for a delegation reads besides the locked row, in
 // one round trip: its stored evidence (has_evidence false when none), its
-// extra remote tasks (oldest first) and its dispatch.
+// extra remote tasks (oldest first), its dispatch, and whether a person
+// named its remote task (an on-call dispatch_resolved event).
 func (q *Queries) EvidenceFactsGet(ctx context.Context, delegationID uuid.UUID) (EvidenceFactsGetRow, error) {
 	row := q.db.QueryRow(ctx, evidenceFactsGet, delegationID)
 	var i EvidenceFactsGetRow
@@ -144,6 +150,7 @@ func (q *Queries) EvidenceFactsGet(ctx context.Context, delegationID uuid.UUID) 
 		&i.EvidenceDecidedAt,
 		&i.Dispatched,
 		&i.DispatchUnknownAt,
+		&i.ResolvedByPerson,
 		&i.RemoteTasks,
 	)
 	return i, err

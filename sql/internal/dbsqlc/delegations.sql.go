@@ -313,6 +313,73 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 	return i, err
 }
 
+const delegationGetRemoteTaskHolder = `-- name: DelegationGetRemoteTaskHolder :one
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
+WHERE org_id = $1 AND remote_task_id = $2 AND id <> $3
+ORDER BY (tenant = $4) DESC, id
+LIMIT 1
+`
+
+type DelegationGetRemoteTaskHolderParams struct {
+	OrgID        string
+	RemoteTaskID *string
+	ID           uuid.UUID
+	Tenant       string
+}
+
+// Another delegation than @id, of any tenant, recording the org's remote
+// task: one of @tenant's first. The caller takes the remote task's
+// transaction lock (AdvisoryXactLock 'quittance/remote-task:<org>/<task>',
+// as the trigger of 00033 does) first, so a holder that committed while it
+// waited is seen.
+func (q *Queries) DelegationGetRemoteTaskHolder(ctx context.Context, arg DelegationGetRemoteTaskHolderParams) (Delegation, error) {
+	row := q.db.QueryRow(ctx, delegationGetRemoteTaskHolder,
+		arg.OrgID,
+		arg.RemoteTaskID,
+		arg.ID,
+		arg.Tenant,
+	)
+	var i Delegation
+	err := row.Scan(
+		&i.ID,
+		&i.Tenant,
+		&i.BusinessOperationID,
+		&i.RequestHash,
+		&i.OrgID,
+		&i.TaskClass,
+		&i.BudgetID,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.RemoteTaskID,
+		&i.RemoteContextID,
+		&i.ProtocolVersion,
+		&i.TaskStatus,
+		&i.TaskStatusAt,
+		&i.TaskStatusMessage,
+		&i.ObligationState,
+		&i.ObligationReason,
+		&i.CancelRequestedAt,
+		&i.CompensationKey,
+		&i.CompensationDeadline,
+		&i.CompensationAttempts,
+		&i.CompensationLastError,
+		&i.CompensationReceipt,
+		&i.Version,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PendingWriteOffID,
+		&i.ObligationStateSince,
+		&i.LastObservedAt,
+		&i.DispatchUnknownAt,
+		&i.DispatchUnknownReason,
+		&i.SettledAmountMinor,
+		&i.ReversedAmountMinor,
+		&i.TaskNotFoundAt,
+		&i.TaskNotFoundAnswer,
+	)
+	return i, err
+}
+
 const delegationInsert = `-- name: DelegationInsert :execrows
 INSERT INTO delegations (
     id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,

@@ -183,7 +183,9 @@ func New(cfg Config) *App {
 	workerCfg.LedgerID, workerCfg.Identity = cfg.LedgerID, cfg.Identity
 	workerCfg.RefreshOrgKeysForKid = a.Ledger.RefreshOrgKeysForKid
 	a.Worker = delegate.NewWorker(workerCfg)
-	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{Store: store.Orchestrator(), Clock: cfg.Clock, Wake: a.Worker.Wake})
+	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{
+		Store: store.Orchestrator(), Clock: cfg.Clock, Wake: a.Worker.Wake, FetchTask: a.Worker.FetchTask,
+	})
 
 	// Webhook deliveries are outbox rows written with their events, sent
 	// through the same egress policy as A2A calls (on a client of their own,

@@ -105,6 +105,9 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 		return newProblem(http.StatusUnauthorized, "push_unauthorized", "the push notification token is missing or wrong")
 	case errors.Is(err, delegate.ErrPushTaskMismatch):
 		return newProblem(http.StatusConflict, "push_task_mismatch", "the push notification is about another task than the delegation's")
+	case errors.Is(err, delegate.ErrRemoteAgentUnavailable):
+		return newProblem(http.StatusBadGateway, "remote_agent_unavailable",
+			"the remote org's agent could not be asked about the task, or gave no usable answer; nothing was recorded, try again later")
 	case errors.Is(err, a2a.ErrMalformedResponse):
 		return newProblem(http.StatusBadRequest, "malformed_push", "the body is not an A2A task, message or task update")
 	case errors.Is(err, compensation.ErrSelfApproval):

@@ -70,7 +70,9 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 // remoteTaskLock is the name of the transaction lock on one org's remote
 // task id, the one the trigger of migration 00033 takes for every
 // delegation that records it.
-func remoteTaskLock(orgID, taskID string) string { return "quittance/remote-task:" + orgID + "/" + taskID }
+func remoteTaskLock(orgID, taskID string) string {
+	return "quittance/remote-task:" + orgID + "/" + taskID
+}
 
 func (t *tx) RemoteTaskHolder(ctx context.Context, d ledger.Delegation, taskID string) (ledger.Delegation, error) {
 	// The lock first, in a statement of its own: the query after it has a

@@ -45,7 +45,17 @@ func TestA2AResolveDispatchUnknown(t *testing.T) {
 				ID string `json:"id"`
 			}
 			_ = json.Unmarshal(params, &p)
-			return workingTask(p.ID), nil, false
+			// The agent holds every message it was sent in the task's
+			// history: it shows the task is each delegation's.
+			task := workingTask(p.ID)
+			var history []any
+			mu.Lock()
+			for id := range sends {
+				history = append(history, map[string]any{"kind": "message", "messageId": id, "role": "user", "parts": []any{}})
+			}
+			mu.Unlock()
+			task["history"] = history
+			return task, nil, false
 		}
 		return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
 	}})
@@ -56,7 +66,7 @@ func TestA2AResolveDispatchUnknown(t *testing.T) {
 	e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
 	e.waitEvent(t, other.ID, ledger.EventTypeDispatchUnknown)
 	path := "/admin/v1/delegations/" + d.ID + "/dispatch/resolve"
-	body := map[string]any{"task_id": "t-found", "context_id": "ctx-found", "reason": "Flaky's ops confirmed the task by messageId, INC-7"}
+	body := map[string]any{"task_id": "t-found", "context_id": "ctx-t-found", "reason": "Flaky's ops confirmed the task by messageId, INC-7"}
 
 	finance := e.NewToken(t, ledger.RoleFinance, "", "finance")
 	e.Do(t, http.MethodPost, path, finance, body).Problem(t, http.StatusForbidden, "")

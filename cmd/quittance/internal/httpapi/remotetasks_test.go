@@ -48,6 +48,9 @@ type taskKeeper struct {
 	// compOutcome, if set, is the outcome of every receipt instead of
 	// compensated ("failed": a request that brings no compensation).
 	compOutcome string
+	// onGet, if set, says per tasks/get (by task id) whether the agent
+	// drops the connection instead of answering; set and read under mu.
+	onGet func(id string) (drop bool)
 
 	mu        sync.Mutex
 	tasks     map[string]map[string]any
@@ -195,6 +198,9 @@ func (k *taskKeeper) answer(method string, params json.RawMessage) (any, *rawRPC
 		task := k.newTask(p.Message.ContextID, p.Message.MessageID, "working")
 		return task, nil, what == "drop"
 	case "tasks/get":
+		if k.onGet != nil && k.onGet(p.ID) {
+			return nil, nil, true
+		}
 		if task, ok := k.tasks[p.ID]; ok {
 			return task, nil, false
 		}

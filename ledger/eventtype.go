@@ -238,7 +238,10 @@ const (
 	EventTypePushRefused EventType = "push_refused"
 	// EventTypeRemoteTaskConflict: the remote answered a dispatch, a fetch
 	// or a cancel with a task that is not the delegation's, or one already
-	// recorded on another delegation. Nothing is applied.
+	// recorded on another delegation (of any tenant, when it would resolve
+	// a dispatch_unknown delegation), or on-call named a task the org's
+	// agent shows is not the delegation's (source oncall). Nothing is
+	// applied.
 	EventTypeRemoteTaskConflict EventType = "remote_task_conflict"
 	// EventTypeReceiptRefused: an atomic compensation receipt on a task (a
 	// cancel reply, or the task as fetched) proved nothing (the data says
@@ -288,11 +291,13 @@ const (
 	// a new round of requests, with the same idempotency key, is queued.
 	// The obligation stays compensation_unconfirmed until evidence arrives.
 	EventTypeCompensationRedriven EventType = "compensation_redriven"
-	// EventTypeDispatchResolved: on-call recorded the remote task of a
-	// dispatch_unknown delegation, as the remote org named it (found by
-	// the dispatch's messageId), with a reason. The condition ends and the
-	// task is tracked from then on as if the dispatch had answered; the
-	// hold and the obligation do not move.
+	// EventTypeDispatchResolved: the remote task of a dispatch_unknown
+	// delegation was recorded — by on-call as the remote org named it,
+	// with a reason (found_by oncall), or by a lookup or a push — once the
+	// org's agent showed it is the delegation's (proven_by message_id or
+	// context). The condition ends and the task is tracked from then on as
+	// if the dispatch had answered; the hold and the obligation do not
+	// move, and after on-call's the task's first end does not release.
 	EventTypeDispatchResolved EventType = "dispatch_resolved"
 	// EventTypeRemoteTaskFound: the org's agent created another task for
 	// the delegation than the one it tracks — a second task on a resend of

@@ -103,7 +103,7 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 		return ledger.Delegation{}, o.refuseNotDelegations(ctx, p, d, in.TaskID, task)
 	}
 	if in.ContextID != "" && in.ContextID != task.ContextID {
-		return ledger.Delegation{}, ledger.Invalid("context_id", "org %s's agent shows task %q in context %q", d.OrgID, task.ID, task.ContextID)
+		return ledger.Delegation{}, ledger.Invalid("context_id", "org %s's agent shows task %q in context %q", d.OrgID, task.ID, text.Truncate(task.ContextID, 256))
 	}
 	var out ledger.Delegation
 	err = o.store.InTx(ctx, func(tx OrchestratorTx) error {
@@ -172,7 +172,7 @@ func (o *Orchestrator) refuseNotDelegations(ctx context.Context, p ledger.Princi
 	}
 	return ledger.Conflict("remote_task_conflict",
 		"org %s's agent shows task %q in context %q without the dispatch's messageId %s in its history: it is not this delegation's task; recorded as a remote_task_conflict, nothing else changed",
-		d.OrgID, taskID, task.ContextID, DispatchMessageID(d.ID))
+		d.OrgID, taskID, text.Truncate(task.ContextID, 256), DispatchMessageID(d.ID))
 }
 
 // dispatchTaskProof says how the org's agent shows that t, as it answered

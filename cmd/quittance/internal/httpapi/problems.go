@@ -106,6 +106,7 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 	case errors.Is(err, delegate.ErrPushTaskMismatch):
 		return newProblem(http.StatusConflict, "push_task_mismatch", "the push notification is about another task than the delegation's")
 	case errors.Is(err, delegate.ErrRemoteAgentUnavailable):
+		log.WarnContext(ctx, "remote agent could not be asked", slog.Any("error", err))
 		return newProblem(http.StatusBadGateway, "remote_agent_unavailable",
 			"the remote org's agent could not be asked about the task, or gave no usable answer; nothing was recorded, try again later")
 	case errors.Is(err, a2a.ErrMalformedResponse):

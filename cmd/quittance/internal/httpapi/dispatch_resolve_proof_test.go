@@ -191,8 +191,8 @@ func TestA2ADispatchUnknownLookupRefusesAnotherTenantsTask(t *testing.T) {
 	before := e.Budget(t, "ops")
 
 	d := e.dispatch(t, "po-lister", "lister")
-	events := e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
-	events = e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskConflict)
+	e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+	events := e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskConflict)
 	if u := eventsData(t, events, ledger.EventTypeDispatchUnknown); u[0]["lookup"] != "found" {
 		t.Fatalf("dispatch_unknown = %v, want lookup found", u)
 	}

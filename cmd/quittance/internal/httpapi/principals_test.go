@@ -53,7 +53,11 @@ func newProdEnv(t *testing.T) *prodEnv {
 	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, e.OncallToken, map[string]any{"currency": "EUR", "funded_minor": 1}).
 		Problem(t, http.StatusForbidden, "forbidden")
 
-	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, pe.alice.Token, map[string]any{"currency": "EUR", "funded_minor": funded}).Expect(t, http.StatusCreated)
+	// The budget is funded at once; naming its tenant waits for bob.
+	var b httpapi.BudgetView
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, pe.alice.Token, map[string]any{"currency": "EUR", "funded_minor": funded, "tenants": []string{"acme"}}).
+		Expect(t, http.StatusAccepted).JSON(t, &b)
+	e.Approve(t, pe.bob.Token, b.PendingChange.ID)
 	// An org's key and a task class are privileged: alice asks, bob approves.
 	var o httpapi.OrgBody
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, pe.alice.Token, map[string]any{"name": "Org B", "jwks": json.RawMessage(pe.key.JWKS())}).

@@ -62,7 +62,7 @@ type idPathInput struct {
 type putBudgetInput struct {
 	ID   string `path:"id" maxLength:"128"`
 	Body struct {
-		Currency    string `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
+		Currency    string    `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
 		FundedMinor int64     `json:"funded_minor" minimum:"0" doc:"Total funding in integer minor units." example:"1000000"`
 		Tenants     *[]string `json:"tenants,omitempty" maxItems:"100" doc:"The tenants whose orchestrators may hold on the budget, replacing the list; absent: unchanged (none for a new budget). A change is a privileged change: the answer is 202 with pending_change, and the budget keeps the tenants it had until a second on-call principal approves."`
 	}

@@ -164,6 +164,16 @@ func TestFreshTenantHoldsOnNothing(t *testing.T) {
 		Problem(t, http.StatusUnprocessableEntity, "budget_not_found")
 	e.Approve(t, e.bob.Token, asked.PendingChange.ID)
 	e.CreateDelegation(t, fresh, apitest.NewCreateRequest("n-d", orgB, "procurement", budgetID, 100, "EUR"))
+
+	// A tenant a budget names is in use: its first orchestrator takes a
+	// second person too, or one person could create a credential that
+	// spends the budget.
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, e.alice.Token, map[string]any{"currency": "EUR", "funded_minor": funded, "tenants": []string{"acme", "later", "newco"}}).
+		Expect(t, http.StatusAccepted).JSON(t, &asked)
+	e.Approve(t, e.bob.Token, asked.PendingChange.ID)
+	if got := mint(t, e.Env, e.alice.Token, map[string]any{"role": "orchestrator", "tenant": "later", "name": "later-agent"}, http.StatusAccepted); got.PendingChange == nil {
+		t.Fatalf("the first orchestrator of a tenant a budget names: %+v, want a pending change", got)
+	}
 }
 
 func budgetView(t *testing.T, e *apitest.Env, budget, token string) httpapi.BudgetView {

@@ -198,7 +198,7 @@ var (
 func setupWorld(t testing.TB, env *apitest.Env) map[string]string {
 	t.Helper()
 	for _, b := range seqBudgets {
-		env.PutBudget(t, b.id, b.currency, b.funded)
+		env.PutBudgetFor(t, b.id, b.currency, b.funded, seqTenants...)
 	}
 	for _, o := range seqOrgs {
 		env.PutOrg(t, o.id, o.shared)

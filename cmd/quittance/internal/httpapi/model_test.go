@@ -1130,7 +1130,7 @@ func (m *model) opDispatch() {
 	}
 	amount := 1 + int64(m.pick(int(min(800, b.avail))))
 	mode := []dispatchMode{dispatchAmbiguous, dispatchAmbiguous, dispatchRefused, dispatchReply}[m.pick(4)]
-	tenant := []string{"acme", "umbrella"}[m.pick(2)]
+	tenant := b.tenants[m.pick(len(b.tenants))]
 	op := fmt.Sprintf("dispatch-%d", m.step)
 	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations", m.orch[tenant], map[string]any{
 		"business_operation_id": op, "org_id": modelAgentOrg, "task_class": "procurement", "budget_id": b.id,

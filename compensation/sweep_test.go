@@ -59,7 +59,12 @@ func setupDB(t *testing.T, start time.Time) *bundle {
 		comp:   compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: clock, LedgerID: "ledger", SweepBatchSize: 7}),
 	}
 	ctx := context.Background()
-	if _, _, err := b.ledger.PutBudget(ctx, oncall, "ops", "EUR", 1_000_000_000); err != nil {
+	if _, _, err := b.ledger.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000_000_000}); err != nil {
+		t.Fatal(err)
+	}
+	// The budget names orch's tenant, as an approved budget_tenants_update
+	// change does (the two-person change is tested through the API).
+	if err := store.InTx(ctx, func(tx ledger.Tx) error { return tx.SetBudgetTenants(ctx, "ops", []string{orch.Tenant}, start) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := b.ledger.PutOrg(ctx, oncall, "org-b", ledger.OrgInput{Name: "B"}); err != nil {

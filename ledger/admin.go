@@ -10,23 +10,47 @@ import (
 	"time"
 )
 
-// PutBudget creates a budget or changes its funding. The currency of a
-// budget never changes, and funding cannot drop below what is already held,
-// spent or written off.
-func (s *Service) PutBudget(ctx context.Context, p Principal, id, currency string, funded int64) (b Budget, created bool, err error) {
+// BudgetInput is what on-call sets on a budget.
+type BudgetInput struct {
+	Currency    string
+	FundedMinor int64
+	// Tenants, when not nil, replaces the tenants whose orchestrators may
+	// hold on the budget; nil leaves them as they are (none, for a new
+	// budget).
+	Tenants *[]string
+}
+
+// PutBudget creates a budget or changes its funding or tenants. The
+// currency of a budget never changes, and funding cannot drop below what
+// is already held, spent or written off. Funding applies at once. A change
+// of the tenants is a privileged change: under dev the bootstrap
+// principal's applies at once; any other is recorded as pending and
+// returned as an *ApprovalRequiredError, with the budget as it now is
+// (created and funded, if it was new, but serving the tenants it served —
+// none for a new budget — until a different on-call principal approves).
+func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in BudgetInput) (b Budget, created bool, err error) {
 	if err := require(p, RoleOncall); err != nil {
 		return Budget{}, false, err
 	}
 	if err := checkID("id", id); err != nil {
 		return Budget{}, false, err
 	}
+	currency, funded := in.Currency, in.FundedMinor
 	if err := checkCurrency("currency", currency); err != nil {
 		return Budget{}, false, err
 	}
 	if funded < 0 {
 		return Budget{}, false, Invalid("funded_minor", "must be zero or a positive integer number of minor units")
 	}
+	var tenants []string
+	if in.Tenants != nil {
+		if tenants, err = budgetTenants(*in.Tenants); err != nil {
+			return Budget{}, false, err
+		}
+	}
+	var pending *PendingChange
 	err = s.store.InTx(ctx, func(tx Tx) error {
+		pending = nil
 		now := s.Now()
 		current, err := tx.BudgetForUpdate(ctx, id)
 		created = errors.Is(err, ErrNotFound)
@@ -57,8 +81,15 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id, currency strin
 		}
 		_, err = Append(ctx, tx, Event{Stream: "budget:" + id, Type: EventTypeBudgetFunded, At: now, Actor: p.Actor()},
 			map[string]any{"currency": currency, "funded_minor": funded, "delta_minor": delta})
+		if err != nil || in.Tenants == nil {
+			return err
+		}
+		pending, err = s.setBudgetTenants(ctx, tx, p, &b, tenants, now)
 		return err
 	})
+	if err == nil && pending != nil {
+		err = &ApprovalRequiredError{Change: *pending}
+	}
 	return b, created, err
 }
 

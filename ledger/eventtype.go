@@ -69,6 +69,11 @@ const (
 	// funding, on the budget's stream ("budget:<id>"), with the funded
 	// amount and the change.
 	EventTypeBudgetFunded EventType = "budget_funded"
+	// EventTypeBudgetTenantsChanged: the tenants whose orchestrators may
+	// hold on a budget changed (Service.PutBudget, at once under dev, or
+	// the approval of a budget_tenants_update change), on the budget's
+	// stream, with tenants, previous_tenants and pending_change_id.
+	EventTypeBudgetTenantsChanged EventType = "budget_tenants_changed"
 	// EventTypeOrgUpdated: Service.PutOrg registered or replaced a remote
 	// org, on the org's stream ("org:<id>").
 	EventTypeOrgUpdated EventType = "org_updated"
@@ -374,7 +379,7 @@ var eventTypes = []EventType{
 	EventTypeDelegationCreated, EventTypeTaskStatusChanged, EventTypeTaskStatusDuplicate,
 	EventTypeTaskStatusStale, EventTypeStatusConflict, EventTypeCancelRequested,
 
-	EventTypeBudgetFunded, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTokenCreated,
+	EventTypeBudgetFunded, EventTypeBudgetTenantsChanged, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTokenCreated,
 
 	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypePrincipalOIDCLinked, EventTypeTokenRevoked,
 	EventTypeChangeRequested, EventTypeChangeApproved, EventTypeChangeRefused, EventTypeChangeExpired,

@@ -22,6 +22,7 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeStatusConflict:                 "status_conflict",
 	ledger.EventTypeCancelRequested:                "cancel_requested",
 	ledger.EventTypeBudgetFunded:                   "budget_funded",
+	ledger.EventTypeBudgetTenantsChanged:           "budget_tenants_changed",
 	ledger.EventTypeOrgUpdated:                     "org_updated",
 	ledger.EventTypeTaskClassUpdated:               "task_class_updated",
 	ledger.EventTypeTokenCreated:                   "token_created",

@@ -14,7 +14,9 @@ import (
 // hold_changed event records the old and the new amount. The same amount
 // again changes nothing and records nothing. In any state but held the
 // change is refused with a *ConflictError (hold_not_changeable): once the
-// task has ended, only the evidence of its end moves the hold.
+// task has ended, only the evidence of its end moves the hold. A raise on a
+// budget that no longer names the delegation's tenant is refused
+// (budget_not_held_for_tenant).
 func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amountMinor int64) (Delegation, error) {
 	if err := require(p, RoleOrchestrator); err != nil {
 		return Delegation{}, err
@@ -34,6 +36,17 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 		if d.Hold.AmountMinor == amountMinor {
 			out = d
 			return nil
+		}
+		if amountMinor > d.Hold.AmountMinor {
+			// A raise holds more of the budget: only while the budget
+			// still names the delegation's tenant.
+			b, err := tx.Budget(ctx, d.BudgetID)
+			if err != nil {
+				return err
+			}
+			if !b.HoldsFor(d.Tenant) {
+				return Conflict("budget_not_held_for_tenant", "budget %s no longer names tenant %s; the hold may be cut, not raised", d.BudgetID, d.Tenant)
+			}
 		}
 		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeHoldChanged, Actor: p.Actor(), At: s.Now(), HoldAmountMinor: amountMinor})
 		return err

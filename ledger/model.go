@@ -99,8 +99,11 @@ type Budget struct {
 	Held       int64
 	Spent      int64
 	WrittenOff int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Tenants are the tenants whose orchestrators may hold on the budget
+	// (HoldsFor), sorted; none until on-call names one.
+	Tenants   []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Org is a remote organization whose agents Quittance delegates to.

@@ -393,6 +393,8 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 		return "", s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
 	case ChangeWriteOffThreshold:
 		return "", s.applyThresholdChange(ctx, tx, p, c, now)
+	case ChangeBudgetTenants:
+		return "", s.applyBudgetTenantsChange(ctx, tx, p, c, now)
 	case ChangeOIDCLink:
 		var pl oidcLinkPayload
 		if err := decode(&pl); err != nil {

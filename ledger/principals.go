@@ -70,7 +70,7 @@ type PrincipalTx interface {
 	// disabled or not, so that disabling one never gives it back.
 	CountBootstrapSpent(ctx context.Context) (int64, error)
 	// TenantInUse reports whether any principal or credential was ever
-	// given the tenant, or any delegation made in it.
+	// given the tenant, any delegation made in it, or a budget names it.
 	TenantInUse(ctx context.Context, tenant string) (bool, error)
 	InsertPrincipal(ctx context.Context, r PrincipalRecord) error
 	PrincipalForUpdate(ctx context.Context, id uuid.UUID) (PrincipalRecord, error)

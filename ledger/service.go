@@ -251,28 +251,35 @@ func (in CreateInput) hash() []byte {
 	return sum[:]
 }
 
-// checkReferences checks, in tx, what a new delegation refers to: its org
-// (held with a share lock, so a revocation cannot commit in between), its
-// budget and its links.
+// checkReferences checks, in tx, what a new delegation refers to: its
+// budget, which must name the caller's tenant (Budget.HoldsFor), its org
+// (held with a share lock, so a revocation cannot commit in between) and
+// its links. A budget the tenant may not hold on is refused exactly as one
+// that does not exist, and before anything else is checked, so an
+// orchestrator learns nothing about other tenants' budgets (not whether
+// they exist, nor their currency or balance) and, with no budget of its
+// own, nothing about orgs either.
 func checkReferences(ctx context.Context, tx Tx, p Principal, in CreateInput) error {
 	revoked := func(org Org) error {
 		return Conflict("org_identity_revoked", "org %s's agent identity is revoked; no new delegations", org.ID)
 	}
+	noBudget := &ReferenceError{Field: "budget_id", ID: in.BudgetID}
 	org, budget, err := tx.CreationReferences(ctx, in.OrgID, in.BudgetID)
 	if errors.Is(err, ErrNotFound) {
-		// Say which is missing, checking the org first as when both exist.
-		org, err := tx.Org(ctx, in.OrgID)
+		// Say which is missing: the budget first.
+		budget, err := tx.Budget(ctx, in.BudgetID)
 		switch {
-		case errors.Is(err, ErrNotFound):
-			return &ReferenceError{Field: "org_id", ID: in.OrgID}
+		case errors.Is(err, ErrNotFound) || (err == nil && !budget.HoldsFor(p.Tenant)):
+			return noBudget
 		case err != nil:
 			return err
-		case org.IdentityRevoked():
-			return revoked(org)
 		}
-		return &ReferenceError{Field: "budget_id", ID: in.BudgetID}
+		return &ReferenceError{Field: "org_id", ID: in.OrgID}
 	} else if err != nil {
 		return err
+	}
+	if !budget.HoldsFor(p.Tenant) {
+		return noBudget
 	}
 	if org.IdentityRevoked() {
 		return revoked(org)

@@ -162,6 +162,12 @@ type Tx interface {
 	// InsertBudget creates a budget with nothing funded; funding is a
 	// MoveBudget of kind MoveFund.
 	InsertBudget(ctx context.Context, b Budget) error
+	// Budget loads a budget without locking it (a hold's raise reads whom
+	// it serves; the movement itself locks the row, last).
+	Budget(ctx context.Context, id string) (Budget, error)
+	// SetBudgetTenants replaces the tenants whose orchestrators may hold
+	// on the budget.
+	SetBudgetTenants(ctx context.Context, id string, tenants []string, at time.Time) error
 	// PutOrg creates or updates an org. It never clears a recorded identity
 	// revocation.
 	PutOrg(ctx context.Context, o Org) error

@@ -444,8 +444,9 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		}
 	}
 	for _, b := range budgets {
-		if err := c.must(ctx, http.MethodPut, "/admin/v1/budgets/"+b, admin,
-			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 50}, nil, http.StatusCreated); err != nil {
+		// Funded at once; the tenant, by a second on-call's approval.
+		if err := privileged(ctx, c, http.MethodPut, "/admin/v1/budgets/"+b, admin, admin2,
+			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 50, "tenants": []string{"bench"}}); err != nil {
 			return res, err
 		}
 	}

@@ -390,8 +390,8 @@ func (s *soak) setup(ctx context.Context, hookURL string) error {
 	}
 	s.admin, s.oncall2 = admin, oncall2
 	for i := range 4 {
-		if err := c.must(ctx, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i), s.admin,
-			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 45}, nil, http.StatusCreated); err != nil {
+		if err := privileged(ctx, c, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i), s.admin, s.oncall2,
+			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 45, "tenants": []string{soakTenant}}); err != nil {
 			return err
 		}
 	}

@@ -37,9 +37,7 @@ func TestServiceRoleCannotMoveAnchors(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000_000, "acme")
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
 		t.Fatalf("put org: %d", s)
 	}
@@ -155,9 +153,7 @@ func TestServiceRoleCannotMoveAnchors(t *testing.T) {
 		t.Error("after quittance_grant_service_role(), the service role may rewrite the feed positions, the signed heads or the releases")
 	}
 	// Appending still works, its positions written by the trigger.
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 2_000_000}, nil); s >= 300 {
-		t.Fatalf("fund the budget again: %d", s)
-	}
+	e.putBudget(t, "ops", 2_000_000)
 	if got := positions(); got == before {
 		t.Error("funding the budget wrote no feed position")
 	}
@@ -211,10 +207,8 @@ func TestCheckpointHeadNeverMovesBack(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
-	for _, funded := range []int{1000, 2000} {
-		if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": funded}, nil); s >= 300 {
-			t.Fatalf("put budget: %d", s)
-		}
+	for _, funded := range []int64{1000, 2000} {
+		e.putBudget(t, "ops", funded)
 	}
 	out, errOut, code := e.cli(t, e.oncall, "checkpoints", "create")
 	var first signedCheckpoint

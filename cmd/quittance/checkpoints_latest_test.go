@@ -79,9 +79,7 @@ func TestLatestCheckpoint(t *testing.T) {
 		return got, p
 	}
 
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1000)
 	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
 		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
 	}
@@ -90,9 +88,7 @@ func TestLatestCheckpoint(t *testing.T) {
 		t.Errorf("the first checkpoint: previous %q, streams %v; want none and budget:ops among them", p1.Previous, p1.Streams)
 	}
 
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 2000}, nil); s >= 300 {
-		t.Fatalf("fund budget: %d", s)
-	}
+	e.putBudget(t, "ops", 2000)
 	if _, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code != 0 {
 		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
 	}

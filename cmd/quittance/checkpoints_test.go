@@ -80,9 +80,7 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000_000, "acme")
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
 		t.Fatalf("put org: %d", s)
 	}
@@ -103,7 +101,7 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	out, errOut, code = e.cli(t, finance, "verify-chain", "--max-unanchored-age", "10ms")
-	if code != exitFailure || !strings.Contains(out, "BROKEN\tbudget:ops\t1 event(s) older than 10ms are covered by no checkpoint: the ledger serves none") ||
+	if code != exitFailure || !strings.Contains(out, "BROKEN\tbudget:ops\t2 event(s) older than 10ms are covered by no checkpoint: the ledger serves none") ||
 		!strings.Contains(out, "BROKEN\torg:supplier\t") {
 		t.Fatalf("verify-chain with old events and no checkpoint: exit %d, want %d\n%s\n%s", code, exitFailure, out, errOut)
 	}
@@ -130,11 +128,9 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	exported := filepath.Join(dir, checkpointFile(1))
 
 	// Untouched, and with events after the checkpoint: ok.
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 2_000_000}, nil); s >= 300 {
-		t.Fatalf("fund budget again: %d", s)
-	}
+	e.putBudget(t, "ops", 2_000_000)
 	out, errOut, code = e.cli(t, finance, "verify-chain")
-	if code != 0 || !strings.Contains(out, "ok\t"+id) || !strings.Contains(out, "ok\tbudget:ops\t2 events") ||
+	if code != 0 || !strings.Contains(out, "ok\t"+id) || !strings.Contains(out, "ok\tbudget:ops\t3 events") ||
 		!strings.Contains(out, "ok\torg:supplier\t2 events") || !strings.Contains(errOut, "checked against checkpoints 1..1") {
 		t.Fatalf("verify-chain of an untouched ledger: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -163,6 +159,7 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 		// From the signed head on: background workers may have appended to
 		// the delegation after the checkpoint.
 		"DELETE FROM events WHERE stream = 'delegation:" + id + "' AND stream_seq >= " + strconv.Itoa(int(signedHead(t, cp.Payload, "delegation:"+id))),
+		"DELETE FROM events WHERE stream = 'budget:ops' AND stream_seq = 3",
 		"DELETE FROM events WHERE stream = 'budget:ops' AND stream_seq = 2",
 		"DELETE FROM events WHERE stream = 'budget:ops' AND stream_seq = 1",
 		"UPDATE events SET actor = 'principal:mallory', hash = '\\x" + hex.EncodeToString(hash) + "' WHERE stream = 'org:supplier' AND stream_seq = " + strconv.Itoa(int(org.StreamSeq)),
@@ -179,7 +176,7 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	for _, want := range []string{
 		"BROKEN\tdelegation:" + id + "\tcheckpoint 1 signed",
 		"(its tail was removed)",
-		"BROKEN\tbudget:ops\tcheckpoint 1 signed 1 event(s) in this stream; none is left",
+		"BROKEN\tbudget:ops\tcheckpoint 1 signed 2 event(s) in this stream; none is left",
 		"BROKEN\torg:supplier\tcheckpoint 1 signed event " + strconv.Itoa(int(org.StreamSeq)),
 		"(rewritten)",
 		"ok\t" + id2,
@@ -303,9 +300,7 @@ func TestServeRequiresASigningKey(t *testing.T) {
 	}
 
 	e := startService(t, "QUITTANCE_SIGNING_KEY_FILE=", "QUITTANCE_CHECKPOINTS=off")
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000}, nil); s >= 300 {
-		t.Fatalf("put budget with checkpoints off: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000)
 	if out, errOut, code := e.cli(t, e.oncall, "checkpoints", "create"); code == 0 || !strings.Contains(errOut, "checkpoints_unavailable") {
 		t.Errorf("checkpoints create without a key: exit %d, want a refusal naming checkpoints_unavailable\n%s%s", code, out, errOut)
 	}

@@ -133,6 +133,31 @@ func startServe(t *testing.T, env map[string]string) serveAddresses {
 	return serveAddresses{}
 }
 
+// putBudget creates or funds a budget in EUR and, when tenants are given,
+// names them: on-call asks, and the second on-call approves the tenants
+// when they change.
+func (e *cliEnv) putBudget(t *testing.T, id string, funded int64, tenants ...string) {
+	t.Helper()
+	var b struct {
+		PendingChange *struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
+	}
+	body := map[string]any{"currency": "EUR", "funded_minor": funded}
+	if tenants != nil {
+		body["tenants"] = tenants
+	}
+	s := e.api(t, http.MethodPut, "/admin/v1/budgets/"+id, e.oncall, body, &b)
+	switch {
+	case s == http.StatusAccepted && b.PendingChange != nil:
+		if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", b.PendingChange.ID); code != 0 {
+			t.Fatalf("approve the tenants of budget %s: exit %d %s", id, code, errOut)
+		}
+	case s >= 300:
+		t.Fatalf("PUT budget %s: %d", id, s)
+	}
+}
+
 // cli runs a client command and returns stdout, stderr and the exit code
 // main would use.
 func (e *cliEnv) cli(t *testing.T, token string, args ...string) (string, string, int) {
@@ -231,9 +256,7 @@ func (e *cliEnv) approvePending(t *testing.T, out []byte) {
 // for tenant acme and a finance token: the set-up of the audit tests.
 func (e *cliEnv) supplierLedger(t *testing.T, signer *compensationtest.Signer) (orch, finance string) {
 	t.Helper()
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000_000, "acme")
 	var registered json.RawMessage
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{
 		"name": "Supplier", "jwks": json.RawMessage(signer.JWKS()),
@@ -279,9 +302,7 @@ func (e *cliEnv) pendingDelegation(t *testing.T, orch, op string) string {
 func TestCLIEndToEnd(t *testing.T) {
 	t.Parallel()
 	e := startService(t)
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000_000, "acme")
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
 		t.Fatalf("put org: %d", s)
 	}

@@ -17,9 +17,7 @@ import (
 func TestCLIWriteOffsReject(t *testing.T) {
 	t.Parallel()
 	e := startService(t, "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR=100")
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000_000, "acme")
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
 		t.Fatalf("put org: %d", s)
 	}

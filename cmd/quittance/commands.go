@@ -89,6 +89,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newWriteOffCommand(getenv, stdout),
 		newWriteOffsCommand(getenv, stdout),
 		newCompensationCommand(getenv, stdout),
+		newBudgetsCommand(getenv, stdout),
 		newOrgsCommand(getenv, stdout),
 		newSweepCommand(getenv, stdout),
 		newTokenCommand(getenv, stdout),

@@ -122,7 +122,7 @@ func minorText(minor int64) string { return fmt.Sprintf("%d.%02d", minor/100, mi
 // holds stay.
 func seedConsoleDemo(ctx context.Context, a *app.App, oncall ledger.Principal, timeout time.Duration) error {
 	svc := a.Ledger
-	if _, _, err := svc.PutBudget(ctx, oncall, devConsoleBudget, "EUR", 5_000_000); err != nil {
+	if _, _, err := svc.PutBudget(ctx, oncall, devConsoleBudget, ledger.BudgetInput{Currency: "EUR", FundedMinor: 5_000_000, Tenants: &[]string{devConsoleTenant}}); err != nil {
 		return err
 	}
 	if _, _, err := svc.PutOrg(ctx, oncall, devConsoleOrg, ledger.OrgInput{Name: "Silent Supplier (demo)"}); err != nil {

@@ -215,7 +215,7 @@ func TestDevDemoPushURL(t *testing.T) {
 	oncall := strings.TrimSpace(string(raw))
 	c := newTestClient(dev.baseURL)
 	ctx := t.Context()
-	if r := c.do(ctx, http.MethodPut, "/admin/v1/budgets/push-demo", oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}); !r.ok() {
+	if r := c.do(ctx, http.MethodPut, "/admin/v1/budgets/push-demo", oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000, "tenants": []string{"buyers"}}); !r.ok() {
 		t.Fatalf("budget: %s", r)
 	}
 	r := c.do(ctx, http.MethodPost, "/admin/v1/tokens", oncall, map[string]any{"role": "orchestrator", "tenant": "buyers", "name": "push-test"})

@@ -168,8 +168,8 @@ func fixtures(t testing.TB, c *testClient, bootstrap string, signer *compensatio
 		body[k] = v
 	}
 	mustPrivileged(t, c, http.MethodPut, "/admin/v1/orgs/"+faultOrg, oncall, oncall2, body)
-	c.must(t, http.MethodPut, "/admin/v1/budgets/"+faultBudget, oncall,
-		map[string]any{"currency": "EUR", "funded_minor": faultFunded}, nil, http.StatusOK, http.StatusCreated)
+	mustPrivileged(t, c, http.MethodPut, "/admin/v1/budgets/"+faultBudget, oncall, oncall2,
+		map[string]any{"currency": "EUR", "funded_minor": faultFunded, "tenants": []string{faultTenant}})
 	var tok struct {
 		Token string `json:"token"`
 	}

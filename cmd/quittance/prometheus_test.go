@@ -192,9 +192,7 @@ func TestPrometheusAlertsAndDashboards(t *testing.T) {
 			t.Fatalf("put org %s: %d", org, s)
 		}
 	}
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000_000, "acme")
 	// A task class's timeout is a privileged change: the second on-call
 	// principal approves it.
 	out, errOut, code := e.cli(t, e.oncall, "task-classes", "set", "quick", "--compensation-timeout", "1s")

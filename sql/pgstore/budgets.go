@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,20 @@ func (t *tx) BudgetForUpdate(ctx context.Context, id string) (ledger.Budget, err
 func (t *tx) InsertBudget(ctx context.Context, b ledger.Budget) error {
 	if err := t.q.BudgetInsert(ctx, dbsqlc.BudgetInsertParams{ID: b.ID, Currency: b.Currency, CreatedAt: b.CreatedAt}); err != nil {
 		return fmt.Errorf("insert budget %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+func (t *tx) SetBudgetTenants(ctx context.Context, id string, tenants []string, at time.Time) error {
+	if tenants == nil {
+		tenants = []string{}
+	}
+	n, err := t.q.BudgetSetTenants(ctx, dbsqlc.BudgetSetTenantsParams{ID: id, Tenants: tenants, UpdatedAt: at})
+	if err != nil {
+		return fmt.Errorf("set tenants of budget %s: %w", id, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("set tenants of budget %s: %w", id, ledger.ErrNotFound)
 	}
 	return nil
 }
@@ -73,6 +88,6 @@ func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) error {
 func toBudget(r dbsqlc.Budget) ledger.Budget {
 	return ledger.Budget{
 		ID: r.ID, Currency: r.Currency, Funded: r.FundedMinor, Available: r.AvailableMinor, Held: r.HeldMinor,
-		Spent: r.SpentMinor, WrittenOff: r.WrittenOffMinor, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Spent: r.SpentMinor, WrittenOff: r.WrittenOffMinor, Tenants: r.Tenants, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }

@@ -47,7 +47,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		cps[i] = ledger.NewCheckpoints(stores[i], identity, "quittance", nil, nil)
 	}
 	svc := ledger.NewService(ledger.Config{Store: stores[0], Clock: fixedClock{epoch}})
-	if _, _, err := svc.PutBudget(ctx, oncall, "ops", "EUR", 1); err != nil {
+	if _, _, err := svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -63,7 +63,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	}
 	wg.Go(func() {
 		for n := range 20 {
-			if _, _, err := svc.PutBudget(ctx, oncall, "ops", "EUR", int64(n+2)); err != nil {
+			if _, _, err := svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: int64(n + 2)}); err != nil {
 				t.Errorf("fund: %v", err)
 			}
 		}
@@ -148,7 +148,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	if n := count(); n != signedBefore {
 		t.Errorf("the periodic loop signed %d checkpoints over unchanged heads", n-signedBefore)
 	}
-	if _, _, err := svc.PutBudget(ctx, oncall, "ops", "EUR", 100); err != nil {
+	if _, _, err := svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 100}); err != nil {
 		t.Fatal(err)
 	}
 	runUntil(signedBefore+1, 30*time.Second)
@@ -185,7 +185,7 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 	budgets := []string{"a", "b", "c", "d", "e"}
 	for round := range 2 {
 		for _, b := range budgets {
-			if _, _, err := svc.PutBudget(ctx, oncall, b, "EUR", int64(round+1)); err != nil {
+			if _, _, err := svc.PutBudget(ctx, oncall, b, ledger.BudgetInput{Currency: "EUR", FundedMinor: int64(round + 1)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -239,7 +239,7 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 	}
 
 	// One stream moves: the next checkpoint signs it alone.
-	if _, _, err := svc.PutBudget(ctx, oncall, "c", "EUR", 9); err != nil {
+	if _, _, err := svc.PutBudget(ctx, oncall, "c", ledger.BudgetInput{Currency: "EUR", FundedMinor: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cps.Create(ctx, oncall); err != nil {
@@ -273,7 +273,7 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 		t.Errorf("budget:a was last signed by checkpoint %d; the store names %d", want, got)
 	}
 	// An event no checkpoint covers yet leaves the signing checkpoint as it was.
-	if _, _, err := svc.PutBudget(ctx, oncall, "a", "EUR", 9); err != nil {
+	if _, _, err := svc.PutBudget(ctx, oncall, "a", ledger.BudgetInput{Currency: "EUR", FundedMinor: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := signing("budget:a"), heads["budget:a"].Checkpoint; got != want {

@@ -132,9 +132,10 @@ func TestCollectorStateEntry(t *testing.T) {
 	at := func(d time.Duration) *ledger.Service {
 		return ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch.Add(d)}})
 	}
-	if _, _, err := at(0).PutBudget(ctx, oncall, "ops", "EUR", 10_000); err != nil {
+	if _, _, err := at(0).PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 10_000}); err != nil {
 		t.Fatal(err)
 	}
+	holdsFor(t, store, "ops", orch.Tenant)
 	if _, _, err := at(0).PutOrg(ctx, oncall, "globex", ledger.OrgInput{Name: "Globex"}); err != nil {
 		t.Fatal(err)
 	}
@@ -499,10 +500,10 @@ func TestCollectorUnanchoredEvents(t *testing.T) {
 	later := epoch.Add(time.Hour)
 	for _, at := range []time.Time{epoch, later} {
 		svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{at}})
-		if _, _, err := svc.PutBudget(ctx, oncall, "ops-"+at.Format("150405"), "EUR", 1_000); err != nil {
+		if _, _, err := svc.PutBudget(ctx, oncall, "ops-"+at.Format("150405"), ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := svc.PutBudget(ctx, oncall, "more-"+at.Format("150405"), "EUR", 1_000); err != nil {
+		if _, _, err := svc.PutBudget(ctx, oncall, "more-"+at.Format("150405"), ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000}); err != nil {
 			t.Fatal(err)
 		}
 		expectSamples(t, "events after the latest checkpoint", scrape(t, store, later), map[string]float64{metric: unix(at)})

@@ -26,9 +26,10 @@ func canceledDelegations(t *testing.T, store *pgstore.Store, n int) []ledger.Del
 	ctx := context.Background()
 	svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
 	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch}})
-	if _, _, err := svc.PutBudget(ctx, oncall, "comp", "EUR", 1_000_000); err != nil {
+	if _, _, err := svc.PutBudget(ctx, oncall, "comp", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000_000}); err != nil {
 		t.Fatal(err)
 	}
+	holdsFor(t, store, "comp", orch.Tenant)
 	if _, _, err := svc.PutOrg(ctx, oncall, "initech", ledger.OrgInput{Name: "Initech"}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -249,5 +250,83 @@ func TestCheckpointHeadsBackfill(t *testing.T) {
 	want := []string{"budget:a 4 3 a3", "budget:b 2 5 b5"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("checkpoint_heads after the migration:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestBudgetTenantsBackfill: migrating to 00037 names on each budget the
+// tenants that held on it (every delegation's tenant, whatever its state)
+// and nothing on a budget nobody held on, which then holds for nobody;
+// reporting.budgets_v1 gains the list as its last column.
+func TestBudgetTenantsBackfill(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	initech := ledger.Principal{Role: ledger.RoleOrchestrator, Name: "orch-initech", Tenant: "initech"}
+	if _, _, err := b.svc.PutOrg(ctx, oncall, "globex", ledger.OrgInput{Name: "Globex"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"shared", "acme-only", "idle"} {
+		if _, _, err := b.svc.PutBudget(ctx, oncall, id, ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000}); err != nil {
+			t.Fatal(err)
+		}
+		holdsFor(t, b.store, id, "acme", "initech", "umbrella")
+	}
+	hold := func(p ledger.Principal, budget, op string) {
+		t.Helper()
+		_, _, err := b.svc.CreateDelegation(ctx, p, ledger.CreateInput{
+			BusinessOperationID: op, OrgID: "globex", TaskClass: "procurement", BudgetID: budget,
+			Hold: ledger.Money{AmountMinor: 10, Currency: "EUR"}, Remote: ledger.RemoteTask{TaskID: "task-" + op},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold(initech, "shared", "s-1")
+	hold(orch, "shared", "s-2")
+	hold(initech, "shared", "s-3")
+	hold(orch, "acme-only", "a-1")
+
+	migrate := migrateDownTo(t, b.pool, 36)
+	var cols int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_schema = 'reporting' AND table_name = 'budgets_v1'`).Scan(&cols); err != nil {
+		t.Fatal(err)
+	}
+	if cols != 10 {
+		t.Fatalf("reporting.budgets_v1 has %d columns before 00037, want 10", cols)
+	}
+	migrateUp(t, b.pool, migrate)
+
+	want := map[string][]string{"shared": {"acme", "initech"}, "acme-only": {"acme"}, "idle": {}}
+	for id, tenants := range want {
+		got, err := b.svc.GetBudget(ctx, oncall, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got.Tenants, ",") != strings.Join(tenants, ",") {
+			t.Errorf("budget %s: tenants %q after the migration, want %q", id, got.Tenants, tenants)
+		}
+		var viewed []string
+		if err := b.pool.QueryRow(ctx, `SELECT tenants FROM reporting.budgets_v1 WHERE budget_id = $1`, id).Scan(&viewed); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(viewed, ",") != strings.Join(tenants, ",") {
+			t.Errorf("reporting.budgets_v1 %s: tenants %q, want %q", id, viewed, tenants)
+		}
+	}
+	var last string
+	if err := b.pool.QueryRow(ctx, `SELECT column_name FROM information_schema.columns WHERE table_schema = 'reporting' AND table_name = 'budgets_v1' ORDER BY ordinal_position DESC LIMIT 1`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if last != "tenants" {
+		t.Errorf("reporting.budgets_v1's last column is %q, want tenants", last)
+	}
+	// The budget nobody held on holds for nobody.
+	_, _, err := b.svc.CreateDelegation(ctx, orch, ledger.CreateInput{
+		BusinessOperationID: "i-1", OrgID: "globex", TaskClass: "procurement", BudgetID: "idle",
+		Hold: ledger.Money{AmountMinor: 10, Currency: "EUR"}, Remote: ledger.RemoteTask{TaskID: "task-i-1"},
+	})
+	var ref *ledger.ReferenceError
+	if !errors.As(err, &ref) || ref.Field != "budget_id" {
+		t.Fatalf("a hold on the budget nobody held on: %v, want budget_id does not exist", err)
 	}
 }

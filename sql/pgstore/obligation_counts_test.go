@@ -24,9 +24,10 @@ func heldDelegations(t *testing.T, store *pgstore.Store, n int) []ledger.Delegat
 	t.Helper()
 	ctx := context.Background()
 	svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
-	if _, _, err := svc.PutBudget(ctx, oncall, "counts", "EUR", 1_000_000); err != nil {
+	if _, _, err := svc.PutBudget(ctx, oncall, "counts", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000_000}); err != nil {
 		t.Fatal(err)
 	}
+	holdsFor(t, store, "counts", orch.Tenant)
 	if _, _, err := svc.PutOrg(ctx, oncall, "umbrella", ledger.OrgInput{Name: "Umbrella"}); err != nil {
 		t.Fatal(err)
 	}

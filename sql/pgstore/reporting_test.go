@@ -192,6 +192,7 @@ func TestSharedRemoteTasksKept(t *testing.T) {
 	ctx := context.Background()
 	b.delegation(t, "budget-and-org")
 	other := ledger.Principal{Role: ledger.RoleOrchestrator, Name: "orch-initech", Tenant: "initech"}
+	holdsFor(t, b.store, "ops", orch.Tenant, other.Tenant)
 	replica := ledger.NewService(ledger.Config{Store: pgstore.New(widePool(t, b.pool, 4)), Clock: fixedClock{epoch}})
 	create := func(svc *ledger.Service, p ledger.Principal, op, task string) error {
 		_, _, err := svc.CreateDelegation(ctx, p, ledger.CreateInput{

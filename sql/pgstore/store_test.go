@@ -41,6 +41,19 @@ func setup(t *testing.T) bundle {
 	return bundle{pool: pool, store: store, svc: ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})}
 }
 
+// holdsFor names tenants on a budget through the store, as an approved
+// budget_tenants_update change does (the two-person change itself is
+// tested through the API).
+func holdsFor(t *testing.T, store *pgstore.Store, budget string, tenants ...string) {
+	t.Helper()
+	err := store.InTx(context.Background(), func(tx ledger.Tx) error {
+		return tx.SetBudgetTenants(context.Background(), budget, tenants, epoch)
+	})
+	if err != nil {
+		t.Fatalf("name tenants %v on budget %s: %v", tenants, budget, err)
+	}
+}
+
 // comp is the compensation service on b's store, at epoch: the one that
 // applies a reported task status (ledger/DESIGN.md §3).
 func (b bundle) comp() *compensation.Service {
@@ -51,9 +64,10 @@ func (b bundle) comp() *compensation.Service {
 func (b bundle) delegation(t *testing.T, op string) ledger.Delegation {
 	t.Helper()
 	ctx := context.Background()
-	if _, _, err := b.svc.PutBudget(ctx, oncall, "ops", "EUR", 10_000); err != nil {
+	if _, _, err := b.svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 10_000}); err != nil {
 		t.Fatalf("PutBudget: %v", err)
 	}
+	holdsFor(t, b.store, "ops", orch.Tenant)
 	if _, _, err := b.svc.PutOrg(ctx, oncall, "globex", ledger.OrgInput{Name: "Globex"}); err != nil {
 		t.Fatalf("PutOrg: %v", err)
 	}
@@ -224,7 +238,7 @@ func TestBudgetConservationConstraint(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	if _, _, err := b.svc.PutBudget(ctx, oncall, "ops", "EUR", 1_000); err != nil {
+	if _, _, err := b.svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000}); err != nil {
 		t.Fatal(err)
 	}
 	digest := func() string {
@@ -262,7 +276,7 @@ func TestMoveBudgetInsufficientFunds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	if _, _, err := b.svc.PutBudget(ctx, oncall, "ops", "EUR", 1_000); err != nil {
+	if _, _, err := b.svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000}); err != nil {
 		t.Fatal(err)
 	}
 	state := func() string {

@@ -42,3 +42,7 @@ WITH moved AS (
     VALUES (@id, @delegation_id, @kind::text, @amount::bigint, @at)
 )
 SELECT * FROM moved;
+
+-- name: BudgetSetTenants :execrows
+-- Replaces the tenants whose orchestrators may hold on the budget.
+UPDATE budgets SET tenants = @tenants::text[], updated_at = @updated_at WHERE id = @id;

@@ -45,12 +45,14 @@ WHERE NOT p.bootstrap
        OR p.created_by IN (SELECT b.id FROM principals b WHERE b.bootstrap));
 
 -- name: PrincipalTenantInUse :one
--- Whether a tenant was ever given to a principal or a credential, or has
--- delegations: only the first orchestrator of an unused tenant is created
--- without a second approver.
+-- Whether a tenant was ever given to a principal or a credential, has
+-- delegations or is named by a budget: only the first orchestrator of an
+-- unused tenant is created without a second approver (it can hold on no
+-- budget).
 SELECT (EXISTS (SELECT 1 FROM principals p WHERE p.tenant = @tenant::text)
     OR EXISTS (SELECT 1 FROM api_tokens t WHERE t.tenant = @tenant::text)
-    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = @tenant::text))::boolean AS used;
+    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = @tenant::text)
+    OR EXISTS (SELECT 1 FROM budgets b WHERE @tenant::text = ANY (b.tenants)))::boolean AS used;
 
 -- name: PrincipalLockRegistry :exec
 SELECT pg_advisory_xact_lock(7239410021);

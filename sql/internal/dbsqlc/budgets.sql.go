@@ -13,7 +13,7 @@ import (
 )
 
 const budgetGetByID = `-- name: BudgetGetByID :one
-SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at FROM budgets WHERE id = $1
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM budgets WHERE id = $1
 `
 
 func (q *Queries) BudgetGetByID(ctx context.Context, id string) (Budget, error) {
@@ -29,12 +29,13 @@ func (q *Queries) BudgetGetByID(ctx context.Context, id string) (Budget, error) 
 		&i.WrittenOffMinor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Tenants,
 	)
 	return i, err
 }
 
 const budgetGetByIDForUpdate = `-- name: BudgetGetByIDForUpdate :one
-SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at FROM budgets WHERE id = $1 FOR UPDATE
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM budgets WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) BudgetGetByIDForUpdate(ctx context.Context, id string) (Budget, error) {
@@ -50,6 +51,7 @@ func (q *Queries) BudgetGetByIDForUpdate(ctx context.Context, id string) (Budget
 		&i.WrittenOffMinor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Tenants,
 	)
 	return i, err
 }
@@ -88,12 +90,12 @@ WITH moved AS (
         ('write_off', 0,     0,         -1,  0,    1)
     ) AS k (kind, funded, available, held, spent, written_off)
     WHERE b.id = $3 AND k.kind = $4::text
-    RETURNING b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at
+    RETURNING b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at, b.tenants
 ), journal AS (
     INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
     VALUES ($3, $5, $4::text, $1::bigint, $2)
 )
-SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at FROM moved
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM moved
 `
 
 type BudgetMoveParams struct {
@@ -114,6 +116,7 @@ type BudgetMoveRow struct {
 	WrittenOffMinor int64
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	Tenants         []string
 }
 
 // Moves an amount between a budget's columns and journals the movement, in
@@ -145,6 +148,26 @@ func (q *Queries) BudgetMove(ctx context.Context, arg BudgetMoveParams) (BudgetM
 		&i.WrittenOffMinor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Tenants,
 	)
 	return i, err
+}
+
+const budgetSetTenants = `-- name: BudgetSetTenants :execrows
+UPDATE budgets SET tenants = $1::text[], updated_at = $2 WHERE id = $3
+`
+
+type BudgetSetTenantsParams struct {
+	Tenants   []string
+	UpdatedAt time.Time
+	ID        string
+}
+
+// Replaces the tenants whose orchestrators may hold on the budget.
+func (q *Queries) BudgetSetTenants(ctx context.Context, arg BudgetSetTenantsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, budgetSetTenants, arg.Tenants, arg.UpdatedAt, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -12,7 +12,7 @@ import (
 
 const budgetListAll = `-- name: BudgetListAll :many
 
-SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at FROM budgets ORDER BY id LIMIT 1000
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM budgets ORDER BY id LIMIT 1000
 `
 
 // Budgets, orgs and the counterparty scorecard for the console
@@ -36,6 +36,7 @@ func (q *Queries) BudgetListAll(ctx context.Context) ([]Budget, error) {
 			&i.WrittenOffMinor,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Tenants,
 		); err != nil {
 			return nil, err
 		}

@@ -74,6 +74,7 @@ type Budget struct {
 	WrittenOffMinor int64
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	Tenants         []string
 }
 
 type BudgetEntry struct {
@@ -337,7 +338,7 @@ type ReportingAnomaliesV1 struct {
 	Data            json.RawMessage
 }
 
-// Budgets: funded, available, held, spent and written-off amounts, and the number of active holds. Version 1.
+// Budgets: funded, available, held, spent and written-off amounts, the number of active holds, and the tenants whose orchestrators may hold on each. Version 1.
 type ReportingBudgetsV1 struct {
 	BudgetID        string
 	Currency        string
@@ -349,6 +350,7 @@ type ReportingBudgetsV1 struct {
 	ActiveHolds     int64
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	Tenants         []string
 }
 
 // Each delegation's hold and where it went: held, spent, returned, written off (from the budget journal), with the settled and reversed amounts. Version 1.

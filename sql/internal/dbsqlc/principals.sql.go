@@ -209,12 +209,14 @@ func (q *Queries) PrincipalLockRegistry(ctx context.Context) error {
 const principalTenantInUse = `-- name: PrincipalTenantInUse :one
 SELECT (EXISTS (SELECT 1 FROM principals p WHERE p.tenant = $1::text)
     OR EXISTS (SELECT 1 FROM api_tokens t WHERE t.tenant = $1::text)
-    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = $1::text))::boolean AS used
+    OR EXISTS (SELECT 1 FROM delegations d WHERE d.tenant = $1::text)
+    OR EXISTS (SELECT 1 FROM budgets b WHERE $1::text = ANY (b.tenants)))::boolean AS used
 `
 
-// Whether a tenant was ever given to a principal or a credential, or has
-// delegations: only the first orchestrator of an unused tenant is created
-// without a second approver.
+// Whether a tenant was ever given to a principal or a credential, has
+// delegations or is named by a budget: only the first orchestrator of an
+// unused tenant is created without a second approver (it can hold on no
+// budget).
 func (q *Queries) PrincipalTenantInUse(ctx context.Context, tenant string) (bool, error) {
 	row := q.db.QueryRow(ctx, principalTenantInUse, tenant)
 	var used bool

@@ -14,7 +14,7 @@ import (
 )
 
 const creationReferences = `-- name: CreationReferences :one
-SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at
+SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at, b.tenants
 FROM remote_orgs o, budgets b
 WHERE o.id = $1 AND b.id = $2
 FOR SHARE OF o
@@ -64,6 +64,7 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 		&i.Budget.WrittenOffMinor,
 		&i.Budget.CreatedAt,
 		&i.Budget.UpdatedAt,
+		&i.Budget.Tenants,
 	)
 	return i, err
 }

@@ -97,7 +97,7 @@ func TestBulkSnooze(t *testing.T) {
 	queue := b.get("/console/obligations")
 	queue.lacks(t, w.big.ID, w.small.ID, w.pending.ID)
 	b.get("/console/obligations?snoozed=only").contains(t, w.big.ID, w.small.ID, w.pending.ID, "2026-06-01")
-	b.get("/console/").contains(t, "2,500.00 EUR", "400.00 EUR")
+	b.get("/console/").contains(t, "2,500.00 EUR", "400.00 EUR", `<td class="tenants">acme, globex</td>`)
 }
 
 // TestBulkWriteOffRefused: write-offs are never bulk; a crafted bulk POST

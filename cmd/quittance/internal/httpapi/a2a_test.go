@@ -301,7 +301,7 @@ func newA2AEnv(t *testing.T, w apitest.Worker, opts ...apitest.Option) *a2aEnv {
 	opts = append([]apitest.Option{apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(a2aLedgerID), apitest.WithWorker(w)}, opts...)
 	e := &a2aEnv{Env: apitest.New(t, opts...), opts: opts}
 	e.orch = e.NewOrchestrator(t, "acme")
-	e.must(t, http.MethodPut, "/admin/v1/budgets/ops", e.OncallToken, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, http.StatusCreated)
+	e.must(t, http.MethodPut, "/admin/v1/budgets/ops", e.OncallToken, map[string]any{"currency": "EUR", "funded_minor": 1_000_000, "tenants": apitest.DefaultBudgetTenants}, http.StatusCreated)
 	return e
 }
 

@@ -11,7 +11,8 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// BudgetBody is a budget and where its money is.
+// BudgetBody is a budget and where its money is. It stays comparable
+// (tests compare budgets before and after); BudgetView adds its tenants.
 type BudgetBody struct {
 	ID              string    `json:"id"`
 	Currency        string    `json:"currency"`
@@ -24,16 +25,34 @@ type BudgetBody struct {
 	UpdatedAt       time.Time `json:"updated_at"`
 }
 
-func budgetBody(b ledger.Budget) BudgetBody {
-	return BudgetBody{
-		ID: b.ID, Currency: b.Currency, FundedMinor: b.Funded, AvailableMinor: b.Available, HeldMinor: b.Held,
-		SpentMinor: b.Spent, WrittenOffMinor: b.WrittenOff, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
+// BudgetView is a budget as the admin API answers it: its money and the
+// tenants whose orchestrators may hold on it.
+type BudgetView struct {
+	BudgetBody
+	Tenants []string `json:"tenants" doc:"The tenants whose orchestrators may hold on the budget; empty: it holds for nobody."`
+	// PendingChange is set on a 202: the budget is shown as it is (its
+	// funding applied), and the change of its tenants waits for a second
+	// on-call principal.
+	PendingChange *PendingChangeBody `json:"pending_change,omitempty"`
+}
+
+func budgetView(b ledger.Budget) BudgetView {
+	tenants := b.Tenants
+	if tenants == nil {
+		tenants = []string{}
+	}
+	return BudgetView{
+		BudgetBody: BudgetBody{
+			ID: b.ID, Currency: b.Currency, FundedMinor: b.Funded, AvailableMinor: b.Available, HeldMinor: b.Held,
+			SpentMinor: b.Spent, WrittenOffMinor: b.WrittenOff, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
+		},
+		Tenants: tenants,
 	}
 }
 
 type budgetOutput struct {
 	Status int
-	Body   BudgetBody
+	Body   BudgetView
 }
 
 type idPathInput struct {
@@ -43,8 +62,9 @@ type idPathInput struct {
 type putBudgetInput struct {
 	ID   string `path:"id" maxLength:"128"`
 	Body struct {
-		Currency    string `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
-		FundedMinor int64  `json:"funded_minor" minimum:"0" doc:"Total funding in integer minor units." example:"1000000"`
+		Currency    string    `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
+		FundedMinor int64     `json:"funded_minor" minimum:"0" doc:"Total funding in integer minor units." example:"1000000"`
+		Tenants     *[]string `json:"tenants,omitempty" maxItems:"100" doc:"The tenants whose orchestrators may hold on the budget, replacing the list; absent: unchanged (none for a new budget). A change is a privileged change: the answer is 202 with pending_change, and the budget keeps the tenants it had until a second on-call principal approves."`
 	}
 }
 
@@ -166,13 +186,20 @@ func (s *Server) registerAdmin() {
 	tags := []string{"admin"}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "put-budget", Method: http.MethodPut, Path: "/admin/v1/budgets/{id}", Tags: tags,
-		Summary: "Create a budget or change its funding", Security: bearerAuth,
+		Summary: "Create a budget or change its funding or tenants", Security: bearerAuth,
 	}, func(ctx context.Context, in *putBudgetInput) (*budgetOutput, error) {
-		b, created, err := s.ledger.PutBudget(ctx, principal(ctx), in.ID, in.Body.Currency, in.Body.FundedMinor)
+		b, created, err := s.ledger.PutBudget(ctx, principal(ctx), in.ID, ledger.BudgetInput{
+			Currency: in.Body.Currency, FundedMinor: in.Body.FundedMinor, Tenants: in.Body.Tenants,
+		})
+		if pc, ok := pendingOf(err); ok {
+			body := budgetView(b)
+			body.PendingChange = pc
+			return &budgetOutput{Status: http.StatusAccepted, Body: body}, nil
+		}
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		return &budgetOutput{Status: createdStatus(created), Body: budgetBody(b)}, nil
+		return &budgetOutput{Status: createdStatus(created), Body: budgetView(b)}, nil
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-budget", Method: http.MethodGet, Path: "/admin/v1/budgets/{id}", Tags: tags,
@@ -182,7 +209,7 @@ func (s *Server) registerAdmin() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		return &budgetOutput{Status: http.StatusOK, Body: budgetBody(b)}, nil
+		return &budgetOutput{Status: http.StatusOK, Body: budgetView(b)}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{

@@ -62,6 +62,10 @@ func TestBadInput(t *testing.T) {
 		{"budget: currency change", "PUT", "/admin/v1/budgets/eur", oncall, `{"currency":"USD","funded_minor":1000}`, 409, "currency_immutable"},
 		{"budget: funding below commitments", "PUT", "/admin/v1/budgets/eur", oncall, `{"currency":"EUR","funded_minor":599}`, 409, "funding_below_commitments"},
 		{"budget: funding to zero with a hold", "PUT", "/admin/v1/budgets/eur", oncall, `{"currency":"EUR","funded_minor":0}`, 409, "funding_below_commitments"},
+		{"budget: tenants not a list", "PUT", "/admin/v1/budgets/new", oncall, `{"currency":"EUR","funded_minor":5,"tenants":"acme"}`, 422, ""},
+		{"budget: bad tenant", "PUT", "/admin/v1/budgets/new", oncall, `{"currency":"EUR","funded_minor":5,"tenants":["no spaces!"]}`, 422, "validation_failed"},
+		{"budget: empty tenant", "PUT", "/admin/v1/budgets/new", oncall, `{"currency":"EUR","funded_minor":5,"tenants":[""]}`, 422, "validation_failed"},
+		{"budget: too many tenants", "PUT", "/admin/v1/budgets/new", oncall, `{"currency":"EUR","funded_minor":5,"tenants":[` + strings.Repeat(`"t",`, 100) + `"t"]}`, 422, ""},
 
 		// PUT /admin/v1/orgs/{id}
 		{"org: malformed JSON", "PUT", "/admin/v1/orgs/new", oncall, `{"name":"x"`, 0, ""},

@@ -76,7 +76,7 @@ func (b *httpBackend) cancel(tenant, id string) (string, error) {
 
 func (b *httpBackend) fund(budget, currency string, funded int64) (string, error) {
 	return b.outcome(b.env.Do(b.t, http.MethodPut, "/admin/v1/budgets/"+budget, b.env.OncallToken,
-		map[string]any{"currency": currency, "funded_minor": funded}))
+		map[string]any{"currency": currency, "funded_minor": funded, "tenants": seqTenants}))
 }
 
 // serviceBackend drives ledger.Service directly.
@@ -140,7 +140,10 @@ func (b serviceBackend) cancel(tenant, id string) (string, error) {
 }
 
 func (b serviceBackend) fund(budget, currency string, funded int64) (string, error) {
-	_, _, err := b.svc.PutBudget(context.Background(), ledger.Principal{Role: ledger.RoleOncall, Name: "oncall"}, budget, currency, funded)
+	// The bootstrap principal under dev names the tenants at once, as the
+	// HTTP backend's does.
+	_, _, err := b.svc.PutBudget(context.Background(), ledger.Principal{Role: ledger.RoleOncall, Name: "oncall", Bootstrap: true}, budget,
+		ledger.BudgetInput{Currency: currency, FundedMinor: funded, Tenants: &seqTenants})
 	return serviceOutcome(err)
 }
 
@@ -195,7 +198,7 @@ var (
 func setupWorld(t testing.TB, env *apitest.Env) map[string]string {
 	t.Helper()
 	for _, b := range seqBudgets {
-		env.PutBudget(t, b.id, b.currency, b.funded)
+		env.PutBudgetFor(t, b.id, b.currency, b.funded, seqTenants...)
 	}
 	for _, o := range seqOrgs {
 		env.PutOrg(t, o.id, o.shared)

@@ -50,6 +50,9 @@ const (
 type modelBudget struct {
 	id, currency                           string
 	funded, avail, held, spent, writtenOff int64
+	// tenants may hold on the budget; any other tenant's hold is refused
+	// as one on a budget that does not exist.
+	tenants []string
 }
 
 // modelOrg is a remote org: its key, whether it shares a transaction
@@ -221,8 +224,12 @@ func newModel(t *testing.T, seed uint64) *model {
 	}
 	t.Logf("seed %d (replay with QUITTANCE_MODEL_SEED=%d)", seed, seed)
 	env.PutTaskClass(t, "cancel_only", true, []string{"canceled"}, 2*time.Hour)
-	for _, b := range []*modelBudget{{id: "eur-1", currency: "EUR", funded: 20000}, {id: "eur-2", currency: "EUR", funded: 6000}, {id: "usd-1", currency: "USD", funded: 12000}} {
-		env.PutBudget(t, b.id, b.currency, b.funded)
+	for _, b := range []*modelBudget{
+		{id: "eur-1", currency: "EUR", funded: 20000, tenants: []string{"acme", "umbrella"}},
+		{id: "eur-2", currency: "EUR", funded: 6000, tenants: []string{"acme"}},
+		{id: "usd-1", currency: "USD", funded: 12000, tenants: []string{"umbrella"}},
+	} {
+		env.PutBudgetFor(t, b.id, b.currency, b.funded, b.tenants...)
 		b.avail = b.funded
 		m.budgets = append(m.budgets, b)
 	}
@@ -456,12 +463,12 @@ func (m *model) opCreate() {
 	o, budget := m.org(orgID), m.budget(budgetID)
 	var want expectation
 	switch {
+	case budget == nil || !slices.Contains(budget.tenants, tenant):
+		want = expectation{http.StatusUnprocessableEntity, "budget_not_found"}
 	case o == nil:
 		want = expectation{http.StatusUnprocessableEntity, "org_not_found"}
 	case o.revoked:
 		want = expectation{http.StatusConflict, "org_identity_revoked"}
-	case budget == nil:
-		want = expectation{http.StatusUnprocessableEntity, "budget_not_found"}
 	case budget.currency != currency:
 		want = expectation{http.StatusConflict, "currency_mismatch"}
 	case budget.avail < req.Hold.AmountMinor:
@@ -1123,7 +1130,7 @@ func (m *model) opDispatch() {
 	}
 	amount := 1 + int64(m.pick(int(min(800, b.avail))))
 	mode := []dispatchMode{dispatchAmbiguous, dispatchAmbiguous, dispatchRefused, dispatchReply}[m.pick(4)]
-	tenant := []string{"acme", "umbrella"}[m.pick(2)]
+	tenant := b.tenants[m.pick(len(b.tenants))]
 	op := fmt.Sprintf("dispatch-%d", m.step)
 	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations", m.orch[tenant], map[string]any{
 		"business_operation_id": op, "org_id": modelAgentOrg, "task_class": "procurement", "budget_id": b.id,

@@ -53,7 +53,6 @@ func newProdEnv(t *testing.T) *prodEnv {
 	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, e.OncallToken, map[string]any{"currency": "EUR", "funded_minor": 1}).
 		Problem(t, http.StatusForbidden, "forbidden")
 
-	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, pe.alice.Token, map[string]any{"currency": "EUR", "funded_minor": funded}).Expect(t, http.StatusCreated)
 	// An org's key and a task class are privileged: alice asks, bob approves.
 	var o httpapi.OrgBody
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgB, pe.alice.Token, map[string]any{"name": "Org B", "jwks": json.RawMessage(pe.key.JWKS())}).
@@ -64,8 +63,14 @@ func newProdEnv(t *testing.T) *prodEnv {
 		"effect_capable": true, "gate_on": []string{"canceled", "failed"}, "compensation_timeout": "48h",
 	}).Expect(t, http.StatusAccepted).JSON(t, &c)
 	e.Approve(t, pe.bob.Token, c.PendingChange.ID)
-	// A machine orchestrator needs no second approver.
+	// The first machine orchestrator of a fresh tenant needs no second
+	// approver: it can hold on no budget yet.
 	pe.orch = mint(t, e, pe.alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}, http.StatusCreated).Token
+	// The budget is funded at once; naming its tenant waits for bob.
+	var b httpapi.BudgetView
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, pe.alice.Token, map[string]any{"currency": "EUR", "funded_minor": funded, "tenants": []string{"acme"}}).
+		Expect(t, http.StatusAccepted).JSON(t, &b)
+	e.Approve(t, pe.bob.Token, b.PendingChange.ID)
 	return pe
 }
 

@@ -20,7 +20,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	env := apitest.New(t)
 
 	r := env.Do(t, http.MethodPut, "/admin/v1/budgets/procurement-eu", env.OncallToken,
-		`{"currency":"EUR","funded_minor":1000000}`).Expect(t, http.StatusCreated)
+		`{"currency":"EUR","funded_minor":1000000,"tenants":["buyers"]}`).Expect(t, http.StatusCreated)
 	var budget httpapi.BudgetBody
 	r.JSON(t, &budget)
 	if budget.FundedMinor != 1_000_000 || budget.AvailableMinor != 1_000_000 || budget.HeldMinor != 0 {

@@ -617,10 +617,27 @@ func (e *Env) NewOrchestrator(t testing.TB, tenant string) string {
 	return e.NewToken(t, ledger.RoleOrchestrator, tenant, "orchestrator-"+tenant)
 }
 
-// PutBudget creates a budget or changes its funding through the admin API.
+// DefaultBudgetTenants are the tenants PutBudget names: those the tests'
+// orchestrators belong to unless a test says otherwise.
+var DefaultBudgetTenants = []string{"acme", "globex"}
+
+// PutBudget creates a budget or changes its funding through the admin API,
+// naming DefaultBudgetTenants (at once: the Env runs under dev with the
+// bootstrap token).
 func (e *Env) PutBudget(t testing.TB, id, currency string, funded int64) httpapi.BudgetBody {
 	t.Helper()
-	r := e.Do(t, http.MethodPut, "/admin/v1/budgets/"+id, e.OncallToken, map[string]any{"currency": currency, "funded_minor": funded})
+	return e.PutBudgetFor(t, id, currency, funded, DefaultBudgetTenants...)
+}
+
+// PutBudgetFor is PutBudget naming tenants instead.
+func (e *Env) PutBudgetFor(t testing.TB, id, currency string, funded int64, tenants ...string) httpapi.BudgetBody {
+	t.Helper()
+	if tenants == nil {
+		tenants = []string{}
+	}
+	r := e.Do(t, http.MethodPut, "/admin/v1/budgets/"+id, e.OncallToken, map[string]any{
+		"currency": currency, "funded_minor": funded, "tenants": tenants,
+	})
 	if r.Status != http.StatusCreated && r.Status != http.StatusOK {
 		t.Fatalf("%s: status %d: %s", r.Request, r.Status, r.Body)
 	}

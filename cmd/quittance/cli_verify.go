@@ -190,7 +190,7 @@ func (v *verifier) check(ctx context.Context, ch chain) (lines, problems []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	lines, broken := checkDelegationTokens(id, recorded, ch.LedgerID, ch.Events, history)
+	lines, broken := checkDelegationTokens(id, recorded, ch.LedgerID, ch.Events, history, v.slack)
 	for _, e := range ch.Events {
 		if e.Evidence != "" {
 			v.tokens++
@@ -288,14 +288,16 @@ func recordedDelegation(records []ledger.EventRecord) (recorded, error) {
 }
 
 // checkDelegationTokens verifies every signed token stored on a
-// delegation's events (records, in stream order) as the ledger accepted
-// it — against the org's key history at the event's time, about the
-// delegation's task, with the event's record of it (checkTokenRecord) —
-// and that every discharge that rests on a token carries it
-// (dischargeWithoutToken). It returns a line per verified token and every
-// problem. verify-chain and verify-pack both call it: one rule for both.
-func checkDelegationTokens(id uuid.UUID, d recorded, ledgerID string, records []ledger.EventRecord, history []ledger.OrgKey) (lines, problems []string) {
-	key := ledger.CompensationKey(ledger.Delegation{ID: id})
+// delegation's events (records, in stream order) as the ledger accepted it,
+// with compensation.VerifyStoredTokens — as the kind it was accepted as,
+// against the org's key history when it was accepted, about the task it
+// was accepted for, with the event's record of it — and that every
+// discharge that rests on a token carries it (dischargeWithoutToken).
+// slack is the event-time slack. It returns a line per verified token and
+// every problem. verify-chain and verify-pack both call it: one rule for
+// both, and the console's.
+func checkDelegationTokens(id uuid.UUID, d recorded, ledgerID string, records []ledger.EventRecord, history []ledger.OrgKey, slack time.Duration) (lines, problems []string) {
+	var events []ledger.Event
 	for _, r := range records {
 		if r.Evidence == "" {
 			if err := dischargeWithoutToken(r); err != nil {
@@ -303,15 +305,26 @@ func checkDelegationTokens(id uuid.UUID, d recorded, ledgerID string, records []
 			}
 			continue
 		}
-		claims, k, err := verifyStoredToken(d.OrgID, d.RemoteTaskID, ledgerID, r, history)
-		if err == nil {
-			err = checkTokenRecord(r, claims, key)
-		}
+		e, err := r.Event()
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("event %d (%s): token does not verify: %v", r.StreamSeq, r.Type, err))
+			problems = append(problems, fmt.Sprintf("event %d (%s): %v", r.StreamSeq, r.Type, err))
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", id, r.StreamSeq, r.Type, k.KeyID, k.Thumbprint))
+		events = append(events, e)
+	}
+	owner := compensation.TokenOwner{DelegationID: id, OrgID: d.OrgID, RemoteTaskID: d.RemoteTaskID, LedgerID: ledgerID, History: history, Slack: slack}
+	for _, v := range compensation.VerifyStoredTokens(owner, events) {
+		e := v.Event
+		if v.Err != nil {
+			problems = append(problems, fmt.Sprintf("event %d (%s): token does not verify: %v", e.StreamSeq, e.Type, v.Err))
+			continue
+		}
+		how := ""
+		if v.Derived {
+			how = ", derived: the event predates token_kind"
+		}
+		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s\t%s accepted %s%s",
+			id, e.StreamSeq, e.Type, v.Key.KeyID, v.Key.Thumbprint, v.Kind, v.AcceptedAt.UTC().Format(time.RFC3339Nano), how))
 	}
 	return lines, problems
 }
@@ -350,17 +363,6 @@ func dischargeWithoutToken(r ledger.EventRecord) error {
 		}
 	}
 	return nil
-}
-
-// verifyStoredToken verifies the token stored on the published event r
-// with compensation.VerifyStoredEvent, the one rule the ledger, the console
-// and the CLI share. verify-chain and verify-pack call it.
-func verifyStoredToken(orgID, remoteTaskID, ledgerID string, r ledger.EventRecord, history []ledger.OrgKey) (compensation.Claims, ledger.OrgKey, error) {
-	e, err := r.Event()
-	if err != nil {
-		return compensation.Claims{}, ledger.OrgKey{}, err
-	}
-	return compensation.VerifyStoredEvent(orgID, remoteTaskID, ledgerID, e, history)
 }
 
 // orgKeyHistory fetches and caches an org's key history.

@@ -77,7 +77,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 		Long: "verify-pack checks an evidence pack (quittance evidence-pack) on its own: the hash chain and its links up to " +
 			"the pack's head, that no event is dated more than --event-time-slack before the one before it, that the " +
 			"delegation it describes is the one its events record, that the token list is the events' evidence, every " +
-			"token's signature against the org's keys in force when it was accepted (each key's RFC 7638 thumbprint " +
+			"token's signature, as the kind it was accepted as, against the org's keys in force when it was accepted (each key's RFC 7638 thumbprint " +
 			"recomputed), with its claims correlated with the delegation its events record, and that every discharge resting " +
 			"on a token stores it (as verify-chain checks them), and the ledger's signed checkpoints in the pack: their " +
 			"signatures, that the delegation's and the org's streams still reach the heads they signed, so a tail cut off " +

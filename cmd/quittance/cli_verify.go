@@ -42,10 +42,11 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 		Short: "Re-verify the audit log's hash chains and every stored signed token",
 		Long: "verify-chain fetches each delegation's event chain (or only --delegation's), recomputes every event's " +
 			"hash and link, checks that no event is dated more than --event-time-slack before the event before it, " +
-			"and re-verifies every stored signed ack or declaration against the org's keys in force when the event " +
-			"accepted it (its key history, not its current keys), about the org and remote task the delegation's own " +
-			"events record, with the event's jti, token_sha256 and an ack's idempotency key checked against the token, " +
-			"printing the kid and RFC 7638 thumbprint of the key that verified each; a discharge that rests on a signed " +
+			"and re-verifies every stored signed ack or declaration as the kind it was accepted as, against the org's keys in " +
+			"force when it was accepted (its key history, not its current keys; its exp judged then), about the org and " +
+			"remote task the delegation's own events record (an extra task's receipt: that task), with the event's jti, " +
+			"token_sha256 and an ack's idempotency key checked against the token, printing the kid and RFC 7638 thumbprint " +
+			"of the key that verified each, its kind and when it was accepted; a discharge that rests on a signed " +
 			"token but stores none, or a delegation with no events, is a break. With --delegation it also checks the " +
 			"org's stream and key history. It then checks every other stream's chain (orgs, budgets, principals, " +
 			"tokens, pending changes, …) and every stream against the latest signed checkpoint (or --checkpoint FILE, an " +

@@ -90,7 +90,9 @@ type tokenRecord struct {
 // acceptance and at most slack (the event-time slack) after it, and every
 // later event storing the same token must record the same acceptance, so
 // an acceptance time cannot reach back further than the event's own date
-// could. An event written before is read as well as its data allows:
+// could. An extra task's receipt must answer an extra task whose
+// compensation an earlier event required. An event written before is read
+// as well as its data allows:
 //
 //   - the kind: the token_kind, else its data's kind when that is a token
 //     kind (evidence_received, late_evidence and the acks and declarations
@@ -111,7 +113,14 @@ type tokenRecord struct {
 func StoredTokens(events []Event, slack time.Duration) []StoredToken {
 	var out []StoredToken
 	first := map[string]StoredToken{} // token -> its first event's reading
+	required := map[string]bool{}     // extra tasks whose compensation was required
 	for _, e := range events {
+		if e.Type == EventTypeExtraTaskCompensationRequired {
+			var rec tokenRecord
+			if json.Unmarshal(e.Data, &rec) == nil {
+				required[rec.TaskID] = true
+			}
+		}
 		if e.Evidence == "" {
 			continue
 		}
@@ -119,6 +128,8 @@ func StoredTokens(events []Event, slack time.Duration) []StoredToken {
 		earlier, seen := first[e.Evidence]
 		switch {
 		case st.Problem != "":
+		case st.ExtraTaskID != "" && !required[st.ExtraTaskID]:
+			st.Problem = fmt.Sprintf("no earlier event required compensation of extra task %q", st.ExtraTaskID)
 		case st.Derived && seen:
 			st.AcceptedAt = earlier.AcceptedAt
 		case st.Derived:

@@ -39,7 +39,9 @@ func TestStoredTokens(t *testing.T) {
 			"obligation_event": "task_ended_acked", "evidence_channel": "http", "evidence_data": map[string]any{"kind": ledger.TokenKindAck, "jti": "j1"},
 		}),
 		ev(ledger.EventTypeEvidenceConflict, 2*time.Hour, "second", map[string]any{"kind": "compensation_ack", "channel": "http"}),
+		ev(ledger.EventTypeExtraTaskCompensationRequired, 3*time.Hour, "", map[string]any{"task_id": "kt-1"}),
 		ev(ledger.EventTypeExtraTaskCompensated, 3*time.Hour, "extra", map[string]any{"task_id": "kt-1", "resolution": "no_effects"}),
+		ev(ledger.EventTypeExtraTaskCompensated, 3*time.Hour, "other", map[string]any{"task_id": "kt-2", "resolution": "no_effects"}),
 		ev(ledger.EventTypeEarlyEvidenceUnused, 4*time.Hour, "unused", map[string]any{"evidence_data": map[string]any{"kind": ledger.TokenKindDeclaration}}),
 		ev(ledger.EventTypeTaskStatusChanged, 5*time.Hour, "nameless", map[string]any{"state": "canceled"}),
 	}
@@ -54,6 +56,7 @@ func TestStoredTokens(t *testing.T) {
 		{ledger.TokenKindAck, t0.Add(time.Minute), "", ""},
 		{ledger.TokenKindAck, t0.Add(2 * time.Hour), "", ""},
 		{ledger.TokenKindDeclaration, t0.Add(3 * time.Hour), "kt-1", ""},
+		{ledger.TokenKindDeclaration, time.Time{}, "kt-2", "no earlier event required compensation"},
 		{ledger.TokenKindDeclaration, t0.Add(4 * time.Hour), "", ""},
 		{"", time.Time{}, "", "does not say which kind"},
 	}

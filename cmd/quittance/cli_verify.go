@@ -298,13 +298,12 @@ func recordedDelegation(records []ledger.EventRecord) (recorded, error) {
 // every problem. verify-chain and verify-pack both call it: one rule for
 // both, and the console's.
 func checkDelegationTokens(id uuid.UUID, d recorded, ledgerID string, records []ledger.EventRecord, history []ledger.OrgKey, slack time.Duration) (lines, problems []string) {
-	var events []ledger.Event
+	events := make([]ledger.Event, 0, len(records))
 	for _, r := range records {
 		if r.Evidence == "" {
 			if err := dischargeWithoutToken(r); err != nil {
 				problems = append(problems, fmt.Sprintf("event %d (%s): %v", r.StreamSeq, r.Type, err))
 			}
-			continue
 		}
 		e, err := r.Event()
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/delegate/egress"
@@ -93,10 +94,14 @@ func TestVerifyEveryStoredTokenPath(t *testing.T) {
 		}
 	}
 	key := func(id string) string { return ledger.CompensationKey(ledger.Delegation{ID: uuid.MustParse(id)}) }
-	ack := func(op, id string, exp time.Duration) string {
-		c := compensationtest.AckClaims("supplier", "ledger-cli", "task-"+op, key(id), time.Now())
-		if exp > 0 {
-			c["exp"] = time.Now().Add(exp).Unix()
+	// ack signs an ack of delegation id; expiring, one whose exp passed 57
+	// seconds ago, within the clock skew allowed for 3 seconds more.
+	ack := func(op, id string, expiring bool) string {
+		now := time.Now()
+		c := compensationtest.AckClaims("supplier", "ledger-cli", "task-"+op, key(id), now)
+		if expiring {
+			c = compensationtest.AckClaims("supplier", "ledger-cli", "task-"+op, key(id), now.Add(-2*time.Minute))
+			c["exp"] = now.Add(-compensation.ClockSkew + 3*time.Second).Unix()
 		}
 		return signer.Sign(t, "compensation-ack+jwt", c)
 	}
@@ -118,7 +123,7 @@ func TestVerifyEveryStoredTokenPath(t *testing.T) {
 
 	// An ack received early, applied when the task is canceled.
 	id := create("early-ack", "supplier", false)
-	post("/v1/compensation/acks", ack("early-ack", id, 0), http.StatusOK)
+	post("/v1/compensation/acks", ack("early-ack", id, false), http.StatusOK)
 	report(id, "canceled", "compensated")
 	add("early ack", id, ledger.EventTypeTaskStatusChanged)
 
@@ -131,20 +136,20 @@ func TestVerifyEveryStoredTokenPath(t *testing.T) {
 
 	// An early ack the task's completion leaves unused.
 	id = create("early-unused", "supplier", false)
-	post("/v1/compensation/acks", ack("early-unused", id, 0), http.StatusOK)
+	post("/v1/compensation/acks", ack("early-unused", id, false), http.StatusOK)
 	report(id, "completed", "settled")
 	add("early ack unused", id, ledger.EventTypeEarlyEvidenceUnused)
 
 	// A second ack with another receipt id: the remote org's conflict.
 	id = e.pendingDelegation(t, orch, "conflict")
-	post("/v1/compensation/acks", ack("conflict", id, 0), http.StatusOK)
-	post("/v1/compensation/acks", ack("conflict", id, 0), http.StatusUnprocessableEntity)
+	post("/v1/compensation/acks", ack("conflict", id, false), http.StatusOK)
+	post("/v1/compensation/acks", ack("conflict", id, false), http.StatusUnprocessableEntity)
 	add("evidence conflict", id, ledger.EventTypeEvidenceConflict)
 
 	// An early ack applied after its exp.
 	id = create("late-exp", "supplier", false)
-	post("/v1/compensation/acks", ack("late-exp", id, 2*time.Second), http.StatusOK)
-	time.Sleep(3500 * time.Millisecond)
+	post("/v1/compensation/acks", ack("late-exp", id, true), http.StatusOK)
+	time.Sleep(4 * time.Second) // past its exp and the clock skew
 	report(id, "canceled", "compensated")
 	add("held evidence applied after its exp", id, ledger.EventTypeTaskStatusChanged)
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -57,6 +58,10 @@ type Evidence struct {
 	Receipt *RemoteReceipt
 	// Token is the signed token verbatim; empty when there is none.
 	Token []byte
+	// VerifiedAt is when the channel verified Token: the time whose keys
+	// in force and expiry it was judged by, recorded as its acceptance
+	// (ledger.TokenAcceptedAtKey). Zero: when it is applied.
+	VerifiedAt time.Time
 	// Actor is who the evidence is recorded as coming from.
 	Actor string
 	// ReversedAmountMinor is how much of the hold an ack says was
@@ -190,7 +195,7 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 		return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
 	}
 
-	data := evidenceDataOf(ev, sum)
+	data := evidenceDataOf(ev, sum, now)
 	if transErr != nil && !early {
 		// Ended: recorded and surfaced, never applied.
 		data["obligation_state"] = string(d.ObligationState)
@@ -304,6 +309,7 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 	}
 	data["received_at"] = stored.ReceivedAt.UTC().Format(time.RFC3339Nano)
 	data["evidence_channel"] = string(stored.Channel)
+	setStoredTokenAcceptance(data, stored)
 	c := ledger.Change{
 		Type: ledger.EventTypeCompensationAcked, Actor: actor, At: now, Obligation: stored.Kind, Data: data, Evidence: stored.Token,
 	}
@@ -422,6 +428,7 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 		data["evidence_data"] = early.Data
 		data["evidence_channel"] = string(early.Channel)
 		change.Evidence = early.Token
+		setStoredTokenAcceptance(data, early)
 		early.Status, early.DecidedAt = ledger.EvidenceApplied, now
 		if err := tx.PutCompensationEvidence(ctx, early); err != nil {
 			return EvidenceResult{}, err
@@ -456,13 +463,14 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	if unused != nil {
 		// Surfaced for reconciliation: the remote org sent compensation
 		// evidence for a task that did not end in a way that needs it.
+		unusedData := map[string]any{
+			"state": string(obs.Status), "obligation_state": string(d.ObligationState),
+			"evidence_data": unused.Data, "evidence_channel": string(unused.Channel),
+			"received_at": unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
+		}
+		setStoredTokenAcceptance(unusedData, *unused)
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeEarlyEvidenceUnused, Actor: change.Actor, At: now, Evidence: unused.Token,
-			Data: map[string]any{
-				"state": string(obs.Status), "obligation_state": string(d.ObligationState),
-				"evidence_data": unused.Data, "evidence_channel": string(unused.Channel),
-				"received_at": unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
-			},
+			Type: ledger.EventTypeEarlyEvidenceUnused, Actor: change.Actor, At: now, Evidence: unused.Token, Data: unusedData,
 		}); err != nil {
 			return EvidenceResult{}, err
 		}
@@ -595,17 +603,16 @@ func payloadSum(ev Evidence) []byte {
 	return sum[:]
 }
 
-// evidenceDataOf is the event data of evidence: what the token claims (as
-// evidenceData), and for a receipt its outcome, id and task.
-func evidenceDataOf(ev Evidence, sum []byte) map[string]any {
+// evidenceDataOf is the event data of evidence recorded at now: what the
+// token claims, with its acceptance (as evidenceData), and for a receipt
+// its outcome, id and task.
+func evidenceDataOf(ev Evidence, sum []byte, now time.Time) map[string]any {
 	data := map[string]any{"channel": string(ev.Channel)}
 	if r := ev.Receipt; r != nil {
 		data["outcome"], data["receipt_id"], data["task_id"] = string(r.Outcome), r.ReceiptID, r.TaskID
 	}
 	if ev.Claims != nil {
-		for k, v := range evidenceData(ev.Claims.Kind, *ev.Claims, sum) {
-			data[k] = v
-		}
+		maps.Copy(data, evidenceData(*ev.Claims, sum, acceptedAt(ev.VerifiedAt, now)))
 	}
 	if n := ev.ReversedAmountMinor; n != nil {
 		data[ledger.ReversedAmountKey] = *n
@@ -642,8 +649,44 @@ func RecordRefusedEvidence(ctx context.Context, tx ledger.EventAppender, d ledge
 		if len(ev.Token) > 0 {
 			sum := sha256.Sum256(ev.Token)
 			data["token_sha256"] = hex.EncodeToString(sum[:])
+			if ev.Claims != nil {
+				// Stored as what it was verified as, when: the kind
+				// member above names the obligation event it asserts.
+				maps.Copy(data, tokenData(*ev.Claims, sum[:], acceptedAt(ev.VerifiedAt, now)))
+			}
 		}
 	}
 	_, err := ledger.Record(ctx, tx, d, c)
 	return err
+}
+
+// acceptedAt is when the ledger accepted a token its channel verified at
+// verifiedAt (zero: not told) and that is recorded at now: the
+// verification, never after now.
+func acceptedAt(verifiedAt, now time.Time) time.Time {
+	if verifiedAt.IsZero() || verifiedAt.After(now) {
+		return now
+	}
+	return verifiedAt.UTC().Truncate(time.Microsecond)
+}
+
+// setStoredTokenAcceptance records on data, the data of an event that
+// stores the token of stored (evidence received earlier), how the ledger
+// accepted it: as its row's data says, or, for evidence stored before rows
+// said it, as the kind it proves when it was received.
+func setStoredTokenAcceptance(data map[string]any, stored ledger.StoredEvidence) {
+	if stored.Token == "" {
+		return
+	}
+	var rec struct {
+		Kind       string    `json:"token_kind"`
+		AcceptedAt time.Time `json:"token_accepted_at"`
+	}
+	if json.Unmarshal(stored.Data, &rec) != nil || rec.Kind == "" || rec.AcceptedAt.IsZero() {
+		rec.Kind, rec.AcceptedAt = string(KindAck), stored.ReceivedAt
+		if stored.Kind == ledger.EventDeclarationVerified {
+			rec.Kind = string(KindDeclaration)
+		}
+	}
+	ledger.SetTokenAcceptance(data, rec.Kind, rec.AcceptedAt)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -226,12 +227,16 @@ func (s *Service) ApplyExtraTaskReceipt(ctx context.Context, tx ReceiptTx, d led
 	if err != nil || !ok {
 		return false, err
 	}
+	data := map[string]any{
+		"task_id": taskID, "resolution": string(resolution), "outcome": string(r.Outcome),
+		"receipt_id": r.ReceiptID, "idempotency_key": r.IdempotencyKey, "receipt": r.Raw,
+	}
+	if c := v.Claims; c != nil && r.JWS != "" {
+		sum := sha256.Sum256([]byte(r.JWS))
+		maps.Copy(data, tokenData(*c, sum[:], acceptedAt(v.VerifiedAt, now)))
+	}
 	_, err = ledger.Record(ctx, tx, d, ledger.Change{
-		Type: ledger.EventTypeExtraTaskCompensated, Actor: actor, At: now, Evidence: r.JWS,
-		Data: map[string]any{
-			"task_id": taskID, "resolution": string(resolution), "outcome": string(r.Outcome),
-			"receipt_id": r.ReceiptID, "idempotency_key": r.IdempotencyKey, "receipt": r.Raw,
-		},
+		Type: ledger.EventTypeExtraTaskCompensated, Actor: actor, At: now, Evidence: r.JWS, Data: data,
 	})
 	return err == nil, err
 }

@@ -1,12 +1,14 @@
 package compensation
 
 import (
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
 )
@@ -17,13 +19,14 @@ import (
 type AcceptedToken struct {
 	// Token is the token as stored on the event.
 	Token []byte
-	// Kind is the kind of evidence the event says it is.
+	// Kind is the kind of token the ledger accepted it as.
 	Kind TokenKind
 	// OrgID is the org that owns the delegation.
 	OrgID string
 	// LedgerID is the ledger's id, the token's "aud".
 	LedgerID string
-	// AcceptedAt is when the ledger accepted the token: the event's time.
+	// AcceptedAt is when the ledger accepted the token
+	// (ledger.StoredToken.AcceptedAt).
 	AcceptedAt time.Time
 	// History is the org's key history (all of it, or at least the keys in
 	// force at AcceptedAt).
@@ -76,40 +79,91 @@ func VerifyAccepted(in AcceptedToken) (Claims, ledger.OrgKey, error) {
 	return claims, used, nil
 }
 
-// VerifyStoredEvent verifies the signed token stored on e, an event of the
-// delegation of (orgID, remoteTaskID), as the ledger accepted it: against
-// the org's keys in force at the event's time (VerifyAccepted, with the key
-// the event records), for the kind of evidence the event says it is, and
-// about that delegation's task (its "sub"). It returns the token's claims
-// and the key that verified it. It is the one way a stored token is
-// verified again: verify-chain, verify-pack and the console's timeline call
-// it, so none of them can pass a token another would refuse.
-func VerifyStoredEvent(orgID, remoteTaskID, ledgerID string, e ledger.Event, history []ledger.OrgKey) (Claims, ledger.OrgKey, error) {
-	var data struct {
-		Kind          string `json:"kind"`
-		KeyID         string `json:"kid"`
-		KeyThumbprint string `json:"key_thumbprint"`
+// TokenOwner is the delegation whose stored tokens VerifyStoredTokens
+// verifies, as its own events record it.
+type TokenOwner struct {
+	// DelegationID is its id, from which its compensation idempotency key
+	// and its extra tasks' keys derive.
+	DelegationID uuid.UUID
+	// OrgID is its org (every token's "iss"), RemoteTaskID its remote task
+	// (the "sub" of every token but an extra task's receipt's).
+	OrgID, RemoteTaskID string
+	// LedgerID is the ledger's id, every token's "aud".
+	LedgerID string
+	// History is the org's key history (all of it, or at least the keys in
+	// force when each token was accepted).
+	History []ledger.OrgKey
+	// Slack is how long before its event a token may have been accepted
+	// (ledger.StoredTokens): the event-time slack.
+	Slack time.Duration
+}
+
+// VerifiedToken is a stored token and what verifying it again found.
+type VerifiedToken struct {
+	ledger.StoredToken
+	// Claims and Key are its claims and the key that verified it, when Err
+	// is nil.
+	Claims Claims
+	Key    ledger.OrgKey
+	// Err says why it does not verify.
+	Err error
+}
+
+// VerifyStoredTokens verifies every signed token stored on events (the
+// owner's stream, in stream order) as the ledger accepted it
+// (ledger.StoredTokens): as the kind it was accepted as, against the org's
+// keys in force when it was accepted, by the key the event records
+// (VerifyAccepted), about the task it was accepted for (the delegation's
+// remote task, or the extra task an extra task's receipt answers), with
+// the event's jti and token_sha256 the token's and an ack's
+// idempotency_key the one that task's compensation carries (none is
+// required of an atomic receipt, which answers no request). It is the one
+// way a stored token is verified again: verify-chain, verify-pack and the
+// console's timeline call it, so none of them can pass a token another
+// would refuse, or refuse one another passes.
+func VerifyStoredTokens(owner TokenOwner, events []ledger.Event) []VerifiedToken {
+	stored := ledger.StoredTokens(events, owner.Slack)
+	out := make([]VerifiedToken, len(stored))
+	for i, st := range stored {
+		out[i] = VerifiedToken{StoredToken: st}
+		out[i].Claims, out[i].Key, out[i].Err = verifyStoredToken(owner, st)
 	}
-	_ = json.Unmarshal(e.Data, &data)
-	kind := TokenKind(data.Kind)
-	switch e.Type {
-	case ledger.EventTypeCompensationAcked:
-		kind = KindAck
-	case ledger.EventTypeNoCompensationDeclared:
-		kind = KindDeclaration
-	}
-	if !kind.Valid() {
-		return Claims{}, ledger.OrgKey{}, errors.New("the event does not say which kind of token it stores")
+	return out
+}
+
+func verifyStoredToken(owner TokenOwner, st ledger.StoredToken) (Claims, ledger.OrgKey, error) {
+	if st.Problem != "" {
+		return Claims{}, ledger.OrgKey{}, errors.New(st.Problem)
 	}
 	claims, key, err := VerifyAccepted(AcceptedToken{
-		Token: []byte(e.Evidence), Kind: kind, OrgID: orgID, LedgerID: ledgerID, AcceptedAt: e.At, History: history,
-		Recorded: ledger.KeyRef{KeyID: data.KeyID, Thumbprint: data.KeyThumbprint},
+		Token: []byte(st.Event.Evidence), Kind: TokenKind(st.Kind), OrgID: owner.OrgID, LedgerID: owner.LedgerID,
+		AcceptedAt: st.AcceptedAt, History: owner.History, Recorded: st.Recorded,
 	})
 	if err != nil {
 		return Claims{}, ledger.OrgKey{}, err
 	}
-	if claims.Subject != remoteTaskID {
-		return Claims{}, ledger.OrgKey{}, fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, remoteTaskID)
+	d := ledger.Delegation{ID: owner.DelegationID}
+	task, idempotencyKey := owner.RemoteTaskID, ledger.CompensationKey(d)
+	if st.ExtraTaskID != "" {
+		task, idempotencyKey = st.ExtraTaskID, ExtraTaskKey(d, st.ExtraTaskID)
+		if claims.Subject != task {
+			return Claims{}, ledger.OrgKey{}, fmt.Errorf("sub %q is not the extra task %q the event answers", claims.Subject, task)
+		}
+	} else if claims.Subject != task {
+		return Claims{}, ledger.OrgKey{}, fmt.Errorf("sub %q is not the delegation's remote task %q", claims.Subject, task)
+	}
+	sum := sha256.Sum256([]byte(st.Event.Evidence))
+	if st.SHA256 != "" && st.SHA256 != hex.EncodeToString(sum[:]) {
+		return Claims{}, ledger.OrgKey{}, errors.New("the event's token_sha256 is not the stored token's")
+	}
+	if st.JTI != "" && st.JTI != claims.JTI {
+		return Claims{}, ledger.OrgKey{}, fmt.Errorf("the event's jti %q is not the token's %q", st.JTI, claims.JTI)
+	}
+	if claims.Kind == KindAck && st.Channel != ledger.ChannelAtomicCancel && claims.IdempotencyKey != idempotencyKey {
+		if st.ExtraTaskID != "" {
+			return Claims{}, ledger.OrgKey{}, errors.New("the ack's idempotency_key is not the extra task's")
+		}
+		return Claims{}, ledger.OrgKey{}, errors.New("the ack's idempotency_key is not the delegation's")
 	}
 	return claims, key, nil
 }

@@ -212,6 +212,9 @@ type ReceiptVerdict struct {
 	ReversedAmountMinor *int64
 	// Problem says why the receipt proves nothing; safe to record.
 	Problem string
+	// VerifiedAt is when the receipt's JWS was verified (ReceiptInput.Now),
+	// when it had one: the ledger records it as the token's acceptance.
+	VerifiedAt time.Time
 	// UnknownKid is the kid of the receipt's jws when it was refused
 	// because no key of the org in force has it (CodeTokenKeyUnknown, the
 	// org having no usable keys at all included); "" otherwise. A key the
@@ -233,6 +236,14 @@ type ReceiptVerdict struct {
 // and "not_supported" prove nothing. Nothing from an org whose identity is
 // revoked proves anything.
 func JudgeReceipt(in ReceiptInput) ReceiptVerdict {
+	v := judgeReceipt(in)
+	if v.Claims != nil {
+		v.VerifiedAt = in.Now
+	}
+	return v
+}
+
+func judgeReceipt(in ReceiptInput) ReceiptVerdict {
 	r := in.Receipt
 	refuse := func(format string, args ...any) ReceiptVerdict {
 		return ReceiptVerdict{Problem: fmt.Sprintf(format, args...)}
@@ -337,7 +348,7 @@ func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger
 // ReceiptEvidence is the Evidence a judged receipt carries.
 func ReceiptEvidence(r RemoteReceipt, v ReceiptVerdict, channel ledger.EvidenceChannel, actor string) Evidence {
 	return Evidence{
-		Kind: v.Event, Channel: channel, Claims: v.Claims, Receipt: &r, Token: []byte(r.JWS), Actor: actor,
+		Kind: v.Event, Channel: channel, Claims: v.Claims, Receipt: &r, Token: []byte(r.JWS), VerifiedAt: v.VerifiedAt, Actor: actor,
 		ReversedAmountMinor: v.ReversedAmountMinor,
 	}
 }

@@ -262,7 +262,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 		found, told = d, true
 		failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
 		verified = Evidence{
-			Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, Actor: "org:" + org.ID,
+			Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, VerifiedAt: now, Actor: "org:" + org.ID,
 			ReversedAmountMinor: claims.ReversedAmountMinor,
 		}
 		res, err = s.ApplyEvidence(ctx, tx, d, verified, now)
@@ -388,19 +388,31 @@ func (k TokenKind) ObligationEvent() ledger.ObligationEvent {
 	return ledger.EventCompensationAck
 }
 
-// evidenceData is the event data of accepted evidence.
-func evidenceData(kind TokenKind, c Claims, sum []byte) map[string]any {
-	data := map[string]any{
-		"kind": string(kind), "jti": c.JTI, "iss": c.Issuer, "sub": c.Subject,
-		"iat": c.IssuedAt.UTC().Format(time.RFC3339), "exp": c.Expiry.UTC().Format(time.RFC3339),
-		"token_sha256": hex.EncodeToString(sum), "kid": c.KeyID, "key_thumbprint": c.KeyThumbprint,
-	}
+// evidenceData is the event data of evidence accepted at acceptedAt: the
+// token's record (tokenData) and what it claims.
+func evidenceData(c Claims, sum []byte, acceptedAt time.Time) map[string]any {
+	data := tokenData(c, sum, acceptedAt)
+	data["kind"], data["iss"], data["sub"] = string(c.Kind), c.Issuer, c.Subject
+	data["iat"], data["exp"] = c.IssuedAt.UTC().Format(time.RFC3339), c.Expiry.UTC().Format(time.RFC3339)
 	if c.ReceiptID != "" {
 		data["receipt_id"] = c.ReceiptID
 	}
 	if c.IdempotencyKey != "" {
 		data["idempotency_key"] = c.IdempotencyKey
 	}
+	return data
+}
+
+// tokenData is the record of a signed token on every event that stores
+// it, one shape everywhere: the kind the ledger accepted it as and when
+// (ledger.SetTokenAcceptance), its jti and sha256 (sum), and the key that
+// verified it. verify-chain, verify-pack and the console verify the token
+// by it (VerifyStoredTokens).
+func tokenData(c Claims, sum []byte, acceptedAt time.Time) map[string]any {
+	data := map[string]any{
+		"jti": c.JTI, "token_sha256": hex.EncodeToString(sum), "kid": c.KeyID, "key_thumbprint": c.KeyThumbprint,
+	}
+	ledger.SetTokenAcceptance(data, string(c.Kind), acceptedAt)
 	return data
 }
 

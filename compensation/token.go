@@ -45,10 +45,10 @@ type TokenKind string
 const (
 	// KindAck is the "typ" of a compensation ack: the remote org reversed the
 	// effects of the task.
-	KindAck TokenKind = "compensation-ack+jwt"
+	KindAck TokenKind = ledger.TokenKindAck
 	// KindDeclaration is the "typ" of a signed declaration that no compensation is
 	// required because no effects were committed.
-	KindDeclaration TokenKind = "no-compensation-required+jwt"
+	KindDeclaration TokenKind = ledger.TokenKindDeclaration
 )
 
 // Valid reports whether k is one of the token kinds this package defines.

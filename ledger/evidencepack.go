@@ -98,10 +98,26 @@ type PackToken struct {
 	StreamSeq int32 `json:"stream_seq"`
 	// EventType is that event's type.
 	EventType EventType `json:"event_type"`
-	// AcceptedAt is that event's time: the keys in force then verify it.
+	// AcceptedAt is when the ledger accepted it (StoredToken.AcceptedAt;
+	// the event's time when that cannot be told): the keys in force then
+	// verify it.
 	AcceptedAt time.Time `json:"accepted_at"`
 	// Token is the compact JWS, verbatim.
 	Token string `json:"token"`
+}
+
+// PackTokens lists the tokens stored on events, a delegation's stream in
+// stream order, with when each was accepted (StoredTokens).
+func PackTokens(events []Event) []PackToken {
+	out := []PackToken{}
+	for _, st := range StoredTokens(events, EventTimeSlack) {
+		at := st.AcceptedAt
+		if at.IsZero() {
+			at = st.Event.At
+		}
+		out = append(out, PackToken{StreamSeq: st.Event.StreamSeq, EventType: st.Event.Type, AcceptedAt: at, Token: st.Event.Evidence})
+	}
+	return out
 }
 
 // EvidencePack assembles the evidence pack of a delegation for finance and
@@ -152,11 +168,10 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 	included := map[string]bool{} // kid, thumbprint and valid_from: one history row
 	for i, e := range events {
 		pack.Events[i] = NewEventRecord(e)
-		if e.Evidence == "" {
-			continue
-		}
-		pack.Tokens = append(pack.Tokens, PackToken{StreamSeq: e.StreamSeq, EventType: e.Type, AcceptedAt: e.At, Token: e.Evidence})
-		for _, k := range KeysInForceAt(history, e.At) {
+	}
+	pack.Tokens = PackTokens(events)
+	for _, t := range pack.Tokens {
+		for _, k := range KeysInForceAt(history, t.AcceptedAt) {
 			key := k.KeyID + " " + k.Thumbprint + " " + k.ValidFrom.Format(time.RFC3339Nano)
 			if !included[key] {
 				included[key] = true

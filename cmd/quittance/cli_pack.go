@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,7 +77,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 		Long: "verify-pack checks an evidence pack (quittance evidence-pack) on its own: the hash chain and its links up to " +
 			"the pack's head, that no event is dated more than --event-time-slack before the one before it, that the " +
 			"delegation it describes is the one its events record, that the token list is the events' evidence, every " +
-			"token's signature against the org's keys in force when it was accepted (each key's RFC 7638 thumbprint " +
+			"token's signature, as the kind it was accepted as, against the org's keys in force when it was accepted (each key's RFC 7638 thumbprint " +
 			"recomputed), with its claims correlated with the delegation its events record, and that every discharge resting " +
 			"on a token stores it (as verify-chain checks them), and the ledger's signed checkpoints in the pack: their " +
 			"signatures, that the delegation's and the org's streams still reach the heads they signed, so a tail cut off " +
@@ -356,15 +355,16 @@ func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []s
 
 	problems = append(problems, checkPackDelegation(pack)...)
 
-	// The token list is exactly the events' evidence.
-	var stored []ledger.PackToken
-	for _, r := range pack.Events {
-		if r.Evidence != "" {
-			stored = append(stored, ledger.PackToken{StreamSeq: r.StreamSeq, EventType: r.Type, AcceptedAt: r.At, Token: r.Evidence})
-		}
+	// The token list is exactly the events' evidence, each with when it
+	// was accepted (a pack made before events recorded it gives its
+	// event's time).
+	eventAt := map[int32]time.Time{}
+	for _, e := range events {
+		eventAt[e.StreamSeq] = e.At
 	}
-	if !slices.EqualFunc(stored, pack.Tokens, func(a, b ledger.PackToken) bool {
-		return a.StreamSeq == b.StreamSeq && a.EventType == b.EventType && a.AcceptedAt.Equal(b.AcceptedAt) && a.Token == b.Token
+	if !slices.EqualFunc(ledger.PackTokens(events), pack.Tokens, func(a, b ledger.PackToken) bool {
+		return a.StreamSeq == b.StreamSeq && a.EventType == b.EventType && a.Token == b.Token &&
+			(a.AcceptedAt.Equal(b.AcceptedAt) || b.AcceptedAt.Equal(eventAt[a.StreamSeq]))
 	}) {
 		fail("the tokens listed are not the tokens stored on the events")
 	}
@@ -397,7 +397,7 @@ func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []s
 	}
 	// Every token, about the delegation its events record.
 	if rec, err := recordedDelegation(pack.Events); err == nil {
-		tokenLines, broken := checkDelegationTokens(id, rec, pack.LedgerID, pack.Events, pack.OrgKeys)
+		tokenLines, broken := checkDelegationTokens(id, rec, pack.LedgerID, pack.Events, pack.OrgKeys, opts.slack)
 		lines = append(lines, tokenLines...)
 		problems = append(problems, broken...)
 	}
@@ -557,28 +557,6 @@ func ledgerKeyThumbprint(jwks []byte, kid string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("kid %q is not in the ledger's JWKS", kid)
-}
-
-// checkTokenRecord correlates a verified token with the event that stores
-// it and the delegation: the event's recorded sha256 and jti are the
-// token's, and an ack carries the delegation's idempotency key.
-func checkTokenRecord(r ledger.EventRecord, c compensation.Claims, idempotencyKey string) error {
-	var data struct {
-		TokenSHA256 string `json:"token_sha256"`
-		JTI         string `json:"jti"`
-	}
-	_ = json.Unmarshal(r.Data, &data)
-	sum := sha256.Sum256([]byte(r.Evidence))
-	if data.TokenSHA256 != "" && data.TokenSHA256 != hex.EncodeToString(sum[:]) {
-		return errors.New("the event's token_sha256 is not the stored token's")
-	}
-	if data.JTI != "" && data.JTI != c.JTI {
-		return fmt.Errorf("the event's jti %q is not the token's %q", data.JTI, c.JTI)
-	}
-	if c.Kind == compensation.KindAck && c.IdempotencyKey != idempotencyKey {
-		return errors.New("the ack's idempotency_key is not the delegation's")
-	}
-	return nil
 }
 
 // checkPackDelegation checks the pack's description of the delegation

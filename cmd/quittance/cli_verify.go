@@ -42,10 +42,11 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 		Short: "Re-verify the audit log's hash chains and every stored signed token",
 		Long: "verify-chain fetches each delegation's event chain (or only --delegation's), recomputes every event's " +
 			"hash and link, checks that no event is dated more than --event-time-slack before the event before it, " +
-			"and re-verifies every stored signed ack or declaration against the org's keys in force when the event " +
-			"accepted it (its key history, not its current keys), about the org and remote task the delegation's own " +
-			"events record, with the event's jti, token_sha256 and an ack's idempotency key checked against the token, " +
-			"printing the kid and RFC 7638 thumbprint of the key that verified each; a discharge that rests on a signed " +
+			"and re-verifies every stored signed ack or declaration as the kind it was accepted as, against the org's keys in " +
+			"force when it was accepted (its key history, not its current keys; its exp judged then), about the org and " +
+			"remote task the delegation's own events record (an extra task's receipt: that task), with the event's jti, " +
+			"token_sha256 and an ack's idempotency key checked against the token, printing the kid and RFC 7638 thumbprint " +
+			"of the key that verified each, its kind and when it was accepted; a discharge that rests on a signed " +
 			"token but stores none, or a delegation with no events, is a break. With --delegation it also checks the " +
 			"org's stream and key history. It then checks every other stream's chain (orgs, budgets, principals, " +
 			"tokens, pending changes, …) and every stream against the latest signed checkpoint (or --checkpoint FILE, an " +
@@ -190,7 +191,7 @@ func (v *verifier) check(ctx context.Context, ch chain) (lines, problems []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	lines, broken := checkDelegationTokens(id, recorded, ch.LedgerID, ch.Events, history)
+	lines, broken := checkDelegationTokens(id, recorded, ch.LedgerID, ch.Events, history, v.slack)
 	for _, e := range ch.Events {
 		if e.Evidence != "" {
 			v.tokens++
@@ -288,30 +289,42 @@ func recordedDelegation(records []ledger.EventRecord) (recorded, error) {
 }
 
 // checkDelegationTokens verifies every signed token stored on a
-// delegation's events (records, in stream order) as the ledger accepted
-// it — against the org's key history at the event's time, about the
-// delegation's task, with the event's record of it (checkTokenRecord) —
-// and that every discharge that rests on a token carries it
-// (dischargeWithoutToken). It returns a line per verified token and every
-// problem. verify-chain and verify-pack both call it: one rule for both.
-func checkDelegationTokens(id uuid.UUID, d recorded, ledgerID string, records []ledger.EventRecord, history []ledger.OrgKey) (lines, problems []string) {
-	key := ledger.CompensationKey(ledger.Delegation{ID: id})
+// delegation's events (records, in stream order) as the ledger accepted it,
+// with compensation.VerifyStoredTokens — as the kind it was accepted as,
+// against the org's key history when it was accepted, about the task it
+// was accepted for, with the event's record of it — and that every
+// discharge that rests on a token carries it (dischargeWithoutToken).
+// slack is the event-time slack. It returns a line per verified token and
+// every problem. verify-chain and verify-pack both call it: one rule for
+// both, and the console's.
+func checkDelegationTokens(id uuid.UUID, d recorded, ledgerID string, records []ledger.EventRecord, history []ledger.OrgKey, slack time.Duration) (lines, problems []string) {
+	events := make([]ledger.Event, 0, len(records))
 	for _, r := range records {
 		if r.Evidence == "" {
 			if err := dischargeWithoutToken(r); err != nil {
 				problems = append(problems, fmt.Sprintf("event %d (%s): %v", r.StreamSeq, r.Type, err))
 			}
-			continue
 		}
-		claims, k, err := verifyStoredToken(d.OrgID, d.RemoteTaskID, ledgerID, r, history)
-		if err == nil {
-			err = checkTokenRecord(r, claims, key)
-		}
+		e, err := r.Event()
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("event %d (%s): token does not verify: %v", r.StreamSeq, r.Type, err))
+			problems = append(problems, fmt.Sprintf("event %d (%s): %v", r.StreamSeq, r.Type, err))
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s", id, r.StreamSeq, r.Type, k.KeyID, k.Thumbprint))
+		events = append(events, e)
+	}
+	owner := compensation.TokenOwner{DelegationID: id, OrgID: d.OrgID, RemoteTaskID: d.RemoteTaskID, LedgerID: ledgerID, History: history, Slack: slack}
+	for _, v := range compensation.VerifyStoredTokens(owner, events) {
+		e := v.Event
+		if v.Err != nil {
+			problems = append(problems, fmt.Sprintf("event %d (%s): token does not verify: %v", e.StreamSeq, e.Type, v.Err))
+			continue
+		}
+		how := ""
+		if v.Derived {
+			how = ", derived: the event predates token_kind"
+		}
+		lines = append(lines, fmt.Sprintf("token\t%s\tevent %d (%s)\tkid %s\tthumbprint %s\t%s accepted %s%s",
+			id, e.StreamSeq, e.Type, v.Key.KeyID, v.Key.Thumbprint, v.Kind, v.AcceptedAt.UTC().Format(time.RFC3339Nano), how))
 	}
 	return lines, problems
 }
@@ -350,17 +363,6 @@ func dischargeWithoutToken(r ledger.EventRecord) error {
 		}
 	}
 	return nil
-}
-
-// verifyStoredToken verifies the token stored on the published event r
-// with compensation.VerifyStoredEvent, the one rule the ledger, the console
-// and the CLI share. verify-chain and verify-pack call it.
-func verifyStoredToken(orgID, remoteTaskID, ledgerID string, r ledger.EventRecord, history []ledger.OrgKey) (compensation.Claims, ledger.OrgKey, error) {
-	e, err := r.Event()
-	if err != nil {
-		return compensation.Claims{}, ledger.OrgKey{}, err
-	}
-	return compensation.VerifyStoredEvent(orgID, remoteTaskID, ledgerID, e, history)
 }
 
 // orgKeyHistory fetches and caches an org's key history.

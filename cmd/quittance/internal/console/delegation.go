@@ -112,9 +112,10 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 			break
 		}
 	}
+	verified := verifyTimeline(d, ledgerID, events, history)
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
-		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e, d, ledgerID, history)}
+		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e, verified[e.StreamSeq])}
 		data.Timeline = append(data.Timeline, entry)
 	}
 	if data.Links, err = c.cfg.Ledger.DelegationLinks(ctx, p, id); err != nil {

@@ -67,9 +67,9 @@ type Evidence struct {
 	// Kind is the token's typ.
 	Kind string
 	// Verified is true when the token verifies as the ledger accepted it
-	// (compensation.VerifyStoredEvent): against the org's keys in force when
-	// the event was recorded, by the key the event records, about the
-	// delegation's task.
+	// (compensation.VerifyStoredTokens): as the kind it was accepted as,
+	// against the org's keys in force when it was accepted, by the key the
+	// event records, about the task it was accepted for.
 	Verified bool
 	// Key is the key of the org's key history that verified it.
 	Key *Key
@@ -77,12 +77,25 @@ type Evidence struct {
 	Problem string
 }
 
-// decodeEvidence decodes the token stored on e, an event of d, for display
-// and verifies it with compensation.VerifyStoredEvent against the org's key
-// history — the rule verify-chain applies, so a key rotated away since the
-// event does not make accepted evidence look forged, and a key added since
-// does not make a forgery pass.
-func decodeEvidence(e ledger.Event, d ledger.Delegation, ledgerID string, history []ledger.OrgKey) *Evidence {
+// verifyTimeline verifies every token stored on events, d's stream, with
+// compensation.VerifyStoredTokens against the org's key history — the rule
+// verify-chain applies, so a key rotated away since the event does not
+// make accepted evidence look forged, and a key added since does not make
+// a forgery pass. The results are by stream position.
+func verifyTimeline(d ledger.Delegation, ledgerID string, events []ledger.Event, history []ledger.OrgKey) map[int32]compensation.VerifiedToken {
+	out := map[int32]compensation.VerifiedToken{}
+	owner := compensation.TokenOwner{
+		DelegationID: d.ID, OrgID: d.OrgID, RemoteTaskID: d.Remote.TaskID, LedgerID: ledgerID, History: history, Slack: ledger.EventTimeSlack,
+	}
+	for _, v := range compensation.VerifyStoredTokens(owner, events) {
+		out[v.Event.StreamSeq] = v
+	}
+	return out
+}
+
+// decodeEvidence decodes the token stored on e for display, with v, what
+// verifying it again found (verifyTimeline).
+func decodeEvidence(e ledger.Event, v compensation.VerifiedToken) *Evidence {
 	if e.Evidence == "" {
 		return nil
 	}
@@ -104,7 +117,7 @@ func decodeEvidence(e ledger.Event, d ledger.Delegation, ledgerID string, histor
 	}
 	_ = json.Unmarshal(header, &h)
 	ev.Kind = h.Typ
-	_, used, err := compensation.VerifyStoredEvent(d.OrgID, d.Remote.TaskID, ledgerID, e, history)
+	used, err := v.Key, v.Err
 	var refusal *compensation.RefusalError
 	switch {
 	case errors.As(err, &refusal):

@@ -328,7 +328,7 @@ func thumbprint(t *testing.T, s *compensationtest.Signer) string {
 // one on-call person, approved by another on the org's page); the ack it
 // signed with the old key is still shown verified, by the old key's kid
 // and thumbprint, because the timeline verifies against the keys in force
-// when the ledger accepted it (compensation.VerifyStoredEvent, as
+// when the ledger accepted it (compensation.VerifyStoredTokens, as
 // verify-chain does), not against the org's current keys.
 func TestEvidenceVerifiedAfterKeyRotation(t *testing.T) {
 	w := newWorld(t)

@@ -46,6 +46,57 @@ func (e *a2aEnv) postAck(t *testing.T, s *compensationtest.Signer, d httpapi.Del
 	return out.Evidence.Outcome
 }
 
+// postExpiringAck posts a signed ack for d with receiptID, as a remote org
+// does, and expects it accepted: its exp passed 57 seconds ago, within the
+// clock skew allowed (compensation.ClockSkew) for 3 seconds more.
+func (e *a2aEnv) postExpiringAck(t *testing.T, s *compensationtest.Signer, d httpapi.DelegationBody, receiptID string) {
+	t.Helper()
+	now := time.Now()
+	c := compensationtest.AckClaims(d.OrgID, a2aLedgerID, d.Remote.TaskID, d.Compensation.IdempotencyKey, now.Add(-2*time.Minute))
+	c["receipt_id"], c["exp"] = receiptID, now.Add(-compensation.ClockSkew+3*time.Second).Unix()
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/v1/compensation/acks", strings.NewReader(s.Sign(t, ackTyp, c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/jose")
+	e.Send(t, req).Expect(t, http.StatusOK)
+}
+
+// verifyStoredTokens verifies every token stored on delegation d's events
+// as verify-chain does (compensation.VerifyStoredTokens, against the org's
+// key history) and returns how many there are.
+func (e *a2aEnv) verifyStoredTokens(t *testing.T, d httpapi.DelegationBody) int {
+	t.Helper()
+	var history struct {
+		Keys []ledger.OrgKey `json:"keys"`
+	}
+	if err := json.Unmarshal(e.must(t, http.MethodGet, "/admin/v1/orgs/"+d.OrgID+"/keys", e.OncallToken, nil, http.StatusOK), &history); err != nil {
+		t.Fatal(err)
+	}
+	for i := range history.Keys {
+		history.Keys[i].OrgID = d.OrgID
+	}
+	var events []ledger.Event
+	for _, r := range e.events(t, d.ID) {
+		ev, err := r.Event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	owner := compensation.TokenOwner{
+		DelegationID: uuid.MustParse(d.ID), OrgID: d.OrgID, RemoteTaskID: d.Remote.TaskID, LedgerID: a2aLedgerID,
+		History: history.Keys, Slack: ledger.EventTimeSlack,
+	}
+	verified := compensation.VerifyStoredTokens(owner, events)
+	for _, v := range verified {
+		if v.Err != nil {
+			t.Errorf("event %d (%s): token does not verify: %v", v.Event.StreamSeq, v.Event.Type, v.Err)
+		}
+	}
+	return len(verified)
+}
+
 // TestA2AEarlyAckWithExtraTaskApplied: the org acks compensation early,
 // while the obligation is held, on a delegation with an extra remote task.
 // The cancel ends the tracked task; the extra task gates it, so the early
@@ -96,7 +147,8 @@ func TestA2AEarlyAckWithExtraTaskApplied(t *testing.T) {
 // signed ack posted over HTTP does not close the obligation: it is held as
 // received (evidence_received, held_for extra_tasks_open). Once the agent
 // lets the extra task be canceled, the held ack compensates the obligation
-// by itself — no second ack, and the agent never sent a receipt.
+// by itself — no second ack, and the agent never sent a receipt — and,
+// applied after its exp, verifies as it was accepted.
 func TestA2APostedAckWaitsForExtraTask(t *testing.T) {
 	t.Parallel()
 	k := dupAgent(t, &taskKeeper{compWorking: true})
@@ -114,10 +166,8 @@ func TestA2APostedAckWaitsForExtraTask(t *testing.T) {
 
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
 	d = e.waitFor(t, d.ID, "a compensation request", func(d httpapi.DelegationBody) bool { return d.Compensation != nil && d.Compensation.Attempts > 0 })
-	if got := e.postAck(t, s, d, "rcpt-posted"); got != "received" {
-		t.Fatalf("posted ack with an extra task running: outcome %q, want received", got)
-	}
-	time.Sleep(300 * time.Millisecond)
+	e.postExpiringAck(t, s, d, "rcpt-posted")
+	time.Sleep(4 * time.Second) // past the ack's exp and the clock skew
 	if got := e.get(t, d.ID); got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
 		t.Fatalf("closed while an extra task runs: %+v", got)
 	}
@@ -137,6 +187,9 @@ func TestA2APostedAckWaitsForExtraTask(t *testing.T) {
 	reqs := k.compensationRequests()
 	if extra, _ := reqs[len(reqs)-1]["extraTaskIds"].([]any); len(extra) != 2 {
 		t.Fatalf("compensation request = %v, want both extra tasks named", reqs[len(reqs)-1])
+	}
+	if n := e.verifyStoredTokens(t, got); n != 2 {
+		t.Errorf("%d stored tokens, want 2 (received, then applied)", n)
 	}
 	e.CheckInvariants(t)
 }

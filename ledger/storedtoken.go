@@ -1,0 +1,242 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The kinds of signed token the ledger stores, by their JWS "typ"
+// (compensation.TokenKind).
+const (
+	TokenKindAck         = "compensation-ack+jwt"
+	TokenKindDeclaration = "no-compensation-required+jwt"
+)
+
+// TokenKindKey and TokenAcceptedAtKey are the members of an event's data
+// that say how the ledger accepted the signed token the event stores
+// (Event.Evidence): the kind it verified it as, and when — the time whose
+// keys in force and expiry it was judged by. Every event that stores a
+// token has both, with the same values on every event that stores the
+// same token (SetTokenAcceptance); StoredTokens reads them, and derives
+// them for events written before they existed.
+const (
+	TokenKindKey       = "token_kind"
+	TokenAcceptedAtKey = "token_accepted_at"
+)
+
+// SetTokenAcceptance records in data, the data of an event that stores a
+// signed token, that the ledger accepted it as kind at acceptedAt.
+func SetTokenAcceptance(data map[string]any, kind string, acceptedAt time.Time) {
+	data[TokenKindKey] = kind
+	data[TokenAcceptedAtKey] = acceptedAt.UTC().Format(time.RFC3339Nano)
+}
+
+// StoredToken is a signed token stored on an event of a delegation's
+// stream, with what the events say of how the ledger accepted it: what
+// verify-chain, verify-pack and the console verify it as
+// (compensation.VerifyStoredTokens).
+type StoredToken struct {
+	// Event is the event that stores it.
+	Event Event
+	// Kind is the kind it was accepted as (TokenKindAck or
+	// TokenKindDeclaration); "" when the event does not say.
+	Kind string
+	// AcceptedAt is when it was accepted: its keys in force and its expiry
+	// are judged at this time.
+	AcceptedAt time.Time
+	// ExtraTaskID is the extra remote task an extra task's receipt
+	// (extra_task_compensated) is about; "" for a token about the
+	// delegation's own remote task.
+	ExtraTaskID string
+	// Channel is how the evidence arrived, as the event records it.
+	Channel EvidenceChannel
+	// Recorded is the key the event says verified the token (empty on
+	// events written before the ledger named it), and JTI and SHA256 what
+	// it records of the token ("" when it does not).
+	Recorded    KeyRef
+	JTI, SHA256 string
+	// Derived says the event predates token_kind and token_accepted_at:
+	// Kind and AcceptedAt were derived from the rest of the stream.
+	Derived bool
+	// Problem says why what the event records of its token cannot be
+	// true, when it cannot; the token is then not verified.
+	Problem string
+}
+
+// tokenRecord is what an event's data may say of the token it stores: at
+// its top level, or (an event that applies, or marks unused, evidence
+// received earlier) under evidence_data.
+type tokenRecord struct {
+	TokenKind       string          `json:"token_kind"`
+	TokenAcceptedAt string          `json:"token_accepted_at"`
+	Kind            string          `json:"kind"`
+	Channel         string          `json:"channel"`
+	EvidenceChannel string          `json:"evidence_channel"`
+	KeyID           string          `json:"kid"`
+	KeyThumbprint   string          `json:"key_thumbprint"`
+	JTI             string          `json:"jti"`
+	TokenSHA256     string          `json:"token_sha256"`
+	ObligationEvent string          `json:"obligation_event"`
+	Resolution      string          `json:"resolution"`
+	TaskID          string          `json:"task_id"`
+	EvidenceData    json.RawMessage `json:"evidence_data"`
+}
+
+// StoredTokens reads every signed token stored on events, one delegation's
+// stream in stream order. An event written since events record it carries
+// its token's kind and acceptance time (TokenKindKey, TokenAcceptedAtKey):
+// the first event that stores a token must be dated no earlier than its
+// acceptance and at most slack (the event-time slack) after it, and every
+// later event storing the same token must record the same acceptance, so
+// an acceptance time cannot reach back further than the event's own date
+// could. An extra task's receipt must answer an extra task whose
+// compensation an earlier event required. An event written before is read
+// as well as its data allows:
+//
+//   - the kind: the token_kind, else its data's kind when that is a token
+//     kind (evidence_received, late_evidence and the acks and declarations
+//     applied at once record the typ there), else what the event's type or
+//     obligation event proves (compensation_acked, no_compensation_declared,
+//     task_ended_acked, task_ended_compensated, task_ended_declared), else
+//     its evidence_data's kind (early_evidence_unused), else the evidence
+//     an evidence_conflict names (compensation_ack, declaration_verified)
+//     or the resolution of an extra task's receipt (compensated,
+//     no_effects);
+//   - the acceptance time: the time of the first event of the stream that
+//     stores the same token (the evidence_received of evidence applied or
+//     found unused later), else the event's own time.
+//
+// What cannot be told of an event written before: a receipt's verification
+// time, when it was judged a moment before its event was written (an
+// A2A receipt, an evidence_conflict); the event's time stands for it.
+func StoredTokens(events []Event, slack time.Duration) []StoredToken {
+	var out []StoredToken
+	first := map[string]StoredToken{} // token -> its first event's reading
+	required := map[string]bool{}     // extra tasks whose compensation was required
+	for _, e := range events {
+		if e.Type == EventTypeExtraTaskCompensationRequired {
+			var rec tokenRecord
+			if json.Unmarshal(e.Data, &rec) == nil {
+				required[rec.TaskID] = true
+			}
+		}
+		if e.Evidence == "" {
+			continue
+		}
+		st := readStoredToken(e)
+		earlier, seen := first[e.Evidence]
+		switch {
+		case st.Problem != "":
+		case st.ExtraTaskID != "" && !required[st.ExtraTaskID]:
+			st.Problem = fmt.Sprintf("no earlier event required compensation of extra task %q", st.ExtraTaskID)
+		case st.Derived && seen:
+			st.AcceptedAt = earlier.AcceptedAt
+		case st.Derived:
+			st.AcceptedAt = e.At
+		case seen && !st.AcceptedAt.Equal(earlier.AcceptedAt):
+			st.Problem = fmt.Sprintf("token_accepted_at %s is not %s, when event %d accepted the same token",
+				st.AcceptedAt.UTC().Format(time.RFC3339Nano), earlier.AcceptedAt.UTC().Format(time.RFC3339Nano), earlier.Event.StreamSeq)
+		case !seen && (st.AcceptedAt.After(e.At) || e.At.Sub(st.AcceptedAt) > slack):
+			st.Problem = fmt.Sprintf("token_accepted_at %s is not within %s before the event's time %s, and no earlier event stores the token",
+				st.AcceptedAt.UTC().Format(time.RFC3339Nano), slack, e.At.UTC().Format(time.RFC3339Nano))
+		}
+		if !seen && st.Problem == "" {
+			first[e.Evidence] = st
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// readStoredToken reads what e's data says of the token e stores.
+func readStoredToken(e Event) StoredToken {
+	st := StoredToken{Event: e}
+	var top, nested tokenRecord
+	if err := json.Unmarshal(e.Data, &top); err != nil {
+		st.Problem = "the event's data does not parse"
+		return st
+	}
+	if len(top.EvidenceData) > 0 {
+		_ = json.Unmarshal(top.EvidenceData, &nested)
+	}
+	// The token's record: the event's own members, else those of the
+	// evidence it applies.
+	rec := top
+	if rec.JTI == "" && rec.TokenSHA256 == "" && rec.KeyID == "" {
+		rec = nested
+	}
+	st.Recorded = KeyRef{KeyID: rec.KeyID, Thumbprint: rec.KeyThumbprint}
+	st.JTI, st.SHA256 = rec.JTI, rec.TokenSHA256
+	st.Channel = EvidenceChannel(firstOf(top.EvidenceChannel, top.Channel, nested.Channel))
+	if e.Type == EventTypeExtraTaskCompensated {
+		st.ExtraTaskID = top.TaskID
+		if st.ExtraTaskID == "" {
+			st.Problem = "the extra task's receipt does not name its task"
+			return st
+		}
+	}
+	if top.TokenKind != "" || top.TokenAcceptedAt != "" {
+		at, err := time.Parse(time.RFC3339Nano, top.TokenAcceptedAt)
+		if err != nil {
+			st.Problem = fmt.Sprintf("token_accepted_at %q is not a time", top.TokenAcceptedAt)
+			return st
+		}
+		st.Kind, st.AcceptedAt = top.TokenKind, at
+		if !validTokenKind(st.Kind) {
+			st.Problem = fmt.Sprintf("token_kind %q is not a kind of token", st.Kind)
+		}
+		return st
+	}
+	st.Derived = true
+	st.Kind = derivedTokenKind(e.Type, top, nested)
+	if st.Kind == "" {
+		st.Problem = "the event does not say which kind of token it stores"
+	}
+	return st
+}
+
+// derivedTokenKind is the kind of the token stored on an event of type
+// typ written before events recorded it (StoredTokens), from its data top
+// and its evidence_data nested; "" when they do not tell.
+func derivedTokenKind(typ EventType, top, nested tokenRecord) string {
+	switch {
+	case validTokenKind(top.Kind):
+		return top.Kind
+	case typ == EventTypeCompensationAcked:
+		return TokenKindAck
+	case typ == EventTypeNoCompensationDeclared:
+		return TokenKindDeclaration
+	}
+	switch ObligationEvent(top.ObligationEvent) {
+	case EventTaskEndedAcked, EventTaskEndedCompensated:
+		return TokenKindAck
+	case EventTaskEndedDeclared:
+		return TokenKindDeclaration
+	}
+	if validTokenKind(nested.Kind) {
+		return nested.Kind
+	}
+	switch {
+	case typ == EventTypeEvidenceConflict && top.Kind == string(EventCompensationAck):
+		return TokenKindAck
+	case typ == EventTypeEvidenceConflict && top.Kind == string(EventDeclarationVerified):
+		return TokenKindDeclaration
+	case typ == EventTypeExtraTaskCompensated && top.Resolution == "compensated":
+		return TokenKindAck
+	case typ == EventTypeExtraTaskCompensated && top.Resolution == "no_effects":
+		return TokenKindDeclaration
+	}
+	return ""
+}
+
+func validTokenKind(k string) bool { return k == TokenKindAck || k == TokenKindDeclaration }
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -59,7 +59,9 @@ type config struct {
 	// RateLimitRPS and RateLimitBurst are each token bucket of the API and
 	// the console (per principal, or per client address for requests not
 	// known to be a principal's); 0 RPS disables them. RateLimitMaxBuckets
-	// bounds how many buckets are kept; past it new keys share one.
+	// bounds how many buckets each of the limiter's tables keeps (principals,
+	// proven addresses, other addresses); past it new keys of that table
+	// share one.
 	RateLimitRPS        float64 `env:"QUITTANCE_RATE_LIMIT_RPS" envDefault:"50"`
 	RateLimitBurst      int     `env:"QUITTANCE_RATE_LIMIT_BURST" envDefault:"100"`
 	RateLimitMaxBuckets int     `env:"QUITTANCE_RATE_LIMIT_MAX_BUCKETS" envDefault:"100000"`

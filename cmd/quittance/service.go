@@ -289,7 +289,10 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 			MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
 		},
 		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst, MaxBuckets: cfg.RateLimitMaxBuckets, ClientIPHeader: cfg.TrustedProxyHeader},
-		Stream:    httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
+		Stream: httpapi.StreamConfig{
+			Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone,
+			MaxPerPrincipal: cfg.StreamMaxPerPrincipal, MaxOpen: cfg.StreamMaxOpen,
+		},
 	})
 	// Credential revocations reach this replica's authentication cache
 	// through LISTEN/NOTIFY; pending changes expire.

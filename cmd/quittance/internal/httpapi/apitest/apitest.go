@@ -212,6 +212,12 @@ func WithStream(poll, heartbeat time.Duration) Option {
 	return func(o *options) { o.stream.Poll, o.stream.Heartbeat = poll, heartbeat }
 }
 
+// WithStreamCaps sets how many event streams one principal may have open,
+// and how many the service serves in all (defaults: the API's).
+func WithStreamCaps(perPrincipal, open int) Option {
+	return func(o *options) { o.stream.MaxPerPrincipal, o.stream.MaxOpen = perPrincipal, open }
+}
+
 // WithStreamBatch sets how many events an event stream reads at a time
 // (default the API's), so a short backlog takes many pages to replay.
 func WithStreamBatch(n int) Option { return func(o *options) { o.stream.Batch = n } }

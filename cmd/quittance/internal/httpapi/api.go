@@ -120,7 +120,7 @@ func New(cfg Config) *Server {
 	s.reports, s.ledgerID, s.metrics = cfg.Reports, cfg.LedgerID, cfg.Metrics
 	s.limiter = cfg.Limiter
 	s.streamLimits = newStreamLimits(s.stream.MaxPerPrincipal, s.stream.MaxOpen)
-	s.streamHubs = &streamHubs{feed: s.feed, poll: s.stream.Poll, batch: s.stream.Batch, metrics: s.metrics, hubs: map[scopeKey]*scopeHub{}}
+	s.streamHubs = &streamHubs{feed: s.feed, poll: s.stream.Poll, batch: s.stream.Batch, log: s.log, metrics: s.metrics, hubs: map[scopeKey]*scopeHub{}}
 	s.api = humago.New(mux, hc)
 	s.api.UseMiddleware(s.authenticate)
 	s.registerHealth()

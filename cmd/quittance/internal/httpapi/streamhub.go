@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
+	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -92,6 +94,9 @@ func tooManyStreamsProblem(refused string) *Problem {
 	return newProblem(http.StatusTooManyRequests, "too_many_streams", detail)
 }
 
+// streamHubWorker names the hubs in quittance_background_panics_total.
+const streamHubWorker = "event_stream_hub"
+
 // scopeKey names a stream scope: the FeedQuery without its position.
 type scopeKey struct {
 	tenant     string
@@ -103,6 +108,7 @@ type streamHubs struct {
 	feed    ledger.Feed
 	poll    time.Duration
 	batch   int
+	log     *slog.Logger
 	metrics *telemetry.Metrics
 
 	mu   sync.Mutex
@@ -219,7 +225,12 @@ func (h *scopeHub) run(ctx context.Context) {
 		case <-poll.C:
 		case <-h.poke:
 		}
-		h.readRound(ctx)
+		// A panic in a round is logged and counted; the streams wait for
+		// the next wake-up or poll.
+		if p, ok := panics.As(panics.Recover(func() error { h.readRound(ctx); return nil })); ok {
+			panics.Log(h.hubs.log, streamHubWorker, p)
+			h.hubs.metrics.Panic(streamHubWorker)
+		}
 	}
 }
 

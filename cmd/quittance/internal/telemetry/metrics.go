@@ -56,6 +56,14 @@ type Metrics struct {
 	panics          *prometheus.CounterVec
 }
 
+// panicWorkers are the workers that recover from panics, the label values
+// of quittance_background_panics_total: delegate's Panic* and webhook's
+// Panic* names, the event stream hubs', and the loops serve runs.
+var panicWorkers = []string{
+	"a2a_job", "a2a_stream", "a2a_round", "webhook_delivery", "webhook_round", "event_stream_hub",
+	"principals", "compensation_sweep", "a2a_workers", "webhook_deliveries", "org_key_refresh", "checkpoints",
+}
+
 // The caps an event stream can be refused by, the label values of
 // quittance_event_streams_refused_total.
 var streamCaps = []string{"principal", "process"}
@@ -123,6 +131,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.streamsOpen, m.streamsRefused, m.streamReads, m.panics)
 	for _, c := range streamCaps {
 		m.streamsRefused.WithLabelValues(c)
+	}
+	for _, w := range panicWorkers {
+		m.panics.WithLabelValues(w)
 	}
 	for _, o := range []string{ledger.JWKSFetchChanged, ledger.JWKSFetchUnchanged, ledger.JWKSFetchFailed} {
 		m.orgJWKSFetches.WithLabelValues(o)

@@ -105,7 +105,8 @@ func (s *Server) registerStreams() {
 		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
 		Summary: "Events in commit order (a tenant's for orchestrators, all for finance and on-call)",
 		Description: "A page of events in commit order. With stream=true (or Accept: text/event-stream) a replayable Server-Sent Events stream: " +
-			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate.",
+			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate. " +
+			"A principal may have QUITTANCE_STREAM_MAX_PER_PRINCIPAL streams open on a replica, which serves QUITTANCE_STREAM_MAX_OPEN in all; past either, 429 too_many_streams with Retry-After.",
 		Security: bearerAuth,
 	}, func(ctx context.Context, in *feedInput) (*feedOutput, error) {
 		q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)

@@ -43,6 +43,10 @@ var knownMetrics = []string{
 	"quittance_oldest_extra_task_compensation_timestamp_seconds",
 	"quittance_write_offs_total",
 	"quittance_org_jwks_fetches_total",
+	"quittance_event_streams_open",
+	"quittance_event_streams_refused_total",
+	"quittance_event_stream_reads_total",
+	"quittance_background_panics_total",
 }
 
 // provisionedDatasourceUIDs returns the uids of the datasources in the provisioning file.
@@ -220,6 +224,10 @@ var processSeries = []string{
 	"quittance_compensation_requests_total",
 	"quittance_write_offs_total",
 	"quittance_org_jwks_fetches_total",
+	"quittance_event_streams_open",
+	"quittance_event_streams_refused_total",
+	"quittance_event_stream_reads_total",
+	"quittance_background_panics_total",
 	"quittance_a2a_request_duration_seconds",
 	"quittance_unconfirmed_alert_grace_seconds",
 	"quittance_checkpoint_interval_seconds",

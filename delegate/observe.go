@@ -14,6 +14,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
@@ -508,7 +509,9 @@ func (w *Worker) superviseStreams(ctx context.Context) error {
 				delete(w.streams, id)
 				w.mu.Unlock()
 			}()
-			w.stream(ctx, id, client)
+			if p, ok := panics.As(panics.Recover(func() error { w.stream(ctx, id, client); return nil })); ok {
+				w.panicked(PanicStream, p, slog.String("delegation_id", id.String()))
+			}
 		})
 	}
 	return nil

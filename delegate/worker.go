@@ -16,6 +16,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/backoff"
+	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
@@ -247,6 +248,38 @@ type Config struct {
 	// the receipt is judged once more. Nil never refreshes: such a key
 	// comes into force with the periodic refresh only.
 	RefreshOrgKeysForKid func(ctx context.Context, orgID, kid string) bool
+	// OnPanic is told of each panic the worker recovered from, by where it
+	// happened (PanicJob, PanicStream, PanicRound); nil counts nothing.
+	OnPanic func(worker string)
+}
+
+// Where the worker recovers from panics, the worker names OnPanic is given.
+const (
+	// PanicJob is an outbox job: it is rescheduled with its backoff.
+	PanicJob = "a2a_job"
+	// PanicStream is a task's stream: it ends, and is opened again later.
+	PanicStream = "a2a_stream"
+	// PanicRound is a round of the worker's loop (claiming, polling,
+	// supervising streams): the loop goes on at its next tick.
+	PanicRound = "a2a_round"
+)
+
+// panicked logs and counts a panic recovered at where.
+func (w *Worker) panicked(where string, p *panics.Error, attrs ...slog.Attr) {
+	panics.Log(w.log, where, p, attrs...)
+	if w.cfg.OnPanic != nil {
+		w.cfg.OnPanic(where)
+	}
+}
+
+// guard runs one round of the worker's loop, recovering from a panic in it.
+func (w *Worker) guard(fn func() error) error {
+	err := panics.Recover(fn)
+	if p, ok := panics.As(err); ok {
+		w.panicked(PanicRound, p)
+		return nil
+	}
+	return err
 }
 
 // Worker makes the outbound A2A calls of the outbox, polls and streams
@@ -342,20 +375,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-jobs.C:
 		case <-w.wake:
 		case <-poll.C:
-			if _, err := w.PollOnce(ctx); err != nil && ctx.Err() == nil {
+			if err := w.guard(func() error { _, err := w.PollOnce(ctx); return err }); err != nil && ctx.Err() == nil {
 				w.log.ErrorContext(ctx, "a2a poll failed", slog.Any("error", err))
 			}
 			continue
 		case <-stream.C:
 			if w.cfg.Streaming {
-				if err := w.superviseStreams(ctx); err != nil && ctx.Err() == nil {
+				if err := w.guard(func() error { return w.superviseStreams(ctx) }); err != nil && ctx.Err() == nil {
 					w.log.ErrorContext(ctx, "a2a stream supervision failed", slog.Any("error", err))
 				}
 			}
 			continue
 		}
 		for {
-			n, err := w.RunOnce(ctx)
+			var n int
+			err := w.guard(func() (err error) { n, err = w.RunOnce(ctx); return err })
 			if err != nil && ctx.Err() == nil {
 				w.log.ErrorContext(ctx, "a2a jobs failed", slog.Any("error", err))
 			}
@@ -381,7 +415,15 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 			// finishes within its own timeout and records its result.
 			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
 			defer cancel()
-			if err := w.runJob(jctx, j); err != nil {
+			err := panics.Recover(func() error { return w.runJob(jctx, j) })
+			if p, ok := panics.As(err); ok {
+				// Given up, and rescheduled after its attempt's backoff:
+				// a job that panics every time is tried ever less often,
+				// never in a tight loop, and the other jobs go on.
+				w.panicked(PanicJob, p, slog.Int64("job_id", j.ID), slog.String("kind", string(j.Kind)), slog.String("delegation_id", j.DelegationID.String()))
+				err = w.retryAt(jctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), p.Error(), nil)
+			}
+			if err != nil {
 				w.log.ErrorContext(ctx, "a2a job failed", slog.Int64("job_id", j.ID), slog.String("kind", string(j.Kind)),
 					slog.String("delegation_id", j.DelegationID.String()), slog.Any("error", err))
 			}

@@ -59,7 +59,9 @@ type config struct {
 	// RateLimitRPS and RateLimitBurst are each token bucket of the API and
 	// the console (per principal, or per client address for requests not
 	// known to be a principal's); 0 RPS disables them. RateLimitMaxBuckets
-	// bounds how many buckets are kept; past it new keys share one.
+	// bounds how many buckets each of the limiter's tables keeps (principals,
+	// proven addresses, other addresses); past it new keys of that table
+	// share one.
 	RateLimitRPS        float64 `env:"QUITTANCE_RATE_LIMIT_RPS" envDefault:"50"`
 	RateLimitBurst      int     `env:"QUITTANCE_RATE_LIMIT_BURST" envDefault:"100"`
 	RateLimitMaxBuckets int     `env:"QUITTANCE_RATE_LIMIT_MAX_BUCKETS" envDefault:"100000"`
@@ -97,6 +99,11 @@ type config struct {
 	// StreamPoll is how often an event stream reads the table without a
 	// LISTEN/NOTIFY wake-up.
 	StreamPoll time.Duration `env:"QUITTANCE_STREAM_POLL" envDefault:"2s"`
+	// StreamMaxPerPrincipal is how many event streams one principal may
+	// have open on a replica, and StreamMaxOpen how many a replica serves
+	// in all; past either, a stream is refused with 429 too_many_streams.
+	StreamMaxPerPrincipal int `env:"QUITTANCE_STREAM_MAX_PER_PRINCIPAL" envDefault:"8"`
+	StreamMaxOpen         int `env:"QUITTANCE_STREAM_MAX_OPEN" envDefault:"256"`
 	// DebugAddr, when set, serves Go's runtime profiles (net/http/pprof)
 	// on a listener of their own, never on the API's address. Off by
 	// default: profiles show the service's internals and cost CPU while
@@ -166,7 +173,7 @@ var variables = []string{
 	"QUITTANCE_EGRESS_ALLOW_HTTP", "QUITTANCE_A2A_INTERVAL", "QUITTANCE_A2A_LEASE", "QUITTANCE_A2A_BACKOFF_BASE",
 	"QUITTANCE_A2A_BACKOFF_MAX", "QUITTANCE_COMPENSATION_MAX_ATTEMPTS", "QUITTANCE_A2A_STREAMING",
 	"QUITTANCE_SIGNING_KEY_FILE", "QUITTANCE_WEBHOOK_MAX_ATTEMPTS", "QUITTANCE_WEBHOOK_BACKOFF_BASE",
-	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_DEBUG_ADDR", "QUITTANCE_METRICS_ADDR",
+	"QUITTANCE_WEBHOOK_BACKOFF_MAX", "QUITTANCE_STREAM_HEARTBEAT", "QUITTANCE_STREAM_POLL", "QUITTANCE_STREAM_MAX_PER_PRINCIPAL", "QUITTANCE_STREAM_MAX_OPEN", "QUITTANCE_DEBUG_ADDR", "QUITTANCE_METRICS_ADDR",
 	"QUITTANCE_CONSOLE_SESSION_TTL", "QUITTANCE_OIDC_ISSUER_URL", "QUITTANCE_OIDC_CLIENT_ID", "QUITTANCE_OIDC_CLIENT_SECRET",
 	"QUITTANCE_OIDC_REDIRECT_URL", "QUITTANCE_OIDC_ROLE_CLAIM", "QUITTANCE_OIDC_ROLE_MAP",
 	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",
@@ -220,6 +227,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.WebhookMaxAttempts < 1 || cfg.WebhookBackoffBase <= 0 || cfg.WebhookBackoffMax < cfg.WebhookBackoffBase || cfg.StreamHeartbeat <= 0 || cfg.StreamPoll <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WEBHOOK_MAX_ATTEMPTS must be at least 1, QUITTANCE_WEBHOOK_BACKOFF_BASE, QUITTANCE_STREAM_HEARTBEAT and QUITTANCE_STREAM_POLL positive, and QUITTANCE_WEBHOOK_BACKOFF_MAX at least the base")}
+	}
+	if cfg.StreamMaxPerPrincipal < 1 || cfg.StreamMaxOpen < cfg.StreamMaxPerPrincipal {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_STREAM_MAX_PER_PRINCIPAL must be at least 1, and QUITTANCE_STREAM_MAX_OPEN at least that")}
 	}
 	if cfg.PersonCredentialTTL <= 0 || cfg.PendingChangeTTL <= 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_PERSON_CREDENTIAL_TTL and QUITTANCE_PENDING_CHANGE_TTL must be positive")}

@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,8 +25,10 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/app"
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/migrations"
@@ -289,11 +292,14 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 			MaxAttempts: cfg.WebhookMaxAttempts, BackoffBase: cfg.WebhookBackoffBase, BackoffMax: cfg.WebhookBackoffMax,
 		},
 		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst, MaxBuckets: cfg.RateLimitMaxBuckets, ClientIPHeader: cfg.TrustedProxyHeader},
-		Stream:    httpapi.StreamConfig{Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone},
+		Stream: httpapi.StreamConfig{
+			Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone,
+			MaxPerPrincipal: cfg.StreamMaxPerPrincipal, MaxOpen: cfg.StreamMaxOpen,
+		},
 	})
 	// Credential revocations reach this replica's authentication cache
 	// through LISTEN/NOTIFY; pending changes expire.
-	defer runBackground(ctx, log, "principals", func(ctx context.Context) error { return svc.Ledger.Run(ctx, time.Minute) })()
+	defer runBackground(ctx, log, svc.Metrics, "principals", func(ctx context.Context) error { return svc.Ledger.Run(ctx, time.Minute) })()
 	if cfg.BootstrapToken != "" {
 		_, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken)
 		switch {
@@ -316,21 +322,21 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 
 	// The deadline sweep runs on every replica; FOR UPDATE SKIP LOCKED keeps
 	// them from moving the same obligation twice.
-	defer runBackground(ctx, log, "compensation sweep", svc.Compensation.Sweeper(cfg.SweepInterval).Run)()
+	defer runBackground(ctx, log, svc.Metrics, "compensation sweep", svc.Compensation.Sweeper(cfg.SweepInterval).Run)()
 	// The A2A workers run on every replica too: the outbox is claimed with
 	// FOR UPDATE SKIP LOCKED and leases, streams under advisory locks. On
 	// shutdown they stop claiming and finish the calls in flight.
-	defer runBackground(ctx, log, "a2a workers", svc.Worker.Run)()
-	defer runBackground(ctx, log, "webhook deliveries", svc.Webhooks.Run)()
+	defer runBackground(ctx, log, svc.Metrics, "a2a workers", svc.Worker.Run)()
+	defer runBackground(ctx, log, svc.Metrics, "webhook deliveries", svc.Webhooks.Run)()
 	// Every replica refreshes the keys of orgs registered by JWKS URL; an
 	// org another replica fetched less than an interval ago is skipped.
-	defer runBackground(ctx, log, "org key refresh", func(ctx context.Context) error {
+	defer runBackground(ctx, log, svc.Metrics, "org key refresh", func(ctx context.Context) error {
 		return svc.Ledger.RunOrgKeyRefresh(ctx, cfg.OrgJWKSRefresh)
 	})()
 	// Every replica signs checkpoints; an advisory lock makes them take
 	// turns, and one finding the heads already signed signs nothing.
 	if checkpoints {
-		defer runBackground(ctx, log, "checkpoints", func(ctx context.Context) error {
+		defer runBackground(ctx, log, svc.Metrics, "checkpoints", func(ctx context.Context) error {
 			return svc.Checkpoints.Run(ctx, cfg.CheckpointInterval)
 		})()
 	} else {
@@ -407,13 +413,32 @@ func loopbackURL(addr net.Addr) string {
 // by the caller, stops it and waits for it: workers stop, and finish what
 // they are doing, before the connection pool closes. ctx's values reach
 // run, its cancellation does not: shutdown is the stop function's to call.
-func runBackground(ctx context.Context, log *slog.Logger, name string, run func(context.Context) error) (stop func()) {
+// A panic that escapes the loop is logged with its stack and counted
+// (quittance_background_panics_total, the name in snake case), and the
+// loop starts again after a wait that doubles up to a minute: the replica
+// stays up, and a loop that panics at once is not restarted in a tight loop.
+func runBackground(ctx context.Context, log *slog.Logger, metrics *telemetry.Metrics, name string, run func(context.Context) error) (stop func()) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
+	worker := strings.ReplaceAll(name, " ", "_")
 	go func() {
 		defer close(done)
-		if err := run(runCtx); err != nil {
-			log.Error(name+" stopped", slog.Any("error", err))
+		for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+			err := panics.Recover(func() error { return run(runCtx) })
+			p, panicked := panics.As(err)
+			if !panicked {
+				if err != nil {
+					log.Error(name+" stopped", slog.Any("error", err))
+				}
+				return
+			}
+			panics.Log(log, worker, p)
+			metrics.Panic(worker)
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
 	}()
 	return func() {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/internal/backoff"
+	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
@@ -141,6 +142,26 @@ type Config struct {
 	// Wake, if set, returns a channel that receives when deliveries may
 	// have been queued, to look for them before the next tick.
 	Wake func() (<-chan struct{}, func())
+	// OnPanic is told of each panic recovered in a delivery (PanicDelivery)
+	// or a round of Run (PanicRound); nil counts nothing.
+	OnPanic func(worker string)
+}
+
+// Where deliveries recover from panics, the worker names OnPanic is given.
+const (
+	// PanicDelivery is one delivery attempt: it counts as a failed
+	// attempt, retried after its backoff (or dead-lettered).
+	PanicDelivery = "webhook_delivery"
+	// PanicRound is a round of Run: it goes on at its next tick.
+	PanicRound = "webhook_round"
+)
+
+// panicked logs and counts a recovered panic.
+func (s *Service) panicked(where string, p *panics.Error, attrs ...slog.Attr) {
+	panics.Log(s.cfg.Log, where, p, attrs...)
+	if s.cfg.OnPanic != nil {
+		s.cfg.OnPanic(where)
+	}
 }
 
 // Service manages endpoints and delivers.
@@ -309,8 +330,11 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	for {
 		for {
-			n, err := s.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil {
+			var n int
+			err := panics.Recover(func() (err error) { n, err = s.RunOnce(ctx); return err })
+			if p, ok := panics.As(err); ok {
+				s.panicked(PanicRound, p)
+			} else if err != nil && ctx.Err() == nil {
 				s.cfg.Log.ErrorContext(ctx, "webhook deliveries failed", slog.Any("error", err))
 			}
 			if n < batchSize || err != nil || ctx.Err() != nil {
@@ -342,7 +366,13 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 		wg.Go(func() {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Lease)
 			defer cancel()
-			if err := s.deliver(dctx, d); err != nil {
+			err := panics.Recover(func() error { return s.deliver(dctx, d) })
+			if p, ok := panics.As(err); ok {
+				s.panicked(PanicDelivery, p, slog.Int64("delivery_id", d.ID))
+				now := s.now()
+				err = s.cfg.Store.DeliveryFailed(dctx, d, d.Attempts >= s.cfg.MaxAttempts, now.Add(s.backoff.Wait(d.Attempts)), 0, text.Truncate(p.Error(), 500), now)
+			}
+			if err != nil {
 				s.cfg.Log.ErrorContext(ctx, "webhook delivery not recorded", slog.Int64("delivery_id", d.ID), slog.Any("error", err))
 			}
 		})

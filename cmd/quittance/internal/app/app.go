@@ -54,6 +54,9 @@ type Config struct {
 	// attempts, streaming, snapshot limits. New sets its Store,
 	// Compensation, HTTPClient, Clock, Log, LedgerID and Identity.
 	A2A delegate.Config
+	// WrapA2ATransport, when set, wraps the A2A client's transport: tests
+	// put a remote that misbehaves below HTTP behind it.
+	WrapA2ATransport func(http.RoundTripper) http.RoundTripper
 	// Webhooks tunes webhook deliveries: attempts, backoff, interval,
 	// lease, timeout. New sets its Store, Clock, Log, ValidateURL,
 	// HTTPClient and Wake.
@@ -177,11 +180,15 @@ func New(cfg Config) *App {
 	// a W3C traceparent.
 	a2aClient := egress.NewClient(cfg.Egress)
 	a2aClient.Transport = telemetry.Transport(a2aClient.Transport, metrics)
+	if cfg.WrapA2ATransport != nil {
+		a2aClient.Transport = cfg.WrapA2ATransport(a2aClient.Transport)
+	}
 	workerCfg := cfg.A2A
 	workerCfg.Store, workerCfg.Compensation, workerCfg.HTTPClient = store.A2A(), a.Compensation, a2aClient
 	workerCfg.Clock, workerCfg.Log = cfg.Clock, log.With(slog.String("component", "a2a"))
 	workerCfg.LedgerID, workerCfg.Identity = cfg.LedgerID, cfg.Identity
 	workerCfg.RefreshOrgKeysForKid = a.Ledger.RefreshOrgKeysForKid
+	workerCfg.OnPanic = metrics.Panic
 	a.Worker = delegate.NewWorker(workerCfg)
 	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{
 		Store: store.Orchestrator(), Clock: cfg.Clock, Wake: a.Worker.Wake, FetchTask: a.Worker.FetchTask,
@@ -193,6 +200,7 @@ func New(cfg Config) *App {
 	webhookCfg := cfg.Webhooks
 	webhookCfg.Store, webhookCfg.Clock, webhookCfg.Log = store.Webhooks(), cfg.Clock, log.With(slog.String("component", "webhooks"))
 	webhookCfg.ValidateURL, webhookCfg.HTTPClient, webhookCfg.Wake = cfg.Egress.ValidateURL, egress.NewClient(cfg.Egress), store.WebhookWake
+	webhookCfg.OnPanic = metrics.Panic
 	a.Webhooks = webhook.NewService(webhookCfg)
 
 	var (

@@ -72,8 +72,12 @@ func ParseRoleMap(raw string) (map[string]ledger.Role, error) {
 type OIDC struct {
 	cfg OIDCConfig
 
-	mu       sync.Mutex
-	provider *oidc.Provider
+	// mu guards provider and discovering; it is never held while the
+	// issuer is contacted, so a slow or hanging issuer holds up no one who
+	// gives up waiting.
+	mu          sync.Mutex
+	provider    *oidc.Provider
+	discovering chan struct{} // closed when the discovery under way ends
 }
 
 // NewOIDC checks cfg and returns the sign-in; the issuer is contacted on
@@ -96,18 +100,47 @@ func (o *OIDC) context(ctx context.Context) context.Context {
 }
 
 // discover returns the issuer's provider, reading its discovery document
-// once.
+// until once it succeeds. One request at a time reads it; the others wait
+// for that read, or for their own context to end, without holding the
+// lock across the network call.
 func (o *OIDC) discover(ctx context.Context) (*oidc.Provider, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.provider != nil {
-		return o.provider, nil
+	for {
+		o.mu.Lock()
+		if o.provider != nil {
+			p := o.provider
+			o.mu.Unlock()
+			return p, nil
+		}
+		wait := o.discovering
+		if wait == nil {
+			o.discovering = make(chan struct{})
+		}
+		o.mu.Unlock()
+		if wait == nil {
+			return o.discoverNow(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("OIDC discovery at %s: %w", o.cfg.IssuerURL, ctx.Err())
+		case <-wait:
+		}
 	}
+}
+
+// discoverNow reads the discovery document, with the lock released, and
+// records the provider; it ends the discovery under way either way.
+func (o *OIDC) discoverNow(ctx context.Context) (*oidc.Provider, error) {
 	p, err := oidc.NewProvider(o.context(ctx), o.cfg.IssuerURL)
+	o.mu.Lock()
+	if err == nil {
+		o.provider = p
+	}
+	close(o.discovering)
+	o.discovering = nil
+	o.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("OIDC discovery at %s: %w", o.cfg.IssuerURL, err)
 	}
-	o.provider = p
 	return p, nil
 }
 

@@ -89,6 +89,8 @@ type Server struct {
 	orchestrator Orchestrator
 	feed         ledger.Feed
 	stream       StreamConfig
+	streamLimits *streamLimits
+	streamHubs   *streamHubs
 	webhooks     *webhook.Service
 	jwks         func() []byte
 	cases        *ledger.Cases
@@ -117,6 +119,8 @@ func New(cfg Config) *Server {
 	s.orchestrator, s.feed, s.stream, s.webhooks, s.jwks = cfg.Orchestrator, cfg.Feed, cfg.Stream.withDefaults(), cfg.Webhooks, cfg.JWKS
 	s.reports, s.ledgerID, s.metrics = cfg.Reports, cfg.LedgerID, cfg.Metrics
 	s.limiter = cfg.Limiter
+	s.streamLimits = newStreamLimits(s.stream.MaxPerPrincipal, s.stream.MaxOpen)
+	s.streamHubs = &streamHubs{feed: s.feed, poll: s.stream.Poll, batch: s.stream.Batch, log: s.log, metrics: s.metrics, hubs: map[scopeKey]*scopeHub{}}
 	s.api = humago.New(mux, hc)
 	s.api.UseMiddleware(s.authenticate)
 	s.registerHealth()

@@ -23,17 +23,18 @@ type evidenceInput struct {
 	RawBody []byte `contentType:"application/jose" doc:"A compact JWS signed with one of the org's registered keys."`
 }
 
-// EvidenceBody is the answer to accepted signed evidence: the delegation,
-// and what became of the evidence.
+// EvidenceBody is the answer to accepted signed evidence: which delegation
+// it matched and what became of it, nothing more. The signer is another
+// org: the delegation's tenant, budget, hold and internal errors are the
+// delegator's own (compensation/SIGNING.md#answers).
 type EvidenceBody struct {
-	DelegationBody
+	ID       string              `json:"id" format:"uuid" doc:"The delegation the token matched."`
 	Evidence EvidenceOutcomeBody `json:"evidence"`
 }
 
 // EvidenceOutcomeBody says what became of accepted evidence.
 type EvidenceOutcomeBody struct {
-	Outcome             string `json:"outcome" enum:"applied,duplicate,late_evidence,received" doc:"applied: the obligation moved; duplicate: this exact token, or evidence with the same compensation idempotency key and the same payload (kind and receipt id), was accepted before and nothing changed; late_evidence: the obligation had already ended, so the token was recorded as a late_evidence event and not applied; received: the remote task has not ended as far as the ledger knows, so the evidence is kept and applied when the gating canceled or failed status is observed."`
-	ContradictsWriteOff bool   `json:"contradicts_write_off,omitempty" doc:"Late evidence for a written-off obligation: the remote org reports compensation for a loss already accepted."`
+	Outcome string `json:"outcome" enum:"applied,duplicate,late_evidence,received" doc:"applied: the obligation moved; duplicate: this exact token, or evidence with the same compensation idempotency key and the same payload (kind and receipt id), was accepted before and nothing changed; late_evidence: the obligation had already ended, so the token was recorded as a late_evidence event and not applied; received: the remote task has not ended as far as the ledger knows, so the evidence is kept and applied when the gating canceled or failed status is observed."`
 }
 
 type evidenceOutput struct {
@@ -140,7 +141,7 @@ type writeOffOutput struct {
 
 const evidenceDescription = `The body is a compact JWS (Content-Type: application/jose, at most 16 KiB). No bearer token: the signature, by a key registered for the org that owns the delegation, is the credential. The delegation is found by the token's (iss, sub) and, when delegations of more than one tenant record that task id, by the compensation idempotency key the token carries.
 
-200 with the delegation when the token is accepted; the evidence.outcome member and the Quittance-Evidence-Outcome header say what became of it: applied (the obligation moved), duplicate (this exact token, or evidence with the same compensation idempotency key and the same payload — kind and receipt id — was accepted before: the same result, nothing changed), received (the obligation is still held: the remote task has not ended as far as the ledger knows; the evidence is kept, recorded as an evidence_received event, and applied when the canceled or failed status that calls for it is observed — held goes straight to compensated or released; if the task completes instead it is listed as an unused_early_evidence anomaly) or late_evidence (the obligation had already ended, e.g. been written off: the token is recorded as a late_evidence event for reconciliation and not applied — the state is unchanged).
+200 with the delegation's id alone (id) when the token is accepted — nothing else of the delegation, which is the delegator's; the evidence.outcome member and the Quittance-Evidence-Outcome header say what became of it: applied (the obligation moved), duplicate (this exact token, or evidence with the same compensation idempotency key and the same payload — kind and receipt id — was accepted before: the same result, nothing changed), received (the obligation is still held: the remote task has not ended as far as the ledger knows; the evidence is kept, recorded as an evidence_received event, and applied when the canceled or failed status that calls for it is observed — held goes straight to compensated or released; if the task completes instead it is listed as an unused_early_evidence anomaly) or late_evidence (the obligation had already ended, e.g. been written off: the token is recorded as a late_evidence event for reconciliation and not applied — the state is unchanged).
 
 Refusals are problem+json and change nothing; no refusal is appended to a delegation's chain. The signature is checked first, with the keys of the org the token's iss names, and every refusal decided before the token verified and matched a delegation is the same 401 with code token_refused and one fixed detail, whatever the reason — malformed, bad or missing signature, unknown or unusable key, wrong typ, aud or iss, expired, not yet valid, too long-lived, missing claims, an iss naming no registered org or a revoked one, a sub naming no delegation — and whether the org, the task or the delegation exists or is revoked; each costs the same signature verification, against a decoy key when there is no usable key (only a kid unknown to an org whose keys come from a JWKS URL takes longer: the ledger reads the org again and may fetch that URL, at most once per org per QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL, a minute by default). The reason stays with the ledger: it is logged, counted per org and reason (quittance_evidence_tokens_refused_total, and refused_tokens in /v1/anomalies with the last samples, each by the token's sha256). Only a token that verified, and so comes from the org whose task it names, is told more about that task: 409 token_replayed (its jti was used for another token) and evidence_not_expected (an escalated obligation); 422 token_idempotency_key_mismatch (not the delegation's compensation idempotency key), token_idempotency_key_required (the task id is recorded by more than one tenant and the token carries no idempotency_key), token_amount_invalid (reversed_amount_minor over the hold) and evidence_conflict (evidence with the same compensation idempotency key and another payload was accepted before; recorded as an evidence_conflict event holding the verified token, and listed as an anomaly). Decided from the request alone: 413 token_too_large (or body_too_large) over 16 KiB, 415 for another content type. The endpoints are rate limited per client address (429 rate_limited, with Retry-After), a bearer token or not.`
 
@@ -263,8 +264,8 @@ func evidenceOutputOf(res compensation.EvidenceResult) *evidenceOutput {
 	return &evidenceOutput{
 		Outcome: string(res.Outcome),
 		Body: EvidenceBody{
-			DelegationBody: delegationBody(res.Delegation),
-			Evidence:       EvidenceOutcomeBody{Outcome: string(res.Outcome), ContradictsWriteOff: res.ContradictsWriteOff},
+			ID:       res.Delegation.ID.String(),
+			Evidence: EvidenceOutcomeBody{Outcome: string(res.Outcome)},
 		},
 	}
 }

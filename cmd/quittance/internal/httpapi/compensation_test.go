@@ -132,23 +132,45 @@ func (e *compEnv) postAs(t *testing.T, path, contentType string, body []byte) *a
 	return e.Send(t, req)
 }
 
+// evidenceResponse is an accepted token's answer (the delegation's id and
+// the outcome) with the delegation as on-call then reads it.
 type evidenceResponse struct {
 	httpapi.DelegationBody
 	Evidence struct {
-		Outcome             string `json:"outcome"`
-		ContradictsWriteOff bool   `json:"contradicts_write_off"`
+		Outcome string `json:"outcome"`
 	} `json:"evidence"`
 }
 
-// accept posts a token, expects 200 and the outcome, and returns the answer.
+// signerAnswer checks that an accepted token's answer tells the signer the
+// delegation's id and the outcome, and nothing else of the delegation.
+func signerAnswer(t *testing.T, r *apitest.Response) (id, outcome string) {
+	t.Helper()
+	var body map[string]json.RawMessage
+	r.JSON(t, &body)
+	var evidence map[string]json.RawMessage
+	if err := json.Unmarshal(body["evidence"], &evidence); err != nil || len(body) != 2 || body["id"] == nil || len(evidence) != 1 {
+		t.Fatalf("%s: the answer to the signer is %s; want only id and evidence.outcome", r.Request, r.Body)
+	}
+	if err := json.Unmarshal(body["id"], &id); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(evidence["outcome"], &outcome); err != nil {
+		t.Fatal(err)
+	}
+	return id, outcome
+}
+
+// accept posts a token, expects 200 and the outcome, and returns the answer
+// with the delegation as on-call reads it afterwards.
 func (e *compEnv) accept(t *testing.T, path, token, outcome string) evidenceResponse {
 	t.Helper()
 	r := e.post(t, path, token).Expect(t, http.StatusOK)
-	var out evidenceResponse
-	r.JSON(t, &out)
-	if out.Evidence.Outcome != outcome || r.Header.Get(httpapi.EvidenceOutcomeHeader) != outcome {
-		t.Fatalf("%s: outcome %q (header %q), want %q; body %s", r.Request, out.Evidence.Outcome, r.Header.Get(httpapi.EvidenceOutcomeHeader), outcome, r.Body)
+	id, got := signerAnswer(t, r)
+	if got != outcome || r.Header.Get(httpapi.EvidenceOutcomeHeader) != outcome {
+		t.Fatalf("%s: outcome %q (header %q), want %q; body %s", r.Request, got, r.Header.Get(httpapi.EvidenceOutcomeHeader), outcome, r.Body)
 	}
+	out := evidenceResponse{DelegationBody: e.Delegation(t, e.OncallToken, id)}
+	out.Evidence.Outcome = got
 	return out
 }
 
@@ -432,6 +454,33 @@ func TestAckCompensates(t *testing.T) {
 	e.CheckInvariants(t)
 }
 
+// TestEvidenceAnswerIsTheIDAndOutcome: the org that signs evidence learns
+// which delegation it matched and what became of it, never the delegator's
+// own data (tenant, budget, hold, internal errors), whatever the outcome.
+func TestEvidenceAnswerIsTheIDAndOutcome(t *testing.T) {
+	t.Parallel()
+	e := newCompEnv(t)
+	d := e.pending(t, orgB, 4_200)
+	token := e.ack(t, d)
+	for _, outcome := range []string{"applied", "duplicate"} {
+		r := e.post(t, acksPath, token).Expect(t, http.StatusOK)
+		id, got := signerAnswer(t, r)
+		if id != d.ID || got != outcome {
+			t.Fatalf("answer %s, want id %s and outcome %s", r.Body, d.ID, outcome)
+		}
+		for _, secret := range []string{"acme", budgetID, "last_error", "hold", "4200", "tenant"} {
+			if strings.Contains(string(r.Body), secret) {
+				t.Fatalf("the answer to the signer tells %q: %s", secret, r.Body)
+			}
+		}
+	}
+	held := e.delegation(t, orgC, 1_000)
+	r := e.post(t, declsPath, e.declaration(t, held)).Expect(t, http.StatusOK)
+	if id, got := signerAnswer(t, r); id != held.ID || got != "received" {
+		t.Fatalf("early declaration: %s, want id %s and outcome received", r.Body, held.ID)
+	}
+}
+
 // TestAckConflictOnIdempotencyKey: a second ack with a new jti, the same
 // idempotency key and another receipt is refused with 422
 // evidence_conflict and recorded as an evidence_conflict event holding the
@@ -491,8 +540,8 @@ func TestLateAckAfterSettlement(t *testing.T) {
 	b := e.Budget(t, budgetID)
 	late := e.ack(t, d)
 	out := e.accept(t, acksPath, late, "late_evidence")
-	if out.ObligationState != "settled" || out.Evidence.ContradictsWriteOff {
-		t.Fatalf("late ack: %s contradicts %v", out.ObligationState, out.Evidence.ContradictsWriteOff)
+	if out.ObligationState != "settled" {
+		t.Fatalf("late ack: %s", out.ObligationState)
 	}
 	ev := e.lastEvent(t, d.ID)
 	if ev.Type != ledger.EventTypeLateEvidence || ev.Evidence != late || ev.ObligationTo != "" {
@@ -936,8 +985,8 @@ func TestLateAckAfterWriteOff(t *testing.T) {
 	before := e.state(t, d.ID)
 	token := e.ack(t, d)
 	out := e.accept(t, acksPath, token, "late_evidence")
-	if out.ObligationState != "written_off" || !out.Evidence.ContradictsWriteOff {
-		t.Fatalf("late ack: %s contradicts %v", out.ObligationState, out.Evidence.ContradictsWriteOff)
+	if out.ObligationState != "written_off" {
+		t.Fatalf("late ack: %s", out.ObligationState)
 	}
 	ev := e.lastEvent(t, d.ID)
 	if ev.Type != ledger.EventTypeLateEvidence || ev.Evidence != token || eventData(t, ev)["contradicts_write_off"] != true {

@@ -82,8 +82,7 @@ func (b ObligationBody) csvRecord() []string {
 }
 
 // csvText guards a free-text cell against formula injection (OWASP "CSV
-// injection"): a cell a spreadsheet would evaluate (starting with = + - @,
-// a tab or a carriage return) is prefixed with a single quote.
+// injection"), by csvsafe's one rule.
 func csvText(s string) string { return csvsafe.Text(s) }
 
 func csvTime(t *time.Time) string {

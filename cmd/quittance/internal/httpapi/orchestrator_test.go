@@ -379,6 +379,12 @@ func openStream(t *testing.T, url, token, lastEventID string) *sseClient {
 		cancel()
 		t.Fatalf("stream: %d %s", resp.StatusCode, body)
 	}
+	return readStream(t, resp, cancel)
+}
+
+// readStream reads the events of an open stream's response; cancel is its
+// request's.
+func readStream(t *testing.T, resp *http.Response, cancel func()) *sseClient {
 	c := &sseClient{events: make(chan sseEvent, 1000)}
 	var once sync.Once
 	c.close = func() { once.Do(func() { cancel(); resp.Body.Close() }) }

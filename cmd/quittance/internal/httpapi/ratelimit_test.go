@@ -185,3 +185,65 @@ func TestLookupChargedToPrincipal(t *testing.T) {
 	// a principal whose token is not cached is refused with the flood.
 	e.Do(t, http.MethodGet, "/v1/delegations", issue("late"), nil).Problem(t, http.StatusTooManyRequests, "rate_limited")
 }
+
+// TestAddressFloodLeavesPrincipalsTheirBuckets: a flood from ever new IPv6
+// /64s (through the trusted proxy's header) fills the table of client
+// addresses and empties its overflow bucket; principals keep buckets of
+// their own all the same. A principal seen for the first time after the
+// flood, from an address a credential was proven from before, is looked
+// up and served; the flood's next new address is still limited.
+func TestAddressFloodLeavesPrincipalsTheirBuckets(t *testing.T) {
+	t.Parallel()
+	const burst, maxBuckets = 3, 8
+	xff := "X-Forwarded-For"
+	e := apitest.New(t, apitest.WithRateLimit(httpapi.RateLimit{RPS: 0.001, Burst: burst, ClientIPHeader: xff, MaxBuckets: maxBuckets}))
+	// Issued through the service, not the API, so no bucket is touched
+	// and no token is cached.
+	issue := func(name string) string {
+		secret := ledger.NewTokenSecret()
+		if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: name}, secret); err != nil {
+			t.Fatal(err)
+		}
+		return secret
+	}
+	const office = "203.0.113.7"
+	get := func(token string) int {
+		req, _ := http.NewRequest(http.MethodGet, e.URL+"/v1/delegations", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set(xff, office)
+		return e.Send(t, req).Status
+	}
+	first := issue("first")
+	if got := get(first); got != http.StatusOK {
+		t.Fatalf("before the flood: %d", got)
+	}
+	// The flood: one random bearer token from each of many /64s.
+	limited := 0
+	for i := range 4 * maxBuckets {
+		if randomBearer(t, e, xff, fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536)) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited < 4*maxBuckets-maxBuckets-burst {
+		t.Fatalf("the flood was limited %d times in %d requests", limited, 4*maxBuckets)
+	}
+	if got := randomBearer(t, e, xff, "2001:db8:ffff:ffff::1"); got != http.StatusTooManyRequests {
+		t.Fatalf("a new address after the flood: %d, want 429", got)
+	}
+	// A principal never seen before, from the office: a bucket of its own.
+	late := issue("late")
+	for i := range burst {
+		if got := get(late); got != http.StatusOK {
+			t.Fatalf("the new principal's request %d after the flood: %d", i+1, got)
+		}
+	}
+	if got := get(late); got != http.StatusTooManyRequests {
+		t.Fatalf("the new principal past its own burst: %d", got)
+	}
+	// The first principal too still has its bucket.
+	for i := range burst - 1 {
+		if got := get(first); got != http.StatusOK {
+			t.Fatalf("the first principal's request %d after the flood: %d", i+1, got)
+		}
+	}
+}

@@ -41,8 +41,8 @@ import (
 // Wake-ups come from LISTEN/NOTIFY (the store notifies after each commit
 // that appended events, and wakes its own readers when events that waited
 // become readable), and the table is polled every StreamConfig.Poll anyway;
-// a comment line is sent every StreamConfig.Heartbeat so proxies keep idle
-// streams open.
+// the streams of one scope share those reads (streamhub.go). A comment line
+// is sent every StreamConfig.Heartbeat so proxies keep idle streams open.
 
 // StreamConfig tunes the event streams. Zero values take the defaults.
 type StreamConfig struct {
@@ -53,6 +53,11 @@ type StreamConfig struct {
 	Poll time.Duration
 	// Batch is how many events are read at a time (default 100).
 	Batch int
+	// MaxPerPrincipal is how many streams one principal may have open on
+	// this replica (default 8); MaxOpen how many the replica serves in all
+	// (default 256). Past either, a stream is refused with 429.
+	MaxPerPrincipal int
+	MaxOpen         int
 	// Done, when closed, ends every open stream (graceful shutdown).
 	Done <-chan struct{}
 }
@@ -66,6 +71,12 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	}
 	if c.Batch <= 0 {
 		c.Batch = 100
+	}
+	if c.MaxPerPrincipal <= 0 {
+		c.MaxPerPrincipal = 8
+	}
+	if c.MaxOpen <= 0 {
+		c.MaxOpen = 256
 	}
 	return c
 }
@@ -94,7 +105,8 @@ func (s *Server) registerStreams() {
 		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
 		Summary: "Events in commit order (a tenant's for orchestrators, all for finance and on-call)",
 		Description: "A page of events in commit order. With stream=true (or Accept: text/event-stream) a replayable Server-Sent Events stream: " +
-			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate.",
+			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate. " +
+			"A principal may have QUITTANCE_STREAM_MAX_PER_PRINCIPAL streams open on a replica, which serves QUITTANCE_STREAM_MAX_OPEN in all; past either, 429 too_many_streams with Retry-After.",
 		Security: bearerAuth,
 	}, func(ctx context.Context, in *feedInput) (*feedOutput, error) {
 		q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)
@@ -247,10 +259,19 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 		s.writeHTTPProblem(w, r, apiRealm, err)
 		return
 	}
-	q.Limit = s.stream.Batch
+	release, refused := s.streamLimits.acquire(p.ID)
+	if refused != "" {
+		s.metrics.EventStreamRefused(refused)
+		w.Header().Set("Retry-After", strconv.Itoa(int(streamRetryAfter.Seconds())))
+		s.writeHTTPProblem(w, r, apiRealm, tooManyStreamsProblem(refused))
+		return
+	}
+	defer release()
+	s.metrics.EventStreamsOpen(1)
+	defer s.metrics.EventStreamsOpen(-1)
+	hub, sub := s.streamHubs.join(q)
+	defer hub.leave(sub)
 
-	wake, stop := s.feed.FeedWake()
-	defer stop()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
@@ -263,73 +284,52 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	}
 	_ = rc.Flush()
 
-	poll := time.NewTicker(s.stream.Poll)
-	defer poll.Stop()
 	idle := time.NewTimer(s.stream.Heartbeat)
 	defer idle.Stop()
-	// The credential is checked again every second, whatever the loop is
-	// doing (catching up on a backlog, it reads page after page without
+	// The credential is checked again every second, whatever the stream is
+	// doing (catching up on a backlog, it is handed page after page without
 	// waiting): a revoked or expired credential, a disabled principal, or
 	// one whose role or tenant is no longer the one the stream's scope was
 	// decided for ends the stream.
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
-	stillAuthorized := func() bool {
-		if s.streamStillAuthorized(ctx, secret, p) {
-			return true
-		}
-		_, _ = fmt.Fprint(w, ": credential no longer valid\n\n")
-		_ = rc.Flush()
-		return false
-	}
+	hub.wait(sub, q.AfterPosition, 0)
 	for {
-		page, err := s.feed.FeedEvents(ctx, q)
-		events := page.Events
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.ErrorContext(ctx, "event stream read failed", slog.Any("error", err))
-			}
-			return
-		}
-		for _, fe := range events {
-			data, err := json.Marshal(eventRecord(fe.Event))
-			if err != nil {
-				return
-			}
-			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", fe.Event.Seq, data); err != nil {
-				return
-			}
-			q.AfterPosition = fe.Position
-		}
-		if len(events) > 0 {
-			if err := rc.Flush(); err != nil {
-				return
-			}
-			idle.Reset(s.stream.Heartbeat)
-		}
-		if len(events) == q.Limit {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.stream.Done:
-				return
-			case <-recheck.C:
-				if !stillAuthorized() {
-					return
-				}
-			default:
-			}
-			continue
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.stream.Done:
 			return
-		case <-wake:
-		case <-poll.C:
+		case page := <-sub.pages:
+			if page.err != nil {
+				if ctx.Err() == nil {
+					s.log.ErrorContext(ctx, "event stream read failed", slog.Any("error", page.err))
+				}
+				return
+			}
+			for _, fe := range page.events {
+				data, err := json.Marshal(eventRecord(fe.Event))
+				if err != nil {
+					return
+				}
+				if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", fe.Event.Seq, data); err != nil {
+					return
+				}
+				q.AfterPosition = fe.Position
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			idle.Reset(s.stream.Heartbeat)
+			round := page.round
+			if page.full {
+				round = 0 // more may follow at once
+			}
+			hub.wait(sub, q.AfterPosition, round)
 		case <-recheck.C:
-			if !stillAuthorized() {
+			if !s.streamStillAuthorized(ctx, secret, p) {
+				_, _ = fmt.Fprint(w, ": credential no longer valid\n\n")
+				_ = rc.Flush()
 				return
 			}
 		case <-idle.C:

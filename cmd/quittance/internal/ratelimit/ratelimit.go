@@ -28,31 +28,48 @@ type Config struct {
 	// A value that is not an IP address counts as absent: the connection's
 	// peer is the client. Unset, the connection's peer is the client.
 	ClientIPHeader string
-	// MaxBuckets bounds the number of buckets kept (DefaultMaxBuckets when
-	// zero): when that many are in use, every new key shares one overflow
+	// MaxBuckets bounds the number of buckets kept in each of the
+	// limiter's three tables (DefaultMaxBuckets when zero): when that many
+	// are in use, every new key of the table shares the table's overflow
 	// bucket until idle buckets are swept, so memory stays bounded and a
-	// flood from ever new addresses is still limited.
+	// flood from ever new addresses is still limited, without reaching
+	// principals' buckets.
 	MaxBuckets int
 }
 
 // DefaultMaxBuckets is the bound on buckets when Config.MaxBuckets is
-// zero: a bucket takes about 200 bytes, so some 20 MB at most.
+// zero: a bucket takes about 200 bytes, so some 20 MB per table at most.
 const DefaultMaxBuckets = 100_000
 
 // Limiter is a set of token buckets, one per principal and one per client
 // address. A nil *Limiter limits nothing. It is safe for concurrent use.
+//
+// The buckets are kept in three tables, each bounded by MaxBuckets with an
+// overflow bucket of its own, so that a flood from ever new addresses,
+// which fills only the table of anonymous addresses, never takes a bucket
+// from a principal: principals' buckets; the buckets of addresses a
+// credential was proven from (a principal whose credential is no longer
+// in the authentication cache is looked up from there); and the buckets
+// of every other address. Only a valid credential adds to the first two.
 type Limiter struct {
 	limit    rate.Limit
 	burst    int
 	ipHeader string
-	max      int
 	log      *slog.Logger
 	now      func() time.Time
 	// idle is how long a bucket goes unused before it is full again, and
 	// so no different from a new one.
 	idle time.Duration
 
-	mu       sync.Mutex
+	mu         sync.Mutex
+	principals *table
+	proven     *table // addresses a principal's credential was proven from
+	addresses  *table // every other address
+}
+
+// table is one bounded set of buckets.
+type table struct {
+	max      int
 	buckets  map[string]*bucket
 	overflow *bucket
 	swept    time.Time
@@ -86,10 +103,13 @@ func New(cfg Config, log *slog.Logger, now func() time.Time) *Limiter {
 		maxBuckets = DefaultMaxBuckets
 	}
 	limit := rate.Limit(cfg.RPS)
+	newTable := func() *table {
+		return &table{max: maxBuckets, buckets: map[string]*bucket{}, overflow: &bucket{l: rate.NewLimiter(limit, burst)}}
+	}
 	return &Limiter{
-		limit: limit, burst: burst, ipHeader: http.CanonicalHeaderKey(cfg.ClientIPHeader), max: maxBuckets, log: log, now: now,
-		idle:    time.Duration(float64(burst) / cfg.RPS * float64(time.Second)),
-		buckets: map[string]*bucket{}, overflow: &bucket{l: rate.NewLimiter(limit, burst)},
+		limit: limit, burst: burst, ipHeader: http.CanonicalHeaderKey(cfg.ClientIPHeader), log: log, now: now,
+		idle:       time.Duration(float64(burst) / cfg.RPS * float64(time.Second)),
+		principals: newTable(), proven: newTable(), addresses: newTable(),
 	}
 }
 
@@ -100,7 +120,7 @@ func (l *Limiter) AllowPrincipal(id uuid.UUID) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
-	_, wait := l.admit("principal:"+id.String(), false)
+	_, wait := l.admit(l.principals, id.String(), false)
 	return wait == 0, wait
 }
 
@@ -112,11 +132,19 @@ func (l *Limiter) Lookup(r *http.Request) (*Lookup, bool, time.Duration) {
 	if l == nil {
 		return nil, true, 0
 	}
-	b, wait := l.admit(addressKey(l.clientAddr(r)), true)
+	key := addressKey(l.clientAddr(r))
+	l.mu.Lock()
+	_, proven := l.proven.buckets[key]
+	l.mu.Unlock()
+	t := l.addresses
+	if proven {
+		t = l.proven
+	}
+	b, wait := l.admit(t, key, true)
 	if b == nil {
 		return nil, false, wait
 	}
-	return &Lookup{l: l, b: b}, true, 0
+	return &Lookup{l: l, b: b, key: key}, true, 0
 }
 
 // Lookup is a token held for one request of a client address. A nil
@@ -125,6 +153,7 @@ func (l *Limiter) Lookup(r *http.Request) (*Lookup, bool, time.Duration) {
 type Lookup struct {
 	l       *Limiter
 	b       *bucket
+	key     string
 	settled bool
 }
 
@@ -139,6 +168,7 @@ func (k *Lookup) Known(id uuid.UUID) (bool, time.Duration) {
 	if !k.settled {
 		k.settled = true
 		k.l.settle(k.b, false)
+		k.l.prove(k.key)
 	}
 	return k.l.AllowPrincipal(id)
 }
@@ -154,14 +184,14 @@ func (k *Lookup) Refused() {
 	k.l.settle(k.b, true)
 }
 
-// admit takes a token of key's bucket, or with hold only holds it. The
-// tokens other lookups hold are not available. When none is, it returns
-// a nil bucket and how long until one is.
-func (l *Limiter) admit(key string, hold bool) (*bucket, time.Duration) {
+// admit takes a token of key's bucket in t, or with hold only holds it.
+// The tokens other lookups hold are not available. When none is, it
+// returns a nil bucket and how long until one is.
+func (l *Limiter) admit(t *table, key string, hold bool) (*bucket, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	b := l.bucketLocked(key, now)
+	b := l.bucketLocked(t, key, now)
 	b.last = now
 	free := b.l.TokensAt(now) - float64(b.held)
 	if free < 1 {
@@ -174,6 +204,27 @@ func (l *Limiter) admit(key string, hold bool) (*bucket, time.Duration) {
 		b.l.AllowN(now, 1)
 	}
 	return b, 0
+}
+
+// prove moves the bucket of an address a credential was just proven from
+// to the table of such addresses, where a flood of other addresses cannot
+// reach it; a new bucket there if it had none of its own (the overflow's).
+func (l *Limiter) prove(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.proven.buckets[key]; ok {
+		return
+	}
+	now := l.now()
+	if b, ok := l.addresses.buckets[key]; ok {
+		l.proven.sweepLocked(now, l.idle)
+		if len(l.proven.buckets) < l.proven.max {
+			delete(l.addresses.buckets, key)
+			l.proven.buckets[key] = b
+		}
+		return
+	}
+	l.bucketLocked(l.proven, key, now).last = now
 }
 
 // settle ends a hold on b, spending its token when charge is set. The token
@@ -189,35 +240,36 @@ func (l *Limiter) settle(b *bucket, charge bool) {
 	}
 }
 
-// bucketLocked is key's bucket, a new one if there is room, else the
-// overflow bucket. Called with l.mu held.
-func (l *Limiter) bucketLocked(key string, now time.Time) *bucket {
-	if b, ok := l.buckets[key]; ok {
+// bucketLocked is key's bucket in t, a new one if there is room, else
+// t's overflow bucket. Called with l.mu held.
+func (l *Limiter) bucketLocked(t *table, key string, now time.Time) *bucket {
+	if b, ok := t.buckets[key]; ok {
 		return b
 	}
-	l.sweepLocked(now)
-	if len(l.buckets) >= l.max {
-		return l.overflow
+	t.sweepLocked(now, l.idle)
+	if len(t.buckets) >= t.max {
+		return t.overflow
 	}
 	b := &bucket{l: rate.NewLimiter(l.limit, l.burst)}
-	l.buckets[key] = b
+	t.buckets[key] = b
 	return b
 }
 
-// sweepLocked forgets buckets that have been full for a while, once a
-// minute, or once a second while the map is full. Called with l.mu held.
-func (l *Limiter) sweepLocked(now time.Time) {
+// sweepLocked forgets buckets that have been full for a while (idle, and
+// a minute more), once a minute, or once a second while the table is full.
+// Called with the limiter's mu held.
+func (t *table) sweepLocked(now time.Time, idle time.Duration) {
 	every := time.Minute
-	if len(l.buckets) >= l.max {
+	if len(t.buckets) >= t.max {
 		every = time.Second
 	}
-	if now.Sub(l.swept) < every {
+	if now.Sub(t.swept) < every {
 		return
 	}
-	l.swept = now
-	for k, b := range l.buckets {
-		if b.held == 0 && now.Sub(b.last) > l.idle+time.Minute {
-			delete(l.buckets, k)
+	t.swept = now
+	for k, b := range t.buckets {
+		if b.held == 0 && now.Sub(b.last) > idle+time.Minute {
+			delete(t.buckets, k)
 		}
 	}
 }

@@ -50,7 +50,23 @@ type Metrics struct {
 	orgJWKSFetches  *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	a2aDuration     *prometheus.HistogramVec
+	streamsOpen     prometheus.Gauge
+	streamsRefused  *prometheus.CounterVec
+	streamReads     prometheus.Counter
+	panics          *prometheus.CounterVec
 }
+
+// panicWorkers are the workers that recover from panics, the label values
+// of quittance_background_panics_total: delegate's Panic* and webhook's
+// Panic* names, the event stream hubs', and the loops serve runs.
+var panicWorkers = []string{
+	"a2a_job", "a2a_stream", "a2a_round", "webhook_delivery", "webhook_round", "event_stream_hub",
+	"principals", "compensation_sweep", "a2a_workers", "webhook_deliveries", "org_key_refresh", "checkpoints",
+}
+
+// The caps an event stream can be refused by, the label values of
+// quittance_event_streams_refused_total.
+var streamCaps = []string{"principal", "process"}
 
 // New creates the metrics and registers them on reg. Counters and
 // histograms of every label value known in advance (evidence kinds and
@@ -94,8 +110,31 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Outbound A2A call durations by JSON-RPC method and outcome.",
 			Buckets: a2aBuckets,
 		}, []string{"method", "outcome"}),
+		streamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "quittance_event_streams_open",
+			Help: "Event streams (Server-Sent Events) this replica serves now.",
+		}),
+		streamsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_event_streams_refused_total",
+			Help: "Event streams refused with 429 too_many_streams, by the cap reached: principal (QUITTANCE_STREAM_MAX_PER_PRINCIPAL) or process (QUITTANCE_STREAM_MAX_OPEN).",
+		}, []string{"limit"}),
+		streamReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quittance_event_stream_reads_total",
+			Help: "Reads of the event feed made for open event streams; the streams of one scope share them.",
+		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quittance_background_panics_total",
+			Help: "Panics recovered in background workers, by worker; the job or round that panicked is given up and the worker goes on.",
+		}, []string{"worker"}),
 	}
-	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration)
+	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration,
+		m.streamsOpen, m.streamsRefused, m.streamReads, m.panics)
+	for _, c := range streamCaps {
+		m.streamsRefused.WithLabelValues(c)
+	}
+	for _, w := range panicWorkers {
+		m.panics.WithLabelValues(w)
+	}
 	for _, o := range []string{ledger.JWKSFetchChanged, ledger.JWKSFetchUnchanged, ledger.JWKSFetchFailed} {
 		m.orgJWKSFetches.WithLabelValues(o)
 	}
@@ -119,6 +158,35 @@ func New(reg prometheus.Registerer) *Metrics {
 		}
 	}
 	return m
+}
+
+// EventStreamsOpen adds delta to the open event streams.
+func (m *Metrics) EventStreamsOpen(delta float64) {
+	if m != nil {
+		m.streamsOpen.Add(delta)
+	}
+}
+
+// EventStreamRefused counts an event stream refused by cap limit
+// ("principal" or "process").
+func (m *Metrics) EventStreamRefused(limit string) {
+	if m != nil {
+		m.streamsRefused.WithLabelValues(limit).Inc()
+	}
+}
+
+// EventStreamRead counts one read of the feed made for event streams.
+func (m *Metrics) EventStreamRead() {
+	if m != nil {
+		m.streamReads.Inc()
+	}
+}
+
+// Panic counts a panic recovered in background worker.
+func (m *Metrics) Panic(worker string) {
+	if m != nil {
+		m.panics.WithLabelValues(worker).Inc()
+	}
 }
 
 // ObligationTransitions returns every (from, to) pair the obligation state

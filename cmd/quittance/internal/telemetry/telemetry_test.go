@@ -190,6 +190,8 @@ func TestKnownSeriesFromStartUp(t *testing.T) {
 		"quittance_compensation_requests_total":  5,
 		"quittance_write_offs_total":             3,
 		"quittance_org_jwks_fetches_total":       3,
+		"quittance_event_streams_refused_total":  2,
+		"quittance_background_panics_total":      12,
 		"quittance_a2a_request_duration_seconds": 13 * 5,
 	} {
 		if n := testutil.CollectAndCount(reg, name); n != series {

@@ -156,6 +156,9 @@ type Worker struct {
 	// WebhookMaxAttempts is how many attempts a webhook delivery gets
 	// before it is dead-lettered (default 5).
 	WebhookMaxAttempts int
+	// Transport, when set, wraps the A2A client's transport
+	// (app.Config.WrapA2ATransport).
+	Transport func(http.RoundTripper) http.RoundTripper
 }
 
 // Option changes what New and Start build.
@@ -210,6 +213,12 @@ func WithRateLimit(r httpapi.RateLimit) Option { return func(o *options) { o.rat
 // they may be idle before a heartbeat (defaults: the API's).
 func WithStream(poll, heartbeat time.Duration) Option {
 	return func(o *options) { o.stream.Poll, o.stream.Heartbeat = poll, heartbeat }
+}
+
+// WithStreamCaps sets how many event streams one principal may have open,
+// and how many the service serves in all (defaults: the API's).
+func WithStreamCaps(perPrincipal, open int) Option {
+	return func(o *options) { o.stream.MaxPerPrincipal, o.stream.MaxOpen = perPrincipal, open }
 }
 
 // WithStreamBatch sets how many events an event stream reads at a time
@@ -314,7 +323,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	built := app.New(app.Config{
 		Pool: pool, Registry: e.Registry, Clock: o.clock, LedgerID: o.ledgerID, Version: "test", Identity: e.Identity,
 		WriteOffApprovalThresholdMinor: o.threshold, Egress: LoopbackEgress, AgentRegistrationEgress: o.registerEgress,
-		A2A: w.a2aConfig(e.URL), Webhooks: w.webhookConfig(), RateLimit: o.rateLimit, Stream: stream,
+		A2A: w.a2aConfig(e.URL), WrapA2ATransport: w.Transport, Webhooks: w.webhookConfig(), RateLimit: o.rateLimit, Stream: stream,
 		Dev: !o.production, OrgJWKSUnknownKidInterval: o.kidInterval, EvidenceRefusalTime: o.refusalTime,
 		// Tests move the clock by weeks; a person's credential outlives them
 		// unless a test gives it an expiry.

@@ -78,10 +78,11 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 	if err != nil {
 		return delegationPage{}, err
 	}
-	threshold, err := c.cfg.Compensation.ApprovalThresholdMinor(ctx)
+	thresholds, err := c.cfg.Compensation.ApprovalThresholds(ctx)
 	if err != nil {
 		return delegationPage{}, err
 	}
+	threshold := thresholds.For(d.Hold.Currency).Minor
 	data := delegationPage{D: d, Self: Prefix + "delegations/" + d.ID.String(), Threshold: threshold}
 	if data.Org, err = c.cfg.Ledger.GetOrg(ctx, p, d.OrgID); err != nil {
 		return delegationPage{}, err

@@ -63,7 +63,7 @@ func (s *Server) registerWriteOffThreshold() {
 	tags := []string{"admin"}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-write-off-threshold", Method: http.MethodGet, Path: "/admin/v1/write-off-threshold", Tags: tags,
-		Summary: "The write-off approval thresholds in force",
+		Summary:     "The write-off approval thresholds in force",
 		Description: "On-call and finance. The default threshold, with currencies: the currencies that have thresholds of their own.",
 		Security:    bearerAuth,
 	}, func(ctx context.Context, _ *struct{}) (*thresholdOutput, error) {

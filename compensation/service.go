@@ -33,14 +33,14 @@ const DefaultSweepBatchSize = 100
 // holds no state of its own; everything is in the Store, and every change
 // goes through ledger.Apply or ledger.Record.
 type Service struct {
-	store     Store
-	clock     ledger.Clock
-	log       *slog.Logger
-	ledgerID  string
+	store      Store
+	clock      ledger.Clock
+	log        *slog.Logger
+	ledgerID   string
 	thresholds ledger.ThresholdConfig
 	// dev waives the four-eyes refusal of an identity not yet linked to
 	// its person's token principal (ledger.CheckIdentitiesAccounted).
-	dev bool
+	dev       bool
 	batch     int
 	keys      keyCache
 	onRefusal func(ledger.TokenRefusal)

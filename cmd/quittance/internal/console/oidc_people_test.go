@@ -45,8 +45,8 @@ func TestUnlinkedIdentityIsNotASecondPerson(t *testing.T) {
 	}
 	e.Do(t, http.MethodPost, "/admin/v1/tokens", alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}).
 		Expect(t, http.StatusCreated).JSON(t, &orch)
-	canceled := func(op string) httpapi.DelegationBody {
-		d := e.CreateDelegation(t, orch.Token, apitest.NewCreateRequest(op, orgID, "procurement", budgetID, 2*threshold, "EUR"))
+	canceled := func(op string, amount int64) httpapi.DelegationBody {
+		d := e.CreateDelegation(t, orch.Token, apitest.NewCreateRequest(op, orgID, "procurement", budgetID, amount, "EUR"))
 		return e.ReportStatus(t, orch.Token, d.ID, "TASK_STATE_CANCELED", time.Time{})
 	}
 	writeOff := func(d httpapi.DelegationBody) string {
@@ -63,7 +63,7 @@ func TestUnlinkedIdentityIsNotASecondPerson(t *testing.T) {
 	oidc := w.client(t)
 	oidc.signInOIDC()
 
-	d := canceled("po-1")
+	d := canceled("po-1", 2*threshold)
 	first := writeOff(d)
 	from := "/console/delegations/" + d.ID
 	res := oidc.post(from, "/console/write-offs/"+first+"/approve", url.Values{"back": {from}})
@@ -100,7 +100,7 @@ func TestUnlinkedIdentityIsNotASecondPerson(t *testing.T) {
 	if res := oidc.post("/console/principals", "/console/pending-changes/"+change+"/approve", url.Values{"back": {"/console/principals"}}); res.status != http.StatusSeeOther {
 		t.Fatalf("approval from the identity once Alice's token principal is marked: %d\n%s", res.status, res.body)
 	}
-	d = canceled("po-2")
+	d = canceled("po-2", 10*threshold) // above the threshold approved meanwhile
 	second, from := writeOff(d), "/console/delegations/"+d.ID
 	if res := oidc.post(from, "/console/write-offs/"+second+"/approve", url.Values{"back": {from}}); res.status != http.StatusSeeOther {
 		t.Fatalf("write-off approval from the identity once Alice's token principal is marked: %d\n%s", res.status, res.body)

@@ -101,7 +101,8 @@ const (
 	// (on approval, or at once by the bootstrap principal under dev).
 	EventTypePrincipalRoleGranted EventType = "principal_role_granted"
 	// EventTypePrincipalOIDCLinked: an OpenID Connect identity was linked
-	// to a person principal (on approval, or at once by the bootstrap
+	// to a person principal (on its confirmation from a session of the
+	// identity, by that identity's principal, or at once by the bootstrap
 	// principal under dev), on the principal's stream, with the identity
 	// and the principal it signed in as before, if any.
 	EventTypePrincipalOIDCLinked EventType = "principal_oidc_linked"

@@ -194,7 +194,8 @@ func (s *Service) recordOIDC(ctx context.Context, tx Tx, in OIDCSignIn, role Rol
 }
 
 // ChangeOIDCLink links an OpenID Connect identity to an existing person
-// principal: whoever holds the identity signs in as that principal.
+// principal: whoever holds the identity signs in as that principal. The
+// identity's holder confirms it (ConfirmOIDCLink); no approval applies it.
 const ChangeOIDCLink ChangeKind = "oidc_link"
 
 type oidcLinkPayload struct {
@@ -205,8 +206,9 @@ type oidcLinkPayload struct {
 
 // RequestOIDCLink asks for the OpenID Connect identity (issuer, subject)
 // to sign in as the existing person principal id from now on; it applies
-// when a different on-call principal approves (under dev, the bootstrap
-// principal's applies at once). If the identity has a principal of its
+// when the identity's holder confirms it from a console session of that
+// identity (ConfirmOIDCLink), never on an approval (under dev, the
+// bootstrap principal's applies at once). If the identity has a principal of its
 // own, recorded at its first sign-in, that principal becomes the same
 // person as id for four-eyes. The principal must be an enabled person,
 // not the bootstrap principal, and not itself linked to another; the
@@ -292,8 +294,9 @@ func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl oidcLinkPayload) 
 	return r, nil
 }
 
-// applyOIDCLink links pl's identity to its principal, as p approved (or,
-// under dev, asked) it: the identity is recorded, or, if it had a
+// applyOIDCLink links pl's identity to its principal, as p (the
+// identity's own principal, confirming; under dev, the bootstrap
+// principal asking) made it apply: the identity is recorded, or, if it had a
 // principal of its own, it and every identity linked to that principal
 // sign in as pl's principal from now on. One principal_oidc_linked event
 // records it on the principal's stream.

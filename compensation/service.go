@@ -33,11 +33,14 @@ const DefaultSweepBatchSize = 100
 // holds no state of its own; everything is in the Store, and every change
 // goes through ledger.Apply or ledger.Record.
 type Service struct {
-	store     Store
-	clock     ledger.Clock
-	log       *slog.Logger
-	ledgerID  string
-	threshold int64
+	store      Store
+	clock      ledger.Clock
+	log        *slog.Logger
+	ledgerID   string
+	thresholds ledger.ThresholdConfig
+	// dev waives the four-eyes refusal of an identity not yet linked to
+	// its person's token principal (ledger.CheckIdentitiesAccounted).
+	dev       bool
 	batch     int
 	keys      keyCache
 	onRefusal func(ledger.TokenRefusal)
@@ -60,6 +63,14 @@ type Config struct {
 	// WriteOffApprovalThresholdMinor is the largest amount a single on-call
 	// identity may write off; above it a second identity must approve.
 	WriteOffApprovalThresholdMinor int64
+	// WriteOffApprovalThresholdsMinor are configured thresholds of their
+	// own for some currencies (ISO 4217 code to minor units); the others
+	// follow WriteOffApprovalThresholdMinor.
+	WriteOffApprovalThresholdsMinor map[string]int64
+	// Dev is what `quittance dev` runs: an OpenID Connect identity not yet
+	// linked to its person's token principal may then be the second person
+	// of a write-off (ledger.CheckIdentitiesAccounted).
+	Dev bool
 	// SweepBatchSize bounds the delegations one sweep transaction moves;
 	// DefaultSweepBatchSize when zero.
 	SweepBatchSize int
@@ -99,7 +110,8 @@ func NewService(cfg Config) *Service {
 	decoyKeys()
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
-		threshold: cfg.WriteOffApprovalThresholdMinor, batch: cfg.SweepBatchSize, onRefusal: cfg.OnRefusal,
+		thresholds: ledger.ThresholdConfig{DefaultMinor: cfg.WriteOffApprovalThresholdMinor, Currencies: cfg.WriteOffApprovalThresholdsMinor},
+		dev:        cfg.Dev, batch: cfg.SweepBatchSize, onRefusal: cfg.OnRefusal,
 		refreshKeys: cfg.RefreshOrgKeysForKid, refusalTime: cfg.RefusalTime,
 	}
 }

@@ -70,6 +70,7 @@ type Tx interface {
 	ReceiptTx
 	ledger.DelegationLocker
 	ledger.ThresholdReader
+	ledger.FourEyesReader
 	// Org loads an org without locking it.
 	Org(ctx context.Context, id string) (ledger.Org, error)
 	// OrgForUpdate loads an org and locks its row until the transaction ends.
@@ -191,9 +192,11 @@ type WriteOff struct {
 	CreatedAt time.Time
 	// ExecutedAt is when the obligation was written off; zero until then.
 	ExecutedAt time.Time
-	// RejectedBy and RejectedByID name the on-call token that rejected
-	// the write-off, RejectionReason says why, and RejectedAt when; empty
-	// unless the write-off was rejected.
+	// RejectedBy and RejectedByID name the on-call principal that
+	// rejected the write-off (RejectedByID is the principal's id; rows
+	// rejected before migration 00039 stored the credential's, and were
+	// rewritten to the principal's), RejectionReason says why, and
+	// RejectedAt when; empty unless the write-off was rejected.
 	RejectedBy      string
 	RejectedByID    uuid.UUID
 	RejectionReason string

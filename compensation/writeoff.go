@@ -119,7 +119,7 @@ type WriteOffResult struct {
 
 // RequestWriteOff writes off an obligation in revocation_pending_compensation,
 // compensation_unconfirmed or escalated. At or below the approval threshold
-// in force (ledger.EffectiveWriteOffThreshold, read in the same transaction)
+// in force for its currency (ledger.EffectiveWriteOffThresholds, read in the same transaction)
 // it executes at once (ledger.EventWriteOffApproved: the hold becomes the
 // budget's written_off); above it the write-off waits, pending_approval, for
 // a different on-call identity (ApproveWriteOff). Any other state is a
@@ -162,10 +162,11 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 			ID: id, DelegationID: d.ID, Amount: d.Hold, Reason: in.Reason, Reference: in.Reference,
 			Status: WriteOffPendingApproval, RequestedBy: p.Name, RequestedByID: p.ID, CreatedAt: now,
 		}
-		threshold, err := ledger.EffectiveWriteOffThreshold(ctx, tx, s.threshold)
+		thresholds, err := ledger.EffectiveWriteOffThresholds(ctx, tx, s.thresholds)
 		if err != nil {
 			return err
 		}
+		threshold := thresholds.For(w.Amount.Currency)
 		data := writeOffData(w)
 		data["approval_threshold_minor"] = threshold.Minor
 		if NeedsApproval(w.Amount, threshold.Minor) {
@@ -240,6 +241,9 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		}
 		if w.requestedBy(p) {
 			return refuse(ErrSelfApproval)
+		}
+		if err := ledger.CheckIdentitiesAccounted(ctx, tx, s.dev, p, w.RequestedByID); err != nil {
+			return refuse(err)
 		}
 		// The write-off leaves pending either way below.
 		d.PendingWriteOffID = uuid.Nil
@@ -343,6 +347,8 @@ func (s *Service) recordRefused(ctx context.Context, p ledger.Principal, r *refu
 		code = conflict.Code
 	case errors.Is(r.err, ErrSelfApproval):
 		code = "self_approval"
+	case errors.Is(r.err, ledger.ErrIdentityNotLinked):
+		code = "identity_not_linked"
 	}
 	r.data["code"] = code
 	err := s.store.InTx(ctx, func(tx Tx) error {
@@ -358,9 +364,11 @@ func writeOffData(w WriteOff) map[string]any {
 	data := map[string]any{
 		"write_off_id": w.ID.String(), "status": string(w.Status), "reason": w.Reason, "reference": w.Reference,
 		"amount_minor": w.Amount.AmountMinor, "currency": w.Amount.Currency, "requested_by": w.RequestedBy,
+		"requested_by_id": w.RequestedByID.String(),
 	}
 	if w.ApprovedBy != "" {
 		data["approved_by"] = w.ApprovedBy
+		data["approved_by_id"] = w.ApprovedByID.String()
 	}
 	return data
 }

@@ -84,13 +84,18 @@ func (s *Service) RejectWriteOff(ctx context.Context, p ledger.Principal, writeO
 		if w.requestedBy(p) {
 			return refuse(ErrSelfApproval)
 		}
-		w.Status, w.RejectedBy, w.RejectedByID, w.RejectionReason, w.RejectedAt = WriteOffRejected, p.Name, p.TokenID, reason, now
+		if err := ledger.CheckIdentitiesAccounted(ctx, tx, s.dev, p, w.RequestedByID); err != nil {
+			return refuse(err)
+		}
+		w.Status, w.RejectedBy, w.RejectedByID, w.RejectionReason, w.RejectedAt = WriteOffRejected, p.Name, p.ID, reason, now
 		if err := tx.RejectWriteOff(ctx, w); err != nil {
 			return err
 		}
 		d.PendingWriteOffID = uuid.Nil
 		data := writeOffData(w)
-		data["rejected_by"], data["rejection_reason"] = w.RejectedBy, w.RejectionReason
+		// The rejecting principal, by name and id (events before
+		// migration 00039 name it by name only; the actor names it too).
+		data["rejected_by"], data["rejected_by_id"], data["rejection_reason"] = w.RejectedBy, w.RejectedByID.String(), w.RejectionReason
 		data["obligation_state"] = string(d.ObligationState)
 		if d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffRejected, Actor: p.Actor(), At: now, Data: data}); err != nil {
 			return err
@@ -121,13 +126,12 @@ func (w WriteOff) requestedBy(p ledger.Principal) bool {
 	return p.SamePerson(w.RequestedByID)
 }
 
-// ApprovalThresholdMinor is the largest amount one on-call principal may
-// write off alone; above it a second principal must approve. It is the
-// configured value until an approved change sets another
-// (ledger.EffectiveWriteOffThreshold).
-func (s *Service) ApprovalThresholdMinor(ctx context.Context) (int64, error) {
-	t, err := ledger.EffectiveWriteOffThreshold(ctx, s.store, s.threshold)
-	return t.Minor, err
+// ApprovalThresholds are the largest amounts one on-call principal may
+// write off alone, by default and per currency; above its currency's a
+// second principal must approve. Each is the configured value until an
+// approved change sets another (ledger.EffectiveWriteOffThresholds).
+func (s *Service) ApprovalThresholds(ctx context.Context) (ledger.WriteOffThresholds, error) {
+	return ledger.EffectiveWriteOffThresholds(ctx, s.store, s.thresholds)
 }
 
 // NeedsApproval reports whether a write-off of amount needs a second

@@ -108,6 +108,11 @@ type PrincipalRecord struct {
 	// Connect identity's first sign-in: the identity provider is the
 	// authority for it. The store's principal reads set it.
 	CreatedByIdentityProvider bool `json:",omitempty"`
+	// NoIdentityProviderAccountAt and NoIdentityProviderAccountBy say
+	// when, and on whose approval, the principal was marked as a person
+	// with no identity-provider account; zero unless it was.
+	NoIdentityProviderAccountAt time.Time `json:",omitzero"`
+	NoIdentityProviderAccountBy uuid.UUID `json:",omitzero"`
 }
 
 // Disabled reports whether the principal was disabled.
@@ -134,6 +139,10 @@ type Principal struct {
 	// Aliases are the other principals of the same person
 	// (PrincipalRecord.Aliases), read when the principal authenticated.
 	Aliases []uuid.UUID
+	// OIDCSession is set when the caller is a console session signed in
+	// through OpenID Connect (not a credential): only such a session
+	// confirms a link of its identity (Service.ConfirmOIDCLink).
+	OIDCSession bool
 }
 
 // SamePerson reports whether id is this principal or another principal of

@@ -106,10 +106,15 @@ const (
 	// (on approval, or at once by the bootstrap principal under dev).
 	EventTypePrincipalRoleGranted EventType = "principal_role_granted"
 	// EventTypePrincipalOIDCLinked: an OpenID Connect identity was linked
-	// to a person principal (on approval, or at once by the bootstrap
+	// to a person principal (on its confirmation from a session of the
+	// identity, by that identity's principal, or at once by the bootstrap
 	// principal under dev), on the principal's stream, with the identity
 	// and the principal it signed in as before, if any.
 	EventTypePrincipalOIDCLinked EventType = "principal_oidc_linked"
+	// EventTypePrincipalNoIdentityProviderAccount: a person principal was
+	// marked as having no identity-provider account (on approval, or at
+	// once by the bootstrap principal under dev), on its stream.
+	EventTypePrincipalNoIdentityProviderAccount EventType = "principal_no_identity_provider_account"
 	// EventTypeTokenRevoked: an API credential was revoked (by itself, by
 	// on-call, by a rotation, or because its principal was disabled), on
 	// the credential's stream ("token:<id>").
@@ -381,7 +386,7 @@ var eventTypes = []EventType{
 
 	EventTypeBudgetFunded, EventTypeBudgetTenantsChanged, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTokenCreated,
 
-	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypePrincipalOIDCLinked, EventTypeTokenRevoked,
+	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypePrincipalOIDCLinked, EventTypePrincipalNoIdentityProviderAccount, EventTypeTokenRevoked,
 	EventTypeChangeRequested, EventTypeChangeApproved, EventTypeChangeRefused, EventTypeChangeExpired,
 
 	EventTypeCompensationAcked, EventTypeNoCompensationDeclared, EventTypeLateEvidence,

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -52,6 +53,11 @@ type OIDCTx interface {
 	// PrincipalPerson returns the principal that is id's person: id itself
 	// unless id was recorded for an identity since linked to another.
 	PrincipalPerson(ctx context.Context, id uuid.UUID) (uuid.UUID, error)
+	// MarkNoIdentityProviderAccount records that principal id's person
+	// has no identity-provider account, as by decided at at; marked is
+	// false when it already was.
+	MarkNoIdentityProviderAccount(ctx context.Context, id, by uuid.UUID, at time.Time) (marked bool, err error)
+	FourEyesReader
 }
 
 // OIDCPrincipalID is the id of the principal recorded for an identity at
@@ -188,7 +194,8 @@ func (s *Service) recordOIDC(ctx context.Context, tx Tx, in OIDCSignIn, role Rol
 }
 
 // ChangeOIDCLink links an OpenID Connect identity to an existing person
-// principal: whoever holds the identity signs in as that principal.
+// principal: whoever holds the identity signs in as that principal. The
+// identity's holder confirms it (ConfirmOIDCLink); no approval applies it.
 const ChangeOIDCLink ChangeKind = "oidc_link"
 
 type oidcLinkPayload struct {
@@ -199,8 +206,9 @@ type oidcLinkPayload struct {
 
 // RequestOIDCLink asks for the OpenID Connect identity (issuer, subject)
 // to sign in as the existing person principal id from now on; it applies
-// when a different on-call principal approves (under dev, the bootstrap
-// principal's applies at once). If the identity has a principal of its
+// when the identity's holder confirms it from a console session of that
+// identity (ConfirmOIDCLink), never on an approval (under dev, the
+// bootstrap principal's applies at once). If the identity has a principal of its
 // own, recorded at its first sign-in, that principal becomes the same
 // person as id for four-eyes. The principal must be an enabled person,
 // not the bootstrap principal, and not itself linked to another; the
@@ -286,8 +294,9 @@ func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl oidcLinkPayload) 
 	return r, nil
 }
 
-// applyOIDCLink links pl's identity to its principal, as p approved (or,
-// under dev, asked) it: the identity is recorded, or, if it had a
+// applyOIDCLink links pl's identity to its principal, as p (the
+// identity's own principal, confirming; under dev, the bootstrap
+// principal asking) made it apply: the identity is recorded, or, if it had a
 // principal of its own, it and every identity linked to that principal
 // sign in as pl's principal from now on. One principal_oidc_linked event
 // records it on the principal's stream.
@@ -318,4 +327,198 @@ func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl oidc
 		return PrincipalRecord{}, err
 	}
 	return r, nil
+}
+
+// ConfirmOIDCLink applies a pending oidc_link change on the word of the
+// identity it links: p must be a console session signed in through OpenID
+// Connect as that identity, on its own principal (the identity is not
+// linked yet). Only this applies a link outside dev; the change's approval
+// by any principal, its target's included, is refused
+// (oidc_link_needs_identity), so the link always has the word of whoever
+// holds the identity. The identity's principal must not be the same person
+// as the requester, nor, unless the requester is the link's target itself,
+// an unaccounted pair with it (CheckIdentitiesAccounted): else one human
+// holding a token principal and an identity could link the identity to
+// another person's principal and act as both. The confirming session ends
+// with the link (its principal is no longer its own person).
+func (s *Service) ConfirmOIDCLink(ctx context.Context, p Principal, id uuid.UUID) (PendingChange, error) {
+	if !p.OIDCSession {
+		return PendingChange{}, Conflict("oidc_link_needs_identity", "a link is confirmed from a console session signed in as the identity it links")
+	}
+	pre, err := s.store.PendingChange(ctx, id)
+	if err != nil {
+		return PendingChange{}, err
+	}
+	var (
+		c        PendingChange
+		decision error
+	)
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		decision = nil
+		now := s.Now()
+		requester, err := tx.PrincipalForUpdate(ctx, pre.RequestedBy)
+		if err != nil {
+			return err
+		}
+		if c, err = tx.PendingChangeForUpdate(ctx, id); err != nil {
+			return err
+		}
+		if c.Kind != ChangeOIDCLink {
+			return Conflict("oidc_link_needs_identity", "change %s is not a link of an OpenID Connect identity", c.ID)
+		}
+		if c.Status != PendingOpen {
+			return Conflict("change_not_pending", "change %s is %s", c.ID, c.Status)
+		}
+		if !now.Before(c.ExpiresAt) {
+			decision = Conflict("change_expired", "change %s expired at %s", c.ID, c.ExpiresAt.Format(time.RFC3339))
+			return s.closeChange(ctx, tx, &c, PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, EventTypeChangeExpired)
+		}
+		var pl oidcLinkPayload
+		if err := json.Unmarshal(c.Payload, &pl); err != nil {
+			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+		}
+		if p.ID != OIDCPrincipalID(pl.Issuer, pl.Subject) {
+			return Conflict("oidc_identity_mismatch", "change %s links another identity; sign in as that identity to confirm it", c.ID)
+		}
+		if p.SamePerson(c.RequestedBy) {
+			return ErrSelfApproval
+		}
+		if c.RequestedBy != pl.PrincipalID {
+			if err := CheckIdentitiesAccounted(ctx, tx, s.access.dev, p, c.RequestedBy); err != nil {
+				return err
+			}
+		}
+		if requester.Disabled() {
+			decision = Conflict("requester_disabled", "change %s was asked for by principal %s, disabled since", c.ID, requester.ID)
+			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), "cannot apply: the requester is disabled", now, EventTypeChangeRefused)
+		}
+		if _, err := s.checkOIDCLink(ctx, tx, pl); err != nil {
+			decision = err
+			var conflict *ConflictError
+			if errors.As(err, &conflict) || errors.Is(err, ErrNotFound) {
+				return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), "cannot apply: "+err.Error(), now, EventTypeChangeRefused)
+			}
+			return err
+		}
+		// Closed before the link applies: once applied, the confirming
+		// principal is the same person as the target, which may be the
+		// requester.
+		if err := s.closeChange(ctx, tx, &c, PendingApplied, p.ID, p.Actor(), "", now, EventTypeChangeApproved); err != nil {
+			return err
+		}
+		_, err = s.applyOIDCLink(ctx, tx, p, pl, now, c.ID.String())
+		return err
+	})
+	s.tokens.flush()
+	if err != nil {
+		return PendingChange{}, err
+	}
+	return c, decision
+}
+
+// OIDCLinkToConfirm reports whether c is an oidc_link change waiting for
+// the identity p is signed in as: the console offers p to confirm it.
+func (c PendingChange) OIDCLinkToConfirm(p Principal) bool {
+	_, issuer, subject, ok := c.OIDCLink()
+	return ok && p.OIDCSession && c.Status == PendingOpen && p.ID == OIDCPrincipalID(issuer, subject)
+}
+
+// ChangeNoIdentityProviderAccount marks a person principal as a person
+// with no account at the identity provider: an OpenID Connect identity
+// signing in on its own cannot then be that person.
+const ChangeNoIdentityProviderAccount ChangeKind = "no_identity_provider_account"
+
+type noIdentityProviderAccountPayload struct {
+	PrincipalID uuid.UUID `json:"principal_id"`
+}
+
+// RequestNoIdentityProviderAccount asks for person principal id to be
+// marked as having no identity-provider account; it applies when a
+// different on-call person approves (under dev, the bootstrap principal's
+// applies at once). Until a person principal is so marked or linked to an
+// identity, outside dev, an identity signing in on its own and that
+// principal are never the two persons of a four-eyes decision
+// (CheckIdentitiesAccounted).
+func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p Principal, id uuid.UUID) (PrincipalRecord, error) {
+	if err := require(p, RoleOncall); err != nil {
+		return PrincipalRecord{}, err
+	}
+	var (
+		r       PrincipalRecord
+		pending *PendingChange
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		pending = nil
+		now := s.Now()
+		var err error
+		if r, err = s.checkNoIdentityProviderAccount(ctx, tx, id); err != nil {
+			return err
+		}
+		pl := noIdentityProviderAccountPayload{PrincipalID: id}
+		if s.access.immediate(p) {
+			return s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, "")
+		}
+		pc, err := s.requestChange(ctx, tx, p, now, ChangeNoIdentityProviderAccount, "principal:"+id.String(), pl,
+			fmt.Sprintf("mark principal %q as a person with no identity-provider account", r.Name))
+		pending = &pc
+		return err
+	})
+	s.tokens.flush()
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	if fresh, err := s.store.PrincipalByID(ctx, id); err == nil {
+		r = fresh
+	}
+	if pending != nil {
+		return r, &ApprovalRequiredError{Change: *pending}
+	}
+	return r, nil
+}
+
+// checkNoIdentityProviderAccount checks, in tx, that principal id can be
+// marked now, and returns it locked: an enabled person, not the bootstrap
+// principal, not an identity's own principal, no identity linked to it,
+// not marked already.
+func (s *Service) checkNoIdentityProviderAccount(ctx context.Context, tx Tx, id uuid.UUID) (PrincipalRecord, error) {
+	r, err := tx.PrincipalForUpdate(ctx, id)
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	switch {
+	case r.Disabled():
+		return PrincipalRecord{}, Conflict("principal_disabled", "principal %s is disabled", r.ID)
+	case r.Kind != KindPerson:
+		return PrincipalRecord{}, Conflict("principal_not_person", "principal %q is a machine", r.Name)
+	case r.Bootstrap:
+		return PrincipalRecord{}, Conflict("principal_bootstrap", "the bootstrap principal is no person's")
+	case !r.NoIdentityProviderAccountAt.IsZero():
+		return PrincipalRecord{}, Conflict("principal_marked", "principal %q is already marked as having no identity-provider account", r.Name)
+	}
+	full, err := s.store.PrincipalByID(ctx, id)
+	if err != nil {
+		return PrincipalRecord{}, err
+	}
+	if full.CreatedByIdentityProvider || len(full.OIDC) > 0 || len(full.Aliases) > 0 {
+		return PrincipalRecord{}, Conflict("principal_linked", "principal %q has an OpenID Connect identity", r.Name)
+	}
+	return r, nil
+}
+
+// applyNoIdentityProviderAccount marks pl's principal, as p approved (or,
+// under dev, asked) it, with a principal_no_identity_provider_account
+// event on its stream.
+func (s *Service) applyNoIdentityProviderAccount(ctx context.Context, tx Tx, p Principal, pl noIdentityProviderAccountPayload, now time.Time, change string) error {
+	if _, err := s.checkNoIdentityProviderAccount(ctx, tx, pl.PrincipalID); err != nil {
+		return err
+	}
+	if _, err := tx.MarkNoIdentityProviderAccount(ctx, pl.PrincipalID, p.ID, now); err != nil {
+		return err
+	}
+	data := map[string]any{}
+	if change != "" {
+		data["pending_change_id"] = change
+	}
+	_, err := Append(ctx, tx, Event{Stream: "principal:" + pl.PrincipalID.String(), Type: EventTypePrincipalNoIdentityProviderAccount, At: now, Actor: p.Actor()}, data)
+	return err
 }

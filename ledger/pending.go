@@ -306,8 +306,16 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		if !approve {
 			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), reason, now, EventTypeChangeRefused)
 		}
+		if c.Kind == ChangeOIDCLink {
+			// Whoever holds the identity confirms it (ConfirmOIDCLink);
+			// no approver, the link's target included, speaks for them.
+			return Conflict("oidc_link_needs_identity", "change %s is confirmed by the identity it links: its holder signs in to the console through OpenID Connect and confirms it there", c.ID)
+		}
 		if !c.ApprovableBy(p) {
 			return ErrSelfApproval
+		}
+		if err := CheckIdentitiesAccounted(ctx, tx, s.access.dev, p, c.RequestedBy); err != nil {
+			return err
 		}
 		if requester.Disabled() {
 			// Disabling withdraws a principal's open changes; this guards
@@ -402,6 +410,12 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 		}
 		_, err := s.applyOIDCLink(ctx, tx, p, pl, now, c.ID.String())
 		return "", err
+	case ChangeNoIdentityProviderAccount:
+		var pl noIdentityProviderAccountPayload
+		if err := decode(&pl); err != nil {
+			return "", err
+		}
+		return "", s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, c.ID.String())
 	}
 	return "", fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
 }

@@ -8,12 +8,13 @@ import (
 
 // ApprovableBy reports whether p may approve c now: c is pending and p is
 // an on-call principal of another person than the one that asked
-// (Principal.SamePerson). ApprovePendingChange
+// (Principal.SamePerson), and c is not an oidc_link, which the identity it
+// links confirms instead (OIDCLinkToConfirm). ApprovePendingChange
 // refuses everyone else; the console asks it which controls to show.
 // (Expiry is checked when the decision is made: a change past its expiry
 // is expired then, not applied.)
 func (c PendingChange) ApprovableBy(p Principal) bool {
-	return p.Role == RoleOncall && c.Status == PendingOpen && !p.SamePerson(c.RequestedBy)
+	return p.Role == RoleOncall && c.Status == PendingOpen && c.Kind != ChangeOIDCLink && !p.SamePerson(c.RequestedBy)
 }
 
 // OrgUpdate is what an org_update change applies: the org's id and its

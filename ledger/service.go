@@ -29,9 +29,9 @@ type Service struct {
 	tokens           tokenCache
 	access           accessPolicy
 	jwks             *orgJWKS
-	// configuredThreshold is the write-off approval threshold until an
-	// approved change sets another (EffectiveWriteOffThreshold).
-	configuredThreshold int64
+	// thresholds are the configured write-off approval thresholds, in
+	// force until approved changes set others (EffectiveWriteOffThresholds).
+	thresholds ThresholdConfig
 }
 
 // Config wires a Service.
@@ -68,6 +68,9 @@ type Config struct {
 	// WriteOffApprovalThresholdMinor is the configured initial write-off
 	// approval threshold; changing it is a pending change.
 	WriteOffApprovalThresholdMinor int64
+	// WriteOffApprovalThresholdsMinor are configured initial thresholds of
+	// their own for some currencies (ISO 4217 code to minor units).
+	WriteOffApprovalThresholdsMinor map[string]int64
 	// FetchJWKS fetches the JWK Set at an org's JWKS URL, through the
 	// SSRF-safe egress client (the ledger makes no HTTP call itself). Nil
 	// fetches nothing: orgs registered by URL then have no keys in force.
@@ -129,8 +132,8 @@ func NewService(cfg Config) *Service {
 		},
 		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
-		access:              accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, personMaxTTL: cfg.PersonCredentialMaxTTL, pendingTTL: cfg.PendingChangeTTL},
-		configuredThreshold: cfg.WriteOffApprovalThresholdMinor,
+		access:     accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, personMaxTTL: cfg.PersonCredentialMaxTTL, pendingTTL: cfg.PendingChangeTTL},
+		thresholds: ThresholdConfig{DefaultMinor: cfg.WriteOffApprovalThresholdMinor, Currencies: cfg.WriteOffApprovalThresholdsMinor},
 	}
 }
 

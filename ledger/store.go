@@ -188,6 +188,8 @@ type Tx interface {
 	ThresholdReader
 	// PutWriteOffThreshold stores the write-off approval threshold.
 	PutWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error
+	// PutCurrencyWriteOffThreshold stores the threshold of t.Currency.
+	PutCurrencyWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error
 	PrincipalTx
 }
 

@@ -216,7 +216,7 @@ func newWriteOffThresholdCommand(getenv func(string) string, stdout io.Writer) *
 	cmd := &cobra.Command{Use: "threshold", Short: "Show or change the write-off approval threshold"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show",
-		Short: "Print the threshold in force and where it comes from (finance, on-call)",
+		Short: "Print the default threshold and the currencies' own, each with where it comes from (finance, on-call)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newAPIClient(getenv)
@@ -230,26 +230,33 @@ func newWriteOffThresholdCommand(getenv func(string) string, stdout io.Writer) *
 			return printJSON(stdout, out)
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
+	var currency string
+	set := &cobra.Command{
 		Use:   "set MINOR",
-		Short: "Ask for a new threshold, in minor units; it applies when a different on-call principal approves (on-call)",
+		Short: "Ask for a new threshold, the default or (--currency) a currency's own, in minor units; it applies when a different on-call principal approves (on-call)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			minor, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || minor < 0 {
 				return usageError{fmt.Errorf("MINOR must be zero or a positive integer number of minor units")}
 			}
+			body := map[string]any{"threshold_minor": minor}
+			if currency != "" {
+				body["currency"] = currency
+			}
 			c, err := newAPIClient(getenv)
 			if err != nil {
 				return err
 			}
 			var out json.RawMessage
-			if err := c.call(cmd.Context(), http.MethodPut, "/admin/v1/write-off-threshold", nil, map[string]any{"threshold_minor": minor}, &out); err != nil {
+			if err := c.call(cmd.Context(), http.MethodPut, "/admin/v1/write-off-threshold", nil, body, &out); err != nil {
 				return err
 			}
 			return printJSON(stdout, out)
 		},
-	})
+	}
+	set.Flags().StringVar(&currency, "currency", "", "the ISO 4217 currency whose own threshold to set (default: the default threshold)")
+	cmd.AddCommand(set)
 	return cmd
 }
 

@@ -11,9 +11,11 @@ import (
 
 // TestCLIPrincipalsLinkOIDC: `quittance principals link-oidc` asks for an
 // OpenID Connect identity to sign in as a person principal, a pending
-// change the other on-call approves; `principals list` then shows the
-// identity. Usage errors exit 2, an identity linked to another principal
-// exits 3 with one line. The service's database role may add and relink
+// change that no approval applies (exit 3, oidc_link_needs_identity: the
+// identity confirms it in the console). Usage errors exit 2, an identity
+// linked to another principal exits 3 with one line. `principals
+// no-identity-provider-account` asks for a mark the other on-call
+// approves, shown on the principal. The service's database role may add and relink
 // identities but never remove or rewrite one.
 func TestCLIPrincipalsLinkOIDC(t *testing.T) {
 	t.Parallel()
@@ -64,20 +66,42 @@ func TestCLIPrincipalsLinkOIDC(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"kind": "oidc_link"`) {
 		t.Fatalf("link-oidc: exit %d %s\n%s", code, errOut, out)
 	}
-	e.approvePending(t, []byte(out))
-	out, _, _ = e.cli(t, e.oncall, "principals", "list")
-	list.Principals = nil
-	_ = json.Unmarshal([]byte(out), &list)
-	linked := false
-	for _, p := range list.Principals {
-		linked = linked || (p.ID == me.ID && len(p.OIDCIdentities) == 1 && p.OIDCIdentities[0].Issuer == issuer && p.OIDCIdentities[0].Subject == "alice-1")
+	// No approval applies a link: the identity's holder confirms it in
+	// the console.
+	var asked struct {
+		PendingChange struct{ ID string } `json:"pending_change"`
 	}
-	if !linked {
-		t.Fatalf("principals list after the link:\n%s", out)
+	_ = json.Unmarshal([]byte(out), &asked)
+	_, errOut, code = e.cli(t, e.oncall2, "changes", "approve", asked.PendingChange.ID)
+	if code != exitConflict || !strings.HasPrefix(errOut, "quittance: oidc_link_needs_identity: ") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("approving a link: exit %d, stderr %q", code, errOut)
 	}
-	_, errOut, code = e.cli(t, e.oncall, "principals", "link-oidc", bob, "--issuer", issuer, "--subject", "alice-1")
+	// An identity linked to alice (as its confirmation would leave it)
+	// cannot be linked to bob.
+	if err := e.exec(t.Context(), `INSERT INTO oidc_identities (issuer, subject, principal_id, linked_by, linked_at) VALUES ($1, 'alice-2', $2, $2, now())`, issuer, me.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = e.cli(t, e.oncall, "principals", "link-oidc", bob, "--issuer", issuer, "--subject", "alice-2")
 	if code != exitConflict || !strings.HasPrefix(errOut, "quittance: oidc_identity_linked: ") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("linking an identity linked to another principal: exit %d, stderr %q", code, errOut)
+	}
+
+	// Bob has no account at the identity provider: alice asks, bob
+	// approves; asked again, it exits 3.
+	out, errOut, code = e.cli(t, e.oncall, "principals", "no-identity-provider-account", bob)
+	if code != 0 || !strings.Contains(out, `"kind": "no_identity_provider_account"`) {
+		t.Fatalf("no-identity-provider-account: exit %d %s\n%s", code, errOut, out)
+	}
+	e.approvePending(t, []byte(out))
+	out, _, _ = e.cli(t, e.oncall, "principals", "show", bob)
+	if !strings.Contains(out, `"no_identity_provider_account_at"`) {
+		t.Errorf("bob after the mark:\n%s", out)
+	}
+	if _, errOut, code = e.cli(t, e.oncall, "principals", "no-identity-provider-account", bob); code != exitConflict || !strings.HasPrefix(errOut, "quittance: principal_marked: ") {
+		t.Errorf("marking bob again: exit %d, stderr %q", code, errOut)
+	}
+	if _, _, code = e.cli(t, e.oncall, "principals", "no-identity-provider-account", "nope"); code != exitUsage {
+		t.Errorf("no-identity-provider-account of a non-UUID: exit %d, want 2", code)
 	}
 
 	conn, err := pgx.Connect(t.Context(), e.serviceURL)

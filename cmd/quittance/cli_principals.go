@@ -99,7 +99,7 @@ func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.C
 	var issuer, subject string
 	link := &cobra.Command{
 		Use:   "link-oidc ID",
-		Short: "Ask for an OpenID Connect identity to sign in as a person principal (a second on-call approves)",
+		Short: "Ask for an OpenID Connect identity to sign in as a person principal (its holder confirms, signed in to the console as it)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuidArg("principal id", args[0])
@@ -118,6 +118,18 @@ func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.C
 	link.Flags().StringVar(&issuer, "issuer", "", "the identity provider's issuer URL, as its ID tokens' iss claim (required)")
 	link.Flags().StringVar(&subject, "subject", "", "the person's subject, as its ID tokens' sub claim (required)")
 	cmd.AddCommand(link)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "no-identity-provider-account ID",
+		Short: "Ask for a person principal to be marked as having no identity-provider account (a second on-call approves)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuidArg("principal id", args[0])
+			if err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/principals/"+id+"/no-identity-provider-account", nil)
+		},
+	})
 	return cmd
 }
 

@@ -82,3 +82,39 @@ func TestCLIWriteOffsReject(t *testing.T) {
 		t.Errorf("rejecting a rejected write-off: exit %d %q, want 3", code, errOut)
 	}
 }
+
+// TestCLIWriteOffThresholdPerCurrency: `write-offs threshold set MINOR
+// --currency CODE` asks for a currency's own threshold, which applies once
+// the other on-call approves; `threshold show` lists it beside the
+// default, which is unchanged. A currency that is not an ISO 4217 code is
+// refused with one line.
+func TestCLIWriteOffThresholdPerCurrency(t *testing.T) {
+	t.Parallel()
+	e := startService(t, "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLDS_MINOR=EUR=5000")
+	out, errOut, code := e.cli(t, e.oncall, "write-offs", "threshold", "set", "2500000", "--currency", "JPY")
+	if code != 0 || !strings.Contains(out, `"kind": "write_off_threshold_update"`) {
+		t.Fatalf("threshold set --currency JPY: exit %d %s\n%s", code, errOut, out)
+	}
+	e.approvePending(t, []byte(out))
+	out, errOut, code = e.cli(t, e.oncall, "write-offs", "threshold", "show")
+	if code != 0 {
+		t.Fatalf("threshold show: exit %d %s", code, errOut)
+	}
+	var shown struct {
+		ThresholdMinor int64 `json:"threshold_minor"`
+		Currencies     []struct {
+			Currency       string `json:"currency"`
+			ThresholdMinor int64  `json:"threshold_minor"`
+			Source         string `json:"source"`
+		} `json:"currencies"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || shown.ThresholdMinor != 100000 || len(shown.Currencies) != 2 ||
+		shown.Currencies[0].Currency != "EUR" || shown.Currencies[0].ThresholdMinor != 5000 || shown.Currencies[0].Source != "configuration" ||
+		shown.Currencies[1].Currency != "JPY" || shown.Currencies[1].ThresholdMinor != 2500000 || shown.Currencies[1].Source != "approved_change" {
+		t.Fatalf("threshold show (%v):\n%s", err, out)
+	}
+	_, errOut, code = e.cli(t, e.oncall, "write-offs", "threshold", "set", "1", "--currency", "yen")
+	if code == 0 || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("threshold set --currency yen: exit %d, stderr %q", code, errOut)
+	}
+}

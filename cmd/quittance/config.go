@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
 
 	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/ledger"
 )
 
 // config is the service's configuration, read from the environment. Every
@@ -51,11 +53,14 @@ type config struct {
 	SweepInterval             time.Duration `env:"QUITTANCE_SWEEP_INTERVAL" envDefault:"30s"`
 	// WriteOffApprovalThresholdMinor is the amount above which a write-off
 	// needs a second on-call approver.
-	WriteOffApprovalThresholdMinor int64         `env:"QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR" envDefault:"100000"`
-	EgressAllowCIDRs               string        `env:"QUITTANCE_EGRESS_ALLOW_CIDRS"`
-	PollAfter                      time.Duration `env:"QUITTANCE_POLL_AFTER" envDefault:"60s"`
-	LogLevel                       slog.Level    `env:"QUITTANCE_LOG_LEVEL" envDefault:"info"`
-	ShutdownTimeout                time.Duration `env:"QUITTANCE_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	WriteOffApprovalThresholdMinor int64 `env:"QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR" envDefault:"100000"`
+	// WriteOffApprovalThresholdsMinor gives some currencies thresholds of
+	// their own: "JPY=10000000,EUR=50000" (ISO 4217 code=minor units).
+	WriteOffApprovalThresholdsMinor string        `env:"QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLDS_MINOR"`
+	EgressAllowCIDRs                string        `env:"QUITTANCE_EGRESS_ALLOW_CIDRS"`
+	PollAfter                       time.Duration `env:"QUITTANCE_POLL_AFTER" envDefault:"60s"`
+	LogLevel                        slog.Level    `env:"QUITTANCE_LOG_LEVEL" envDefault:"info"`
+	ShutdownTimeout                 time.Duration `env:"QUITTANCE_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	// RateLimitRPS and RateLimitBurst are each token bucket of the API and
 	// the console (per principal, or per client address for requests not
 	// known to be a principal's); 0 RPS disables them. RateLimitMaxBuckets
@@ -166,7 +171,7 @@ type config struct {
 var variables = []string{
 	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_CHECKPOINTS",
 	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_EVIDENCE_REFUSAL_TIME", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
-	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR",
+	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLDS_MINOR",
 	"QUITTANCE_PERSON_CREDENTIAL_MAX_TTL",
 	"QUITTANCE_EGRESS_ALLOW_CIDRS", "QUITTANCE_POLL_AFTER", "QUITTANCE_LOG_LEVEL", "QUITTANCE_SHUTDOWN_TIMEOUT",
 	"QUITTANCE_RATE_LIMIT_RPS", "QUITTANCE_RATE_LIMIT_BURST", "QUITTANCE_RATE_LIMIT_MAX_BUCKETS",
@@ -252,7 +257,36 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.WriteOffApprovalThresholdMinor < 0 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR must not be negative")}
 	}
+	if _, err := cfg.currencyThresholds(); err != nil {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLDS_MINOR: %w", err)}
+	}
 	return cfg, nil
+}
+
+// currencyThresholds parses QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLDS_MINOR:
+// comma-separated CODE=MINOR entries, each currency once.
+func (cfg config) currencyThresholds() (map[string]int64, error) {
+	out := map[string]int64{}
+	for entry := range strings.SplitSeq(cfg.WriteOffApprovalThresholdsMinor, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		code, minor, ok := strings.Cut(entry, "=")
+		code = strings.TrimSpace(code)
+		n, err := strconv.ParseInt(strings.TrimSpace(minor), 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q is not CODE=MINOR (for example JPY=10000000)", entry)
+		}
+		if _, dup := out[code]; dup {
+			return nil, fmt.Errorf("%s is given twice", code)
+		}
+		out[code] = n
+	}
+	if err := ledger.CheckThresholdConfig(ledger.ThresholdConfig{Currencies: out}); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // egressPolicy is the outbound policy of the A2A client: https only unless

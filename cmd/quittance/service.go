@@ -275,11 +275,15 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return usageError{err}
 	}
+	currencyThresholds, err := cfg.currencyThresholds()
+	if err != nil {
+		return usageError{err}
+	}
 	svc := app.New(app.Config{
 		Console: consoleCfg,
 		Pool:    pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
-		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, Egress: cfg.egressPolicy(),
-		UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace, CheckpointInterval: checkpointInterval,
+		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, WriteOffApprovalThresholdsMinor: currencyThresholds,
+		Egress: cfg.egressPolicy(), UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace, CheckpointInterval: checkpointInterval,
 		Dev: cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
 		PersonCredentialMaxTTL:    cfg.PersonCredentialMaxTTL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, EvidenceRefusalTime: cfg.EvidenceRefusalTime,

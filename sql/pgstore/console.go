@@ -52,7 +52,7 @@ func (s sessionStore) SessionByHash(ctx context.Context, hash []byte, now time.T
 		IDHash: row.IDHash, Source: session.Source(row.Source),
 		Principal: ledger.Principal{
 			ID: row.OwnerID, TokenID: row.PrincipalID, Name: row.PrincipalName, Role: ledger.Role(row.Role), Tenant: row.Tenant,
-			Aliases: row.Aliases,
+			Aliases: row.Aliases, OIDCSession: session.Source(row.Source) == session.SourceOIDC,
 		},
 		CreatedAt: row.CreatedAt.UTC(), ExpiresAt: row.ExpiresAt.UTC(),
 	}, nil

@@ -332,6 +332,26 @@ func (t *tx) PrincipalAliases(ctx context.Context, id uuid.UUID) ([]uuid.UUID, e
 	return ids, nil
 }
 
+// UnaccountedIdentityPair reports whether a and b may be one human that
+// Quittance cannot tell apart (principals_unaccounted_pair).
+func (t *tx) UnaccountedIdentityPair(ctx context.Context, a, b uuid.UUID) (bool, error) {
+	pair, err := t.q.PrincipalsUnaccountedPair(ctx, dbsqlc.PrincipalsUnaccountedPairParams{A: a, B: b})
+	if err != nil {
+		return false, fmt.Errorf("persons of principals %s and %s: %w", a, b, interpretError(err))
+	}
+	return pair, nil
+}
+
+func (t *tx) MarkNoIdentityProviderAccount(ctx context.Context, id, by uuid.UUID, at time.Time) (bool, error) {
+	n, err := t.q.PrincipalMarkNoIdentityProviderAccount(ctx, dbsqlc.PrincipalMarkNoIdentityProviderAccountParams{
+		ID: id, By: uuid.NullUUID{UUID: by, Valid: true}, At: &at,
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark principal %s: %w", id, interpretError(err))
+	}
+	return n == 1, nil
+}
+
 func (t *tx) PrincipalPerson(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
 	person, err := t.q.PrincipalPerson(ctx, id)
 	if err != nil {
@@ -415,6 +435,7 @@ func toPrincipal(r dbsqlc.Principal) ledger.PrincipalRecord {
 		ID: r.ID, Kind: ledger.PrincipalKind(r.Kind), Name: r.DisplayName, Role: ledger.Role(r.Role), Tenant: deref(r.Tenant),
 		Bootstrap: r.Bootstrap, CreatedBy: r.CreatedBy.UUID, CreatedAt: r.CreatedAt, DisabledAt: derefTime(r.DisabledAt),
 		DisabledBy: r.DisabledBy.UUID, DisabledReason: deref(r.DisabledReason),
+		NoIdentityProviderAccountAt: derefTime(r.NoIdentityProviderAccountAt), NoIdentityProviderAccountBy: r.NoIdentityProviderAccountBy.UUID,
 	}
 }
 

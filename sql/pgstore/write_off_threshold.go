@@ -36,3 +36,30 @@ func (t *tx) PutWriteOffThreshold(ctx context.Context, w ledger.WriteOffThreshol
 	}
 	return nil
 }
+
+// StoredCurrencyWriteOffThresholds returns the thresholds approved changes
+// set for single currencies, by currency.
+func (r reader) StoredCurrencyWriteOffThresholds(ctx context.Context) ([]ledger.WriteOffThreshold, error) {
+	rows, err := r.q.WriteOffCurrencyThresholdList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load write-off thresholds: %w", interpretError(err))
+	}
+	out := make([]ledger.WriteOffThreshold, len(rows))
+	for i, row := range rows {
+		out[i] = ledger.WriteOffThreshold{
+			Currency: row.Currency, Minor: row.ThresholdMinor, UpdatedAt: row.UpdatedAt.UTC(), UpdatedBy: row.UpdatedBy, PendingChangeID: row.PendingChange.UUID,
+		}
+	}
+	return out, nil
+}
+
+func (t *tx) PutCurrencyWriteOffThreshold(ctx context.Context, w ledger.WriteOffThreshold) error {
+	err := t.q.WriteOffCurrencyThresholdPut(ctx, dbsqlc.WriteOffCurrencyThresholdPutParams{
+		Currency: w.Currency, ThresholdMinor: w.Minor, UpdatedAt: w.UpdatedAt, UpdatedBy: w.UpdatedBy,
+		PendingChange: uuid.NullUUID{UUID: w.PendingChangeID, Valid: w.PendingChangeID != uuid.Nil},
+	})
+	if err != nil {
+		return fmt.Errorf("store write-off threshold for %s: %w", w.Currency, interpretError(err))
+	}
+	return nil
+}

@@ -34,15 +34,25 @@ WHERE id = @id;
 
 -- name: PrincipalCountBootstrapSpent :one
 -- How many of the bootstrap credential's two on-call principals are
--- spent: every on-call principal other than the bootstrap one, and every
--- principal the bootstrap principal ever created, disabled or not. A
--- disable never gives one back, so holding the bootstrap secret does not
--- re-arm it (disable bob, mint "mallory"). The advisory lock
+-- spent: every principal other than the bootstrap one that was ever
+-- on-call (made_oncall_at, never cleared), and every principal the
+-- bootstrap principal ever created, disabled or not. Neither a disable nor
+-- a demotion gives one back, so holding the bootstrap secret does not
+-- re-arm it (disable or demote bob, mint "mallory"). The advisory lock
 -- (PrincipalLockRegistry) serializes bootstrap creations.
 SELECT count(*) FROM principals p
 WHERE NOT p.bootstrap
-  AND (p.role = 'oncall'
+  AND (p.made_oncall_at IS NOT NULL
        OR p.created_by IN (SELECT b.id FROM principals b WHERE b.bootstrap));
+
+-- name: PrincipalsUnaccountedPair :one
+-- Whether the two principals may be one human that Quittance cannot tell
+-- apart (principals_unaccounted_pair, migration 00039).
+SELECT principals_unaccounted_pair(@a::uuid, @b::uuid)::boolean AS pair;
+
+-- name: PrincipalMarkNoIdentityProviderAccount :execrows
+UPDATE principals SET no_identity_provider_account_at = @at, no_identity_provider_account_by = @by
+WHERE id = @id AND no_identity_provider_account_at IS NULL;
 
 -- name: PrincipalTenantInUse :one
 -- Whether a tenant was ever given to a principal or a credential, has

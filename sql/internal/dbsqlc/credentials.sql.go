@@ -13,7 +13,7 @@ import (
 )
 
 const credentialAuthenticate = `-- name: CredentialAuthenticate :one
-SELECT t.id, t.name, t.role, t.tenant, t.token_hash, t.created_at, t.revoked_at, t.principal_id, t.expires_at, t.last_used_at, t.revoked_by, t.revoke_reason, p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, principal_aliases(p.id)::uuid[] AS aliases
+SELECT t.id, t.name, t.role, t.tenant, t.token_hash, t.created_at, t.revoked_at, t.principal_id, t.expires_at, t.last_used_at, t.revoked_by, t.revoke_reason, p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, p.no_identity_provider_account_at, p.no_identity_provider_account_by, p.made_oncall_at, principal_aliases(p.id)::uuid[] AS aliases
 FROM api_tokens t JOIN principals p ON p.id = t.principal_id
 WHERE t.token_hash = $1
 `
@@ -54,6 +54,9 @@ func (q *Queries) CredentialAuthenticate(ctx context.Context, tokenHash []byte) 
 		&i.Principal.DisabledAt,
 		&i.Principal.DisabledBy,
 		&i.Principal.DisabledReason,
+		&i.Principal.NoIdentityProviderAccountAt,
+		&i.Principal.NoIdentityProviderAccountBy,
+		&i.Principal.MadeOncallAt,
 		&i.Aliases,
 	)
 	return i, err

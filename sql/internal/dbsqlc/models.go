@@ -292,18 +292,21 @@ type PendingChange struct {
 }
 
 type Principal struct {
-	ID             uuid.UUID
-	Kind           string
-	DisplayName    string
-	NameKey        string
-	Role           string
-	Tenant         *string
-	Bootstrap      bool
-	CreatedBy      uuid.NullUUID
-	CreatedAt      time.Time
-	DisabledAt     *time.Time
-	DisabledBy     uuid.NullUUID
-	DisabledReason *string
+	ID                          uuid.UUID
+	Kind                        string
+	DisplayName                 string
+	NameKey                     string
+	Role                        string
+	Tenant                      *string
+	Bootstrap                   bool
+	CreatedBy                   uuid.NullUUID
+	CreatedAt                   time.Time
+	DisabledAt                  *time.Time
+	DisabledBy                  uuid.NullUUID
+	DisabledReason              *string
+	NoIdentityProviderAccountAt *time.Time
+	NoIdentityProviderAccountBy uuid.NullUUID
+	MadeOncallAt                *time.Time
 }
 
 type RemoteOrg struct {
@@ -549,6 +552,14 @@ type WriteOff struct {
 	RejectedByID    uuid.NullUUID
 	RejectionReason *string
 	RejectedAt      *time.Time
+}
+
+type WriteOffCurrencyThreshold struct {
+	Currency       string
+	ThresholdMinor int64
+	UpdatedAt      time.Time
+	UpdatedBy      uuid.UUID
+	PendingChange  uuid.NullUUID
 }
 
 type WriteOffThreshold struct {

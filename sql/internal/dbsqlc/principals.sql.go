@@ -15,15 +15,16 @@ import (
 const principalCountBootstrapSpent = `-- name: PrincipalCountBootstrapSpent :one
 SELECT count(*) FROM principals p
 WHERE NOT p.bootstrap
-  AND (p.role = 'oncall'
+  AND (p.made_oncall_at IS NOT NULL
        OR p.created_by IN (SELECT b.id FROM principals b WHERE b.bootstrap))
 `
 
 // How many of the bootstrap credential's two on-call principals are
-// spent: every on-call principal other than the bootstrap one, and every
-// principal the bootstrap principal ever created, disabled or not. A
-// disable never gives one back, so holding the bootstrap secret does not
-// re-arm it (disable bob, mint "mallory"). The advisory lock
+// spent: every principal other than the bootstrap one that was ever
+// on-call (made_oncall_at, never cleared), and every principal the
+// bootstrap principal ever created, disabled or not. Neither a disable nor
+// a demotion gives one back, so holding the bootstrap secret does not
+// re-arm it (disable or demote bob, mint "mallory"). The advisory lock
 // (PrincipalLockRegistry) serializes bootstrap creations.
 func (q *Queries) PrincipalCountBootstrapSpent(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, principalCountBootstrapSpent)
@@ -33,7 +34,7 @@ func (q *Queries) PrincipalCountBootstrapSpent(ctx context.Context) (int64, erro
 }
 
 const principalGetByID = `-- name: PrincipalGetByID :one
-SELECT p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, principal_aliases(p.id)::uuid[] AS aliases,
+SELECT p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, p.no_identity_provider_account_at, p.no_identity_provider_account_by, p.made_oncall_at, principal_aliases(p.id)::uuid[] AS aliases,
        EXISTS (SELECT 1 FROM oidc_identities o WHERE o.recorded_principal_id = p.id)::boolean AS recorded_by_idp
 FROM principals p WHERE p.id = $1
 `
@@ -62,6 +63,9 @@ func (q *Queries) PrincipalGetByID(ctx context.Context, id uuid.UUID) (Principal
 		&i.Principal.DisabledAt,
 		&i.Principal.DisabledBy,
 		&i.Principal.DisabledReason,
+		&i.Principal.NoIdentityProviderAccountAt,
+		&i.Principal.NoIdentityProviderAccountBy,
+		&i.Principal.MadeOncallAt,
 		&i.Aliases,
 		&i.RecordedByIdp,
 	)
@@ -69,7 +73,7 @@ func (q *Queries) PrincipalGetByID(ctx context.Context, id uuid.UUID) (Principal
 }
 
 const principalGetByIDForUpdate = `-- name: PrincipalGetByIDForUpdate :one
-SELECT id, kind, display_name, name_key, role, tenant, bootstrap, created_by, created_at, disabled_at, disabled_by, disabled_reason FROM principals WHERE id = $1 FOR UPDATE
+SELECT id, kind, display_name, name_key, role, tenant, bootstrap, created_by, created_at, disabled_at, disabled_by, disabled_reason, no_identity_provider_account_at, no_identity_provider_account_by, made_oncall_at FROM principals WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) PrincipalGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Principal, error) {
@@ -88,12 +92,15 @@ func (q *Queries) PrincipalGetByIDForUpdate(ctx context.Context, id uuid.UUID) (
 		&i.DisabledAt,
 		&i.DisabledBy,
 		&i.DisabledReason,
+		&i.NoIdentityProviderAccountAt,
+		&i.NoIdentityProviderAccountBy,
+		&i.MadeOncallAt,
 	)
 	return i, err
 }
 
 const principalGetByNameKeyForUpdate = `-- name: PrincipalGetByNameKeyForUpdate :one
-SELECT id, kind, display_name, name_key, role, tenant, bootstrap, created_by, created_at, disabled_at, disabled_by, disabled_reason FROM principals WHERE name_key = $1 FOR UPDATE
+SELECT id, kind, display_name, name_key, role, tenant, bootstrap, created_by, created_at, disabled_at, disabled_by, disabled_reason, no_identity_provider_account_at, no_identity_provider_account_by, made_oncall_at FROM principals WHERE name_key = $1 FOR UPDATE
 `
 
 func (q *Queries) PrincipalGetByNameKeyForUpdate(ctx context.Context, nameKey string) (Principal, error) {
@@ -112,6 +119,9 @@ func (q *Queries) PrincipalGetByNameKeyForUpdate(ctx context.Context, nameKey st
 		&i.DisabledAt,
 		&i.DisabledBy,
 		&i.DisabledReason,
+		&i.NoIdentityProviderAccountAt,
+		&i.NoIdentityProviderAccountBy,
+		&i.MadeOncallAt,
 	)
 	return i, err
 }
@@ -149,7 +159,7 @@ func (q *Queries) PrincipalInsert(ctx context.Context, arg PrincipalInsertParams
 }
 
 const principalList = `-- name: PrincipalList :many
-SELECT p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, principal_aliases(p.id)::uuid[] AS aliases,
+SELECT p.id, p.kind, p.display_name, p.name_key, p.role, p.tenant, p.bootstrap, p.created_by, p.created_at, p.disabled_at, p.disabled_by, p.disabled_reason, p.no_identity_provider_account_at, p.no_identity_provider_account_by, p.made_oncall_at, principal_aliases(p.id)::uuid[] AS aliases,
        EXISTS (SELECT 1 FROM oidc_identities o WHERE o.recorded_principal_id = p.id)::boolean AS recorded_by_idp
 FROM principals p ORDER BY p.created_at, p.id
 `
@@ -184,6 +194,9 @@ func (q *Queries) PrincipalList(ctx context.Context) ([]PrincipalListRow, error)
 			&i.Principal.DisabledAt,
 			&i.Principal.DisabledBy,
 			&i.Principal.DisabledReason,
+			&i.Principal.NoIdentityProviderAccountAt,
+			&i.Principal.NoIdentityProviderAccountBy,
+			&i.Principal.MadeOncallAt,
 			&i.Aliases,
 			&i.RecordedByIdp,
 		); err != nil {
@@ -204,6 +217,25 @@ SELECT pg_advisory_xact_lock(7239410021)
 func (q *Queries) PrincipalLockRegistry(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, principalLockRegistry)
 	return err
+}
+
+const principalMarkNoIdentityProviderAccount = `-- name: PrincipalMarkNoIdentityProviderAccount :execrows
+UPDATE principals SET no_identity_provider_account_at = $1, no_identity_provider_account_by = $2
+WHERE id = $3 AND no_identity_provider_account_at IS NULL
+`
+
+type PrincipalMarkNoIdentityProviderAccountParams struct {
+	At *time.Time
+	By uuid.NullUUID
+	ID uuid.UUID
+}
+
+func (q *Queries) PrincipalMarkNoIdentityProviderAccount(ctx context.Context, arg PrincipalMarkNoIdentityProviderAccountParams) (int64, error) {
+	result, err := q.db.Exec(ctx, principalMarkNoIdentityProviderAccount, arg.At, arg.By, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const principalTenantInUse = `-- name: PrincipalTenantInUse :one
@@ -256,4 +288,22 @@ func (q *Queries) PrincipalUpdate(ctx context.Context, arg PrincipalUpdateParams
 		arg.ID,
 	)
 	return err
+}
+
+const principalsUnaccountedPair = `-- name: PrincipalsUnaccountedPair :one
+SELECT principals_unaccounted_pair($1::uuid, $2::uuid)::boolean AS pair
+`
+
+type PrincipalsUnaccountedPairParams struct {
+	A uuid.UUID
+	B uuid.UUID
+}
+
+// Whether the two principals may be one human that Quittance cannot tell
+// apart (principals_unaccounted_pair, migration 00039).
+func (q *Queries) PrincipalsUnaccountedPair(ctx context.Context, arg PrincipalsUnaccountedPairParams) (bool, error) {
+	row := q.db.QueryRow(ctx, principalsUnaccountedPair, arg.A, arg.B)
+	var pair bool
+	err := row.Scan(&pair)
+	return pair, err
 }

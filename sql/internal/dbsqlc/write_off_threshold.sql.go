@@ -12,6 +12,66 @@ import (
 	"github.com/google/uuid"
 )
 
+const writeOffCurrencyThresholdList = `-- name: WriteOffCurrencyThresholdList :many
+SELECT currency, threshold_minor, updated_at, updated_by, pending_change FROM write_off_currency_thresholds ORDER BY currency
+`
+
+// The thresholds approved changes set for single currencies.
+func (q *Queries) WriteOffCurrencyThresholdList(ctx context.Context) ([]WriteOffCurrencyThreshold, error) {
+	rows, err := q.db.Query(ctx, writeOffCurrencyThresholdList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteOffCurrencyThreshold
+	for rows.Next() {
+		var i WriteOffCurrencyThreshold
+		if err := rows.Scan(
+			&i.Currency,
+			&i.ThresholdMinor,
+			&i.UpdatedAt,
+			&i.UpdatedBy,
+			&i.PendingChange,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeOffCurrencyThresholdPut = `-- name: WriteOffCurrencyThresholdPut :exec
+INSERT INTO write_off_currency_thresholds (currency, threshold_minor, updated_at, updated_by, pending_change)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (currency) DO UPDATE SET
+    threshold_minor = EXCLUDED.threshold_minor,
+    updated_at      = EXCLUDED.updated_at,
+    updated_by      = EXCLUDED.updated_by,
+    pending_change  = EXCLUDED.pending_change
+`
+
+type WriteOffCurrencyThresholdPutParams struct {
+	Currency       string
+	ThresholdMinor int64
+	UpdatedAt      time.Time
+	UpdatedBy      uuid.UUID
+	PendingChange  uuid.NullUUID
+}
+
+func (q *Queries) WriteOffCurrencyThresholdPut(ctx context.Context, arg WriteOffCurrencyThresholdPutParams) error {
+	_, err := q.db.Exec(ctx, writeOffCurrencyThresholdPut,
+		arg.Currency,
+		arg.ThresholdMinor,
+		arg.UpdatedAt,
+		arg.UpdatedBy,
+		arg.PendingChange,
+	)
+	return err
+}
+
 const writeOffThresholdGet = `-- name: WriteOffThresholdGet :one
 SELECT singleton, threshold_minor, updated_at, updated_by, pending_change FROM write_off_threshold
 `

@@ -43,6 +43,9 @@ type Config struct {
 	// needs a second on-call approver (the compensation service's default
 	// when zero).
 	WriteOffApprovalThresholdMinor int64
+	// WriteOffApprovalThresholdsMinor are thresholds of their own for some
+	// currencies (ISO 4217 code to minor units).
+	WriteOffApprovalThresholdsMinor map[string]int64
 	// Egress says where every outbound call (A2A, webhook deliveries) may
 	// go, and so which agent endpoints and webhook URLs may be registered.
 	Egress egress.Policy
@@ -160,8 +163,9 @@ func New(cfg Config) *App {
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
 		Dev:                     cfg.Dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
-		PersonCredentialMaxTTL:         cfg.PersonCredentialMaxTTL,
-		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor,
+		PersonCredentialMaxTTL:          cfg.PersonCredentialMaxTTL,
+		WriteOffApprovalThresholdMinor:  cfg.WriteOffApprovalThresholdMinor,
+		WriteOffApprovalThresholdsMinor: cfg.WriteOffApprovalThresholdsMinor,
 		// Orgs' JWKS URLs are fetched through the egress policy, as every
 		// other outbound call, on a client of their own.
 		FetchJWKS: compensation.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
@@ -170,7 +174,8 @@ func New(cfg Config) *App {
 	})
 	a.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,
-		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, OnRefusal: metrics.TokenRefused,
+		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, WriteOffApprovalThresholdsMinor: cfg.WriteOffApprovalThresholdsMinor,
+		Dev: cfg.Dev, OnRefusal: metrics.TokenRefused,
 		RefreshOrgKeysForKid: a.Ledger.RefreshOrgKeysForKid, RefusalTime: cfg.EvidenceRefusalTime,
 	})
 	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})

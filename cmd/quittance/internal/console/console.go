@@ -141,6 +141,7 @@ func (c *Console) routes() {
 	page("POST "+Prefix+"credentials/{id}/revoke", c.revokeCredential)
 	page("POST "+Prefix+"pending-changes/{id}/approve", c.approveChange)
 	page("POST "+Prefix+"pending-changes/{id}/refuse", c.refuseChange)
+	page("POST "+Prefix+"pending-changes/{id}/confirm-link", c.confirmLink)
 	c.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, nil, http.StatusNotFound, "No such page", "There is no console page at this address.")
 	})
@@ -312,12 +313,17 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err e
 		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", "A write-off must be approved or rejected by a different on-call person than the one who asked for it. Nothing was changed.")
 	case errors.Is(err, ledger.ErrSelfApproval):
 		c.renderError(w, r, q, http.StatusForbidden, "Another person must approve", "A privileged change must be approved by a different on-call person than the one who asked for it. Nothing was changed.")
+	case errors.Is(err, ledger.ErrIdentityNotLinked):
+		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", identityNotLinked+" Nothing was changed.")
 	case errors.Is(err, context.Canceled):
 	default:
 		c.log.ErrorContext(r.Context(), "console request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
 		c.renderError(w, r, q, http.StatusInternalServerError, "Something went wrong", "The error has been logged; nothing you can fix from here.")
 	}
 }
+
+// identityNotLinked explains ledger.ErrIdentityNotLinked.
+const identityNotLinked = "An identity signed in through OpenID Connect and not linked to its person's token principal may be the same person as a token principal not yet linked or marked as having no identity-provider account: link the identity (or mark the principal) first."
 
 // formError is the message to show beside a form's field for err, and
 // the field; ok is false for errors that are not about the input.
@@ -335,6 +341,8 @@ func formError(err error) (field, msg string, ok bool) {
 		return "form", "a different on-call person must decide on this write-off", true
 	case errors.Is(err, ledger.ErrSelfApproval):
 		return "form", "a different on-call person must approve this change; you asked for it (refuse it to withdraw it)", true
+	case errors.Is(err, ledger.ErrIdentityNotLinked):
+		return "form", identityNotLinked, true
 	}
 	return "", "", false
 }

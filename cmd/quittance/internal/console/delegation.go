@@ -78,10 +78,11 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 	if err != nil {
 		return delegationPage{}, err
 	}
-	threshold, err := c.cfg.Compensation.ApprovalThresholdMinor(ctx)
+	thresholds, err := c.cfg.Compensation.ApprovalThresholds(ctx)
 	if err != nil {
 		return delegationPage{}, err
 	}
+	threshold := thresholds.For(d.Hold.Currency).Minor
 	data := delegationPage{D: d, Self: Prefix + "delegations/" + d.ID.String(), Threshold: threshold}
 	if data.Org, err = c.cfg.Ledger.GetOrg(ctx, p, d.OrgID); err != nil {
 		return delegationPage{}, err
@@ -192,7 +193,7 @@ func (c *Console) formFailed(w http.ResponseWriter, r *http.Request, q *request,
 	}
 	status := http.StatusUnprocessableEntity
 	var conflict *ledger.ConflictError
-	if errors.As(err, &conflict) || errors.Is(err, compensation.ErrSelfApproval) || errors.Is(err, ledger.ErrSelfApproval) {
+	if errors.As(err, &conflict) || errors.Is(err, compensation.ErrSelfApproval) || errors.Is(err, ledger.ErrSelfApproval) || errors.Is(err, ledger.ErrIdentityNotLinked) {
 		status = http.StatusConflict
 	}
 	show(status, map[string]string{form + "." + field: msg})

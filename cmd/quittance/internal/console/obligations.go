@@ -31,7 +31,7 @@ type obligationsPage struct {
 	Next, First, Export string
 	// Back is this page's address, for bulk forms to return to.
 	Back string
-	// Threshold is the write-off approval threshold, in minor units.
+	// Threshold is the default write-off approval threshold, in minor units.
 	Threshold int64
 }
 
@@ -157,11 +157,12 @@ func cleanQuery(v url.Values) url.Values {
 func (c *Console) obligations(w http.ResponseWriter, r *http.Request, q *request) {
 	v := cleanQuery(r.URL.Query())
 	query, all, errs := queueQuery(v)
-	threshold, err := c.cfg.Compensation.ApprovalThresholdMinor(r.Context())
+	thresholds, err := c.cfg.Compensation.ApprovalThresholds(r.Context())
 	if err != nil {
 		c.fail(w, r, q, err)
 		return
 	}
+	threshold := thresholds.Default.Minor
 	data := obligationsPage{
 		All: all, Query: v, States: v["state"], AllStates: ledger.ObligationStates, Sorts: ledger.QueueSorts,
 		Threshold: threshold,

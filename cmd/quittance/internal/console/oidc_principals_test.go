@@ -93,7 +93,10 @@ func TestOIDCSignInIsAPrincipal(t *testing.T) {
 	}
 	carol.get("/console/principals").contains(t, "oidc:carol@example.com", "u-carol", "the identity provider, at a first sign-in")
 
-	// Alice asks for a finance person; Carol's OIDC session approves it.
+	// Alice asks for a finance person; Carol's OIDC session approves it,
+	// once Alice's token principal is marked as having no account at the
+	// identity provider (else Carol's identity may be Alice).
+	e.Approve(t, bob.Token, pendingID(t, e.Do(t, http.MethodPost, "/admin/v1/principals/"+alice.ID+"/no-identity-provider-account", alice.Token, nil)))
 	change := pendingID(t, e.Do(t, http.MethodPost, "/admin/v1/tokens", alice.Token, map[string]any{"role": "finance", "name": "Fiona"}))
 	if res := carol.post("/console/principals", "/console/pending-changes/"+change+"/approve", url.Values{"back": {"/console/principals"}}); res.status != http.StatusOK {
 		t.Fatalf("approve from the OIDC session: %d\n%s", res.status, res.body)
@@ -163,58 +166,28 @@ func TestOIDCConcurrentFirstSignIns(t *testing.T) {
 	}
 }
 
-// TestOIDCLinkNeedsASecondOncall: linking an identity to a principal is a
-// pending change its requester cannot approve; once another on-call
-// approves it, the identity signs in as that principal, and the
-// principal it had recorded before is the same person: its open session
-// ends.
-func TestOIDCLinkNeedsASecondOncall(t *testing.T) {
+// TestOIDCLinkedSessionHasNoMoreThanItsPrincipal: Alice links Fiona's
+// finance principal to Fiona's identity, which Fiona confirms, signed in
+// as it; from then on the identity signs in as Fiona, and never with more
+// than she holds: with only the on-call group the sign-in is refused.
+func TestOIDCLinkedSessionHasNoMoreThanItsPrincipal(t *testing.T) {
 	is := newIssuer(t)
 	e := apitest.New(t, apitest.WithLedgerID(ledgerID), apitest.WithProduction(), apitest.WithOIDC(newOIDC(t, is)))
 	alice, bob := e.TwoOncall(t, "alice", "bob")
 	w := &world{Env: e}
-
-	is.signInAs(map[string]any{"sub": "u-alice", "email": "alice@example.com", "groups": []string{"quittance-oncall"}})
-	before := w.client(t)
-	before.signInOIDC()
-	before.get("/console/principals").contains(t, "<dt>Name</dt><dd>oidc:alice@example.com</dd>")
-	own, _ := principalNamed(t, e, alice.Token, "oidc:alice@example.com")
-
-	change := pendingID(t, e.Do(t, http.MethodPost, "/admin/v1/principals/"+alice.ID+"/oidc", alice.Token,
-		map[string]any{"issuer": is.srv.URL, "subject": "u-alice"}))
-	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+change+"/approve", alice.Token, nil).Problem(t, http.StatusForbidden, "self_approval")
-	if rec, _ := principalNamed(t, e, alice.Token, "alice"); len(rec.OIDCIdentities) != 0 {
-		t.Fatalf("linked before approval: %+v", rec)
-	}
-	bobs := w.client(t)
-	bobs.signIn(bob.Token)
-	bobs.get("/console/principals").contains(t, `data-change="`+change+`"`, "u-alice", `action="/console/pending-changes/`+change+`/approve"`)
-	e.Approve(t, bob.Token, change)
-
-	rec, _ := principalNamed(t, e, alice.Token, "alice")
-	if len(rec.OIDCIdentities) != 1 || rec.OIDCIdentities[0].Subject != "u-alice" || rec.OIDCIdentities[0].LinkedBy != bob.ID ||
-		rec.OIDCIdentities[0].RecordedPrincipalID != own.ID || len(rec.SamePersonAs) != 1 || rec.SamePersonAs[0] != own.ID {
-		t.Fatalf("alice after the link: %+v", rec)
-	}
-	var linked int
-	if err := e.Pool.QueryRow(t.Context(), `SELECT count(*) FROM events WHERE stream = $1 AND type = 'principal_oidc_linked' AND actor = $2`,
-		"principal:"+alice.ID, "principal:"+bob.ID).Scan(&linked); err != nil || linked != 1 {
-		t.Fatalf("%d principal_oidc_linked events, %v", linked, err)
-	}
-	if p := before.get("/console/principals"); p.status != http.StatusSeeOther {
-		t.Fatalf("the session of the identity's own principal after the link: %d", p.status)
-	}
-	after := w.client(t)
-	after.signInOIDC()
-	after.get("/console/principals").contains(t, "<dt>Name</dt><dd>alice</dd>", "<dt>Principal id</dt><dd><code>"+alice.ID+"</code>", "Same person as")
-
-	// The session's role is never more than the principal holds: an
-	// identity linked to a finance person cannot sign in as on-call.
+	// Alice has no identity-provider account: her request is no identity's.
+	e.Approve(t, bob.Token, pendingID(t, e.Do(t, http.MethodPost, "/admin/v1/principals/"+alice.ID+"/no-identity-provider-account", alice.Token, nil)))
 	fin := pendingID(t, e.Do(t, http.MethodPost, "/admin/v1/tokens", alice.Token, map[string]any{"role": "finance", "name": "Fiona"}))
 	e.Approve(t, bob.Token, fin)
 	fiona, _ := principalNamed(t, e, alice.Token, "Fiona")
-	e.Approve(t, bob.Token, pendingID(t, e.Do(t, http.MethodPost, "/admin/v1/principals/"+fiona.ID+"/oidc", alice.Token,
-		map[string]any{"issuer": is.srv.URL, "subject": "u-fiona"})))
+	change := pendingID(t, e.Do(t, http.MethodPost, "/admin/v1/principals/"+fiona.ID+"/oidc", alice.Token,
+		map[string]any{"issuer": is.srv.URL, "subject": "u-fiona"}))
+	is.signInAs(map[string]any{"sub": "u-fiona", "email": "fiona@example.com", "groups": []string{"quittance-finance"}})
+	own := w.client(t)
+	own.signInOIDC()
+	if res := own.post("/console/principals", "/console/pending-changes/"+change+"/confirm-link", url.Values{"back": {"/console/principals"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("confirmation from Fiona's identity: %d\n%s", res.status, res.body)
+	}
 	is.signInAs(map[string]any{"sub": "u-fiona", "email": "fiona@example.com", "groups": []string{"quittance-oncall"}})
 	refused := w.client(t).signInOIDC()
 	if refused.status != http.StatusForbidden {

@@ -144,6 +144,8 @@ type writeOffsPage struct {
 	Pending   []compensation.WriteOff
 	Decided   []compensation.WriteOff
 	Threshold int64
+	// Currencies are the currencies with thresholds of their own.
+	Currencies []ledger.WriteOffThreshold
 }
 
 // Decidable reports whether the viewer may decide on w.
@@ -171,7 +173,7 @@ func (c *Console) showWriteOffs(w http.ResponseWriter, r *http.Request, q *reque
 		c.fail(w, r, q, err)
 		return
 	}
-	threshold, err := c.cfg.Compensation.ApprovalThresholdMinor(ctx)
+	thresholds, err := c.cfg.Compensation.ApprovalThresholds(ctx)
 	if err != nil {
 		c.fail(w, r, q, err)
 		return
@@ -181,7 +183,7 @@ func (c *Console) showWriteOffs(w http.ResponseWriter, r *http.Request, q *reque
 		form = r.PostForm
 	}
 	c.render(w, r, q, status, "write-offs", view{Title: "Write-offs", Nav: "write-offs", Errors: errs, Form: form,
-		Data: writeOffsPage{Pending: pending, Decided: decided, Threshold: threshold}})
+		Data: writeOffsPage{Pending: pending, Decided: decided, Threshold: thresholds.Default.Minor, Currencies: thresholds.Currencies}})
 }
 
 // writeOffForm runs an approval or rejection; a refusal is shown beside

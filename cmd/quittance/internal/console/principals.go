@@ -136,9 +136,12 @@ type changeRow struct {
 	RequestedByName string
 	DecidedByName   string
 	// Approvable says the viewer may approve it (ledger.PendingChange.
-	// ApprovableBy); Decidable that the viewer may refuse or withdraw it.
-	Approvable bool
-	Decidable  bool
+	// ApprovableBy); Decidable that the viewer may refuse or withdraw it;
+	// Confirmable that it links the identity the viewer signed in as,
+	// which the viewer confirms (ledger.PendingChange.OIDCLinkToConfirm).
+	Approvable  bool
+	Decidable   bool
+	Confirmable bool
 	// Org is the registration an org_update change applies, with its keys.
 	Org *orgChange
 	// Class is the task class a task_class_update change registers.
@@ -199,7 +202,7 @@ func (c *Console) pendingChanges(ctx context.Context, p ledger.Principal, byID n
 
 func (c *Console) changeRow(ctx context.Context, p ledger.Principal, byID names, ch ledger.PendingChange) changeRow {
 	row := changeRow{
-		PendingChange: ch, RequestedByName: byID.of(ch.RequestedBy), Approvable: ch.ApprovableBy(p),
+		PendingChange: ch, RequestedByName: byID.of(ch.RequestedBy), Approvable: ch.ApprovableBy(p), Confirmable: ch.OIDCLinkToConfirm(p),
 		Decidable: ch.Status == ledger.PendingOpen && p.Permits(ledger.ActionAdminister),
 	}
 	if ch.Status != ledger.PendingOpen {
@@ -355,6 +358,24 @@ func (c *Console) approveChange(w http.ResponseWriter, r *http.Request, q *reque
 		}
 		return err
 	})
+}
+
+// confirmLink confirms, from a session signed in through OpenID Connect
+// as the identity it links, a pending oidc_link change
+// (ledger.Service.ConfirmOIDCLink). The session ends with the link: its
+// principal is no longer its own person, so the answer is the sign-in page.
+func (c *Console) confirmLink(w http.ResponseWriter, r *http.Request, q *request) {
+	id, ok := c.parseFormID(w, r, q, "a pending change")
+	if !ok {
+		return
+	}
+	back := localPath(r.PostFormValue("back"), Prefix+"principals")
+	if _, err := c.cfg.Ledger.ConfirmOIDCLink(r.Context(), q.p, id); err != nil {
+		c.formFailed(w, r, q, "change-"+id.String(), err, func(status int, errs map[string]string) { c.backTo(w, r, q, back, status, errs) })
+		return
+	}
+	c.clearCookie(w, r, sessionCookieName)
+	redirect(w, r, Prefix+"sign-in?"+url.Values{"done": {"link_confirmed"}}.Encode())
 }
 
 // tokenPartPage is the data of the page that shows a split credential's

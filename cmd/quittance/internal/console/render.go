@@ -73,6 +73,7 @@ var notices = map[string]string{
 	"principal_disabled":     "Principal disabled and every credential of it revoked.",
 	"change_approved":        "Change approved: it applies now.",
 	"change_refused":         "Change refused. Nothing of it applies.",
+	"link_confirmed":         "Link confirmed: your identity signs in as the linked principal from now on. Sign in again.",
 }
 
 func mustParseTemplates() map[string]*template.Template {

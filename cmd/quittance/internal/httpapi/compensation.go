@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
 )
@@ -102,19 +103,22 @@ type writeOffPathInput struct {
 
 // WriteOffBody is a write-off.
 type WriteOffBody struct {
-	ID           string          `json:"id" format:"uuid"`
-	DelegationID string          `json:"delegation_id" format:"uuid"`
-	Status       string          `json:"status" enum:"pending_approval,executed,void,rejected"`
-	Amount       MoneyBody       `json:"amount"`
-	Reason       string          `json:"reason"`
-	Reference    string          `json:"reference,omitempty"`
-	RequestedBy  string          `json:"requested_by" doc:"Name of the requesting on-call token."`
-	ApprovedBy   string          `json:"approved_by,omitempty" doc:"Name of the approving on-call token, above the threshold."`
-	RejectedBy   string          `json:"rejected_by,omitempty" doc:"Name of the on-call token that rejected it."`
-	Rejection    string          `json:"rejection_reason,omitempty"`
-	CreatedAt    time.Time       `json:"created_at"`
-	ExecutedAt   *time.Time      `json:"executed_at,omitempty"`
-	Delegation   *DelegationBody `json:"delegation,omitempty" doc:"The delegation after the request or approval."`
+	ID            string          `json:"id" format:"uuid"`
+	DelegationID  string          `json:"delegation_id" format:"uuid"`
+	Status        string          `json:"status" enum:"pending_approval,executed,void,rejected"`
+	Amount        MoneyBody       `json:"amount"`
+	Reason        string          `json:"reason"`
+	Reference     string          `json:"reference,omitempty"`
+	RequestedBy   string          `json:"requested_by" doc:"Name of the requesting on-call principal."`
+	RequestedByID string          `json:"requested_by_id,omitempty" format:"uuid" doc:"Id of the requesting on-call principal."`
+	ApprovedBy    string          `json:"approved_by,omitempty" doc:"Name of the approving on-call principal, above the threshold."`
+	ApprovedByID  string          `json:"approved_by_id,omitempty" format:"uuid" doc:"Id of the approving on-call principal."`
+	RejectedBy    string          `json:"rejected_by,omitempty" doc:"Name of the on-call principal that rejected it."`
+	RejectedByID  string          `json:"rejected_by_id,omitempty" format:"uuid" doc:"Id of the on-call principal that rejected it."`
+	Rejection     string          `json:"rejection_reason,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+	ExecutedAt    *time.Time      `json:"executed_at,omitempty"`
+	Delegation    *DelegationBody `json:"delegation,omitempty" doc:"The delegation after the request or approval."`
 }
 
 func writeOffBody(w compensation.WriteOff) WriteOffBody {
@@ -123,8 +127,17 @@ func writeOffBody(w compensation.WriteOff) WriteOffBody {
 		Amount: MoneyBody{AmountMinor: w.Amount.AmountMinor, Currency: w.Amount.Currency},
 		Reason: w.Reason, Reference: w.Reference, RequestedBy: w.RequestedBy, ApprovedBy: w.ApprovedBy,
 		RejectedBy: w.RejectedBy, Rejection: w.RejectionReason,
+		RequestedByID: idOrEmpty(w.RequestedByID), ApprovedByID: idOrEmpty(w.ApprovedByID), RejectedByID: idOrEmpty(w.RejectedByID),
 		CreatedAt: w.CreatedAt, ExecutedAt: timePtr(w.ExecutedAt),
 	}
+}
+
+// idOrEmpty is id as text, or empty for none.
+func idOrEmpty(id uuid.UUID) string {
+	if id == uuid.Nil {
+		return ""
+	}
+	return id.String()
 }
 
 func writeOffResultBody(r compensation.WriteOffResult) WriteOffBody {

@@ -30,6 +30,8 @@ type PrincipalBody struct {
 	CreatedByIdentityProvider bool               `json:"created_by_identity_provider,omitempty" doc:"Recorded at an OpenID Connect identity's first console sign-in: the identity provider is the authority for it."`
 	OIDCIdentities            []OIDCIdentityBody `json:"oidc_identities,omitempty" doc:"The OpenID Connect identities that sign in to the console as this principal."`
 	SamePersonAs              []string           `json:"same_person_as,omitempty" doc:"The other principals of the same person (an identity's own principal and the one it was linked to): four-eyes treats them as one."`
+	NoIdentityProviderAccount *time.Time         `json:"no_identity_provider_account_at,omitempty" doc:"When the principal was marked, on a second on-call person's approval, as a person with no identity-provider account."`
+	NoIdentityProviderBy      string             `json:"no_identity_provider_account_by,omitempty" doc:"Whose approval marked it so."`
 }
 
 // OIDCIdentityBody is an OpenID Connect identity that signs in as a
@@ -48,6 +50,7 @@ func principalBody(r ledger.PrincipalRecord) PrincipalBody {
 		Actor: ledger.PrincipalActor(r.ID), CreatedBy: idString(r.CreatedBy), CreatedAt: r.CreatedAt,
 		DisabledAt: timePtr(r.DisabledAt), DisabledBy: idString(r.DisabledBy), DisabledReason: r.DisabledReason,
 		CreatedByIdentityProvider: r.CreatedByIdentityProvider,
+		NoIdentityProviderAccount: timePtr(r.NoIdentityProviderAccountAt), NoIdentityProviderBy: idString(r.NoIdentityProviderAccountBy),
 	}
 	for _, o := range r.OIDC {
 		b.OIDCIdentities = append(b.OIDCIdentities, OIDCIdentityBody{
@@ -218,6 +221,10 @@ type linkOIDCInput struct {
 	}
 }
 
+type principalPathInput struct {
+	ID uuid.UUID `path:"id"`
+}
+
 type listCredentialsInput struct {
 	PrincipalID string `query:"principal_id" doc:"Only this principal's credentials (on-call); others always see only their own."`
 }
@@ -349,12 +356,33 @@ func (s *Server) registerPrincipals() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "link-oidc", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/oidc", Tags: tags,
 		Summary: "Ask for an OpenID Connect identity to sign in as a person principal", Security: bearerAuth,
-		Description: "On-call. 202 with an oidc_link pending change a different on-call principal approves; from then on the " +
+		Description: "On-call. 202 with an oidc_link pending change that the identity's holder confirms: they sign in to the console " +
+			"through OpenID Connect as that identity and confirm it there (no approval, the principal's own included, applies it: " +
+			"POST /admin/v1/pending-changes/{id}/approve answers 409 oidc_link_needs_identity). From then on the " +
 			"identity's console sessions act as the principal, and a principal recorded at the identity's earlier sign-ins is " +
 			"the same person for four-eyes. 404 for an unknown principal; 409 principal_not_person, principal_disabled, " +
 			"principal_bootstrap, principal_linked (the principal is itself linked to another), oidc_identity_linked.",
 	}, func(ctx context.Context, in *linkOIDCInput) (*grantRoleOutput, error) {
 		r, err := s.ledger.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
+		out := &grantRoleOutput{Status: http.StatusOK}
+		if pc, ok := pendingOf(err); ok {
+			out.Status, out.Body.PendingChange = http.StatusAccepted, pc
+		} else if err != nil {
+			return nil, s.fail(ctx, err)
+		}
+		out.Body.Principal = principalBody(r)
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "mark-no-identity-provider-account", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/no-identity-provider-account", Tags: tags,
+		Summary: "Ask for a person principal to be marked as having no identity-provider account", Security: bearerAuth,
+		Description: "On-call. 202 with a no_identity_provider_account pending change a different on-call person approves. Outside dev, " +
+			"until a person principal is so marked or linked to an OpenID Connect identity, an identity signing in on its own and " +
+			"that principal are never the two persons of a four-eyes decision (403 identity_not_linked). 404 for an unknown " +
+			"principal; 409 principal_not_person, principal_disabled, principal_bootstrap, principal_linked (it has an identity), " +
+			"principal_marked.",
+	}, func(ctx context.Context, in *principalPathInput) (*grantRoleOutput, error) {
+		r, err := s.ledger.RequestNoIdentityProviderAccount(ctx, principal(ctx), in.ID)
 		out := &grantRoleOutput{Status: http.StatusOK}
 		if pc, ok := pendingOf(err); ok {
 			out.Status, out.Body.PendingChange = http.StatusAccepted, pc

@@ -115,6 +115,9 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 		return newProblem(http.StatusForbidden, "self_approval", "a write-off must be approved by a different on-call principal than the one that requested it")
 	case errors.Is(err, ledger.ErrSelfApproval):
 		return newProblem(http.StatusForbidden, "self_approval", "a change must be approved by a different on-call principal than the one that requested it")
+	case errors.Is(err, ledger.ErrIdentityNotLinked):
+		return newProblem(http.StatusForbidden, "identity_not_linked",
+			"one of the two is an OpenID Connect identity not linked to its person's token principal, the other a person principal not yet linked to an identity or marked as having no identity-provider account: they may be one person")
 	case errors.As(err, &validation):
 		return newProblem(http.StatusUnprocessableEntity, "validation_failed", validation.Error(),
 			&huma.ErrorDetail{Location: "body." + validation.Field, Message: validation.Problem})

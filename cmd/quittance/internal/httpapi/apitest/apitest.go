@@ -168,6 +168,7 @@ type options struct {
 	clock          ledger.Clock
 	ledgerID       string
 	threshold      int64
+	currencyLimits map[string]int64
 	registerEgress *egress.Policy
 	oncallToken    string
 	rateLimit      httpapi.RateLimit
@@ -194,6 +195,12 @@ func WithLedgerID(id string) Option { return func(o *options) { o.ledgerID = id 
 // WithWriteOffThreshold sets the largest write-off one on-call identity may
 // make alone (default 100000, the service's default).
 func WithWriteOffThreshold(minor int64) Option { return func(o *options) { o.threshold = minor } }
+
+// WithCurrencyWriteOffThresholds gives currencies write-off approval
+// thresholds of their own (QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLDS_MINOR).
+func WithCurrencyWriteOffThresholds(minor map[string]int64) Option {
+	return func(o *options) { o.currencyLimits = minor }
+}
 
 // WithRegistrationEgress sets the policy org registration checks agent
 // endpoints against (default LoopbackEgress); the workers still dial
@@ -322,7 +329,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	stream.Done = streamsDone
 	built := app.New(app.Config{
 		Pool: pool, Registry: e.Registry, Clock: o.clock, LedgerID: o.ledgerID, Version: "test", Identity: e.Identity,
-		WriteOffApprovalThresholdMinor: o.threshold, Egress: LoopbackEgress, AgentRegistrationEgress: o.registerEgress,
+		WriteOffApprovalThresholdMinor: o.threshold, WriteOffApprovalThresholdsMinor: o.currencyLimits, Egress: LoopbackEgress, AgentRegistrationEgress: o.registerEgress,
 		A2A: w.a2aConfig(e.URL), WrapA2ATransport: w.Transport, Webhooks: w.webhookConfig(), RateLimit: o.rateLimit, Stream: stream,
 		Dev: !o.production, OrgJWKSUnknownKidInterval: o.kidInterval, EvidenceRefusalTime: o.refusalTime,
 		// Tests move the clock by weeks; a person's credential outlives them

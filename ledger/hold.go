@@ -14,7 +14,11 @@ import (
 // hold_changed event records the old and the new amount. The same amount
 // again changes nothing and records nothing. In any state but held the
 // change is refused with a *ConflictError (hold_not_changeable): once the
-// task has ended, only the evidence of its end moves the hold.
+// task has ended, only the evidence of its end moves the hold. On a
+// delegation Quittance dispatched, a cut is refused (CodeHoldLowerRefused,
+// nothing changed) once the dispatch may have been sent, while it is
+// unknown and after a cancel request (checkHoldCut, ledger/DESIGN.md §2.4):
+// an orchestrator can commit money, never free it on its own word.
 func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amountMinor int64) (Delegation, error) {
 	if err := require(p, RoleOrchestrator); err != nil {
 		return Delegation{}, err
@@ -34,6 +38,15 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 		if d.Hold.AmountMinor == amountMinor {
 			out = d
 			return nil
+		}
+		if amountMinor < d.Hold.AmountMinor {
+			st, err := tx.DispatchState(ctx, d.ID)
+			if err != nil {
+				return err
+			}
+			if err := checkHoldCut(d, st, amountMinor); err != nil {
+				return err
+			}
 		}
 		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeHoldChanged, Actor: p.Actor(), At: s.Now(), HoldAmountMinor: amountMinor})
 		return err

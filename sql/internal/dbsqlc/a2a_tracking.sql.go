@@ -234,6 +234,33 @@ func (q *Queries) A2ATrackingSetPushToken(ctx context.Context, arg A2ATrackingSe
 	return err
 }
 
+const dispatchStateGet = `-- name: DispatchStateGet :one
+SELECT coalesce(a.dispatched, false)::boolean AS dispatched,
+       (d.remote_task_id IS NOT NULL OR d.dispatch_unknown_at IS NOT NULL OR EXISTS (
+           SELECT FROM a2a_outbox o WHERE o.delegation_id = d.id AND o.kind = 'dispatch' AND o.attempts > 0))::boolean AS sent,
+       d.dispatch_unknown_at
+FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+WHERE d.id = $1
+`
+
+type DispatchStateGetRow struct {
+	Dispatched        bool
+	Sent              bool
+	DispatchUnknownAt *time.Time
+}
+
+// Whether Quittance dispatches the delegation, whether the dispatch may
+// have reached the agent (a task recorded, the dispatch unknown, or a
+// dispatch job claimed at least once: attempts count claims, and a claim
+// may have sent before it crashed), and since when it is unknown.
+func (q *Queries) DispatchStateGet(ctx context.Context, id uuid.UUID) (DispatchStateGetRow, error) {
+	row := q.db.QueryRow(ctx, dispatchStateGet, id)
+	var i DispatchStateGetRow
+	err := row.Scan(&i.Dispatched, &i.Sent, &i.DispatchUnknownAt)
+	return i, err
+}
+
 const remoteTaskCancelSent = `-- name: RemoteTaskCancelSent :exec
 UPDATE delegation_remote_tasks SET cancel_sent_at = $1, updated_at = $1
 WHERE delegation_id = $2 AND task_id = $3

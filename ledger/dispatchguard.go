@@ -159,6 +159,9 @@ func (s *Service) PutTaskClassPolicy(ctx context.Context, p Principal, pol TaskC
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return err
 		case !s.access.immediate(p):
+			// Shown as it stands until the change applies: none yet
+			// lists nothing.
+			out = TaskClassPolicy{OrgID: pol.OrgID, Tenant: pol.Tenant, Classes: []string{}}
 			if err == nil {
 				out = current
 			}

@@ -280,5 +280,6 @@ func (s *Server) registerAdmin() {
 		}
 		return out, nil
 	})
+	s.registerTaskClassPolicies()
 	s.registerPrincipals()
 }

@@ -48,7 +48,7 @@ type taskClassPolicyPath struct {
 type putTaskClassPolicyInput struct {
 	Org    string `path:"org" maxLength:"128"`
 	Tenant string `path:"tenant" maxLength:"128"`
-	Body struct {
+	Body   struct {
 		Classes []string `json:"classes" maxItems:"100" doc:"The task classes the tenant's orchestrators may use with the org; [] lists none."`
 	}
 }

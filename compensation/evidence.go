@@ -501,16 +501,12 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id u
 	obs.Source = SourceReport
 	var out ledger.Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		d, err := ledger.LockVisible(ctx, tx, p, id)
+		d, st, err := ledger.LockVisibleDispatch(ctx, tx, p, id)
 		if err != nil {
 			return err
 		}
 		now := s.now()
 		obs := obs.ClampReport(now)
-		st, err := tx.DispatchState(ctx, d.ID)
-		if err != nil {
-			return err
-		}
 		if st.Dispatched {
 			out, err = recordReport(ctx, tx, d, obs, p.Actor(), now)
 			return err

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Whose word counts (ledger/DESIGN.md §2.4): on a delegation Quittance
@@ -49,6 +51,25 @@ type DispatchState struct {
 	// UnknownSince is when the delegation entered the dispatch_unknown
 	// condition; zero when it is not in it.
 	UnknownSince time.Time
+}
+
+// DispatchLocker locks a delegation with its dispatch state: what
+// LockVisibleDispatch needs.
+type DispatchLocker interface {
+	DelegationDispatchForUpdate(ctx context.Context, id uuid.UUID) (Delegation, DispatchState, error)
+}
+
+// LockVisibleDispatch is LockVisible with what Quittance knows of its own
+// dispatch of the delegation, read with the lock.
+func LockVisibleDispatch(ctx context.Context, tx DispatchLocker, p Principal, id uuid.UUID) (Delegation, DispatchState, error) {
+	d, st, err := tx.DelegationDispatchForUpdate(ctx, id)
+	if err != nil {
+		return Delegation{}, DispatchState{}, err
+	}
+	if !p.SeesTenant(d.Tenant) {
+		return Delegation{}, DispatchState{}, fmt.Errorf("delegation %s: %w", id, ErrNotFound)
+	}
+	return d, st, nil
 }
 
 // checkHoldCut refuses a cut of d's hold that would return money on the

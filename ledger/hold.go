@@ -28,7 +28,7 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 	}
 	var out Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		d, err := LockVisible(ctx, tx, p, id)
+		d, st, err := LockVisibleDispatch(ctx, tx, p, id)
 		if err != nil {
 			return err
 		}
@@ -39,14 +39,8 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 			out = d
 			return nil
 		}
-		if amountMinor < d.Hold.AmountMinor {
-			st, err := tx.DispatchState(ctx, d.ID)
-			if err != nil {
-				return err
-			}
-			if err := checkHoldCut(d, st, amountMinor); err != nil {
-				return err
-			}
+		if err := checkHoldCut(d, st, amountMinor); err != nil {
+			return err
 		}
 		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeHoldChanged, Actor: p.Actor(), At: s.Now(), HoldAmountMinor: amountMinor})
 		return err

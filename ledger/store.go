@@ -127,9 +127,10 @@ type ObservationTx interface {
 	// tenant's task-class policy at the org), in one round trip; the org
 	// missing is ErrNotFound.
 	GatePolicy(ctx context.Context, d Delegation) (GateFacts, error)
-	// DispatchState returns what Quittance knows of its own dispatch of
-	// the delegation.
-	DispatchState(ctx context.Context, id uuid.UUID) (DispatchState, error)
+	// DelegationDispatchForUpdate loads a delegation and locks its row
+	// until the transaction ends, as DelegationForUpdate, with what
+	// Quittance knows of its own dispatch of it, in one round trip.
+	DelegationDispatchForUpdate(ctx context.Context, id uuid.UUID) (Delegation, DispatchState, error)
 	// EnqueueOutbound queues an outbound A2A call for the delegation, in the
 	// transaction of the change that calls for it, so a crash can delay the
 	// call but never lose it. At most one job of a kind is open per

@@ -45,12 +45,13 @@ func (t *tx) GatePolicy(ctx context.Context, d ledger.Delegation) (ledger.GateFa
 	return f, nil
 }
 
-func (t *tx) DispatchState(ctx context.Context, id uuid.UUID) (ledger.DispatchState, error) {
-	row, err := t.q.DispatchStateGet(ctx, id)
+func (t *tx) DelegationDispatchForUpdate(ctx context.Context, id uuid.UUID) (ledger.Delegation, ledger.DispatchState, error) {
+	row, err := t.q.DelegationGetByIDForUpdateWithDispatch(ctx, id)
 	if err != nil {
-		return ledger.DispatchState{}, notFound(err, "delegation", id)
+		return ledger.Delegation{}, ledger.DispatchState{}, notFound(err, "delegation", id)
 	}
-	return ledger.DispatchState{Dispatched: row.Dispatched, Sent: row.Sent, UnknownSince: derefTime(row.DispatchUnknownAt)}, nil
+	st := ledger.DispatchState{Dispatched: row.Dispatched, Sent: row.Sent, UnknownSince: derefTime(row.UnknownSince)}
+	return toDelegation(row.Delegation), st, nil
 }
 
 func (r reader) TaskClassPolicy(ctx context.Context, org, tenant string) (ledger.TaskClassPolicy, error) {

@@ -104,12 +104,14 @@ func TestDispatchedHoldIsRaisedNeverLowered(t *testing.T) {
 // spent, then rejected, canceled and failed. Each report is recorded as a
 // task_status_reported event with what it said and asks Quittance to look
 // at the task itself; none changes the task status, the obligation or the
-// budget. When the remote task really completes, Quittance's own
-// observation settles the whole hold.
+// budget. When the remote task really completes, the observation a report
+// asks for settles the whole hold.
 func TestDispatchedReportIsTheOrchestratorsWord(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
-	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
+	// No push and no poll within the test: only a report makes Quittance
+	// look at the task again.
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: time.Hour})
 	e.putOrg(t, "supplier", peer.cardURL, http.StatusCreated)
 	d := e.dispatchHold(t, "po-word", "supplier", "procurement", 6_100)
 	d = e.waitFor(t, d.ID, "the dispatched task working", working)
@@ -147,7 +149,10 @@ func TestDispatchedReportIsTheOrchestratorsWord(t *testing.T) {
 	// report ran, found the task working and changed nothing.
 	waitOutbox(t, e, d.ID, compensation.SourceReportedPoll, "observed")
 
+	// The remote task completes; the orchestrator's next report, whatever
+	// it says, has Quittance look, and Quittance's own observation settles.
 	close(peer.release)
+	e.ReportStatus(t, e.orch, d.ID, "working", time.Time{})
 	got := e.waitFor(t, d.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
 	if got.SettledAmountMinor == nil || *got.SettledAmountMinor != 6_100 {
 		t.Fatalf("Quittance's own observation settled %v, want the whole hold", got.SettledAmountMinor)

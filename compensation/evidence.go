@@ -23,14 +23,14 @@ import (
 // other kind (an ack after a declaration).
 const CodeEvidenceConflict = "evidence_conflict"
 
-// CodeDispatchUnknown is the conflict code of an orchestrator's terminal
-// report on a delegation in the dispatch_unknown condition: whether the
-// agent created a task is not known, so no report can end the obligation.
-const CodeDispatchUnknown = "dispatch_unknown"
-
 // SourceReport is the observation source (and so the evidence channel) of
 // an orchestrator's report of the remote task (ReportTaskStatus).
 const SourceReport = "api"
+
+// SourceReportedPoll is the source of Quittance's own observation of the
+// remote task that an orchestrator's report on a dispatched delegation
+// asks for (an observe job of the A2A workers).
+const SourceReportedPoll = "task_status_reported"
 
 // Evidence is one piece of evidence as a channel received it, already
 // verified by that channel (Verify for a posted token, JudgeReceipt for an
@@ -348,9 +348,9 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 // A2A with the transition. The delegation's extra remote tasks, read under
 // the lock whatever the channel said, make every end but completed a gated
 // one, and early evidence then stays received until ApplyHeldEvidence
-// finds them accounted for; an orchestrator's report (channel SourceReport)
-// on a delegation Quittance dispatched is refused while the dispatch is
-// unknown and is gated when it would release. completed settles (spending the reported
+// finds them accounted for. (An orchestrator's report reaches here only
+// in record mode: on a delegation Quittance dispatched it is the
+// orchestrator's word alone, ReportTaskStatus.) completed settles (spending the reported
 // settled amount, the whole hold by default) — and marks each extra task
 // that may have effects as needing compensation of its own
 // (requireExtraCompensation) —, rejected or an ungated end
@@ -371,14 +371,6 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 		return EvidenceResult{}, fmt.Errorf("load early evidence of delegation %s: %w", d.ID, err)
 	}
 	early := facts.Stored // the zero value, none, when !facts.Found
-	report := ev.Channel == ledger.EvidenceChannel(SourceReport)
-	if report && !facts.DispatchUnknownAt.IsZero() {
-		// Quittance does not know whether the agent created a task: one
-		// principal's word cannot end the obligation (ledger/DESIGN.md §2.2).
-		return EvidenceResult{}, ledger.Conflict(CodeDispatchUnknown,
-			"the dispatch of this delegation is unknown (since %s): a terminal status is not accepted from a report until the dispatch is resolved",
-			facts.DispatchUnknownAt.UTC().Format(time.RFC3339))
-	}
 	// The extra remote tasks are read here, under the lock, whatever the
 	// channel said: an orchestrator's report knows nothing of them, and
 	// the A2A workers leave them to this one read. The obligation event
@@ -390,16 +382,6 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	data := change.Data
 	event := end.Event(early.Held())
 	event = gatePersonResolved(facts, event, early.Held(), data)
-	if report && facts.Dispatched && (event == ledger.EventTaskRejected || event == ledger.EventTaskEndedUngated) {
-		// Quittance dispatched the work and follows the remote task
-		// itself: an orchestrator's report of a rejection or an ungated
-		// end does not release the hold on one principal's word. It is
-		// taken as a gated end: compensation evidence received early
-		// answers it, and otherwise compensation is sought from the org.
-		event, _ = ledger.TerminalStatusEvent(ledger.StatusCanceled, true, early.Held())
-		data["gate_applies"] = true
-		data["reported_on_dispatched"] = true
-	}
 	if len(obs.ExtraRemoteTasks) > 0 && event == ledger.EventTaskEndedGated {
 		// Another task of the delegation may have committed effects:
 		// nothing closes until compensation covers it. Early evidence
@@ -516,19 +498,27 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 	})
 }
 
-// ReportTaskStatus applies an orchestrator's report of the remote task
-// (POST /v1/delegations/{id}/task-status) through ObserveTaskStatus, in one
-// transaction with the delegation locked: a terminal status is immutable,
-// so any different status after it is recorded as a status_conflict
-// anomaly; stale reports are recorded and ignored; and a newly terminal
-// status of a held obligation is evidence that moves it, completed
-// spending the settled amount (the whole hold by default) and returning
-// the rest. On a delegation Quittance dispatched, the report is one
-// principal's word against what Quittance follows itself (applyTaskEnd):
-// a terminal report while the dispatch is unknown is refused
-// (CodeDispatchUnknown, a conflict, nothing recorded), and a rejection or
-// an ungated end is taken as a gated end; extra remote tasks gate it as
-// they gate any end.
+// ReportTaskStatus takes an orchestrator's report of the remote task
+// (POST /v1/delegations/{id}/task-status), in one transaction with the
+// delegation locked, dated no later than now + ledger.MaxReportSkew
+// (ledger.Observation.ClampReport). Whose word counts (ledger/DESIGN.md
+// §2.4):
+//
+//   - On a delegation Quittance dispatched, the report is the
+//     orchestrator's word and nothing more, whatever it says (a terminal
+//     status, a settled amount, or a non-terminal status): it is recorded
+//     as a task_status_reported event and changes neither the task status
+//     (so it never makes Quittance's own observations stale), nor the
+//     obligation, nor the money. While the task is open it asks Quittance
+//     to observe the task itself at once (an observe job), so a report
+//     speeds observation up but never decides it.
+//   - In record mode the orchestrator is the only source: the report goes
+//     through ObserveTaskStatus, where a terminal status is immutable (a
+//     different one after it is a status_conflict), stale reports are
+//     recorded and ignored, and a newly terminal status of a held
+//     obligation is evidence that moves it, completed spending the
+//     settled amount (the whole hold by default) and returning the rest;
+//     extra remote tasks gate it as they gate any end.
 func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id uuid.UUID, obs ledger.Observation) (ledger.Delegation, error) {
 	if p.Role != ledger.RoleOrchestrator {
 		return ledger.Delegation{}, ledger.ErrForbidden
@@ -539,14 +529,58 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id u
 	obs.Source = SourceReport
 	var out ledger.Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		d, err := ledger.LockVisible(ctx, tx, p, id)
+		d, st, err := ledger.LockVisibleDispatch(ctx, tx, p, id)
 		if err != nil {
 			return err
 		}
-		out, err = s.ObserveTaskStatus(ctx, tx, d, obs, p.Actor(), s.now())
+		now := s.now()
+		obs := obs.ClampReport(now)
+		if st.Dispatched {
+			out, err = recordReport(ctx, tx, d, obs, p.Actor(), now)
+			return err
+		}
+		out, err = s.ObserveTaskStatus(ctx, tx, d, obs, p.Actor(), now)
 		return err
 	})
 	return out, err
+}
+
+// recordReport records, in tx, an orchestrator's report on d, a
+// delegation Quittance dispatched, as what it is: a task_status_reported
+// event with what was said. While d's task is recorded, open and its
+// obligation held, Quittance is asked to observe the task itself now.
+func recordReport(ctx context.Context, tx Tx, d ledger.Delegation, obs ledger.Observation, actor string, now time.Time) (ledger.Delegation, error) {
+	data := map[string]any{
+		"state": string(obs.Status), "source": obs.Source,
+		"task_status": string(d.TaskStatus), "obligation_state": string(d.ObligationState),
+	}
+	if !obs.Timestamp.IsZero() {
+		data["timestamp"] = obs.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	if !obs.ReportedTimestamp.IsZero() {
+		data["reported_timestamp"] = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
+	}
+	if obs.Message != "" {
+		data["message"] = obs.Message
+	}
+	if n := obs.SettledAmountMinor; n != nil {
+		data["settled_amount_minor"] = *n
+	}
+	observe := d.Remote.TaskID != "" && !d.TaskStatus.Terminal() && d.ObligationState == ledger.ObligationHeld
+	data["observe_requested"] = observe
+	if observe {
+		payload, err := json.Marshal(map[string]string{"source": SourceReportedPoll})
+		if err != nil {
+			return ledger.Delegation{}, err
+		}
+		if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+			DelegationID: d.ID, Kind: ledger.OutboundObserve, Payload: payload, RunAfter: now, At: now,
+		}); err != nil {
+			return ledger.Delegation{}, err
+		}
+	}
+	_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskStatusReported, Actor: actor, At: now, Data: data})
+	return d, err
 }
 
 // correlate checks that ev is about d: its task, its org and, where the

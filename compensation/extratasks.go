@@ -143,14 +143,11 @@ func RequireLateExtraTaskCompensation(ctx context.Context, tx ReceiptTx, d ledge
 	if d.ObligationState != ledger.ObligationSettled || len(tasks) == 0 {
 		return nil
 	}
-	org, class, known, err := tx.GatePolicy(ctx, d.OrgID, d.TaskClass)
+	facts, err := tx.GatePolicy(ctx, d)
 	if err != nil {
 		return err
 	}
-	if !known {
-		class = ledger.UnknownTaskClass(d.TaskClass)
-	}
-	return requireExtraCompensation(ctx, tx, d, class, org, actor, tasks, now)
+	return requireExtraCompensation(ctx, tx, d, facts.GateClass(d), facts.Org, actor, tasks, now)
 }
 
 // requireExtraCompensation marks, inside tx, every extra task of settled

@@ -60,6 +60,14 @@ const (
 	// new_amount_minor, and the movement (hold or return) and amount_minor
 	// of the difference.
 	EventTypeHoldChanged EventType = "hold_changed"
+	// EventTypeTaskStatusReported: an orchestrator reported the remote
+	// task's status on a delegation Quittance dispatched
+	// (compensation.Service.ReportTaskStatus). It is the orchestrator's
+	// word, recorded as it was said (state, timestamp, message,
+	// settled_amount_minor): it changes neither the task status, nor the
+	// obligation, nor the money, and asks Quittance to observe the task
+	// itself (observe_requested).
+	EventTypeTaskStatusReported EventType = "task_status_reported"
 )
 
 // Events of the registry streams appended by this package, one stream per
@@ -85,6 +93,10 @@ const (
 	// EventTypeTaskClassUpdated: Service.PutTaskClass registered or
 	// replaced a task class, on its stream ("task_class:<name>").
 	EventTypeTaskClassUpdated EventType = "task_class_updated"
+	// EventTypeTaskClassPolicyUpdated: Service.PutTaskClassPolicy set
+	// which task classes a tenant's orchestrators may use with an org, on
+	// its stream ("task_class_policy:<org>/<tenant>"), with the classes.
+	EventTypeTaskClassPolicyUpdated EventType = "task_class_policy_updated"
 	// EventTypeTokenCreated: Service.CreateToken or EnsureToken issued an
 	// API token, on the token's stream ("token:<id>"); never the secret.
 	EventTypeTokenCreated EventType = "token_created"
@@ -384,7 +396,8 @@ var eventTypes = []EventType{
 	EventTypeDelegationCreated, EventTypeTaskStatusChanged, EventTypeTaskStatusDuplicate,
 	EventTypeTaskStatusStale, EventTypeStatusConflict, EventTypeCancelRequested,
 
-	EventTypeBudgetFunded, EventTypeBudgetTenantsChanged, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTokenCreated,
+	EventTypeBudgetFunded, EventTypeBudgetTenantsChanged, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTaskClassPolicyUpdated,
+	EventTypeTokenCreated,
 
 	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypePrincipalOIDCLinked, EventTypePrincipalNoIdentityProviderAccount, EventTypeTokenRevoked,
 	EventTypeChangeRequested, EventTypeChangeApproved, EventTypeChangeRefused, EventTypeChangeExpired,
@@ -403,7 +416,7 @@ var eventTypes = []EventType{
 
 	EventTypeCaseOwnerAssigned, EventTypeCaseNoteAdded, EventTypeCaseSnoozed, EventTypeWriteOffRejected,
 	EventTypeDispatchUnknown, EventTypeRemoteTaskNotFound, EventTypeCompensationRedriven, EventTypeDispatchResolved,
-	EventTypeHoldChanged, EventTypeRemoteTaskFound, EventTypeRemoteTaskEnded,
+	EventTypeHoldChanged, EventTypeTaskStatusReported, EventTypeRemoteTaskFound, EventTypeRemoteTaskEnded,
 	EventTypeExtraTaskCompensationRequired, EventTypeExtraTaskCompensated, EventTypeExtraTaskCompensationExhausted,
 	EventTypeExtraTaskWrittenOff, EventTypeExtraTaskCompensationRedriven,
 	EventTypeWebhookDeliveriesRedriven,

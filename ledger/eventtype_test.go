@@ -25,6 +25,8 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeBudgetTenantsChanged:               "budget_tenants_changed",
 	ledger.EventTypeOrgUpdated:                         "org_updated",
 	ledger.EventTypeTaskClassUpdated:                   "task_class_updated",
+	ledger.EventTypeTaskClassPolicyUpdated:             "task_class_policy_updated",
+	ledger.EventTypeTaskStatusReported:                 "task_status_reported",
 	ledger.EventTypeTokenCreated:                       "token_created",
 	ledger.EventTypePrincipalCreated:                   "principal_created",
 	ledger.EventTypePrincipalDisabled:                  "principal_disabled",

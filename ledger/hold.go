@@ -14,8 +14,12 @@ import (
 // hold_changed event records the old and the new amount. The same amount
 // again changes nothing and records nothing. In any state but held the
 // change is refused with a *ConflictError (hold_not_changeable): once the
-// task has ended, only the evidence of its end moves the hold. A raise on a
-// budget that no longer names the delegation's tenant is refused
+// task has ended, only the evidence of its end moves the hold. On a
+// delegation Quittance dispatched, a cut is refused (CodeHoldLowerRefused,
+// nothing changed) once the dispatch may have been sent, while it is
+// unknown and after a cancel request (checkHoldCut, ledger/DESIGN.md §2.4):
+// an orchestrator can commit money, never free it on its own word. A raise
+// on a budget that no longer names the delegation's tenant is refused
 // (budget_not_held_for_tenant).
 func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amountMinor int64) (Delegation, error) {
 	if err := require(p, RoleOrchestrator); err != nil {
@@ -26,7 +30,7 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 	}
 	var out Delegation
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		d, err := LockVisible(ctx, tx, p, id)
+		d, st, err := LockVisibleDispatch(ctx, tx, p, id)
 		if err != nil {
 			return err
 		}
@@ -36,6 +40,9 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 		if d.Hold.AmountMinor == amountMinor {
 			out = d
 			return nil
+		}
+		if err := checkHoldCut(d, st, amountMinor); err != nil {
+			return err
 		}
 		if amountMinor > d.Hold.AmountMinor {
 			// A raise holds more of the budget: only while the budget

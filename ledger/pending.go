@@ -36,6 +36,11 @@ const (
 	// ChangeTaskClassUpdate registers a task class or changes its gate,
 	// effect capability or compensation timeout.
 	ChangeTaskClassUpdate ChangeKind = "task_class_update"
+	// ChangeTaskClassPolicyUpdate sets which task classes a tenant's
+	// orchestrators may use with an org (ledger/DESIGN.md §2.4): a class
+	// the policy lists can make an observed cancel release without
+	// evidence.
+	ChangeTaskClassPolicyUpdate ChangeKind = "task_class_policy_update"
 )
 
 // PendingStatus is where a pending change is in its life.
@@ -399,6 +404,12 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 			return "", err
 		}
 		return "", s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
+	case ChangeTaskClassPolicyUpdate:
+		var pl taskClassPolicyPayload
+		if err := decode(&pl); err != nil {
+			return "", err
+		}
+		return "", s.applyTaskClassPolicy(ctx, tx, p.Actor(), pl.Policy, now, c.ID.String())
 	case ChangeWriteOffThreshold:
 		return "", s.applyThresholdChange(ctx, tx, p, c, now)
 	case ChangeBudgetTenants:

@@ -37,6 +37,16 @@ func (c PendingChange) TaskClassUpdate() (TaskClass, bool) {
 	return pl.Class, true
 }
 
+// TaskClassPolicyUpdate is the task-class policy a
+// task_class_policy_update change sets. ok is false for any other kind.
+func (c PendingChange) TaskClassPolicyUpdate() (TaskClassPolicy, bool) {
+	var pl taskClassPolicyPayload
+	if c.Kind != ChangeTaskClassPolicyUpdate || json.Unmarshal(c.Payload, &pl) != nil {
+		return TaskClassPolicy{}, false
+	}
+	return pl.Policy, true
+}
+
 // PrincipalCreate is the principal a principal_create change creates (its
 // credential's hash stays in the payload). ok is false for any other kind.
 func (c PendingChange) PrincipalCreate() (PrincipalRecord, bool) {

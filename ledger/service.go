@@ -466,6 +466,10 @@ type Observation struct {
 	// obligation, is how much of the hold the work cost (0 to the hold): it
 	// is spent and the rest returned. Nil spends the whole hold.
 	SettledAmountMinor *int64
+	// ReportedTimestamp is the date a report claimed when ClampReport
+	// dated it now instead (later than now + MaxReportSkew); zero
+	// otherwise. It is kept on the event as reported_timestamp.
+	ReportedTimestamp time.Time
 	// Source names where the observation came from: api for an
 	// orchestrator's report, or what the A2A workers saw (dispatch,
 	// message, cancel, poll, push, stream, …).
@@ -597,6 +601,9 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 	if obs.Source != "" {
 		data["source"] = obs.Source
 	}
+	if !obs.ReportedTimestamp.IsZero() {
+		data["reported_timestamp"] = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
+	}
 	observed := func(d Delegation) (Delegation, error) {
 		if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
 			return Delegation{}, fmt.Errorf("mark delegation %s observed: %w", d.ID, err)
@@ -641,13 +648,11 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		if end == nil {
 			return Delegation{}, fmt.Errorf("observe %s on delegation %s: a terminal status of a held obligation is evidence, and no evidence function was given", obs.Status, d.ID)
 		}
-		org, class, known, err := tx.GatePolicy(ctx, d.OrgID, d.TaskClass)
+		facts, err := tx.GatePolicy(ctx, d)
 		if err != nil {
 			return Delegation{}, err
 		}
-		if !known {
-			class = UnknownTaskClass(d.TaskClass)
-		}
+		org, class := facts.Org, facts.GateClass(d)
 		gated := GateApplies(class, org, obs.Status)
 		data["gate_applies"] = gated
 		d, err = end(ctx, d, TaskEnd{Observation: obs, Change: change, Org: org, Class: class, Gated: gated})

@@ -57,6 +57,11 @@ type Reader interface {
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
 	// TaskClasses returns every registered task class, by name.
 	TaskClasses(ctx context.Context) ([]TaskClass, error)
+	// TaskClassPolicy returns the task-class policy of tenant at org, or
+	// ErrNotFound when none is set.
+	TaskClassPolicy(ctx context.Context, org, tenant string) (TaskClassPolicy, error)
+	// TaskClassPolicies returns the task-class policies at org, by tenant.
+	TaskClassPolicies(ctx context.Context, org string) ([]TaskClassPolicy, error)
 	PrincipalReader
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)
@@ -117,11 +122,15 @@ type ObservationTx interface {
 	// EvidenceTx finds evidence received before a terminal status, to
 	// apply it with the status (or find it unused).
 	EvidenceTx
-	// GatePolicy loads what decides whether a terminal task status gates a
-	// delegation's hold: its org and its task class, in one round trip.
-	// known is false when the class is not registered; the org missing is
-	// ErrNotFound.
-	GatePolicy(ctx context.Context, orgID, taskClass string) (org Org, class TaskClass, known bool, err error)
+	// GatePolicy loads what decides whether a terminal task status gates
+	// d's hold (GateFacts: its org, its task class, its dispatch and its
+	// tenant's task-class policy at the org), in one round trip; the org
+	// missing is ErrNotFound.
+	GatePolicy(ctx context.Context, d Delegation) (GateFacts, error)
+	// DelegationDispatchForUpdate loads a delegation and locks its row
+	// until the transaction ends, as DelegationForUpdate, with what
+	// Quittance knows of its own dispatch of it, in one round trip.
+	DelegationDispatchForUpdate(ctx context.Context, id uuid.UUID) (Delegation, DispatchState, error)
 	// EnqueueOutbound queues an outbound A2A call for the delegation, in the
 	// transaction of the change that calls for it, so a crash can delay the
 	// call but never lose it. At most one job of a kind is open per
@@ -185,6 +194,11 @@ type Tx interface {
 	EndOrgKey(ctx context.Context, k OrgKey, until time.Time) error
 	// PutTaskClass creates or updates a task class.
 	PutTaskClass(ctx context.Context, c TaskClass) error
+	// TaskClassPolicy returns the task-class policy of tenant at org, or
+	// ErrNotFound (as Reader.TaskClassPolicy).
+	TaskClassPolicy(ctx context.Context, org, tenant string) (TaskClassPolicy, error)
+	// PutTaskClassPolicy creates or replaces a task-class policy.
+	PutTaskClassPolicy(ctx context.Context, pol TaskClassPolicy) error
 	ThresholdReader
 	// PutWriteOffThreshold stores the write-off approval threshold.
 	PutWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error

@@ -167,6 +167,6 @@ func newTaskClassesCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	set.Flags().StringSliceVar(&gateOn, "gate-on", nil, "terminal statuses that gate the hold: canceled, failed, both, or ''")
 	set.Flags().StringVar(&timeout, "compensation-timeout", "", "how long compensation is sought, a Go duration (72h, 90m)")
 
-	cmd.AddCommand(list, show, set)
+	cmd.AddCommand(list, show, set, newTaskClassPolicyCommand(getenv, stdout))
 	return cmd
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
@@ -25,19 +27,65 @@ func (t *tx) OrgForUpdate(ctx context.Context, id string) (ledger.Org, error) {
 	return toOrg(row), nil
 }
 
-func (t *tx) GatePolicy(ctx context.Context, orgID, taskClass string) (ledger.Org, ledger.TaskClass, bool, error) {
-	row, err := t.q.GatePolicy(ctx, dbsqlc.GatePolicyParams{OrgID: orgID, TaskClass: taskClass})
-	if err != nil {
-		return ledger.Org{}, ledger.TaskClass{}, false, notFound(err, "org", orgID)
-	}
-	if row.ClassName == nil {
-		return toOrg(row.RemoteOrg), ledger.TaskClass{}, false, nil
-	}
-	class := toTaskClass(dbsqlc.TaskClass{
-		Name: *row.ClassName, EffectCapable: row.EffectCapable.Bool, GateOn: row.GateOn,
-		CompensationTimeoutMs: row.CompensationTimeoutMs.Int64, UpdatedAt: *row.ClassUpdatedAt,
+func (t *tx) GatePolicy(ctx context.Context, d ledger.Delegation) (ledger.GateFacts, error) {
+	row, err := t.q.GatePolicy(ctx, dbsqlc.GatePolicyParams{
+		DelegationID: d.ID, Tenant: d.Tenant, TaskClass: d.TaskClass, OrgID: d.OrgID,
 	})
-	return toOrg(row.RemoteOrg), class, true, nil
+	if err != nil {
+		return ledger.GateFacts{}, notFound(err, "org", d.OrgID)
+	}
+	f := ledger.GateFacts{Org: toOrg(row.RemoteOrg), Dispatched: row.Dispatched, PolicyListsClass: row.PolicyListsClass}
+	if row.ClassName != nil {
+		f.Registered = true
+		f.Class = toTaskClass(dbsqlc.TaskClass{
+			Name: *row.ClassName, EffectCapable: row.EffectCapable.Bool, GateOn: row.GateOn,
+			CompensationTimeoutMs: row.CompensationTimeoutMs.Int64, UpdatedAt: *row.ClassUpdatedAt,
+		})
+	}
+	return f, nil
+}
+
+func (t *tx) DelegationDispatchForUpdate(ctx context.Context, id uuid.UUID) (ledger.Delegation, ledger.DispatchState, error) {
+	row, err := t.q.DelegationGetByIDForUpdateWithDispatch(ctx, id)
+	if err != nil {
+		return ledger.Delegation{}, ledger.DispatchState{}, notFound(err, "delegation", id)
+	}
+	st := ledger.DispatchState{Dispatched: row.Dispatched, Sent: row.Sent, UnknownSince: derefTime(row.UnknownSince)}
+	return toDelegation(row.Delegation), st, nil
+}
+
+func (r reader) TaskClassPolicy(ctx context.Context, org, tenant string) (ledger.TaskClassPolicy, error) {
+	row, err := r.q.TaskClassPolicyGet(ctx, dbsqlc.TaskClassPolicyGetParams{OrgID: org, Tenant: tenant})
+	if err != nil {
+		return ledger.TaskClassPolicy{}, notFound(err, "task-class policy", org+"/"+tenant)
+	}
+	return toTaskClassPolicy(row), nil
+}
+
+func (r reader) TaskClassPolicies(ctx context.Context, org string) ([]ledger.TaskClassPolicy, error) {
+	rows, err := r.q.TaskClassPolicyList(ctx, org)
+	if err != nil {
+		return nil, fmt.Errorf("list task-class policies of org %s: %w", org, interpretError(err))
+	}
+	out := make([]ledger.TaskClassPolicy, len(rows))
+	for i, row := range rows {
+		out[i] = toTaskClassPolicy(row)
+	}
+	return out, nil
+}
+
+func (t *tx) PutTaskClassPolicy(ctx context.Context, pol ledger.TaskClassPolicy) error {
+	err := t.q.TaskClassPolicyUpsert(ctx, dbsqlc.TaskClassPolicyUpsertParams{
+		OrgID: pol.OrgID, Tenant: pol.Tenant, Classes: pol.Classes, UpdatedAt: pol.UpdatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("store task-class policy %s/%s: %w", pol.OrgID, pol.Tenant, interpretError(err))
+	}
+	return nil
+}
+
+func toTaskClassPolicy(row dbsqlc.TaskClassPolicy) ledger.TaskClassPolicy {
+	return ledger.TaskClassPolicy{OrgID: row.OrgID, Tenant: row.Tenant, Classes: row.Classes, UpdatedAt: row.UpdatedAt}
 }
 
 func (t *tx) CreationReferences(ctx context.Context, orgID, budgetID string) (ledger.Org, ledger.Budget, error) {

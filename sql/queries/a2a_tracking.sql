@@ -136,3 +136,18 @@ WHERE d.dispatch_unknown_at IS NOT NULL
   AND (b.retry_at IS NULL OR b.retry_at <= @now)
 ORDER BY a.observed_at NULLS FIRST, d.id
 LIMIT @max_rows;
+
+-- name: DelegationGetByIDForUpdateWithDispatch :one
+-- The delegation, locked, with whether Quittance dispatches it, whether the
+-- dispatch may have reached the agent (a task recorded, the dispatch
+-- unknown, or a dispatch job claimed at least once: attempts count claims,
+-- and a claim may have sent before it crashed), in the lock's round trip.
+SELECT sqlc.embed(d),
+       coalesce(a.dispatched, false)::boolean AS dispatched,
+       (d.remote_task_id IS NOT NULL OR d.dispatch_unknown_at IS NOT NULL OR EXISTS (
+           SELECT FROM a2a_outbox o WHERE o.delegation_id = d.id AND o.kind = 'dispatch' AND o.attempts > 0))::boolean AS sent,
+       d.dispatch_unknown_at AS unknown_since
+FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+WHERE d.id = @id
+FOR UPDATE OF d;

@@ -42,13 +42,31 @@ ON CONFLICT (id) DO UPDATE SET
 
 -- name: GatePolicy :one
 -- What decides whether a terminal task status gates a delegation's hold:
--- its org and, when registered, its task class (NULL columns when not), in
--- one round trip.
+-- its org, its task class when registered (NULL columns when not), whether
+-- Quittance dispatched it, and whether the task-class policy of its tenant
+-- at its org lists its class, in one round trip.
 SELECT sqlc.embed(o), c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
-       c.updated_at AS class_updated_at
+       c.updated_at AS class_updated_at,
+       coalesce((SELECT a.dispatched FROM a2a_delegations a WHERE a.delegation_id = @delegation_id), false)::boolean AS dispatched,
+       EXISTS (SELECT FROM task_class_policies p
+               WHERE p.org_id = o.id AND p.tenant = @tenant AND @task_class::text = ANY (p.classes))::boolean AS policy_lists_class
 FROM remote_orgs o
 LEFT JOIN task_classes c ON c.name = @task_class
 WHERE o.id = @org_id;
+
+-- name: TaskClassPolicyGet :one
+SELECT * FROM task_class_policies WHERE org_id = @org_id AND tenant = @tenant;
+
+-- name: TaskClassPolicyList :many
+-- The task-class policies at an org, by tenant.
+SELECT * FROM task_class_policies WHERE org_id = @org_id ORDER BY tenant;
+
+-- name: TaskClassPolicyUpsert :exec
+INSERT INTO task_class_policies (org_id, tenant, classes, updated_at)
+VALUES (@org_id, @tenant, @classes, @updated_at)
+ON CONFLICT (org_id, tenant) DO UPDATE SET
+    classes    = EXCLUDED.classes,
+    updated_at = EXCLUDED.updated_at;
 
 -- name: TaskClassGetByName :one
 SELECT * FROM task_classes WHERE name = $1;

@@ -234,6 +234,75 @@ func (q *Queries) A2ATrackingSetPushToken(ctx context.Context, arg A2ATrackingSe
 	return err
 }
 
+const delegationGetByIDForUpdateWithDispatch = `-- name: DelegationGetByIDForUpdateWithDispatch :one
+SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer,
+       coalesce(a.dispatched, false)::boolean AS dispatched,
+       (d.remote_task_id IS NOT NULL OR d.dispatch_unknown_at IS NOT NULL OR EXISTS (
+           SELECT FROM a2a_outbox o WHERE o.delegation_id = d.id AND o.kind = 'dispatch' AND o.attempts > 0))::boolean AS sent,
+       d.dispatch_unknown_at AS unknown_since
+FROM delegations d
+LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
+WHERE d.id = $1
+FOR UPDATE OF d
+`
+
+type DelegationGetByIDForUpdateWithDispatchRow struct {
+	Delegation   Delegation
+	Dispatched   bool
+	Sent         bool
+	UnknownSince *time.Time
+}
+
+// The delegation, locked, with whether Quittance dispatches it, whether the
+// dispatch may have reached the agent (a task recorded, the dispatch
+// unknown, or a dispatch job claimed at least once: attempts count claims,
+// and a claim may have sent before it crashed), in the lock's round trip.
+func (q *Queries) DelegationGetByIDForUpdateWithDispatch(ctx context.Context, id uuid.UUID) (DelegationGetByIDForUpdateWithDispatchRow, error) {
+	row := q.db.QueryRow(ctx, delegationGetByIDForUpdateWithDispatch, id)
+	var i DelegationGetByIDForUpdateWithDispatchRow
+	err := row.Scan(
+		&i.Delegation.ID,
+		&i.Delegation.Tenant,
+		&i.Delegation.BusinessOperationID,
+		&i.Delegation.RequestHash,
+		&i.Delegation.OrgID,
+		&i.Delegation.TaskClass,
+		&i.Delegation.BudgetID,
+		&i.Delegation.AmountMinor,
+		&i.Delegation.Currency,
+		&i.Delegation.RemoteTaskID,
+		&i.Delegation.RemoteContextID,
+		&i.Delegation.ProtocolVersion,
+		&i.Delegation.TaskStatus,
+		&i.Delegation.TaskStatusAt,
+		&i.Delegation.TaskStatusMessage,
+		&i.Delegation.ObligationState,
+		&i.Delegation.ObligationReason,
+		&i.Delegation.CancelRequestedAt,
+		&i.Delegation.CompensationKey,
+		&i.Delegation.CompensationDeadline,
+		&i.Delegation.CompensationAttempts,
+		&i.Delegation.CompensationLastError,
+		&i.Delegation.CompensationReceipt,
+		&i.Delegation.Version,
+		&i.Delegation.CreatedAt,
+		&i.Delegation.UpdatedAt,
+		&i.Delegation.PendingWriteOffID,
+		&i.Delegation.ObligationStateSince,
+		&i.Delegation.LastObservedAt,
+		&i.Delegation.DispatchUnknownAt,
+		&i.Delegation.DispatchUnknownReason,
+		&i.Delegation.SettledAmountMinor,
+		&i.Delegation.ReversedAmountMinor,
+		&i.Delegation.TaskNotFoundAt,
+		&i.Delegation.TaskNotFoundAnswer,
+		&i.Dispatched,
+		&i.Sent,
+		&i.UnknownSince,
+	)
+	return i, err
+}
+
 const remoteTaskCancelSent = `-- name: RemoteTaskCancelSent :exec
 UPDATE delegation_remote_tasks SET cancel_sent_at = $1, updated_at = $1
 WHERE delegation_id = $2 AND task_id = $3

@@ -473,6 +473,13 @@ type TaskClass struct {
 	UpdatedAt             time.Time
 }
 
+type TaskClassPolicy struct {
+	OrgID     string
+	Tenant    string
+	Classes   []string
+	UpdatedAt time.Time
+}
+
 type TaskSnapshot struct {
 	DelegationID uuid.UUID
 	Snapshot     json.RawMessage

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -71,15 +72,20 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 
 const gatePolicy = `-- name: GatePolicy :one
 SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
-       c.updated_at AS class_updated_at
+       c.updated_at AS class_updated_at,
+       coalesce((SELECT a.dispatched FROM a2a_delegations a WHERE a.delegation_id = $1), false)::boolean AS dispatched,
+       EXISTS (SELECT FROM task_class_policies p
+               WHERE p.org_id = o.id AND p.tenant = $2 AND $3::text = ANY (p.classes))::boolean AS policy_lists_class
 FROM remote_orgs o
-LEFT JOIN task_classes c ON c.name = $1
-WHERE o.id = $2
+LEFT JOIN task_classes c ON c.name = $3
+WHERE o.id = $4
 `
 
 type GatePolicyParams struct {
-	TaskClass string
-	OrgID     string
+	DelegationID uuid.UUID
+	Tenant       string
+	TaskClass    string
+	OrgID        string
 }
 
 type GatePolicyRow struct {
@@ -89,13 +95,21 @@ type GatePolicyRow struct {
 	GateOn                []string
 	CompensationTimeoutMs pgtype.Int8
 	ClassUpdatedAt        *time.Time
+	Dispatched            bool
+	PolicyListsClass      bool
 }
 
 // What decides whether a terminal task status gates a delegation's hold:
-// its org and, when registered, its task class (NULL columns when not), in
-// one round trip.
+// its org, its task class when registered (NULL columns when not), whether
+// Quittance dispatched it, and whether the task-class policy of its tenant
+// at its org lists its class, in one round trip.
 func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePolicyRow, error) {
-	row := q.db.QueryRow(ctx, gatePolicy, arg.TaskClass, arg.OrgID)
+	row := q.db.QueryRow(ctx, gatePolicy,
+		arg.DelegationID,
+		arg.Tenant,
+		arg.TaskClass,
+		arg.OrgID,
+	)
 	var i GatePolicyRow
 	err := row.Scan(
 		&i.RemoteOrg.ID,
@@ -119,6 +133,8 @@ func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePol
 		&i.GateOn,
 		&i.CompensationTimeoutMs,
 		&i.ClassUpdatedAt,
+		&i.Dispatched,
+		&i.PolicyListsClass,
 	)
 	return i, err
 }
@@ -359,6 +375,82 @@ func (q *Queries) TaskClassList(ctx context.Context) ([]TaskClass, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const taskClassPolicyGet = `-- name: TaskClassPolicyGet :one
+SELECT org_id, tenant, classes, updated_at FROM task_class_policies WHERE org_id = $1 AND tenant = $2
+`
+
+type TaskClassPolicyGetParams struct {
+	OrgID  string
+	Tenant string
+}
+
+func (q *Queries) TaskClassPolicyGet(ctx context.Context, arg TaskClassPolicyGetParams) (TaskClassPolicy, error) {
+	row := q.db.QueryRow(ctx, taskClassPolicyGet, arg.OrgID, arg.Tenant)
+	var i TaskClassPolicy
+	err := row.Scan(
+		&i.OrgID,
+		&i.Tenant,
+		&i.Classes,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const taskClassPolicyList = `-- name: TaskClassPolicyList :many
+SELECT org_id, tenant, classes, updated_at FROM task_class_policies WHERE org_id = $1 ORDER BY tenant
+`
+
+// The task-class policies at an org, by tenant.
+func (q *Queries) TaskClassPolicyList(ctx context.Context, orgID string) ([]TaskClassPolicy, error) {
+	rows, err := q.db.Query(ctx, taskClassPolicyList, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskClassPolicy
+	for rows.Next() {
+		var i TaskClassPolicy
+		if err := rows.Scan(
+			&i.OrgID,
+			&i.Tenant,
+			&i.Classes,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const taskClassPolicyUpsert = `-- name: TaskClassPolicyUpsert :exec
+INSERT INTO task_class_policies (org_id, tenant, classes, updated_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (org_id, tenant) DO UPDATE SET
+    classes    = EXCLUDED.classes,
+    updated_at = EXCLUDED.updated_at
+`
+
+type TaskClassPolicyUpsertParams struct {
+	OrgID     string
+	Tenant    string
+	Classes   []string
+	UpdatedAt time.Time
+}
+
+func (q *Queries) TaskClassPolicyUpsert(ctx context.Context, arg TaskClassPolicyUpsertParams) error {
+	_, err := q.db.Exec(ctx, taskClassPolicyUpsert,
+		arg.OrgID,
+		arg.Tenant,
+		arg.Classes,
+		arg.UpdatedAt,
+	)
+	return err
 }
 
 const taskClassUpsert = `-- name: TaskClassUpsert :exec

@@ -301,7 +301,12 @@ type orgPage struct {
 	Pending []changeRow
 	Decided []changeRow
 	Classes []changeRow
-	Back    string
+	// Policies are the task-class policies of the tenants at the org
+	// (ledger/DESIGN.md §2.4), PolicyChanges those waiting for a second
+	// on-call person.
+	Policies      []ledger.TaskClassPolicy
+	PolicyChanges []changeRow
+	Back          string
 }
 
 func (c *Console) org(w http.ResponseWriter, r *http.Request, q *request) {
@@ -352,6 +357,9 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 		if id, _, ok := ch.OrgUpdate(); ok {
 			return id == o.ID
 		}
+		if pol, ok := ch.TaskClassPolicyUpdate(); ok {
+			return pol.OrgID == o.ID
+		}
 		_, ok := ch.TaskClassUpdate()
 		return ok
 	})
@@ -360,9 +368,12 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 		return
 	}
 	for _, row := range pending {
-		if row.Org != nil {
+		switch {
+		case row.Org != nil:
 			data.Pending = append(data.Pending, row)
-		} else {
+		case row.Kind == ledger.ChangeTaskClassPolicyUpdate:
+			data.PolicyChanges = append(data.PolicyChanges, row)
+		default:
 			data.Classes = append(data.Classes, row)
 		}
 	}
@@ -370,6 +381,10 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 		if row.Org != nil {
 			data.Decided = append(data.Decided, row)
 		}
+	}
+	if data.Policies, err = c.cfg.Ledger.ListTaskClassPolicies(ctx, q.p, o.ID); err != nil {
+		c.fail(w, r, q, err)
+		return
 	}
 	var form url.Values
 	if r.Method == http.MethodPost {

@@ -373,3 +373,27 @@ func TestEvidenceVerifiedAfterKeyRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestOrgTaskClassPolicyApproval: a task-class policy asked for by one
+// on-call person waits on the org's page and is shown nowhere as in force;
+// a second on-call person approves it there, and the page lists the
+// tenant's classes.
+func TestOrgTaskClassPolicyApproval(t *testing.T) {
+	e := newProduction(t)
+	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgID, e.a.Token, map[string]any{"name": "Bolt Supplies"}).Expect(t, http.StatusCreated)
+	id := pendingID(t, e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgID+"/task-class-policies/shop", e.a.Token,
+		map[string]any{"classes": []string{"read_only"}}))
+	w := &world{Env: e.Env}
+	a, b := w.client(t), w.client(t)
+	a.signIn(e.a.Token)
+	b.signIn(e.b.Token)
+	page := "/console/orgs/" + orgID
+	a.get(page).contains(t, `id="policy-changes"`, `data-change="`+id+`"`, "let tenant shop use task classes [read_only]", "No tenant has a policy at this org")
+	res := b.post(page, "/console/pending-changes/"+id+"/approve", url.Values{"back": {page}})
+	if res.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", res.status, res.body)
+	}
+	after := b.get(res.location)
+	after.contains(t, "<td>shop</td><td><code>read_only</code>")
+	after.lacks(t, `id="policy-changes"`)
+}

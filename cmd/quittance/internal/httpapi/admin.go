@@ -307,5 +307,6 @@ func (s *Server) registerAdmin() {
 		}
 		return out, nil
 	})
+	s.registerTaskClassPolicies()
 	s.registerPrincipals()
 }

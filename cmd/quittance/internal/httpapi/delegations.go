@@ -371,7 +371,7 @@ func (s *Server) registerDelegations() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "report-task-status", Method: http.MethodPost, Path: "/v1/delegations/{id}/task-status", Tags: tags,
 		Summary:     "Report the remote task's status",
-		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation. With state completed, settled_amount_minor (0 to the hold) spends that much and returns the rest; more than the hold is 422 and nothing changes; given when the report does not settle a held obligation (nor repeats the one that did) it is 409 settlement_not_applicable. On a delegation Quittance dispatched, a terminal report while the dispatch is unknown is 409 dispatch_unknown, and a reported rejection or ungated end waits for compensation instead of releasing.",
+		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation. With state completed, settled_amount_minor (0 to the hold) spends that much and returns the rest; more than the hold is 422 and nothing changes; given when the report does not settle a held obligation (nor repeats the one that did) it is 409 settlement_not_applicable. A report dated later than now plus one minute is taken as dated now (reported_timestamp on its event). On a delegation Quittance dispatched, every report is the orchestrator's word only: it is recorded as a task_status_reported event, changes neither the task status, nor the obligation, nor the money, and asks Quittance to observe the remote task itself at once; the answer is 200 with the delegation as it stands.",
 		Security:    bearerAuth,
 	}, func(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
 		id, err := parseID(in.ID)
@@ -396,7 +396,7 @@ func (s *Server) registerDelegations() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "change-hold", Method: http.MethodPatch, Path: "/v1/delegations/{id}/hold", Tags: tags,
 		Summary:     "Raise or lower the hold of a held obligation",
-		Description: "A hold is a cap on what the work may cost. While the obligation is held, a raise holds the difference from the budget (422 insufficient_funds, nothing changed, when it is not available) and a cut returns it; a hold_changed event records the old and the new amount. The same amount again changes nothing. In any other state: 409 hold_not_changeable.",
+		Description: "A hold is a cap on what the work may cost. While the obligation is held, a raise holds the difference from the budget (422 insufficient_funds, nothing changed, when it is not available) and a cut returns it; a hold_changed event records the old and the new amount. The same amount again changes nothing. In any other state: 409 hold_not_changeable. On a delegation Quittance dispatched, a cut is 409 hold_lower_refused (nothing changed) once the dispatch may have been sent, while it is unknown or after a cancel request: only what Quittance observes at the remote returns money.",
 		Security:    bearerAuth,
 	}, func(ctx context.Context, in *changeHoldInput) (*delegationOutput, error) {
 		id, err := parseID(in.ID)

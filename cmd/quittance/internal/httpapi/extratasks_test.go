@@ -196,18 +196,27 @@ func TestA2APostedAckWaitsForExtraTask(t *testing.T) {
 
 // TestReportedRejectionWithExtraTaskGates: an orchestrator reports the
 // tracked task rejected on a delegation Quittance dispatched, which has an
-// extra remote task. The report does not release the hold: the extra task
-// may have done the work, so the obligation waits for compensation and
-// the compensation request names it.
+// extra remote task. The report is the orchestrator's word: it releases
+// nothing and is recorded. When the agent itself rejects the tracked task,
+// Quittance's own observation does not release the hold either: the extra
+// task may have done the work, so the obligation waits for compensation
+// and the compensation request names it.
 func TestReportedRejectionWithExtraTaskGates(t *testing.T) {
 	t.Parallel()
 	k := &taskKeeper{}
 	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond})
 	d := e.extraTaskDispatch(t, k, "po-report-extra")
 	got := e.ReportStatus(t, e.orch, d.ID, "rejected", time.Time{})
-	if got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
+	if got.ObligationState != "held" || got.HoldState != "active" {
 		t.Fatalf("after a reported rejection: %+v", got)
 	}
+	if said := eventsData(t, e.events(t, d.ID), ledger.EventTypeTaskStatusReported); len(said) != 1 || said[0]["state"] != "rejected" {
+		t.Fatalf("the reported rejection as recorded: %v", said)
+	}
+	k.mu.Lock()
+	k.tasks["kt-2"]["status"] = map[string]any{"state": "rejected"}
+	k.mu.Unlock()
+	e.waitFor(t, d.ID, "the observed rejection", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "rejected" })
 	var changed map[string]any
 	for _, m := range eventsData(t, e.events(t, d.ID), ledger.EventTypeTaskStatusChanged) {
 		if m["state"] == "rejected" {
@@ -215,7 +224,7 @@ func TestReportedRejectionWithExtraTaskGates(t *testing.T) {
 		}
 	}
 	if ids, _ := changed["extra_remote_tasks"].([]any); len(ids) != 1 || ids[0] != "kt-1" {
-		t.Fatalf("the reported rejection does not name the extra task: %v", changed)
+		t.Fatalf("the observed rejection does not name the extra task: %v", changed)
 	}
 	got = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
 	if reqs := k.compensationRequests(); len(reqs) == 0 {
@@ -230,41 +239,41 @@ func TestReportedRejectionWithExtraTaskGates(t *testing.T) {
 }
 
 // TestReportCannotEndUnknownDispatch: while a delegation's dispatch is
-// unknown, an orchestrator's terminal report — a rejection, a cancel, a
-// completion — is refused with 409 dispatch_unknown and changes nothing:
-// the hold stays active and the delegation stays listed.
+// unknown, an orchestrator's report — a rejection, a cancel, a completion,
+// or a working task — is its word alone: recorded as a
+// task_status_reported event, it changes neither the task status, nor the
+// obligation, nor the money, and the delegation stays listed.
 func TestReportCannotEndUnknownDispatch(t *testing.T) {
 	t.Parallel()
 	e := newA2AEnv(t, apitest.Worker{NoPush: true})
 	d, _ := e.unknownDispatch(t, &taskKeeper{}, "unknown")
 	before := e.get(t, d.ID)
-	nEvents := len(e.events(t, d.ID))
-	for _, state := range []string{"rejected", "TASK_STATE_CANCELED", "failed", "completed"} {
-		r := e.Do(t, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", e.orch, map[string]any{"state": state})
-		r.Problem(t, http.StatusConflict, "dispatch_unknown")
+	states := []string{"rejected", "TASK_STATE_CANCELED", "failed", "completed", "working"}
+	for _, state := range states {
+		got := e.ReportStatus(t, e.orch, d.ID, state, time.Time{})
+		if got.ObligationState != "held" || got.HoldState != "active" || got.TaskStatus != before.TaskStatus || got.Version != before.Version {
+			t.Fatalf("a report of %s changed the delegation: %+v, was %+v", state, got, before)
+		}
 	}
-	after := e.get(t, d.ID)
-	if after.ObligationState != "held" || after.HoldState != "active" || after.TaskStatus != before.TaskStatus || after.Version != before.Version {
-		t.Fatalf("a refused report changed the delegation: %+v, was %+v", after, before)
+	said := eventsData(t, e.events(t, d.ID), ledger.EventTypeTaskStatusReported)
+	if len(said) != len(states) {
+		t.Fatalf("%d task_status_reported events, want %d", len(said), len(states))
 	}
-	if n := len(e.events(t, d.ID)); n != nEvents {
-		t.Fatalf("%d events after refused reports, was %d", n, nEvents)
+	for _, m := range said {
+		if m["observe_requested"] != false {
+			t.Fatalf("a report without a task id asked for an observation: %v", m)
+		}
 	}
 	if ids := e.listCondition(t, "dispatch_unknown"); len(ids) != 1 || ids[0] != d.ID {
 		t.Fatalf("condition=dispatch_unknown lists %v", ids)
-	}
-	// A non-terminal report moves no money and is still accepted.
-	if got := e.ReportStatus(t, e.orch, d.ID, "working", time.Time{}); got.ObligationState != "held" {
-		t.Fatalf("after a working report: %+v", got)
 	}
 	e.CheckInvariants(t)
 }
 
 // TestReportedRejectionOfDispatchedTaskIsGated: on a delegation Quittance
 // dispatched and follows itself, an orchestrator's report that the task
-// was rejected does not release the hold on one principal's word: it is
-// taken as a gated end, compensation is requested from the org, and its
-// receipt compensates.
+// was rejected returns nothing: the obligation stays held, the hold
+// active, the budget as it was, and the report is recorded as its word.
 func TestReportedRejectionOfDispatchedTaskIsGated(t *testing.T) {
 	t.Parallel()
 	k := startTaskKeeper(t, &taskKeeper{onSend: func(int) string { return "reply" }})
@@ -272,22 +281,19 @@ func TestReportedRejectionOfDispatchedTaskIsGated(t *testing.T) {
 	e.putOrg(t, "one", k.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-report-dispatched", "one")
 	e.waitFor(t, d.ID, "the dispatched task", dispatched)
+	budget := e.Budget(t, "ops")
 	got := e.ReportStatus(t, e.orch, d.ID, "rejected", time.Time{})
-	if got.ObligationState != "revocation_pending_compensation" || got.HoldState != "active" {
+	if got.ObligationState != "held" || got.HoldState != "active" || got.TaskStatus == "rejected" {
 		t.Fatalf("after a reported rejection of a dispatched task: %+v", got)
 	}
-	var changed map[string]any
-	for _, m := range eventsData(t, e.events(t, d.ID), ledger.EventTypeTaskStatusChanged) {
-		if m["state"] == "rejected" {
-			changed = m
-		}
+	if after := e.Budget(t, "ops"); after.AvailableMinor != budget.AvailableMinor || after.HeldMinor != budget.HeldMinor {
+		t.Fatalf("a reported rejection moved money: %+v, was %+v", after, budget)
 	}
-	if changed["reported_on_dispatched"] != true {
-		t.Fatalf("task_status_changed = %v, want reported_on_dispatched", changed)
+	if said := eventsData(t, e.events(t, d.ID), ledger.EventTypeTaskStatusReported); len(said) != 1 || said[0]["state"] != "rejected" {
+		t.Fatalf("the reported rejection as recorded: %v", said)
 	}
-	got = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
-	if got.HoldState != "returned" || len(k.compensationRequests()) == 0 {
-		t.Fatalf("after compensation: %+v", got)
+	if len(k.compensationRequests()) != 0 {
+		t.Fatal("a reported rejection asked the org for compensation")
 	}
 	e.CheckInvariants(t)
 }

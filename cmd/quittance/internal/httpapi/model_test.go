@@ -432,6 +432,8 @@ func (m *model) randomOp() {
 		m.opFund()
 	case n < 97:
 		m.opDispatch()
+	case n < 98:
+		m.opDispatchedWord()
 	default:
 		m.opWrongPrincipal()
 	}
@@ -540,6 +542,9 @@ func (m *model) opReport() {
 	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations/"+d.id+"/task-status", m.orch[d.tenant], body)
 	m.logf("report %s (settled %v) %s at %s on %s (%s/%s, hold %d) → %d", raw, body["settled_amount_minor"], d.id, at.Format(time.TimeOnly), d.class, d.taskStatus, d.obligation, d.hold, r.Status)
 
+	if at.After(m.now().Add(ledger.MaxReportSkew)) {
+		at = m.now() // a report dated too far ahead is taken as dated now
+	}
 	st, err := ledger.ParseTaskStatus(raw)
 	newStatus := err == nil && !d.taskStatus.Terminal() && (d.taskAt.IsZero() || !at.Before(d.taskAt)) && st != d.taskStatus
 	switch {
@@ -1187,6 +1192,65 @@ func (m *model) opDispatch() {
 		d.taskStatus = ledger.StatusCompleted
 		m.move(d, ledger.ObligationSettled)
 	}
+}
+
+// opDispatchedWord has the orchestrator try to move the money of a
+// delegation Quittance dispatched on its own word (ledger/DESIGN.md §2.4):
+// a cut of its hold is refused (every dispatch the model makes was sent),
+// a raise holds the difference as in record mode, and a report of any
+// status — a completion settling nothing, a rejection, a cancel — is
+// recorded and changes nothing.
+func (m *model) opDispatchedWord() {
+	var dispatched []*modelDelegation
+	for _, d := range m.delegs {
+		if d.dispatched {
+			dispatched = append(dispatched, d)
+		}
+	}
+	if len(dispatched) == 0 {
+		m.opDispatch()
+		return
+	}
+	m.ops["dispatched: the orchestrator's word"]++
+	d := dispatched[m.pick(len(dispatched))]
+	b := m.budget(d.budget)
+	if m.pick(2) == 0 {
+		amount := []int64{d.hold + 1 + int64(m.pick(300)), max(1, d.hold-1-int64(m.pick(int(d.hold)))), 1}[m.pick(3)]
+		r := m.env.Do(m.t, http.MethodPatch, "/v1/delegations/"+d.id+"/hold", m.orch[d.tenant], map[string]any{"amount_minor": amount})
+		m.logf("dispatched hold %s (%s) %d → %d (available %d) → %d", d.id, d.obligation, d.hold, amount, b.avail, r.Status)
+		switch {
+		case d.obligation != ledger.ObligationHeld:
+			m.expect(r, expectation{http.StatusConflict, "hold_not_changeable"})
+			return
+		case amount < d.hold:
+			m.ops["dispatched: hold cut refused"]++
+			m.expect(r, expectation{http.StatusConflict, ledger.CodeHoldLowerRefused})
+			return
+		case amount-d.hold > b.avail:
+			m.expect(r, expectation{http.StatusUnprocessableEntity, "insufficient_funds"})
+			return
+		}
+		m.expect(r, expectation{http.StatusOK, ""})
+		b.avail -= amount - d.hold
+		b.held += amount - d.hold
+		d.hold = amount
+		var out httpapi.DelegationBody
+		r.JSON(m.t, &out)
+		m.checkBody(r, d, out)
+		return
+	}
+	state := []string{"completed", "rejected", "canceled", "failed", "working", "input_required"}[m.pick(6)]
+	body := map[string]any{"state": state}
+	if state == "completed" && m.pick(2) == 0 {
+		body["settled_amount_minor"] = 0
+	}
+	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations/"+d.id+"/task-status", m.orch[d.tenant], body)
+	m.logf("dispatched report %s (settled %v) on %s (%s/%s, hold %d) → %d", state, body["settled_amount_minor"], d.id, d.taskStatus, d.obligation, d.hold, r.Status)
+	m.expect(r, expectation{http.StatusOK, ""})
+	m.ops["dispatched: report recorded"]++
+	var out httpapi.DelegationBody
+	r.JSON(m.t, &out)
+	m.checkBody(r, d, out)
 }
 
 // checkDatabase compares the database with the model and re-checks the

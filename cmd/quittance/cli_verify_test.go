@@ -94,6 +94,7 @@ func TestVerifyChainTakesTheDelegationFromItsEvents(t *testing.T) {
 	orch, finance := e.supplierLedger(t, signer)
 	// B is another tenant's, so that its row may name A's task.
 	orchB := e.newToken(t, "--role", "orchestrator", "--tenant", "beta", "--name", "orch-b")
+	e.putBudget(t, "ops", 1_000_000, "acme", "beta")
 	a := e.compensatedBySignedAck(t, orch, "a", signer)
 	b := e.pendingDelegation(t, orchB, "b")
 	c := e.pendingDelegation(t, orch, "c")

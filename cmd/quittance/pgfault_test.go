@@ -158,8 +158,9 @@ type delegationView struct {
 
 // fixtures creates the two on-call principals with the bootstrap token,
 // registers the org (with signer's keys, and optionally more fields; one
-// on-call asks, the other approves), funds the budget, and returns an
-// orchestrator token and the on-call tokens.
+// on-call asks, the other approves), creates the orchestrator, funds the
+// budget naming its tenant, and returns an orchestrator token and the
+// on-call tokens.
 func fixtures(t testing.TB, c *testClient, bootstrap string, signer *compensationtest.Signer, org map[string]any) (orch, oncall, oncall2 string) {
 	t.Helper()
 	oncall, oncall2 = twoOncall(t, c, bootstrap)
@@ -168,8 +169,6 @@ func fixtures(t testing.TB, c *testClient, bootstrap string, signer *compensatio
 		body[k] = v
 	}
 	mustPrivileged(t, c, http.MethodPut, "/admin/v1/orgs/"+faultOrg, oncall, oncall2, body)
-	mustPrivileged(t, c, http.MethodPut, "/admin/v1/budgets/"+faultBudget, oncall, oncall2,
-		map[string]any{"currency": "EUR", "funded_minor": faultFunded, "tenants": []string{faultTenant}})
 	var tok struct {
 		Token string `json:"token"`
 	}
@@ -178,6 +177,11 @@ func fixtures(t testing.TB, c *testClient, bootstrap string, signer *compensatio
 	if tok.Token == "" {
 		t.Fatal("token response without a token")
 	}
+	// The tenant's first orchestrator is made before a budget names the
+	// tenant (then it is in use, and its orchestrators need a second
+	// approver).
+	mustPrivileged(t, c, http.MethodPut, "/admin/v1/budgets/"+faultBudget, oncall, oncall2,
+		map[string]any{"currency": "EUR", "funded_minor": faultFunded, "tenants": []string{faultTenant}})
 	return tok.Token, oncall, oncall2
 }
 

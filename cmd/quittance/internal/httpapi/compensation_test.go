@@ -164,14 +164,22 @@ func signerAnswer(t *testing.T, r *apitest.Response) (id, outcome string) {
 // with the delegation as on-call reads it afterwards.
 func (e *compEnv) accept(t *testing.T, path, token, outcome string) evidenceResponse {
 	t.Helper()
+	id := e.acceptAnswer(t, path, token, outcome)
+	out := evidenceResponse{DelegationBody: e.Delegation(t, e.OncallToken, id)}
+	out.Evidence.Outcome = outcome
+	return out
+}
+
+// acceptAnswer posts a token, expects 200, the outcome and the signer's
+// answer shape, and returns the delegation id the answer names.
+func (e *compEnv) acceptAnswer(t *testing.T, path, token, outcome string) string {
+	t.Helper()
 	r := e.post(t, path, token).Expect(t, http.StatusOK)
 	id, got := signerAnswer(t, r)
 	if got != outcome || r.Header.Get(httpapi.EvidenceOutcomeHeader) != outcome {
 		t.Fatalf("%s: outcome %q (header %q), want %q; body %s", r.Request, got, r.Header.Get(httpapi.EvidenceOutcomeHeader), outcome, r.Body)
 	}
-	out := evidenceResponse{DelegationBody: e.Delegation(t, e.OncallToken, id)}
-	out.Evidence.Outcome = got
-	return out
+	return id
 }
 
 // state is everything a refused token must leave alone, for one delegation.

@@ -773,17 +773,21 @@ func (m *model) opEvidence(ack bool) {
 
 func (m *model) checkEvidence(r *apitest.Response, d *modelDelegation, outcome string) {
 	m.t.Helper()
-	var out struct {
-		httpapi.DelegationBody
-		Evidence struct {
-			Outcome string `json:"outcome"`
-		} `json:"evidence"`
-	}
+	// The signer is told the delegation's id and the outcome, nothing
+	// else; the delegation is checked as on-call reads it.
+	var out map[string]json.RawMessage
 	r.JSON(m.t, &out)
-	if out.Evidence.Outcome != outcome || r.Header.Get(httpapi.EvidenceOutcomeHeader) != outcome {
-		m.fatalf("%s: outcome %q, the model predicts %q", r.Request, out.Evidence.Outcome, outcome)
+	var id string
+	var evidence struct {
+		Outcome string `json:"outcome"`
 	}
-	m.checkBody(r, d, out.DelegationBody)
+	if len(out) != 2 || json.Unmarshal(out["id"], &id) != nil || json.Unmarshal(out["evidence"], &evidence) != nil {
+		m.fatalf("%s: the answer to the signer is %s; want only id and evidence", r.Request, r.Body)
+	}
+	if id != d.id || evidence.Outcome != outcome || r.Header.Get(httpapi.EvidenceOutcomeHeader) != outcome {
+		m.fatalf("%s: delegation %s, outcome %q; the model predicts %s, %q", r.Request, id, evidence.Outcome, d.id, outcome)
+	}
+	m.checkBody(r, d, m.env.Delegation(m.t, m.env.OncallToken, id))
 }
 
 // opResend re-sends an accepted token: a duplicate, unless it expired.

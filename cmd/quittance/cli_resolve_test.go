@@ -118,9 +118,7 @@ func TestCLIResolveDispatchChecksTheTask(t *testing.T) {
 	e := startService(t, "QUITTANCE_EGRESS_ALLOW_CIDRS=127.0.0.1/32", "QUITTANCE_EGRESS_ALLOW_HTTP=true",
 		"QUITTANCE_A2A_BACKOFF_BASE=100ms")
 	ctx := context.Background()
-	if s := e.api(t, http.MethodPut, "/admin/v1/budgets/ops", e.oncall, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, nil); s >= 300 {
-		t.Fatalf("put budget: %d", s)
-	}
+	e.putBudget(t, "ops", 1_000_000, "acme")
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
 		t.Fatalf("put org: %d", s)
 	}

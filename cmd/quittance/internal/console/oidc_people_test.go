@@ -35,7 +35,6 @@ func TestUnlinkedIdentityIsNotASecondPerson(t *testing.T) {
 	w, is, alice, bob := prodOIDC(t)
 	e := w.Env
 	signer := compensationtest.NewEd25519Signer(t, "b-key-1")
-	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, alice.Token, map[string]any{"currency": "EUR", "funded_minor": 10_000_000}).Expect(t, http.StatusCreated)
 	var o httpapi.OrgBody
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+orgID, alice.Token, map[string]any{"name": "Bolt Supplies", "jwks": json.RawMessage(signer.JWKS())}).
 		Expect(t, http.StatusAccepted).JSON(t, &o)
@@ -45,6 +44,15 @@ func TestUnlinkedIdentityIsNotASecondPerson(t *testing.T) {
 	}
 	e.Do(t, http.MethodPost, "/admin/v1/tokens", alice.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "agent"}).
 		Expect(t, http.StatusCreated).JSON(t, &orch)
+	// The budget names acme, whose orchestrator exists: a change Bob approves.
+	var b struct {
+		PendingChange struct {
+			ID string `json:"id"`
+		} `json:"pending_change"`
+	}
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/"+budgetID, alice.Token, map[string]any{"currency": "EUR", "funded_minor": 10_000_000, "tenants": []string{"acme"}}).
+		Expect(t, http.StatusAccepted).JSON(t, &b)
+	e.Approve(t, bob.Token, b.PendingChange.ID)
 	canceled := func(op string, amount int64) httpapi.DelegationBody {
 		d := e.CreateDelegation(t, orch.Token, apitest.NewCreateRequest(op, orgID, "procurement", budgetID, amount, "EUR"))
 		return e.ReportStatus(t, orch.Token, d.ID, "TASK_STATE_CANCELED", time.Time{})

@@ -15,27 +15,11 @@ FROM (
 ) held
 WHERE held.budget_id = b.id;
 
--- Changing a budget's tenants is a privileged change. Other migrations add
--- kinds of their own to the same CHECK, in whatever order they run: this
--- one adds its kind to the list in force rather than restating it.
--- +goose StatementBegin
-DO $$
-DECLARE
-    def text;
-BEGIN
-    SELECT pg_get_constraintdef(oid) INTO def FROM pg_constraint
-    WHERE conrelid = 'pending_changes'::regclass AND conname = 'pending_changes_kind_check';
-    IF def IS NULL OR position('ARRAY[' IN def) = 0 THEN
-        RAISE EXCEPTION 'pending_changes_kind_check is not a list of kinds: %', def;
-    END IF;
-    IF position('''budget_tenants_update''' IN def) = 0 THEN
-        ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
-        EXECUTE 'ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check '
-            || replace(def, 'ARRAY[', 'ARRAY[''budget_tenants_update''::text, ');
-    END IF;
-END
-$$;
--- +goose StatementEnd
+-- Changing a budget's tenants is a privileged change.
+ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
+ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind IN (
+    'principal_create', 'role_grant', 'org_update', 'task_class_update', 'write_off_threshold_update',
+    'credential_create', 'oidc_link', 'task_class_policy_update', 'budget_tenants_update'));
 
 -- Finance sees whose each budget is; the column is added at the end, so
 -- every query of version 1 reads the same.
@@ -96,18 +80,9 @@ $$;
 
 -- Pending budget_tenants_update changes stay as they were recorded; the
 -- kind is refused for rows written from then on.
--- +goose StatementBegin
-DO $$
-DECLARE
-    def text;
-BEGIN
-    SELECT pg_get_constraintdef(oid) INTO def FROM pg_constraint
-    WHERE conrelid = 'pending_changes'::regclass AND conname = 'pending_changes_kind_check';
-    ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
-    EXECUTE 'ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check '
-        || replace(replace(def, '''budget_tenants_update''::text, ', ''), ' NOT VALID', '') || ' NOT VALID';
-END
-$$;
--- +goose StatementEnd
+ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
+ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind IN (
+    'principal_create', 'role_grant', 'org_update', 'task_class_update', 'write_off_threshold_update',
+    'credential_create', 'oidc_link', 'task_class_policy_update')) NOT VALID;
 
 ALTER TABLE budgets DROP COLUMN tenants;

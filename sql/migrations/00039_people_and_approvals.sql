@@ -141,38 +141,17 @@ CREATE TABLE write_off_currency_thresholds (
 SELECT quittance_grant_service_role();
 
 -- Marking a person as having no identity-provider account is a privileged
--- change. The kinds are read from the constraint as it is, so kinds other
--- migrations added stay.
--- +goose StatementBegin
-DO $$
-DECLARE
-    kinds text[];
-BEGIN
-    SELECT array_agg(DISTINCT m[1]) INTO kinds
-    FROM pg_constraint c, regexp_matches(pg_get_constraintdef(c.oid), '''([a-z_]+)''', 'g') m
-    WHERE c.conname = 'pending_changes_kind_check' AND c.conrelid = 'public.pending_changes'::regclass;
-    ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
-    EXECUTE format('ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind = ANY (%L::text[]))',
-        array_append(array_remove(kinds, 'no_identity_provider_account'), 'no_identity_provider_account'));
-END
-$$;
--- +goose StatementEnd
+-- change.
+ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
+ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind IN (
+    'principal_create', 'role_grant', 'org_update', 'task_class_update', 'write_off_threshold_update',
+    'credential_create', 'oidc_link', 'task_class_policy_update', 'budget_tenants_update', 'no_identity_provider_account'));
 
 -- +goose Down
--- +goose StatementBegin
-DO $$
-DECLARE
-    kinds text[];
-BEGIN
-    SELECT array_agg(DISTINCT m[1]) INTO kinds
-    FROM pg_constraint c, regexp_matches(pg_get_constraintdef(c.oid), '''([a-z_]+)''', 'g') m
-    WHERE c.conname = 'pending_changes_kind_check' AND c.conrelid = 'public.pending_changes'::regclass;
-    ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
-    EXECUTE format('ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind = ANY (%L::text[])) NOT VALID',
-        array_remove(kinds, 'no_identity_provider_account'));
-END
-$$;
--- +goose StatementEnd
+ALTER TABLE pending_changes DROP CONSTRAINT pending_changes_kind_check;
+ALTER TABLE pending_changes ADD CONSTRAINT pending_changes_kind_check CHECK (kind IN (
+    'principal_create', 'role_grant', 'org_update', 'task_class_update', 'write_off_threshold_update',
+    'credential_create', 'oidc_link', 'task_class_policy_update', 'budget_tenants_update')) NOT VALID;
 DROP TABLE write_off_currency_thresholds;
 DROP TRIGGER principals_made_oncall ON principals;
 DROP FUNCTION principals_keep_made_oncall();

@@ -259,7 +259,10 @@ func TestTaskClassPolicyDecidesTheGate(t *testing.T) {
 	e.Do(t, http.MethodPost, "/admin/v1/tokens", a.Token, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "orchestrator-acme"}).
 		Expect(t, http.StatusCreated).JSON(t, &minted)
 	e.orch = minted.Token
-	e.must(t, http.MethodPut, "/admin/v1/budgets/ops", a.Token, map[string]any{"currency": "EUR", "funded_minor": 1_000_000}, http.StatusCreated)
+	var ops httpapi.BudgetView
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/ops", a.Token, map[string]any{"currency": "EUR", "funded_minor": 1_000_000, "tenants": []string{"acme"}}).
+		Expect(t, http.StatusAccepted).JSON(t, &ops)
+	e.Approve(t, b.Token, ops.PendingChange.ID)
 	r := e.Do(t, http.MethodPut, "/admin/v1/orgs/supplier", a.Token, map[string]any{
 		"name": "Supplier", "agent_card_url": peer.cardURL, "allowed_hosts": []string{"127.0.0.1"},
 	})

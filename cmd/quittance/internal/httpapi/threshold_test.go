@@ -98,7 +98,10 @@ func TestWriteOffThresholdIsAPendingChange(t *testing.T) {
 func TestWriteOffThresholdPerCurrency(t *testing.T) {
 	t.Parallel()
 	e := newProdEnv(t, apitest.WithCurrencyWriteOffThresholds(map[string]int64{"JPY": 10 * threshold}))
-	e.Do(t, http.MethodPut, "/admin/v1/budgets/yen", e.alice.Token, map[string]any{"currency": "JPY", "funded_minor": funded}).Expect(t, http.StatusCreated)
+	var yen httpapi.BudgetView
+	e.Do(t, http.MethodPut, "/admin/v1/budgets/yen", e.alice.Token, map[string]any{"currency": "JPY", "funded_minor": funded, "tenants": []string{"acme"}}).
+		Expect(t, http.StatusAccepted).JSON(t, &yen)
+	e.Approve(t, e.bob.Token, yen.PendingChange.ID)
 	writeOff := func(d httpapi.DelegationBody) string {
 		var w httpapi.WriteOffBody
 		e.Do(t, http.MethodPost, "/admin/v1/delegations/"+d.ID+"/write-offs", e.alice.Token, map[string]any{"reason": "gone"}).

@@ -69,12 +69,6 @@ type EvidenceFacts struct {
 	Found  bool
 	// RemoteTasks are the delegation's extra remote tasks, oldest first.
 	RemoteTasks []RemoteTask
-	// Dispatched says Quittance sent the delegated work itself (dispatch
-	// mode), rather than the orchestrator recording a delegation it made.
-	Dispatched bool
-	// DispatchUnknownAt is when the delegation entered the
-	// dispatch_unknown condition; zero when it is not in it.
-	DispatchUnknownAt time.Time
 	// ResolvedByPerson says an on-call person named the delegation's remote
 	// task when its dispatch was unknown (a dispatch_resolved event found
 	// by oncall): its first terminal status does not release

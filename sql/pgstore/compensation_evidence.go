@@ -60,8 +60,7 @@ func (t *tx) EvidenceFacts(ctx context.Context, delegationID uuid.UUID) (compens
 		return compensation.EvidenceFacts{}, notFound(err, "delegation", delegationID)
 	}
 	f := compensation.EvidenceFacts{
-		Found: row.HasEvidence, Dispatched: row.Dispatched, DispatchUnknownAt: derefTime(row.DispatchUnknownAt),
-		ResolvedByPerson: row.ResolvedByPerson,
+		Found: row.HasEvidence, ResolvedByPerson: row.ResolvedByPerson,
 	}
 	if row.HasEvidence {
 		f.Stored = ledger.StoredEvidence{

@@ -12,8 +12,8 @@ ON CONFLICT (delegation_id) DO UPDATE SET status = EXCLUDED.status, decided_at =
 -- name: EvidenceFactsGet :one
 -- What deciding evidence for a delegation reads besides the locked row, in
 -- one round trip: its stored evidence (has_evidence false when none), its
--- extra remote tasks (oldest first), its dispatch, and whether a person
--- named its remote task (an on-call dispatch_resolved event).
+-- extra remote tasks (oldest first), and whether a person named its
+-- remote task (an on-call dispatch_resolved event).
 SELECT
     (e.delegation_id IS NOT NULL)::boolean AS has_evidence,
     coalesce(e.idempotency_key, '')::text AS idempotency_key,
@@ -26,8 +26,6 @@ SELECT
     coalesce(e.token, '')::text AS token,
     e.received_at AS evidence_received_at,
     e.decided_at AS evidence_decided_at,
-    coalesce(a.dispatched, false)::boolean AS dispatched,
-    d.dispatch_unknown_at,
     EXISTS (
         SELECT 1 FROM events ev
         WHERE ev.delegation_id = d.id AND ev.type = 'dispatch_resolved' AND ev.data->>'found_by' = 'oncall'
@@ -43,6 +41,5 @@ SELECT
         FROM delegation_remote_tasks t WHERE t.delegation_id = d.id
     ), '[]')::json AS remote_tasks
 FROM delegations d
-LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
 LEFT JOIN compensation_evidence e ON e.delegation_id = d.id
 WHERE d.id = @delegation_id;

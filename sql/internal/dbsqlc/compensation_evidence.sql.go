@@ -89,8 +89,6 @@ SELECT
     coalesce(e.token, '')::text AS token,
     e.received_at AS evidence_received_at,
     e.decided_at AS evidence_decided_at,
-    coalesce(a.dispatched, false)::boolean AS dispatched,
-    d.dispatch_unknown_at,
     EXISTS (
         SELECT 1 FROM events ev
         WHERE ev.delegation_id = d.id AND ev.type = 'dispatch_resolved' AND ev.data->>'found_by' = 'oncall'
@@ -106,7 +104,6 @@ SELECT
         FROM delegation_remote_tasks t WHERE t.delegation_id = d.id
     ), '[]')::json AS remote_tasks
 FROM delegations d
-LEFT JOIN a2a_delegations a ON a.delegation_id = d.id
 LEFT JOIN compensation_evidence e ON e.delegation_id = d.id
 WHERE d.id = $1
 `
@@ -123,16 +120,14 @@ type EvidenceFactsGetRow struct {
 	Token              string
 	EvidenceReceivedAt *time.Time
 	EvidenceDecidedAt  *time.Time
-	Dispatched         bool
-	DispatchUnknownAt  *time.Time
 	ResolvedByPerson   bool
 	RemoteTasks        []byte
 }
 
 // What deciding evidence for a delegation reads besides the locked row, in
 // one round trip: its stored evidence (has_evidence false when none), its
-// extra remote tasks (oldest first), its dispatch, and whether a person
-// named its remote task (an on-call dispatch_resolved event).
+// extra remote tasks (oldest first), and whether a person named its
+// remote task (an on-call dispatch_resolved event).
 func (q *Queries) EvidenceFactsGet(ctx context.Context, delegationID uuid.UUID) (EvidenceFactsGetRow, error) {
 	row := q.db.QueryRow(ctx, evidenceFactsGet, delegationID)
 	var i EvidenceFactsGetRow
@@ -148,8 +143,6 @@ func (q *Queries) EvidenceFactsGet(ctx context.Context, delegationID uuid.UUID) 
 		&i.Token,
 		&i.EvidenceReceivedAt,
 		&i.EvidenceDecidedAt,
-		&i.Dispatched,
-		&i.DispatchUnknownAt,
 		&i.ResolvedByPerson,
 		&i.RemoteTasks,
 	)

@@ -23,6 +23,27 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// newShowCommand is a client command that GETs the admin resource at
+// path(args), its nargs arguments, and prints it as the API answers it.
+func newShowCommand(getenv func(string) string, stdout io.Writer, use, short string, nargs int, path func(args []string) string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  exactArgs(nargs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			var out json.RawMessage
+			if err := c.call(cmd.Context(), http.MethodGet, path(args), nil, nil, &out); err != nil {
+				return err
+			}
+			return printJSON(stdout, out)
+		},
+	}
+}
+
 // requireFlag is a usage error when a mandatory flag is empty.
 func requireFlag(name, value string) error {
 	if strings.TrimSpace(value) == "" {

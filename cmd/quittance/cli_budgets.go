@@ -19,22 +19,8 @@ func newBudgetsCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 		Long: "A budget is money in one currency set aside for delegations. Only orchestrators of the tenants it names " +
 			"may hold on it; naming tenants is a change a second on-call principal approves (at once under dev).",
 	}
-	show := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a budget (its money and its tenants), as JSON",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newAPIClient(getenv)
-			if err != nil {
-				return err
-			}
-			var out json.RawMessage
-			if err := c.call(cmd.Context(), http.MethodGet, "/admin/v1/budgets/"+url.PathEscape(args[0]), nil, nil, &out); err != nil {
-				return err
-			}
-			return printJSON(stdout, out)
-		},
-	}
+	show := newShowCommand(getenv, stdout, "show ID", "Show a budget (its money and its tenants), as JSON", 1,
+		func(args []string) string { return "/admin/v1/budgets/" + url.PathEscape(args[0]) })
 
 	var (
 		currency string

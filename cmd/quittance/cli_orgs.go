@@ -197,22 +197,9 @@ func newOrgUpdateCommand(getenv func(string) string, stdout io.Writer) *cobra.Co
 
 // newOrgShowCommand is `quittance orgs show ID`.
 func newOrgShowCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a remote org's registration (keys, agent card, allowed hosts, revocation), as JSON",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newAPIClient(getenv)
-			if err != nil {
-				return err
-			}
-			var out json.RawMessage
-			if err := c.call(cmd.Context(), http.MethodGet, "/admin/v1/orgs/"+url.PathEscape(args[0]), nil, nil, &out); err != nil {
-				return err
-			}
-			return printJSON(stdout, out)
-		},
-	}
+	return newShowCommand(getenv, stdout, "show ID",
+		"Show a remote org's registration (keys, agent card, allowed hosts, revocation), as JSON", 1,
+		func(args []string) string { return "/admin/v1/orgs/" + url.PathEscape(args[0]) })
 }
 
 // newOrgKeysCommand is `quittance orgs keys`: the public keys an org signs

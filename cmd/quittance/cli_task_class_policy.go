@@ -34,65 +34,10 @@ func newTaskClassPolicyCommand(getenv func(string) string, stdout io.Writer) *co
 			"naming an ungated class (read_only) does not by itself make an observed cancel release the hold. " +
 			"Delegations the orchestrator recorded itself are not affected.",
 	}
-	path := func(org string, tenant ...string) string {
-		p := "/admin/v1/orgs/" + url.PathEscape(org) + "/task-class-policies"
-		if len(tenant) > 0 {
-			p += "/" + url.PathEscape(tenant[0])
-		}
-		return p
-	}
-	var output string
-	list := &cobra.Command{
-		Use:   "list ORG",
-		Short: "List the task-class policies at an org, by tenant",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return usageError{errors.New("-o must be table or json")}
-			}
-			c, err := newAPIClient(getenv)
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Policies []taskClassPolicy `json:"task_class_policies"`
-			}
-			if err := c.call(cmd.Context(), http.MethodGet, path(args[0]), nil, nil, &out); err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(stdout, out.Policies)
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tCLASSES\tUPDATED_AT")
-			for _, p := range out.Policies {
-				classes := strings.Join(p.Classes, ",")
-				if classes == "" {
-					classes = "-"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Tenant, classes, p.UpdatedAt.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
-		},
-	}
-	list.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	list := newTaskClassPolicyListCommand(getenv, stdout)
 
-	show := &cobra.Command{
-		Use:   "show ORG TENANT",
-		Short: "Show the task-class policy of a tenant at an org, as JSON",
-		Args:  exactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newAPIClient(getenv)
-			if err != nil {
-				return err
-			}
-			var p taskClassPolicy
-			if err := c.call(cmd.Context(), http.MethodGet, path(args[0], args[1]), nil, nil, &p); err != nil {
-				return err
-			}
-			return printJSON(stdout, p)
-		},
-	}
+	show := newShowCommand(getenv, stdout, "show ORG TENANT", "Show the task-class policy of a tenant at an org, as JSON", 2,
+		func(args []string) string { return taskClassPolicyPath(args[0], args[1]) })
 
 	var classes []string
 	set := &cobra.Command{
@@ -117,7 +62,7 @@ func newTaskClassPolicyCommand(getenv func(string) string, stdout io.Writer) *co
 				taskClassPolicy
 				PendingChange json.RawMessage `json:"pending_change,omitempty"`
 			}
-			if err := c.call(cmd.Context(), http.MethodPut, path(args[0], args[1]), nil, map[string]any{"classes": classes}, &out); err != nil {
+			if err := c.call(cmd.Context(), http.MethodPut, taskClassPolicyPath(args[0], args[1]), nil, map[string]any{"classes": classes}, &out); err != nil {
 				return err
 			}
 			return printJSON(stdout, out)
@@ -127,4 +72,54 @@ func newTaskClassPolicyCommand(getenv func(string) string, stdout io.Writer) *co
 
 	cmd.AddCommand(list, show, set)
 	return cmd
+}
+
+// newTaskClassPolicyListCommand is `quittance task-classes policy list ORG`.
+func newTaskClassPolicyListCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	var output string
+	list := &cobra.Command{
+		Use:   "list ORG",
+		Short: "List the task-class policies at an org, by tenant",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return usageError{errors.New("-o must be table or json")}
+			}
+			c, err := newAPIClient(getenv)
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Policies []taskClassPolicy `json:"task_class_policies"`
+			}
+			if err := c.call(cmd.Context(), http.MethodGet, taskClassPolicyPath(args[0]), nil, nil, &out); err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(stdout, out.Policies)
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TENANT\tCLASSES\tUPDATED_AT")
+			for _, p := range out.Policies {
+				classes := strings.Join(p.Classes, ",")
+				if classes == "" {
+					classes = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Tenant, classes, p.UpdatedAt.UTC().Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return list
+}
+
+// taskClassPolicyPath is the admin API path of org's task-class policies,
+// or of tenant's there.
+func taskClassPolicyPath(org string, tenant ...string) string {
+	p := "/admin/v1/orgs/" + url.PathEscape(org) + "/task-class-policies"
+	if len(tenant) > 0 {
+		p += "/" + url.PathEscape(tenant[0])
+	}
+	return p
 }

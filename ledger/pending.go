@@ -311,15 +311,7 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		if !approve {
 			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), reason, now, EventTypeChangeRefused)
 		}
-		if c.Kind == ChangeOIDCLink {
-			// Whoever holds the identity confirms it (ConfirmOIDCLink);
-			// no approver, the link's target included, speaks for them.
-			return Conflict("oidc_link_needs_identity", "change %s is confirmed by the identity it links: its holder signs in to the console through OpenID Connect and confirms it there", c.ID)
-		}
-		if !c.ApprovableBy(p) {
-			return ErrSelfApproval
-		}
-		if err := CheckIdentitiesAccounted(ctx, tx, s.access.dev, p, c.RequestedBy); err != nil {
+		if err := s.checkApprover(ctx, tx, p, c); err != nil {
 			return err
 		}
 		if requester.Disabled() {
@@ -354,6 +346,21 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		return PendingChange{}, err
 	}
 	return c, decision
+}
+
+// checkApprover refuses p as the second person of c: a link, which its
+// identity confirms instead; the requester, or the same person; an
+// identity and a person principal not yet told apart (CheckIdentitiesAccounted).
+func (s *Service) checkApprover(ctx context.Context, tx Tx, p Principal, c PendingChange) error {
+	if c.Kind == ChangeOIDCLink {
+		// Whoever holds the identity confirms it (ConfirmOIDCLink); no
+		// approver, the link's target included, speaks for them.
+		return Conflict("oidc_link_needs_identity", "change %s is confirmed by the identity it links: its holder signs in to the console through OpenID Connect and confirms it there", c.ID)
+	}
+	if !c.ApprovableBy(p) {
+		return ErrSelfApproval
+	}
+	return CheckIdentitiesAccounted(ctx, tx, s.access.dev, p, c.RequestedBy)
 }
 
 // applyChange applies c as approved by p, in tx. It returns the second

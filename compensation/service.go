@@ -20,11 +20,6 @@ import (
 // (the remote task has not ended as far as the ledger knows).
 const CodeEvidenceNotExpected = "evidence_not_expected"
 
-// ErrSelfApproval is returned when an on-call identity tries to approve its
-// own write-off: the second pair of eyes must be a different token, with a
-// different name.
-var ErrSelfApproval = errors.New("a write-off must be approved by a different on-call principal")
-
 // DefaultSweepBatchSize is how many delegations one sweep transaction moves.
 const DefaultSweepBatchSize = 100
 
@@ -39,7 +34,7 @@ type Service struct {
 	ledgerID   string
 	thresholds ledger.ThresholdConfig
 	// dev waives the four-eyes refusal of an identity not yet linked to
-	// its person's token principal (ledger.CheckIdentitiesAccounted).
+	// its person's token principal (ledger.CheckSecondPerson).
 	dev       bool
 	batch     int
 	keys      keyCache
@@ -69,7 +64,7 @@ type Config struct {
 	WriteOffApprovalThresholdsMinor map[string]int64
 	// Dev is what `quittance dev` runs: an OpenID Connect identity not yet
 	// linked to its person's token principal may then be the second person
-	// of a write-off (ledger.CheckIdentitiesAccounted).
+	// of a write-off (ledger.CheckSecondPerson).
 	Dev bool
 	// SweepBatchSize bounds the delegations one sweep transaction moves;
 	// DefaultSweepBatchSize when zero.

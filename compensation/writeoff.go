@@ -199,7 +199,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 
 // ApproveWriteOff executes a pending write-off on behalf of a second on-call
 // principal. The requesting principal may not approve its own
-// (ErrSelfApproval), whichever of its credentials it presents. A write-off that is not
+// (ledger.ErrSelfApproval), whichever of its credentials it presents. A write-off that is not
 // pending is a conflict (write_off_not_pending). When the obligation has
 // meanwhile left the states a write-off applies to (an ack arrived), the
 // write-off is voided — committed, with a write_off_voided event — and the
@@ -239,10 +239,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if w.Status != WriteOffPendingApproval {
 			return refuse(ledger.Conflict("write_off_not_pending", "write-off %s is %s", w.ID, w.Status))
 		}
-		if w.requestedBy(p) {
-			return refuse(ErrSelfApproval)
-		}
-		if err := ledger.CheckIdentitiesAccounted(ctx, tx, s.dev, p, w.RequestedByID); err != nil {
+		if err := ledger.CheckSecondPerson(ctx, tx, s.dev, p, w.RequestedByID, ledger.SubjectWriteOff); err != nil {
 			return refuse(err)
 		}
 		// The write-off leaves pending either way below.
@@ -345,7 +342,7 @@ func (s *Service) recordRefused(ctx context.Context, p ledger.Principal, r *refu
 	switch {
 	case errors.As(r.err, &conflict):
 		code = conflict.Code
-	case errors.Is(r.err, ErrSelfApproval):
+	case errors.Is(r.err, ledger.ErrSelfApproval):
 		code = "self_approval"
 	case errors.Is(r.err, ledger.ErrIdentityNotLinked):
 		code = "identity_not_linked"

@@ -337,7 +337,7 @@ func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl oidc
 // (oidc_link_needs_identity), so the link always has the word of whoever
 // holds the identity. The identity's principal must not be the same person
 // as the requester, nor, unless the requester is the link's target itself,
-// an unaccounted pair with it (CheckIdentitiesAccounted): else one human
+// an unaccounted pair with it (CheckSecondPerson): else one human
 // holding a token principal and an identity could link the identity to
 // another person's principal and act as both. The confirming session ends
 // with the link (its principal is no longer its own person).
@@ -380,13 +380,14 @@ func (s *Service) ConfirmOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 		if p.ID != OIDCPrincipalID(pl.Issuer, pl.Subject) {
 			return Conflict("oidc_identity_mismatch", "change %s links another identity; sign in as that identity to confirm it", c.ID)
 		}
-		if p.SamePerson(c.RequestedBy) {
-			return ErrSelfApproval
+		err = CheckSecondPerson(ctx, tx, s.access.dev, p, c.RequestedBy, SubjectChange)
+		if errors.Is(err, ErrIdentityNotLinked) && c.RequestedBy == pl.PrincipalID {
+			// The link's own target asked for it: the link is what
+			// accounts for the pair.
+			err = nil
 		}
-		if c.RequestedBy != pl.PrincipalID {
-			if err := CheckIdentitiesAccounted(ctx, tx, s.access.dev, p, c.RequestedBy); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 		if requester.Disabled() {
 			decision = Conflict("requester_disabled", "change %s was asked for by principal %s, disabled since", c.ID, requester.ID)
@@ -438,7 +439,7 @@ type noIdentityProviderAccountPayload struct {
 // applies at once). Until a person principal is so marked or linked to an
 // identity, outside dev, an identity signing in on its own and that
 // principal are never the two persons of a four-eyes decision
-// (CheckIdentitiesAccounted).
+// (CheckSecondPerson).
 func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p Principal, id uuid.UUID) (PrincipalRecord, error) {
 	if err := require(p, RoleOncall); err != nil {
 		return PrincipalRecord{}, err

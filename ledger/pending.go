@@ -98,10 +98,6 @@ func (e *ApprovalRequiredError) Error() string {
 	return "approval required: pending change " + e.Change.ID.String()
 }
 
-// ErrSelfApproval is returned when a principal approves its own request:
-// four-eyes compares principals, never names or credentials.
-var ErrSelfApproval = errors.New("the requesting principal cannot approve its own request")
-
 type principalCreatePayload struct {
 	Principal PrincipalRecord `json:"principal"`
 	// Token is the first credential; for a person's split credential its
@@ -349,18 +345,15 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 }
 
 // checkApprover refuses p as the second person of c: a link, which its
-// identity confirms instead; the requester, or the same person; an
-// identity and a person principal not yet told apart (CheckIdentitiesAccounted).
+// identity confirms instead; anyone the two-person rule refuses
+// (CheckSecondPerson).
 func (s *Service) checkApprover(ctx context.Context, tx Tx, p Principal, c PendingChange) error {
 	if c.Kind == ChangeOIDCLink {
 		// Whoever holds the identity confirms it (ConfirmOIDCLink); no
 		// approver, the link's target included, speaks for them.
 		return Conflict("oidc_link_needs_identity", "change %s is confirmed by the identity it links: its holder signs in to the console through OpenID Connect and confirms it there", c.ID)
 	}
-	if !c.ApprovableBy(p) {
-		return ErrSelfApproval
-	}
-	return CheckIdentitiesAccounted(ctx, tx, s.access.dev, p, c.RequestedBy)
+	return CheckSecondPerson(ctx, tx, s.access.dev, p, c.RequestedBy, SubjectChange)
 }
 
 // applyChange applies c as approved by p, in tx. It returns the second

@@ -309,7 +309,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err e
 		c.renderError(w, r, q, http.StatusUnprocessableEntity, "Check the request", validation.Error())
 	case errors.As(err, &conflict):
 		c.renderError(w, r, q, http.StatusConflict, "Not possible now", conflict.Detail)
-	case errors.Is(err, compensation.ErrSelfApproval):
+	case errors.Is(err, ledger.ErrSelfApproval) && isWriteOff(err):
 		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", "A write-off must be approved or rejected by a different on-call person than the one who asked for it. Nothing was changed.")
 	case errors.Is(err, ledger.ErrSelfApproval):
 		c.renderError(w, r, q, http.StatusForbidden, "Another person must approve", "A privileged change must be approved by a different on-call person than the one who asked for it. Nothing was changed.")
@@ -337,7 +337,7 @@ func formError(err error) (field, msg string, ok bool) {
 		return validation.Field, validation.Problem, true
 	case errors.As(err, &conflict):
 		return "form", conflict.Detail, true
-	case errors.Is(err, compensation.ErrSelfApproval):
+	case errors.Is(err, ledger.ErrSelfApproval) && isWriteOff(err):
 		return "form", "a different on-call person must decide on this write-off", true
 	case errors.Is(err, ledger.ErrSelfApproval):
 		return "form", "a different on-call person must approve this change; you asked for it (refuse it to withdraw it)", true
@@ -372,4 +372,10 @@ func localPath(raw, fallback string) string {
 		return fallback
 	}
 	return u.RequestURI()
+}
+
+// isWriteOff says a refused two-person decision was about a write-off.
+func isWriteOff(err error) bool {
+	var second *ledger.SecondPersonError
+	return errors.As(err, &second) && second.Subject == ledger.SubjectWriteOff
 }

@@ -193,7 +193,7 @@ func (c *Console) formFailed(w http.ResponseWriter, r *http.Request, q *request,
 	}
 	status := http.StatusUnprocessableEntity
 	var conflict *ledger.ConflictError
-	if errors.As(err, &conflict) || errors.Is(err, compensation.ErrSelfApproval) || errors.Is(err, ledger.ErrSelfApproval) || errors.Is(err, ledger.ErrIdentityNotLinked) {
+	if errors.As(err, &conflict) || errors.Is(err, ledger.ErrSelfApproval) || errors.Is(err, ledger.ErrIdentityNotLinked) {
 		status = http.StatusConflict
 	}
 	show(status, map[string]string{form + "." + field: msg})

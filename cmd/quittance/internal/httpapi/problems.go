@@ -111,10 +111,8 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 			"the remote org's agent could not be asked about the task, or gave no usable answer; nothing was recorded, try again later")
 	case errors.Is(err, a2a.ErrMalformedResponse):
 		return newProblem(http.StatusBadRequest, "malformed_push", "the body is not an A2A task, message or task update")
-	case errors.Is(err, compensation.ErrSelfApproval):
-		return newProblem(http.StatusForbidden, "self_approval", "a write-off must be approved by a different on-call principal than the one that requested it")
 	case errors.Is(err, ledger.ErrSelfApproval):
-		return newProblem(http.StatusForbidden, "self_approval", "a change must be approved by a different on-call principal than the one that requested it")
+		return newProblem(http.StatusForbidden, "self_approval", "a "+string(decisionSubject(err))+" must be approved by a different on-call principal than the one that requested it")
 	case errors.Is(err, ledger.ErrIdentityNotLinked):
 		return newProblem(http.StatusForbidden, "identity_not_linked",
 			"one of the two is an OpenID Connect identity not linked to its person's token principal, the other a person principal not yet linked to an identity or marked as having no identity-provider account: they may be one person")
@@ -176,4 +174,13 @@ func refusalStatus(code string) int {
 func rateLimitedProblem(retryAfterSeconds int) *Problem {
 	return newProblem(http.StatusTooManyRequests, "rate_limited",
 		"too many requests for this credential or client address; retry after "+strconv.Itoa(retryAfterSeconds)+"s")
+}
+
+// decisionSubject is what a refused two-person decision was about.
+func decisionSubject(err error) ledger.DecisionSubject {
+	var second *ledger.SecondPersonError
+	if errors.As(err, &second) {
+		return second.Subject
+	}
+	return ledger.SubjectChange
 }

@@ -33,17 +33,6 @@ const (
 // still being reworked. The list may only shrink: a new violation fails,
 // and so does an entry that no longer violates, so it stays honest.
 var sizeDebt = map[string]bool{
-	"cmd/quittance-bench.client.must":                            true,
-	"cmd/quittance-bench.generate":                               true,
-	"cmd/quittance-bench.newToken":                               true,
-	"cmd/quittance-bench.privileged":                             true,
-	"cmd/quittance-bench.renderBench":                            true,
-	"cmd/quittance-bench.runLifecycle":                           true,
-	"cmd/quittance-bench.runRecon":                               true,
-	"cmd/quittance-bench.runSoak":                                true,
-	"cmd/quittance-bench.runSweep":                               true,
-	"cmd/quittance-bench.soak.play":                              true,
-	"cmd/quittance-bench.startReplicas":                          true,
 	"cmd/quittance.checkPackCheckpoints":                         true,
 	"cmd/quittance.dev":                                          true,
 	"cmd/quittance.newObligationsCommand":                        true,

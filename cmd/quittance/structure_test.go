@@ -86,8 +86,6 @@ var sizeDebt = map[string]bool{
 	"ledger.Service.requestChange":                               true,
 	"ledger.Tx":                                                  true,
 	"ledger.appendTokenRevoked":                                  true,
-	"sql/pgstore.checkEvidence":                                  true,
-	"sql/pgstore.webhookStore.DeliveryFailed":                    true,
 }
 
 // sourceFile is one parsed non-test Go file of the module, with pkg the

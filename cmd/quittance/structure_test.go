@@ -72,7 +72,6 @@ var sizeDebt = map[string]bool{
 	"delegate.Worker.stream":                                     true,
 	"delegate.resolveDispatchTx":                                 true,
 	"delegate.taskNotFound":                                      true,
-	"delegate/jspeer.Start":                                      true,
 	"ledger.Apply":                                               true,
 	"ledger.CaseTx":                                              true,
 	"ledger.ObserveTaskStatus":                                   true,

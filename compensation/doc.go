@@ -35,8 +35,8 @@
 // calls ([Service.ApplyRemoteReceipt]) and every terminal task status of a
 // held obligation, reported by the orchestrator
 // ([Service.ReportTaskStatus]) or observed by the A2A workers
-// ([Service.ObserveTaskStatus]), which ledger.ObserveTaskStatus hands over
-// as a ledger.TaskEnd (kind task_completed for a settlement; channel the
+// ([Service.ObserveTaskStatus]), which ObserveTaskStatus hands over
+// as a TaskEnd (kind task_completed for a settlement; channel the
 // observation's source). It correlates the evidence with the locked
 // delegation, claims a token's jti, keeps one piece of compensation evidence
 // per compensation idempotency key, uses evidence that arrived early, and

@@ -34,23 +34,23 @@ const SourceReportedPoll = "task_status_reported"
 
 // Evidence is one piece of evidence as a channel received it, already
 // verified by that channel (Verify for a posted token, JudgeReceipt for an
-// A2A receipt, ledger.ObserveTaskStatus for a terminal status).
+// A2A receipt, ObserveTaskStatus for a terminal status).
 type Evidence struct {
 	// Kind is what the evidence proves: ledger.EventCompensationAck or
 	// ledger.EventDeclarationVerified for compensation evidence; for a
 	// terminal status (TaskEnd), what the status calls for as handed over
-	// (ledger.TaskEnd.Kind): ledger.EventTaskCompleted, a settlement,
+	// (TaskEnd.Kind): ledger.EventTaskCompleted, a settlement,
 	// ledger.EventTaskRejected, ledger.EventTaskEndedUngated or
 	// ledger.EventTaskEndedGated. ApplyEvidence decides the obligation
 	// event again with the delegation's extra remote tasks, read under
 	// the lock (applyTaskEnd).
 	Kind ledger.ObligationEvent
 	// Channel is how it arrived: a compensation channel, or a status's
-	// source (ledger.TaskEnd.Channel).
+	// source (TaskEnd.Channel).
 	Channel ledger.EvidenceChannel
 	// TaskEnd is the terminal status of a held obligation, set on d, that
 	// this evidence is; nil for compensation evidence.
-	TaskEnd *ledger.TaskEnd
+	TaskEnd *TaskEnd
 	// Claims are the verified claims of its signed token (a posted token,
 	// or a receipt's jws); nil for a channel-authenticated receipt.
 	Claims *Claims
@@ -331,7 +331,7 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 }
 
 // applyTaskEnd is ApplyEvidence for a terminal status of a held obligation
-// (ledger.TaskEnd). Its correlation is the channel's: the delegation was
+// (TaskEnd). Its correlation is the channel's: the delegation was
 // locked by its id, visible to the reporting orchestrator or named by the
 // A2A task Quittance asked about, and the status is the one just set on
 // it. Its idempotency and lateness are the status rules (ledger/DESIGN.md
@@ -480,28 +480,14 @@ func gatePersonResolved(facts EvidenceFacts, event ledger.ObligationEvent, early
 
 // StatusEvidence is the evidence a terminal status of a held obligation is,
 // for ApplyEvidence: kind what the status calls for, channel its source.
-func StatusEvidence(end ledger.TaskEnd) Evidence {
+func StatusEvidence(end TaskEnd) Evidence {
 	return Evidence{Kind: end.Kind(), Channel: end.Channel(), TaskEnd: &end, Actor: end.Change.Actor}
-}
-
-// ObserveTaskStatus applies an observation of d's remote task inside tx,
-// with d locked: every way of observing a remote task (an orchestrator's
-// report, ReportTaskStatus; a dispatch, message or cancel reply, a poll, a
-// push or a stream of the A2A workers) goes through it. The status rules
-// are ledger.ObserveTaskStatus's; a newly terminal status of a held
-// obligation is handed from there, as evidence, to ApplyEvidence, which
-// settles, releases, compensates or gates the obligation.
-func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.Delegation, obs ledger.Observation, actor string, now time.Time) (ledger.Delegation, error) {
-	return ledger.ObserveTaskStatus(ctx, tx, d, obs, actor, now, func(ctx context.Context, d ledger.Delegation, end ledger.TaskEnd) (ledger.Delegation, error) {
-		res, err := s.ApplyEvidence(ctx, tx, d, StatusEvidence(end), now)
-		return res.Delegation, err
-	})
 }
 
 // ReportTaskStatus takes an orchestrator's report of the remote task
 // (POST /v1/delegations/{id}/task-status), in one transaction with the
-// delegation locked, dated no later than now + ledger.MaxReportSkew
-// (ledger.Observation.ClampReport). Whose word counts (ledger/DESIGN.md
+// delegation locked, dated no later than now + MaxReportSkew
+// (Observation.ClampReport). Whose word counts (ledger/DESIGN.md
 // §2.4):
 //
 //   - On a delegation Quittance dispatched, the report is the
@@ -519,7 +505,7 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 //     obligation is evidence that moves it, completed spending the
 //     settled amount (the whole hold by default) and returning the rest;
 //     extra remote tasks gate it as they gate any end.
-func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id uuid.UUID, obs ledger.Observation) (ledger.Delegation, error) {
+func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id uuid.UUID, obs Observation) (ledger.Delegation, error) {
 	if p.Role != ledger.RoleOrchestrator {
 		return ledger.Delegation{}, ledger.ErrForbidden
 	}
@@ -549,7 +535,7 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id u
 // delegation Quittance dispatched, as what it is: a task_status_reported
 // event with what was said. While d's task is recorded, open and its
 // obligation held, Quittance is asked to observe the task itself now.
-func recordReport(ctx context.Context, tx Tx, d ledger.Delegation, obs ledger.Observation, actor string, now time.Time) (ledger.Delegation, error) {
+func recordReport(ctx context.Context, tx Tx, d ledger.Delegation, obs Observation, actor string, now time.Time) (ledger.Delegation, error) {
 	data := map[string]any{
 		"state": string(obs.Status), "source": obs.Source,
 		"task_status": string(d.TaskStatus), "obligation_state": string(d.ObligationState),

@@ -39,7 +39,7 @@ type ReceiptTx interface {
 	// delegation's compensation idempotency key, and what a terminal
 	// status needs (its gate, the compensation request it queues): every
 	// kind of evidence is applied through it (ApplyEvidence).
-	ledger.ObservationTx
+	ObservationTx
 	// EvidenceFacts returns, in one read, the delegation's stored
 	// compensation evidence, its extra remote tasks and its dispatch
 	// (EvidenceFacts): what ApplyEvidence decides with besides the locked

@@ -85,7 +85,7 @@ func (b *bundle) pending(t *testing.T, op string, amount int64) ledger.Delegatio
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err = b.comp.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCanceled})
+	d, err = b.comp.ReportTaskStatus(ctx, orch, d.ID, compensation.Observation{Status: ledger.StatusCanceled})
 	if err != nil || d.ObligationState != ledger.ObligationRevocationPendingCompensation {
 		t.Fatalf("cancel: %v, state %s", err, d.ObligationState)
 	}

@@ -117,7 +117,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	res, err := client.SendMessage(ctx, a2a.SendRequest{Message: msg, ReturnImmediately: true, Push: push})
 	// endedWithoutTask finishes the job with the end of work that never had
 	// a task, observed on the locked delegation.
-	endedWithoutTask := func(outcome string, obs ledger.Observation) error {
+	endedWithoutTask := func(outcome string, obs compensation.Observation) error {
 		return w.finish(ctx, j, outcome, func(tx Tx) error {
 			d, err := tx.DelegationForUpdate(ctx, d.ID)
 			if err != nil {
@@ -136,7 +136,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		return w.recordDispatched(ctx, j, d, client, iface, *res.Task, push)
 	case err == nil && j.Attempt == 1:
 		// A direct message reply: the agent did the work without a task.
-		return endedWithoutTask("message_reply", ledger.Observation{
+		return endedWithoutTask("message_reply", compensation.Observation{
 			Status: ledger.StatusCompleted, Message: messageText(res.Message), Source: "dispatch_message_reply",
 		})
 	case err == nil:
@@ -146,7 +146,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	case noTaskCreated(err) && j.Attempt == 1:
 		// The agent refused the first send outright: no task exists, so no
 		// work was done. This is the remote rejecting the work.
-		return endedWithoutTask("rejected", ledger.Observation{
+		return endedWithoutTask("rejected", compensation.Observation{
 			Status: ledger.StatusRejected, Message: text.Truncate(err.Error(), 4000), Source: "dispatch_refused",
 		})
 	case noTaskCreated(err):
@@ -330,8 +330,8 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 func taskStatus(s a2a.TaskState) ledger.TaskStatus { return ledger.TaskStatus(s) }
 
 // observation is what a fetched task says about its status.
-func observation(t a2a.Task, source string) ledger.Observation {
-	return ledger.Observation{
+func observation(t a2a.Task, source string) compensation.Observation {
+	return compensation.Observation{
 		Status: taskStatus(t.Status.State), Timestamp: t.Status.Timestamp, Message: messageText(t.Status.Message), Source: source,
 	}
 }

@@ -63,7 +63,7 @@ type OrchestratorTx interface {
 }
 
 // outboundQueue is where outbound A2A calls are queued, in the transaction
-// of the change that calls for them (ledger.ObservationTx's EnqueueOutbound).
+// of the change that calls for them (compensation.ObservationTx's EnqueueOutbound).
 type outboundQueue interface {
 	// EnqueueOutbound queues an outbound A2A call for the delegation; at
 	// most one job of a kind is open per delegation.

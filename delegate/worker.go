@@ -120,7 +120,6 @@ type Store interface {
 // ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
 type Tx interface {
 	OrchestratorTx
-	ledger.ObservationTx
 	compensation.ReceiptTx
 	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
 	// caller no longer holds its lease. A job enqueued again while it ran is

@@ -14,28 +14,13 @@ import (
 // Whose word counts (ledger/DESIGN.md §2.4): on a delegation Quittance
 // dispatched, an orchestrator can commit money but never free it on its
 // own word. This file holds the rules that say so for the hold and the
-// gate; compensation.Service.ReportTaskStatus holds the one for reports.
+// gate; compensation.Service.ReportTaskStatus holds the one for reports
+// (compensation/observe.go).
 
 // CodeHoldLowerRefused is the conflict code of a cut of the hold of a
 // delegation Quittance dispatched, once the dispatch may have reached the
 // agent, while it is unknown, or after a cancel request.
 const CodeHoldLowerRefused = "hold_lower_refused"
-
-// MaxReportSkew is how far after Quittance's clock an orchestrator's
-// report may be dated. A report dated later is taken as dated now (the
-// date it claimed stays on its event as reported_timestamp), so no report
-// can date itself past Quittance's own later observations.
-const MaxReportSkew = time.Minute
-
-// ClampReport returns the report obs as Quittance takes it at now: dated
-// no later than now + MaxReportSkew, else dated now, with the date it
-// claimed kept as ReportedTimestamp.
-func (obs Observation) ClampReport(now time.Time) Observation {
-	if obs.Timestamp.After(now.Add(MaxReportSkew)) {
-		obs.ReportedTimestamp, obs.Timestamp = obs.Timestamp, now
-	}
-	return obs
-}
 
 // DispatchState is what Quittance knows of its own dispatch of a
 // delegation (Tx.DispatchState).
@@ -94,7 +79,7 @@ func checkHoldCut(d Delegation, st DispatchState, amountMinor int64) error {
 }
 
 // GateFacts is what decides the gate of a delegation's terminal status, as
-// the store reads it in one round trip (ObservationTx.GatePolicy).
+// the store reads it in one round trip (compensation.ObservationTx.GatePolicy).
 type GateFacts struct {
 	// Org is the delegation's org.
 	Org Org

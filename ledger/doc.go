@@ -28,9 +28,9 @@
 // exactly the data stored, byte for byte.
 //
 // Service holds the use cases (delegations, hold changes, cancels, budgets,
-// orgs, task classes, tokens; a task status is observed through
-// ObserveTaskStatus, whose terminal statuses are evidence that the
-// compensation package's evidence function applies) and Reports the reconciliation reads. Both
+// orgs, task classes, tokens; a task status is observed, and its terminal
+// statuses applied as evidence, by the compensation package) and Reports
+// the reconciliation reads. Both
 // check the principal's Role, take the time from an injected Clock, and
 // pass it to the Store, which never reads a clock. Errors are sentinels
 // (ErrNotFound, ErrForbidden, …) and struct errors (*ValidationError,
@@ -40,7 +40,7 @@
 // # What this package must never do
 //
 // It defines the interfaces it consumes (Store, Reader, Tx and the narrower
-// ObservationTx, ChangeTx and EventAppender, Feed, ReportStore, Clock) and
+// ChangeTx and EventAppender, Feed, ReportStore, Clock) and
 // never imports their implementations: no pgx, no database/sql, nothing
 // under sql/ (neither the store nor the sqlc output).
 // It imports no HTTP framework and no net/http: its types carry no huma or

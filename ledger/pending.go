@@ -262,8 +262,8 @@ func (s *Service) ApprovePendingChange(ctx context.Context, p Principal, id uuid
 // RefusePendingChange refuses a pending change; any on-call principal may,
 // including the one who asked (to withdraw it).
 func (s *Service) RefusePendingChange(ctx context.Context, p Principal, id uuid.UUID, reason string) (PendingChange, error) {
-	if strings.TrimSpace(reason) == "" || len(reason) > maxTextLen {
-		return PendingChange{}, Invalid("reason", "is required, at most %d characters", maxTextLen)
+	if strings.TrimSpace(reason) == "" || len(reason) > MaxTextLen {
+		return PendingChange{}, Invalid("reason", "is required, at most %d characters", MaxTextLen)
 	}
 	return s.decide(ctx, p, id, false, reason)
 }

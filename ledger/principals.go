@@ -675,8 +675,8 @@ func (s *Service) ListCredentials(ctx context.Context, p Principal, principalID 
 // credential's open event streams. Revoking a revoked credential is a
 // conflict (token_already_revoked).
 func (s *Service) RevokeCredential(ctx context.Context, p Principal, id uuid.UUID, reason string) (Token, error) {
-	if len(reason) > maxTextLen {
-		return Token{}, Invalid("reason", "is at most %d characters", maxTextLen)
+	if len(reason) > MaxTextLen {
+		return Token{}, Invalid("reason", "is at most %d characters", MaxTextLen)
 	}
 	var t Token
 	err := s.store.InTx(ctx, func(tx Tx) error {
@@ -784,8 +784,8 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 	if err := require(p, RoleOncall); err != nil {
 		return PrincipalRecord{}, 0, err
 	}
-	if strings.TrimSpace(reason) == "" || len(reason) > maxTextLen {
-		return PrincipalRecord{}, 0, Invalid("reason", "is required, at most %d characters", maxTextLen)
+	if strings.TrimSpace(reason) == "" || len(reason) > MaxTextLen {
+		return PrincipalRecord{}, 0, Invalid("reason", "is required, at most %d characters", MaxTextLen)
 	}
 	if id == p.ID {
 		return PrincipalRecord{}, 0, Conflict("disable_self", "a principal cannot disable itself; revoke your credentials instead")

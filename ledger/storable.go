@@ -22,7 +22,8 @@ import (
 // number outside what jsonb's numeric can hold). StorableText and
 // StorableJSON are the one definition of what is stored instead: the
 // store passes every text and JSON value it writes through them, and the
-// ledger compares remote text in the same form (ObserveTaskStatus), so an
+// ledger compares remote text in the same form
+// (compensation.Service.ObserveTaskStatus), so an
 // observation that was cleaned the same way twice is the same observation.
 // StorableEvent applies them to an event before it is hashed, so the hash
 // covers exactly what is stored.

@@ -113,20 +113,11 @@ type ChangeTx interface {
 	MoveBudget(ctx context.Context, m BudgetMove) error
 }
 
-// ObservationTx is what ObserveTaskStatus and the evidence function a
-// terminal status is handed to write through: Apply's, plus what a
-// terminal status needs to decide the gate, apply early evidence and queue
-// a compensation request. Error contract: as Store.
-type ObservationTx interface {
+// Tx is a database transaction of the ledger's own services (Service):
+// everything they read and write inside one. Error contract: as Store.
+type Tx interface {
 	ChangeTx
-	// EvidenceTx finds evidence received before a terminal status, to
-	// apply it with the status (or find it unused).
-	EvidenceTx
-	// GatePolicy loads what decides whether a terminal task status gates
-	// d's hold (GateFacts: its org, its task class, its dispatch and its
-	// tenant's task-class policy at the org), in one round trip; the org
-	// missing is ErrNotFound.
-	GatePolicy(ctx context.Context, d Delegation) (GateFacts, error)
+	DelegationLocker
 	// DelegationDispatchForUpdate loads a delegation and locks its row
 	// until the transaction ends, as DelegationForUpdate, with what
 	// Quittance knows of its own dispatch of it, in one round trip.
@@ -137,17 +128,6 @@ type ObservationTx interface {
 	// delegation: enqueuing again only brings the open one forward. A
 	// dispatch job also marks the delegation as dispatched by Quittance.
 	EnqueueOutbound(ctx context.Context, j OutboundJob) error
-	// MarkDelegationObserved records that the delegation's remote task was
-	// observed at at: its LastObservedAt moves forward to at (never back),
-	// and nothing else of the row changes, not even its version.
-	MarkDelegationObserved(ctx context.Context, id uuid.UUID, at time.Time) error
-}
-
-// Tx is a database transaction of the ledger's own services (Service):
-// everything they read and write inside one. Error contract: as Store.
-type Tx interface {
-	ObservationTx
-	DelegationLocker
 	Delegation(ctx context.Context, id uuid.UUID) (Delegation, error)
 	DelegationByOperation(ctx context.Context, tenant, businessOperationID string) (Delegation, error)
 	Org(ctx context.Context, id string) (Org, error)

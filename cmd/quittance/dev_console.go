@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/app"
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -155,7 +156,7 @@ func seedConsoleDemo(ctx context.Context, a *app.App, oncall ledger.Principal, t
 		if _, err := svc.RequestCancel(ctx, orch, d.ID); err != nil {
 			return err
 		}
-		if _, err := a.Compensation.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCanceled, Source: "api"}); err != nil {
+		if _, err := a.Compensation.ReportTaskStatus(ctx, orch, d.ID, compensation.Observation{Status: ledger.StatusCanceled, Source: "api"}); err != nil {
 			return err
 		}
 	}

@@ -153,7 +153,7 @@ func TestCollectorStateEntry(t *testing.T) {
 	report := func(d time.Duration, id ledger.Delegation, st ledger.TaskStatus) {
 		t.Helper()
 		comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch.Add(d)}})
-		if _, err := comp.ReportTaskStatus(ctx, orch, id.ID, ledger.Observation{Status: st}); err != nil {
+		if _, err := comp.ReportTaskStatus(ctx, orch, id.ID, compensation.Observation{Status: st}); err != nil {
 			t.Fatalf("report %s: %v", st, err)
 		}
 	}
@@ -391,7 +391,7 @@ func TestStateEntryBackfill(t *testing.T) {
 	held := b.delegation(t, "held")
 	canceled := b.delegation(t, "canceled")
 	later := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch.Add(90 * time.Minute)}})
-	if _, err := later.ReportTaskStatus(ctx, orch, canceled.ID, ledger.Observation{Status: ledger.StatusCanceled}); err != nil {
+	if _, err := later.ReportTaskStatus(ctx, orch, canceled.ID, compensation.Observation{Status: ledger.StatusCanceled}); err != nil {
 		t.Fatal(err)
 	}
 

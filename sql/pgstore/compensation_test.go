@@ -42,7 +42,7 @@ func canceledDelegations(t *testing.T, store *pgstore.Store, n int) []ledger.Del
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out[i], err = comp.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCanceled}); err != nil {
+		if out[i], err = comp.ReportTaskStatus(ctx, orch, d.ID, compensation.Observation{Status: ledger.StatusCanceled}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -121,7 +121,7 @@ func TestCollectorObligationCountsExact(t *testing.T) {
 	ds := heldDelegations(t, store, writers*each)
 	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch}})
 	report := func(d ledger.Delegation, st ledger.TaskStatus) error {
-		_, err := comp.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: st})
+		_, err := comp.ReportTaskStatus(ctx, orch, d.ID, compensation.Observation{Status: st})
 		return err
 	}
 	exec := func(sql string, args ...any) error {
@@ -249,7 +249,7 @@ func TestCollectorObligationCountsAsServiceRole(t *testing.T) {
 	ds := heldDelegations(t, store, 2)
 	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch}})
 	for _, d := range ds {
-		if _, err := comp.ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusCompleted}); err != nil {
+		if _, err := comp.ReportTaskStatus(ctx, orch, d.ID, compensation.Observation{Status: ledger.StatusCompleted}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,7 +278,7 @@ func TestEndedObligationCountsBackfill(t *testing.T) {
 	ds := heldDelegations(t, store, 6)
 	comp := compensation.NewService(compensation.Config{Store: store.Compensation(), Clock: fixedClock{epoch}})
 	for i, st := range []ledger.TaskStatus{ledger.StatusCompleted, ledger.StatusRejected, ledger.StatusCanceled} {
-		if _, err := comp.ReportTaskStatus(ctx, orch, ds[i].ID, ledger.Observation{Status: st}); err != nil {
+		if _, err := comp.ReportTaskStatus(ctx, orch, ds[i].ID, compensation.Observation{Status: st}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -303,7 +303,7 @@ func TestEndedObligationCountsBackfill(t *testing.T) {
 		`quittance_obligations{state="written_off"}`: 1, `quittance_obligations{state="compensated"}`: 1,
 		`quittance_obligations{state="revocation_pending_compensation"}`: 1, `quittance_obligations{state="held"}`: 1,
 	})
-	if _, err := comp.ReportTaskStatus(ctx, orch, ds[5].ID, ledger.Observation{Status: ledger.StatusCompleted}); err != nil {
+	if _, err := comp.ReportTaskStatus(ctx, orch, ds[5].ID, compensation.Observation{Status: ledger.StatusCompleted}); err != nil {
 		t.Fatal(err)
 	}
 	expectFullCounts(t, "after a settlement", pool, scrape(t, store, epoch))

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/migrations"
@@ -132,7 +133,7 @@ func TestRemoteTextInEveryColumn(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	d := b.delegation(t, "op-text")
-	got, err := b.comp().ReportTaskStatus(ctx, orch, d.ID, ledger.Observation{Status: ledger.StatusWorking, Timestamp: epoch, Message: "half \xff and \x00"})
+	got, err := b.comp().ReportTaskStatus(ctx, orch, d.ID, compensation.Observation{Status: ledger.StatusWorking, Timestamp: epoch, Message: "half \xff and \x00"})
 	if err != nil {
 		t.Fatalf("report with a NUL: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -125,7 +126,7 @@ func TestDelegationAmountsView(t *testing.T) {
 	b := setup(t)
 	settled := b.delegation(t, "op-partial")
 	cost := int64(400)
-	if _, err := b.comp().ReportTaskStatus(ctx, orch, settled.ID, ledger.Observation{
+	if _, err := b.comp().ReportTaskStatus(ctx, orch, settled.ID, compensation.Observation{
 		Status: ledger.StatusCompleted, Timestamp: epoch.Add(time.Second), SettledAmountMinor: &cost,
 	}); err != nil {
 		t.Fatalf("partial settle: %v", err)

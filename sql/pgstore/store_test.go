@@ -83,7 +83,7 @@ func (b bundle) delegation(t *testing.T, op string) ledger.Delegation {
 
 func (b bundle) report(t *testing.T, id uuid.UUID, st ledger.TaskStatus, at time.Time) ledger.Delegation {
 	t.Helper()
-	d, err := b.comp().ReportTaskStatus(context.Background(), orch, id, ledger.Observation{Status: st, Timestamp: at})
+	d, err := b.comp().ReportTaskStatus(context.Background(), orch, id, compensation.Observation{Status: st, Timestamp: at})
 	if err != nil {
 		t.Fatalf("ReportTaskStatus(%s): %v", st, err)
 	}

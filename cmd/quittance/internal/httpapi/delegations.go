@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 )
@@ -382,7 +383,7 @@ func (s *Server) registerDelegations() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		obs := ledger.Observation{Status: st, Message: in.Body.Message, Source: "api", SettledAmountMinor: in.Body.SettledAmountMinor}
+		obs := compensation.Observation{Status: st, Message: in.Body.Message, Source: "api", SettledAmountMinor: in.Body.SettledAmountMinor}
 		if in.Body.Timestamp != nil {
 			obs.Timestamp = *in.Body.Timestamp
 		}

@@ -130,7 +130,7 @@ func (b serviceBackend) report(tenant, id, state string, at time.Time) (string, 
 		return serviceOutcome(err)
 	}
 	_, err = b.comp.ReportTaskStatus(context.Background(), orchestrator(tenant), uuid.MustParse(id),
-		ledger.Observation{Status: st, Timestamp: at, Source: "test"})
+		compensation.Observation{Status: st, Timestamp: at, Source: "test"})
 	return serviceOutcome(err)
 }
 

@@ -542,7 +542,7 @@ func (m *model) opReport() {
 	r := m.env.Do(m.t, http.MethodPost, "/v1/delegations/"+d.id+"/task-status", m.orch[d.tenant], body)
 	m.logf("report %s (settled %v) %s at %s on %s (%s/%s, hold %d) → %d", raw, body["settled_amount_minor"], d.id, at.Format(time.TimeOnly), d.class, d.taskStatus, d.obligation, d.hold, r.Status)
 
-	if at.After(m.now().Add(ledger.MaxReportSkew)) {
+	if at.After(m.now().Add(compensation.MaxReportSkew)) {
 		at = m.now() // a report dated too far ahead is taken as dated now
 	}
 	st, err := ledger.ParseTaskStatus(raw)

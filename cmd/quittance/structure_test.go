@@ -74,7 +74,6 @@ var sizeDebt = map[string]bool{
 	"delegate.taskNotFound":                                      true,
 	"ledger.Apply":                                               true,
 	"ledger.CaseTx":                                              true,
-	"ledger.ObserveTaskStatus":                                   true,
 	"ledger.Service.CreateDelegation":                            true,
 	"ledger.Service.CreateToken":                                 true,
 	"ledger.Service.addToken":                                    true,

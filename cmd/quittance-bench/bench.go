@@ -358,22 +358,31 @@ func isExecutable(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// startReplicas starts n `quittance serve` processes on dbURL at the same
-// moment and waits until all are ready. env(i) is replica i's extra
-// environment.
-func startReplicas(ctx context.Context, h *harness, n int, dbURL, token, name string, env func(i int) []string) ([]*service, error) {
-	svcs := make([]*service, n)
-	errs := make([]error, n)
+// replicaSet is what startReplicas starts: n `quittance serve` processes
+// on dbURL, bootstrapped with token, whose logs are named after name;
+// env(i) is replica i's extra environment.
+type replicaSet struct {
+	n            int
+	dbURL, token string
+	name         string
+	env          func(i int) []string
+}
+
+// startReplicas starts the replicas of rs at the same moment and waits
+// until all are ready.
+func startReplicas(ctx context.Context, h *harness, rs replicaSet) ([]*service, error) {
+	svcs := make([]*service, rs.n)
+	errs := make([]error, rs.n)
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := range rs.n {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
 		wg.Go(func() {
 			svcs[i], errs[i] = startService(ctx, serviceConfig{
-				Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: token,
-				LogPath: filepath.Join(h.dir, fmt.Sprintf("%s-r%d.log", name, i)), Env: env(i),
+				Binary: h.binary, Addr: addr, DatabaseURL: rs.dbURL, Token: rs.token,
+				LogPath: filepath.Join(h.dir, fmt.Sprintf("%s-r%d.log", rs.name, i)), Env: rs.env(i),
 			})
 		})
 	}
@@ -389,248 +398,327 @@ func startReplicas(ctx context.Context, h *harness, n int, dbURL, token, name st
 	return svcs, nil
 }
 
+// lifecycleRun is one runLifecycle: the replicas, what every client uses
+// (org, signing key, budgets, orchestrator token) and the counters the
+// clients add to.
+type lifecycleRun struct {
+	h         *harness
+	cfg       benchConfig
+	name      string
+	debugAddr string // the profiled replica's debug listener, with -pprof
+	svcs      []*service
+	clients   []*client // one per replica
+	org       string
+	sig       *signer
+	budgets   []string
+	orch      string
+	logDir    string
+
+	measuring atomic.Bool
+	ops, errs atomic.Int64
+	totalNs   atomic.Int64
+	firstErr  atomic.Value
+	logErr    atomic.Value
+}
+
 // runLifecycle starts replicas service processes on a fresh database and
 // drives n clients through create → task-status canceled → signed ack, on
 // one budget (mode "hot") or spread over many budgets ("many"). Each
 // client sends its successive requests to successive replicas.
 func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode string, replicas int) (lifecycleResult, error) {
 	res := lifecycleResult{Clients: n, Mode: mode, Replicas: replicas}
-	name := fmt.Sprintf("quittance_%s_c%d_r%d", mode, n, replicas)
-	dbURL, err := h.createDatabase(ctx, name)
-	if err != nil {
-		return res, err
-	}
-	admin := ledger.NewTokenSecret()
-	env := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}
-	var debugAddr string
-	if cfg.Pprof {
-		if debugAddr, err = freeAddr(); err != nil {
-			return res, err
-		}
-	}
-	svcs, err := startReplicas(ctx, h, replicas, dbURL, admin, name, func(i int) []string {
-		if i == 0 && debugAddr != "" {
-			// Only the first replica is profiled.
-			return append(slices.Clone(env), "QUITTANCE_DEBUG_ADDR="+debugAddr)
-		}
-		return env
-	})
+	r := &lifecycleRun{h: h, cfg: cfg, name: fmt.Sprintf("quittance_%s_c%d_r%d", mode, n, replicas)}
+	admin, err := r.startReplicas(ctx, replicas, n)
 	if err != nil {
 		return res, err
 	}
 	defer func() {
-		for _, s := range svcs {
+		for _, s := range r.svcs {
 			s.stop()
 		}
 	}()
-	clients := make([]*client, replicas)
-	for i, s := range svcs {
-		clients[i] = newClient(s.URL, n)
-	}
-	c := clients[0]
-	// The bootstrap token creates the two on-call principals; from then on
-	// the first administers and the second approves privileged changes.
-	admin, admin2, err := twoOncall(ctx, c, admin)
-	if err != nil {
+	if err := r.setup(ctx, admin, mode); err != nil {
 		return res, err
 	}
-	const org = "supplier"
-	sig := newSigner("k1")
-	budgets := []string{"hot"}
-	if mode == "many" {
-		budgets = budgets[:0]
-		for i := range cfg.ManyBudgets {
-			budgets = append(budgets, fmt.Sprintf("b-%03d", i))
-		}
-	}
-	for _, b := range budgets {
-		// Funded at once; the tenant, by a second on-call's approval.
-		if err := privileged(ctx, c, http.MethodPut, "/admin/v1/budgets/"+b, admin, admin2,
-			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 50, "tenants": []string{"bench"}}); err != nil {
-			return res, err
-		}
-	}
-	if err := privileged(ctx, c, http.MethodPut, "/admin/v1/orgs/"+org, admin, admin2,
-		map[string]any{"name": "Supplier", "jwks": sig.jwks()}); err != nil {
-		return res, err
-	}
-	orch, err := newToken(ctx, c, admin, admin2, "orchestrator", "bench", "bench-orchestrator")
-	if err != nil {
-		return res, err
-	}
-	if err := checkpoint(ctx, h); err != nil {
-		return res, err
-	}
-	logDir := filepath.Join(h.dir, name+"-txn")
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return res, err
-	}
-
-	var (
-		measuring atomic.Bool
-		ops, errs atomic.Int64
-		totalNs   atomic.Int64
-		firstErr  atomic.Value
-		logErr    atomic.Value
-	)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	for i := range n {
-		var txnLog *bufio.Writer
-		if cfg.TxnLog {
-			f, err := os.Create(filepath.Join(logDir, fmt.Sprintf("txn.%d", i)))
-			if err != nil {
-				return res, err
-			}
-			txnLog = bufio.NewWriterSize(f, 64<<10)
-			defer f.Close()
-		}
-		wg.Go(func() {
-			var seq int64
-			next := i
-			// do sends one request to the next replica in turn.
-			do := func(f func(c *client) error) bool {
-				c := clients[next%replicas]
-				next++
-				t0 := time.Now()
-				err := f(c)
-				if runCtx.Err() != nil {
-					return false
-				}
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					return false
-				}
-				if measuring.Load() {
-					end := time.Now()
-					d := end.Sub(t0)
-					ops.Add(1)
-					totalNs.Add(int64(d))
-					if txnLog != nil {
-						// pgbench's -l line: client_id transaction_no time_us script_no epoch epoch_us.
-						fmt.Fprintf(txnLog, "%d %d %d 0 %d %d\n", i, seq, d.Microseconds(), end.Unix(), end.Nanosecond()/1000)
-					}
-					seq++
-				}
-				return true
-			}
-			defer func() {
-				if txnLog != nil {
-					if err := txnLog.Flush(); err != nil {
-						logErr.CompareAndSwap(nil, err.Error())
-					}
-				}
-			}()
-			for k := 0; runCtx.Err() == nil; k++ {
-				op := fmt.Sprintf("c%d-%d", i, k)
-				task := "task-" + op
-				budget := budgets[(i*7919+k)%len(budgets)]
-				var d delegation
-				ok := do(func(c *client) error {
-					return c.must(runCtx, http.MethodPost, "/v1/delegations", orch, map[string]any{
-						"business_operation_id": op, "org_id": org, "task_class": "procurement", "budget_id": budget,
-						"hold":   map[string]any{"amount_minor": 1000 + k%1000, "currency": "EUR"},
-						"remote": map[string]any{"task_id": task, "context_id": "ctx-" + op},
-					}, &d, http.StatusCreated)
-				})
-				if !ok {
-					continue
-				}
-				ok = do(func(c *client) error {
-					return c.must(runCtx, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", orch,
-						map[string]any{"state": "TASK_STATE_CANCELED"}, &d, http.StatusOK)
-				})
-				if !ok {
-					continue
-				}
-				if d.Compensation == nil || d.ObligationState != "revocation_pending_compensation" {
-					errs.Add(1)
-					continue
-				}
-				token := sig.sign(typAck, evidenceClaims(org, task, d.Compensation.IdempotencyKey, time.Now()))
-				do(func(c *client) error {
-					resp, err := c.do(runCtx, http.MethodPost, "/v1/compensation/acks", "", "application/jose", token)
-					if err != nil {
-						return err
-					}
-					if resp.Status != http.StatusOK {
-						return fmt.Errorf("ack: status %d: %s", resp.Status, resp.Body)
-					}
-					return nil
-				})
-			}
-		})
+	if err := r.startClients(runCtx, &wg, n); err != nil {
+		return res, err
 	}
 	time.Sleep(cfg.Warmup)
-	var perf *exec.Cmd
-	if cfg.Perf {
-		perf = exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(svcs[0].cmd.Process.Pid),
-			"-o", filepath.Join(h.dir, name+".perf.data"))
-		perf.Stdout, perf.Stderr = io.Discard, io.Discard
-		if err := perf.Start(); err != nil {
-			return res, fmt.Errorf("perf record: %w", err)
-		}
+	if err := r.measure(ctx, &res); err != nil {
+		return res, err
 	}
-	var pprofDone chan error
-	pprofPath := filepath.Join(h.dir, name+".pprof")
-	if cfg.Pprof {
-		pprofDone = make(chan error, 1)
-		go func() { pprofDone <- fetchCPUProfile(ctx, debugAddr, cfg.Duration, pprofPath) }()
-	}
-	measuring.Store(true)
-	t0 := time.Now()
-	select {
-	case <-time.After(cfg.Duration):
-	case <-ctx.Done():
-	}
-	measuring.Store(false)
-	res.Duration = time.Since(t0)
-	if perf != nil {
-		_ = perf.Process.Signal(os.Interrupt)
-		_ = perf.Wait()
-		fmt.Fprintf(h.stderr, "  CPU profile: perf report -i %s\n", filepath.Join(h.dir, name+".perf.data"))
-	}
-	if pprofDone != nil {
-		if err := <-pprofDone; err != nil {
-			return res, err
-		}
-		fmt.Fprintf(h.stderr, "  CPU profile: go tool pprof %s %s\n", h.binary, pprofPath)
-	}
-	res.Ops = ops.Load()
+	res.Ops = r.ops.Load()
 	res.Load = loadAverage()
 	stop()
 	wg.Wait()
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	if v := logErr.Load(); v != nil {
-		return res, fmt.Errorf("write the transaction log: %s", v)
+	return res, r.results(&res)
+}
+
+// startReplicas creates the run's database and starts its replicas with a
+// fresh bootstrap token, which it returns; with -pprof the first replica
+// gets a debug listener. Each replica's client keeps up to 2×conns idle
+// connections.
+func (r *lifecycleRun) startReplicas(ctx context.Context, replicas, conns int) (string, error) {
+	dbURL, err := r.h.createDatabase(ctx, r.name)
+	if err != nil {
+		return "", err
 	}
-	res.Errors = errs.Load()
+	admin := ledger.NewTokenSecret()
+	env := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}
+	if r.cfg.Pprof {
+		if r.debugAddr, err = freeAddr(); err != nil {
+			return "", err
+		}
+	}
+	r.svcs, err = startReplicas(ctx, r.h, replicaSet{n: replicas, dbURL: dbURL, token: admin, name: r.name, env: func(i int) []string {
+		if i == 0 && r.debugAddr != "" {
+			// Only the first replica is profiled.
+			return append(slices.Clone(env), "QUITTANCE_DEBUG_ADDR="+r.debugAddr)
+		}
+		return env
+	}})
+	if err != nil {
+		return "", err
+	}
+	r.clients = make([]*client, replicas)
+	for i, s := range r.svcs {
+		r.clients[i] = newClient(s.URL, conns)
+	}
+	return admin, nil
+}
+
+// setup creates, with the bootstrap token, the on-call principals, the
+// budgets of mode, the supplier org and the orchestrator token, then
+// checkpoints the cluster and makes the transaction log directory.
+func (r *lifecycleRun) setup(ctx context.Context, bootstrap, mode string) error {
+	c := r.clients[0]
+	// The bootstrap token creates the two on-call principals; from then on
+	// the first administers and the second approves privileged changes.
+	admin, admin2, err := twoOncall(ctx, c, bootstrap)
+	if err != nil {
+		return err
+	}
+	oc := onCall{c: c, token: admin, approver: admin2}
+	r.org = "supplier"
+	r.sig = newSigner("k1")
+	r.budgets = []string{"hot"}
+	if mode == "many" {
+		r.budgets = r.budgets[:0]
+		for i := range r.cfg.ManyBudgets {
+			r.budgets = append(r.budgets, fmt.Sprintf("b-%03d", i))
+		}
+	}
+	for _, b := range r.budgets {
+		// Funded at once; the tenant, by a second on-call's approval.
+		if err := oc.privileged(ctx, http.MethodPut, "/admin/v1/budgets/"+b,
+			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 50, "tenants": []string{"bench"}}); err != nil {
+			return err
+		}
+	}
+	if err := oc.privileged(ctx, http.MethodPut, "/admin/v1/orgs/"+r.org,
+		map[string]any{"name": "Supplier", "jwks": r.sig.jwks()}); err != nil {
+		return err
+	}
+	if r.orch, err = oc.newToken(ctx, "orchestrator", "bench", "bench-orchestrator"); err != nil {
+		return err
+	}
+	if err := checkpoint(ctx, r.h); err != nil {
+		return err
+	}
+	r.logDir = filepath.Join(r.h.dir, r.name+"-txn")
+	return os.MkdirAll(r.logDir, 0o755)
+}
+
+// startClients starts n clients that run lifecycles until ctx ends, each
+// with its own transaction log when -txn-log is on.
+func (r *lifecycleRun) startClients(ctx context.Context, wg *sync.WaitGroup, n int) error {
+	for i := range n {
+		lc := &lifecycleClient{run: r, id: i, next: i}
+		var f *os.File
+		if r.cfg.TxnLog {
+			var err error
+			if f, err = os.Create(filepath.Join(r.logDir, fmt.Sprintf("txn.%d", i))); err != nil {
+				return err
+			}
+			lc.txnLog = bufio.NewWriterSize(f, 64<<10)
+		}
+		wg.Go(func() {
+			defer func() {
+				if f == nil {
+					return
+				}
+				if err := lc.txnLog.Flush(); err != nil {
+					r.logErr.CompareAndSwap(nil, err.Error())
+				}
+				f.Close()
+			}()
+			for k := 0; ctx.Err() == nil; k++ {
+				lc.lifecycle(ctx, k)
+			}
+		})
+	}
+	return nil
+}
+
+// lifecycleClient is one client of a lifecycle run.
+type lifecycleClient struct {
+	run    *lifecycleRun
+	id     int
+	next   int   // the replica the next request goes to, modulo replicas
+	seq    int64 // the next transaction number in the log
+	txnLog *bufio.Writer
+}
+
+// do sends one request to the next replica in turn and, while the run
+// measures, counts and logs it; it reports whether the request succeeded.
+func (lc *lifecycleClient) do(ctx context.Context, f func(c *client) error) bool {
+	r := lc.run
+	c := r.clients[lc.next%len(r.clients)]
+	lc.next++
+	t0 := time.Now()
+	err := f(c)
+	if ctx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		r.errs.Add(1)
+		r.firstErr.CompareAndSwap(nil, err.Error())
+		return false
+	}
+	if r.measuring.Load() {
+		end := time.Now()
+		d := end.Sub(t0)
+		r.ops.Add(1)
+		r.totalNs.Add(int64(d))
+		if lc.txnLog != nil {
+			// pgbench's -l line: client_id transaction_no time_us script_no epoch epoch_us.
+			fmt.Fprintf(lc.txnLog, "%d %d %d 0 %d %d\n", lc.id, lc.seq, d.Microseconds(), end.Unix(), end.Nanosecond()/1000)
+		}
+		lc.seq++
+	}
+	return true
+}
+
+// lifecycle runs the client's k-th delegation through create → task-status
+// canceled → signed ack.
+func (lc *lifecycleClient) lifecycle(ctx context.Context, k int) {
+	r := lc.run
+	op := fmt.Sprintf("c%d-%d", lc.id, k)
+	task := "task-" + op
+	budget := r.budgets[(lc.id*7919+k)%len(r.budgets)]
+	var d delegation
+	ok := lc.do(ctx, func(c *client) error {
+		return c.must(ctx, request{http.MethodPost, "/v1/delegations", r.orch, map[string]any{
+			"business_operation_id": op, "org_id": r.org, "task_class": "procurement", "budget_id": budget,
+			"hold":   map[string]any{"amount_minor": 1000 + k%1000, "currency": "EUR"},
+			"remote": map[string]any{"task_id": task, "context_id": "ctx-" + op},
+		}}, &d, http.StatusCreated)
+	})
+	if !ok {
+		return
+	}
+	ok = lc.do(ctx, func(c *client) error {
+		return c.must(ctx, request{http.MethodPost, "/v1/delegations/" + d.ID + "/task-status", r.orch,
+			map[string]any{"state": "TASK_STATE_CANCELED"}}, &d, http.StatusOK)
+	})
+	if !ok {
+		return
+	}
+	if d.Compensation == nil || d.ObligationState != "revocation_pending_compensation" {
+		r.errs.Add(1)
+		return
+	}
+	token := r.sig.sign(typAck, evidenceClaims(r.org, task, d.Compensation.IdempotencyKey, time.Now()))
+	lc.do(ctx, func(c *client) error {
+		resp, err := c.do(ctx, http.MethodPost, "/v1/compensation/acks", "", "application/jose", token)
+		if err != nil {
+			return err
+		}
+		if resp.Status != http.StatusOK {
+			return fmt.Errorf("ack: status %d: %s", resp.Status, resp.Body)
+		}
+		return nil
+	})
+}
+
+// measure counts the clients' operations for the configured duration (or
+// until ctx ends), under perf(1) or Go's CPU profiler when asked, and
+// sets res.Duration.
+func (r *lifecycleRun) measure(ctx context.Context, res *lifecycleResult) error {
+	h, cfg := r.h, r.cfg
+	var perf *exec.Cmd
+	if cfg.Perf {
+		perf = exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(r.svcs[0].cmd.Process.Pid),
+			"-o", filepath.Join(h.dir, r.name+".perf.data"))
+		perf.Stdout, perf.Stderr = io.Discard, io.Discard
+		if err := perf.Start(); err != nil {
+			return fmt.Errorf("perf record: %w", err)
+		}
+	}
+	var pprofDone chan error
+	pprofPath := filepath.Join(h.dir, r.name+".pprof")
+	if cfg.Pprof {
+		pprofDone = make(chan error, 1)
+		go func() { pprofDone <- fetchCPUProfile(ctx, r.debugAddr, cfg.Duration, pprofPath) }()
+	}
+	r.measuring.Store(true)
+	t0 := time.Now()
+	select {
+	case <-time.After(cfg.Duration):
+	case <-ctx.Done():
+	}
+	r.measuring.Store(false)
+	res.Duration = time.Since(t0)
+	if perf != nil {
+		_ = perf.Process.Signal(os.Interrupt)
+		_ = perf.Wait()
+		fmt.Fprintf(h.stderr, "  CPU profile: perf report -i %s\n", filepath.Join(h.dir, r.name+".perf.data"))
+	}
+	if pprofDone != nil {
+		if err := <-pprofDone; err != nil {
+			return err
+		}
+		fmt.Fprintf(h.stderr, "  CPU profile: go tool pprof %s %s\n", h.binary, pprofPath)
+	}
+	return nil
+}
+
+// results fills in res, after the clients stopped, from the counters, the
+// transaction logs and the replicas' peak memory, and prints the first
+// error a client saw.
+func (r *lifecycleRun) results(res *lifecycleResult) error {
+	if v := r.logErr.Load(); v != nil {
+		return fmt.Errorf("write the transaction log: %s", v)
+	}
+	res.Errors = r.errs.Load()
 	res.OpsPerS = float64(res.Ops) / res.Duration.Seconds()
 	if res.Ops > 0 {
-		res.Avg = time.Duration(totalNs.Load() / res.Ops)
+		res.Avg = time.Duration(r.totalNs.Load() / res.Ops)
 	}
-	if cfg.TxnLog {
-		lat, err := readTxnLogs(filepath.Join(logDir, "txn.*"))
+	if r.cfg.TxnLog {
+		lat, err := readTxnLogs(filepath.Join(r.logDir, "txn.*"))
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.P50, res.P99 = lat.quantile(0.5), lat.quantile(0.99)
 	}
-	for _, s := range svcs {
+	for _, s := range r.svcs {
 		rss, err := s.peakRSS()
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.PeakRSS = max(res.PeakRSS, rss)
 	}
-	if v := firstErr.Load(); v != nil {
-		fmt.Fprintf(h.stderr, "  first error: %s\n", v)
+	if v := r.firstErr.Load(); v != nil {
+		fmt.Fprintf(r.h.stderr, "  first error: %s\n", v)
 	}
-	return res, nil
+	return nil
 }
 
 // loadAverage is the machine's 1-minute load average: other work on the

@@ -355,19 +355,26 @@ func (c *client) do(ctx context.Context, method, path, token, contentType string
 	return response{Status: resp.StatusCode, Body: raw}, nil
 }
 
+// request is one JSON API request: method and path, the bearer token
+// (none when empty) and the body, sent as JSON when not nil.
+type request struct {
+	method, path, token string
+	body                any
+}
+
 // must sends a JSON request and fails unless the status is one of want;
 // it decodes the answer into out when out is not nil.
-func (c *client) must(ctx context.Context, method, path, token string, body, out any, want ...int) error {
-	resp, err := c.do(ctx, method, path, token, "", body)
+func (c *client) must(ctx context.Context, r request, out any, want ...int) error {
+	resp, err := c.do(ctx, r.method, r.path, r.token, "", r.body)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	ok := false
 	for _, w := range want {
 		ok = ok || resp.Status == w
 	}
 	if !ok {
-		return fmt.Errorf("%s %s: status %d: %s", method, path, resp.Status, resp.Body)
+		return fmt.Errorf("%s %s: status %d: %s", r.method, r.path, resp.Status, resp.Body)
 	}
 	if out != nil {
 		return json.Unmarshal(resp.Body, out)
@@ -440,26 +447,44 @@ func evidenceClaims(org, task, idempotencyKey string, now time.Time) map[string]
 	return c
 }
 
+// onCall makes administrative changes through c with token, and
+// approves with approver the ones that wait for a second on-call
+// principal (202).
+type onCall struct {
+	c               *client
+	token, approver string
+}
+
+// approve approves the pending change the answer to a privileged request
+// names, if any.
+func (a onCall) approve(ctx context.Context, pending *pendingChange) error {
+	if pending == nil {
+		return nil
+	}
+	return a.c.must(ctx, request{http.MethodPost, "/admin/v1/pending-changes/" + pending.ID + "/approve", a.approver, nil}, nil, http.StatusOK)
+}
+
+// pendingChange is the pending change a privileged request may answer with.
+type pendingChange struct {
+	ID string `json:"id"`
+}
+
 // newToken issues an API token through the admin API; a principal that
-// needs a second on-call approval (202) is approved with approver.
-func newToken(ctx context.Context, c *client, admin, approver, role, tenant, name string) (string, error) {
+// needs a second on-call approval (202) is approved.
+func (a onCall) newToken(ctx context.Context, role, tenant, name string) (string, error) {
 	var out struct {
-		Token         string `json:"token"`
-		PendingChange *struct {
-			ID string `json:"id"`
-		} `json:"pending_change"`
+		Token         string         `json:"token"`
+		PendingChange *pendingChange `json:"pending_change"`
 	}
 	body := map[string]any{"role": role, "name": name}
 	if tenant != "" {
 		body["tenant"] = tenant
 	}
-	if err := c.must(ctx, http.MethodPost, "/admin/v1/tokens", admin, body, &out, http.StatusCreated, http.StatusAccepted); err != nil {
+	if err := a.c.must(ctx, request{http.MethodPost, "/admin/v1/tokens", a.token, body}, &out, http.StatusCreated, http.StatusAccepted); err != nil {
 		return "", err
 	}
-	if out.PendingChange != nil {
-		if err := c.must(ctx, http.MethodPost, "/admin/v1/pending-changes/"+out.PendingChange.ID+"/approve", approver, nil, nil, http.StatusOK); err != nil {
-			return "", err
-		}
+	if err := a.approve(ctx, out.PendingChange); err != nil {
+		return "", err
 	}
 	return out.Token, nil
 }
@@ -468,27 +493,23 @@ func newToken(ctx context.Context, c *client, admin, approver, role, tenant, nam
 // it may create outside dev, and returns their tokens: one asks for
 // privileged changes, the other approves them.
 func twoOncall(ctx context.Context, c *client, bootstrap string) (string, string, error) {
-	a, err := newToken(ctx, c, bootstrap, "", "oncall", "", "bench-oncall-1")
+	boot := onCall{c: c, token: bootstrap}
+	a, err := boot.newToken(ctx, "oncall", "", "bench-oncall-1")
 	if err != nil {
 		return "", "", err
 	}
-	b, err := newToken(ctx, c, bootstrap, "", "oncall", "", "bench-oncall-2")
+	b, err := boot.newToken(ctx, "oncall", "", "bench-oncall-2")
 	return a, b, err
 }
 
-// privileged does a privileged change with token and, when it waits for a
-// second on-call principal (202), approves it with approver.
-func privileged(ctx context.Context, c *client, method, path, token, approver string, body any) error {
+// privileged does a privileged change and, when it waits for a second
+// on-call principal (202), approves it.
+func (a onCall) privileged(ctx context.Context, method, path string, body any) error {
 	var out struct {
-		PendingChange *struct {
-			ID string `json:"id"`
-		} `json:"pending_change"`
+		PendingChange *pendingChange `json:"pending_change"`
 	}
-	if err := c.must(ctx, method, path, token, body, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted); err != nil {
+	if err := a.c.must(ctx, request{method, path, a.token, body}, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted); err != nil {
 		return err
 	}
-	if out.PendingChange == nil {
-		return nil
-	}
-	return c.must(ctx, http.MethodPost, "/admin/v1/pending-changes/"+out.PendingChange.ID+"/approve", approver, nil, nil, http.StatusOK)
+	return a.approve(ctx, out.PendingChange)
 }

@@ -76,114 +76,145 @@ type benchReport struct {
 // renderBench renders the results as a text table for the terminal and
 // as Markdown for the bench's document.
 func renderBench(cfg benchConfig, m machine, pgb []pgbenchResult, lifes []lifecycleResult, sc *scaleResult, took time.Duration) benchReport {
-	var (
-		text, md strings.Builder
-		missed   int
-	)
-	verdict := func(ok bool) string {
-		if ok {
-			return "met"
+	r := &benchRenderer{cfg: cfg, pgb: pgb, lifes: lifes}
+	fmt.Fprintf(&r.text, "\nMachine: %s\n", m)
+	fmt.Fprintf(&r.md, "**Machine:** %s.\n\n", m)
+	if len(lifes) > 0 {
+		r.lifecycles()
+		r.replicas()
+	}
+	if sc != nil {
+		renderScale(&r.text, &r.md, sc, r.verdict)
+	}
+	fmt.Fprintf(&r.text, "\n%d targets missed; took %s\n", r.missed, took.Round(time.Second))
+	return benchReport{text: r.text.String(), markdown: r.md.String(), missed: r.missed}
+}
+
+// benchRenderer writes the bench's results as text and Markdown side by
+// side, counting the targets missed.
+type benchRenderer struct {
+	cfg      benchConfig
+	pgb      []pgbenchResult
+	lifes    []lifecycleResult
+	text, md strings.Builder
+	missed   int
+}
+
+// verdict is "met", or "MISSED" counted as a missed target.
+func (r *benchRenderer) verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	r.missed++
+	return "MISSED"
+}
+
+// anchor is the pgbench run with n clients at scale, or a zero result.
+func (r *benchRenderer) anchor(n, scale int) pgbenchResult {
+	for _, p := range r.pgb {
+		if p.Clients == n && p.Scale == scale {
+			return p
 		}
-		missed++
-		return "MISSED"
 	}
-	anchor := func(n, scale int) pgbenchResult {
-		for _, p := range pgb {
-			if p.Clients == n && p.Scale == scale {
-				return p
-			}
+	return pgbenchResult{}
+}
+
+// one is the single-replica lifecycle run with n clients in mode, or a
+// zero result.
+func (r *benchRenderer) one(n int, mode string) lifecycleResult {
+	for _, l := range r.lifes {
+		if l.Clients == n && l.Mode == mode && l.Replicas == 1 {
+			return l
 		}
-		return pgbenchResult{}
 	}
-	one := func(n int, mode string) lifecycleResult {
-		for _, l := range lifes {
-			if l.Clients == n && l.Mode == mode && l.Replicas == 1 {
-				return l
-			}
-		}
-		return lifecycleResult{}
-	}
-	lat := func(avg, p50, p99 time.Duration) string {
-		return fmt.Sprintf("%s / %s / %s", strings.TrimSuffix(ms(avg), " ms"), strings.TrimSuffix(ms(p50), " ms"), ms(p99))
-	}
+	return lifecycleResult{}
+}
+
+// latencyCell is a mean / p50 / p99 table cell.
+func latencyCell(avg, p50, p99 time.Duration) string {
+	return fmt.Sprintf("%s / %s / %s", strings.TrimSuffix(ms(avg), " ms"), strings.TrimSuffix(ms(p50), " ms"), ms(p99))
+}
+
+// lifecycles renders the single-replica lifecycle runs beside their
+// pgbench anchors.
+func (r *benchRenderer) lifecycles() {
+	cfg, lat := r.cfg, latencyCell
 	logging := "every transaction logged on both sides (pgbench -l; the same line per Quittance operation)"
 	if !cfg.TxnLog {
 		logging = "no per-transaction log on either side (means only)"
 	}
-	fmt.Fprintf(&text, "\nMachine: %s\n", m)
-	fmt.Fprintf(&md, "**Machine:** %s.\n\n", m)
-	if len(lifes) > 0 {
-		fmt.Fprintf(&text, "\nLifecycle throughput: create → task-status canceled → signed ack, each call one operation;\n"+
-			"%s per run after %s of warm-up, fsync on; %s.\n"+
-			"Anchors: pgbench -b tpcb-like, scale %d for many budgets (no two of its clients share a branch row), scale %d for the one hot budget.\n\n",
-			cfg.Duration, cfg.Warmup, logging, cfg.ManyScale, cfg.HotScale)
-		fmt.Fprintf(&md, "Lifecycle throughput (create → task-status canceled → signed ack; each call is one operation), %s per run "+
-			"after %s of warm-up, fsync on, %s. Anchor: `pgbench -b tpcb-like` at scale %d for many budgets (%d budgets) "+
-			"and at scale %d for one hot budget. Latencies are mean / p50 / p99.\n\n",
-			cfg.Duration, cfg.Warmup, logging, cfg.ManyScale, cfg.ManyBudgets, cfg.HotScale)
-		tw := tabwriter.NewWriter(&text, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "clients\tcase\tanchor\tanchor tps\tanchor mean/p50/p99\tquittance ops/s\tquittance mean/p50/p99\tratio\ttarget\tpeak RSS\terrors\tload (pgbench/quittance)\t")
-		md.WriteString("| clients | case | anchor | anchor TPS | anchor latency | Quittance ops/s | Quittance latency | ratio | target | peak RSS | errors |\n")
-		md.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
-		for _, n := range cfg.Clients {
-			for _, mode := range []string{"many", "hot"} {
-				l := one(n, mode)
-				scale, name := cfg.ManyScale, fmt.Sprintf("%d budgets", cfg.ManyBudgets)
-				if mode == "hot" {
-					scale, name = cfg.HotScale, "one hot budget"
-				}
-				pg := anchor(n, scale)
-				if l.Clients == 0 || pg.Clients == 0 {
-					continue
-				}
-				ratio := l.OpsPerS / pg.TPS
-				want := ratioTarget(n)
-				v := verdict(ratio >= want)
-				rss := mib(l.PeakRSS) + " (" + verdict(l.PeakRSS < targetRSS) + ")"
-				fmt.Fprintf(tw, "%d\t%s\tpgbench scale %d\t%.0f\t%s\t%.0f\t%s\t%.2f×\t≥%.1f× %s\t%s\t%d\t%s / %s\t\n",
-					n, name, scale, pg.TPS, lat(pg.Avg, pg.P50, pg.P99), l.OpsPerS, lat(l.Avg, l.P50, l.P99),
-					ratio, want, v, rss, l.Errors, pg.Load, l.Load)
-				fmt.Fprintf(&md, "| %d | %s | scale %d | %.0f | %s | %.0f | %s | %.2f× | ≥ %.1f× %s | %s | %d |\n",
-					n, name, scale, pg.TPS, lat(pg.Avg, pg.P50, pg.P99), l.OpsPerS, lat(l.Avg, l.P50, l.P99), ratio, want, v, rss, l.Errors)
+	fmt.Fprintf(&r.text, "\nLifecycle throughput: create → task-status canceled → signed ack, each call one operation;\n"+
+		"%s per run after %s of warm-up, fsync on; %s.\n"+
+		"Anchors: pgbench -b tpcb-like, scale %d for many budgets (no two of its clients share a branch row), scale %d for the one hot budget.\n\n",
+		cfg.Duration, cfg.Warmup, logging, cfg.ManyScale, cfg.HotScale)
+	fmt.Fprintf(&r.md, "Lifecycle throughput (create → task-status canceled → signed ack; each call is one operation), %s per run "+
+		"after %s of warm-up, fsync on, %s. Anchor: `pgbench -b tpcb-like` at scale %d for many budgets (%d budgets) "+
+		"and at scale %d for one hot budget. Latencies are mean / p50 / p99.\n\n",
+		cfg.Duration, cfg.Warmup, logging, cfg.ManyScale, cfg.ManyBudgets, cfg.HotScale)
+	tw := tabwriter.NewWriter(&r.text, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "clients\tcase\tanchor\tanchor tps\tanchor mean/p50/p99\tquittance ops/s\tquittance mean/p50/p99\tratio\ttarget\tpeak RSS\terrors\tload (pgbench/quittance)\t")
+	r.md.WriteString("| clients | case | anchor | anchor TPS | anchor latency | Quittance ops/s | Quittance latency | ratio | target | peak RSS | errors |\n")
+	r.md.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, n := range cfg.Clients {
+		for _, mode := range []string{"many", "hot"} {
+			l := r.one(n, mode)
+			scale, name := cfg.ManyScale, fmt.Sprintf("%d budgets", cfg.ManyBudgets)
+			if mode == "hot" {
+				scale, name = cfg.HotScale, "one hot budget"
 			}
-		}
-		tw.Flush()
-		var multi []lifecycleResult
-		for _, l := range lifes {
-			if l.Replicas > 1 {
-				multi = append(multi, l)
+			pg := r.anchor(n, scale)
+			if l.Clients == 0 || pg.Clients == 0 {
+				continue
 			}
-		}
-		if len(multi) > 0 {
-			fmt.Fprintf(&text, "\nReplicas: %d service processes on one PostgreSQL, each client sending its successive requests to successive replicas\n\n", cfg.Replicas)
-			fmt.Fprintf(&md, "\n%d service processes on the one PostgreSQL, each client sending its successive requests to successive "+
-				"replicas, beside one process (many budgets):\n\n", cfg.Replicas)
-			tw := tabwriter.NewWriter(&text, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "clients\tcase\t1 replica ops/s\treplicas\ttotal ops/s\tratio\ttarget\tmean/p50/p99\tpeak RSS (largest)\terrors\t")
-			md.WriteString("| clients | 1 replica ops/s | replicas | total ops/s | ratio | target | latency | peak RSS (largest) | errors |\n")
-			md.WriteString("|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
-			for _, l := range multi {
-				base := one(l.Clients, l.Mode)
-				ratio := l.OpsPerS / base.OpsPerS
-				v := verdict(ratio >= targetReplicas)
-				rss := mib(l.PeakRSS) + " (" + verdict(l.PeakRSS < targetRSS) + ")"
-				name := fmt.Sprintf("%d budgets", cfg.ManyBudgets)
-				if l.Mode == "hot" {
-					name = "one hot budget"
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%.0f\t%.2f×\t≥%.1f× %s\t%s\t%s\t%d\t\n",
-					l.Clients, name, base.OpsPerS, l.Replicas, l.OpsPerS, ratio, targetReplicas, v, lat(l.Avg, l.P50, l.P99), rss, l.Errors)
-				fmt.Fprintf(&md, "| %d | %.0f | %d | %.0f | %.2f× | ≥ %.1f× %s | %s | %s | %d |\n",
-					l.Clients, base.OpsPerS, l.Replicas, l.OpsPerS, ratio, targetReplicas, v, lat(l.Avg, l.P50, l.P99), rss, l.Errors)
-			}
-			tw.Flush()
+			ratio := l.OpsPerS / pg.TPS
+			want := ratioTarget(n)
+			v := r.verdict(ratio >= want)
+			rss := mib(l.PeakRSS) + " (" + r.verdict(l.PeakRSS < targetRSS) + ")"
+			fmt.Fprintf(tw, "%d\t%s\tpgbench scale %d\t%.0f\t%s\t%.0f\t%s\t%.2f×\t≥%.1f× %s\t%s\t%d\t%s / %s\t\n",
+				n, name, scale, pg.TPS, lat(pg.Avg, pg.P50, pg.P99), l.OpsPerS, lat(l.Avg, l.P50, l.P99),
+				ratio, want, v, rss, l.Errors, pg.Load, l.Load)
+			fmt.Fprintf(&r.md, "| %d | %s | scale %d | %.0f | %s | %.0f | %s | %.2f× | ≥ %.1f× %s | %s | %d |\n",
+				n, name, scale, pg.TPS, lat(pg.Avg, pg.P50, pg.P99), l.OpsPerS, lat(l.Avg, l.P50, l.P99), ratio, want, v, rss, l.Errors)
 		}
 	}
-	if sc != nil {
-		renderScale(&text, &md, sc, verdict)
+	tw.Flush()
+}
+
+// replicas renders the multi-replica lifecycle runs beside the
+// single-replica ones, if there are any.
+func (r *benchRenderer) replicas() {
+	cfg, lat := r.cfg, latencyCell
+	var multi []lifecycleResult
+	for _, l := range r.lifes {
+		if l.Replicas > 1 {
+			multi = append(multi, l)
+		}
 	}
-	fmt.Fprintf(&text, "\n%d targets missed; took %s\n", missed, took.Round(time.Second))
-	return benchReport{text: text.String(), markdown: md.String(), missed: missed}
+	if len(multi) == 0 {
+		return
+	}
+	fmt.Fprintf(&r.text, "\nReplicas: %d service processes on one PostgreSQL, each client sending its successive requests to successive replicas\n\n", cfg.Replicas)
+	fmt.Fprintf(&r.md, "\n%d service processes on the one PostgreSQL, each client sending its successive requests to successive "+
+		"replicas, beside one process (many budgets):\n\n", cfg.Replicas)
+	tw := tabwriter.NewWriter(&r.text, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "clients\tcase\t1 replica ops/s\treplicas\ttotal ops/s\tratio\ttarget\tmean/p50/p99\tpeak RSS (largest)\terrors\t")
+	r.md.WriteString("| clients | 1 replica ops/s | replicas | total ops/s | ratio | target | latency | peak RSS (largest) | errors |\n")
+	r.md.WriteString("|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	for _, l := range multi {
+		base := r.one(l.Clients, l.Mode)
+		ratio := l.OpsPerS / base.OpsPerS
+		v := r.verdict(ratio >= targetReplicas)
+		rss := mib(l.PeakRSS) + " (" + r.verdict(l.PeakRSS < targetRSS) + ")"
+		name := fmt.Sprintf("%d budgets", cfg.ManyBudgets)
+		if l.Mode == "hot" {
+			name = "one hot budget"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%.0f\t%.2f×\t≥%.1f× %s\t%s\t%s\t%d\t\n",
+			l.Clients, name, base.OpsPerS, l.Replicas, l.OpsPerS, ratio, targetReplicas, v, lat(l.Avg, l.P50, l.P99), rss, l.Errors)
+		fmt.Fprintf(&r.md, "| %d | %.0f | %d | %.0f | %.2f× | ≥ %.1f× %s | %s | %s | %d |\n",
+			l.Clients, base.OpsPerS, l.Replicas, l.OpsPerS, ratio, targetReplicas, v, lat(l.Avg, l.P50, l.P99), rss, l.Errors)
+	}
+	tw.Flush()
 }
 
 func renderScale(text, md *strings.Builder, sc *scaleResult, verdict func(bool) string) {

@@ -420,6 +420,19 @@ func generate(ctx context.Context, h *harness, dbURL string, cfg scaleConfig) er
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := seedOrgsAndBudgets(ctx, conn); err != nil {
+		return err
+	}
+	if err := generateDelegations(ctx, h, conn, cfg); err != nil {
+		return err
+	}
+	return balanceAndVacuum(ctx, h, conn)
+}
+
+// seedOrgsAndBudgets sets conn up for a bulk load (no triggers, no
+// synchronous commit, large sort memory) and adds the data set's 50 orgs
+// and 100 budgets.
+func seedOrgsAndBudgets(ctx context.Context, conn *pgx.Conn) error {
 	for _, q := range []string{
 		"SET session_replication_role = replica", "SET synchronous_commit = off",
 		"SET maintenance_work_mem = '1GB'", "SET max_parallel_maintenance_workers = 2", "SET work_mem = '256MB'",
@@ -440,6 +453,13 @@ func generate(ctx context.Context, h *harness, dbURL string, cfg scaleConfig) er
 			return fmt.Errorf("generate orgs and budgets: %w", err)
 		}
 	}
+	return nil
+}
+
+// generateDelegations writes cfg.Delegations delegations, cfg.Open of them
+// open, created over the last 90 days, in chunks of cfg.Chunk, with the
+// secondary indexes dropped during the load and rebuilt after.
+func generateDelegations(ctx context.Context, h *harness, conn *pgx.Conn, cfg scaleConfig) error {
 	dropped, err := dropIndexes(ctx, conn)
 	if err != nil {
 		return err
@@ -466,6 +486,13 @@ func generate(ctx context.Context, h *harness, dbURL string, cfg scaleConfig) er
 		}
 	}
 	fmt.Fprintf(h.stderr, "  %d indexes rebuilt (%s)\n", len(dropped), time.Since(t1).Round(time.Second))
+	return nil
+}
+
+// balanceAndVacuum brings what the load skipped up to date (budget
+// balances and entries, the event sequence, the counts the triggers keep)
+// and vacuums and analyzes the tables.
+func balanceAndVacuum(ctx context.Context, h *harness, conn *pgx.Conn) error {
 	for _, q := range []string{
 		balanceBudgets,
 		`INSERT INTO budget_entries (budget_id, kind, amount_minor, at) SELECT id, 'fund', funded_minor, created_at FROM budgets`,
@@ -572,29 +599,49 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 	if err := checkpoint(ctx, h); err != nil {
 		return err
 	}
-	queries := []struct {
-		name, path string
-		target     bool
-	}{
-		{"obligations, first page", "/v1/obligations", true},
-		{"obligations summary", "/v1/obligations/summary", true},
-		{"obligations, org + state", "/v1/obligations?org_id=org-7&state=compensation_unconfirmed", false},
-		{"obligations, tenant, older than 30d", "/v1/obligations?tenant=tenant-3&older_than=30d&limit=50", false},
-		// The scrape-time collector reads the same tables at this size.
-		{"metrics scrape", "/metrics", false},
+	if res.Recon, err = measureQueries(ctx, h, c, finance, cfg.Requests); err != nil {
+		return err
 	}
-	for _, q := range queries {
-		r := reconResult{Name: q.name, Path: q.path, Target: q.target, Requests: cfg.Requests}
+	if res.Console, err = measureConsole(ctx, svc.URL, finance, cfg.Requests, h.stderr); err != nil {
+		return err
+	}
+	if res.Export, err = measureExports(ctx, h, c, finance, cfg.Open); err != nil {
+		return err
+	}
+	res.ReconRSS, err = svc.peakRSS()
+	return err
+}
+
+// reconQueries are the reconciliation reads runRecon measures; target
+// marks those with a latency target.
+var reconQueries = []struct {
+	name, path string
+	target     bool
+}{
+	{"obligations, first page", "/v1/obligations", true},
+	{"obligations summary", "/v1/obligations/summary", true},
+	{"obligations, org + state", "/v1/obligations?org_id=org-7&state=compensation_unconfirmed", false},
+	{"obligations, tenant, older than 30d", "/v1/obligations?tenant=tenant-3&older_than=30d&limit=50", false},
+	// The scrape-time collector reads the same tables at this size.
+	{"metrics scrape", "/metrics", false},
+}
+
+// measureQueries times each of reconQueries requests times with the
+// finance token, after ten requests that warm caches and connections.
+func measureQueries(ctx context.Context, h *harness, c *client, finance string, requests int) ([]reconResult, error) {
+	var out []reconResult
+	for _, q := range reconQueries {
+		r := reconResult{Name: q.name, Path: q.path, Target: q.target, Requests: requests}
 		var lat latencies
-		for i := range cfg.Requests + 10 {
+		for i := range requests + 10 {
 			t := time.Now()
 			resp, err := c.do(ctx, http.MethodGet, q.path, finance, "", nil)
 			d := time.Since(t)
 			if err != nil {
-				return fmt.Errorf("GET %s: %w", q.path, err)
+				return nil, fmt.Errorf("GET %s: %w", q.path, err)
 			}
 			if resp.Status != http.StatusOK {
-				return fmt.Errorf("GET %s: status %d: %s", q.path, resp.Status, resp.Body)
+				return nil, fmt.Errorf("GET %s: status %d: %s", q.path, resp.Status, resp.Body)
 			}
 			if i >= 10 { // the first ten warm the caches and connections
 				lat = append(lat, d)
@@ -603,25 +650,28 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 		}
 		r.P50, r.P99, r.Max = lat.quantile(0.5), lat.quantile(0.99), lat.quantile(1)
 		fmt.Fprintf(h.stderr, "%-40s p50 %s p99 %s\n", q.name, ms(r.P50), ms(r.P99))
-		res.Recon = append(res.Recon, r)
+		out = append(out, r)
 	}
-	if res.Console, err = measureConsole(ctx, svc.URL, finance, cfg.Requests, h.stderr); err != nil {
-		return err
-	}
+	return out, nil
+}
+
+// measureExports streams the CSV export of every open obligation three
+// times and checks it has the data set's open rows.
+func measureExports(ctx context.Context, h *harness, c *client, finance string, open int) ([]exportResult, error) {
+	var out []exportResult
 	for range 3 {
 		e, err := exportCSV(ctx, c, finance)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if e.Rows != int64(cfg.Open) {
-			return fmt.Errorf("the CSV export has %d rows; the data set has %d open obligations", e.Rows, cfg.Open)
+		if e.Rows != int64(open) {
+			return nil, fmt.Errorf("the CSV export has %d rows; the data set has %d open obligations", e.Rows, open)
 		}
 		fmt.Fprintf(h.stderr, "CSV export: %d rows, %.1f MiB, first byte %s, all %s\n",
 			e.Rows, float64(e.Bytes)/(1<<20), ms(e.FirstByte), e.Total.Round(time.Millisecond))
-		res.Export = append(res.Export, e)
+		out = append(out, e)
 	}
-	res.ReconRSS, err = svc.peakRSS()
-	return err
+	return out, nil
 }
 
 // financeToken returns the finance token the reconciliation reads use. A
@@ -642,7 +692,7 @@ func financeToken(ctx context.Context, h *harness, c *client, bootstrap string, 
 	if err != nil {
 		return "", err
 	}
-	finance, err := newToken(ctx, c, oncall, oncall2, "finance", "", "bench-finance")
+	finance, err := onCall{c: c, token: oncall, approver: oncall2}.newToken(ctx, "finance", "", "bench-finance")
 	if err != nil {
 		return "", err
 	}
@@ -711,42 +761,15 @@ func exportCSV(ctx context.Context, c *client, token string) (exportResult, erro
 // moved exactly once.
 func runSweep(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, conn *pgx.Conn) (*sweepResult, error) {
 	res := &sweepResult{Due: cfg.SweepDue, Replicas: cfg.SweepReplicas}
-	fmt.Fprintf(h.stderr, "adding %d pending obligations for the sweep\n", cfg.SweepDue)
-	lo, hi := cfg.Delegations+1, cfg.Delegations+cfg.SweepDue
-	future := time.Now().Add(24 * time.Hour).Truncate(time.Second)
-	tx, err := conn.Begin(ctx)
+	future, err := addSweepObligations(ctx, h, cfg, conn)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
-		return nil, err
-	}
-	// Every one of them is open (stride 1) and pending, created over the
-	// last day.
-	start := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
-	step := (24 * time.Hour).Seconds() / float64(cfg.SweepDue)
-	if _, err := tx.Exec(ctx, generateChunk, lo, hi, 1, hi, start, step,
-		[]string{"revocation_pending_compensation"}, endedStates, future, lo); err != nil {
-		return nil, fmt.Errorf("generate the sweep's obligations: %w", err)
-	}
-	if _, err := tx.Exec(ctx, balanceBudgets); err != nil {
-		return nil, err
-	}
-	if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('event_positions', 'pos'), (SELECT max(pos) FROM event_positions))`); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) delegations, events, event_positions, budget_entries"); err != nil {
-		return nil, err
-	}
 	admin := ledger.NewTokenSecret()
-	svcs, err := startReplicas(ctx, h, cfg.SweepReplicas, dbURL, admin, "quittance_scale_sweep", func(int) []string {
+	svcs, err := startReplicas(ctx, h, replicaSet{n: cfg.SweepReplicas, dbURL: dbURL, token: admin, name: "quittance_scale_sweep", env: func(int) []string {
 		// Info level: each replica logs how many obligations it moved.
 		return []string{"QUITTANCE_SWEEP_INTERVAL=250ms", "QUITTANCE_A2A_STREAMING=false", "QUITTANCE_LOG_LEVEL=info"}
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -758,38 +781,10 @@ func runSweep(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, co
 	if err := checkpoint(ctx, h); err != nil {
 		return nil, err
 	}
-	// The sweep's obligations, and only they, are due at future: one
-	// statement makes them all due, and the clock starts when it commits.
-	tag, err := conn.Exec(ctx, `UPDATE delegations SET compensation_deadline = now() - interval '1 minute'
-		WHERE obligation_state = 'revocation_pending_compensation' AND compensation_deadline = $1`, future)
-	t0 := time.Now()
-	if err != nil {
-		return nil, fmt.Errorf("make the obligations due: %w", err)
+	if res.Took, err = timeSweep(ctx, h, cfg, conn, future); err != nil {
+		return nil, err
 	}
-	if tag.RowsAffected() != int64(cfg.SweepDue) {
-		return nil, fmt.Errorf("made %d obligations due, want %d", tag.RowsAffected(), cfg.SweepDue)
-	}
-	fmt.Fprintf(h.stderr, "%d obligations due; %d replicas sweeping\n", cfg.SweepDue, cfg.SweepReplicas)
-	deadline := t0.Add(10 * time.Minute)
-	for {
-		var left int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM delegations
-			WHERE obligation_state = 'revocation_pending_compensation' AND compensation_deadline <= now()`).Scan(&left); err != nil {
-			return nil, err
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%d obligations still due 10 minutes after the sweep started", left)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	res.Took = time.Since(t0)
+	lo, hi := cfg.Delegations+1, cfg.Delegations+cfg.SweepDue
 	if err := conn.QueryRow(ctx, `
 		WITH s AS (
 		    SELECT d.id, d.obligation_state, count(e.seq) AS n
@@ -813,6 +808,77 @@ func runSweep(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, co
 	fmt.Fprintf(h.stderr, "sweep: %d moved in %s by %d replicas %v; %d events, %d moved twice\n",
 		res.Moved, res.Took.Round(time.Millisecond), res.Replicas, res.PerReplica, res.Events, res.Twice)
 	return res, nil
+}
+
+// addSweepObligations adds the sweep's cfg.SweepDue open, pending
+// obligations after the data set's delegations, all due at the returned
+// time a day from now, which no other obligation is.
+func addSweepObligations(ctx context.Context, h *harness, cfg scaleConfig, conn *pgx.Conn) (time.Time, error) {
+	fmt.Fprintf(h.stderr, "adding %d pending obligations for the sweep\n", cfg.SweepDue)
+	lo, hi := cfg.Delegations+1, cfg.Delegations+cfg.SweepDue
+	future := time.Now().Add(24 * time.Hour).Truncate(time.Second)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return future, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+		return future, err
+	}
+	// Every one of them is open (stride 1) and pending, created over the
+	// last day.
+	start := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
+	step := (24 * time.Hour).Seconds() / float64(cfg.SweepDue)
+	if _, err := tx.Exec(ctx, generateChunk, lo, hi, 1, hi, start, step,
+		[]string{"revocation_pending_compensation"}, endedStates, future, lo); err != nil {
+		return future, fmt.Errorf("generate the sweep's obligations: %w", err)
+	}
+	if _, err := tx.Exec(ctx, balanceBudgets); err != nil {
+		return future, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('event_positions', 'pos'), (SELECT max(pos) FROM event_positions))`); err != nil {
+		return future, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return future, err
+	}
+	_, err = conn.Exec(ctx, "VACUUM (ANALYZE) delegations, events, event_positions, budget_entries")
+	return future, err
+}
+
+// timeSweep makes the sweep's obligations (those due at future) due now
+// in one statement and returns how long the replicas took, from its
+// commit, until none is left due.
+func timeSweep(ctx context.Context, h *harness, cfg scaleConfig, conn *pgx.Conn, future time.Time) (time.Duration, error) {
+	tag, err := conn.Exec(ctx, `UPDATE delegations SET compensation_deadline = now() - interval '1 minute'
+		WHERE obligation_state = 'revocation_pending_compensation' AND compensation_deadline = $1`, future)
+	t0 := time.Now()
+	if err != nil {
+		return 0, fmt.Errorf("make the obligations due: %w", err)
+	}
+	if tag.RowsAffected() != int64(cfg.SweepDue) {
+		return 0, fmt.Errorf("made %d obligations due, want %d", tag.RowsAffected(), cfg.SweepDue)
+	}
+	fmt.Fprintf(h.stderr, "%d obligations due; %d replicas sweeping\n", cfg.SweepDue, cfg.SweepReplicas)
+	deadline := t0.Add(10 * time.Minute)
+	for {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM delegations
+			WHERE obligation_state = 'revocation_pending_compensation' AND compensation_deadline <= now()`).Scan(&left); err != nil {
+			return 0, err
+		}
+		if left == 0 {
+			return time.Since(t0), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d obligations still due 10 minutes after the sweep started", left)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // movedInLog sums what a replica's log says its sweeps moved.

@@ -115,8 +115,12 @@ type soak struct {
 	h   *harness
 
 	replicas []*replica
+	urls     []string  // the replicas' base URLs
 	clients  []*client // one per replica
 	next     atomic.Uint64
+
+	closers    []func() // what close undoes, in the order started
+	stopEvents func()   // stops following the event stream and waits
 
 	admin, oncall2    string
 	orch              string
@@ -167,56 +171,115 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer h.close()
 	s := &soak{cfg: cfg, h: h, acked: map[string]ledger.ObligationState{}, expect: map[string]ledger.ObligationState{},
 		signers: map[string]*signer{}, agents: map[string]*demoAgent{}}
-	dbURL := h.cluster.URL("quittance")
-
-	// The remote org: the demo agent, twice (one completes its tasks, one
-	// waits to be canceled), each behind a proxy that counts messageIds.
-	for org, delay := range map[string]time.Duration{demoFast: time.Second, demoSlow: time.Hour} {
-		a, err := startDemoAgent(ctx, h, org, delay)
-		if err != nil {
-			return err
-		}
-		defer a.stop()
-		s.agents[org] = a
+	defer s.close()
+	if err := s.start(ctx); err != nil {
+		return err
 	}
-	// The replicas, and the balancer in front of them that the agents push
-	// their notifications to.
-	addrs := make([]string, cfg.Replicas)
-	urls := make([]string, cfg.Replicas)
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			return err
-		}
-		urls[i] = "http://" + addrs[i]
+	started := time.Now()
+	if err := s.load(ctx); err != nil {
+		return err
 	}
-	lb, err := serveLoopback(&balancer{backends: urls, hc: &http.Client{Timeout: 20 * time.Second}})
+	ran := time.Since(started)
+	took, err := s.drain(ctx)
 	if err != nil {
 		return err
 	}
-	defer lb.close()
-	s.admin = ledger.NewTokenSecret()
-	env := []string{
+	res, err := s.check(ctx)
+	if err != nil {
+		return err
+	}
+	return s.print(stdout, ran, took, res)
+}
+
+// defers adds f to what close undoes.
+func (s *soak) defers(f func()) { s.closers = append(s.closers, f) }
+
+// close undoes what the run started, last started first.
+func (s *soak) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// start starts the remote orgs, the replicas and the balancer in front of
+// them, the webhook receiver, and registers what the clients use.
+func (s *soak) start(ctx context.Context) error {
+	// The remote org: the demo agent, twice (one completes its tasks, one
+	// waits to be canceled), each behind a proxy that counts messageIds.
+	for org, delay := range map[string]time.Duration{demoFast: time.Second, demoSlow: time.Hour} {
+		a, err := startDemoAgent(ctx, s.h, org, delay)
+		if err != nil {
+			return err
+		}
+		s.defers(a.stop)
+		s.agents[org] = a
+	}
+	if err := s.startReplicas(ctx); err != nil {
+		return err
+	}
+	var err error
+	if s.pool, err = pgxpool.New(ctx, s.h.cluster.URL("quittance")); err != nil {
+		return err
+	}
+	s.defers(s.pool.Close)
+	// The webhook receiver listens before its endpoint is registered (the
+	// registration checks the URL); it learns its secret from the answer.
+	s.hooks = &webhookReceiver{accepted: map[int64][32]byte{}}
+	hooks, err := serveLoopback(s.hooks)
+	if err != nil {
+		return err
+	}
+	s.defers(hooks.close)
+	return s.setup(ctx, hooks.URL+"/hook")
+}
+
+// soakEnv is the replicas' environment beside their address, database
+// and token; publicURL is the balancer's.
+func soakEnv(publicURL string) []string {
+	return []string{
 		"QUITTANCE_SWEEP_INTERVAL=5s", "QUITTANCE_A2A_STREAMING=false", "QUITTANCE_SHUTDOWN_TIMEOUT=5s",
 		fmt.Sprintf("QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR=%d", soakThreshold),
 		// The remotes and the webhook receiver listen on loopback, over http.
 		"QUITTANCE_EGRESS_ALLOW_HTTP=true", "QUITTANCE_EGRESS_ALLOW_CIDRS=127.0.0.1/32",
-		"QUITTANCE_PUBLIC_URL=" + lb.URL,
+		"QUITTANCE_PUBLIC_URL=" + publicURL,
 		// Short leases and backoffs: the work of a killed replica is taken
 		// over within seconds.
 		"QUITTANCE_A2A_INTERVAL=200ms", "QUITTANCE_A2A_LEASE=5s", "QUITTANCE_A2A_BACKOFF_BASE=500ms",
 		"QUITTANCE_A2A_BACKOFF_MAX=5s", "QUITTANCE_POLL_AFTER=2s",
 		"QUITTANCE_WEBHOOK_BACKOFF_BASE=200ms", "QUITTANCE_WEBHOOK_BACKOFF_MAX=5s", "QUITTANCE_STREAM_POLL=500ms",
 	}
+}
+
+// startReplicas starts the replicas together, as a deployment's do, and
+// the balancer in front of them that the agents push their notifications
+// to; it makes one client per replica.
+func (s *soak) startReplicas(ctx context.Context) error {
+	cfg, h := s.cfg, s.h
+	addrs := make([]string, cfg.Replicas)
+	s.urls = make([]string, cfg.Replicas)
+	for i := range addrs {
+		var err error
+		if addrs[i], err = freeAddr(); err != nil {
+			return err
+		}
+		s.urls[i] = "http://" + addrs[i]
+	}
+	lb, err := serveLoopback(&balancer{backends: s.urls, hc: &http.Client{Timeout: 20 * time.Second}})
+	if err != nil {
+		return err
+	}
+	s.defers(lb.close)
+	s.admin = ledger.NewTokenSecret()
+	env := soakEnv(lb.URL)
 	s.replicas = make([]*replica, cfg.Replicas)
 	s.clients = make([]*client, cfg.Replicas)
 	for i := range s.replicas {
 		s.replicas[i] = &replica{cfg: serviceConfig{
-			Binary: h.binary, Addr: addrs[i], DatabaseURL: dbURL, Token: s.admin, Env: env,
+			Binary: h.binary, Addr: addrs[i], DatabaseURL: h.cluster.URL("quittance"), Token: s.admin, Env: env,
 			LogPath: filepath.Join(h.dir, fmt.Sprintf("quittance-r%d.log", i)),
 		}}
-		s.clients[i] = newClient(urls[i], cfg.Clients)
+		s.clients[i] = newClient(s.urls[i], cfg.Clients)
 	}
-	// The replicas start together, as a deployment's do.
 	var (
 		startWG   sync.WaitGroup
 		startErrs = make([]error, cfg.Replicas)
@@ -225,45 +288,35 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		startWG.Go(func() { r.svc, startErrs[i] = startService(ctx, r.cfg) })
 	}
 	startWG.Wait()
-	defer func() {
+	s.defers(func() {
 		for _, r := range s.replicas {
 			if svc := r.current(); svc != nil {
 				svc.stop()
 			}
 		}
-	}()
-	if err := errors.Join(startErrs...); err != nil {
-		return err
-	}
-	if s.pool, err = pgxpool.New(ctx, dbURL); err != nil {
-		return err
-	}
-	defer s.pool.Close()
-	// The webhook receiver listens before its endpoint is registered (the
-	// registration checks the URL); it learns its secret from the answer.
-	s.hooks = &webhookReceiver{accepted: map[int64][32]byte{}}
-	hooks, err := serveLoopback(s.hooks)
-	if err != nil {
-		return err
-	}
-	defer hooks.close()
-	if err := s.setup(ctx, hooks.URL+"/hook"); err != nil {
-		return err
-	}
+	})
+	return errors.Join(startErrs...)
+}
 
-	started := time.Now()
+// load runs the clients, the fault injector and the event watcher for
+// -duration, and starts following the event stream, which goes on until
+// the end of the drain.
+func (s *soak) load(ctx context.Context) error {
+	cfg := s.cfg
 	runCtx, stopClients := context.WithTimeout(ctx, cfg.Duration)
-	defer stopClients()
-	// The event stream is followed from the first event until the end of
-	// the drain.
-	s.events = newSSEClient(urls, s.admin)
+	s.defers(stopClients)
+	s.events = newSSEClient(s.urls, s.admin)
 	sseCtx, stopSSE := context.WithCancel(ctx)
-	defer stopSSE()
+	s.defers(stopSSE)
 	sseDone := make(chan struct{})
 	go func() {
 		defer close(sseDone)
 		s.events.run(sseCtx)
 	}()
+	s.stopEvents = func() {
+		stopSSE()
+		<-sseDone
+	}
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
@@ -283,61 +336,76 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	<-faultsDone
 	wg.Wait()
 	<-eventsDone
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	ran := time.Since(started)
+	return ctx.Err()
+}
 
-	// The end: every replica must be up again on its own; the remote work
-	// in flight, the webhook deliveries and the event stream then finish
-	// (within -drain), and everything is checked.
+// drainTimes is how long after the drain started the remote work, the
+// webhook deliveries and all (the event stream last) were done.
+type drainTimes struct {
+	remote, hooks, all time.Duration
+}
+
+// drain is the end of the run: every replica must be up again on its own;
+// the remote work in flight, the webhook deliveries and the event stream
+// then finish (within -drain).
+func (s *soak) drain(ctx context.Context) (drainTimes, error) {
+	var took drainTimes
 	for i, r := range s.replicas {
 		if err := r.current().waitReady(ctx, 60*time.Second); err != nil {
 			s.violate("replica %d not ready after the run: %v", i, err)
 		}
 	}
 	drained := time.Now()
-	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Drain)
-	defer stopDrain()
+	drainCtx, stopDrain := context.WithTimeout(ctx, s.cfg.Drain)
+	s.defers(stopDrain)
 	s.drainRemote(drainCtx)
-	remoteTook := time.Since(drained)
+	took.remote = time.Since(drained)
 	s.drainWebhooks(drainCtx)
-	hooksTook := time.Since(drained)
+	took.hooks = time.Since(drained)
 	s.drainEvents(drainCtx)
-	stopSSE()
-	<-sseDone
-	drainTook := time.Since(drained)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+	s.stopEvents()
+	took.all = time.Since(drained)
+	return took, ctx.Err()
+}
 
-	rep, err := pgstore.CheckInvariants(ctx, s.pool)
-	if err != nil {
-		return err
+// soakChecks is what check found beside the violations it records.
+type soakChecks struct {
+	rep                           pgstore.InvariantReport
+	agents, webhooks, eventStream string
+}
+
+// check checks the database's invariants, the acknowledged states, the
+// demo agents, the webhook deliveries and the event stream.
+func (s *soak) check(ctx context.Context) (soakChecks, error) {
+	var res soakChecks
+	var err error
+	if res.rep, err = pgstore.CheckInvariants(ctx, s.pool); err != nil {
+		return res, err
 	}
-	for _, v := range rep.Violations {
+	for _, v := range res.rep.Violations {
 		s.violate("%s", v)
 	}
-	s.checkAcknowledged(rep)
-	agentReport, err := s.checkAgents(ctx)
-	if err != nil {
-		return err
+	s.checkAcknowledged(res.rep)
+	if res.agents, err = s.checkAgents(ctx); err != nil {
+		return res, err
 	}
-	hookReport, err := s.checkWebhooks(ctx)
-	if err != nil {
-		return err
+	if res.webhooks, err = s.checkWebhooks(ctx); err != nil {
+		return res, err
 	}
-	eventReport, err := s.checkEvents(ctx)
-	if err != nil {
-		return err
-	}
+	res.eventStream, err = s.checkEvents(ctx)
+	return res, err
+}
 
+// print writes the soak's summary and its violations (at most 50) to
+// stdout, and fails when there are violations.
+func (s *soak) print(stdout io.Writer, ran time.Duration, took drainTimes, res soakChecks) error {
+	cfg, rep := s.cfg, res.rep
 	states := map[ledger.ObligationState]int{}
 	for _, st := range rep.Delegations {
 		states[st]++
 	}
 	fmt.Fprintf(stdout, "\nsoak finished after %s (seed %d, %d replicas); drained in %s (remote work done at %s, webhooks at %s)\n",
-		ran.Round(time.Second), cfg.Seed, cfg.Replicas, drainTook.Round(time.Second), remoteTook.Round(time.Second), hooksTook.Round(time.Second))
+		ran.Round(time.Second), cfg.Seed, cfg.Replicas, took.all.Round(time.Second), took.remote.Round(time.Second), took.hooks.Round(time.Second))
 	fmt.Fprintf(stdout, "  operations acknowledged: %d (%d retried requests)\n", s.ops.Load(), s.retries.Load())
 	var sc []string
 	for i := range numScenarios {
@@ -347,9 +415,9 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "  faults injected: %d SIGKILLs of a replica, %d immediate PostgreSQL restarts\n", s.kills.Load(), s.pgRestarts.Load())
 	fmt.Fprintf(stdout, "  database: %d delegations %v, %d budgets, %d events in %d streams\n",
 		len(rep.Delegations), sortedCounts(states), rep.Budgets, rep.Events, rep.Streams)
-	fmt.Fprintf(stdout, "  demo agent: %s\n", agentReport)
-	fmt.Fprintf(stdout, "  webhooks: %s\n", hookReport)
-	fmt.Fprintf(stdout, "  event stream: %s\n", eventReport)
+	fmt.Fprintf(stdout, "  demo agent: %s\n", res.agents)
+	fmt.Fprintf(stdout, "  webhooks: %s\n", res.webhooks)
+	fmt.Fprintf(stdout, "  event stream: %s\n", res.eventStream)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(stdout, "  acknowledged delegations checked: %d\n", len(s.acked))
@@ -389,8 +457,9 @@ func (s *soak) setup(ctx context.Context, hookURL string) error {
 		return err
 	}
 	s.admin, s.oncall2 = admin, oncall2
+	oc := onCall{c: c, token: s.admin, approver: s.oncall2}
 	for i := range 4 {
-		if err := privileged(ctx, c, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i), s.admin, s.oncall2,
+		if err := oc.privileged(ctx, http.MethodPut, fmt.Sprintf("/admin/v1/budgets/soak-%d", i),
 			map[string]any{"currency": "EUR", "funded_minor": int64(1) << 45, "tenants": []string{soakTenant}}); err != nil {
 			return err
 		}
@@ -401,7 +470,7 @@ func (s *soak) setup(ctx context.Context, hookURL string) error {
 	}{{"org-a", false}, {"org-b", false}, {"org-shared", true}} {
 		sig := newSigner(o.id + "-k1")
 		s.signers[o.id] = sig
-		if err := privileged(ctx, c, http.MethodPut, "/admin/v1/orgs/"+o.id, s.admin, s.oncall2,
+		if err := oc.privileged(ctx, http.MethodPut, "/admin/v1/orgs/"+o.id,
 			map[string]any{"name": o.id, "shared_coordinator": o.shared, "jwks": sig.jwks()}); err != nil {
 			return err
 		}
@@ -411,20 +480,20 @@ func (s *soak) setup(ctx context.Context, hookURL string) error {
 		if err != nil {
 			return fmt.Errorf("the demo agent's JWK Set: %w", err)
 		}
-		if err := privileged(ctx, c, http.MethodPut, "/admin/v1/orgs/"+org, s.admin, s.oncall2, map[string]any{
+		if err := oc.privileged(ctx, http.MethodPut, "/admin/v1/orgs/"+org, map[string]any{
 			"name": "Demo supplier " + org, "agent_card_url": a.cardURL(), "allowed_hosts": []string{"127.0.0.1"},
 			"jwks": jwks, "require_signed_receipts": true,
 		}); err != nil {
 			return err
 		}
 	}
-	if s.orch, err = newToken(ctx, c, s.admin, s.oncall2, "orchestrator", soakTenant, "soak-orchestrator"); err != nil {
+	if s.orch, err = oc.newToken(ctx, "orchestrator", soakTenant, "soak-orchestrator"); err != nil {
 		return err
 	}
 	var hook struct {
 		Secret string `json:"secret"`
 	}
-	if err := c.must(ctx, http.MethodPut, "/v1/webhooks/soak-hook", s.orch, map[string]any{"url": hookURL}, &hook, http.StatusCreated); err != nil {
+	if err := c.must(ctx, request{http.MethodPut, "/v1/webhooks/soak-hook", s.orch, map[string]any{"url": hookURL}}, &hook, http.StatusCreated); err != nil {
 		return err
 	}
 	s.hooks.setSecret(hook.Secret)
@@ -881,9 +950,73 @@ func (s *soak) client(ctx context.Context, i int, rng *rand.Rand) {
 
 // play runs one scenario on a new delegation.
 func (s *soak) play(ctx context.Context, i, k int, sc scenario, rng *rand.Rand) error {
+	p, amount, err := s.create(ctx, soakOp{i: i, k: k, sc: sc}, rng)
+	if err != nil {
+		return err
+	}
+	d := &p.d
+	switch sc {
+	case scHeld:
+		return nil
+	case scDispatchSettle:
+		// The agent completes the task; Quittance learns it by push or poll.
+		s.expectState(d.ID, ledger.ObligationSettled)
+		return nil
+	case scDispatchCompensate:
+		return s.cancelDispatched(ctx, d)
+	case scSettle:
+		if err := p.report(ctx, "TASK_STATE_WORKING", ledger.ObligationHeld); err != nil {
+			return err
+		}
+		return p.report(ctx, "completed", ledger.ObligationSettled)
+	case scRejected:
+		return p.report(ctx, "TASK_STATE_REJECTED", ledger.ObligationReleased)
+	case scUngated:
+		return p.report(ctx, "canceled", ledger.ObligationReleased)
+	case scOpen:
+		return p.report(ctx, "TASK_STATE_CANCELED", ledger.ObligationRevocationPendingCompensation)
+	case scAck:
+		if err := p.report(ctx, "TASK_STATE_CANCELED", ledger.ObligationRevocationPendingCompensation); err != nil {
+			return err
+		}
+		return p.evidence(ctx, soakEvidence{"/v1/compensation/acks", typAck, d.Compensation.IdempotencyKey, ledger.ObligationCompensated})
+	case scDeclaration:
+		if err := p.report(ctx, "TASK_STATE_FAILED", ledger.ObligationRevocationPendingCompensation); err != nil {
+			return err
+		}
+		return p.evidence(ctx, soakEvidence{"/v1/compensation/declarations", typDeclaration, "", ledger.ObligationReleased})
+	case scWriteOff:
+		if err := p.report(ctx, "TASK_STATE_CANCELED", ledger.ObligationRevocationPendingCompensation); err != nil {
+			return err
+		}
+		return s.writeOff(ctx, d, amount)
+	case numScenarios:
+	}
+	return nil
+}
+
+// soakOp names one operation of play: client i's k-th, in scenario sc.
+type soakOp struct {
+	i, k int
+	sc   scenario
+}
+
+// playedDelegation is a delegation play created, with the org and remote
+// task it names.
+type playedDelegation struct {
+	s         *soak
+	org, task string
+	d         delegation
+}
+
+// create creates the delegation of op, with an org, task class and held
+// amount fitting its scenario: reported (the orchestrator made the remote
+// task itself), or dispatched by Quittance to a demo agent. It returns the
+// amount held.
+func (s *soak) create(ctx context.Context, op soakOp, rng *rand.Rand) (*playedDelegation, int64, error) {
 	org := []string{"org-a", "org-b"}[rng.IntN(2)]
 	class := "procurement"
-	switch sc {
+	switch op.sc {
 	case scUngated:
 		class = "read_only"
 	case scSettle, scRejected:
@@ -896,140 +1029,119 @@ func (s *soak) play(ctx context.Context, i, k int, sc scenario, rng *rand.Rand) 
 		org = demoSlow
 	case scAck, scDeclaration, scWriteOff, scOpen, scHeld, numScenarios:
 	}
-	op := fmt.Sprintf("soak-%d-%d-%d", s.cfg.Seed%100000, i, k)
-	task := "task-" + op
+	id := fmt.Sprintf("soak-%d-%d-%d", s.cfg.Seed%100000, op.i, op.k)
+	p := &playedDelegation{s: s, org: org, task: "task-" + id}
 	amount := 100 + rng.Int64N(2*soakThreshold)
-	if sc == scWriteOff && rng.IntN(2) == 0 {
+	if op.sc == scWriteOff && rng.IntN(2) == 0 {
 		amount = 100 + rng.Int64N(soakThreshold-100)
 	}
-	var d delegation
-	// Create: reported (the orchestrator made the remote task itself), or
-	// dispatched by Quittance to a demo agent.
 	body := map[string]any{
-		"business_operation_id": op, "org_id": org, "task_class": class,
+		"business_operation_id": id, "org_id": org, "task_class": class,
 		"budget_id": fmt.Sprintf("soak-%d", rng.IntN(4)),
 		"hold":      map[string]any{"amount_minor": amount, "currency": "EUR"},
 	}
-	if sc == scDispatchSettle || sc == scDispatchCompensate {
-		body["dispatch"] = dispatchBody(op)
+	if op.sc == scDispatchSettle || op.sc == scDispatchCompensate {
+		body["dispatch"] = dispatchBody(id)
 	} else {
-		body["remote"] = map[string]any{"task_id": task, "context_id": "ctx-" + op}
+		body["remote"] = map[string]any{"task_id": p.task, "context_id": "ctx-" + id}
 	}
 	resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations", s.orch, "", body)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	if resp.Status != http.StatusCreated && !(n > 1 && resp.Status == http.StatusOK) {
-		return fmt.Errorf("create: status %d (attempt %d): %s", resp.Status, n, resp.Body)
+		return nil, 0, fmt.Errorf("create: status %d (attempt %d): %s", resp.Status, n, resp.Body)
 	}
-	if err := json.Unmarshal(resp.Body, &d); err != nil {
-		return err
+	if err := json.Unmarshal(resp.Body, &p.d); err != nil {
+		return nil, 0, err
 	}
-	if d.ObligationState != string(ledger.ObligationHeld) {
-		return fmt.Errorf("create: obligation %s, want held", d.ObligationState)
+	if p.d.ObligationState != string(ledger.ObligationHeld) {
+		return nil, 0, fmt.Errorf("create: obligation %s, want held", p.d.ObligationState)
 	}
 	s.ops.Add(1)
-	s.ack(d.ID, ledger.ObligationHeld)
+	s.ack(p.d.ID, ledger.ObligationHeld)
+	return p, amount, nil
+}
 
-	report := func(state string, want ledger.ObligationState) error {
-		resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", s.orch, "", map[string]any{"state": state})
-		if err != nil {
-			return err
-		}
-		if resp.Status != http.StatusOK {
-			return fmt.Errorf("task-status %s: status %d (attempt %d): %s", state, resp.Status, n, resp.Body)
-		}
-		if err := json.Unmarshal(resp.Body, &d); err != nil {
-			return err
-		}
-		if d.ObligationState != string(want) {
-			return fmt.Errorf("task-status %s: obligation %s, want %s", state, d.ObligationState, want)
-		}
-		s.ops.Add(1)
-		s.ack(d.ID, want)
-		return nil
+// cancelDispatched cancels a dispatched delegation once it is dispatched:
+// Quittance cancels the remote task and requests compensation over A2A;
+// the agent's signed receipt discharges the obligation.
+func (s *soak) cancelDispatched(ctx context.Context, d *delegation) error {
+	if err := s.waitDispatched(ctx, d); err != nil {
+		return err
 	}
-	evidence := func(path, typ string, idem string, want ledger.ObligationState) error {
-		token := s.signers[org].sign(typ, evidenceClaims(org, task, idem, time.Now()))
-		// A lost answer is answered by re-sending the same token: the
-		// service answers "duplicate" if the first one was applied.
-		resp, n, err := s.call(ctx, http.MethodPost, path, "", "application/jose", token)
-		if err != nil {
-			return err
-		}
-		if resp.Status != http.StatusOK {
-			return fmt.Errorf("POST %s: status %d (attempt %d): %s", path, resp.Status, n, resp.Body)
-		}
-		// The signer is told the delegation's id and the outcome only; the
-		// state the answer promises is checked with the others at the end.
-		var out struct {
-			ID       string `json:"id"`
-			Evidence struct {
-				Outcome string `json:"outcome"`
-			} `json:"evidence"`
-		}
-		if err := json.Unmarshal(resp.Body, &out); err != nil {
-			return err
-		}
-		if out.ID != d.ID || (out.Evidence.Outcome != "applied" && !(n > 1 && out.Evidence.Outcome == "duplicate")) {
-			return fmt.Errorf("POST %s (attempt %d): delegation %s outcome %s, want %s applied", path, n, out.ID, out.Evidence.Outcome, d.ID)
-		}
-		s.ops.Add(1)
-		s.ack(d.ID, want)
-		return nil
+	resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", s.orch, "", nil)
+	if err != nil {
+		return err
 	}
+	if resp.Status != http.StatusOK {
+		return fmt.Errorf("cancel: status %d (attempt %d): %s", resp.Status, n, resp.Body)
+	}
+	s.ops.Add(1)
+	s.expectState(d.ID, ledger.ObligationCompensated)
+	return nil
+}
 
-	switch sc {
-	case scHeld:
-		return nil
-	case scDispatchSettle:
-		// The agent completes the task; Quittance learns it by push or poll.
-		s.expectState(d.ID, ledger.ObligationSettled)
-		return nil
-	case scDispatchCompensate:
-		if err := s.waitDispatched(ctx, &d); err != nil {
-			return err
-		}
-		resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", s.orch, "", nil)
-		if err != nil {
-			return err
-		}
-		if resp.Status != http.StatusOK {
-			return fmt.Errorf("cancel: status %d (attempt %d): %s", resp.Status, n, resp.Body)
-		}
-		s.ops.Add(1)
-		// Quittance cancels the remote task and requests compensation over
-		// A2A; the agent's signed receipt discharges the obligation.
-		s.expectState(d.ID, ledger.ObligationCompensated)
-		return nil
-	case scSettle:
-		if err := report("TASK_STATE_WORKING", ledger.ObligationHeld); err != nil {
-			return err
-		}
-		return report("completed", ledger.ObligationSettled)
-	case scRejected:
-		return report("TASK_STATE_REJECTED", ledger.ObligationReleased)
-	case scUngated:
-		return report("canceled", ledger.ObligationReleased)
-	case scOpen:
-		return report("TASK_STATE_CANCELED", ledger.ObligationRevocationPendingCompensation)
-	case scAck:
-		if err := report("TASK_STATE_CANCELED", ledger.ObligationRevocationPendingCompensation); err != nil {
-			return err
-		}
-		return evidence("/v1/compensation/acks", typAck, d.Compensation.IdempotencyKey, ledger.ObligationCompensated)
-	case scDeclaration:
-		if err := report("TASK_STATE_FAILED", ledger.ObligationRevocationPendingCompensation); err != nil {
-			return err
-		}
-		return evidence("/v1/compensation/declarations", typDeclaration, "", ledger.ObligationReleased)
-	case scWriteOff:
-		if err := report("TASK_STATE_CANCELED", ledger.ObligationRevocationPendingCompensation); err != nil {
-			return err
-		}
-		return s.writeOff(ctx, &d, amount)
-	case numScenarios:
+// report reports the remote task's state and checks the obligation
+// state the answer gives.
+func (p *playedDelegation) report(ctx context.Context, state string, want ledger.ObligationState) error {
+	s, d := p.s, &p.d
+	resp, n, err := s.call(ctx, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", s.orch, "", map[string]any{"state": state})
+	if err != nil {
+		return err
 	}
+	if resp.Status != http.StatusOK {
+		return fmt.Errorf("task-status %s: status %d (attempt %d): %s", state, resp.Status, n, resp.Body)
+	}
+	if err := json.Unmarshal(resp.Body, d); err != nil {
+		return err
+	}
+	if d.ObligationState != string(want) {
+		return fmt.Errorf("task-status %s: obligation %s, want %s", state, d.ObligationState, want)
+	}
+	s.ops.Add(1)
+	s.ack(d.ID, want)
+	return nil
+}
+
+// soakEvidence is signed evidence to post: where, of which token type,
+// for which compensation request (none for a declaration), and the
+// obligation state it brings.
+type soakEvidence struct {
+	path, typ, idem string
+	want            ledger.ObligationState
+}
+
+// evidence posts evidence signed by the delegation's org and checks the
+// service applied it.
+func (p *playedDelegation) evidence(ctx context.Context, e soakEvidence) error {
+	s, d, path := p.s, &p.d, e.path
+	token := s.signers[p.org].sign(e.typ, evidenceClaims(p.org, p.task, e.idem, time.Now()))
+	// A lost answer is answered by re-sending the same token: the
+	// service answers "duplicate" if the first one was applied.
+	resp, n, err := s.call(ctx, http.MethodPost, path, "", "application/jose", token)
+	if err != nil {
+		return err
+	}
+	if resp.Status != http.StatusOK {
+		return fmt.Errorf("POST %s: status %d (attempt %d): %s", path, resp.Status, n, resp.Body)
+	}
+	// The signer is told the delegation's id and the outcome only; the
+	// state the answer promises is checked with the others at the end.
+	var out struct {
+		ID       string `json:"id"`
+		Evidence struct {
+			Outcome string `json:"outcome"`
+		} `json:"evidence"`
+	}
+	if err := json.Unmarshal(resp.Body, &out); err != nil {
+		return err
+	}
+	if out.ID != d.ID || (out.Evidence.Outcome != "applied" && !(n > 1 && out.Evidence.Outcome == "duplicate")) {
+		return fmt.Errorf("POST %s (attempt %d): delegation %s outcome %s, want %s applied", path, n, out.ID, out.Evidence.Outcome, d.ID)
+	}
+	s.ops.Add(1)
+	s.ack(d.ID, e.want)
 	return nil
 }
 

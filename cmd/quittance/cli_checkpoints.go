@@ -173,64 +173,10 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 		v.broken++
 		fmt.Fprintf(v.out, "BROKEN\tcheckpoint\t%s\n", p)
 	}
-
-	streams := map[string][]ledger.Event{}
-	if delegation != "" {
-		events, err := v.delegationEvents(ctx, delegation)
-		if err != nil {
-			return err
-		}
-		streams[ledger.DelegationStream(uuid.MustParse(delegation))] = events
-	} else {
-		// Each delegation's stream is read from the stream itself before
-		// the feed, so every event in it was committed before the feed is
-		// read, and must be in the feed too.
-		counts, err := v.delegationEventCounts(ctx)
-		if err != nil {
-			return err
-		}
-		all, err := v.allStreams(ctx)
-		if err != nil {
-			return err
-		}
-		streams = all
-		v.reportMissingFromFeed(counts, streams)
-		names := make([]string, 0, len(streams))
-		for s := range streams {
-			names = append(names, s)
-		}
-		slices.Sort(names)
-		for _, s := range names {
-			if strings.HasPrefix(s, "delegation:") {
-				continue // verify checked it, with its tokens
-			}
-			v.streams++
-			if err := ledger.VerifyChain(streams[s]); err != nil {
-				v.broken++
-				fmt.Fprintf(v.out, "BROKEN\t%s\t%v\n", s, err)
-				continue
-			}
-			if orgID, ok := strings.CutPrefix(s, "org:"); ok {
-				// The key history tokens are verified against must be the
-				// one the org's (checkpointed) stream records.
-				history, err := v.orgKeyHistory(ctx, orgID)
-				if err != nil {
-					return err
-				}
-				if problems := ledger.CheckOrgKeys(history, streams[s], true); len(problems) > 0 {
-					v.broken++
-					for _, p := range problems {
-						fmt.Fprintf(v.out, "BROKEN\t%s\tkey history: %s\n", s, p)
-					}
-					continue
-				}
-				fmt.Fprintf(v.out, "ok\t%s\t%d events\t%d key(s) in its history\n", s, len(streams[s]), len(history))
-				continue
-			}
-			fmt.Fprintf(v.out, "ok\t%s\t%d events\n", s, len(streams[s]))
-		}
+	streams, err := v.readStreams(ctx, delegation)
+	if err != nil {
+		return err
 	}
-
 	if latest == nil { // no checkpoint is served, and none was given
 		if n := v.reportUnanchored(opts, nil, heads, streams); n == 0 {
 			fmt.Fprintln(stderr, "no checkpoint yet: nothing anchors the streams' last events (quittance checkpoints create signs one)")
@@ -260,6 +206,71 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 	}
 	fmt.Fprintf(stderr, "checked against checkpoints 1..%d (the latest signed %s by key %s; %d stream head(s)); events after it are not covered until the next checkpoint\n",
 		latest.ID, latest.At.Format("2006-01-02T15:04:05Z07:00"), kid, len(heads))
+	return nil
+}
+
+// readStreams reads the one delegation's stream when delegation is set,
+// else every stream, checking that the feed holds every delegation event
+// and checking the chain of every stream but the delegations'.
+func (v *verifier) readStreams(ctx context.Context, delegation string) (map[string][]ledger.Event, error) {
+	if delegation != "" {
+		events, err := v.delegationEvents(ctx, delegation)
+		if err != nil {
+			return nil, err
+		}
+		return map[string][]ledger.Event{ledger.DelegationStream(uuid.MustParse(delegation)): events}, nil
+	}
+	// Each delegation's stream is read from the stream itself before the
+	// feed, so every event in it was committed before the feed is read,
+	// and must be in the feed too.
+	counts, err := v.delegationEventCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	streams, err := v.allStreams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.reportMissingFromFeed(counts, streams)
+	for _, s := range slices.Sorted(maps.Keys(streams)) {
+		if strings.HasPrefix(s, "delegation:") {
+			continue // verify checked it, with its tokens
+		}
+		if err := v.checkStreamChain(ctx, s, streams[s]); err != nil {
+			return nil, err
+		}
+	}
+	return streams, nil
+}
+
+// checkStreamChain checks the hash chain of stream s and, for an org's
+// stream, the key history it records, printing the outcome.
+func (v *verifier) checkStreamChain(ctx context.Context, s string, events []ledger.Event) error {
+	v.streams++
+	if err := ledger.VerifyChain(events); err != nil {
+		v.broken++
+		fmt.Fprintf(v.out, "BROKEN\t%s\t%v\n", s, err)
+		return nil
+	}
+	orgID, ok := strings.CutPrefix(s, "org:")
+	if !ok {
+		fmt.Fprintf(v.out, "ok\t%s\t%d events\n", s, len(events))
+		return nil
+	}
+	// The key history tokens are verified against must be the one the
+	// org's (checkpointed) stream records.
+	history, err := v.orgKeyHistory(ctx, orgID)
+	if err != nil {
+		return err
+	}
+	if problems := ledger.CheckOrgKeys(history, events, true); len(problems) > 0 {
+		v.broken++
+		for _, p := range problems {
+			fmt.Fprintf(v.out, "BROKEN\t%s\tkey history: %s\n", s, p)
+		}
+		return nil
+	}
+	fmt.Fprintf(v.out, "ok\t%s\t%d events\t%d key(s) in its history\n", s, len(events), len(history))
 	return nil
 }
 
@@ -316,53 +327,13 @@ const checkpointPage = "20"
 // file's checkpoint unchanged: its previous hash pins every one before it,
 // so the served chain up to the file is the one the file was signed after.
 func (v *verifier) signedHeads(ctx context.Context, opts checkpointOptions) (heads ledger.SignedHeads, latest *ledger.CheckpointPayload, kid string, problems []string, err error) {
-	// The ledger's keys are read when there is a checkpoint to verify: a
-	// ledger that signs none serves none.
-	var jwks []byte
-	verify := func(token string) (ledger.CheckpointPayload, string, error) {
-		if jwks == nil {
-			if opts.jwksFile != "" {
-				b, err := os.ReadFile(opts.jwksFile)
-				if err != nil {
-					return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--ledger-jwks: %w", err)}
-				}
-				jwks = b
-			} else {
-				var raw json.RawMessage
-				if err := v.c.call(ctx, http.MethodGet, "/.well-known/jwks.json", nil, nil, &raw); err != nil {
-					return ledger.CheckpointPayload{}, "", err
-				}
-				jwks = raw
-			}
-		}
-		p, kid, err := compensation.VerifyCheckpoint(token, jwks, "")
-		if err != nil {
-			return p, kid, checkpointInvalidError{err}
-		}
-		return p, kid, nil
-	}
-	var (
-		file    *ledger.CheckpointPayload
-		fileJWS string
-		fileKID string
-	)
+	ch := &checkpointChain{v: v, keys: &ledgerKeys{v: v, file: opts.jwksFile}, heads: ledger.SignedHeads{}}
 	if opts.file != "" {
-		b, err := os.ReadFile(opts.file)
-		if err != nil {
-			return nil, nil, "", nil, usageError{fmt.Errorf("--checkpoint: %w", err)}
+		if err := ch.readFile(ctx, opts.file); err != nil {
+			return nil, nil, "", nil, err
 		}
-		fileJWS = strings.TrimSpace(string(b))
-		p, k, err := verify(fileJWS)
-		if err != nil {
-			return nil, nil, "", nil, fmt.Errorf("--checkpoint: %w", err)
-		}
-		file, fileKID = &p, k
 	}
-
-	heads = ledger.SignedHeads{}
-	var prevJWS string
 	q := url.Values{"limit": {checkpointPage}}
-read:
 	for {
 		var page struct {
 			Checkpoints []checkpointRecord `json:"checkpoints"`
@@ -375,50 +346,134 @@ read:
 			}
 			return nil, nil, "", nil, err
 		}
-		for _, rec := range page.Checkpoints {
-			if file != nil && rec.ID > file.ID {
-				break read
-			}
-			p, k, err := verify(rec.JWS)
-			var invalid checkpointInvalidError
-			switch {
-			case errors.As(err, &invalid):
-				problems = append(problems, fmt.Sprintf("checkpoint %d %v", rec.ID, err))
-				break read // nothing after it can be placed in the chain
-			case err != nil:
-				return nil, nil, "", nil, err
-			}
-			switch {
-			case latest == nil && (p.ID != 1 || p.Previous != ""):
-				problems = append(problems, fmt.Sprintf("the first checkpoint served is %d: checkpoints before it are missing", p.ID))
-			case latest != nil:
-				if err := ledger.CheckpointFollows(*latest, prevJWS, p); err != nil {
-					problems = append(problems, err.Error())
-				}
-			}
-			if file != nil && p.ID == file.ID && rec.JWS != fileJWS {
-				problems = append(problems, fmt.Sprintf("the ledger serves checkpoint %d with another content than the exported file", p.ID))
-			}
-			heads.Add(p)
-			v.timeline.Add(p)
-			latest, prevJWS, kid = &p, rec.JWS, k
+		more, err := ch.fold(ctx, page.Checkpoints)
+		if err != nil {
+			return nil, nil, "", nil, err
 		}
-		if page.NextAfter == "" {
+		if !more || page.NextAfter == "" {
 			break
 		}
 		q.Set("after", page.NextAfter)
 	}
-	if file != nil && (latest == nil || latest.ID < file.ID) {
-		served := "none"
-		if latest != nil {
-			served = strconv.FormatInt(latest.ID, 10)
+	ch.checkFileServed()
+	return ch.heads, ch.latest, ch.kid, ch.problems, nil
+}
+
+// ledgerKeys are the ledger's public keys, read from file when set, else
+// from /.well-known/jwks.json, once and only when a checkpoint is to be
+// verified: a ledger that signs none serves none.
+type ledgerKeys struct {
+	v    *verifier
+	file string
+	jwks []byte
+}
+
+// verify verifies a checkpoint's JWS; a signature or payload that does
+// not verify is a checkpointInvalidError.
+func (k *ledgerKeys) verify(ctx context.Context, token string) (ledger.CheckpointPayload, string, error) {
+	if k.jwks == nil {
+		if k.file != "" {
+			b, err := os.ReadFile(k.file)
+			if err != nil {
+				return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--ledger-jwks: %w", err)}
+			}
+			k.jwks = b
+		} else {
+			var raw json.RawMessage
+			if err := k.v.c.call(ctx, http.MethodGet, "/.well-known/jwks.json", nil, nil, &raw); err != nil {
+				return ledger.CheckpointPayload{}, "", err
+			}
+			k.jwks = raw
 		}
-		problems = append(problems, fmt.Sprintf("the ledger's latest checkpoint is %s, older than the exported checkpoint %d: checkpoints were removed", served, file.ID))
-		heads.Add(*file)
-		v.timeline.Add(*file)
-		latest, kid = file, fileKID
 	}
-	return heads, latest, kid, problems, nil
+	p, kid, err := compensation.VerifyCheckpoint(token, k.jwks, "")
+	if err != nil {
+		return p, kid, checkpointInvalidError{err}
+	}
+	return p, kid, nil
+}
+
+// checkpointChain is what signedHeads folded so far: the streams' signed
+// heads, the last checkpoint (latest, its JWS and key id) and the problems
+// found; file is the exported checkpoint checked against, if any.
+type checkpointChain struct {
+	v        *verifier
+	keys     *ledgerKeys
+	heads    ledger.SignedHeads
+	latest   *ledger.CheckpointPayload
+	prevJWS  string
+	kid      string
+	problems []string
+
+	file    *ledger.CheckpointPayload
+	fileJWS string
+	fileKID string
+}
+
+// readFile reads and verifies the exported checkpoint at path.
+func (ch *checkpointChain) readFile(ctx context.Context, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return usageError{fmt.Errorf("--checkpoint: %w", err)}
+	}
+	ch.fileJWS = strings.TrimSpace(string(b))
+	p, k, err := ch.keys.verify(ctx, ch.fileJWS)
+	if err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	ch.file, ch.fileKID = &p, k
+	return nil
+}
+
+// fold verifies a page of served checkpoints and folds them into the
+// chain; it reports false when nothing after the page is to be folded
+// (past the exported file, or after a checkpoint that does not verify).
+func (ch *checkpointChain) fold(ctx context.Context, recs []checkpointRecord) (bool, error) {
+	for _, rec := range recs {
+		if ch.file != nil && rec.ID > ch.file.ID {
+			return false, nil
+		}
+		p, k, err := ch.keys.verify(ctx, rec.JWS)
+		var invalid checkpointInvalidError
+		switch {
+		case errors.As(err, &invalid):
+			ch.problems = append(ch.problems, fmt.Sprintf("checkpoint %d %v", rec.ID, err))
+			return false, nil // nothing after it can be placed in the chain
+		case err != nil:
+			return false, err
+		}
+		switch {
+		case ch.latest == nil && (p.ID != 1 || p.Previous != ""):
+			ch.problems = append(ch.problems, fmt.Sprintf("the first checkpoint served is %d: checkpoints before it are missing", p.ID))
+		case ch.latest != nil:
+			if err := ledger.CheckpointFollows(*ch.latest, ch.prevJWS, p); err != nil {
+				ch.problems = append(ch.problems, err.Error())
+			}
+		}
+		if ch.file != nil && p.ID == ch.file.ID && rec.JWS != ch.fileJWS {
+			ch.problems = append(ch.problems, fmt.Sprintf("the ledger serves checkpoint %d with another content than the exported file", p.ID))
+		}
+		ch.heads.Add(p)
+		ch.v.timeline.Add(p)
+		ch.latest, ch.prevJWS, ch.kid = &p, rec.JWS, k
+	}
+	return true, nil
+}
+
+// checkFileServed reports an exported checkpoint newer than the latest
+// the ledger serves (checkpoints were removed) and folds the file in.
+func (ch *checkpointChain) checkFileServed() {
+	if ch.file == nil || (ch.latest != nil && ch.latest.ID >= ch.file.ID) {
+		return
+	}
+	served := "none"
+	if ch.latest != nil {
+		served = strconv.FormatInt(ch.latest.ID, 10)
+	}
+	ch.problems = append(ch.problems, fmt.Sprintf("the ledger's latest checkpoint is %s, older than the exported checkpoint %d: checkpoints were removed", served, ch.file.ID))
+	ch.heads.Add(*ch.file)
+	ch.v.timeline.Add(*ch.file)
+	ch.latest, ch.kid = ch.file, ch.fileKID
 }
 
 // delegationEventCounts reads every delegation's stream from the stream

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,12 +30,8 @@ type obligationRow struct {
 func newObligationsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{Use: "obligations", Short: "Reconciliation: list open obligations"}
 	var (
-		states    []string
-		org       string
-		tenant    string
-		olderThan string
-		condition string
-		output    string
+		f      obligationFilter
+		output string
 	)
 	list := &cobra.Command{
 		Use:   "list",
@@ -48,51 +45,14 @@ func newObligationsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 			if err != nil {
 				return err
 			}
-			q := url.Values{}
-			for _, s := range states {
-				q.Add("state", s)
-			}
-			if org != "" {
-				q.Set("org_id", org)
-			}
-			if tenant != "" {
-				q.Set("tenant", tenant)
-			}
-			if olderThan != "" {
-				q.Set("older_than", olderThan)
-			}
-			if condition != "" {
-				q.Set("condition", condition)
-			}
+			q := f.query()
 			ctx := cmd.Context()
 			if output == "csv" {
-				// The API streams the whole selection; pass it through.
-				q.Set("format", "csv")
-				resp, err := c.do(ctx, http.MethodGet, "/v1/obligations", q, nil, "text/csv")
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				if _, err := io.Copy(stdout, resp.Body); err != nil {
-					return fmt.Errorf("obligations export interrupted: %w", err)
-				}
-				return nil
+				return exportObligations(ctx, c, q, stdout)
 			}
-			q.Set("limit", "1000")
-			var all []json.RawMessage
-			for {
-				var page struct {
-					Obligations []json.RawMessage `json:"obligations"`
-					NextCursor  string            `json:"next_cursor"`
-				}
-				if err := c.call(ctx, http.MethodGet, "/v1/obligations", q, nil, &page); err != nil {
-					return err
-				}
-				all = append(all, page.Obligations...)
-				if page.NextCursor == "" {
-					break
-				}
-				q.Set("cursor", page.NextCursor)
+			all, err := allObligations(ctx, c, q)
+			if err != nil {
+				return err
 			}
 			if output == "json" {
 				if all == nil {
@@ -100,27 +60,95 @@ func newObligationsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 				}
 				return printJSON(stdout, all)
 			}
-			tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DELEGATION\tTENANT\tORG\tAMOUNT_MINOR\tCURRENCY\tSTATE\tAGE\tLAST_EVIDENCE")
-			for _, raw := range all {
-				var o obligationRow
-				if err := json.Unmarshal(raw, &o); err != nil {
-					return err
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.DelegationID, cell(o.Tenant), o.OrgID, o.AmountMinor,
-					o.Currency, o.ObligationState, humanAge(o.AgeSeconds), o.LastEvidenceType)
-			}
-			return tw.Flush()
+			return printObligations(stdout, all)
 		},
 	}
-	list.Flags().StringSliceVar(&states, "state", nil, "obligation states (repeat or comma-separate); default the open ones")
-	list.Flags().StringVar(&org, "org", "", "only this remote org")
-	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
-	list.Flags().StringVar(&olderThan, "older-than", "", "only obligations older than this (e.g. 72h, 7d)")
-	list.Flags().StringVar(&condition, "condition", "", "only obligations in this condition: dispatch_unknown (nothing proves whether the remote created a task) or task_not_found (the agent no longer knows the delegation's task)")
+	list.Flags().StringSliceVar(&f.states, "state", nil, "obligation states (repeat or comma-separate); default the open ones")
+	list.Flags().StringVar(&f.org, "org", "", "only this remote org")
+	list.Flags().StringVar(&f.tenant, "tenant", "", "only this tenant")
+	list.Flags().StringVar(&f.olderThan, "older-than", "", "only obligations older than this (e.g. 72h, 7d)")
+	list.Flags().StringVar(&f.condition, "condition", "", "only obligations in this condition: dispatch_unknown (nothing proves whether the remote created a task) or task_not_found (the agent no longer knows the delegation's task)")
 	list.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or csv")
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// obligationFilter is obligations list's selection flags.
+type obligationFilter struct {
+	states                            []string
+	org, tenant, olderThan, condition string
+}
+
+// query is the filter as GET /v1/obligations's query parameters.
+func (f obligationFilter) query() url.Values {
+	q := url.Values{}
+	for _, s := range f.states {
+		q.Add("state", s)
+	}
+	if f.org != "" {
+		q.Set("org_id", f.org)
+	}
+	if f.tenant != "" {
+		q.Set("tenant", f.tenant)
+	}
+	if f.olderThan != "" {
+		q.Set("older_than", f.olderThan)
+	}
+	if f.condition != "" {
+		q.Set("condition", f.condition)
+	}
+	return q
+}
+
+// exportObligations copies the API's CSV export of the selection q to
+// stdout: the API streams the whole selection.
+func exportObligations(ctx context.Context, c *apiClient, q url.Values, stdout io.Writer) error {
+	q.Set("format", "csv")
+	resp, err := c.do(ctx, http.MethodGet, "/v1/obligations", q, nil, "text/csv")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(stdout, resp.Body); err != nil {
+		return fmt.Errorf("obligations export interrupted: %w", err)
+	}
+	return nil
+}
+
+// allObligations reads every page of the selection q, as the API gives
+// each obligation.
+func allObligations(ctx context.Context, c *apiClient, q url.Values) ([]json.RawMessage, error) {
+	q.Set("limit", "1000")
+	var all []json.RawMessage
+	for {
+		var page struct {
+			Obligations []json.RawMessage `json:"obligations"`
+			NextCursor  string            `json:"next_cursor"`
+		}
+		if err := c.call(ctx, http.MethodGet, "/v1/obligations", q, nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Obligations...)
+		if page.NextCursor == "" {
+			return all, nil
+		}
+		q.Set("cursor", page.NextCursor)
+	}
+}
+
+// printObligations prints obligations as a table.
+func printObligations(stdout io.Writer, all []json.RawMessage) error {
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DELEGATION\tTENANT\tORG\tAMOUNT_MINOR\tCURRENCY\tSTATE\tAGE\tLAST_EVIDENCE")
+	for _, raw := range all {
+		var o obligationRow
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.DelegationID, cell(o.Tenant), o.OrgID, o.AmountMinor,
+			o.Currency, o.ObligationState, humanAge(o.AgeSeconds), o.LastEvidenceType)
+	}
+	return tw.Flush()
 }
 
 // cell keeps a table cell on one line.

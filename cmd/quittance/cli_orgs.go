@@ -209,7 +209,14 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 		Use:   "keys",
 		Short: "Show, register or rotate the public keys a remote org signs acks and declarations with",
 	}
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(newOrgKeysShowCommand(getenv, stdout), newOrgKeysHistoryCommand(getenv, stdout),
+		newOrgKeysRefreshCommand(getenv, stdout), newOrgKeysSetCommand(getenv, stdout))
+	return cmd
+}
+
+// newOrgKeysShowCommand is `quittance orgs keys show ID`.
+func newOrgKeysShowCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
 		Use:   "show ID",
 		Short: "Print the org's JWK Set in force: the inline set, or the one last fetched from its JWKS URL",
 		Args:  exactArgs(1),
@@ -233,9 +240,12 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 			}
 			return printJSON(stdout, org.JWKS)
 		},
-	})
+	}
+}
 
-	cmd.AddCommand(&cobra.Command{
+// newOrgKeysHistoryCommand is `quittance orgs keys history ID`.
+func newOrgKeysHistoryCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
 		Use:   "history ID",
 		Short: "Print every key the org ever had: kid, RFC 7638 thumbprint, when it was in force (on-call, finance)",
 		Args:  exactArgs(1),
@@ -250,9 +260,12 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 			}
 			return printJSON(stdout, out)
 		},
-	})
+	}
+}
 
-	cmd.AddCommand(&cobra.Command{
+// newOrgKeysRefreshCommand is `quittance orgs keys refresh ID`.
+func newOrgKeysRefreshCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
 		Use:   "refresh ID",
 		Short: "Fetch the org's JWKS URL now and print what changed (on-call)",
 		Long: "refresh fetches the JWKS URL of an org registered by URL at once, as the periodic refresh " +
@@ -263,8 +276,11 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return postAndPrint(cmd, getenv, stdout, "/admin/v1/orgs/"+url.PathEscape(args[0])+"/keys/refresh", nil)
 		},
-	})
+	}
+}
 
+// newOrgKeysSetCommand is `quittance orgs keys set ID`.
+func newOrgKeysSetCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var jwksFile, jwksURL string
 	set := &cobra.Command{
 		Use:   "set ID (--jwks FILE | --jwks-url URL)",
@@ -315,8 +331,7 @@ func newOrgKeysCommand(getenv func(string) string, stdout io.Writer) *cobra.Comm
 	}
 	set.Flags().StringVar(&jwksFile, "jwks", "", "file holding the org's public JWK Set, {\"keys\": [...]} (- for stdin)")
 	set.Flags().StringVar(&jwksURL, "jwks-url", "", "the org's own JWKS URL (https), its keys fetched from there")
-	cmd.AddCommand(set)
-	return cmd
+	return set
 }
 
 // maxJWKSBytes bounds the JWK Set file the CLI reads.

@@ -300,101 +300,21 @@ func readPack(path string) (ledger.EvidencePack, error) {
 // pack whose checkpoint covers none of its events, or that has none, is a
 // problem.
 func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []string) {
-	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	d := pack.Delegation
-	switch {
-	case pack.Format != ledger.EvidencePackFormat && pack.Format != ledger.EvidencePackFormatV1:
-		fail("format %q is neither %q nor %q", pack.Format, ledger.EvidencePackFormat, ledger.EvidencePackFormatV1)
-		return nil, problems
-	case pack.Format == ledger.EvidencePackFormat && pack.Checkpoint != "":
-		fail("a pack of format %q has no checkpoint member (its checkpoints are in checkpoints)", pack.Format)
-		return nil, problems
-	case pack.Format == ledger.EvidencePackFormatV1 && len(pack.Checkpoints) > 0:
-		fail("a pack of format %q has no checkpoints member", pack.Format)
+	id, problems, ok := checkPackHeader(pack)
+	if !ok {
 		return nil, problems
 	}
-	id, err := uuid.Parse(d.ID)
-	if err != nil {
-		fail("delegation id %q is not a UUID", d.ID)
-		return nil, problems
-	}
-	if d.Stream != ledger.DelegationStream(id) {
-		fail("stream %q is not the delegation's", d.Stream)
-	}
-	if d.CompensationIdempotencyKey != ledger.CompensationKey(ledger.Delegation{ID: id}) {
-		fail("compensation_idempotency_key is not the one derived from the delegation id")
-	}
-
 	// The chain: every event of the delegation's stream, linked, up to the head.
-	if len(pack.Events) == 0 {
-		fail("the pack holds no events")
-		return nil, problems
-	}
-	events := make([]ledger.Event, 0, len(pack.Events))
-	for _, r := range pack.Events {
-		if r.Stream != d.Stream || r.DelegationID != d.ID {
-			fail("event %d belongs to %s, not to the delegation", r.StreamSeq, r.Stream)
-		}
-		e, err := r.Event()
-		if err != nil {
-			fail("event %d: %v", r.StreamSeq, err)
-			continue
-		}
-		events = append(events, e)
-	}
+	events, broken := packEvents(pack)
+	problems = append(problems, broken...)
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	if err := ledger.VerifyChainWithin(events, opts.slack); err != nil {
-		fail("%v", err)
-	}
-	last := pack.Events[len(pack.Events)-1]
-	if pack.Head.StreamSeq != last.StreamSeq || pack.Head.Hash != last.Hash {
-		fail("the events end at %d (%s), not at the pack's head %d (%s)", last.StreamSeq, last.Hash, pack.Head.StreamSeq, pack.Head.Hash)
-	}
-
+	problems = append(problems, checkPackChain(pack, events, opts.slack)...)
 	problems = append(problems, checkPackDelegation(pack)...)
-
-	// The token list is exactly the events' evidence, each with when it
-	// was accepted (a pack made before events recorded it gives its
-	// event's time).
-	eventAt := map[int32]time.Time{}
-	for _, e := range events {
-		eventAt[e.StreamSeq] = e.At
-	}
-	if !slices.EqualFunc(ledger.PackTokens(events), pack.Tokens, func(a, b ledger.PackToken) bool {
-		return a.StreamSeq == b.StreamSeq && a.EventType == b.EventType && a.Token == b.Token &&
-			(a.AcceptedAt.Equal(b.AcceptedAt) || b.AcceptedAt.Equal(eventAt[a.StreamSeq]))
-	}) {
-		fail("the tokens listed are not the tokens stored on the events")
-	}
-
-	// Every token, against the keys in force when it was accepted.
-	for i, k := range pack.OrgKeys {
-		if k.OrgID != d.OrgID {
-			fail("org key %d (%s) belongs to org %q, not %q", i, k.KeyID, k.OrgID, d.OrgID)
-		}
-	}
-	// The keys' provenance: the org's stream, a chain of its own, must add
-	// each key when it came into force and remove it where it ends.
-	orgStream := "org:" + d.OrgID
-	orgEvents := make([]ledger.Event, 0, len(pack.OrgEvents))
-	for _, r := range pack.OrgEvents {
-		e, err := r.Event()
-		if err != nil || r.Stream != orgStream {
-			fail("org event %d is not an event of %s", r.StreamSeq, orgStream)
-			continue
-		}
-		orgEvents = append(orgEvents, e)
-	}
-	if len(orgEvents) > 0 {
-		if err := ledger.VerifyChainWithin(orgEvents, opts.slack); err != nil {
-			fail("the org's stream: %v", err)
-		}
-	}
-	for _, p := range ledger.CheckOrgKeys(pack.OrgKeys, orgEvents, false) {
-		fail("org key history: %s", p)
-	}
+	problems = append(problems, checkPackTokenList(pack, events)...)
+	orgEvents, broken := checkPackOrgKeys(pack, opts.slack)
+	problems = append(problems, broken...)
 	// Every token, about the delegation its events record.
 	if rec, err := recordedDelegation(pack.Events); err == nil {
 		tokenLines, broken := checkDelegationTokens(id, rec, pack.LedgerID, pack.Events, pack.OrgKeys, opts.slack)
@@ -404,6 +324,122 @@ func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []s
 	cpLines, broken := checkPackCheckpoints(pack, events, orgEvents, opts)
 	lines = append(lines, cpLines...)
 	return lines, append(problems, broken...)
+}
+
+// checkPackHeader checks the pack's format and the delegation's id,
+// stream and compensation key, and returns the delegation's id; ok is
+// false when the pack cannot be checked further.
+func checkPackHeader(pack ledger.EvidencePack) (id uuid.UUID, problems []string, ok bool) {
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	d := pack.Delegation
+	switch {
+	case pack.Format != ledger.EvidencePackFormat && pack.Format != ledger.EvidencePackFormatV1:
+		fail("format %q is neither %q nor %q", pack.Format, ledger.EvidencePackFormat, ledger.EvidencePackFormatV1)
+		return id, problems, false
+	case pack.Format == ledger.EvidencePackFormat && pack.Checkpoint != "":
+		fail("a pack of format %q has no checkpoint member (its checkpoints are in checkpoints)", pack.Format)
+		return id, problems, false
+	case pack.Format == ledger.EvidencePackFormatV1 && len(pack.Checkpoints) > 0:
+		fail("a pack of format %q has no checkpoints member", pack.Format)
+		return id, problems, false
+	}
+	id, err := uuid.Parse(d.ID)
+	if err != nil {
+		fail("delegation id %q is not a UUID", d.ID)
+		return id, problems, false
+	}
+	if d.Stream != ledger.DelegationStream(id) {
+		fail("stream %q is not the delegation's", d.Stream)
+	}
+	if d.CompensationIdempotencyKey != ledger.CompensationKey(ledger.Delegation{ID: id}) {
+		fail("compensation_idempotency_key is not the one derived from the delegation id")
+	}
+	return id, problems, true
+}
+
+// packEvents decodes the pack's events, each of which must belong to the
+// delegation's stream; a pack without events is a problem.
+func packEvents(pack ledger.EvidencePack) (events []ledger.Event, problems []string) {
+	d := pack.Delegation
+	if len(pack.Events) == 0 {
+		return nil, []string{"the pack holds no events"}
+	}
+	events = make([]ledger.Event, 0, len(pack.Events))
+	for _, r := range pack.Events {
+		if r.Stream != d.Stream || r.DelegationID != d.ID {
+			problems = append(problems, fmt.Sprintf("event %d belongs to %s, not to the delegation", r.StreamSeq, r.Stream))
+		}
+		e, err := r.Event()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("event %d: %v", r.StreamSeq, err))
+			continue
+		}
+		events = append(events, e)
+	}
+	return events, problems
+}
+
+// checkPackChain checks that the events link into one chain (dated
+// within slack) that ends at the pack's head.
+func checkPackChain(pack ledger.EvidencePack, events []ledger.Event, slack time.Duration) (problems []string) {
+	if err := ledger.VerifyChainWithin(events, slack); err != nil {
+		problems = append(problems, err.Error())
+	}
+	last := pack.Events[len(pack.Events)-1]
+	if pack.Head.StreamSeq != last.StreamSeq || pack.Head.Hash != last.Hash {
+		problems = append(problems, fmt.Sprintf("the events end at %d (%s), not at the pack's head %d (%s)", last.StreamSeq, last.Hash, pack.Head.StreamSeq, pack.Head.Hash))
+	}
+	return problems
+}
+
+// checkPackTokenList checks that the token list is exactly the events'
+// evidence, each with when it was accepted (a pack made before events
+// recorded it gives its event's time).
+func checkPackTokenList(pack ledger.EvidencePack, events []ledger.Event) []string {
+	eventAt := map[int32]time.Time{}
+	for _, e := range events {
+		eventAt[e.StreamSeq] = e.At
+	}
+	if !slices.EqualFunc(ledger.PackTokens(events), pack.Tokens, func(a, b ledger.PackToken) bool {
+		return a.StreamSeq == b.StreamSeq && a.EventType == b.EventType && a.Token == b.Token &&
+			(a.AcceptedAt.Equal(b.AcceptedAt) || b.AcceptedAt.Equal(eventAt[a.StreamSeq]))
+	}) {
+		return []string{"the tokens listed are not the tokens stored on the events"}
+	}
+	return nil
+}
+
+// checkPackOrgKeys checks the org keys the tokens are verified against:
+// each is the delegation's org's, and the org's stream, a chain of its
+// own, adds each key when it came into force and removes it where it
+// ends. It returns the org's events.
+func checkPackOrgKeys(pack ledger.EvidencePack, slack time.Duration) (orgEvents []ledger.Event, problems []string) {
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	d := pack.Delegation
+	for i, k := range pack.OrgKeys {
+		if k.OrgID != d.OrgID {
+			fail("org key %d (%s) belongs to org %q, not %q", i, k.KeyID, k.OrgID, d.OrgID)
+		}
+	}
+	orgStream := "org:" + d.OrgID
+	orgEvents = make([]ledger.Event, 0, len(pack.OrgEvents))
+	for _, r := range pack.OrgEvents {
+		e, err := r.Event()
+		if err != nil || r.Stream != orgStream {
+			fail("org event %d is not an event of %s", r.StreamSeq, orgStream)
+			continue
+		}
+		orgEvents = append(orgEvents, e)
+	}
+	if len(orgEvents) > 0 {
+		if err := ledger.VerifyChainWithin(orgEvents, slack); err != nil {
+			fail("the org's stream: %v", err)
+		}
+	}
+	for _, p := range ledger.CheckOrgKeys(pack.OrgKeys, orgEvents, false) {
+		fail("org key history: %s", p)
+	}
+	return orgEvents, problems
 }
 
 // checkPackCheckpoints verifies the pack's checkpoints, and those the
@@ -436,79 +472,32 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 		return lines, append(problems, "nothing signed says where the stream ended (fetch the pack again after the next checkpoint, "+
 			"or give --allow-unanchored to accept the chain as a prefix)")
 	}
-	tokens := pack.Checkpoints
-	if pack.Format == ledger.EvidencePackFormatV1 {
-		tokens = nil
-		if pack.Checkpoint != "" {
-			tokens = []string{pack.Checkpoint}
-		}
-	}
+	tokens := packCheckpointTokens(pack)
 	if len(tokens) == 0 && len(opts.exported) == 0 {
 		return unanchored(fmt.Sprintf("checkpoint\t%s\tnone in the pack: the chain verifies, but nothing signed says where it ended", d.ID))
 	}
 	if len(opts.ledgerJWKS) == 0 {
 		return nil, []string{"the pack has a checkpoint but no ledger keys to verify it (give --ledger-jwks)"}
 	}
-	// Every checkpoint, from the pack and the export, by id; the same id
-	// twice must be the same checkpoint.
-	type signed struct {
-		payload    ledger.CheckpointPayload
-		sum        [sha256.Size]byte // of its JWS
-		kid        string
-		thumbprint string // of the key that signed it
-	}
-	byID := map[int64]signed{}
-	add := func(from, jws string) {
-		p, kid, err := compensation.VerifyCheckpoint(jws, opts.ledgerJWKS, pack.LedgerID)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s does not verify: %v", from, err))
-			return
-		}
-		tp, err := ledgerKeyThumbprint(opts.ledgerJWKS, kid)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: the ledger key %s: %v", from, kid, err))
-			return
-		}
-		if len(opts.thumbprints) > 0 && !slices.Contains(opts.thumbprints, tp) {
-			problems = append(problems, fmt.Sprintf("%s (checkpoint %d) is signed by ledger key %s with thumbprint %s, not by the pinned key (--ledger-key-thumbprint %s)",
-				from, p.ID, kid, tp, strings.Join(opts.thumbprints, ", ")))
-			return
-		}
-		sum := sha256.Sum256([]byte(jws))
-		if other, ok := byID[p.ID]; ok && other.sum != sum {
-			problems = append(problems, fmt.Sprintf("%s is checkpoint %d, and differs from the other checkpoint %d given", from, p.ID, p.ID))
-			return
-		}
-		// Only the two streams' heads are kept: an export holds many.
-		p.Streams = slices.DeleteFunc(p.Streams, func(h ledger.StreamHead) bool { return h.Stream != d.Stream && h.Stream != orgStream })
-		byID[p.ID] = signed{p, sum, kid, tp}
-	}
+	cps := &packCheckpointSet{pack: pack, opts: opts, byID: map[int64]verifiedCheckpoint{}}
 	for i, t := range tokens {
-		add(fmt.Sprintf("the pack's checkpoint %d", i+1), t)
+		cps.add(fmt.Sprintf("the pack's checkpoint %d", i+1), t)
 	}
 	for _, path := range opts.exported {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("read %s: %v", path, err))
+			cps.problems = append(cps.problems, fmt.Sprintf("read %s: %v", path, err))
 			continue
 		}
-		add(path, strings.TrimSpace(string(b)))
+		cps.add(path, strings.TrimSpace(string(b)))
 	}
+	problems = cps.problems
+	byID := cps.byID
 	heads := ledger.SignedHeads{}
-	keys := map[string]string{} // thumbprint → kid, of the keys that signed
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		heads.Add(byID[id].payload)
-		keys[byID[id].thumbprint] = byID[id].kid
 	}
-	for _, tp := range slices.Sorted(maps.Keys(keys)) {
-		if how := opts.pinned(); how != "" {
-			lines = append(lines, fmt.Sprintf("ledger-key\t%s\tkid %s\tthumbprint %s\tpinned (%s)", d.ID, keys[tp], tp, how))
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("ledger-key\t%s\tkid %s\tthumbprint %s\tUNPINNED: the checkpoints verify only against the pack's own "+
-			"ledger_jwks, which anyone who made the pack could have made; compare the thumbprint with the ledger's "+
-			"(quittance ledger-keys) or give --ledger-key-thumbprint", d.ID, keys[tp], tp))
-	}
+	lines = append(lines, ledgerKeyLines(d.ID, byID, opts)...)
 	// No event may be dated before a checkpoint that did not include it:
 	// one appended at the tail with a backdated time links like any other.
 	signedPayloads := make([]ledger.CheckpointPayload, 0, len(byID))
@@ -537,6 +526,86 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 	lines = append(lines, fmt.Sprintf("checkpoint\t%s\t%d (kid %s, thumbprint %s, %s)\tcovers events 1..%d of %d", d.ID, cp.payload.ID, cp.kid, cp.thumbprint,
 		cp.payload.At.UTC().Format("2006-01-02T15:04:05Z"), h.Seq, len(events)))
 	return lines, problems
+}
+
+// packCheckpointTokens are the checkpoints a pack carries: its
+// checkpoints, or a version 1 pack's one checkpoint.
+func packCheckpointTokens(pack ledger.EvidencePack) []string {
+	if pack.Format != ledger.EvidencePackFormatV1 {
+		return pack.Checkpoints
+	}
+	if pack.Checkpoint != "" {
+		return []string{pack.Checkpoint}
+	}
+	return nil
+}
+
+// verifiedCheckpoint is a checkpoint that verified, with the hash of its
+// JWS and the key that signed it.
+type verifiedCheckpoint struct {
+	payload    ledger.CheckpointPayload
+	sum        [sha256.Size]byte // of its JWS
+	kid        string
+	thumbprint string // of the key that signed it
+}
+
+// packCheckpointSet is every checkpoint, from the pack and the export, by
+// id; the same id twice must be the same checkpoint.
+type packCheckpointSet struct {
+	pack     ledger.EvidencePack
+	opts     packOptions
+	byID     map[int64]verifiedCheckpoint
+	problems []string
+}
+
+// add verifies the checkpoint jws (from names where it came from) against
+// the ledger's keys, and the pinned thumbprints when there are any, and
+// keeps the heads of the delegation's and the org's streams it signs.
+func (cps *packCheckpointSet) add(from, jws string) {
+	opts, d := cps.opts, cps.pack.Delegation
+	p, kid, err := compensation.VerifyCheckpoint(jws, opts.ledgerJWKS, cps.pack.LedgerID)
+	if err != nil {
+		cps.problems = append(cps.problems, fmt.Sprintf("%s does not verify: %v", from, err))
+		return
+	}
+	tp, err := ledgerKeyThumbprint(opts.ledgerJWKS, kid)
+	if err != nil {
+		cps.problems = append(cps.problems, fmt.Sprintf("%s: the ledger key %s: %v", from, kid, err))
+		return
+	}
+	if len(opts.thumbprints) > 0 && !slices.Contains(opts.thumbprints, tp) {
+		cps.problems = append(cps.problems, fmt.Sprintf("%s (checkpoint %d) is signed by ledger key %s with thumbprint %s, not by the pinned key (--ledger-key-thumbprint %s)",
+			from, p.ID, kid, tp, strings.Join(opts.thumbprints, ", ")))
+		return
+	}
+	sum := sha256.Sum256([]byte(jws))
+	if other, ok := cps.byID[p.ID]; ok && other.sum != sum {
+		cps.problems = append(cps.problems, fmt.Sprintf("%s is checkpoint %d, and differs from the other checkpoint %d given", from, p.ID, p.ID))
+		return
+	}
+	// Only the two streams' heads are kept: an export holds many.
+	orgStream := "org:" + d.OrgID
+	p.Streams = slices.DeleteFunc(p.Streams, func(h ledger.StreamHead) bool { return h.Stream != d.Stream && h.Stream != orgStream })
+	cps.byID[p.ID] = verifiedCheckpoint{p, sum, kid, tp}
+}
+
+// ledgerKeyLines names each key that signed a checkpoint, by kid and
+// thumbprint, and says whether it was pinned.
+func ledgerKeyLines(delegationID string, byID map[int64]verifiedCheckpoint, opts packOptions) (lines []string) {
+	keys := map[string]string{} // thumbprint → kid, of the keys that signed
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		keys[byID[id].thumbprint] = byID[id].kid
+	}
+	for _, tp := range slices.Sorted(maps.Keys(keys)) {
+		if how := opts.pinned(); how != "" {
+			lines = append(lines, fmt.Sprintf("ledger-key\t%s\tkid %s\tthumbprint %s\tpinned (%s)", delegationID, keys[tp], tp, how))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("ledger-key\t%s\tkid %s\tthumbprint %s\tUNPINNED: the checkpoints verify only against the pack's own "+
+			"ledger_jwks, which anyone who made the pack could have made; compare the thumbprint with the ledger's "+
+			"(quittance ledger-keys) or give --ledger-key-thumbprint", delegationID, keys[tp], tp))
+	}
+	return lines
 }
 
 // ledgerKeyThumbprint returns the RFC 7638 thumbprint of the key with kid

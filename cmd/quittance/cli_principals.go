@@ -63,6 +63,25 @@ func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.C
 			return getAndPrint(cmd, getenv, stdout, "/admin/v1/principals/"+id, nil)
 		},
 	})
+	cmd.AddCommand(newPrincipalDisableCommand(getenv, stdout), newPrincipalGrantRoleCommand(getenv, stdout),
+		newPrincipalLinkOIDCCommand(getenv, stdout))
+	cmd.AddCommand(&cobra.Command{
+		Use:   "no-identity-provider-account ID",
+		Short: "Ask for a person principal to be marked as having no identity-provider account (a second on-call approves)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuidArg("principal id", args[0])
+			if err != nil {
+				return err
+			}
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/principals/"+id+"/no-identity-provider-account", nil)
+		},
+	})
+	return cmd
+}
+
+// newPrincipalDisableCommand is `quittance principals disable ID`.
+func newPrincipalDisableCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var reason string
 	disable := &cobra.Command{
 		Use: "disable ID", Short: "Disable a principal and revoke all its credentials, at once", Args: exactArgs(1),
@@ -78,7 +97,11 @@ func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.C
 		},
 	}
 	disable.Flags().StringVar(&reason, "reason", "", "why (required)")
-	cmd.AddCommand(disable)
+	return disable
+}
+
+// newPrincipalGrantRoleCommand is `quittance principals grant-role ID`.
+func newPrincipalGrantRoleCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var role, tenant string
 	grant := &cobra.Command{
 		Use: "grant-role ID", Short: "Ask for a principal to get another role (a second on-call approves)", Args: exactArgs(1),
@@ -95,7 +118,11 @@ func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.C
 	}
 	grant.Flags().StringVar(&role, "role", "", "orchestrator, finance or oncall (required)")
 	grant.Flags().StringVar(&tenant, "tenant", "", "the tenant (orchestrator only)")
-	cmd.AddCommand(grant)
+	return grant
+}
+
+// newPrincipalLinkOIDCCommand is `quittance principals link-oidc ID`.
+func newPrincipalLinkOIDCCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var issuer, subject string
 	link := &cobra.Command{
 		Use:   "link-oidc ID",
@@ -117,20 +144,7 @@ func newPrincipalsCommand(getenv func(string) string, stdout io.Writer) *cobra.C
 	}
 	link.Flags().StringVar(&issuer, "issuer", "", "the identity provider's issuer URL, as its ID tokens' iss claim (required)")
 	link.Flags().StringVar(&subject, "subject", "", "the person's subject, as its ID tokens' sub claim (required)")
-	cmd.AddCommand(link)
-	cmd.AddCommand(&cobra.Command{
-		Use:   "no-identity-provider-account ID",
-		Short: "Ask for a person principal to be marked as having no identity-provider account (a second on-call approves)",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuidArg("principal id", args[0])
-			if err != nil {
-				return err
-			}
-			return postAndPrint(cmd, getenv, stdout, "/admin/v1/principals/"+id+"/no-identity-provider-account", nil)
-		},
-	})
-	return cmd
+	return link
 }
 
 func newCredentialsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {

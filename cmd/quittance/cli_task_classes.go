@@ -41,6 +41,13 @@ func newTaskClassesCommand(getenv func(string) string, stdout io.Writer) *cobra.
 			"compensation_unconfirmed. A class that is not registered counts as effect-capable, gated on canceled " +
 			"and failed, with a 72h timeout.",
 	}
+	cmd.AddCommand(newTaskClassListCommand(getenv, stdout), newTaskClassShowCommand(getenv, stdout),
+		newTaskClassSetCommand(getenv, stdout), newTaskClassPolicyCommand(getenv, stdout))
+	return cmd
+}
+
+// newTaskClassListCommand is `quittance task-classes list`.
+func newTaskClassListCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
@@ -77,8 +84,12 @@ func newTaskClassesCommand(getenv func(string) string, stdout io.Writer) *cobra.
 		},
 	}
 	list.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return list
+}
 
-	show := &cobra.Command{
+// newTaskClassShowCommand is `quittance task-classes show NAME`.
+func newTaskClassShowCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show one task class, as JSON",
 		Args:  exactArgs(1),
@@ -94,7 +105,12 @@ func newTaskClassesCommand(getenv func(string) string, stdout io.Writer) *cobra.
 			return printJSON(stdout, tc)
 		},
 	}
+}
 
+// newTaskClassSetCommand is `quittance task-classes set NAME`: it reads
+// the class (the unregistered defaults when there is none), changes what
+// the flags give and writes it back.
+func newTaskClassSetCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var (
 		effectCapable bool
 		gateOn        []string
@@ -110,19 +126,8 @@ func newTaskClassesCommand(getenv func(string) string, stdout io.Writer) *cobra.
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			flags := cmd.Flags()
-			if !flags.Changed("effect-capable") && !flags.Changed("gate-on") && !flags.Changed("compensation-timeout") {
-				return usageError{errors.New("nothing to set: give --effect-capable, --gate-on or --compensation-timeout")}
-			}
-			if flags.Changed("compensation-timeout") {
-				d, err := time.ParseDuration(timeout)
-				if err != nil || d <= 0 {
-					return usageError{fmt.Errorf("--compensation-timeout %q is not a positive duration such as 72h or 90m", timeout)}
-				}
-			}
-			for _, s := range gateOn {
-				if s != "canceled" && s != "failed" {
-					return usageError{fmt.Errorf("--gate-on may list only canceled and failed, not %q", s)}
-				}
+			if err := checkTaskClassFlags(flags.Changed, gateOn, timeout); err != nil {
+				return err
 			}
 			c, err := newAPIClient(getenv)
 			if err != nil {
@@ -166,7 +171,26 @@ func newTaskClassesCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	set.Flags().BoolVar(&effectCapable, "effect-capable", true, "whether the work can commit effects at the remote org")
 	set.Flags().StringSliceVar(&gateOn, "gate-on", nil, "terminal statuses that gate the hold: canceled, failed, both, or ''")
 	set.Flags().StringVar(&timeout, "compensation-timeout", "", "how long compensation is sought, a Go duration (72h, 90m)")
+	return set
+}
 
-	cmd.AddCommand(list, show, set, newTaskClassPolicyCommand(getenv, stdout))
-	return cmd
+// checkTaskClassFlags checks task-classes set's flags: at least one is
+// given (changed says which), the timeout is a positive duration and the
+// gate lists only canceled and failed.
+func checkTaskClassFlags(changed func(name string) bool, gateOn []string, timeout string) error {
+	if !changed("effect-capable") && !changed("gate-on") && !changed("compensation-timeout") {
+		return usageError{errors.New("nothing to set: give --effect-capable, --gate-on or --compensation-timeout")}
+	}
+	if changed("compensation-timeout") {
+		d, err := time.ParseDuration(timeout)
+		if err != nil || d <= 0 {
+			return usageError{fmt.Errorf("--compensation-timeout %q is not a positive duration such as 72h or 90m", timeout)}
+		}
+	}
+	for _, s := range gateOn {
+		if s != "canceled" && s != "failed" {
+			return usageError{fmt.Errorf("--gate-on may list only canceled and failed, not %q", s)}
+		}
+	}
+	return nil
 }

@@ -141,40 +141,11 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return fmt.Errorf("create %s: %w", cfg.DataDir, err)
 	}
 	if cfg.DatabaseURL == "" {
-		if _, err := pgcluster.FindBinaries(); errors.Is(err, pgcluster.ErrNotInstalled) {
-			log.Info("PostgreSQL binaries not found; installing them")
-			if err := pgcluster.InstallBinaries(ctx, log); err != nil {
-				return err
-			}
-		}
-		clusterDir := filepath.Join(cfg.DataDir, "postgres")
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})
-		if errors.Is(err, pgcluster.ErrDataDirUnreachable) {
-			// Root keeps the checkout in a directory the postgres user
-			// cannot enter (such as /root): the cluster lives in a
-			// directory of its own instead, the same one on every run.
-			clusterDir, err = sharedClusterDir(clusterDir)
-			if err == nil {
-				fmt.Fprintf(stdout, "%s is closed to the postgres user; keeping the cluster in %s\n", cfg.DataDir, clusterDir)
-				cluster, err = pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})
-			}
-		}
+		stop, err := startDevDatabase(ctx, &cfg, log, stdout)
 		if err != nil {
-			return fmt.Errorf("start the embedded PostgreSQL: %w", err)
+			return err
 		}
-		defer func() {
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := cluster.Stop(stopCtx); err != nil {
-				log.Error("stop the embedded PostgreSQL", slog.Any("error", err))
-			}
-		}()
-		// Migrations run as the superuser, which owns the schema; the
-		// service connects as its own login role, which cannot rewrite the
-		// audit log (ledger/AUDIT.md).
-		cfg.MigrationDatabaseURL = cluster.URL(pgcluster.Database)
-		cfg.DatabaseURL = cluster.ServiceURL(pgcluster.Database)
-		fmt.Fprintf(stdout, "PostgreSQL: %s (migrations as %s; data in %s)\n", cfg.DatabaseURL, pgcluster.Superuser, cluster.DataDir())
+		defer stop()
 	}
 	ownerURL := cfg.MigrationDatabaseURL
 	if ownerURL == "" {
@@ -188,20 +159,9 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		cfg.createSigningKey = true
 	}
 	if cfg.BootstrapToken == "" {
-		path := filepath.Join(cfg.DataDir, devTokenFile)
-		b, err := os.ReadFile(path)
-		switch {
-		case err == nil:
-			cfg.BootstrapToken = string(b)
-		case errors.Is(err, os.ErrNotExist):
-			cfg.BootstrapToken = ledger.NewTokenSecret()
-			if err := os.WriteFile(path, []byte(cfg.BootstrapToken), 0o600); err != nil {
-				return fmt.Errorf("save the dev token: %w", err)
-			}
-		default:
-			return fmt.Errorf("read the dev token: %w", err)
+		if err := devBootstrapToken(&cfg, stdout); err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "On-call token (also in %s):\n  %s\n", path, cfg.BootstrapToken)
 	}
 	demo, err := startDevDemo(getenv, &cfg, log, stdout)
 	if err != nil {
@@ -215,6 +175,67 @@ func dev(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	return runService(ctx, cfg, log, stdout, chainHooks(demo.onReady(), devUI.onReady))
 }
 
+// startDevDatabase starts dev's embedded PostgreSQL in the data directory
+// (installing its binaries when missing) and points cfg at it; the
+// returned function stops it.
+func startDevDatabase(ctx context.Context, cfg *config, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
+	if _, err := pgcluster.FindBinaries(); errors.Is(err, pgcluster.ErrNotInstalled) {
+		log.Info("PostgreSQL binaries not found; installing them")
+		if err := pgcluster.InstallBinaries(ctx, log); err != nil {
+			return nil, err
+		}
+	}
+	clusterDir := filepath.Join(cfg.DataDir, "postgres")
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})
+	if errors.Is(err, pgcluster.ErrDataDirUnreachable) {
+		// Root keeps the checkout in a directory the postgres user
+		// cannot enter (such as /root): the cluster lives in a
+		// directory of its own instead, the same one on every run.
+		clusterDir, err = sharedClusterDir(clusterDir)
+		if err == nil {
+			fmt.Fprintf(stdout, "%s is closed to the postgres user; keeping the cluster in %s\n", cfg.DataDir, clusterDir)
+			cluster, err = pgcluster.Start(ctx, pgcluster.Config{DataDir: clusterDir, Log: log})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the embedded PostgreSQL: %w", err)
+	}
+	stop = func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := cluster.Stop(stopCtx); err != nil {
+			log.Error("stop the embedded PostgreSQL", slog.Any("error", err))
+		}
+	}
+	// Migrations run as the superuser, which owns the schema; the
+	// service connects as its own login role, which cannot rewrite the
+	// audit log (ledger/AUDIT.md).
+	cfg.MigrationDatabaseURL = cluster.URL(pgcluster.Database)
+	cfg.DatabaseURL = cluster.ServiceURL(pgcluster.Database)
+	fmt.Fprintf(stdout, "PostgreSQL: %s (migrations as %s; data in %s)\n", cfg.DatabaseURL, pgcluster.Superuser, cluster.DataDir())
+	return stop, nil
+}
+
+// devBootstrapToken sets cfg.BootstrapToken to the dev on-call token kept
+// in the data directory, made on the first start, and prints it.
+func devBootstrapToken(cfg *config, stdout io.Writer) error {
+	path := filepath.Join(cfg.DataDir, devTokenFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		cfg.BootstrapToken = string(b)
+	case errors.Is(err, os.ErrNotExist):
+		cfg.BootstrapToken = ledger.NewTokenSecret()
+		if err := os.WriteFile(path, []byte(cfg.BootstrapToken), 0o600); err != nil {
+			return fmt.Errorf("save the dev token: %w", err)
+		}
+	default:
+		return fmt.Errorf("read the dev token: %w", err)
+	}
+	fmt.Fprintf(stdout, "On-call token (also in %s):\n  %s\n", path, cfg.BootstrapToken)
+	return nil
+}
+
 // readyHook is what `quittance dev` runs once the service listens on addr:
 // the listener's address, which names the port chosen when QUITTANCE_ADDR
 // asks for port 0 (cfg.Addr does not).
@@ -225,12 +246,7 @@ type readyHook func(ctx context.Context, svc *app.App, addr net.Addr) error
 // onReady, if not nil, runs once the service is listening; its failure is
 // logged and does not stop the service.
 func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer, onReady readyHook) error {
-	checkpoints := cfg.Checkpoints != "off"
-	var checkpointInterval time.Duration // for the alert rules: 0 when no checkpoints are signed
-	if checkpoints {
-		checkpointInterval = cfg.CheckpointInterval
-	}
-	if checkpoints && cfg.SigningKeyFile == "" {
+	if cfg.Checkpoints != "off" && cfg.SigningKeyFile == "" {
 		// Refused before anything is migrated or served: a ledger without
 		// checkpoints cannot show that its log lost its last events.
 		return usageError{errors.New("QUITTANCE_SIGNING_KEY_FILE is required: the ledger signs the checkpoints that anchor its audit log with it " +
@@ -245,43 +261,130 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	// global one) and served at /metrics, on QUITTANCE_METRICS_ADDR when set.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The ledger's identity signs outbound compensation requests; its public
-	// keys are served at /.well-known/jwks.json.
-	var identity *compensation.Identity
-	if cfg.SigningKeyFile != "" {
-		identity, err = compensation.LoadOrCreateIdentityFile(cfg.LedgerID, cfg.SigningKeyFile, cfg.createSigningKey, time.Now())
-		if err != nil {
-			return usageError{fmt.Errorf("QUITTANCE_SIGNING_KEY_FILE: %w", err)}
-		}
-		log.Info("ledger signing key loaded", slog.String("kid", identity.ActiveKeyID()))
-	} else {
-		log.Warn("QUITTANCE_SIGNING_KEY_FILE is not set: compensation requests are not signed and no JWKS is published")
+	identity, err := loadIdentity(cfg, log)
+	if err != nil {
+		return err
 	}
 	// The service listens before it is built: the worker registers push
 	// notifications at PublicURL, which dev takes from the listener.
-	listener, err := net.Listen("tcp", cfg.Addr)
+	listener, err := listen(&cfg, log)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return err
 	}
 	defer listener.Close()
+	streamsDone := make(chan struct{})
+	svc, err := newApp(cfg, appParts{pool: pool, reg: reg, log: log, identity: identity, streamsDone: streamsDone})
+	if err != nil {
+		return err
+	}
+	// Credential revocations reach this replica's authentication cache
+	// through LISTEN/NOTIFY; pending changes expire.
+	defer runBackground(ctx, log, svc.Metrics, "principals", func(ctx context.Context) error { return svc.Ledger.Run(ctx, time.Minute) })()
+	if err := ensureBootstrapToken(ctx, cfg, svc, log); err != nil {
+		return err
+	}
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+	root := http.NewServeMux()
+	if cfg.MetricsAddr == "" {
+		// Compatibility with scrape configs that predate
+		// QUITTANCE_METRICS_ADDR: metrics on the public address.
+		root.Handle("GET /metrics", metrics)
+	}
+	root.Handle("/", svc.API)
+	root.Handle(console.Prefix, svc.Console)
+	defer startWorkers(ctx, cfg, log, svc)()
+
+	server := &http.Server{
+		Handler:           root,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	// Event streams never end by themselves: shutting down ends them, and
+	// clients resume elsewhere with Last-Event-ID.
+	server.RegisterOnShutdown(func() { close(streamsDone) })
+	stopApart, err := serveDebugAndMetrics(cfg, metrics, log, stdout)
+	if err != nil {
+		return err
+	}
+	defer stopApart()
+	ready := func() {
+		if onReady != nil {
+			if err := onReady(ctx, svc, listener.Addr()); err != nil {
+				log.Warn("start-up hook failed", slog.Any("error", err))
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
+	if onReady == nil {
+		fmt.Fprintf(stdout, "Console: http://%s%s (sign in with an on-call or finance API token)\n", listener.Addr(), console.Prefix)
+	}
+	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
+	return serveUntilDone(ctx, server, listener, ready, cfg.ShutdownTimeout, log)
+}
+
+// loadIdentity loads the ledger's identity from QUITTANCE_SIGNING_KEY_FILE
+// (nil when it is not set): it signs outbound compensation requests, and
+// its public keys are served at /.well-known/jwks.json.
+func loadIdentity(cfg config, log *slog.Logger) (*compensation.Identity, error) {
+	if cfg.SigningKeyFile == "" {
+		log.Warn("QUITTANCE_SIGNING_KEY_FILE is not set: compensation requests are not signed and no JWKS is published")
+		return nil, nil
+	}
+	identity, err := compensation.LoadOrCreateIdentityFile(cfg.LedgerID, cfg.SigningKeyFile, cfg.createSigningKey, time.Now())
+	if err != nil {
+		return nil, usageError{fmt.Errorf("QUITTANCE_SIGNING_KEY_FILE: %w", err)}
+	}
+	log.Info("ledger signing key loaded", slog.String("kid", identity.ActiveKeyID()))
+	return identity, nil
+}
+
+// listen listens on cfg.Addr and, when dev asks for it, sets
+// cfg.PublicURL to the listener's loopback URL.
+func listen(cfg *config, log *slog.Logger) (net.Listener, error) {
+	listener, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
 	if cfg.PublicURL == "" && cfg.publicURLFromListener {
 		cfg.PublicURL = loopbackURL(listener.Addr())
 	}
 	if cfg.PublicURL == "" {
 		log.Warn("QUITTANCE_PUBLIC_URL is not set: no push notifications are registered with remote agents; dispatched tasks are polled")
 	}
-	streamsDone := make(chan struct{})
+	return listener, nil
+}
+
+// appParts are what runService made before the application: the pool,
+// the metrics registry, the logger, the ledger's identity (nil: none) and
+// the channel closed when the server shuts down, which ends event streams.
+type appParts struct {
+	pool        *pgxpool.Pool
+	reg         *prometheus.Registry
+	log         *slog.Logger
+	identity    *compensation.Identity
+	streamsDone chan struct{}
+}
+
+// newApp builds the application from cfg and the parts runService made.
+func newApp(cfg config, p appParts) (*app.App, error) {
+	var checkpointInterval time.Duration // for the alert rules: 0 when no checkpoints are signed
+	if cfg.Checkpoints != "off" {
+		checkpointInterval = cfg.CheckpointInterval
+	}
 	consoleCfg, err := cfg.consoleConfig()
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
 	currencyThresholds, err := cfg.currencyThresholds()
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
-	svc := app.New(app.Config{
+	return app.New(app.Config{
 		Console: consoleCfg,
-		Pool:    pool, Registry: reg, Log: log, LedgerID: cfg.LedgerID, Version: version, Identity: identity,
+		Pool:    p.pool, Registry: p.reg, Log: p.log, LedgerID: cfg.LedgerID, Version: version, Identity: p.identity,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, WriteOffApprovalThresholdsMinor: currencyThresholds,
 		Egress: cfg.egressPolicy(), UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace, CheckpointInterval: checkpointInterval,
 		Dev: cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
@@ -297,102 +400,99 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		},
 		RateLimit: httpapi.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst, MaxBuckets: cfg.RateLimitMaxBuckets, ClientIPHeader: cfg.TrustedProxyHeader},
 		Stream: httpapi.StreamConfig{
-			Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: streamsDone,
+			Heartbeat: cfg.StreamHeartbeat, Poll: cfg.StreamPoll, Done: p.streamsDone,
 			MaxPerPrincipal: cfg.StreamMaxPerPrincipal, MaxOpen: cfg.StreamMaxOpen,
 		},
-	})
-	// Credential revocations reach this replica's authentication cache
-	// through LISTEN/NOTIFY; pending changes expire.
-	defer runBackground(ctx, log, svc.Metrics, "principals", func(ctx context.Context) error { return svc.Ledger.Run(ctx, time.Minute) })()
-	if cfg.BootstrapToken != "" {
-		_, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken)
-		switch {
-		case errors.Is(err, ledger.ErrCredentialRetired):
-			// Retired on purpose: it stays refused, and the service starts.
-			log.Warn("the bootstrap token is revoked; QUITTANCE_BOOTSTRAP_TOKEN can be removed from the configuration")
-		case err != nil:
-			return fmt.Errorf("bootstrap token: %w", err)
-		}
-	}
-	root := http.NewServeMux()
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
-	if cfg.MetricsAddr == "" {
-		// Compatibility with scrape configs that predate
-		// QUITTANCE_METRICS_ADDR: metrics on the public address.
-		root.Handle("GET /metrics", metrics)
-	}
-	root.Handle("/", svc.API)
-	root.Handle(console.Prefix, svc.Console)
+	}), nil
+}
 
+// ensureBootstrapToken makes QUITTANCE_BOOTSTRAP_TOKEN, when set, an
+// on-call token; one revoked on purpose stays refused.
+func ensureBootstrapToken(ctx context.Context, cfg config, svc *app.App, log *slog.Logger) error {
+	if cfg.BootstrapToken == "" {
+		return nil
+	}
+	_, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken)
+	switch {
+	case errors.Is(err, ledger.ErrCredentialRetired):
+		// Retired on purpose: it stays refused, and the service starts.
+		log.Warn("the bootstrap token is revoked; QUITTANCE_BOOTSTRAP_TOKEN can be removed from the configuration")
+	case err != nil:
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	return nil
+}
+
+// startWorkers starts the background loops every replica runs and
+// returns the function that stops them, last started first, each
+// finishing what it is doing.
+func startWorkers(ctx context.Context, cfg config, log *slog.Logger, svc *app.App) (stop func()) {
+	var stops []func()
 	// The deadline sweep runs on every replica; FOR UPDATE SKIP LOCKED keeps
 	// them from moving the same obligation twice.
-	defer runBackground(ctx, log, svc.Metrics, "compensation sweep", svc.Compensation.Sweeper(cfg.SweepInterval).Run)()
+	stops = append(stops, runBackground(ctx, log, svc.Metrics, "compensation sweep", svc.Compensation.Sweeper(cfg.SweepInterval).Run))
 	// The A2A workers run on every replica too: the outbox is claimed with
 	// FOR UPDATE SKIP LOCKED and leases, streams under advisory locks. On
 	// shutdown they stop claiming and finish the calls in flight.
-	defer runBackground(ctx, log, svc.Metrics, "a2a workers", svc.Worker.Run)()
-	defer runBackground(ctx, log, svc.Metrics, "webhook deliveries", svc.Webhooks.Run)()
+	stops = append(stops, runBackground(ctx, log, svc.Metrics, "a2a workers", svc.Worker.Run))
+	stops = append(stops, runBackground(ctx, log, svc.Metrics, "webhook deliveries", svc.Webhooks.Run))
 	// Every replica refreshes the keys of orgs registered by JWKS URL; an
 	// org another replica fetched less than an interval ago is skipped.
-	defer runBackground(ctx, log, svc.Metrics, "org key refresh", func(ctx context.Context) error {
+	stops = append(stops, runBackground(ctx, log, svc.Metrics, "org key refresh", func(ctx context.Context) error {
 		return svc.Ledger.RunOrgKeyRefresh(ctx, cfg.OrgJWKSRefresh)
-	})()
+	}))
 	// Every replica signs checkpoints; an advisory lock makes them take
 	// turns, and one finding the heads already signed signs nothing.
-	if checkpoints {
-		defer runBackground(ctx, log, svc.Metrics, "checkpoints", func(ctx context.Context) error {
+	if cfg.Checkpoints != "off" {
+		stops = append(stops, runBackground(ctx, log, svc.Metrics, "checkpoints", func(ctx context.Context) error {
 			return svc.Checkpoints.Run(ctx, cfg.CheckpointInterval)
-		})()
+		}))
 	} else {
 		log.Warn("QUITTANCE_CHECKPOINTS=off: no checkpoints are signed, so a tail removed from the audit log goes undetected")
 	}
-
-	server := &http.Server{
-		Handler:           root,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	// Event streams never end by themselves: shutting down ends them, and
-	// clients resume elsewhere with Last-Event-ID.
-	server.RegisterOnShutdown(func() { close(streamsDone) })
-	if cfg.DebugAddr != "" {
-		stopDebug, err := serveDebug(cfg.DebugAddr, log, stdout)
-		if err != nil {
-			return err
+	return func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
 		}
-		defer stopDebug()
+	}
+}
+
+// serveDebugAndMetrics serves the profiles on QUITTANCE_DEBUG_ADDR and
+// the metrics on QUITTANCE_METRICS_ADDR, each when set, and returns the
+// function that stops both.
+func serveDebugAndMetrics(cfg config, metrics http.Handler, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
+	stopDebug, stopMetrics := func() {}, func() {}
+	if cfg.DebugAddr != "" {
+		if stopDebug, err = serveDebug(cfg.DebugAddr, log, stdout); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(cfg.MetricsAddr, metrics, log, stdout)
-		if err != nil {
-			return err
+		if stopMetrics, err = serveMetrics(cfg.MetricsAddr, metrics, log, stdout); err != nil {
+			stopDebug()
+			return nil, err
 		}
-		defer stopMetrics()
 	}
+	return func() {
+		stopMetrics()
+		stopDebug()
+	}, nil
+}
 
-	fmt.Fprintf(stdout, "Quittance listening on http://%s (ledger id %q)\n", listener.Addr(), cfg.LedgerID)
-	if onReady == nil {
-		fmt.Fprintf(stdout, "Console: http://%s%s (sign in with an on-call or finance API token)\n", listener.Addr(), console.Prefix)
-	}
-	log.Info("serving", slog.String("addr", listener.Addr().String()), slog.String("ledger_id", cfg.LedgerID))
-
+// serveUntilDone serves on listener until the server fails or ctx is canceled,
+// running ready once it serves, then shuts the server down, draining
+// requests for at most shutdownTimeout.
+func serveUntilDone(ctx context.Context, server *http.Server, listener net.Listener, ready func(), shutdownTimeout time.Duration, log *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
-	if onReady != nil {
-		if err := onReady(ctx, svc, listener.Addr()); err != nil {
-			log.Warn("start-up hook failed", slog.Any("error", err))
-		}
-	}
+	ready()
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	if err := server.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("drain requests: %w", err)
@@ -462,7 +562,7 @@ func serveDebug(addr string, log *slog.Logger, stdout io.Writer) (stop func(), e
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return serveApart(addr, "QUITTANCE_DEBUG_ADDR", "profiles", "/debug/pprof/", mux, log, stdout)
+	return serveApart(apartServer{addr, "QUITTANCE_DEBUG_ADDR", "profiles", "/debug/pprof/", mux}, log, stdout)
 }
 
 // serveMetrics serves metrics at /metrics on addr, apart from the API,
@@ -473,15 +573,22 @@ func serveDebug(addr string, log *slog.Logger, stdout io.Writer) (stop func(), e
 func serveMetrics(addr string, metrics http.Handler, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
-	return serveApart(addr, "QUITTANCE_METRICS_ADDR", "metrics", "/metrics", mux, log, stdout)
+	return serveApart(apartServer{addr, "QUITTANCE_METRICS_ADDR", "metrics", "/metrics", mux}, log, stdout)
 }
 
-// serveApart serves handler on addr (from the setting named setting), on a
-// listener of its own, and announces what it serves (what, at path) on
-// stdout and in the log. The returned function closes it: a profile being
-// taken or a scrape in flight is cut short, not drained (Prometheus
-// scrapes the next replica).
-func serveApart(addr, setting, what, path string, handler http.Handler, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
+// apartServer is what serveApart serves: handler on addr, from the
+// setting named setting, announced as what is served at path.
+type apartServer struct {
+	addr, setting, what, path string
+	handler                   http.Handler
+}
+
+// serveApart serves a.handler on a listener of its own, and announces
+// what it serves on stdout and in the log. The returned function closes
+// it: a profile being taken or a scrape in flight is cut short, not
+// drained (Prometheus scrapes the next replica).
+func serveApart(a apartServer, log *slog.Logger, stdout io.Writer) (stop func(), err error) {
+	addr, setting, what, path, handler := a.addr, a.setting, a.what, a.path, a.handler
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (%s): %w", addr, setting, err)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -184,27 +185,45 @@ func Start(t testing.TB, opts ...Option) *Peer {
 	if err != nil {
 		t.Fatalf("jspeer: %v", err)
 	}
+	privJWK, jwks := signingKey(t)
+	pr := launch(t, node, script, o.env(privJWK))
+	port := pr.awaitPort(t)
+	base := "http://127.0.0.1:" + port
+	p := &Peer{
+		URL: base, CardURL: base + "/.well-known/agent-card.json", AllowedHosts: []string{"127.0.0.1"},
+		OrgID: o.orgID, LedgerID: o.ledgerID, JWKS: jwks, Outcome: o.outcome, out: pr.out,
+	}
+	if err := waitForCard(p.CardURL, 30*time.Second); err != nil {
+		t.Fatalf("jspeer: %v:\n%s", err, pr.out.String())
+	}
+	return p
+}
 
+// signingKey makes the peer's Ed25519 signing key: the private JWK it
+// signs with and the JSON of the public JWK Set that verifies it.
+func signingKey(t testing.TB) (privJWK, jwks []byte) {
+	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kid := "jspeer-" + strings.ToLower(rand.Text()[:10])
-	privJWK, err := jose.JSONWebKey{Key: priv, KeyID: kid, Algorithm: string(jose.EdDSA), Use: "sig"}.MarshalJSON()
+	privJWK, err = jose.JSONWebKey{Key: priv, KeyID: kid, Algorithm: string(jose.EdDSA), Use: "sig"}.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
+	jwks, err = json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
 		{Key: priv.Public(), KeyID: kid, Algorithm: string(jose.EdDSA), Use: "sig"},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return privJWK, jwks
+}
 
-	out := &syncBuffer{ready: make(chan string, 1)}
-	cmd := exec.Command(node, script)
-	cmd.Dir = filepath.Dir(script)
-	cmd.Env = append(os.Environ(),
+// env is the peer process's environment: this process's, and the options.
+func (o options) env(privJWK []byte) []string {
+	return append(os.Environ(),
 		"JSPEER_SIGNING_JWK="+string(privJWK),
 		"JSPEER_ORG_ID="+o.orgID,
 		"JSPEER_LEDGER_ID="+o.ledgerID,
@@ -213,52 +232,69 @@ func Start(t testing.TB, opts ...Option) *Peer {
 		"JSPEER_PENDING_MS="+strconv.FormatInt(o.pending.Milliseconds(), 10),
 		"JSPEER_ATOMIC_CANCEL="+map[bool]string{true: "1", false: "0"}[o.atomicCancel],
 	)
-	cmd.Stdout, cmd.Stderr = out, out
+}
+
+// process is the running node process of a peer.
+type process struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	out     *syncBuffer
+	exited  chan error
+	stopped bool
+}
+
+// launch starts node on script with env, and stops it when the test ends,
+// logging its output if the test failed.
+func launch(t testing.TB, node, script string, env []string) *process {
+	t.Helper()
+	pr := &process{out: &syncBuffer{ready: make(chan string, 1)}, exited: make(chan error, 1)}
+	pr.cmd = exec.Command(node, script)
+	pr.cmd.Dir = filepath.Dir(script)
+	pr.cmd.Env = env
+	pr.cmd.Stdout, pr.cmd.Stderr = pr.out, pr.out
 	// The peer exits when its stdin closes: it cannot outlive this process.
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
+	var err error
+	if pr.stdin, err = pr.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := pr.cmd.Start(); err != nil {
 		t.Fatalf("jspeer: start node: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		stdin.Close()
-		cmd.Process.Kill()
-		<-exited
-	}
+	go func() { pr.exited <- pr.cmd.Wait() }()
 	t.Cleanup(func() {
-		stop()
+		pr.stop()
 		if t.Failed() {
-			t.Logf("jspeer output:\n%s", out.String())
+			t.Logf("jspeer output:\n%s", pr.out.String())
 		}
 	})
+	return pr
+}
 
-	var port string
+// stop closes the peer's stdin, kills it and waits for it, once.
+func (pr *process) stop() {
+	if pr.stopped {
+		return
+	}
+	pr.stopped = true
+	pr.stdin.Close()
+	pr.cmd.Process.Kill()
+	<-pr.exited
+}
+
+// awaitPort waits until the peer says which port it listens on, and fails
+// the test if it exits first or takes more than a minute.
+func (pr *process) awaitPort(t testing.TB) string {
+	t.Helper()
 	select {
-	case port = <-out.ready:
-	case err := <-exited:
-		stopped = true
-		t.Fatalf("jspeer: the peer exited before serving (%v):\n%s", err, out.String())
+	case port := <-pr.out.ready:
+		return port
+	case err := <-pr.exited:
+		pr.stopped = true
+		t.Fatalf("jspeer: the peer exited before serving (%v):\n%s", err, pr.out.String())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("jspeer: the peer did not start within 60s:\n%s", out.String())
+		t.Fatalf("jspeer: the peer did not start within 60s:\n%s", pr.out.String())
 	}
-	base := "http://127.0.0.1:" + port
-	p := &Peer{
-		URL: base, CardURL: base + "/.well-known/agent-card.json", AllowedHosts: []string{"127.0.0.1"},
-		OrgID: o.orgID, LedgerID: o.ledgerID, JWKS: jwks, Outcome: o.outcome, out: out,
-	}
-	if err := waitForCard(p.CardURL, 30*time.Second); err != nil {
-		t.Fatalf("jspeer: %v:\n%s", err, out.String())
-	}
-	return p
+	return ""
 }
 
 // waitForCard polls the agent card until it is served.

@@ -106,11 +106,22 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, leaseToken string, limit int) ([]Delivery, error)
 	// DeliveryDone marks a claimed delivery delivered, or ErrLeaseLost.
 	DeliveryDone(ctx context.Context, d Delivery, httpStatus int, now time.Time) error
-	// DeliveryFailed records a failed attempt: due again at next, or dead,
-	// or ErrLeaseLost.
-	DeliveryFailed(ctx context.Context, d Delivery, dead bool, next time.Time, httpStatus int, problem string, now time.Time) error
+	// DeliveryFailed records a failed attempt: due again at f.Next, or
+	// dead, or ErrLeaseLost.
+	DeliveryFailed(ctx context.Context, d Delivery, f Failure, now time.Time) error
 	// Event returns the event with sequence seq.
 	Event(ctx context.Context, seq int64) (ledger.Event, error)
+}
+
+// Failure is a failed delivery attempt, as Store.DeliveryFailed records it.
+type Failure struct {
+	// Dead gives the delivery up; otherwise it is due again at Next.
+	Dead bool
+	Next time.Time
+	// HTTPStatus is the endpoint's answer (0: none); Problem says what
+	// went wrong.
+	HTTPStatus int
+	Problem    string
 }
 
 // Config wires a Service. Zero values take the defaults given.
@@ -370,7 +381,9 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 			if p, ok := panics.As(err); ok {
 				s.panicked(PanicDelivery, p, slog.Int64("delivery_id", d.ID))
 				now := s.now()
-				err = s.cfg.Store.DeliveryFailed(dctx, d, d.Attempts >= s.cfg.MaxAttempts, now.Add(s.backoff.Wait(d.Attempts)), 0, text.Truncate(p.Error(), 500), now)
+				err = s.cfg.Store.DeliveryFailed(dctx, d, Failure{
+					Dead: d.Attempts >= s.cfg.MaxAttempts, Next: now.Add(s.backoff.Wait(d.Attempts)), Problem: text.Truncate(p.Error(), 500),
+				}, now)
 			}
 			if err != nil {
 				s.cfg.Log.ErrorContext(ctx, "webhook delivery not recorded", slog.Int64("delivery_id", d.ID), slog.Any("error", err))
@@ -412,7 +425,7 @@ func (s *Service) deliver(ctx context.Context, d Delivery) error {
 	dead := d.Attempts >= s.cfg.MaxAttempts
 	s.cfg.Log.WarnContext(ctx, "webhook delivery attempt failed", slog.Int64("delivery_id", d.ID),
 		slog.String("endpoint_id", d.EndpointID), slog.Int("attempt", d.Attempts), slog.Bool("dead", dead), slog.String("problem", problem))
-	return s.cfg.Store.DeliveryFailed(ctx, d, dead, now.Add(s.backoff.Wait(d.Attempts)), status, problem, now)
+	return s.cfg.Store.DeliveryFailed(ctx, d, Failure{Dead: dead, Next: now.Add(s.backoff.Wait(d.Attempts)), HTTPStatus: status, Problem: problem}, now)
 }
 
 // post sends a signed delivery and returns the status and, for anything

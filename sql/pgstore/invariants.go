@@ -386,25 +386,51 @@ func checkEvidence(d dbsqlc.DelegationEvidenceListRow, events []ledger.Event, re
 		}
 		return
 	}
+	exit := holdExit(events)
+	if exit == nil {
+		rep.fail("delegation %s (%s): its hold left active, and no event of its stream moved it", d.ID, st)
+		return
+	}
+	var data exitData
+	_ = json.Unmarshal(exit.Data, &data) // missing members fail the checks below
+	if problem := exitMismatch(d, exit, data); problem != "" {
+		rep.fail("delegation %s (%s): its hold left active at event %d (%s) without a matching evidence row: %s",
+			d.ID, st, exit.StreamSeq, exit.Type, problem)
+	}
+	if applied && st != ledger.ObligationCompensated && !(st == ledger.ObligationReleased && data.Reason == ledger.ReasonNoCompensationDeclared) {
+		rep.fail("delegation %s (%s): an applied %s evidence row, but it was not discharged on it", d.ID, st, d.EvidenceKind)
+	}
+}
+
+// holdExit is the last event of a delegation's stream that moved its
+// hold out of active, or nil.
+func holdExit(events []ledger.Event) *ledger.Event {
 	var exit *ledger.Event
 	for i, e := range events {
 		if e.ObligationFrom != "" && e.ObligationFrom.Hold() == ledger.HoldActive && e.ObligationTo.Hold() != ledger.HoldActive {
 			exit = &events[i]
 		}
 	}
-	if exit == nil {
-		rep.fail("delegation %s (%s): its hold left active, and no event of its stream moved it", d.ID, st)
-		return
-	}
-	var data struct {
-		State              ledger.TaskStatus      `json:"state"`
-		ObligationEvent    ledger.ObligationEvent `json:"obligation_event"`
-		Reason             string                 `json:"reason"`
-		GateApplies        *bool                  `json:"gate_applies"`
-		SettledAmountMinor *int64                 `json:"settled_amount_minor"`
-		WriteOffID         string                 `json:"write_off_id"`
-	}
-	_ = json.Unmarshal(exit.Data, &data) // missing members fail the checks below
+	return exit
+}
+
+// exitData is what checkEvidence reads of the data of the event that
+// moved a hold out of active.
+type exitData struct {
+	State              ledger.TaskStatus      `json:"state"`
+	ObligationEvent    ledger.ObligationEvent `json:"obligation_event"`
+	Reason             string                 `json:"reason"`
+	GateApplies        *bool                  `json:"gate_applies"`
+	SettledAmountMinor *int64                 `json:"settled_amount_minor"`
+	WriteOffID         string                 `json:"write_off_id"`
+}
+
+// exitMismatch says how the event exit that moved d's hold out of active
+// (its data in data) does not match d's state and evidence row, or ""
+// when it matches (the cases of checkEvidence).
+func exitMismatch(d dbsqlc.DelegationEvidenceListRow, exit *ledger.Event, data exitData) string {
+	st := ledger.ObligationState(d.ObligationState)
+	applied := d.EvidenceStatus == string(ledger.EvidenceApplied)
 	problem := ""
 	mismatch := func(format string, args ...any) {
 		if problem == "" {
@@ -462,13 +488,7 @@ func checkEvidence(d dbsqlc.DelegationEvidenceListRow, events []ledger.Event, re
 	default:
 		mismatch("released with reason %q, which no evidence explains", data.Reason)
 	}
-	if problem != "" {
-		rep.fail("delegation %s (%s): its hold left active at event %d (%s) without a matching evidence row: %s",
-			d.ID, st, exit.StreamSeq, exit.Type, problem)
-	}
-	if applied && st != ledger.ObligationCompensated && !(st == ledger.ObligationReleased && data.Reason == ledger.ReasonNoCompensationDeclared) {
-		rep.fail("delegation %s (%s): an applied %s evidence row, but it was not discharged on it", d.ID, st, d.EvidenceKind)
-	}
+	return problem
 }
 
 // checkChains verifies every stream's hash chain, and that every delegation

@@ -95,10 +95,10 @@ func (w webhookStore) DeliveryDone(ctx context.Context, d webhook.Delivery, http
 	return nil
 }
 
-func (w webhookStore) DeliveryFailed(ctx context.Context, d webhook.Delivery, dead bool, next time.Time, httpStatus int, problem string, now time.Time) error {
+func (w webhookStore) DeliveryFailed(ctx context.Context, d webhook.Delivery, f webhook.Failure, now time.Time) error {
 	n, err := w.q.WebhookDeliveryFail(ctx, dbsqlc.WebhookDeliveryFailParams{
-		Dead: dead, NextAttemptAt: next, LastStatus: pgtype.Int4{Int32: int32(httpStatus), Valid: httpStatus != 0},
-		LastError: optional(problem), Now: now, ID: d.ID, LeaseToken: &d.LeaseToken,
+		Dead: f.Dead, NextAttemptAt: f.Next, LastStatus: pgtype.Int4{Int32: int32(f.HTTPStatus), Valid: f.HTTPStatus != 0},
+		LastError: optional(f.Problem), Now: now, ID: d.ID, LeaseToken: &d.LeaseToken,
 	})
 	if err != nil {
 		return fmt.Errorf("reschedule webhook delivery %d: %w", d.ID, err)

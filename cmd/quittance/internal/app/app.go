@@ -150,11 +150,21 @@ func New(cfg Config) *App {
 	store := pgstore.New(cfg.Pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
 	cfg.Registry.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
 
+	a := &App{Store: store, Metrics: metrics}
+	a.buildDomain(cfg, log)
+	a.buildWorkers(cfg, log)
+	a.buildHandlers(cfg, log)
+	return a
+}
+
+// buildDomain builds the ledger, compensation, reports and cases services
+// on a.Store.
+func (a *App) buildDomain(cfg Config, log *slog.Logger) {
+	store, metrics := a.Store, a.Metrics
 	registration := cfg.Egress
 	if cfg.AgentRegistrationEgress != nil {
 		registration = *cfg.AgentRegistrationEgress
 	}
-	a := &App{Store: store, Metrics: metrics}
 	a.Ledger = ledger.NewService(ledger.Config{
 		Store: store, Clock: cfg.Clock,
 		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
@@ -180,7 +190,12 @@ func New(cfg Config) *App {
 	})
 	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
 	a.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})
+}
 
+// buildWorkers builds what calls out: the A2A worker and the orchestrator
+// over it, and the webhook deliveries.
+func (a *App) buildWorkers(cfg Config, log *slog.Logger) {
+	store, metrics := a.Store, a.Metrics
 	// Every A2A call goes through one SSRF-safe client, timed and carrying
 	// a W3C traceparent.
 	a2aClient := egress.NewClient(cfg.Egress)
@@ -207,7 +222,12 @@ func New(cfg Config) *App {
 	webhookCfg.ValidateURL, webhookCfg.HTTPClient, webhookCfg.Wake = cfg.Egress.ValidateURL, egress.NewClient(cfg.Egress), store.WebhookWake
 	webhookCfg.OnPanic = metrics.Panic
 	a.Webhooks = webhook.NewService(webhookCfg)
+}
 
+// buildHandlers builds the checkpoint signer and what serves HTTP: the
+// API and the console, behind one rate limiter.
+func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
+	store, metrics := a.Store, a.Metrics
 	var (
 		jwks   func() []byte
 		signer ledger.CheckpointSigner // stays a nil interface without an identity
@@ -225,5 +245,4 @@ func New(cfg Config) *App {
 		Limiter: limiter, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints,
 	})
 	a.Console = newConsole(cfg, a, log, limiter)
-	return a
 }

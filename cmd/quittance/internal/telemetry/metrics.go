@@ -75,7 +75,16 @@ var streamCaps = []string{"principal", "process"}
 // outcomes) start at zero, so increase() and rate() count the first event
 // and dashboards show zeros, not "No data", on a fresh replica.
 func New(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
+	m := newMetrics()
+	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration,
+		m.streamsOpen, m.streamsRefused, m.streamReads, m.panics)
+	m.initLabels()
+	return m
+}
+
+// newMetrics creates the metrics, unregistered.
+func newMetrics() *Metrics {
+	return &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quittance_transitions_total",
 			Help: "Obligation state transitions committed, by from and to state.",
@@ -127,8 +136,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Panics recovered in background workers, by worker; the job or round that panicked is given up and the worker goes on.",
 		}, []string{"worker"}),
 	}
-	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration,
-		m.streamsOpen, m.streamsRefused, m.streamReads, m.panics)
+}
+
+// initLabels creates the series of every label value known in advance,
+// at zero.
+func (m *Metrics) initLabels() {
 	for _, c := range streamCaps {
 		m.streamsRefused.WithLabelValues(c)
 	}
@@ -157,7 +169,6 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.a2aDuration.WithLabelValues(method, o)
 		}
 	}
-	return m
 }
 
 // EventStreamsOpen adds delta to the open event streams.

@@ -9,8 +9,9 @@ import (
 	"log/slog"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	gojose "github.com/go-jose/go-jose/v4"
 
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -42,7 +43,7 @@ type Service struct {
 	// its person's token principal (ledger.CheckIdentitiesAccounted).
 	dev       bool
 	batch     int
-	keys      keyCache
+	keys      jose.KeyCache
 	onRefusal func(ledger.TokenRefusal)
 	// refreshKeys is Config.RefreshOrgKeysForKid.
 	refreshKeys func(ctx context.Context, orgID, kid string) bool
@@ -107,7 +108,7 @@ func NewService(cfg Config) *Service {
 	}
 	// Generated here, once per process, rather than by the first token
 	// that needs one: that token would take longer than any other.
-	decoyKeys()
+	jose.GenerateDecoyKeys()
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
 		thresholds: ledger.ThresholdConfig{DefaultMinor: cfg.WriteOffApprovalThresholdMinor, Currencies: cfg.WriteOffApprovalThresholdsMinor},
@@ -203,7 +204,7 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAdd
 // rules costs one signature verification of its alg before it is refused,
 // against a decoy key when its iss names no registered org, a revoked
 // one, one without usable keys, or its kid no key of the org (see verify
-// and decoyKeys). What can take longer is the refresh for an unknown kid,
+// and jose.Verify). What can take longer is the refresh for an unknown kid,
 // asked only of an org that serves its keys at a JWKS URL:
 // RefreshOrgKeysForKid reads the org again (unless this process fetched
 // its URL for an unknown kid less than an interval ago) and may fetch the
@@ -324,14 +325,14 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 // Whatever it refuses for, it calls Verify once — with no keys when the
 // org is unknown, revoked or has no usable keys, so that a token passing
 // Verify's header rules has its signature checked against a decoy key
-// (decoyKeys) — and only then returns the refusal decided here, which
+// (jose.Verify) — and only then returns the refusal decided here, which
 // comes first. A token thus costs one signature verification of its alg
 // whether its org exists, is revoked or has keys, and response times do
 // not tell registered orgs from unknown ones (ledger/DESIGN.md §3). See
 // Submit.
 func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, iss string, org ledger.Org, issRef *RefusalError, now time.Time) (Claims, error) {
 	var (
-		keys   *jose.JSONWebKeySet
+		keys   *gojose.JSONWebKeySet
 		orgRef = issRef
 	)
 	switch {
@@ -342,7 +343,7 @@ func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, iss 
 		orgRef = Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
 	default:
 		var err error
-		if keys, err = s.keys.keys(org.ID, org.KeySet()); err != nil {
+		if keys, err = s.keys.Keys(org.ID, org.KeySet()); err != nil {
 			s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
 			keys, orgRef = nil, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
 		}

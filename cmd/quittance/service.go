@@ -26,8 +26,8 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
-	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
@@ -247,9 +247,9 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The ledger's identity signs outbound compensation requests; its public
 	// keys are served at /.well-known/jwks.json.
-	var identity *compensation.Identity
+	var identity *jose.Identity
 	if cfg.SigningKeyFile != "" {
-		identity, err = compensation.LoadOrCreateIdentityFile(cfg.LedgerID, cfg.SigningKeyFile, cfg.createSigningKey, time.Now())
+		identity, err = jose.LoadOrCreateIdentityFile(cfg.LedgerID, cfg.SigningKeyFile, cfg.createSigningKey, time.Now())
 		if err != nil {
 			return usageError{fmt.Errorf("QUITTANCE_SIGNING_KEY_FILE: %w", err)}
 		}

@@ -146,3 +146,30 @@ func TestParseOrgJWKS(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyCache: an org's set is parsed once while its registered bytes
+// stay the same, again when they change, and a set that does not parse is
+// an error that replaces nothing.
+func TestKeyCache(t *testing.T) {
+	t.Parallel()
+	var c jose.KeyCache
+	first := compensationtest.NewEd25519Signer(t, "k1").JWKS()
+	second := compensationtest.NewEd25519Signer(t, "k2").JWKS()
+	a, err := c.Keys("org", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.Keys("org", first); err != nil || again != a {
+		t.Fatalf("same bytes parsed again: %v", err)
+	}
+	b, err := c.Keys("org", second)
+	if err != nil || b == a || len(b.Key("k2")) != 1 {
+		t.Fatalf("rotated set: %v", err)
+	}
+	if _, err := c.Keys("org", []byte(`{"keys":5}`)); !errors.Is(err, jose.ErrInvalidJWKS) {
+		t.Fatalf("invalid set: %v", err)
+	}
+	if again, err := c.Keys("org", second); err != nil || again != b {
+		t.Fatalf("an invalid set replaced the entry: %v", err)
+	}
+}

@@ -3,12 +3,12 @@ package compensation
 import (
 	"sync"
 
-	jose "github.com/go-jose/go-jose/v4"
+	"github.com/quittance/quittance/internal/jose"
 )
 
-// signatureChecks counts, per token text, the signature checks
-// checkSignature made, decoys included. The hook is installed before any
-// test runs and never changed, so parallel tests may read the counts.
+// signatureChecks counts, per token text, the signature checks jose.Verify
+// made, decoys included. The hook is installed before any test runs and
+// never changed, so parallel tests may read the counts.
 var signatureChecks struct {
 	sync.Mutex
 	n map[string]int
@@ -16,7 +16,7 @@ var signatureChecks struct {
 
 func init() {
 	signatureChecks.n = map[string]int{}
-	testHookSignatureCheck = func(token string) {
+	jose.TestHookSignatureCheck = func(token string) {
 		signatureChecks.Lock()
 		defer signatureChecks.Unlock()
 		signatureChecks.n[token]++
@@ -29,11 +29,4 @@ func SignatureChecks(token string) int {
 	signatureChecks.Lock()
 	defer signatureChecks.Unlock()
 	return signatureChecks.n[token]
-}
-
-// DecoyKeyFits reports whether the decoy key of alg has the type, curve
-// and size alg requires, so checking a signature with it does the work a
-// registered key of alg does.
-func DecoyKeyFits(alg jose.SignatureAlgorithm) bool {
-	return keyFitsAlgorithm(decoyKeys()[alg], alg)
 }

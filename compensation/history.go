@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	gojose "github.com/go-jose/go-jose/v4"
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
@@ -46,7 +46,7 @@ func VerifyAccepted(in AcceptedToken) (Claims, ledger.OrgKey, error) {
 	if len(inForce) == 0 {
 		return Claims{}, ledger.OrgKey{}, fmt.Errorf("org %s had no keys in force at %s", in.OrgID, in.AcceptedAt.Format(time.RFC3339Nano))
 	}
-	set := &jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, len(inForce))}
+	set := &gojose.JSONWebKeySet{Keys: make([]gojose.JSONWebKey, len(inForce))}
 	for i, k := range inForce {
 		tp, err := ledger.JWKThumbprint(k.JWK)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -310,7 +311,7 @@ func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (claims Claims, problem, 
 	if len(in.Org.KeySet()) == 0 {
 		return Claims{}, "the org has no registered keys to verify the receipt's jws", kid()
 	}
-	keys, err := ParseOrgJWKS(in.Org.KeySet())
+	keys, err := jose.ParseOrgJWKS(in.Org.KeySet())
 	if err != nil {
 		return Claims{}, "the org's registered keys do not parse", kid()
 	}

@@ -9,8 +9,9 @@ import (
 	"log/slog"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	gojose "github.com/go-jose/go-jose/v4"
 
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
 )
@@ -37,7 +38,7 @@ type Service struct {
 	// its person's token principal (ledger.CheckSecondPerson).
 	dev       bool
 	batch     int
-	keys      keyCache
+	keys      jose.KeyCache
 	onRefusal func(ledger.TokenRefusal)
 	// refreshKeys is Config.RefreshOrgKeysForKid.
 	refreshKeys func(ctx context.Context, orgID, kid string) bool
@@ -102,7 +103,7 @@ func NewService(cfg Config) *Service {
 	}
 	// Generated here, once per process, rather than by the first token
 	// that needs one: that token would take longer than any other.
-	decoyKeys()
+	jose.GenerateDecoyKeys()
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, log: cfg.Log, ledgerID: cfg.LedgerID,
 		thresholds: ledger.ThresholdConfig{DefaultMinor: cfg.WriteOffApprovalThresholdMinor, Currencies: cfg.WriteOffApprovalThresholdsMinor},
@@ -198,7 +199,7 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAdd
 // rules costs one signature verification of its alg before it is refused,
 // against a decoy key when its iss names no registered org, a revoked
 // one, one without usable keys, or its kid no key of the org (see verify
-// and decoyKeys). What can take longer is the refresh for an unknown kid,
+// and jose.Verify). What can take longer is the refresh for an unknown kid,
 // asked only of an org that serves its keys at a JWKS URL:
 // RefreshOrgKeysForKid reads the org again (unless this process fetched
 // its URL for an unknown kid less than an interval ago) and may fetch the
@@ -213,96 +214,34 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	}
 	answerAt := time.Now().Add(s.refusalTime) // the wall clock's: ledger time may be a test's
 	sum := sha256.Sum256(token)
-	refusal := ledger.TokenRefusal{
+	sub := &submission{kind: kind, token: token, refusal: ledger.TokenRefusal{
 		Kind: string(kind), TokenSHA256: sum[:], TokenBytes: len(token), ClientAddress: storable(clientAddress, 256),
-	}
+	}}
 	peek, err := PeekToken(token)
 	if err != nil {
-		return EvidenceResult{}, s.refused(ctx, refusal, err, false, answerAt)
+		return EvidenceResult{}, s.refused(ctx, sub.refusal, err, false, answerAt)
 	}
-	refusal.ClaimedIssuer = storable(peek.Issuer, ledger.MaxClaimedIssuer)
-	var (
-		res      EvidenceResult
-		found    ledger.Delegation // the delegation the token matched, once known
-		verified Evidence          // the evidence, once its token verified
-		told     bool              // the refusal, if any, may be told to the signer
-		fetched  bool              // the token's org serves its keys at a JWKS URL
-	)
-	attempt := func(tx Tx) error {
-		res, found, verified, told, fetched, refusal.OrgID = EvidenceResult{}, ledger.Delegation{}, Evidence{}, false, false, ""
-		var (
-			org    ledger.Org
-			issRef *RefusalError // the refusal the iss alone decides
-			err    error
-		)
-		if _, replaced := ledger.StorableText(peek.Issuer); replaced {
-			// No org id holds a NUL or invalid UTF-8; PostgreSQL would
-			// refuse the lookup.
-			issRef = Refuse(CodeTokenOrgUnknown, "the token's iss is no org id")
-		} else if org, err = tx.Org(ctx, peek.Issuer); errors.Is(err, ledger.ErrNotFound) {
-			issRef = Refuse(CodeTokenOrgUnknown, "no registered org has the token's iss")
-		} else if err != nil {
-			return fmt.Errorf("load org for evidence: %w", err)
-		} else {
-			refusal.OrgID, fetched = org.ID, org.JWKSURL != ""
-		}
-		now := s.now()
-		claims, err := s.verify(ctx, kind, token, peek.Issuer, org, issRef, now)
-		if err != nil {
-			return err
-		}
-		d, known, err := s.match(ctx, tx, org.ID, claims)
-		if err != nil || !known {
-			told = known
-			return err
-		}
-		// Under the delegation's lock: a revocation that committed since
-		// the keys were read is seen here (it locks the org's open
-		// delegations, so it cannot commit between this read and ours).
-		again, err := tx.Org(ctx, org.ID)
-		if err != nil {
-			return fmt.Errorf("load org %s: %w", org.ID, err)
-		}
-		if again.IdentityRevoked() {
-			return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
-		}
-		found, told = d, true
-		failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
-		verified = Evidence{
-			Kind: kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: token, VerifiedAt: now, Actor: "org:" + org.ID,
-			ReversedAmountMinor: claims.ReversedAmountMinor,
-		}
-		res, err = s.ApplyEvidence(ctx, tx, d, verified, now)
-		return err
-	}
+	sub.peek = peek
+	sub.refusal.ClaimedIssuer = storable(peek.Issuer, ledger.MaxClaimedIssuer)
+	attempt := func(tx Tx) error { return s.attempt(ctx, tx, sub) }
 	err = s.store.InTx(ctx, attempt)
 	var ref *RefusalError
 	// Only an org whose keys come from a JWKS URL can have rotated a key in
 	// (refreshKeys reports false for any other): asking for the others
 	// would read the org again, and so take longer for a registered org
 	// than for an unknown one.
-	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && refusal.OrgID != "" && fetched &&
-		s.refreshKeys != nil && s.refreshKeysBy(ctx, answerAt, refusal.OrgID, peek.KeyID) {
+	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && sub.refusal.OrgID != "" && sub.fetched &&
+		s.refreshKeys != nil && s.refreshKeysBy(ctx, answerAt, sub.refusal.OrgID, peek.KeyID) {
 		// The org rotated the key in at its JWKS URL: once more, with it.
 		err = s.store.InTx(ctx, attempt)
 	}
 	if errors.As(err, &ref) {
-		if told && ref.Code == CodeEvidenceConflict {
-			s.logRefusal(ctx, refusal, ref)
-			if rerr := s.store.InTx(ctx, func(tx Tx) error {
-				return RecordRefusedEvidence(ctx, tx, found, verified, ref, s.now())
-			}); rerr != nil {
-				// The refusal stands; failing to record it is logged, not
-				// turned into a 500 that would hide the refusal code.
-				s.log.ErrorContext(ctx, "record evidence conflict", slog.String("delegation_id", found.ID.String()), slog.Any("error", rerr))
-			}
-			return EvidenceResult{}, err
-		}
-		return EvidenceResult{}, s.refused(ctx, refusal, ref, told, answerAt)
+		return EvidenceResult{}, s.answerRefusal(ctx, sub, ref, err, answerAt)
 	}
 	if err != nil {
 		return EvidenceResult{}, err
 	}
+	res := sub.res
 	if res.Outcome == OutcomeLateEvidence {
 		s.log.WarnContext(ctx, "late compensation evidence recorded",
 			slog.String("delegation_id", res.Delegation.ID.String()), slog.String("kind", string(kind)),
@@ -312,21 +251,109 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	return res, nil
 }
 
-// verify checks token against the registered keys of org, the org the
-// token's iss names: the org must be registered (issRef, the refusal the
+// submission is a posted token as Submit carries it through its
+// attempts, and what the latest attempt found.
+type submission struct {
+	kind  TokenKind
+	token []byte
+	peek  Peek
+	// refusal is the record of a refusal, as far as it is known.
+	refusal ledger.TokenRefusal
+	res     EvidenceResult
+	// found is the delegation the token matched, once known.
+	found ledger.Delegation
+	// verified is the evidence, once its token verified.
+	verified Evidence
+	// told says the refusal, if any, may be told to the signer.
+	told bool
+	// fetched says the token's org serves its keys at a JWKS URL.
+	fetched bool
+}
+
+// attempt is one try, in tx, at verifying sub's token with the keys of
+// the org its iss names, matching it with a delegation and applying it.
+func (s *Service) attempt(ctx context.Context, tx Tx, sub *submission) error {
+	sub.res, sub.found, sub.verified, sub.told, sub.fetched, sub.refusal.OrgID = EvidenceResult{}, ledger.Delegation{}, Evidence{}, false, false, ""
+	var (
+		org    ledger.Org
+		issRef *RefusalError // the refusal the iss alone decides
+		err    error
+	)
+	if _, replaced := ledger.StorableText(sub.peek.Issuer); replaced {
+		// No org id holds a NUL or invalid UTF-8; PostgreSQL would
+		// refuse the lookup.
+		issRef = Refuse(CodeTokenOrgUnknown, "the token's iss is no org id")
+	} else if org, err = tx.Org(ctx, sub.peek.Issuer); errors.Is(err, ledger.ErrNotFound) {
+		issRef = Refuse(CodeTokenOrgUnknown, "no registered org has the token's iss")
+	} else if err != nil {
+		return fmt.Errorf("load org for evidence: %w", err)
+	} else {
+		sub.refusal.OrgID, sub.fetched = org.ID, org.JWKSURL != ""
+	}
+	now := s.now()
+	claims, err := s.verify(ctx, sub, org, issRef, now)
+	if err != nil {
+		return err
+	}
+	d, known, err := s.match(ctx, tx, org.ID, claims)
+	if err != nil || !known {
+		sub.told = known
+		return err
+	}
+	// Under the delegation's lock: a revocation that committed since
+	// the keys were read is seen here (it locks the org's open
+	// delegations, so it cannot commit between this read and ours).
+	again, err := tx.Org(ctx, org.ID)
+	if err != nil {
+		return fmt.Errorf("load org %s: %w", org.ID, err)
+	}
+	if again.IdentityRevoked() {
+		return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
+	}
+	sub.found, sub.told = d, true
+	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
+	sub.verified = Evidence{
+		Kind: sub.kind.ObligationEvent(), Channel: ledger.ChannelHTTP, Claims: &claims, Token: sub.token, VerifiedAt: now, Actor: "org:" + org.ID,
+		ReversedAmountMinor: claims.ReversedAmountMinor,
+	}
+	sub.res, err = s.ApplyEvidence(ctx, tx, d, sub.verified, now)
+	return err
+}
+
+// answerRefusal is what Submit returns for sub's token refused with ref
+// (err, as the transaction returned it): an evidence conflict, told to
+// its signer, is recorded on the delegation; any other refusal goes
+// through refused.
+func (s *Service) answerRefusal(ctx context.Context, sub *submission, ref *RefusalError, err error, answerAt time.Time) error {
+	if !sub.told || ref.Code != CodeEvidenceConflict {
+		return s.refused(ctx, sub.refusal, ref, sub.told, answerAt)
+	}
+	s.logRefusal(ctx, sub.refusal, ref)
+	if rerr := s.store.InTx(ctx, func(tx Tx) error {
+		return RecordRefusedEvidence(ctx, tx, sub.found, sub.verified, ref, s.now())
+	}); rerr != nil {
+		// The refusal stands; failing to record it is logged, not
+		// turned into a 500 that would hide the refusal code.
+		s.log.ErrorContext(ctx, "record evidence conflict", slog.String("delegation_id", sub.found.ID.String()), slog.Any("error", rerr))
+	}
+	return err
+}
+
+// verify checks sub's token against the registered keys of org, the org
+// the token's iss names: the org must be registered (issRef, the refusal the
 // iss alone decided, is nil), not revoked, and have usable keys.
 //
 // Whatever it refuses for, it calls Verify once — with no keys when the
 // org is unknown, revoked or has no usable keys, so that a token passing
 // Verify's header rules has its signature checked against a decoy key
-// (decoyKeys) — and only then returns the refusal decided here, which
+// (jose.Verify) — and only then returns the refusal decided here, which
 // comes first. A token thus costs one signature verification of its alg
 // whether its org exists, is revoked or has keys, and response times do
 // not tell registered orgs from unknown ones (ledger/DESIGN.md §3). See
 // Submit.
-func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, iss string, org ledger.Org, issRef *RefusalError, now time.Time) (Claims, error) {
+func (s *Service) verify(ctx context.Context, sub *submission, org ledger.Org, issRef *RefusalError, now time.Time) (Claims, error) {
 	var (
-		keys   *jose.JSONWebKeySet
+		keys   *gojose.JSONWebKeySet
 		orgRef = issRef
 	)
 	switch {
@@ -337,15 +364,16 @@ func (s *Service) verify(ctx context.Context, kind TokenKind, token []byte, iss 
 		orgRef = Refuse(CodeTokenKeyUnknown, "the issuing org has no registered keys")
 	default:
 		var err error
-		if keys, err = s.keys.keys(org.ID, org.KeySet()); err != nil {
+		if keys, err = s.keys.Keys(org.ID, org.KeySet()); err != nil {
 			s.log.ErrorContext(ctx, "registered JWK Set does not parse", slog.String("org_id", org.ID), slog.Any("error", err))
 			keys, orgRef = nil, Refuse(CodeTokenKeyUnknown, "the issuing org has no usable registered keys")
 		}
 	}
+	iss := sub.peek.Issuer
 	if org.ID != "" {
 		iss = org.ID
 	}
-	claims, err := Verify(VerifyInput{Token: token, Kind: kind, OrgID: iss, Keys: keys, LedgerID: s.ledgerID, Now: now})
+	claims, err := Verify(VerifyInput{Token: sub.token, Kind: sub.kind, OrgID: iss, Keys: keys, LedgerID: s.ledgerID, Now: now})
 	if orgRef != nil {
 		return Claims{}, orgRef
 	}

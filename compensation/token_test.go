@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	gojose "github.com/go-jose/go-jose/v4"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/internal/jose"
 )
 
 const (
@@ -38,7 +39,7 @@ type testBundle struct {
 	ps256 *compensationtest.Signer // registered, PS256
 	other *compensationtest.Signer // another org's key, kid "other-1"
 	clash *compensationtest.Signer // another org's key reusing the kid "ed-1"
-	keys  *jose.JSONWebKeySet
+	keys  *gojose.JSONWebKeySet
 }
 
 func setup(t *testing.T) *testBundle {
@@ -56,9 +57,9 @@ func setup(t *testing.T) *testBundle {
 	return b
 }
 
-func mustParseJWKS(t *testing.T, raw []byte) *jose.JSONWebKeySet {
+func mustParseJWKS(t *testing.T, raw []byte) *gojose.JSONWebKeySet {
 	t.Helper()
-	set, err := compensation.ParseOrgJWKS(raw)
+	set, err := jose.ParseOrgJWKS(raw)
 	if err != nil {
 		t.Fatalf("ParseOrgJWKS: %v", err)
 	}
@@ -91,7 +92,7 @@ func with(claims map[string]any, kv ...any) map[string]any {
 	return out
 }
 
-func verifyInput(token string, kind compensation.TokenKind, keys *jose.JSONWebKeySet) compensation.VerifyInput {
+func verifyInput(token string, kind compensation.TokenKind, keys *gojose.JSONWebKeySet) compensation.VerifyInput {
 	return compensation.VerifyInput{
 		Token:    []byte(token),
 		Kind:     kind,
@@ -152,18 +153,18 @@ func TestVerifyRefusals(t *testing.T) {
 
 	// JWK Sets that ParseOrgJWKS would refuse, built directly to prove that
 	// Verify does not rely on registration alone.
-	withUse := func(s *compensationtest.Signer, use string) *jose.JSONWebKeySet {
+	withUse := func(s *compensationtest.Signer, use string) *gojose.JSONWebKeySet {
 		k := s.PublicJWK()
 		k.Use = use
-		return &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k}}
+		return &gojose.JSONWebKeySet{Keys: []gojose.JSONWebKey{k}}
 	}
-	withAlg := func(s *compensationtest.Signer, alg string) *jose.JSONWebKeySet {
+	withAlg := func(s *compensationtest.Signer, alg string) *gojose.JSONWebKeySet {
 		k := s.PublicJWK()
 		k.Algorithm = alg
-		return &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k}}
+		return &gojose.JSONWebKeySet{Keys: []gojose.JSONWebKey{k}}
 	}
-	private := &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{b.ed.PrivateJWK()}}
-	duplicated := &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{b.ed.PublicJWK(), b.clash.PublicJWK()}}
+	private := &gojose.JSONWebKeySet{Keys: []gojose.JSONWebKey{b.ed.PrivateJWK()}}
+	duplicated := &gojose.JSONWebKeySet{Keys: []gojose.JSONWebKey{b.ed.PublicJWK(), b.clash.PublicJWK()}}
 
 	validAck := b.ed.Sign(t, ack, ackClaims())
 	validParts := strings.Split(validAck, ".")
@@ -172,12 +173,12 @@ func TestVerifyRefusals(t *testing.T) {
 		name  string
 		kind  compensation.TokenKind
 		token string
-		keys  *jose.JSONWebKeySet // nil: the org's registered keys
+		keys  *gojose.JSONWebKeySet // nil: the org's registered keys
 		code  string
 	}{
 		// Size and structure.
-		{name: "oversize", token: b.ed.Sign(t, ack, with(ackClaims(), "pad", strings.Repeat("x", compensation.MaxTokenSize))), code: compensation.CodeTokenTooLarge},
-		{name: "oversize garbage", token: strings.Repeat("A", compensation.MaxTokenSize+1), code: compensation.CodeTokenTooLarge},
+		{name: "oversize", token: b.ed.Sign(t, ack, with(ackClaims(), "pad", strings.Repeat("x", jose.MaxTokenSize))), code: compensation.CodeTokenTooLarge},
+		{name: "oversize garbage", token: strings.Repeat("A", jose.MaxTokenSize+1), code: compensation.CodeTokenTooLarge},
 		{name: "empty", token: "", code: compensation.CodeTokenMalformed},
 		{name: "garbage", token: "this is not a token", code: compensation.CodeTokenMalformed},
 		{name: "garbage base64url", token: "Zm9v", code: compensation.CodeTokenMalformed},
@@ -227,7 +228,7 @@ func TestVerifyRefusals(t *testing.T) {
 		{name: "unknown kid", token: b.ed.Sign(t, ack, ackClaims(), compensationtest.WithHeader("kid", "ed-2")), code: compensation.CodeTokenKeyUnknown},
 		{name: "missing kid", token: b.ed.Sign(t, ack, ackClaims(), compensationtest.WithoutHeader("kid")), code: compensation.CodeTokenKeyUnknown},
 		{name: "empty kid", token: b.ed.Sign(t, ack, ackClaims(), compensationtest.WithHeader("kid", "")), code: compensation.CodeTokenKeyUnknown},
-		{name: "org with no keys", token: validAck, keys: &jose.JSONWebKeySet{}, code: compensation.CodeTokenKeyUnknown},
+		{name: "org with no keys", token: validAck, keys: &gojose.JSONWebKeySet{}, code: compensation.CodeTokenKeyUnknown},
 		{name: "key of another org reusing a registered kid", token: b.clash.Sign(t, ack, ackClaims()), code: compensation.CodeTokenSignatureInvalid},
 
 		// Key usability.
@@ -439,7 +440,7 @@ func TestPeekToken(t *testing.T) {
 	refusals := []struct {
 		name, token, code string
 	}{
-		{"oversize", strings.Repeat("A", compensation.MaxTokenSize+1), compensation.CodeTokenTooLarge},
+		{"oversize", strings.Repeat("A", jose.MaxTokenSize+1), compensation.CodeTokenTooLarge},
 		{"garbage", "garbage", compensation.CodeTokenMalformed},
 		{"two dots", "a.b", compensation.CodeTokenMalformed},
 		{"JSON serialization", `{"protected":"x","payload":"y","signature":"z"}`, compensation.CodeTokenMalformed},
@@ -492,7 +493,7 @@ var fuzzSeed = []byte("0123456789abcdef0123456789abcdef")
 // PeekToken on what it accepts, and must never accept a changed token.
 func FuzzVerify(f *testing.F) {
 	s := compensationtest.NewEd25519SignerFromSeed(f, "fuzz-1", fuzzSeed)
-	keys, err := compensation.ParseOrgJWKS(s.JWKS())
+	keys, err := jose.ParseOrgJWKS(s.JWKS())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -397,7 +397,7 @@ func (w *Worker) requestMetadata(d ledger.Delegation, req compensation.Compensat
 		ext["extraTaskIds"] = req.ExtraTaskIDs
 	}
 	if w.cfg.Identity != nil {
-		jws, err := w.cfg.Identity.SignCompensationRequest(compensation.RequestClaims{
+		jws, err := compensation.SignCompensationRequest(w.cfg.Identity, compensation.RequestClaims{
 			OrgID: d.OrgID, TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey, MessageID: msgID, Now: w.now(),
 		})
 		if err != nil {

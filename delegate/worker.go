@@ -16,6 +16,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/backoff"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
@@ -239,7 +240,7 @@ type Config struct {
 	Snapshot SnapshotLimits
 	// Identity, when set, signs outbound compensation requests (a compact
 	// JWS in the request's extension metadata, requestJws).
-	Identity *compensation.Identity
+	Identity *jose.Identity
 	// RefreshOrgKeysForKid is asked, when a receipt's jws names a kid none
 	// of its org's keys in force has and the org serves its keys at a JWKS
 	// URL, to fetch that URL (ledger.Service.RefreshOrgKeysForKid,

@@ -101,7 +101,7 @@ type CheckpointSpan struct {
 }
 
 // CheckpointSigner signs a checkpoint's payload with the ledger's own key
-// (the one published at /.well-known/jwks.json). compensation.Identity is
+// (the one published at /.well-known/jwks.json). compensation.CheckpointSigner is
 // one.
 type CheckpointSigner interface {
 	// SignCheckpoint returns the compact JWS of payload (typ

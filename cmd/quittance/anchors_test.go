@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 )
@@ -251,7 +251,7 @@ func TestCheckpointHeadNeverMovesBack(t *testing.T) {
 
 	// Whoever holds the ledger's key signs checkpoint 2 anyway, at the
 	// older head, and the owner stores it.
-	identity, err := compensation.LoadOrCreateIdentityFile("ledger-cli", e.env["QUITTANCE_SIGNING_KEY_FILE"], false, time.Now())
+	identity, err := jose.LoadOrCreateIdentityFile("ledger-cli", e.env["QUITTANCE_SIGNING_KEY_FILE"], false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestCheckpointHeadNeverMovesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jws, kid, err := identity.SignCheckpoint(raw)
+	jws, kid, err := identity.Sign(ledger.CheckpointType, raw)
 	if err != nil {
 		t.Fatal(err)
 	}

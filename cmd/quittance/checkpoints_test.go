@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -21,7 +21,7 @@ import (
 // signingKeyFile writes a fresh ledger signing key and returns its path.
 func signingKeyFile(t *testing.T) string {
 	t.Helper()
-	raw, err := compensation.NewIdentityFile("test", time.Now())
+	raw, err := jose.NewIdentityFile("test", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 
 	// A checkpoint checked with another ledger's keys does not verify.
 	other := filepath.Join(t.TempDir(), "other.jwks.json")
-	otherID, err := compensation.LoadOrCreateIdentityFile("other", signingKeyFile(t), false, time.Now())
+	otherID, err := jose.LoadOrCreateIdentityFile("other", signingKeyFile(t), false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -372,7 +372,7 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	identity, err := compensation.LoadIdentity("ledger-cli", raw)
+	identity, err := jose.LoadIdentity("ledger-cli", raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jws, _, err := identity.SignCheckpoint(whole)
+	jws, _, err := identity.Sign(ledger.CheckpointType, whole)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestForgedPackNamesItsLedgerKey(t *testing.T) {
 	}
 	last := events[len(events)-1].(map[string]any)
 	pack["head"] = map[string]any{"stream_seq": last["stream_seq"], "hash": last["hash"]}
-	keyFile, err := compensation.NewIdentityFile("forger", time.Now())
+	keyFile, err := jose.NewIdentityFile("forger", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,7 @@ func TestForgedPackNamesItsLedgerKey(t *testing.T) {
 	}
 	set["keys"].([]any)[0].(map[string]any)["kid"] = kid // a kid is the signer's to choose
 	keyFile, _ = json.Marshal(set)
-	forger, err := compensation.LoadIdentity(pack["ledger_id"].(string), keyFile)
+	forger, err := jose.LoadIdentity(pack["ledger_id"].(string), keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +523,7 @@ func TestForgedPackNamesItsLedgerKey(t *testing.T) {
 			}
 		}
 		payload, _ = json.Marshal(p)
-		jws, _, err := forger.SignCheckpoint(payload)
+		jws, _, err := forger.Sign(ledger.CheckpointType, payload)
 		if err != nil {
 			t.Fatal(err)
 		}

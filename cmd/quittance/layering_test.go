@@ -69,6 +69,12 @@ var layering = []layerRule{
 		forbid: []string{"ledger/...", "compensation/...", "delegate", "delegate/jspeer/..."},
 	},
 	{
+		why:    "the JOSE leaf imports no package of the module but internal/text",
+		covers: []string{"internal/jose"},
+		forbid: []string{"..."},
+		allow:  []string{"internal/text"},
+	},
+	{
 		why:    "HTTP handlers never import the store",
 		covers: []string{"cmd/quittance/internal/httpapi/...", "cmd/quittance/internal/console/..."},
 		except: []string{"cmd/quittance/internal/httpapi/apitest/..."},
@@ -199,6 +205,7 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		m("delegate"):                               {m("ledger"), m("compensation"), m("delegate/a2a"), m("delegate/egress")},
 		m("delegate/a2a"):                           {m("delegate/egress"), "net/http"},
 		m("delegate/egress"):                        {"net/http"},
+		m("internal/jose"):                          {m("internal/text"), "github.com/go-jose/go-jose/v4"},
 		m("delegate/jspeer"):                        {m("compensation/compensationtest")},
 		m("cmd/quittance/internal/httpapi"):         {m("ledger"), "github.com/danielgtaylor/huma/v2"},
 		m("cmd/quittance/internal/console"):         {m("ledger"), "html/template"},
@@ -221,6 +228,7 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		{m("ledger/webhook"), m("delegate/a2a"), "ledger/webhook imports no delegate package"},
 		{m("delegate/a2a"), m("ledger"), "the A2A protocol client"},
 		{m("delegate/egress"), m("delegate"), "the A2A protocol client"},
+		{m("internal/jose"), m("ledger"), "the JOSE leaf imports no package"},
 		{m("cmd/quittance/internal/httpapi"), m("sql/pgstore"), "HTTP handlers never import the store"},
 		{m("cmd/quittance"), m("sql/pgtest"), "test helpers are imported by tests only"},
 	}

@@ -26,8 +26,8 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
-	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
@@ -328,12 +328,12 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 // loadIdentity loads the ledger's identity from QUITTANCE_SIGNING_KEY_FILE
 // (nil when it is not set): it signs outbound compensation requests, and
 // its public keys are served at /.well-known/jwks.json.
-func loadIdentity(cfg config, log *slog.Logger) (*compensation.Identity, error) {
+func loadIdentity(cfg config, log *slog.Logger) (*jose.Identity, error) {
 	if cfg.SigningKeyFile == "" {
 		log.Warn("QUITTANCE_SIGNING_KEY_FILE is not set: compensation requests are not signed and no JWKS is published")
 		return nil, nil
 	}
-	identity, err := compensation.LoadOrCreateIdentityFile(cfg.LedgerID, cfg.SigningKeyFile, cfg.createSigningKey, time.Now())
+	identity, err := jose.LoadOrCreateIdentityFile(cfg.LedgerID, cfg.SigningKeyFile, cfg.createSigningKey, time.Now())
 	if err != nil {
 		return nil, usageError{fmt.Errorf("QUITTANCE_SIGNING_KEY_FILE: %w", err)}
 	}
@@ -364,7 +364,7 @@ type appParts struct {
 	pool        *pgxpool.Pool
 	reg         *prometheus.Registry
 	log         *slog.Logger
-	identity    *compensation.Identity
+	identity    *jose.Identity
 	streamsDone chan struct{}
 }
 

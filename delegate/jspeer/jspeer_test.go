@@ -17,6 +17,7 @@ import (
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/delegate/jspeer"
+	"github.com/quittance/quittance/internal/jose"
 )
 
 var loopback = egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
@@ -130,7 +131,7 @@ func requestCompensation(t *testing.T, c *a2a.Client, canceled a2a.Task, message
 
 func verify(t *testing.T, p *jspeer.Peer, token string, kind compensation.TokenKind) compensation.Claims {
 	t.Helper()
-	keys, err := compensation.ParseOrgJWKS(p.JWKS)
+	keys, err := jose.ParseOrgJWKS(p.JWKS)
 	if err != nil {
 		t.Fatalf("peer JWKS not registrable: %v", err)
 	}

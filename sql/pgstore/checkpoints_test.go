@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -44,7 +45,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		}
 		t.Cleanup(pool.Close)
 		stores[i] = pgstore.New(pool)
-		cps[i] = ledger.NewCheckpoints(stores[i], identity, "quittance", nil, nil)
+		cps[i] = ledger.NewCheckpoints(stores[i], compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
 	}
 	svc := ledger.NewService(ledger.Config{Store: stores[0], Clock: fixedClock{epoch}})
 	if _, _, err := svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1}); err != nil {
@@ -178,7 +179,7 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(pgtest.Pool(t))
 	identity := newIdentity(t)
-	cps := ledger.NewCheckpoints(store, identity, "quittance", nil, nil)
+	cps := ledger.NewCheckpoints(store, compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
 	const spanLimit = 3
 	cps.SetSpanLimit(spanLimit)
 	svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
@@ -291,13 +292,13 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 
 // newIdentity is a fresh signing identity of ledger "quittance", as the
 // service loads one from QUITTANCE_SIGNING_KEY_FILE.
-func newIdentity(t *testing.T) *compensation.Identity {
+func newIdentity(t *testing.T) *jose.Identity {
 	t.Helper()
-	raw, err := compensation.NewIdentityFile("test", epoch)
+	raw, err := jose.NewIdentityFile("test", epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	identity, err := compensation.LoadIdentity("quittance", raw)
+	identity, err := jose.LoadIdentity("quittance", raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -495,7 +495,7 @@ func TestCollectorUnanchoredEvents(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(pgtest.Pool(t))
 	identity := newIdentity(t)
-	cps := ledger.NewCheckpoints(store, identity, "quittance", nil, nil)
+	cps := ledger.NewCheckpoints(store, compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
 	const metric = "quittance_oldest_unanchored_event_timestamp_seconds"
 	later := epoch.Add(time.Hour)
 	for _, at := range []time.Time{epoch, later} {

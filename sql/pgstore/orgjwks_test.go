@@ -8,9 +8,9 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -30,8 +30,8 @@ func TestOrgJWKSURLUnderDev(t *testing.T) {
 	policy := egress.Policy{AllowHTTP: true, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	svc := ledger.NewService(ledger.Config{
 		Store: store, Clock: fixedClock{epoch}, Dev: true,
-		ValidateJWKS:    func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
-		FetchJWKS:       compensation.NewJWKSFetcher(egress.NewClient(policy)),
+		ValidateJWKS:    func(raw []byte) error { _, err := jose.ParseOrgJWKS(raw); return err },
+		FetchJWKS:       jose.NewJWKSFetcher(egress.NewClient(policy)),
 		ValidateJWKSURL: policy.ValidateURL,
 	})
 	bootstrap := ledger.Principal{Role: ledger.RoleOncall, Name: "bootstrap", Bootstrap: true}

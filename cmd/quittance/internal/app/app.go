@@ -15,6 +15,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -38,7 +39,7 @@ type Config struct {
 	Version string
 	// Identity, when set, signs outbound compensation requests, and its JWK
 	// Set is served at /.well-known/jwks.json.
-	Identity *compensation.Identity
+	Identity *jose.Identity
 	// WriteOffApprovalThresholdMinor is the amount above which a write-off
 	// needs a second on-call approver (the compensation service's default
 	// when zero).
@@ -167,7 +168,7 @@ func (a *App) buildDomain(cfg Config, log *slog.Logger) {
 	}
 	a.Ledger = ledger.NewService(ledger.Config{
 		Store: store, Clock: cfg.Clock,
-		ValidateJWKS: func(raw []byte) error { _, err := compensation.ParseOrgJWKS(raw); return err },
+		ValidateJWKS: func(raw []byte) error { _, err := jose.ParseOrgJWKS(raw); return err },
 		ValidateAgentEndpoint: func(cardURL string, allowedHosts []string) error {
 			return delegate.ValidateAgentEndpoint(registration, cardURL, allowedHosts)
 		},
@@ -178,7 +179,7 @@ func (a *App) buildDomain(cfg Config, log *slog.Logger) {
 		WriteOffApprovalThresholdsMinor: cfg.WriteOffApprovalThresholdsMinor,
 		// Orgs' JWKS URLs are fetched through the egress policy, as every
 		// other outbound call, on a client of their own.
-		FetchJWKS: compensation.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
+		FetchJWKS: jose.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, ObserveOrgJWKSFetch: metrics.OrgJWKSFetch,
 		Log: log.With(slog.String("component", "org_jwks")),
 	})
@@ -233,7 +234,7 @@ func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
 		signer ledger.CheckpointSigner // stays a nil interface without an identity
 	)
 	if cfg.Identity != nil {
-		jwks, signer = cfg.Identity.JWKS, cfg.Identity
+		jwks, signer = cfg.Identity.JWKS, compensation.CheckpointSigner{Identity: cfg.Identity}
 	}
 	a.Checkpoints = ledger.NewCheckpoints(store, signer, cfg.LedgerID, cfg.Clock, log.With(slog.String("component", "checkpoints")))
 	// One limiter for the API and the console: one set of buckets, one rule.

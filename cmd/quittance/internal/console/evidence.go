@@ -7,9 +7,10 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/go-jose/go-jose/v4"
+	gojose "github.com/go-jose/go-jose/v4"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -28,7 +29,7 @@ func orgKeys(raw []byte) ([]Key, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	set, err := compensation.ParseOrgJWKS(raw)
+	set, err := jose.ParseOrgJWKS(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +40,7 @@ func orgKeys(raw []byte) ([]Key, error) {
 	return out, nil
 }
 
-func keyOf(k jose.JSONWebKey) Key {
+func keyOf(k gojose.JSONWebKey) Key {
 	key := Key{KeyID: k.KeyID, Alg: k.Algorithm, Use: k.Use, Type: keyType(k)}
 	if tp, err := k.Thumbprint(crypto.SHA256); err == nil {
 		key.Thumbprint = base64.RawURLEncoding.EncodeToString(tp)
@@ -47,7 +48,7 @@ func keyOf(k jose.JSONWebKey) Key {
 	return key
 }
 
-func keyType(k jose.JSONWebKey) string {
+func keyType(k gojose.JSONWebKey) string {
 	var m map[string]any
 	if b, err := k.MarshalJSON(); err == nil && json.Unmarshal(b, &m) == nil {
 		kty, _ := m["kty"].(string)
@@ -129,7 +130,7 @@ func decodeEvidence(e ledger.Event, v compensation.VerifiedToken) *Evidence {
 	}
 	ev.Verified = true
 	key := Key{KeyID: used.KeyID, Thumbprint: used.Thumbprint}
-	var jwk jose.JSONWebKey
+	var jwk gojose.JSONWebKey
 	if jwk.UnmarshalJSON(used.JWK) == nil {
 		key.Type, key.Alg, key.Use = keyType(jwk), jwk.Algorithm, jwk.Use
 	}

@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	gojose "github.com/go-jose/go-jose/v4"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/internal/jose"
 )
 
 // loopback is the egress policy of the tests: plain http to 127.0.0.1.
@@ -134,7 +135,7 @@ func receiptOf(t *testing.T, task a2a.Task) receiptBody {
 
 func verify(t *testing.T, b *bundle, token string, kind compensation.TokenKind) compensation.Claims {
 	t.Helper()
-	keys, err := compensation.ParseOrgJWKS(b.agent.JWKS())
+	keys, err := jose.ParseOrgJWKS(b.agent.JWKS())
 	if err != nil {
 		t.Fatalf("the agent's JWKS is not registrable: %v", err)
 	}
@@ -550,9 +551,9 @@ func TestLoadOrCreateKey(t *testing.T) {
 	}
 }
 
-func mustKeys(t *testing.T, raw []byte) *jose.JSONWebKeySet {
+func mustKeys(t *testing.T, raw []byte) *gojose.JSONWebKeySet {
 	t.Helper()
-	keys, err := compensation.ParseOrgJWKS(raw)
+	keys, err := jose.ParseOrgJWKS(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/internal/jose"
 )
 
 // joseContentType is the media type of a compact JWS (RFC 7515 §9.2.1).
@@ -54,9 +55,9 @@ func (s *Server) evidenceGate(ctx huma.Context, next func(huma.Context)) {
 			"send the compact JWS with Content-Type: application/jose"))
 		return
 	}
-	if n, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && n > compensation.MaxTokenSize {
+	if n, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && n > jose.MaxTokenSize {
 		s.writeProblem(ctx, newProblem(http.StatusRequestEntityTooLarge, compensation.CodeTokenTooLarge,
-			"the token exceeds "+strconv.Itoa(compensation.MaxTokenSize)+" bytes"))
+			"the token exceeds "+strconv.Itoa(jose.MaxTokenSize)+" bytes"))
 		return
 	}
 	next(ctx)
@@ -167,7 +168,7 @@ func (s *Server) registerCompensation() {
 		return huma.Operation{
 			OperationID: id, Method: http.MethodPost, Path: path, Tags: remote, Summary: summary,
 			Description:  evidenceDescription,
-			MaxBodyBytes: compensation.MaxTokenSize + 1, // huma refuses a body that reaches the limit
+			MaxBodyBytes: jose.MaxTokenSize + 1, // huma refuses a body that reaches the limit
 			Middlewares:  huma.Middlewares{s.evidenceGate},
 			Errors: []int{http.StatusUnauthorized, http.StatusConflict, http.StatusRequestEntityTooLarge,
 				http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusTooManyRequests},

@@ -20,6 +20,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -337,7 +338,7 @@ func TestEvidenceRefusals(t *testing.T) {
 		{name: "amount over the hold", token: e.b.Sign(t, ackTyp, with(ack, "reversed_amount_minor", 5_001)), org: orgB, reason: compensation.CodeTokenAmountInvalid,
 			status: 422, code: compensation.CodeTokenAmountInvalid},
 		// Decided from the request alone, before the token is read.
-		{name: "oversized", token: e.b.Sign(t, ackTyp, with(ack, "pad", strings.Repeat("x", compensation.MaxTokenSize))), status: 413, code: compensation.CodeTokenTooLarge},
+		{name: "oversized", token: e.b.Sign(t, ackTyp, with(ack, "pad", strings.Repeat("x", jose.MaxTokenSize))), status: 413, code: compensation.CodeTokenTooLarge},
 		{name: "content type json", ct: "application/json", token: e.ack(t, d), status: 415, code: "unsupported_media_type"},
 		{name: "no content type", ct: "-", token: e.ack(t, d), status: 415, code: "unsupported_media_type"},
 	}
@@ -1115,13 +1116,13 @@ func TestEvidenceBodyLimitWithoutLength(t *testing.T) {
 		return e.Send(t, req)
 	}
 	before := e.state(t, d.ID)
-	chunked(bytes.Repeat([]byte("A"), compensation.MaxTokenSize+1)).Problem(t, http.StatusRequestEntityTooLarge, "body_too_large")
+	chunked(bytes.Repeat([]byte("A"), jose.MaxTokenSize+1)).Problem(t, http.StatusRequestEntityTooLarge, "body_too_large")
 	if after := e.state(t, d.ID); after != before {
 		t.Fatalf("an oversized body changed something: %+v -> %+v", before, after)
 	}
 	// Exactly MaxTokenSize bytes: read whole, then judged as a token.
 	padded := e.b.Sign(t, ackTyp, with(e.ackClaims(d), "pad", ""))
-	padded += strings.Repeat(" ", compensation.MaxTokenSize-len(padded)) // surrounding whitespace is ignored
+	padded += strings.Repeat(" ", jose.MaxTokenSize-len(padded)) // surrounding whitespace is ignored
 	out := e.accept(t, acksPath, padded, "applied")
 	if out.ObligationState != "compensated" {
 		t.Fatalf("a token of exactly the limit: %s", out.ObligationState)

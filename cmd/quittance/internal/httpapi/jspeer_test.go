@@ -15,6 +15,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/delegate/jspeer"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -167,7 +168,7 @@ func (e *jsEnv) expectIntact(t *testing.T, id string) {
 // this ledger, about the remote task.
 func (e *jsEnv) verifyEvidence(t *testing.T, token string, kind compensation.TokenKind, taskID string) {
 	t.Helper()
-	keys, err := compensation.ParseOrgJWKS(e.peer.JWKS)
+	keys, err := jose.ParseOrgJWKS(e.peer.JWKS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 )
@@ -341,8 +342,8 @@ func TestCompensationRequestCarriesVerifiableJWS(t *testing.T) {
 	if _, err := compensation.VerifyCompensationRequest(token, jwks, orchLedgerID, "another-org", time.Now()); err == nil {
 		t.Fatal("a token for another org verified")
 	}
-	other, _ := compensation.NewIdentityFile("other", time.Now())
-	otherID, _ := compensation.LoadIdentity(orchLedgerID, other)
+	other, _ := jose.NewIdentityFile("other", time.Now())
+	otherID, _ := jose.LoadIdentity(orchLedgerID, other)
 	if _, err := compensation.VerifyCompensationRequest(token, otherID.JWKS(), orchLedgerID, "supplier", time.Now()); err == nil {
 		t.Fatal("the token verified against someone else's keys")
 	}

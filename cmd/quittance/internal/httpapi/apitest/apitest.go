@@ -37,6 +37,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -116,7 +117,7 @@ type Env struct {
 	Worker *delegate.Worker
 	// Identity is the ledger's signing identity (WithIdentity); nil without
 	// one.
-	Identity *compensation.Identity
+	Identity *jose.Identity
 	// Cases is case handling; Console is the web console, served under
 	// /console/ on Server.
 	Cases   *ledger.Cases
@@ -300,11 +301,11 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	e := &Env{Pool: pool, OncallToken: o.oncallToken, LedgerID: o.ledgerID, Registry: prometheus.NewRegistry()}
 	e.Clock, _ = o.clock.(*Clock)
 	if o.identity {
-		keyFile, err := compensation.NewIdentityFile("test", time.Now())
+		keyFile, err := jose.NewIdentityFile("test", time.Now())
 		if err != nil {
 			t.Fatalf("apitest: new signing key: %v", err)
 		}
-		if e.Identity, err = compensation.LoadIdentity(o.ledgerID, keyFile); err != nil {
+		if e.Identity, err = jose.LoadIdentity(o.ledgerID, keyFile); err != nil {
 			t.Fatalf("apitest: load signing key: %v", err)
 		}
 	}

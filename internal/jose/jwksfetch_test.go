@@ -1,4 +1,4 @@
-package compensation_test
+package jose_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/delegate/egress"
+	"github.com/quittance/quittance/internal/jose"
 )
 
 // TestJWKSFetcher: an org's JWKS URL over real loopback HTTPS and HTTP.
@@ -19,7 +19,7 @@ import (
 // returned as served; through the egress client, a certificate no trusted
 // CA issued is refused, plain http is refused unless the policy allows it,
 // and an address the policy does not allow is refused before connecting.
-// Anything but a 200, and a document over compensation.MaxJWKSSize, are
+// Anything but a 200, and a document over jose.MaxJWKSSize, are
 // errors.
 func TestJWKSFetcher(t *testing.T) {
 	t.Parallel()
@@ -28,7 +28,7 @@ func TestJWKSFetcher(t *testing.T) {
 	mux.HandleFunc("/jwks.json", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(doc) })
 	mux.HandleFunc("/missing", http.NotFound)
 	mux.HandleFunc("/huge", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(strings.Repeat(" ", compensation.MaxJWKSSize+1)))
+		_, _ = w.Write([]byte(strings.Repeat(" ", jose.MaxJWKSSize+1)))
 	})
 	tlsSrv := httptest.NewTLSServer(mux)
 	defer tlsSrv.Close()
@@ -37,7 +37,7 @@ func TestJWKSFetcher(t *testing.T) {
 	ctx := context.Background()
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 
-	trusting := compensation.NewJWKSFetcher(tlsSrv.Client())
+	trusting := jose.NewJWKSFetcher(tlsSrv.Client())
 	got, err := trusting(ctx, tlsSrv.URL+"/jwks.json")
 	if err != nil || string(got) != string(doc) {
 		t.Fatalf("https fetch: %q, %v", got, err)
@@ -48,17 +48,17 @@ func TestJWKSFetcher(t *testing.T) {
 		}
 	}
 
-	httpsOnly := compensation.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowCIDRs: loopback}))
+	httpsOnly := jose.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowCIDRs: loopback}))
 	if _, err := httpsOnly(ctx, tlsSrv.URL+"/jwks.json"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a certificate of an untrusted CA: %v, want a certificate error", err)
 	}
 	if _, err := httpsOnly(ctx, plain.URL+"/jwks.json"); !errors.Is(err, egress.ErrDenied) {
 		t.Errorf("plain http under an https-only policy: %v, want ErrDenied", err)
 	}
-	if _, err := compensation.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true}))(ctx, plain.URL+"/jwks.json"); !errors.Is(err, egress.ErrDenied) {
+	if _, err := jose.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true}))(ctx, plain.URL+"/jwks.json"); !errors.Is(err, egress.ErrDenied) {
 		t.Errorf("loopback not allowed by the policy: %v, want ErrDenied", err)
 	}
-	got, err = compensation.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true, AllowCIDRs: loopback}))(ctx, plain.URL+"/jwks.json")
+	got, err = jose.NewJWKSFetcher(egress.NewClient(egress.Policy{AllowHTTP: true, AllowCIDRs: loopback}))(ctx, plain.URL+"/jwks.json")
 	if err != nil || string(got) != string(doc) {
 		t.Errorf("http fetch allowed by the policy: %q, %v", got, err)
 	}

@@ -1,4 +1,4 @@
-package compensation
+package jose
 
 import (
 	"context"
@@ -16,7 +16,7 @@ const jwksFetchTimeout = 10 * time.Second
 // egress client, so the URL must pass the egress policy on every redirect
 // and every address it resolves to — bounded to ten seconds and to
 // MaxJWKSSize bytes. Anything but a 200 is an error; the
-// document itself is validated by the ledger (compensation.ParseOrgJWKS).
+// document itself is validated by the ledger (ParseOrgJWKS).
 func NewJWKSFetcher(client *http.Client) func(ctx context.Context, url string) ([]byte, error) {
 	return func(ctx context.Context, url string) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(ctx, jwksFetchTimeout)

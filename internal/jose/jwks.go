@@ -1,4 +1,4 @@
-package compensation
+package jose
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"sync"
 
-	jose "github.com/go-jose/go-jose/v4"
+	gojose "github.com/go-jose/go-jose/v4"
 	josejson "github.com/go-jose/go-jose/v4/json"
 )
 
@@ -32,7 +32,7 @@ var privateMembers = []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv
 // without one must still be usable with one of them (an Ed25519, P-256 or P-384
 // key, or an RSA key of at least 2048 bits). Every error wraps ErrInvalidJWKS and
 // says which key is at fault; none of them repeats key material.
-func ParseOrgJWKS(raw []byte) (*jose.JSONWebKeySet, error) {
+func ParseOrgJWKS(raw []byte) (*gojose.JSONWebKeySet, error) {
 	if len(raw) > MaxJWKSSize {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidJWKS, MaxJWKSSize)
 	}
@@ -60,7 +60,7 @@ func ParseOrgJWKS(raw []byte) (*jose.JSONWebKeySet, error) {
 		}
 	}
 
-	set := &jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, len(members.Keys))}
+	set := &gojose.JSONWebKeySet{Keys: make([]gojose.JSONWebKey, len(members.Keys))}
 	seen := make(map[string]int, len(members.Keys))
 	for i, m := range members.Keys {
 		label := keyLabel(i, m)
@@ -84,7 +84,7 @@ func ParseOrgJWKS(raw []byte) (*jose.JSONWebKeySet, error) {
 }
 
 // checkOrgKey validates one parsed key of an org's JWK Set.
-func checkOrgKey(k *jose.JSONWebKey) error {
+func checkOrgKey(k *gojose.JSONWebKey) error {
 	if k.KeyID == "" {
 		return errors.New(`has no "kid"`)
 	}
@@ -95,7 +95,7 @@ func checkOrgKey(k *jose.JSONWebKey) error {
 		return errors.New("is not a public key; register only the public key")
 	}
 	if k.Algorithm != "" {
-		alg := jose.SignatureAlgorithm(k.Algorithm)
+		alg := gojose.SignatureAlgorithm(k.Algorithm)
 		if !algorithmAllowed(k.Algorithm) {
 			return fmt.Errorf(`has "alg" %q; it must be one of EdDSA, ES256, ES384, PS256`, k.Algorithm)
 		}
@@ -142,23 +142,25 @@ func describeKey(pub any) string {
 	}
 }
 
-// keyCache remembers each org's parsed JWK Set, so accepting evidence does
+// KeyCache remembers each org's parsed JWK Set, so verifying tokens does
 // not parse the same registered set again on every request. An entry serves
 // only while the org's registered bytes are the ones it was parsed from: a
 // rotated set is parsed, and replaces the entry, on its first use. There is
-// one entry per org, so the cache is as large as the registry.
-type keyCache struct {
+// one entry per org, so the cache is as large as the registry. The zero
+// value is ready to use; a KeyCache must not be copied after first use.
+type KeyCache struct {
 	mu   sync.Mutex
 	orgs map[string]parsedKeys
 }
 
 type parsedKeys struct {
 	raw  []byte
-	keys *jose.JSONWebKeySet
+	keys *gojose.JSONWebKeySet
 }
 
-// keys returns the parsed JWK Set registered for orgID as raw.
-func (c *keyCache) keys(orgID string, raw []byte) (*jose.JSONWebKeySet, error) {
+// Keys returns the parsed JWK Set registered for orgID as raw
+// (ParseOrgJWKS).
+func (c *KeyCache) Keys(orgID string, raw []byte) (*gojose.JSONWebKeySet, error) {
 	c.mu.Lock()
 	e, ok := c.orgs[orgID]
 	c.mu.Unlock()

@@ -361,12 +361,12 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if err := insertLinks(ctx, tx, d, in, now); err != nil {
 			return err
 		}
-		createdData := map[string]any{
-			"business_operation_id": d.BusinessOperationID, "org_id": d.OrgID, "task_class": d.TaskClass,
-			"budget_id": d.BudgetID, "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
-			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID, "mode": mode,
+		createdData := DelegationCreatedData{
+			BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID, TaskClass: d.TaskClass,
+			BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
+			RemoteTaskID: d.Remote.TaskID, RemoteContextID: d.Remote.ContextID, Mode: mode,
 		}
-		linkData(in, createdData)
+		linkData(in, &createdData)
 		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData, NewStream: true})
 		if err != nil {
 			return err
@@ -590,19 +590,14 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		at = now
 	}
 	message, _ := StorableText(obs.Message)
-	data := map[string]any{
-		"state": string(obs.Status), "timestamp": at.Format(time.RFC3339Nano), "previous": string(d.TaskStatus),
-	}
-	if obs.Message != "" {
-		// As received: the event's data is cleaned when it is stored,
-		// keeping the raw bytes (StorableEvent).
-		data["message"] = obs.Message
-	}
-	if obs.Source != "" {
-		data["source"] = obs.Source
+	// The message as received: the event's data is cleaned when it is
+	// stored, keeping the raw bytes (StorableEvent).
+	data := TaskObservation{
+		State: string(obs.Status), Timestamp: at.Format(time.RFC3339Nano), Previous: string(d.TaskStatus),
+		Message: obs.Message, Source: obs.Source,
 	}
 	if !obs.ReportedTimestamp.IsZero() {
-		data["reported_timestamp"] = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
+		data.ReportedTimestamp = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
 	}
 	observed := func(d Delegation) (Delegation, error) {
 		if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
@@ -613,7 +608,7 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		}
 		return d, nil
 	}
-	record := func(typ EventType) (Delegation, error) {
+	record := func(typ EventType, data EventPayload) (Delegation, error) {
 		if _, err := Record(ctx, tx, d, Change{Type: typ, Actor: actor, At: now, Data: data}); err != nil {
 			return Delegation{}, err
 		}
@@ -632,18 +627,18 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		// it again says nothing new.
 		return observed(d)
 	case d.TaskStatus.Terminal():
-		return record(EventTypeStatusConflict)
+		return record(EventTypeStatusConflict, StatusConflictData(data))
 	case obs.Status == d.TaskStatus && message == d.TaskStatusMessage:
 		// A repeat whatever its timestamp: an observation that had none
 		// took Quittance's clock, and every later poll carrying the
 		// agent's own, earlier, status time is still the same status.
 		return observed(d)
 	case !d.TaskStatusAt.IsZero() && at.Before(d.TaskStatusAt):
-		data["last_applied_at"] = d.TaskStatusAt.UTC().Format(time.RFC3339Nano)
-		return record(EventTypeTaskStatusStale)
+		return record(EventTypeTaskStatusStale, TaskStatusStaleData{TaskObservation: data, LastAppliedAt: d.TaskStatusAt.UTC().Format(time.RFC3339Nano)})
 	}
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
-	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data}
+	changed := &TaskStatusChangedData{TaskObservation: data}
+	change := Change{Type: EventTypeTaskStatusChanged, Actor: actor, At: now, Data: changed}
 	if obs.Status.Terminal() && d.ObligationState == ObligationHeld {
 		if end == nil {
 			return Delegation{}, fmt.Errorf("observe %s on delegation %s: a terminal status of a held obligation is evidence, and no evidence function was given", obs.Status, d.ID)
@@ -654,7 +649,7 @@ func ObserveTaskStatus(ctx context.Context, tx ObservationTx, d Delegation, obs 
 		}
 		org, class := facts.Org, facts.GateClass(d)
 		gated := GateApplies(class, org, obs.Status)
-		data["gate_applies"] = gated
+		changed.GateApplies = &gated
 		d, err = end(ctx, d, TaskEnd{Observation: obs, Change: change, Org: org, Class: class, Gated: gated})
 		if err != nil {
 			return Delegation{}, err
@@ -690,7 +685,7 @@ func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) 
 		}
 		now := s.Now()
 		d.CancelRequestedAt = now
-		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now})
+		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now, Data: CancelRequestedData{}})
 		if err != nil {
 			return err
 		}

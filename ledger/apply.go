@@ -21,7 +21,8 @@ type Change struct {
 	// CompensationTimeout sets the deadline when the obligation enters
 	// revocation_pending_compensation.
 	CompensationTimeout time.Duration
-	// Data is the event's payload, of the payload type of Type.
+	// Data is the event's payload, of the payload type of Type; nil is data
+	// with no members of its own.
 	Data EventPayload
 	// Evidence is a verbatim token the change rests on.
 	Evidence string
@@ -169,9 +170,9 @@ func Record(ctx context.Context, tx EventAppender, d Delegation, c Change) (Even
 	return Append(ctx, tx, e, c.Data)
 }
 
-// Append appends e to its stream with data, the payload of e's type, as its
-// JSON data: every event of the ledger, a delegation's or another
-// stream's (budget, org, task class, token), is written through it.
+// Append appends e to its stream with data, the payload of e's type (nil:
+// none), as its JSON data: every event of the ledger, a delegation's or
+// another stream's (budget, org, task class, token), is written through it.
 func Append(ctx context.Context, tx EventAppender, e Event, data EventPayload) (Event, error) {
 	return appendEvent(ctx, tx, e, data, nil)
 }

@@ -1176,21 +1176,31 @@ type compensationDeadline struct {
 // (as a Go map is encoded), which is how event data was always given to
 // the store before it is made storable and canonical (StorableEvent).
 func encodeEventData(typ EventType, p EventPayload, move *obligationData) (json.RawMessage, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%s event without its payload", typ)
-	}
-	if p.EventType() != typ {
+	if p != nil && p.EventType() != typ {
 		return nil, fmt.Errorf("%s event with the payload of %s", typ, p.EventType())
 	}
 	members := map[string]json.RawMessage{}
+	if p == nil {
+		// No members of its own, as a change that moves only the
+		// obligation or the hold has none.
+		return encodeMembers(members, move)
+	}
 	if h, ok := p.(heldData); ok && len(h.held()) > 0 {
 		if err := json.Unmarshal(h.held(), &members); err != nil {
 			return nil, fmt.Errorf("held data of %s event: %w", typ, err)
+		}
+		if members == nil { // the held data was null
+			members = map[string]json.RawMessage{}
 		}
 	}
 	if err := addMembers(members, p); err != nil {
 		return nil, err
 	}
+	return encodeMembers(members, move)
+}
+
+// encodeMembers is members, with those of move over them, as one object.
+func encodeMembers(members map[string]json.RawMessage, move *obligationData) (json.RawMessage, error) {
 	if move != nil {
 		if err := addMembers(members, move); err != nil {
 			return nil, err

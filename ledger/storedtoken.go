@@ -116,7 +116,7 @@ func StoredTokens(events []Event, slack time.Duration) []StoredToken {
 	required := map[string]bool{}     // extra tasks whose compensation was required
 	for _, e := range events {
 		if e.Type == EventTypeExtraTaskCompensationRequired {
-			var rec tokenRecord
+			var rec ExtraTaskCompensationRequiredData
 			if json.Unmarshal(e.Data, &rec) == nil {
 				required[rec.TaskID] = true
 			}

@@ -445,9 +445,8 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 		// evidence for a task that did not end in a way that needs it.
 		unusedData := ledger.EarlyEvidenceUnusedData{
 			State: string(obs.Status), ObligationState: string(d.ObligationState),
-			EvidenceData: unused.Data, EvidenceChannel: string(unused.Channel),
-			ReceivedAt:      unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
-			TokenAcceptance: storedTokenAcceptance(*unused),
+			EvidenceData: unused.Data, EvidenceChannel: string(unused.Channel), TokenAcceptance: storedTokenAcceptance(*unused),
+			ReceivedAt: unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeEarlyEvidenceUnused, Actor: change.Actor, At: now, Evidence: unused.Token, Data: unusedData,

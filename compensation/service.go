@@ -400,8 +400,8 @@ func (k TokenKind) ObligationEvent() ledger.ObligationEvent {
 	return ledger.EventCompensationAck
 }
 
-// evidenceData is the event data of evidence accepted at acceptedAt: the
-// token's record (tokenData) and what it claims.
+// evidenceData sets in data, the event data of evidence accepted at
+// acceptedAt, the token's record (tokenData) and what it claims.
 func evidenceData(data *ledger.EvidenceRecord, c Claims, sum []byte, acceptedAt time.Time) {
 	data.TokenRecord, data.TokenAcceptance = tokenData(c, sum, acceptedAt)
 	data.Kind, data.Issuer, data.Subject = string(c.Kind), c.Issuer, c.Subject
@@ -414,7 +414,7 @@ func evidenceData(data *ledger.EvidenceRecord, c Claims, sum []byte, acceptedAt 
 
 // tokenData is the record of a signed token on every event that stores
 // it, one shape everywhere: the kind the ledger accepted it as and when
-// (ledger.SetTokenAcceptance), its jti and sha256 (sum), and the key that
+// (ledger.TokenAcceptance), its jti and sha256 (sum), and the key that
 // verified it. verify-chain, verify-pack and the console verify the token
 // by it (VerifyStoredTokens).
 func tokenData(c Claims, sum []byte, acceptedAt time.Time) (*ledger.TokenRecord, ledger.TokenAcceptance) {

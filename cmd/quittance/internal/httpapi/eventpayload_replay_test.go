@@ -172,6 +172,21 @@ func runEventLifecycles(t *testing.T, e *compEnv) {
 	e.Do(t, http.MethodPost, "/admin/v1/principals/"+finID+"/disable", alice.Token, map[string]any{"reason": "left"})
 	e.Do(t, http.MethodPost, "/admin/v1/webhooks/deliveries/redrive", e.OncallToken, map[string]any{"tenant": "acme"})
 	_ = open
+	step()
+
+	// Late evidence; a role granted on approval; a person marked as having
+	// no identity-provider account; a change left to expire.
+	e.post(t, declsPath, e.declaration(t, settled))
+	auditorID := e.PrincipalID(t, e.NewToken(t, ledger.RoleFinance, "", "auditor"))
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+auditorID+"/role", alice.Token, map[string]any{"role": "oncall"}).JSON(t, &asked)
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+asked.PendingChange.ID+"/approve", bob.Token, nil)
+	e.Do(t, http.MethodPost, "/admin/v1/principals/"+auditorID+"/no-identity-provider-account", alice.Token, nil).JSON(t, &asked)
+	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+asked.PendingChange.ID+"/approve", bob.Token, nil)
+	e.Do(t, http.MethodPut, "/admin/v1/write-off-threshold", alice.Token, map[string]any{"threshold_minor": 250_000})
+	e.Clock.Advance(72 * time.Hour)
+	if _, err := e.Ledger.ExpirePendingChanges(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // compensationKey is the compensation idempotency key of a delegation

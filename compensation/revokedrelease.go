@@ -34,9 +34,9 @@ func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor s
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: actor, At: now,
-			Data: map[string]any{
-				"org_id": org.ID, "revocation_reason": org.IdentityRevokedReason,
-				"amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
+			Data: ledger.ReleasedOnRevokedIdentityData{
+				OrgID: org.ID, RevocationReason: org.IdentityRevokedReason,
+				AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
 			},
 		}); err != nil {
 			return 0, fmt.Errorf("surface release of delegation %s: %w", d.ID, err)
@@ -83,10 +83,10 @@ func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time,
 				}
 				if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 					Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: actor, At: now,
-					Data: map[string]any{
-						"org_id": org.ID, "revocation_reason": org.IdentityRevokedReason,
-						"amount_minor": r.AmountMinor, "currency": r.Currency,
-						"identity_revoked_at": r.IdentityRevokedAt.Format(time.RFC3339Nano), "surfaced_by": "migration 00020",
+					Data: ledger.ReleasedOnRevokedIdentityData{
+						OrgID: org.ID, RevocationReason: org.IdentityRevokedReason,
+						AmountMinor: r.AmountMinor, Currency: r.Currency,
+						IdentityRevokedAt: r.IdentityRevokedAt.Format(time.RFC3339Nano), SurfacedBy: "migration 00020",
 					},
 				}); err != nil {
 					return fmt.Errorf("announce release of delegation %s: %w", d.ID, err)
@@ -141,7 +141,7 @@ func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Princi
 		}
 		_, err = ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeRevokedReleaseAcknowledged, Actor: p.Actor(), At: now,
-			Data: map[string]any{"org_id": r.OrgID, "amount_minor": r.AmountMinor, "currency": r.Currency, "note": note},
+			Data: ledger.RevokedReleaseAcknowledgedData{OrgID: r.OrgID, AmountMinor: r.AmountMinor, Currency: r.Currency, Note: note},
 		})
 		return err
 	})

@@ -423,32 +423,26 @@ func (k TokenKind) ObligationEvent() ledger.ObligationEvent {
 	return ledger.EventCompensationAck
 }
 
-// evidenceData is the event data of evidence accepted at acceptedAt: the
-// token's record (tokenData) and what it claims.
-func evidenceData(c Claims, sum []byte, acceptedAt time.Time) map[string]any {
-	data := tokenData(c, sum, acceptedAt)
-	data["kind"], data["iss"], data["sub"] = string(c.Kind), c.Issuer, c.Subject
-	data["iat"], data["exp"] = c.IssuedAt.UTC().Format(time.RFC3339), c.Expiry.UTC().Format(time.RFC3339)
+// evidenceData sets in data, the event data of evidence accepted at
+// acceptedAt, the token's record (tokenData) and what it claims.
+func evidenceData(data *ledger.EvidenceRecord, c Claims, sum []byte, acceptedAt time.Time) {
+	data.TokenRecord, data.TokenAcceptance = tokenData(c, sum, acceptedAt)
+	data.Kind, data.Issuer, data.Subject = string(c.Kind), c.Issuer, c.Subject
+	data.IssuedAt, data.Expiry = c.IssuedAt.UTC().Format(time.RFC3339), c.Expiry.UTC().Format(time.RFC3339)
 	if c.ReceiptID != "" {
-		data["receipt_id"] = c.ReceiptID
+		data.ReceiptID = &c.ReceiptID
 	}
-	if c.IdempotencyKey != "" {
-		data["idempotency_key"] = c.IdempotencyKey
-	}
-	return data
+	data.IdempotencyKey = c.IdempotencyKey
 }
 
 // tokenData is the record of a signed token on every event that stores
 // it, one shape everywhere: the kind the ledger accepted it as and when
-// (ledger.SetTokenAcceptance), its jti and sha256 (sum), and the key that
+// (ledger.TokenAcceptance), its jti and sha256 (sum), and the key that
 // verified it. verify-chain, verify-pack and the console verify the token
 // by it (VerifyStoredTokens).
-func tokenData(c Claims, sum []byte, acceptedAt time.Time) map[string]any {
-	data := map[string]any{
-		"jti": c.JTI, "token_sha256": hex.EncodeToString(sum), "kid": c.KeyID, "key_thumbprint": c.KeyThumbprint,
-	}
-	ledger.SetTokenAcceptance(data, string(c.Kind), acceptedAt)
-	return data
+func tokenData(c Claims, sum []byte, acceptedAt time.Time) (*ledger.TokenRecord, ledger.TokenAcceptance) {
+	return &ledger.TokenRecord{JTI: c.JTI, TokenSHA256: hex.EncodeToString(sum), KeyID: c.KeyID, KeyThumbprint: c.KeyThumbprint},
+		ledger.NewTokenAcceptance(string(c.Kind), acceptedAt)
 }
 
 // Receipt is what the delegation shows as its compensation receipt once

@@ -474,10 +474,13 @@ func (w *Worker) retryAt(ctx context.Context, j Job, at time.Time, cause string,
 }
 
 // record appends an event to d's stream without changing it.
-func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventType, at time.Time, data map[string]any) error {
+func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventType, at time.Time, data ledger.EventPayload) error {
 	_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: workerActor, At: at, Data: data})
 	return err
 }
+
+// ptr is a pointer to v: an event member that is present even when empty.
+func ptr[T any](v T) *T { return &v }
 
 // errorText is an error's message for events and last_error columns. Remote
 // error messages are the remote's words; they are kept short.

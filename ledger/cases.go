@@ -218,20 +218,20 @@ func applyCaseChange(ctx context.Context, tx CaseTx, p Principal, d Delegation, 
 // nextCase is the case after ch, the data of its event, and whether
 // anything changes. It is the one place that decides what a case change
 // does: single changes, bulk previews and bulk changes all use it.
-func nextCase(cs Case, d Delegation, ch CaseChange, now time.Time) (Case, map[string]any, bool, error) {
+func nextCase(cs Case, d Delegation, ch CaseChange, now time.Time) (Case, EventPayload, bool, error) {
 	next := cs
 	next.DelegationID = d.ID
-	data := map[string]any{}
+	var data EventPayload
 	switch ch.Kind {
 	case CaseAssign:
 		if cs.Owner == ch.Owner {
 			return cs, nil, false, nil
 		}
 		next.Owner = ch.Owner
-		data["owner"], data["previous_owner"] = ch.Owner, cs.Owner
+		data = CaseOwnerAssignedData{Owner: ch.Owner, PreviousOwner: cs.Owner}
 	case CaseNote:
 		next.Notes++
-		data["note"] = ch.Note
+		data = CaseNoteAddedData{Note: ch.Note}
 	case CaseSnooze:
 		if !slices.Contains(PendingObligationStates, d.ObligationState) && !ch.Until.IsZero() {
 			return cs, nil, false, Conflict("not_in_queue", "an obligation in state %s is not in the needs-action queue; only revocation_pending_compensation, compensation_unconfirmed and escalated ones can be snoozed", d.ObligationState)
@@ -244,17 +244,15 @@ func nextCase(cs Case, d Delegation, ch CaseChange, now time.Time) (Case, map[st
 			return cs, nil, false, nil
 		}
 		next.SnoozedUntil = ch.Until
-		data["until"] = nil
+		snoozed := CaseSnoozedData{Reason: ch.Reason, ObligationState: string(d.ObligationState)}
 		if !ch.Until.IsZero() {
-			data["until"] = ch.Until.Format(time.RFC3339Nano)
+			until := ch.Until.Format(time.RFC3339Nano)
+			snoozed.Until = &until
 		}
 		if wasSnoozed {
-			data["previous_until"] = cs.SnoozedUntil.UTC().Format(time.RFC3339Nano)
+			snoozed.PreviousUntil = cs.SnoozedUntil.UTC().Format(time.RFC3339Nano)
 		}
-		if ch.Reason != "" {
-			data["reason"] = ch.Reason
-		}
-		data["obligation_state"] = string(d.ObligationState)
+		data = snoozed
 	}
 	return next, data, true, nil
 }

@@ -364,12 +364,12 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if err := insertLinks(ctx, tx, d, in, now); err != nil {
 			return err
 		}
-		createdData := map[string]any{
-			"business_operation_id": d.BusinessOperationID, "org_id": d.OrgID, "task_class": d.TaskClass,
-			"budget_id": d.BudgetID, "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
-			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID, "mode": mode,
+		createdData := DelegationCreatedData{
+			BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID, TaskClass: d.TaskClass,
+			BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
+			RemoteTaskID: d.Remote.TaskID, RemoteContextID: d.Remote.ContextID, Mode: mode,
 		}
-		linkData(in, createdData)
+		linkData(in, &createdData)
 		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData, NewStream: true})
 		if err != nil {
 			return err
@@ -480,7 +480,7 @@ func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) 
 		}
 		now := s.Now()
 		d.CancelRequestedAt = now
-		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now})
+		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now, Data: CancelRequestedData{}})
 		if err != nil {
 			return err
 		}

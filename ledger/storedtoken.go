@@ -18,19 +18,12 @@ const (
 // (Event.Evidence): the kind it verified it as, and when — the time whose
 // keys in force and expiry it was judged by. Every event that stores a
 // token has both, with the same values on every event that stores the
-// same token (SetTokenAcceptance); StoredTokens reads them, and derives
+// same token (TokenAcceptance); StoredTokens reads them, and derives
 // them for events written before they existed.
 const (
 	TokenKindKey       = "token_kind"
 	TokenAcceptedAtKey = "token_accepted_at"
 )
-
-// SetTokenAcceptance records in data, the data of an event that stores a
-// signed token, that the ledger accepted it as kind at acceptedAt.
-func SetTokenAcceptance(data map[string]any, kind string, acceptedAt time.Time) {
-	data[TokenKindKey] = kind
-	data[TokenAcceptedAtKey] = acceptedAt.UTC().Format(time.RFC3339Nano)
-}
 
 // StoredToken is a signed token stored on an event of a delegation's
 // stream, with what the events say of how the ledger accepted it: what
@@ -116,7 +109,7 @@ func StoredTokens(events []Event, slack time.Duration) []StoredToken {
 	required := map[string]bool{}     // extra tasks whose compensation was required
 	for _, e := range events {
 		if e.Type == EventTypeExtraTaskCompensationRequired {
-			var rec tokenRecord
+			var rec ExtraTaskCompensationRequiredData
 			if json.Unmarshal(e.Data, &rec) == nil {
 				required[rec.TaskID] = true
 			}

@@ -638,14 +638,7 @@ func checkPackDelegation(pack ledger.EvidencePack) []string {
 	if first.Type != ledger.EventTypeDelegationCreated {
 		return []string{fmt.Sprintf("the first event is %s, not %s", first.Type, ledger.EventTypeDelegationCreated)}
 	}
-	var created struct {
-		BusinessOperationID string `json:"business_operation_id"`
-		OrgID               string `json:"org_id"`
-		TaskClass           string `json:"task_class"`
-		BudgetID            string `json:"budget_id"`
-		AmountMinor         int64  `json:"amount_minor"`
-		Currency            string `json:"currency"`
-	}
+	var created ledger.DelegationCreatedData
 	if err := json.Unmarshal(first.Data, &created); err != nil {
 		return []string{"the delegation_created event's data does not parse"}
 	}

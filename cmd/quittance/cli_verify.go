@@ -266,10 +266,7 @@ func recordedDelegation(records []ledger.EventRecord) (recorded, error) {
 	if len(records) == 0 || records[0].Type != ledger.EventTypeDelegationCreated {
 		return recorded{}, fmt.Errorf("the first event is not %s", ledger.EventTypeDelegationCreated)
 	}
-	var created struct {
-		OrgID        string `json:"org_id"`
-		RemoteTaskID string `json:"remote_task_id"`
-	}
+	var created ledger.DelegationCreatedData
 	if err := json.Unmarshal(records[0].Data, &created); err != nil || created.OrgID == "" {
 		return recorded{}, fmt.Errorf("the %s event's data does not name the org", ledger.EventTypeDelegationCreated)
 	}

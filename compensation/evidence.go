@@ -651,7 +651,7 @@ func receiptJSON(ev Evidence, sum []byte, now time.Time) (json.RawMessage, error
 // verified token, so finance can see what the org said the second time;
 // receipt_refused for any other refusal of an A2A receipt. A posted token
 // refused for another reason is no event: Submit counts it (see
-// ledger.TokenRefusal). The
+// report.TokenRefusal). The
 // caller runs it after the refused transaction rolled back, or in the same
 // one (ApplyEvidence writes nothing before it refuses).
 func RecordRefusedEvidence(ctx context.Context, tx ledger.EventAppender, d ledger.Delegation, ev Evidence, ref *RefusalError, now time.Time) error {

@@ -162,7 +162,7 @@ type Tx interface {
 	// named these extra tasks.
 	MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []string, round int, now time.Time) error
 	// SetDispatchUnknown puts the delegation in the dispatch_unknown
-	// condition (ledger.ConditionDispatchUnknown) with a reason.
+	// condition (report.ConditionDispatchUnknown) with a reason.
 	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
 	// OrgFailures returns how many consecutive failures the org's agent has
 	// had (0 when none).

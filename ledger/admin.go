@@ -36,7 +36,7 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in Budg
 		return Budget{}, false, err
 	}
 	currency, funded := in.Currency, in.FundedMinor
-	if err := checkCurrency("currency", currency); err != nil {
+	if err := CheckCurrency("currency", currency); err != nil {
 		return Budget{}, false, err
 	}
 	if funded < 0 {

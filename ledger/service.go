@@ -151,8 +151,8 @@ var (
 	currencyPattern  = regexp.MustCompile(`^[A-Z]{3}$`)
 	maxRemoteIDLen   = 256
 	maxOperationLen  = 200
-	maxListLimit     = 500
-	defaultListLimit = 50
+	MaxListLimit     = 500
+	DefaultListLimit = 50
 )
 
 func checkID(field, v string) error {
@@ -162,7 +162,8 @@ func checkID(field, v string) error {
 	return nil
 }
 
-func checkCurrency(field, v string) error {
+// CheckCurrency refuses a currency that is not an ISO 4217 code.
+func CheckCurrency(field, v string) error {
 	if !currencyPattern.MatchString(v) {
 		return Invalid(field, "must be an ISO 4217 code of three upper-case letters")
 	}
@@ -232,7 +233,7 @@ func (in CreateInput) validate() error {
 	if err := checkID("budget_id", in.BudgetID); err != nil {
 		return err
 	}
-	return checkCurrency("hold.currency", in.Hold.Currency)
+	return CheckCurrency("hold.currency", in.Hold.Currency)
 }
 
 // hash fingerprints the request so an idempotent retry can be told from a
@@ -442,9 +443,9 @@ func (s *Service) ListDelegations(ctx context.Context, p Principal, f Delegation
 	}
 	switch {
 	case f.Limit == 0:
-		f.Limit = defaultListLimit
-	case f.Limit < 1 || f.Limit > maxListLimit:
-		return nil, Invalid("limit", "must be between 1 and %d", maxListLimit)
+		f.Limit = DefaultListLimit
+	case f.Limit < 1 || f.Limit > MaxListLimit:
+		return nil, Invalid("limit", "must be between 1 and %d", MaxListLimit)
 	}
 	return s.store.ListDelegations(ctx, f)
 }

@@ -26,7 +26,8 @@ type EventPayload interface {
 }
 
 // eventPayloads is one value of every payload type, in the order of the
-// catalogue: the test checks it names every event type once.
+// declarations of eventtype.go: the test checks it names every event type
+// once.
 var eventPayloads = []EventPayload{
 	DelegationCreatedData{}, TaskStatusChangedData{}, TaskStatusDuplicateData{}, TaskStatusStaleData{}, StatusConflictData{},
 	CancelRequestedData{}, HoldChangedData{}, TaskStatusReportedData{},

@@ -10,8 +10,8 @@ import (
 )
 
 // TestEventPayloadsCoverTheCatalogue: every event type of the catalogue
-// has exactly one payload type, in the catalogue's order, and no payload
-// type names a type outside it. EventPayload has an unexported method, so
+// has exactly one payload type, and no payload type names a type outside
+// it. EventPayload has an unexported method, so
 // no other package can add one, and a map is no event data.
 func TestEventPayloadsCoverTheCatalogue(t *testing.T) {
 	t.Parallel()

@@ -81,6 +81,22 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	return c
 }
 
+// registerStreams is the route of the event feed; its streamed form is
+// served by routeStreams.
+func (s *Server) registerStreams() {
+	if s.feed == nil {
+		return
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
+		Summary: "Events in commit order (a tenant's for orchestrators, all for finance and on-call)",
+		Description: "A page of events in commit order. With stream=true (or Accept: text/event-stream) a replayable Server-Sent Events stream: " +
+			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate. " +
+			"A principal may have QUITTANCE_STREAM_MAX_PER_PRINCIPAL streams open on a replica, which serves QUITTANCE_STREAM_MAX_OPEN in all; past either, 429 too_many_streams with Retry-After.",
+		Security: bearerAuth,
+	}, s.listEvents)
+}
+
 type feedInput struct {
 	Stream bool   `query:"stream" doc:"true: serve a replayable Server-Sent Events stream (id = the event's seq; resume with Last-Event-ID or after)."`
 	After  string `query:"after" doc:"Return events committed after the event with this seq; 'now' for new events only."`
@@ -97,42 +113,31 @@ type feedOutput struct {
 	}
 }
 
-func (s *Server) registerStreams() {
-	if s.feed == nil {
-		return
+// listEvents serves GET /v1/events: events in commit order (a tenant's for orchestrators, all for finance and on-call).
+func (s *Server) listEvents(ctx context.Context, in *feedInput) (*feedOutput, error) {
+	q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)
+	if err != nil {
+		return nil, err
 	}
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
-		Summary: "Events in commit order (a tenant's for orchestrators, all for finance and on-call)",
-		Description: "A page of events in commit order. With stream=true (or Accept: text/event-stream) a replayable Server-Sent Events stream: " +
-			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate. " +
-			"A principal may have QUITTANCE_STREAM_MAX_PER_PRINCIPAL streams open on a replica, which serves QUITTANCE_STREAM_MAX_OPEN in all; past either, 429 too_many_streams with Retry-After.",
-		Security: bearerAuth,
-	}, func(ctx context.Context, in *feedInput) (*feedOutput, error) {
-		q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)
-		if err != nil {
-			return nil, err
-		}
-		if q.AfterPosition, err = s.resumePosition(ctx, in.After); err != nil {
-			return nil, err
-		}
-		q.Limit = in.Limit
-		page, err := s.feed.FeedEvents(ctx, q)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		events := page.Events
-		out := &feedOutput{}
-		out.Body.HeldBack = page.HeldBack
-		out.Body.Events = make([]EventRecord, len(events))
-		for i, fe := range events {
-			out.Body.Events[i] = eventRecord(fe.Event)
-		}
-		if n := len(events); n > 0 {
-			out.Body.NextAfter = strconv.FormatInt(events[n-1].Event.Seq, 10)
-		}
-		return out, nil
-	})
+	if q.AfterPosition, err = s.resumePosition(ctx, in.After); err != nil {
+		return nil, err
+	}
+	q.Limit = in.Limit
+	page, err := s.feed.FeedEvents(ctx, q)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	events := page.Events
+	out := &feedOutput{}
+	out.Body.HeldBack = page.HeldBack
+	out.Body.Events = make([]EventRecord, len(events))
+	for i, fe := range events {
+		out.Body.Events[i] = eventRecord(fe.Event)
+	}
+	if n := len(events); n > 0 {
+		out.Body.NextAfter = strconv.FormatInt(events[n-1].Event.Seq, 10)
+	}
+	return out, nil
 }
 
 // feedScope is what the principal may read: one delegation it may see, its

@@ -230,41 +230,15 @@ const streamRecheck = time.Second
 // serveStream serves one SSE stream until the client goes away or the
 // server shuts down.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation string) {
-	ctx := r.Context()
 	r.Pattern = "GET /v1/events (stream)"
 	if delegation != "" {
 		r.Pattern = "GET /v1/delegations/{id}/events (stream)"
 	}
-	secret := bearerSecret(r.Header.Get("Authorization"))
-	p, err := s.ledger.Authenticate(ctx, secret)
-	if err != nil {
-		s.writeHTTPProblem(w, r, apiRealm, err)
+	req, ok := s.openStream(w, r, delegation)
+	if !ok {
 		return
 	}
-	if !s.chargePrincipal(ctx, p, w.Header().Set, func(pr *Problem) { s.writeHTTPProblem(w, r, apiRealm, pr) }) {
-		return
-	}
-	var id uuid.UUID
-	if delegation != "" {
-		if id, err = parseID(delegation); err != nil {
-			s.writeHTTPProblem(w, r, apiRealm, err)
-			return
-		}
-	}
-	q, err := s.feedScope(ctx, p, id)
-	if err != nil {
-		s.writeHTTPProblem(w, r, apiRealm, err)
-		return
-	}
-	resume := r.Header.Get("Last-Event-ID")
-	if resume == "" {
-		resume = r.URL.Query().Get("after")
-	}
-	if q.AfterPosition, err = s.resumePosition(ctx, resume); err != nil {
-		s.writeHTTPProblem(w, r, apiRealm, err)
-		return
-	}
-	release, refused := s.streamLimits.acquire(p.ID)
+	release, refused := s.streamLimits.acquire(req.p.ID)
 	if refused != "" {
 		s.metrics.EventStreamRefused(refused)
 		w.Header().Set("Retry-After", strconv.Itoa(int(streamRetryAfter.Seconds())))
@@ -274,21 +248,123 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	defer release()
 	s.metrics.EventStreamsOpen(1)
 	defer s.metrics.EventStreamsOpen(-1)
-	hub, sub := s.streamHubs.join(q)
+	hub, sub := s.streamHubs.join(req.q)
 	defer hub.leave(sub)
 
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	h := w.Header()
+	es := &eventStream{w: w, rc: http.NewResponseController(w), req: req, hub: hub, sub: sub}
+	if !es.start() {
+		return
+	}
+	s.pump(r.Context(), es)
+}
+
+// streamRequest is what an event stream was opened with: the credential,
+// the principal it authenticated as, and the feed query the stream reads.
+type streamRequest struct {
+	secret string
+	p      ledger.Principal
+	q      ledger.FeedQuery
+}
+
+// openStream authenticates a stream request, charges it to its principal
+// and decides its scope and resume position; on a refusal it writes the
+// problem and reports false.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request, delegation string) (streamRequest, bool) {
+	ctx := r.Context()
+	fail := func(err error) (streamRequest, bool) {
+		s.writeHTTPProblem(w, r, apiRealm, err)
+		return streamRequest{}, false
+	}
+	secret := bearerSecret(r.Header.Get("Authorization"))
+	p, err := s.ledger.Authenticate(ctx, secret)
+	if err != nil {
+		return fail(err)
+	}
+	if !s.chargePrincipal(ctx, p, w.Header().Set, func(pr *Problem) { s.writeHTTPProblem(w, r, apiRealm, pr) }) {
+		return streamRequest{}, false
+	}
+	var id uuid.UUID
+	if delegation != "" {
+		if id, err = parseID(delegation); err != nil {
+			return fail(err)
+		}
+	}
+	q, err := s.feedScope(ctx, p, id)
+	if err != nil {
+		return fail(err)
+	}
+	resume := r.Header.Get("Last-Event-ID")
+	if resume == "" {
+		resume = r.URL.Query().Get("after")
+	}
+	if q.AfterPosition, err = s.resumePosition(ctx, resume); err != nil {
+		return fail(err)
+	}
+	return streamRequest{secret: secret, p: p, q: q}, true
+}
+
+// eventStream is one open SSE stream: the connection it writes to, what
+// it was opened with, and its subscription to its scope's hub.
+type eventStream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	req streamRequest
+	hub *scopeHub
+	sub *streamSub
+}
+
+// start writes the stream's headers and preamble; false means the client
+// is gone.
+func (es *eventStream) start() bool {
+	_ = es.rc.SetWriteDeadline(time.Time{})
+	h := es.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, "retry: 2000\n: stream of quittance events\n\n"); err != nil {
-		return
+	es.w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(es.w, "retry: 2000\n: stream of quittance events\n\n"); err != nil {
+		return false
 	}
-	_ = rc.Flush()
+	_ = es.rc.Flush()
+	return true
+}
 
+// writePage writes a page's events and asks the hub for the next; false
+// ends the stream.
+func (es *eventStream) writePage(page streamPage) bool {
+	for _, fe := range page.events {
+		data, err := json.Marshal(eventRecord(fe.Event))
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(es.w, "id: %d\ndata: %s\n\n", fe.Event.Seq, data); err != nil {
+			return false
+		}
+		es.req.q.AfterPosition = fe.Position
+	}
+	if err := es.rc.Flush(); err != nil {
+		return false
+	}
+	round := page.round
+	if page.full {
+		round = 0 // more may follow at once
+	}
+	es.hub.wait(es.sub, es.req.q.AfterPosition, round)
+	return true
+}
+
+// comment writes an SSE comment line; false means the client is gone.
+func (es *eventStream) comment(text string) bool {
+	if _, err := fmt.Fprint(es.w, ": "+text+"\n\n"); err != nil {
+		return false
+	}
+	return es.rc.Flush() == nil
+}
+
+// pump hands the stream its pages, heartbeats and credential checks until
+// the client goes away, the server shuts down, a write fails or the
+// credential no longer holds.
+func (s *Server) pump(ctx context.Context, es *eventStream) {
 	idle := time.NewTimer(s.stream.Heartbeat)
 	defer idle.Stop()
 	// The credential is checked again every second, whatever the stream is
@@ -298,50 +374,31 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	// decided for ends the stream.
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
-	hub.wait(sub, q.AfterPosition, 0)
+	es.hub.wait(es.sub, es.req.q.AfterPosition, 0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.stream.Done:
 			return
-		case page := <-sub.pages:
+		case page := <-es.sub.pages:
 			if page.err != nil {
 				if ctx.Err() == nil {
 					s.log.ErrorContext(ctx, "event stream read failed", slog.Any("error", page.err))
 				}
 				return
 			}
-			for _, fe := range page.events {
-				data, err := json.Marshal(eventRecord(fe.Event))
-				if err != nil {
-					return
-				}
-				if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", fe.Event.Seq, data); err != nil {
-					return
-				}
-				q.AfterPosition = fe.Position
-			}
-			if err := rc.Flush(); err != nil {
+			if !es.writePage(page) {
 				return
 			}
 			idle.Reset(s.stream.Heartbeat)
-			round := page.round
-			if page.full {
-				round = 0 // more may follow at once
-			}
-			hub.wait(sub, q.AfterPosition, round)
 		case <-recheck.C:
-			if !s.streamStillAuthorized(ctx, secret, p) {
-				_, _ = fmt.Fprint(w, ": credential no longer valid\n\n")
-				_ = rc.Flush()
+			if !s.streamStillAuthorized(ctx, es.req.secret, es.req.p) {
+				es.comment("credential no longer valid")
 				return
 			}
 		case <-idle.C:
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if !es.comment("heartbeat") {
 				return
 			}
 			idle.Reset(s.stream.Heartbeat)

@@ -95,50 +95,14 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 	if data.Case, err = c.cfg.Cases.Get(ctx, p, id); err != nil {
 		return delegationPage{}, err
 	}
-	if err := ledger.VerifyChain(events); err != nil {
-		data.ChainProblem = err.Error()
-	} else {
-		data.ChainOK = true
-	}
-	if len(events) > 0 {
-		data.Head = hex.EncodeToString(events[len(events)-1].Hash)
-	}
-	ledgerID := c.cfg.Compensation.LedgerID()
-	var history []ledger.OrgKey
-	for _, e := range events {
-		if e.Evidence != "" {
-			if history, err = c.cfg.Ledger.OrgKeyHistory(ctx, p, d.OrgID); err != nil {
-				return delegationPage{}, err
-			}
-			break
-		}
-	}
-	verified := verifyTimeline(d, ledgerID, events, history)
-	for i := len(events) - 1; i >= 0; i-- {
-		e := events[i]
-		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e, verified[e.StreamSeq])}
-		data.Timeline = append(data.Timeline, entry)
+	if err := c.withTimeline(ctx, p, &data, events); err != nil {
+		return delegationPage{}, err
 	}
 	if data.Links, err = c.cfg.Ledger.DelegationLinks(ctx, p, id); err != nil {
 		return delegationPage{}, err
 	}
-	if c.cfg.Snapshots != nil {
-		snap, err := c.cfg.Snapshots.TaskSnapshot(ctx, p, id)
-		switch {
-		case err == nil:
-			data.Snapshot = &snap
-			data.SnapshotJSON = prettyJSON(snap.Artifacts)
-		case !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrForbidden):
-			return delegationPage{}, err
-		}
-	}
-	if c.cfg.RemoteTasks != nil {
-		if data.ExtraTasks, err = c.cfg.RemoteTasks.RemoteTasks(ctx, p, id); err != nil {
-			return delegationPage{}, err
-		}
-		if data.ExtraRedriveRefusals, err = c.extraRedriveRefusals(ctx, p, id, data.Org, data.ExtraTasks); err != nil {
-			return delegationPage{}, err
-		}
+	if err := c.withRemote(ctx, p, &data); err != nil {
+		return delegationPage{}, err
 	}
 	if data.WriteOffs, err = c.cfg.Compensation.WriteOffs(ctx, p, compensation.WriteOffFilter{DelegationID: id, Limit: 50}); err != nil {
 		return delegationPage{}, err
@@ -155,6 +119,63 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 		data.InQueue = data.InQueue || d.ObligationState == st
 	}
 	return data, nil
+}
+
+// withTimeline fills a delegation page's chain check, head and timeline
+// (newest first, each piece of evidence verified) from its events.
+func (c *Console) withTimeline(ctx context.Context, p ledger.Principal, data *delegationPage, events []ledger.Event) error {
+	if err := ledger.VerifyChain(events); err != nil {
+		data.ChainProblem = err.Error()
+	} else {
+		data.ChainOK = true
+	}
+	if len(events) > 0 {
+		data.Head = hex.EncodeToString(events[len(events)-1].Hash)
+	}
+	ledgerID := c.cfg.Compensation.LedgerID()
+	var history []ledger.OrgKey
+	for _, e := range events {
+		if e.Evidence != "" {
+			var err error
+			if history, err = c.cfg.Ledger.OrgKeyHistory(ctx, p, data.D.OrgID); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	verified := verifyTimeline(data.D, ledgerID, events, history)
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e, verified[e.StreamSeq])}
+		data.Timeline = append(data.Timeline, entry)
+	}
+	return nil
+}
+
+// withRemote fills a delegation page's remote task snapshot and extra
+// remote tasks, when the console is given those services.
+func (c *Console) withRemote(ctx context.Context, p ledger.Principal, data *delegationPage) error {
+	id := data.D.ID
+	if c.cfg.Snapshots != nil {
+		snap, err := c.cfg.Snapshots.TaskSnapshot(ctx, p, id)
+		switch {
+		case err == nil:
+			data.Snapshot = &snap
+			data.SnapshotJSON = prettyJSON(snap.Artifacts)
+		case !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrForbidden):
+			return err
+		}
+	}
+	if c.cfg.RemoteTasks != nil {
+		var err error
+		if data.ExtraTasks, err = c.cfg.RemoteTasks.RemoteTasks(ctx, p, id); err != nil {
+			return err
+		}
+		if data.ExtraRedriveRefusals, err = c.extraRedriveRefusals(ctx, p, id, data.Org, data.ExtraTasks); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Console) delegation(w http.ResponseWriter, r *http.Request, q *request) {

@@ -46,8 +46,8 @@ type OIDCConfig struct {
 }
 
 // ParseRoleMap reads "value=role,value=role" (e.g.
-// "quittance-oncall=oncall,quittance-finance=finance"). Only the finance
-// and oncall roles may be mapped.
+// "quittance-oncall=oncall,quittance-finance=finance"). Only roles that
+// may use the console (ledger.ActionUseConsole) may be mapped.
 func ParseRoleMap(raw string) (map[string]ledger.Role, error) {
 	out := map[string]ledger.Role{}
 	for _, pair := range strings.Split(raw, ",") {
@@ -57,7 +57,7 @@ func ParseRoleMap(raw string) (map[string]ledger.Role, error) {
 		}
 		value, role, ok := strings.Cut(pair, "=")
 		r, err := ledger.ParseRole(strings.TrimSpace(role))
-		if !ok || strings.TrimSpace(value) == "" || err != nil || (r != ledger.RoleFinance && r != ledger.RoleOncall) {
+		if !ok || strings.TrimSpace(value) == "" || err != nil || !r.Permits(ledger.ActionUseConsole) {
 			return nil, fmt.Errorf("%q is not claim-value=role with role finance or oncall", pair)
 		}
 		out[strings.TrimSpace(value)] = r

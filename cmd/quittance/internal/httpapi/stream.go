@@ -151,9 +151,9 @@ func (s *Server) feedScope(ctx context.Context, p ledger.Principal, delegation u
 		q.DelegationID = delegation
 		return q, nil
 	}
-	switch p.Role {
-	case ledger.RoleFinance, ledger.RoleOncall:
-	case ledger.RoleOrchestrator:
+	switch {
+	case p.Permits(ledger.ActionReadAllEvents):
+	case p.Permits(ledger.ActionReadTenantEvents):
 		q.Tenant = p.Tenant
 	default:
 		return q, s.fail(ctx, ledger.ErrForbidden)
@@ -418,7 +418,7 @@ func (s *Server) streamStillAuthorized(ctx context.Context, secret string, opene
 	if err != nil {
 		return true
 	}
-	return p.Role == opened.Role && p.Tenant == opened.Tenant
+	return p.SameAccess(opened)
 }
 
 // The bearer realms a 401 names: the API's, and the push receiver's (whose

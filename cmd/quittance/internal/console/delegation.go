@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
@@ -204,17 +205,20 @@ func (c *Console) showDelegation(w http.ResponseWriter, r *http.Request, q *requ
 	})
 }
 
-// formFailed shows a refused form beside its fields (422 for bad input,
-// 409 for a conflict), nothing recorded; other errors go to fail.
+// formFailed shows a refused form beside its fields, nothing recorded,
+// with its kind's status (errkind): 422 for bad input, 409 for a conflict;
+// a decision another person must take is shown as a conflict with the
+// form (409), not as a refusal of the page. Other errors go to fail.
 func (c *Console) formFailed(w http.ResponseWriter, r *http.Request, q *request, form string, err error, show func(int, map[string]string)) {
 	field, msg, ok := formError(err)
 	if !ok {
 		c.fail(w, r, q, err)
 		return
 	}
-	status := http.StatusUnprocessableEntity
-	var conflict *ledger.ConflictError
-	if errors.As(err, &conflict) || errors.Is(err, compensation.ErrSelfApproval) || errors.Is(err, ledger.ErrSelfApproval) || errors.Is(err, ledger.ErrIdentityNotLinked) {
+	kind := errkind.Of(err)
+	status := kind.Status()
+	switch kind {
+	case errkind.WriteOffSelfApproval, errkind.SelfApproval, errkind.IdentityNotLinked:
 		status = http.StatusConflict
 	}
 	show(status, map[string]string{form + "." + field: msg})

@@ -178,7 +178,8 @@ type budgetOutput struct {
 	Body   BudgetView
 }
 
-// putBudget serves PUT /admin/v1/budgets/{id}: create a budget or change its funding or tenants.
+// putBudget serves PUT /admin/v1/budgets/{id}: create a budget or change its
+// funding or tenants.
 func (s *Server) putBudget(ctx context.Context, in *putBudgetInput) (*budgetOutput, error) {
 	b, created, err := s.ledger.PutBudget(ctx, principal(ctx), in.ID, ledger.BudgetInput{
 		Currency: in.Body.Currency, FundedMinor: in.Body.FundedMinor, Tenants: in.Body.Tenants,
@@ -225,7 +226,8 @@ type orgOutput struct {
 	Body   OrgBody
 }
 
-// putOrg serves PUT /admin/v1/orgs/{id}: register a remote org or replace its registration.
+// putOrg serves PUT /admin/v1/orgs/{id}: register a remote org or replace
+// its registration.
 func (s *Server) putOrg(ctx context.Context, in *putOrgInput) (*orgOutput, error) {
 	b := in.Body
 	var jwks []byte
@@ -273,7 +275,8 @@ type taskClassOutput struct {
 	Body   TaskClassBody
 }
 
-// putTaskClass serves PUT /admin/v1/task-classes/{name}: register or replace a task class.
+// putTaskClass serves PUT /admin/v1/task-classes/{name}: register or replace
+// a task class.
 func (s *Server) putTaskClass(ctx context.Context, in *putTaskClassInput) (*taskClassOutput, error) {
 	timeout, err := time.ParseDuration(in.Body.CompensationTimeout)
 	if err != nil {
@@ -320,7 +323,8 @@ type taskClassListOutput struct {
 	}
 }
 
-// listTaskClasses serves GET /admin/v1/task-classes: list the registered task classes.
+// listTaskClasses serves GET /admin/v1/task-classes: list the registered
+// task classes.
 func (s *Server) listTaskClasses(ctx context.Context, _ *struct{}) (*taskClassListOutput, error) {
 	cs, err := s.ledger.ListTaskClasses(ctx, principal(ctx))
 	if err != nil {

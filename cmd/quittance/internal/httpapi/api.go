@@ -239,7 +239,8 @@ func (s *Server) healthz(ctx context.Context, _ *struct{}) (*healthOutput, error
 	return out, nil
 }
 
-// readyz serves GET /readyz: readiness: the database is reachable and fully migrated.
+// readyz serves GET /readyz: readiness: the database is reachable and fully
+// migrated.
 func (s *Server) readyz(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 	if err := s.ready(ctx); err != nil {
 		s.log.WarnContext(ctx, "not ready", slog.Any("error", err))

@@ -87,7 +87,8 @@ type caseOutput struct {
 	Body CaseBody
 }
 
-// getCase serves GET /v1/delegations/{id}/case: get an obligation's case: owner, snooze, notes (finance and on-call).
+// getCase serves GET /v1/delegations/{id}/case: get an obligation's case:
+// owner, snooze, notes (finance and on-call).
 func (s *Server) getCase(ctx context.Context, in *delegationPathInput) (*caseOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -107,7 +108,8 @@ type ownerInput struct {
 	}
 }
 
-// putCaseOwner serves PUT /v1/delegations/{id}/owner: assign an obligation's owner (on-call).
+// putCaseOwner serves PUT /v1/delegations/{id}/owner: assign an obligation's
+// owner (on-call).
 func (s *Server) putCaseOwner(ctx context.Context, in *ownerInput) (*caseOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -127,7 +129,8 @@ type noteInput struct {
 	}
 }
 
-// postCaseNote serves POST /v1/delegations/{id}/notes: add a note to an obligation (on-call).
+// postCaseNote serves POST /v1/delegations/{id}/notes: add a note to an
+// obligation (on-call).
 func (s *Server) postCaseNote(ctx context.Context, in *noteInput) (*caseOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -148,7 +151,8 @@ type snoozeInput struct {
 	}
 }
 
-// postCaseSnooze serves POST /v1/delegations/{id}/snooze: snooze an obligation's needs-action entry (on-call).
+// postCaseSnooze serves POST /v1/delegations/{id}/snooze: snooze an
+// obligation's needs-action entry (on-call).
 func (s *Server) postCaseSnooze(ctx context.Context, in *snoozeInput) (*caseOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -189,7 +193,8 @@ type queueOutput struct {
 	}
 }
 
-// listQueue serves GET /v1/obligations/queue: the needs-action queue: obligations with their cases, filtered and sorted (finance and on-call).
+// listQueue serves GET /v1/obligations/queue: the needs-action queue:
+// obligations with their cases, filtered and sorted (finance and on-call).
 func (s *Server) listQueue(ctx context.Context, in *queueInput) (*queueOutput, error) {
 	states, err := parseStates(in.State)
 	if err != nil {
@@ -235,7 +240,8 @@ type listWriteOffsOutput struct {
 	}
 }
 
-// listWriteOffs serves GET /admin/v1/write-offs: list write-offs, newest first (finance and on-call).
+// listWriteOffs serves GET /admin/v1/write-offs: list write-offs, newest
+// first (finance and on-call).
 func (s *Server) listWriteOffs(ctx context.Context, in *listWriteOffsInput) (*listWriteOffsOutput, error) {
 	f := compensation.WriteOffFilter{Limit: in.Limit}
 	for _, raw := range in.Status {
@@ -264,7 +270,8 @@ type rejectWriteOffInput struct {
 	}
 }
 
-// rejectWriteOff serves POST /admin/v1/write-offs/{id}/reject: reject a pending write-off (four eyes).
+// rejectWriteOff serves POST /admin/v1/write-offs/{id}/reject: reject a
+// pending write-off (four eyes).
 func (s *Server) rejectWriteOff(ctx context.Context, in *rejectWriteOffInput) (*writeOffOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

@@ -65,7 +65,8 @@ type checkpointOutput struct {
 	Body   CheckpointBody
 }
 
-// createCheckpoint serves POST /admin/v1/checkpoints: sign a checkpoint now, covering every event committed before the request (on-call).
+// createCheckpoint serves POST /admin/v1/checkpoints: sign a checkpoint now,
+// covering every event committed before the request (on-call).
 func (s *Server) createCheckpoint(ctx context.Context, _ *struct{}) (*checkpointOutput, error) {
 	c, err := s.checkpoints.Create(ctx, principal(ctx))
 	if err != nil {
@@ -74,7 +75,8 @@ func (s *Server) createCheckpoint(ctx context.Context, _ *struct{}) (*checkpoint
 	return &checkpointOutput{Status: http.StatusCreated, Body: checkpointBody(c)}, nil
 }
 
-// latestCheckpoint serves GET /v1/checkpoints/latest: the newest signed checkpoint (finance, on-call); 404 before the first.
+// latestCheckpoint serves GET /v1/checkpoints/latest: the newest signed
+// checkpoint (finance, on-call); 404 before the first.
 func (s *Server) latestCheckpoint(ctx context.Context, _ *struct{}) (*checkpointOutput, error) {
 	c, err := s.checkpoints.Latest(ctx, principal(ctx))
 	if err != nil {
@@ -96,7 +98,8 @@ type listCheckpointsOutput struct {
 	}
 }
 
-// listCheckpoints serves GET /v1/checkpoints: signed checkpoints, oldest first (finance, on-call).
+// listCheckpoints serves GET /v1/checkpoints: signed checkpoints, oldest
+// first (finance, on-call).
 func (s *Server) listCheckpoints(ctx context.Context, in *listCheckpointsInput) (*listCheckpointsOutput, error) {
 	list, err := s.checkpoints.List(ctx, principal(ctx), in.After, in.Limit)
 	if err != nil {

@@ -209,7 +209,8 @@ type sweepOutput struct {
 	Body SweepBody
 }
 
-// sweepCompensation serves POST /admin/v1/compensation/sweep: move obligations past their compensation deadline to compensation_unconfirmed.
+// sweepCompensation serves POST /admin/v1/compensation/sweep: move
+// obligations past their compensation deadline to compensation_unconfirmed.
 func (s *Server) sweepCompensation(ctx context.Context, _ *struct{}) (*sweepOutput, error) {
 	n, err := s.compensation.SweepNow(ctx, principal(ctx))
 	if err != nil {
@@ -229,7 +230,8 @@ type revokeIdentityOutput struct {
 	Body RevokeIdentityBody
 }
 
-// revokeOrgIdentity serves POST /admin/v1/orgs/{id}/revoke-identity: revoke a remote org's agent identity and escalate its open obligations.
+// revokeOrgIdentity serves POST /admin/v1/orgs/{id}/revoke-identity: revoke
+// a remote org's agent identity and escalate its open obligations.
 func (s *Server) revokeOrgIdentity(ctx context.Context, in *revokeIdentityInput) (*revokeIdentityOutput, error) {
 	o, n, err := s.compensation.RevokeIdentity(ctx, principal(ctx), in.ID, in.Body.Reason)
 	if err != nil {
@@ -251,7 +253,8 @@ type writeOffOutput struct {
 	Body   WriteOffBody
 }
 
-// requestWriteOff serves POST /admin/v1/delegations/{id}/write-offs: write an obligation off.
+// requestWriteOff serves POST /admin/v1/delegations/{id}/write-offs: write
+// an obligation off.
 func (s *Server) requestWriteOff(ctx context.Context, in *writeOffRequestInput) (*writeOffOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -270,7 +273,8 @@ type writeOffPathInput struct {
 	ID string `path:"id" doc:"The write-off id (a UUID)."`
 }
 
-// approveWriteOff serves POST /admin/v1/write-offs/{id}/approve: approve a pending write-off (four eyes).
+// approveWriteOff serves POST /admin/v1/write-offs/{id}/approve: approve a
+// pending write-off (four eyes).
 func (s *Server) approveWriteOff(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

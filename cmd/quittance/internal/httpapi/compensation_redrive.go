@@ -28,7 +28,8 @@ type compensationRedriveInput struct {
 	}
 }
 
-// redriveCompensation serves POST /admin/v1/delegations/{id}/compensation/redrive: redrive compensation.
+// redriveCompensation serves POST
+// /admin/v1/delegations/{id}/compensation/redrive: redrive compensation.
 func (s *Server) redriveCompensation(ctx context.Context, in *compensationRedriveInput) (*delegationOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

@@ -277,7 +277,8 @@ type delegationOutput struct {
 	Body   DelegationBody
 }
 
-// createDelegation serves POST /v1/delegations: record a delegation and hold its budget.
+// createDelegation serves POST /v1/delegations: record a delegation and hold
+// its budget.
 func (s *Server) createDelegation(ctx context.Context, in *createDelegationInput) (*delegationOutput, error) {
 	b := in.Body
 	from, refs, err := linkIDs(b.ContextFrom, b.References)
@@ -389,7 +390,8 @@ type taskStatusInput struct {
 	}
 }
 
-// reportTaskStatus serves POST /v1/delegations/{id}/task-status: report the remote task's status.
+// reportTaskStatus serves POST /v1/delegations/{id}/task-status: report the
+// remote task's status.
 func (s *Server) reportTaskStatus(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -417,7 +419,8 @@ type changeHoldInput struct {
 	}
 }
 
-// changeHold serves PATCH /v1/delegations/{id}/hold: raise or lower the hold of a held obligation.
+// changeHold serves PATCH /v1/delegations/{id}/hold: raise or lower the hold
+// of a held obligation.
 func (s *Server) changeHold(ctx context.Context, in *changeHoldInput) (*delegationOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -430,7 +433,8 @@ func (s *Server) changeHold(ctx context.Context, in *changeHoldInput) (*delegati
 	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
 }
 
-// cancelDelegation serves POST /v1/delegations/{id}/cancel: request revocation of the delegated task.
+// cancelDelegation serves POST /v1/delegations/{id}/cancel: request
+// revocation of the delegated task.
 func (s *Server) cancelDelegation(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -455,7 +459,8 @@ type eventsOutput struct {
 	}
 }
 
-// listDelegationEvents serves GET /v1/delegations/{id}/events: the delegation's audit events, oldest first.
+// listDelegationEvents serves GET /v1/delegations/{id}/events: the
+// delegation's audit events, oldest first.
 func (s *Server) listDelegationEvents(ctx context.Context, in *delegationEventsInput) (*eventsOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

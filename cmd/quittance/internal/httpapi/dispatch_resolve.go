@@ -37,7 +37,8 @@ type dispatchResolveInput struct {
 	}
 }
 
-// resolveDispatch serves POST /admin/v1/delegations/{id}/dispatch/resolve: record the remote task of a dispatch_unknown delegation.
+// resolveDispatch serves POST /admin/v1/delegations/{id}/dispatch/resolve:
+// record the remote task of a dispatch_unknown delegation.
 func (s *Server) resolveDispatch(ctx context.Context, in *dispatchResolveInput) (*delegationOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

@@ -108,7 +108,8 @@ type evidencePackOutput struct {
 	Body               EvidencePackBody
 }
 
-// delegationEvidencePack serves GET /v1/delegations/{id}/evidence-pack: one self-contained file an auditor verifies offline (quittance verify-pack).
+// delegationEvidencePack serves GET /v1/delegations/{id}/evidence-pack: one
+// self-contained file an auditor verifies offline (quittance verify-pack).
 func (s *Server) delegationEvidencePack(ctx context.Context, in *delegationPathInput) (*evidencePackOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

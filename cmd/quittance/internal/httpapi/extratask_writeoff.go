@@ -31,7 +31,9 @@ type extraTaskWriteOffInput struct {
 	}
 }
 
-// writeOffExtraTask serves POST /admin/v1/delegations/{id}/remote-tasks/{task_id}/write-off: accept that an extra remote task's effects may stand.
+// writeOffExtraTask serves POST
+// /admin/v1/delegations/{id}/remote-tasks/{task_id}/write-off: accept that
+// an extra remote task's effects may stand.
 func (s *Server) writeOffExtraTask(ctx context.Context, in *extraTaskWriteOffInput) (*delegationOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -69,7 +71,9 @@ type extraTaskRedriveInput struct {
 	}
 }
 
-// redriveExtraTaskCompensation serves POST /admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive: redrive an extra remote task's compensation.
+// redriveExtraTaskCompensation serves POST
+// /admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive: redrive an
+// extra remote task's compensation.
 func (s *Server) redriveExtraTaskCompensation(ctx context.Context, in *extraTaskRedriveInput) (*delegationOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

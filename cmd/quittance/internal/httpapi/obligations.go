@@ -302,7 +302,8 @@ type streamOutput struct {
 	Body func(huma.Context)
 }
 
-// listObligations serves GET /v1/obligations: list obligations for reconciliation (JSON or CSV).
+// listObligations serves GET /v1/obligations: list obligations for
+// reconciliation (JSON or CSV).
 func (s *Server) listObligations(ctx context.Context, in *listObligationsInput) (*streamOutput, error) {
 	states, err := parseStates(in.State)
 	if err != nil {
@@ -363,7 +364,8 @@ type summaryOutput struct {
 	}
 }
 
-// obligationSummary serves GET /v1/obligations/summary: active holds by org, currency and state, with age buckets.
+// obligationSummary serves GET /v1/obligations/summary: active holds by org,
+// currency and state, with age buckets.
 func (s *Server) obligationSummary(ctx context.Context, in *summaryInput) (*summaryOutput, error) {
 	states, err := parseStates(in.State)
 	if err != nil {
@@ -416,7 +418,8 @@ type anomaliesOutput struct {
 	}
 }
 
-// listAnomalies serves GET /v1/anomalies: status conflicts, late evidence, write-offs contradicted by later acks, refused tokens.
+// listAnomalies serves GET /v1/anomalies: status conflicts, late evidence,
+// write-offs contradicted by later acks, refused tokens.
 func (s *Server) listAnomalies(ctx context.Context, in *anomaliesInput) (*anomaliesOutput, error) {
 	q := ledger.AnomalyQuery{Since: in.Since, AfterSeq: in.Cursor, Limit: in.Limit}
 	for _, raw := range in.Kind {
@@ -461,7 +464,8 @@ type chainOutput struct {
 	Body ChainBody
 }
 
-// delegationEvidence serves GET /v1/delegations/{id}/evidence: the delegation's hash-chained event log with every stored token.
+// delegationEvidence serves GET /v1/delegations/{id}/evidence: the
+// delegation's hash-chained event log with every stored token.
 func (s *Server) delegationEvidence(ctx context.Context, in *delegationPathInput) (*chainOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

@@ -91,7 +91,8 @@ type messageOutput struct {
 	Body   MessageBody
 }
 
-// sendDelegationMessage serves POST /v1/delegations/{id}/messages: answer the remote task (continue an input_required or auth_required task).
+// sendDelegationMessage serves POST /v1/delegations/{id}/messages: answer
+// the remote task (continue an input_required or auth_required task).
 func (s *Server) sendDelegationMessage(ctx context.Context, in *continueInput) (*messageOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -113,7 +114,9 @@ type messagePathInput struct {
 	MessageID string `path:"message_id" maxLength:"200"`
 }
 
-// getDelegationMessage serves GET /v1/delegations/{id}/messages/{message_id}: a follow-up message and whether it was delivered.
+// getDelegationMessage serves GET
+// /v1/delegations/{id}/messages/{message_id}: a follow-up message and
+// whether it was delivered.
 func (s *Server) getDelegationMessage(ctx context.Context, in *messagePathInput) (*messageOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
@@ -130,7 +133,8 @@ type taskOutput struct {
 	Body delegate.TaskSnapshot
 }
 
-// getDelegationTask serves GET /v1/delegations/{id}/task: the latest remote task snapshot: status message and artifacts.
+// getDelegationTask serves GET /v1/delegations/{id}/task: the latest remote
+// task snapshot: status message and artifacts.
 func (s *Server) getDelegationTask(ctx context.Context, in *delegationPathInput) (*taskOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

@@ -57,7 +57,8 @@ type orgKeysOutput struct {
 	}
 }
 
-// getOrgKeys serves GET /admin/v1/orgs/{id}/keys: an org's key history: current and past keys with thumbprints and validity.
+// getOrgKeys serves GET /admin/v1/orgs/{id}/keys: an org's key history:
+// current and past keys with thumbprints and validity.
 func (s *Server) getOrgKeys(ctx context.Context, in *idPathInput) (*orgKeysOutput, error) {
 	keys, err := s.ledger.OrgKeyHistory(ctx, principal(ctx), in.ID)
 	if err != nil {
@@ -76,7 +77,8 @@ type refreshOrgKeysOutput struct {
 	}
 }
 
-// refreshOrgKeys serves POST /admin/v1/orgs/{id}/keys/refresh: fetch an org's JWKS URL now.
+// refreshOrgKeys serves POST /admin/v1/orgs/{id}/keys/refresh: fetch an
+// org's JWKS URL now.
 func (s *Server) refreshOrgKeys(ctx context.Context, in *idPathInput) (*refreshOrgKeysOutput, error) {
 	o, r, err := s.ledger.RefreshOrgKeys(ctx, principal(ctx), in.ID)
 	if err != nil {

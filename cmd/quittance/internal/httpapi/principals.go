@@ -270,7 +270,8 @@ type issuedTokenOutput struct {
 	Body   issuedTokenBody
 }
 
-// createToken serves POST /admin/v1/tokens: issue an API credential (creating its principal if new).
+// createToken serves POST /admin/v1/tokens: issue an API credential
+// (creating its principal if new).
 func (s *Server) createToken(ctx context.Context, in *createTokenInput) (*issuedTokenOutput, error) {
 	b := in.Body
 	ti := ledger.TokenInput{Role: ledger.Role(b.Role), Tenant: b.Tenant, Name: b.Name, Kind: ledger.PrincipalKind(b.Kind), Label: b.Label}
@@ -336,7 +337,8 @@ type disablePrincipalOutput struct {
 	}
 }
 
-// disablePrincipal serves POST /admin/v1/principals/{id}/disable: disable a principal and revoke all its credentials.
+// disablePrincipal serves POST /admin/v1/principals/{id}/disable: disable a
+// principal and revoke all its credentials.
 func (s *Server) disablePrincipal(ctx context.Context, in *disablePrincipalInput) (*disablePrincipalOutput, error) {
 	r, n, err := s.ledger.DisablePrincipal(ctx, principal(ctx), in.ID, in.Body.Reason)
 	if err != nil {
@@ -363,7 +365,8 @@ type grantRoleOutput struct {
 	}
 }
 
-// grantRole serves POST /admin/v1/principals/{id}/role: ask for a principal to get another role.
+// grantRole serves POST /admin/v1/principals/{id}/role: ask for a principal
+// to get another role.
 func (s *Server) grantRole(ctx context.Context, in *grantRoleInput) (*grantRoleOutput, error) {
 	r, err := s.ledger.RequestRoleGrant(ctx, principal(ctx), in.ID, ledger.Role(in.Body.Role), in.Body.Tenant)
 	out := &grantRoleOutput{Status: http.StatusOK}
@@ -384,7 +387,8 @@ type linkOIDCInput struct {
 	}
 }
 
-// linkOIDC serves POST /admin/v1/principals/{id}/oidc: ask for an OpenID Connect identity to sign in as a person principal.
+// linkOIDC serves POST /admin/v1/principals/{id}/oidc: ask for an OpenID
+// Connect identity to sign in as a person principal.
 func (s *Server) linkOIDC(ctx context.Context, in *linkOIDCInput) (*grantRoleOutput, error) {
 	r, err := s.ledger.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
 	out := &grantRoleOutput{Status: http.StatusOK}
@@ -401,7 +405,9 @@ type principalPathInput struct {
 	ID uuid.UUID `path:"id"`
 }
 
-// markNoIdentityProviderAccount serves POST /admin/v1/principals/{id}/no-identity-provider-account: ask for a person principal to be marked as having no identity-provider account.
+// markNoIdentityProviderAccount serves POST
+// /admin/v1/principals/{id}/no-identity-provider-account: ask for a person
+// principal to be marked as having no identity-provider account.
 func (s *Server) markNoIdentityProviderAccount(ctx context.Context, in *principalPathInput) (*grantRoleOutput, error) {
 	r, err := s.ledger.RequestNoIdentityProviderAccount(ctx, principal(ctx), in.ID)
 	out := &grantRoleOutput{Status: http.StatusOK}
@@ -424,7 +430,8 @@ type listCredentialsOutput struct {
 	}
 }
 
-// listCredentials serves GET /admin/v1/credentials: list credentials (never their secrets).
+// listCredentials serves GET /admin/v1/credentials: list credentials (never
+// their secrets).
 func (s *Server) listCredentials(ctx context.Context, in *listCredentialsInput) (*listCredentialsOutput, error) {
 	var pid uuid.UUID
 	if in.PrincipalID != "" {
@@ -456,7 +463,8 @@ type credentialOutput struct {
 	Body CredentialBody
 }
 
-// revokeCredential serves POST /admin/v1/credentials/{id}/revoke: revoke a credential.
+// revokeCredential serves POST /admin/v1/credentials/{id}/revoke: revoke a
+// credential.
 func (s *Server) revokeCredential(ctx context.Context, in *revokeCredentialInput) (*credentialOutput, error) {
 	reason := ""
 	if in.Body != nil {
@@ -476,7 +484,8 @@ type rotateCredentialInput struct {
 	} `required:"false"`
 }
 
-// rotateCredential serves POST /admin/v1/credentials/{id}/rotate: issue a new credential and revoke this one.
+// rotateCredential serves POST /admin/v1/credentials/{id}/rotate: issue a
+// new credential and revoke this one.
 func (s *Server) rotateCredential(ctx context.Context, in *rotateCredentialInput) (*issuedTokenOutput, error) {
 	var expires time.Time
 	if in.Body != nil && in.Body.ExpiresAt != nil {
@@ -499,7 +508,8 @@ type listPendingOutput struct {
 	}
 }
 
-// listPendingChanges serves GET /admin/v1/pending-changes: list privileged changes awaiting (or past) approval.
+// listPendingChanges serves GET /admin/v1/pending-changes: list privileged
+// changes awaiting (or past) approval.
 func (s *Server) listPendingChanges(ctx context.Context, in *listPendingInput) (*listPendingOutput, error) {
 	var st ledger.PendingStatus
 	if in.Status != "all" {
@@ -524,7 +534,8 @@ type pendingOutput struct {
 	Body *PendingChangeBody
 }
 
-// getPendingChange serves GET /admin/v1/pending-changes/{id}: get a pending change, with the change it applies.
+// getPendingChange serves GET /admin/v1/pending-changes/{id}: get a pending
+// change, with the change it applies.
 func (s *Server) getPendingChange(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
 	c, err := s.ledger.GetPendingChange(ctx, principal(ctx), in.ID)
 	if err != nil {
@@ -535,7 +546,8 @@ func (s *Server) getPendingChange(ctx context.Context, in *uuidPathInput) (*pend
 	return &pendingOutput{Body: b}, nil
 }
 
-// approvePendingChange serves POST /admin/v1/pending-changes/{id}/approve: approve a pending change: it applies now.
+// approvePendingChange serves POST /admin/v1/pending-changes/{id}/approve:
+// approve a pending change: it applies now.
 func (s *Server) approvePendingChange(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
 	c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
 	if err != nil {
@@ -553,7 +565,8 @@ type refusePendingInput struct {
 	}
 }
 
-// refusePendingChange serves POST /admin/v1/pending-changes/{id}/refuse: refuse (or withdraw) a pending change.
+// refusePendingChange serves POST /admin/v1/pending-changes/{id}/refuse:
+// refuse (or withdraw) a pending change.
 func (s *Server) refusePendingChange(ctx context.Context, in *refusePendingInput) (*pendingOutput, error) {
 	c, err := s.ledger.RefusePendingChange(ctx, principal(ctx), in.ID, in.Body.Reason)
 	if err != nil {

@@ -51,7 +51,9 @@ type revokedReleaseOutput struct {
 	Body RevokedReleaseBody
 }
 
-// acknowledgeRevokedRelease serves POST /v1/delegations/{id}/revoked-release/acknowledge: acknowledge an obligation released on a declaration of an identity revoked since.
+// acknowledgeRevokedRelease serves POST
+// /v1/delegations/{id}/revoked-release/acknowledge: acknowledge an
+// obligation released on a declaration of an identity revoked since.
 func (s *Server) acknowledgeRevokedRelease(ctx context.Context, in *acknowledgeRevokedReleaseInput) (*revokedReleaseOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {

@@ -113,7 +113,8 @@ type feedOutput struct {
 	}
 }
 
-// listEvents serves GET /v1/events: events in commit order (a tenant's for orchestrators, all for finance and on-call).
+// listEvents serves GET /v1/events: events in commit order (a tenant's for
+// orchestrators, all for finance and on-call).
 func (s *Server) listEvents(ctx context.Context, in *feedInput) (*feedOutput, error) {
 	q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)
 	if err != nil {

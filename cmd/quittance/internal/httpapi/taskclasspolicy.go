@@ -66,7 +66,9 @@ type taskClassPolicyOutput struct {
 	Body   TaskClassPolicyBody
 }
 
-// putTaskClassPolicy serves PUT /admin/v1/orgs/{org}/task-class-policies/{tenant}: set which task classes a tenant's orchestrators may use with an org.
+// putTaskClassPolicy serves PUT
+// /admin/v1/orgs/{org}/task-class-policies/{tenant}: set which task classes
+// a tenant's orchestrators may use with an org.
 func (s *Server) putTaskClassPolicy(ctx context.Context, in *putTaskClassPolicyInput) (*taskClassPolicyOutput, error) {
 	p, err := s.ledger.PutTaskClassPolicy(ctx, principal(ctx), ledger.TaskClassPolicy{
 		OrgID: in.Org, Tenant: in.Tenant, Classes: in.Body.Classes,
@@ -87,7 +89,9 @@ type taskClassPolicyPath struct {
 	Tenant string `path:"tenant" maxLength:"128"`
 }
 
-// getTaskClassPolicy serves GET /admin/v1/orgs/{org}/task-class-policies/{tenant}: get the task-class policy of a tenant at an org.
+// getTaskClassPolicy serves GET
+// /admin/v1/orgs/{org}/task-class-policies/{tenant}: get the task-class
+// policy of a tenant at an org.
 func (s *Server) getTaskClassPolicy(ctx context.Context, in *taskClassPolicyPath) (*taskClassPolicyOutput, error) {
 	p, err := s.ledger.GetTaskClassPolicy(ctx, principal(ctx), in.Org, in.Tenant)
 	if err != nil {
@@ -106,7 +110,8 @@ type taskClassPolicyListOutput struct {
 	}
 }
 
-// listTaskClassPolicies serves GET /admin/v1/orgs/{org}/task-class-policies: list the task-class policies at an org, by tenant.
+// listTaskClassPolicies serves GET /admin/v1/orgs/{org}/task-class-policies:
+// list the task-class policies at an org, by tenant.
 func (s *Server) listTaskClassPolicies(ctx context.Context, in *orgPathInput) (*taskClassPolicyListOutput, error) {
 	ps, err := s.ledger.ListTaskClassPolicies(ctx, principal(ctx), in.Org)
 	if err != nil {

@@ -71,7 +71,8 @@ type thresholdOutput struct {
 	Body   WriteOffThresholdBody
 }
 
-// getWriteOffThreshold serves GET /admin/v1/write-off-threshold: the write-off approval thresholds in force.
+// getWriteOffThreshold serves GET /admin/v1/write-off-threshold: the
+// write-off approval thresholds in force.
 func (s *Server) getWriteOffThreshold(ctx context.Context, _ *struct{}) (*thresholdOutput, error) {
 	ts, err := s.ledger.GetWriteOffThresholds(ctx, principal(ctx))
 	if err != nil {
@@ -87,7 +88,9 @@ type putThresholdInput struct {
 	}
 }
 
-// putWriteOffThreshold serves PUT /admin/v1/write-off-threshold: change the write-off approval threshold, the default or a currency's (a pending change).
+// putWriteOffThreshold serves PUT /admin/v1/write-off-threshold: change the
+// write-off approval threshold, the default or a currency's (a pending
+// change).
 func (s *Server) putWriteOffThreshold(ctx context.Context, in *putThresholdInput) (*thresholdOutput, error) {
 	t, err := s.ledger.RequestWriteOffThreshold(ctx, principal(ctx), in.Body.Currency, in.Body.ThresholdMinor)
 	if pc, ok := pendingOf(err); ok {

@@ -82,7 +82,8 @@ type webhookOutput struct {
 	Body   WebhookBody
 }
 
-// putWebhook serves PUT /v1/webhooks/{id}: create or update a webhook endpoint of the caller's tenant.
+// putWebhook serves PUT /v1/webhooks/{id}: create or update a webhook
+// endpoint of the caller's tenant.
 func (s *Server) putWebhook(ctx context.Context, in *putWebhookInput) (*webhookOutput, error) {
 	e, created, err := s.webhooks.PutEndpoint(ctx, principal(ctx), in.ID, in.Body.URL, in.Body.EventTypes)
 	if err != nil {
@@ -91,7 +92,8 @@ func (s *Server) putWebhook(ctx context.Context, in *putWebhookInput) (*webhookO
 	return &webhookOutput{Status: createdStatus(created), Body: webhookBody(e)}, nil
 }
 
-// getWebhook serves GET /v1/webhooks/{id}: a webhook endpoint of the caller's tenant (without its secret).
+// getWebhook serves GET /v1/webhooks/{id}: a webhook endpoint of the
+// caller's tenant (without its secret).
 func (s *Server) getWebhook(ctx context.Context, in *idPathInput) (*webhookOutput, error) {
 	e, err := s.webhooks.Endpoint(ctx, principal(ctx), in.ID)
 	if err != nil {
@@ -113,7 +115,8 @@ type deliveriesOutput struct {
 	}
 }
 
-// listWebhookDeliveries serves GET /v1/webhooks/{id}/deliveries: deliveries to a webhook endpoint, newest first.
+// listWebhookDeliveries serves GET /v1/webhooks/{id}/deliveries: deliveries
+// to a webhook endpoint, newest first.
 func (s *Server) listWebhookDeliveries(ctx context.Context, in *deliveriesInput) (*deliveriesOutput, error) {
 	ds, err := s.webhooks.Deliveries(ctx, principal(ctx), webhook.DeliveryFilter{EndpointID: in.ID, Status: in.Status, Before: in.Before, Limit: in.Limit})
 	if err != nil {
@@ -147,7 +150,9 @@ type redriveOutput struct {
 	}
 }
 
-// redriveWebhookDeliveries serves POST /admin/v1/webhooks/deliveries/redrive: put dead-lettered webhook deliveries back in the queue (on-call).
+// redriveWebhookDeliveries serves POST
+// /admin/v1/webhooks/deliveries/redrive: put dead-lettered webhook
+// deliveries back in the queue (on-call).
 func (s *Server) redriveWebhookDeliveries(ctx context.Context, in *redriveInput) (*redriveOutput, error) {
 	n, err := s.webhooks.Redrive(ctx, principal(ctx), in.Body.Tenant, in.Body.WebhookID)
 	if err != nil {

@@ -503,8 +503,8 @@ func StatusEvidence(end TaskEnd) Evidence {
 //     settled amount (the whole hold by default) and returning the rest;
 //     extra remote tasks gate it as they gate any end.
 func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id uuid.UUID, obs Observation) (ledger.Delegation, error) {
-	if p.Role != ledger.RoleOrchestrator {
-		return ledger.Delegation{}, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionDelegate); err != nil {
+		return ledger.Delegation{}, err
 	}
 	if err := obs.CheckReport(); err != nil {
 		return ledger.Delegation{}, err

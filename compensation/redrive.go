@@ -39,7 +39,7 @@ func CanRedrive(d ledger.Delegation) error {
 // compensation_unconfirmed, hold active, until evidence arrives; the
 // redriven requests may exhaust again, which is recorded again.
 func (s *Service) Redrive(ctx context.Context, p ledger.Principal, delegationID uuid.UUID, in RedriveInput) (ledger.Delegation, error) {
-	if err := requireOncall(p); err != nil {
+	if err := ledger.Authorize(p, ledger.ActionRedriveCompensation); err != nil {
 		return ledger.Delegation{}, err
 	}
 	if err := checkReason(in.Reason); err != nil {

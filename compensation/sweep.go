@@ -81,8 +81,8 @@ func (s *Service) sweep(ctx context.Context, now time.Time, actor string) (int, 
 // that principal as their actor: the audit log says who moved an
 // obligation early, not only that the sweep did.
 func (s *Service) SweepNow(ctx context.Context, p ledger.Principal) (int, error) {
-	if p.Role != ledger.RoleOncall {
-		return 0, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionRunSweep); err != nil {
+		return 0, err
 	}
 	return s.sweep(ctx, s.now(), p.Actor())
 }

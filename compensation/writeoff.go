@@ -17,15 +17,6 @@ const (
 	maxReferenceLen = 256
 )
 
-// requireOncall refuses every principal but on-call (the bootstrap
-// credential outside dev has ledger.RoleBootstrap, so it is refused too).
-func requireOncall(p ledger.Principal) error {
-	if p.Role != ledger.RoleOncall {
-		return ledger.ErrForbidden
-	}
-	return nil
-}
-
 func checkReason(reason string) error {
 	if strings.TrimSpace(reason) == "" || len(reason) > maxReasonLen {
 		return ledger.Invalid("reason", "is required, at most %d characters", maxReasonLen)

@@ -84,8 +84,8 @@ var messageIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
 // terminal is a task_terminal conflict; one that is not input_required or
 // auth_required is task_not_interrupted.
 func (o *Orchestrator) Continue(ctx context.Context, p ledger.Principal, id uuid.UUID, in ContinueInput) (FollowUp, bool, error) {
-	if p.Role != ledger.RoleOrchestrator {
-		return FollowUp{}, false, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionDelegate); err != nil {
+		return FollowUp{}, false, err
 	}
 	if !messageIDPattern.MatchString(in.MessageID) {
 		return FollowUp{}, false, ledger.Invalid("message_id", "must be 1-200 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit")

@@ -62,8 +62,8 @@ var ErrRemoteAgentUnavailable = errors.New("delegate: the remote agent could not
 // (compensation's ResolvedByPerson fact): no single person releases money
 // by resolving.
 func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, id uuid.UUID, in ResolveDispatchInput) (ledger.Delegation, error) {
-	if p.Role != ledger.RoleOncall {
-		return ledger.Delegation{}, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionResolveDispatch); err != nil {
+		return ledger.Delegation{}, err
 	}
 	for _, f := range []struct {
 		name, value string

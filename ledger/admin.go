@@ -29,7 +29,7 @@ type BudgetInput struct {
 // (created and funded, if it was new, but serving the tenants it served —
 // none for a new budget — until a different on-call principal approves).
 func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in BudgetInput) (b Budget, created bool, err error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return Budget{}, false, err
 	}
 	if err := checkID("id", id); err != nil {
@@ -95,7 +95,7 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in Budg
 
 // GetBudget returns a budget.
 func (s *Service) GetBudget(ctx context.Context, p Principal, id string) (Budget, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return Budget{}, err
 	}
 	return s.store.Budget(ctx, id)
@@ -126,7 +126,7 @@ type OrgInput struct {
 // bootstrap principal's applies at once). A change of name alone applies
 // at once.
 func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInput) (o Org, created bool, err error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return Org{}, false, err
 	}
 	if err := s.checkOrgInput(id, in); err != nil {
@@ -336,7 +336,7 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgI
 
 // GetOrg returns a remote org.
 func (s *Service) GetOrg(ctx context.Context, p Principal, id string) (Org, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return Org{}, err
 	}
 	return s.store.Org(ctx, id)
@@ -350,7 +350,7 @@ func (s *Service) GetOrg(ctx context.Context, p Principal, id string) (Org, erro
 // on-call principal approves it (under dev, the bootstrap principal's
 // applies at once). Putting a class unchanged changes nothing.
 func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (TaskClass, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return TaskClass{}, err
 	}
 	if !classPattern.MatchString(c.Name) {
@@ -420,7 +420,7 @@ func (s *Service) applyTaskClass(ctx context.Context, tx Tx, actor string, c Tas
 
 // GetTaskClass returns a registered task class.
 func (s *Service) GetTaskClass(ctx context.Context, p Principal, name string) (TaskClass, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return TaskClass{}, err
 	}
 	return s.store.TaskClass(ctx, name)
@@ -430,7 +430,7 @@ func (s *Service) GetTaskClass(ctx context.Context, p Principal, name string) (T
 // Delegations whose class is not among them are treated as effect-capable,
 // gated on canceled and failed, with DefaultCompensationTimeout.
 func (s *Service) ListTaskClasses(ctx context.Context, p Principal) ([]TaskClass, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return nil, err
 	}
 	return s.store.TaskClasses(ctx)

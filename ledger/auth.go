@@ -162,13 +162,7 @@ func PrincipalActor(id uuid.UUID) string { return "principal:" + id.String() }
 
 // SeesTenant reports whether the principal may see a tenant's data.
 func (p Principal) SeesTenant(tenant string) bool {
-	switch p.Role {
-	case RoleFinance, RoleOncall:
-		return true
-	case RoleOrchestrator:
-		return p.Tenant == tenant
-	}
-	return false
+	return p.Permits(ActionReadAllEvents) || (p.Permits(ActionReadTenantEvents) && p.Tenant == tenant)
 }
 
 // HashToken is the stored form of a presented bearer token, and the one

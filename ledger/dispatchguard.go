@@ -129,7 +129,7 @@ type taskClassPolicyPayload struct {
 // at once). Putting the policy unchanged changes nothing. The classes need
 // not be registered: an unregistered class gates whatever the policy says.
 func (s *Service) PutTaskClassPolicy(ctx context.Context, p Principal, pol TaskClassPolicy) (TaskClassPolicy, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return TaskClassPolicy{}, err
 	}
 	if err := checkID("tenant", pol.Tenant); err != nil {
@@ -211,7 +211,7 @@ func (s *Service) applyTaskClassPolicy(ctx context.Context, tx Tx, actor string,
 // on-call and finance; ErrNotFound when none is set (every class then
 // gates on the delegations Quittance dispatches).
 func (s *Service) GetTaskClassPolicy(ctx context.Context, p Principal, org, tenant string) (TaskClassPolicy, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return TaskClassPolicy{}, err
 	}
 	if _, err := s.store.Org(ctx, org); err != nil {
@@ -222,7 +222,7 @@ func (s *Service) GetTaskClassPolicy(ctx context.Context, p Principal, org, tena
 
 // ListTaskClassPolicies returns the task-class policies at org, by tenant.
 func (s *Service) ListTaskClassPolicies(ctx context.Context, p Principal, org string) ([]TaskClassPolicy, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return nil, err
 	}
 	if _, err := s.store.Org(ctx, org); err != nil {

@@ -22,7 +22,7 @@ import (
 // on a budget that no longer names the delegation's tenant is refused
 // (budget_not_held_for_tenant).
 func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amountMinor int64) (Delegation, error) {
-	if err := require(p, RoleOrchestrator); err != nil {
+	if err := Authorize(p, ActionDelegate); err != nil {
 		return Delegation{}, err
 	}
 	if amountMinor <= 0 {

@@ -214,7 +214,7 @@ type oidcLinkPayload struct {
 // not the bootstrap principal, and not itself linked to another; the
 // identity must not be linked to another principal already.
 func (s *Service) RequestOIDCLink(ctx context.Context, p Principal, id uuid.UUID, issuer, subject string) (PrincipalRecord, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return PrincipalRecord{}, err
 	}
 	pl := oidcLinkPayload{PrincipalID: id, Issuer: strings.TrimSpace(issuer), Subject: strings.TrimSpace(subject)}
@@ -438,7 +438,7 @@ type noIdentityProviderAccountPayload struct {
 // principal are never the two persons of a four-eyes decision
 // (CheckSecondPerson).
 func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p Principal, id uuid.UUID) (PrincipalRecord, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return PrincipalRecord{}, err
 	}
 	var (

@@ -53,7 +53,7 @@ const orgJWKSActor = "system:org_jwks"
 // force stay. An org without a JWKS URL is a conflict
 // (org_has_no_jwks_url).
 func (s *Service) RefreshOrgKeys(ctx context.Context, p Principal, orgID string) (Org, KeyRefresh, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return Org{}, KeyRefresh{}, err
 	}
 	org, err := s.store.Org(ctx, orgID)

@@ -202,7 +202,7 @@ func recordOrgKeys(ctx context.Context, tx Tx, orgID string, jwks []byte, now ti
 // OrgKeyHistory returns every key the org ever had, oldest first, to
 // on-call and finance.
 func (s *Service) OrgKeyHistory(ctx context.Context, p Principal, orgID string) ([]OrgKey, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return nil, err
 	}
 	if _, err := s.store.Org(ctx, orgID); err != nil {

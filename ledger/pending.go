@@ -162,7 +162,7 @@ func (s *Service) requestChange(ctx context.Context, tx Tx, p Principal, now tim
 // principal approves. Under dev the bootstrap principal's grant applies
 // at once.
 func (s *Service) RequestRoleGrant(ctx context.Context, p Principal, id uuid.UUID, role Role, tenant string) (PrincipalRecord, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return PrincipalRecord{}, err
 	}
 	if _, err := ParseRole(string(role)); err != nil {
@@ -225,7 +225,7 @@ func (s *Service) applyRoleGrant(ctx context.Context, tx Tx, actor string, g rol
 // ListPendingChanges lists pending changes (newest first), to on-call and
 // finance; status "" lists every status.
 func (s *Service) ListPendingChanges(ctx context.Context, p Principal, status PendingStatus) ([]PendingChange, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return nil, err
 	}
 	return s.store.ListPendingChanges(ctx, status)
@@ -233,7 +233,7 @@ func (s *Service) ListPendingChanges(ctx context.Context, p Principal, status Pe
 
 // GetPendingChange returns a pending change to on-call and finance.
 func (s *Service) GetPendingChange(ctx context.Context, p Principal, id uuid.UUID) (PendingChange, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return PendingChange{}, err
 	}
 	return s.store.PendingChange(ctx, id)
@@ -262,7 +262,7 @@ func (s *Service) RefusePendingChange(ctx context.Context, p Principal, id uuid.
 }
 
 func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve bool, reason string) (PendingChange, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return PendingChange{}, err
 	}
 	var (

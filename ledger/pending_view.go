@@ -14,7 +14,7 @@ import (
 // (Expiry is checked when the decision is made: a change past its expiry
 // is expired then, not applied.)
 func (c PendingChange) ApprovableBy(p Principal) bool {
-	return p.Role == RoleOncall && c.Status == PendingOpen && c.Kind != ChangeOIDCLink && !p.SamePerson(c.RequestedBy)
+	return p.Permits(ActionAdminister) && c.Status == PendingOpen && c.Kind != ChangeOIDCLink && !p.SamePerson(c.RequestedBy)
 }
 
 // OrgUpdate is what an org_update change applies: the org's id and its

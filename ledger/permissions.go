@@ -48,6 +48,30 @@ const (
 	// ActionReadTenantEvents: read the event feed of the principal's own
 	// tenant.
 	ActionReadTenantEvents Action = "read_tenant_events"
+	// ActionDelegate: an orchestrator's own work — record a delegation,
+	// report its task, change its hold, ask to cancel it, answer its task.
+	ActionDelegate Action = "delegate"
+	// ActionManageWebhooks: the webhook endpoints of the principal's own
+	// tenant.
+	ActionManageWebhooks Action = "manage_webhooks"
+	// ActionReadConfiguration: budgets, orgs and their keys, task classes
+	// and policies, thresholds, principals and pending changes.
+	ActionReadConfiguration Action = "read_configuration"
+	// ActionRunSweep: run the compensation sweep now, as oneself.
+	ActionRunSweep Action = "run_sweep"
+	// ActionResolveDispatch: record what became of a dispatch whose
+	// outcome is unknown.
+	ActionResolveDispatch Action = "resolve_dispatch"
+	// ActionIssueCredentials: create principals and credentials (the
+	// bootstrap credential may, for the first on-call principals).
+	ActionIssueCredentials Action = "issue_credentials"
+	// ActionManageAllCredentials: list, revoke and rotate other
+	// principals' credentials, not only one's own.
+	ActionManageAllCredentials Action = "manage_all_credentials"
+	// ActionSignIn: be authenticated for any request, and list and rotate
+	// one's own credentials — every role but the bootstrap credential, which
+	// only creates the first on-call principals.
+	ActionSignIn Action = "sign_in"
 )
 
 // actionRoles is the one table of which roles may do what.
@@ -65,6 +89,14 @@ var actionRoles = map[Action][]Role{
 	ActionUseConsole:                {RoleFinance, RoleOncall},
 	ActionReadAllEvents:             {RoleFinance, RoleOncall},
 	ActionReadTenantEvents:          {RoleOrchestrator},
+	ActionDelegate:                  {RoleOrchestrator},
+	ActionManageWebhooks:            {RoleOrchestrator},
+	ActionReadConfiguration:         {RoleFinance, RoleOncall},
+	ActionRunSweep:                  {RoleOncall},
+	ActionResolveDispatch:           {RoleOncall},
+	ActionIssueCredentials:          {RoleOncall, RoleBootstrap},
+	ActionManageAllCredentials:      {RoleOncall},
+	ActionSignIn:                    {RoleOrchestrator, RoleFinance, RoleOncall},
 }
 
 // Permits reports whether the principal's role may do a. An unknown
@@ -77,11 +109,11 @@ func (r Role) Permits(a Action) bool {
 	return slices.Contains(actionRoles[a], r)
 }
 
-// SameAccess reports whether q holds p's role and tenant: everything p may
-// do and see was decided from those two, so a decision taken for p still
-// holds for q.
-func (p Principal) SameAccess(q Principal) bool {
-	return p.Role == q.Role && p.Tenant == q.Tenant
+// SameAccess reports whether b holds a's role and tenant: everything a may
+// do and see was decided from those two, so a decision taken for a still
+// holds for b.
+func (a Principal) SameAccess(b Principal) bool {
+	return a.Role == b.Role && a.Tenant == b.Tenant
 }
 
 // Authorize returns ErrForbidden unless the principal may do a.

@@ -163,7 +163,7 @@ func (s *Service) WatchCredentials(ctx context.Context) error {
 // keeps it from everything else, so no read path needs its own check.
 func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	p, err := s.AuthenticateBootstrap(ctx, secret)
-	if err == nil && p.Role == RoleBootstrap {
+	if err == nil && !p.Permits(ActionSignIn) {
 		return Principal{}, ErrForbidden
 	}
 	return p, err
@@ -270,8 +270,8 @@ type IssuedToken struct {
 // of another person. The bootstrap credential may create the first two
 // on-call principals at once and nothing else, except under dev.
 func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (IssuedToken, error) {
-	if p.Role != RoleOncall && p.Role != RoleBootstrap {
-		return IssuedToken{}, ErrForbidden
+	if err := Authorize(p, ActionIssueCredentials); err != nil {
+		return IssuedToken{}, err
 	}
 	if err := s.checkTokenInput(&in); err != nil {
 		return IssuedToken{}, err
@@ -290,7 +290,8 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		existing, err := tx.PrincipalByNameForUpdate(ctx, NameKey(in.Name))
 		switch {
 		case err == nil:
-			if p.Role == RoleBootstrap {
+			if !p.Permits(ActionSignIn) {
+				// The bootstrap credential creates new principals only.
 				return ErrForbidden
 			}
 			if existing.Disabled() {
@@ -335,7 +336,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		}
 		out.Principal, out.Token = r, t
 		switch {
-		case p.Role == RoleBootstrap:
+		case !p.Permits(ActionSignIn): // the bootstrap credential
 			if in.Role != RoleOncall {
 				return ErrForbidden
 			}
@@ -634,7 +635,7 @@ func (s *Service) insertBootstrap(ctx context.Context, in TokenInput, secret str
 
 // ListPrincipals lists every principal, to on-call and finance.
 func (s *Service) ListPrincipals(ctx context.Context, p Principal) ([]PrincipalRecord, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return nil, err
 	}
 	return s.store.ListPrincipals(ctx)
@@ -643,7 +644,7 @@ func (s *Service) ListPrincipals(ctx context.Context, p Principal) ([]PrincipalR
 // GetPrincipal returns a principal to on-call and finance, and to itself.
 func (s *Service) GetPrincipal(ctx context.Context, p Principal, id uuid.UUID) (PrincipalRecord, error) {
 	if p.ID != id {
-		if err := require(p, RoleOncall, RoleFinance); err != nil {
+		if err := Authorize(p, ActionReadConfiguration); err != nil {
 			return PrincipalRecord{}, err
 		}
 	}
@@ -653,10 +654,10 @@ func (s *Service) GetPrincipal(ctx context.Context, p Principal, id uuid.UUID) (
 // ListCredentials lists credentials, never their secrets: on-call sees
 // everyone's (or one principal's), anyone else only their own.
 func (s *Service) ListCredentials(ctx context.Context, p Principal, principalID uuid.UUID) ([]Token, error) {
-	if p.Role == RoleBootstrap {
-		return nil, ErrForbidden
+	if err := Authorize(p, ActionSignIn); err != nil {
+		return nil, err
 	}
-	if p.Role != RoleOncall {
+	if !p.Permits(ActionManageAllCredentials) {
 		if principalID != uuid.Nil && principalID != p.ID {
 			return nil, ErrForbidden
 		}
@@ -680,7 +681,7 @@ func (s *Service) RevokeCredential(ctx context.Context, p Principal, id uuid.UUI
 		if err != nil {
 			return err
 		}
-		if t.PrincipalID != p.ID && p.Role != RoleOncall {
+		if t.PrincipalID != p.ID && !p.Permits(ActionManageAllCredentials) {
 			return ErrNotFound
 		}
 		return s.revokeToken(ctx, tx, p, &t, reason, s.Now())
@@ -716,8 +717,8 @@ func appendTokenRevoked(ctx context.Context, tx Tx, p Principal, id, principal u
 // principal approves (a credential_create change in the result's Pending;
 // the old credential works until then).
 func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUID, expiresAt time.Time) (IssuedToken, error) {
-	if p.Role == RoleBootstrap {
-		return IssuedToken{}, ErrForbidden
+	if err := Authorize(p, ActionSignIn); err != nil {
+		return IssuedToken{}, err
 	}
 	if !expiresAt.IsZero() && !expiresAt.After(s.Now()) {
 		return IssuedToken{}, Invalid("expires_at", "must be in the future")
@@ -737,8 +738,8 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 		}
 		switch {
 		case r.ID == p.ID:
-		case p.Role == RoleOncall && r.Kind == KindMachine:
-		case p.Role == RoleOncall:
+		case p.Permits(ActionManageAllCredentials) && r.Kind == KindMachine:
+		case p.Permits(ActionManageAllCredentials):
 			return Conflict("credential_for_another_person", "principal %q is a person; only they rotate their credentials", r.Name)
 		default:
 			return ErrNotFound
@@ -776,7 +777,7 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 // lock everyone out by mistake). Disabling a disabled principal is a
 // conflict (principal_disabled).
 func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUID, reason string) (PrincipalRecord, int64, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return PrincipalRecord{}, 0, err
 	}
 	if strings.TrimSpace(reason) == "" || len(reason) > MaxTextLen {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -170,14 +169,6 @@ func CheckCurrency(field, v string) error {
 	return nil
 }
 
-// require refuses a principal whose role is not among roles.
-func require(p Principal, roles ...Role) error {
-	if slices.Contains(roles, p.Role) {
-		return nil
-	}
-	return ErrForbidden
-}
-
 // CreateInput is a request to record a delegation. Exactly one of Remote
 // (the orchestrator dispatched the work itself and reports the remote task)
 // and Dispatch (Quittance is to send the work) is given.
@@ -308,7 +299,7 @@ func checkReferences(ctx context.Context, tx Tx, p Principal, in CreateInput) er
 // request again returns the recorded delegation with created false and no
 // second hold; a different request with the same id is ErrIdempotencyMismatch.
 func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateInput) (d Delegation, created bool, err error) {
-	if err := require(p, RoleOrchestrator); err != nil {
+	if err := Authorize(p, ActionDelegate); err != nil {
 		return Delegation{}, false, err
 	}
 	if err := in.validate(); err != nil {
@@ -438,7 +429,7 @@ func (s *Service) GetDelegation(ctx context.Context, p Principal, id uuid.UUID) 
 // ListDelegations lists delegations newest first; orchestrators see their
 // tenant's only.
 func (s *Service) ListDelegations(ctx context.Context, p Principal, f DelegationFilter) ([]Delegation, error) {
-	if p.Role == RoleOrchestrator {
+	if !p.Permits(ActionReadAllEvents) {
 		f.Tenant = p.Tenant
 	}
 	switch {
@@ -463,7 +454,7 @@ func (s *Service) DelegationEvents(ctx context.Context, p Principal, id uuid.UUI
 // delegation. Asking twice records nothing new. Only a later terminal task
 // status moves the obligation: a cancel request is not evidence.
 func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) (Delegation, error) {
-	if err := require(p, RoleOrchestrator); err != nil {
+	if err := Authorize(p, ActionDelegate); err != nil {
 		return Delegation{}, err
 	}
 	var out Delegation

@@ -130,7 +130,7 @@ type thresholdPayload struct {
 // GetWriteOffThresholds returns the thresholds in force, to on-call and
 // finance.
 func (s *Service) GetWriteOffThresholds(ctx context.Context, p Principal) (WriteOffThresholds, error) {
-	if err := require(p, RoleOncall, RoleFinance); err != nil {
+	if err := Authorize(p, ActionReadConfiguration); err != nil {
 		return WriteOffThresholds{}, err
 	}
 	return EffectiveWriteOffThresholds(ctx, s.store, s.thresholds)
@@ -144,7 +144,7 @@ func (s *Service) GetWriteOffThresholds(ctx context.Context, p Principal) (Write
 // once). It returns the threshold as it is (or, applied at once, as it
 // became). Asking for the threshold in force changes nothing.
 func (s *Service) RequestWriteOffThreshold(ctx context.Context, p Principal, currency string, minor int64) (WriteOffThreshold, error) {
-	if err := require(p, RoleOncall); err != nil {
+	if err := Authorize(p, ActionAdminister); err != nil {
 		return WriteOffThreshold{}, err
 	}
 	if minor < 0 {

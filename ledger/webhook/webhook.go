@@ -244,8 +244,8 @@ func MessageID(seq int64) string { return "qe_" + strconv.FormatInt(seq, 10) }
 // Every event type named must be in the ledger's catalogue
 // (ledger.ParseEventType).
 func (s *Service) PutEndpoint(ctx context.Context, p ledger.Principal, id, url string, eventTypes []string) (Endpoint, bool, error) {
-	if p.Role != ledger.RoleOrchestrator {
-		return Endpoint{}, false, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionManageWebhooks); err != nil {
+		return Endpoint{}, false, err
 	}
 	if !idPattern.MatchString(id) {
 		return Endpoint{}, false, ledger.Invalid("id", "must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
@@ -279,8 +279,8 @@ func (s *Service) PutEndpoint(ctx context.Context, p ledger.Principal, id, url s
 
 // Endpoint returns an orchestrator tenant's endpoint, without its secret.
 func (s *Service) Endpoint(ctx context.Context, p ledger.Principal, id string) (Endpoint, error) {
-	if p.Role != ledger.RoleOrchestrator {
-		return Endpoint{}, ledger.ErrForbidden
+	if err := ledger.Authorize(p, ledger.ActionManageWebhooks); err != nil {
+		return Endpoint{}, err
 	}
 	e, err := s.cfg.Store.Endpoint(ctx, p.Tenant, id)
 	e.Secret = ""

@@ -15,10 +15,18 @@ import (
 // (ledger.Authorize or Principal.Permits). It fails on a comparison of a
 // role (x.Role == y, r != ledger.RoleOncall), a switch over a role, and a
 // call of a function named require or requireOncall, in the non-test Go
-// files of httpapi and console.
+// files of httpapi and console. In the services (ledger, compensation,
+// delegate, webhooks), where roles are also data (a credential's role is
+// validated), it fails on any check of the acting principal's role (p.Role,
+// the services' name for the caller) that bypasses the table.
 func TestOneAuthorizationStyle(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []string{".", "../console"} {
+	dirs := map[string]func(ast.Expr) bool{
+		".": isRole, "../console": isRole,
+		"../../../../ledger": isActorRole, "../../../../compensation": isActorRole,
+		"../../../../delegate": isActorRole, "../../../../ledger/webhook": isActorRole,
+	}
+	for dir, isRole := range dirs {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -33,7 +41,7 @@ func TestOneAuthorizationStyle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, problem := range roleChecks(fset, f) {
+			for _, problem := range roleChecks(fset, f, isRole) {
 				t.Errorf("%s: use ledger.Authorize or Principal.Permits with an Action", problem)
 			}
 		}
@@ -41,7 +49,7 @@ func TestOneAuthorizationStyle(t *testing.T) {
 }
 
 // roleChecks lists the role checks in f that bypass the action table.
-func roleChecks(fset *token.FileSet, f *ast.File) []string {
+func roleChecks(fset *token.FileSet, f *ast.File, isRole func(ast.Expr) bool) []string {
 	var out []string
 	report := func(n ast.Node, what string) {
 		out = append(out, fset.Position(n.Pos()).String()+": "+what)
@@ -95,4 +103,14 @@ func calledName(fun ast.Expr) string {
 		return f.Sel.Name
 	}
 	return ""
+}
+
+// isActorRole reports whether e is the acting principal's role (p.Role).
+func isActorRole(e ast.Expr) bool {
+	sel, ok := ast.Unparen(e).(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Role" {
+		return false
+	}
+	p, ok := sel.X.(*ast.Ident)
+	return ok && p.Name == "p"
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger/audit"
 )
@@ -101,8 +102,8 @@ func TestLatestCheckpoint(t *testing.T) {
 	if s := e.api(t, http.MethodGet, "/v1/checkpoints/latest", orch, nil, nil); s != http.StatusForbidden {
 		t.Errorf("an orchestrator reading the latest checkpoint: %d, want 403", s)
 	}
-	if _, _, code := e.cli(t, orch, "checkpoints", "latest"); code != exitAuth {
-		t.Errorf("checkpoints latest as an orchestrator: exit %d, want %d", code, exitAuth)
+	if _, _, code := e.cli(t, orch, "checkpoints", "latest"); code != errkind.ExitAuth {
+		t.Errorf("checkpoints latest as an orchestrator: exit %d, want %d", code, errkind.ExitAuth)
 	}
 	if s := e.api(t, http.MethodGet, "/v1/checkpoints/latest", "", nil, nil); s != http.StatusUnauthorized {
 		t.Errorf("the latest checkpoint without a token: %d, want 401", s)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/audit"
@@ -110,8 +111,8 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 		t.Errorf("verify-chain --max-unanchored-age -1s: exit %d, want %d %s", code, exitUsage, errOut)
 	}
 	// Finance may read checkpoints, not sign them.
-	if _, _, code := e.cli(t, finance, "checkpoints", "create"); code != exitAuth {
-		t.Errorf("finance creating a checkpoint: exit %d, want %d", code, exitAuth)
+	if _, _, code := e.cli(t, finance, "checkpoints", "create"); code != errkind.ExitAuth {
+		t.Errorf("finance creating a checkpoint: exit %d, want %d", code, errkind.ExitAuth)
 	}
 	out, errOut, code = e.cli(t, e.oncall, "checkpoints", "create")
 	var cp struct {

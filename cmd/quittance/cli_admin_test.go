@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
 )
 
@@ -87,7 +88,7 @@ func TestCLITaskClasses(t *testing.T) {
 		!strings.HasPrefix(errOut, "quittance: ") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("set with an invalid name: exit %d %q", code, errOut)
 	}
-	if _, errOut, code := e.cli(t, finance, "task-classes", "set", "quick_procurement", "--compensation-timeout", "1h"); code != exitAuth {
+	if _, errOut, code := e.cli(t, finance, "task-classes", "set", "quick_procurement", "--compensation-timeout", "1h"); code != errkind.ExitAuth {
 		t.Errorf("finance changing a class: exit %d %q", code, errOut)
 	}
 	if _, errOut, code := e.cli(t, finance, "task-classes", "show", "nope"); code != exitFailure || !strings.Contains(errOut, "not_found") {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 )
 
 // budgetAnswer is what budgets show and budgets set print.
@@ -60,7 +62,7 @@ func TestCLIBudgets(t *testing.T) {
 	if s := hold("op-1"); s != http.StatusUnprocessableEntity {
 		t.Fatalf("a hold before the approval: %d", s)
 	}
-	if _, errOut, code := e.cli(t, e.oncall, "changes", "approve", a.PendingChange.ID); code != exitAuth {
+	if _, errOut, code := e.cli(t, e.oncall, "changes", "approve", a.PendingChange.ID); code != errkind.ExitAuth {
 		t.Fatalf("the requester approving: exit %d %s, want 4", code, errOut)
 	}
 	if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", a.PendingChange.ID); code != 0 {
@@ -88,7 +90,7 @@ func TestCLIBudgets(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want 2 and one line", args, code, errOut)
 		}
 	}
-	if _, errOut, code := e.cli(t, orch, "budgets", "show", "ops"); code != exitAuth {
+	if _, errOut, code := e.cli(t, orch, "budgets", "show", "ops"); code != errkind.ExitAuth {
 		t.Errorf("budgets show as an orchestrator: exit %d %s, want 4", code, errOut)
 	}
 }

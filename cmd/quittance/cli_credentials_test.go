@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -108,7 +109,7 @@ func (e *cliEnv) showChange(t *testing.T, token, id string) changeCLI {
 func (e *cliEnv) usable(t *testing.T, token string) bool {
 	t.Helper()
 	_, errOut, code := e.cli(t, token, "credentials", "list")
-	if code != 0 && code != exitAuth {
+	if code != 0 && code != errkind.ExitAuth {
 		t.Fatalf("credentials list: exit %d %s", code, errOut)
 	}
 	return code == 0
@@ -234,7 +235,7 @@ func TestCLIRotateGrantRoleAndChanges(t *testing.T) {
 		!strings.Contains(c.Summary, "rotate credential "+orch.ID) || !strings.Contains(string(c.Change), orch.ID) {
 		t.Errorf("changes show of the rotation: %+v", c)
 	}
-	if _, _, code := e.cli(t, e.oncall, "changes", "approve", next.PendingChange.ID); code != exitAuth {
+	if _, _, code := e.cli(t, e.oncall, "changes", "approve", next.PendingChange.ID); code != errkind.ExitAuth {
 		t.Errorf("the requester approving the rotation: exit %d, want 4", code)
 	}
 	if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", next.PendingChange.ID); code != 0 {
@@ -289,7 +290,7 @@ func TestCLIRotateGrantRoleAndChanges(t *testing.T) {
 	if _, errOut, code := e.cli(t, e.oncall2, "changes", "refuse", refused); code != exitUsage || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("refuse without --reason: exit %d %q, want 2", code, errOut)
 	}
-	if _, errOut, code := e.cli(t, rotated.Token, "changes", "refuse", refused, "--reason", "not mine to decide"); code != exitAuth {
+	if _, errOut, code := e.cli(t, rotated.Token, "changes", "refuse", refused, "--reason", "not mine to decide"); code != errkind.ExitAuth {
 		t.Errorf("finance refusing a change: exit %d %q, want 4", code, errOut)
 	}
 	if _, errOut, code := e.cli(t, e.oncall2, "changes", "refuse", refused, "--reason", "fin stays in finance"); code != 0 {

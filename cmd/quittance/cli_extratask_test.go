@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 )
 
 // TestCLIWriteOffRemoteTask: `quittance delegations write-off-remote-task`
@@ -50,7 +52,7 @@ func TestCLIWriteOffRemoteTask(t *testing.T) {
 	if _, _, code := cmd(e.oncall, id, "--reason", "x"); code != exitUsage {
 		t.Errorf("without a task id: exit %d, want 2", code)
 	}
-	if _, _, code := cmd(finance, id, "kt-dup", "--reason", "not mine"); code != exitAuth {
+	if _, _, code := cmd(finance, id, "kt-dup", "--reason", "not mine"); code != errkind.ExitAuth {
 		t.Errorf("finance: exit %d, want 4", code)
 	}
 	if _, _, code := cmd(e.oncall, id, "kt-other", "--reason", "x"); code != exitFailure {
@@ -123,7 +125,7 @@ func TestCLIRedriveRemoteTask(t *testing.T) {
 	if err := e.exec(ctx, `UPDATE remote_orgs SET agent_card_url = 'http://127.0.0.1:9/.well-known/agent-card.json' WHERE id = $1`, "supplier"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, code := cmd(finance, id, "kt-dup", "--reason", "not mine"); code != exitAuth {
+	if _, _, code := cmd(finance, id, "kt-dup", "--reason", "not mine"); code != errkind.ExitAuth {
 		t.Errorf("finance: exit %d, want 4", code)
 	}
 	if _, _, code := cmd(e.oncall, id, "kt-other", "--reason", "x"); code != exitFailure {

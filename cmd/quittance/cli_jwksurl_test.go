@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 )
@@ -251,7 +252,7 @@ func TestOrgKeysFromJWKSURL(t *testing.T) {
 	if n, _ := strconv.Atoi(string(failed[1])); n < 2 {
 		t.Errorf("failed fetches counted: %s, want at least 2", failed[1])
 	}
-	if _, errOut, code := e.cli(t, orch, "orgs", "keys", "refresh", "supplier"); code != exitAuth {
+	if _, errOut, code := e.cli(t, orch, "orgs", "keys", "refresh", "supplier"); code != errkind.ExitAuth {
 		t.Errorf("an orchestrator refreshing keys: exit %d %s, want 4", code, errOut)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 )
@@ -121,7 +122,7 @@ func TestVerifyChainChecksKeysInForceAtAcceptance(t *testing.T) {
 		!k1.ValidFrom.Before(*k0.ValidUntil) {
 		t.Fatalf("keys history:\n%s", out)
 	}
-	if _, errOut, code := e.cli(t, orch, "orgs", "keys", "history", "supplier"); code != exitAuth {
+	if _, errOut, code := e.cli(t, orch, "orgs", "keys", "history", "supplier"); code != errkind.ExitAuth {
 		t.Errorf("an orchestrator reading key history: exit %d %s, want 4", code, errOut)
 	}
 	if _, errOut, code := e.cli(t, finance, "orgs", "keys", "history", "nobody"); code != exitFailure || !strings.Contains(errOut, "not_found") {

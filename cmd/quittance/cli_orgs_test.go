@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
 )
 
@@ -56,7 +57,7 @@ func TestCLIOrgsRegisterAndUpdate(t *testing.T) {
 		if a.PendingChange == nil || a.PendingChange.Kind != "org_update" || a.PendingChange.Status != "pending" {
 			t.Fatalf("want a pending org_update, got %+v", a)
 		}
-		if _, errOut, code := e.cli(t, e.oncall, "changes", "approve", a.PendingChange.ID); code != exitAuth {
+		if _, errOut, code := e.cli(t, e.oncall, "changes", "approve", a.PendingChange.ID); code != errkind.ExitAuth {
 			t.Fatalf("the requester approving: exit %d %s, want 4", code, errOut)
 		}
 		if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", a.PendingChange.ID); code != 0 {
@@ -167,10 +168,10 @@ func TestCLIOrgsRegisterAndUpdate(t *testing.T) {
 	if _, errOut, code := e.cli(t, e.oncall, "orgs", "update", "nobody", "--name", "N"); code != exitFailure || !strings.Contains(errOut, "not_found") {
 		t.Errorf("update an unknown org: exit %d %q", code, errOut)
 	}
-	if _, errOut, code := e.cli(t, finance, "orgs", "update", "supplier", "--name", "Mine"); code != exitAuth {
+	if _, errOut, code := e.cli(t, finance, "orgs", "update", "supplier", "--name", "Mine"); code != errkind.ExitAuth {
 		t.Errorf("finance updating an org: exit %d %q, want 4", code, errOut)
 	}
-	if _, errOut, code := e.cli(t, finance, "orgs", "register", "fin-org", "--name", "Mine"); code != exitAuth {
+	if _, errOut, code := e.cli(t, finance, "orgs", "register", "fin-org", "--name", "Mine"); code != errkind.ExitAuth {
 		t.Errorf("finance registering an org: exit %d %q, want 4", code, errOut)
 	}
 }

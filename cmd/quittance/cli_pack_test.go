@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
@@ -60,7 +61,7 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 	if _, errOut, code := e.cli(t, finance, "evidence-pack", id, "-o", file); code != 0 {
 		t.Fatalf("evidence-pack: exit %d %s", code, errOut)
 	}
-	if _, errOut, code := e.cli(t, orch, "evidence-pack", id, "-o", filepath.Join(dir, "orch.json")); code != exitAuth {
+	if _, errOut, code := e.cli(t, orch, "evidence-pack", id, "-o", filepath.Join(dir, "orch.json")); code != errkind.ExitAuth {
 		t.Errorf("an orchestrator's evidence pack: exit %d %s, want 4", code, errOut)
 	}
 	if _, errOut, code := e.cli(t, finance, "evidence-pack", "not-a-uuid"); code != exitUsage {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 )
 
 // TestCLITaskClassPolicy: on-call sets which task classes a tenant may use
@@ -38,7 +40,7 @@ func TestCLITaskClassPolicy(t *testing.T) {
 	if _, errOut, code := e.cli(t, e.oncall, "task-classes", "policy", "show", "acme-supplies", "shop"); code != exitFailure || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("a policy not approved yet: exit %d %q, want 1 not_found", code, errOut)
 	}
-	if _, _, code := e.cli(t, e.oncall, "changes", "approve", asked.PendingChange.ID); code != exitAuth {
+	if _, _, code := e.cli(t, e.oncall, "changes", "approve", asked.PendingChange.ID); code != errkind.ExitAuth {
 		t.Fatalf("the requester approving: exit %d, want 4", code)
 	}
 	if _, errOut, code := e.cli(t, e.oncall2, "changes", "approve", asked.PendingChange.ID); code != 0 {

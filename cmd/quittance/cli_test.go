@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -212,8 +213,8 @@ func (e *cliEnv) newToken(t *testing.T, args ...string) string {
 	}
 	if tok.PendingChange != nil {
 		// A person principal: the other on-call approves it.
-		if _, _, code := e.cli(t, e.oncall, "changes", "approve", tok.PendingChange.ID); code != exitAuth {
-			t.Errorf("self-approval of a new principal: exit %d, want %d", code, exitAuth)
+		if _, _, code := e.cli(t, e.oncall, "changes", "approve", tok.PendingChange.ID); code != errkind.ExitAuth {
+			t.Errorf("self-approval of a new principal: exit %d, want %d", code, errkind.ExitAuth)
 		}
 		out, errOut, code := e.cli(t, e.oncall2, "changes", "approve", tok.PendingChange.ID)
 		if code != 0 {
@@ -331,7 +332,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Errorf("changes list --status maybe: exit %d, want 2", code)
 	}
 	// The bootstrap token has created its two on-call principals: nothing else.
-	if _, _, code := e.cli(t, e.bootstrap, "obligations", "list"); code != exitAuth {
+	if _, _, code := e.cli(t, e.bootstrap, "obligations", "list"); code != errkind.ExitAuth {
 		t.Errorf("bootstrap token listing obligations: exit %d, want 4", code)
 	}
 	// Credentials: listed without secrets, revoked, rotated.
@@ -354,15 +355,15 @@ func TestCLIEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if _, _, code := e.cli(t, spare, "obligations", "list"); code != exitAuth {
+	if _, _, code := e.cli(t, spare, "obligations", "list"); code != errkind.ExitAuth {
 		t.Errorf("a revoked credential: exit %d, want 4", code)
 	}
 	// Auth errors: exit 4, one line "quittance: <code>: <detail>".
 	_, errOut, code = e.cli(t, finance, "token", "create", "--role", "oncall", "--name", "sneaky")
-	if code != exitAuth || !strings.HasPrefix(errOut, "quittance: forbidden: ") {
+	if code != errkind.ExitAuth || !strings.HasPrefix(errOut, "quittance: forbidden: ") {
 		t.Errorf("finance creating a token: exit %d, stderr %q", code, errOut)
 	}
-	if _, _, code := e.cli(t, "qt_wrong", "obligations", "list"); code != exitAuth {
+	if _, _, code := e.cli(t, "qt_wrong", "obligations", "list"); code != errkind.ExitAuth {
 		t.Errorf("bad token: exit %d, want 4", code)
 	}
 	// Not found: exit 1.

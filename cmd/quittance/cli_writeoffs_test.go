@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 )
 
 // TestCLIWriteOffsReject: a write-off above the threshold is rejected by
@@ -44,7 +46,7 @@ func TestCLIWriteOffsReject(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errOut)
 		}
 	}
-	if _, errOut, code := e.cli(t, e.oncall, "write-offs", "reject", w.ID, "--reason", "changed my mind"); code != exitAuth ||
+	if _, errOut, code := e.cli(t, e.oncall, "write-offs", "reject", w.ID, "--reason", "changed my mind"); code != errkind.ExitAuth ||
 		!strings.Contains(errOut, "self_approval") {
 		t.Errorf("the requester rejecting: exit %d %q, want 4 self_approval", code, errOut)
 	}

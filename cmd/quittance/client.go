@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 )
 
 // defaultURL is where the client commands find the API unless QUITTANCE_URL
@@ -66,17 +68,9 @@ func (e *apiError) Error() string {
 	return e.Code + ": " + detail
 }
 
-// exitCode implements statusError: 3 for a conflict, 4 for refused
-// credentials, 1 otherwise.
-func (e *apiError) exitCode() int {
-	switch e.Status {
-	case http.StatusConflict:
-		return exitConflict
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return exitAuth
-	}
-	return exitFailure
-}
+// exitCode implements statusError, by the one table of error kinds
+// (errkind.ExitCode).
+func (e *apiError) exitCode() int { return errkind.ExitCode(e.Status) }
 
 // do sends a request and returns the response when it is 2xx; any other
 // status is an *apiError. The caller closes the body.

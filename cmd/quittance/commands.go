@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 )
 
 // usageError marks an error in how the command was invoked (exit status 2).
@@ -15,12 +17,11 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// Exit statuses of the quittance command.
+// Exit statuses of the quittance command (errkind holds the table).
 const (
-	exitFailure  = 1
-	exitUsage    = 2
-	exitConflict = 3
-	exitAuth     = 4
+	exitFailure  = errkind.ExitFailure
+	exitUsage    = errkind.ExitUsage
+	exitConflict = errkind.ExitConflict
 )
 
 // exitCode maps an error to the command's exit status.

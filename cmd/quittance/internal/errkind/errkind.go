@@ -114,6 +114,26 @@ func (k Kind) Status() int {
 	return http.StatusInternalServerError
 }
 
+// The CLI's exit statuses for a refused request: the API answers each kind
+// with its Status, and the CLI, which sees only that status, exits by it.
+const (
+	ExitFailure  = 1 // any other failure
+	ExitUsage    = 2 // the command was invoked wrongly
+	ExitConflict = 3 // a conflict with what is recorded (409)
+	ExitAuth     = 4 // refused credentials or role (401, 403)
+)
+
+// ExitCode is the CLI's exit status for an API answer of status.
+func ExitCode(status int) int {
+	switch status {
+	case http.StatusConflict:
+		return ExitConflict
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ExitAuth
+	}
+	return ExitFailure
+}
+
 // Of is err's kind: the first that matches, in the order below, so an
 // error matching two kinds is always told the same way.
 func Of(err error) Kind {

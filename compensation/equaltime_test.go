@@ -14,6 +14,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // TestRefusalsCostOneSignatureCheck: a posted token that passes the header
@@ -64,7 +65,7 @@ func TestRefusalsCostOneSignatureCheck(t *testing.T) {
 	)
 	comp := compensation.NewService(compensation.Config{
 		Store: b.store.Compensation(), Clock: b.clock, LedgerID: "ledger",
-		OnRefusal: func(r ledger.TokenRefusal) {
+		OnRefusal: func(r report.TokenRefusal) {
 			mu.Lock()
 			defer mu.Unlock()
 			reasons[hex.EncodeToString(r.TokenSHA256)] = r.Reason

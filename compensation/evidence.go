@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"time"
 
@@ -198,11 +197,11 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	data := evidenceDataOf(ev, sum, now)
 	if transErr != nil && !early {
 		// Ended: recorded and surfaced, never applied.
-		data["obligation_state"] = string(d.ObligationState)
+		data.ObligationState = string(d.ObligationState)
 		contradicts := d.ObligationState == ledger.ObligationWrittenOff
-		data["contradicts_write_off"] = contradicts
+		data.ContradictsWriteOff = &contradicts
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeLateEvidence, Actor: ev.Actor, At: now, Data: data, Evidence: string(ev.Token),
+			Type: ledger.EventTypeLateEvidence, Actor: ev.Actor, At: now, Data: ledger.LateEvidenceData{EvidenceRecord: data}, Evidence: string(ev.Token),
 		}); err != nil {
 			return EvidenceResult{}, err
 		}
@@ -212,7 +211,7 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	if err != nil {
 		return EvidenceResult{}, err
 	}
-	dataJSON, err := json.Marshal(data)
+	dataJSON, err := ledger.PayloadJSON(data)
 	if err != nil {
 		return EvidenceResult{}, err
 	}
@@ -226,8 +225,8 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 			// Waiting for compensation, but another task of the
 			// delegation may have committed effects this evidence does
 			// not yet answer for.
-			data[heldForKey], data["open_remote_tasks"] = heldForExtraTasks, open
-			if dataJSON, err = json.Marshal(data); err != nil {
+			data.HeldFor, data.OpenRemoteTasks = heldForExtraTasks, open
+			if dataJSON, err = ledger.PayloadJSON(data); err != nil {
 				return EvidenceResult{}, err
 			}
 			row.Data = dataJSON
@@ -237,7 +236,7 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 			return EvidenceResult{}, err
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeEvidenceReceived, Actor: ev.Actor, At: now, Data: data, Evidence: string(ev.Token),
+			Type: ledger.EventTypeEvidenceReceived, Actor: ev.Actor, At: now, Data: ledger.EvidenceReceivedData{EvidenceRecord: data}, Evidence: string(ev.Token),
 		}); err != nil {
 			return EvidenceResult{}, err
 		}
@@ -252,7 +251,7 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 		typ = ledger.EventTypeNoCompensationDeclared
 	}
 	d, err = s.dischargeWithPending(ctx, tx, d, ledger.Change{
-		Type: typ, Actor: ev.Actor, At: now, Obligation: ev.Kind, Data: data, Evidence: string(ev.Token),
+		Type: typ, Actor: ev.Actor, At: now, Obligation: ev.Kind, Data: ledger.EvidenceDischarged(ev.Kind, data), Evidence: string(ev.Token),
 		ReversedAmountMinor: ev.ReversedAmountMinor,
 	})
 	if err != nil {
@@ -301,17 +300,15 @@ func (s *Service) ApplyHeldEvidence(ctx context.Context, tx ReceiptTx, d ledger.
 // ledger.Apply (voiding a pending write-off), with the stored token, and
 // the evidence marked applied.
 func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegation, stored ledger.StoredEvidence, actor string, now time.Time) (ledger.Delegation, error) {
-	data := map[string]any{}
-	if len(stored.Data) > 0 {
-		if err := json.Unmarshal(stored.Data, &data); err != nil {
-			return ledger.Delegation{}, fmt.Errorf("stored evidence of delegation %s: %w", d.ID, err)
-		}
+	if len(stored.Data) > 0 && !json.Valid(stored.Data) {
+		return ledger.Delegation{}, fmt.Errorf("stored evidence of delegation %s: its data is not JSON", d.ID)
 	}
-	data["received_at"] = stored.ReceivedAt.UTC().Format(time.RFC3339Nano)
-	data["evidence_channel"] = string(stored.Channel)
-	setStoredTokenAcceptance(data, stored)
+	data := ledger.EvidenceRecord{
+		Held: stored.Data, ReceivedAt: stored.ReceivedAt.UTC().Format(time.RFC3339Nano), EvidenceChannel: string(stored.Channel),
+		TokenAcceptance: storedTokenAcceptance(stored),
+	}
 	c := ledger.Change{
-		Type: ledger.EventTypeCompensationAcked, Actor: actor, At: now, Obligation: stored.Kind, Data: data, Evidence: stored.Token,
+		Type: ledger.EventTypeCompensationAcked, Actor: actor, At: now, Obligation: stored.Kind, Data: ledger.EvidenceDischarged(stored.Kind, data), Evidence: stored.Token,
 	}
 	if stored.Kind == ledger.EventDeclarationVerified {
 		c.Type = ledger.EventTypeNoCompensationDeclared
@@ -379,15 +376,18 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	end.Observation.ExtraRemoteTasks = taskIDs(facts.RemoteTasks)
 	obs = end.Observation
 	change := end.Change
-	data := change.Data
+	data, ok := change.Data.(*ledger.TaskStatusChangedData)
+	if !ok {
+		return EvidenceResult{}, fmt.Errorf("end of the task of delegation %s without its task_status_changed data", d.ID)
+	}
 	event := end.Event(early.Held())
 	event = gatePersonResolved(facts, event, early.Held(), data)
 	if len(obs.ExtraRemoteTasks) > 0 && event == ledger.EventTaskEndedGated {
 		// Another task of the delegation may have committed effects:
 		// nothing closes until compensation covers it. Early evidence
 		// stays received (it answered no request naming that task).
-		data["gate_applies"] = true
-		data["extra_remote_tasks"] = obs.ExtraRemoteTasks
+		gated := true
+		data.GateApplies, data.ExtraRemoteTasks = &gated, obs.ExtraRemoteTasks
 	}
 	change.Obligation = event
 	change.CompensationTimeout = end.Class.CompensationTimeout
@@ -406,11 +406,9 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 			}
 		}
 		d.Compensation.Receipt = early.Receipt
-		data["receipt"] = early.Receipt
-		data["evidence_data"] = early.Data
-		data["evidence_channel"] = string(early.Channel)
+		data.AppliedEvidence = &ledger.AppliedEvidence{Receipt: early.Receipt, EvidenceData: early.Data, EvidenceChannel: string(early.Channel)}
 		change.Evidence = early.Token
-		setStoredTokenAcceptance(data, early)
+		data.TokenAcceptance = storedTokenAcceptance(early)
 		early.Status, early.DecidedAt = ledger.EvidenceApplied, now
 		if err := tx.PutCompensationEvidence(ctx, early); err != nil {
 			return EvidenceResult{}, err
@@ -445,12 +443,11 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	if unused != nil {
 		// Surfaced for reconciliation: the remote org sent compensation
 		// evidence for a task that did not end in a way that needs it.
-		unusedData := map[string]any{
-			"state": string(obs.Status), "obligation_state": string(d.ObligationState),
-			"evidence_data": unused.Data, "evidence_channel": string(unused.Channel),
-			"received_at": unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
+		unusedData := ledger.EarlyEvidenceUnusedData{
+			State: string(obs.Status), ObligationState: string(d.ObligationState),
+			EvidenceData: unused.Data, EvidenceChannel: string(unused.Channel), TokenAcceptance: storedTokenAcceptance(*unused),
+			ReceivedAt: unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
 		}
-		setStoredTokenAcceptance(unusedData, *unused)
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeEarlyEvidenceUnused, Actor: change.Actor, At: now, Evidence: unused.Token, Data: unusedData,
 		}); err != nil {
@@ -468,13 +465,13 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 // compensation evidence received early answers it, else compensation is
 // sought from the org. completed and gated ends are left as they are. It
 // returns the obligation event to apply, noting the rule in data.
-func gatePersonResolved(facts EvidenceFacts, event ledger.ObligationEvent, earlyHeld ledger.HeldEvidence, data map[string]any) ledger.ObligationEvent {
+func gatePersonResolved(facts EvidenceFacts, event ledger.ObligationEvent, earlyHeld ledger.HeldEvidence, data *ledger.TaskStatusChangedData) ledger.ObligationEvent {
 	if !facts.ResolvedByPerson || (event != ledger.EventTaskRejected && event != ledger.EventTaskEndedUngated) {
 		return event
 	}
 	gated, _ := ledger.TerminalStatusEvent(ledger.StatusCanceled, true, earlyHeld)
-	data["gate_applies"] = true
-	data["resolved_by_person"] = true
+	applies := true
+	data.GateApplies, data.ResolvedByPerson = &applies, true
 	return gated
 }
 
@@ -536,24 +533,19 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id u
 // event with what was said. While d's task is recorded, open and its
 // obligation held, Quittance is asked to observe the task itself now.
 func recordReport(ctx context.Context, tx Tx, d ledger.Delegation, obs Observation, actor string, now time.Time) (ledger.Delegation, error) {
-	data := map[string]any{
-		"state": string(obs.Status), "source": obs.Source,
-		"task_status": string(d.TaskStatus), "obligation_state": string(d.ObligationState),
+	data := ledger.TaskStatusReportedData{
+		State: string(obs.Status), Source: obs.Source,
+		TaskStatus: string(d.TaskStatus), ObligationState: string(d.ObligationState),
+		Message: obs.Message, SettledAmountMinor: obs.SettledAmountMinor,
 	}
 	if !obs.Timestamp.IsZero() {
-		data["timestamp"] = obs.Timestamp.UTC().Format(time.RFC3339Nano)
+		data.Timestamp = obs.Timestamp.UTC().Format(time.RFC3339Nano)
 	}
 	if !obs.ReportedTimestamp.IsZero() {
-		data["reported_timestamp"] = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
-	}
-	if obs.Message != "" {
-		data["message"] = obs.Message
-	}
-	if n := obs.SettledAmountMinor; n != nil {
-		data["settled_amount_minor"] = *n
+		data.ReportedTimestamp = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
 	}
 	observe := d.Remote.TaskID != "" && !d.TaskStatus.Terminal() && d.ObligationState == ledger.ObligationHeld
-	data["observe_requested"] = observe
+	data.ObserveRequested = observe
 	if observe {
 		payload, err := json.Marshal(map[string]string{"source": SourceReportedPoll})
 		if err != nil {
@@ -626,16 +618,18 @@ func payloadSum(ev Evidence) []byte {
 // evidenceDataOf is the event data of evidence recorded at now: what the
 // token claims, with its acceptance (as evidenceData), and for a receipt
 // its outcome, id and task.
-func evidenceDataOf(ev Evidence, sum []byte, now time.Time) map[string]any {
-	data := map[string]any{"channel": string(ev.Channel)}
+func evidenceDataOf(ev Evidence, sum []byte, now time.Time) ledger.EvidenceRecord {
+	data := ledger.EvidenceRecord{Channel: string(ev.Channel)}
 	if r := ev.Receipt; r != nil {
-		data["outcome"], data["receipt_id"], data["task_id"] = string(r.Outcome), r.ReceiptID, r.TaskID
+		data.ReceiptFacts = &ledger.ReceiptFacts{Outcome: string(r.Outcome), TaskID: r.TaskID}
+		data.ReceiptID = &r.ReceiptID
 	}
 	if ev.Claims != nil {
-		maps.Copy(data, evidenceData(*ev.Claims, sum, acceptedAt(ev.VerifiedAt, now)))
+		evidenceData(&data, *ev.Claims, sum, acceptedAt(ev.VerifiedAt, now))
 	}
 	if n := ev.ReversedAmountMinor; n != nil {
-		data[ledger.ReversedAmountKey] = *n
+		reversed := *n
+		data.ReversedAmountMinor = &reversed
 	}
 	return data
 }
@@ -657,24 +651,26 @@ func receiptJSON(ev Evidence, sum []byte, now time.Time) (json.RawMessage, error
 // verified token, so finance can see what the org said the second time;
 // receipt_refused for any other refusal of an A2A receipt. A posted token
 // refused for another reason is no event: Submit counts it (see
-// ledger.TokenRefusal). The
+// report.TokenRefusal). The
 // caller runs it after the refused transaction rolled back, or in the same
 // one (ApplyEvidence writes nothing before it refuses).
 func RecordRefusedEvidence(ctx context.Context, tx ledger.EventAppender, d ledger.Delegation, ev Evidence, ref *RefusalError, now time.Time) error {
-	data := map[string]any{"code": ref.Code, "detail": ref.Detail, "channel": string(ev.Channel), "kind": string(ev.Kind)}
-	c := ledger.Change{Type: ledger.EventTypeReceiptRefused, Actor: ev.Actor, At: now, Data: data}
+	c := ledger.Change{Type: ledger.EventTypeReceiptRefused, Actor: ev.Actor, At: now,
+		Data: ledger.ReceiptRefusedData{Code: ref.Code, Detail: ref.Detail, Channel: string(ev.Channel), Kind: string(ev.Kind)}}
 	if ref.Code == CodeEvidenceConflict {
-		c.Type, c.Evidence = ledger.EventTypeEvidenceConflict, string(ev.Token)
-		data["receipt_id"] = receiptID(ev)
+		conflict := ledger.EvidenceConflictData{
+			Code: ref.Code, Detail: ref.Detail, Channel: string(ev.Channel), Kind: string(ev.Kind), ReceiptID: receiptID(ev),
+		}
 		if len(ev.Token) > 0 {
 			sum := sha256.Sum256(ev.Token)
-			data["token_sha256"] = hex.EncodeToString(sum[:])
+			conflict.TokenSHA256 = hex.EncodeToString(sum[:])
 			if ev.Claims != nil {
 				// Stored as what it was verified as, when: the kind
 				// member above names the obligation event it asserts.
-				maps.Copy(data, tokenData(*ev.Claims, sum[:], acceptedAt(ev.VerifiedAt, now)))
+				conflict.TokenRecord, conflict.TokenAcceptance = tokenData(*ev.Claims, sum[:], acceptedAt(ev.VerifiedAt, now))
 			}
 		}
+		c.Type, c.Evidence, c.Data = ledger.EventTypeEvidenceConflict, string(ev.Token), conflict
 	}
 	_, err := ledger.Record(ctx, tx, d, c)
 	return err
@@ -690,13 +686,14 @@ func acceptedAt(verifiedAt, now time.Time) time.Time {
 	return verifiedAt.UTC().Truncate(time.Microsecond)
 }
 
-// setStoredTokenAcceptance records on data, the data of an event that
-// stores the token of stored (evidence received earlier), how the ledger
+// storedTokenAcceptance is what the data of an event that stores the
+// token of stored (evidence received earlier) says of how the ledger
 // accepted it: as its row's data says, or, for evidence stored before rows
-// said it, as the kind it proves when it was received.
-func setStoredTokenAcceptance(data map[string]any, stored ledger.StoredEvidence) {
+// said it, as the kind it proves when it was received. It is empty when
+// stored has no token.
+func storedTokenAcceptance(stored ledger.StoredEvidence) ledger.TokenAcceptance {
 	if stored.Token == "" {
-		return
+		return ledger.TokenAcceptance{}
 	}
 	var rec struct {
 		Kind       string    `json:"token_kind"`
@@ -708,5 +705,5 @@ func setStoredTokenAcceptance(data map[string]any, stored ledger.StoredEvidence)
 			rec.Kind = string(KindDeclaration)
 		}
 	}
-	ledger.SetTokenAcceptance(data, rec.Kind, rec.AcceptedAt)
+	return ledger.NewTokenAcceptance(rec.Kind, rec.AcceptedAt)
 }

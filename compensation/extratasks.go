@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -168,10 +167,10 @@ func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delega
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeExtraTaskCompensationRequired, Actor: actor, At: now,
-			Data: map[string]any{
-				"task_id": t.TaskID, "purpose": string(t.Purpose), "state": string(t.Status),
-				"tracked_task_id": d.Remote.TaskID, "idempotency_key": ExtraTaskKey(d, t.TaskID),
-				"requested": org.AgentCardURL != "",
+			Data: ledger.ExtraTaskCompensationRequiredData{
+				TaskID: t.TaskID, Purpose: string(t.Purpose), State: string(t.Status),
+				TrackedTaskID: d.Remote.TaskID, IdempotencyKey: ExtraTaskKey(d, t.TaskID),
+				Requested: org.AgentCardURL != "",
 			},
 		}); err != nil {
 			return err
@@ -224,13 +223,13 @@ func (s *Service) ApplyExtraTaskReceipt(ctx context.Context, tx ReceiptTx, d led
 	if err != nil || !ok {
 		return false, err
 	}
-	data := map[string]any{
-		"task_id": taskID, "resolution": string(resolution), "outcome": string(r.Outcome),
-		"receipt_id": r.ReceiptID, "idempotency_key": r.IdempotencyKey, "receipt": r.Raw,
+	data := ledger.ExtraTaskCompensatedData{
+		TaskID: taskID, Resolution: string(resolution), Outcome: string(r.Outcome),
+		ReceiptID: r.ReceiptID, IdempotencyKey: r.IdempotencyKey, Receipt: r.Raw,
 	}
 	if c := v.Claims; c != nil && r.JWS != "" {
 		sum := sha256.Sum256([]byte(r.JWS))
-		maps.Copy(data, tokenData(*c, sum[:], acceptedAt(v.VerifiedAt, now)))
+		data.TokenRecord, data.TokenAcceptance = tokenData(*c, sum[:], acceptedAt(v.VerifiedAt, now))
 	}
 	_, err = ledger.Record(ctx, tx, d, ledger.Change{
 		Type: ledger.EventTypeExtraTaskCompensated, Actor: actor, At: now, Evidence: r.JWS, Data: data,
@@ -246,10 +245,10 @@ func (s *Service) ApplyExtraTaskReceipt(ctx context.Context, tx ReceiptTx, d led
 func ExtraTaskRequestsExhausted(ctx context.Context, tx ReceiptTx, d ledger.Delegation, taskID string, f RequestFailure, actor string, now time.Time) error {
 	_, err := ledger.Record(ctx, tx, d, ledger.Change{
 		Type: ledger.EventTypeExtraTaskCompensationExhausted, Actor: actor, At: now,
-		Data: map[string]any{
-			"task_id": taskID, "attempt": f.Attempt, "max_attempts": f.MaxAttempts, "round": f.Round,
-			"message_id": f.MessageID, "outcome": f.Outcome, "error": f.Problem,
-		},
+		Data: ledger.ExtraTaskCompensationExhaustedData{TaskID: taskID, CompensationAttempt: ledger.CompensationAttempt{
+			Attempt: f.Attempt, MaxAttempts: f.MaxAttempts, Round: f.Round,
+			MessageID: f.MessageID, Outcome: f.Outcome, Error: f.Problem,
+		}},
 	})
 	return err
 }
@@ -298,7 +297,7 @@ func (s *Service) WriteOffExtraTask(ctx context.Context, p ledger.Principal, id 
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeExtraTaskWrittenOff, Actor: p.Actor(), At: now,
-			Data: map[string]any{"task_id": taskID, "reason": reason, "attempts": task.Compensation.Attempts},
+			Data: ledger.ExtraTaskWrittenOffData{TaskID: taskID, Reason: reason, Attempts: task.Compensation.Attempts},
 		}); err != nil {
 			return err
 		}
@@ -409,9 +408,9 @@ func (s *Service) RedriveExtraTask(ctx context.Context, p ledger.Principal, id u
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeExtraTaskCompensationRedriven, Actor: p.Actor(), At: now,
-			Data: map[string]any{
-				"task_id": taskID, "reason": in.Reason, "previous_attempts": task.Compensation.Attempts,
-				"round": max(task.Compensation.Round, 1), "idempotency_key": ExtraTaskKey(d, taskID),
+			Data: ledger.ExtraTaskCompensationRedrivenData{
+				TaskID: taskID, Reason: in.Reason, PreviousAttempts: task.Compensation.Attempts,
+				Round: max(task.Compensation.Round, 1), IdempotencyKey: ExtraTaskKey(d, taskID),
 			},
 		}); err != nil {
 			return err

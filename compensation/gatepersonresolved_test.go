@@ -27,12 +27,12 @@ func TestGatePersonResolved(t *testing.T) {
 		{false, ledger.EventTaskRejected, ledger.HeldEvidenceNone, ledger.EventTaskRejected},
 		{false, ledger.EventTaskEndedUngated, ledger.HeldEvidenceAck, ledger.EventTaskEndedUngated},
 	} {
-		data := map[string]any{}
+		data := &ledger.TaskStatusChangedData{}
 		got := gatePersonResolved(EvidenceFacts{ResolvedByPerson: c.person}, c.event, c.held, data)
 		if got != c.want {
 			t.Errorf("resolved by person %v, %s with %s held: %s, want %s", c.person, c.event, c.held, got, c.want)
 		}
-		if marked := data["resolved_by_person"] == true; marked != (got != c.event) {
+		if marked := data.ResolvedByPerson; marked != (got != c.event) {
 			t.Errorf("resolved by person %v, %s: data %v", c.person, c.event, data)
 		}
 	}

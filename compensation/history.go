@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // AcceptedToken is a signed ack or declaration the ledger accepted, as it
@@ -26,7 +27,7 @@ type AcceptedToken struct {
 	// LedgerID is the ledger's id, the token's "aud".
 	LedgerID string
 	// AcceptedAt is when the ledger accepted the token
-	// (ledger.StoredToken.AcceptedAt).
+	// (audit.StoredToken.AcceptedAt).
 	AcceptedAt time.Time
 	// History is the org's key history (all of it, or at least the keys in
 	// force at AcceptedAt).
@@ -94,13 +95,13 @@ type TokenOwner struct {
 	// force when each token was accepted).
 	History []ledger.OrgKey
 	// Slack is how long before its event a token may have been accepted
-	// (ledger.StoredTokens): the event-time slack.
+	// (audit.StoredTokens): the event-time slack.
 	Slack time.Duration
 }
 
 // VerifiedToken is a stored token and what verifying it again found.
 type VerifiedToken struct {
-	ledger.StoredToken
+	audit.StoredToken
 	// Claims and Key are its claims and the key that verified it, when Err
 	// is nil.
 	Claims Claims
@@ -111,7 +112,7 @@ type VerifiedToken struct {
 
 // VerifyStoredTokens verifies every signed token stored on events (the
 // owner's stream, in stream order) as the ledger accepted it
-// (ledger.StoredTokens): as the kind it was accepted as, against the org's
+// (audit.StoredTokens): as the kind it was accepted as, against the org's
 // keys in force when it was accepted, by the key the event records
 // (VerifyAccepted), about the task it was accepted for (the delegation's
 // remote task, or the extra task an extra task's receipt answers), with
@@ -122,7 +123,7 @@ type VerifiedToken struct {
 // console's timeline call it, so none of them can pass a token another
 // would refuse, or refuse one another passes.
 func VerifyStoredTokens(owner TokenOwner, events []ledger.Event) []VerifiedToken {
-	stored := ledger.StoredTokens(events, owner.Slack)
+	stored := audit.StoredTokens(events, owner.Slack)
 	out := make([]VerifiedToken, len(stored))
 	for i, st := range stored {
 		out[i] = VerifiedToken{StoredToken: st}
@@ -131,7 +132,7 @@ func VerifyStoredTokens(owner TokenOwner, events []ledger.Event) []VerifiedToken
 	return out
 }
 
-func verifyStoredToken(owner TokenOwner, st ledger.StoredToken) (Claims, ledger.OrgKey, error) {
+func verifyStoredToken(owner TokenOwner, st audit.StoredToken) (Claims, ledger.OrgKey, error) {
 	if st.Problem != "" {
 		return Claims{}, ledger.OrgKey{}, errors.New(st.Problem)
 	}

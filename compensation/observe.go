@@ -169,7 +169,7 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 	}
 	message, _ := ledger.StorableText(obs.Message)
 	data := observationData(d, obs, at)
-	record := func(typ ledger.EventType) (ledger.Delegation, error) {
+	record := func(typ ledger.EventType, data ledger.EventPayload) (ledger.Delegation, error) {
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: actor, At: now, Data: data}); err != nil {
 			return ledger.Delegation{}, err
 		}
@@ -184,21 +184,28 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 		// it again says nothing new.
 		return markObserved(ctx, tx, d, now)
 	case d.TaskStatus.Terminal():
-		return record(ledger.EventTypeStatusConflict)
+		return record(ledger.EventTypeStatusConflict, ledger.StatusConflictData(data))
 	case obs.Status == d.TaskStatus && message == d.TaskStatusMessage:
 		// A repeat whatever its timestamp: an observation that had none
 		// took Quittance's clock, and every later poll carrying the
 		// agent's own, earlier, status time is still the same status.
 		return markObserved(ctx, tx, d, now)
 	case !d.TaskStatusAt.IsZero() && at.Before(d.TaskStatusAt):
-		data["last_applied_at"] = d.TaskStatusAt.UTC().Format(time.RFC3339Nano)
-		return record(ledger.EventTypeTaskStatusStale)
+		return record(ledger.EventTypeTaskStatusStale, ledger.TaskStatusStaleData{
+			TaskObservation: data, LastAppliedAt: d.TaskStatusAt.UTC().Format(time.RFC3339Nano),
+		})
 	}
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
-	change := ledger.Change{Type: ledger.EventTypeTaskStatusChanged, Actor: actor, At: now, Data: data}
+	changed := &ledger.TaskStatusChangedData{TaskObservation: data}
+	change := ledger.Change{Type: ledger.EventTypeTaskStatusChanged, Actor: actor, At: now, Data: changed}
 	var err error
 	if obs.Status.Terminal() && d.ObligationState == ledger.ObligationHeld {
-		d, err = s.applyTerminalStatus(ctx, tx, d, obs, change, now)
+		var end TaskEnd
+		if end, err = taskEnd(ctx, tx, d, obs, changed, change); err == nil {
+			var res EvidenceResult
+			res, err = s.ApplyEvidence(ctx, tx, d, StatusEvidence(end), now)
+			d = res.Delegation
+		}
 	} else {
 		d, _, err = ledger.Apply(ctx, tx, d, change)
 	}
@@ -208,21 +215,16 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 	return markObserved(ctx, tx, d, now)
 }
 
-// observationData is the data of the event an observation records: as
-// received, for the event's data is cleaned when it is stored, keeping the
-// raw bytes (ledger.StorableEvent).
-func observationData(d ledger.Delegation, obs Observation, at time.Time) map[string]any {
-	data := map[string]any{
-		"state": string(obs.Status), "timestamp": at.Format(time.RFC3339Nano), "previous": string(d.TaskStatus),
-	}
-	if obs.Message != "" {
-		data["message"] = obs.Message
-	}
-	if obs.Source != "" {
-		data["source"] = obs.Source
+// observationData is the data of the event an observation records, its
+// message as received: the event's data is cleaned when it is stored,
+// keeping the raw bytes (ledger.StorableEvent).
+func observationData(d ledger.Delegation, obs Observation, at time.Time) ledger.TaskObservation {
+	data := ledger.TaskObservation{
+		State: string(obs.Status), Timestamp: at.Format(time.RFC3339Nano), Previous: string(d.TaskStatus),
+		Message: obs.Message, Source: obs.Source,
 	}
 	if !obs.ReportedTimestamp.IsZero() {
-		data["reported_timestamp"] = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
+		data.ReportedTimestamp = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)
 	}
 	return data
 }
@@ -240,19 +242,18 @@ func checkSettlement(d ledger.Delegation, obs Observation) error {
 		"the obligation is %s; a settled amount applies only to the report that settles a held obligation", d.ObligationState)
 }
 
-// applyTerminalStatus decides the gate of a newly terminal status of d's
-// held obligation and applies the status as evidence (ApplyEvidence).
-func (s *Service) applyTerminalStatus(ctx context.Context, tx ReceiptTx, d ledger.Delegation, obs Observation, change ledger.Change, now time.Time) (ledger.Delegation, error) {
+// taskEnd decides the gate of a newly terminal status of d's held
+// obligation and notes it on the status's event (changed, the data of
+// change): the evidence the status is.
+func taskEnd(ctx context.Context, tx ObservationTx, d ledger.Delegation, obs Observation, changed *ledger.TaskStatusChangedData, change ledger.Change) (TaskEnd, error) {
 	facts, err := tx.GatePolicy(ctx, d)
 	if err != nil {
-		return ledger.Delegation{}, err
+		return TaskEnd{}, err
 	}
 	org, class := facts.Org, facts.GateClass(d)
 	gated := ledger.GateApplies(class, org, obs.Status)
-	change.Data["gate_applies"] = gated
-	end := TaskEnd{Observation: obs, Change: change, Org: org, Class: class, Gated: gated}
-	res, err := s.ApplyEvidence(ctx, tx, d, StatusEvidence(end), now)
-	return res.Delegation, err
+	changed.GateApplies = &gated
+	return TaskEnd{Observation: obs, Change: change, Org: org, Class: class, Gated: gated}, nil
 }
 
 // markObserved records that d's remote task was observed at now.

@@ -59,9 +59,9 @@ func (s *Service) Redrive(ctx context.Context, p ledger.Principal, delegationID 
 		d.Compensation.Attempts = 0
 		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeCompensationRedriven, Actor: p.Actor(), At: now,
-			Data: map[string]any{
-				"reason": in.Reason, "previous_attempts": previous,
-				"idempotency_key": ledger.CompensationKey(d), "task_id": d.Remote.TaskID,
+			Data: ledger.CompensationRedrivenData{
+				Reason: in.Reason, PreviousAttempts: previous,
+				IdempotencyKey: ledger.CompensationKey(d), TaskID: d.Remote.TaskID,
 			},
 		})
 		if err != nil {

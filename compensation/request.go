@@ -386,11 +386,11 @@ func (f RequestFailure) Exhausted() bool { return f.Attempt >= f.MaxAttempts }
 // obligation does not move. The hold stays in every case. It returns the
 // delegation after it and whether requests should stop.
 func (s *Service) RequestFailed(ctx context.Context, tx ReceiptTx, d ledger.Delegation, f RequestFailure, actor string, now time.Time) (ledger.Delegation, bool, error) {
-	data := map[string]any{
-		"attempt": f.Attempt, "max_attempts": f.MaxAttempts, "round": f.Round,
-		"error": f.Problem, "outcome": f.Outcome, "message_id": f.MessageID,
+	attempt := ledger.CompensationAttempt{
+		Attempt: f.Attempt, MaxAttempts: f.MaxAttempts, Round: f.Round,
+		Error: f.Problem, Outcome: f.Outcome, MessageID: f.MessageID,
 	}
-	change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: actor, At: now, Data: data}
+	change := ledger.Change{Type: ledger.EventTypeCompensationRequestFailed, Actor: actor, At: now}
 	stop := true
 	switch {
 	case f.Outcome == string(ReceiptNotSupported):
@@ -403,6 +403,10 @@ func (s *Service) RequestFailed(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	if stop && d.ObligationState == ledger.ObligationRevocationPendingCompensation {
 		change.Obligation = ledger.EventCompensationUnconfirmed
 	}
-	d, _, err := ledger.Apply(ctx, tx, d, change)
+	var err error
+	if change.Data, err = ledger.CompensationAttemptFailed(change.Type, attempt); err != nil {
+		return ledger.Delegation{}, false, err
+	}
+	d, _, err = ledger.Apply(ctx, tx, d, change)
 	return d, stop, err
 }

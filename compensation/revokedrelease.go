@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // maxNoteLen bounds finance's acknowledgement note.
@@ -26,7 +27,7 @@ func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor s
 		return 0, err
 	}
 	for _, d := range released {
-		if err := tx.InsertRevokedRelease(ctx, ledger.RevokedRelease{
+		if err := tx.InsertRevokedRelease(ctx, report.RevokedRelease{
 			DelegationID: d.ID, OrgID: org.ID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
 			ReleasedAt: d.UpdatedAt, IdentityRevokedAt: now,
 		}); err != nil {
@@ -34,9 +35,9 @@ func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor s
 		}
 		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: actor, At: now,
-			Data: map[string]any{
-				"org_id": org.ID, "revocation_reason": org.IdentityRevokedReason,
-				"amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
+			Data: ledger.ReleasedOnRevokedIdentityData{
+				OrgID: org.ID, RevocationReason: org.IdentityRevokedReason,
+				AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
 			},
 		}); err != nil {
 			return 0, fmt.Errorf("surface release of delegation %s: %w", d.ID, err)
@@ -83,10 +84,10 @@ func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time,
 				}
 				if _, err := ledger.Record(ctx, tx, d, ledger.Change{
 					Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: actor, At: now,
-					Data: map[string]any{
-						"org_id": org.ID, "revocation_reason": org.IdentityRevokedReason,
-						"amount_minor": r.AmountMinor, "currency": r.Currency,
-						"identity_revoked_at": r.IdentityRevokedAt.Format(time.RFC3339Nano), "surfaced_by": "migration 00020",
+					Data: ledger.ReleasedOnRevokedIdentityData{
+						OrgID: org.ID, RevocationReason: org.IdentityRevokedReason,
+						AmountMinor: r.AmountMinor, Currency: r.Currency,
+						IdentityRevokedAt: r.IdentityRevokedAt.Format(time.RFC3339Nano), SurfacedBy: "migration 00020",
 					},
 				}); err != nil {
 					return fmt.Errorf("announce release of delegation %s: %w", d.ID, err)
@@ -113,14 +114,14 @@ func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time,
 // Only finance may (ActionAcknowledgeRevokedRelease). A delegation with no
 // such release is ledger.ErrNotFound; acknowledging twice is a conflict
 // (release_already_acknowledged).
-func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Principal, delegationID uuid.UUID, note string) (ledger.RevokedRelease, error) {
+func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Principal, delegationID uuid.UUID, note string) (report.RevokedRelease, error) {
 	if err := ledger.Authorize(p, ledger.ActionAcknowledgeRevokedRelease); err != nil {
-		return ledger.RevokedRelease{}, err
+		return report.RevokedRelease{}, err
 	}
 	if strings.TrimSpace(note) == "" || len(note) > maxNoteLen {
-		return ledger.RevokedRelease{}, ledger.Invalid("note", "is required, at most %d characters", maxNoteLen)
+		return report.RevokedRelease{}, ledger.Invalid("note", "is required, at most %d characters", maxNoteLen)
 	}
-	var r ledger.RevokedRelease
+	var r report.RevokedRelease
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		now := s.now()
 		d, err := tx.DelegationForUpdate(ctx, delegationID)
@@ -141,7 +142,7 @@ func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Princi
 		}
 		_, err = ledger.Record(ctx, tx, d, ledger.Change{
 			Type: ledger.EventTypeRevokedReleaseAcknowledged, Actor: p.Actor(), At: now,
-			Data: map[string]any{"org_id": r.OrgID, "amount_minor": r.AmountMinor, "currency": r.Currency, "note": note},
+			Data: ledger.RevokedReleaseAcknowledgedData{OrgID: r.OrgID, AmountMinor: r.AmountMinor, Currency: r.Currency, Note: note},
 		})
 		return err
 	})

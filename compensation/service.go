@@ -14,6 +14,7 @@ import (
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/failpoint"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // CodeEvidenceNotExpected is the refusal code of a valid token for a
@@ -39,7 +40,7 @@ type Service struct {
 	dev       bool
 	batch     int
 	keys      jose.KeyCache
-	onRefusal func(ledger.TokenRefusal)
+	onRefusal func(report.TokenRefusal)
 	// refreshKeys is Config.RefreshOrgKeysForKid.
 	refreshKeys func(ctx context.Context, orgID, kid string) bool
 	// refusalTime is Config.RefusalTime.
@@ -72,7 +73,7 @@ type Config struct {
 	SweepBatchSize int
 	// OnRefusal, when set, is told of every refused posted token after it
 	// was counted (the metrics); it must not block.
-	OnRefusal func(ledger.TokenRefusal)
+	OnRefusal func(report.TokenRefusal)
 	// RefreshOrgKeysForKid is asked, when a token names a kid none of its
 	// org's keys in force has and the org's keys come from a JWKS URL, to
 	// fetch that URL (ledger.Service.RefreshOrgKeysForKid); when it reports
@@ -187,7 +188,7 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAdd
 // matched a delegation — whether the org, the task or the delegation
 // exists or is revoked — is answered as CodeTokenRefused with one fixed
 // detail: the reason stays on the server (logged, counted per org and
-// reason, sampled; see ledger.TokenRefusal). Only the org that signed a
+// reason, sampled; see report.TokenRefusal). Only the org that signed a
 // token learns more about its own task: token_replayed,
 // evidence_not_expected, evidence_conflict (recorded as an
 // evidence_conflict event holding the verified token),
@@ -214,7 +215,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	}
 	answerAt := time.Now().Add(s.refusalTime) // the wall clock's: ledger time may be a test's
 	sum := sha256.Sum256(token)
-	sub := &submission{kind: kind, token: token, refusal: ledger.TokenRefusal{
+	sub := &submission{kind: kind, token: token, refusal: report.TokenRefusal{
 		Kind: string(kind), TokenSHA256: sum[:], TokenBytes: len(token), ClientAddress: storable(clientAddress, 256),
 	}}
 	peek, err := PeekToken(token)
@@ -222,7 +223,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 		return EvidenceResult{}, s.refused(ctx, sub.refusal, err, false, answerAt)
 	}
 	sub.peek = peek
-	sub.refusal.ClaimedIssuer = storable(peek.Issuer, ledger.MaxClaimedIssuer)
+	sub.refusal.ClaimedIssuer = storable(peek.Issuer, report.MaxClaimedIssuer)
 	attempt := func(tx Tx) error { return s.attempt(ctx, tx, sub) }
 	err = s.store.InTx(ctx, attempt)
 	var ref *RefusalError
@@ -258,7 +259,7 @@ type submission struct {
 	token []byte
 	peek  Peek
 	// refusal is the record of a refusal, as far as it is known.
-	refusal ledger.TokenRefusal
+	refusal report.TokenRefusal
 	res     EvidenceResult
 	// found is the delegation the token matched, once known.
 	found ledger.Delegation
@@ -423,32 +424,26 @@ func (k TokenKind) ObligationEvent() ledger.ObligationEvent {
 	return ledger.EventCompensationAck
 }
 
-// evidenceData is the event data of evidence accepted at acceptedAt: the
-// token's record (tokenData) and what it claims.
-func evidenceData(c Claims, sum []byte, acceptedAt time.Time) map[string]any {
-	data := tokenData(c, sum, acceptedAt)
-	data["kind"], data["iss"], data["sub"] = string(c.Kind), c.Issuer, c.Subject
-	data["iat"], data["exp"] = c.IssuedAt.UTC().Format(time.RFC3339), c.Expiry.UTC().Format(time.RFC3339)
+// evidenceData sets in data, the event data of evidence accepted at
+// acceptedAt, the token's record (tokenData) and what it claims.
+func evidenceData(data *ledger.EvidenceRecord, c Claims, sum []byte, acceptedAt time.Time) {
+	data.TokenRecord, data.TokenAcceptance = tokenData(c, sum, acceptedAt)
+	data.Kind, data.Issuer, data.Subject = string(c.Kind), c.Issuer, c.Subject
+	data.IssuedAt, data.Expiry = c.IssuedAt.UTC().Format(time.RFC3339), c.Expiry.UTC().Format(time.RFC3339)
 	if c.ReceiptID != "" {
-		data["receipt_id"] = c.ReceiptID
+		data.ReceiptID = &c.ReceiptID
 	}
-	if c.IdempotencyKey != "" {
-		data["idempotency_key"] = c.IdempotencyKey
-	}
-	return data
+	data.IdempotencyKey = c.IdempotencyKey
 }
 
 // tokenData is the record of a signed token on every event that stores
 // it, one shape everywhere: the kind the ledger accepted it as and when
-// (ledger.SetTokenAcceptance), its jti and sha256 (sum), and the key that
+// (ledger.TokenAcceptance), its jti and sha256 (sum), and the key that
 // verified it. verify-chain, verify-pack and the console verify the token
 // by it (VerifyStoredTokens).
-func tokenData(c Claims, sum []byte, acceptedAt time.Time) map[string]any {
-	data := map[string]any{
-		"jti": c.JTI, "token_sha256": hex.EncodeToString(sum), "kid": c.KeyID, "key_thumbprint": c.KeyThumbprint,
-	}
-	ledger.SetTokenAcceptance(data, string(c.Kind), acceptedAt)
-	return data
+func tokenData(c Claims, sum []byte, acceptedAt time.Time) (*ledger.TokenRecord, ledger.TokenAcceptance) {
+	return &ledger.TokenRecord{JTI: c.JTI, TokenSHA256: hex.EncodeToString(sum), KeyID: c.KeyID, KeyThumbprint: c.KeyThumbprint},
+		ledger.NewTokenAcceptance(string(c.Kind), acceptedAt)
 }
 
 // Receipt is what the delegation shows as its compensation receipt once
@@ -485,12 +480,12 @@ func (s *Service) refreshKeysBy(ctx context.Context, answerAt time.Time, orgID, 
 	return s.refreshKeys(ctx, orgID, kid)
 }
 
-// refused counts and samples a refusal (ledger.TokenRefusal), in its own
+// refused counts and samples a refusal (report.TokenRefusal), in its own
 // transaction — the refused one rolled back — and reports it to
 // OnRefusal. It returns what the caller is told: the refusal itself when
 // told, else, at answerAt (Config.RefusalTime), CodeTokenRefused with
 // uniformRefusalDetail. Nothing is appended to any delegation's chain.
-func (s *Service) refused(ctx context.Context, r ledger.TokenRefusal, err error, told bool, answerAt time.Time) error {
+func (s *Service) refused(ctx context.Context, r report.TokenRefusal, err error, told bool, answerAt time.Time) error {
 	var ref *RefusalError
 	if !errors.As(err, &ref) {
 		return err
@@ -532,7 +527,7 @@ func storable(s string, n int) string { return ledger.StorableTruncated(s, n) }
 
 // logRefusal logs a refusal with its reason and the token's sha256, never
 // the token.
-func (s *Service) logRefusal(ctx context.Context, r ledger.TokenRefusal, ref *RefusalError) {
+func (s *Service) logRefusal(ctx context.Context, r report.TokenRefusal, ref *RefusalError) {
 	s.log.InfoContext(ctx, "compensation evidence refused",
 		slog.String("kind", r.Kind), slog.String("code", ref.Code), slog.String("detail", ref.Detail),
 		slog.String("org_id", r.OrgID), slog.String("token_sha256", hex.EncodeToString(r.TokenSHA256)),

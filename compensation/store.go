@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // Store is the persistence the compensation service needs.
@@ -83,8 +84,8 @@ type Tx interface {
 	// deadlock.
 	DelegationsByRemoteTaskForUpdate(ctx context.Context, orgID, taskID string) ([]ledger.Delegation, error)
 	// RecordTokenRefusal counts a refused token for its (org, reason) and
-	// keeps it as one of the last ledger.TokenRefusalSampleSize samples.
-	RecordTokenRefusal(ctx context.Context, r ledger.TokenRefusal) error
+	// keeps it as one of the last report.TokenRefusalSampleSize samples.
+	RecordTokenRefusal(ctx context.Context, r report.TokenRefusal) error
 	// OpenDelegationsOfOrgForUpdate returns every delegation of the org whose
 	// obligation can still be escalated (held,
 	// revocation_pending_compensation, compensation_unconfirmed), locking
@@ -104,12 +105,12 @@ type Tx interface {
 	RevokedReleaseAnnounced(ctx context.Context, delegationID uuid.UUID) (bool, error)
 	// InsertRevokedRelease records a release on a revoked identity; a
 	// delegation already recorded is left unchanged.
-	InsertRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error
+	InsertRevokedRelease(ctx context.Context, r report.RevokedRelease) error
 	// RevokedReleaseForUpdate loads the release on a revoked identity of a
 	// delegation and locks it, or returns ledger.ErrNotFound.
-	RevokedReleaseForUpdate(ctx context.Context, delegationID uuid.UUID) (ledger.RevokedRelease, error)
+	RevokedReleaseForUpdate(ctx context.Context, delegationID uuid.UUID) (report.RevokedRelease, error)
 	// AcknowledgeRevokedRelease writes r's acknowledgement.
-	AcknowledgeRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error
+	AcknowledgeRevokedRelease(ctx context.Context, r report.RevokedRelease) error
 	// OutboundJobOpen is Store.OutboundJobOpen inside the transaction.
 	OutboundJobOpen(ctx context.Context, delegationID uuid.UUID, kind ledger.OutboundKind) (bool, error)
 	// RedriveExtraTaskCompensation sets the attempt count of an extra

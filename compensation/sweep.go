@@ -53,10 +53,10 @@ func (s *Service) sweep(ctx context.Context, now time.Time, actor string) (int, 
 				if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
 					Type: ledger.EventTypeDeadlinePassed, Actor: actor, At: now,
 					Obligation: ledger.EventCompensationUnconfirmed,
-					Data: map[string]any{
-						"deadline":        d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
-						"idempotency_key": d.Compensation.IdempotencyKey,
-						"hold_amount":     d.Hold.AmountMinor,
+					Data: ledger.DeadlinePassedData{
+						Deadline:       d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
+						IdempotencyKey: d.Compensation.IdempotencyKey,
+						HoldAmount:     d.Hold.AmountMinor,
 					},
 				}); err != nil {
 					return fmt.Errorf("mark delegation %s unconfirmed: %w", d.ID, err)

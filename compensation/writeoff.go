@@ -81,7 +81,7 @@ func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID,
 		for _, d := range open {
 			if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
 				Type: ledger.EventTypeIdentityRevoked, Actor: p.Actor(), At: now, Obligation: ledger.EventIdentityRevoked,
-				Data: map[string]any{"org_id": org.ID, "revocation_reason": reason},
+				Data: ledger.IdentityRevokedData{OrgID: org.ID, RevocationReason: reason},
 			}); err != nil {
 				return fmt.Errorf("escalate delegation %s: %w", d.ID, err)
 			}
@@ -92,7 +92,7 @@ func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID,
 			return err
 		}
 		_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "org:" + org.ID, Type: ledger.EventTypeOrgIdentityRevoked, At: now, Actor: p.Actor()},
-			map[string]any{"reason": reason, "escalated": escalated, "released_on_revoked_identity": surfaced})
+			ledger.OrgIdentityRevokedData{Reason: reason, Escalated: escalated, ReleasedOnRevokedIdentity: surfaced})
 		return err
 	})
 	if err != nil {
@@ -148,7 +148,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 		}
 		if !writeOffAllowed(d.ObligationState) {
 			err := ledger.Conflict("write_off_not_allowed", "an obligation in state %s cannot be written off", d.ObligationState)
-			refused = &refusedChange{d: d, err: err, data: map[string]any{"request": "write_off", "reason": in.Reason, "obligation_state": string(d.ObligationState)}}
+			refused = &refusedChange{d: d, err: err, data: ledger.WriteOffRefusedData{Request: "write_off", Reason: in.Reason, ObligationState: string(d.ObligationState)}}
 			return err
 		}
 		if d.PendingWriteOffID != uuid.Nil {
@@ -167,9 +167,8 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 			return err
 		}
 		threshold := thresholds.For(w.Amount.Currency)
-		data := writeOffData(w)
-		data["approval_threshold_minor"] = threshold.Minor
 		if NeedsApproval(w.Amount, threshold.Minor) {
+			data := ledger.WriteOffRequestedData{WriteOffRecord: writeOffData(w), ApprovalThresholdMinor: threshold.Minor}
 			if err := tx.InsertWriteOff(ctx, w); err != nil {
 				return err
 			}
@@ -184,7 +183,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 		if err := tx.InsertWriteOff(ctx, w); err != nil {
 			return err
 		}
-		if d, err = executeWriteOff(ctx, tx, d, w, data, "not_required", p.Actor(), now); err != nil {
+		if d, err = executeWriteOff(ctx, tx, d, w, &threshold.Minor, "not_required", p.Actor(), now); err != nil {
 			return err
 		}
 		out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -230,10 +229,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 			return err
 		}
 		refuse := func(err error) error {
-			data := writeOffData(w)
-			data["request"] = "approve"
-			data["refusal"] = err.Error()
-			refused = &refusedChange{d: d, err: err, data: data}
+			refused = &refusedChange{d: d, err: err, data: writeOffData(w).Refused("approve", err.Error())}
 			return err
 		}
 		if w.Status != WriteOffPendingApproval {
@@ -249,9 +245,8 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 			if err := tx.UpdateWriteOff(ctx, w); err != nil {
 				return err
 			}
-			data := writeOffData(w)
-			data["obligation_state"] = string(d.ObligationState)
-			data["void_reason"] = "obligation no longer open for write-off at approval"
+			data := ledger.WriteOffVoidedData{WriteOffRecord: writeOffData(w), ObligationState: string(d.ObligationState),
+				VoidReason: "obligation no longer open for write-off at approval"}
 			if _, _, err := ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffVoided, Actor: p.Actor(), At: now, Data: data}); err != nil {
 				return err
 			}
@@ -262,7 +257,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if err := tx.UpdateWriteOff(ctx, w); err != nil {
 			return err
 		}
-		if d, err = executeWriteOff(ctx, tx, d, w, writeOffData(w), "four_eyes", p.Actor(), now); err != nil {
+		if d, err = executeWriteOff(ctx, tx, d, w, nil, "four_eyes", p.Actor(), now); err != nil {
 			return err
 		}
 		out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -316,9 +311,7 @@ func (s *Service) voidPending(ctx context.Context, tx ReceiptTx, d ledger.Delega
 	if err := tx.UpdateWriteOff(ctx, w); err != nil {
 		return err
 	}
-	data := writeOffData(w)
-	data["obligation_state"] = string(d.ObligationState)
-	data["void_reason"] = why
+	data := ledger.WriteOffVoidedData{WriteOffRecord: writeOffData(w), ObligationState: string(d.ObligationState), VoidReason: why}
 	_, err = ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffVoided, Actor: actor, At: now, Data: data})
 	return err
 }
@@ -328,7 +321,7 @@ func (s *Service) voidPending(ctx context.Context, tx ReceiptTx, d ledger.Delega
 type refusedChange struct {
 	d    ledger.Delegation
 	err  error
-	data map[string]any
+	data ledger.WriteOffRefusedData
 }
 
 // recordRefused appends a write_off_refused event for a refusal, in its own
@@ -347,7 +340,7 @@ func (s *Service) recordRefused(ctx context.Context, p ledger.Principal, r *refu
 	case errors.Is(r.err, ledger.ErrIdentityNotLinked):
 		code = "identity_not_linked"
 	}
-	r.data["code"] = code
+	r.data.Code = code
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		_, err := ledger.Record(ctx, tx, r.d, ledger.Change{Type: ledger.EventTypeWriteOffRefused, Actor: p.Actor(), At: s.now(), Data: r.data})
 		return err
@@ -357,15 +350,15 @@ func (s *Service) recordRefused(ctx context.Context, p ledger.Principal, r *refu
 	}
 }
 
-func writeOffData(w WriteOff) map[string]any {
-	data := map[string]any{
-		"write_off_id": w.ID.String(), "status": string(w.Status), "reason": w.Reason, "reference": w.Reference,
-		"amount_minor": w.Amount.AmountMinor, "currency": w.Amount.Currency, "requested_by": w.RequestedBy,
-		"requested_by_id": w.RequestedByID.String(),
+func writeOffData(w WriteOff) ledger.WriteOffRecord {
+	data := ledger.WriteOffRecord{
+		WriteOffID: w.ID.String(), Status: string(w.Status), Reason: w.Reason, Reference: w.Reference,
+		AmountMinor: w.Amount.AmountMinor, Currency: w.Amount.Currency, RequestedBy: w.RequestedBy,
+		RequestedByID: w.RequestedByID.String(),
 	}
 	if w.ApprovedBy != "" {
-		data["approved_by"] = w.ApprovedBy
-		data["approved_by_id"] = w.ApprovedByID.String()
+		data.ApprovedBy = w.ApprovedBy
+		data.ApprovedByID = w.ApprovedByID.String()
 	}
 	return data
 }
@@ -373,9 +366,9 @@ func writeOffData(w WriteOff) map[string]any {
 // executeWriteOff applies an executed write-off w to its delegation d: the
 // one way a hold moves to written_off, whether the write-off needed no
 // approval or a second on-call identity approved it.
-func executeWriteOff(ctx context.Context, tx Tx, d ledger.Delegation, w WriteOff, data map[string]any, approval, actor string, now time.Time) (ledger.Delegation, error) {
-	data["status"] = string(w.Status)
-	data["approval"] = approval
+// threshold is the approval threshold a write-off executed at once was under.
+func executeWriteOff(ctx context.Context, tx Tx, d ledger.Delegation, w WriteOff, threshold *int64, approval, actor string, now time.Time) (ledger.Delegation, error) {
+	data := ledger.WriteOffExecutedData{WriteOffRecord: writeOffData(w), Approval: approval, ApprovalThresholdMinor: threshold}
 	d, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
 		Type: ledger.EventTypeWriteOffExecuted, Actor: actor, At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
 	})

@@ -72,10 +72,7 @@ func (s *Service) RejectWriteOff(ctx context.Context, p ledger.Principal, writeO
 			return err
 		}
 		refuse := func(err error) error {
-			data := writeOffData(w)
-			data["request"] = "reject"
-			data["refusal"] = err.Error()
-			refused = &refusedChange{d: d, err: err, data: data}
+			refused = &refusedChange{d: d, err: err, data: writeOffData(w).Refused("reject", err.Error())}
 			return err
 		}
 		if w.Status != WriteOffPendingApproval {
@@ -89,11 +86,12 @@ func (s *Service) RejectWriteOff(ctx context.Context, p ledger.Principal, writeO
 			return err
 		}
 		d.PendingWriteOffID = uuid.Nil
-		data := writeOffData(w)
 		// The rejecting principal, by name and id (events before
 		// migration 00039 name it by name only; the actor names it too).
-		data["rejected_by"], data["rejected_by_id"], data["rejection_reason"] = w.RejectedBy, w.RejectedByID.String(), w.RejectionReason
-		data["obligation_state"] = string(d.ObligationState)
+		data := ledger.WriteOffRejectedData{
+			WriteOffRecord: writeOffData(w), RejectedBy: w.RejectedBy, RejectedByID: w.RejectedByID.String(),
+			RejectionReason: w.RejectionReason, ObligationState: string(d.ObligationState),
+		}
 		if d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeWriteOffRejected, Actor: p.Actor(), At: now, Data: data}); err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), "waiting for the dispatch to create the remote task", nil)
 		}
 		return w.finish(ctx, j, "no_remote_task", func(tx Tx) error {
-			return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), map[string]any{"reason": "no_remote_task", "attempt": j.Attempt})
+			return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), ledger.CancelFailedData{Reason: "no_remote_task", Attempt: j.Attempt})
 		})
 	}
 	org, err := w.store.Org(ctx, d.OrgID)
@@ -68,8 +68,8 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	switch {
 	case err == nil && task.ID != d.Remote.TaskID:
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
-			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), map[string]any{
-				"recorded_task_id": d.Remote.TaskID, "reported_task_id": text.Truncate(task.ID, 256), "source": "cancel",
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), ledger.RemoteTaskConflictData{
+				RecordedTaskID: d.Remote.TaskID, ReportedTaskID: text.Truncate(task.ID, 256), Source: "cancel",
 			})
 		})
 	case err == nil:
@@ -90,8 +90,8 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		// the task too, in case it has meanwhile ended.
 		return w.finish(ctx, j, "not_cancelable", func(tx Tx) error {
 			now := w.now()
-			if err := record(ctx, tx, d, ledger.EventTypeCancelRefused, now, map[string]any{
-				"task_id": d.Remote.TaskID, "error": errorText(err),
+			if err := record(ctx, tx, d, ledger.EventTypeCancelRefused, now, ledger.CancelRefusedData{
+				TaskID: d.Remote.TaskID, Error: errorText(err),
 			}); err != nil {
 				return err
 			}
@@ -110,8 +110,8 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
 	return w.finish(ctx, j, "cancel_failed", func(tx Tx) error {
-		return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), map[string]any{
-			"task_id": d.Remote.TaskID, "error": errorText(err), "attempt": j.Attempt,
+		return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), ledger.CancelFailedData{
+			TaskID: d.Remote.TaskID, Error: errorText(err), Attempt: j.Attempt,
 		})
 	})
 }

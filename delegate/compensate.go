@@ -311,10 +311,10 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 	d.Compensation.LastError = ""
 	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
 		Type: ledger.EventTypeCompensationRequested, Actor: workerActor, At: now,
-		Data: map[string]any{
-			"message_id": msgID, "round": round, "attempt": d.Compensation.Attempts,
-			"compensation_task_id": taskID, "task_id": d.Remote.TaskID, "idempotency_key": ledger.CompensationKey(d),
-			"extra_task_ids": named,
+		Data: ledger.CompensationRequestedData{
+			MessageID: msgID, Round: round, Attempt: d.Compensation.Attempts,
+			CompensationTaskID: taskID, TaskID: d.Remote.TaskID, IdempotencyKey: ledger.CompensationKey(d),
+			ExtraTaskIDs: named,
 		},
 	})
 	if err != nil || len(named) == 0 {

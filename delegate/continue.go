@@ -137,8 +137,8 @@ func (o *Orchestrator) Continue(ctx context.Context, p ledger.Principal, id uuid
 		if err := tx.InsertFollowUp(ctx, out); err != nil {
 			return err
 		}
-		if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeMessageQueued, Actor: p.Actor(), At: now, Data: map[string]any{
-			"message_id": in.MessageID, "a2a_message_id": out.A2AMessageID, "task_id": d.Remote.TaskID, "task_status": string(d.TaskStatus),
+		if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: ledger.EventTypeMessageQueued, Actor: p.Actor(), At: now, Data: ledger.MessageQueuedData{
+			MessageID: in.MessageID, A2AMessageID: out.A2AMessageID, TaskID: d.Remote.TaskID, TaskStatus: string(d.TaskStatus),
 		}}); err != nil {
 			return err
 		}

@@ -65,9 +65,9 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 		return err
 	}
 	giveUp := func(reason string, cause error) error {
-		data := map[string]any{"reason": reason, "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt}
+		data := ledger.DispatchFailedData{Reason: reason, MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt}
 		if cause != nil {
-			data["error"] = errorText(cause)
+			data.Error = errorText(cause)
 		}
 		return w.finish(ctx, j, "failed", func(tx Tx) error { return record(ctx, tx, d, ledger.EventTypeDispatchFailed, w.now(), data) })
 	}
@@ -175,16 +175,16 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 // client is nil when the agent could not be reached: no lookup is made
 // now, and the poller's next lookup fetches the card again.
 func (w *Worker) dispatchUnknown(ctx context.Context, j Job, d ledger.Delegation, client *a2a.Client, iface a2a.AgentInterface, contextID, reason string, cause error) error {
-	data := map[string]any{"reason": reason, "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt}
+	data := ledger.DispatchUnknownData{Reason: reason, MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt}
 	if cause != nil {
-		data["error"] = errorText(cause)
+		data.Error = errorText(cause)
 	}
 	var found []a2a.Task
-	data["lookup"] = "agent_unavailable"
+	data.Lookup = "agent_unavailable"
 	if client != nil {
 		// Where the agent lists tasks, the delegation's context may say
 		// what the earlier attempts created (never what they did not).
-		found, data["lookup"] = w.lookupDispatch(ctx, client, d, contextID)
+		found, data.Lookup = w.lookupDispatch(ctx, client, d, contextID)
 	}
 	return w.finish(ctx, j, "dispatch_unknown", func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
@@ -209,9 +209,8 @@ func (w *Worker) dispatchUnknown(ctx context.Context, j Job, d ledger.Delegation
 // condition with a dispatch_unknown event carrying data (its "reason"
 // names the cause), and counts now as its last lookup: the poller repeats
 // the lookup PollAfter from now.
-func setDispatchUnknown(ctx context.Context, tx Tx, d ledger.Delegation, data map[string]any, now time.Time) error {
-	reason, _ := data["reason"].(string)
-	if err := tx.SetDispatchUnknown(ctx, d.ID, reason, now); err != nil {
+func setDispatchUnknown(ctx context.Context, tx Tx, d ledger.Delegation, data ledger.DispatchUnknownData, now time.Time) error {
+	if err := tx.SetDispatchUnknown(ctx, d.ID, data.Reason, now); err != nil {
 		return err
 	}
 	if err := record(ctx, tx, d, ledger.EventTypeDispatchUnknown, now, data); err != nil {
@@ -249,8 +248,8 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 		now := w.now()
 		if d.Remote.TaskID != "" {
 			if d.Remote.TaskID != task.ID {
-				return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
-					"recorded_task_id": d.Remote.TaskID, "reported_task_id": task.ID, "source": "dispatch",
+				return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, ledger.RemoteTaskConflictData{
+					RecordedTaskID: d.Remote.TaskID, ReportedTaskID: task.ID, Source: "dispatch",
 				})
 			}
 			return nil
@@ -261,15 +260,15 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 			// whether the agent created one for this, nobody knows: the
 			// hold stays, listed as dispatch_unknown, until a lookup, a
 			// push or on-call names this delegation's task.
-			if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, map[string]any{
-				"reported_task_id": task.ID, "other_delegation_id": other.ID.String(), "source": "dispatch",
+			if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, ledger.RemoteTaskConflictData{
+				ReportedTaskID: task.ID, OtherDelegationID: other.ID.String(), Source: "dispatch",
 			}); err != nil {
 				return err
 			}
 			outcome = "dispatch_unknown"
-			if err := setDispatchUnknown(ctx, tx, d, map[string]any{
-				"reason": "remote_task_taken", "message_id": DispatchMessageID(d.ID), "attempt": j.Attempt,
-				"reported_task_id": task.ID, "lookup": "not_made",
+			if err := setDispatchUnknown(ctx, tx, d, ledger.DispatchUnknownData{
+				Reason: "remote_task_taken", MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt,
+				ReportedTaskID: task.ID, Lookup: "not_made",
 			}, now); err != nil {
 				return err
 			}
@@ -283,9 +282,9 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 			return err
 		}
 		d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}
-		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskDispatched, Actor: workerActor, At: now, Data: map[string]any{
-			"task_id": task.ID, "context_id": task.ContextID, "protocol_version": iface.ProtocolVersion,
-			"message_id": DispatchMessageID(d.ID), "attempt": j.Attempt, "push_registered": push != nil,
+		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskDispatched, Actor: workerActor, At: now, Data: ledger.TaskDispatchedData{
+			TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion,
+			MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt, PushRegistered: push != nil,
 		}})
 		if err != nil {
 			return err

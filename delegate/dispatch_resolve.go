@@ -118,14 +118,14 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 		if taken, err := remoteTaskTaken(ctx, tx, d, task.ID, "oncall"); err != nil {
 			return err
 		} else if taken != nil {
-			if taken["other_delegation_id"] != nil {
+			if taken.OtherDelegationID != "" {
 				return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on another delegation of this tenant", d.OrgID, task.ID)
 			}
 			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on a delegation of another tenant", d.OrgID, task.ID)
 		}
 		d.Remote.ProtocolVersion = iface.ProtocolVersion
-		d, err = resolveDispatchTx(ctx, tx, d, task.ID, task.ContextID, p.Actor(), map[string]any{
-			"reason": in.Reason, "found_by": foundByOncall, "proven_by": proof,
+		d, err = resolveDispatchTx(ctx, tx, d, task.ID, task.ContextID, p.Actor(), ledger.DispatchResolvedData{
+			Reason: in.Reason, FoundBy: foundByOncall, ProvenBy: proof,
 		}, now)
 		if err != nil {
 			return err
@@ -160,10 +160,10 @@ func (o *Orchestrator) refuseNotDelegations(ctx context.Context, p ledger.Princi
 		if err != nil {
 			return err
 		}
-		_, err = ledger.Record(ctx, tx, cur, ledger.Change{Type: ledger.EventTypeRemoteTaskConflict, Actor: p.Actor(), At: o.now(), Data: map[string]any{
-			"source": "oncall", "reason": "not_the_delegations", "reported_task_id": text.Truncate(taskID, 256),
-			"answered_task_id": text.Truncate(task.ID, 256), "answered_context_id": text.Truncate(task.ContextID, 256),
-			"message_id": DispatchMessageID(d.ID),
+		_, err = ledger.Record(ctx, tx, cur, ledger.Change{Type: ledger.EventTypeRemoteTaskConflict, Actor: p.Actor(), At: o.now(), Data: ledger.RemoteTaskConflictData{
+			Source: "oncall", Reason: "not_the_delegations", ReportedTaskID: text.Truncate(taskID, 256),
+			AnsweredTaskID: ptr(text.Truncate(task.ID, 256)), AnsweredContextID: ptr(text.Truncate(task.ContextID, 256)),
+			MessageID: DispatchMessageID(d.ID),
 		}})
 		return err
 	})
@@ -200,18 +200,18 @@ func dispatchTaskProof(d ledger.Delegation, t a2a.Task) string {
 // the task is free, else the data of the remote_task_conflict event that
 // says so (other_delegation_id only for d's own tenant: another tenant's
 // delegation is none of d's tenant's business), with source.
-func remoteTaskTaken(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, taskID, source string) (map[string]any, error) {
+func remoteTaskTaken(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, taskID, source string) (*ledger.RemoteTaskConflictData, error) {
 	other, err := tx.RemoteTaskHolder(ctx, d, taskID)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
-	data := map[string]any{"reported_task_id": text.Truncate(taskID, 256), "source": source}
+	data := &ledger.RemoteTaskConflictData{ReportedTaskID: text.Truncate(taskID, 256), Source: source}
 	if other.Tenant == d.Tenant {
-		data["other_delegation_id"] = other.ID.String()
+		data.OtherDelegationID = other.ID.String()
 	} else {
-		data["recorded_by"] = "another_tenant"
+		data.RecordedBy = "another_tenant"
 	}
 	return data, nil
 }
@@ -222,7 +222,7 @@ func remoteTaskTaken(ctx context.Context, tx OrchestratorTx, d ledger.Delegation
 // task is observed at once and canceled if the orchestrator asked for that
 // meanwhile. On-call's ResolveDispatch and the dispatch job's lookup both
 // end the condition so. Nothing moves the hold or the obligation.
-func resolveDispatchTx(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, taskID, contextID, actor string, data map[string]any, now time.Time) (ledger.Delegation, error) {
+func resolveDispatchTx(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, taskID, contextID, actor string, data ledger.DispatchResolvedData, now time.Time) (ledger.Delegation, error) {
 	cleared, err := tx.ClearDispatchUnknown(ctx, d.ID)
 	if err != nil {
 		return ledger.Delegation{}, err
@@ -231,7 +231,7 @@ func resolveDispatchTx(ctx context.Context, tx OrchestratorTx, d ledger.Delegati
 		return ledger.Delegation{}, ledger.Conflict("dispatch_not_unknown", "the delegation is not in the dispatch_unknown condition: its dispatch may still be under way")
 	}
 	d.Remote.TaskID, d.Remote.ContextID = taskID, contextID
-	data["task_id"], data["context_id"], data["message_id"] = taskID, contextID, DispatchMessageID(d.ID)
+	data.TaskID, data.ContextID, data.MessageID = taskID, contextID, DispatchMessageID(d.ID)
 	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeDispatchResolved, Actor: actor, At: now, Data: data})
 	if err != nil {
 		return ledger.Delegation{}, err
@@ -287,12 +287,12 @@ func (w *Worker) resolveFound(ctx context.Context, tx Tx, d ledger.Delegation, f
 	if taken, err := remoteTaskTaken(ctx, tx, d, primary.ID, "list_tasks"); err != nil {
 		return err
 	} else if taken != nil {
-		return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, taken)
+		return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, *taken)
 	}
 	d.Remote.ProtocolVersion = iface.ProtocolVersion
-	d, err := resolveDispatchTx(ctx, tx, d, primary.ID, primary.ContextID, workerActor, map[string]any{
-		"found_by": "list_tasks", "reason": "found by ListTasks on the delegation's context", "tasks_found": len(found),
-		"proven_by": dispatchTaskProof(d, primary),
+	d, err := resolveDispatchTx(ctx, tx, d, primary.ID, primary.ContextID, workerActor, ledger.DispatchResolvedData{
+		FoundBy: "list_tasks", Reason: "found by ListTasks on the delegation's context", TasksFound: len(found),
+		ProvenBy: dispatchTaskProof(d, primary),
 	}, now)
 	if err != nil {
 		return err

@@ -85,8 +85,8 @@ func (w *Worker) failFollowUp(ctx context.Context, tx Tx, d ledger.Delegation, m
 	if err := tx.FinishFollowUp(ctx, m, now); err != nil {
 		return err
 	}
-	return record(ctx, tx, d, ledger.EventTypeMessageFailed, now, map[string]any{
-		"message_id": m.MessageID, "a2a_message_id": m.A2AMessageID, "error": problem,
+	return record(ctx, tx, d, ledger.EventTypeMessageFailed, now, ledger.MessageFailedData{
+		MessageID: m.MessageID, A2AMessageID: m.A2AMessageID, Error: problem,
 	})
 }
 
@@ -99,10 +99,10 @@ func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m 
 	}
 	now := w.now()
 	m.Status, m.Error = MessageSent, ""
-	data := map[string]any{"message_id": m.MessageID, "a2a_message_id": m.A2AMessageID, "task_id": d.Remote.TaskID}
+	data := ledger.MessageSentData{MessageID: m.MessageID, A2AMessageID: m.A2AMessageID, TaskID: d.Remote.TaskID}
 	if res.Task != nil {
 		m.ResultState = taskStatus(res.Task.Status.State)
-		data["task_state"] = string(res.Task.Status.State)
+		data.TaskState = ptr(string(res.Task.Status.State))
 	}
 	if err := tx.FinishFollowUp(ctx, m, now); err != nil {
 		return err

@@ -83,8 +83,8 @@ func (w *Worker) ReceivePush(ctx context.Context, id uuid.UUID, token string, bo
 		}
 	} else if d.Remote.TaskID != "" && ev.TaskID() != d.Remote.TaskID {
 		err := w.store.InTx(ctx, func(tx Tx) error {
-			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
-				"reason": "task_mismatch", "pushed_task_id": text.Truncate(ev.TaskID(), 256),
+			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), ledger.PushRefusedData{
+				Reason: "task_mismatch", PushedTaskID: text.Truncate(ev.TaskID(), 256),
 			})
 		})
 		if err != nil {
@@ -244,8 +244,8 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	}
 	if task.ID != d.Remote.TaskID {
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
-			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), map[string]any{
-				"recorded_task_id": d.Remote.TaskID, "reported_task_id": text.Truncate(task.ID, 256), "source": source,
+			return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, w.now(), ledger.RemoteTaskConflictData{
+				RecordedTaskID: d.Remote.TaskID, ReportedTaskID: text.Truncate(task.ID, 256), Source: source,
 			})
 		})
 	}
@@ -292,8 +292,8 @@ func taskNotFound(ctx context.Context, tx Tx, d ledger.Delegation, source string
 		return err
 	}
 	if changed || always {
-		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, now, map[string]any{
-			"task_id": d.Remote.TaskID, "source": source, "error": answer, "attempt": attempt,
+		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, now, ledger.RemoteTaskNotFoundData{
+			TaskID: d.Remote.TaskID, Source: source, Error: answer, Attempt: &attempt,
 		}); err != nil {
 			return err
 		}
@@ -403,8 +403,8 @@ func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegat
 		verdict.Problem = text.Truncate(err.Error(), 500)
 	}
 	if verdict.Event == "" {
-		return record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, map[string]any{
-			"source": source, "problem": verdict.Problem,
+		return record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, ledger.ReceiptRefusedData{
+			Source: source, Problem: verdict.Problem,
 		})
 	}
 	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, r, verdict, ledger.ChannelAtomicCancel, workerActor, now)
@@ -653,9 +653,9 @@ func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegati
 	if dispatchTaskProof(d, task) == "" {
 		// Not the delegation's task: nothing to wait for.
 		return true, w.finish(ctx, j, "push_task_not_ours", func(tx Tx) error {
-			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), map[string]any{
-				"reason": "task_not_delegations", "pushed_task_id": text.Truncate(task.ID, 256),
-				"pushed_context_id": text.Truncate(task.ContextID, 256),
+			return record(ctx, tx, d, ledger.EventTypePushRefused, w.now(), ledger.PushRefusedData{
+				Reason: "task_not_delegations", PushedTaskID: text.Truncate(task.ID, 256),
+				PushedContextID: ptr(text.Truncate(task.ContextID, 256)),
 			})
 		})
 	}
@@ -671,12 +671,12 @@ func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegati
 		if taken, err := remoteTaskTaken(ctx, tx, cur, task.ID, "push"); err != nil {
 			return err
 		} else if taken != nil {
-			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, taken)
+			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, *taken)
 		}
 		cur.Remote.ProtocolVersion = iface.ProtocolVersion
-		cur, err = resolveDispatchTx(ctx, tx, cur, task.ID, task.ContextID, workerActor, map[string]any{
-			"found_by": "push", "reason": "a push named the task; GetTask confirmed it is the delegation's",
-			"proven_by": dispatchTaskProof(cur, task),
+		cur, err = resolveDispatchTx(ctx, tx, cur, task.ID, task.ContextID, workerActor, ledger.DispatchResolvedData{
+			FoundBy: "push", Reason: "a push named the task; GetTask confirmed it is the delegation's",
+			ProvenBy: dispatchTaskProof(cur, task),
 		}, now)
 		if err != nil {
 			return err

@@ -146,9 +146,9 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 		}
 		added = append(added, rt)
 		known = append(known, rt)
-		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskFound, now, map[string]any{
-			"task_id": rt.TaskID, "context_id": rt.ContextID, "purpose": string(purpose), "found_by": foundBy,
-			"state": string(status), "tracked_task_id": d.Remote.TaskID, "message_id": DispatchMessageID(d.ID),
+		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskFound, now, ledger.RemoteTaskFoundData{
+			TaskID: rt.TaskID, ContextID: rt.ContextID, Purpose: string(purpose), FoundBy: foundBy,
+			State: string(status), TrackedTaskID: d.Remote.TaskID, MessageID: DispatchMessageID(d.ID),
 		}); err != nil {
 			return 0, err
 		}
@@ -172,8 +172,8 @@ func (w *Worker) noteExtraStatus(ctx context.Context, tx Tx, d ledger.Delegation
 	if !status.Terminal() {
 		return nil
 	}
-	return record(ctx, tx, d, ledger.EventTypeRemoteTaskEnded, now, map[string]any{
-		"task_id": rt.TaskID, "purpose": string(rt.Purpose), "state": string(status), "source": source,
+	return record(ctx, tx, d, ledger.EventTypeRemoteTaskEnded, now, ledger.RemoteTaskEndedData{
+		TaskID: rt.TaskID, Purpose: string(rt.Purpose), State: string(status), Source: source,
 	})
 }
 
@@ -224,8 +224,8 @@ func (w *Worker) accountExtraTasks(ctx context.Context, client *a2a.Client, d le
 				return err
 			case errors.Is(cerr, a2a.ErrTaskNotFound):
 				// Unknown, never read as canceled: the task stays unaccounted.
-				return record(ctx, tx, cur, ledger.EventTypeRemoteTaskNotFound, now, map[string]any{
-					"task_id": rt.TaskID, "source": "cancel_extra_task", "error": errorText(cerr),
+				return record(ctx, tx, cur, ledger.EventTypeRemoteTaskNotFound, now, ledger.RemoteTaskNotFoundData{
+					TaskID: rt.TaskID, Source: "cancel_extra_task", Error: errorText(cerr),
 				})
 			}
 			return nil

@@ -162,7 +162,7 @@ type Tx interface {
 	// named these extra tasks.
 	MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []string, round int, now time.Time) error
 	// SetDispatchUnknown puts the delegation in the dispatch_unknown
-	// condition (ledger.ConditionDispatchUnknown) with a reason.
+	// condition (report.ConditionDispatchUnknown) with a reason.
 	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
 	// OrgFailures returns how many consecutive failures the org's agent has
 	// had (0 when none).
@@ -474,10 +474,13 @@ func (w *Worker) retryAt(ctx context.Context, j Job, at time.Time, cause string,
 }
 
 // record appends an event to d's stream without changing it.
-func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventType, at time.Time, data map[string]any) error {
+func record(ctx context.Context, tx Tx, d ledger.Delegation, typ ledger.EventType, at time.Time, data ledger.EventPayload) error {
 	_, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: workerActor, At: at, Data: data})
 	return err
 }
+
+// ptr is a pointer to v: an event member that is present even when empty.
+func ptr[T any](v T) *T { return &v }
 
 // errorText is an error's message for events and last_error columns. Remote
 // error messages are the remote's words; they are kept short.

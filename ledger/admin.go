@@ -36,7 +36,7 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in Budg
 		return Budget{}, false, err
 	}
 	currency, funded := in.Currency, in.FundedMinor
-	if err := checkCurrency("currency", currency); err != nil {
+	if err := CheckCurrency("currency", currency); err != nil {
 		return Budget{}, false, err
 	}
 	if funded < 0 {
@@ -80,7 +80,7 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in Budg
 			}
 		}
 		_, err = Append(ctx, tx, Event{Stream: "budget:" + id, Type: EventTypeBudgetFunded, At: now, Actor: p.Actor()},
-			map[string]any{"currency": currency, "funded_minor": funded, "delta_minor": delta})
+			BudgetFundedData{Currency: currency, FundedMinor: funded, DeltaMinor: delta})
 		if err != nil || in.Tenants == nil {
 			return err
 		}
@@ -325,21 +325,10 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgI
 			return Org{}, false, err
 		}
 	}
-	data := map[string]any{
-		"name": in.Name, "shared_coordinator": in.SharedCoordinator, "jwks_registered": len(in.JWKS) > 0,
-		"agent_card_url": in.AgentCardURL, "allowed_hosts": o.AllowedHosts,
-	}
-	if in.JWKSURL != "" {
-		data["jwks_url"] = in.JWKSURL
-	}
-	if len(added) > 0 {
-		data["keys_added"] = added
-	}
-	if len(removed) > 0 {
-		data["keys_removed"] = removed
-	}
-	if change != "" {
-		data["pending_change_id"] = change
+	data := OrgUpdatedData{
+		Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKSRegistered: len(in.JWKS) > 0,
+		AgentCardURL: in.AgentCardURL, AllowedHosts: o.AllowedHosts,
+		JWKSURL: in.JWKSURL, KeysAdded: added, KeysRemoved: removed, PendingChangeID: change,
 	}
 	_, err = Append(ctx, tx, Event{Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: actor}, data)
 	return o, created, err
@@ -421,11 +410,9 @@ func (s *Service) applyTaskClass(ctx context.Context, tx Tx, actor string, c Tas
 	if err := tx.PutTaskClass(ctx, c); err != nil {
 		return err
 	}
-	data := map[string]any{
-		"effect_capable": c.EffectCapable, "gate_on": c.GateOn, "compensation_timeout": c.CompensationTimeout.String(),
-	}
-	if change != "" {
-		data["pending_change_id"] = change
+	data := TaskClassUpdatedData{
+		EffectCapable: c.EffectCapable, GateOn: c.GateOn, CompensationTimeout: c.CompensationTimeout.String(),
+		PendingChangeID: change,
 	}
 	_, err := Append(ctx, tx, Event{Stream: "task_class:" + c.Name, Type: EventTypeTaskClassUpdated, At: now, Actor: actor}, data)
 	return err

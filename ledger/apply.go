@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -22,7 +21,9 @@ type Change struct {
 	// CompensationTimeout sets the deadline when the obligation enters
 	// revocation_pending_compensation.
 	CompensationTimeout time.Duration
-	Data                map[string]any
+	// Data is the event's payload, of the payload type of Type; nil is data
+	// with no members of its own.
+	Data EventPayload
 	// Evidence is a verbatim token the change rests on.
 	Evidence string
 	// NewStream says the event starts d's stream: d was inserted by this
@@ -56,10 +57,7 @@ type Change struct {
 // before calling it.
 func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation, Event, error) {
 	from := d.ObligationState
-	data := map[string]any{}
-	for k, v := range c.Data {
-		data[k] = v
-	}
+	var move *obligationData
 	var (
 		to    ObligationState
 		moves []BudgetMove
@@ -80,10 +78,10 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 			moves = append(moves, m)
 		}
 		d.Hold.AmountMinor = c.HoldAmountMinor
-		data["hold"] = map[string]any{
-			"old_amount_minor": old, "new_amount_minor": c.HoldAmountMinor, "currency": d.Hold.Currency,
-			"movement": string(m.Kind), "amount_minor": m.AmountMinor,
-		}
+		move = &obligationData{Hold: holdChange{
+			OldAmountMinor: old, NewAmountMinor: c.HoldAmountMinor, Currency: d.Hold.Currency,
+			Movement: string(m.Kind), AmountMinor: m.AmountMinor,
+		}}
 	}
 	if c.Obligation != "" {
 		next, reason, err := NextObligation(from, c.Obligation)
@@ -93,8 +91,7 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 		to = next
 		d.ObligationState = next
 		d.ObligationReason = reason
-		data["obligation_event"] = string(c.Obligation)
-		data["reason"] = reason
+		move = &obligationData{ObligationEvent: &c.Obligation, Reason: &reason}
 		if kind, ok := HoldMove(from, next); ok {
 			split, _, err := SplitHold(next, d.Hold.AmountMinor, c.SettledAmountMinor, c.ReversedAmountMinor)
 			if err != nil {
@@ -103,17 +100,17 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 			moves = split.Moves(d, c.At)
 			// movement and amount_minor name the whole hold's destination
 			// as they always did; the split says what really moved.
-			data["hold"] = map[string]any{
-				"movement": string(kind), "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
-				"spent_minor": split.Spent, "returned_minor": split.Returned, "written_off_minor": split.WrittenOff,
+			move.Hold = holdSplit{
+				Movement: string(kind), AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
+				SpentMinor: split.Spent, ReturnedMinor: split.Returned, WrittenOffMinor: split.WrittenOff,
 			}
 			switch next {
 			case ObligationSettled:
 				d.SettledAmountMinor = split.Spent
-				data["settled_amount_minor"] = split.Spent
+				move.SettledAmountMinor = &split.Spent
 			case ObligationCompensated:
 				d.ReversedAmountMinor = split.Returned
-				data["reversed_amount_minor"] = split.Returned
+				move.ReversedAmountMinor = &split.Returned
 			case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed,
 				ObligationEscalated, ObligationReleased, ObligationWrittenOff:
 			}
@@ -128,9 +125,9 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 		}
 		if next == ObligationRevocationPendingCompensation {
 			d.Compensation.Deadline = c.At.Add(c.CompensationTimeout)
-			data["compensation"] = map[string]any{
-				"idempotency_key": d.Compensation.IdempotencyKey,
-				"deadline":        d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
+			move.Compensation = &compensationDeadline{
+				IdempotencyKey: d.Compensation.IdempotencyKey,
+				Deadline:       d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
 			}
 		}
 	}
@@ -146,7 +143,7 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 	if to != "" {
 		e.ObligationFrom, e.ObligationTo = from, to
 	}
-	e, err := Append(ctx, tx, e, data)
+	e, err := appendEvent(ctx, tx, e, c.Data, move)
 	if err != nil {
 		return Delegation{}, Event{}, err
 	}
@@ -173,14 +170,17 @@ func Record(ctx context.Context, tx EventAppender, d Delegation, c Change) (Even
 	return Append(ctx, tx, e, c.Data)
 }
 
-// Append appends e to its stream with data as its JSON data: every event
-// of the ledger, a delegation's or another stream's (budget, org, task
-// class, token), is written through it.
-func Append(ctx context.Context, tx EventAppender, e Event, data map[string]any) (Event, error) {
-	if data == nil {
-		data = map[string]any{}
-	}
-	raw, err := json.Marshal(data)
+// Append appends e to its stream with data, the payload of e's type (nil:
+// none), as its JSON data: every event of the ledger, a delegation's or
+// another stream's (budget, org, task class, token), is written through it.
+func Append(ctx context.Context, tx EventAppender, e Event, data EventPayload) (Event, error) {
+	return appendEvent(ctx, tx, e, data, nil)
+}
+
+// appendEvent is Append with, from Apply, the obligation members of the
+// event's data.
+func appendEvent(ctx context.Context, tx EventAppender, e Event, data EventPayload, move *obligationData) (Event, error) {
+	raw, err := encodeEventData(e.Type, data, move)
 	if err != nil {
 		return Event{}, fmt.Errorf("encode %s event: %w", e.Type, err)
 	}

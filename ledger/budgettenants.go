@@ -71,10 +71,7 @@ func (s *Service) applyBudgetTenants(ctx context.Context, tx Tx, actor string, b
 	if err := tx.SetBudgetTenants(ctx, b.ID, pl.Tenants, now); err != nil {
 		return err
 	}
-	data := map[string]any{"tenants": nonNil(pl.Tenants), "previous_tenants": nonNil(b.Tenants)}
-	if change != "" {
-		data["pending_change_id"] = change
-	}
+	data := BudgetTenantsChangedData{Tenants: nonNil(pl.Tenants), PreviousTenants: nonNil(b.Tenants), PendingChangeID: change}
 	b.Tenants, b.UpdatedAt = pl.Tenants, now
 	_, err := Append(ctx, tx, Event{Stream: "budget:" + b.ID, Type: EventTypeBudgetTenantsChanged, At: now, Actor: actor}, data)
 	return err

@@ -202,10 +202,7 @@ func (s *Service) applyTaskClassPolicy(ctx context.Context, tx Tx, actor string,
 	if err := tx.PutTaskClassPolicy(ctx, pol); err != nil {
 		return err
 	}
-	data := map[string]any{"org_id": pol.OrgID, "tenant": pol.Tenant, "classes": pol.Classes}
-	if change != "" {
-		data["pending_change_id"] = change
-	}
+	data := TaskClassPolicyUpdatedData{OrgID: pol.OrgID, Tenant: pol.Tenant, Classes: pol.Classes, PendingChangeID: change}
 	_, err := Append(ctx, tx, Event{Stream: taskClassPolicyStream(pol.OrgID, pol.Tenant), Type: EventTypeTaskClassPolicyUpdated, At: now, Actor: actor}, data)
 	return err
 }

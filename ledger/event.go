@@ -11,6 +11,17 @@ import (
 	"github.com/google/uuid"
 )
 
+// EventTimeSlack is how much earlier than the event before it in its stream
+// an event may be dated before its chain is broken. An event's time is
+// the ledger's clock when its transaction began, taken before the
+// transaction waited for the stream's lock; so of two transactions
+// appending to one stream at once, the second to take the lock may carry
+// the earlier time, by as long as it waited, and replicas' clocks differ
+// by a little. More than that is not a race: it is an event written with a
+// backdated time, as whoever holds the service's database role could
+// append one (say, a token accepted "before" its key was retired).
+const EventTimeSlack = time.Minute
+
 // Event is one entry of the append-only audit log. Events form one hash
 // chain per stream: Hash = sha256 of the canonical content, which includes
 // PrevHash, the previous event's hash in the same stream.

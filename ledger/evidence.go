@@ -133,3 +133,22 @@ func (e StoredEvidence) ReversedAmountMinor(hold int64) (*int64, error) {
 	n = min(n, hold)
 	return &n, nil
 }
+
+// The kinds of signed token the ledger stores, by their JWS "typ"
+// (compensation.TokenKind).
+const (
+	TokenKindAck         = "compensation-ack+jwt"
+	TokenKindDeclaration = "no-compensation-required+jwt"
+)
+
+// TokenKindKey and TokenAcceptedAtKey are the members of an event's data
+// that say how the ledger accepted the signed token the event stores
+// (Event.Evidence): the kind it verified it as, and when — the time whose
+// keys in force and expiry it was judged by. Every event that stores a
+// token has both, with the same values on every event that stores the
+// same token (TokenAcceptance); audit.StoredTokens reads them, and derives
+// them for events written before they existed.
+const (
+	TokenKindKey       = "token_kind"
+	TokenAcceptedAtKey = "token_accepted_at"
+)

@@ -55,7 +55,7 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 				return Conflict("budget_not_held_for_tenant", "budget %s no longer names tenant %s; the hold may be cut, not raised", d.BudgetID, d.Tenant)
 			}
 		}
-		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeHoldChanged, Actor: p.Actor(), At: s.Now(), HoldAmountMinor: amountMinor})
+		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeHoldChanged, Actor: p.Actor(), At: s.Now(), HoldAmountMinor: amountMinor, Data: HoldChangedData{}})
 		return err
 	})
 	return out, err

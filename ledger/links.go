@@ -142,15 +142,15 @@ func insertLinks(ctx context.Context, tx Tx, d Delegation, in CreateInput, at ti
 }
 
 // linkData is what the delegation_created event says about the links.
-func linkData(in CreateInput, data map[string]any) {
+func linkData(in CreateInput, data *DelegationCreatedData) {
 	if in.ContextFrom != uuid.Nil {
-		data["context_from"] = in.ContextFrom.String()
+		data.ContextFrom = in.ContextFrom.String()
 	}
 	if len(in.References) > 0 {
 		refs := make([]string, len(in.References))
 		for i, id := range in.References {
 			refs[i] = id.String()
 		}
-		data["references"] = refs
+		data.References = refs
 	}
 }

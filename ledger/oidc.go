@@ -144,7 +144,7 @@ func (s *Service) SignInOIDC(ctx context.Context, in OIDCSignIn) (Principal, err
 				return err
 			}
 			if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalRoleGranted, At: now, Actor: oidcActor},
-				map[string]any{"role_granted": string(idpRole), "previous_role": string(from), "tenant": "", "issuer": in.Issuer, "subject": in.Subject}); err != nil {
+				PrincipalRoleGrantedData{RoleGranted: string(idpRole), PreviousRole: string(from), Tenant: "", Issuer: in.Issuer, Subject: in.Subject}); err != nil {
 				return err
 			}
 			role = idpRole
@@ -180,8 +180,8 @@ func (s *Service) recordOIDC(ctx context.Context, tx Tx, in OIDCSignIn, role Rol
 	}
 	if created {
 		if _, err := Append(ctx, tx, Event{Stream: "principal:" + id.String(), Type: EventTypePrincipalCreated, At: now, Actor: oidcActor, StreamSeq: 1},
-			map[string]any{"kind": string(r.Kind), "name": r.Name, "role": string(r.Role), "tenant": "", "bootstrap": false,
-				"created_by": "identity_provider", "issuer": in.Issuer, "subject": in.Subject}); err != nil {
+			PrincipalCreatedData{Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: "", Bootstrap: false,
+				CreatedBy: "identity_provider", Issuer: in.Issuer, Subject: in.Subject}); err != nil {
 			return OIDCIdentity{}, err
 		}
 	}
@@ -305,7 +305,7 @@ func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl oidc
 	if err != nil {
 		return PrincipalRecord{}, err
 	}
-	data := map[string]any{"issuer": pl.Issuer, "subject": pl.Subject}
+	data := PrincipalOIDCLinkedData{Issuer: pl.Issuer, Subject: pl.Subject, PendingChangeID: change}
 	ident, err := tx.OIDCIdentityForUpdate(ctx, pl.Issuer, pl.Subject)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -318,10 +318,7 @@ func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl oidc
 		if err := tx.RelinkOIDCIdentities(ctx, ident.PrincipalID, r.ID, p.ID, now); err != nil {
 			return PrincipalRecord{}, err
 		}
-		data["same_person"] = ident.PrincipalID.String()
-	}
-	if change != "" {
-		data["pending_change_id"] = change
+		data.SamePerson = ident.PrincipalID.String()
 	}
 	if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalOIDCLinked, At: now, Actor: p.Actor()}, data); err != nil {
 		return PrincipalRecord{}, err
@@ -516,10 +513,7 @@ func (s *Service) applyNoIdentityProviderAccount(ctx context.Context, tx Tx, p P
 	if _, err := tx.MarkNoIdentityProviderAccount(ctx, pl.PrincipalID, p.ID, now); err != nil {
 		return err
 	}
-	data := map[string]any{}
-	if change != "" {
-		data["pending_change_id"] = change
-	}
+	data := PrincipalNoIdentityProviderAccountData{PendingChangeID: change}
 	_, err := Append(ctx, tx, Event{Stream: "principal:" + pl.PrincipalID.String(), Type: EventTypePrincipalNoIdentityProviderAccount, At: now, Actor: p.Actor()}, data)
 	return err
 }

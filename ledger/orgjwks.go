@@ -194,13 +194,7 @@ func (s *Service) refreshOrgKeys(ctx context.Context, org Org, actor string) (Ke
 		if !out.Changed() {
 			return nil
 		}
-		data := map[string]any{"jwks_url": current.JWKSURL}
-		if len(added) > 0 {
-			data["keys_added"] = added
-		}
-		if len(removed) > 0 {
-			data["keys_removed"] = removed
-		}
+		data := OrgKeysFetchedData{JWKSURL: current.JWKSURL, KeysAdded: added, KeysRemoved: removed}
 		_, err = Append(ctx, tx, Event{Stream: "org:" + current.ID, Type: EventTypeOrgKeysFetched, At: now, Actor: actor}, data)
 		return err
 	})

@@ -153,7 +153,7 @@ func (s *Service) requestChange(ctx context.Context, tx Tx, p Principal, now tim
 		return PendingChange{}, err
 	}
 	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + id.String(), Type: EventTypeChangeRequested, At: now, Actor: p.Actor(), StreamSeq: 1},
-		map[string]any{"kind": string(kind), "target": target, "summary": summary, "expires_at": c.ExpiresAt.Format(time.RFC3339Nano)})
+		ChangeRequestedData{Kind: string(kind), Target: target, Summary: summary, ExpiresAt: c.ExpiresAt.Format(time.RFC3339Nano)})
 	return c, err
 }
 
@@ -217,10 +217,7 @@ func (s *Service) applyRoleGrant(ctx context.Context, tx Tx, actor string, g rol
 	if err := tx.UpdatePrincipal(ctx, r); err != nil {
 		return PrincipalRecord{}, err
 	}
-	data := map[string]any{"role_granted": string(g.Role), "previous_role": string(from), "tenant": g.Tenant}
-	if change != "" {
-		data["pending_change_id"] = change
-	}
+	data := PrincipalRoleGrantedData{RoleGranted: string(g.Role), PreviousRole: string(from), Tenant: g.Tenant, PendingChangeID: change}
 	_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalRoleGranted, At: now, Actor: actor}, data)
 	return r, err
 }
@@ -459,11 +456,11 @@ func (s *Service) closeChange(ctx context.Context, tx Tx, c *PendingChange, st P
 	if err := tx.DecidePendingChange(ctx, *c); err != nil {
 		return err
 	}
-	data := map[string]any{"kind": string(c.Kind), "target": c.Target, "status": string(st)}
-	if reason != "" {
-		data["reason"] = reason
+	data, err := changeDecided(typ, ChangeDecision{Kind: string(c.Kind), Target: c.Target, Status: string(st), Reason: reason})
+	if err != nil {
+		return err
 	}
-	_, err := Append(ctx, tx, Event{Stream: "pending_change:" + c.ID.String(), Type: typ, At: now, Actor: actor}, data)
+	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + c.ID.String(), Type: typ, At: now, Actor: actor}, data)
 	return err
 }
 

@@ -463,9 +463,7 @@ func (s *Service) addToken(ctx context.Context, tx Tx, actor string, r Principal
 		return err
 	}
 	data := tokenData(t, r)
-	if change != "" {
-		data["pending_change_id"] = change
-	}
+	data.PendingChangeID = change
 	_, err := Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, data)
 	return err
 }
@@ -506,12 +504,12 @@ func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal,
 	return s.addToken(ctx, tx, p.Actor(), r, pl.Token, now, change)
 }
 
-func tokenData(t Token, r PrincipalRecord) map[string]any {
-	data := map[string]any{
-		"name": t.Name, "role": string(r.Role), "tenant": r.Tenant, "principal_id": r.ID.String(), "principal_name": r.Name,
+func tokenData(t Token, r PrincipalRecord) TokenCreatedData {
+	data := TokenCreatedData{
+		Name: t.Name, Role: string(r.Role), Tenant: r.Tenant, PrincipalID: r.ID.String(), PrincipalName: r.Name,
 	}
 	if !t.ExpiresAt.IsZero() {
-		data["expires_at"] = t.ExpiresAt.Format(time.RFC3339Nano)
+		data.ExpiresAt = t.ExpiresAt.Format(time.RFC3339Nano)
 	}
 	return data
 }
@@ -521,12 +519,9 @@ func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r Pr
 	if err := tx.InsertPrincipal(ctx, r); err != nil {
 		return err
 	}
-	data := map[string]any{"kind": string(r.Kind), "name": r.Name, "role": string(r.Role), "tenant": r.Tenant, "bootstrap": r.Bootstrap}
+	data := PrincipalCreatedData{Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap, PendingChangeID: change}
 	if r.CreatedBy != uuid.Nil {
-		data["created_by"] = r.CreatedBy.String()
-	}
-	if change != "" {
-		data["pending_change_id"] = change
+		data.CreatedBy = r.CreatedBy.String()
 	}
 	if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalCreated, At: now, Actor: actor, StreamSeq: 1}, data); err != nil {
 		return err
@@ -710,7 +705,7 @@ func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token,
 // revoked.
 func appendTokenRevoked(ctx context.Context, tx Tx, p Principal, id, principal uuid.UUID, reason string, now time.Time) error {
 	_, err := Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenRevoked, At: now, Actor: p.Actor()},
-		map[string]any{"principal_id": principal.String(), "reason": reason})
+		TokenRevokedData{PrincipalID: principal.String(), Reason: reason})
 	return err
 }
 
@@ -831,7 +826,7 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 			}
 		}
 		_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalDisabled, At: now, Actor: p.Actor()},
-			map[string]any{"reason": reason, "credentials_revoked": revoked, "changes_withdrawn": len(open)})
+			PrincipalDisabledData{Reason: reason, CredentialsRevoked: revoked, ChangesWithdrawn: len(open)})
 		return err
 	})
 	s.tokens.flush()

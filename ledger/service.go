@@ -151,8 +151,8 @@ var (
 	currencyPattern  = regexp.MustCompile(`^[A-Z]{3}$`)
 	maxRemoteIDLen   = 256
 	maxOperationLen  = 200
-	maxListLimit     = 500
-	defaultListLimit = 50
+	MaxListLimit     = 500
+	DefaultListLimit = 50
 )
 
 func checkID(field, v string) error {
@@ -162,7 +162,8 @@ func checkID(field, v string) error {
 	return nil
 }
 
-func checkCurrency(field, v string) error {
+// CheckCurrency refuses a currency that is not an ISO 4217 code.
+func CheckCurrency(field, v string) error {
 	if !currencyPattern.MatchString(v) {
 		return Invalid(field, "must be an ISO 4217 code of three upper-case letters")
 	}
@@ -232,7 +233,7 @@ func (in CreateInput) validate() error {
 	if err := checkID("budget_id", in.BudgetID); err != nil {
 		return err
 	}
-	return checkCurrency("hold.currency", in.Hold.Currency)
+	return CheckCurrency("hold.currency", in.Hold.Currency)
 }
 
 // hash fingerprints the request so an idempotent retry can be told from a
@@ -364,12 +365,12 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		if err := insertLinks(ctx, tx, d, in, now); err != nil {
 			return err
 		}
-		createdData := map[string]any{
-			"business_operation_id": d.BusinessOperationID, "org_id": d.OrgID, "task_class": d.TaskClass,
-			"budget_id": d.BudgetID, "amount_minor": d.Hold.AmountMinor, "currency": d.Hold.Currency,
-			"remote_task_id": d.Remote.TaskID, "remote_context_id": d.Remote.ContextID, "mode": mode,
+		createdData := DelegationCreatedData{
+			BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID, TaskClass: d.TaskClass,
+			BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
+			RemoteTaskID: d.Remote.TaskID, RemoteContextID: d.Remote.ContextID, Mode: mode,
 		}
-		linkData(in, createdData)
+		linkData(in, &createdData)
 		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData, NewStream: true})
 		if err != nil {
 			return err
@@ -442,9 +443,9 @@ func (s *Service) ListDelegations(ctx context.Context, p Principal, f Delegation
 	}
 	switch {
 	case f.Limit == 0:
-		f.Limit = defaultListLimit
-	case f.Limit < 1 || f.Limit > maxListLimit:
-		return nil, Invalid("limit", "must be between 1 and %d", maxListLimit)
+		f.Limit = DefaultListLimit
+	case f.Limit < 1 || f.Limit > MaxListLimit:
+		return nil, Invalid("limit", "must be between 1 and %d", MaxListLimit)
 	}
 	return s.store.ListDelegations(ctx, f)
 }
@@ -480,7 +481,7 @@ func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) 
 		}
 		now := s.Now()
 		d.CancelRequestedAt = now
-		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now})
+		out, _, err = Apply(ctx, tx, d, Change{Type: EventTypeCancelRequested, Actor: p.Actor(), At: now, Data: CancelRequestedData{}})
 		if err != nil {
 			return err
 		}

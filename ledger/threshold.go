@@ -216,12 +216,9 @@ func (s *Service) applyWriteOffThreshold(ctx context.Context, tx Tx, p Principal
 	if err != nil {
 		return WriteOffThreshold{}, err
 	}
-	data := map[string]any{"threshold_minor": pl.Minor, "previous_threshold_minor": before.Minor}
-	if pl.Currency != "" {
-		data["currency"] = pl.Currency
-	}
+	data := WriteOffThresholdChangedData{ThresholdMinor: pl.Minor, PreviousThresholdMinor: before.Minor, Currency: pl.Currency}
 	if change != uuid.Nil {
-		data["pending_change_id"] = change.String()
+		data.PendingChangeID = change.String()
 	}
 	_, err = Append(ctx, tx, Event{Stream: "write_off_threshold", Type: EventTypeWriteOffThresholdChanged, At: now, Actor: p.Actor()}, data)
 	return t, err

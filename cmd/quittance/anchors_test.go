@@ -16,15 +16,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/internal/jose"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 	"github.com/quittance/quittance/sql/pgstore"
 )
 
 // signedCheckpoint is a checkpoint as `checkpoints create` prints it.
 type signedCheckpoint struct {
-	ID      int64                    `json:"id"`
-	JWS     string                   `json:"jws"`
-	Payload ledger.CheckpointPayload `json:"payload"`
+	ID      int64                   `json:"id"`
+	JWS     string                  `json:"jws"`
+	Payload audit.CheckpointPayload `json:"payload"`
 }
 
 // TestServiceRoleCannotMoveAnchors: as the service's role, the feed
@@ -260,13 +260,13 @@ func TestCheckpointHeadNeverMovesBack(t *testing.T) {
 		t.Fatalf("budget:ops's first event: %v %v", events, err)
 	}
 	prev := sha256.Sum256([]byte(first.JWS))
-	back := ledger.CheckpointPayload{LedgerID: "ledger-cli", ID: 2, At: first.Payload.At.Add(time.Second), Previous: hex.EncodeToString(prev[:]),
-		Through: first.Payload.Through + 1, Streams: []ledger.StreamHead{{Stream: "budget:ops", Seq: 1, Hash: events[0]}}}
+	back := audit.CheckpointPayload{LedgerID: "ledger-cli", ID: 2, At: first.Payload.At.Add(time.Second), Previous: hex.EncodeToString(prev[:]),
+		Through: first.Payload.Through + 1, Streams: []audit.StreamHead{{Stream: "budget:ops", Seq: 1, Hash: events[0]}}}
 	raw, err := json.Marshal(back)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jws, kid, err := identity.Sign(ledger.CheckpointType, raw)
+	jws, kid, err := identity.Sign(audit.CheckpointType, raw)
 	if err != nil {
 		t.Fatal(err)
 	}

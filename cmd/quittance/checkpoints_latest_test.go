@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/quittance/quittance/compensation"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // latestCheckpoint is GET /v1/checkpoints/latest's answer, as read here.
@@ -49,7 +49,7 @@ func TestLatestCheckpoint(t *testing.T) {
 	}
 	// check verifies the latest checkpoint, by API and CLI alike, and
 	// returns it with its signed payload.
-	check := func(wantID int64) (latestCheckpoint, ledger.CheckpointPayload) {
+	check := func(wantID int64) (latestCheckpoint, audit.CheckpointPayload) {
 		t.Helper()
 		var got latestCheckpoint
 		if s := e.api(t, http.MethodGet, "/v1/checkpoints/latest", finance, nil, &got); s != http.StatusOK {
@@ -64,7 +64,7 @@ func TestLatestCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the latest checkpoint's JWS: %v", err)
 		}
-		var shown ledger.CheckpointPayload
+		var shown audit.CheckpointPayload
 		if err := json.Unmarshal(got.Payload, &shown); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestLatestCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoints create: exit %d %s", code, errOut)
 	}
 	first, p1 := check(1)
-	if p1.Previous != "" || !slices.ContainsFunc(p1.Streams, func(h ledger.StreamHead) bool { return h.Stream == "budget:ops" }) {
+	if p1.Previous != "" || !slices.ContainsFunc(p1.Streams, func(h audit.StreamHead) bool { return h.Stream == "budget:ops" }) {
 		t.Errorf("the first checkpoint: previous %q, streams %v; want none and budget:ops among them", p1.Previous, p1.Streams)
 	}
 

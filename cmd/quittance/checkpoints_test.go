@@ -15,6 +15,7 @@ import (
 
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 	"github.com/quittance/quittance/sql/pgtest"
 )
 
@@ -114,9 +115,9 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	}
 	out, errOut, code = e.cli(t, e.oncall, "checkpoints", "create")
 	var cp struct {
-		ID      int64                    `json:"id"`
-		Streams int                      `json:"streams"`
-		Payload ledger.CheckpointPayload `json:"payload"`
+		ID      int64                   `json:"id"`
+		Streams int                     `json:"streams"`
+		Payload audit.CheckpointPayload `json:"payload"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &cp) != nil || cp.ID != 1 || cp.Streams == 0 || len(cp.Payload.Streams) != cp.Streams {
 		t.Fatalf("checkpoints create: exit %d %s\n%s", code, errOut, out)
@@ -217,8 +218,8 @@ func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	}
 	out, errOut, code = e.cli(t, e.oncall, "checkpoints", "create")
 	var second struct {
-		ID      int64                    `json:"id"`
-		Payload ledger.CheckpointPayload `json:"payload"`
+		ID      int64                   `json:"id"`
+		Payload audit.CheckpointPayload `json:"payload"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &second) != nil || second.ID != 2 {
 		t.Fatalf("the second checkpoint: exit %d %s\n%s", code, errOut, out)
@@ -311,7 +312,7 @@ func TestServeRequiresASigningKey(t *testing.T) {
 }
 
 // signedHead is the position a checkpoint signed for stream.
-func signedHead(t *testing.T, p ledger.CheckpointPayload, stream string) int32 {
+func signedHead(t *testing.T, p audit.CheckpointPayload, stream string) int32 {
 	t.Helper()
 	for _, h := range p.Streams {
 		if h.Stream == stream {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // checkpointRecord is a checkpoint as the API returns it.
@@ -185,14 +186,14 @@ func (v *verifier) verifyStreams(ctx context.Context, opts checkpointOptions, de
 	}
 	if delegation != "" {
 		want := ledger.DelegationStream(uuid.MustParse(delegation))
-		maps.DeleteFunc(heads, func(s string, _ ledger.SignedHead) bool { return s != want })
+		maps.DeleteFunc(heads, func(s string, _ audit.SignedHead) bool { return s != want })
 	}
 	if opts.file == "" {
 		// Against an exported file, later events are uncovered by design;
 		// against the latest the ledger serves, old ones must not be.
 		v.reportUnanchored(opts, latest, heads, streams)
 	}
-	for _, b := range ledger.CheckStreams(heads, streams) {
+	for _, b := range audit.CheckStreams(heads, streams) {
 		v.broken++
 		fmt.Fprintf(v.out, "BROKEN\t%s\t%s\n", b.Stream, b.Problem)
 	}
@@ -278,7 +279,7 @@ func (v *verifier) checkStreamChain(ctx context.Context, s string, events []ledg
 // opts.maxUnanchored that no checkpoint up to cp (nil: the ledger serves
 // none) covers, that is, after the stream's signed head, and returns how
 // many streams it reported.
-func (v *verifier) reportUnanchored(opts checkpointOptions, cp *ledger.CheckpointPayload, heads ledger.SignedHeads, streams map[string][]ledger.Event) int {
+func (v *verifier) reportUnanchored(opts checkpointOptions, cp *audit.CheckpointPayload, heads audit.SignedHeads, streams map[string][]ledger.Event) int {
 	if opts.maxUnanchored <= 0 {
 		return 0
 	}
@@ -313,7 +314,7 @@ func (v *verifier) reportUnanchored(opts checkpointOptions, cp *ledger.Checkpoin
 }
 
 // checkpointPage is how many checkpoints verify-chain and export read per
-// request: a checkpoint signs up to ledger.DefaultCheckpointSpan heads, a
+// request: a checkpoint signs up to audit.DefaultCheckpointSpan heads, a
 // few MB with its JWS.
 const checkpointPage = "20"
 
@@ -326,8 +327,8 @@ const checkpointPage = "20"
 // checkpoints up to it are folded, and the ledger must still serve the
 // file's checkpoint unchanged: its previous hash pins every one before it,
 // so the served chain up to the file is the one the file was signed after.
-func (v *verifier) signedHeads(ctx context.Context, opts checkpointOptions) (heads ledger.SignedHeads, latest *ledger.CheckpointPayload, kid string, problems []string, err error) {
-	ch := &checkpointChain{v: v, keys: &ledgerKeys{v: v, file: opts.jwksFile}, heads: ledger.SignedHeads{}}
+func (v *verifier) signedHeads(ctx context.Context, opts checkpointOptions) (heads audit.SignedHeads, latest *audit.CheckpointPayload, kid string, problems []string, err error) {
+	ch := &checkpointChain{v: v, keys: &ledgerKeys{v: v, file: opts.jwksFile}, heads: audit.SignedHeads{}}
 	if opts.file != "" {
 		if err := ch.readFile(ctx, opts.file); err != nil {
 			return nil, nil, "", nil, err
@@ -370,18 +371,18 @@ type ledgerKeys struct {
 
 // verify verifies a checkpoint's JWS; a signature or payload that does
 // not verify is a checkpointInvalidError.
-func (k *ledgerKeys) verify(ctx context.Context, token string) (ledger.CheckpointPayload, string, error) {
+func (k *ledgerKeys) verify(ctx context.Context, token string) (audit.CheckpointPayload, string, error) {
 	if k.jwks == nil {
 		if k.file != "" {
 			b, err := os.ReadFile(k.file)
 			if err != nil {
-				return ledger.CheckpointPayload{}, "", usageError{fmt.Errorf("--ledger-jwks: %w", err)}
+				return audit.CheckpointPayload{}, "", usageError{fmt.Errorf("--ledger-jwks: %w", err)}
 			}
 			k.jwks = b
 		} else {
 			var raw json.RawMessage
 			if err := k.v.c.call(ctx, http.MethodGet, "/.well-known/jwks.json", nil, nil, &raw); err != nil {
-				return ledger.CheckpointPayload{}, "", err
+				return audit.CheckpointPayload{}, "", err
 			}
 			k.jwks = raw
 		}
@@ -399,13 +400,13 @@ func (k *ledgerKeys) verify(ctx context.Context, token string) (ledger.Checkpoin
 type checkpointChain struct {
 	v        *verifier
 	keys     *ledgerKeys
-	heads    ledger.SignedHeads
-	latest   *ledger.CheckpointPayload
+	heads    audit.SignedHeads
+	latest   *audit.CheckpointPayload
 	prevJWS  string
 	kid      string
 	problems []string
 
-	file    *ledger.CheckpointPayload
+	file    *audit.CheckpointPayload
 	fileJWS string
 	fileKID string
 }
@@ -446,7 +447,7 @@ func (ch *checkpointChain) fold(ctx context.Context, recs []checkpointRecord) (b
 		case ch.latest == nil && (p.ID != 1 || p.Previous != ""):
 			ch.problems = append(ch.problems, fmt.Sprintf("the first checkpoint served is %d: checkpoints before it are missing", p.ID))
 		case ch.latest != nil:
-			if err := ledger.CheckpointFollows(*ch.latest, ch.prevJWS, p); err != nil {
+			if err := audit.CheckpointFollows(*ch.latest, ch.prevJWS, p); err != nil {
 				ch.problems = append(ch.problems, err.Error())
 			}
 		}

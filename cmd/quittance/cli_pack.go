@@ -23,6 +23,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // maxPackBytes bounds the evidence pack file verify-pack reads.
@@ -137,7 +138,7 @@ func newVerifyPackCommand(stdout io.Writer) *cobra.Command {
 	cmd.Flags().BoolVar(&opts.allowUnanchored, "allow-unanchored", false, "accept a pack whose stream no checkpoint signs (the chain then proves only a consistent prefix)")
 	cmd.Flags().DurationVar(&opts.slack, "event-time-slack", ledger.EventTimeSlack,
 		"an event dated more than this before the event before it is a break")
-	cmd.Flags().DurationVar(&opts.checkpointSlack, "checkpoint-time-slack", ledger.CheckpointTimeSlack,
+	cmd.Flags().DurationVar(&opts.checkpointSlack, "checkpoint-time-slack", audit.CheckpointTimeSlack,
 		"an event dated more than this before a checkpoint that did not include it is a break (a transaction held open longer keeps events out of the checkpoints signed meanwhile)")
 	return cmd
 }
@@ -236,7 +237,7 @@ type packOptions struct {
 	// slack is how much earlier than what it follows an event may be
 	// dated (ledger.EventTimeSlack unless --event-time-slack);
 	// checkpointSlack how much earlier than a checkpoint that did not
-	// include it (ledger.CheckpointTimeSlack unless --checkpoint-time-slack).
+	// include it (audit.CheckpointTimeSlack unless --checkpoint-time-slack).
 	slack, checkpointSlack time.Duration
 }
 
@@ -276,20 +277,20 @@ func exportedCheckpoints(dir string) ([]string, error) {
 
 // readPack reads an evidence pack strictly: a member the format does not
 // have is refused, so nothing can ride along unchecked.
-func readPack(path string) (ledger.EvidencePack, error) {
+func readPack(path string) (audit.EvidencePack, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return ledger.EvidencePack{}, err
+		return audit.EvidencePack{}, err
 	}
 	defer f.Close()
 	dec := json.NewDecoder(io.LimitReader(f, maxPackBytes))
 	dec.DisallowUnknownFields()
-	var pack ledger.EvidencePack
+	var pack audit.EvidencePack
 	if err := dec.Decode(&pack); err != nil {
-		return ledger.EvidencePack{}, fmt.Errorf("%s is not an evidence pack: %v", path, err)
+		return audit.EvidencePack{}, fmt.Errorf("%s is not an evidence pack: %v", path, err)
 	}
 	if dec.More() {
-		return ledger.EvidencePack{}, fmt.Errorf("%s is not an evidence pack: data after the pack", path)
+		return audit.EvidencePack{}, fmt.Errorf("%s is not an evidence pack: data after the pack", path)
 	}
 	return pack, nil
 }
@@ -299,7 +300,7 @@ func readPack(path string) (ledger.EvidencePack, error) {
 // the checkpoint, and every problem found. Unless opts.allowUnanchored, a
 // pack whose checkpoint covers none of its events, or that has none, is a
 // problem.
-func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []string) {
+func verifyPack(pack audit.EvidencePack, opts packOptions) (lines, problems []string) {
 	id, problems, ok := checkPackHeader(pack)
 	if !ok {
 		return nil, problems
@@ -329,17 +330,17 @@ func verifyPack(pack ledger.EvidencePack, opts packOptions) (lines, problems []s
 // checkPackHeader checks the pack's format and the delegation's id,
 // stream and compensation key, and returns the delegation's id; ok is
 // false when the pack cannot be checked further.
-func checkPackHeader(pack ledger.EvidencePack) (id uuid.UUID, problems []string, ok bool) {
+func checkPackHeader(pack audit.EvidencePack) (id uuid.UUID, problems []string, ok bool) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	d := pack.Delegation
 	switch {
-	case pack.Format != ledger.EvidencePackFormat && pack.Format != ledger.EvidencePackFormatV1:
-		fail("format %q is neither %q nor %q", pack.Format, ledger.EvidencePackFormat, ledger.EvidencePackFormatV1)
+	case pack.Format != audit.EvidencePackFormat && pack.Format != audit.EvidencePackFormatV1:
+		fail("format %q is neither %q nor %q", pack.Format, audit.EvidencePackFormat, audit.EvidencePackFormatV1)
 		return id, problems, false
-	case pack.Format == ledger.EvidencePackFormat && pack.Checkpoint != "":
+	case pack.Format == audit.EvidencePackFormat && pack.Checkpoint != "":
 		fail("a pack of format %q has no checkpoint member (its checkpoints are in checkpoints)", pack.Format)
 		return id, problems, false
-	case pack.Format == ledger.EvidencePackFormatV1 && len(pack.Checkpoints) > 0:
+	case pack.Format == audit.EvidencePackFormatV1 && len(pack.Checkpoints) > 0:
 		fail("a pack of format %q has no checkpoints member", pack.Format)
 		return id, problems, false
 	}
@@ -359,7 +360,7 @@ func checkPackHeader(pack ledger.EvidencePack) (id uuid.UUID, problems []string,
 
 // packEvents decodes the pack's events, each of which must belong to the
 // delegation's stream; a pack without events is a problem.
-func packEvents(pack ledger.EvidencePack) (events []ledger.Event, problems []string) {
+func packEvents(pack audit.EvidencePack) (events []ledger.Event, problems []string) {
 	d := pack.Delegation
 	if len(pack.Events) == 0 {
 		return nil, []string{"the pack holds no events"}
@@ -381,7 +382,7 @@ func packEvents(pack ledger.EvidencePack) (events []ledger.Event, problems []str
 
 // checkPackChain checks that the events link into one chain (dated
 // within slack) that ends at the pack's head.
-func checkPackChain(pack ledger.EvidencePack, events []ledger.Event, slack time.Duration) (problems []string) {
+func checkPackChain(pack audit.EvidencePack, events []ledger.Event, slack time.Duration) (problems []string) {
 	if err := ledger.VerifyChainWithin(events, slack); err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -395,12 +396,12 @@ func checkPackChain(pack ledger.EvidencePack, events []ledger.Event, slack time.
 // checkPackTokenList checks that the token list is exactly the events'
 // evidence, each with when it was accepted (a pack made before events
 // recorded it gives its event's time).
-func checkPackTokenList(pack ledger.EvidencePack, events []ledger.Event) []string {
+func checkPackTokenList(pack audit.EvidencePack, events []ledger.Event) []string {
 	eventAt := map[int32]time.Time{}
 	for _, e := range events {
 		eventAt[e.StreamSeq] = e.At
 	}
-	if !slices.EqualFunc(ledger.PackTokens(events), pack.Tokens, func(a, b ledger.PackToken) bool {
+	if !slices.EqualFunc(audit.PackTokens(events), pack.Tokens, func(a, b audit.PackToken) bool {
 		return a.StreamSeq == b.StreamSeq && a.EventType == b.EventType && a.Token == b.Token &&
 			(a.AcceptedAt.Equal(b.AcceptedAt) || b.AcceptedAt.Equal(eventAt[a.StreamSeq]))
 	}) {
@@ -413,7 +414,7 @@ func checkPackTokenList(pack ledger.EvidencePack, events []ledger.Event) []strin
 // each is the delegation's org's, and the org's stream, a chain of its
 // own, adds each key when it came into force and removes it where it
 // ends. It returns the org's events.
-func checkPackOrgKeys(pack ledger.EvidencePack, slack time.Duration) (orgEvents []ledger.Event, problems []string) {
+func checkPackOrgKeys(pack audit.EvidencePack, slack time.Duration) (orgEvents []ledger.Event, problems []string) {
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	d := pack.Delegation
 	for i, k := range pack.OrgKeys {
@@ -461,7 +462,7 @@ func checkPackOrgKeys(pack ledger.EvidencePack, slack time.Duration) (orgEvents 
 // name each signing key by its RFC 7638 thumbprint (a kid is whatever the
 // signer chose) and say whether it was pinned; a checkpoint signed by a key
 // the auditor did not pin (opts.thumbprints) is a problem.
-func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.Event, opts packOptions) (lines, problems []string) {
+func checkPackCheckpoints(pack audit.EvidencePack, events, orgEvents []ledger.Event, opts packOptions) (lines, problems []string) {
 	d := pack.Delegation
 	orgStream := "org:" + d.OrgID
 	unanchored := func(line string) ([]string, []string) {
@@ -493,25 +494,25 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 	}
 	problems = cps.problems
 	byID := cps.byID
-	heads := ledger.SignedHeads{}
+	heads := audit.SignedHeads{}
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		heads.Add(byID[id].payload)
 	}
 	lines = append(lines, ledgerKeyLines(d.ID, byID, opts)...)
 	// No event may be dated before a checkpoint that did not include it:
 	// one appended at the tail with a backdated time links like any other.
-	signedPayloads := make([]ledger.CheckpointPayload, 0, len(byID))
+	signedPayloads := make([]audit.CheckpointPayload, 0, len(byID))
 	for _, cp := range byID {
 		signedPayloads = append(signedPayloads, cp.payload)
 	}
-	problems = append(problems, ledger.CheckDatedAfterCheckpoints(d.Stream, events, signedPayloads, opts.checkpointSlack)...)
-	for _, p := range ledger.CheckDatedAfterCheckpoints(orgStream, orgEvents, signedPayloads, opts.checkpointSlack) {
+	problems = append(problems, audit.CheckDatedAfterCheckpoints(d.Stream, events, signedPayloads, opts.checkpointSlack)...)
+	for _, p := range audit.CheckDatedAfterCheckpoints(orgStream, orgEvents, signedPayloads, opts.checkpointSlack) {
 		problems = append(problems, "the org's stream: "+p)
 	}
 	// The org's stream must reach its signed head too: its key events
 	// cannot have been cut off.
 	if h, ok := heads[orgStream]; ok {
-		for _, b := range ledger.CheckStreams(ledger.SignedHeads{orgStream: h}, map[string][]ledger.Event{orgStream: orgEvents}) {
+		for _, b := range audit.CheckStreams(audit.SignedHeads{orgStream: h}, map[string][]ledger.Event{orgStream: orgEvents}) {
 			problems = append(problems, "the org's stream: "+b.Problem)
 		}
 	}
@@ -519,7 +520,7 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 	if !ok {
 		return unanchored(fmt.Sprintf("checkpoint\t%s\tno checkpoint given signs this stream: none covers any of its %d events", d.ID, len(events)))
 	}
-	for _, b := range ledger.CheckStreams(ledger.SignedHeads{d.Stream: h}, map[string][]ledger.Event{d.Stream: events}) {
+	for _, b := range audit.CheckStreams(audit.SignedHeads{d.Stream: h}, map[string][]ledger.Event{d.Stream: events}) {
 		problems = append(problems, b.Problem)
 	}
 	cp := byID[h.Checkpoint]
@@ -530,8 +531,8 @@ func checkPackCheckpoints(pack ledger.EvidencePack, events, orgEvents []ledger.E
 
 // packCheckpointTokens are the checkpoints a pack carries: its
 // checkpoints, or a version 1 pack's one checkpoint.
-func packCheckpointTokens(pack ledger.EvidencePack) []string {
-	if pack.Format != ledger.EvidencePackFormatV1 {
+func packCheckpointTokens(pack audit.EvidencePack) []string {
+	if pack.Format != audit.EvidencePackFormatV1 {
 		return pack.Checkpoints
 	}
 	if pack.Checkpoint != "" {
@@ -543,7 +544,7 @@ func packCheckpointTokens(pack ledger.EvidencePack) []string {
 // verifiedCheckpoint is a checkpoint that verified, with the hash of its
 // JWS and the key that signed it.
 type verifiedCheckpoint struct {
-	payload    ledger.CheckpointPayload
+	payload    audit.CheckpointPayload
 	sum        [sha256.Size]byte // of its JWS
 	kid        string
 	thumbprint string // of the key that signed it
@@ -552,7 +553,7 @@ type verifiedCheckpoint struct {
 // packCheckpointSet is every checkpoint, from the pack and the export, by
 // id; the same id twice must be the same checkpoint.
 type packCheckpointSet struct {
-	pack     ledger.EvidencePack
+	pack     audit.EvidencePack
 	opts     packOptions
 	byID     map[int64]verifiedCheckpoint
 	problems []string
@@ -585,7 +586,7 @@ func (cps *packCheckpointSet) add(from, jws string) {
 	}
 	// Only the two streams' heads are kept: an export holds many.
 	orgStream := "org:" + d.OrgID
-	p.Streams = slices.DeleteFunc(p.Streams, func(h ledger.StreamHead) bool { return h.Stream != d.Stream && h.Stream != orgStream })
+	p.Streams = slices.DeleteFunc(p.Streams, func(h audit.StreamHead) bool { return h.Stream != d.Stream && h.Stream != orgStream })
 	cps.byID[p.ID] = verifiedCheckpoint{p, sum, kid, tp}
 }
 
@@ -631,21 +632,14 @@ func ledgerKeyThumbprint(jwks []byte, kid string) (string, error) {
 // checkPackDelegation checks the pack's description of the delegation
 // against what its events record: the creation, the remote task and the
 // obligation state the last transition left.
-func checkPackDelegation(pack ledger.EvidencePack) []string {
+func checkPackDelegation(pack audit.EvidencePack) []string {
 	var problems []string
 	d := pack.Delegation
 	first := pack.Events[0]
 	if first.Type != ledger.EventTypeDelegationCreated {
 		return []string{fmt.Sprintf("the first event is %s, not %s", first.Type, ledger.EventTypeDelegationCreated)}
 	}
-	var created struct {
-		BusinessOperationID string `json:"business_operation_id"`
-		OrgID               string `json:"org_id"`
-		TaskClass           string `json:"task_class"`
-		BudgetID            string `json:"budget_id"`
-		AmountMinor         int64  `json:"amount_minor"`
-		Currency            string `json:"currency"`
-	}
+	var created ledger.DelegationCreatedData
 	if err := json.Unmarshal(first.Data, &created); err != nil {
 		return []string{"the delegation_created event's data does not parse"}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // offlineCLI runs a command with no API address and no token: whatever it
@@ -376,11 +377,11 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	headOf := func(stream string, records []any) ledger.StreamHead {
+	headOf := func(stream string, records []any) audit.StreamHead {
 		last := records[len(records)-1].(map[string]any)
-		return ledger.StreamHead{Stream: stream, Seq: int32(last["stream_seq"].(float64)), Hash: last["hash"].(string)}
+		return audit.StreamHead{Stream: stream, Seq: int32(last["stream_seq"].(float64)), Hash: last["hash"].(string)}
 	}
-	whole, err := json.Marshal(ledger.CheckpointPayload{LedgerID: "ledger-cli", ID: 1, At: time.Now().UTC(), Streams: []ledger.StreamHead{
+	whole, err := json.Marshal(audit.CheckpointPayload{LedgerID: "ledger-cli", ID: 1, At: time.Now().UTC(), Streams: []audit.StreamHead{
 		headOf("budget:ops", []any{map[string]any{"stream_seq": 1.0, "hash": "00"}}),
 		headOf(pack["delegation"].(map[string]any)["stream"].(string), pack["events"].([]any)),
 		headOf("org:supplier", pack["org_events"].([]any)),
@@ -388,19 +389,19 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jws, _, err := identity.Sign(ledger.CheckpointType, whole)
+	jws, _, err := identity.Sign(audit.CheckpointType, whole)
 	if err != nil {
 		t.Fatal(err)
 	}
 	delete(pack, "checkpoints")
-	pack["format"], pack["checkpoint"] = ledger.EvidencePackFormatV1, jws
+	pack["format"], pack["checkpoint"] = audit.EvidencePackFormatV1, jws
 	if out, _, code := offlineCLI(t, "verify-pack", write("v1.json", pack)); code != 0 || !strings.Contains(out, fmt.Sprintf("covers events 1..%d of %d", n+1, n+1)) {
-		t.Errorf("a pack of format %s: exit %d\n%s", ledger.EvidencePackFormatV1, code, out)
+		t.Errorf("a pack of format %s: exit %d\n%s", audit.EvidencePackFormatV1, code, out)
 	}
 	pack["events"] = pack["events"].([]any)[:n]
 	pack["head"] = map[string]any{"stream_seq": events[n-1].(map[string]any)["stream_seq"], "hash": events[n-1].(map[string]any)["hash"]}
 	if out, _, code := offlineCLI(t, "verify-pack", write("v1-cut.json", pack)); code != exitFailure || !strings.Contains(out, "tail was removed") {
-		t.Errorf("a pack of format %s cut with its head: exit %d\n%s", ledger.EvidencePackFormatV1, code, out)
+		t.Errorf("a pack of format %s cut with its head: exit %d\n%s", audit.EvidencePackFormatV1, code, out)
 	}
 }
 
@@ -513,7 +514,7 @@ func TestForgedPackNamesItsLedgerKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var p ledger.CheckpointPayload
+		var p audit.CheckpointPayload
 		if err := json.Unmarshal(payload, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -523,7 +524,7 @@ func TestForgedPackNamesItsLedgerKey(t *testing.T) {
 			}
 		}
 		payload, _ = json.Marshal(p)
-		jws, _, err := forger.Sign(ledger.CheckpointType, payload)
+		jws, _, err := forger.Sign(audit.CheckpointType, payload)
 		if err != nil {
 			t.Fatal(err)
 		}

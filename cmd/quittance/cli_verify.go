@@ -15,6 +15,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // chain is a delegation's event chain as GET /v1/delegations/{id}/evidence
@@ -101,7 +102,7 @@ func newVerifyChainCommand(getenv func(string) string, stdout, stderr io.Writer)
 		"an event older than this that the latest checkpoint does not cover is a break (0: only report that none is served)")
 	cmd.Flags().DurationVar(&slack, "event-time-slack", ledger.EventTimeSlack,
 		"an event of a delegation (or, with --delegation, of its org) dated more than this before the event before it in its stream is a break")
-	cmd.Flags().DurationVar(&cpSlack, "checkpoint-time-slack", ledger.CheckpointTimeSlack,
+	cmd.Flags().DurationVar(&cpSlack, "checkpoint-time-slack", audit.CheckpointTimeSlack,
 		"an event dated more than this before a checkpoint that did not include it is a break (a transaction held open longer keeps events out of the checkpoints signed meanwhile)")
 	cmd.Flags().StringVar(&cpOpts.jwksFile, "ledger-jwks", "", "verify the checkpoint with the ledger's public keys in this file instead of those it serves")
 	return cmd
@@ -116,7 +117,7 @@ type verifier struct {
 	// checkpoint that did not include it (--checkpoint-time-slack).
 	slack, checkpointSlack time.Duration
 	// timeline is the checkpoints signedHeads folded, for dating events.
-	timeline ledger.CheckpointTimeline
+	timeline audit.CheckpointTimeline
 
 	delegations, events, tokens, broken int
 	// streams counts the streams other than delegations' verifyStreams checked.
@@ -208,7 +209,7 @@ func (v *verifier) check(ctx context.Context, ch chain) (lines, problems []strin
 // Breaks are printed and counted; only failures to talk to the API are
 // returned.
 func (v *verifier) verifyOrgOf(ctx context.Context, id string) error {
-	var pack ledger.EvidencePack
+	var pack audit.EvidencePack
 	if err := v.c.call(ctx, http.MethodGet, "/v1/delegations/"+url.PathEscape(id)+"/evidence-pack", nil, nil, &pack); err != nil {
 		return err
 	}
@@ -266,10 +267,7 @@ func recordedDelegation(records []ledger.EventRecord) (recorded, error) {
 	if len(records) == 0 || records[0].Type != ledger.EventTypeDelegationCreated {
 		return recorded{}, fmt.Errorf("the first event is not %s", ledger.EventTypeDelegationCreated)
 	}
-	var created struct {
-		OrgID        string `json:"org_id"`
-		RemoteTaskID string `json:"remote_task_id"`
-	}
+	var created ledger.DelegationCreatedData
 	if err := json.Unmarshal(records[0].Data, &created); err != nil || created.OrgID == "" {
 		return recorded{}, fmt.Errorf("the %s event's data does not name the org", ledger.EventTypeDelegationCreated)
 	}

@@ -323,7 +323,7 @@ func (s *Service) Redrive(ctx context.Context, p ledger.Principal, tenant, endpo
 	now := s.now()
 	return s.cfg.Store.Redrive(ctx, tenant, endpointID, now, func(tx ledger.EventAppender, redriven int) error {
 		_, err := ledger.Append(ctx, tx, ledger.Event{Stream: RedriveStream, Type: ledger.EventTypeWebhookDeliveriesRedriven, At: now, Actor: p.Actor()},
-			map[string]any{"tenant": tenant, "endpoint_id": endpointID, "redriven": redriven})
+			ledger.WebhookDeliveriesRedrivenData{Tenant: tenant, EndpointID: endpointID, Redriven: redriven})
 		return err
 	})
 }

@@ -9,24 +9,24 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
-var _ ledger.CheckpointStore = (*Store)(nil)
+var _ audit.CheckpointStore = (*Store)(nil)
 
 // checkpointLock is the advisory lock every replica's checkpoint takes, so
 // two replicas never sign two checkpoints with the same id, or two over
 // the same span.
 const checkpointLock = "quittance:checkpoints"
 
-// AddCheckpoint implements ledger.CheckpointStore. The span is read after
+// AddCheckpoint implements audit.CheckpointStore. The span is read after
 // the lock is taken, in the same transaction, so it starts where the
 // previous checkpoint's ended; its events are final, so none can later
 // appear inside it.
-func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*ledger.Checkpoint, ledger.CheckpointSpan) (*ledger.Checkpoint, error)) (ledger.Checkpoint, bool, error) {
+func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*audit.Checkpoint, audit.CheckpointSpan) (*audit.Checkpoint, error)) (audit.Checkpoint, bool, error) {
 	var (
-		added ledger.Checkpoint
+		added audit.Checkpoint
 		ok    bool
 	)
 	err := s.inTx(ctx, func(t *tx) error {
@@ -35,7 +35,7 @@ func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*le
 			return fmt.Errorf("lock checkpoints: %w", err)
 		}
 		var (
-			latest  *ledger.Checkpoint
+			latest  *audit.Checkpoint
 			through dbsqlc.CheckpointInsertParams // the span's end, as stored
 		)
 		switch row, err := t.q.CheckpointLatest(ctx); {
@@ -51,9 +51,9 @@ func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*le
 		if err != nil {
 			return fmt.Errorf("read the span to checkpoint: %w", err)
 		}
-		span := ledger.CheckpointSpan{Through: through.ThroughPos.Int64, Heads: make([]ledger.StreamHead, len(rows))}
+		span := audit.CheckpointSpan{Through: through.ThroughPos.Int64, Heads: make([]audit.StreamHead, len(rows))}
 		for i, r := range rows {
-			span.Heads[i] = ledger.StreamHead{Stream: r.Stream, Seq: r.StreamSeq, Hash: hex.EncodeToString(r.Hash)}
+			span.Heads[i] = audit.StreamHead{Stream: r.Stream, Seq: r.StreamSeq, Hash: hex.EncodeToString(r.Hash)}
 		}
 		if span.Signed, err = signedHeadsOf(ctx, t.q, span.Heads); err != nil {
 			return err
@@ -80,7 +80,7 @@ func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*le
 		return nil
 	})
 	if err != nil {
-		return ledger.Checkpoint{}, false, interpretError(err)
+		return audit.Checkpoint{}, false, interpretError(err)
 	}
 	return added, ok, nil
 }
@@ -88,7 +88,7 @@ func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*le
 // signedHeadsOf reads the head each of the streams of heads was last
 // signed at, so that the checkpoint signing heads can refuse to move one
 // back.
-func signedHeadsOf(ctx context.Context, q *dbsqlc.Queries, heads []ledger.StreamHead) (map[string]ledger.SignedHead, error) {
+func signedHeadsOf(ctx context.Context, q *dbsqlc.Queries, heads []audit.StreamHead) (map[string]audit.SignedHead, error) {
 	names := make([]string, len(heads))
 	for i, h := range heads {
 		names[i] = h.Stream
@@ -97,14 +97,14 @@ func signedHeadsOf(ctx context.Context, q *dbsqlc.Queries, heads []ledger.Stream
 	if err != nil {
 		return nil, fmt.Errorf("read the heads signed before: %w", err)
 	}
-	signed := make(map[string]ledger.SignedHead, len(rows))
+	signed := make(map[string]audit.SignedHead, len(rows))
 	for _, r := range rows {
-		signed[r.Stream] = ledger.SignedHead{StreamHead: ledger.StreamHead{Stream: r.Stream, Seq: r.StreamSeq, Hash: r.Hash}, Checkpoint: r.CheckpointID, Full: r.Full}
+		signed[r.Stream] = audit.SignedHead{StreamHead: audit.StreamHead{Stream: r.Stream, Seq: r.StreamSeq, Hash: r.Hash}, Checkpoint: r.CheckpointID, Full: r.Full}
 	}
 	return signed, nil
 }
 
-// FeedHorizon implements ledger.CheckpointStore.
+// FeedHorizon implements audit.CheckpointStore.
 func (s *Store) FeedHorizon(ctx context.Context) (cut, horizon uint64, err error) {
 	row, err := s.q.CheckpointFeedHorizon(ctx)
 	if err != nil {
@@ -113,39 +113,39 @@ func (s *Store) FeedHorizon(ctx context.Context) (cut, horizon uint64, err error
 	return row.Cut.Uint64, row.Horizon.Uint64, nil
 }
 
-// CheckpointSigning implements ledger.CheckpointStore.
-func (s *Store) CheckpointSigning(ctx context.Context, stream string) (ledger.Checkpoint, error) {
+// CheckpointSigning implements audit.CheckpointStore.
+func (s *Store) CheckpointSigning(ctx context.Context, stream string) (audit.Checkpoint, error) {
 	row, err := s.q.CheckpointsSigningStream(ctx, stream)
 	if err != nil {
-		return ledger.Checkpoint{}, interpretError(err)
+		return audit.Checkpoint{}, interpretError(err)
 	}
 	return checkpointFromRow(row), nil
 }
 
-// LatestCheckpoint implements ledger.CheckpointStore.
-func (s *Store) LatestCheckpoint(ctx context.Context) (ledger.Checkpoint, error) {
+// LatestCheckpoint implements audit.CheckpointStore.
+func (s *Store) LatestCheckpoint(ctx context.Context) (audit.Checkpoint, error) {
 	row, err := s.q.CheckpointLatest(ctx)
 	if err != nil {
-		return ledger.Checkpoint{}, interpretError(err)
+		return audit.Checkpoint{}, interpretError(err)
 	}
 	return checkpointFromRow(row), nil
 }
 
-// Checkpoints implements ledger.CheckpointStore.
-func (s *Store) Checkpoints(ctx context.Context, afterID int64, limit int) ([]ledger.Checkpoint, error) {
+// Checkpoints implements audit.CheckpointStore.
+func (s *Store) Checkpoints(ctx context.Context, afterID int64, limit int) ([]audit.Checkpoint, error) {
 	rows, err := s.q.CheckpointList(ctx, dbsqlc.CheckpointListParams{AfterID: afterID, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	out := make([]ledger.Checkpoint, len(rows))
+	out := make([]audit.Checkpoint, len(rows))
 	for i, r := range rows {
 		out[i] = checkpointFromRow(r)
 	}
 	return out, nil
 }
 
-func checkpointFromRow(r dbsqlc.Checkpoint) ledger.Checkpoint {
-	return ledger.Checkpoint{
+func checkpointFromRow(r dbsqlc.Checkpoint) audit.Checkpoint {
+	return audit.Checkpoint{
 		ID: r.ID, At: r.CreatedAt, CreatedBy: r.CreatedBy, KeyID: r.Kid, Streams: int(r.Streams), Through: r.ThroughPos.Int64,
 		HeadsSHA256: r.HeadsSha256, Payload: []byte(r.Payload), JWS: r.Jws,
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -32,7 +33,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	identity := newIdentity(t)
 	const replicas, perReplica = 4, 8
 	stores := make([]*pgstore.Store, replicas)
-	cps := make([]*ledger.Checkpoints, replicas)
+	cps := make([]*audit.Checkpoints, replicas)
 	for i := range stores {
 		cfg, err := pgxpool.ParseConfig(dbURL)
 		if err != nil {
@@ -45,7 +46,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		}
 		t.Cleanup(pool.Close)
 		stores[i] = pgstore.New(pool)
-		cps[i] = ledger.NewCheckpoints(stores[i], compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
+		cps[i] = audit.NewCheckpoints(stores[i], compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
 	}
 	svc := ledger.NewService(ledger.Config{Store: stores[0], Clock: fixedClock{epoch}})
 	if _, _, err := svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1}); err != nil {
@@ -80,9 +81,9 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 		// final by then, so one span covers them.
 		t.Fatalf("%d checkpoints, want %d", len(list), replicas*perReplica)
 	}
-	var prev *ledger.CheckpointPayload
+	var prev *audit.CheckpointPayload
 	var prevJWS string
-	signed := ledger.SignedHeads{}
+	signed := audit.SignedHeads{}
 	for i, c := range list {
 		p, kid, err := compensation.VerifyCheckpoint(c.JWS, identity.JWKS(), "quittance")
 		if err != nil || kid != identity.ActiveKeyID() {
@@ -92,7 +93,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 			t.Fatalf("checkpoint %d at position %d (payload id %d)", c.ID, i, p.ID)
 		}
 		if prev != nil {
-			if err := ledger.CheckpointFollows(*prev, prevJWS, p); err != nil {
+			if err := audit.CheckpointFollows(*prev, prevJWS, p); err != nil {
 				t.Error(err)
 			}
 		}
@@ -109,7 +110,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last ledger.CheckpointPayload
+	var last audit.CheckpointPayload
 	if err := json.Unmarshal(after.Payload, &last); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	if _, err := cps[0].Latest(ctx, orch); err == nil {
 		t.Error("an orchestrator read the latest checkpoint")
 	}
-	if _, err := ledger.NewCheckpoints(stores[0], nil, "quittance", nil, nil).Create(ctx, oncall); err == nil {
+	if _, err := audit.NewCheckpoints(stores[0], nil, "quittance", nil, nil).Create(ctx, oncall); err == nil {
 		t.Error("a checkpoint without a signing key")
 	}
 }
@@ -179,7 +180,7 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(pgtest.Pool(t))
 	identity := newIdentity(t)
-	cps := ledger.NewCheckpoints(store, compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
+	cps := audit.NewCheckpoints(store, compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
 	const spanLimit = 3
 	cps.SetSpanLimit(spanLimit)
 	svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
@@ -191,12 +192,12 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 			}
 		}
 	}
-	readAll := func(after int64) []ledger.CheckpointPayload {
+	readAll := func(after int64) []audit.CheckpointPayload {
 		list, err := cps.List(ctx, oncall, after, 500)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := make([]ledger.CheckpointPayload, len(list))
+		out := make([]audit.CheckpointPayload, len(list))
 		for i, c := range list {
 			if out[i], _, err = compensation.VerifyCheckpoint(c.JWS, identity.JWKS(), "quittance"); err != nil {
 				t.Fatal(err)
@@ -207,13 +208,13 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 		}
 		return out
 	}
-	headOf := func(stream string) ledger.StreamHead {
+	headOf := func(stream string) audit.StreamHead {
 		events, err := store.StreamEvents(ctx, stream)
 		if err != nil || len(events) == 0 {
 			t.Fatalf("%s: %d events, %v", stream, len(events), err)
 		}
 		e := events[len(events)-1]
-		return ledger.StreamHead{Stream: stream, Seq: e.StreamSeq, Hash: hex.EncodeToString(e.Hash)}
+		return audit.StreamHead{Stream: stream, Seq: e.StreamSeq, Hash: hex.EncodeToString(e.Hash)}
 	}
 
 	// Ten events (and the principals' own): several checkpoints, one Create.
@@ -226,7 +227,7 @@ func TestCheckpointsAreIncremental(t *testing.T) {
 		t.Fatalf("%d checkpoints over ten events or more with spans of %d, ending at %d; want at least 4, ending at the one Create returned (%d)",
 			len(all), spanLimit, all[len(all)-1].ID, last.ID)
 	}
-	heads := ledger.SignedHeads{}
+	heads := audit.SignedHeads{}
 	for _, p := range all {
 		if len(p.Streams) > spanLimit || len(p.Streams) == 0 {
 			t.Errorf("checkpoint %d signs %d heads; a span holds 1..%d events", p.ID, len(p.Streams), spanLimit)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
@@ -209,7 +210,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range ledger.ObligationStates {
 		counts[string(s)] = 0
 	}
-	for _, s := range ledger.ActiveObligationStates {
+	for _, s := range report.ActiveObligationStates {
 		oldest[string(s)] = 0
 	}
 	for _, row := range rows {
@@ -237,7 +238,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // exists from the first scrape.
 func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.MetricsWaitingRow) {
 	entries := map[string]float64{}
-	for _, s := range ledger.ActiveObligationStates {
+	for _, s := range report.ActiveObligationStates {
 		entries[string(s)] = 0
 	}
 	type kindState struct{ kind, state string }

@@ -16,6 +16,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -495,7 +496,7 @@ func TestCollectorUnanchoredEvents(t *testing.T) {
 	ctx := context.Background()
 	store := pgstore.New(pgtest.Pool(t))
 	identity := newIdentity(t)
-	cps := ledger.NewCheckpoints(store, compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
+	cps := audit.NewCheckpoints(store, compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
 	const metric = "quittance_oldest_unanchored_event_timestamp_seconds"
 	later := epoch.Add(time.Hour)
 	for _, at := range []time.Time{epoch, later} {

@@ -12,14 +12,15 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/session"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
 // This file implements what the console needs beyond the API's stores:
 // sessions (session.Store), case handling and the needs-action queue
-// (ledger.CaseStore), budgets, orgs and the counterparty scorecard
-// (ledger.OverviewStore), and write-off listings and rejections.
+// (report.CaseStore), budgets, orgs and the counterparty scorecard
+// (report.OverviewStore), and write-off listings and rejections.
 
 // Sessions returns the store as the console's session store.
 func (s *Store) Sessions() session.Store { return sessionStore{s} }
@@ -90,35 +91,35 @@ func (s sessionStore) SessionsOf(ctx context.Context, principalID uuid.UUID, now
 }
 
 // Cases returns the store as the case-handling store.
-func (s *Store) Cases() ledger.CaseStore { return caseStore{s} }
+func (s *Store) Cases() report.CaseStore { return caseStore{s} }
 
 type caseStore struct{ *Store }
 
 var (
-	_ ledger.CaseStore = caseStore{}
-	_ ledger.CaseTx    = (*tx)(nil)
+	_ report.CaseStore = caseStore{}
+	_ report.CaseTx    = (*tx)(nil)
 )
 
 // InTx runs fn in a transaction of the underlying Store.
-func (c caseStore) InTx(ctx context.Context, fn func(ledger.CaseTx) error) error {
+func (c caseStore) InTx(ctx context.Context, fn func(report.CaseTx) error) error {
 	return c.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
 }
 
-func (r reader) Case(ctx context.Context, id uuid.UUID) (ledger.Case, error) {
+func (r reader) Case(ctx context.Context, id uuid.UUID) (report.Case, error) {
 	row, err := r.q.CaseGetByDelegation(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ledger.Case{DelegationID: id}, nil
+		return report.Case{DelegationID: id}, nil
 	}
 	if err != nil {
-		return ledger.Case{}, fmt.Errorf("load case of %s: %w", id, err)
+		return report.Case{}, fmt.Errorf("load case of %s: %w", id, err)
 	}
-	return ledger.Case{
+	return report.Case{
 		DelegationID: row.DelegationID, Owner: row.Owner, SnoozedUntil: derefTime(row.SnoozedUntil),
 		Notes: int(row.Notes), UpdatedAt: row.UpdatedAt.UTC(),
 	}, nil
 }
 
-func (t *tx) PutCase(ctx context.Context, c ledger.Case) error {
+func (t *tx) PutCase(ctx context.Context, c report.Case) error {
 	err := t.q.CaseUpsert(ctx, dbsqlc.CaseUpsertParams{
 		DelegationID: c.DelegationID, Owner: c.Owner, SnoozedUntil: optionalTime(c.SnoozedUntil),
 		Notes: int32(c.Notes), UpdatedAt: c.UpdatedAt,
@@ -132,7 +133,7 @@ func (t *tx) PutCase(ctx context.Context, c ledger.Case) error {
 func int8Of(v int64) pgtype.Int8 { return pgtype.Int8{Int64: v, Valid: v > 0} }
 
 // Queue returns one page of the needs-action queue.
-func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time) ([]ledger.QueueRow, error) {
+func (c caseStore) Queue(ctx context.Context, q report.QueueQuery, now time.Time) ([]report.QueueRow, error) {
 	p := dbsqlc.CaseQueuePageParams{
 		Direction: 1, SortBy: "created", States: stateStrings(q.States),
 		OrgID: optional(q.OrgID), Tenant: optional(q.Tenant), Currency: optional(q.Currency),
@@ -141,15 +142,15 @@ func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time
 		Snoozed:        string(q.Snoozed), Now: &now, MaxRows: int32(q.Limit),
 	}
 	switch q.Sort {
-	case ledger.SortNewest:
+	case report.SortNewest:
 		p.Direction = -1
-	case ledger.SortAmountDesc:
+	case report.SortAmountDesc:
 		p.SortBy, p.Direction = "amount", -1
-	case ledger.SortAmountAsc:
+	case report.SortAmountAsc:
 		p.SortBy = "amount"
-	case ledger.SortDeadline:
+	case report.SortDeadline:
 		p.SortBy = "deadline"
-	case ledger.SortOldest:
+	case report.SortOldest:
 	}
 	switch {
 	case q.Unassigned:
@@ -172,21 +173,21 @@ func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time
 	var rows []dbsqlc.CaseQueuePageRow
 	var err error
 	switch q.Sort {
-	case ledger.SortOldest, ledger.SortNewest:
+	case report.SortOldest, report.SortNewest:
 		// Oldest and newest first read their page off the (created_at,
 		// id) indexes; the cursor's key is the creation time in
 		// microseconds.
-		rows, err = c.queueByCreated(ctx, q.Sort == ledger.SortNewest, p)
+		rows, err = c.queueByCreated(ctx, q.Sort == report.SortNewest, p)
 	default:
 		rows, err = c.q.CaseQueuePage(ctx, p)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list the needs-action queue: %w", err)
 	}
-	out := make([]ledger.QueueRow, len(rows))
+	out := make([]report.QueueRow, len(rows))
 	for i, r := range rows {
-		out[i] = ledger.QueueRow{
-			ObligationRow: ledger.ObligationRow{
+		out[i] = report.QueueRow{
+			ObligationRow: report.ObligationRow{
 				DelegationID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
 				Amount:       ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
 				RemoteTaskID: deref(r.RemoteTaskID), TaskStatus: ledger.TaskStatus(r.TaskStatus),
@@ -196,12 +197,12 @@ func (c caseStore) Queue(ctx context.Context, q ledger.QueueQuery, now time.Time
 				CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 				LastEvidenceType: ledger.EventType(r.LastEvidenceType), LastEvidenceAt: r.LastEvidenceAt.UTC(),
 			},
-			Case: ledger.Case{
+			Case: report.Case{
 				DelegationID: r.ID, Owner: r.Owner, SnoozedUntil: derefTime(r.SnoozedUntil), Notes: int(r.Notes),
 				UpdatedAt: derefTime(r.CaseUpdatedAt),
 			},
 			PendingWriteOffID: r.PendingWriteOffID.UUID,
-			Cursor:            ledger.QueueCursor{Key: r.SortKey, ID: r.ID},
+			Cursor:            report.QueueCursor{Key: r.SortKey, ID: r.ID},
 		}
 	}
 	return out, nil
@@ -249,11 +250,11 @@ func (c caseStore) queueByCreated(ctx context.Context, newest bool, p dbsqlc.Cas
 }
 
 // Overview returns the store as the overview's read side.
-func (s *Store) Overview() ledger.OverviewStore { return overviewStore{s} }
+func (s *Store) Overview() report.OverviewStore { return overviewStore{s} }
 
 type overviewStore struct{ *Store }
 
-var _ ledger.OverviewStore = overviewStore{}
+var _ report.OverviewStore = overviewStore{}
 
 func (o overviewStore) Budgets(ctx context.Context) ([]ledger.Budget, error) {
 	rows, err := o.q.BudgetListAll(ctx)
@@ -280,14 +281,14 @@ func (o overviewStore) Orgs(ctx context.Context) ([]ledger.Org, error) {
 }
 
 // Scorecard reads the four scorecard queries and joins them by org.
-func (o overviewStore) Scorecard(ctx context.Context, q ledger.ScorecardQuery, now time.Time) ([]ledger.Scorecard, error) {
+func (o overviewStore) Scorecard(ctx context.Context, q report.ScorecardQuery, now time.Time) ([]report.Scorecard, error) {
 	org := optional(q.OrgID)
-	cards := map[string]*ledger.Scorecard{}
-	card := func(id string) *ledger.Scorecard {
+	cards := map[string]*report.Scorecard{}
+	card := func(id string) *report.Scorecard {
 		if c, ok := cards[id]; ok {
 			return c
 		}
-		c := &ledger.Scorecard{OrgID: id}
+		c := &report.Scorecard{OrgID: id}
 		cards[id] = c
 		return c
 	}
@@ -297,7 +298,7 @@ func (o overviewStore) Scorecard(ctx context.Context, q ledger.ScorecardQuery, n
 	}
 	for _, r := range exposure {
 		c := card(r.OrgID)
-		c.Exposure = append(c.Exposure, ledger.ExposureRow{Money: ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency}, Count: r.Holds})
+		c.Exposure = append(c.Exposure, report.ExposureRow{Money: ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency}, Count: r.Holds})
 	}
 	acks, err := o.q.ScorecardAckTimes(ctx, dbsqlc.ScorecardAckTimesParams{Since: q.Since, Until: q.Until, OrgID: org})
 	if err != nil {
@@ -325,11 +326,11 @@ func (o overviewStore) Scorecard(ctx context.Context, q ledger.ScorecardQuery, n
 		return nil, fmt.Errorf("scorecard unconfirmed aging: %w", err)
 	}
 	for _, r := range unconfirmed {
-		card(r.OrgID).Unconfirmed = ledger.UnconfirmedAging{
+		card(r.OrgID).Unconfirmed = report.UnconfirmedAging{
 			Total: r.Total, Under1Day: r.Lt1d, Days1To7: r.D17, Days7To30: r.D730, Over30Days: r.Gt30d, Oldest: r.Oldest.UTC(),
 		}
 	}
-	out := make([]ledger.Scorecard, 0, len(cards))
+	out := make([]report.Scorecard, 0, len(cards))
 	for _, c := range cards {
 		out = append(out, *c)
 	}

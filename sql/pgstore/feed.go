@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
@@ -23,23 +23,23 @@ import (
 // that are ready to serve. When the page ends at events that are committed
 // but wait for an older transaction, it arranges for the subscribers of
 // FeedWake to be woken once they are ready.
-func (s *Store) FeedEvents(ctx context.Context, f ledger.FeedQuery) (ledger.FeedPage, error) {
+func (s *Store) FeedEvents(ctx context.Context, f report.FeedQuery) (report.FeedPage, error) {
 	p := dbsqlc.FeedListParams{AfterPos: f.AfterPosition, Tenant: optional(f.Tenant), MaxRows: int32(f.Limit)}
 	if f.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: f.DelegationID, Valid: true}
 	}
 	rows, err := s.q.FeedList(ctx, p)
 	if err != nil {
-		return ledger.FeedPage{}, fmt.Errorf("read event feed: %w", err)
+		return report.FeedPage{}, fmt.Errorf("read event feed: %w", err)
 	}
-	page := ledger.FeedPage{Events: make([]ledger.FeedEvent, 0, len(rows))}
+	page := report.FeedPage{Events: make([]report.FeedEvent, 0, len(rows))}
 	for _, r := range rows {
 		if !r.Ready {
 			s.feedListen.awaitCut(r.OrderXid.Uint64)
 			page.HeldBack = true
 			break
 		}
-		page.Events = append(page.Events, ledger.FeedEvent{Position: r.Pos, Event: toEvent(r.Event)})
+		page.Events = append(page.Events, report.FeedEvent{Position: r.Pos, Event: toEvent(r.Event)})
 	}
 	return page, nil
 }

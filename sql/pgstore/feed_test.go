@@ -20,6 +20,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -52,10 +53,10 @@ func widePool(t *testing.T, pool *pgxpool.Pool, conns int32) *pgxpool.Pool {
 
 // readAll reads the whole feed of q's scope after q.AfterPosition, page by
 // page, from a store that was not used to write: what a new replica serves.
-func readAll(t *testing.T, s *pgstore.Store, q ledger.FeedQuery) []ledger.FeedEvent {
+func readAll(t *testing.T, s *pgstore.Store, q report.FeedQuery) []report.FeedEvent {
 	t.Helper()
 	q.Limit = 50
-	var out []ledger.FeedEvent
+	var out []report.FeedEvent
 	for {
 		page, err := s.FeedEvents(context.Background(), q)
 		if err != nil {
@@ -72,7 +73,7 @@ func readAll(t *testing.T, s *pgstore.Store, q ledger.FeedQuery) []ledger.FeedEv
 // readSettled is readAll once it returns at least n events, which is when
 // the transactions that wrote them and every transaction open when they
 // committed, on the whole (shared) server, have ended.
-func readSettled(t *testing.T, s *pgstore.Store, q ledger.FeedQuery, n int) []ledger.FeedEvent {
+func readSettled(t *testing.T, s *pgstore.Store, q report.FeedQuery, n int) []report.FeedEvent {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -84,7 +85,7 @@ func readSettled(t *testing.T, s *pgstore.Store, q ledger.FeedQuery, n int) []le
 	}
 }
 
-func seqsOf(events []ledger.FeedEvent) []int64 {
+func seqsOf(events []report.FeedEvent) []int64 {
 	out := make([]int64, len(events))
 	for i, fe := range events {
 		out[i] = fe.Event.Seq
@@ -106,9 +107,9 @@ type committedTx struct {
 // Last-Event-ID, which the server maps back to a position.
 type feedReader struct {
 	name    string
-	scope   ledger.FeedQuery
+	scope   report.FeedQuery
 	stores  []*pgstore.Store
-	seen    []ledger.FeedEvent
+	seen    []report.FeedEvent
 	resumes int
 }
 
@@ -286,8 +287,8 @@ func TestFeedConcurrentWriters(t *testing.T) {
 	replica := func() *pgstore.Store { return pgstore.New(widePool(t, base, 4)) }
 	readers := []*feedReader{
 		{name: "all", stores: []*pgstore.Store{replica(), replica()}},
-		{name: "tenant", scope: ledger.FeedQuery{Tenant: orch.Tenant}, stores: []*pgstore.Store{replica(), replica()}},
-		{name: "delegation", scope: ledger.FeedQuery{DelegationID: d1.ID}, stores: []*pgstore.Store{replica(), replica()}},
+		{name: "tenant", scope: report.FeedQuery{Tenant: orch.Tenant}, stores: []*pgstore.Store{replica(), replica()}},
+		{name: "delegation", scope: report.FeedQuery{DelegationID: d1.ID}, stores: []*pgstore.Store{replica(), replica()}},
 	}
 	var truth struct {
 		sync.Mutex
@@ -373,7 +374,7 @@ func TestFeedConcurrentWriters(t *testing.T) {
 
 	// One order: a reader started now, on a fresh replica, from the start.
 	fresh := replica()
-	order := readAll(t, fresh, ledger.FeedQuery{})
+	order := readAll(t, fresh, report.FeedQuery{})
 	orderSeqs := seqsOf(order)
 	if got := slices.Sorted(slices.Values(orderSeqs)); !slices.Equal(got, wantAll) {
 		t.Fatalf("the feed from the start has %d events (%d distinct of the table's), want the table's %d", len(got), len(slices.Compact(got)), len(wantAll))
@@ -437,7 +438,7 @@ func TestFeedConcurrentWriters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := seqsOf(readAll(t, fresh, ledger.FeedQuery{AfterPosition: pos})); !slices.Equal(got, orderSeqs[i+1:]) {
+		if got := seqsOf(readAll(t, fresh, report.FeedQuery{AfterPosition: pos})); !slices.Equal(got, orderSeqs[i+1:]) {
 			t.Fatalf("after event %d (#%d): %d events, want %d", orderSeqs[i], i, len(got), len(orderSeqs)-i-1)
 		}
 	}
@@ -498,7 +499,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 			// While the slow transaction is open, the fast event waits, and
 			// "now" stands before it.
 			time.Sleep(50 * time.Millisecond)
-			page, err := b.store.FeedEvents(ctx, ledger.FeedQuery{Limit: 100})
+			page, err := b.store.FeedEvents(ctx, report.FeedQuery{Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -513,7 +514,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var after []ledger.FeedEvent
+			var after []report.FeedEvent
 			for len(wake) > 0 {
 				<-wake
 			}
@@ -534,7 +535,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 				case <-deadline:
 					t.Fatalf("after the slow transaction ended, no wake-up served the events (served %v, want %v)", seqsOf(after), want)
 				}
-				page, err := b.store.FeedEvents(ctx, ledger.FeedQuery{AfterPosition: head, Limit: 100})
+				page, err := b.store.FeedEvents(ctx, report.FeedQuery{AfterPosition: head, Limit: 100})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -625,7 +626,7 @@ func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 		t.Fatalf("positions changed in the migration: %v, were %v", got, old)
 	}
 	fresh := appendTx("a4", "d1")
-	feed := readSettled(t, store, ledger.FeedQuery{}, len(legacy)+len(fresh))
+	feed := readSettled(t, store, report.FeedQuery{}, len(legacy)+len(fresh))
 	if got, want := seqsOf(feed), append(slices.Clone(legacy), fresh...); !slices.Equal(got, want) {
 		t.Fatalf("feed %v, want the old events in their order, then the new: %v", got, want)
 	}
@@ -641,7 +642,7 @@ func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 		if err != nil || pos != old[seq] {
 			t.Fatalf("event %d: position %d (%v), was %d", seq, pos, err, old[seq])
 		}
-		if got := seqsOf(readAll(t, store, ledger.FeedQuery{AfterPosition: pos})); !slices.Equal(got, seqsOf(feed[i+1:])) {
+		if got := seqsOf(readAll(t, store, report.FeedQuery{AfterPosition: pos})); !slices.Equal(got, seqsOf(feed[i+1:])) {
 			t.Fatalf("after old event %d: %v, want %v", seq, got, seqsOf(feed[i+1:]))
 		}
 	}
@@ -650,7 +651,7 @@ func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 	undo()
 	redo()
 	again := appendTx("a5")
-	if got, want := seqsOf(readSettled(t, store, ledger.FeedQuery{}, len(feed)+1)), append(seqsOf(feed), again...); !slices.Equal(got, want) {
+	if got, want := seqsOf(readSettled(t, store, report.FeedQuery{}, len(feed)+1)), append(seqsOf(feed), again...); !slices.Equal(got, want) {
 		t.Fatalf("after down and up: %v, want %v", got, want)
 	}
 }
@@ -677,7 +678,7 @@ func TestFeedServesACommitAtOnceOnAQuietServer(t *testing.T) {
 	check := func(what string, want ...int64) {
 		t.Helper()
 		served = append(served, want...)
-		if got := seqsOf(readAll(t, store, ledger.FeedQuery{})); !slices.Equal(got, served) {
+		if got := seqsOf(readAll(t, store, report.FeedQuery{})); !slices.Equal(got, served) {
 			t.Fatalf("%s: the feed has %v, want %v at once", what, got, served)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -157,7 +158,7 @@ func TestRevokedReleasesBackfill(t *testing.T) {
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("surfaced %v, want the two declared releases %v", got, want)
 	}
-	totals, err := store.Reports().RevokedReleaseTotals(ctx, ledger.SummaryQuery{})
+	totals, err := store.Reports().RevokedReleaseTotals(ctx, report.SummaryQuery{})
 	if err != nil || len(totals) != 1 || totals[0].OrgID != "initech" || totals[0].Count != 2 || totals[0].AmountMinor != 20 {
 		t.Fatalf("summary totals %+v, %v", totals, err)
 	}
@@ -169,9 +170,9 @@ func TestRevokedReleasesBackfill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reports := ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: fixedClock{epoch}})
+	reports := report.NewReports(report.ReportsConfig{Store: store.Reports(), Reader: store, Clock: fixedClock{epoch}})
 	finance := ledger.Principal{Role: ledger.RoleFinance, Name: "finance"}
-	anomalies, err := reports.Anomalies(ctx, finance, ledger.AnomalyQuery{Kinds: []ledger.AnomalyKind{ledger.AnomalyReleasedOnRevokedIdentity}})
+	anomalies, err := reports.Anomalies(ctx, finance, report.AnomalyQuery{Kinds: []report.AnomalyKind{report.AnomalyReleasedOnRevokedIdentity}})
 	if err != nil || len(anomalies) != 2 {
 		t.Fatalf("anomalies %+v, %v; want the two releases", anomalies, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
@@ -16,7 +17,7 @@ import (
 // listing is streamed: memory stays bounded whatever the table's size.
 const reportPageSize = 500
 
-// Reports implements ledger.ReportStore.
+// Reports implements report.ReportStore.
 type Reports struct {
 	store *Store
 }
@@ -24,7 +25,7 @@ type Reports struct {
 // Reports returns the store's reporting read side.
 func (s *Store) Reports() *Reports { return &Reports{store: s} }
 
-var _ ledger.ReportStore = (*Reports)(nil)
+var _ report.ReportStore = (*Reports)(nil)
 
 func stateStrings(states []ledger.ObligationState) []string {
 	out := make([]string, len(states))
@@ -46,7 +47,7 @@ func eventTypeStrings(types []ledger.EventType) []string {
 // order. It pages through one read-only, repeatable-read transaction, so
 // the whole stream is one consistent snapshot and at most one page is in
 // memory at a time.
-func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now time.Time, fn func(ledger.ObligationRow) error) error {
+func (r *Reports) Obligations(ctx context.Context, q report.ObligationQuery, now time.Time, fn func(report.ObligationRow) error) error {
 	tx, err := r.store.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin report transaction: %w", err)
@@ -57,8 +58,8 @@ func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now
 		States:              stateStrings(q.States),
 		OrgID:               optional(q.OrgID),
 		Tenant:              optional(q.Tenant),
-		DispatchUnknownOnly: q.Condition == ledger.ConditionDispatchUnknown,
-		TaskNotFoundOnly:    q.Condition == ledger.ConditionTaskNotFound,
+		DispatchUnknownOnly: q.Condition == report.ConditionDispatchUnknown,
+		TaskNotFoundOnly:    q.Condition == report.ConditionTaskNotFound,
 	}
 	if q.OlderThan > 0 {
 		before := now.Add(-q.OlderThan)
@@ -95,8 +96,8 @@ func (r *Reports) Obligations(ctx context.Context, q ledger.ObligationQuery, now
 	}
 }
 
-func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
-	return ledger.ObligationRow{
+func toObligationRow(r dbsqlc.ObligationPageRow) report.ObligationRow {
+	return report.ObligationRow{
 		DelegationID: r.ID, Tenant: r.Tenant, BusinessOperationID: r.BusinessOperationID, OrgID: r.OrgID, TaskClass: r.TaskClass, BudgetID: r.BudgetID,
 		Amount:       ledger.Money{AmountMinor: r.AmountMinor, Currency: r.Currency},
 		RemoteTaskID: deref(r.RemoteTaskID), TaskStatus: ledger.TaskStatus(r.TaskStatus),
@@ -111,7 +112,7 @@ func toObligationRow(r dbsqlc.ObligationPageRow) ledger.ObligationRow {
 
 // ObligationSummary returns active holds by org, currency and state, with
 // age buckets measured from now.
-func (r *Reports) ObligationSummary(ctx context.Context, q ledger.SummaryQuery, now time.Time) ([]ledger.SummaryRow, error) {
+func (r *Reports) ObligationSummary(ctx context.Context, q report.SummaryQuery, now time.Time) ([]report.SummaryRow, error) {
 	const day = 24 * time.Hour
 	rows, err := r.store.reader.q.ObligationSummary(ctx, dbsqlc.ObligationSummaryParams{
 		CreatedAfter1d: now.Add(-day), CreatedAfter7d: now.Add(-7 * day), CreatedAfter30d: now.Add(-30 * day),
@@ -120,23 +121,23 @@ func (r *Reports) ObligationSummary(ctx context.Context, q ledger.SummaryQuery, 
 	if err != nil {
 		return nil, fmt.Errorf("summarize obligations: %w", err)
 	}
-	out := make([]ledger.SummaryRow, len(rows))
+	out := make([]report.SummaryRow, len(rows))
 	for i, row := range rows {
-		out[i] = ledger.SummaryRow{
+		out[i] = report.SummaryRow{
 			OrgID: row.OrgID, Currency: row.Currency, ObligationState: ledger.ObligationState(row.ObligationState),
 			Count: row.ObligationCount, AmountMinor: row.AmountMinor,
-			Under1Day:  ledger.AgeBucket{Count: row.CountLt1d, AmountMinor: row.AmountLt1d},
-			Days1To7:   ledger.AgeBucket{Count: row.Count1d7d, AmountMinor: row.Amount1d7d},
-			Days7To30:  ledger.AgeBucket{Count: row.Count7d30d, AmountMinor: row.Amount7d30d},
-			Over30Days: ledger.AgeBucket{Count: row.CountGt30d, AmountMinor: row.AmountGt30d},
+			Under1Day:  report.AgeBucket{Count: row.CountLt1d, AmountMinor: row.AmountLt1d},
+			Days1To7:   report.AgeBucket{Count: row.Count1d7d, AmountMinor: row.Amount1d7d},
+			Days7To30:  report.AgeBucket{Count: row.Count7d30d, AmountMinor: row.Amount7d30d},
+			Over30Days: report.AgeBucket{Count: row.CountGt30d, AmountMinor: row.AmountGt30d},
 		}
 	}
 	return out, nil
 }
 
 // Anomalies returns anomaly events after q.AfterSeq in seq order.
-func (r *Reports) Anomalies(ctx context.Context, q ledger.AnomalyQuery) ([]ledger.Anomaly, error) {
-	p := dbsqlc.AnomalyListParams{Types: eventTypeStrings(ledger.AnomalyEventTypes), AfterSeq: q.AfterSeq, MaxRows: int32(q.Limit)}
+func (r *Reports) Anomalies(ctx context.Context, q report.AnomalyQuery) ([]report.Anomaly, error) {
+	p := dbsqlc.AnomalyListParams{Types: eventTypeStrings(report.AnomalyEventTypes), AfterSeq: q.AfterSeq, MaxRows: int32(q.Limit)}
 	if !q.Since.IsZero() {
 		since := q.Since
 		p.Since = &since
@@ -145,10 +146,10 @@ func (r *Reports) Anomalies(ctx context.Context, q ledger.AnomalyQuery) ([]ledge
 	if err != nil {
 		return nil, fmt.Errorf("list anomalies: %w", err)
 	}
-	out := make([]ledger.Anomaly, len(rows))
+	out := make([]report.Anomaly, len(rows))
 	for i, row := range rows {
-		kind, _ := ledger.ClassifyAnomaly(ledger.EventType(row.Type), row.Data)
-		out[i] = ledger.Anomaly{
+		kind, _ := report.ClassifyAnomaly(ledger.EventType(row.Type), row.Data)
+		out[i] = report.Anomaly{
 			Seq: row.Seq, Kind: kind, EventType: ledger.EventType(row.Type), DelegationID: row.DelegationID.UUID,
 			OrgID: row.OrgID, Tenant: row.Tenant, ObligationState: ledger.ObligationState(row.ObligationState),
 			At: row.At.UTC(), Actor: row.Actor, Data: row.Data,

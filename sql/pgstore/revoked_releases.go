@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
@@ -34,7 +35,7 @@ func (t *tx) RevokedReleaseAnnounced(ctx context.Context, delegationID uuid.UUID
 	return ok, nil
 }
 
-func (t *tx) InsertRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error {
+func (t *tx) InsertRevokedRelease(ctx context.Context, r report.RevokedRelease) error {
 	err := t.q.RevokedReleaseInsert(ctx, dbsqlc.RevokedReleaseInsertParams{
 		DelegationID: r.DelegationID, OrgID: r.OrgID, AmountMinor: r.AmountMinor, Currency: r.Currency,
 		ReleasedAt: r.ReleasedAt, IdentityRevokedAt: r.IdentityRevokedAt,
@@ -45,19 +46,19 @@ func (t *tx) InsertRevokedRelease(ctx context.Context, r ledger.RevokedRelease) 
 	return nil
 }
 
-func (t *tx) RevokedReleaseForUpdate(ctx context.Context, delegationID uuid.UUID) (ledger.RevokedRelease, error) {
+func (t *tx) RevokedReleaseForUpdate(ctx context.Context, delegationID uuid.UUID) (report.RevokedRelease, error) {
 	row, err := t.q.RevokedReleaseGetForUpdate(ctx, delegationID)
 	if err != nil {
-		return ledger.RevokedRelease{}, notFound(err, "release on a revoked identity", delegationID)
+		return report.RevokedRelease{}, notFound(err, "release on a revoked identity", delegationID)
 	}
-	return ledger.RevokedRelease{
+	return report.RevokedRelease{
 		DelegationID: row.DelegationID, OrgID: row.OrgID, AmountMinor: row.AmountMinor, Currency: row.Currency,
 		ReleasedAt: row.ReleasedAt.UTC(), IdentityRevokedAt: row.IdentityRevokedAt.UTC(),
 		AcknowledgedAt: derefTime(row.AcknowledgedAt), AcknowledgedBy: row.AcknowledgedBy.UUID, AcknowledgeNote: deref(row.AcknowledgeNote),
 	}, nil
 }
 
-func (t *tx) AcknowledgeRevokedRelease(ctx context.Context, r ledger.RevokedRelease) error {
+func (t *tx) AcknowledgeRevokedRelease(ctx context.Context, r report.RevokedRelease) error {
 	at := r.AcknowledgedAt
 	err := t.q.RevokedReleaseAcknowledge(ctx, dbsqlc.RevokedReleaseAcknowledgeParams{
 		DelegationID: r.DelegationID, AcknowledgedAt: &at, AcknowledgedBy: uuid.NullUUID{UUID: r.AcknowledgedBy, Valid: true},
@@ -71,14 +72,14 @@ func (t *tx) AcknowledgeRevokedRelease(ctx context.Context, r ledger.RevokedRele
 
 // RevokedReleaseTotals returns the unacknowledged releases on revoked
 // identities by org and currency.
-func (r *Reports) RevokedReleaseTotals(ctx context.Context, q ledger.SummaryQuery) ([]ledger.RevokedReleaseTotal, error) {
+func (r *Reports) RevokedReleaseTotals(ctx context.Context, q report.SummaryQuery) ([]report.RevokedReleaseTotal, error) {
 	rows, err := r.store.reader.q.RevokedReleaseTotals(ctx, dbsqlc.RevokedReleaseTotalsParams{OrgID: optional(q.OrgID), Tenant: optional(q.Tenant)})
 	if err != nil {
 		return nil, fmt.Errorf("total releases on revoked identities: %w", err)
 	}
-	out := make([]ledger.RevokedReleaseTotal, len(rows))
+	out := make([]report.RevokedReleaseTotal, len(rows))
 	for i, row := range rows {
-		out[i] = ledger.RevokedReleaseTotal{OrgID: row.OrgID, Currency: row.Currency, Count: row.ReleaseCount, AmountMinor: row.AmountMinor}
+		out[i] = report.RevokedReleaseTotal{OrgID: row.OrgID, Currency: row.Currency, Count: row.ReleaseCount, AmountMinor: row.AmountMinor}
 	}
 	return out, nil
 }

@@ -15,11 +15,12 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/migrations"
 )
 
-// Store implements ledger.Store and ledger.Feed on a pgx pool; its views
+// Store implements ledger.Store and report.Feed on a pgx pool; its views
 // (A2A, Compensation, Webhooks) implement the other domains' stores on the
 // same pool and transactions.
 type Store struct {
@@ -40,7 +41,7 @@ type Store struct {
 
 var (
 	_ ledger.Store = (*Store)(nil)
-	_ ledger.Feed  = (*Store)(nil)
+	_ report.Feed  = (*Store)(nil)
 )
 
 // Option configures a Store.

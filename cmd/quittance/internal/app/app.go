@@ -17,6 +17,8 @@ import (
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
 )
@@ -116,7 +118,7 @@ type App struct {
 	// Compensation takes evidence, runs the deadline sweep and write-offs.
 	Compensation *compensation.Service
 	// Reports serves reconciliation.
-	Reports *ledger.Reports
+	Reports *report.Reports
 	// Worker makes the outbound A2A calls; run it with Worker.Run.
 	Worker *delegate.Worker
 	// Orchestrator continues interrupted tasks and serves task snapshots.
@@ -127,13 +129,13 @@ type App struct {
 	API http.Handler
 	// Cases is case handling on obligations (owners, notes, snoozes) and
 	// the needs-action queue.
-	Cases *ledger.Cases
+	Cases *report.Cases
 	// Console is the web console, to be served under console.Prefix.
 	Console *console.Console
 	// Checkpoints signs incremental checkpoints over the stream heads that
 	// moved with the ledger's Identity; run the periodic ones with
 	// Checkpoints.Run.
-	Checkpoints *ledger.Checkpoints
+	Checkpoints *audit.Checkpoints
 }
 
 // New builds Quittance on cfg.Pool. Nothing runs until the caller runs it.
@@ -189,8 +191,8 @@ func (a *App) buildDomain(cfg Config, log *slog.Logger) {
 		Dev: cfg.Dev, OnRefusal: metrics.TokenRefused,
 		RefreshOrgKeysForKid: a.Ledger.RefreshOrgKeysForKid, RefusalTime: cfg.EvidenceRefusalTime,
 	})
-	a.Reports = ledger.NewReports(ledger.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
-	a.Cases = ledger.NewCases(ledger.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})
+	a.Reports = report.NewReports(report.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
+	a.Cases = report.NewCases(report.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})
 }
 
 // buildWorkers builds what calls out: the A2A worker and the orchestrator
@@ -231,12 +233,12 @@ func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
 	store, metrics := a.Store, a.Metrics
 	var (
 		jwks   func() []byte
-		signer ledger.CheckpointSigner // stays a nil interface without an identity
+		signer audit.CheckpointSigner // stays a nil interface without an identity
 	)
 	if cfg.Identity != nil {
 		jwks, signer = cfg.Identity.JWKS, compensation.CheckpointSigner{Identity: cfg.Identity}
 	}
-	a.Checkpoints = ledger.NewCheckpoints(store, signer, cfg.LedgerID, cfg.Clock, log.With(slog.String("component", "checkpoints")))
+	a.Checkpoints = audit.NewCheckpoints(store, signer, cfg.LedgerID, cfg.Clock, log.With(slog.String("component", "checkpoints")))
 	// One limiter for the API and the console: one set of buckets, one rule.
 	limiter := ratelimit.New(cfg.RateLimit, log.With(slog.String("component", "ratelimit")), time.Now)
 	a.API = httpapi.New(httpapi.Config{

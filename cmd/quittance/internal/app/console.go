@@ -6,7 +6,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
 	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/session"
 )
 
@@ -27,7 +27,7 @@ type ConsoleConfig struct {
 func newConsole(cfg Config, a *App, log *slog.Logger, limiter *ratelimit.Limiter) *console.Console {
 	return console.New(console.Config{
 		Ledger: a.Ledger, Reports: a.Reports, Cases: a.Cases, Compensation: a.Compensation, Webhooks: a.Webhooks,
-		Overview:  ledger.NewOverview(ledger.OverviewConfig{Store: a.Store.Overview(), Clock: cfg.Clock}),
+		Overview:  report.NewOverview(report.OverviewConfig{Store: a.Store.Overview(), Clock: cfg.Clock}),
 		Sessions:  session.NewService(session.Config{Store: a.Store.Sessions(), Clock: cfg.Clock, TTL: cfg.Console.SessionTTL}),
 		Snapshots: a.Orchestrator, RemoteTasks: a.Orchestrator, OIDC: cfg.Console.OIDC, SecureCookies: cfg.Console.SecureCookies,
 		Limiter: limiter, Log: log.With(slog.String("component", "console")), Clock: cfg.Clock,

@@ -20,6 +20,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/session"
 	"github.com/quittance/quittance/ledger/webhook"
 )
@@ -49,9 +50,9 @@ type RemoteTaskSource interface {
 // Config wires the console to the services the API uses.
 type Config struct {
 	Ledger       *ledger.Service
-	Reports      *ledger.Reports
-	Cases        *ledger.Cases
-	Overview     *ledger.Overview
+	Reports      *report.Reports
+	Cases        *report.Cases
+	Overview     *report.Overview
 	Compensation *compensation.Service
 	Sessions     *session.Service
 	// Webhooks, when set, serves the webhooks page's redrive.

@@ -13,6 +13,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // timelineEntry is one event of a delegation's timeline.
@@ -28,7 +29,7 @@ type delegationPage struct {
 	D        ledger.Delegation
 	Org      ledger.Org
 	Budget   *ledger.Budget
-	Case     ledger.Case
+	Case     report.Case
 	Timeline []timelineEntry
 	// ChainOK says whether the stream's hash chain verifies; ChainProblem
 	// says where it breaks; Head is the hex hash of the last event.
@@ -151,7 +152,7 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 	data.CanWriteOff = compensation.CanWriteOff(d)
 	data.RedriveRefusal = redriveRefusal(d)
 	data.NeedsApproval = compensation.NeedsApproval(d.Hold, threshold)
-	for _, st := range ledger.PendingObligationStates {
+	for _, st := range report.PendingObligationStates {
 		data.InQueue = data.InQueue || d.ObligationState == st
 	}
 	return data, nil

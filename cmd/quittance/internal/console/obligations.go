@@ -15,6 +15,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/csvsafe"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // obligationsPage is the data of the obligations page.
@@ -24,8 +25,8 @@ type obligationsPage struct {
 	Query     url.Values
 	States    []string
 	AllStates []ledger.ObligationState
-	Sorts     []ledger.QueueSort
-	Page      ledger.QueuePage
+	Sorts     []report.QueueSort
+	Page      report.QueuePage
 	// Next, First and Export are links: the next page, the first page,
 	// and the CSV of exactly this page's rows.
 	Next, First, Export string
@@ -55,17 +56,17 @@ func parseAge(raw string) (time.Duration, error) {
 
 // queueQuery reads the obligations page's filters from its query string.
 // Field errors are returned by field; the query is unusable if any.
-func queueQuery(v url.Values) (ledger.QueueQuery, bool, map[string]string) {
+func queueQuery(v url.Values) (report.QueueQuery, bool, map[string]string) {
 	errs := map[string]string{}
 	all := v.Get("view") == "all"
-	q := ledger.QueueQuery{
+	q := report.QueueQuery{
 		OrgID: strings.TrimSpace(v.Get("org")), Tenant: strings.TrimSpace(v.Get("tenant")),
 		Owner: strings.TrimSpace(v.Get("owner")), Unassigned: v.Get("unassigned") == "1",
 		Currency: strings.ToUpper(strings.TrimSpace(v.Get("currency"))),
-		Snoozed:  ledger.SnoozeFilter(v.Get("snoozed")), Sort: ledger.QueueSort(v.Get("sort")),
+		Snoozed:  report.SnoozeFilter(v.Get("snoozed")), Sort: report.QueueSort(v.Get("sort")),
 	}
 	if all && q.Snoozed == "" {
-		q.Snoozed = ledger.SnoozedShow
+		q.Snoozed = report.SnoozedShow
 	}
 	for _, raw := range v["state"] {
 		st, err := ledger.ParseObligationState(raw)
@@ -108,7 +109,7 @@ func queueQuery(v url.Values) (ledger.QueueQuery, bool, map[string]string) {
 			errs["limit"] = "use a whole number"
 		}
 	}
-	if q.After, err = ledger.ParseQueueCursor(v.Get("after")); err != nil {
+	if q.After, err = report.ParseQueueCursor(v.Get("after")); err != nil {
 		errs["after"] = "this page link is not valid; start from the first page"
 	}
 	if len(errs) == 0 {
@@ -164,7 +165,7 @@ func (c *Console) obligations(w http.ResponseWriter, r *http.Request, q *request
 	}
 	threshold := thresholds.Default.Minor
 	data := obligationsPage{
-		All: all, Query: v, States: v["state"], AllStates: ledger.ObligationStates, Sorts: ledger.QueueSorts,
+		All: all, Query: v, States: v["state"], AllStates: ledger.ObligationStates, Sorts: report.QueueSorts,
 		Threshold: threshold,
 	}
 	data.Back = Prefix + "obligations"
@@ -256,8 +257,8 @@ func (c *Console) obligationsCSV(w http.ResponseWriter, r *http.Request, q *requ
 
 // bulkPage is the data of the bulk preview.
 type bulkPage struct {
-	Change  ledger.CaseChange
-	Items   []ledger.BulkItem
+	Change  report.CaseChange
+	Items   []report.BulkItem
 	IDs     []string
 	Changes int
 	Refused int
@@ -280,12 +281,12 @@ func parseUntil(raw string) (time.Time, error) {
 }
 
 // bulkChange reads a bulk form's change.
-func bulkChange(r *http.Request) (ledger.CaseChange, map[string]string) {
-	ch := ledger.CaseChange{Kind: ledger.CaseChangeKind(r.PostFormValue("kind")), Owner: r.PostFormValue("owner")}
+func bulkChange(r *http.Request) (report.CaseChange, map[string]string) {
+	ch := report.CaseChange{Kind: report.CaseChangeKind(r.PostFormValue("kind")), Owner: r.PostFormValue("owner")}
 	errs := map[string]string{}
 	switch ch.Kind {
-	case ledger.CaseAssign:
-	case ledger.CaseSnooze:
+	case report.CaseAssign:
+	case report.CaseSnooze:
 		until, err := parseUntil(r.PostFormValue("until"))
 		if err != nil {
 			errs["until"] = err.Error()
@@ -379,7 +380,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request, q *request) {
 }
 
 // queueOf is a small queue read for the overview.
-func (c *Console) queueOf(ctx context.Context, p ledger.Principal, q ledger.QueueQuery) ([]ledger.QueueRow, error) {
+func (c *Console) queueOf(ctx context.Context, p ledger.Principal, q report.QueueQuery) ([]report.QueueRow, error) {
 	page, err := c.cfg.Cases.Queue(ctx, p, q)
 	return page.Rows, err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // stateTotal is the count and amount of one obligation state in one
@@ -28,9 +29,9 @@ type stateTotal struct {
 type overviewPage struct {
 	Totals      []stateTotal
 	Budgets     []ledger.Budget
-	Unconfirmed []ledger.QueueRow
-	DueSoon     []ledger.QueueRow
-	Anomalies   []ledger.Anomaly
+	Unconfirmed []report.QueueRow
+	DueSoon     []report.QueueRow
+	Anomalies   []report.Anomaly
 	Pending     []compensation.WriteOff
 	// Changes are the open privileged changes, oldest (first to expire)
 	// first.
@@ -75,7 +76,7 @@ func (c *Console) openChanges(ctx context.Context, p ledger.Principal) ([]pendin
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, q *request) {
 	ctx, p := r.Context(), q.p
-	rows, asOf, err := c.cfg.Reports.Summary(ctx, p, ledger.SummaryQuery{})
+	rows, asOf, err := c.cfg.Reports.Summary(ctx, p, report.SummaryQuery{})
 	if err != nil {
 		c.fail(w, r, q, err)
 		return
@@ -109,20 +110,20 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, q *request) {
 		c.fail(w, r, q, err)
 		return
 	}
-	if data.Unconfirmed, err = c.queueOf(ctx, p, ledger.QueueQuery{
-		States: []ledger.ObligationState{ledger.ObligationCompensationUnconfirmed}, Snoozed: ledger.SnoozedShow, Limit: 5,
+	if data.Unconfirmed, err = c.queueOf(ctx, p, report.QueueQuery{
+		States: []ledger.ObligationState{ledger.ObligationCompensationUnconfirmed}, Snoozed: report.SnoozedShow, Limit: 5,
 	}); err != nil {
 		c.fail(w, r, q, err)
 		return
 	}
-	if data.DueSoon, err = c.queueOf(ctx, p, ledger.QueueQuery{
-		States: []ledger.ObligationState{ledger.ObligationRevocationPendingCompensation}, Snoozed: ledger.SnoozedShow,
-		DeadlineBefore: q.now.Add(24 * time.Hour), Sort: ledger.SortDeadline, Limit: 10,
+	if data.DueSoon, err = c.queueOf(ctx, p, report.QueueQuery{
+		States: []ledger.ObligationState{ledger.ObligationRevocationPendingCompensation}, Snoozed: report.SnoozedShow,
+		DeadlineBefore: q.now.Add(24 * time.Hour), Sort: report.SortDeadline, Limit: 10,
 	}); err != nil {
 		c.fail(w, r, q, err)
 		return
 	}
-	if data.Anomalies, err = c.cfg.Reports.Anomalies(ctx, p, ledger.AnomalyQuery{Since: q.now.Add(-7 * 24 * time.Hour), Limit: 10}); err != nil {
+	if data.Anomalies, err = c.cfg.Reports.Anomalies(ctx, p, report.AnomalyQuery{Since: q.now.Add(-7 * 24 * time.Hour), Limit: 10}); err != nil {
 		c.fail(w, r, q, err)
 		return
 	}
@@ -226,16 +227,16 @@ func (c *Console) rejectWriteOff(w http.ResponseWriter, r *http.Request, q *requ
 // orgsPage is the data of the orgs page.
 type orgsPage struct {
 	Orgs   []ledger.Org
-	Cards  map[string]ledger.Scorecard
-	Period ledger.ScorecardQuery
+	Cards  map[string]report.Scorecard
+	Period report.ScorecardQuery
 	Since  string
 	Until  string
 }
 
 // scorecardPeriod reads since/until dates (YYYY-MM-DD, until inclusive).
-func scorecardPeriod(v url.Values) (ledger.ScorecardQuery, map[string]string) {
+func scorecardPeriod(v url.Values) (report.ScorecardQuery, map[string]string) {
 	errs := map[string]string{}
-	var q ledger.ScorecardQuery
+	var q report.ScorecardQuery
 	if raw := strings.TrimSpace(v.Get("since")); raw != "" {
 		t, err := time.Parse("2006-01-02", raw)
 		if err != nil {
@@ -262,7 +263,7 @@ func (c *Console) orgs(w http.ResponseWriter, r *http.Request, q *request) {
 		c.fail(w, r, q, err)
 		return
 	}
-	data := orgsPage{Orgs: orgs, Cards: map[string]ledger.Scorecard{}}
+	data := orgsPage{Orgs: orgs, Cards: map[string]report.Scorecard{}}
 	if len(errs) == 0 {
 		cards, used, err := c.cfg.Overview.Scorecard(ctx, q.p, period)
 		if field, msg, ok := formError(err); ok {
@@ -291,10 +292,10 @@ type orgPage struct {
 	KeysError string
 	// History is every key the org ever had, with when it was in force.
 	History []ledger.OrgKey
-	Card    *ledger.Scorecard
+	Card    *report.Scorecard
 	Since   string
 	Until   string
-	Open    []ledger.QueueRow
+	Open    []report.QueueRow
 	// Pending are the org's privileged changes waiting for a second
 	// on-call person, Decided its last decided ones; Classes the task
 	// class changes waiting (they apply to delegations to every org).
@@ -344,7 +345,7 @@ func (c *Console) showOrg(w http.ResponseWriter, r *http.Request, q *request, st
 		}
 		data.Since, data.Until = used.Since.Format("2006-01-02"), used.Until.Add(-time.Nanosecond).Format("2006-01-02")
 	}
-	if data.Open, err = c.queueOf(ctx, q.p, ledger.QueueQuery{OrgID: o.ID, Snoozed: ledger.SnoozedShow, Limit: 20}); err != nil {
+	if data.Open, err = c.queueOf(ctx, q.p, report.QueueQuery{OrgID: o.ID, Snoozed: report.SnoozedShow, Limit: 20}); err != nil {
 		c.fail(w, r, q, err)
 		return
 	}
@@ -405,26 +406,26 @@ func (c *Console) revokeIdentity(w http.ResponseWriter, r *http.Request, q *requ
 
 // anomaliesPage is the data of the anomalies page.
 type anomaliesPage struct {
-	Kinds     []ledger.AnomalyKind
+	Kinds     []report.AnomalyKind
 	Kind      string
-	Anomalies []ledger.Anomaly
+	Anomalies []report.Anomaly
 	Next      string
 	// Refused are the refused-token totals per (org, reason), and Shared
 	// the remote task ids more than one tenant recorded, on the first page
 	// of all kinds or of their kind, as the API's first page carries them:
 	// no event holds them.
-	Refused      []ledger.TokenRefusalTotal
+	Refused      []report.TokenRefusalTotal
 	RefusedShown bool
-	Shared       []ledger.SharedRemoteTask
+	Shared       []report.SharedRemoteTask
 	SharedShown  bool
 }
 
 func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) {
 	v := r.URL.Query()
-	aq := ledger.AnomalyQuery{Limit: 50}
+	aq := report.AnomalyQuery{Limit: 50}
 	errs := map[string]string{}
 	if k := v.Get("kind"); k != "" {
-		aq.Kinds = []ledger.AnomalyKind{ledger.AnomalyKind(k)}
+		aq.Kinds = []report.AnomalyKind{report.AnomalyKind(k)}
 	}
 	if raw := v.Get("after"); raw != "" {
 		n, err := strconv.ParseInt(raw, 10, 64)
@@ -433,7 +434,7 @@ func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) 
 		}
 		aq.AfterSeq = n
 	}
-	data := anomaliesPage{Kinds: slices.Concat(ledger.AnomalyKinds, []ledger.AnomalyKind{ledger.AnomalySharedRemoteTask}), Kind: v.Get("kind")}
+	data := anomaliesPage{Kinds: slices.Concat(report.AnomalyKinds, []report.AnomalyKind{report.AnomalySharedRemoteTask}), Kind: v.Get("kind")}
 	if len(errs) == 0 {
 		list, err := c.cfg.Reports.Anomalies(r.Context(), q.p, aq)
 		if field, msg, ok := formError(err); ok {
@@ -443,14 +444,14 @@ func (c *Console) anomalies(w http.ResponseWriter, r *http.Request, q *request) 
 			return
 		}
 		data.Anomalies = list
-		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(ledger.AnomalyRefusedToken)) {
+		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(report.AnomalyRefusedToken)) {
 			if data.Refused, err = c.cfg.Reports.TokenRefusals(r.Context(), q.p, time.Time{}); err != nil {
 				c.fail(w, r, q, err)
 				return
 			}
 			data.RefusedShown = true
 		}
-		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(ledger.AnomalySharedRemoteTask)) {
+		if aq.AfterSeq == 0 && (data.Kind == "" || data.Kind == string(report.AnomalySharedRemoteTask)) {
 			if data.Shared, err = c.cfg.Reports.SharedRemoteTasks(r.Context(), q.p); err != nil {
 				c.fail(w, r, q, err)
 				return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // TestSessions: a session is a hashed random id in PostgreSQL, with the
@@ -105,8 +106,8 @@ func TestScorecard(t *testing.T) {
 	if res := b.post(self, self+"/write-offs", url.Values{"reason": {"small, not worth chasing"}}); res.status != http.StatusSeeOther {
 		t.Fatalf("write-off: %d %s", res.status, res.body)
 	}
-	overview := ledger.NewOverview(ledger.OverviewConfig{Store: w.Store.Overview(), Clock: w.Clock})
-	cards, _, err := overview.Scorecard(t.Context(), ledger.Principal{Role: ledger.RoleFinance}, ledger.ScorecardQuery{})
+	overview := report.NewOverview(report.OverviewConfig{Store: w.Store.Overview(), Clock: w.Clock})
+	cards, _, err := overview.Scorecard(t.Context(), ledger.Principal{Role: ledger.RoleFinance}, report.ScorecardQuery{})
 	if err != nil || len(cards) != 1 {
 		t.Fatalf("scorecards %+v, %v", cards, err)
 	}
@@ -124,7 +125,7 @@ func TestScorecard(t *testing.T) {
 		t.Fatalf("unconfirmed %+v", c.Unconfirmed)
 	}
 	// A period before anything happened has exposure but no outcomes.
-	old, _, err := overview.Scorecard(t.Context(), ledger.Principal{Role: ledger.RoleFinance}, ledger.ScorecardQuery{
+	old, _, err := overview.Scorecard(t.Context(), ledger.Principal{Role: ledger.RoleFinance}, report.ScorecardQuery{
 		Since: w.Clock.Now().Add(-400 * 24 * time.Hour), Until: w.Clock.Now().Add(-300 * 24 * time.Hour),
 	})
 	if err != nil || len(old) != 1 || old[0].Acks != 0 || old[0].Resolved != 0 {

@@ -13,6 +13,8 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/webhook"
 )
 
@@ -30,7 +32,7 @@ type Config struct {
 	Compensation *compensation.Service
 	// Reports serves reconciliation (obligations, summary, anomalies,
 	// evidence); those operations are registered only when it is set.
-	Reports *ledger.Reports
+	Reports *report.Reports
 	// LedgerID is this ledger's id, the audience of signed tokens; the
 	// evidence endpoint reports it so tokens can be re-verified.
 	LedgerID string
@@ -47,7 +49,7 @@ type Config struct {
 	Orchestrator Orchestrator
 	// Feed serves the replayable event streams; they are served only when
 	// it is set.
-	Feed ledger.Feed
+	Feed report.Feed
 	// Stream tunes the event streams.
 	Stream StreamConfig
 	// Webhooks manages webhook endpoints and deliveries; those operations
@@ -59,10 +61,10 @@ type Config struct {
 	// Cases serves case handling (owners, notes, snoozes) and the
 	// needs-action queue; those operations are registered only when it is
 	// set.
-	Cases *ledger.Cases
+	Cases *report.Cases
 	// Checkpoints signs and serves checkpoints over the event streams'
 	// heads; those operations are registered only when it is set.
-	Checkpoints *ledger.Checkpoints
+	Checkpoints *audit.Checkpoints
 }
 
 // Server is the HTTP API.
@@ -77,7 +79,7 @@ type Server struct {
 	compensation *compensation.Service
 
 	// reports is nil when the reconciliation operations are not served.
-	reports  *ledger.Reports
+	reports  *report.Reports
 	ledgerID string
 	metrics  *telemetry.Metrics
 	limiter  *ratelimit.Limiter
@@ -87,14 +89,14 @@ type Server struct {
 	push PushReceiver
 
 	orchestrator Orchestrator
-	feed         ledger.Feed
+	feed         report.Feed
 	stream       StreamConfig
 	streamLimits *streamLimits
 	streamHubs   *streamHubs
 	webhooks     *webhook.Service
 	jwks         func() []byte
-	cases        *ledger.Cases
-	checkpoints  *ledger.Checkpoints
+	cases        *report.Cases
+	checkpoints  *audit.Checkpoints
 }
 
 // bearerAuth is the security requirement of every authenticated operation.

@@ -9,7 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/quittance/quittance/compensation"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // CaseBody is the case-handling state of a delegation's obligation.
@@ -21,7 +21,7 @@ type CaseBody struct {
 	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
 }
 
-func caseBody(c ledger.Case) CaseBody {
+func caseBody(c report.Case) CaseBody {
 	b := CaseBody{DelegationID: c.DelegationID.String(), Owner: c.Owner, SnoozedUntil: timePtr(c.SnoozedUntil), Notes: c.Notes}
 	b.UpdatedAt = timePtr(c.UpdatedAt)
 	return b
@@ -185,14 +185,14 @@ func (s *Server) registerCases() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		after, err := ledger.ParseQueueCursor(in.Cursor)
+		after, err := report.ParseQueueCursor(in.Cursor)
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		page, err := s.cases.Queue(ctx, principal(ctx), ledger.QueueQuery{
+		page, err := s.cases.Queue(ctx, principal(ctx), report.QueueQuery{
 			States: states, OrgID: in.OrgID, Tenant: in.Tenant, Owner: in.Owner, Unassigned: in.Unassigned,
 			Currency: strings.ToUpper(in.Currency), MinAmountMinor: in.MinAmount, MaxAmountMinor: in.MaxAmount, OlderThan: older,
-			Snoozed: ledger.SnoozeFilter(in.Snoozed), Sort: ledger.QueueSort(in.Sort), After: after, Limit: in.Limit,
+			Snoozed: report.SnoozeFilter(in.Snoozed), Sort: report.QueueSort(in.Sort), After: after, Limit: in.Limit,
 		})
 		if err != nil {
 			return nil, s.fail(ctx, err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // CheckpointBody is a signed checkpoint over the heads of the event streams
@@ -27,7 +27,7 @@ type CheckpointBody struct {
 	JWS         string          `json:"jws" doc:"The compact JWS (EdDSA, typ quittance-checkpoint+json) of payload."`
 }
 
-func checkpointBody(c ledger.Checkpoint) CheckpointBody {
+func checkpointBody(c audit.Checkpoint) CheckpointBody {
 	return CheckpointBody{
 		ID: c.ID, At: c.At, CreatedBy: c.CreatedBy, KeyID: c.KeyID, Streams: c.Streams,
 		HeadsSHA256: hex.EncodeToString(c.HeadsSHA256), Payload: c.Payload, JWS: c.JWS,

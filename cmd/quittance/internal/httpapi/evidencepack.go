@@ -9,9 +9,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
-// EvidencePackBody is ledger.EvidencePack as the API documents it; the
+// EvidencePackBody is audit.EvidencePack as the API documents it; the
 // JSON is the same, field for field.
 type EvidencePackBody struct {
 	Format      string             `json:"format" doc:"quittance-evidence-pack/2."`
@@ -66,7 +67,7 @@ type PackOrgKeyBody struct {
 	ValidUntil time.Time       `json:"valid_until,omitzero"`
 }
 
-func evidencePackBody(p ledger.EvidencePack) EvidencePackBody {
+func evidencePackBody(p audit.EvidencePack) EvidencePackBody {
 	b := EvidencePackBody{
 		Format: p.Format, GeneratedAt: p.GeneratedAt, LedgerID: p.LedgerID, Delegation: PackDelegationBody(p.Delegation),
 		Head: PackHeadBody(p.Head), Events: make([]EventRecord, len(p.Events)), Tokens: make([]PackTokenBody, len(p.Tokens)),
@@ -113,7 +114,7 @@ func (s *Server) registerEvidencePack() {
 		if s.jwks != nil {
 			ledgerJWKS = s.jwks()
 		}
-		var anchor ledger.PackAnchor
+		var anchor audit.PackAnchor
 		if s.checkpoints != nil {
 			anchor = func(ctx context.Context, streams ...string) ([]string, error) {
 				list, err := s.checkpoints.Signing(ctx, principal(ctx), streams...)

@@ -23,6 +23,7 @@ import (
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // The model test drives the public HTTP API with seeded random operations
@@ -1269,7 +1270,7 @@ func (m *model) checkDatabase() {
 		SELECT b.id, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor,
 		       coalesce((SELECT sum(amount_minor) FROM delegations d WHERE d.budget_id = b.id
 		                 AND d.obligation_state = ANY($1::text[])), 0)::bigint
-		FROM budgets b ORDER BY b.id`, ledger.ActiveObligationStates)
+		FROM budgets b ORDER BY b.id`, report.ActiveObligationStates)
 	if err != nil {
 		m.fatalf("query budgets: %v", err)
 	}

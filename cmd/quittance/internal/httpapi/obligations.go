@@ -19,6 +19,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/csvsafe"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // ObligationBody is one obligation as GET /v1/obligations lists it. The
@@ -56,7 +57,7 @@ var obligationColumns = []string{
 	"last_evidence_type", "last_evidence_at",
 }
 
-func obligationBody(o ledger.ObligationRow, now time.Time) ObligationBody {
+func obligationBody(o report.ObligationRow, now time.Time) ObligationBody {
 	return ObligationBody{
 		DelegationID: o.DelegationID.String(), Tenant: o.Tenant, OrgID: o.OrgID, TaskClass: o.TaskClass,
 		BudgetID: o.BudgetID, AmountMinor: o.Amount.AmountMinor, Currency: o.Amount.Currency,
@@ -273,21 +274,21 @@ func parseStates(raw []string) ([]ledger.ObligationState, error) {
 }
 
 // obligationCursor encodes the position after a row: "<unix micros>.<uuid>".
-func encodeObligationCursor(c ledger.ObligationCursor) string {
+func encodeObligationCursor(c report.ObligationCursor) string {
 	return strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "." + c.ID.String()
 }
 
-func decodeObligationCursor(raw string) (ledger.ObligationCursor, error) {
+func decodeObligationCursor(raw string) (report.ObligationCursor, error) {
 	if raw == "" {
-		return ledger.ObligationCursor{}, nil
+		return report.ObligationCursor{}, nil
 	}
 	micros, id, ok := strings.Cut(raw, ".")
 	us, err1 := strconv.ParseInt(micros, 10, 64)
 	uid, err2 := uuid.Parse(id)
 	if !ok || err1 != nil || err2 != nil {
-		return ledger.ObligationCursor{}, ledger.Invalid("cursor", "is not one this API issued")
+		return report.ObligationCursor{}, ledger.Invalid("cursor", "is not one this API issued")
 	}
-	return ledger.ObligationCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: uid}, nil
+	return report.ObligationCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: uid}, nil
 }
 
 func (s *Server) registerReporting() {
@@ -319,7 +320,7 @@ func (s *Server) registerReporting() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		q := ledger.ObligationQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant, OlderThan: olderThan, Condition: in.Condition}
+		q := report.ObligationQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant, OlderThan: olderThan, Condition: in.Condition}
 		csvWanted := in.Format == "csv" || (in.Format == "" && strings.Contains(in.Accept, "text/csv"))
 		if csvWanted {
 			// A refusal (access, arguments) comes before the first row, and
@@ -331,10 +332,10 @@ func (s *Server) registerReporting() {
 		}
 		q.Limit = in.Limit
 		if q.Limit == 0 {
-			q.Limit = ledger.DefaultReportLimit
+			q.Limit = report.DefaultReportLimit
 		}
-		var rows []ledger.ObligationRow
-		now, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o ledger.ObligationRow) error {
+		var rows []report.ObligationRow
+		now, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o report.ObligationRow) error {
 			rows = append(rows, o)
 			return nil
 		})
@@ -365,7 +366,7 @@ func (s *Server) registerReporting() {
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		rows, now, err := s.reports.Summary(ctx, principal(ctx), ledger.SummaryQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant})
+		rows, now, err := s.reports.Summary(ctx, principal(ctx), report.SummaryQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant})
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
@@ -383,7 +384,7 @@ func (s *Server) registerReporting() {
 				},
 			}
 		}
-		totals, err := s.reports.RevokedReleaseTotals(ctx, principal(ctx), ledger.SummaryQuery{OrgID: in.OrgID, Tenant: in.Tenant})
+		totals, err := s.reports.RevokedReleaseTotals(ctx, principal(ctx), report.SummaryQuery{OrgID: in.OrgID, Tenant: in.Tenant})
 		if err != nil {
 			return nil, s.fail(ctx, err)
 		}
@@ -402,11 +403,11 @@ func (s *Server) registerReporting() {
 			"and shared_remote_tasks (task ids recorded by more than one tenant), which are not events. Roles finance and oncall.",
 		Security: bearerAuth,
 	}, func(ctx context.Context, in *anomaliesInput) (*anomaliesOutput, error) {
-		q := ledger.AnomalyQuery{Since: in.Since, AfterSeq: in.Cursor, Limit: in.Limit}
+		q := report.AnomalyQuery{Since: in.Since, AfterSeq: in.Cursor, Limit: in.Limit}
 		for _, raw := range in.Kind {
 			for _, k := range strings.Split(raw, ",") {
 				if k = strings.TrimSpace(k); k != "" {
-					q.Kinds = append(q.Kinds, ledger.AnomalyKind(k))
+					q.Kinds = append(q.Kinds, report.AnomalyKind(k))
 				}
 			}
 		}
@@ -433,7 +434,7 @@ func (s *Server) registerReporting() {
 		}
 		limit := q.Limit
 		if limit == 0 {
-			limit = ledger.DefaultReportLimit
+			limit = report.DefaultReportLimit
 		}
 		if len(list) == limit {
 			out.Body.NextCursor = list[len(list)-1].Seq
@@ -471,7 +472,7 @@ const csvFlushEvery = 200
 // database returns it. A failure before the first byte is a problem
 // response; after it, the connection is aborted so the client sees a
 // truncated transfer, never a short file that looks complete.
-func (s *Server) streamObligationsCSV(ctx context.Context, hctx huma.Context, q ledger.ObligationQuery) {
+func (s *Server) streamObligationsCSV(ctx context.Context, hctx huma.Context, q report.ObligationQuery) {
 	w := hctx.BodyWriter()
 	flush := func() {}
 	if f, ok := w.(http.Flusher); ok {
@@ -492,7 +493,7 @@ func (s *Server) streamObligationsCSV(ctx context.Context, hctx huma.Context, q 
 		cw.UseCRLF = true
 		return cw.Write(obligationColumns)
 	}
-	_, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o ledger.ObligationRow) error {
+	_, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o report.ObligationRow) error {
 		if !started {
 			if err := start(); err != nil {
 				return err
@@ -534,9 +535,9 @@ func (s *Server) streamObligationsCSV(ctx context.Context, hctx huma.Context, q 
 // currentAnomalies fills the anomalies read from counts and delegations
 // rather than events: refused tokens and shared remote task ids, when
 // kinds (all when empty) asks for them.
-func (s *Server) currentAnomalies(ctx context.Context, kinds []ledger.AnomalyKind, since time.Time, out *anomaliesOutput) error {
-	want := func(k ledger.AnomalyKind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
-	if want(ledger.AnomalyRefusedToken) {
+func (s *Server) currentAnomalies(ctx context.Context, kinds []report.AnomalyKind, since time.Time, out *anomaliesOutput) error {
+	want := func(k report.AnomalyKind) bool { return len(kinds) == 0 || slices.Contains(kinds, k) }
+	if want(report.AnomalyRefusedToken) {
 		totals, err := s.reports.TokenRefusals(ctx, principal(ctx), since)
 		if err != nil {
 			return err
@@ -555,7 +556,7 @@ func (s *Server) currentAnomalies(ctx context.Context, kinds []ledger.AnomalyKin
 			out.Body.RefusedTokens = append(out.Body.RefusedTokens, b)
 		}
 	}
-	if want(ledger.AnomalySharedRemoteTask) {
+	if want(report.AnomalySharedRemoteTask) {
 		shared, err := s.reports.SharedRemoteTasks(ctx, principal(ctx))
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/dashboards"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // reportEnv is an apitest.Env with a finance and an orchestrator token,
@@ -311,18 +312,18 @@ func TestAnomalyClassification(t *testing.T) {
 	for _, tc := range []struct {
 		typ  ledger.EventType
 		data string
-		want ledger.AnomalyKind
+		want report.AnomalyKind
 	}{
-		{"status_conflict", `{}`, ledger.AnomalyStatusConflict},
-		{"late_evidence", `{"contradicts_write_off": false}`, ledger.AnomalyLateEvidence},
-		{"late_evidence", `{"contradicts_write_off": true}`, ledger.AnomalyContradictedWriteOff},
-		{"token_refused", `{"code": "token_signature_invalid"}`, ledger.AnomalyRefusedToken},
+		{"status_conflict", `{}`, report.AnomalyStatusConflict},
+		{"late_evidence", `{"contradicts_write_off": false}`, report.AnomalyLateEvidence},
+		{"late_evidence", `{"contradicts_write_off": true}`, report.AnomalyContradictedWriteOff},
+		{"token_refused", `{"code": "token_signature_invalid"}`, report.AnomalyRefusedToken},
 	} {
-		if got, ok := ledger.ClassifyAnomaly(tc.typ, []byte(tc.data)); !ok || got != tc.want {
+		if got, ok := report.ClassifyAnomaly(tc.typ, []byte(tc.data)); !ok || got != tc.want {
 			t.Errorf("%s %s: %q, want %q", tc.typ, tc.data, got, tc.want)
 		}
 	}
-	if _, ok := ledger.ClassifyAnomaly("task_status_changed", []byte(`{}`)); ok {
+	if _, ok := report.ClassifyAnomaly("task_status_changed", []byte(`{}`)); ok {
 		t.Error("a status change is not an anomaly")
 	}
 }

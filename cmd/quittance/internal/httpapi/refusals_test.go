@@ -18,6 +18,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // TestRefusedTokensAnswerIdentically: what an attacker can learn from the
@@ -125,7 +126,7 @@ func TestGarbageTokensAppendNoEvents(t *testing.T) {
 	}
 	e.Do(t, http.MethodGet, "/v1/anomalies", e.OncallToken, nil).Expect(t, http.StatusOK).JSON(t, &out)
 	for _, a := range out.Anomalies {
-		if a.Kind == string(ledger.AnomalyRefusedToken) {
+		if a.Kind == string(report.AnomalyRefusedToken) {
 			t.Errorf("a refused token listed as an event anomaly: %+v", a)
 		}
 	}
@@ -136,8 +137,8 @@ func TestGarbageTokensAppendNoEvents(t *testing.T) {
 	if r.OrgID != orgB || !r.OrgRegistered || r.Reason != compensation.CodeTokenSignatureInvalid || r.Refused != n {
 		t.Fatalf("refused_tokens %+v", r)
 	}
-	if len(r.Samples) != ledger.TokenRefusalSampleSize {
-		t.Fatalf("%d samples, want %d", len(r.Samples), ledger.TokenRefusalSampleSize)
+	if len(r.Samples) != report.TokenRefusalSampleSize {
+		t.Fatalf("%d samples, want %d", len(r.Samples), report.TokenRefusalSampleSize)
 	}
 	kept := map[string]bool{}
 	for _, s := range r.Samples {
@@ -146,9 +147,9 @@ func TestGarbageTokensAppendNoEvents(t *testing.T) {
 			t.Errorf("sample %+v", s)
 		}
 	}
-	for _, sum := range last[n-ledger.TokenRefusalSampleSize:] {
+	for _, sum := range last[n-report.TokenRefusalSampleSize:] {
 		if !kept[sum] {
-			t.Errorf("the sample ring lost one of the last %d tokens (%s): %v", ledger.TokenRefusalSampleSize, sum, kept)
+			t.Errorf("the sample ring lost one of the last %d tokens (%s): %v", report.TokenRefusalSampleSize, sum, kept)
 		}
 	}
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // RevokedReleaseBody is an obligation released on a declaration of an org
@@ -59,7 +59,7 @@ func (s *Server) registerRevokedReleases() {
 	})
 }
 
-func revokedReleaseBody(r ledger.RevokedRelease) RevokedReleaseBody {
+func revokedReleaseBody(r report.RevokedRelease) RevokedReleaseBody {
 	return RevokedReleaseBody{
 		DelegationID: r.DelegationID.String(), OrgID: r.OrgID, Amount: MoneyBody{AmountMinor: r.AmountMinor, Currency: r.Currency},
 		ReleasedAt: r.ReleasedAt, IdentityRevokedAt: r.IdentityRevokedAt, AcknowledgedAt: r.AcknowledgedAt,

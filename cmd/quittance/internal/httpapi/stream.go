@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // Replayable event streams. GET /v1/events (a tenant's delegations for an
@@ -137,8 +138,8 @@ func (s *Server) registerStreams() {
 
 // feedScope is what the principal may read: one delegation it may see, its
 // tenant's delegations (orchestrators), or everything (finance, on-call).
-func (s *Server) feedScope(ctx context.Context, p ledger.Principal, delegation uuid.UUID) (ledger.FeedQuery, error) {
-	var q ledger.FeedQuery
+func (s *Server) feedScope(ctx context.Context, p ledger.Principal, delegation uuid.UUID) (report.FeedQuery, error) {
+	var q report.FeedQuery
 	if delegation != uuid.Nil {
 		if _, err := s.ledger.GetDelegation(ctx, p, delegation); err != nil {
 			return q, s.fail(ctx, err)

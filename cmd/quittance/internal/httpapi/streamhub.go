@@ -12,7 +12,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/internal/panics"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // Open event streams are bounded, and they share their reads.
@@ -105,7 +105,7 @@ type scopeKey struct {
 
 // streamHubs are the scope hubs in use.
 type streamHubs struct {
-	feed    ledger.Feed
+	feed    report.Feed
 	poll    time.Duration
 	batch   int
 	log     *slog.Logger
@@ -142,7 +142,7 @@ type streamSub struct {
 // streamPage is what a hub read for a stream: events after its position
 // (never none), or the read's error.
 type streamPage struct {
-	events []ledger.FeedEvent
+	events []report.FeedEvent
 	// full says the page holds as many events as were asked for: more may
 	// follow at once.
 	full  bool
@@ -152,7 +152,7 @@ type streamPage struct {
 
 // join adds a stream to its scope's hub, starting the hub if it is the
 // scope's first.
-func (hs *streamHubs) join(scope ledger.FeedQuery) (*scopeHub, *streamSub) {
+func (hs *streamHubs) join(scope report.FeedQuery) (*scopeHub, *streamSub) {
 	key := scopeKey{tenant: scope.Tenant, delegation: scope.DelegationID}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -246,7 +246,7 @@ func (h *scopeHub) readRound(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	for pos := range positions {
-		q := ledger.FeedQuery{Tenant: h.key.tenant, DelegationID: h.key.delegation, AfterPosition: pos, Limit: h.hubs.batch}
+		q := report.FeedQuery{Tenant: h.key.tenant, DelegationID: h.key.delegation, AfterPosition: pos, Limit: h.hubs.batch}
 		page, err := h.hubs.feed.FeedEvents(ctx, q)
 		h.hubs.metrics.EventStreamRead()
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // Evidence kinds and results, the label values of quittance_evidence_total.
@@ -273,7 +274,7 @@ const UnknownOrgLabel = "unknown"
 // reason, and in quittance_evidence_total as refused evidence of its kind.
 // Refused tokens are no events (ledger/DESIGN.md §3), so ObserveCommitted
 // never sees them.
-func (m *Metrics) TokenRefused(r ledger.TokenRefusal) {
+func (m *Metrics) TokenRefused(r report.TokenRefusal) {
 	if m == nil {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 func TestMetricsLint(t *testing.T) {
@@ -217,9 +218,9 @@ quittance_unconfirmed_alert_grace_seconds 900
 func TestTokenRefused(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := telemetry.New(reg)
-	m.TokenRefused(ledger.TokenRefusal{OrgID: "org-b", Reason: "token_signature_invalid", Kind: "compensation-ack+jwt"})
-	m.TokenRefused(ledger.TokenRefusal{OrgID: "", Reason: "token_org_unknown", Kind: "no-compensation-required+jwt", ClaimedIssuer: "attacker-chosen"})
-	m.TokenRefused(ledger.TokenRefusal{OrgID: "", Reason: "token_org_unknown", Kind: "no-compensation-required+jwt", ClaimedIssuer: "another"})
+	m.TokenRefused(report.TokenRefusal{OrgID: "org-b", Reason: "token_signature_invalid", Kind: "compensation-ack+jwt"})
+	m.TokenRefused(report.TokenRefusal{OrgID: "", Reason: "token_org_unknown", Kind: "no-compensation-required+jwt", ClaimedIssuer: "attacker-chosen"})
+	m.TokenRefused(report.TokenRefusal{OrgID: "", Reason: "token_org_unknown", Kind: "no-compensation-required+jwt", ClaimedIssuer: "another"})
 	expected := `
 # HELP quittance_evidence_tokens_refused_total Signed acks and declarations refused at the public evidence endpoints, by org (a registered org's id, else "unknown") and server-side reason (the refusal code).
 # TYPE quittance_evidence_tokens_refused_total counter

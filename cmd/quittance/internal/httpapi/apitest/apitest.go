@@ -39,6 +39,7 @@ import (
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -106,7 +107,7 @@ type Env struct {
 	// Compensation, Reports and Webhooks are the other services the API
 	// serves.
 	Compensation *compensation.Service
-	Reports      *ledger.Reports
+	Reports      *report.Reports
 	Webhooks     *webhook.Service
 	// LedgerID is the ledger's id, the audience of signed tokens.
 	LedgerID string
@@ -120,7 +121,7 @@ type Env struct {
 	Identity *jose.Identity
 	// Cases is case handling; Console is the web console, served under
 	// /console/ on Server.
-	Cases   *ledger.Cases
+	Cases   *report.Cases
 	Console *console.Console
 
 	startWorker func()

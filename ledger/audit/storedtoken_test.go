@@ -1,4 +1,4 @@
-package ledger_test
+package audit_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // TestStoredTokens: how each event that stores a token says how the ledger
@@ -45,7 +46,7 @@ func TestStoredTokens(t *testing.T) {
 		ev(ledger.EventTypeEarlyEvidenceUnused, 4*time.Hour, "unused", map[string]any{"evidence_data": map[string]any{"kind": ledger.TokenKindDeclaration}}),
 		ev(ledger.EventTypeTaskStatusChanged, 5*time.Hour, "nameless", map[string]any{"state": "canceled"}),
 	}
-	got := ledger.StoredTokens(old, time.Minute)
+	got := audit.StoredTokens(old, time.Minute)
 	want := []struct {
 		kind     string
 		accepted time.Time
@@ -89,7 +90,7 @@ func TestStoredTokens(t *testing.T) {
 		ev(ledger.EventTypeEvidenceConflict, 6*time.Hour, "d", accepted("jwt", at(6*time.Hour))),
 		ev(ledger.EventTypeEvidenceConflict, 7*time.Hour, "e", accepted(ledger.TokenKindAck, "yesterday")),
 	}
-	got = ledger.StoredTokens(recorded, time.Minute)
+	got = audit.StoredTokens(recorded, time.Minute)
 	for i, problem := range []string{"", "", "when event 2 accepted the same token", "not within 1m0s before", "not within 1m0s before", "not a kind of token", "not a time"} {
 		g := got[i]
 		if (problem == "") != (g.Problem == "") || !strings.Contains(g.Problem, problem) || g.Derived {

@@ -1,36 +1,12 @@
-package ledger
+package audit
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
-)
 
-// The kinds of signed token the ledger stores, by their JWS "typ"
-// (compensation.TokenKind).
-const (
-	TokenKindAck         = "compensation-ack+jwt"
-	TokenKindDeclaration = "no-compensation-required+jwt"
+	"github.com/quittance/quittance/ledger"
 )
-
-// TokenKindKey and TokenAcceptedAtKey are the members of an event's data
-// that say how the ledger accepted the signed token the event stores
-// (Event.Evidence): the kind it verified it as, and when — the time whose
-// keys in force and expiry it was judged by. Every event that stores a
-// token has both, with the same values on every event that stores the
-// same token (SetTokenAcceptance); StoredTokens reads them, and derives
-// them for events written before they existed.
-const (
-	TokenKindKey       = "token_kind"
-	TokenAcceptedAtKey = "token_accepted_at"
-)
-
-// SetTokenAcceptance records in data, the data of an event that stores a
-// signed token, that the ledger accepted it as kind at acceptedAt.
-func SetTokenAcceptance(data map[string]any, kind string, acceptedAt time.Time) {
-	data[TokenKindKey] = kind
-	data[TokenAcceptedAtKey] = acceptedAt.UTC().Format(time.RFC3339Nano)
-}
 
 // StoredToken is a signed token stored on an event of a delegation's
 // stream, with what the events say of how the ledger accepted it: what
@@ -38,9 +14,9 @@ func SetTokenAcceptance(data map[string]any, kind string, acceptedAt time.Time) 
 // (compensation.VerifyStoredTokens).
 type StoredToken struct {
 	// Event is the event that stores it.
-	Event Event
-	// Kind is the kind it was accepted as (TokenKindAck or
-	// TokenKindDeclaration); "" when the event does not say.
+	Event ledger.Event
+	// Kind is the kind it was accepted as (ledger.TokenKindAck or
+	// ledger.TokenKindDeclaration); "" when the event does not say.
 	Kind string
 	// AcceptedAt is when it was accepted: its keys in force and its expiry
 	// are judged at this time.
@@ -50,11 +26,11 @@ type StoredToken struct {
 	// delegation's own remote task.
 	ExtraTaskID string
 	// Channel is how the evidence arrived, as the event records it.
-	Channel EvidenceChannel
+	Channel ledger.EvidenceChannel
 	// Recorded is the key the event says verified the token (empty on
 	// events written before the ledger named it), and JTI and SHA256 what
 	// it records of the token ("" when it does not).
-	Recorded    KeyRef
+	Recorded    ledger.KeyRef
 	JTI, SHA256 string
 	// Derived says the event predates token_kind and token_accepted_at:
 	// Kind and AcceptedAt were derived from the rest of the stream.
@@ -85,7 +61,7 @@ type tokenRecord struct {
 
 // StoredTokens reads every signed token stored on events, one delegation's
 // stream in stream order. An event written since events record it carries
-// its token's kind and acceptance time (TokenKindKey, TokenAcceptedAtKey):
+// its token's kind and acceptance time (ledger.TokenKindKey, ledger.TokenAcceptedAtKey):
 // the first event that stores a token must be dated no earlier than its
 // acceptance and at most slack (the event-time slack) after it, and every
 // later event storing the same token must record the same acceptance, so
@@ -110,13 +86,13 @@ type tokenRecord struct {
 // What cannot be told of an event written before: a receipt's verification
 // time, when it was judged a moment before its event was written (an
 // A2A receipt, an evidence_conflict); the event's time stands for it.
-func StoredTokens(events []Event, slack time.Duration) []StoredToken {
+func StoredTokens(events []ledger.Event, slack time.Duration) []StoredToken {
 	var out []StoredToken
 	first := map[string]StoredToken{} // token -> its first event's reading
 	required := map[string]bool{}     // extra tasks whose compensation was required
 	for _, e := range events {
-		if e.Type == EventTypeExtraTaskCompensationRequired {
-			var rec tokenRecord
+		if e.Type == ledger.EventTypeExtraTaskCompensationRequired {
+			var rec ledger.ExtraTaskCompensationRequiredData
 			if json.Unmarshal(e.Data, &rec) == nil {
 				required[rec.TaskID] = true
 			}
@@ -150,7 +126,7 @@ func StoredTokens(events []Event, slack time.Duration) []StoredToken {
 }
 
 // readStoredToken reads what e's data says of the token e stores.
-func readStoredToken(e Event) StoredToken {
+func readStoredToken(e ledger.Event) StoredToken {
 	st := StoredToken{Event: e}
 	var top, nested tokenRecord
 	if err := json.Unmarshal(e.Data, &top); err != nil {
@@ -166,10 +142,10 @@ func readStoredToken(e Event) StoredToken {
 	if rec.JTI == "" && rec.TokenSHA256 == "" && rec.KeyID == "" {
 		rec = nested
 	}
-	st.Recorded = KeyRef{KeyID: rec.KeyID, Thumbprint: rec.KeyThumbprint}
+	st.Recorded = ledger.KeyRef{KeyID: rec.KeyID, Thumbprint: rec.KeyThumbprint}
 	st.JTI, st.SHA256 = rec.JTI, rec.TokenSHA256
-	st.Channel = EvidenceChannel(firstOf(top.EvidenceChannel, top.Channel, nested.Channel))
-	if e.Type == EventTypeExtraTaskCompensated {
+	st.Channel = ledger.EvidenceChannel(firstOf(top.EvidenceChannel, top.Channel, nested.Channel))
+	if e.Type == ledger.EventTypeExtraTaskCompensated {
 		st.ExtraTaskID = top.TaskID
 		if st.ExtraTaskID == "" {
 			st.Problem = "the extra task's receipt does not name its task"
@@ -199,38 +175,40 @@ func readStoredToken(e Event) StoredToken {
 // derivedTokenKind is the kind of the token stored on an event of type
 // typ written before events recorded it (StoredTokens), from its data top
 // and its evidence_data nested; "" when they do not tell.
-func derivedTokenKind(typ EventType, top, nested tokenRecord) string {
+func derivedTokenKind(typ ledger.EventType, top, nested tokenRecord) string {
 	switch {
 	case validTokenKind(top.Kind):
 		return top.Kind
-	case typ == EventTypeCompensationAcked:
-		return TokenKindAck
-	case typ == EventTypeNoCompensationDeclared:
-		return TokenKindDeclaration
+	case typ == ledger.EventTypeCompensationAcked:
+		return ledger.TokenKindAck
+	case typ == ledger.EventTypeNoCompensationDeclared:
+		return ledger.TokenKindDeclaration
 	}
-	switch ObligationEvent(top.ObligationEvent) {
-	case EventTaskEndedAcked, EventTaskEndedCompensated:
-		return TokenKindAck
-	case EventTaskEndedDeclared:
-		return TokenKindDeclaration
+	switch ledger.ObligationEvent(top.ObligationEvent) {
+	case ledger.EventTaskEndedAcked, ledger.EventTaskEndedCompensated:
+		return ledger.TokenKindAck
+	case ledger.EventTaskEndedDeclared:
+		return ledger.TokenKindDeclaration
 	}
 	if validTokenKind(nested.Kind) {
 		return nested.Kind
 	}
 	switch {
-	case typ == EventTypeEvidenceConflict && top.Kind == string(EventCompensationAck):
-		return TokenKindAck
-	case typ == EventTypeEvidenceConflict && top.Kind == string(EventDeclarationVerified):
-		return TokenKindDeclaration
-	case typ == EventTypeExtraTaskCompensated && top.Resolution == "compensated":
-		return TokenKindAck
-	case typ == EventTypeExtraTaskCompensated && top.Resolution == "no_effects":
-		return TokenKindDeclaration
+	case typ == ledger.EventTypeEvidenceConflict && top.Kind == string(ledger.EventCompensationAck):
+		return ledger.TokenKindAck
+	case typ == ledger.EventTypeEvidenceConflict && top.Kind == string(ledger.EventDeclarationVerified):
+		return ledger.TokenKindDeclaration
+	case typ == ledger.EventTypeExtraTaskCompensated && top.Resolution == "compensated":
+		return ledger.TokenKindAck
+	case typ == ledger.EventTypeExtraTaskCompensated && top.Resolution == "no_effects":
+		return ledger.TokenKindDeclaration
 	}
 	return ""
 }
 
-func validTokenKind(k string) bool { return k == TokenKindAck || k == TokenKindDeclaration }
+func validTokenKind(k string) bool {
+	return k == ledger.TokenKindAck || k == ledger.TokenKindDeclaration
+}
 
 func firstOf(s ...string) string {
 	for _, v := range s {

@@ -1,7 +1,9 @@
-package ledger
+package report
 
 import (
 	"context"
+
+	"github.com/quittance/quittance/ledger"
 
 	"github.com/google/uuid"
 )
@@ -15,7 +17,7 @@ type FeedEvent struct {
 	// Position identifies the event's place in the feed.
 	Position int64
 	// Event is the event.
-	Event Event
+	Event ledger.Event
 }
 
 // FeedPage is a page of the feed.

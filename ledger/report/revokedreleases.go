@@ -1,8 +1,10 @@
-package ledger
+package report
 
 import (
 	"context"
 	"time"
+
+	"github.com/quittance/quittance/ledger"
 
 	"github.com/google/uuid"
 )
@@ -43,8 +45,8 @@ type RevokedReleaseTotal struct {
 // RevokedReleaseTotals returns the unacknowledged releases on revoked
 // identities by org and currency, for the reconciliation summary (its
 // OrgID and Tenant filters apply; States does not).
-func (r *Reports) RevokedReleaseTotals(ctx context.Context, p Principal, q SummaryQuery) ([]RevokedReleaseTotal, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (r *Reports) RevokedReleaseTotals(ctx context.Context, p ledger.Principal, q SummaryQuery) ([]RevokedReleaseTotal, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	return r.store.RevokedReleaseTotals(ctx, q)

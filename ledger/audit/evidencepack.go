@@ -1,10 +1,12 @@
-package ledger
+package audit
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/quittance/quittance/ledger"
 
 	"github.com/google/uuid"
 )
@@ -36,18 +38,18 @@ type EvidencePack struct {
 	// made; the events must end there.
 	Head PackHead `json:"head"`
 	// Events is the delegation's whole stream, in order.
-	Events []EventRecord `json:"events"`
+	Events []ledger.EventRecord `json:"events"`
 	// Tokens lists every token stored on Events, for reading; each must be
 	// exactly its event's evidence.
 	Tokens []PackToken `json:"tokens"`
 	// OrgKeys are the org's keys (from its key history) that were in force
 	// when any of Tokens was accepted.
-	OrgKeys []OrgKey `json:"org_keys"`
+	OrgKeys []ledger.OrgKey `json:"org_keys"`
 	// OrgEvents is the org's whole stream, in order (read after the
 	// checkpoint, like Events): each of OrgKeys must have been added by one
 	// of its events at the key's valid_from, and removed where the key
 	// ends, so a key row added or backdated outside the ledger is a break.
-	OrgEvents []EventRecord `json:"org_events"`
+	OrgEvents []ledger.EventRecord `json:"org_events"`
 	// LedgerJWKS is the ledger's own public JWK Set (/.well-known/jwks.json),
 	// the keys a checkpoint is signed with.
 	LedgerJWKS json.RawMessage `json:"ledger_jwks,omitempty"`
@@ -71,16 +73,16 @@ type PackAnchor func(ctx context.Context, streams ...string) ([]string, error)
 // PackDelegation is the delegation an evidence pack is about: the fields
 // its chain can confirm.
 type PackDelegation struct {
-	ID                  string          `json:"id"`
-	Stream              string          `json:"stream"`
-	BusinessOperationID string          `json:"business_operation_id"`
-	OrgID               string          `json:"org_id"`
-	TaskClass           string          `json:"task_class"`
-	BudgetID            string          `json:"budget_id"`
-	AmountMinor         int64           `json:"amount_minor"`
-	Currency            string          `json:"currency"`
-	RemoteTaskID        string          `json:"remote_task_id"`
-	ObligationState     ObligationState `json:"obligation_state"`
+	ID                  string                 `json:"id"`
+	Stream              string                 `json:"stream"`
+	BusinessOperationID string                 `json:"business_operation_id"`
+	OrgID               string                 `json:"org_id"`
+	TaskClass           string                 `json:"task_class"`
+	BudgetID            string                 `json:"budget_id"`
+	AmountMinor         int64                  `json:"amount_minor"`
+	Currency            string                 `json:"currency"`
+	RemoteTaskID        string                 `json:"remote_task_id"`
+	ObligationState     ledger.ObligationState `json:"obligation_state"`
 	// CompensationIdempotencyKey is the key an ack must carry; it is
 	// derived from the delegation id (CompensationKey).
 	CompensationIdempotencyKey string `json:"compensation_idempotency_key"`
@@ -97,7 +99,7 @@ type PackToken struct {
 	// StreamSeq is the event that stores it.
 	StreamSeq int32 `json:"stream_seq"`
 	// EventType is that event's type.
-	EventType EventType `json:"event_type"`
+	EventType ledger.EventType `json:"event_type"`
 	// AcceptedAt is when the ledger accepted it (StoredToken.AcceptedAt;
 	// the event's time when that cannot be told): the keys in force then
 	// verify it.
@@ -108,9 +110,9 @@ type PackToken struct {
 
 // PackTokens lists the tokens stored on events, a delegation's stream in
 // stream order, with when each was accepted (StoredTokens).
-func PackTokens(events []Event) []PackToken {
+func PackTokens(events []ledger.Event) []PackToken {
 	out := []PackToken{}
-	for _, st := range StoredTokens(events, EventTimeSlack) {
+	for _, st := range StoredTokens(events, ledger.EventTimeSlack) {
 		at := st.AcceptedAt
 		if at.IsZero() {
 			at = st.Event.At
@@ -120,16 +122,27 @@ func PackTokens(events []Event) []PackToken {
 	return out
 }
 
-// EvidencePack assembles the evidence pack of a delegation for finance and
-// on-call (the access of Evidence). ledgerID and ledgerJWKS are the
-// ledger's identity, and anchor (nil: the ledger signs no checkpoints) its
-// checkpoints, which the Reports do not hold. The checkpoints are read
-// after the delegation, to know its org, and before any event.
-func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte, anchor PackAnchor) (EvidencePack, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+// PackSource is where an evidence pack is read from and what signs for it:
+// the ledger's identity (LedgerID, LedgerJWKS) and its checkpoints (Anchor;
+// nil: the ledger signs no checkpoints).
+type PackSource struct {
+	Reader     ledger.Reader
+	LedgerID   string
+	LedgerJWKS []byte
+	Anchor     PackAnchor
+	// Now is the pack's generation time.
+	Now time.Time
+}
+
+// AssemblePack assembles the evidence pack of a delegation for finance and
+// on-call (the access of reports). The checkpoints are read after the
+// delegation, to know its org, and before any event.
+func AssemblePack(ctx context.Context, p ledger.Principal, id uuid.UUID, src PackSource) (EvidencePack, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return EvidencePack{}, err
 	}
-	d, err := r.reader.Delegation(ctx, id)
+	ledgerID, ledgerJWKS, anchor, reader := src.LedgerID, src.LedgerJWKS, src.Anchor, src.Reader
+	d, err := reader.Delegation(ctx, id)
 	if err != nil {
 		return EvidencePack{}, err
 	}
@@ -139,27 +152,27 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 			return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
 		}
 	}
-	events, err := r.reader.StreamEvents(ctx, d.Stream())
+	events, err := reader.StreamEvents(ctx, d.Stream())
 	if err != nil {
 		return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
 	}
-	history, err := r.reader.OrgKeys(ctx, d.OrgID)
+	history, err := reader.OrgKeys(ctx, d.OrgID)
 	if err != nil {
 		return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
 	}
-	orgEvents, err := r.reader.StreamEvents(ctx, "org:"+d.OrgID)
+	orgEvents, err := reader.StreamEvents(ctx, "org:"+d.OrgID)
 	if err != nil {
 		return EvidencePack{}, fmt.Errorf("evidence pack of %s: %w", id, err)
 	}
 	pack := EvidencePack{
-		Format: EvidencePackFormat, GeneratedAt: r.clock.Now().UTC(), LedgerID: ledgerID,
+		Format: EvidencePackFormat, GeneratedAt: src.Now.UTC(), LedgerID: ledgerID,
 		Delegation: PackDelegation{
 			ID: d.ID.String(), Stream: d.Stream(), BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID,
 			TaskClass: d.TaskClass, BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
-			RemoteTaskID: d.Remote.TaskID, ObligationState: d.ObligationState, CompensationIdempotencyKey: CompensationKey(d),
+			RemoteTaskID: d.Remote.TaskID, ObligationState: d.ObligationState, CompensationIdempotencyKey: ledger.CompensationKey(d),
 		},
-		Events: make([]EventRecord, len(events)), Tokens: []PackToken{}, OrgKeys: []OrgKey{},
-		OrgEvents:   make([]EventRecord, len(orgEvents)),
+		Events: make([]ledger.EventRecord, len(events)), Tokens: []PackToken{}, OrgKeys: []ledger.OrgKey{},
+		OrgEvents:   make([]ledger.EventRecord, len(orgEvents)),
 		Checkpoints: checkpoints,
 	}
 	if len(ledgerJWKS) > 0 {
@@ -167,11 +180,11 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 	}
 	included := map[string]bool{} // kid, thumbprint and valid_from: one history row
 	for i, e := range events {
-		pack.Events[i] = NewEventRecord(e)
+		pack.Events[i] = ledger.NewEventRecord(e)
 	}
 	pack.Tokens = PackTokens(events)
 	for _, t := range pack.Tokens {
-		for _, k := range KeysInForceAt(history, t.AcceptedAt) {
+		for _, k := range ledger.KeysInForceAt(history, t.AcceptedAt) {
 			key := k.KeyID + " " + k.Thumbprint + " " + k.ValidFrom.Format(time.RFC3339Nano)
 			if !included[key] {
 				included[key] = true
@@ -180,7 +193,7 @@ func (r *Reports) EvidencePack(ctx context.Context, p Principal, id uuid.UUID, l
 		}
 	}
 	for i, e := range orgEvents {
-		pack.OrgEvents[i] = NewEventRecord(e)
+		pack.OrgEvents[i] = ledger.NewEventRecord(e)
 	}
 	if n := len(pack.Events); n > 0 {
 		pack.Head = PackHead{StreamSeq: pack.Events[n-1].StreamSeq, Hash: pack.Events[n-1].Hash}

@@ -1,8 +1,10 @@
-package ledger
+package report
 
 import (
 	"context"
 	"time"
+
+	"github.com/quittance/quittance/ledger"
 
 	"github.com/google/uuid"
 )
@@ -87,8 +89,8 @@ const MaxSharedRemoteTasks = 100
 
 // TokenRefusals returns the refused-token counts and samples updated at or
 // after since, for finance and on-call.
-func (r *Reports) TokenRefusals(ctx context.Context, p Principal, since time.Time) ([]TokenRefusalTotal, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (r *Reports) TokenRefusals(ctx context.Context, p ledger.Principal, since time.Time) ([]TokenRefusalTotal, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	return r.store.TokenRefusalTotals(ctx, since)
@@ -96,8 +98,8 @@ func (r *Reports) TokenRefusals(ctx context.Context, p Principal, since time.Tim
 
 // SharedRemoteTasks returns the remote task ids recorded by more than one
 // tenant (at most MaxSharedRemoteTasks), for finance and on-call.
-func (r *Reports) SharedRemoteTasks(ctx context.Context, p Principal) ([]SharedRemoteTask, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (r *Reports) SharedRemoteTasks(ctx context.Context, p ledger.Principal) ([]SharedRemoteTask, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	return r.store.SharedRemoteTasks(ctx, MaxSharedRemoteTasks)

@@ -1,4 +1,4 @@
-package ledger
+package report
 
 import (
 	"context"
@@ -7,19 +7,22 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
+
 	"github.com/google/uuid"
 )
 
 // PendingObligationStates are the states GET /v1/obligations lists by
 // default: the remote task ended, the gate applied, and the hold is still
 // active.
-var PendingObligationStates = []ObligationState{
-	ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated,
+var PendingObligationStates = []ledger.ObligationState{
+	ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationEscalated,
 }
 
 // ActiveObligationStates are the states whose hold is active.
-var ActiveObligationStates = []ObligationState{
-	ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed, ObligationEscalated,
+var ActiveObligationStates = []ledger.ObligationState{
+	ledger.ObligationHeld, ledger.ObligationRevocationPendingCompensation, ledger.ObligationCompensationUnconfirmed, ledger.ObligationEscalated,
 }
 
 // ObligationCursor is the position after which a page of obligations starts:
@@ -35,7 +38,7 @@ func (c ObligationCursor) IsZero() bool { return c.CreatedAt.IsZero() && c.ID ==
 // ObligationQuery selects obligations for reconciliation. Empty fields match
 // all; an empty States means PendingObligationStates.
 type ObligationQuery struct {
-	States []ObligationState
+	States []ledger.ObligationState
 	OrgID  string
 	Tenant string
 	// OlderThan keeps only obligations created more than this long before
@@ -56,10 +59,10 @@ type ObligationRow struct {
 	OrgID                 string
 	TaskClass             string
 	BudgetID              string
-	Amount                Money
+	Amount                ledger.Money
 	RemoteTaskID          string
-	TaskStatus            TaskStatus
-	ObligationState       ObligationState
+	TaskStatus            ledger.TaskStatus
+	ObligationState       ledger.ObligationState
 	ObligationReason      string
 	CancelRequestedAt     time.Time
 	CompensationDeadline  time.Time
@@ -69,7 +72,7 @@ type ObligationRow struct {
 	UpdatedAt             time.Time
 	// LastEvidenceType and LastEvidenceAt describe the last event appended
 	// to the delegation's stream.
-	LastEvidenceType EventType
+	LastEvidenceType ledger.EventType
 	LastEvidenceAt   time.Time
 	// DispatchUnknownAt is when the delegation entered the dispatch_unknown
 	// condition; zero when it is not in it.
@@ -104,7 +107,7 @@ func (r ObligationRow) Cursor() ObligationCursor {
 // SummaryQuery selects the active holds a summary covers. An empty States
 // means ActiveObligationStates.
 type SummaryQuery struct {
-	States []ObligationState
+	States []ledger.ObligationState
 	OrgID  string
 	Tenant string
 }
@@ -119,7 +122,7 @@ type AgeBucket struct {
 type SummaryRow struct {
 	OrgID           string
 	Currency        string
-	ObligationState ObligationState
+	ObligationState ledger.ObligationState
 	Count           int64
 	AmountMinor     int64
 	// Buckets are by age at the summary's time: under 1 day, 1 to 7 days,
@@ -175,10 +178,10 @@ var AnomalyKinds = []AnomalyKind{
 }
 
 // AnomalyEventTypes are the event types anomalies are read from.
-var AnomalyEventTypes = []EventType{
-	EventTypeStatusConflict, EventTypeLateEvidence, EventTypeTokenRefused,
-	EventTypeEvidenceConflict, EventTypeEarlyEvidenceUnused, EventTypeReleasedOnRevokedIdentity,
-	EventTypeExtraTaskCompensationRequired,
+var AnomalyEventTypes = []ledger.EventType{
+	ledger.EventTypeStatusConflict, ledger.EventTypeLateEvidence, ledger.EventTypeTokenRefused,
+	ledger.EventTypeEvidenceConflict, ledger.EventTypeEarlyEvidenceUnused, ledger.EventTypeReleasedOnRevokedIdentity,
+	ledger.EventTypeExtraTaskCompensationRequired,
 }
 
 // AnomalyQuery selects anomalies. Empty fields match all.
@@ -195,11 +198,11 @@ type AnomalyQuery struct {
 type Anomaly struct {
 	Seq             int64
 	Kind            AnomalyKind
-	EventType       EventType
+	EventType       ledger.EventType
 	DelegationID    uuid.UUID
 	OrgID           string
 	Tenant          string
-	ObligationState ObligationState
+	ObligationState ledger.ObligationState
 	At              time.Time
 	Actor           string
 	Data            json.RawMessage
@@ -207,21 +210,21 @@ type Anomaly struct {
 
 // ClassifyAnomaly returns the anomaly kind of an event, and false for an
 // event that is not an anomaly.
-func ClassifyAnomaly(eventType EventType, data json.RawMessage) (AnomalyKind, bool) {
+func ClassifyAnomaly(eventType ledger.EventType, data json.RawMessage) (AnomalyKind, bool) {
 	switch eventType {
-	case EventTypeStatusConflict:
+	case ledger.EventTypeStatusConflict:
 		return AnomalyStatusConflict, true
-	case EventTypeTokenRefused:
+	case ledger.EventTypeTokenRefused:
 		return AnomalyRefusedToken, true
-	case EventTypeEvidenceConflict:
+	case ledger.EventTypeEvidenceConflict:
 		return AnomalyEvidenceConflict, true
-	case EventTypeEarlyEvidenceUnused:
+	case ledger.EventTypeEarlyEvidenceUnused:
 		return AnomalyUnusedEarlyEvidence, true
-	case EventTypeReleasedOnRevokedIdentity:
+	case ledger.EventTypeReleasedOnRevokedIdentity:
 		return AnomalyReleasedOnRevokedIdentity, true
-	case EventTypeExtraTaskCompensationRequired:
+	case ledger.EventTypeExtraTaskCompensationRequired:
 		return AnomalyExtraTaskCompensation, true
-	case EventTypeLateEvidence:
+	case ledger.EventTypeLateEvidence:
 		var d struct {
 			ContradictsWriteOff bool `json:"contradicts_write_off"`
 		}
@@ -251,21 +254,21 @@ type ReportStore interface {
 // method requires the finance or oncall role.
 type Reports struct {
 	store  ReportStore
-	reader Reader
-	clock  Clock
+	reader ledger.Reader
+	clock  ledger.Clock
 }
 
 // ReportsConfig wires Reports.
 type ReportsConfig struct {
 	Store  ReportStore
-	Reader Reader
-	Clock  Clock
+	Reader ledger.Reader
+	Clock  ledger.Clock
 }
 
 // NewReports returns Reports.
 func NewReports(cfg ReportsConfig) *Reports {
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
+		cfg.Clock = ledger.SystemClock{}
 	}
 	return &Reports{store: cfg.Store, reader: cfg.Reader, clock: cfg.Clock}
 }
@@ -279,13 +282,13 @@ const (
 	DefaultReportLimit = 100
 )
 
-func checkStates(field string, states []ObligationState, dflt []ObligationState) ([]ObligationState, error) {
+func checkStates(field string, states []ledger.ObligationState, dflt []ledger.ObligationState) ([]ledger.ObligationState, error) {
 	if len(states) == 0 {
 		return dflt, nil
 	}
 	for _, s := range states {
-		if _, err := ParseObligationState(string(s)); err != nil {
-			return nil, Invalid(field, "%q is not an obligation state", s)
+		if _, err := ledger.ParseObligationState(string(s)); err != nil {
+			return nil, ledger.Invalid(field, "%q is not an obligation state", s)
 		}
 	}
 	return states, nil
@@ -298,7 +301,7 @@ func checkLimit(limit int, streamed bool) (int, error) {
 	case limit == 0:
 		return DefaultReportLimit, nil
 	case limit < 1 || limit > MaxReportLimit:
-		return 0, Invalid("limit", "must be between 1 and %d", MaxReportLimit)
+		return 0, ledger.Invalid("limit", "must be between 1 and %d", MaxReportLimit)
 	}
 	return limit, nil
 }
@@ -306,8 +309,8 @@ func checkLimit(limit int, streamed bool) (int, error) {
 // EachObligation streams the obligations q selects to fn, oldest first, as
 // of now; a zero q.Limit streams them all. It returns the time the ages
 // were measured at.
-func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQuery, fn func(ObligationRow) error) (time.Time, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (r *Reports) EachObligation(ctx context.Context, p ledger.Principal, q ObligationQuery, fn func(ObligationRow) error) (time.Time, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return time.Time{}, err
 	}
 	defaults := PendingObligationStates
@@ -317,14 +320,14 @@ func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQ
 		// Both keep the hold active: list every active state.
 		defaults = ActiveObligationStates
 	default:
-		return time.Time{}, Invalid("condition", "%q is not a condition (the ones there are: %s, %s)", q.Condition, ConditionDispatchUnknown, ConditionTaskNotFound)
+		return time.Time{}, ledger.Invalid("condition", "%q is not a condition (the ones there are: %s, %s)", q.Condition, ConditionDispatchUnknown, ConditionTaskNotFound)
 	}
 	var err error
 	if q.States, err = checkStates("state", q.States, defaults); err != nil {
 		return time.Time{}, err
 	}
 	if q.OlderThan < 0 {
-		return time.Time{}, Invalid("older_than", "must not be negative")
+		return time.Time{}, ledger.Invalid("older_than", "must not be negative")
 	}
 	if q.Limit, err = checkLimit(q.Limit, true); err != nil {
 		return time.Time{}, err
@@ -334,8 +337,8 @@ func (r *Reports) EachObligation(ctx context.Context, p Principal, q ObligationQ
 }
 
 // Summary returns active holds by org, currency and state with age buckets.
-func (r *Reports) Summary(ctx context.Context, p Principal, q SummaryQuery) ([]SummaryRow, time.Time, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (r *Reports) Summary(ctx context.Context, p ledger.Principal, q SummaryQuery) ([]SummaryRow, time.Time, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, time.Time{}, err
 	}
 	var err error
@@ -348,8 +351,8 @@ func (r *Reports) Summary(ctx context.Context, p Principal, q SummaryQuery) ([]S
 }
 
 // Anomalies returns anomalies after q.AfterSeq, oldest first.
-func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([]Anomaly, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (r *Reports) Anomalies(ctx context.Context, p ledger.Principal, q AnomalyQuery) ([]Anomaly, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	eventKinds := q.Kinds[:0:0]
@@ -358,7 +361,7 @@ func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([
 			continue // no event holds it: see SharedRemoteTasks
 		}
 		if !slices.Contains(AnomalyKinds, k) {
-			return nil, Invalid("kind", "%q is not an anomaly kind", k)
+			return nil, ledger.Invalid("kind", "%q is not an anomaly kind", k)
 		}
 		eventKinds = append(eventKinds, k)
 	}
@@ -396,17 +399,26 @@ func (r *Reports) Anomalies(ctx context.Context, p Principal, q AnomalyQuery) ([
 
 // Evidence returns a delegation and its whole event chain, with every
 // stored token, for re-verification.
-func (r *Reports) Evidence(ctx context.Context, p Principal, id uuid.UUID) (Delegation, []Event, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
-		return Delegation{}, nil, err
+func (r *Reports) Evidence(ctx context.Context, p ledger.Principal, id uuid.UUID) (ledger.Delegation, []ledger.Event, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
+		return ledger.Delegation{}, nil, err
 	}
 	d, err := r.reader.Delegation(ctx, id)
 	if err != nil {
-		return Delegation{}, nil, err
+		return ledger.Delegation{}, nil, err
 	}
 	events, err := r.reader.StreamEvents(ctx, d.Stream())
 	if err != nil {
-		return Delegation{}, nil, fmt.Errorf("load evidence of %s: %w", id, err)
+		return ledger.Delegation{}, nil, fmt.Errorf("load evidence of %s: %w", id, err)
 	}
 	return d, events, nil
+}
+
+// EvidencePack assembles the evidence pack of a delegation
+// (audit.AssemblePack) from the reports' reader, dated by their clock.
+// ledgerID and ledgerJWKS are the ledger's identity, and anchor (nil: the
+// ledger signs no checkpoints) its checkpoints, which the Reports do not
+// hold.
+func (r *Reports) EvidencePack(ctx context.Context, p ledger.Principal, id uuid.UUID, ledgerID string, ledgerJWKS []byte, anchor audit.PackAnchor) (audit.EvidencePack, error) {
+	return audit.AssemblePack(ctx, p, id, audit.PackSource{Reader: r.reader, LedgerID: ledgerID, LedgerJWKS: ledgerJWKS, Anchor: anchor, Now: r.clock.Now()})
 }

@@ -1,4 +1,4 @@
-package ledger_test
+package audit_test
 
 import (
 	"crypto/sha256"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/audit"
 )
 
 // TestCheckStreams: each way a stream can fail to reach its signed head is
@@ -22,14 +23,14 @@ func TestCheckStreams(t *testing.T) {
 		}
 		return events
 	}
-	head := func(stream string, seq int32) ledger.StreamHead {
-		return ledger.StreamHead{Stream: stream, Seq: seq, Hash: hex.EncodeToString([]byte{byte(seq), 0xaa})}
+	head := func(stream string, seq int32) audit.StreamHead {
+		return audit.StreamHead{Stream: stream, Seq: seq, Hash: hex.EncodeToString([]byte{byte(seq), 0xaa})}
 	}
-	heads := ledger.SignedHeads{}
-	heads.Add(ledger.CheckpointPayload{ID: 6, Streams: []ledger.StreamHead{
+	heads := audit.SignedHeads{}
+	heads.Add(audit.CheckpointPayload{ID: 6, Streams: []audit.StreamHead{
 		head("budget:ok", 1), head("budget:short", 1), head("budget:earlier", 1),
 	}})
-	heads.Add(ledger.CheckpointPayload{ID: 7, Streams: []ledger.StreamHead{
+	heads.Add(audit.CheckpointPayload{ID: 7, Streams: []audit.StreamHead{
 		head("budget:ok", 2), head("budget:grew", 2), head("budget:short", 3), head("budget:gone", 1),
 		head("budget:rewritten", 2), {Stream: "budget:zero", Seq: 0, Hash: "00"},
 	}})
@@ -41,7 +42,7 @@ func TestCheckStreams(t *testing.T) {
 		"budget:earlier": chain(1),
 	}
 	got := map[string]string{}
-	for _, b := range ledger.CheckStreams(heads, streams) {
+	for _, b := range audit.CheckStreams(heads, streams) {
 		got[b.Stream] = b.Problem
 	}
 	want := map[string]string{
@@ -74,24 +75,24 @@ func TestSignedHeadsNeverMoveBack(t *testing.T) {
 		}
 		return events
 	}
-	head := func(stream string, seq int32) ledger.StreamHead {
-		return ledger.StreamHead{Stream: stream, Seq: seq, Hash: hex.EncodeToString([]byte{byte(seq), 0xaa})}
+	head := func(stream string, seq int32) audit.StreamHead {
+		return audit.StreamHead{Stream: stream, Seq: seq, Hash: hex.EncodeToString([]byte{byte(seq), 0xaa})}
 	}
-	heads := ledger.SignedHeads{}
-	heads.Add(ledger.CheckpointPayload{ID: 1, Streams: []ledger.StreamHead{head("budget:full", 3)}}) // full: no Through
-	heads.Add(ledger.CheckpointPayload{ID: 2, Through: 10, Streams: []ledger.StreamHead{
+	heads := audit.SignedHeads{}
+	heads.Add(audit.CheckpointPayload{ID: 1, Streams: []audit.StreamHead{head("budget:full", 3)}}) // full: no Through
+	heads.Add(audit.CheckpointPayload{ID: 2, Through: 10, Streams: []audit.StreamHead{
 		head("budget:full", 1), head("budget:a", 2), head("budget:b", 2), head("budget:same", 2),
 	}})
-	heads.Add(ledger.CheckpointPayload{ID: 3, Through: 20, Streams: []ledger.StreamHead{
+	heads.Add(audit.CheckpointPayload{ID: 3, Through: 20, Streams: []audit.StreamHead{
 		head("budget:full", 3), head("budget:a", 1), {Stream: "budget:b", Seq: 2, Hash: "ff"}, head("budget:same", 2),
 	}})
-	heads.Add(ledger.CheckpointPayload{ID: 4, Through: 30, Streams: []ledger.StreamHead{head("budget:a", 3)}})
+	heads.Add(audit.CheckpointPayload{ID: 4, Through: 30, Streams: []audit.StreamHead{head("budget:a", 3)}})
 	streams := map[string][]ledger.Event{
 		// budget:a lost its events 2 and 3, which checkpoints 2 and 4 signed.
 		"budget:a": chain(1), "budget:b": chain(2), "budget:same": chain(2), "budget:full": chain(3),
 	}
 	got := map[string][]string{}
-	for _, b := range ledger.CheckStreams(heads, streams) {
+	for _, b := range audit.CheckStreams(heads, streams) {
 		got[b.Stream] = append(got[b.Stream], b.Problem)
 	}
 	want := map[string][]string{
@@ -122,22 +123,22 @@ func TestSignedHeadsNeverMoveBack(t *testing.T) {
 // backwards.
 func TestCheckpointFollows(t *testing.T) {
 	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	prev := ledger.CheckpointPayload{ID: 4, At: at}
+	prev := audit.CheckpointPayload{ID: 4, At: at}
 	const prevJWS = "header.payload.signature"
 	sum := sha256.Sum256([]byte(prevJWS))
-	next := ledger.CheckpointPayload{ID: 5, At: at.Add(time.Minute), Previous: hex.EncodeToString(sum[:])}
-	if err := ledger.CheckpointFollows(prev, prevJWS, next); err != nil {
+	next := audit.CheckpointPayload{ID: 5, At: at.Add(time.Minute), Previous: hex.EncodeToString(sum[:])}
+	if err := audit.CheckpointFollows(prev, prevJWS, next); err != nil {
 		t.Fatalf("the next checkpoint: %v", err)
 	}
 	for name, tc := range map[string]struct {
-		next ledger.CheckpointPayload
+		next audit.CheckpointPayload
 		want string
 	}{
-		"gap":     {ledger.CheckpointPayload{ID: 7, At: next.At, Previous: next.Previous}, "checkpoints 5..6 are missing"},
-		"changed": {ledger.CheckpointPayload{ID: 5, At: next.At, Previous: "00"}, "checkpoint 4 was changed"},
-		"time":    {ledger.CheckpointPayload{ID: 5, At: at, Previous: next.Previous}, "not after checkpoint 4"},
+		"gap":     {audit.CheckpointPayload{ID: 7, At: next.At, Previous: next.Previous}, "checkpoints 5..6 are missing"},
+		"changed": {audit.CheckpointPayload{ID: 5, At: next.At, Previous: "00"}, "checkpoint 4 was changed"},
+		"time":    {audit.CheckpointPayload{ID: 5, At: at, Previous: next.Previous}, "not after checkpoint 4"},
 	} {
-		err := ledger.CheckpointFollows(prev, prevJWS, tc.next)
+		err := audit.CheckpointFollows(prev, prevJWS, tc.next)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}

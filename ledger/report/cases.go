@@ -1,4 +1,4 @@
-package ledger
+package report
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quittance/quittance/ledger"
 
 	"github.com/google/uuid"
 )
@@ -42,7 +44,7 @@ func (c Case) Snoozed(now time.Time) bool { return c.SnoozedUntil.After(now) }
 // Error contract: as Store. Case returns a Case with only DelegationID set
 // when the delegation has no case row yet.
 type CaseStore interface {
-	Reader
+	ledger.Reader
 	// InTx runs fn in one transaction, as Store.InTx.
 	InTx(ctx context.Context, fn func(CaseTx) error) error
 	// Case returns the delegation's case.
@@ -55,7 +57,7 @@ type CaseStore interface {
 
 // CaseTx is a transaction of case handling.
 type CaseTx interface {
-	Tx
+	ledger.Tx
 	// Case returns the delegation's case (see CaseStore.Case).
 	Case(ctx context.Context, id uuid.UUID) (Case, error)
 	// PutCase writes the delegation's case.
@@ -67,19 +69,19 @@ type CaseTx interface {
 // delegation's stream, appended in the transaction that writes the case.
 type Cases struct {
 	store CaseStore
-	clock Clock
+	clock ledger.Clock
 }
 
 // CasesConfig wires Cases.
 type CasesConfig struct {
 	Store CaseStore
-	Clock Clock
+	Clock ledger.Clock
 }
 
 // NewCases returns Cases.
 func NewCases(cfg CasesConfig) *Cases {
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
+		cfg.Clock = ledger.SystemClock{}
 	}
 	return &Cases{store: cfg.Store, clock: cfg.Clock}
 }
@@ -88,11 +90,11 @@ func NewCases(cfg CasesConfig) *Cases {
 func (c *Cases) Now() time.Time { return c.clock.Now().UTC().Truncate(time.Microsecond) }
 
 // Get returns the case of a delegation the principal may see.
-func (c *Cases) Get(ctx context.Context, p Principal, id uuid.UUID) (Case, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (c *Cases) Get(ctx context.Context, p ledger.Principal, id uuid.UUID) (Case, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return Case{}, err
 	}
-	if _, err := Visible(ctx, c.store, p, id); err != nil {
+	if _, err := ledger.Visible(ctx, c.store, p, id); err != nil {
 		return Case{}, err
 	}
 	return c.store.Case(ctx, id)
@@ -128,53 +130,53 @@ func (ch CaseChange) validate(now time.Time) (CaseChange, error) {
 	case CaseAssign:
 		ch.Owner = strings.TrimSpace(ch.Owner)
 		if len(ch.Owner) > maxOwnerLen {
-			return ch, Invalid("owner", "is at most %d characters", maxOwnerLen)
+			return ch, ledger.Invalid("owner", "is at most %d characters", maxOwnerLen)
 		}
 	case CaseNote:
 		if strings.TrimSpace(ch.Note) == "" || len(ch.Note) > maxNoteLen {
-			return ch, Invalid("note", "is required, at most %d characters", maxNoteLen)
+			return ch, ledger.Invalid("note", "is required, at most %d characters", maxNoteLen)
 		}
 	case CaseSnooze:
 		if len(ch.Reason) > maxNoteLen {
-			return ch, Invalid("reason", "is at most %d characters", maxNoteLen)
+			return ch, ledger.Invalid("reason", "is at most %d characters", maxNoteLen)
 		}
 		if ch.Until.IsZero() {
 			break
 		}
 		ch.Until = ch.Until.UTC().Truncate(time.Microsecond)
 		if !ch.Until.After(now) {
-			return ch, Invalid("until", "must be in the future")
+			return ch, ledger.Invalid("until", "must be in the future")
 		}
 		if ch.Until.Sub(now) > maxSnooze {
-			return ch, Invalid("until", "is at most a year ahead")
+			return ch, ledger.Invalid("until", "is at most a year ahead")
 		}
 	default:
-		return ch, Invalid("kind", "must be assign, note or snooze")
+		return ch, ledger.Invalid("kind", "must be assign, note or snooze")
 	}
 	return ch, nil
 }
 
 // AssignOwner makes owner the obligation's owner; an empty owner unassigns it.
-func (c *Cases) AssignOwner(ctx context.Context, p Principal, id uuid.UUID, owner string) (Case, error) {
+func (c *Cases) AssignOwner(ctx context.Context, p ledger.Principal, id uuid.UUID, owner string) (Case, error) {
 	return c.Change(ctx, p, id, CaseChange{Kind: CaseAssign, Owner: owner})
 }
 
 // AddNote adds a note to the obligation.
-func (c *Cases) AddNote(ctx context.Context, p Principal, id uuid.UUID, note string) (Case, error) {
+func (c *Cases) AddNote(ctx context.Context, p ledger.Principal, id uuid.UUID, note string) (Case, error) {
 	return c.Change(ctx, p, id, CaseChange{Kind: CaseNote, Note: note})
 }
 
 // Snooze hides the obligation's needs-action entry until until; a zero
 // until wakes it. Only an obligation in the needs-action states (the
 // pending states) can be snoozed. The hold never moves.
-func (c *Cases) Snooze(ctx context.Context, p Principal, id uuid.UUID, until time.Time, reason string) (Case, error) {
+func (c *Cases) Snooze(ctx context.Context, p ledger.Principal, id uuid.UUID, until time.Time, reason string) (Case, error) {
 	return c.Change(ctx, p, id, CaseChange{Kind: CaseSnooze, Until: until, Reason: reason})
 }
 
 // Change applies one case change and appends its event. A change that
 // changes nothing (the same owner again) records nothing.
-func (c *Cases) Change(ctx context.Context, p Principal, id uuid.UUID, ch CaseChange) (Case, error) {
-	if err := Authorize(p, ActionHandleCase); err != nil {
+func (c *Cases) Change(ctx context.Context, p ledger.Principal, id uuid.UUID, ch CaseChange) (Case, error) {
+	if err := ledger.Authorize(p, ledger.ActionHandleCase); err != nil {
 		return Case{}, err
 	}
 	now := c.Now()
@@ -184,7 +186,7 @@ func (c *Cases) Change(ctx context.Context, p Principal, id uuid.UUID, ch CaseCh
 	}
 	var out Case
 	err = c.store.InTx(ctx, func(tx CaseTx) error {
-		d, err := LockVisible(ctx, tx, p, id)
+		d, err := ledger.LockVisible(ctx, tx, p, id)
 		if err != nil {
 			return err
 		}
@@ -195,7 +197,7 @@ func (c *Cases) Change(ctx context.Context, p Principal, id uuid.UUID, ch CaseCh
 }
 
 // applyCaseChange applies ch to d's case in tx. d is locked.
-func applyCaseChange(ctx context.Context, tx CaseTx, p Principal, d Delegation, ch CaseChange, now time.Time) (Case, bool, error) {
+func applyCaseChange(ctx context.Context, tx CaseTx, p ledger.Principal, d ledger.Delegation, ch CaseChange, now time.Time) (Case, bool, error) {
 	cs, err := tx.Case(ctx, d.ID)
 	if err != nil {
 		return Case{}, false, err
@@ -208,8 +210,8 @@ func applyCaseChange(ctx context.Context, tx CaseTx, p Principal, d Delegation, 
 	if err := tx.PutCase(ctx, next); err != nil {
 		return Case{}, false, err
 	}
-	typ := map[CaseChangeKind]EventType{CaseAssign: EventTypeCaseOwnerAssigned, CaseNote: EventTypeCaseNoteAdded, CaseSnooze: EventTypeCaseSnoozed}[ch.Kind]
-	if _, err := Record(ctx, tx, d, Change{Type: typ, Actor: p.Actor(), At: now, Data: data}); err != nil {
+	typ := map[CaseChangeKind]ledger.EventType{CaseAssign: ledger.EventTypeCaseOwnerAssigned, CaseNote: ledger.EventTypeCaseNoteAdded, CaseSnooze: ledger.EventTypeCaseSnoozed}[ch.Kind]
+	if _, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: p.Actor(), At: now, Data: data}); err != nil {
 		return Case{}, false, err
 	}
 	return next, true, nil
@@ -218,23 +220,23 @@ func applyCaseChange(ctx context.Context, tx CaseTx, p Principal, d Delegation, 
 // nextCase is the case after ch, the data of its event, and whether
 // anything changes. It is the one place that decides what a case change
 // does: single changes, bulk previews and bulk changes all use it.
-func nextCase(cs Case, d Delegation, ch CaseChange, now time.Time) (Case, map[string]any, bool, error) {
+func nextCase(cs Case, d ledger.Delegation, ch CaseChange, now time.Time) (Case, ledger.EventPayload, bool, error) {
 	next := cs
 	next.DelegationID = d.ID
-	data := map[string]any{}
+	var data ledger.EventPayload
 	switch ch.Kind {
 	case CaseAssign:
 		if cs.Owner == ch.Owner {
 			return cs, nil, false, nil
 		}
 		next.Owner = ch.Owner
-		data["owner"], data["previous_owner"] = ch.Owner, cs.Owner
+		data = ledger.CaseOwnerAssignedData{Owner: ch.Owner, PreviousOwner: cs.Owner}
 	case CaseNote:
 		next.Notes++
-		data["note"] = ch.Note
+		data = ledger.CaseNoteAddedData{Note: ch.Note}
 	case CaseSnooze:
 		if !slices.Contains(PendingObligationStates, d.ObligationState) && !ch.Until.IsZero() {
-			return cs, nil, false, Conflict("not_in_queue", "an obligation in state %s is not in the needs-action queue; only revocation_pending_compensation, compensation_unconfirmed and escalated ones can be snoozed", d.ObligationState)
+			return cs, nil, false, ledger.Conflict("not_in_queue", "an obligation in state %s is not in the needs-action queue; only revocation_pending_compensation, compensation_unconfirmed and escalated ones can be snoozed", d.ObligationState)
 		}
 		wasSnoozed := cs.Snoozed(now)
 		if ch.Until.IsZero() && !wasSnoozed {
@@ -244,17 +246,15 @@ func nextCase(cs Case, d Delegation, ch CaseChange, now time.Time) (Case, map[st
 			return cs, nil, false, nil
 		}
 		next.SnoozedUntil = ch.Until
-		data["until"] = nil
+		snoozed := ledger.CaseSnoozedData{Reason: ch.Reason, ObligationState: string(d.ObligationState)}
 		if !ch.Until.IsZero() {
-			data["until"] = ch.Until.Format(time.RFC3339Nano)
+			until := ch.Until.Format(time.RFC3339Nano)
+			snoozed.Until = &until
 		}
 		if wasSnoozed {
-			data["previous_until"] = cs.SnoozedUntil.UTC().Format(time.RFC3339Nano)
+			snoozed.PreviousUntil = cs.SnoozedUntil.UTC().Format(time.RFC3339Nano)
 		}
-		if ch.Reason != "" {
-			data["reason"] = ch.Reason
-		}
-		data["obligation_state"] = string(d.ObligationState)
+		data = snoozed
 	}
 	return next, data, true, nil
 }
@@ -262,7 +262,7 @@ func nextCase(cs Case, d Delegation, ch CaseChange, now time.Time) (Case, map[st
 // BulkItem is what a bulk change does to one delegation: its case before
 // and after, or why it is left alone.
 type BulkItem struct {
-	Delegation Delegation
+	Delegation ledger.Delegation
 	Before     Case
 	After      Case
 	// Changes is false when the change would change nothing here.
@@ -276,22 +276,22 @@ type BulkItem struct {
 // change that bulk allows (assign and snooze; never a note).
 func checkBulk(ids []uuid.UUID, ch CaseChange) ([]uuid.UUID, error) {
 	if ch.Kind != CaseAssign && ch.Kind != CaseSnooze {
-		return nil, Invalid("kind", "bulk changes are assign or snooze")
+		return nil, ledger.Invalid("kind", "bulk changes are assign or snooze")
 	}
 	ids = slices.Compact(slices.SortedFunc(slices.Values(ids), func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }))
 	if len(ids) == 0 {
-		return nil, Invalid("ids", "select at least one obligation")
+		return nil, ledger.Invalid("ids", "select at least one obligation")
 	}
 	if len(ids) > maxBulk {
-		return nil, Invalid("ids", "at most %d obligations at once", maxBulk)
+		return nil, ledger.Invalid("ids", "at most %d obligations at once", maxBulk)
 	}
 	return ids, nil
 }
 
 // PreviewBulk says exactly what a bulk change would do to each of ids,
 // without changing anything.
-func (c *Cases) PreviewBulk(ctx context.Context, p Principal, ids []uuid.UUID, ch CaseChange) ([]BulkItem, error) {
-	if err := Authorize(p, ActionHandleCase); err != nil {
+func (c *Cases) PreviewBulk(ctx context.Context, p ledger.Principal, ids []uuid.UUID, ch CaseChange) ([]BulkItem, error) {
+	if err := ledger.Authorize(p, ledger.ActionHandleCase); err != nil {
 		return nil, err
 	}
 	now := c.Now()
@@ -304,7 +304,7 @@ func (c *Cases) PreviewBulk(ctx context.Context, p Principal, ids []uuid.UUID, c
 	}
 	out := make([]BulkItem, 0, len(ids))
 	for _, id := range ids {
-		d, err := Visible(ctx, c.store, p, id)
+		d, err := ledger.Visible(ctx, c.store, p, id)
 		if err != nil {
 			return nil, err
 		}
@@ -322,8 +322,8 @@ func (c *Cases) PreviewBulk(ctx context.Context, p Principal, ids []uuid.UUID, c
 // event for each delegation it changes, none for those it leaves alone. A
 // delegation the change is refused for refuses the whole request, so what
 // was previewed is what happens.
-func (c *Cases) ApplyBulk(ctx context.Context, p Principal, ids []uuid.UUID, ch CaseChange) ([]BulkItem, error) {
-	if err := Authorize(p, ActionHandleCase); err != nil {
+func (c *Cases) ApplyBulk(ctx context.Context, p ledger.Principal, ids []uuid.UUID, ch CaseChange) ([]BulkItem, error) {
+	if err := ledger.Authorize(p, ledger.ActionHandleCase); err != nil {
 		return nil, err
 	}
 	now := c.Now()
@@ -338,7 +338,7 @@ func (c *Cases) ApplyBulk(ctx context.Context, p Principal, ids []uuid.UUID, ch 
 	err = c.store.InTx(ctx, func(tx CaseTx) error {
 		out = out[:0]
 		for _, id := range ids {
-			d, err := LockVisible(ctx, tx, p, id)
+			d, err := ledger.LockVisible(ctx, tx, p, id)
 			if err != nil {
 				return err
 			}
@@ -408,7 +408,7 @@ func ParseQueueCursor(raw string) (QueueCursor, error) {
 	key, err1 := strconv.ParseInt(k, 10, 64)
 	uid, err2 := uuid.Parse(id)
 	if !ok || err1 != nil || err2 != nil || uid == uuid.Nil {
-		return QueueCursor{}, Invalid("after", "is not a cursor this service issued")
+		return QueueCursor{}, ledger.Invalid("after", "is not a cursor this service issued")
 	}
 	return QueueCursor{Key: key, ID: uid}, nil
 }
@@ -417,7 +417,7 @@ func ParseQueueCursor(raw string) (QueueCursor, error) {
 // console's obligation listing. Empty fields match all.
 type QueueQuery struct {
 	// States defaults to PendingObligationStates (the needs-action queue).
-	States []ObligationState
+	States []ledger.ObligationState
 	OrgID  string
 	Tenant string
 	// Owner keeps obligations with this owner; Unassigned keeps those
@@ -468,49 +468,49 @@ func (q QueueQuery) Validate() (QueueQuery, error) {
 		return q, err
 	}
 	if q.Currency != "" {
-		if err := checkCurrency("currency", q.Currency); err != nil {
+		if err := ledger.CheckCurrency("currency", q.Currency); err != nil {
 			return q, err
 		}
 	}
 	switch {
 	case q.MinAmountMinor < 0:
-		return q, Invalid("min_amount", "must not be negative")
+		return q, ledger.Invalid("min_amount", "must not be negative")
 	case q.MaxAmountMinor < 0:
-		return q, Invalid("max_amount", "must not be negative")
+		return q, ledger.Invalid("max_amount", "must not be negative")
 	case q.MaxAmountMinor > 0 && q.MinAmountMinor > q.MaxAmountMinor:
-		return q, Invalid("max_amount", "must not be below the minimum")
+		return q, ledger.Invalid("max_amount", "must not be below the minimum")
 	case q.OlderThan < 0:
-		return q, Invalid("older_than", "must not be negative")
+		return q, ledger.Invalid("older_than", "must not be negative")
 	case q.YoungerThan < 0:
-		return q, Invalid("younger_than", "must not be negative")
+		return q, ledger.Invalid("younger_than", "must not be negative")
 	case len(q.Owner) > maxOwnerLen:
-		return q, Invalid("owner", "is at most %d characters", maxOwnerLen)
+		return q, ledger.Invalid("owner", "is at most %d characters", maxOwnerLen)
 	}
 	switch q.Snoozed {
 	case "":
 		q.Snoozed = SnoozedHide
 	case SnoozedHide, SnoozedShow, SnoozedOnly:
 	default:
-		return q, Invalid("snoozed", "must be hide, show or only")
+		return q, ledger.Invalid("snoozed", "must be hide, show or only")
 	}
 	if q.Sort == "" {
 		q.Sort = SortOldest
 	} else if !slices.Contains(QueueSorts, q.Sort) {
-		return q, Invalid("sort", "must be one of oldest, newest, amount_desc, amount_asc, deadline")
+		return q, ledger.Invalid("sort", "must be one of oldest, newest, amount_desc, amount_asc, deadline")
 	}
 	switch {
 	case q.Limit == 0:
 		q.Limit = defaultQueueLn
 	case q.Limit < 1 || q.Limit > maxQueueLimit:
-		return q, Invalid("limit", "must be between 1 and %d", maxQueueLimit)
+		return q, ledger.Invalid("limit", "must be between 1 and %d", maxQueueLimit)
 	}
 	return q, nil
 }
 
 // Queue returns one page of obligations with their cases. Orchestrators
 // may not read it (finance and on-call only).
-func (c *Cases) Queue(ctx context.Context, p Principal, q QueueQuery) (QueuePage, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (c *Cases) Queue(ctx context.Context, p ledger.Principal, q QueueQuery) (QueuePage, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return QueuePage{}, err
 	}
 	q, err := q.Validate()

@@ -1,18 +1,20 @@
-package ledger
+package report
 
 import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // OverviewStore is the read side of the overview and counterparty pages:
 // every budget, every org, and the counterparty scorecard's figures.
 type OverviewStore interface {
 	// Budgets returns every budget, by id.
-	Budgets(ctx context.Context) ([]Budget, error)
+	Budgets(ctx context.Context) ([]ledger.Budget, error)
 	// Orgs returns every registered org, by id.
-	Orgs(ctx context.Context) ([]Org, error)
+	Orgs(ctx context.Context) ([]ledger.Org, error)
 	// Scorecard returns the scorecard figures of the orgs q selects, one
 	// row per org that has any, measured at now.
 	Scorecard(ctx context.Context, q ScorecardQuery, now time.Time) ([]Scorecard, error)
@@ -22,19 +24,19 @@ type OverviewStore interface {
 // counterparties. Every method requires ActionReadReports.
 type Overview struct {
 	store OverviewStore
-	clock Clock
+	clock ledger.Clock
 }
 
 // OverviewConfig wires Overview.
 type OverviewConfig struct {
 	Store OverviewStore
-	Clock Clock
+	Clock ledger.Clock
 }
 
 // NewOverview returns Overview.
 func NewOverview(cfg OverviewConfig) *Overview {
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
+		cfg.Clock = ledger.SystemClock{}
 	}
 	return &Overview{store: cfg.Store, clock: cfg.Clock}
 }
@@ -43,16 +45,16 @@ func NewOverview(cfg OverviewConfig) *Overview {
 func (o *Overview) Now() time.Time { return o.clock.Now().UTC().Truncate(time.Microsecond) }
 
 // Budgets returns every budget.
-func (o *Overview) Budgets(ctx context.Context, p Principal) ([]Budget, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (o *Overview) Budgets(ctx context.Context, p ledger.Principal) ([]ledger.Budget, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	return o.store.Budgets(ctx)
 }
 
 // Orgs returns every registered org.
-func (o *Overview) Orgs(ctx context.Context, p Principal) ([]Org, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (o *Overview) Orgs(ctx context.Context, p ledger.Principal) ([]ledger.Org, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	return o.store.Orgs(ctx)
@@ -102,7 +104,7 @@ func (s Scorecard) WrittenOffShare() float64 {
 
 // ExposureRow is the active holds of one currency.
 type ExposureRow struct {
-	Money
+	ledger.Money
 	Count int64
 }
 
@@ -119,8 +121,8 @@ const maxScorecardPeriod = 5 * 366 * 24 * time.Hour
 
 // Scorecard returns the scorecards of the orgs q selects, by org id; a
 // zero period is the last 30 days.
-func (o *Overview) Scorecard(ctx context.Context, p Principal, q ScorecardQuery) ([]Scorecard, ScorecardQuery, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (o *Overview) Scorecard(ctx context.Context, p ledger.Principal, q ScorecardQuery) ([]Scorecard, ScorecardQuery, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, q, err
 	}
 	now := o.Now()
@@ -133,9 +135,9 @@ func (o *Overview) Scorecard(ctx context.Context, p Principal, q ScorecardQuery)
 	}
 	switch {
 	case !q.Since.Before(q.Until):
-		return nil, q, Invalid("since", "must be before until")
+		return nil, q, ledger.Invalid("since", "must be before until")
 	case q.Until.Sub(q.Since) > maxScorecardPeriod:
-		return nil, q, Invalid("since", "the period is at most five years")
+		return nil, q, ledger.Invalid("since", "the period is at most five years")
 	}
 	rows, err := o.store.Scorecard(ctx, q, now)
 	if err != nil {

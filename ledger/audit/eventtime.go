@@ -1,21 +1,12 @@
-package ledger
+package audit
 
 import (
 	"fmt"
 	"slices"
 	"time"
-)
 
-// EventTimeSlack is how much earlier than the event before it in its stream
-// an event may be dated before its chain is broken. An event's time is
-// the ledger's clock when its transaction began, taken before the
-// transaction waited for the stream's lock; so of two transactions
-// appending to one stream at once, the second to take the lock may carry
-// the earlier time, by as long as it waited, and replicas' clocks differ
-// by a little. More than that is not a race: it is an event written with a
-// backdated time, as whoever holds the service's database role could
-// append one (say, a token accepted "before" its key was retired).
-const EventTimeSlack = time.Minute
+	"github.com/quittance/quittance/ledger"
+)
 
 // CheckpointTimeSlack is how much earlier than a checkpoint that did not
 // include it an event may be dated (CheckDatedAfterCheckpoints,
@@ -41,7 +32,7 @@ const CheckpointTimeSlack = 10 * time.Minute
 // latest head signed. Any other is skipped, as which head the stream had
 // then is not known without every checkpoint before it. It returns one
 // problem per event so dated.
-func CheckDatedAfterCheckpoints(stream string, events []Event, checkpoints []CheckpointPayload, slack time.Duration) []string {
+func CheckDatedAfterCheckpoints(stream string, events []ledger.Event, checkpoints []CheckpointPayload, slack time.Duration) []string {
 	sorted := slices.SortedFunc(slices.Values(checkpoints), func(a, b CheckpointPayload) int { return int(a.ID - b.ID) })
 	type bound struct {
 		head int32 // the stream's head as the checkpoint signed it
@@ -114,7 +105,7 @@ func (t *CheckpointTimeline) Add(p CheckpointPayload) {
 // latest checkpoint: that checkpoint did not include it, so it was
 // committed after the checkpoint began to be signed (or its transaction
 // was open then), and an earlier date is a backdated one.
-func (t *CheckpointTimeline) Check(stream string, events []Event, slack time.Duration) []string {
+func (t *CheckpointTimeline) Check(stream string, events []ledger.Event, slack time.Duration) []string {
 	if t.latest == 0 {
 		return nil
 	}
@@ -139,7 +130,7 @@ func (t *CheckpointTimeline) Check(stream string, events []Event, slack time.Dur
 
 // backdated is the problem of event e, dated more than slack before
 // checkpoint id, signed at, which did not include it.
-func backdated(e Event, id int64, at time.Time, slack time.Duration) string {
+func backdated(e ledger.Event, id int64, at time.Time, slack time.Duration) string {
 	return fmt.Sprintf("event %d (%s) is dated %s, %s before checkpoint %d (signed %s), which did not include it: "+
 		"it was appended after, with a backdated time (more than %s earlier)", e.StreamSeq, e.Type,
 		e.At.UTC().Format(time.RFC3339Nano), at.Sub(e.At), id, at.UTC().Format(time.RFC3339Nano), slack)

@@ -1,4 +1,4 @@
-package ledger
+package audit
 
 import (
 	"cmp"
@@ -12,6 +12,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // Signed checkpoints (ledger/AUDIT.md). A hash chain shows that nothing in
@@ -142,7 +144,7 @@ type Checkpoints struct {
 	store     CheckpointStore
 	signer    CheckpointSigner // nil: no signing key, no checkpoints
 	ledgerID  string
-	clock     Clock
+	clock     ledger.Clock
 	log       *slog.Logger
 	spanLimit int
 }
@@ -150,9 +152,9 @@ type Checkpoints struct {
 // NewCheckpoints returns the checkpoint service. A nil signer (the service
 // runs without QUITTANCE_SIGNING_KEY_FILE) signs nothing: creating one is
 // a conflict, and the periodic loop does nothing.
-func NewCheckpoints(store CheckpointStore, signer CheckpointSigner, ledgerID string, clock Clock, log *slog.Logger) *Checkpoints {
+func NewCheckpoints(store CheckpointStore, signer CheckpointSigner, ledgerID string, clock ledger.Clock, log *slog.Logger) *Checkpoints {
 	if clock == nil {
-		clock = SystemClock{}
+		clock = ledger.SystemClock{}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -170,7 +172,7 @@ func (c *Checkpoints) SetSpanLimit(events int) {
 }
 
 // errNoCheckpointKey refuses a checkpoint when the ledger has no signing key.
-var errNoCheckpointKey = &ConflictError{Code: "checkpoints_unavailable",
+var errNoCheckpointKey = &ledger.ConflictError{Code: "checkpoints_unavailable",
 	Detail: "the ledger has no signing key (QUITTANCE_SIGNING_KEY_FILE), so it signs no checkpoints"}
 
 // checkpointHeldBackWait bounds how long Create waits for the events
@@ -184,8 +186,8 @@ const checkpointHeldBackWait = 10 * time.Second
 // was open when it committed has ended (the feed's rule); Create waits for
 // that up to checkpointHeldBackWait, and is then a conflict naming the
 // checkpoint it did sign.
-func (c *Checkpoints) Create(ctx context.Context, p Principal) (Checkpoint, error) {
-	if err := Authorize(p, ActionAdminister); err != nil {
+func (c *Checkpoints) Create(ctx context.Context, p ledger.Principal) (Checkpoint, error) {
+	if err := ledger.Authorize(p, ledger.ActionAdminister); err != nil {
 		return Checkpoint{}, err
 	}
 	if c.signer == nil {
@@ -217,7 +219,7 @@ func (c *Checkpoints) Create(ctx context.Context, p Principal) (Checkpoint, erro
 		return Checkpoint{}, err
 	}
 	if cut < horizon {
-		return Checkpoint{}, &ConflictError{Code: "checkpoint_held_back", Detail: fmt.Sprintf(
+		return Checkpoint{}, &ledger.ConflictError{Code: "checkpoint_held_back", Detail: fmt.Sprintf(
 			"checkpoint %d is signed, but events committed before the request are held back by a transaction open on the "+
 				"database server for over %s (see pg_stat_activity): it covers the feed up to them, and the next one covers the rest",
 			cp.ID, checkpointHeldBackWait)}
@@ -226,8 +228,8 @@ func (c *Checkpoints) Create(ctx context.Context, p Principal) (Checkpoint, erro
 }
 
 // Latest returns the newest checkpoint (finance and on-call).
-func (c *Checkpoints) Latest(ctx context.Context, p Principal) (Checkpoint, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (c *Checkpoints) Latest(ctx context.Context, p ledger.Principal) (Checkpoint, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return Checkpoint{}, err
 	}
 	return c.store.LatestCheckpoint(ctx)
@@ -235,31 +237,31 @@ func (c *Checkpoints) Latest(ctx context.Context, p Principal) (Checkpoint, erro
 
 // List returns up to limit checkpoints after afterID, oldest first
 // (finance and on-call).
-func (c *Checkpoints) List(ctx context.Context, p Principal, afterID int64, limit int) ([]Checkpoint, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (c *Checkpoints) List(ctx context.Context, p ledger.Principal, afterID int64, limit int) ([]Checkpoint, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	if afterID < 0 {
-		return nil, Invalid("after", "must not be negative")
+		return nil, ledger.Invalid("after", "must not be negative")
 	}
 	if limit <= 0 {
-		limit = defaultListLimit
+		limit = ledger.DefaultListLimit
 	}
-	return c.store.Checkpoints(ctx, afterID, min(limit, maxListLimit))
+	return c.store.Checkpoints(ctx, afterID, min(limit, ledger.MaxListLimit))
 }
 
 // Signing returns the checkpoints that signed the given streams' latest
 // signed heads, each once, oldest first (finance and on-call). A stream no
 // checkpoint covers yet adds none.
-func (c *Checkpoints) Signing(ctx context.Context, p Principal, streams ...string) ([]Checkpoint, error) {
-	if err := Authorize(p, ActionReadReports); err != nil {
+func (c *Checkpoints) Signing(ctx context.Context, p ledger.Principal, streams ...string) ([]Checkpoint, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadReports); err != nil {
 		return nil, err
 	}
 	var out []Checkpoint
 	for _, s := range streams {
 		cp, err := c.store.CheckpointSigning(ctx, s)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, ledger.ErrNotFound):
 			continue
 		case err != nil:
 			return nil, err
@@ -344,7 +346,7 @@ func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) 
 						slog.Int64("checkpoint", id), slog.String("stream", h.Stream),
 						slog.Int64("signed_seq", int64(prev.Seq)), slog.Int64("signed_by", prev.Checkpoint),
 						slog.Int64("span_seq", int64(h.Seq)))
-					return nil, &ConflictError{Code: "checkpoint_head_moved_back", Detail: "the ledger refuses to sign: " + problem +
+					return nil, &ledger.ConflictError{Code: "checkpoint_head_moved_back", Detail: "the ledger refuses to sign: " + problem +
 						"; the events' feed positions were changed behind the ledger's back (ledger/AUDIT.md)"}
 				}
 			}
@@ -400,7 +402,7 @@ func (c *Checkpoints) checkLatest(ctx context.Context, latest Checkpoint) error 
 		return nil
 	}
 	c.log.ErrorContext(ctx, "checkpoint refused: the latest checkpoint is not the ledger's", slog.Int64("checkpoint", latest.ID), slog.String("problem", problem))
-	return &ConflictError{Code: "checkpoint_previous_invalid", Detail: "the ledger refuses to chain onto it: " + problem +
+	return &ledger.ConflictError{Code: "checkpoint_previous_invalid", Detail: "the ledger refuses to chain onto it: " + problem +
 		"; the row was written behind the ledger's back (ledger/AUDIT.md)"}
 }
 
@@ -498,7 +500,7 @@ type CheckpointBreak struct {
 // checkpoint signed back at an older head (SignedHead.MovedBack). Events after the head are not
 // judged here: the next checkpoint covers them. The chains themselves are
 // checked by VerifyChain.
-func CheckStreams(heads SignedHeads, streams map[string][]Event) []CheckpointBreak {
+func CheckStreams(heads SignedHeads, streams map[string][]ledger.Event) []CheckpointBreak {
 	var breaks []CheckpointBreak
 	for _, name := range slices.Sorted(maps.Keys(heads)) {
 		h := heads[name]

@@ -435,3 +435,29 @@ func (s *Service) ListTaskClasses(ctx context.Context, p Principal) ([]TaskClass
 	}
 	return s.store.TaskClasses(ctx)
 }
+
+// applyOrgChange applies an approved org_update change, provided the org
+// is still as it was when the change was asked for.
+func (s *Service) applyOrgChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[orgUpdatePayload](c)
+	if err != nil {
+		return "", err
+	}
+	if err := s.checkOrgInput(pl.ID, pl.Input); err != nil {
+		return "", err
+	}
+	if err := checkOrgUnchanged(ctx, tx, pl.ID, pl.Base); err != nil {
+		return "", err
+	}
+	_, _, err = s.applyOrg(ctx, tx, p.Actor(), pl.ID, pl.Input, now, c.ID.String())
+	return "", err
+}
+
+// applyTaskClassChange applies an approved task_class_update change.
+func (s *Service) applyTaskClassChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[taskClassPayload](c)
+	if err != nil {
+		return "", err
+	}
+	return "", s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
+}

@@ -78,24 +78,22 @@ func (s *Service) applyBudgetTenants(ctx context.Context, tx Tx, actor string, b
 }
 
 // applyBudgetTenantsChange applies an approved budget_tenants_update.
-func (s *Service) applyBudgetTenantsChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) error {
-	var pl budgetTenantsPayload
-	if err := json.Unmarshal(c.Payload, &pl); err != nil {
-		return fmt.Errorf("decode pending change %s: %w", c.ID, err)
-	}
-	tenants, err := budgetTenants(pl.Tenants)
+func (s *Service) applyBudgetTenantsChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[budgetTenantsPayload](c)
 	if err != nil {
-		return err
+		return "", err
 	}
-	pl.Tenants = tenants
+	if pl.Tenants, err = budgetTenants(pl.Tenants); err != nil {
+		return "", err
+	}
 	b, err := tx.BudgetForUpdate(ctx, pl.ID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !slices.Equal(b.Tenants, pl.Base) {
-		return Conflict("budget_changed", "budget %s's tenants changed since the change was asked for; ask again", pl.ID)
+		return "", Conflict("budget_changed", "budget %s's tenants changed since the change was asked for; ask again", pl.ID)
 	}
-	return s.applyBudgetTenants(ctx, tx, p.Actor(), &b, pl, now, c.ID.String())
+	return "", s.applyBudgetTenants(ctx, tx, p.Actor(), &b, pl, now, c.ID.String())
 }
 
 // BudgetTenantsUpdate is what a budget_tenants_update change applies: the

@@ -230,3 +230,13 @@ func (s *Service) ListTaskClassPolicies(ctx context.Context, p Principal, org st
 	}
 	return s.store.TaskClassPolicies(ctx, org)
 }
+
+// applyTaskClassPolicyChange applies an approved task_class_policy_update
+// change.
+func (s *Service) applyTaskClassPolicyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[taskClassPolicyPayload](c)
+	if err != nil {
+		return "", err
+	}
+	return "", s.applyTaskClassPolicy(ctx, tx, p.Actor(), pl.Policy, now, c.ID.String())
+}

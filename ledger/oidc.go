@@ -517,3 +517,23 @@ func (s *Service) applyNoIdentityProviderAccount(ctx context.Context, tx Tx, p P
 	_, err := Append(ctx, tx, Event{Stream: "principal:" + pl.PrincipalID.String(), Type: EventTypePrincipalNoIdentityProviderAccount, At: now, Actor: p.Actor()}, data)
 	return err
 }
+
+// applyOIDCLinkChange applies a confirmed oidc_link change.
+func (s *Service) applyOIDCLinkChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[oidcLinkPayload](c)
+	if err != nil {
+		return "", err
+	}
+	_, err = s.applyOIDCLink(ctx, tx, p, pl, now, c.ID.String())
+	return "", err
+}
+
+// applyNoIdentityProviderAccountChange applies an approved
+// no_identity_provider_account change.
+func (s *Service) applyNoIdentityProviderAccountChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[noIdentityProviderAccountPayload](c)
+	if err != nil {
+		return "", err
+	}
+	return "", s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, c.ID.String())
+}

@@ -353,79 +353,62 @@ func (s *Service) checkApprover(ctx context.Context, tx Tx, p Principal, c Pendi
 	return CheckSecondPerson(ctx, tx, s.access.dev, p, c.RequestedBy, SubjectChange)
 }
 
+// changeApplier applies an approved pending change of one kind in tx, as
+// approved by p. It returns the second part of a split credential when the
+// change issues one (principal_create), else "".
+type changeApplier func(s *Service, ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error)
+
+// changeAppliers is the table of change kinds: the file that owns each
+// kind provides its applier, beside the request that records it.
+var changeAppliers = map[ChangeKind]changeApplier{
+	ChangePrincipalCreate:           (*Service).applyPrincipalCreateChange,           // pending.go
+	ChangeRoleGrant:                 (*Service).applyRoleGrantChange,                 // pending.go
+	ChangeCredentialCreate:          (*Service).applyCredentialCreateChange,          // principals.go
+	ChangeOrgUpdate:                 (*Service).applyOrgChange,                       // admin.go
+	ChangeTaskClassUpdate:           (*Service).applyTaskClassChange,                 // admin.go
+	ChangeTaskClassPolicyUpdate:     (*Service).applyTaskClassPolicyChange,           // dispatchguard.go
+	ChangeWriteOffThreshold:         (*Service).applyThresholdChange,                 // threshold.go
+	ChangeBudgetTenants:             (*Service).applyBudgetTenantsChange,             // budgettenants.go
+	ChangeOIDCLink:                  (*Service).applyOIDCLinkChange,                  // oidc.go
+	ChangeNoIdentityProviderAccount: (*Service).applyNoIdentityProviderAccountChange, // oidc.go
+}
+
 // applyChange applies c as approved by p, in tx. It returns the second
 // part of the split credential it issued, if any.
 func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	decode := func(v any) error {
-		if err := json.Unmarshal(c.Payload, v); err != nil {
-			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
-		}
-		return nil
+	apply, ok := changeAppliers[c.Kind]
+	if !ok {
+		return "", fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
 	}
-	switch c.Kind {
-	case ChangePrincipalCreate:
-		var pl principalCreatePayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		return s.applyPrincipalCreate(ctx, tx, p, pl, now, c.ID.String())
-	case ChangeCredentialCreate:
-		var pl credentialCreatePayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		return "", s.applyCredentialCreate(ctx, tx, p, pl, now, c.ID.String())
-	case ChangeRoleGrant:
-		var pl roleGrantPayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		_, err := s.applyRoleGrant(ctx, tx, p.Actor(), pl, now, c.ID.String())
-		return "", err
-	case ChangeOrgUpdate:
-		var pl orgUpdatePayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		if err := s.checkOrgInput(pl.ID, pl.Input); err != nil {
-			return "", err
-		}
-		if err := checkOrgUnchanged(ctx, tx, pl.ID, pl.Base); err != nil {
-			return "", err
-		}
-		_, _, err := s.applyOrg(ctx, tx, p.Actor(), pl.ID, pl.Input, now, c.ID.String())
-		return "", err
-	case ChangeTaskClassUpdate:
-		var pl taskClassPayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		return "", s.applyTaskClass(ctx, tx, p.Actor(), pl.Class, now, c.ID.String())
-	case ChangeTaskClassPolicyUpdate:
-		var pl taskClassPolicyPayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		return "", s.applyTaskClassPolicy(ctx, tx, p.Actor(), pl.Policy, now, c.ID.String())
-	case ChangeWriteOffThreshold:
-		return "", s.applyThresholdChange(ctx, tx, p, c, now)
-	case ChangeBudgetTenants:
-		return "", s.applyBudgetTenantsChange(ctx, tx, p, c, now)
-	case ChangeOIDCLink:
-		var pl oidcLinkPayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		_, err := s.applyOIDCLink(ctx, tx, p, pl, now, c.ID.String())
-		return "", err
-	case ChangeNoIdentityProviderAccount:
-		var pl noIdentityProviderAccountPayload
-		if err := decode(&pl); err != nil {
-			return "", err
-		}
-		return "", s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, c.ID.String())
+	return apply(s, ctx, tx, p, c, now)
+}
+
+// changePayload decodes the payload of c.
+func changePayload[P any](c PendingChange) (P, error) {
+	var pl P
+	if err := json.Unmarshal(c.Payload, &pl); err != nil {
+		return pl, fmt.Errorf("decode pending change %s: %w", c.ID, err)
 	}
-	return "", fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
+	return pl, nil
+}
+
+// applyPrincipalCreateChange applies an approved principal_create change.
+func (s *Service) applyPrincipalCreateChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[principalCreatePayload](c)
+	if err != nil {
+		return "", err
+	}
+	return s.applyPrincipalCreate(ctx, tx, p, pl, now, c.ID.String())
+}
+
+// applyRoleGrantChange applies an approved role_grant change.
+func (s *Service) applyRoleGrantChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[roleGrantPayload](c)
+	if err != nil {
+		return "", err
+	}
+	_, err = s.applyRoleGrant(ctx, tx, p.Actor(), pl, now, c.ID.String())
+	return "", err
 }
 
 // applyPrincipalCreate creates an approved principal_create change's

@@ -40,6 +40,14 @@ const (
 	ActionAcknowledgeRevokedRelease Action = "acknowledge_revoked_release"
 	// ActionAdminister: budgets, orgs, task classes and tokens.
 	ActionAdminister Action = "administer"
+	// ActionUseConsole: sign in to the operator console, with a token or
+	// through OpenID Connect (the roles a role map may name).
+	ActionUseConsole Action = "use_console"
+	// ActionReadAllEvents: read the event feed of every tenant.
+	ActionReadAllEvents Action = "read_all_events"
+	// ActionReadTenantEvents: read the event feed of the principal's own
+	// tenant.
+	ActionReadTenantEvents Action = "read_tenant_events"
 )
 
 // actionRoles is the one table of which roles may do what.
@@ -54,12 +62,26 @@ var actionRoles = map[Action][]Role{
 	ActionWriteOffExtraTask:         {RoleOncall},
 	ActionAdminister:                {RoleOncall},
 	ActionAcknowledgeRevokedRelease: {RoleFinance},
+	ActionUseConsole:                {RoleFinance, RoleOncall},
+	ActionReadAllEvents:             {RoleFinance, RoleOncall},
+	ActionReadTenantEvents:          {RoleOrchestrator},
 }
 
 // Permits reports whether the principal's role may do a. An unknown
 // action is permitted to nobody.
-func (p Principal) Permits(a Action) bool {
-	return slices.Contains(actionRoles[a], p.Role)
+func (p Principal) Permits(a Action) bool { return p.Role.Permits(a) }
+
+// Permits reports whether the role may do a, for a role not yet held by a
+// principal (a role map's). An unknown action is permitted to nobody.
+func (r Role) Permits(a Action) bool {
+	return slices.Contains(actionRoles[a], r)
+}
+
+// SameAccess reports whether q holds p's role and tenant: everything p may
+// do and see was decided from those two, so a decision taken for p still
+// holds for q.
+func (p Principal) SameAccess(q Principal) bool {
+	return p.Role == q.Role && p.Tenant == q.Tenant
 }
 
 // Authorize returns ErrForbidden unless the principal may do a.

@@ -857,3 +857,12 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 		}
 	}
 }
+
+// applyCredentialCreateChange applies an approved credential_create change.
+func (s *Service) applyCredentialCreateChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[credentialCreatePayload](c)
+	if err != nil {
+		return "", err
+	}
+	return "", s.applyCredentialCreate(ctx, tx, p, pl, now, c.ID.String())
+}

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -225,17 +224,17 @@ func (s *Service) applyWriteOffThreshold(ctx context.Context, tx Tx, p Principal
 }
 
 // applyThresholdChange applies an approved write_off_threshold_update.
-func (s *Service) applyThresholdChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) error {
-	var pl thresholdPayload
-	if err := json.Unmarshal(c.Payload, &pl); err != nil {
-		return fmt.Errorf("decode pending change %s: %w", c.ID, err)
+func (s *Service) applyThresholdChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+	pl, err := changePayload[thresholdPayload](c)
+	if err != nil {
+		return "", err
 	}
 	if pl.Minor < 0 {
-		return Invalid("threshold_minor", "must not be negative")
+		return "", Invalid("threshold_minor", "must not be negative")
 	}
 	if pl.Currency != "" && !currencyCode.MatchString(pl.Currency) {
-		return Invalid("currency", "must be an ISO 4217 currency code")
+		return "", Invalid("currency", "must be an ISO 4217 currency code")
 	}
-	_, err := s.applyWriteOffThreshold(ctx, tx, p, pl, now, c.ID)
-	return err
+	_, err = s.applyWriteOffThreshold(ctx, tx, p, pl, now, c.ID)
+	return "", err
 }

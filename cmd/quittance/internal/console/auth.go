@@ -120,9 +120,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 // startSession begins a session for p and sends the browser on. Only the
-// roles that may read the console's figures may sign in.
+// roles that may use the console (ledger.ActionUseConsole) may sign in.
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, p ledger.Principal, src session.Source, next string) {
-	if !p.Permits(ledger.ActionReadReports) {
+	if !p.Permits(ledger.ActionUseConsole) {
 		c.renderSignIn(w, r, http.StatusForbidden, map[string]string{
 			"token": "The console is for on-call and finance; a " + string(p.Role) + " credential cannot sign in.",
 		})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
@@ -294,32 +295,35 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && u.Host == r.Host
 }
 
-// fail shows a domain error as a page: forbidden, not found, or an opaque
-// internal error that is logged.
+// fail shows a domain error as a page, with its kind's status (errkind):
+// the kinds a console action can meet have a page of their own, any other
+// is an opaque internal error that is logged.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err error) {
-	var (
-		validation *ledger.ValidationError
-		conflict   *ledger.ConflictError
-	)
-	switch {
-	case errors.Is(err, ledger.ErrForbidden):
-		c.renderError(w, r, q, http.StatusForbidden, "Not allowed", "Your role ("+string(q.p.Role)+") may not do this. Nothing was changed.")
-	case errors.Is(err, ledger.ErrNotFound):
-		c.renderError(w, r, q, http.StatusNotFound, "Not found", "There is nothing here, or you may not see it.")
-	case errors.As(err, &validation):
-		c.renderError(w, r, q, http.StatusUnprocessableEntity, "Check the request", validation.Error())
-	case errors.As(err, &conflict):
-		c.renderError(w, r, q, http.StatusConflict, "Not possible now", conflict.Detail)
-	case errors.Is(err, ledger.ErrSelfApproval) && isWriteOff(err):
-		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", "A write-off must be approved or rejected by a different on-call person than the one who asked for it. Nothing was changed.")
-	case errors.Is(err, ledger.ErrSelfApproval):
-		c.renderError(w, r, q, http.StatusForbidden, "Another person must approve", "A privileged change must be approved by a different on-call person than the one who asked for it. Nothing was changed.")
-	case errors.Is(err, ledger.ErrIdentityNotLinked):
-		c.renderError(w, r, q, http.StatusForbidden, "Another person must decide", identityNotLinked+" Nothing was changed.")
-	case errors.Is(err, context.Canceled):
+	kind := errkind.Of(err)
+	status := kind.Status()
+	switch kind {
+	case errkind.Forbidden:
+		c.renderError(w, r, q, status, "Not allowed", "Your role ("+string(q.p.Role)+") may not do this. Nothing was changed.")
+	case errkind.NotFound:
+		c.renderError(w, r, q, status, "Not found", "There is nothing here, or you may not see it.")
+	case errkind.Validation:
+		var validation *ledger.ValidationError
+		errors.As(err, &validation)
+		c.renderError(w, r, q, status, "Check the request", validation.Error())
+	case errkind.Conflict:
+		var conflict *ledger.ConflictError
+		errors.As(err, &conflict)
+		c.renderError(w, r, q, status, "Not possible now", conflict.Detail)
+	case errkind.WriteOffSelfApproval:
+		c.renderError(w, r, q, status, "Another person must decide", "A write-off must be approved or rejected by a different on-call person than the one who asked for it. Nothing was changed.")
+	case errkind.SelfApproval:
+		c.renderError(w, r, q, status, "Another person must approve", "A privileged change must be approved by a different on-call person than the one who asked for it. Nothing was changed.")
+	case errkind.IdentityNotLinked:
+		c.renderError(w, r, q, status, "Another person must decide", identityNotLinked+" Nothing was changed.")
+	case errkind.Canceled:
 	default:
 		c.log.ErrorContext(r.Context(), "console request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
-		c.renderError(w, r, q, http.StatusInternalServerError, "Something went wrong", "The error has been logged; nothing you can fix from here.")
+		c.renderError(w, r, q, errkind.Internal.Status(), "Something went wrong", "The error has been logged; nothing you can fix from here.")
 	}
 }
 
@@ -329,23 +333,24 @@ const identityNotLinked = "An identity signed in through OpenID Connect and not 
 // formError is the message to show beside a form's field for err, and
 // the field; ok is false for errors that are not about the input.
 func formError(err error) (field, msg string, ok bool) {
-	var (
-		validation *ledger.ValidationError
-		conflict   *ledger.ConflictError
-	)
-	switch {
-	case errors.As(err, &validation):
+	switch errkind.Of(err) {
+	case errkind.Validation:
+		var validation *ledger.ValidationError
+		errors.As(err, &validation)
 		return validation.Field, validation.Problem, true
-	case errors.As(err, &conflict):
+	case errkind.Conflict:
+		var conflict *ledger.ConflictError
+		errors.As(err, &conflict)
 		return "form", conflict.Detail, true
-	case errors.Is(err, ledger.ErrSelfApproval) && isWriteOff(err):
+	case errkind.WriteOffSelfApproval:
 		return "form", "a different on-call person must decide on this write-off", true
-	case errors.Is(err, ledger.ErrSelfApproval):
+	case errkind.SelfApproval:
 		return "form", "a different on-call person must approve this change; you asked for it (refuse it to withdraw it)", true
-	case errors.Is(err, ledger.ErrIdentityNotLinked):
+	case errkind.IdentityNotLinked:
 		return "form", identityNotLinked, true
+	default:
+		return "", "", false
 	}
-	return "", "", false
 }
 
 // redirect answers a successful form with POST-redirect-GET.
@@ -373,10 +378,4 @@ func localPath(raw, fallback string) string {
 		return fallback
 	}
 	return u.RequestURI()
-}
-
-// isWriteOff says a refused two-person decision was about a write-off.
-func isWriteOff(err error) bool {
-	var second *ledger.SecondPersonError
-	return errors.As(err, &second) && second.Subject == ledger.SubjectWriteOff
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
@@ -96,50 +97,14 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 	if data.Case, err = c.cfg.Cases.Get(ctx, p, id); err != nil {
 		return delegationPage{}, err
 	}
-	if err := ledger.VerifyChain(events); err != nil {
-		data.ChainProblem = err.Error()
-	} else {
-		data.ChainOK = true
-	}
-	if len(events) > 0 {
-		data.Head = hex.EncodeToString(events[len(events)-1].Hash)
-	}
-	ledgerID := c.cfg.Compensation.LedgerID()
-	var history []ledger.OrgKey
-	for _, e := range events {
-		if e.Evidence != "" {
-			if history, err = c.cfg.Ledger.OrgKeyHistory(ctx, p, d.OrgID); err != nil {
-				return delegationPage{}, err
-			}
-			break
-		}
-	}
-	verified := verifyTimeline(d, ledgerID, events, history)
-	for i := len(events) - 1; i >= 0; i-- {
-		e := events[i]
-		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e, verified[e.StreamSeq])}
-		data.Timeline = append(data.Timeline, entry)
+	if err := c.withTimeline(ctx, p, &data, events); err != nil {
+		return delegationPage{}, err
 	}
 	if data.Links, err = c.cfg.Ledger.DelegationLinks(ctx, p, id); err != nil {
 		return delegationPage{}, err
 	}
-	if c.cfg.Snapshots != nil {
-		snap, err := c.cfg.Snapshots.TaskSnapshot(ctx, p, id)
-		switch {
-		case err == nil:
-			data.Snapshot = &snap
-			data.SnapshotJSON = prettyJSON(snap.Artifacts)
-		case !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrForbidden):
-			return delegationPage{}, err
-		}
-	}
-	if c.cfg.RemoteTasks != nil {
-		if data.ExtraTasks, err = c.cfg.RemoteTasks.RemoteTasks(ctx, p, id); err != nil {
-			return delegationPage{}, err
-		}
-		if data.ExtraRedriveRefusals, err = c.extraRedriveRefusals(ctx, p, id, data.Org, data.ExtraTasks); err != nil {
-			return delegationPage{}, err
-		}
+	if err := c.withRemote(ctx, p, &data); err != nil {
+		return delegationPage{}, err
 	}
 	if data.WriteOffs, err = c.cfg.Compensation.WriteOffs(ctx, p, compensation.WriteOffFilter{DelegationID: id, Limit: 50}); err != nil {
 		return delegationPage{}, err
@@ -156,6 +121,63 @@ func (c *Console) delegationData(ctx context.Context, p ledger.Principal, id uui
 		data.InQueue = data.InQueue || d.ObligationState == st
 	}
 	return data, nil
+}
+
+// withTimeline fills a delegation page's chain check, head and timeline
+// (newest first, each piece of evidence verified) from its events.
+func (c *Console) withTimeline(ctx context.Context, p ledger.Principal, data *delegationPage, events []ledger.Event) error {
+	if err := ledger.VerifyChain(events); err != nil {
+		data.ChainProblem = err.Error()
+	} else {
+		data.ChainOK = true
+	}
+	if len(events) > 0 {
+		data.Head = hex.EncodeToString(events[len(events)-1].Hash)
+	}
+	ledgerID := c.cfg.Compensation.LedgerID()
+	var history []ledger.OrgKey
+	for _, e := range events {
+		if e.Evidence != "" {
+			var err error
+			if history, err = c.cfg.Ledger.OrgKeyHistory(ctx, p, data.D.OrgID); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	verified := verifyTimeline(data.D, ledgerID, events, history)
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		entry := timelineEntry{Event: e, Evidence: decodeEvidence(e, verified[e.StreamSeq])}
+		data.Timeline = append(data.Timeline, entry)
+	}
+	return nil
+}
+
+// withRemote fills a delegation page's remote task snapshot and extra
+// remote tasks, when the console is given those services.
+func (c *Console) withRemote(ctx context.Context, p ledger.Principal, data *delegationPage) error {
+	id := data.D.ID
+	if c.cfg.Snapshots != nil {
+		snap, err := c.cfg.Snapshots.TaskSnapshot(ctx, p, id)
+		switch {
+		case err == nil:
+			data.Snapshot = &snap
+			data.SnapshotJSON = prettyJSON(snap.Artifacts)
+		case !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrForbidden):
+			return err
+		}
+	}
+	if c.cfg.RemoteTasks != nil {
+		var err error
+		if data.ExtraTasks, err = c.cfg.RemoteTasks.RemoteTasks(ctx, p, id); err != nil {
+			return err
+		}
+		if data.ExtraRedriveRefusals, err = c.extraRedriveRefusals(ctx, p, id, data.Org, data.ExtraTasks); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Console) delegation(w http.ResponseWriter, r *http.Request, q *request) {
@@ -184,17 +206,20 @@ func (c *Console) showDelegation(w http.ResponseWriter, r *http.Request, q *requ
 	})
 }
 
-// formFailed shows a refused form beside its fields (422 for bad input,
-// 409 for a conflict), nothing recorded; other errors go to fail.
+// formFailed shows a refused form beside its fields, nothing recorded,
+// with its kind's status (errkind): 422 for bad input, 409 for a conflict;
+// a decision another person must take is shown as a conflict with the
+// form (409), not as a refusal of the page. Other errors go to fail.
 func (c *Console) formFailed(w http.ResponseWriter, r *http.Request, q *request, form string, err error, show func(int, map[string]string)) {
 	field, msg, ok := formError(err)
 	if !ok {
 		c.fail(w, r, q, err)
 		return
 	}
-	status := http.StatusUnprocessableEntity
-	var conflict *ledger.ConflictError
-	if errors.As(err, &conflict) || errors.Is(err, ledger.ErrSelfApproval) || errors.Is(err, ledger.ErrIdentityNotLinked) {
+	kind := errkind.Of(err)
+	status := kind.Status()
+	switch kind {
+	case errkind.WriteOffSelfApproval, errkind.SelfApproval, errkind.IdentityNotLinked:
 		status = http.StatusConflict
 	}
 	show(status, map[string]string{form + "." + field: msg})

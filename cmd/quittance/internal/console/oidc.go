@@ -46,8 +46,8 @@ type OIDCConfig struct {
 }
 
 // ParseRoleMap reads "value=role,value=role" (e.g.
-// "quittance-oncall=oncall,quittance-finance=finance"). Only the finance
-// and oncall roles may be mapped.
+// "quittance-oncall=oncall,quittance-finance=finance"). Only roles that
+// may use the console (ledger.ActionUseConsole) may be mapped.
 func ParseRoleMap(raw string) (map[string]ledger.Role, error) {
 	out := map[string]ledger.Role{}
 	for _, pair := range strings.Split(raw, ",") {
@@ -57,7 +57,7 @@ func ParseRoleMap(raw string) (map[string]ledger.Role, error) {
 		}
 		value, role, ok := strings.Cut(pair, "=")
 		r, err := ledger.ParseRole(strings.TrimSpace(role))
-		if !ok || strings.TrimSpace(value) == "" || err != nil || (r != ledger.RoleFinance && r != ledger.RoleOncall) {
+		if !ok || strings.TrimSpace(value) == "" || err != nil || !r.Permits(ledger.ActionUseConsole) {
 			return nil, fmt.Errorf("%q is not claim-value=role with role finance or oncall", pair)
 		}
 		out[strings.TrimSpace(value)] = r
@@ -251,38 +251,9 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: oidcCookieName, Path: Prefix + "oidc/", MaxAge: -1, HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteLaxMode})
 	parts := strings.Split(ck.Value, ".")
-	q := r.URL.Query()
-	if len(parts) != 4 || subtle.ConstantTimeCompare([]byte(parts[0]), []byte(q.Get("state"))) != 1 {
-		refuse("state mismatch", nil)
-		return
-	}
-	if e := q.Get("error"); e != "" {
-		refuse("the identity provider said "+shorten(e, 64), nil)
-		return
-	}
-	p, err := o.discover(r.Context())
-	if err != nil {
-		refuse("identity provider unreachable", err)
-		return
-	}
-	cfg := o.oauth(p, r)
-	tok, err := cfg.Exchange(o.context(r.Context()), q.Get("code"), oauth2.VerifierOption(parts[2]))
-	if err != nil {
-		refuse("the code exchange failed", err)
-		return
-	}
-	raw, ok := tok.Extra("id_token").(string)
-	if !ok {
-		refuse("no ID token", nil)
-		return
-	}
-	idTok, err := p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID}).Verify(o.context(r.Context()), raw)
-	if err != nil {
-		refuse("the ID token did not verify", err)
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(idTok.Nonce), []byte(parts[1])) != 1 {
-		refuse("nonce mismatch", nil)
+	idTok, why, err := o.verifyCallback(r, parts)
+	if why != "" {
+		refuse(why, err)
 		return
 	}
 	in, err := o.signIn(idTok)
@@ -295,6 +266,48 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		refuse("unreadable claims", err)
 		return
 	}
+	next, _ := base64.RawURLEncoding.DecodeString(parts[3])
+	c.startOIDCSession(w, r, in, string(next))
+}
+
+// verifyCallback checks an OIDC callback against the state, nonce and
+// PKCE verifier its cookie kept (parts), exchanges the code and verifies
+// the ID token. A refusal is a non-empty why, with the error to log if
+// any.
+func (o *OIDC) verifyCallback(r *http.Request, parts []string) (tok *oidc.IDToken, why string, err error) {
+	q := r.URL.Query()
+	if len(parts) != 4 || subtle.ConstantTimeCompare([]byte(parts[0]), []byte(q.Get("state"))) != 1 {
+		return nil, "state mismatch", nil
+	}
+	if e := q.Get("error"); e != "" {
+		return nil, "the identity provider said " + shorten(e, 64), nil
+	}
+	p, err := o.discover(r.Context())
+	if err != nil {
+		return nil, "identity provider unreachable", err
+	}
+	cfg := o.oauth(p, r)
+	otok, err := cfg.Exchange(o.context(r.Context()), q.Get("code"), oauth2.VerifierOption(parts[2]))
+	if err != nil {
+		return nil, "the code exchange failed", err
+	}
+	raw, ok := otok.Extra("id_token").(string)
+	if !ok {
+		return nil, "no ID token", nil
+	}
+	tok, err = p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID}).Verify(o.context(r.Context()), raw)
+	if err != nil {
+		return nil, "the ID token did not verify", err
+	}
+	if subtle.ConstantTimeCompare([]byte(tok.Nonce), []byte(parts[1])) != 1 {
+		return nil, "nonce mismatch", nil
+	}
+	return tok, "", nil
+}
+
+// startOIDCSession signs in as the principal the identity maps to and
+// starts its console session, then moves on to next.
+func (c *Console) startOIDCSession(w http.ResponseWriter, r *http.Request, in ledger.OIDCSignIn, next string) {
 	principal, err := c.cfg.Ledger.SignInOIDC(r.Context(), in)
 	switch {
 	case errors.Is(err, ledger.ErrPrincipalDisabled):
@@ -310,7 +323,6 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, err)
 		return
 	}
-	next, _ := base64.RawURLEncoding.DecodeString(parts[3])
 	id, sess, err := c.cfg.Sessions.Start(r.Context(), principal, session.SourceOIDC)
 	if err != nil {
 		c.fail(w, r, nil, err)
@@ -322,5 +334,5 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	// The browser arrived from the issuer's site: a redirect would carry
 	// that cross-site origin on, and the SameSite=Strict session cookie
 	// would not be sent. A page of our own moves on instead.
-	c.render(w, r, nil, http.StatusOK, "signed-in", view{Title: "Signed in", Data: localPath(string(next), Prefix)})
+	c.render(w, r, nil, http.StatusOK, "signed-in", view{Title: "Signed in", Data: localPath(next, Prefix)})
 }

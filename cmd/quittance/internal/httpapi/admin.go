@@ -50,24 +50,6 @@ func budgetView(b ledger.Budget) BudgetView {
 	}
 }
 
-type budgetOutput struct {
-	Status int
-	Body   BudgetView
-}
-
-type idPathInput struct {
-	ID string `path:"id" maxLength:"128"`
-}
-
-type putBudgetInput struct {
-	ID   string `path:"id" maxLength:"128"`
-	Body struct {
-		Currency    string    `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
-		FundedMinor int64     `json:"funded_minor" minimum:"0" doc:"Total funding in integer minor units." example:"1000000"`
-		Tenants     *[]string `json:"tenants,omitempty" maxItems:"100" doc:"The tenants whose orchestrators may hold on the budget, replacing the list; absent: unchanged (none for a new budget). A change is a privileged change: the answer is 202 with pending_change, and the budget keeps the tenants it had until a second on-call principal approves."`
-	}
-}
-
 // OrgBody is a remote org's registration.
 type OrgBody struct {
 	ID                    string         `json:"id"`
@@ -110,24 +92,6 @@ func orgBody(o ledger.Org) OrgBody {
 	return b
 }
 
-type orgOutput struct {
-	Status int
-	Body   OrgBody
-}
-
-type putOrgInput struct {
-	ID   string `path:"id" maxLength:"128"`
-	Body struct {
-		Name                  string         `json:"name" minLength:"1" maxLength:"200"`
-		SharedCoordinator     bool           `json:"shared_coordinator,omitempty" doc:"The org shares a transaction coordinator with us, so a cancel rolls its effects back: the compensation gate does not apply."`
-		JWKS                  map[string]any `json:"jwks,omitempty" doc:"The org's public JWK Set; acks and declarations must be signed by one of its keys. Not with jwks_url."`
-		JWKSURL               string         `json:"jwks_url,omitempty" maxLength:"2048" doc:"The org's own JWKS URL (https; the egress policy applies), instead of jwks: its keys are fetched from there every QUITTANCE_ORG_JWKS_REFRESH and when a token names an unknown kid, and keys the org rotates there take effect without approval. Setting or changing it is a privileged change, like jwks."`
-		AgentCardURL          string         `json:"agent_card_url,omitempty" maxLength:"2048"`
-		AllowedHosts          []string       `json:"allowed_hosts,omitempty" maxItems:"32"`
-		RequireSignedReceipts bool           `json:"require_signed_receipts,omitempty"`
-	}
-}
-
 // TaskClassBody is a task class.
 type TaskClassBody struct {
 	Name                string    `json:"name"`
@@ -151,19 +115,150 @@ func taskClassBody(c ledger.TaskClass) TaskClassBody {
 	}
 }
 
-type taskClassOutput struct {
-	Status int
-	Body   TaskClassBody
+func createdStatus(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }
 
-type taskClassListOutput struct {
+// registerAdmin is the route table of the admin endpoints: budgets, orgs
+// and task classes, then the task-class policies and the principals.
+func (s *Server) registerAdmin() {
+	tags := []string{"admin"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-budget", Method: http.MethodPut, Path: "/admin/v1/budgets/{id}", Tags: tags,
+		Summary: "Create a budget or change its funding or tenants", Security: bearerAuth,
+	}, s.putBudget)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-budget", Method: http.MethodGet, Path: "/admin/v1/budgets/{id}", Tags: tags,
+		Summary: "Get a budget", Security: bearerAuth,
+	}, s.getBudget)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-org", Method: http.MethodPut, Path: "/admin/v1/orgs/{id}", Tags: tags,
+		Summary: "Register a remote org or replace its registration", Security: bearerAuth,
+	}, s.putOrg)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-org", Method: http.MethodGet, Path: "/admin/v1/orgs/{id}", Tags: tags,
+		Summary: "Get a remote org", Security: bearerAuth,
+	}, s.getOrg)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-task-class", Method: http.MethodPut, Path: "/admin/v1/task-classes/{name}", Tags: tags,
+		Summary: "Register or replace a task class", Security: bearerAuth,
+	}, s.putTaskClass)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-task-class", Method: http.MethodGet, Path: "/admin/v1/task-classes/{name}", Tags: tags,
+		Summary: "Get a task class", Security: bearerAuth,
+	}, s.getTaskClass)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-task-classes", Method: http.MethodGet, Path: "/admin/v1/task-classes", Tags: tags,
+		Summary: "List the registered task classes",
+		Description: "Every registered task class, by name. A delegation whose class is not listed is treated as " +
+			"effect-capable, gated on canceled and failed, with the default compensation timeout (72h).",
+		Security: bearerAuth,
+	}, s.listTaskClasses)
+	s.registerTaskClassPolicies()
+	s.registerPrincipals()
+}
+
+type putBudgetInput struct {
+	ID   string `path:"id" maxLength:"128"`
 	Body struct {
-		TaskClasses []TaskClassBody `json:"task_classes"`
+		Currency    string    `json:"currency" pattern:"^[A-Z]{3}$" doc:"ISO 4217; fixed once the budget exists." example:"EUR"`
+		FundedMinor int64     `json:"funded_minor" minimum:"0" doc:"Total funding in integer minor units." example:"1000000"`
+		Tenants     *[]string `json:"tenants,omitempty" maxItems:"100" doc:"The tenants whose orchestrators may hold on the budget, replacing the list; absent: unchanged (none for a new budget). A change is a privileged change: the answer is 202 with pending_change, and the budget keeps the tenants it had until a second on-call principal approves."`
 	}
 }
 
-type namePathInput struct {
-	Name string `path:"name" maxLength:"64"`
+type budgetOutput struct {
+	Status int
+	Body   BudgetView
+}
+
+// putBudget serves PUT /admin/v1/budgets/{id}: create a budget or change its
+// funding or tenants.
+func (s *Server) putBudget(ctx context.Context, in *putBudgetInput) (*budgetOutput, error) {
+	b, created, err := s.ledger.PutBudget(ctx, principal(ctx), in.ID, ledger.BudgetInput{
+		Currency: in.Body.Currency, FundedMinor: in.Body.FundedMinor, Tenants: in.Body.Tenants,
+	})
+	if pc, ok := pendingOf(err); ok {
+		body := budgetView(b)
+		body.PendingChange = pc
+		return &budgetOutput{Status: http.StatusAccepted, Body: body}, nil
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &budgetOutput{Status: createdStatus(created), Body: budgetView(b)}, nil
+}
+
+type idPathInput struct {
+	ID string `path:"id" maxLength:"128"`
+}
+
+// getBudget serves GET /admin/v1/budgets/{id}: get a budget.
+func (s *Server) getBudget(ctx context.Context, in *idPathInput) (*budgetOutput, error) {
+	b, err := s.ledger.GetBudget(ctx, principal(ctx), in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &budgetOutput{Status: http.StatusOK, Body: budgetView(b)}, nil
+}
+
+type putOrgInput struct {
+	ID   string `path:"id" maxLength:"128"`
+	Body struct {
+		Name                  string         `json:"name" minLength:"1" maxLength:"200"`
+		SharedCoordinator     bool           `json:"shared_coordinator,omitempty" doc:"The org shares a transaction coordinator with us, so a cancel rolls its effects back: the compensation gate does not apply."`
+		JWKS                  map[string]any `json:"jwks,omitempty" doc:"The org's public JWK Set; acks and declarations must be signed by one of its keys. Not with jwks_url."`
+		JWKSURL               string         `json:"jwks_url,omitempty" maxLength:"2048" doc:"The org's own JWKS URL (https; the egress policy applies), instead of jwks: its keys are fetched from there every QUITTANCE_ORG_JWKS_REFRESH and when a token names an unknown kid, and keys the org rotates there take effect without approval. Setting or changing it is a privileged change, like jwks."`
+		AgentCardURL          string         `json:"agent_card_url,omitempty" maxLength:"2048"`
+		AllowedHosts          []string       `json:"allowed_hosts,omitempty" maxItems:"32"`
+		RequireSignedReceipts bool           `json:"require_signed_receipts,omitempty"`
+	}
+}
+
+type orgOutput struct {
+	Status int
+	Body   OrgBody
+}
+
+// putOrg serves PUT /admin/v1/orgs/{id}: register a remote org or replace
+// its registration.
+func (s *Server) putOrg(ctx context.Context, in *putOrgInput) (*orgOutput, error) {
+	b := in.Body
+	var jwks []byte
+	if b.JWKS != nil {
+		var err error
+		if jwks, err = json.Marshal(b.JWKS); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	o, created, err := s.ledger.PutOrg(ctx, principal(ctx), in.ID, ledger.OrgInput{
+		Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, JWKSURL: b.JWKSURL, AgentCardURL: b.AgentCardURL,
+		AllowedHosts: b.AllowedHosts, RequireSignedReceipts: b.RequireSignedReceipts,
+	})
+	if pc, ok := pendingOf(err); ok {
+		body := orgBody(o)
+		body.ID, body.PendingChange = in.ID, pc
+		return &orgOutput{Status: http.StatusAccepted, Body: body}, nil
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &orgOutput{Status: createdStatus(created), Body: orgBody(o)}, nil
+}
+
+// getOrg serves GET /admin/v1/orgs/{id}: get a remote org.
+func (s *Server) getOrg(ctx context.Context, in *idPathInput) (*orgOutput, error) {
+	o, err := s.ledger.GetOrg(ctx, principal(ctx), in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &orgOutput{Status: http.StatusOK, Body: orgBody(o)}, nil
 }
 
 type putTaskClassInput struct {
@@ -175,138 +270,70 @@ type putTaskClassInput struct {
 	}
 }
 
-func createdStatus(created bool) int {
-	if created {
-		return http.StatusCreated
-	}
-	return http.StatusOK
+type taskClassOutput struct {
+	Status int
+	Body   TaskClassBody
 }
 
-func (s *Server) registerAdmin() {
-	tags := []string{"admin"}
-	huma.Register(s.api, huma.Operation{
-		OperationID: "put-budget", Method: http.MethodPut, Path: "/admin/v1/budgets/{id}", Tags: tags,
-		Summary: "Create a budget or change its funding or tenants", Security: bearerAuth,
-	}, func(ctx context.Context, in *putBudgetInput) (*budgetOutput, error) {
-		b, created, err := s.ledger.PutBudget(ctx, principal(ctx), in.ID, ledger.BudgetInput{
-			Currency: in.Body.Currency, FundedMinor: in.Body.FundedMinor, Tenants: in.Body.Tenants,
-		})
-		if pc, ok := pendingOf(err); ok {
-			body := budgetView(b)
-			body.PendingChange = pc
-			return &budgetOutput{Status: http.StatusAccepted, Body: body}, nil
-		}
+// putTaskClass serves PUT /admin/v1/task-classes/{name}: register or replace
+// a task class.
+func (s *Server) putTaskClass(ctx context.Context, in *putTaskClassInput) (*taskClassOutput, error) {
+	timeout, err := time.ParseDuration(in.Body.CompensationTimeout)
+	if err != nil {
+		return nil, s.fail(ctx, ledger.Invalid("compensation_timeout", "must be a Go duration such as 72h or 90m"))
+	}
+	gate := make([]ledger.TaskStatus, 0, len(in.Body.GateOn))
+	for _, raw := range in.Body.GateOn {
+		st, err := ledger.ParseTaskStatus(raw)
 		if err != nil {
-			return nil, s.fail(ctx, err)
+			return nil, s.fail(ctx, ledger.Invalid("gate_on", "may contain only canceled and failed"))
 		}
-		return &budgetOutput{Status: createdStatus(created), Body: budgetView(b)}, nil
+		gate = append(gate, st)
+	}
+	c, err := s.ledger.PutTaskClass(ctx, principal(ctx), ledger.TaskClass{
+		Name: in.Name, EffectCapable: in.Body.EffectCapable, GateOn: gate, CompensationTimeout: timeout,
 	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "get-budget", Method: http.MethodGet, Path: "/admin/v1/budgets/{id}", Tags: tags,
-		Summary: "Get a budget", Security: bearerAuth,
-	}, func(ctx context.Context, in *idPathInput) (*budgetOutput, error) {
-		b, err := s.ledger.GetBudget(ctx, principal(ctx), in.ID)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &budgetOutput{Status: http.StatusOK, Body: budgetView(b)}, nil
-	})
+	if pc, ok := pendingOf(err); ok {
+		body := taskClassBody(c)
+		body.Name, body.PendingChange = in.Name, pc
+		return &taskClassOutput{Status: http.StatusAccepted, Body: body}, nil
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &taskClassOutput{Status: http.StatusOK, Body: taskClassBody(c)}, nil
+}
 
-	huma.Register(s.api, huma.Operation{
-		OperationID: "put-org", Method: http.MethodPut, Path: "/admin/v1/orgs/{id}", Tags: tags,
-		Summary: "Register a remote org or replace its registration", Security: bearerAuth,
-	}, func(ctx context.Context, in *putOrgInput) (*orgOutput, error) {
-		b := in.Body
-		var jwks []byte
-		if b.JWKS != nil {
-			var err error
-			if jwks, err = json.Marshal(b.JWKS); err != nil {
-				return nil, s.fail(ctx, err)
-			}
-		}
-		o, created, err := s.ledger.PutOrg(ctx, principal(ctx), in.ID, ledger.OrgInput{
-			Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, JWKSURL: b.JWKSURL, AgentCardURL: b.AgentCardURL,
-			AllowedHosts: b.AllowedHosts, RequireSignedReceipts: b.RequireSignedReceipts,
-		})
-		if pc, ok := pendingOf(err); ok {
-			body := orgBody(o)
-			body.ID, body.PendingChange = in.ID, pc
-			return &orgOutput{Status: http.StatusAccepted, Body: body}, nil
-		}
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &orgOutput{Status: createdStatus(created), Body: orgBody(o)}, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "get-org", Method: http.MethodGet, Path: "/admin/v1/orgs/{id}", Tags: tags,
-		Summary: "Get a remote org", Security: bearerAuth,
-	}, func(ctx context.Context, in *idPathInput) (*orgOutput, error) {
-		o, err := s.ledger.GetOrg(ctx, principal(ctx), in.ID)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &orgOutput{Status: http.StatusOK, Body: orgBody(o)}, nil
-	})
+type namePathInput struct {
+	Name string `path:"name" maxLength:"64"`
+}
 
-	huma.Register(s.api, huma.Operation{
-		OperationID: "put-task-class", Method: http.MethodPut, Path: "/admin/v1/task-classes/{name}", Tags: tags,
-		Summary: "Register or replace a task class", Security: bearerAuth,
-	}, func(ctx context.Context, in *putTaskClassInput) (*taskClassOutput, error) {
-		timeout, err := time.ParseDuration(in.Body.CompensationTimeout)
-		if err != nil {
-			return nil, s.fail(ctx, ledger.Invalid("compensation_timeout", "must be a Go duration such as 72h or 90m"))
-		}
-		gate := make([]ledger.TaskStatus, 0, len(in.Body.GateOn))
-		for _, raw := range in.Body.GateOn {
-			st, err := ledger.ParseTaskStatus(raw)
-			if err != nil {
-				return nil, s.fail(ctx, ledger.Invalid("gate_on", "may contain only canceled and failed"))
-			}
-			gate = append(gate, st)
-		}
-		c, err := s.ledger.PutTaskClass(ctx, principal(ctx), ledger.TaskClass{
-			Name: in.Name, EffectCapable: in.Body.EffectCapable, GateOn: gate, CompensationTimeout: timeout,
-		})
-		if pc, ok := pendingOf(err); ok {
-			body := taskClassBody(c)
-			body.Name, body.PendingChange = in.Name, pc
-			return &taskClassOutput{Status: http.StatusAccepted, Body: body}, nil
-		}
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &taskClassOutput{Status: http.StatusOK, Body: taskClassBody(c)}, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "get-task-class", Method: http.MethodGet, Path: "/admin/v1/task-classes/{name}", Tags: tags,
-		Summary: "Get a task class", Security: bearerAuth,
-	}, func(ctx context.Context, in *namePathInput) (*taskClassOutput, error) {
-		c, err := s.ledger.GetTaskClass(ctx, principal(ctx), in.Name)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &taskClassOutput{Status: http.StatusOK, Body: taskClassBody(c)}, nil
-	})
+// getTaskClass serves GET /admin/v1/task-classes/{name}: get a task class.
+func (s *Server) getTaskClass(ctx context.Context, in *namePathInput) (*taskClassOutput, error) {
+	c, err := s.ledger.GetTaskClass(ctx, principal(ctx), in.Name)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &taskClassOutput{Status: http.StatusOK, Body: taskClassBody(c)}, nil
+}
 
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-task-classes", Method: http.MethodGet, Path: "/admin/v1/task-classes", Tags: tags,
-		Summary: "List the registered task classes",
-		Description: "Every registered task class, by name. A delegation whose class is not listed is treated as " +
-			"effect-capable, gated on canceled and failed, with the default compensation timeout (72h).",
-		Security: bearerAuth,
-	}, func(ctx context.Context, _ *struct{}) (*taskClassListOutput, error) {
-		cs, err := s.ledger.ListTaskClasses(ctx, principal(ctx))
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &taskClassListOutput{}
-		out.Body.TaskClasses = make([]TaskClassBody, len(cs))
-		for i, c := range cs {
-			out.Body.TaskClasses[i] = taskClassBody(c)
-		}
-		return out, nil
-	})
-	s.registerTaskClassPolicies()
-	s.registerPrincipals()
+type taskClassListOutput struct {
+	Body struct {
+		TaskClasses []TaskClassBody `json:"task_classes"`
+	}
+}
+
+// listTaskClasses serves GET /admin/v1/task-classes: list the registered
+// task classes.
+func (s *Server) listTaskClasses(ctx context.Context, _ *struct{}) (*taskClassListOutput, error) {
+	cs, err := s.ledger.ListTaskClasses(ctx, principal(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &taskClassListOutput{}
+	out.Body.TaskClasses = make([]TaskClassBody, len(cs))
+	for i, c := range cs {
+		out.Body.TaskClasses[i] = taskClassBody(c)
+	}
+	return out, nil
 }

@@ -216,31 +216,39 @@ func principal(ctx context.Context) ledger.Principal {
 // fail maps a domain error to its problem.
 func (s *Server) fail(ctx context.Context, err error) error { return problemFor(ctx, s.log, err) }
 
+// registerHealth is the route table of the liveness and readiness probes.
+func (s *Server) registerHealth() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"health"},
+		Summary: "Liveness: the process is up",
+	}, s.healthz)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"health"},
+		Summary: "Readiness: the database is reachable and fully migrated",
+	}, s.readyz)
+}
+
 type healthOutput struct {
 	Body struct {
 		Status string `json:"status" example:"ok"`
 	}
 }
 
-func (s *Server) registerHealth() {
-	huma.Register(s.api, huma.Operation{
-		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"health"},
-		Summary: "Liveness: the process is up",
-	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-		out := &healthOutput{}
-		out.Body.Status = "ok"
-		return out, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"health"},
-		Summary: "Readiness: the database is reachable and fully migrated",
-	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-		if err := s.ready(ctx); err != nil {
-			s.log.WarnContext(ctx, "not ready", slog.Any("error", err))
-			return nil, newProblem(http.StatusServiceUnavailable, "not_ready", "the database is unreachable or not migrated")
-		}
-		out := &healthOutput{}
-		out.Body.Status = "ready"
-		return out, nil
-	})
+// healthz serves GET /healthz: liveness: the process is up.
+func (s *Server) healthz(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+	out := &healthOutput{}
+	out.Body.Status = "ok"
+	return out, nil
+}
+
+// readyz serves GET /readyz: readiness: the database is reachable and fully
+// migrated.
+func (s *Server) readyz(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+	if err := s.ready(ctx); err != nil {
+		s.log.WarnContext(ctx, "not ready", slog.Any("error", err))
+		return nil, newProblem(http.StatusServiceUnavailable, "not_ready", "the database is unreachable or not migrated")
+	}
+	out := &healthOutput{}
+	out.Body.Status = "ready"
+	return out, nil
 }

@@ -34,24 +34,6 @@ func checkpointBody(c audit.Checkpoint) CheckpointBody {
 	}
 }
 
-type checkpointOutput struct {
-	Status int
-	Body   CheckpointBody
-}
-
-type listCheckpointsInput struct {
-	After int64 `query:"after" minimum:"0" doc:"Only checkpoints with a larger id."`
-	Limit int   `query:"limit" minimum:"0" maximum:"500" doc:"At most this many (default 50)."`
-}
-
-type listCheckpointsOutput struct {
-	Body struct {
-		Checkpoints []CheckpointBody `json:"checkpoints"`
-		// NextAfter is the after of the next page; empty on the last.
-		NextAfter string `json:"next_after,omitempty" doc:"Pass as after for the next page; absent on the last page."`
-	}
-}
-
 // registerCheckpoints serves the signed checkpoints, when the ledger makes
 // them.
 func (s *Server) registerCheckpoints() {
@@ -67,43 +49,73 @@ func (s *Server) registerCheckpoints() {
 			"stream moved. 409 checkpoints_unavailable without a signing key; 409 checkpoint_held_back when a transaction held " +
 			"open on the database server keeps events committed before the request from being covered for over 10 s.",
 		Security: bearerAuth, DefaultStatus: http.StatusCreated,
-	}, func(ctx context.Context, _ *struct{}) (*checkpointOutput, error) {
-		c, err := s.checkpoints.Create(ctx, principal(ctx))
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &checkpointOutput{Status: http.StatusCreated, Body: checkpointBody(c)}, nil
-	})
+	}, s.createCheckpoint)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "latest-checkpoint", Method: http.MethodGet, Path: "/v1/checkpoints/latest", Tags: tags,
 		Summary: "The newest signed checkpoint (finance, on-call); 404 before the first", Security: bearerAuth,
-	}, func(ctx context.Context, _ *struct{}) (*checkpointOutput, error) {
-		c, err := s.checkpoints.Latest(ctx, principal(ctx))
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &checkpointOutput{Status: http.StatusOK, Body: checkpointBody(c)}, nil
-	})
+	}, s.latestCheckpoint)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-checkpoints", Method: http.MethodGet, Path: "/v1/checkpoints", Tags: tags,
 		Summary: "Signed checkpoints, oldest first (finance, on-call)", Security: bearerAuth,
-	}, func(ctx context.Context, in *listCheckpointsInput) (*listCheckpointsOutput, error) {
-		list, err := s.checkpoints.List(ctx, principal(ctx), in.After, in.Limit)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &listCheckpointsOutput{}
-		out.Body.Checkpoints = make([]CheckpointBody, len(list))
-		for i, c := range list {
-			out.Body.Checkpoints[i] = checkpointBody(c)
-		}
-		limit := in.Limit
-		if limit == 0 {
-			limit = 50
-		}
-		if n := len(list); n > 0 && n == limit {
-			out.Body.NextAfter = strconv.FormatInt(list[n-1].ID, 10)
-		}
-		return out, nil
-	})
+	}, s.listCheckpoints)
+}
+
+type checkpointOutput struct {
+	Status int
+	Body   CheckpointBody
+}
+
+// createCheckpoint serves POST /admin/v1/checkpoints: sign a checkpoint now,
+// covering every event committed before the request (on-call).
+func (s *Server) createCheckpoint(ctx context.Context, _ *struct{}) (*checkpointOutput, error) {
+	c, err := s.checkpoints.Create(ctx, principal(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &checkpointOutput{Status: http.StatusCreated, Body: checkpointBody(c)}, nil
+}
+
+// latestCheckpoint serves GET /v1/checkpoints/latest: the newest signed
+// checkpoint (finance, on-call); 404 before the first.
+func (s *Server) latestCheckpoint(ctx context.Context, _ *struct{}) (*checkpointOutput, error) {
+	c, err := s.checkpoints.Latest(ctx, principal(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &checkpointOutput{Status: http.StatusOK, Body: checkpointBody(c)}, nil
+}
+
+type listCheckpointsInput struct {
+	After int64 `query:"after" minimum:"0" doc:"Only checkpoints with a larger id."`
+	Limit int   `query:"limit" minimum:"0" maximum:"500" doc:"At most this many (default 50)."`
+}
+
+type listCheckpointsOutput struct {
+	Body struct {
+		Checkpoints []CheckpointBody `json:"checkpoints"`
+		// NextAfter is the after of the next page; empty on the last.
+		NextAfter string `json:"next_after,omitempty" doc:"Pass as after for the next page; absent on the last page."`
+	}
+}
+
+// listCheckpoints serves GET /v1/checkpoints: signed checkpoints, oldest
+// first (finance, on-call).
+func (s *Server) listCheckpoints(ctx context.Context, in *listCheckpointsInput) (*listCheckpointsOutput, error) {
+	list, err := s.checkpoints.List(ctx, principal(ctx), in.After, in.Limit)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &listCheckpointsOutput{}
+	out.Body.Checkpoints = make([]CheckpointBody, len(list))
+	for i, c := range list {
+		out.Body.Checkpoints[i] = checkpointBody(c)
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if n := len(list); n > 0 && n == limit {
+		out.Body.NextAfter = strconv.FormatInt(list[n-1].ID, 10)
+	}
+	return out, nil
 }

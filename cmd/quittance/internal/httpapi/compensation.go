@@ -68,38 +68,11 @@ type SweepBody struct {
 	Moved int `json:"moved" doc:"How many obligations moved from revocation_pending_compensation to compensation_unconfirmed. Holds stay active."`
 }
 
-type sweepOutput struct {
-	Body SweepBody
-}
-
-type revokeIdentityInput struct {
-	ID   string `path:"id" maxLength:"128" doc:"The org id."`
-	Body struct {
-		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the org's agent identity is no longer trusted."`
-	}
-}
-
 // RevokeIdentityBody is the org after its identity was revoked and how many
 // obligations were escalated.
 type RevokeIdentityBody struct {
 	Org       OrgBody `json:"org"`
 	Escalated int     `json:"escalated" doc:"Open obligations (held, revocation_pending_compensation, compensation_unconfirmed) moved to escalated. Holds stay active."`
-}
-
-type revokeIdentityOutput struct {
-	Body RevokeIdentityBody
-}
-
-type writeOffRequestInput struct {
-	ID   string `path:"id" doc:"The delegation id (a UUID)."`
-	Body struct {
-		Reason    string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the loss is accepted."`
-		Reference string `json:"reference,omitempty" maxLength:"256" doc:"An external reference: ticket, incident."`
-	}
-}
-
-type writeOffPathInput struct {
-	ID string `path:"id" doc:"The write-off id (a UUID)."`
 }
 
 // WriteOffBody is a write-off.
@@ -148,17 +121,14 @@ func writeOffResultBody(r compensation.WriteOffResult) WriteOffBody {
 	return b
 }
 
-type writeOffOutput struct {
-	Status int
-	Body   WriteOffBody
-}
-
 const evidenceDescription = `The body is a compact JWS (Content-Type: application/jose, at most 16 KiB). No bearer token: the signature, by a key registered for the org that owns the delegation, is the credential. The delegation is found by the token's (iss, sub) and, when delegations of more than one tenant record that task id, by the compensation idempotency key the token carries.
 
 200 with the delegation's id alone (id) when the token is accepted — nothing else of the delegation, which is the delegator's; the evidence.outcome member and the Quittance-Evidence-Outcome header say what became of it: applied (the obligation moved), duplicate (this exact token, or evidence with the same compensation idempotency key and the same payload — kind and receipt id — was accepted before: the same result, nothing changed), received (the obligation is still held: the remote task has not ended as far as the ledger knows; the evidence is kept, recorded as an evidence_received event, and applied when the canceled or failed status that calls for it is observed — held goes straight to compensated or released; if the task completes instead it is listed as an unused_early_evidence anomaly) or late_evidence (the obligation had already ended, e.g. been written off: the token is recorded as a late_evidence event for reconciliation and not applied — the state is unchanged).
 
 Refusals are problem+json and change nothing; no refusal is appended to a delegation's chain. The signature is checked first, with the keys of the org the token's iss names, and every refusal decided before the token verified and matched a delegation is the same 401 with code token_refused and one fixed detail, whatever the reason — malformed, bad or missing signature, unknown or unusable key, wrong typ, aud or iss, expired, not yet valid, too long-lived, missing claims, an iss naming no registered org or a revoked one, a sub naming no delegation — and whether the org, the task or the delegation exists or is revoked; each costs the same signature verification, against a decoy key when there is no usable key (only a kid unknown to an org whose keys come from a JWKS URL takes longer: the ledger reads the org again and may fetch that URL, at most once per org per QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL, a minute by default). The reason stays with the ledger: it is logged, counted per org and reason (quittance_evidence_tokens_refused_total, and refused_tokens in /v1/anomalies with the last samples, each by the token's sha256). Only a token that verified, and so comes from the org whose task it names, is told more about that task: 409 token_replayed (its jti was used for another token) and evidence_not_expected (an escalated obligation); 422 token_idempotency_key_mismatch (not the delegation's compensation idempotency key), token_idempotency_key_required (the task id is recorded by more than one tenant and the token carries no idempotency_key), token_amount_invalid (reversed_amount_minor over the hold) and evidence_conflict (evidence with the same compensation idempotency key and another payload was accepted before; recorded as an evidence_conflict event holding the verified token, and listed as an anomaly). Decided from the request alone: 413 token_too_large (or body_too_large) over 16 KiB, 415 for another content type. The endpoints are rate limited per client address (429 rate_limited, with Retry-After), a bearer token or not.`
 
+// registerCompensation is the route table of compensation: the evidence
+// remote orgs post, the sweep, identity revocation and write-offs.
 func (s *Server) registerCompensation() {
 	if s.compensation == nil {
 		return
@@ -175,23 +145,9 @@ func (s *Server) registerCompensation() {
 		}
 	}
 	huma.Register(s.api, evidenceOp("post-compensation-ack", "/v1/compensation/acks",
-		"Acknowledge compensation (typ compensation-ack+jwt)"),
-		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
-			res, err := s.compensation.SubmitAck(ctx, in.RawBody, clientAddress(ctx))
-			if err != nil {
-				return nil, s.fail(ctx, err)
-			}
-			return evidenceOutputOf(res), nil
-		})
+		"Acknowledge compensation (typ compensation-ack+jwt)"), s.postCompensationAck)
 	huma.Register(s.api, evidenceOp("post-compensation-declaration", "/v1/compensation/declarations",
-		"Declare that no compensation is required (typ no-compensation-required+jwt)"),
-		func(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
-			res, err := s.compensation.SubmitDeclaration(ctx, in.RawBody, clientAddress(ctx))
-			if err != nil {
-				return nil, s.fail(ctx, err)
-			}
-			return evidenceOutputOf(res), nil
-		})
+		"Declare that no compensation is required (typ no-compensation-required+jwt)"), s.postCompensationDeclaration)
 
 	admin := []string{"admin"}
 	huma.Register(s.api, huma.Operation{
@@ -199,26 +155,14 @@ func (s *Server) registerCompensation() {
 		Summary:     "Move obligations past their compensation deadline to compensation_unconfirmed",
 		Description: "Runs the periodic sweep now (on-call); the events it causes name the caller as their actor. Holds stay active: a deadline never releases money.",
 		Security:    bearerAuth,
-	}, func(ctx context.Context, _ *struct{}) (*sweepOutput, error) {
-		n, err := s.compensation.SweepNow(ctx, principal(ctx))
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &sweepOutput{Body: SweepBody{Moved: n}}, nil
-	})
+	}, s.sweepCompensation)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "revoke-org-identity", Method: http.MethodPost, Path: "/admin/v1/orgs/{id}/revoke-identity", Tags: admin,
 		Summary:     "Revoke a remote org's agent identity and escalate its open obligations",
 		Description: "On-call. Marks the identity revoked (its tokens are refused from now on) and, in the same transaction, moves every held, revocation_pending_compensation and compensation_unconfirmed obligation of the org to escalated, holds intact. 409 identity_already_revoked if it already is.",
 		Security:    bearerAuth,
-	}, func(ctx context.Context, in *revokeIdentityInput) (*revokeIdentityOutput, error) {
-		o, n, err := s.compensation.RevokeIdentity(ctx, principal(ctx), in.ID, in.Body.Reason)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &revokeIdentityOutput{Body: RevokeIdentityBody{Org: orgBody(o), Escalated: n}}, nil
-	})
+	}, s.revokeOrgIdentity)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "request-write-off", Method: http.MethodPost, Path: "/admin/v1/delegations/{id}/write-offs", Tags: admin,
@@ -226,19 +170,7 @@ func (s *Server) registerCompensation() {
 		Description: "On-call, with a reason. Allowed from revocation_pending_compensation, compensation_unconfirmed and escalated (else 409 write_off_not_allowed). " +
 			"At or below the approval threshold it executes at once (status executed, the hold becomes written off); above it, status pending_approval until a different on-call identity approves it.",
 		Security: bearerAuth, DefaultStatus: http.StatusCreated,
-	}, func(ctx context.Context, in *writeOffRequestInput) (*writeOffOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		res, err := s.compensation.RequestWriteOff(ctx, principal(ctx), id, compensation.WriteOffInput{
-			Reason: in.Body.Reason, Reference: in.Body.Reference,
-		})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &writeOffOutput{Status: http.StatusCreated, Body: writeOffResultBody(res)}, nil
-	})
+	}, s.requestWriteOff)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "approve-write-off", Method: http.MethodPost, Path: "/admin/v1/write-offs/{id}/approve", Tags: admin,
@@ -246,32 +178,127 @@ func (s *Server) registerCompensation() {
 		Description: "On-call, by a different person than the requester (else 403 self_approval): another credential of the requester, or another principal linked to theirs through an OpenID Connect identity, is the same person. 409 write_off_not_pending if it is not pending; " +
 			"409 write_off_not_allowed if the obligation meanwhile left the write-off states (e.g. an ack arrived) — the write-off is then voided.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		res, err := s.compensation.ApproveWriteOff(ctx, principal(ctx), id)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &writeOffOutput{Status: http.StatusOK, Body: writeOffResultBody(res)}, nil
-	})
+	}, s.approveWriteOff)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-write-off", Method: http.MethodGet, Path: "/admin/v1/write-offs/{id}", Tags: admin,
 		Summary: "Get a write-off", Security: bearerAuth,
-	}, func(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		w, err := s.compensation.GetWriteOff(ctx, principal(ctx), id)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &writeOffOutput{Status: http.StatusOK, Body: writeOffBody(w)}, nil
+	}, s.getWriteOff)
+}
+
+// postCompensationAck serves POST /v1/compensation/acks: a remote org's
+// signed compensation ack.
+func (s *Server) postCompensationAck(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
+	res, err := s.compensation.SubmitAck(ctx, in.RawBody, clientAddress(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return evidenceOutputOf(res), nil
+}
+
+// postCompensationDeclaration serves POST /v1/compensation/declarations: a
+// remote org's signed declaration that no compensation is required.
+func (s *Server) postCompensationDeclaration(ctx context.Context, in *evidenceInput) (*evidenceOutput, error) {
+	res, err := s.compensation.SubmitDeclaration(ctx, in.RawBody, clientAddress(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return evidenceOutputOf(res), nil
+}
+
+type sweepOutput struct {
+	Body SweepBody
+}
+
+// sweepCompensation serves POST /admin/v1/compensation/sweep: move
+// obligations past their compensation deadline to compensation_unconfirmed.
+func (s *Server) sweepCompensation(ctx context.Context, _ *struct{}) (*sweepOutput, error) {
+	n, err := s.compensation.SweepNow(ctx, principal(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &sweepOutput{Body: SweepBody{Moved: n}}, nil
+}
+
+type revokeIdentityInput struct {
+	ID   string `path:"id" maxLength:"128" doc:"The org id."`
+	Body struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the org's agent identity is no longer trusted."`
+	}
+}
+
+type revokeIdentityOutput struct {
+	Body RevokeIdentityBody
+}
+
+// revokeOrgIdentity serves POST /admin/v1/orgs/{id}/revoke-identity: revoke
+// a remote org's agent identity and escalate its open obligations.
+func (s *Server) revokeOrgIdentity(ctx context.Context, in *revokeIdentityInput) (*revokeIdentityOutput, error) {
+	o, n, err := s.compensation.RevokeIdentity(ctx, principal(ctx), in.ID, in.Body.Reason)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &revokeIdentityOutput{Body: RevokeIdentityBody{Org: orgBody(o), Escalated: n}}, nil
+}
+
+type writeOffRequestInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		Reason    string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the loss is accepted."`
+		Reference string `json:"reference,omitempty" maxLength:"256" doc:"An external reference: ticket, incident."`
+	}
+}
+
+type writeOffOutput struct {
+	Status int
+	Body   WriteOffBody
+}
+
+// requestWriteOff serves POST /admin/v1/delegations/{id}/write-offs: write
+// an obligation off.
+func (s *Server) requestWriteOff(ctx context.Context, in *writeOffRequestInput) (*writeOffOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.compensation.RequestWriteOff(ctx, principal(ctx), id, compensation.WriteOffInput{
+		Reason: in.Body.Reason, Reference: in.Body.Reference,
 	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &writeOffOutput{Status: http.StatusCreated, Body: writeOffResultBody(res)}, nil
+}
+
+type writeOffPathInput struct {
+	ID string `path:"id" doc:"The write-off id (a UUID)."`
+}
+
+// approveWriteOff serves POST /admin/v1/write-offs/{id}/approve: approve a
+// pending write-off (four eyes).
+func (s *Server) approveWriteOff(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.compensation.ApproveWriteOff(ctx, principal(ctx), id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &writeOffOutput{Status: http.StatusOK, Body: writeOffResultBody(res)}, nil
+}
+
+// getWriteOff serves GET /admin/v1/write-offs/{id}: get a write-off.
+func (s *Server) getWriteOff(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.compensation.GetWriteOff(ctx, principal(ctx), id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &writeOffOutput{Status: http.StatusOK, Body: writeOffBody(w)}, nil
 }
 
 func evidenceOutputOf(res compensation.EvidenceResult) *evidenceOutput {

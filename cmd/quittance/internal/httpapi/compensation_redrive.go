@@ -9,13 +9,6 @@ import (
 	"github.com/quittance/quittance/compensation"
 )
 
-type compensationRedriveInput struct {
-	ID   string `path:"id" doc:"The delegation id (a UUID)."`
-	Body struct {
-		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why compensation is asked for again."`
-	}
-}
-
 // registerCompensationRedrive registers the on-call redrive of compensation.
 func (s *Server) registerCompensationRedrive() {
 	huma.Register(s.api, huma.Operation{
@@ -25,15 +18,26 @@ func (s *Server) registerCompensationRedrive() {
 			"records a compensation_redriven event and queues a new series of compensation requests with the same idempotency key. " +
 			"The obligation stays compensation_unconfirmed, hold active, until evidence arrives.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *compensationRedriveInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.compensation.Redrive(ctx, principal(ctx), id, compensation.RedriveInput{Reason: in.Body.Reason})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
-	})
+	}, s.redriveCompensation)
+}
+
+type compensationRedriveInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why compensation is asked for again."`
+	}
+}
+
+// redriveCompensation serves POST
+// /admin/v1/delegations/{id}/compensation/redrive: redrive compensation.
+func (s *Server) redriveCompensation(ctx context.Context, in *compensationRedriveInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.compensation.Redrive(ctx, principal(ctx), id, compensation.RedriveInput{Reason: in.Body.Reason})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
 }

@@ -118,25 +118,6 @@ func remoteTaskBodies(tasks []delegate.RemoteTask) []RemoteTaskBody {
 	return out
 }
 
-type delegationOutput struct {
-	Status int
-	Body   DelegationBody
-}
-
-type createDelegationInput struct {
-	Body struct {
-		BusinessOperationID string        `json:"business_operation_id" minLength:"1" maxLength:"200" doc:"The orchestrator's id for this operation; creation is idempotent per tenant on it."`
-		OrgID               string        `json:"org_id" doc:"The remote org the work is delegated to."`
-		TaskClass           string        `json:"task_class" doc:"The kind of work; unknown classes are treated as effect-capable."`
-		BudgetID            string        `json:"budget_id"`
-		Hold                MoneyBody     `json:"hold"`
-		Remote              *RemoteBody   `json:"remote,omitempty" doc:"The remote task the orchestrator created itself. Exactly one of remote and dispatch."`
-		Dispatch            *DispatchBody `json:"dispatch,omitempty" doc:"Work for Quittance to send to the org's agent over A2A after placing the hold. Exactly one of remote and dispatch."`
-		ContextFrom         string        `json:"context_from,omitempty" format:"uuid" doc:"A delegation with the same org whose remote context the new task is sent in (a refinement of its work)."`
-		References          []string      `json:"references,omitempty" maxItems:"16" doc:"Delegations with the same org whose remote tasks the new task references (A2A referenceTaskIds)."`
-	}
-}
-
 // LinksBody shows a delegation's links both ways.
 type LinksBody struct {
 	ContextFrom     string   `json:"context_from,omitempty" doc:"The delegation whose remote context this one was sent in."`
@@ -218,33 +199,135 @@ type DispatchBody struct {
 	Message map[string]any `json:"message" doc:"The A2A message to send: {\"parts\": [...], \"metadata\": {...}}, parts in the A2A v1.0 shape (text, data, url or raw). Quittance sets its messageId (stable per delegation), role and push notification config."`
 }
 
+// eventRecords returns events in their published form.
+func eventRecords(events []ledger.Event) []EventRecord {
+	out := make([]EventRecord, len(events))
+	for i, e := range events {
+		out[i] = eventRecord(e)
+	}
+	return out
+}
+
+// registerDelegations is the route table of the delegation endpoints the
+// orchestrators call.
+func (s *Server) registerDelegations() {
+	tags := []string{"delegations"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-delegation", Method: http.MethodPost, Path: "/v1/delegations", Tags: tags,
+		Summary: "Record a delegation and hold its budget",
+		Description: "Idempotent per tenant on business_operation_id: the same request again returns 200 and the same delegation, with no second hold; the same id with a different request is 422. " +
+			"A remote task id is unique per tenant and org: 409 remote_task_taken when another delegation of this tenant records it (another tenant's delegation with the same id is no obstacle, and is not revealed).",
+		Security: bearerAuth, DefaultStatus: http.StatusCreated,
+	}, s.createDelegation)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-delegation", Method: http.MethodGet, Path: "/v1/delegations/{id}", Tags: tags,
+		Summary: "Get a delegation", Security: bearerAuth,
+	}, s.getDelegation)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-delegations", Method: http.MethodGet, Path: "/v1/delegations", Tags: tags,
+		Summary: "List delegations, newest first", Security: bearerAuth,
+	}, s.listDelegations)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "report-task-status", Method: http.MethodPost, Path: "/v1/delegations/{id}/task-status", Tags: tags,
+		Summary:     "Report the remote task's status",
+		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation. With state completed, settled_amount_minor (0 to the hold) spends that much and returns the rest; more than the hold is 422 and nothing changes; given when the report does not settle a held obligation (nor repeats the one that did) it is 409 settlement_not_applicable. A report dated later than now plus one minute is taken as dated now (reported_timestamp on its event). On a delegation Quittance dispatched, every report is the orchestrator's word only: it is recorded as a task_status_reported event, changes neither the task status, nor the obligation, nor the money, and asks Quittance to observe the remote task itself at once; the answer is 200 with the delegation as it stands.",
+		Security:    bearerAuth,
+	}, s.reportTaskStatus)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "change-hold", Method: http.MethodPatch, Path: "/v1/delegations/{id}/hold", Tags: tags,
+		Summary:     "Raise or lower the hold of a held obligation",
+		Description: "A hold is a cap on what the work may cost. While the obligation is held, a raise holds the difference from the budget (422 insufficient_funds, nothing changed, when it is not available) and a cut returns it; a hold_changed event records the old and the new amount. The same amount again changes nothing. In any other state: 409 hold_not_changeable. On a delegation Quittance dispatched, a cut is 409 hold_lower_refused (nothing changed) once the dispatch may have been sent, while it is unknown or after a cancel request: only what Quittance observes at the remote returns money.",
+		Security:    bearerAuth,
+	}, s.changeHold)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "cancel-delegation", Method: http.MethodPost, Path: "/v1/delegations/{id}/cancel", Tags: tags,
+		Summary:     "Request revocation of the delegated task",
+		Description: "Records the cancel request. The hold stays until the remote task's terminal status and, where the gate applies, compensation evidence.",
+		Security:    bearerAuth,
+	}, s.cancelDelegation)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-delegation-events", Method: http.MethodGet, Path: "/v1/delegations/{id}/events", Tags: tags,
+		Summary:     "The delegation's audit events, oldest first",
+		Description: "With stream=true (or Accept: text/event-stream) the events are served as a replayable Server-Sent Events stream instead: see GET /v1/events.",
+		Security:    bearerAuth,
+	}, s.listDelegationEvents)
+}
+
+type createDelegationInput struct {
+	Body struct {
+		BusinessOperationID string        `json:"business_operation_id" minLength:"1" maxLength:"200" doc:"The orchestrator's id for this operation; creation is idempotent per tenant on it."`
+		OrgID               string        `json:"org_id" doc:"The remote org the work is delegated to."`
+		TaskClass           string        `json:"task_class" doc:"The kind of work; unknown classes are treated as effect-capable."`
+		BudgetID            string        `json:"budget_id"`
+		Hold                MoneyBody     `json:"hold"`
+		Remote              *RemoteBody   `json:"remote,omitempty" doc:"The remote task the orchestrator created itself. Exactly one of remote and dispatch."`
+		Dispatch            *DispatchBody `json:"dispatch,omitempty" doc:"Work for Quittance to send to the org's agent over A2A after placing the hold. Exactly one of remote and dispatch."`
+		ContextFrom         string        `json:"context_from,omitempty" format:"uuid" doc:"A delegation with the same org whose remote context the new task is sent in (a refinement of its work)."`
+		References          []string      `json:"references,omitempty" maxItems:"16" doc:"Delegations with the same org whose remote tasks the new task references (A2A referenceTaskIds)."`
+	}
+}
+
+type delegationOutput struct {
+	Status int
+	Body   DelegationBody
+}
+
+// createDelegation serves POST /v1/delegations: record a delegation and hold
+// its budget.
+func (s *Server) createDelegation(ctx context.Context, in *createDelegationInput) (*delegationOutput, error) {
+	b := in.Body
+	from, refs, err := linkIDs(b.ContextFrom, b.References)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	d, created, err := s.ledger.CreateDelegation(ctx, principal(ctx), ledger.CreateInput{
+		BusinessOperationID: b.BusinessOperationID, OrgID: b.OrgID, TaskClass: b.TaskClass, BudgetID: b.BudgetID,
+		Hold:        ledger.Money{AmountMinor: b.Hold.AmountMinor, Currency: b.Hold.Currency},
+		Remote:      remoteTask(b.Remote),
+		Dispatch:    dispatchInput(b.Dispatch),
+		ContextFrom: from, References: refs,
+	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	status := createdStatus(created)
+	body := delegationBody(d)
+	if from != uuid.Nil || len(refs) > 0 {
+		if body, err = s.withLinks(ctx, body); err != nil {
+			return nil, s.fail(ctx, err)
+		}
+	}
+	return &delegationOutput{Status: status, Body: body}, nil
+}
+
 type delegationPathInput struct {
 	ID string `path:"id" doc:"The delegation id (a UUID)."`
 }
 
-type delegationEventsInput struct {
-	ID     string `path:"id" doc:"The delegation id (a UUID)."`
-	Stream bool   `query:"stream" doc:"true: serve a replayable Server-Sent Events stream (id = the event's seq; resume with Last-Event-ID or after)."`
-	After  string `query:"after" doc:"With stream=true: resume after the event with this seq (like Last-Event-ID), or 'now' for new events only."`
-}
-
-type taskStatusInput struct {
-	ID   string `path:"id" doc:"The delegation id (a UUID)."`
-	Body struct {
-		State     string     `json:"state" doc:"The remote task state: A2A v1.0 (TASK_STATE_CANCELED) or v0.3 (canceled, input-required) names." example:"TASK_STATE_CANCELED"`
-		Timestamp *time.Time `json:"timestamp,omitempty" doc:"When the remote task entered the state (TaskStatus.timestamp); defaults to now."`
-		Message   string     `json:"message,omitempty" maxLength:"4096" doc:"The status message text, if any."`
-		// SettledAmountMinor is a pointer so that 0 (nothing spent) is told
-		// from absent (the whole hold).
-		SettledAmountMinor *int64 `json:"settled_amount_minor,omitempty" doc:"With state completed, when it settles a held obligation: how much of the hold the work cost, 0 to the hold. That much is spent and the rest returned to the budget; absent, the whole hold is spent."`
+// getDelegation serves GET /v1/delegations/{id}: get a delegation.
+func (s *Server) getDelegation(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
 	}
-}
-
-type changeHoldInput struct {
-	ID   string `path:"id" doc:"The delegation id (a UUID)."`
-	Body struct {
-		AmountMinor int64 `json:"amount_minor" doc:"The new hold, in integer minor units of the hold's currency; positive." example:"90000"`
+	d, err := s.ledger.GetDelegation(ctx, principal(ctx), id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
 	}
+	body, err := s.withLinks(ctx, delegationBody(d))
+	if err == nil {
+		body, err = s.withRemoteTasks(ctx, body)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: body}, nil
 }
 
 type listDelegationsInput struct {
@@ -262,13 +345,113 @@ type listDelegationsOutput struct {
 	}
 }
 
-// eventRecords returns events in their published form.
-func eventRecords(events []ledger.Event) []EventRecord {
-	out := make([]EventRecord, len(events))
-	for i, e := range events {
-		out[i] = eventRecord(e)
+// listDelegations serves GET /v1/delegations: list delegations, newest first.
+func (s *Server) listDelegations(ctx context.Context, in *listDelegationsInput) (*listDelegationsOutput, error) {
+	f := ledger.DelegationFilter{ObligationState: ledger.ObligationState(in.ObligationState), OrgID: in.OrgID, Limit: in.Limit}
+	if in.TaskStatus != "" {
+		st, err := ledger.ParseTaskStatus(in.TaskStatus)
+		if err != nil {
+			return nil, newProblem(http.StatusUnprocessableEntity, "unknown_task_status", err.Error(),
+				&huma.ErrorDetail{Location: "query.task_status", Message: "not an A2A task state", Value: in.TaskStatus})
+		}
+		f.TaskStatus = st
 	}
-	return out
+	if in.Cursor != "" {
+		after, err := uuid.Parse(in.Cursor)
+		if err != nil {
+			return nil, newProblem(http.StatusUnprocessableEntity, "validation_failed", "cursor is not one this API issued",
+				&huma.ErrorDetail{Location: "query.cursor", Message: "invalid cursor", Value: in.Cursor})
+		}
+		f.After = after
+	}
+	ds, err := s.ledger.ListDelegations(ctx, principal(ctx), f)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &listDelegationsOutput{}
+	out.Body.Delegations = make([]DelegationBody, len(ds))
+	for i, d := range ds {
+		out.Body.Delegations[i] = delegationBody(d)
+	}
+	if len(ds) == f.Limit && f.Limit > 0 {
+		out.Body.NextCursor = ds[len(ds)-1].ID.String()
+	}
+	return out, nil
+}
+
+type taskStatusInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		State     string     `json:"state" doc:"The remote task state: A2A v1.0 (TASK_STATE_CANCELED) or v0.3 (canceled, input-required) names." example:"TASK_STATE_CANCELED"`
+		Timestamp *time.Time `json:"timestamp,omitempty" doc:"When the remote task entered the state (TaskStatus.timestamp); defaults to now."`
+		Message   string     `json:"message,omitempty" maxLength:"4096" doc:"The status message text, if any."`
+		// SettledAmountMinor is a pointer so that 0 (nothing spent) is told
+		// from absent (the whole hold).
+		SettledAmountMinor *int64 `json:"settled_amount_minor,omitempty" doc:"With state completed, when it settles a held obligation: how much of the hold the work cost, 0 to the hold. That much is spent and the rest returned to the budget; absent, the whole hold is spent."`
+	}
+}
+
+// reportTaskStatus serves POST /v1/delegations/{id}/task-status: report the
+// remote task's status.
+func (s *Server) reportTaskStatus(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := ledger.ParseTaskStatus(in.Body.State)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	obs := compensation.Observation{Status: st, Message: in.Body.Message, Source: "api", SettledAmountMinor: in.Body.SettledAmountMinor}
+	if in.Body.Timestamp != nil {
+		obs.Timestamp = *in.Body.Timestamp
+	}
+	d, err := s.compensation.ReportTaskStatus(ctx, principal(ctx), id, obs)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+}
+
+type changeHoldInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		AmountMinor int64 `json:"amount_minor" doc:"The new hold, in integer minor units of the hold's currency; positive." example:"90000"`
+	}
+}
+
+// changeHold serves PATCH /v1/delegations/{id}/hold: raise or lower the hold
+// of a held obligation.
+func (s *Server) changeHold(ctx context.Context, in *changeHoldInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.ledger.ChangeHold(ctx, principal(ctx), id, in.Body.AmountMinor)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+}
+
+// cancelDelegation serves POST /v1/delegations/{id}/cancel: request
+// revocation of the delegated task.
+func (s *Server) cancelDelegation(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.ledger.RequestCancel(ctx, principal(ctx), id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+}
+
+type delegationEventsInput struct {
+	ID     string `path:"id" doc:"The delegation id (a UUID)."`
+	Stream bool   `query:"stream" doc:"true: serve a replayable Server-Sent Events stream (id = the event's seq; resume with Last-Event-ID or after)."`
+	After  string `query:"after" doc:"With stream=true: resume after the event with this seq (like Last-Event-ID), or 'now' for new events only."`
 }
 
 type eventsOutput struct {
@@ -277,175 +460,20 @@ type eventsOutput struct {
 	}
 }
 
-func (s *Server) registerDelegations() {
-	tags := []string{"delegations"}
-	huma.Register(s.api, huma.Operation{
-		OperationID: "create-delegation", Method: http.MethodPost, Path: "/v1/delegations", Tags: tags,
-		Summary: "Record a delegation and hold its budget",
-		Description: "Idempotent per tenant on business_operation_id: the same request again returns 200 and the same delegation, with no second hold; the same id with a different request is 422. " +
-			"A remote task id is unique per tenant and org: 409 remote_task_taken when another delegation of this tenant records it (another tenant's delegation with the same id is no obstacle, and is not revealed).",
-		Security: bearerAuth, DefaultStatus: http.StatusCreated,
-	}, func(ctx context.Context, in *createDelegationInput) (*delegationOutput, error) {
-		b := in.Body
-		from, refs, err := linkIDs(b.ContextFrom, b.References)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		d, created, err := s.ledger.CreateDelegation(ctx, principal(ctx), ledger.CreateInput{
-			BusinessOperationID: b.BusinessOperationID, OrgID: b.OrgID, TaskClass: b.TaskClass, BudgetID: b.BudgetID,
-			Hold:        ledger.Money{AmountMinor: b.Hold.AmountMinor, Currency: b.Hold.Currency},
-			Remote:      remoteTask(b.Remote),
-			Dispatch:    dispatchInput(b.Dispatch),
-			ContextFrom: from, References: refs,
-		})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		status := createdStatus(created)
-		body := delegationBody(d)
-		if from != uuid.Nil || len(refs) > 0 {
-			if body, err = s.withLinks(ctx, body); err != nil {
-				return nil, s.fail(ctx, err)
-			}
-		}
-		return &delegationOutput{Status: status, Body: body}, nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "get-delegation", Method: http.MethodGet, Path: "/v1/delegations/{id}", Tags: tags,
-		Summary: "Get a delegation", Security: bearerAuth,
-	}, func(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.ledger.GetDelegation(ctx, principal(ctx), id)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		body, err := s.withLinks(ctx, delegationBody(d))
-		if err == nil {
-			body, err = s.withRemoteTasks(ctx, body)
-		}
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: body}, nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-delegations", Method: http.MethodGet, Path: "/v1/delegations", Tags: tags,
-		Summary: "List delegations, newest first", Security: bearerAuth,
-	}, func(ctx context.Context, in *listDelegationsInput) (*listDelegationsOutput, error) {
-		f := ledger.DelegationFilter{ObligationState: ledger.ObligationState(in.ObligationState), OrgID: in.OrgID, Limit: in.Limit}
-		if in.TaskStatus != "" {
-			st, err := ledger.ParseTaskStatus(in.TaskStatus)
-			if err != nil {
-				return nil, newProblem(http.StatusUnprocessableEntity, "unknown_task_status", err.Error(),
-					&huma.ErrorDetail{Location: "query.task_status", Message: "not an A2A task state", Value: in.TaskStatus})
-			}
-			f.TaskStatus = st
-		}
-		if in.Cursor != "" {
-			after, err := uuid.Parse(in.Cursor)
-			if err != nil {
-				return nil, newProblem(http.StatusUnprocessableEntity, "validation_failed", "cursor is not one this API issued",
-					&huma.ErrorDetail{Location: "query.cursor", Message: "invalid cursor", Value: in.Cursor})
-			}
-			f.After = after
-		}
-		ds, err := s.ledger.ListDelegations(ctx, principal(ctx), f)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &listDelegationsOutput{}
-		out.Body.Delegations = make([]DelegationBody, len(ds))
-		for i, d := range ds {
-			out.Body.Delegations[i] = delegationBody(d)
-		}
-		if len(ds) == f.Limit && f.Limit > 0 {
-			out.Body.NextCursor = ds[len(ds)-1].ID.String()
-		}
-		return out, nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "report-task-status", Method: http.MethodPost, Path: "/v1/delegations/{id}/task-status", Tags: tags,
-		Summary:     "Report the remote task's status",
-		Description: "A terminal status is immutable: a different later terminal status is recorded as a status_conflict anomaly and not applied; stale reports (older timestamp) are recorded and ignored. A newly terminal status moves the obligation. With state completed, settled_amount_minor (0 to the hold) spends that much and returns the rest; more than the hold is 422 and nothing changes; given when the report does not settle a held obligation (nor repeats the one that did) it is 409 settlement_not_applicable. A report dated later than now plus one minute is taken as dated now (reported_timestamp on its event). On a delegation Quittance dispatched, every report is the orchestrator's word only: it is recorded as a task_status_reported event, changes neither the task status, nor the obligation, nor the money, and asks Quittance to observe the remote task itself at once; the answer is 200 with the delegation as it stands.",
-		Security:    bearerAuth,
-	}, func(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		st, err := ledger.ParseTaskStatus(in.Body.State)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		obs := compensation.Observation{Status: st, Message: in.Body.Message, Source: "api", SettledAmountMinor: in.Body.SettledAmountMinor}
-		if in.Body.Timestamp != nil {
-			obs.Timestamp = *in.Body.Timestamp
-		}
-		d, err := s.compensation.ReportTaskStatus(ctx, principal(ctx), id, obs)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "change-hold", Method: http.MethodPatch, Path: "/v1/delegations/{id}/hold", Tags: tags,
-		Summary:     "Raise or lower the hold of a held obligation",
-		Description: "A hold is a cap on what the work may cost. While the obligation is held, a raise holds the difference from the budget (422 insufficient_funds, nothing changed, when it is not available) and a cut returns it; a hold_changed event records the old and the new amount. The same amount again changes nothing. In any other state: 409 hold_not_changeable. On a delegation Quittance dispatched, a cut is 409 hold_lower_refused (nothing changed) once the dispatch may have been sent, while it is unknown or after a cancel request: only what Quittance observes at the remote returns money.",
-		Security:    bearerAuth,
-	}, func(ctx context.Context, in *changeHoldInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.ledger.ChangeHold(ctx, principal(ctx), id, in.Body.AmountMinor)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "cancel-delegation", Method: http.MethodPost, Path: "/v1/delegations/{id}/cancel", Tags: tags,
-		Summary:     "Request revocation of the delegated task",
-		Description: "Records the cancel request. The hold stays until the remote task's terminal status and, where the gate applies, compensation evidence.",
-		Security:    bearerAuth,
-	}, func(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.ledger.RequestCancel(ctx, principal(ctx), id)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-delegation-events", Method: http.MethodGet, Path: "/v1/delegations/{id}/events", Tags: tags,
-		Summary:     "The delegation's audit events, oldest first",
-		Description: "With stream=true (or Accept: text/event-stream) the events are served as a replayable Server-Sent Events stream instead: see GET /v1/events.",
-		Security:    bearerAuth,
-	}, func(ctx context.Context, in *delegationEventsInput) (*eventsOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		events, err := s.ledger.DelegationEvents(ctx, principal(ctx), id)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &eventsOutput{}
-		out.Body.Events = eventRecords(events)
-		return out, nil
-	})
+// listDelegationEvents serves GET /v1/delegations/{id}/events: the
+// delegation's audit events, oldest first.
+func (s *Server) listDelegationEvents(ctx context.Context, in *delegationEventsInput) (*eventsOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	events, err := s.ledger.DelegationEvents(ctx, principal(ctx), id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &eventsOutput{}
+	out.Body.Events = eventRecords(events)
+	return out, nil
 }
 
 // parseID parses a delegation id from the path. A malformed id names no

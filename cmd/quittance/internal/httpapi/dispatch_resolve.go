@@ -9,15 +9,6 @@ import (
 	"github.com/quittance/quittance/delegate"
 )
 
-type dispatchResolveInput struct {
-	ID   string `path:"id" doc:"The delegation id (a UUID)."`
-	Body struct {
-		TaskID    string `json:"task_id" minLength:"1" maxLength:"4096" doc:"The remote task the remote org says its agent created for the dispatch (found by the dispatch's messageId, shown on the dispatch_unknown event). Taken only when the org's agent shows it is this delegation's."`
-		ContextID string `json:"context_id,omitempty" maxLength:"4096" doc:"That task's context id, if the org gave it: it must be the one the org's agent shows (else 422)."`
-		Reason    string `json:"reason" minLength:"1" maxLength:"4096" doc:"How the task was found: who at the org confirmed it, and a ticket."`
-	}
-}
-
 // registerDispatchResolve registers the on-call resolution of a
 // dispatch_unknown delegation.
 func (s *Server) registerDispatchResolve() {
@@ -34,17 +25,30 @@ func (s *Server) registerDispatchResolve() {
 			"The hold and the obligation do not move, and the task's first terminal status cannot release the hold: a rejection " +
 			"or an ungated end is taken as a gated one (compensation evidence is required); completed settles as usual.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *dispatchResolveInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.orchestrator.ResolveDispatch(ctx, principal(ctx), id, delegate.ResolveDispatchInput{
-			TaskID: in.Body.TaskID, ContextID: in.Body.ContextID, Reason: in.Body.Reason,
-		})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	}, s.resolveDispatch)
+}
+
+type dispatchResolveInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		TaskID    string `json:"task_id" minLength:"1" maxLength:"4096" doc:"The remote task the remote org says its agent created for the dispatch (found by the dispatch's messageId, shown on the dispatch_unknown event). Taken only when the org's agent shows it is this delegation's."`
+		ContextID string `json:"context_id,omitempty" maxLength:"4096" doc:"That task's context id, if the org gave it: it must be the one the org's agent shows (else 422)."`
+		Reason    string `json:"reason" minLength:"1" maxLength:"4096" doc:"How the task was found: who at the org confirmed it, and a ticket."`
+	}
+}
+
+// resolveDispatch serves POST /admin/v1/delegations/{id}/dispatch/resolve:
+// record the remote task of a dispatch_unknown delegation.
+func (s *Server) resolveDispatch(ctx context.Context, in *dispatchResolveInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.orchestrator.ResolveDispatch(ctx, principal(ctx), id, delegate.ResolveDispatchInput{
+		TaskID: in.Body.TaskID, ContextID: in.Body.ContextID, Reason: in.Body.Reason,
 	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
 }

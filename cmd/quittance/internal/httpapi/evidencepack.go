@@ -89,11 +89,7 @@ func evidencePackBody(p audit.EvidencePack) EvidencePackBody {
 	return b
 }
 
-type evidencePackOutput struct {
-	ContentDisposition string `header:"Content-Disposition"`
-	Body               EvidencePackBody
-}
-
+// registerEvidencePack is the route of a delegation's evidence pack.
 func (s *Server) registerEvidencePack() {
 	if s.reports == nil {
 		return
@@ -105,33 +101,42 @@ func (s *Server) registerEvidencePack() {
 			"was accepted (with RFC 7638 thumbprints), the org's stream, the ledger's public JWK Set, the stream's head and the " +
 			"signed checkpoints that anchor both streams. Roles finance and oncall.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *delegationPathInput) (*evidencePackOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		var ledgerJWKS []byte
-		if s.jwks != nil {
-			ledgerJWKS = s.jwks()
-		}
-		var anchor audit.PackAnchor
-		if s.checkpoints != nil {
-			anchor = func(ctx context.Context, streams ...string) ([]string, error) {
-				list, err := s.checkpoints.Signing(ctx, principal(ctx), streams...)
-				jws := make([]string, len(list))
-				for i, c := range list {
-					jws[i] = c.JWS
-				}
-				return jws, err
+	}, s.delegationEvidencePack)
+}
+
+type evidencePackOutput struct {
+	ContentDisposition string `header:"Content-Disposition"`
+	Body               EvidencePackBody
+}
+
+// delegationEvidencePack serves GET /v1/delegations/{id}/evidence-pack: one
+// self-contained file an auditor verifies offline (quittance verify-pack).
+func (s *Server) delegationEvidencePack(ctx context.Context, in *delegationPathInput) (*evidencePackOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	var ledgerJWKS []byte
+	if s.jwks != nil {
+		ledgerJWKS = s.jwks()
+	}
+	var anchor audit.PackAnchor
+	if s.checkpoints != nil {
+		anchor = func(ctx context.Context, streams ...string) ([]string, error) {
+			list, err := s.checkpoints.Signing(ctx, principal(ctx), streams...)
+			jws := make([]string, len(list))
+			for i, c := range list {
+				jws[i] = c.JWS
 			}
+			return jws, err
 		}
-		pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS, anchor)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &evidencePackOutput{
-			ContentDisposition: `attachment; filename="evidence-pack-` + id.String() + `.json"`,
-			Body:               evidencePackBody(pack),
-		}, nil
-	})
+	}
+	pack, err := s.reports.EvidencePack(ctx, principal(ctx), id, s.ledgerID, ledgerJWKS, anchor)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &evidencePackOutput{
+		ContentDisposition: `attachment; filename="evidence-pack-` + id.String() + `.json"`,
+		Body:               evidencePackBody(pack),
+	}, nil
 }

@@ -9,14 +9,6 @@ import (
 	"github.com/quittance/quittance/compensation"
 )
 
-type extraTaskWriteOffInput struct {
-	ID     string `path:"id" doc:"The delegation id (a UUID)."`
-	TaskID string `path:"task_id" doc:"The extra remote task (as its extra_task_compensation_required event names it)."`
-	Body   struct {
-		Reason string `json:"reason" minLength:"1" maxLength:"2000" doc:"Why the task's effects may stand: who at the org was asked, and a ticket."`
-	}
-}
-
 // registerExtraTaskWriteOff registers on-call's resolution of an extra
 // remote task of a settled delegation whose compensation no receipt
 // resolved (ledger/DESIGN.md §2.2).
@@ -28,25 +20,30 @@ func (s *Server) registerExtraTaskWriteOff() {
 			"(an extra_task_compensation anomaly; else 409 extra_task_not_open, 404 for a task that is not one of the delegation's): " +
 			"ends the anomaly with an extra_task_written_off event. No money moves: the settled obligation's hold paid for the tracked task alone.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *extraTaskWriteOffInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.compensation.WriteOffExtraTask(ctx, principal(ctx), id, in.TaskID, in.Body.Reason)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
-	})
+	}, s.writeOffExtraTask)
 }
 
-type extraTaskRedriveInput struct {
+type extraTaskWriteOffInput struct {
 	ID     string `path:"id" doc:"The delegation id (a UUID)."`
 	TaskID string `path:"task_id" doc:"The extra remote task (as its extra_task_compensation_required event names it)."`
 	Body   struct {
-		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the org's agent is asked again: what changed since the requests were exhausted."`
+		Reason string `json:"reason" minLength:"1" maxLength:"2000" doc:"Why the task's effects may stand: who at the org was asked, and a ticket."`
 	}
+}
+
+// writeOffExtraTask serves POST
+// /admin/v1/delegations/{id}/remote-tasks/{task_id}/write-off: accept that
+// an extra remote task's effects may stand.
+func (s *Server) writeOffExtraTask(ctx context.Context, in *extraTaskWriteOffInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.compensation.WriteOffExtraTask(ctx, principal(ctx), id, in.TaskID, in.Body.Reason)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
 }
 
 // registerExtraTaskRedrive registers on-call's redrive of the compensation
@@ -63,15 +60,28 @@ func (s *Server) registerExtraTaskRedrive() {
 			"the compensation request job again, under the task's own idempotency key. The anomaly stays until a receipt resolves it " +
 			"or on-call writes the task off. No money moves.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *extraTaskRedriveInput) (*delegationOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		d, err := s.compensation.RedriveExtraTask(ctx, principal(ctx), id, in.TaskID, compensation.RedriveInput{Reason: in.Body.Reason})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
-	})
+	}, s.redriveExtraTaskCompensation)
+}
+
+type extraTaskRedriveInput struct {
+	ID     string `path:"id" doc:"The delegation id (a UUID)."`
+	TaskID string `path:"task_id" doc:"The extra remote task (as its extra_task_compensation_required event names it)."`
+	Body   struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"4096" doc:"Why the org's agent is asked again: what changed since the requests were exhausted."`
+	}
+}
+
+// redriveExtraTaskCompensation serves POST
+// /admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive: redrive an
+// extra remote task's compensation.
+func (s *Server) redriveExtraTaskCompensation(ctx context.Context, in *extraTaskRedriveInput) (*delegationOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.compensation.RedriveExtraTask(ctx, principal(ctx), id, in.TaskID, compensation.RedriveInput{Reason: in.Body.Reason})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
 }

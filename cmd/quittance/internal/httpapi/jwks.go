@@ -9,9 +9,12 @@ func (s *Server) registerJWKS() {
 	if s.jwks == nil {
 		return
 	}
-	s.mux.HandleFunc("GET /.well-known/jwks.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.Header().Set("Cache-Control", "public, max-age=300")
-		_, _ = w.Write(s.jwks())
-	})
+	s.mux.HandleFunc("GET /.well-known/jwks.json", s.serveJWKS)
+}
+
+// serveJWKS writes the ledger's public JWK Set, cacheable for five minutes.
+func (s *Server) serveJWKS(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(s.jwks())
 }

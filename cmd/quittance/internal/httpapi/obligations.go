@@ -93,27 +93,11 @@ func csvTime(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-type listObligationsInput struct {
-	State     []string `query:"state,explode" doc:"Obligation states to list (repeat or comma-separate); default revocation_pending_compensation, compensation_unconfirmed and escalated."`
-	OrgID     string   `query:"org_id"`
-	Tenant    string   `query:"tenant"`
-	Condition string   `query:"condition" enum:"dispatch_unknown,task_not_found" doc:"Only delegations in this condition: dispatch_unknown (nothing proves whether the remote created a task) or task_not_found (the agent no longer knows the delegation's task); with either and no state given, every active state is listed."`
-	OlderThan string   `query:"older_than" doc:"Only obligations created longer ago than this Go duration (e.g. 72h) or number of days (e.g. 7d)."`
-	Format    string   `query:"format" enum:"json,csv" doc:"json (default, paged) or csv (the whole selection, streamed)."`
-	Limit     int      `query:"limit" minimum:"0" maximum:"1000" doc:"JSON page size (default 100); ignored for csv."`
-	Cursor    string   `query:"cursor" doc:"next_cursor of the previous JSON page."`
-	Accept    string   `header:"Accept"`
-}
-
 // ObligationListBody is a page of obligations.
 type ObligationListBody struct {
 	AsOf        time.Time        `json:"as_of" doc:"The time ages are measured at."`
 	Obligations []ObligationBody `json:"obligations"`
 	NextCursor  string           `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last page."`
-}
-
-type streamOutput struct {
-	Body func(huma.Context)
 }
 
 // SummaryBucketBody is a count and an amount of one age bucket.
@@ -134,12 +118,6 @@ type SummaryRowBody struct {
 	AgeBuckets map[string]SummaryBucketBody `json:"age_buckets" doc:"Keys lt_1d, 1d_7d, 7d_30d, gt_30d."`
 }
 
-type summaryInput struct {
-	State  []string `query:"state,explode" doc:"States to include; default the active ones (held and the three open obligation states)."`
-	OrgID  string   `query:"org_id"`
-	Tenant string   `query:"tenant"`
-}
-
 // RevokedReleaseTotalBody is the obligations of one org, in one currency,
 // released on its declarations before its identity was revoked, and not
 // yet acknowledged by finance.
@@ -148,15 +126,6 @@ type RevokedReleaseTotalBody struct {
 	Currency    string `json:"currency"`
 	Count       int64  `json:"count"`
 	AmountMinor int64  `json:"amount_minor"`
-}
-
-type summaryOutput struct {
-	Body struct {
-		AsOf time.Time        `json:"as_of"`
-		Rows []SummaryRowBody `json:"rows"`
-		// RevokedIdentityReleases is not filtered by state.
-		RevokedIdentityReleases []RevokedReleaseTotalBody `json:"revoked_identity_releases" doc:"Obligations released on declarations of orgs whose identity was revoked since, not yet acknowledged by finance, by org and currency (the org_id and tenant filters apply, state does not)."`
-	}
 }
 
 // AnomalyBody is one anomaly.
@@ -205,24 +174,6 @@ type SharedRemoteTaskBody struct {
 	LastCreatedAt time.Time `json:"last_created_at" doc:"When the latest of these delegations was created."`
 }
 
-type anomaliesInput struct {
-	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, evidence_conflict, unused_early_evidence, released_on_revoked_identity, shared_remote_task, extra_task_compensation; default all."`
-	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
-	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
-	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`
-}
-
-type anomaliesOutput struct {
-	Body struct {
-		Anomalies  []AnomalyBody `json:"anomalies"`
-		NextCursor int64         `json:"next_cursor,omitempty"`
-		// Read from counts and from the delegations, not from events: not
-		// paginated, on the first page only.
-		RefusedTokens     []RefusedTokensBody    `json:"refused_tokens,omitempty" doc:"Kind refused_token, first page only (no cursor): refused signed evidence by org and reason, updated at or after since, with the latest samples. Refused tokens are counted here, not recorded as events; anomalies of event type token_refused are from before."`
-		SharedRemoteTasks []SharedRemoteTaskBody `json:"shared_remote_tasks,omitempty" doc:"Kind shared_remote_task, first page only (no cursor): remote task ids of one org recorded by delegations of more than one tenant (at most 100). Evidence for one is matched by the compensation idempotency key it carries; a declaration without one is refused."`
-	}
-}
-
 // ChainBody is a delegation's event chain, as GET
 // /v1/delegations/{id}/evidence returns it.
 type ChainBody struct {
@@ -232,10 +183,6 @@ type ChainBody struct {
 	LedgerID     string        `json:"ledger_id" doc:"The audience signed tokens must name."`
 	Stream       string        `json:"stream"`
 	Events       []EventRecord `json:"events" doc:"Each with everything needed to recompute its hash (ledger.Event.ComputeHash) and re-verify its token."`
-}
-
-type chainOutput struct {
-	Body ChainBody
 }
 
 // parseOlderThan accepts a Go duration or a whole number of days ("7d").
@@ -291,6 +238,8 @@ func decodeObligationCursor(raw string) (report.ObligationCursor, error) {
 	return report.ObligationCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: uid}, nil
 }
 
+// registerReporting is the route table of reconciliation: obligations,
+// their summary, anomalies and evidence, served when reports are.
 func (s *Server) registerReporting() {
 	if s.reports == nil {
 		return
@@ -311,89 +260,14 @@ func (s *Server) registerReporting() {
 				"text/csv":         {Schema: &huma.Schema{Type: "string"}},
 			},
 		}},
-	}, func(ctx context.Context, in *listObligationsInput) (*streamOutput, error) {
-		states, err := parseStates(in.State)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		olderThan, err := parseOlderThan(in.OlderThan)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		q := report.ObligationQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant, OlderThan: olderThan, Condition: in.Condition}
-		csvWanted := in.Format == "csv" || (in.Format == "" && strings.Contains(in.Accept, "text/csv"))
-		if csvWanted {
-			// A refusal (access, arguments) comes before the first row, and
-			// streamObligationsCSV answers it as a problem.
-			return &streamOutput{Body: func(hctx huma.Context) { s.streamObligationsCSV(ctx, hctx, q) }}, nil
-		}
-		if q.After, err = decodeObligationCursor(in.Cursor); err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		q.Limit = in.Limit
-		if q.Limit == 0 {
-			q.Limit = report.DefaultReportLimit
-		}
-		var rows []report.ObligationRow
-		now, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o report.ObligationRow) error {
-			rows = append(rows, o)
-			return nil
-		})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		body := ObligationListBody{AsOf: now, Obligations: make([]ObligationBody, len(rows))}
-		for i, o := range rows {
-			body.Obligations[i] = obligationBody(o, now)
-		}
-		if len(rows) == q.Limit {
-			body.NextCursor = encodeObligationCursor(rows[len(rows)-1].Cursor())
-		}
-		return &streamOutput{Body: func(hctx huma.Context) {
-			hctx.SetHeader("Content-Type", "application/json")
-			hctx.SetStatus(http.StatusOK)
-			_ = jsonEncode(hctx.BodyWriter(), body)
-		}}, nil
-	})
+	}, s.listObligations)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "obligation-summary", Method: http.MethodGet, Path: "/v1/obligations/summary", Tags: tags,
 		Summary:     "Active holds by org, currency and state, with age buckets",
 		Description: "Counts and amounts (integer minor units) of active holds, with age buckets lt_1d, 1d_7d, 7d_30d and gt_30d by creation time. Roles finance and oncall.",
 		Security:    bearerAuth,
-	}, func(ctx context.Context, in *summaryInput) (*summaryOutput, error) {
-		states, err := parseStates(in.State)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		rows, now, err := s.reports.Summary(ctx, principal(ctx), report.SummaryQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &summaryOutput{}
-		out.Body.AsOf = now
-		out.Body.Rows = make([]SummaryRowBody, len(rows))
-		for i, r := range rows {
-			out.Body.Rows[i] = SummaryRowBody{
-				OrgID: r.OrgID, Currency: r.Currency, ObligationState: string(r.ObligationState), Count: r.Count, AmountMinor: r.AmountMinor,
-				AgeBuckets: map[string]SummaryBucketBody{
-					"lt_1d":  {Count: r.Under1Day.Count, AmountMinor: r.Under1Day.AmountMinor},
-					"1d_7d":  {Count: r.Days1To7.Count, AmountMinor: r.Days1To7.AmountMinor},
-					"7d_30d": {Count: r.Days7To30.Count, AmountMinor: r.Days7To30.AmountMinor},
-					"gt_30d": {Count: r.Over30Days.Count, AmountMinor: r.Over30Days.AmountMinor},
-				},
-			}
-		}
-		totals, err := s.reports.RevokedReleaseTotals(ctx, principal(ctx), report.SummaryQuery{OrgID: in.OrgID, Tenant: in.Tenant})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out.Body.RevokedIdentityReleases = make([]RevokedReleaseTotalBody, len(totals))
-		for i, t := range totals {
-			out.Body.RevokedIdentityReleases[i] = RevokedReleaseTotalBody(t)
-		}
-		return out, nil
-	})
+	}, s.obligationSummary)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-anomalies", Method: http.MethodGet, Path: "/v1/anomalies", Tags: tags,
@@ -402,45 +276,7 @@ func (s *Server) registerReporting() {
 			"The first page (no cursor) also carries refused_tokens (refused signed evidence counted by org and reason, with samples) " +
 			"and shared_remote_tasks (task ids recorded by more than one tenant), which are not events. Roles finance and oncall.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *anomaliesInput) (*anomaliesOutput, error) {
-		q := report.AnomalyQuery{Since: in.Since, AfterSeq: in.Cursor, Limit: in.Limit}
-		for _, raw := range in.Kind {
-			for _, k := range strings.Split(raw, ",") {
-				if k = strings.TrimSpace(k); k != "" {
-					q.Kinds = append(q.Kinds, report.AnomalyKind(k))
-				}
-			}
-		}
-		list, err := s.reports.Anomalies(ctx, principal(ctx), q)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &anomaliesOutput{}
-		if in.Cursor == 0 {
-			if err := s.currentAnomalies(ctx, q.Kinds, in.Since, out); err != nil {
-				return nil, s.fail(ctx, err)
-			}
-		}
-		out.Body.Anomalies = make([]AnomalyBody, len(list))
-		for i, a := range list {
-			b := AnomalyBody{
-				Seq: a.Seq, Kind: string(a.Kind), EventType: string(a.EventType), OrgID: a.OrgID, Tenant: a.Tenant,
-				ObligationState: string(a.ObligationState), At: a.At, Actor: a.Actor, Data: rawJSON(a.Data),
-			}
-			if a.DelegationID != uuid.Nil {
-				b.DelegationID = a.DelegationID.String()
-			}
-			out.Body.Anomalies[i] = b
-		}
-		limit := q.Limit
-		if limit == 0 {
-			limit = report.DefaultReportLimit
-		}
-		if len(list) == limit {
-			out.Body.NextCursor = list[len(list)-1].Seq
-		}
-		return out, nil
-	})
+	}, s.listAnomalies)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "delegation-evidence", Method: http.MethodGet, Path: "/v1/delegations/{id}/evidence", Tags: tags,
@@ -448,21 +284,203 @@ func (s *Server) registerReporting() {
 		Description: "Everything `quittance verify-chain` needs to recompute each event's hash and re-verify each stored signed token " +
 			"against the org's registered keys. Roles finance and oncall.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *delegationPathInput) (*chainOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
+	}, s.delegationEvidence)
+}
+
+type listObligationsInput struct {
+	State     []string `query:"state,explode" doc:"Obligation states to list (repeat or comma-separate); default revocation_pending_compensation, compensation_unconfirmed and escalated."`
+	OrgID     string   `query:"org_id"`
+	Tenant    string   `query:"tenant"`
+	Condition string   `query:"condition" enum:"dispatch_unknown,task_not_found" doc:"Only delegations in this condition: dispatch_unknown (nothing proves whether the remote created a task) or task_not_found (the agent no longer knows the delegation's task); with either and no state given, every active state is listed."`
+	OlderThan string   `query:"older_than" doc:"Only obligations created longer ago than this Go duration (e.g. 72h) or number of days (e.g. 7d)."`
+	Format    string   `query:"format" enum:"json,csv" doc:"json (default, paged) or csv (the whole selection, streamed)."`
+	Limit     int      `query:"limit" minimum:"0" maximum:"1000" doc:"JSON page size (default 100); ignored for csv."`
+	Cursor    string   `query:"cursor" doc:"next_cursor of the previous JSON page."`
+	Accept    string   `header:"Accept"`
+}
+
+type streamOutput struct {
+	Body func(huma.Context)
+}
+
+// listObligations serves GET /v1/obligations: list obligations for
+// reconciliation (JSON or CSV).
+func (s *Server) listObligations(ctx context.Context, in *listObligationsInput) (*streamOutput, error) {
+	states, err := parseStates(in.State)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	olderThan, err := parseOlderThan(in.OlderThan)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	q := report.ObligationQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant, OlderThan: olderThan, Condition: in.Condition}
+	csvWanted := in.Format == "csv" || (in.Format == "" && strings.Contains(in.Accept, "text/csv"))
+	if csvWanted {
+		// A refusal (access, arguments) comes before the first row, and
+		// streamObligationsCSV answers it as a problem.
+		return &streamOutput{Body: func(hctx huma.Context) { s.streamObligationsCSV(ctx, hctx, q) }}, nil
+	}
+	if q.After, err = decodeObligationCursor(in.Cursor); err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	q.Limit = in.Limit
+	if q.Limit == 0 {
+		q.Limit = report.DefaultReportLimit
+	}
+	var rows []report.ObligationRow
+	now, err := s.reports.EachObligation(ctx, principal(ctx), q, func(o report.ObligationRow) error {
+		rows = append(rows, o)
+		return nil
+	})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	body := ObligationListBody{AsOf: now, Obligations: make([]ObligationBody, len(rows))}
+	for i, o := range rows {
+		body.Obligations[i] = obligationBody(o, now)
+	}
+	if len(rows) == q.Limit {
+		body.NextCursor = encodeObligationCursor(rows[len(rows)-1].Cursor())
+	}
+	return &streamOutput{Body: func(hctx huma.Context) {
+		hctx.SetHeader("Content-Type", "application/json")
+		hctx.SetStatus(http.StatusOK)
+		_ = jsonEncode(hctx.BodyWriter(), body)
+	}}, nil
+}
+
+type summaryInput struct {
+	State  []string `query:"state,explode" doc:"States to include; default the active ones (held and the three open obligation states)."`
+	OrgID  string   `query:"org_id"`
+	Tenant string   `query:"tenant"`
+}
+
+type summaryOutput struct {
+	Body struct {
+		AsOf time.Time        `json:"as_of"`
+		Rows []SummaryRowBody `json:"rows"`
+		// RevokedIdentityReleases is not filtered by state.
+		RevokedIdentityReleases []RevokedReleaseTotalBody `json:"revoked_identity_releases" doc:"Obligations released on declarations of orgs whose identity was revoked since, not yet acknowledged by finance, by org and currency (the org_id and tenant filters apply, state does not)."`
+	}
+}
+
+// obligationSummary serves GET /v1/obligations/summary: active holds by org,
+// currency and state, with age buckets.
+func (s *Server) obligationSummary(ctx context.Context, in *summaryInput) (*summaryOutput, error) {
+	states, err := parseStates(in.State)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	rows, now, err := s.reports.Summary(ctx, principal(ctx), report.SummaryQuery{States: states, OrgID: in.OrgID, Tenant: in.Tenant})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &summaryOutput{}
+	out.Body.AsOf = now
+	out.Body.Rows = make([]SummaryRowBody, len(rows))
+	for i, r := range rows {
+		out.Body.Rows[i] = SummaryRowBody{
+			OrgID: r.OrgID, Currency: r.Currency, ObligationState: string(r.ObligationState), Count: r.Count, AmountMinor: r.AmountMinor,
+			AgeBuckets: map[string]SummaryBucketBody{
+				"lt_1d":  {Count: r.Under1Day.Count, AmountMinor: r.Under1Day.AmountMinor},
+				"1d_7d":  {Count: r.Days1To7.Count, AmountMinor: r.Days1To7.AmountMinor},
+				"7d_30d": {Count: r.Days7To30.Count, AmountMinor: r.Days7To30.AmountMinor},
+				"gt_30d": {Count: r.Over30Days.Count, AmountMinor: r.Over30Days.AmountMinor},
+			},
 		}
-		d, events, err := s.reports.Evidence(ctx, principal(ctx), id)
-		if err != nil {
+	}
+	totals, err := s.reports.RevokedReleaseTotals(ctx, principal(ctx), report.SummaryQuery{OrgID: in.OrgID, Tenant: in.Tenant})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out.Body.RevokedIdentityReleases = make([]RevokedReleaseTotalBody, len(totals))
+	for i, t := range totals {
+		out.Body.RevokedIdentityReleases[i] = RevokedReleaseTotalBody(t)
+	}
+	return out, nil
+}
+
+type anomaliesInput struct {
+	Kind   []string  `query:"kind,explode" doc:"status_conflict, late_evidence, contradicted_write_off, refused_token, evidence_conflict, unused_early_evidence, released_on_revoked_identity, shared_remote_task, extra_task_compensation; default all."`
+	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
+	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
+	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`
+}
+
+type anomaliesOutput struct {
+	Body struct {
+		Anomalies  []AnomalyBody `json:"anomalies"`
+		NextCursor int64         `json:"next_cursor,omitempty"`
+		// Read from counts and from the delegations, not from events: not
+		// paginated, on the first page only.
+		RefusedTokens     []RefusedTokensBody    `json:"refused_tokens,omitempty" doc:"Kind refused_token, first page only (no cursor): refused signed evidence by org and reason, updated at or after since, with the latest samples. Refused tokens are counted here, not recorded as events; anomalies of event type token_refused are from before."`
+		SharedRemoteTasks []SharedRemoteTaskBody `json:"shared_remote_tasks,omitempty" doc:"Kind shared_remote_task, first page only (no cursor): remote task ids of one org recorded by delegations of more than one tenant (at most 100). Evidence for one is matched by the compensation idempotency key it carries; a declaration without one is refused."`
+	}
+}
+
+// listAnomalies serves GET /v1/anomalies: status conflicts, late evidence,
+// write-offs contradicted by later acks, refused tokens.
+func (s *Server) listAnomalies(ctx context.Context, in *anomaliesInput) (*anomaliesOutput, error) {
+	q := report.AnomalyQuery{Since: in.Since, AfterSeq: in.Cursor, Limit: in.Limit}
+	for _, raw := range in.Kind {
+		for _, k := range strings.Split(raw, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				q.Kinds = append(q.Kinds, report.AnomalyKind(k))
+			}
+		}
+	}
+	list, err := s.reports.Anomalies(ctx, principal(ctx), q)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &anomaliesOutput{}
+	if in.Cursor == 0 {
+		if err := s.currentAnomalies(ctx, q.Kinds, in.Since, out); err != nil {
 			return nil, s.fail(ctx, err)
 		}
-		out := &chainOutput{}
-		out.Body.DelegationID, out.Body.OrgID, out.Body.RemoteTaskID = d.ID.String(), d.OrgID, d.Remote.TaskID
-		out.Body.LedgerID, out.Body.Stream = s.ledgerID, d.Stream()
-		out.Body.Events = eventRecords(events)
-		return out, nil
-	})
+	}
+	out.Body.Anomalies = make([]AnomalyBody, len(list))
+	for i, a := range list {
+		b := AnomalyBody{
+			Seq: a.Seq, Kind: string(a.Kind), EventType: string(a.EventType), OrgID: a.OrgID, Tenant: a.Tenant,
+			ObligationState: string(a.ObligationState), At: a.At, Actor: a.Actor, Data: rawJSON(a.Data),
+		}
+		if a.DelegationID != uuid.Nil {
+			b.DelegationID = a.DelegationID.String()
+		}
+		out.Body.Anomalies[i] = b
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = report.DefaultReportLimit
+	}
+	if len(list) == limit {
+		out.Body.NextCursor = list[len(list)-1].Seq
+	}
+	return out, nil
+}
+
+type chainOutput struct {
+	Body ChainBody
+}
+
+// delegationEvidence serves GET /v1/delegations/{id}/evidence: the
+// delegation's hash-chained event log with every stored token.
+func (s *Server) delegationEvidence(ctx context.Context, in *delegationPathInput) (*chainOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, events, err := s.reports.Evidence(ctx, principal(ctx), id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &chainOutput{}
+	out.Body.DelegationID, out.Body.OrgID, out.Body.RemoteTaskID = d.ID.String(), d.OrgID, d.Remote.TaskID
+	out.Body.LedgerID, out.Body.Stream = s.ledgerID, d.Stream()
+	out.Body.Events = eventRecords(events)
+	return out, nil
 }
 
 // csvFlushEvery is how many rows are written between flushes to the client.

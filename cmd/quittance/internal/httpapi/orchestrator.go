@@ -48,28 +48,8 @@ func messageBody(m delegate.FollowUp) MessageBody {
 	}
 }
 
-type messageOutput struct {
-	Status int
-	Body   MessageBody
-}
-
-type continueInput struct {
-	ID   string `path:"id" doc:"The delegation id (a UUID)."`
-	Body struct {
-		MessageID string         `json:"message_id" minLength:"1" maxLength:"200" doc:"Your id for this message; a repeat with the same id and message returns the same result and sends nothing again."`
-		Message   map[string]any `json:"message" doc:"The A2A message: {\"parts\": [...], \"metadata\": {...}}, parts in the A2A v1.0 shape. Quittance sets its messageId, role, taskId and contextId."`
-	}
-}
-
-type messagePathInput struct {
-	ID        string `path:"id" doc:"The delegation id (a UUID)."`
-	MessageID string `path:"message_id" maxLength:"200"`
-}
-
-type taskOutput struct {
-	Body delegate.TaskSnapshot
-}
-
+// registerOrchestrator is the route table of the endpoints that continue
+// interrupted tasks and show task snapshots, served with an orchestrator.
 func (s *Server) registerOrchestrator() {
 	if s.orchestrator == nil {
 		return
@@ -83,35 +63,11 @@ func (s *Server) registerOrchestrator() {
 			"send a refinement as a new delegation with context_from. 202 when queued; a repeat with the same message_id and message is 200 " +
 			"with the same message and sends nothing; the same message_id with another message is 422 idempotency_mismatch.",
 		Security: bearerAuth, DefaultStatus: http.StatusAccepted,
-	}, func(ctx context.Context, in *continueInput) (*messageOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		m, created, err := s.orchestrator.Continue(ctx, principal(ctx), id, delegate.ContinueInput{MessageID: in.Body.MessageID, Message: messageJSON(in.Body.Message)})
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusAccepted
-		}
-		return &messageOutput{Status: status, Body: messageBody(m)}, nil
-	})
+	}, s.sendDelegationMessage)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-delegation-message", Method: http.MethodGet, Path: "/v1/delegations/{id}/messages/{message_id}", Tags: tags,
 		Summary: "A follow-up message and whether it was delivered", Security: bearerAuth,
-	}, func(ctx context.Context, in *messagePathInput) (*messageOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		m, err := s.orchestrator.FollowUp(ctx, principal(ctx), id, in.MessageID)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &messageOutput{Status: http.StatusOK, Body: messageBody(m)}, nil
-	})
+	}, s.getDelegationMessage)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-delegation-task", Method: http.MethodGet, Path: "/v1/delegations/{id}/task", Tags: tags,
 		Summary: "The latest remote task snapshot: status message and artifacts",
@@ -119,15 +75,74 @@ func (s *Server) registerOrchestrator() {
 			"and its artifacts, streamed chunks (append/lastChunk) applied in order. An artifact too large to keep has too_large true, its size, and no parts. " +
 			"404 until the task was first observed.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *delegationPathInput) (*taskOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		snap, err := s.orchestrator.TaskSnapshot(ctx, principal(ctx), id)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &taskOutput{Body: snap}, nil
-	})
+	}, s.getDelegationTask)
+}
+
+type continueInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		MessageID string         `json:"message_id" minLength:"1" maxLength:"200" doc:"Your id for this message; a repeat with the same id and message returns the same result and sends nothing again."`
+		Message   map[string]any `json:"message" doc:"The A2A message: {\"parts\": [...], \"metadata\": {...}}, parts in the A2A v1.0 shape. Quittance sets its messageId, role, taskId and contextId."`
+	}
+}
+
+type messageOutput struct {
+	Status int
+	Body   MessageBody
+}
+
+// sendDelegationMessage serves POST /v1/delegations/{id}/messages: answer
+// the remote task (continue an input_required or auth_required task).
+func (s *Server) sendDelegationMessage(ctx context.Context, in *continueInput) (*messageOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	m, created, err := s.orchestrator.Continue(ctx, principal(ctx), id, delegate.ContinueInput{MessageID: in.Body.MessageID, Message: messageJSON(in.Body.Message)})
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusAccepted
+	}
+	return &messageOutput{Status: status, Body: messageBody(m)}, nil
+}
+
+type messagePathInput struct {
+	ID        string `path:"id" doc:"The delegation id (a UUID)."`
+	MessageID string `path:"message_id" maxLength:"200"`
+}
+
+// getDelegationMessage serves GET
+// /v1/delegations/{id}/messages/{message_id}: a follow-up message and
+// whether it was delivered.
+func (s *Server) getDelegationMessage(ctx context.Context, in *messagePathInput) (*messageOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.orchestrator.FollowUp(ctx, principal(ctx), id, in.MessageID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &messageOutput{Status: http.StatusOK, Body: messageBody(m)}, nil
+}
+
+type taskOutput struct {
+	Body delegate.TaskSnapshot
+}
+
+// getDelegationTask serves GET /v1/delegations/{id}/task: the latest remote
+// task snapshot: status message and artifacts.
+func (s *Server) getDelegationTask(ctx context.Context, in *delegationPathInput) (*taskOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.orchestrator.TaskSnapshot(ctx, principal(ctx), id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &taskOutput{Body: snap}, nil
 }

@@ -129,17 +129,6 @@ func idString(id uuid.UUID) string {
 	return id.String()
 }
 
-type createTokenInput struct {
-	Body struct {
-		Role      string     `json:"role" enum:"orchestrator,finance,oncall"`
-		Tenant    string     `json:"tenant,omitempty" doc:"Required for orchestrator tokens, refused for others."`
-		Name      string     `json:"name" minLength:"1" maxLength:"200" doc:"The principal: an existing one (by name, any case) gets another credential; a new name creates the principal."`
-		Kind      string     `json:"kind,omitempty" enum:"person,machine" doc:"A new principal's kind; by default orchestrators are machines, finance and on-call people."`
-		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"When the credential stops working; by default a person's lasts QUITTANCE_PERSON_CREDENTIAL_TTL and a machine's never expires. A person's is at most QUITTANCE_PERSON_CREDENTIAL_MAX_TTL away (422 beyond)."`
-		Label     string     `json:"label,omitempty" maxLength:"200" doc:"A name for the credential itself (default the principal's name)."`
-	}
-}
-
 type issuedTokenBody struct {
 	ID            string             `json:"id" doc:"The credential's id."`
 	PrincipalID   string             `json:"principal_id"`
@@ -150,11 +139,6 @@ type issuedTokenBody struct {
 	Token         string             `json:"token,omitempty" doc:"The bearer token. It is shown once and only its hash is stored. Absent for a person's credential that waits for approval (see token_part)."`
 	TokenPart     string             `json:"token_part,omitempty" doc:"Instead of token, for a person principal another on-call principal asks for (a 202): the first part of the person's credential, shown once. The approval's answer gives the approver the second part; the person's token is this part followed by that one, with nothing between. Neither part alone authenticates."`
 	PendingChange *PendingChangeBody `json:"pending_change,omitempty" doc:"Set on a 202: the principal (or the credential) exists, and the token works, once a different on-call principal approves."`
-}
-
-type issuedTokenOutput struct {
-	Status int
-	Body   issuedTokenBody
 }
 
 func issuedToken(t ledger.IssuedToken) *issuedTokenOutput {
@@ -168,6 +152,159 @@ func issuedToken(t ledger.IssuedToken) *issuedTokenOutput {
 	return out
 }
 
+// registerPrincipals is the route table of the principal, credential and
+// pending-change endpoints (ledger/PRINCIPALS.md).
+func (s *Server) registerPrincipals() {
+	tags := []string{"principals"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
+		Summary: "Issue an API credential (creating its principal if new)", Security: bearerAuth, DefaultStatus: http.StatusCreated,
+		Metadata: map[string]any{bootstrapOperation: true},
+		Description: "On-call. A name that exists (any case) adds a credential to that principal: your own at once (201); a " +
+			"machine's with 202 and a credential_create pending change; never another person's. A new name creates the " +
+			"principal: the first machine orchestrator of a tenant no principal or delegation has used at once (201); any other " +
+			"(a person, a finance or on-call principal, an orchestrator for a tenant in use) with 202 and a principal_create " +
+			"pending change. A different on-call principal approves a pending change, after which the returned token works; " +
+			"for a person, the 202 carries token_part instead, the first part of the person's credential, and the approval's " +
+			"answer the second. " +
+			"The bootstrap credential may create the first two on-call principals, and nothing else (except under dev).",
+	}, s.createToken)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-principals", Method: http.MethodGet, Path: "/admin/v1/principals", Tags: tags,
+		Summary: "List principals", Security: bearerAuth,
+	}, s.listPrincipals)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-principal", Method: http.MethodGet, Path: "/admin/v1/principals/{id}", Tags: tags,
+		Summary: "Get a principal", Security: bearerAuth,
+	}, s.getPrincipal)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "disable-principal", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/disable", Tags: tags,
+		Summary: "Disable a principal and revoke all its credentials", Security: bearerAuth,
+		Description: "On-call, at once (no second approver: taking access away must be fast). Every credential of the principal stops working on every replica within a second, and its open event streams end.",
+	}, s.disablePrincipal)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "grant-role", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/role", Tags: tags,
+		Summary: "Ask for a principal to get another role", Security: bearerAuth,
+		Description: "On-call. 202 with a pending change a different on-call principal approves.",
+	}, s.grantRole)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "link-oidc", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/oidc", Tags: tags,
+		Summary: "Ask for an OpenID Connect identity to sign in as a person principal", Security: bearerAuth,
+		Description: "On-call. 202 with an oidc_link pending change that the identity's holder confirms: they sign in to the console " +
+			"through OpenID Connect as that identity and confirm it there (no approval, the principal's own included, applies it: " +
+			"POST /admin/v1/pending-changes/{id}/approve answers 409 oidc_link_needs_identity). From then on the " +
+			"identity's console sessions act as the principal, and a principal recorded at the identity's earlier sign-ins is " +
+			"the same person for four-eyes. 404 for an unknown principal; 409 principal_not_person, principal_disabled, " +
+			"principal_bootstrap, principal_linked (the principal is itself linked to another), oidc_identity_linked.",
+	}, s.linkOIDC)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "mark-no-identity-provider-account", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/no-identity-provider-account", Tags: tags,
+		Summary: "Ask for a person principal to be marked as having no identity-provider account", Security: bearerAuth,
+		Description: "On-call. 202 with a no_identity_provider_account pending change a different on-call person approves. Outside dev, " +
+			"until a person principal is so marked or linked to an OpenID Connect identity, an identity signing in on its own and " +
+			"that principal are never the two persons of a four-eyes decision (403 identity_not_linked). 404 for an unknown " +
+			"principal; 409 principal_not_person, principal_disabled, principal_bootstrap, principal_linked (it has an identity), " +
+			"principal_marked.",
+	}, s.markNoIdentityProviderAccount)
+	s.registerCredentials(tags)
+	s.registerPendingChanges(tags)
+}
+
+// registerCredentials is the route table of the credential endpoints.
+func (s *Server) registerCredentials(tags []string) {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-credentials", Method: http.MethodGet, Path: "/admin/v1/credentials", Tags: tags,
+		Summary: "List credentials (never their secrets)", Security: bearerAuth,
+		Description: "On-call sees every principal's; anyone else only their own.",
+	}, s.listCredentials)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "revoke-credential", Method: http.MethodPost, Path: "/admin/v1/credentials/{id}/revoke", Tags: tags,
+		Summary: "Revoke a credential", Security: bearerAuth,
+		Description: "Your own, or (on-call) anyone's. It gets 401 on every replica within a second, and its open event streams end. 409 token_already_revoked if it was.",
+	}, s.revokeCredential)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "rotate-credential", Method: http.MethodPost, Path: "/admin/v1/credentials/{id}/rotate", Tags: tags,
+		Summary: "Issue a new credential and revoke this one", Security: bearerAuth, DefaultStatus: http.StatusCreated,
+		Description: "Your own at once (201): the new secret is returned once and the old credential is revoked in the same " +
+			"transaction. On-call may rotate a machine principal's: 202 with a credential_create pending change; once a different " +
+			"on-call principal approves, the new secret works and the old credential is revoked.",
+	}, s.rotateCredential)
+}
+
+// registerPendingChanges is the route table of the pending-change
+// endpoints: privileged changes and their second approver.
+func (s *Server) registerPendingChanges(tags []string) {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-pending-changes", Method: http.MethodGet, Path: "/admin/v1/pending-changes", Tags: tags,
+		Summary: "List privileged changes awaiting (or past) approval", Security: bearerAuth,
+	}, s.listPendingChanges)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-pending-change", Method: http.MethodGet, Path: "/admin/v1/pending-changes/{id}", Tags: tags,
+		Summary: "Get a pending change, with the change it applies", Security: bearerAuth,
+	}, s.getPendingChange)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "approve-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/approve", Tags: tags,
+		Summary: "Approve a pending change: it applies now", Security: bearerAuth,
+		Description: "On-call, and a different person from the one that asked (403 self_approval otherwise, whatever credential, name or linked principal is used). 409 change_not_pending, change_expired. " +
+			"Approving a person's principal_create answers token_part: the second part of the person's credential, shown once.",
+	}, s.approvePendingChange)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "refuse-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/refuse", Tags: tags,
+		Summary: "Refuse (or withdraw) a pending change", Security: bearerAuth,
+	}, s.refusePendingChange)
+}
+
+type createTokenInput struct {
+	Body struct {
+		Role      string     `json:"role" enum:"orchestrator,finance,oncall"`
+		Tenant    string     `json:"tenant,omitempty" doc:"Required for orchestrator tokens, refused for others."`
+		Name      string     `json:"name" minLength:"1" maxLength:"200" doc:"The principal: an existing one (by name, any case) gets another credential; a new name creates the principal."`
+		Kind      string     `json:"kind,omitempty" enum:"person,machine" doc:"A new principal's kind; by default orchestrators are machines, finance and on-call people."`
+		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"When the credential stops working; by default a person's lasts QUITTANCE_PERSON_CREDENTIAL_TTL and a machine's never expires. A person's is at most QUITTANCE_PERSON_CREDENTIAL_MAX_TTL away (422 beyond)."`
+		Label     string     `json:"label,omitempty" maxLength:"200" doc:"A name for the credential itself (default the principal's name)."`
+	}
+}
+
+type issuedTokenOutput struct {
+	Status int
+	Body   issuedTokenBody
+}
+
+// createToken serves POST /admin/v1/tokens: issue an API credential
+// (creating its principal if new).
+func (s *Server) createToken(ctx context.Context, in *createTokenInput) (*issuedTokenOutput, error) {
+	b := in.Body
+	ti := ledger.TokenInput{Role: ledger.Role(b.Role), Tenant: b.Tenant, Name: b.Name, Kind: ledger.PrincipalKind(b.Kind), Label: b.Label}
+	if b.ExpiresAt != nil {
+		ti.ExpiresAt = *b.ExpiresAt
+	}
+	t, err := s.ledger.CreateToken(ctx, principal(ctx), ti)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return issuedToken(t), nil
+}
+
+type listPrincipalsOutput struct {
+	Body struct {
+		Principals []PrincipalBody `json:"principals"`
+	}
+}
+
+// listPrincipals serves GET /admin/v1/principals: list principals.
+func (s *Server) listPrincipals(ctx context.Context, _ *struct{}) (*listPrincipalsOutput, error) {
+	rs, err := s.ledger.ListPrincipals(ctx, principal(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &listPrincipalsOutput{}
+	out.Body.Principals = make([]PrincipalBody, len(rs))
+	for i, r := range rs {
+		out.Body.Principals[i] = principalBody(r)
+	}
+	return out, nil
+}
+
 type uuidPathInput struct {
 	ID uuid.UUID `path:"id"`
 }
@@ -177,10 +314,13 @@ type principalOutput struct {
 	Body   PrincipalBody
 }
 
-type listPrincipalsOutput struct {
-	Body struct {
-		Principals []PrincipalBody `json:"principals"`
+// getPrincipal serves GET /admin/v1/principals/{id}: get a principal.
+func (s *Server) getPrincipal(ctx context.Context, in *uuidPathInput) (*principalOutput, error) {
+	r, err := s.ledger.GetPrincipal(ctx, principal(ctx), in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
 	}
+	return &principalOutput{Status: http.StatusOK, Body: principalBody(r)}, nil
 }
 
 type disablePrincipalInput struct {
@@ -195,6 +335,18 @@ type disablePrincipalOutput struct {
 		Principal          PrincipalBody `json:"principal"`
 		CredentialsRevoked int64         `json:"credentials_revoked"`
 	}
+}
+
+// disablePrincipal serves POST /admin/v1/principals/{id}/disable: disable a
+// principal and revoke all its credentials.
+func (s *Server) disablePrincipal(ctx context.Context, in *disablePrincipalInput) (*disablePrincipalOutput, error) {
+	r, n, err := s.ledger.DisablePrincipal(ctx, principal(ctx), in.ID, in.Body.Reason)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &disablePrincipalOutput{}
+	out.Body.Principal, out.Body.CredentialsRevoked = principalBody(r), n
+	return out, nil
 }
 
 type grantRoleInput struct {
@@ -213,6 +365,20 @@ type grantRoleOutput struct {
 	}
 }
 
+// grantRole serves POST /admin/v1/principals/{id}/role: ask for a principal
+// to get another role.
+func (s *Server) grantRole(ctx context.Context, in *grantRoleInput) (*grantRoleOutput, error) {
+	r, err := s.ledger.RequestRoleGrant(ctx, principal(ctx), in.ID, ledger.Role(in.Body.Role), in.Body.Tenant)
+	out := &grantRoleOutput{Status: http.StatusOK}
+	if pc, ok := pendingOf(err); ok {
+		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
+	} else if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out.Body.Principal = principalBody(r)
+	return out, nil
+}
+
 type linkOIDCInput struct {
 	ID   uuid.UUID `path:"id"`
 	Body struct {
@@ -221,8 +387,37 @@ type linkOIDCInput struct {
 	}
 }
 
+// linkOIDC serves POST /admin/v1/principals/{id}/oidc: ask for an OpenID
+// Connect identity to sign in as a person principal.
+func (s *Server) linkOIDC(ctx context.Context, in *linkOIDCInput) (*grantRoleOutput, error) {
+	r, err := s.ledger.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
+	out := &grantRoleOutput{Status: http.StatusOK}
+	if pc, ok := pendingOf(err); ok {
+		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
+	} else if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out.Body.Principal = principalBody(r)
+	return out, nil
+}
+
 type principalPathInput struct {
 	ID uuid.UUID `path:"id"`
+}
+
+// markNoIdentityProviderAccount serves POST
+// /admin/v1/principals/{id}/no-identity-provider-account: ask for a person
+// principal to be marked as having no identity-provider account.
+func (s *Server) markNoIdentityProviderAccount(ctx context.Context, in *principalPathInput) (*grantRoleOutput, error) {
+	r, err := s.ledger.RequestNoIdentityProviderAccount(ctx, principal(ctx), in.ID)
+	out := &grantRoleOutput{Status: http.StatusOK}
+	if pc, ok := pendingOf(err); ok {
+		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
+	} else if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out.Body.Principal = principalBody(r)
+	return out, nil
 }
 
 type listCredentialsInput struct {
@@ -233,6 +428,28 @@ type listCredentialsOutput struct {
 	Body struct {
 		Credentials []CredentialBody `json:"credentials"`
 	}
+}
+
+// listCredentials serves GET /admin/v1/credentials: list credentials (never
+// their secrets).
+func (s *Server) listCredentials(ctx context.Context, in *listCredentialsInput) (*listCredentialsOutput, error) {
+	var pid uuid.UUID
+	if in.PrincipalID != "" {
+		var err error
+		if pid, err = uuid.Parse(in.PrincipalID); err != nil {
+			return nil, s.fail(ctx, ledger.Invalid("principal_id", "must be a UUID"))
+		}
+	}
+	ts, err := s.ledger.ListCredentials(ctx, principal(ctx), pid)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &listCredentialsOutput{}
+	out.Body.Credentials = make([]CredentialBody, len(ts))
+	for i, t := range ts {
+		out.Body.Credentials[i] = credentialBody(t)
+	}
+	return out, nil
 }
 
 type revokeCredentialInput struct {
@@ -246,11 +463,39 @@ type credentialOutput struct {
 	Body CredentialBody
 }
 
+// revokeCredential serves POST /admin/v1/credentials/{id}/revoke: revoke a
+// credential.
+func (s *Server) revokeCredential(ctx context.Context, in *revokeCredentialInput) (*credentialOutput, error) {
+	reason := ""
+	if in.Body != nil {
+		reason = in.Body.Reason
+	}
+	t, err := s.ledger.RevokeCredential(ctx, principal(ctx), in.ID, reason)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &credentialOutput{Body: credentialBody(t)}, nil
+}
+
 type rotateCredentialInput struct {
 	ID   uuid.UUID `path:"id"`
 	Body *struct {
 		ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	} `required:"false"`
+}
+
+// rotateCredential serves POST /admin/v1/credentials/{id}/rotate: issue a
+// new credential and revoke this one.
+func (s *Server) rotateCredential(ctx context.Context, in *rotateCredentialInput) (*issuedTokenOutput, error) {
+	var expires time.Time
+	if in.Body != nil && in.Body.ExpiresAt != nil {
+		expires = *in.Body.ExpiresAt
+	}
+	t, err := s.ledger.RotateCredential(ctx, principal(ctx), in.ID, expires)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return issuedToken(t), nil
 }
 
 type listPendingInput struct {
@@ -263,8 +508,54 @@ type listPendingOutput struct {
 	}
 }
 
+// listPendingChanges serves GET /admin/v1/pending-changes: list privileged
+// changes awaiting (or past) approval.
+func (s *Server) listPendingChanges(ctx context.Context, in *listPendingInput) (*listPendingOutput, error) {
+	var st ledger.PendingStatus
+	if in.Status != "all" {
+		var err error
+		if st, err = ledger.ParsePendingStatus(in.Status); err != nil {
+			return nil, s.fail(ctx, ledger.Invalid("status", "must be pending, applied, refused, expired or all"))
+		}
+	}
+	cs, err := s.ledger.ListPendingChanges(ctx, principal(ctx), st)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &listPendingOutput{}
+	out.Body.Changes = make([]*PendingChangeBody, len(cs))
+	for i, c := range cs {
+		out.Body.Changes[i] = pendingChangeBody(c)
+	}
+	return out, nil
+}
+
 type pendingOutput struct {
 	Body *PendingChangeBody
+}
+
+// getPendingChange serves GET /admin/v1/pending-changes/{id}: get a pending
+// change, with the change it applies.
+func (s *Server) getPendingChange(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
+	c, err := s.ledger.GetPendingChange(ctx, principal(ctx), in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	b := pendingChangeBody(c)
+	b.Change = c.Payload
+	return &pendingOutput{Body: b}, nil
+}
+
+// approvePendingChange serves POST /admin/v1/pending-changes/{id}/approve:
+// approve a pending change: it applies now.
+func (s *Server) approvePendingChange(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
+	c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	b := pendingChangeBody(c)
+	b.TokenPart = c.IssuedTokenPart
+	return &pendingOutput{Body: b}, nil
 }
 
 type refusePendingInput struct {
@@ -274,237 +565,12 @@ type refusePendingInput struct {
 	}
 }
 
-func (s *Server) registerPrincipals() {
-	tags := []string{"principals"}
-	huma.Register(s.api, huma.Operation{
-		OperationID: "create-token", Method: http.MethodPost, Path: "/admin/v1/tokens", Tags: tags,
-		Summary: "Issue an API credential (creating its principal if new)", Security: bearerAuth, DefaultStatus: http.StatusCreated,
-		Metadata: map[string]any{bootstrapOperation: true},
-		Description: "On-call. A name that exists (any case) adds a credential to that principal: your own at once (201); a " +
-			"machine's with 202 and a credential_create pending change; never another person's. A new name creates the " +
-			"principal: the first machine orchestrator of a tenant no principal or delegation has used at once (201); any other " +
-			"(a person, a finance or on-call principal, an orchestrator for a tenant in use) with 202 and a principal_create " +
-			"pending change. A different on-call principal approves a pending change, after which the returned token works; " +
-			"for a person, the 202 carries token_part instead, the first part of the person's credential, and the approval's " +
-			"answer the second. " +
-			"The bootstrap credential may create the first two on-call principals, and nothing else (except under dev).",
-	}, func(ctx context.Context, in *createTokenInput) (*issuedTokenOutput, error) {
-		b := in.Body
-		ti := ledger.TokenInput{Role: ledger.Role(b.Role), Tenant: b.Tenant, Name: b.Name, Kind: ledger.PrincipalKind(b.Kind), Label: b.Label}
-		if b.ExpiresAt != nil {
-			ti.ExpiresAt = *b.ExpiresAt
-		}
-		t, err := s.ledger.CreateToken(ctx, principal(ctx), ti)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return issuedToken(t), nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-principals", Method: http.MethodGet, Path: "/admin/v1/principals", Tags: tags,
-		Summary: "List principals", Security: bearerAuth,
-	}, func(ctx context.Context, _ *struct{}) (*listPrincipalsOutput, error) {
-		rs, err := s.ledger.ListPrincipals(ctx, principal(ctx))
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &listPrincipalsOutput{}
-		out.Body.Principals = make([]PrincipalBody, len(rs))
-		for i, r := range rs {
-			out.Body.Principals[i] = principalBody(r)
-		}
-		return out, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "get-principal", Method: http.MethodGet, Path: "/admin/v1/principals/{id}", Tags: tags,
-		Summary: "Get a principal", Security: bearerAuth,
-	}, func(ctx context.Context, in *uuidPathInput) (*principalOutput, error) {
-		r, err := s.ledger.GetPrincipal(ctx, principal(ctx), in.ID)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &principalOutput{Status: http.StatusOK, Body: principalBody(r)}, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "disable-principal", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/disable", Tags: tags,
-		Summary: "Disable a principal and revoke all its credentials", Security: bearerAuth,
-		Description: "On-call, at once (no second approver: taking access away must be fast). Every credential of the principal stops working on every replica within a second, and its open event streams end.",
-	}, func(ctx context.Context, in *disablePrincipalInput) (*disablePrincipalOutput, error) {
-		r, n, err := s.ledger.DisablePrincipal(ctx, principal(ctx), in.ID, in.Body.Reason)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &disablePrincipalOutput{}
-		out.Body.Principal, out.Body.CredentialsRevoked = principalBody(r), n
-		return out, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "grant-role", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/role", Tags: tags,
-		Summary: "Ask for a principal to get another role", Security: bearerAuth,
-		Description: "On-call. 202 with a pending change a different on-call principal approves.",
-	}, func(ctx context.Context, in *grantRoleInput) (*grantRoleOutput, error) {
-		r, err := s.ledger.RequestRoleGrant(ctx, principal(ctx), in.ID, ledger.Role(in.Body.Role), in.Body.Tenant)
-		out := &grantRoleOutput{Status: http.StatusOK}
-		if pc, ok := pendingOf(err); ok {
-			out.Status, out.Body.PendingChange = http.StatusAccepted, pc
-		} else if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out.Body.Principal = principalBody(r)
-		return out, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "link-oidc", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/oidc", Tags: tags,
-		Summary: "Ask for an OpenID Connect identity to sign in as a person principal", Security: bearerAuth,
-		Description: "On-call. 202 with an oidc_link pending change that the identity's holder confirms: they sign in to the console " +
-			"through OpenID Connect as that identity and confirm it there (no approval, the principal's own included, applies it: " +
-			"POST /admin/v1/pending-changes/{id}/approve answers 409 oidc_link_needs_identity). From then on the " +
-			"identity's console sessions act as the principal, and a principal recorded at the identity's earlier sign-ins is " +
-			"the same person for four-eyes. 404 for an unknown principal; 409 principal_not_person, principal_disabled, " +
-			"principal_bootstrap, principal_linked (the principal is itself linked to another), oidc_identity_linked.",
-	}, func(ctx context.Context, in *linkOIDCInput) (*grantRoleOutput, error) {
-		r, err := s.ledger.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
-		out := &grantRoleOutput{Status: http.StatusOK}
-		if pc, ok := pendingOf(err); ok {
-			out.Status, out.Body.PendingChange = http.StatusAccepted, pc
-		} else if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out.Body.Principal = principalBody(r)
-		return out, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "mark-no-identity-provider-account", Method: http.MethodPost, Path: "/admin/v1/principals/{id}/no-identity-provider-account", Tags: tags,
-		Summary: "Ask for a person principal to be marked as having no identity-provider account", Security: bearerAuth,
-		Description: "On-call. 202 with a no_identity_provider_account pending change a different on-call person approves. Outside dev, " +
-			"until a person principal is so marked or linked to an OpenID Connect identity, an identity signing in on its own and " +
-			"that principal are never the two persons of a four-eyes decision (403 identity_not_linked). 404 for an unknown " +
-			"principal; 409 principal_not_person, principal_disabled, principal_bootstrap, principal_linked (it has an identity), " +
-			"principal_marked.",
-	}, func(ctx context.Context, in *principalPathInput) (*grantRoleOutput, error) {
-		r, err := s.ledger.RequestNoIdentityProviderAccount(ctx, principal(ctx), in.ID)
-		out := &grantRoleOutput{Status: http.StatusOK}
-		if pc, ok := pendingOf(err); ok {
-			out.Status, out.Body.PendingChange = http.StatusAccepted, pc
-		} else if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out.Body.Principal = principalBody(r)
-		return out, nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-credentials", Method: http.MethodGet, Path: "/admin/v1/credentials", Tags: tags,
-		Summary: "List credentials (never their secrets)", Security: bearerAuth,
-		Description: "On-call sees every principal's; anyone else only their own.",
-	}, func(ctx context.Context, in *listCredentialsInput) (*listCredentialsOutput, error) {
-		var pid uuid.UUID
-		if in.PrincipalID != "" {
-			var err error
-			if pid, err = uuid.Parse(in.PrincipalID); err != nil {
-				return nil, s.fail(ctx, ledger.Invalid("principal_id", "must be a UUID"))
-			}
-		}
-		ts, err := s.ledger.ListCredentials(ctx, principal(ctx), pid)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &listCredentialsOutput{}
-		out.Body.Credentials = make([]CredentialBody, len(ts))
-		for i, t := range ts {
-			out.Body.Credentials[i] = credentialBody(t)
-		}
-		return out, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "revoke-credential", Method: http.MethodPost, Path: "/admin/v1/credentials/{id}/revoke", Tags: tags,
-		Summary: "Revoke a credential", Security: bearerAuth,
-		Description: "Your own, or (on-call) anyone's. It gets 401 on every replica within a second, and its open event streams end. 409 token_already_revoked if it was.",
-	}, func(ctx context.Context, in *revokeCredentialInput) (*credentialOutput, error) {
-		reason := ""
-		if in.Body != nil {
-			reason = in.Body.Reason
-		}
-		t, err := s.ledger.RevokeCredential(ctx, principal(ctx), in.ID, reason)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &credentialOutput{Body: credentialBody(t)}, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "rotate-credential", Method: http.MethodPost, Path: "/admin/v1/credentials/{id}/rotate", Tags: tags,
-		Summary: "Issue a new credential and revoke this one", Security: bearerAuth, DefaultStatus: http.StatusCreated,
-		Description: "Your own at once (201): the new secret is returned once and the old credential is revoked in the same " +
-			"transaction. On-call may rotate a machine principal's: 202 with a credential_create pending change; once a different " +
-			"on-call principal approves, the new secret works and the old credential is revoked.",
-	}, func(ctx context.Context, in *rotateCredentialInput) (*issuedTokenOutput, error) {
-		var expires time.Time
-		if in.Body != nil && in.Body.ExpiresAt != nil {
-			expires = *in.Body.ExpiresAt
-		}
-		t, err := s.ledger.RotateCredential(ctx, principal(ctx), in.ID, expires)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return issuedToken(t), nil
-	})
-
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-pending-changes", Method: http.MethodGet, Path: "/admin/v1/pending-changes", Tags: tags,
-		Summary: "List privileged changes awaiting (or past) approval", Security: bearerAuth,
-	}, func(ctx context.Context, in *listPendingInput) (*listPendingOutput, error) {
-		var st ledger.PendingStatus
-		if in.Status != "all" {
-			var err error
-			if st, err = ledger.ParsePendingStatus(in.Status); err != nil {
-				return nil, s.fail(ctx, ledger.Invalid("status", "must be pending, applied, refused, expired or all"))
-			}
-		}
-		cs, err := s.ledger.ListPendingChanges(ctx, principal(ctx), st)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &listPendingOutput{}
-		out.Body.Changes = make([]*PendingChangeBody, len(cs))
-		for i, c := range cs {
-			out.Body.Changes[i] = pendingChangeBody(c)
-		}
-		return out, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "get-pending-change", Method: http.MethodGet, Path: "/admin/v1/pending-changes/{id}", Tags: tags,
-		Summary: "Get a pending change, with the change it applies", Security: bearerAuth,
-	}, func(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
-		c, err := s.ledger.GetPendingChange(ctx, principal(ctx), in.ID)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		b := pendingChangeBody(c)
-		b.Change = c.Payload
-		return &pendingOutput{Body: b}, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "approve-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/approve", Tags: tags,
-		Summary: "Approve a pending change: it applies now", Security: bearerAuth,
-		Description: "On-call, and a different person from the one that asked (403 self_approval otherwise, whatever credential, name or linked principal is used). 409 change_not_pending, change_expired. " +
-			"Approving a person's principal_create answers token_part: the second part of the person's credential, shown once.",
-	}, func(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
-		c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		b := pendingChangeBody(c)
-		b.TokenPart = c.IssuedTokenPart
-		return &pendingOutput{Body: b}, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "refuse-pending-change", Method: http.MethodPost, Path: "/admin/v1/pending-changes/{id}/refuse", Tags: tags,
-		Summary: "Refuse (or withdraw) a pending change", Security: bearerAuth,
-	}, func(ctx context.Context, in *refusePendingInput) (*pendingOutput, error) {
-		c, err := s.ledger.RefusePendingChange(ctx, principal(ctx), in.ID, in.Body.Reason)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &pendingOutput{Body: pendingChangeBody(c)}, nil
-	})
+// refusePendingChange serves POST /admin/v1/pending-changes/{id}/refuse:
+// refuse (or withdraw) a pending change.
+func (s *Server) refusePendingChange(ctx context.Context, in *refusePendingInput) (*pendingOutput, error) {
+	c, err := s.ledger.RefusePendingChange(ctx, principal(ctx), in.ID, in.Body.Reason)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &pendingOutput{Body: pendingChangeBody(c)}, nil
 }

@@ -10,9 +10,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation"
-	"github.com/quittance/quittance/delegate"
-	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -85,86 +84,76 @@ func init() {
 	}
 }
 
-// problemFor is the one mapping from domain errors to HTTP problems. Errors
-// it does not recognise are logged and become an opaque 500.
+// problemFor is the one mapping from domain errors to HTTP problems: the
+// status is the error's kind's (errkind), the code and detail are the
+// API's. Errors of no kind are logged and become an opaque 500.
 func problemFor(ctx context.Context, log *slog.Logger, err error) error {
-	var (
-		validation *ledger.ValidationError
-		reference  *ledger.ReferenceError
-		conflict   *ledger.ConflictError
-		transition *ledger.TransitionError
-		problem    *Problem
-		refusal    *compensation.RefusalError
-	)
-	switch {
-	case errors.As(err, &problem):
+	var problem *Problem
+	if errors.As(err, &problem) {
 		return problem
-	case errors.As(err, &refusal):
-		return newProblem(refusalStatus(refusal.Code), refusal.Code, refusal.Detail)
-	case errors.Is(err, delegate.ErrPushUnauthorized):
-		return newProblem(http.StatusUnauthorized, "push_unauthorized", "the push notification token is missing or wrong")
-	case errors.Is(err, delegate.ErrPushTaskMismatch):
-		return newProblem(http.StatusConflict, "push_task_mismatch", "the push notification is about another task than the delegation's")
-	case errors.Is(err, delegate.ErrRemoteAgentUnavailable):
-		log.WarnContext(ctx, "remote agent could not be asked", slog.Any("error", err))
-		return newProblem(http.StatusBadGateway, "remote_agent_unavailable",
-			"the remote org's agent could not be asked about the task, or gave no usable answer; nothing was recorded, try again later")
-	case errors.Is(err, a2a.ErrMalformedResponse):
-		return newProblem(http.StatusBadRequest, "malformed_push", "the body is not an A2A task, message or task update")
-	case errors.Is(err, ledger.ErrSelfApproval):
-		return newProblem(http.StatusForbidden, "self_approval", "a "+string(decisionSubject(err))+" must be approved by a different on-call principal than the one that requested it")
-	case errors.Is(err, ledger.ErrIdentityNotLinked):
-		return newProblem(http.StatusForbidden, "identity_not_linked",
-			"one of the two is an OpenID Connect identity not linked to its person's token principal, the other a person principal not yet linked to an identity or marked as having no identity-provider account: they may be one person")
-	case errors.As(err, &validation):
-		return newProblem(http.StatusUnprocessableEntity, "validation_failed", validation.Error(),
-			&huma.ErrorDetail{Location: "body." + validation.Field, Message: validation.Problem})
-	case errors.As(err, &reference):
-		code := strings.TrimSuffix(reference.Field, "_id") + "_not_found"
-		return newProblem(http.StatusUnprocessableEntity, code, reference.Error(),
-			&huma.ErrorDetail{Location: "body." + reference.Field, Message: "does not exist", Value: reference.ID})
-	case errors.As(err, &conflict):
-		return newProblem(http.StatusConflict, conflict.Code, conflict.Detail)
-	case errors.As(err, &transition):
-		return newProblem(http.StatusConflict, "invalid_transition", transition.Error())
-	case errors.Is(err, ledger.ErrNotFound):
-		return newProblem(http.StatusNotFound, "not_found", "no such resource")
-	case errors.Is(err, ledger.ErrUnauthenticated):
-		return newProblem(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
-	case errors.Is(err, ledger.ErrForbidden):
-		return newProblem(http.StatusForbidden, "forbidden", "this token's role may not do this")
-	case errors.Is(err, ledger.ErrIdempotencyMismatch):
-		return newProblem(http.StatusUnprocessableEntity, "idempotency_mismatch",
-			"this business_operation_id was already used with a different request")
-	case errors.Is(err, ledger.ErrInsufficientFunds):
-		return newProblem(http.StatusUnprocessableEntity, "insufficient_funds", "the budget's available amount does not cover the hold")
-	case errors.Is(err, ledger.ErrUnknownTaskStatus):
-		return newProblem(http.StatusUnprocessableEntity, "unknown_task_status", err.Error(),
-			&huma.ErrorDetail{Location: "body.state", Message: "not an A2A task state"})
-	case errors.Is(err, context.Canceled):
-		return newProblem(499, "client_closed_request", "the request was canceled")
 	}
-	log.ErrorContext(ctx, "request failed", slog.Any("error", err))
-	return newProblem(http.StatusInternalServerError, "internal", "an internal error occurred; it has been logged")
+	kind := errkind.Of(err)
+	status := kind.Status()
+	switch kind {
+	case errkind.TokenRefused, errkind.TokenConflict, errkind.TokenTooLarge, errkind.TokenInvalid:
+		var refusal *compensation.RefusalError
+		errors.As(err, &refusal)
+		return newProblem(status, refusal.Code, refusal.Detail)
+	case errkind.RemoteAgentUnavailable:
+		log.WarnContext(ctx, "remote agent could not be asked", slog.Any("error", err))
+	case errkind.Validation:
+		var validation *ledger.ValidationError
+		errors.As(err, &validation)
+		return newProblem(status, "validation_failed", validation.Error(),
+			&huma.ErrorDetail{Location: "body." + validation.Field, Message: validation.Problem})
+	case errkind.Reference:
+		var reference *ledger.ReferenceError
+		errors.As(err, &reference)
+		code := strings.TrimSuffix(reference.Field, "_id") + "_not_found"
+		return newProblem(status, code, reference.Error(),
+			&huma.ErrorDetail{Location: "body." + reference.Field, Message: "does not exist", Value: reference.ID})
+	case errkind.Conflict:
+		var conflict *ledger.ConflictError
+		errors.As(err, &conflict)
+		return newProblem(status, conflict.Code, conflict.Detail)
+	case errkind.Transition:
+		var transition *ledger.TransitionError
+		errors.As(err, &transition)
+		return newProblem(status, "invalid_transition", transition.Error())
+	case errkind.UnknownTaskStatus:
+		return newProblem(status, "unknown_task_status", err.Error(),
+			&huma.ErrorDetail{Location: "body.state", Message: "not an A2A task state"})
+	case errkind.Internal:
+		log.ErrorContext(ctx, "request failed", slog.Any("error", err))
+	case errkind.Canceled, errkind.PushUnauthorized, errkind.PushTaskMismatch, errkind.MalformedPush,
+		errkind.WriteOffSelfApproval, errkind.SelfApproval, errkind.IdentityNotLinked, errkind.NotFound,
+		errkind.Unauthenticated, errkind.Forbidden, errkind.IdempotencyMismatch, errkind.InsufficientFunds:
+	}
+	w := problemWording[kind]
+	return newProblem(status, w.code, w.detail)
 }
 
-// refusalStatus is the HTTP status of a refused compensation token: 401
-// token_refused for every refusal decided before the token verified and
-// matched a delegation (compensation.Service.Submit tells no more); for
-// the refusals told to the org that signed the token, 409 for a replayed
-// jti or evidence the obligation is not waiting for and 422 for the rest
-// (evidence_conflict, a wrong or missing idempotency key, an amount over
-// the hold); 413 for an oversized token.
-func refusalStatus(code string) int {
-	switch code {
-	case compensation.CodeTokenRefused:
-		return http.StatusUnauthorized
-	case compensation.CodeTokenReplayed, compensation.CodeEvidenceNotExpected:
-		return http.StatusConflict
-	case compensation.CodeTokenTooLarge:
-		return http.StatusRequestEntityTooLarge
-	}
-	return http.StatusUnprocessableEntity
+// wording is a problem's fixed code and detail.
+type wording struct{ code, detail string }
+
+// problemWording is the code and detail of each kind whose problem says
+// nothing of the occurrence.
+var problemWording = map[errkind.Kind]wording{
+	errkind.Internal:               {"internal", "an internal error occurred; it has been logged"},
+	errkind.Canceled:               {"client_closed_request", "the request was canceled"},
+	errkind.PushUnauthorized:       {"push_unauthorized", "the push notification token is missing or wrong"},
+	errkind.PushTaskMismatch:       {"push_task_mismatch", "the push notification is about another task than the delegation's"},
+	errkind.RemoteAgentUnavailable: {"remote_agent_unavailable", "the remote org's agent could not be asked about the task, or gave no usable answer; nothing was recorded, try again later"},
+	errkind.MalformedPush:          {"malformed_push", "the body is not an A2A task, message or task update"},
+	errkind.WriteOffSelfApproval:   {"self_approval", "a write-off must be approved by a different on-call principal than the one that requested it"},
+	errkind.SelfApproval:           {"self_approval", "a change must be approved by a different on-call principal than the one that requested it"},
+	errkind.IdentityNotLinked: {"identity_not_linked", "one of the two is an OpenID Connect identity not linked to its person's token principal, " +
+		"the other a person principal not yet linked to an identity or marked as having no identity-provider account: they may be one person"},
+	errkind.NotFound:            {"not_found", "no such resource"},
+	errkind.Unauthenticated:     {"unauthenticated", "a valid bearer token is required"},
+	errkind.Forbidden:           {"forbidden", "this token's role may not do this"},
+	errkind.IdempotencyMismatch: {"idempotency_mismatch", "this business_operation_id was already used with a different request"},
+	errkind.InsufficientFunds:   {"insufficient_funds", "the budget's available amount does not cover the hold"},
 }
 
 // rateLimitedProblem is the 429 of a request over its rate limit: its
@@ -174,13 +163,4 @@ func refusalStatus(code string) int {
 func rateLimitedProblem(retryAfterSeconds int) *Problem {
 	return newProblem(http.StatusTooManyRequests, "rate_limited",
 		"too many requests for this credential or client address; retry after "+strconv.Itoa(retryAfterSeconds)+"s")
-}
-
-// decisionSubject is what a refused two-person decision was about.
-func decisionSubject(err error) ledger.DecisionSubject {
-	var second *ledger.SecondPersonError
-	if errors.As(err, &second) {
-		return second.Subject
-	}
-	return ledger.SubjectChange
 }

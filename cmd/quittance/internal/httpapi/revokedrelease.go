@@ -23,17 +23,8 @@ type RevokedReleaseBody struct {
 	Note              string    `json:"note"`
 }
 
-type acknowledgeRevokedReleaseInput struct {
-	ID   string `path:"id" doc:"The delegation id (a UUID)."`
-	Body struct {
-		Note string `json:"note" minLength:"1" maxLength:"4096" doc:"What finance did about it (booked, claimed back, accepted)."`
-	}
-}
-
-type revokedReleaseOutput struct {
-	Body RevokedReleaseBody
-}
-
+// registerRevokedReleases is the route table of the releases on a revoked
+// identity's declaration that finance acknowledges.
 func (s *Server) registerRevokedReleases() {
 	if s.compensation == nil {
 		return
@@ -46,17 +37,33 @@ func (s *Server) registerRevokedReleases() {
 			"in /v1/anomalies, the summary's revoked_identity_releases or reporting.revoked_identity_releases_v1. 404 when the " +
 			"delegation has no such release, 409 release_already_acknowledged the second time.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *acknowledgeRevokedReleaseInput) (*revokedReleaseOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		r, err := s.compensation.AcknowledgeRevokedRelease(ctx, principal(ctx), id, in.Body.Note)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &revokedReleaseOutput{Body: revokedReleaseBody(r)}, nil
-	})
+	}, s.acknowledgeRevokedRelease)
+}
+
+type acknowledgeRevokedReleaseInput struct {
+	ID   string `path:"id" doc:"The delegation id (a UUID)."`
+	Body struct {
+		Note string `json:"note" minLength:"1" maxLength:"4096" doc:"What finance did about it (booked, claimed back, accepted)."`
+	}
+}
+
+type revokedReleaseOutput struct {
+	Body RevokedReleaseBody
+}
+
+// acknowledgeRevokedRelease serves POST
+// /v1/delegations/{id}/revoked-release/acknowledge: acknowledge an
+// obligation released on a declaration of an identity revoked since.
+func (s *Server) acknowledgeRevokedRelease(ctx context.Context, in *acknowledgeRevokedReleaseInput) (*revokedReleaseOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.compensation.AcknowledgeRevokedRelease(ctx, principal(ctx), id, in.Body.Note)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &revokedReleaseOutput{Body: revokedReleaseBody(r)}, nil
 }
 
 func revokedReleaseBody(r report.RevokedRelease) RevokedReleaseBody {

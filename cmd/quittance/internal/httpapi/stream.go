@@ -82,6 +82,22 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	return c
 }
 
+// registerStreams is the route of the event feed; its streamed form is
+// served by routeStreams.
+func (s *Server) registerStreams() {
+	if s.feed == nil {
+		return
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
+		Summary: "Events in commit order (a tenant's for orchestrators, all for finance and on-call)",
+		Description: "A page of events in commit order. With stream=true (or Accept: text/event-stream) a replayable Server-Sent Events stream: " +
+			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate. " +
+			"A principal may have QUITTANCE_STREAM_MAX_PER_PRINCIPAL streams open on a replica, which serves QUITTANCE_STREAM_MAX_OPEN in all; past either, 429 too_many_streams with Retry-After.",
+		Security: bearerAuth,
+	}, s.listEvents)
+}
+
 type feedInput struct {
 	Stream bool   `query:"stream" doc:"true: serve a replayable Server-Sent Events stream (id = the event's seq; resume with Last-Event-ID or after)."`
 	After  string `query:"after" doc:"Return events committed after the event with this seq; 'now' for new events only."`
@@ -98,42 +114,32 @@ type feedOutput struct {
 	}
 }
 
-func (s *Server) registerStreams() {
-	if s.feed == nil {
-		return
+// listEvents serves GET /v1/events: events in commit order (a tenant's for
+// orchestrators, all for finance and on-call).
+func (s *Server) listEvents(ctx context.Context, in *feedInput) (*feedOutput, error) {
+	q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)
+	if err != nil {
+		return nil, err
 	}
-	huma.Register(s.api, huma.Operation{
-		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
-		Summary: "Events in commit order (a tenant's for orchestrators, all for finance and on-call)",
-		Description: "A page of events in commit order. With stream=true (or Accept: text/event-stream) a replayable Server-Sent Events stream: " +
-			"each event's id is its seq; reconnect with Last-Event-ID (or after=<seq>) to resume with no gap and no duplicate. " +
-			"A principal may have QUITTANCE_STREAM_MAX_PER_PRINCIPAL streams open on a replica, which serves QUITTANCE_STREAM_MAX_OPEN in all; past either, 429 too_many_streams with Retry-After.",
-		Security: bearerAuth,
-	}, func(ctx context.Context, in *feedInput) (*feedOutput, error) {
-		q, err := s.feedScope(ctx, principal(ctx), uuid.Nil)
-		if err != nil {
-			return nil, err
-		}
-		if q.AfterPosition, err = s.resumePosition(ctx, in.After); err != nil {
-			return nil, err
-		}
-		q.Limit = in.Limit
-		page, err := s.feed.FeedEvents(ctx, q)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		events := page.Events
-		out := &feedOutput{}
-		out.Body.HeldBack = page.HeldBack
-		out.Body.Events = make([]EventRecord, len(events))
-		for i, fe := range events {
-			out.Body.Events[i] = eventRecord(fe.Event)
-		}
-		if n := len(events); n > 0 {
-			out.Body.NextAfter = strconv.FormatInt(events[n-1].Event.Seq, 10)
-		}
-		return out, nil
-	})
+	if q.AfterPosition, err = s.resumePosition(ctx, in.After); err != nil {
+		return nil, err
+	}
+	q.Limit = in.Limit
+	page, err := s.feed.FeedEvents(ctx, q)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	events := page.Events
+	out := &feedOutput{}
+	out.Body.HeldBack = page.HeldBack
+	out.Body.Events = make([]EventRecord, len(events))
+	for i, fe := range events {
+		out.Body.Events[i] = eventRecord(fe.Event)
+	}
+	if n := len(events); n > 0 {
+		out.Body.NextAfter = strconv.FormatInt(events[n-1].Event.Seq, 10)
+	}
+	return out, nil
 }
 
 // feedScope is what the principal may read: one delegation it may see, its
@@ -147,9 +153,9 @@ func (s *Server) feedScope(ctx context.Context, p ledger.Principal, delegation u
 		q.DelegationID = delegation
 		return q, nil
 	}
-	switch p.Role {
-	case ledger.RoleFinance, ledger.RoleOncall:
-	case ledger.RoleOrchestrator:
+	switch {
+	case p.Permits(ledger.ActionReadAllEvents):
+	case p.Permits(ledger.ActionReadTenantEvents):
 		q.Tenant = p.Tenant
 	default:
 		return q, s.fail(ctx, ledger.ErrForbidden)
@@ -226,41 +232,15 @@ const streamRecheck = time.Second
 // serveStream serves one SSE stream until the client goes away or the
 // server shuts down.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation string) {
-	ctx := r.Context()
 	r.Pattern = "GET /v1/events (stream)"
 	if delegation != "" {
 		r.Pattern = "GET /v1/delegations/{id}/events (stream)"
 	}
-	secret := bearerSecret(r.Header.Get("Authorization"))
-	p, err := s.ledger.Authenticate(ctx, secret)
-	if err != nil {
-		s.writeHTTPProblem(w, r, apiRealm, err)
+	req, ok := s.openStream(w, r, delegation)
+	if !ok {
 		return
 	}
-	if !s.chargePrincipal(ctx, p, w.Header().Set, func(pr *Problem) { s.writeHTTPProblem(w, r, apiRealm, pr) }) {
-		return
-	}
-	var id uuid.UUID
-	if delegation != "" {
-		if id, err = parseID(delegation); err != nil {
-			s.writeHTTPProblem(w, r, apiRealm, err)
-			return
-		}
-	}
-	q, err := s.feedScope(ctx, p, id)
-	if err != nil {
-		s.writeHTTPProblem(w, r, apiRealm, err)
-		return
-	}
-	resume := r.Header.Get("Last-Event-ID")
-	if resume == "" {
-		resume = r.URL.Query().Get("after")
-	}
-	if q.AfterPosition, err = s.resumePosition(ctx, resume); err != nil {
-		s.writeHTTPProblem(w, r, apiRealm, err)
-		return
-	}
-	release, refused := s.streamLimits.acquire(p.ID)
+	release, refused := s.streamLimits.acquire(req.p.ID)
 	if refused != "" {
 		s.metrics.EventStreamRefused(refused)
 		w.Header().Set("Retry-After", strconv.Itoa(int(streamRetryAfter.Seconds())))
@@ -270,21 +250,123 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	defer release()
 	s.metrics.EventStreamsOpen(1)
 	defer s.metrics.EventStreamsOpen(-1)
-	hub, sub := s.streamHubs.join(q)
+	hub, sub := s.streamHubs.join(req.q)
 	defer hub.leave(sub)
 
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	h := w.Header()
+	es := &eventStream{w: w, rc: http.NewResponseController(w), req: req, hub: hub, sub: sub}
+	if !es.start() {
+		return
+	}
+	s.pump(r.Context(), es)
+}
+
+// streamRequest is what an event stream was opened with: the credential,
+// the principal it authenticated as, and the feed query the stream reads.
+type streamRequest struct {
+	secret string
+	p      ledger.Principal
+	q      report.FeedQuery
+}
+
+// openStream authenticates a stream request, charges it to its principal
+// and decides its scope and resume position; on a refusal it writes the
+// problem and reports false.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request, delegation string) (streamRequest, bool) {
+	ctx := r.Context()
+	fail := func(err error) (streamRequest, bool) {
+		s.writeHTTPProblem(w, r, apiRealm, err)
+		return streamRequest{}, false
+	}
+	secret := bearerSecret(r.Header.Get("Authorization"))
+	p, err := s.ledger.Authenticate(ctx, secret)
+	if err != nil {
+		return fail(err)
+	}
+	if !s.chargePrincipal(ctx, p, w.Header().Set, func(pr *Problem) { s.writeHTTPProblem(w, r, apiRealm, pr) }) {
+		return streamRequest{}, false
+	}
+	var id uuid.UUID
+	if delegation != "" {
+		if id, err = parseID(delegation); err != nil {
+			return fail(err)
+		}
+	}
+	q, err := s.feedScope(ctx, p, id)
+	if err != nil {
+		return fail(err)
+	}
+	resume := r.Header.Get("Last-Event-ID")
+	if resume == "" {
+		resume = r.URL.Query().Get("after")
+	}
+	if q.AfterPosition, err = s.resumePosition(ctx, resume); err != nil {
+		return fail(err)
+	}
+	return streamRequest{secret: secret, p: p, q: q}, true
+}
+
+// eventStream is one open SSE stream: the connection it writes to, what
+// it was opened with, and its subscription to its scope's hub.
+type eventStream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	req streamRequest
+	hub *scopeHub
+	sub *streamSub
+}
+
+// start writes the stream's headers and preamble; false means the client
+// is gone.
+func (es *eventStream) start() bool {
+	_ = es.rc.SetWriteDeadline(time.Time{})
+	h := es.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, "retry: 2000\n: stream of quittance events\n\n"); err != nil {
-		return
+	es.w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(es.w, "retry: 2000\n: stream of quittance events\n\n"); err != nil {
+		return false
 	}
-	_ = rc.Flush()
+	_ = es.rc.Flush()
+	return true
+}
 
+// writePage writes a page's events and asks the hub for the next; false
+// ends the stream.
+func (es *eventStream) writePage(page streamPage) bool {
+	for _, fe := range page.events {
+		data, err := json.Marshal(eventRecord(fe.Event))
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(es.w, "id: %d\ndata: %s\n\n", fe.Event.Seq, data); err != nil {
+			return false
+		}
+		es.req.q.AfterPosition = fe.Position
+	}
+	if err := es.rc.Flush(); err != nil {
+		return false
+	}
+	round := page.round
+	if page.full {
+		round = 0 // more may follow at once
+	}
+	es.hub.wait(es.sub, es.req.q.AfterPosition, round)
+	return true
+}
+
+// comment writes an SSE comment line; false means the client is gone.
+func (es *eventStream) comment(text string) bool {
+	if _, err := fmt.Fprint(es.w, ": "+text+"\n\n"); err != nil {
+		return false
+	}
+	return es.rc.Flush() == nil
+}
+
+// pump hands the stream its pages, heartbeats and credential checks until
+// the client goes away, the server shuts down, a write fails or the
+// credential no longer holds.
+func (s *Server) pump(ctx context.Context, es *eventStream) {
 	idle := time.NewTimer(s.stream.Heartbeat)
 	defer idle.Stop()
 	// The credential is checked again every second, whatever the stream is
@@ -294,50 +376,31 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, delegation 
 	// decided for ends the stream.
 	recheck := time.NewTicker(streamRecheck)
 	defer recheck.Stop()
-	hub.wait(sub, q.AfterPosition, 0)
+	es.hub.wait(es.sub, es.req.q.AfterPosition, 0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.stream.Done:
 			return
-		case page := <-sub.pages:
+		case page := <-es.sub.pages:
 			if page.err != nil {
 				if ctx.Err() == nil {
 					s.log.ErrorContext(ctx, "event stream read failed", slog.Any("error", page.err))
 				}
 				return
 			}
-			for _, fe := range page.events {
-				data, err := json.Marshal(eventRecord(fe.Event))
-				if err != nil {
-					return
-				}
-				if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", fe.Event.Seq, data); err != nil {
-					return
-				}
-				q.AfterPosition = fe.Position
-			}
-			if err := rc.Flush(); err != nil {
+			if !es.writePage(page) {
 				return
 			}
 			idle.Reset(s.stream.Heartbeat)
-			round := page.round
-			if page.full {
-				round = 0 // more may follow at once
-			}
-			hub.wait(sub, q.AfterPosition, round)
 		case <-recheck.C:
-			if !s.streamStillAuthorized(ctx, secret, p) {
-				_, _ = fmt.Fprint(w, ": credential no longer valid\n\n")
-				_ = rc.Flush()
+			if !s.streamStillAuthorized(ctx, es.req.secret, es.req.p) {
+				es.comment("credential no longer valid")
 				return
 			}
 		case <-idle.C:
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if !es.comment("heartbeat") {
 				return
 			}
 			idle.Reset(s.stream.Heartbeat)
@@ -357,7 +420,7 @@ func (s *Server) streamStillAuthorized(ctx context.Context, secret string, opene
 	if err != nil {
 		return true
 	}
-	return p.Role == opened.Role && p.Tenant == opened.Tenant
+	return p.SameAccess(opened)
 }
 
 // The bearer realms a 401 names: the API's, and the push receiver's (whose

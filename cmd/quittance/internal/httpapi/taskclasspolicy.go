@@ -29,34 +29,6 @@ func taskClassPolicyBody(p ledger.TaskClassPolicy) TaskClassPolicyBody {
 	return TaskClassPolicyBody{OrgID: p.OrgID, Tenant: p.Tenant, Classes: classes, UpdatedAt: p.UpdatedAt}
 }
 
-type taskClassPolicyOutput struct {
-	Status int
-	Body   TaskClassPolicyBody
-}
-
-type taskClassPolicyListOutput struct {
-	Body struct {
-		Policies []TaskClassPolicyBody `json:"task_class_policies"`
-	}
-}
-
-type taskClassPolicyPath struct {
-	Org    string `path:"org" maxLength:"128"`
-	Tenant string `path:"tenant" maxLength:"128"`
-}
-
-type putTaskClassPolicyInput struct {
-	Org    string `path:"org" maxLength:"128"`
-	Tenant string `path:"tenant" maxLength:"128"`
-	Body   struct {
-		Classes []string `json:"classes" maxItems:"100" doc:"The task classes the tenant's orchestrators may use with the org; [] lists none."`
-	}
-}
-
-type orgPathInput struct {
-	Org string `path:"org" maxLength:"128"`
-}
-
 // registerTaskClassPolicies registers the task-class policy endpoints
 // (ledger/DESIGN.md §2.4).
 func (s *Server) registerTaskClassPolicies() {
@@ -69,44 +41,86 @@ func (s *Server) registerTaskClassPolicies() {
 			"change: 202 with the pending change, applied when a second on-call person approves it (under dev, the " +
 			"bootstrap principal's applies at once). The same classes again change nothing (200).",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *putTaskClassPolicyInput) (*taskClassPolicyOutput, error) {
-		p, err := s.ledger.PutTaskClassPolicy(ctx, principal(ctx), ledger.TaskClassPolicy{
-			OrgID: in.Org, Tenant: in.Tenant, Classes: in.Body.Classes,
-		})
-		if pc, ok := pendingOf(err); ok {
-			body := taskClassPolicyBody(p)
-			body.PendingChange = pc
-			return &taskClassPolicyOutput{Status: http.StatusAccepted, Body: body}, nil
-		}
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &taskClassPolicyOutput{Status: http.StatusOK, Body: taskClassPolicyBody(p)}, nil
-	})
+	}, s.putTaskClassPolicy)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-task-class-policy", Method: http.MethodGet, Path: "/admin/v1/orgs/{org}/task-class-policies/{tenant}", Tags: tags,
 		Summary: "Get the task-class policy of a tenant at an org", Description: "404 when none is set: every class then gates on the delegations Quittance dispatches.",
 		Security: bearerAuth,
-	}, func(ctx context.Context, in *taskClassPolicyPath) (*taskClassPolicyOutput, error) {
-		p, err := s.ledger.GetTaskClassPolicy(ctx, principal(ctx), in.Org, in.Tenant)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &taskClassPolicyOutput{Status: http.StatusOK, Body: taskClassPolicyBody(p)}, nil
-	})
+	}, s.getTaskClassPolicy)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-task-class-policies", Method: http.MethodGet, Path: "/admin/v1/orgs/{org}/task-class-policies", Tags: tags,
 		Summary: "List the task-class policies at an org, by tenant", Security: bearerAuth,
-	}, func(ctx context.Context, in *orgPathInput) (*taskClassPolicyListOutput, error) {
-		ps, err := s.ledger.ListTaskClassPolicies(ctx, principal(ctx), in.Org)
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		out := &taskClassPolicyListOutput{}
-		out.Body.Policies = make([]TaskClassPolicyBody, len(ps))
-		for i, p := range ps {
-			out.Body.Policies[i] = taskClassPolicyBody(p)
-		}
-		return out, nil
+	}, s.listTaskClassPolicies)
+}
+
+type putTaskClassPolicyInput struct {
+	Org    string `path:"org" maxLength:"128"`
+	Tenant string `path:"tenant" maxLength:"128"`
+	Body   struct {
+		Classes []string `json:"classes" maxItems:"100" doc:"The task classes the tenant's orchestrators may use with the org; [] lists none."`
+	}
+}
+
+type taskClassPolicyOutput struct {
+	Status int
+	Body   TaskClassPolicyBody
+}
+
+// putTaskClassPolicy serves PUT
+// /admin/v1/orgs/{org}/task-class-policies/{tenant}: set which task classes
+// a tenant's orchestrators may use with an org.
+func (s *Server) putTaskClassPolicy(ctx context.Context, in *putTaskClassPolicyInput) (*taskClassPolicyOutput, error) {
+	p, err := s.ledger.PutTaskClassPolicy(ctx, principal(ctx), ledger.TaskClassPolicy{
+		OrgID: in.Org, Tenant: in.Tenant, Classes: in.Body.Classes,
 	})
+	if pc, ok := pendingOf(err); ok {
+		body := taskClassPolicyBody(p)
+		body.PendingChange = pc
+		return &taskClassPolicyOutput{Status: http.StatusAccepted, Body: body}, nil
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &taskClassPolicyOutput{Status: http.StatusOK, Body: taskClassPolicyBody(p)}, nil
+}
+
+type taskClassPolicyPath struct {
+	Org    string `path:"org" maxLength:"128"`
+	Tenant string `path:"tenant" maxLength:"128"`
+}
+
+// getTaskClassPolicy serves GET
+// /admin/v1/orgs/{org}/task-class-policies/{tenant}: get the task-class
+// policy of a tenant at an org.
+func (s *Server) getTaskClassPolicy(ctx context.Context, in *taskClassPolicyPath) (*taskClassPolicyOutput, error) {
+	p, err := s.ledger.GetTaskClassPolicy(ctx, principal(ctx), in.Org, in.Tenant)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &taskClassPolicyOutput{Status: http.StatusOK, Body: taskClassPolicyBody(p)}, nil
+}
+
+type orgPathInput struct {
+	Org string `path:"org" maxLength:"128"`
+}
+
+type taskClassPolicyListOutput struct {
+	Body struct {
+		Policies []TaskClassPolicyBody `json:"task_class_policies"`
+	}
+}
+
+// listTaskClassPolicies serves GET /admin/v1/orgs/{org}/task-class-policies:
+// list the task-class policies at an org, by tenant.
+func (s *Server) listTaskClassPolicies(ctx context.Context, in *orgPathInput) (*taskClassPolicyListOutput, error) {
+	ps, err := s.ledger.ListTaskClassPolicies(ctx, principal(ctx), in.Org)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	out := &taskClassPolicyListOutput{}
+	out.Body.Policies = make([]TaskClassPolicyBody, len(ps))
+	for i, p := range ps {
+		out.Body.Policies[i] = taskClassPolicyBody(p)
+	}
+	return out, nil
 }

@@ -47,9 +47,38 @@ func thresholdBody(t ledger.WriteOffThreshold) WriteOffThresholdBody {
 	return b
 }
 
+// registerWriteOffThreshold is the route table of the write-off approval
+// thresholds.
+func (s *Server) registerWriteOffThreshold() {
+	tags := []string{"admin"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-write-off-threshold", Method: http.MethodGet, Path: "/admin/v1/write-off-threshold", Tags: tags,
+		Summary:     "The write-off approval thresholds in force",
+		Description: "On-call and finance. The default threshold, with currencies: the currencies that have thresholds of their own.",
+		Security:    bearerAuth,
+	}, s.getWriteOffThreshold)
+	huma.Register(s.api, huma.Operation{
+		OperationID: "put-write-off-threshold", Method: http.MethodPut, Path: "/admin/v1/write-off-threshold", Tags: tags,
+		Summary: "Change the write-off approval threshold, the default or a currency's (a pending change)",
+		Description: "On-call. With currency, sets that currency's own threshold; without, the default. Answered 202 with pending_change: the change takes effect when a different on-call principal " +
+			"approves it (POST /admin/v1/pending-changes/{id}/approve). Under dev the bootstrap credential's change applies at once (200).",
+		Security: bearerAuth,
+	}, s.putWriteOffThreshold)
+}
+
 type thresholdOutput struct {
 	Status int
 	Body   WriteOffThresholdBody
+}
+
+// getWriteOffThreshold serves GET /admin/v1/write-off-threshold: the
+// write-off approval thresholds in force.
+func (s *Server) getWriteOffThreshold(ctx context.Context, _ *struct{}) (*thresholdOutput, error) {
+	ts, err := s.ledger.GetWriteOffThresholds(ctx, principal(ctx))
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &thresholdOutput{Status: http.StatusOK, Body: thresholdsBody(ts)}, nil
 }
 
 type putThresholdInput struct {
@@ -59,36 +88,18 @@ type putThresholdInput struct {
 	}
 }
 
-func (s *Server) registerWriteOffThreshold() {
-	tags := []string{"admin"}
-	huma.Register(s.api, huma.Operation{
-		OperationID: "get-write-off-threshold", Method: http.MethodGet, Path: "/admin/v1/write-off-threshold", Tags: tags,
-		Summary:     "The write-off approval thresholds in force",
-		Description: "On-call and finance. The default threshold, with currencies: the currencies that have thresholds of their own.",
-		Security:    bearerAuth,
-	}, func(ctx context.Context, _ *struct{}) (*thresholdOutput, error) {
-		ts, err := s.ledger.GetWriteOffThresholds(ctx, principal(ctx))
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &thresholdOutput{Status: http.StatusOK, Body: thresholdsBody(ts)}, nil
-	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "put-write-off-threshold", Method: http.MethodPut, Path: "/admin/v1/write-off-threshold", Tags: tags,
-		Summary: "Change the write-off approval threshold, the default or a currency's (a pending change)",
-		Description: "On-call. With currency, sets that currency's own threshold; without, the default. Answered 202 with pending_change: the change takes effect when a different on-call principal " +
-			"approves it (POST /admin/v1/pending-changes/{id}/approve). Under dev the bootstrap credential's change applies at once (200).",
-		Security: bearerAuth,
-	}, func(ctx context.Context, in *putThresholdInput) (*thresholdOutput, error) {
-		t, err := s.ledger.RequestWriteOffThreshold(ctx, principal(ctx), in.Body.Currency, in.Body.ThresholdMinor)
-		if pc, ok := pendingOf(err); ok {
-			body := thresholdBody(t)
-			body.PendingChange = pc
-			return &thresholdOutput{Status: http.StatusAccepted, Body: body}, nil
-		}
-		if err != nil {
-			return nil, s.fail(ctx, err)
-		}
-		return &thresholdOutput{Status: http.StatusOK, Body: thresholdBody(t)}, nil
-	})
+// putWriteOffThreshold serves PUT /admin/v1/write-off-threshold: change the
+// write-off approval threshold, the default or a currency's (a pending
+// change).
+func (s *Server) putWriteOffThreshold(ctx context.Context, in *putThresholdInput) (*thresholdOutput, error) {
+	t, err := s.ledger.RequestWriteOffThreshold(ctx, principal(ctx), in.Body.Currency, in.Body.ThresholdMinor)
+	if pc, ok := pendingOf(err); ok {
+		body := thresholdBody(t)
+		body.PendingChange = pc
+		return &thresholdOutput{Status: http.StatusAccepted, Body: body}, nil
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return &thresholdOutput{Status: http.StatusOK, Body: thresholdBody(t)}, nil
 }

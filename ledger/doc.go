@@ -29,10 +29,10 @@
 //
 // Service holds the use cases (delegations, hold changes, cancels, budgets,
 // orgs, task classes, tokens; a task status is observed, and its terminal
-// statuses applied as evidence, by the compensation package) and Reports
-// the reconciliation reads. Both
-// check the principal's Role, take the time from an injected Clock, and
-// pass it to the Store, which never reads a clock. Errors are sentinels
+// statuses applied as evidence, by the compensation package; the read side
+// is ledger/report, the audit ledger/audit). It authorizes through the
+// action table (Authorize, permissions.go), takes the time from an
+// injected Clock, and passes it to the Store, which never reads a clock. Errors are sentinels
 // (ErrNotFound, ErrForbidden, …) and struct errors (*ValidationError,
 // *ConflictError, *TransitionError, …); the HTTP layer maps them to statuses
 // in one place.
@@ -40,7 +40,7 @@
 // # What this package must never do
 //
 // It defines the interfaces it consumes (Store, Reader, Tx and the narrower
-// ChangeTx and EventAppender, Feed, ReportStore, Clock) and
+// ChangeTx and EventAppender, Clock) and
 // never imports their implementations: no pgx, no database/sql, nothing
 // under sql/ (neither the store nor the sqlc output).
 // It imports no HTTP framework and no net/http: its types carry no huma or

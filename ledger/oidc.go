@@ -118,7 +118,7 @@ func (s *Service) SignInOIDC(ctx context.Context, in OIDCSignIn) (Principal, err
 	var out Principal
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		now := s.Now()
-		ident, err := tx.OIDCIdentityForUpdate(ctx, in.Issuer, in.Subject)
+		ident, err := tx.Principals().OIDCIdentityForUpdate(ctx, in.Issuer, in.Subject)
 		if errors.Is(err, ErrNotFound) {
 			if ident, err = s.recordOIDC(ctx, tx, in, idpRole, now); err != nil {
 				return err
@@ -126,7 +126,7 @@ func (s *Service) SignInOIDC(ctx context.Context, in OIDCSignIn) (Principal, err
 		} else if err != nil {
 			return err
 		}
-		r, err := tx.PrincipalForUpdate(ctx, ident.PrincipalID)
+		r, err := tx.Principals().PrincipalForUpdate(ctx, ident.PrincipalID)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (s *Service) SignInOIDC(ctx context.Context, in OIDCSignIn) (Principal, err
 			// authority for its role.
 			from := r.Role
 			r.Role, r.Tenant = idpRole, ""
-			if err := tx.UpdatePrincipal(ctx, r); err != nil {
+			if err := tx.Principals().UpdatePrincipal(ctx, r); err != nil {
 				return err
 			}
 			if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalRoleGranted, At: now, Actor: oidcActor},
@@ -151,7 +151,7 @@ func (s *Service) SignInOIDC(ctx context.Context, in OIDCSignIn) (Principal, err
 		case ident.PrincipalID != ident.RecordedPrincipalID && !slices.Contains(in.Roles, r.Role):
 			return ErrRoleNotHeld
 		}
-		aliases, err := tx.PrincipalAliases(ctx, r.ID)
+		aliases, err := tx.Principals().PrincipalAliases(ctx, r.ID)
 		if err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func (s *Service) recordOIDC(ctx context.Context, tx Tx, in OIDCSignIn, role Rol
 		name = in.Subject
 	}
 	r := PrincipalRecord{ID: id, Kind: KindPerson, Name: name, Role: role, CreatedAt: now}
-	created, err := tx.InsertPrincipalIfAbsent(ctx, r)
+	created, err := tx.Principals().InsertPrincipalIfAbsent(ctx, r)
 	if err != nil {
 		return OIDCIdentity{}, err
 	}
@@ -186,11 +186,11 @@ func (s *Service) recordOIDC(ctx context.Context, tx Tx, in OIDCSignIn, role Rol
 		}
 	}
 	ident := OIDCIdentity{Issuer: in.Issuer, Subject: in.Subject, PrincipalID: id, RecordedPrincipalID: id, LinkedAt: now}
-	if _, err := tx.InsertOIDCIdentity(ctx, ident); err != nil {
+	if _, err := tx.Principals().InsertOIDCIdentity(ctx, ident); err != nil {
 		return OIDCIdentity{}, err
 	}
 	// Inserted now or by the concurrent sign-in that won: read it locked.
-	return tx.OIDCIdentityForUpdate(ctx, in.Issuer, in.Subject)
+	return tx.Principals().OIDCIdentityForUpdate(ctx, in.Issuer, in.Subject)
 }
 
 // ChangeOIDCLink links an OpenID Connect identity to an existing person
@@ -261,7 +261,7 @@ func (s *Service) RequestOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 // checkOIDCLink checks, in tx, that pl can apply now, and returns the
 // principal locked.
 func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl oidcLinkPayload) (PrincipalRecord, error) {
-	r, err := tx.PrincipalForUpdate(ctx, pl.PrincipalID)
+	r, err := tx.Principals().PrincipalForUpdate(ctx, pl.PrincipalID)
 	if err != nil {
 		return PrincipalRecord{}, err
 	}
@@ -273,14 +273,14 @@ func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl oidcLinkPayload) 
 	case r.Bootstrap:
 		return PrincipalRecord{}, Conflict("principal_bootstrap", "the bootstrap principal cannot be linked to an identity")
 	}
-	person, err := tx.PrincipalPerson(ctx, r.ID)
+	person, err := tx.Principals().PrincipalPerson(ctx, r.ID)
 	if err != nil {
 		return PrincipalRecord{}, err
 	}
 	if person != r.ID {
 		return PrincipalRecord{}, Conflict("principal_linked", "principal %q is the same person as principal %s; link the identity to that one", r.Name, person)
 	}
-	ident, err := tx.OIDCIdentityForUpdate(ctx, pl.Issuer, pl.Subject)
+	ident, err := tx.Principals().OIDCIdentityForUpdate(ctx, pl.Issuer, pl.Subject)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return r, nil
@@ -306,16 +306,16 @@ func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl oidc
 		return PrincipalRecord{}, err
 	}
 	data := PrincipalOIDCLinkedData{Issuer: pl.Issuer, Subject: pl.Subject, PendingChangeID: change}
-	ident, err := tx.OIDCIdentityForUpdate(ctx, pl.Issuer, pl.Subject)
+	ident, err := tx.Principals().OIDCIdentityForUpdate(ctx, pl.Issuer, pl.Subject)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		if _, err := tx.InsertOIDCIdentity(ctx, OIDCIdentity{Issuer: pl.Issuer, Subject: pl.Subject, PrincipalID: r.ID, LinkedBy: p.ID, LinkedAt: now}); err != nil {
+		if _, err := tx.Principals().InsertOIDCIdentity(ctx, OIDCIdentity{Issuer: pl.Issuer, Subject: pl.Subject, PrincipalID: r.ID, LinkedBy: p.ID, LinkedAt: now}); err != nil {
 			return PrincipalRecord{}, err
 		}
 	case err != nil:
 		return PrincipalRecord{}, err
 	default:
-		if err := tx.RelinkOIDCIdentities(ctx, ident.PrincipalID, r.ID, p.ID, now); err != nil {
+		if err := tx.Principals().RelinkOIDCIdentities(ctx, ident.PrincipalID, r.ID, p.ID, now); err != nil {
 			return PrincipalRecord{}, err
 		}
 		data.SamePerson = ident.PrincipalID.String()
@@ -353,11 +353,11 @@ func (s *Service) ConfirmOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 	err = s.store.InTx(ctx, func(tx Tx) error {
 		decision = nil
 		now := s.Now()
-		requester, err := tx.PrincipalForUpdate(ctx, pre.RequestedBy)
+		requester, err := tx.Principals().PrincipalForUpdate(ctx, pre.RequestedBy)
 		if err != nil {
 			return err
 		}
-		if c, err = tx.PendingChangeForUpdate(ctx, id); err != nil {
+		if c, err = tx.Principals().PendingChangeForUpdate(ctx, id); err != nil {
 			return err
 		}
 		if c.Kind != ChangeOIDCLink {
@@ -377,7 +377,7 @@ func (s *Service) ConfirmOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 		if p.ID != OIDCPrincipalID(pl.Issuer, pl.Subject) {
 			return Conflict("oidc_identity_mismatch", "change %s links another identity; sign in as that identity to confirm it", c.ID)
 		}
-		err = CheckSecondPerson(ctx, tx, s.access.dev, p, c.RequestedBy, SubjectChange)
+		err = CheckSecondPerson(ctx, tx.Principals(), s.access.dev, p, c.RequestedBy, SubjectChange)
 		if errors.Is(err, ErrIdentityNotLinked) && c.RequestedBy == pl.PrincipalID {
 			// The link's own target asked for it: the link is what
 			// accounts for the pair.
@@ -479,7 +479,7 @@ func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p Princi
 // principal, not an identity's own principal, no identity linked to it,
 // not marked already.
 func (s *Service) checkNoIdentityProviderAccount(ctx context.Context, tx Tx, id uuid.UUID) (PrincipalRecord, error) {
-	r, err := tx.PrincipalForUpdate(ctx, id)
+	r, err := tx.Principals().PrincipalForUpdate(ctx, id)
 	if err != nil {
 		return PrincipalRecord{}, err
 	}
@@ -510,7 +510,7 @@ func (s *Service) applyNoIdentityProviderAccount(ctx context.Context, tx Tx, p P
 	if _, err := s.checkNoIdentityProviderAccount(ctx, tx, pl.PrincipalID); err != nil {
 		return err
 	}
-	if _, err := tx.MarkNoIdentityProviderAccount(ctx, pl.PrincipalID, p.ID, now); err != nil {
+	if _, err := tx.Principals().MarkNoIdentityProviderAccount(ctx, pl.PrincipalID, p.ID, now); err != nil {
 		return err
 	}
 	data := PrincipalNoIdentityProviderAccountData{PendingChangeID: change}

@@ -149,7 +149,7 @@ func (s *Service) requestChange(ctx context.Context, tx Tx, p Principal, now tim
 		ID: id, Kind: kind, Target: target, Payload: raw, Summary: summary, Status: PendingOpen,
 		RequestedBy: p.ID, RequestedAt: now, ExpiresAt: now.Add(s.access.pendingTTL),
 	}
-	if err := tx.InsertPendingChange(ctx, c); err != nil {
+	if err := tx.Principals().InsertPendingChange(ctx, c); err != nil {
 		return PendingChange{}, err
 	}
 	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + id.String(), Type: EventTypeChangeRequested, At: now, Actor: p.Actor(), StreamSeq: 1},
@@ -179,7 +179,7 @@ func (s *Service) RequestRoleGrant(ctx context.Context, p Principal, id uuid.UUI
 		pending = nil
 		now := s.Now()
 		var err error
-		if r, err = tx.PrincipalForUpdate(ctx, id); err != nil {
+		if r, err = tx.Principals().PrincipalForUpdate(ctx, id); err != nil {
 			return err
 		}
 		if r.Disabled() {
@@ -205,7 +205,7 @@ func (s *Service) RequestRoleGrant(ctx context.Context, p Principal, id uuid.UUI
 }
 
 func (s *Service) applyRoleGrant(ctx context.Context, tx Tx, actor string, g roleGrantPayload, now time.Time, change string) (PrincipalRecord, error) {
-	r, err := tx.PrincipalForUpdate(ctx, g.PrincipalID)
+	r, err := tx.Principals().PrincipalForUpdate(ctx, g.PrincipalID)
 	if err != nil {
 		return PrincipalRecord{}, err
 	}
@@ -214,7 +214,7 @@ func (s *Service) applyRoleGrant(ctx context.Context, tx Tx, actor string, g rol
 	}
 	from := r.Role
 	r.Role, r.Tenant = g.Role, g.Tenant
-	if err := tx.UpdatePrincipal(ctx, r); err != nil {
+	if err := tx.Principals().UpdatePrincipal(ctx, r); err != nil {
 		return PrincipalRecord{}, err
 	}
 	data := PrincipalRoleGrantedData{RoleGranted: string(g.Role), PreviousRole: string(from), Tenant: g.Tenant, PendingChangeID: change}
@@ -286,12 +286,12 @@ func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve
 		var requester PrincipalRecord
 		if approve {
 			var err error
-			if requester, err = tx.PrincipalForUpdate(ctx, asker); err != nil {
+			if requester, err = tx.Principals().PrincipalForUpdate(ctx, asker); err != nil {
 				return err
 			}
 		}
 		var err error
-		if c, err = tx.PendingChangeForUpdate(ctx, id); err != nil {
+		if c, err = tx.Principals().PendingChangeForUpdate(ctx, id); err != nil {
 			return err
 		}
 		if c.Status != PendingOpen {
@@ -350,7 +350,7 @@ func (s *Service) checkApprover(ctx context.Context, tx Tx, p Principal, c Pendi
 		// approver, the link's target included, speaks for them.
 		return Conflict("oidc_link_needs_identity", "change %s is confirmed by the identity it links: its holder signs in to the console through OpenID Connect and confirms it there", c.ID)
 	}
-	return CheckSecondPerson(ctx, tx, s.access.dev, p, c.RequestedBy, SubjectChange)
+	return CheckSecondPerson(ctx, tx.Principals(), s.access.dev, p, c.RequestedBy, SubjectChange)
 }
 
 // changeApplier applies an approved pending change of one kind in tx, as
@@ -416,7 +416,7 @@ func (s *Service) applyRoleGrantChange(ctx context.Context, tx Tx, p Principal, 
 // made here, returned for the approver and never stored: only the joined
 // credential's hash is.
 func (s *Service) applyPrincipalCreate(ctx context.Context, tx Tx, p Principal, pl principalCreatePayload, now time.Time, change string) (string, error) {
-	if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(pl.Principal.Name)); err == nil {
+	if _, err := tx.Principals().PrincipalByNameForUpdate(ctx, NameKey(pl.Principal.Name)); err == nil {
 		return "", Conflict("principal_name_taken", "a principal named %q exists", pl.Principal.Name)
 	} else if !errors.Is(err, ErrNotFound) {
 		return "", err
@@ -436,7 +436,7 @@ func (s *Service) applyPrincipalCreate(ctx context.Context, tx Tx, p Principal, 
 
 func (s *Service) closeChange(ctx context.Context, tx Tx, c *PendingChange, st PendingStatus, by uuid.UUID, actor, reason string, now time.Time, typ EventType) error {
 	c.Status, c.DecidedBy, c.DecidedAt, c.DecisionReason = st, by, now, reason
-	if err := tx.DecidePendingChange(ctx, *c); err != nil {
+	if err := tx.Principals().DecidePendingChange(ctx, *c); err != nil {
 		return err
 	}
 	data, err := changeDecided(typ, ChangeDecision{Kind: string(c.Kind), Target: c.Target, Status: string(st), Reason: reason})
@@ -455,7 +455,7 @@ func (s *Service) ExpirePendingChanges(ctx context.Context) (int, error) {
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		n = 0
 		now := s.Now()
-		due, err := tx.ExpiredPendingChangesForUpdate(ctx, now)
+		due, err := tx.Principals().ExpiredPendingChangesForUpdate(ctx, now)
 		if err != nil {
 			return err
 		}

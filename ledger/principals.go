@@ -284,10 +284,10 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		out = IssuedToken{Secret: secret}
 		now := s.Now()
-		if err := tx.LockPrincipals(ctx); err != nil {
+		if err := tx.Principals().LockPrincipals(ctx); err != nil {
 			return err
 		}
-		existing, err := tx.PrincipalByNameForUpdate(ctx, NameKey(in.Name))
+		existing, err := tx.Principals().PrincipalByNameForUpdate(ctx, NameKey(in.Name))
 		switch {
 		case err == nil:
 			if !p.Permits(ActionSignIn) {
@@ -340,7 +340,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 			if in.Role != RoleOncall {
 				return ErrForbidden
 			}
-			n, err := tx.CountBootstrapSpent(ctx)
+			n, err := tx.Principals().CountBootstrapSpent(ctx)
 			if err != nil {
 				return err
 			}
@@ -351,7 +351,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		case s.access.immediate(p):
 			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
 		case in.Role == RoleOrchestrator && in.Kind == KindMachine:
-			used, err := tx.TenantInUse(ctx, in.Tenant)
+			used, err := tx.Principals().TenantInUse(ctx, in.Tenant)
 			if err != nil {
 				return err
 			}
@@ -460,7 +460,7 @@ func (s *Service) newToken(r PrincipalRecord, in TokenInput, secret string, now 
 // addToken stores t, a new credential of the existing principal r, with
 // its token_created event (naming the pending change it applies, if any).
 func (s *Service) addToken(ctx context.Context, tx Tx, actor string, r PrincipalRecord, t Token, now time.Time, change string) error {
-	if err := tx.InsertToken(ctx, t); err != nil {
+	if err := tx.Principals().InsertToken(ctx, t); err != nil {
 		return err
 	}
 	data := tokenData(t, r)
@@ -483,7 +483,7 @@ func (s *Service) requestCredential(ctx context.Context, tx Tx, p Principal, r P
 // applyCredentialCreate issues an approved credential_create change's
 // credential, revoking the one it rotates, as p approved it.
 func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal, pl credentialCreatePayload, now time.Time, change string) error {
-	r, err := tx.PrincipalForUpdate(ctx, pl.Token.PrincipalID)
+	r, err := tx.Principals().PrincipalForUpdate(ctx, pl.Token.PrincipalID)
 	if err != nil {
 		return err
 	}
@@ -494,7 +494,7 @@ func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal,
 		return Conflict("principal_role_mismatch", "principal %q is %s%s now", r.Name, r.Role, tenantSuffix(r.Tenant))
 	}
 	if pl.Rotates != uuid.Nil {
-		old, err := tx.TokenForUpdate(ctx, pl.Rotates)
+		old, err := tx.Principals().TokenForUpdate(ctx, pl.Rotates)
 		if err != nil {
 			return err
 		}
@@ -517,7 +517,7 @@ func tokenData(t Token, r PrincipalRecord) TokenCreatedData {
 
 // createPrincipal inserts r with its first credential t, and their events.
 func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r PrincipalRecord, t Token, now time.Time, change string) error {
-	if err := tx.InsertPrincipal(ctx, r); err != nil {
+	if err := tx.Principals().InsertPrincipal(ctx, r); err != nil {
 		return err
 	}
 	data := PrincipalCreatedData{Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap, PendingChangeID: change}
@@ -527,7 +527,7 @@ func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r Pr
 	if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalCreated, At: now, Actor: actor, StreamSeq: 1}, data); err != nil {
 		return err
 	}
-	if err := tx.InsertToken(ctx, t); err != nil {
+	if err := tx.Principals().InsertToken(ctx, t); err != nil {
 		return err
 	}
 	_, err := Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, tokenData(t, r))
@@ -595,12 +595,12 @@ func (s *Service) existingBootstrap(ctx context.Context, in TokenInput, secret s
 	}
 	// A token created before principals existed: mark its principal.
 	err = s.store.InTx(ctx, func(tx Tx) error {
-		r, err := tx.PrincipalForUpdate(ctx, r.ID)
+		r, err := tx.Principals().PrincipalForUpdate(ctx, r.ID)
 		if err != nil {
 			return err
 		}
 		r.Bootstrap = true
-		return tx.UpdatePrincipal(ctx, r)
+		return tx.Principals().UpdatePrincipal(ctx, r)
 	})
 	return t, err
 }
@@ -621,7 +621,7 @@ func (s *Service) insertBootstrap(ctx context.Context, in TokenInput, secret str
 		// The principal takes the asked name, or, when a principal has it,
 		// the name with the id appended.
 		name := strings.TrimSpace(in.Name)
-		if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(name)); err == nil {
+		if _, err := tx.Principals().PrincipalByNameForUpdate(ctx, NameKey(name)); err == nil {
 			name += "-" + id.String()
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
@@ -677,7 +677,7 @@ func (s *Service) RevokeCredential(ctx context.Context, p Principal, id uuid.UUI
 	var t Token
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		var err error
-		t, err = tx.TokenForUpdate(ctx, id)
+		t, err = tx.Principals().TokenForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -691,7 +691,7 @@ func (s *Service) RevokeCredential(ctx context.Context, p Principal, id uuid.UUI
 }
 
 func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token, reason string, now time.Time) error {
-	ok, err := tx.RevokeToken(ctx, t.ID, now, p.ID, reason)
+	ok, err := tx.Principals().RevokeToken(ctx, t.ID, now, p.ID, reason)
 	if err != nil {
 		return err
 	}
@@ -728,11 +728,11 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		out = IssuedToken{Secret: secret}
 		now := s.Now()
-		old, err := tx.TokenForUpdate(ctx, id)
+		old, err := tx.Principals().TokenForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
-		r, err := tx.PrincipalForUpdate(ctx, old.PrincipalID)
+		r, err := tx.Principals().PrincipalForUpdate(ctx, old.PrincipalID)
 		if err != nil {
 			return err
 		}
@@ -793,17 +793,17 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		now := s.Now()
 		var err error
-		if r, err = tx.PrincipalForUpdate(ctx, id); err != nil {
+		if r, err = tx.Principals().PrincipalForUpdate(ctx, id); err != nil {
 			return err
 		}
 		if r.Disabled() {
 			return Conflict("principal_disabled", "principal %s is already disabled", r.ID)
 		}
 		r.DisabledAt, r.DisabledBy, r.DisabledReason = now, p.ID, reason
-		if err := tx.UpdatePrincipal(ctx, r); err != nil {
+		if err := tx.Principals().UpdatePrincipal(ctx, r); err != nil {
 			return err
 		}
-		ended, err := tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason)
+		ended, err := tx.Principals().RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason)
 		if err != nil {
 			return err
 		}
@@ -817,7 +817,7 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 		revoked = int64(len(ended))
 		// Its open changes are withdrawn: what a principal no longer
 		// trusted asked for must not be approved later.
-		open, err := tx.OpenPendingChangesOfRequesterForUpdate(ctx, r.ID)
+		open, err := tx.Principals().OpenPendingChangesOfRequesterForUpdate(ctx, r.ID)
 		if err != nil {
 			return err
 		}

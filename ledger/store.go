@@ -184,7 +184,11 @@ type Tx interface {
 	PutWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error
 	// PutCurrencyWriteOffThreshold stores the threshold of t.Currency.
 	PutCurrencyWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error
-	PrincipalTx
+	// TaskClass returns the class, or ErrNotFound when none is registered.
+	TaskClass(ctx context.Context, name string) (TaskClass, error)
+	// Principals is the same transaction as the access store: principals,
+	// credentials, pending changes and OpenID Connect identities.
+	Principals() PrincipalTx
 }
 
 // OutboundKind names an outbound A2A call Quittance makes on a delegation's

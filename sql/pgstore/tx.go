@@ -54,6 +54,10 @@ func (t *tx) lockStreamHeads(ctx context.Context, streams []string) error {
 	return nil
 }
 
+// Principals returns t itself: one transaction serves the ledger and
+// its access store alike.
+func (t *tx) Principals() ledger.PrincipalTx { return t }
+
 var (
 	_ ledger.Tx       = (*tx)(nil)
 	_ compensation.Tx = (*tx)(nil)

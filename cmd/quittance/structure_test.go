@@ -70,7 +70,6 @@ var sizeDebt = map[string]bool{
 	"delegate.resolveDispatchTx":                                 true,
 	"delegate.taskNotFound":                                      true,
 	"ledger.Apply":                                               true,
-	"ledger/report.CaseTx":                                       true,
 	"ledger.Service.CreateDelegation":                            true,
 	"ledger.Service.CreateToken":                                 true,
 	"ledger.Service.addToken":                                    true,

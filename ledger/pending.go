@@ -393,7 +393,7 @@ func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c Pending
 		if err := checkOrgUnchanged(ctx, tx, pl.ID, pl.Base); err != nil {
 			return "", err
 		}
-		_, _, err := s.applyOrg(ctx, tx, p.Actor(), pl.ID, pl.Input, now, c.ID.String())
+		_, _, err := s.applyOrg(ctx, tx, pl.ID, pl.Input, applied{actor: p.Actor(), at: now, change: c.ID.String()})
 		return "", err
 	case ChangeTaskClassUpdate:
 		var pl taskClassPayload

@@ -73,8 +73,6 @@ var sizeDebt = map[string]bool{
 	"ledger.Service.CreateDelegation":                            true,
 	"ledger.Service.CreateToken":                                 true,
 	"ledger.Service.addToken":                                    true,
-	"ledger.Service.applyBudgetTenants":                          true,
-	"ledger.Service.applyOrg":                                    true,
 	"ledger.Service.closeChange":                                 true,
 	"ledger.Service.createPrincipal":                             true,
 	"ledger.Service.requestChange":                               true,

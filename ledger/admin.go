@@ -162,7 +162,7 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 			pending = &pc
 			return err
 		}
-		o, created, err = s.applyOrg(ctx, tx, p.Actor(), id, in, now, "")
+		o, created, err = s.applyOrg(ctx, tx, id, in, applied{actor: p.Actor(), at: now})
 		return err
 	})
 	if err == nil && pending != nil {
@@ -288,8 +288,18 @@ func sameJSON(a, b []byte) bool {
 	return string(ra) == string(rb)
 }
 
+// applied says who applies a configuration change, when, and under which
+// approved pending change: empty when it applies at once (ledger/DESIGN.md §6).
+// Its fields go into the change's event.
+type applied struct {
+	actor  string
+	at     time.Time
+	change string
+}
+
 // applyOrg writes the registration in tx, with its org_updated event.
-func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgInput, now time.Time, change string) (o Org, created bool, err error) {
+func (s *Service) applyOrg(ctx context.Context, tx Tx, id string, in OrgInput, by applied) (o Org, created bool, err error) {
+	now := by.at
 	current, err := tx.Org(ctx, id)
 	created = errors.Is(err, ErrNotFound)
 	if err != nil && !created {
@@ -328,9 +338,9 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, actor, id string, in OrgI
 	data := OrgUpdatedData{
 		Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKSRegistered: len(in.JWKS) > 0,
 		AgentCardURL: in.AgentCardURL, AllowedHosts: o.AllowedHosts,
-		JWKSURL: in.JWKSURL, KeysAdded: added, KeysRemoved: removed, PendingChangeID: change,
+		JWKSURL: in.JWKSURL, KeysAdded: added, KeysRemoved: removed, PendingChangeID: by.change,
 	}
-	_, err = Append(ctx, tx, Event{Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: actor}, data)
+	_, err = Append(ctx, tx, Event{Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: by.actor}, data)
 	return o, created, err
 }
 
@@ -449,7 +459,7 @@ func (s *Service) applyOrgChange(ctx context.Context, tx Tx, p Principal, c Pend
 	if err := checkOrgUnchanged(ctx, tx, pl.ID, pl.Base); err != nil {
 		return "", err
 	}
-	_, _, err = s.applyOrg(ctx, tx, p.Actor(), pl.ID, pl.Input, now, c.ID.String())
+	_, _, err = s.applyOrg(ctx, tx, pl.ID, pl.Input, applied{actor: p.Actor(), at: now, change: c.ID.String()})
 	return "", err
 }
 

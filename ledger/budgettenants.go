@@ -58,7 +58,7 @@ func (s *Service) setBudgetTenants(ctx context.Context, tx Tx, p Principal, b *B
 	}
 	pl := budgetTenantsPayload{ID: b.ID, Tenants: tenants, Base: nonNil(b.Tenants)}
 	if s.access.immediate(p) {
-		return nil, s.applyBudgetTenants(ctx, tx, p.Actor(), b, pl, now, "")
+		return nil, s.applyBudgetTenants(ctx, tx, b, pl, applied{actor: p.Actor(), at: now})
 	}
 	pc, err := s.requestChange(ctx, tx, p, now, ChangeBudgetTenants, "budget:"+b.ID, pl,
 		fmt.Sprintf("let tenants [%s] hold on budget %s (now [%s])", strings.Join(tenants, ", "), b.ID, strings.Join(b.Tenants, ", ")))
@@ -67,13 +67,13 @@ func (s *Service) setBudgetTenants(ctx context.Context, tx Tx, p Principal, b *B
 
 // applyBudgetTenants stores pl's list on b, with its budget_tenants_changed
 // event on the budget's stream.
-func (s *Service) applyBudgetTenants(ctx context.Context, tx Tx, actor string, b *Budget, pl budgetTenantsPayload, now time.Time, change string) error {
-	if err := tx.SetBudgetTenants(ctx, b.ID, pl.Tenants, now); err != nil {
+func (s *Service) applyBudgetTenants(ctx context.Context, tx Tx, b *Budget, pl budgetTenantsPayload, by applied) error {
+	if err := tx.SetBudgetTenants(ctx, b.ID, pl.Tenants, by.at); err != nil {
 		return err
 	}
-	data := BudgetTenantsChangedData{Tenants: nonNil(pl.Tenants), PreviousTenants: nonNil(b.Tenants), PendingChangeID: change}
-	b.Tenants, b.UpdatedAt = pl.Tenants, now
-	_, err := Append(ctx, tx, Event{Stream: "budget:" + b.ID, Type: EventTypeBudgetTenantsChanged, At: now, Actor: actor}, data)
+	data := BudgetTenantsChangedData{Tenants: nonNil(pl.Tenants), PreviousTenants: nonNil(b.Tenants), PendingChangeID: by.change}
+	b.Tenants, b.UpdatedAt = pl.Tenants, by.at
+	_, err := Append(ctx, tx, Event{Stream: "budget:" + b.ID, Type: EventTypeBudgetTenantsChanged, At: by.at, Actor: by.actor}, data)
 	return err
 }
 
@@ -93,7 +93,7 @@ func (s *Service) applyBudgetTenantsChange(ctx context.Context, tx Tx, p Princip
 	if !slices.Equal(b.Tenants, pl.Base) {
 		return "", Conflict("budget_changed", "budget %s's tenants changed since the change was asked for; ask again", pl.ID)
 	}
-	return "", s.applyBudgetTenants(ctx, tx, p.Actor(), &b, pl, now, c.ID.String())
+	return "", s.applyBudgetTenants(ctx, tx, &b, pl, applied{actor: p.Actor(), at: now, change: c.ID.String()})
 }
 
 // BudgetTenantsUpdate is what a budget_tenants_update change applies: the

@@ -58,6 +58,16 @@ var layering = []layerRule{
 		forbid: []string{"compensation/...", "delegate/..."},
 	},
 	{
+		why:    "the ledger core imports none of ledger/access, ledger/audit, ledger/report",
+		covers: []string{"ledger"},
+		forbid: []string{"ledger/access/...", "ledger/audit/...", "ledger/report/..."},
+	},
+	{
+		why:    "ledger/report and ledger/audit import no other domain package, no store and no HTTP handler",
+		covers: []string{"ledger/report/...", "ledger/audit/..."},
+		forbid: []string{"compensation/...", "delegate/...", "sql/...", "cmd/..."},
+	},
+	{
 		why:    "ledger/webhook imports no delegate package but delegate/egress",
 		covers: []string{"ledger/webhook"},
 		forbid: []string{"delegate/..."},
@@ -199,6 +209,8 @@ func TestLayeringCatchesViolations(t *testing.T) {
 	clean := map[string][]string{
 		m("ledger"):                                 {m("ledger/failpoint"), "encoding/json"},
 		m("ledger/failpoint"):                       {},
+		m("ledger/report"):                          {m("ledger")},
+		m("ledger/audit"):                           {m("ledger")},
 		m("ledger/webhook"):                         {m("ledger"), m("delegate/egress"), "net/http"},
 		m("compensation"):                           {m("ledger"), "github.com/go-jose/go-jose/v4"},
 		m("compensation/compensationtest"):          {m("compensation")},
@@ -224,6 +236,8 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		{m("compensation"), m("sql/internal/dbsqlc"), "domain packages"},
 		{m("ledger/failpoint"), "github.com/danielgtaylor/huma/v2", "domain packages"},
 		{m("ledger"), m("compensation"), "ledger imports no other domain package"},
+		{m("ledger"), m("ledger/report"), "the ledger core imports none"},
+		{m("ledger/audit"), m("delegate"), "ledger/report and ledger/audit import"},
 		{m("ledger/webhook"), m("delegate"), "ledger/webhook imports no delegate package"},
 		{m("ledger/webhook"), m("delegate/a2a"), "ledger/webhook imports no delegate package"},
 		{m("delegate/a2a"), m("ledger"), "the A2A protocol client"},

@@ -55,9 +55,13 @@ type CaseStore interface {
 	Queue(ctx context.Context, q QueueQuery, now time.Time) ([]QueueRow, error)
 }
 
-// CaseTx is a transaction of case handling.
+// CaseTx is a transaction of case handling, of the size it needs: lock the
+// delegation (ledger.LockVisible), read and write its case, and record the
+// change's event (ledger.Record). Case handling never moves a hold or an
+// obligation (ledger/DESIGN.md §5), so it has no ledger.ChangeTx.
 type CaseTx interface {
-	ledger.Tx
+	ledger.DelegationLocker
+	ledger.EventAppender
 	// Case returns the delegation's case (see CaseStore.Case).
 	Case(ctx context.Context, id uuid.UUID) (Case, error)
 	// PutCase writes the delegation's case.

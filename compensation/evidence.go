@@ -120,94 +120,155 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	if ev.TaskEnd != nil {
 		return applyTaskEnd(ctx, tx, d, ev, now)
 	}
-	if ev.Kind != ledger.EventCompensationAck && ev.Kind != ledger.EventDeclarationVerified {
-		return EvidenceResult{}, fmt.Errorf("apply evidence: %q proves nothing", ev.Kind)
-	}
-	if err := correlate(d, ev); err != nil {
+	if err := checkEvidence(d, ev); err != nil {
 		return EvidenceResult{}, err
 	}
-	if ev.Kind == ledger.EventCompensationAck {
-		if err := CheckReversedAmount(d, ev.ReversedAmountMinor); err != nil {
-			return EvidenceResult{}, err
-		}
+	sum, duplicate, err := tokenSum(ctx, tx, d, ev)
+	if err != nil {
+		return EvidenceResult{}, err
 	}
-	var sum []byte
-	if ev.Claims != nil {
-		s := sha256.Sum256(ev.Token)
-		sum = s[:]
-		used, err := tx.UsedToken(ctx, d.OrgID, ev.Claims.JTI)
-		switch {
-		case err == nil && used.DelegationID == d.ID && bytes.Equal(used.TokenSHA256, sum):
-			return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
-		case err == nil:
-			return EvidenceResult{}, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
-		case !errors.Is(err, ledger.ErrNotFound):
-			return EvidenceResult{}, err
-		}
+	if duplicate {
+		return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
 	}
-	payload := payloadSum(ev)
+	a := evidenceArrival{ev: ev, sum: sum, payload: payloadSum(ev), now: now}
 	facts, err := tx.EvidenceFacts(ctx, d.ID)
 	if err != nil {
 		return EvidenceResult{}, err
 	}
 	stored, found := facts.Stored, facts.Found
-	if found && !bytes.Equal(stored.PayloadSHA256, payload) {
+	if found && !bytes.Equal(stored.PayloadSHA256, a.payload) {
 		return EvidenceResult{}, Refuse(CodeEvidenceConflict, fmt.Sprintf(
 			"evidence with this compensation idempotency key was already accepted (%s, %s) and says something else",
 			stored.Kind, stored.Status))
 	}
 	_, _, transErr := ledger.NextObligation(d.ObligationState, ev.Kind)
-	early := d.ObligationState == ledger.ObligationHeld
-	if !found && transErr != nil && !early && !d.ObligationState.Terminal() {
+	a.early = d.ObligationState == ledger.ObligationHeld
+	if !found && transErr != nil && !a.early && !d.ObligationState.Terminal() {
 		return EvidenceResult{}, Refuse(CodeEvidenceNotExpected, fmt.Sprintf("the obligation is %s and not waiting for compensation evidence", d.ObligationState))
 	}
-	var open, unnamed []string
 	if compensationPending(d.ObligationState) {
-		open, unnamed = openTasks(facts.RemoteTasks, ev.Round)
-		if !found && ev.Round > 0 && len(unnamed) > 0 {
+		a.open, a.unnamed = openTasks(facts.RemoteTasks, ev.Round)
+		if !found && ev.Round > 0 && len(a.unnamed) > 0 {
 			// The request this receipt answers never named those tasks:
 			// the receipt cannot speak for their effects.
-			return EvidenceResult{Delegation: d, Outcome: OutcomeUncovered, OpenTasks: open, Unnamed: unnamed}, nil
+			return EvidenceResult{Delegation: d, Outcome: OutcomeUncovered, OpenTasks: a.open, Unnamed: a.unnamed}, nil
 		}
 	}
-	if ev.Claims != nil {
-		inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: ev.Claims.JTI, DelegationID: d.ID, TokenSHA256: sum, UsedAt: now})
-		if err != nil {
-			return EvidenceResult{}, err
-		}
-		if !inserted {
-			return EvidenceResult{}, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
-		}
-	}
-	if found && stored.Status == ledger.EvidenceReceived && compensationPending(d.ObligationState) {
-		// The same evidence as the one held for extra remote tasks.
-		if len(open) > 0 {
-			return EvidenceResult{Delegation: d, Outcome: OutcomeReceived, OpenTasks: open, Unnamed: unnamed}, nil
-		}
-		d, err = s.applyHeld(ctx, tx, d, stored, ev.Actor, now)
-		if err != nil {
-			return EvidenceResult{}, err
-		}
-		return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+	if err := useToken(ctx, tx, d, ev, sum, now); err != nil {
+		return EvidenceResult{}, err
 	}
 	if found {
+		return s.answerStored(ctx, tx, d, stored, a)
+	}
+	if transErr != nil && !a.early {
+		return recordLate(ctx, tx, d, a)
+	}
+	return s.storeEvidence(ctx, tx, d, a)
+}
+
+// evidenceArrival is evidence on its way into the ledger with what
+// ApplyEvidence learned of it: the token and payload hashes, whether it
+// came before the task ended (early), and the extra remote tasks it cannot
+// answer for yet (open; unnamed when its request round did not name them).
+type evidenceArrival struct {
+	ev            Evidence
+	sum, payload  []byte
+	early         bool
+	open, unnamed []string
+	now           time.Time
+}
+
+// checkEvidence refuses evidence that proves nothing, does not correlate
+// with d, or acknowledges a reversal d cannot have had.
+func checkEvidence(d ledger.Delegation, ev Evidence) error {
+	if ev.Kind != ledger.EventCompensationAck && ev.Kind != ledger.EventDeclarationVerified {
+		return fmt.Errorf("apply evidence: %q proves nothing", ev.Kind)
+	}
+	if err := correlate(d, ev); err != nil {
+		return err
+	}
+	if ev.Kind == ledger.EventCompensationAck {
+		return CheckReversedAmount(d, ev.ReversedAmountMinor)
+	}
+	return nil
+}
+
+// tokenSum hashes ev's signed token, if any, and checks its jti against
+// the ones the org used: the same token for d again is a duplicate, any
+// other use of the jti a replay.
+func tokenSum(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence) (sum []byte, duplicate bool, err error) {
+	if ev.Claims == nil {
+		return nil, false, nil
+	}
+	s := sha256.Sum256(ev.Token)
+	sum = s[:]
+	used, err := tx.UsedToken(ctx, d.OrgID, ev.Claims.JTI)
+	switch {
+	case err == nil && used.DelegationID == d.ID && bytes.Equal(used.TokenSHA256, sum):
+		return sum, true, nil
+	case err == nil:
+		return nil, false, Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+	case !errors.Is(err, ledger.ErrNotFound):
+		return nil, false, err
+	}
+	return sum, false, nil
+}
+
+// useToken records ev's jti as used by the org, refusing a replay that
+// raced this one.
+func useToken(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, sum []byte, now time.Time) error {
+	if ev.Claims == nil {
+		return nil
+	}
+	inserted, err := tx.InsertUsedToken(ctx, UsedToken{OrgID: d.OrgID, JTI: ev.Claims.JTI, DelegationID: d.ID, TokenSHA256: sum, UsedAt: now})
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		return Refuse(CodeTokenReplayed, "this jti was already used by the issuing org")
+	}
+	return nil
+}
+
+// answerStored answers evidence identical to the evidence d already
+// stores: held for extra remote tasks, it is applied once none is open;
+// otherwise it is a duplicate.
+func (s *Service) answerStored(ctx context.Context, tx ReceiptTx, d ledger.Delegation, stored ledger.StoredEvidence, a evidenceArrival) (EvidenceResult, error) {
+	if stored.Status != ledger.EvidenceReceived || !compensationPending(d.ObligationState) {
 		return EvidenceResult{Delegation: d, Outcome: OutcomeDuplicate}, nil
 	}
-
-	data := evidenceDataOf(ev, sum, now)
-	if transErr != nil && !early {
-		// Ended: recorded and surfaced, never applied.
-		data.ObligationState = string(d.ObligationState)
-		contradicts := d.ObligationState == ledger.ObligationWrittenOff
-		data.ContradictsWriteOff = &contradicts
-		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeLateEvidence, Actor: ev.Actor, At: now, Data: ledger.LateEvidenceData{EvidenceRecord: data}, Evidence: string(ev.Token),
-		}); err != nil {
-			return EvidenceResult{}, err
-		}
-		return EvidenceResult{Delegation: d, Outcome: OutcomeLateEvidence, ContradictsWriteOff: contradicts}, nil
+	if len(a.open) > 0 {
+		return EvidenceResult{Delegation: d, Outcome: OutcomeReceived, OpenTasks: a.open, Unnamed: a.unnamed}, nil
 	}
-	receipt, err := receiptJSON(ev, sum, now)
+	d, err := s.applyHeld(ctx, tx, d, stored, a.ev.Actor, a.now)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+}
+
+// recordLate records evidence that came after the obligation ended as
+// late_evidence: surfaced, never applied.
+func recordLate(ctx context.Context, tx ReceiptTx, d ledger.Delegation, a evidenceArrival) (EvidenceResult, error) {
+	data := evidenceDataOf(a.ev, a.sum, a.now)
+	data.ObligationState = string(d.ObligationState)
+	contradicts := d.ObligationState == ledger.ObligationWrittenOff
+	data.ContradictsWriteOff = &contradicts
+	if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+		Type: ledger.EventTypeLateEvidence, Actor: a.ev.Actor, At: a.now, Data: ledger.LateEvidenceData{EvidenceRecord: data}, Evidence: string(a.ev.Token),
+	}); err != nil {
+		return EvidenceResult{}, err
+	}
+	return EvidenceResult{Delegation: d, Outcome: OutcomeLateEvidence, ContradictsWriteOff: contradicts}, nil
+}
+
+// storeEvidence stores new evidence for d: as received while the task has
+// not ended or an extra remote task is open, else applied (discharging
+// the obligation and voiding a pending write-off).
+func (s *Service) storeEvidence(ctx context.Context, tx ReceiptTx, d ledger.Delegation, a evidenceArrival) (EvidenceResult, error) {
+	ev, now := a.ev, a.now
+	data := evidenceDataOf(ev, a.sum, now)
+	receipt, err := receiptJSON(ev, a.sum, now)
 	if err != nil {
 		return EvidenceResult{}, err
 	}
@@ -217,30 +278,11 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	}
 	row := ledger.StoredEvidence{
 		DelegationID: d.ID, IdempotencyKey: ledger.CompensationKey(d), Kind: ev.Kind, Channel: ev.Channel,
-		PayloadSHA256: payload, Status: ledger.EvidenceApplied, Receipt: receipt, Data: dataJSON,
+		PayloadSHA256: a.payload, Status: ledger.EvidenceApplied, Receipt: receipt, Data: dataJSON,
 		Token: string(ev.Token), ReceivedAt: now, DecidedAt: now,
 	}
-	if early || len(open) > 0 {
-		if len(open) > 0 {
-			// Waiting for compensation, but another task of the
-			// delegation may have committed effects this evidence does
-			// not yet answer for.
-			data.HeldFor, data.OpenRemoteTasks = heldForExtraTasks, open
-			if dataJSON, err = ledger.PayloadJSON(data); err != nil {
-				return EvidenceResult{}, err
-			}
-			row.Data = dataJSON
-		}
-		row.Status, row.DecidedAt = ledger.EvidenceReceived, time.Time{}
-		if err := tx.PutCompensationEvidence(ctx, row); err != nil {
-			return EvidenceResult{}, err
-		}
-		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeEvidenceReceived, Actor: ev.Actor, At: now, Data: ledger.EvidenceReceivedData{EvidenceRecord: data}, Evidence: string(ev.Token),
-		}); err != nil {
-			return EvidenceResult{}, err
-		}
-		return EvidenceResult{Delegation: d, Outcome: OutcomeReceived, OpenTasks: open, Unnamed: unnamed}, nil
+	if a.early || len(a.open) > 0 {
+		return holdEvidence(ctx, tx, d, a, row, data)
 	}
 	if err := tx.PutCompensationEvidence(ctx, row); err != nil {
 		return EvidenceResult{}, err
@@ -260,10 +302,29 @@ func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Dele
 	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
 }
 
-// heldForKey is the member of an evidence_received event (and of the
-// stored evidence's data) that says why evidence that arrived while the
-// obligation waited for compensation was held rather than applied.
-const heldForKey = "held_for"
+// holdEvidence stores evidence as received (evidence_received): before the
+// task ended, or while another remote task of d may have committed effects
+// this evidence does not yet answer for.
+func holdEvidence(ctx context.Context, tx ReceiptTx, d ledger.Delegation, a evidenceArrival, row ledger.StoredEvidence, data ledger.EvidenceRecord) (EvidenceResult, error) {
+	if len(a.open) > 0 {
+		data.HeldFor, data.OpenRemoteTasks = heldForExtraTasks, a.open
+		dataJSON, err := ledger.PayloadJSON(data)
+		if err != nil {
+			return EvidenceResult{}, err
+		}
+		row.Data = dataJSON
+	}
+	row.Status, row.DecidedAt = ledger.EvidenceReceived, time.Time{}
+	if err := tx.PutCompensationEvidence(ctx, row); err != nil {
+		return EvidenceResult{}, err
+	}
+	if _, err := ledger.Record(ctx, tx, d, ledger.Change{
+		Type: ledger.EventTypeEvidenceReceived, Actor: a.ev.Actor, At: a.now, Data: ledger.EvidenceReceivedData{EvidenceRecord: data}, Evidence: string(a.ev.Token),
+	}); err != nil {
+		return EvidenceResult{}, err
+	}
+	return EvidenceResult{Delegation: d, Outcome: OutcomeReceived, OpenTasks: a.open, Unnamed: a.unnamed}, nil
+}
 
 // heldForExtraTasks: extra remote tasks of the delegation were not all
 // accounted for (RemoteTask.Accounted).
@@ -357,15 +418,70 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 // task_status_changed event. A task an on-call person named never releases
 // on its first end (gatePersonResolved).
 func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, now time.Time) (EvidenceResult, error) {
+	p, err := planTaskEnd(ctx, tx, d, ev)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	unused, err := p.settleEarlyEvidence(ctx, tx, &d, now)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if p.event == ledger.EventTaskEndedGated && p.end.Org.AgentCardURL != "" && d.Remote.TaskID != "" {
+		// Compensation is requested over A2A from an org whose agent
+		// Quittance can reach, queued with the transition itself.
+		if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
+			DelegationID: d.ID, Kind: ledger.OutboundCompensationRequest, RunAfter: now, At: now,
+		}); err != nil {
+			return EvidenceResult{}, err
+		}
+	}
+	d, _, err = ledger.Apply(ctx, tx, d, p.change)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if p.event == ledger.EventTaskCompleted && len(p.facts.RemoteTasks) > 0 {
+		// Settled: the extra tasks' effects are sought on their own,
+		// beside the obligation (extratasks.go).
+		if err := requireExtraCompensation(ctx, tx, d, p.facts.RemoteTasks, settlement{
+			Org: p.end.Org, Class: p.end.Class, Actor: p.end.Change.Actor, At: now,
+		}); err != nil {
+			return EvidenceResult{}, err
+		}
+	}
+	if unused != nil {
+		if err := p.recordUnused(ctx, tx, d, *unused, now); err != nil {
+			return EvidenceResult{}, err
+		}
+	}
+	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+}
+
+// taskEndPlan is what applyTaskEnd decided before writing: the task end
+// with the extra remote tasks read under the lock, the evidence facts, the
+// evidence received early (zero when none), and the change to apply with
+// its obligation event and task_status_changed data.
+type taskEndPlan struct {
+	end    TaskEnd
+	facts  EvidenceFacts
+	early  ledger.StoredEvidence
+	change ledger.Change
+	data   *ledger.TaskStatusChangedData
+	event  ledger.ObligationEvent
+}
+
+// planTaskEnd checks that ev is the newly terminal status of a held
+// obligation and derives its obligation event (ledger/DESIGN.md
+// § Obligation).
+func planTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence) (taskEndPlan, error) {
 	end := *ev.TaskEnd
 	obs := end.Observation
 	if d.ObligationState != ledger.ObligationHeld || !obs.Status.Terminal() || d.TaskStatus != obs.Status || ev.Kind != end.Kind() {
-		return EvidenceResult{}, fmt.Errorf("apply %s evidence to delegation %s: the status %s is not the newly terminal status of a held obligation (%s, %s)",
+		return taskEndPlan{}, fmt.Errorf("apply %s evidence to delegation %s: the status %s is not the newly terminal status of a held obligation (%s, %s)",
 			ev.Kind, d.ID, obs.Status, d.TaskStatus, d.ObligationState)
 	}
 	facts, err := tx.EvidenceFacts(ctx, d.ID)
 	if err != nil {
-		return EvidenceResult{}, fmt.Errorf("load early evidence of delegation %s: %w", d.ID, err)
+		return taskEndPlan{}, fmt.Errorf("load early evidence of delegation %s: %w", d.ID, err)
 	}
 	early := facts.Stored // the zero value, none, when !facts.Found
 	// The extra remote tasks are read here, under the lock, whatever the
@@ -378,7 +494,7 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	change := end.Change
 	data, ok := change.Data.(*ledger.TaskStatusChangedData)
 	if !ok {
-		return EvidenceResult{}, fmt.Errorf("end of the task of delegation %s without its task_status_changed data", d.ID)
+		return taskEndPlan{}, fmt.Errorf("end of the task of delegation %s without its task_status_changed data", d.ID)
 	}
 	event := end.Event(early.Held())
 	event = gatePersonResolved(facts, event, early.Held(), data)
@@ -394,67 +510,55 @@ func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evi
 	if event == ledger.EventTaskCompleted {
 		change.SettledAmountMinor = obs.SettledAmountMinor
 	}
-	var unused *ledger.StoredEvidence
+	return taskEndPlan{end: end, facts: facts, early: early, change: change, data: data, event: event}, nil
+}
+
+// settleEarlyEvidence decides the evidence received before the task
+// ended: applied with the end when the event uses it, else unused (and
+// returned, to be surfaced) when no extra remote task may still need it.
+func (p *taskEndPlan) settleEarlyEvidence(ctx context.Context, tx ReceiptTx, d *ledger.Delegation, now time.Time) (unused *ledger.StoredEvidence, err error) {
+	early := p.early
 	switch {
-	case ledger.UsesHeldEvidence(event):
-		if event == ledger.EventTaskEndedCompensated || event == ledger.EventTaskEndedAcked {
+	case ledger.UsesHeldEvidence(p.event):
+		if p.event == ledger.EventTaskEndedCompensated || p.event == ledger.EventTaskEndedAcked {
 			// An ack received early returns what it says it reversed, as
 			// one received after the status does (at most the hold, which
 			// may have been cut since).
-			if change.ReversedAmountMinor, err = early.ReversedAmountMinor(d.Hold.AmountMinor); err != nil {
-				return EvidenceResult{}, err
+			if p.change.ReversedAmountMinor, err = early.ReversedAmountMinor(d.Hold.AmountMinor); err != nil {
+				return nil, err
 			}
 		}
 		d.Compensation.Receipt = early.Receipt
-		data.AppliedEvidence = &ledger.AppliedEvidence{Receipt: early.Receipt, EvidenceData: early.Data, EvidenceChannel: string(early.Channel)}
-		change.Evidence = early.Token
-		data.TokenAcceptance = storedTokenAcceptance(early)
+		p.data.AppliedEvidence = &ledger.AppliedEvidence{Receipt: early.Receipt, EvidenceData: early.Data, EvidenceChannel: string(early.Channel)}
+		p.change.Evidence = early.Token
+		p.data.TokenAcceptance = storedTokenAcceptance(early)
 		early.Status, early.DecidedAt = ledger.EvidenceApplied, now
 		if err := tx.PutCompensationEvidence(ctx, early); err != nil {
-			return EvidenceResult{}, err
+			return nil, err
 		}
-	case early.Status == ledger.EvidenceReceived && len(obs.ExtraRemoteTasks) == 0:
+	case early.Status == ledger.EvidenceReceived && len(p.end.Observation.ExtraRemoteTasks) == 0:
 		early.Status, early.DecidedAt = ledger.EvidenceUnused, now
 		if err := tx.PutCompensationEvidence(ctx, early); err != nil {
-			return EvidenceResult{}, err
+			return nil, err
 		}
 		unused = &early
 	}
-	if event == ledger.EventTaskEndedGated && end.Org.AgentCardURL != "" && d.Remote.TaskID != "" {
-		// Compensation is requested over A2A from an org whose agent
-		// Quittance can reach, queued with the transition itself.
-		if err := tx.EnqueueOutbound(ctx, ledger.OutboundJob{
-			DelegationID: d.ID, Kind: ledger.OutboundCompensationRequest, RunAfter: now, At: now,
-		}); err != nil {
-			return EvidenceResult{}, err
-		}
+	return unused, nil
+}
+
+// recordUnused surfaces early evidence the task end did not use, for
+// reconciliation: the remote org sent compensation evidence for a task
+// that did not end in a way that needs it.
+func (p *taskEndPlan) recordUnused(ctx context.Context, tx ReceiptTx, d ledger.Delegation, unused ledger.StoredEvidence, now time.Time) error {
+	unusedData := ledger.EarlyEvidenceUnusedData{
+		State: string(p.end.Observation.Status), ObligationState: string(d.ObligationState),
+		EvidenceData: unused.Data, EvidenceChannel: string(unused.Channel), TokenAcceptance: storedTokenAcceptance(unused),
+		ReceivedAt: unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
 	}
-	d, _, err = ledger.Apply(ctx, tx, d, change)
-	if err != nil {
-		return EvidenceResult{}, err
-	}
-	if event == ledger.EventTaskCompleted && len(facts.RemoteTasks) > 0 {
-		// Settled: the extra tasks' effects are sought on their own,
-		// beside the obligation (extratasks.go).
-		if err := requireExtraCompensation(ctx, tx, d, end.Class, end.Org, end.Change.Actor, facts.RemoteTasks, now); err != nil {
-			return EvidenceResult{}, err
-		}
-	}
-	if unused != nil {
-		// Surfaced for reconciliation: the remote org sent compensation
-		// evidence for a task that did not end in a way that needs it.
-		unusedData := ledger.EarlyEvidenceUnusedData{
-			State: string(obs.Status), ObligationState: string(d.ObligationState),
-			EvidenceData: unused.Data, EvidenceChannel: string(unused.Channel), TokenAcceptance: storedTokenAcceptance(*unused),
-			ReceivedAt: unused.ReceivedAt.UTC().Format(time.RFC3339Nano),
-		}
-		if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-			Type: ledger.EventTypeEarlyEvidenceUnused, Actor: change.Actor, At: now, Evidence: unused.Token, Data: unusedData,
-		}); err != nil {
-			return EvidenceResult{}, err
-		}
-	}
-	return EvidenceResult{Delegation: d, Outcome: OutcomeApplied}, nil
+	_, err := ledger.Record(ctx, tx, d, ledger.Change{
+		Type: ledger.EventTypeEarlyEvidenceUnused, Actor: p.change.Actor, At: now, Evidence: unused.Token, Data: unusedData,
+	})
+	return err
 }
 
 // gatePersonResolved is the rule for the first terminal status of a

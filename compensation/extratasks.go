@@ -146,17 +146,26 @@ func RequireLateExtraTaskCompensation(ctx context.Context, tx ReceiptTx, d ledge
 	if err != nil {
 		return err
 	}
-	return requireExtraCompensation(ctx, tx, d, facts.GateClass(d), facts.Org, actor, tasks, now)
+	return requireExtraCompensation(ctx, tx, d, tasks, settlement{Org: facts.Org, Class: facts.GateClass(d), Actor: actor, At: now})
+}
+
+// settlement is what decides which extra tasks of a settled delegation
+// need compensation (its org and task class), and who records it when.
+type settlement struct {
+	Org   ledger.Org
+	Class ledger.TaskClass
+	Actor string
+	At    time.Time
 }
 
 // requireExtraCompensation marks, inside tx, every extra task of settled
-// delegation d (of task class class, with org org) that needs
-// compensation, records an extra_task_compensation_required event for
-// each, on behalf of actor — the anomaly — and queues the compensation
-// request job when the org has an agent Quittance can reach. An org
-// without one is asked by no one: the anomaly stays until on-call writes
-// the task off.
-func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, class ledger.TaskClass, org ledger.Org, actor string, tasks []RemoteTask, now time.Time) error {
+// delegation d that needs compensation, records an
+// extra_task_compensation_required event for each — the anomaly — and
+// queues the compensation request job when the org has an agent Quittance
+// can reach. An org without one is asked by no one: the anomaly stays
+// until on-call writes the task off.
+func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delegation, tasks []RemoteTask, s settlement) error {
+	class, org, actor, now := s.Class, s.Org, s.Actor, s.At
 	queued := false
 	for _, t := range tasks {
 		if !needsCompensation(t, class, org) {
@@ -196,7 +205,8 @@ func requireExtraCompensation(ctx context.Context, tx ReceiptTx, d ledger.Delega
 // claimed as any token's (token_replayed for another token reusing it).
 // resolved is false, and nothing is written, when the task's compensation
 // was not open (resolved before, or never needed).
-func (s *Service) ApplyExtraTaskReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, taskID string, r RemoteReceipt, v ReceiptVerdict, actor string, now time.Time) (resolved bool, err error) {
+func (s *Service) ApplyExtraTaskReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, taskID string, j JudgedReceipt, st Stamp) (resolved bool, err error) {
+	r, v, actor, now := j.Receipt, j.Verdict, st.Actor, st.At
 	resolution := ExtraTaskCompensated
 	switch v.Event {
 	case ledger.EventCompensationAck:
@@ -242,9 +252,9 @@ func (s *Service) ApplyExtraTaskReceipt(ctx context.Context, tx ReceiptTx, d led
 // receipt after every attempt the worker may make: an
 // extra_task_compensation_exhausted event. The anomaly stays open; only
 // on-call ends it now (WriteOffExtraTask), or a receipt a redrive brings.
-func ExtraTaskRequestsExhausted(ctx context.Context, tx ReceiptTx, d ledger.Delegation, taskID string, f RequestFailure, actor string, now time.Time) error {
+func ExtraTaskRequestsExhausted(ctx context.Context, tx ReceiptTx, d ledger.Delegation, taskID string, f RequestFailure, st Stamp) error {
 	_, err := ledger.Record(ctx, tx, d, ledger.Change{
-		Type: ledger.EventTypeExtraTaskCompensationExhausted, Actor: actor, At: now,
+		Type: ledger.EventTypeExtraTaskCompensationExhausted, Actor: st.Actor, At: st.At,
 		Data: ledger.ExtraTaskCompensationExhaustedData{TaskID: taskID, CompensationAttempt: ledger.CompensationAttempt{
 			Attempt: f.Attempt, MaxAttempts: f.MaxAttempts, Round: f.Round,
 			MessageID: f.MessageID, Outcome: f.Outcome, Error: f.Problem,

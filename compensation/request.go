@@ -335,15 +335,28 @@ func verifyReceiptJWS(in ReceiptInput, kind TokenKind) (claims Claims, problem, 
 }
 
 // ApplyRemoteReceipt hands a receipt that JudgeReceipt found to prove
-// v.Event, on channel (ledger.ChannelA2AReceipt for a reply to Quittance's
+// j.Verdict.Event, on channel (ledger.ChannelA2AReceipt for a reply to Quittance's
 // compensation request, ledger.ChannelAtomicCancel for one in a cancel
 // reply), to ApplyEvidence inside tx. The receipt's jws, if any, is the
 // evidence's token.
-func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, r RemoteReceipt, v ReceiptVerdict, channel ledger.EvidenceChannel, actor string, now time.Time) (EvidenceResult, error) {
-	if v.Event != ledger.EventCompensationAck && v.Event != ledger.EventDeclarationVerified {
+func (s *Service) ApplyRemoteReceipt(ctx context.Context, tx ReceiptTx, d ledger.Delegation, j JudgedReceipt, channel ledger.EvidenceChannel, st Stamp) (EvidenceResult, error) {
+	if v := j.Verdict; v.Event != ledger.EventCompensationAck && v.Event != ledger.EventDeclarationVerified {
 		return EvidenceResult{}, fmt.Errorf("apply compensation receipt: verdict proves nothing (%s)", v.Problem)
 	}
-	return s.ApplyEvidence(ctx, tx, d, ReceiptEvidence(r, v, channel, actor), now)
+	return s.ApplyEvidence(ctx, tx, d, ReceiptEvidence(j.Receipt, j.Verdict, channel, st.Actor), st.At)
+}
+
+// JudgedReceipt is a remote receipt with the verdict JudgeReceipt gave it.
+type JudgedReceipt struct {
+	Receipt RemoteReceipt
+	Verdict ReceiptVerdict
+}
+
+// Stamp is who records the events of a step and when: the actor and time
+// each event it appends carries.
+type Stamp struct {
+	Actor string
+	At    time.Time
 }
 
 // ReceiptEvidence is the Evidence a judged receipt carries.

@@ -174,7 +174,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 		if err := tx.InsertWriteOff(ctx, w); err != nil {
 			return err
 		}
-		if d, err = executeWriteOff(ctx, tx, d, w, &threshold.Minor, "not_required", p.Actor(), now); err != nil {
+		if d, err = executeWriteOff(ctx, tx, d, w, writeOffApproval{Rule: "not_required", ThresholdMinor: &threshold.Minor}, p.Actor()); err != nil {
 			return err
 		}
 		out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -248,7 +248,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if err := tx.UpdateWriteOff(ctx, w); err != nil {
 			return err
 		}
-		if d, err = executeWriteOff(ctx, tx, d, w, nil, "four_eyes", p.Actor(), now); err != nil {
+		if d, err = executeWriteOff(ctx, tx, d, w, writeOffApproval{Rule: "four_eyes"}, p.Actor()); err != nil {
 			return err
 		}
 		out = WriteOffResult{WriteOff: w, Delegation: d}
@@ -284,16 +284,17 @@ func (s *Service) dischargeWithPending(ctx context.Context, tx ReceiptTx, d ledg
 		return ledger.Delegation{}, err
 	}
 	if pending != uuid.Nil {
-		if err := s.voidPending(ctx, tx, d, pending, c.At, c.Actor, "obligation discharged by "+string(c.Type)); err != nil {
+		if err := s.voidPending(ctx, tx, d, pending, c); err != nil {
 			return ledger.Delegation{}, err
 		}
 	}
 	return d, nil
 }
 
-// voidPending voids the write-off that was pending on d, because evidence
-// discharged the obligation first.
-func (s *Service) voidPending(ctx context.Context, tx ReceiptTx, d ledger.Delegation, id uuid.UUID, now time.Time, actor, why string) error {
+// voidPending voids write-off id that was pending on d, because evidence
+// (discharge, the change applied) discharged the obligation first.
+func (s *Service) voidPending(ctx context.Context, tx ReceiptTx, d ledger.Delegation, id uuid.UUID, discharge ledger.Change) error {
+	actor, now, why := discharge.Actor, discharge.At, "obligation discharged by "+string(discharge.Type)
 	w, err := tx.WriteOffForUpdate(ctx, id)
 	if err != nil {
 		return err
@@ -354,14 +355,22 @@ func writeOffData(w WriteOff) ledger.WriteOffRecord {
 	return data
 }
 
+// writeOffApproval is how an executed write-off was approved: Rule is
+// "not_required" (under ThresholdMinor, the approval threshold then) or
+// "four_eyes" (a second on-call identity).
+type writeOffApproval struct {
+	Rule           string
+	ThresholdMinor *int64
+}
+
 // executeWriteOff applies an executed write-off w to its delegation d: the
 // one way a hold moves to written_off, whether the write-off needed no
 // approval or a second on-call identity approved it.
-// threshold is the approval threshold a write-off executed at once was under.
-func executeWriteOff(ctx context.Context, tx Tx, d ledger.Delegation, w WriteOff, threshold *int64, approval, actor string, now time.Time) (ledger.Delegation, error) {
-	data := ledger.WriteOffExecutedData{WriteOffRecord: writeOffData(w), Approval: approval, ApprovalThresholdMinor: threshold}
+// It is recorded on behalf of actor at w.ExecutedAt.
+func executeWriteOff(ctx context.Context, tx Tx, d ledger.Delegation, w WriteOff, a writeOffApproval, actor string) (ledger.Delegation, error) {
+	data := ledger.WriteOffExecutedData{WriteOffRecord: writeOffData(w), Approval: a.Rule, ApprovalThresholdMinor: a.ThresholdMinor}
 	d, _, err := ledger.Apply(ctx, tx, d, ledger.Change{
-		Type: ledger.EventTypeWriteOffExecuted, Actor: actor, At: now, Obligation: ledger.EventWriteOffApproved, Data: data,
+		Type: ledger.EventTypeWriteOffExecuted, Actor: actor, At: w.ExecutedAt, Obligation: ledger.EventWriteOffApproved, Data: data,
 	})
 	return d, err
 }

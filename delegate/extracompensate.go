@@ -174,7 +174,8 @@ func (w *Worker) compensateExtraTask(ctx context.Context, client *a2a.Client, d 
 		if err := tx.SetExtraTaskCompensation(ctx, d.ID, rt.TaskID, c, now); err != nil {
 			return err
 		}
-		_, err = w.cfg.Compensation.ApplyExtraTaskReceipt(ctx, tx, cur, rt.TaskID, r, verdict, workerActor, now)
+		_, err = w.cfg.Compensation.ApplyExtraTaskReceipt(ctx, tx, cur, rt.TaskID,
+			compensation.JudgedReceipt{Receipt: r, Verdict: verdict}, compensation.Stamp{Actor: workerActor, At: now})
 		return err
 	})
 	var ref *compensation.RefusalError
@@ -222,7 +223,7 @@ func (w *Worker) extraFailed(ctx context.Context, d ledger.Delegation, taskID st
 		return compensation.ExtraTaskRequestsExhausted(ctx, tx, cur, taskID, compensation.RequestFailure{
 			Attempt: c.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: round,
 			MessageID: compensation.ExtraRequestMessageID(d.ID, taskID, round), Outcome: outcome, Problem: problem,
-		}, workerActor, now)
+		}, compensation.Stamp{Actor: workerActor, At: now})
 	})
 	if err == nil {
 		w.log.WarnContext(ctx, "compensation request about an extra remote task failed", "delegation_id", d.ID.String(),

@@ -407,7 +407,8 @@ func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegat
 			Source: source, Problem: verdict.Problem,
 		})
 	}
-	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, r, verdict, ledger.ChannelAtomicCancel, workerActor, now)
+	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, compensation.JudgedReceipt{Receipt: r, Verdict: verdict},
+		ledger.ChannelAtomicCancel, compensation.Stamp{Actor: workerActor, At: now})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
 		// ApplyEvidence refuses before it writes: the transaction goes on.

@@ -292,18 +292,26 @@ func checkBulk(ids []uuid.UUID, ch CaseChange) ([]uuid.UUID, error) {
 	return ids, nil
 }
 
+// prepareBulk refuses a bulk change p may not make, or one whose change
+// or ids are invalid at now, and returns them as the change applies them.
+func prepareBulk(p ledger.Principal, ids []uuid.UUID, ch CaseChange, now time.Time) ([]uuid.UUID, CaseChange, error) {
+	if err := ledger.Authorize(p, ledger.ActionHandleCase); err != nil {
+		return nil, ch, err
+	}
+	ch, err := ch.validate(now)
+	if err != nil {
+		return nil, ch, err
+	}
+	ids, err = checkBulk(ids, ch)
+	return ids, ch, err
+}
+
 // PreviewBulk says exactly what a bulk change would do to each of ids,
 // without changing anything.
 func (c *Cases) PreviewBulk(ctx context.Context, p ledger.Principal, ids []uuid.UUID, ch CaseChange) ([]BulkItem, error) {
-	if err := ledger.Authorize(p, ledger.ActionHandleCase); err != nil {
-		return nil, err
-	}
 	now := c.Now()
-	ch, err := ch.validate(now)
+	ids, ch, err := prepareBulk(p, ids, ch, now)
 	if err != nil {
-		return nil, err
-	}
-	if ids, err = checkBulk(ids, ch); err != nil {
 		return nil, err
 	}
 	out := make([]BulkItem, 0, len(ids))
@@ -327,15 +335,9 @@ func (c *Cases) PreviewBulk(ctx context.Context, p ledger.Principal, ids []uuid.
 // delegation the change is refused for refuses the whole request, so what
 // was previewed is what happens.
 func (c *Cases) ApplyBulk(ctx context.Context, p ledger.Principal, ids []uuid.UUID, ch CaseChange) ([]BulkItem, error) {
-	if err := ledger.Authorize(p, ledger.ActionHandleCase); err != nil {
-		return nil, err
-	}
 	now := c.Now()
-	ch, err := ch.validate(now)
+	ids, ch, err := prepareBulk(p, ids, ch, now)
 	if err != nil {
-		return nil, err
-	}
-	if ids, err = checkBulk(ids, ch); err != nil {
 		return nil, err
 	}
 	var out []BulkItem

@@ -59,7 +59,6 @@ var sizeDebt = map[string]bool{
 	"ledger.Service.closeChange":           true,
 	"ledger.Service.createPrincipal":       true,
 	"ledger.Service.requestChange":         true,
-	"ledger.Tx":                            true,
 	"ledger.appendTokenRevoked":            true,
 }
 

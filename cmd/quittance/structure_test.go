@@ -33,7 +33,6 @@ const (
 // still being reworked. The list may only shrink: a new violation fails,
 // and so does an entry that no longer violates, so it stays honest.
 var sizeDebt = map[string]bool{
-	"compensation.Tx":                      true,
 	"delegate.Store":                       true,
 	"delegate.Tx":                          true,
 	"delegate.Worker.applyAtomicReceipt":   true,

@@ -62,6 +62,10 @@ func (t *tx) Principals() ledger.PrincipalTx { return t }
 // administration alike.
 func (t *tx) Admin() ledger.AdminTx { return t }
 
+// Revocation returns t itself: one transaction serves compensation and
+// its identity revocations alike.
+func (t *tx) Revocation() compensation.RevocationTx { return t }
+
 var (
 	_ ledger.Tx       = (*tx)(nil)
 	_ compensation.Tx = (*tx)(nil)

@@ -51,8 +51,6 @@ var sizeDebt = map[string]bool{
 	"delegate.Worker.stream":               true,
 	"delegate.resolveDispatchTx":           true,
 	"delegate.taskNotFound":                true,
-	"ledger.Apply":                         true,
-	"ledger.Service.CreateDelegation":      true,
 	"ledger.Service.CreateToken":           true,
 	"ledger.Service.addToken":              true,
 	"ledger.Service.closeChange":           true,

@@ -22,12 +22,12 @@ const maxNoteLen = 4096
 // acknowledges. The releases stand (the money was returned to the budget),
 // but what justified them no longer proves anything. It returns how many.
 func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor string, now time.Time) (int, error) {
-	released, err := tx.DeclaredReleasesOfOrgForUpdate(ctx, org.ID)
+	released, err := tx.Revocation().DeclaredReleasesOfOrgForUpdate(ctx, org.ID)
 	if err != nil {
 		return 0, err
 	}
 	for _, d := range released {
-		if err := tx.InsertRevokedRelease(ctx, report.RevokedRelease{
+		if err := tx.Revocation().InsertRevokedRelease(ctx, report.RevokedRelease{
 			DelegationID: d.ID, OrgID: org.ID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
 			ReleasedAt: d.UpdatedAt, IdentityRevokedAt: now,
 		}); err != nil {
@@ -60,21 +60,21 @@ func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time,
 		n, last := 0, false
 		err := s.store.InTx(ctx, func(tx Tx) error {
 			n = 0
-			due, err := tx.UnannouncedRevokedReleasesForUpdate(ctx, s.batch)
+			due, err := tx.Revocation().UnannouncedRevokedReleasesForUpdate(ctx, s.batch)
 			if err != nil {
 				return err
 			}
 			for _, d := range due {
 				// Another replica may have announced it between the query's
 				// snapshot and the lock.
-				done, err := tx.RevokedReleaseAnnounced(ctx, d.ID)
+				done, err := tx.Revocation().RevokedReleaseAnnounced(ctx, d.ID)
 				if err != nil {
 					return err
 				}
 				if done {
 					continue
 				}
-				r, err := tx.RevokedReleaseForUpdate(ctx, d.ID)
+				r, err := tx.Revocation().RevokedReleaseForUpdate(ctx, d.ID)
 				if err != nil {
 					return err
 				}
@@ -128,7 +128,7 @@ func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Princi
 		if err != nil {
 			return err
 		}
-		if r, err = tx.RevokedReleaseForUpdate(ctx, delegationID); errors.Is(err, ledger.ErrNotFound) {
+		if r, err = tx.Revocation().RevokedReleaseForUpdate(ctx, delegationID); errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("delegation %s has no release on a revoked identity: %w", delegationID, ledger.ErrNotFound)
 		} else if err != nil {
 			return err
@@ -137,7 +137,7 @@ func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Princi
 			return ledger.Conflict("release_already_acknowledged", "delegation %s's release was acknowledged at %s", delegationID, r.AcknowledgedAt.Format(time.RFC3339))
 		}
 		r.AcknowledgedAt, r.AcknowledgedBy, r.AcknowledgeNote = now, p.ID, note
-		if err := tx.AcknowledgeRevokedRelease(ctx, r); err != nil {
+		if err := tx.Revocation().AcknowledgeRevokedRelease(ctx, r); err != nil {
 			return err
 		}
 		_, err = ledger.Record(ctx, tx, d, ledger.Change{

@@ -262,7 +262,7 @@ func checkOrgUnchanged(ctx context.Context, tx Tx, id string, base *orgBase) err
 	if base == nil {
 		return nil
 	}
-	current, err := tx.OrgForUpdate(ctx, id)
+	current, err := tx.Admin().OrgForUpdate(ctx, id)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -326,7 +326,7 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, id string, in OrgInput, b
 	if o.AllowedHosts == nil {
 		o.AllowedHosts = []string{}
 	}
-	if err := tx.PutOrg(ctx, o); err != nil {
+	if err := tx.Admin().PutOrg(ctx, o); err != nil {
 		return Org{}, false, err
 	}
 	var added, removed []KeyRef
@@ -385,7 +385,7 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		pending, out = nil, c
 		now := s.Now()
-		current, err := tx.TaskClass(ctx, c.Name)
+		current, err := tx.Admin().TaskClass(ctx, c.Name)
 		switch {
 		case err == nil && current.EffectCapable == c.EffectCapable && slices.Equal(current.GateOn, c.GateOn) &&
 			current.CompensationTimeout.Milliseconds() == c.CompensationTimeout.Milliseconds():
@@ -417,7 +417,7 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 // applyTaskClass writes c in tx, with its task_class_updated event.
 func (s *Service) applyTaskClass(ctx context.Context, tx Tx, actor string, c TaskClass, now time.Time, change string) error {
 	c.UpdatedAt = now
-	if err := tx.PutTaskClass(ctx, c); err != nil {
+	if err := tx.Admin().PutTaskClass(ctx, c); err != nil {
 		return err
 	}
 	data := TaskClassUpdatedData{

@@ -167,7 +167,7 @@ func recordOrgKeys(ctx context.Context, tx Tx, orgID string, jwks []byte, now ti
 	if err != nil {
 		return nil, nil, fmt.Errorf("org %s keys: %w", orgID, err)
 	}
-	history, err := tx.OrgKeys(ctx, orgID)
+	history, err := tx.Admin().OrgKeys(ctx, orgID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,7 +181,7 @@ func recordOrgKeys(ctx context.Context, tx Tx, orgID string, jwks []byte, now ti
 		if slices.ContainsFunc(next, func(n OrgKey) bool { return sameKey(k, n) }) {
 			continue
 		}
-		if err := tx.EndOrgKey(ctx, k, now); err != nil {
+		if err := tx.Admin().EndOrgKey(ctx, k, now); err != nil {
 			return nil, nil, err
 		}
 		removed = append(removed, KeyRef{KeyID: k.KeyID, Thumbprint: k.Thumbprint})
@@ -191,7 +191,7 @@ func recordOrgKeys(ctx context.Context, tx Tx, orgID string, jwks []byte, now ti
 			continue
 		}
 		n.ValidFrom = now
-		if err := tx.InsertOrgKey(ctx, n); err != nil {
+		if err := tx.Admin().InsertOrgKey(ctx, n); err != nil {
 			return nil, nil, err
 		}
 		added = append(added, KeyRef{KeyID: n.KeyID, Thumbprint: n.Thumbprint})

@@ -58,6 +58,14 @@ func (t *tx) lockStreamHeads(ctx context.Context, streams []string) error {
 // its access store alike.
 func (t *tx) Principals() ledger.PrincipalTx { return t }
 
+// Admin returns t itself: one transaction serves the ledger and its
+// administration alike.
+func (t *tx) Admin() ledger.AdminTx { return t }
+
+// Revocation returns t itself: one transaction serves compensation and
+// its identity revocations alike.
+func (t *tx) Revocation() compensation.RevocationTx { return t }
+
 var (
 	_ ledger.Tx       = (*tx)(nil)
 	_ compensation.Tx = (*tx)(nil)

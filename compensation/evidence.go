@@ -793,8 +793,8 @@ func acceptedAt(verifiedAt, now time.Time) time.Time {
 // storedTokenAcceptance is what the data of an event that stores the
 // token of stored (evidence received earlier) says of how the ledger
 // accepted it: as its row's data says, or, for evidence stored before rows
-// said it, as the kind it proves when it was received. It is empty when
-// stored has no token.
+// said it, acceptanceBeforeRowsSaidIt. It is empty when stored has no
+// token.
 func storedTokenAcceptance(stored ledger.StoredEvidence) ledger.TokenAcceptance {
 	if stored.Token == "" {
 		return ledger.TokenAcceptance{}
@@ -804,10 +804,7 @@ func storedTokenAcceptance(stored ledger.StoredEvidence) ledger.TokenAcceptance 
 		AcceptedAt time.Time `json:"token_accepted_at"`
 	}
 	if json.Unmarshal(stored.Data, &rec) != nil || rec.Kind == "" || rec.AcceptedAt.IsZero() {
-		rec.Kind, rec.AcceptedAt = string(KindAck), stored.ReceivedAt
-		if stored.Kind == ledger.EventDeclarationVerified {
-			rec.Kind = string(KindDeclaration)
-		}
+		return acceptanceBeforeRowsSaidIt(stored)
 	}
 	return ledger.NewTokenAcceptance(rec.Kind, rec.AcceptedAt)
 }

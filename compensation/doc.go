@@ -33,18 +33,11 @@
 // # The one evidence function
 //
 // Every release, compensation and settlement goes through
-// [Service.ApplyEvidence] (ledger/DESIGN.md §3): acks and declarations
-// posted over HTTP ([Service.Submit]), receipts on Quittance's own A2A
-// calls ([Service.ApplyRemoteReceipt]) and every terminal task status of a
-// held obligation, reported by the orchestrator
-// ([Service.ReportTaskStatus]) or observed by the A2A workers
-// ([Service.ObserveTaskStatus]), which ObserveTaskStatus hands over
-// as a TaskEnd (kind task_completed for a settlement; channel the
-// observation's source). It correlates the evidence with the locked
-// delegation, claims a token's jti, keeps one piece of compensation evidence
-// per compensation idempotency key, uses evidence that arrived early, and
-// writes the transition through ledger.Apply. Write-offs alone take their
-// own two-person path.
+// [Service.ApplyEvidence] (ledger/DESIGN.md §3): posted tokens
+// ([Service.Submit]), receipts on Quittance's own A2A calls
+// ([Service.ApplyRemoteReceipt]) and the terminal status of a held
+// obligation ([Service.ObserveTaskStatus]). Write-offs alone take their own
+// two-person path.
 //
 // # What this package must never do
 //

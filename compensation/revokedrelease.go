@@ -46,67 +46,6 @@ func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor s
 	return len(released), nil
 }
 
-// announceBackfilledReleases appends the released_on_revoked_identity
-// event to each delegation whose release on a revoked identity has none:
-// the releases of identities revoked before migration 00018, which
-// migration 00020 surfaced as rows (a migration appends no event to a hash
-// chain). With its event the release is listed in /v1/anomalies and on the
-// delegation's timeline, as one surfaced by a revocation today. The sweep
-// runs it; once every release is announced it finds nothing. It returns how
-// many it announced. Its events are recorded as actor's (the sweep's).
-func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time, actor string) (int, error) {
-	announced := 0
-	for {
-		n, last := 0, false
-		err := s.store.InTx(ctx, func(tx Tx) error {
-			n = 0
-			due, err := tx.Revocation().UnannouncedRevokedReleasesForUpdate(ctx, s.batch)
-			if err != nil {
-				return err
-			}
-			for _, d := range due {
-				// Another replica may have announced it between the query's
-				// snapshot and the lock.
-				done, err := tx.Revocation().RevokedReleaseAnnounced(ctx, d.ID)
-				if err != nil {
-					return err
-				}
-				if done {
-					continue
-				}
-				r, err := tx.Revocation().RevokedReleaseForUpdate(ctx, d.ID)
-				if err != nil {
-					return err
-				}
-				org, err := tx.Org(ctx, d.OrgID)
-				if err != nil {
-					return err
-				}
-				if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-					Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: actor, At: now,
-					Data: ledger.ReleasedOnRevokedIdentityData{
-						OrgID: org.ID, RevocationReason: org.IdentityRevokedReason,
-						AmountMinor: r.AmountMinor, Currency: r.Currency,
-						IdentityRevokedAt: r.IdentityRevokedAt.Format(time.RFC3339Nano), SurfacedBy: "migration 00020",
-					},
-				}); err != nil {
-					return fmt.Errorf("announce release of delegation %s: %w", d.ID, err)
-				}
-				n++
-			}
-			last = len(due) < s.batch
-			return nil
-		})
-		if err != nil {
-			return announced, err
-		}
-		announced += n
-		if last {
-			return announced, nil
-		}
-	}
-}
-
 // AcknowledgeRevokedRelease records finance's acknowledgement of an
 // obligation released on a declaration of an identity revoked since, with
 // a note, as a revoked_release_acknowledged event: from then on it is no

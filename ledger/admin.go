@@ -115,16 +115,11 @@ type OrgInput struct {
 }
 
 // PutOrg registers a remote org or replaces its registration. Its identity
-// revocation, once made, is kept: re-registering does not restore trust.
-//
-// A change to what the org is trusted with (its keys or where they come
-// from — an inline JWKS or a JWKS URL —, agent endpoint,
-// allowed hosts, shared_coordinator flag or signed-receipt requirement),
-// including registering an org with any of them, is a privileged change:
-// it is recorded as pending and returned as an *ApprovalRequiredError, and
-// applies when a different on-call principal approves it (under dev, the
-// bootstrap principal's applies at once). A change of name alone applies
-// at once.
+// revocation, once made, is kept. A change to what the org is trusted with
+// (keys or their source, agent endpoint, allowed hosts, shared_coordinator,
+// signed-receipt requirement) is a two-person change (ledger/DESIGN.md §6),
+// returned as an *ApprovalRequiredError; a change of name alone applies at
+// once.
 func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInput) (o Org, created bool, err error) {
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return Org{}, false, err

@@ -124,7 +124,7 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 				return err
 			}
 			d.Remote.ProtocolVersion = iface.ProtocolVersion
-			_, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, w.now())
+			_, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx.Receipts(), d, obs, workerActor, w.now())
 			return err
 		})
 	}
@@ -295,7 +295,7 @@ func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegatio
 		if err := apply(tx); err != nil {
 			return err
 		}
-		return tx.FinishJob(ctx, j, outcome, w.now())
+		return tx.Outbox().FinishJob(ctx, j, outcome, w.now())
 	})
 	if err != nil || outcome != "dispatched" {
 		return err

@@ -128,7 +128,7 @@ func (w *Worker) compensateExtraTask(ctx context.Context, client *a2a.Client, d 
 			if _, err := tx.DelegationForUpdate(ctx, d.ID); err != nil {
 				return err
 			}
-			return tx.SetExtraTaskCompensation(ctx, d.ID, rt.TaskID, c, w.now())
+			return tx.ExtraTasks().SetExtraTaskCompensation(ctx, d.ID, rt.TaskID, c, w.now())
 		})
 		return true, err
 	}
@@ -171,10 +171,10 @@ func (w *Worker) compensateExtraTask(ctx context.Context, client *a2a.Client, d 
 		if err != nil {
 			return err
 		}
-		if err := tx.SetExtraTaskCompensation(ctx, d.ID, rt.TaskID, c, now); err != nil {
+		if err := tx.ExtraTasks().SetExtraTaskCompensation(ctx, d.ID, rt.TaskID, c, now); err != nil {
 			return err
 		}
-		_, err = w.cfg.Compensation.ApplyExtraTaskReceipt(ctx, tx, cur, rt.TaskID,
+		_, err = w.cfg.Compensation.ApplyExtraTaskReceipt(ctx, tx.Receipts(), cur, rt.TaskID,
 			compensation.JudgedReceipt{Receipt: r, Verdict: verdict}, compensation.Stamp{Actor: workerActor, At: now})
 		return err
 	})
@@ -214,13 +214,13 @@ func (w *Worker) extraFailed(ctx context.Context, d ledger.Delegation, taskID st
 			return err
 		}
 		now := w.now()
-		if err := tx.SetExtraTaskCompensation(ctx, d.ID, taskID, c, now); err != nil {
+		if err := tx.ExtraTasks().SetExtraTaskCompensation(ctx, d.ID, taskID, c, now); err != nil {
 			return err
 		}
 		if !stop {
 			return nil
 		}
-		return compensation.ExtraTaskRequestsExhausted(ctx, tx, cur, taskID, compensation.RequestFailure{
+		return compensation.ExtraTaskRequestsExhausted(ctx, tx.Receipts(), cur, taskID, compensation.RequestFailure{
 			Attempt: c.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: round,
 			MessageID: compensation.ExtraRequestMessageID(d.ID, taskID, round), Outcome: outcome, Problem: problem,
 		}, compensation.Stamp{Actor: workerActor, At: now})

@@ -268,7 +268,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 		if err := w.recordTaskAndReceipt(ctx, tx, d, org, card, task, source, now); err != nil {
 			return err
 		}
-		return tx.ClearOrgFailures(ctx, d.OrgID)
+		return tx.Outbox().ClearOrgFailures(ctx, d.OrgID)
 	}); err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func taskNotFound(ctx context.Context, tx Tx, d ledger.Delegation, source string
 	}
 	// The delegation's last_observed_at moves as for an unchanged status:
 	// on-call sees the agent is still asked.
-	if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
+	if err := tx.Receipts().MarkDelegationObserved(ctx, d.ID, now); err != nil {
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)
@@ -311,12 +311,12 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 	w.log.WarnContext(ctx, "observe remote task failed", slog.String("delegation_id", d.ID.String()),
 		slog.String("org_id", org.ID), slog.Any("error", cause))
 	fail := func(tx Tx) error {
-		n, err := tx.OrgFailures(ctx, org.ID)
+		n, err := tx.Outbox().OrgFailures(ctx, org.ID)
 		if err != nil {
 			return err
 		}
 		now := w.now()
-		return tx.FailOrg(ctx, org.ID, now.Add(w.backoff.Wait(n+1)), errorText(cause), now)
+		return tx.Outbox().FailOrg(ctx, org.ID, now.Add(w.backoff.Wait(n+1)), errorText(cause), now)
 	}
 	if a2a.Retryable(cause) && j.Attempt < observeMaxAttempts {
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(cause), fail)
@@ -407,7 +407,7 @@ func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegat
 			Source: source, Problem: verdict.Problem,
 		})
 	}
-	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, compensation.JudgedReceipt{Receipt: r, Verdict: verdict},
+	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx.Receipts(), d, compensation.JudgedReceipt{Receipt: r, Verdict: verdict},
 		ledger.ChannelAtomicCancel, compensation.Stamp{Actor: workerActor, At: now})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
@@ -574,7 +574,7 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 					return err
 				}
 				obs := observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream")
-				after, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, cur, obs, workerActor, now)
+				after, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx.Receipts(), cur, obs, workerActor, now)
 				if err != nil {
 					return err
 				}

@@ -118,7 +118,7 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return 0, err
 	}
-	known, err := tx.RemoteTasks(ctx, d.ID)
+	known, err := tx.ExtraTasks().RemoteTasks(ctx, d.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -137,7 +137,7 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 			continue
 		}
 		rt := RemoteTask{TaskID: text.Truncate(t.ID, 1024), Purpose: purpose, ContextID: text.Truncate(t.ContextID, 1024), FoundBy: foundBy, Status: status}
-		inserted, err := tx.RecordRemoteTask(ctx, d.ID, rt, now)
+		inserted, err := tx.ExtraTasks().RecordRemoteTask(ctx, d.ID, rt, now)
 		if err != nil {
 			return 0, err
 		}
@@ -154,7 +154,7 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 		}
 	}
 	// Found after the delegation settled: asked about as if found before.
-	if err := compensation.RequireLateExtraTaskCompensation(ctx, tx, d, added, workerActor, now); err != nil {
+	if err := compensation.RequireLateExtraTaskCompensation(ctx, tx.Receipts(), d, added, workerActor, now); err != nil {
 		return 0, err
 	}
 	return len(added), nil
@@ -166,7 +166,7 @@ func (w *Worker) noteExtraStatus(ctx context.Context, tx Tx, d ledger.Delegation
 	if rt.Status == status || rt.Status.Terminal() {
 		return nil
 	}
-	if err := tx.SetRemoteTaskStatus(ctx, d.ID, rt.TaskID, status, now); err != nil {
+	if err := tx.ExtraTasks().SetRemoteTaskStatus(ctx, d.ID, rt.TaskID, status, now); err != nil {
 		return err
 	}
 	if !status.Terminal() {
@@ -210,7 +210,7 @@ func (w *Worker) accountExtraTasks(ctx context.Context, client *a2a.Client, d le
 			if err != nil {
 				return err
 			}
-			if err := tx.MarkRemoteTaskCancelSent(ctx, d.ID, rt.TaskID, now); err != nil {
+			if err := tx.ExtraTasks().MarkRemoteTaskCancelSent(ctx, d.ID, rt.TaskID, now); err != nil {
 				return err
 			}
 			switch {
@@ -220,7 +220,7 @@ func (w *Worker) accountExtraTasks(ctx context.Context, client *a2a.Client, d le
 				}
 				// The task's end may account for the last extra task:
 				// evidence held back for them is applied now.
-				_, _, err := w.cfg.Compensation.ApplyHeldEvidence(ctx, tx, cur, workerActor, now)
+				_, _, err := w.cfg.Compensation.ApplyHeldEvidence(ctx, tx.Receipts(), cur, workerActor, now)
 				return err
 			case errors.Is(cerr, a2a.ErrTaskNotFound):
 				// Unknown, never read as canceled: the task stays unaccounted.

@@ -54,7 +54,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	run.msgID = compensation.RequestMessageID(d.ID, run.round)
 	_, client, _, err := w.agent(ctx, org)
 	if err != nil {
-		return w.compensationFailed(ctx, j, compensationFailure{round: run.round, problem: "agent unavailable: " + errorText(err),
+		return w.compensationFailed(ctx, j, run.round, compensationFailure{problem: "agent unavailable: " + errorText(err),
 			outcome: outcomeError, counted: true, taskID: tr.CompensationTaskID})
 	}
 	var handled bool
@@ -97,7 +97,7 @@ func (r *compensationRun) taskID() string {
 // failure is a failed attempt of this run on a definitive answer: the next
 // attempt starts a new round.
 func (r *compensationRun) failure(problem, outcome string) compensationFailure {
-	return compensationFailure{round: r.round, problem: problem, outcome: outcome, counted: r.sent, newRound: true, taskID: r.taskID()}
+	return compensationFailure{problem: problem, outcome: outcome, counted: r.sent, newRound: true, taskID: r.taskID()}
 }
 
 // fetchCompensationTask fetches the task answering the round's request,
@@ -113,7 +113,7 @@ func (w *Worker) fetchCompensationTask(ctx context.Context, client *a2a.Client, 
 	case err != nil && a2a.Retryable(err):
 		return true, w.retryAt(ctx, run.j, w.now().Add(w.compensationPollDelay(run.d)), errorText(err), nil)
 	case err != nil:
-		return true, w.compensationFailed(ctx, run.j, compensationFailure{round: run.round, problem: "fetch compensation task: " + errorText(err),
+		return true, w.compensationFailed(ctx, run.j, run.round, compensationFailure{problem: "fetch compensation task: " + errorText(err),
 			outcome: outcomeError, newRound: true})
 	}
 	run.task = &t
@@ -156,7 +156,7 @@ func (w *Worker) sendCompensationRequest(ctx context.Context, client *a2a.Client
 		// remote saw it and starts a new round. Anything else — a
 		// timeout, a malformed or mismatched reply, a body over the
 		// cap, an HTTP 4xx — resends the same messageId.
-		return true, w.compensationFailed(ctx, run.j, compensationFailure{round: run.round, problem: "send compensation request: " + errorText(err),
+		return true, w.compensationFailed(ctx, run.j, run.round, compensationFailure{problem: "send compensation request: " + errorText(err),
 			outcome: outcomeError, counted: true, newRound: remoteAnswered(err)})
 	}
 	run.sent = true
@@ -178,11 +178,11 @@ func (w *Worker) takeCompensationAnswer(ctx context.Context, run *compensationRu
 		if run.task != nil {
 			state = string(run.task.Status.State)
 		}
-		return w.compensationFailed(ctx, run.j, run.failure(fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError))
+		return w.compensationFailed(ctx, run.j, run.round, run.failure(fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError))
 	}
 	r, err := compensation.ParseRemoteReceipt(receipt)
 	if err != nil {
-		return w.compensationFailed(ctx, run.j, run.failure(text.Truncate(err.Error(), 500), outcomeError))
+		return w.compensationFailed(ctx, run.j, run.round, run.failure(text.Truncate(err.Error(), 500), outcomeError))
 	}
 	if r.Outcome == compensation.ReceiptPending && (run.reply != nil || !run.task.Status.State.Terminal()) {
 		// The remote is working on the reversal: not evidence and not a
@@ -202,7 +202,7 @@ func (w *Worker) takeCompensationAnswer(ctx context.Context, run *compensationRu
 		if r.Reason != "" {
 			problem += " (reason: " + text.Truncate(r.Reason, 500) + ")"
 		}
-		return w.compensationFailed(ctx, run.j, run.failure(problem, string(r.Outcome)))
+		return w.compensationFailed(ctx, run.j, run.round, run.failure(problem, string(r.Outcome)))
 	}
 	return w.applyCompensationReceipt(ctx, run, r, verdict)
 }
@@ -274,7 +274,7 @@ func (w *Worker) applyCompensationReceipt(ctx context.Context, run *compensation
 				return rerr
 			}
 		}
-		return w.compensationFailed(ctx, j, run.failure("receipt refused: "+ref.Code, outcomeError))
+		return w.compensationFailed(ctx, j, round, run.failure("receipt refused: "+ref.Code, outcomeError))
 	}
 	return err
 }
@@ -378,9 +378,9 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, run *compensationRu
 // receipt: the request failed, or the receipt could not be read or was refused.
 const outcomeError = "error"
 
-// compensationFailure is a failed compensation attempt of a round.
+// compensationFailure is a compensation attempt that brought no usable
+// receipt.
 type compensationFailure struct {
-	round int
 	// problem is what went wrong; outcome is the receipt's outcome, or
 	// outcomeError when there was no usable receipt.
 	problem, outcome string
@@ -398,7 +398,7 @@ type compensationFailure struct {
 // compensation.Service.RequestFailed makes of it — a retry after backoff,
 // or, once CompensationMaxAttempts attempts have been made (or on
 // not_supported), compensation_unconfirmed with the hold kept.
-func (w *Worker) compensationFailed(ctx context.Context, j Job, f compensationFailure) error {
+func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, f compensationFailure) error {
 	problem := text.Truncate(f.problem, 1000)
 	stopped := false
 	err := w.store.InTx(ctx, func(tx Tx) error {
@@ -410,9 +410,9 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, f compensationFa
 		if !compensationPending(d.ObligationState) {
 			return tx.Outbox().FinishJob(ctx, j, "not_pending", now)
 		}
-		nextRound, nextTask := f.round, f.taskID
+		nextRound, nextTask := round, f.taskID
 		if f.newRound {
-			nextRound, nextTask = f.round+1, ""
+			nextRound, nextTask = round+1, ""
 		}
 		if err := tx.SetCompensationTask(ctx, d.ID, nextTask, nextRound, now); err != nil {
 			return err
@@ -424,8 +424,8 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, f compensationFa
 		// The worker reports the facts; compensation decides what they
 		// mean for the obligation.
 		d, stopped, err = w.cfg.Compensation.RequestFailed(ctx, tx.Receipts(), d, compensation.RequestFailure{
-			Attempt: d.Compensation.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: f.round,
-			MessageID: compensation.RequestMessageID(d.ID, f.round), Outcome: f.outcome, Problem: problem,
+			Attempt: d.Compensation.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: round,
+			MessageID: compensation.RequestMessageID(d.ID, round), Outcome: f.outcome, Problem: problem,
 		}, workerActor, now)
 		if err != nil {
 			return err

@@ -83,7 +83,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			if err != nil {
 				return err
 			}
-			return w.recordTaskAndReceipt(ctx, tx, cur, org, card, task, "cancel", w.now())
+			return w.recordTaskAndReceipt(ctx, tx, cur, taskAnswer{org: org, card: card, task: task, source: "cancel"}, w.now())
 		})
 	case errors.Is(err, a2a.ErrTaskNotCancelable):
 		// The remote refuses: the task goes on and the hold stays. Fetch
@@ -104,7 +104,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		// in the task_not_found condition; the hold stays, and the task is
 		// never read as canceled or rejected.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
-			return taskNotFound(ctx, tx, d, "cancel", err, j.Attempt, w.now(), true)
+			return taskNotFound(ctx, tx, d, notFoundAnswer{source: "cancel", cause: err, attempt: j.Attempt, always: true}, w.now())
 		})
 	case a2a.Retryable(err):
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)

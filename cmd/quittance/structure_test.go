@@ -33,19 +33,19 @@ const (
 // still being reworked. The list may only shrink: a new violation fails,
 // and so does an entry that no longer violates, so it stays honest.
 var sizeDebt = map[string]bool{
-	"compensation.Tx":                      true,
-	"delegate.Worker.cancel":               true,
-	"delegate.Worker.noteExtraStatus":      true,
-	"delegate.resolveDispatchTx":           true,
-	"ledger.Apply":                         true,
-	"ledger.Service.CreateDelegation":      true,
-	"ledger.Service.CreateToken":           true,
-	"ledger.Service.addToken":              true,
-	"ledger.Service.closeChange":           true,
-	"ledger.Service.createPrincipal":       true,
-	"ledger.Service.requestChange":         true,
-	"ledger.Tx":                            true,
-	"ledger.appendTokenRevoked":            true,
+	"compensation.Tx":                 true,
+	"delegate.Worker.cancel":          true,
+	"delegate.Worker.noteExtraStatus": true,
+	"delegate.resolveDispatchTx":      true,
+	"ledger.Apply":                    true,
+	"ledger.Service.CreateDelegation": true,
+	"ledger.Service.CreateToken":      true,
+	"ledger.Service.addToken":         true,
+	"ledger.Service.closeChange":      true,
+	"ledger.Service.createPrincipal":  true,
+	"ledger.Service.requestChange":    true,
+	"ledger.Tx":                       true,
+	"ledger.appendTokenRevoked":       true,
 }
 
 // sourceFile is one parsed non-test Go file of the module, with pkg the

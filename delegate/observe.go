@@ -725,10 +725,10 @@ func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegati
 			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, *taken)
 		}
 		cur.Remote.ProtocolVersion = iface.ProtocolVersion
-		cur, err = resolveDispatchTx(ctx, tx, cur, task.ID, task.ContextID, workerActor, ledger.DispatchResolvedData{
+		cur, err = resolveDispatchTx(ctx, tx, cur, task, ledger.DispatchResolvedData{
 			FoundBy: "push", Reason: "a push named the task; GetTask confirmed it is the delegation's",
 			ProvenBy: dispatchTaskProof(cur, task),
-		}, now)
+		}, compensation.Stamp{Actor: workerActor, At: now})
 		if err != nil {
 			return err
 		}

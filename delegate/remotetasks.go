@@ -131,7 +131,7 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 		status := taskStatus(t.Status.State)
 		i := slices.IndexFunc(known, func(k RemoteTask) bool { return k.TaskID == t.ID })
 		if i >= 0 {
-			if err := w.noteExtraStatus(ctx, tx, d, known[i], status, foundBy, now); err != nil {
+			if err := w.noteExtraStatus(ctx, tx, d, known[i], extraStatus{status: status, source: foundBy}, now); err != nil {
 				return 0, err
 			}
 			continue
@@ -160,9 +160,16 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 	return len(added), nil
 }
 
-// noteExtraStatus records a newly observed status of an extra task, with a
+// extraStatus is a status of an extra task, as a call (source) saw it.
+type extraStatus struct {
+	status ledger.TaskStatus
+	source string
+}
+
+// noteExtraStatus records a newly seen status of extra task rt, with a
 // remote_task_ended event when it is terminal. A terminal status is kept.
-func (w *Worker) noteExtraStatus(ctx context.Context, tx Tx, d ledger.Delegation, rt RemoteTask, status ledger.TaskStatus, source string, now time.Time) error {
+func (w *Worker) noteExtraStatus(ctx context.Context, tx Tx, d ledger.Delegation, rt RemoteTask, seen extraStatus, now time.Time) error {
+	status, source := seen.status, seen.source
 	if rt.Status == status || rt.Status.Terminal() {
 		return nil
 	}
@@ -215,7 +222,7 @@ func (w *Worker) accountExtraTasks(ctx context.Context, client *a2a.Client, d le
 			}
 			switch {
 			case cerr == nil && task.ID == rt.TaskID:
-				if err := w.noteExtraStatus(ctx, tx, cur, rt, taskStatus(task.Status.State), "cancel", now); err != nil {
+				if err := w.noteExtraStatus(ctx, tx, cur, rt, extraStatus{status: taskStatus(task.Status.State), source: "cancel"}, now); err != nil {
 					return err
 				}
 				// The task's end may account for the last extra task:

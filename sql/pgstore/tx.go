@@ -66,6 +66,14 @@ func (t *tx) Admin() ledger.AdminTx { return t }
 // its identity revocations alike.
 func (t *tx) Revocation() compensation.RevocationTx { return t }
 
+// Receipts, Outbox and ExtraTasks return t itself: one transaction serves
+// the A2A workers' every part (delegate.Tx).
+func (t *tx) Receipts() compensation.ReceiptTx { return t }
+
+func (t *tx) Outbox() delegate.OutboxTx { return t }
+
+func (t *tx) ExtraTasks() delegate.ExtraTaskTx { return t }
+
 var (
 	_ ledger.Tx       = (*tx)(nil)
 	_ compensation.Tx = (*tx)(nil)

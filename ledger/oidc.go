@@ -60,15 +60,6 @@ type OIDCTx interface {
 	FourEyesReader
 }
 
-// OIDCPrincipalID is the id of the principal recorded for an identity at
-// its first sign-in: derived from the issuer and subject, so it is the
-// same on every replica and for every concurrent sign-in, and it is the
-// id console sessions of the identity acted as before they were
-// principals.
-func OIDCPrincipalID(issuer, subject string) uuid.UUID {
-	return uuid.NewSHA1(uuid.NameSpaceURL, []byte(issuer+"#"+subject))
-}
-
 // oidcActor is the actor of what the identity provider does on its own
 // authority: recording a principal at a first sign-in, or setting its role.
 const oidcActor = "system:oidc"
@@ -193,17 +184,6 @@ func (s *Service) recordOIDC(ctx context.Context, tx Tx, in OIDCSignIn, role Rol
 	return tx.Principals().OIDCIdentityForUpdate(ctx, in.Issuer, in.Subject)
 }
 
-// ChangeOIDCLink links an OpenID Connect identity to an existing person
-// principal: whoever holds the identity signs in as that principal. The
-// identity's holder confirms it (ConfirmOIDCLink); no approval applies it.
-const ChangeOIDCLink ChangeKind = "oidc_link"
-
-type oidcLinkPayload struct {
-	PrincipalID uuid.UUID `json:"principal_id"`
-	Issuer      string    `json:"issuer"`
-	Subject     string    `json:"subject"`
-}
-
 // RequestOIDCLink asks for the OpenID Connect identity (issuer, subject)
 // to sign in as the existing person principal id from now on; it applies
 // when the identity's holder confirms it from a console session of that
@@ -217,7 +197,7 @@ func (s *Service) RequestOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return PrincipalRecord{}, err
 	}
-	pl := oidcLinkPayload{PrincipalID: id, Issuer: strings.TrimSpace(issuer), Subject: strings.TrimSpace(subject)}
+	pl := OIDCLinkPayload{PrincipalID: id, Issuer: strings.TrimSpace(issuer), Subject: strings.TrimSpace(subject)}
 	if u, err := url.Parse(pl.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(pl.Issuer) > 2048 {
 		return PrincipalRecord{}, Invalid("issuer", "must be the identity provider's issuer URL, exactly as its ID tokens' iss claim")
 	}
@@ -239,8 +219,8 @@ func (s *Service) RequestOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 			r, err = s.applyOIDCLink(ctx, tx, p, pl, now, "")
 			return err
 		}
-		pc, err := s.requestChange(ctx, tx, p, now, ChangeOIDCLink, "principal:"+id.String(), pl,
-			fmt.Sprintf("link OpenID Connect identity %q of %s to principal %q", pl.Subject, pl.Issuer, r.Name))
+		pc, err := s.RequestChange(ctx, tx.Principals(), ChangeRequest{By: p, At: now, Kind: ChangeOIDCLink, Target: "principal:" + id.String(), Payload: pl,
+			Summary: fmt.Sprintf("link OpenID Connect identity %q of %s to principal %q", pl.Subject, pl.Issuer, r.Name)})
 		pending = &pc
 		return err
 	})
@@ -260,7 +240,7 @@ func (s *Service) RequestOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 
 // checkOIDCLink checks, in tx, that pl can apply now, and returns the
 // principal locked.
-func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl oidcLinkPayload) (PrincipalRecord, error) {
+func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl OIDCLinkPayload) (PrincipalRecord, error) {
 	r, err := tx.Principals().PrincipalForUpdate(ctx, pl.PrincipalID)
 	if err != nil {
 		return PrincipalRecord{}, err
@@ -300,7 +280,7 @@ func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl oidcLinkPayload) 
 // principal of its own, it and every identity linked to that principal
 // sign in as pl's principal from now on. One principal_oidc_linked event
 // records it on the principal's stream.
-func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl oidcLinkPayload, now time.Time, change string) (PrincipalRecord, error) {
+func (s *Service) applyOIDCLink(ctx context.Context, tx Tx, p Principal, pl OIDCLinkPayload, now time.Time, change string) (PrincipalRecord, error) {
 	r, err := s.checkOIDCLink(ctx, tx, pl)
 	if err != nil {
 		return PrincipalRecord{}, err
@@ -370,7 +350,7 @@ func (s *Service) ConfirmOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 			decision = Conflict("change_expired", "change %s expired at %s", c.ID, c.ExpiresAt.Format(time.RFC3339))
 			return s.closeChange(ctx, tx, &c, PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, EventTypeChangeExpired)
 		}
-		var pl oidcLinkPayload
+		var pl OIDCLinkPayload
 		if err := json.Unmarshal(c.Payload, &pl); err != nil {
 			return fmt.Errorf("decode pending change %s: %w", c.ID, err)
 		}
@@ -414,22 +394,6 @@ func (s *Service) ConfirmOIDCLink(ctx context.Context, p Principal, id uuid.UUID
 	return c, decision
 }
 
-// OIDCLinkToConfirm reports whether c is an oidc_link change waiting for
-// the identity p is signed in as: the console offers p to confirm it.
-func (c PendingChange) OIDCLinkToConfirm(p Principal) bool {
-	_, issuer, subject, ok := c.OIDCLink()
-	return ok && p.OIDCSession && c.Status == PendingOpen && p.ID == OIDCPrincipalID(issuer, subject)
-}
-
-// ChangeNoIdentityProviderAccount marks a person principal as a person
-// with no account at the identity provider: an OpenID Connect identity
-// signing in on its own cannot then be that person.
-const ChangeNoIdentityProviderAccount ChangeKind = "no_identity_provider_account"
-
-type noIdentityProviderAccountPayload struct {
-	PrincipalID uuid.UUID `json:"principal_id"`
-}
-
 // RequestNoIdentityProviderAccount asks for person principal id to be
 // marked as having no identity-provider account; it applies when a
 // different on-call person approves (under dev, the bootstrap principal's
@@ -452,12 +416,12 @@ func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p Princi
 		if r, err = s.checkNoIdentityProviderAccount(ctx, tx, id); err != nil {
 			return err
 		}
-		pl := noIdentityProviderAccountPayload{PrincipalID: id}
+		pl := NoIdentityProviderAccountPayload{PrincipalID: id}
 		if s.access.immediate(p) {
 			return s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, "")
 		}
-		pc, err := s.requestChange(ctx, tx, p, now, ChangeNoIdentityProviderAccount, "principal:"+id.String(), pl,
-			fmt.Sprintf("mark principal %q as a person with no identity-provider account", r.Name))
+		pc, err := s.RequestChange(ctx, tx.Principals(), ChangeRequest{By: p, At: now, Kind: ChangeNoIdentityProviderAccount, Target: "principal:" + id.String(), Payload: pl,
+			Summary: fmt.Sprintf("mark principal %q as a person with no identity-provider account", r.Name)})
 		pending = &pc
 		return err
 	})
@@ -506,7 +470,7 @@ func (s *Service) checkNoIdentityProviderAccount(ctx context.Context, tx Tx, id 
 // applyNoIdentityProviderAccount marks pl's principal, as p approved (or,
 // under dev, asked) it, with a principal_no_identity_provider_account
 // event on its stream.
-func (s *Service) applyNoIdentityProviderAccount(ctx context.Context, tx Tx, p Principal, pl noIdentityProviderAccountPayload, now time.Time, change string) error {
+func (s *Service) applyNoIdentityProviderAccount(ctx context.Context, tx Tx, p Principal, pl NoIdentityProviderAccountPayload, now time.Time, change string) error {
 	if _, err := s.checkNoIdentityProviderAccount(ctx, tx, pl.PrincipalID); err != nil {
 		return err
 	}
@@ -520,7 +484,7 @@ func (s *Service) applyNoIdentityProviderAccount(ctx context.Context, tx Tx, p P
 
 // applyOIDCLinkChange applies a confirmed oidc_link change.
 func (s *Service) applyOIDCLinkChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[oidcLinkPayload](c)
+	pl, err := DecodeChangePayload[OIDCLinkPayload](c)
 	if err != nil {
 		return "", err
 	}
@@ -531,7 +495,7 @@ func (s *Service) applyOIDCLinkChange(ctx context.Context, tx Tx, p Principal, c
 // applyNoIdentityProviderAccountChange applies an approved
 // no_identity_provider_account change.
 func (s *Service) applyNoIdentityProviderAccountChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[noIdentityProviderAccountPayload](c)
+	pl, err := DecodeChangePayload[NoIdentityProviderAccountPayload](c)
 	if err != nil {
 		return "", err
 	}

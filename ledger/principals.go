@@ -18,10 +18,6 @@ const DefaultPersonCredentialTTL = 30 * 24 * time.Hour
 // be issued for, unless configured otherwise.
 const DefaultPersonCredentialMaxTTL = 90 * 24 * time.Hour
 
-// DefaultPendingChangeTTL is how long a privileged change waits for its
-// second approver.
-const DefaultPendingChangeTTL = 24 * time.Hour
-
 // bootstrapOncallLimit is how many on-call principals the bootstrap
 // credential may create outside dev.
 const bootstrapOncallLimit = 2
@@ -61,6 +57,7 @@ type PrincipalReader interface {
 // PrincipalTx writes principals, credentials and pending changes inside a
 // transaction. Error contract: as Store.
 type PrincipalTx interface {
+	EventAppender
 	// LockPrincipals serializes the transactions that create principals,
 	// so the bootstrap credential's limit holds under concurrency.
 	LockPrincipals(ctx context.Context) error
@@ -311,7 +308,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 			case existing.Kind == KindPerson:
 				return Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", existing.Name)
 			}
-			pc, err := s.requestCredential(ctx, tx, p, existing, credentialCreatePayload{Token: out.Token}, now)
+			pc, err := s.requestCredential(ctx, tx, p, existing, CredentialCreatePayload{Token: out.Token}, now)
 			out.Pending = &pc
 			return err
 		case !errors.Is(err, ErrNotFound):
@@ -359,7 +356,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 				return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
 			}
 		}
-		pl := principalCreatePayload{Principal: r, Token: t}
+		pl := PrincipalCreatePayload{Principal: r, Token: t}
 		if r.Kind == KindPerson {
 			// Split knowledge: the requester gets the first part, the
 			// approver the second, and only the first part's hash is kept
@@ -368,8 +365,8 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 			pl.Token.Hash, pl.TokenPartHash = nil, sha256Of(out.SecretPart)
 			out.Token = pl.Token
 		}
-		pc, err := s.requestChange(ctx, tx, p, now, ChangePrincipalCreate, "principal:"+id.String(), pl,
-			fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant)))
+		pc, err := s.RequestChange(ctx, tx.Principals(), ChangeRequest{By: p, At: now, Kind: ChangePrincipalCreate, Target: "principal:" + id.String(), Payload: pl,
+			Summary: fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))})
 		out.Pending = &pc
 		return err
 	})
@@ -472,17 +469,17 @@ func (s *Service) addToken(ctx context.Context, tx Tx, actor string, r Principal
 // requestCredential records a credential_create change: pl's credential
 // for the machine principal r, issued when a different on-call principal
 // approves.
-func (s *Service) requestCredential(ctx context.Context, tx Tx, p Principal, r PrincipalRecord, pl credentialCreatePayload, now time.Time) (PendingChange, error) {
+func (s *Service) requestCredential(ctx context.Context, tx Tx, p Principal, r PrincipalRecord, pl CredentialCreatePayload, now time.Time) (PendingChange, error) {
 	summary := fmt.Sprintf("issue a credential to %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
 	if pl.Rotates != uuid.Nil {
 		summary = fmt.Sprintf("rotate credential %s of %s principal %q (%s%s)", pl.Rotates, r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
 	}
-	return s.requestChange(ctx, tx, p, now, ChangeCredentialCreate, "principal:"+r.ID.String(), pl, summary)
+	return s.RequestChange(ctx, tx.Principals(), ChangeRequest{By: p, At: now, Kind: ChangeCredentialCreate, Target: "principal:" + r.ID.String(), Payload: pl, Summary: summary})
 }
 
 // applyCredentialCreate issues an approved credential_create change's
 // credential, revoking the one it rotates, as p approved it.
-func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal, pl credentialCreatePayload, now time.Time, change string) error {
+func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal, pl CredentialCreatePayload, now time.Time, change string) error {
 	r, err := tx.Principals().PrincipalForUpdate(ctx, pl.Token.PrincipalID)
 	if err != nil {
 		return err
@@ -755,7 +752,7 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 			if !old.RevokedAt.IsZero() {
 				return Conflict("token_already_revoked", "credential %s is already revoked", old.ID)
 			}
-			pc, err := s.requestCredential(ctx, tx, p, r, credentialCreatePayload{Token: out.Token, Rotates: old.ID}, now)
+			pc, err := s.requestCredential(ctx, tx, p, r, CredentialCreatePayload{Token: out.Token, Rotates: old.ID}, now)
 			out.Pending = &pc
 			return err
 		}
@@ -861,7 +858,7 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 
 // applyCredentialCreateChange applies an approved credential_create change.
 func (s *Service) applyCredentialCreateChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[credentialCreatePayload](c)
+	pl, err := DecodeChangePayload[CredentialCreatePayload](c)
 	if err != nil {
 		return "", err
 	}

@@ -27,6 +27,7 @@ type Service struct {
 	validateDispatch func(message []byte) error
 	tokens           tokenCache
 	access           accessPolicy
+	changes          changePolicy
 	jwks             *orgJWKS
 	// thresholds are the configured write-off approval thresholds, in
 	// force until approved changes set others (EffectiveWriteOffThresholds).
@@ -132,6 +133,7 @@ func NewService(cfg Config) *Service {
 		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
 		access:     accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, personMaxTTL: cfg.PersonCredentialMaxTTL, pendingTTL: cfg.PendingChangeTTL},
+		changes:    changePolicy{dev: cfg.Dev, pendingTTL: cfg.PendingChangeTTL},
 		thresholds: ThresholdConfig{DefaultMinor: cfg.WriteOffApprovalThresholdMinor, Currencies: cfg.WriteOffApprovalThresholdsMinor},
 	}
 }

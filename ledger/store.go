@@ -186,6 +186,9 @@ type Tx interface {
 	PutCurrencyWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
+	// InsertPendingChange records a privileged change waiting for its
+	// second person (RequestChange).
+	InsertPendingChange(ctx context.Context, c PendingChange) error
 	// Principals is the same transaction as the access store: principals,
 	// credentials, pending changes and OpenID Connect identities.
 	Principals() PrincipalTx

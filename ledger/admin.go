@@ -32,7 +32,7 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in Budg
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return Budget{}, false, err
 	}
-	if err := checkID("id", id); err != nil {
+	if err := CheckID("id", id); err != nil {
 		return Budget{}, false, err
 	}
 	currency, funded := in.Currency, in.FundedMinor
@@ -173,7 +173,7 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 }
 
 func (s *Service) checkOrgInput(id string, in OrgInput) error {
-	if err := checkID("id", id); err != nil {
+	if err := CheckID("id", id); err != nil {
 		return err
 	}
 	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {

@@ -40,7 +40,7 @@ func budgetTenants(ts []string) ([]string, error) {
 	}
 	out := make([]string, 0, len(ts))
 	for _, t := range ts {
-		if err := checkID("tenants", t); err != nil {
+		if err := CheckID("tenants", t); err != nil {
 			return nil, err
 		}
 		out = append(out, t)

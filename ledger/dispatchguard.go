@@ -132,7 +132,7 @@ func (s *Service) PutTaskClassPolicy(ctx context.Context, p Principal, pol TaskC
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return TaskClassPolicy{}, err
 	}
-	if err := checkID("tenant", pol.Tenant); err != nil {
+	if err := CheckID("tenant", pol.Tenant); err != nil {
 		return TaskClassPolicy{}, err
 	}
 	for _, c := range pol.Classes {

@@ -160,3 +160,21 @@ func PrincipalActor(id uuid.UUID) string { return "principal:" + id.String() }
 func (p Principal) SeesTenant(tenant string) bool {
 	return p.Permits(ActionReadAllEvents) || (p.Permits(ActionReadTenantEvents) && p.Tenant == tenant)
 }
+
+// OIDCIdentity is a person's identity at an OpenID Connect identity
+// provider, (Issuer, Subject), and the principal it signs in to the
+// console as (ledger/PRINCIPALS.md#people-signed-in-by-openid-connect).
+type OIDCIdentity struct {
+	Issuer  string
+	Subject string
+	// PrincipalID is the principal its console sessions act as.
+	PrincipalID uuid.UUID
+	// RecordedPrincipalID is the principal recorded for it at its first
+	// sign-in (OIDCPrincipalID); uuid.Nil for an identity linked before
+	// it ever signed in.
+	RecordedPrincipalID uuid.UUID
+	// LinkedBy is the on-call principal whose link made PrincipalID what
+	// it is; uuid.Nil when the first sign-in recorded it.
+	LinkedBy uuid.UUID
+	LinkedAt time.Time
+}

@@ -62,7 +62,6 @@ type Reader interface {
 	TaskClassPolicy(ctx context.Context, org, tenant string) (TaskClassPolicy, error)
 	// TaskClassPolicies returns the task-class policies at org, by tenant.
 	TaskClassPolicies(ctx context.Context, org string) ([]TaskClassPolicy, error)
-	PrincipalReader
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)
 }
@@ -189,9 +188,6 @@ type Tx interface {
 	// InsertPendingChange records a privileged change waiting for its
 	// second person (RequestChange).
 	InsertPendingChange(ctx context.Context, c PendingChange) error
-	// Principals is the same transaction as the access store: principals,
-	// credentials, pending changes and OpenID Connect identities.
-	Principals() PrincipalTx
 }
 
 // OutboundKind names an outbound A2A call Quittance makes on a delegation's

@@ -63,8 +63,8 @@ var layering = []layerRule{
 		forbid: []string{"ledger/access/...", "ledger/audit/...", "ledger/report/..."},
 	},
 	{
-		why:    "ledger/report and ledger/audit import no other domain package, no store and no HTTP handler",
-		covers: []string{"ledger/report/...", "ledger/audit/..."},
+		why:    "ledger/access, ledger/report and ledger/audit import no other domain package, no store and no HTTP handler",
+		covers: []string{"ledger/access/...", "ledger/report/...", "ledger/audit/..."},
 		forbid: []string{"compensation/...", "delegate/...", "sql/...", "cmd/..."},
 	},
 	{

@@ -1,4 +1,4 @@
-package ledger
+package access
 
 import (
 	"crypto/rand"

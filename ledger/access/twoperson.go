@@ -1,8 +1,10 @@
-package ledger
+package access
 
 import (
 	"context"
 	"errors"
+
+	"github.com/quittance/quittance/ledger"
 
 	"github.com/google/uuid"
 )
@@ -65,7 +67,7 @@ func (e *SecondPersonError) Is(target error) bool { return target == ErrSelfAppr
 // it would otherwise be two persons. Link the identity to the person's
 // token principal, or mark the principal as having no identity-provider
 // account (ledger/PRINCIPALS.md#people-signed-in-by-openid-connect).
-func CheckSecondPerson(ctx context.Context, r FourEyesReader, dev bool, decider Principal, requester uuid.UUID, subject DecisionSubject) error {
+func CheckSecondPerson(ctx context.Context, r FourEyesReader, dev bool, decider ledger.Principal, requester uuid.UUID, subject DecisionSubject) error {
 	if decider.SamePerson(requester) {
 		return &SecondPersonError{Subject: subject}
 	}

@@ -1,4 +1,4 @@
-package ledger
+package access
 
 import (
 	"context"
@@ -7,114 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quittance/quittance/ledger"
+
 	"github.com/google/uuid"
 )
-
-// DefaultPersonCredentialTTL is how long a person's credential lasts when
-// the request does not say.
-const DefaultPersonCredentialTTL = 30 * 24 * time.Hour
-
-// DefaultPersonCredentialMaxTTL is the longest a person's credential may
-// be issued for, unless configured otherwise.
-const DefaultPersonCredentialMaxTTL = 90 * 24 * time.Hour
 
 // bootstrapOncallLimit is how many on-call principals the bootstrap
 // credential may create outside dev.
 const bootstrapOncallLimit = 2
-
-// accessPolicy is the service's configuration of principals and approvals.
-type accessPolicy struct {
-	dev          bool
-	personTTL    time.Duration
-	personMaxTTL time.Duration
-	pendingTTL   time.Duration
-}
-
-// immediate reports whether p's privileged changes take effect without a
-// second approver: only the bootstrap principal's, and only under dev.
-func (a accessPolicy) immediate(p Principal) bool { return a.dev && p.Bootstrap }
-
-// PrincipalReader reads principals, credentials and pending changes.
-// Error contract: as Store.
-type PrincipalReader interface {
-	// CredentialByHash returns the credential whose secret hashes to hash,
-	// with its principal.
-	CredentialByHash(ctx context.Context, hash []byte) (Token, PrincipalRecord, error)
-	// TouchCredential records that the credential was used at at; it
-	// writes at most once a minute per credential.
-	TouchCredential(ctx context.Context, id uuid.UUID, at time.Time) error
-	PrincipalByID(ctx context.Context, id uuid.UUID) (PrincipalRecord, error)
-	ListPrincipals(ctx context.Context) ([]PrincipalRecord, error)
-	// ListCredentials lists the credentials of one principal, or of all
-	// when principalID is uuid.Nil.
-	ListCredentials(ctx context.Context, principalID uuid.UUID) ([]Token, error)
-	Credential(ctx context.Context, id uuid.UUID) (Token, error)
-	PendingChange(ctx context.Context, id uuid.UUID) (PendingChange, error)
-	// ListPendingChanges lists changes in status, or all when status is "".
-	ListPendingChanges(ctx context.Context, status PendingStatus) ([]PendingChange, error)
-}
-
-// PrincipalTx writes principals, credentials and pending changes inside a
-// transaction. Error contract: as Store.
-type PrincipalTx interface {
-	EventAppender
-	// LockPrincipals serializes the transactions that create principals,
-	// so the bootstrap credential's limit holds under concurrency.
-	LockPrincipals(ctx context.Context) error
-	// CountBootstrapSpent counts the on-call principals that use up the
-	// bootstrap credential's allowance: every on-call principal but the
-	// bootstrap one, and every principal the bootstrap principal created,
-	// disabled or not, so that disabling one never gives it back.
-	CountBootstrapSpent(ctx context.Context) (int64, error)
-	// TenantInUse reports whether any principal or credential was ever
-	// given the tenant, any delegation made in it, or a budget names it.
-	TenantInUse(ctx context.Context, tenant string) (bool, error)
-	InsertPrincipal(ctx context.Context, r PrincipalRecord) error
-	PrincipalForUpdate(ctx context.Context, id uuid.UUID) (PrincipalRecord, error)
-	// PrincipalByNameForUpdate finds a principal by its case-folded name.
-	PrincipalByNameForUpdate(ctx context.Context, nameKey string) (PrincipalRecord, error)
-	// UpdatePrincipal writes r's role, tenant, bootstrap flag and disabling.
-	UpdatePrincipal(ctx context.Context, r PrincipalRecord) error
-	// InsertToken records an API credential (its hash, never the secret).
-	InsertToken(ctx context.Context, t Token) error
-	TokenForUpdate(ctx context.Context, id uuid.UUID) (Token, error)
-	// RevokeToken revokes one credential; revoked is false when it already
-	// was.
-	RevokeToken(ctx context.Context, id uuid.UUID, at time.Time, by uuid.UUID, reason string) (revoked bool, err error)
-	// RevokePrincipalTokens revokes every credential of a principal not yet
-	// revoked and returns their ids.
-	RevokePrincipalTokens(ctx context.Context, principalID uuid.UUID, at time.Time, by uuid.UUID, reason string) ([]uuid.UUID, error)
-	InsertPendingChange(ctx context.Context, c PendingChange) error
-	PendingChangeForUpdate(ctx context.Context, id uuid.UUID) (PendingChange, error)
-	// DecidePendingChange writes c's status and decision.
-	DecidePendingChange(ctx context.Context, c PendingChange) error
-	// OpenPendingChangesOfRequesterForUpdate locks the changes still
-	// pending that the principal asked for, oldest first.
-	OpenPendingChangesOfRequesterForUpdate(ctx context.Context, requester uuid.UUID) ([]PendingChange, error)
-	// ExpiredPendingChangesForUpdate locks pending changes whose expiry
-	// is at or before now, skipping those another transaction holds.
-	ExpiredPendingChangesForUpdate(ctx context.Context, now time.Time) ([]PendingChange, error)
-	// TaskClass returns the class, or ErrNotFound when none is registered.
-	TaskClass(ctx context.Context, name string) (TaskClass, error)
-	OIDCTx
-}
-
-// CredentialWatcher tells the service when any credential or principal
-// changes, on any replica: the store's PostgreSQL LISTEN/NOTIFY.
-type CredentialWatcher interface {
-	// WatchCredentials listens until ctx ends or the connection fails. It
-	// calls changed after each commit that revoked, expired or disabled
-	// anything, and alive once it listens and then each time it has proven
-	// its connection alive (a notification, or a ping answered), at least
-	// every CredentialWatchInterval while the connection works.
-	WatchCredentials(ctx context.Context, alive, changed func()) error
-}
-
-// CredentialWatchInterval is how often a CredentialWatcher proves its
-// connection alive. The authentication cache is trusted only within
-// credentialWatchTrust of the last proof: a connection that died silently
-// would otherwise keep a revoked credential cached for tokenCacheTTL.
-const CredentialWatchInterval = 250 * time.Millisecond
 
 // NameKey is the case-folded form of a principal's name, under which names
 // are unique: "Alice" and "alice" are one principal.
@@ -158,10 +58,10 @@ func (s *Service) WatchCredentials(ctx context.Context) error {
 // first two on-call principals and nothing else, and that one operation
 // authenticates it with AuthenticateBootstrap. This is the one place that
 // keeps it from everything else, so no read path needs its own check.
-func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, error) {
+func (s *Service) Authenticate(ctx context.Context, secret string) (ledger.Principal, error) {
 	p, err := s.AuthenticateBootstrap(ctx, secret)
-	if err == nil && !p.Permits(ActionSignIn) {
-		return Principal{}, ErrForbidden
+	if err == nil && !p.Permits(ledger.ActionSignIn) {
+		return ledger.Principal{}, ledger.ErrForbidden
 	}
 	return p, err
 }
@@ -170,9 +70,9 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (Principal, e
 // credential outside dev (as RoleBootstrap): only for the operation the
 // bootstrap credential may do, CreateToken, which limits it to the first
 // two on-call principals.
-func (s *Service) AuthenticateBootstrap(ctx context.Context, secret string) (Principal, error) {
+func (s *Service) AuthenticateBootstrap(ctx context.Context, secret string) (ledger.Principal, error) {
 	if secret == "" {
-		return Principal{}, ErrUnauthenticated
+		return ledger.Principal{}, ledger.ErrUnauthenticated
 	}
 	hash, now := HashToken(secret), s.clock.Now()
 	if p, ok := s.tokens.get(hash, now); ok {
@@ -180,18 +80,18 @@ func (s *Service) AuthenticateBootstrap(ctx context.Context, secret string) (Pri
 	}
 	gen := s.tokens.generation()
 	t, r, err := s.store.CredentialByHash(ctx, hash)
-	if errors.Is(err, ErrNotFound) {
-		return Principal{}, ErrUnauthenticated
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Principal{}, ledger.ErrUnauthenticated
 	}
 	if err != nil {
-		return Principal{}, fmt.Errorf("look up token: %w", err)
+		return ledger.Principal{}, fmt.Errorf("look up token: %w", err)
 	}
 	if !t.Usable(now) || r.Disabled() {
-		return Principal{}, ErrUnauthenticated
+		return ledger.Principal{}, ledger.ErrUnauthenticated
 	}
-	p := principalOf(t, r, s.access.dev)
+	p := principalOf(t, r, s.policy.dev)
 	if err := s.store.TouchCredential(ctx, t.ID, s.Now()); err != nil {
-		return Principal{}, fmt.Errorf("record token use: %w", err)
+		return ledger.Principal{}, fmt.Errorf("record token use: %w", err)
 	}
 	s.tokens.put(hash, p, now, gen)
 	return p, nil
@@ -200,20 +100,20 @@ func (s *Service) AuthenticateBootstrap(ctx context.Context, secret string) (Pri
 // CachedPrincipal returns the principal of secret if it is in the
 // authentication cache, without asking the database: the rate limiter's
 // way to tell a known credential from an unknown one for free.
-func (s *Service) CachedPrincipal(secret string) (Principal, bool) {
+func (s *Service) CachedPrincipal(secret string) (ledger.Principal, bool) {
 	if secret == "" {
-		return Principal{}, false
+		return ledger.Principal{}, false
 	}
 	return s.tokens.get(HashToken(secret), s.clock.Now())
 }
 
-func principalOf(t Token, r PrincipalRecord, dev bool) Principal {
-	p := Principal{
+func principalOf(t ledger.Token, r ledger.PrincipalRecord, dev bool) ledger.Principal {
+	p := ledger.Principal{
 		ID: r.ID, TokenID: t.ID, Name: r.Name, Kind: r.Kind, Role: r.Role, Tenant: r.Tenant,
 		Bootstrap: r.Bootstrap, CredentialExpiresAt: t.ExpiresAt, Aliases: r.Aliases,
 	}
 	if r.Bootstrap && !dev {
-		p.Role = RoleBootstrap
+		p.Role = ledger.RoleBootstrap
 	}
 	return p
 }
@@ -221,12 +121,12 @@ func principalOf(t Token, r PrincipalRecord, dev bool) Principal {
 // TokenInput asks for a new API credential: for the principal of that name
 // (case-insensitively) if one exists, else for a new principal.
 type TokenInput struct {
-	Role   Role
+	Role   ledger.Role
 	Tenant string
 	Name   string
 	// Kind is the new principal's kind; by default orchestrators are
 	// machines and finance and on-call people. On-call is always a person.
-	Kind PrincipalKind
+	Kind ledger.PrincipalKind
 	// ExpiresAt is when the credential stops working; zero for the
 	// default (PersonCredentialTTL for people, never for machines).
 	ExpiresAt time.Time
@@ -236,8 +136,8 @@ type TokenInput struct {
 
 // IssuedToken is a credential just issued: the secret is shown once.
 type IssuedToken struct {
-	Token     Token
-	Principal PrincipalRecord
+	Token     ledger.Token
+	Principal ledger.PrincipalRecord
 	// Secret is the whole bearer token; empty for a split credential.
 	Secret string
 	// SecretPart is, for a split credential (a person principal created
@@ -249,7 +149,7 @@ type IssuedToken struct {
 	// Pending is set when the principal (principal_create) or the
 	// credential (credential_create) does not exist until a second on-call
 	// principal approves; the credential works from then on.
-	Pending *PendingChange
+	Pending *ledger.PendingChange
 }
 
 // CreateToken issues a credential. Naming an existing principal (its name,
@@ -266,36 +166,36 @@ type IssuedToken struct {
 // (IssuedToken.SecretPart): the requester never holds a working credential
 // of another person. The bootstrap credential may create the first two
 // on-call principals at once and nothing else, except under dev.
-func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (IssuedToken, error) {
-	if err := Authorize(p, ActionIssueCredentials); err != nil {
+func (s *Service) CreateToken(ctx context.Context, p ledger.Principal, in TokenInput) (IssuedToken, error) {
+	if err := ledger.Authorize(p, ledger.ActionIssueCredentials); err != nil {
 		return IssuedToken{}, err
 	}
 	if err := s.checkTokenInput(&in); err != nil {
 		return IssuedToken{}, err
 	}
 	if !in.ExpiresAt.IsZero() && !in.ExpiresAt.After(s.Now()) {
-		return IssuedToken{}, Invalid("expires_at", "must be in the future")
+		return IssuedToken{}, ledger.Invalid("expires_at", "must be in the future")
 	}
 	secret := NewTokenSecret()
 	var out IssuedToken
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		out = IssuedToken{Secret: secret}
 		now := s.Now()
-		if err := tx.Principals().LockPrincipals(ctx); err != nil {
+		if err := tx.LockPrincipals(ctx); err != nil {
 			return err
 		}
-		existing, err := tx.Principals().PrincipalByNameForUpdate(ctx, NameKey(in.Name))
+		existing, err := tx.PrincipalByNameForUpdate(ctx, NameKey(in.Name))
 		switch {
 		case err == nil:
-			if !p.Permits(ActionSignIn) {
+			if !p.Permits(ledger.ActionSignIn) {
 				// The bootstrap credential creates new principals only.
-				return ErrForbidden
+				return ledger.ErrForbidden
 			}
 			if existing.Disabled() {
-				return Conflict("principal_disabled", "principal %s is disabled", existing.ID)
+				return ledger.Conflict("principal_disabled", "principal %s is disabled", existing.ID)
 			}
 			if existing.Role != in.Role || existing.Tenant != in.Tenant {
-				return Conflict("principal_role_mismatch", "principal %q is %s%s; granting another role is a separate, approved change",
+				return ledger.Conflict("principal_role_mismatch", "principal %q is %s%s; granting another role is a separate, approved change",
 					existing.Name, existing.Role, tenantSuffix(existing.Tenant))
 			}
 			out.Principal = existing
@@ -303,22 +203,22 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 				return err
 			}
 			switch {
-			case existing.ID == p.ID, s.access.immediate(p):
+			case existing.ID == p.ID, s.policy.immediate(p):
 				return s.addToken(ctx, tx, p.Actor(), existing, out.Token, now, "")
-			case existing.Kind == KindPerson:
-				return Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", existing.Name)
+			case existing.Kind == ledger.KindPerson:
+				return ledger.Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", existing.Name)
 			}
-			pc, err := s.requestCredential(ctx, tx, p, existing, CredentialCreatePayload{Token: out.Token}, now)
+			pc, err := s.requestCredential(ctx, tx, p, existing, ledger.CredentialCreatePayload{Token: out.Token}, now)
 			out.Pending = &pc
 			return err
-		case !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, ledger.ErrNotFound):
 			return err
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
 			return err
 		}
-		r := PrincipalRecord{ID: id, Kind: in.Kind, Name: strings.TrimSpace(in.Name), Role: in.Role, Tenant: in.Tenant, CreatedBy: p.ID, CreatedAt: now}
+		r := ledger.PrincipalRecord{ID: id, Kind: in.Kind, Name: strings.TrimSpace(in.Name), Role: in.Role, Tenant: in.Tenant, CreatedBy: p.ID, CreatedAt: now}
 		tokenID, err := uuid.NewV7()
 		if err != nil {
 			return err
@@ -327,28 +227,28 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 		if err != nil {
 			return err
 		}
-		t := Token{
+		t := ledger.Token{
 			ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret),
 			CreatedAt: now, ExpiresAt: expires,
 		}
 		out.Principal, out.Token = r, t
 		switch {
-		case !p.Permits(ActionSignIn): // the bootstrap credential
-			if in.Role != RoleOncall {
-				return ErrForbidden
+		case !p.Permits(ledger.ActionSignIn): // the bootstrap credential
+			if in.Role != ledger.RoleOncall {
+				return ledger.ErrForbidden
 			}
-			n, err := tx.Principals().CountBootstrapSpent(ctx)
+			n, err := tx.CountBootstrapSpent(ctx)
 			if err != nil {
 				return err
 			}
 			if n >= bootstrapOncallLimit {
-				return Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist or existed", bootstrapOncallLimit)
+				return ledger.Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist or existed", bootstrapOncallLimit)
 			}
 			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
-		case s.access.immediate(p):
+		case s.policy.immediate(p):
 			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
-		case in.Role == RoleOrchestrator && in.Kind == KindMachine:
-			used, err := tx.Principals().TenantInUse(ctx, in.Tenant)
+		case in.Role == ledger.RoleOrchestrator && in.Kind == ledger.KindMachine:
+			used, err := tx.TenantInUse(ctx, in.Tenant)
 			if err != nil {
 				return err
 			}
@@ -356,8 +256,8 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 				return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
 			}
 		}
-		pl := PrincipalCreatePayload{Principal: r, Token: t}
-		if r.Kind == KindPerson {
+		pl := ledger.PrincipalCreatePayload{Principal: r, Token: t}
+		if r.Kind == ledger.KindPerson {
 			// Split knowledge: the requester gets the first part, the
 			// approver the second, and only the first part's hash is kept
 			// until the approval stores the joined credential's hash.
@@ -365,7 +265,7 @@ func (s *Service) CreateToken(ctx context.Context, p Principal, in TokenInput) (
 			pl.Token.Hash, pl.TokenPartHash = nil, sha256Of(out.SecretPart)
 			out.Token = pl.Token
 		}
-		pc, err := s.RequestChange(ctx, tx.Principals(), ChangeRequest{By: p, At: now, Kind: ChangePrincipalCreate, Target: "principal:" + id.String(), Payload: pl,
+		pc, err := s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangePrincipalCreate, Target: "principal:" + id.String(), Payload: pl,
 			Summary: fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))})
 		out.Pending = &pc
 		return err
@@ -386,50 +286,50 @@ func tenantSuffix(tenant string) string {
 // expiry is when a new credential of a principal of kind expires: asked,
 // or by default PersonCredentialTTL for a person and never for a machine.
 // A person's is at most PersonCredentialMaxTTL away.
-func (s *Service) expiry(kind PrincipalKind, asked, now time.Time) (time.Time, error) {
+func (s *Service) expiry(kind ledger.PrincipalKind, asked, now time.Time) (time.Time, error) {
 	switch {
-	case kind == KindPerson && asked.After(now.Add(s.access.personMaxTTL)):
-		return time.Time{}, Invalid("expires_at", "is at most %s away for a person's credential (QUITTANCE_PERSON_CREDENTIAL_MAX_TTL)", s.access.personMaxTTL)
+	case kind == ledger.KindPerson && asked.After(now.Add(s.policy.personMaxTTL)):
+		return time.Time{}, ledger.Invalid("expires_at", "is at most %s away for a person's credential (QUITTANCE_PERSON_CREDENTIAL_MAX_TTL)", s.policy.personMaxTTL)
 	case !asked.IsZero():
 		return asked.UTC().Truncate(time.Microsecond), nil
-	case kind == KindPerson:
-		return now.Add(s.access.personTTL), nil
+	case kind == ledger.KindPerson:
+		return now.Add(s.policy.personTTL), nil
 	}
 	return time.Time{}, nil
 }
 
 func (s *Service) checkTokenInput(in *TokenInput) error {
-	if _, err := ParseRole(string(in.Role)); err != nil {
-		return Invalid("role", "must be orchestrator, finance or oncall")
+	if _, err := ledger.ParseRole(string(in.Role)); err != nil {
+		return ledger.Invalid("role", "must be orchestrator, finance or oncall")
 	}
 	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
-		return Invalid("name", "is required, at most 200 characters")
+		return ledger.Invalid("name", "is required, at most 200 characters")
 	}
 	switch {
-	case in.Role == RoleOrchestrator && in.Tenant == "":
-		return Invalid("tenant", "is required for orchestrator tokens")
-	case in.Role != RoleOrchestrator && in.Tenant != "":
-		return Invalid("tenant", "applies to orchestrator tokens only")
+	case in.Role == ledger.RoleOrchestrator && in.Tenant == "":
+		return ledger.Invalid("tenant", "is required for orchestrator tokens")
+	case in.Role != ledger.RoleOrchestrator && in.Tenant != "":
+		return ledger.Invalid("tenant", "applies to orchestrator tokens only")
 	case in.Tenant != "":
-		if err := checkID("tenant", in.Tenant); err != nil {
+		if err := ledger.CheckID("tenant", in.Tenant); err != nil {
 			return err
 		}
 	}
 	switch in.Kind {
 	case "":
-		in.Kind = KindPerson
-		if in.Role == RoleOrchestrator {
-			in.Kind = KindMachine
+		in.Kind = ledger.KindPerson
+		if in.Role == ledger.RoleOrchestrator {
+			in.Kind = ledger.KindMachine
 		}
-	case KindPerson, KindMachine:
+	case ledger.KindPerson, ledger.KindMachine:
 	default:
-		return Invalid("kind", "must be person or machine")
+		return ledger.Invalid("kind", "must be person or machine")
 	}
-	if in.Role == RoleOncall && in.Kind != KindPerson {
-		return Invalid("kind", "on-call principals are people")
+	if in.Role == ledger.RoleOncall && in.Kind != ledger.KindPerson {
+		return ledger.Invalid("kind", "on-call principals are people")
 	}
 	if len(in.Label) > 200 {
-		return Invalid("label", "is at most 200 characters")
+		return ledger.Invalid("label", "is at most 200 characters")
 	}
 	if strings.TrimSpace(in.Label) == "" {
 		in.Label = strings.TrimSpace(in.Name)
@@ -439,16 +339,16 @@ func (s *Service) checkTokenInput(in *TokenInput) error {
 
 // newToken is a new credential of the existing principal r, not yet
 // stored.
-func (s *Service) newToken(r PrincipalRecord, in TokenInput, secret string, now time.Time) (Token, error) {
+func (s *Service) newToken(r ledger.PrincipalRecord, in TokenInput, secret string, now time.Time) (ledger.Token, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
-		return Token{}, err
+		return ledger.Token{}, err
 	}
 	expires, err := s.expiry(r.Kind, in.ExpiresAt, now)
 	if err != nil {
-		return Token{}, err
+		return ledger.Token{}, err
 	}
-	return Token{
+	return ledger.Token{
 		ID: id, PrincipalID: r.ID, Name: in.Label, Role: r.Role, Tenant: r.Tenant, Hash: HashToken(secret),
 		CreatedAt: now, ExpiresAt: expires,
 	}, nil
@@ -456,42 +356,42 @@ func (s *Service) newToken(r PrincipalRecord, in TokenInput, secret string, now 
 
 // addToken stores t, a new credential of the existing principal r, with
 // its token_created event (naming the pending change it applies, if any).
-func (s *Service) addToken(ctx context.Context, tx Tx, actor string, r PrincipalRecord, t Token, now time.Time, change string) error {
-	if err := tx.Principals().InsertToken(ctx, t); err != nil {
+func (s *Service) addToken(ctx context.Context, tx Tx, actor string, r ledger.PrincipalRecord, t ledger.Token, now time.Time, change string) error {
+	if err := tx.InsertToken(ctx, t); err != nil {
 		return err
 	}
 	data := tokenData(t, r)
 	data.PendingChangeID = change
-	_, err := Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, data)
+	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + t.ID.String(), Type: ledger.EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, data)
 	return err
 }
 
 // requestCredential records a credential_create change: pl's credential
 // for the machine principal r, issued when a different on-call principal
 // approves.
-func (s *Service) requestCredential(ctx context.Context, tx Tx, p Principal, r PrincipalRecord, pl CredentialCreatePayload, now time.Time) (PendingChange, error) {
+func (s *Service) requestCredential(ctx context.Context, tx Tx, p ledger.Principal, r ledger.PrincipalRecord, pl ledger.CredentialCreatePayload, now time.Time) (ledger.PendingChange, error) {
 	summary := fmt.Sprintf("issue a credential to %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
 	if pl.Rotates != uuid.Nil {
 		summary = fmt.Sprintf("rotate credential %s of %s principal %q (%s%s)", pl.Rotates, r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
 	}
-	return s.RequestChange(ctx, tx.Principals(), ChangeRequest{By: p, At: now, Kind: ChangeCredentialCreate, Target: "principal:" + r.ID.String(), Payload: pl, Summary: summary})
+	return s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeCredentialCreate, Target: "principal:" + r.ID.String(), Payload: pl, Summary: summary})
 }
 
 // applyCredentialCreate issues an approved credential_create change's
 // credential, revoking the one it rotates, as p approved it.
-func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal, pl CredentialCreatePayload, now time.Time, change string) error {
-	r, err := tx.Principals().PrincipalForUpdate(ctx, pl.Token.PrincipalID)
+func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p ledger.Principal, pl ledger.CredentialCreatePayload, now time.Time, change string) error {
+	r, err := tx.PrincipalForUpdate(ctx, pl.Token.PrincipalID)
 	if err != nil {
 		return err
 	}
 	if r.Disabled() {
-		return Conflict("principal_disabled", "principal %s is disabled", r.ID)
+		return ledger.Conflict("principal_disabled", "principal %s is disabled", r.ID)
 	}
 	if r.Role != pl.Token.Role || r.Tenant != pl.Token.Tenant {
-		return Conflict("principal_role_mismatch", "principal %q is %s%s now", r.Name, r.Role, tenantSuffix(r.Tenant))
+		return ledger.Conflict("principal_role_mismatch", "principal %q is %s%s now", r.Name, r.Role, tenantSuffix(r.Tenant))
 	}
 	if pl.Rotates != uuid.Nil {
-		old, err := tx.Principals().TokenForUpdate(ctx, pl.Rotates)
+		old, err := tx.TokenForUpdate(ctx, pl.Rotates)
 		if err != nil {
 			return err
 		}
@@ -502,8 +402,8 @@ func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p Principal,
 	return s.addToken(ctx, tx, p.Actor(), r, pl.Token, now, change)
 }
 
-func tokenData(t Token, r PrincipalRecord) TokenCreatedData {
-	data := TokenCreatedData{
+func tokenData(t ledger.Token, r ledger.PrincipalRecord) ledger.TokenCreatedData {
+	data := ledger.TokenCreatedData{
 		Name: t.Name, Role: string(r.Role), Tenant: r.Tenant, PrincipalID: r.ID.String(), PrincipalName: r.Name,
 	}
 	if !t.ExpiresAt.IsZero() {
@@ -513,21 +413,21 @@ func tokenData(t Token, r PrincipalRecord) TokenCreatedData {
 }
 
 // createPrincipal inserts r with its first credential t, and their events.
-func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r PrincipalRecord, t Token, now time.Time, change string) error {
-	if err := tx.Principals().InsertPrincipal(ctx, r); err != nil {
+func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r ledger.PrincipalRecord, t ledger.Token, now time.Time, change string) error {
+	if err := tx.InsertPrincipal(ctx, r); err != nil {
 		return err
 	}
-	data := PrincipalCreatedData{Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap, PendingChangeID: change}
+	data := ledger.PrincipalCreatedData{Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap, PendingChangeID: change}
 	if r.CreatedBy != uuid.Nil {
 		data.CreatedBy = r.CreatedBy.String()
 	}
-	if _, err := Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalCreated, At: now, Actor: actor, StreamSeq: 1}, data); err != nil {
+	if _, err := ledger.Append(ctx, tx, ledger.Event{Stream: "principal:" + r.ID.String(), Type: ledger.EventTypePrincipalCreated, At: now, Actor: actor, StreamSeq: 1}, data); err != nil {
 		return err
 	}
-	if err := tx.Principals().InsertToken(ctx, t); err != nil {
+	if err := tx.InsertToken(ctx, t); err != nil {
 		return err
 	}
-	_, err := Append(ctx, tx, Event{Stream: "token:" + t.ID.String(), Type: EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, tokenData(t, r))
+	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + t.ID.String(), Type: ledger.EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, tokenData(t, r))
 	return err
 }
 
@@ -538,13 +438,13 @@ func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r Pr
 // disabled) is never brought back: EnsureToken returns
 // ErrCredentialRetired, so an operator can retire the bootstrap credential
 // without first removing it from every replica's configuration.
-func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (Token, error) {
+func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string) (ledger.Token, error) {
 	t, err := s.existingBootstrap(ctx, in, secret)
-	if !errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, ledger.ErrNotFound) {
 		return t, err
 	}
 	if err := s.checkTokenInput(&in); err != nil {
-		return Token{}, err
+		return ledger.Token{}, err
 	}
 	t, err = s.insertBootstrap(ctx, in, secret)
 	if err == nil {
@@ -560,10 +460,10 @@ func (s *Service) EnsureToken(ctx context.Context, in TokenInput, secret string)
 	// start created, and the loser starts as well.
 	if found, lookupErr := s.existingBootstrap(ctx, in, secret); lookupErr == nil {
 		return found, nil
-	} else if !errors.Is(lookupErr, ErrNotFound) {
-		return Token{}, errors.Join(err, lookupErr)
+	} else if !errors.Is(lookupErr, ledger.ErrNotFound) {
+		return ledger.Token{}, errors.Join(err, lookupErr)
 	}
-	return Token{}, err
+	return ledger.Token{}, err
 }
 
 // ErrCredentialRetired is returned by EnsureToken when the credential with
@@ -576,35 +476,35 @@ var ErrCredentialRetired = errors.New("the credential was revoked or its princip
 // it predates principals), ErrNotFound if there is none,
 // ErrCredentialRetired if it was revoked or its principal disabled, and an
 // error if it exists as another role or tenant.
-func (s *Service) existingBootstrap(ctx context.Context, in TokenInput, secret string) (Token, error) {
+func (s *Service) existingBootstrap(ctx context.Context, in TokenInput, secret string) (ledger.Token, error) {
 	t, r, err := s.store.CredentialByHash(ctx, HashToken(secret))
 	if err != nil {
-		return Token{}, err
+		return ledger.Token{}, err
 	}
 	if r.Role != in.Role || r.Tenant != in.Tenant {
-		return Token{}, fmt.Errorf("bootstrap token already exists as %s token %q", r.Role, t.Name)
+		return ledger.Token{}, fmt.Errorf("bootstrap token already exists as %s token %q", r.Role, t.Name)
 	}
 	if !t.RevokedAt.IsZero() || r.Disabled() {
 		return t, ErrCredentialRetired
 	}
-	if r.Bootstrap || in.Role != RoleOncall {
+	if r.Bootstrap || in.Role != ledger.RoleOncall {
 		return t, nil
 	}
 	// A token created before principals existed: mark its principal.
 	err = s.store.InTx(ctx, func(tx Tx) error {
-		r, err := tx.Principals().PrincipalForUpdate(ctx, r.ID)
+		r, err := tx.PrincipalForUpdate(ctx, r.ID)
 		if err != nil {
 			return err
 		}
 		r.Bootstrap = true
-		return tx.Principals().UpdatePrincipal(ctx, r)
+		return tx.UpdatePrincipal(ctx, r)
 	})
 	return t, err
 }
 
 // insertBootstrap creates the bootstrap principal with its one credential.
-func (s *Service) insertBootstrap(ctx context.Context, in TokenInput, secret string) (Token, error) {
-	var t Token
+func (s *Service) insertBootstrap(ctx context.Context, in TokenInput, secret string) (ledger.Token, error) {
+	var t ledger.Token
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		now := s.Now()
 		id, err := uuid.NewV7()
@@ -618,31 +518,31 @@ func (s *Service) insertBootstrap(ctx context.Context, in TokenInput, secret str
 		// The principal takes the asked name, or, when a principal has it,
 		// the name with the id appended.
 		name := strings.TrimSpace(in.Name)
-		if _, err := tx.Principals().PrincipalByNameForUpdate(ctx, NameKey(name)); err == nil {
+		if _, err := tx.PrincipalByNameForUpdate(ctx, NameKey(name)); err == nil {
 			name += "-" + id.String()
-		} else if !errors.Is(err, ErrNotFound) {
+		} else if !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
-		r := PrincipalRecord{ID: id, Kind: in.Kind, Name: name, Role: in.Role, Tenant: in.Tenant, Bootstrap: in.Role == RoleOncall, CreatedAt: now}
-		t = Token{ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret), CreatedAt: now}
+		r := ledger.PrincipalRecord{ID: id, Kind: in.Kind, Name: name, Role: in.Role, Tenant: in.Tenant, Bootstrap: in.Role == ledger.RoleOncall, CreatedAt: now}
+		t = ledger.Token{ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret), CreatedAt: now}
 		return s.createPrincipal(ctx, tx, "system:bootstrap", r, t, now, "")
 	})
 	return t, err
 }
 
 // ListPrincipals lists every principal, to on-call and finance.
-func (s *Service) ListPrincipals(ctx context.Context, p Principal) ([]PrincipalRecord, error) {
-	if err := Authorize(p, ActionReadConfiguration); err != nil {
+func (s *Service) ListPrincipals(ctx context.Context, p ledger.Principal) ([]ledger.PrincipalRecord, error) {
+	if err := ledger.Authorize(p, ledger.ActionReadConfiguration); err != nil {
 		return nil, err
 	}
 	return s.store.ListPrincipals(ctx)
 }
 
 // GetPrincipal returns a principal to on-call and finance, and to itself.
-func (s *Service) GetPrincipal(ctx context.Context, p Principal, id uuid.UUID) (PrincipalRecord, error) {
+func (s *Service) GetPrincipal(ctx context.Context, p ledger.Principal, id uuid.UUID) (ledger.PrincipalRecord, error) {
 	if p.ID != id {
-		if err := Authorize(p, ActionReadConfiguration); err != nil {
-			return PrincipalRecord{}, err
+		if err := ledger.Authorize(p, ledger.ActionReadConfiguration); err != nil {
+			return ledger.PrincipalRecord{}, err
 		}
 	}
 	return s.store.PrincipalByID(ctx, id)
@@ -650,13 +550,13 @@ func (s *Service) GetPrincipal(ctx context.Context, p Principal, id uuid.UUID) (
 
 // ListCredentials lists credentials, never their secrets: on-call sees
 // everyone's (or one principal's), anyone else only their own.
-func (s *Service) ListCredentials(ctx context.Context, p Principal, principalID uuid.UUID) ([]Token, error) {
-	if err := Authorize(p, ActionSignIn); err != nil {
+func (s *Service) ListCredentials(ctx context.Context, p ledger.Principal, principalID uuid.UUID) ([]ledger.Token, error) {
+	if err := ledger.Authorize(p, ledger.ActionSignIn); err != nil {
 		return nil, err
 	}
-	if !p.Permits(ActionManageAllCredentials) {
+	if !p.Permits(ledger.ActionManageAllCredentials) {
 		if principalID != uuid.Nil && principalID != p.ID {
-			return nil, ErrForbidden
+			return nil, ledger.ErrForbidden
 		}
 		principalID = p.ID
 	}
@@ -667,19 +567,19 @@ func (s *Service) ListCredentials(ctx context.Context, p Principal, principalID 
 // their own. It takes effect on every replica within a second and ends the
 // credential's open event streams. Revoking a revoked credential is a
 // conflict (token_already_revoked).
-func (s *Service) RevokeCredential(ctx context.Context, p Principal, id uuid.UUID, reason string) (Token, error) {
-	if len(reason) > MaxTextLen {
-		return Token{}, Invalid("reason", "is at most %d characters", MaxTextLen)
+func (s *Service) RevokeCredential(ctx context.Context, p ledger.Principal, id uuid.UUID, reason string) (ledger.Token, error) {
+	if len(reason) > ledger.MaxTextLen {
+		return ledger.Token{}, ledger.Invalid("reason", "is at most %d characters", ledger.MaxTextLen)
 	}
-	var t Token
+	var t ledger.Token
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		var err error
-		t, err = tx.Principals().TokenForUpdate(ctx, id)
+		t, err = tx.TokenForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
-		if t.PrincipalID != p.ID && !p.Permits(ActionManageAllCredentials) {
-			return ErrNotFound
+		if t.PrincipalID != p.ID && !p.Permits(ledger.ActionManageAllCredentials) {
+			return ledger.ErrNotFound
 		}
 		return s.revokeToken(ctx, tx, p, &t, reason, s.Now())
 	})
@@ -687,13 +587,13 @@ func (s *Service) RevokeCredential(ctx context.Context, p Principal, id uuid.UUI
 	return t, err
 }
 
-func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token, reason string, now time.Time) error {
-	ok, err := tx.Principals().RevokeToken(ctx, t.ID, now, p.ID, reason)
+func (s *Service) revokeToken(ctx context.Context, tx Tx, p ledger.Principal, t *ledger.Token, reason string, now time.Time) error {
+	ok, err := tx.RevokeToken(ctx, t.ID, now, p.ID, reason)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return Conflict("token_already_revoked", "credential %s is already revoked", t.ID)
+		return ledger.Conflict("token_already_revoked", "credential %s is already revoked", t.ID)
 	}
 	t.RevokedAt, t.RevokedBy, t.RevokeReason = now, p.ID, reason
 	return appendTokenRevoked(ctx, tx, p, t.ID, t.PrincipalID, reason, now)
@@ -701,9 +601,9 @@ func (s *Service) revokeToken(ctx context.Context, tx Tx, p Principal, t *Token,
 
 // appendTokenRevoked records, by p, that credential id of principal was
 // revoked.
-func appendTokenRevoked(ctx context.Context, tx Tx, p Principal, id, principal uuid.UUID, reason string, now time.Time) error {
-	_, err := Append(ctx, tx, Event{Stream: "token:" + id.String(), Type: EventTypeTokenRevoked, At: now, Actor: p.Actor()},
-		TokenRevokedData{PrincipalID: principal.String(), Reason: reason})
+func appendTokenRevoked(ctx context.Context, tx Tx, p ledger.Principal, id, principal uuid.UUID, reason string, now time.Time) error {
+	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + id.String(), Type: ledger.EventTypeTokenRevoked, At: now, Actor: p.Actor()},
+		ledger.TokenRevokedData{PrincipalID: principal.String(), Reason: reason})
 	return err
 }
 
@@ -713,46 +613,46 @@ func appendTokenRevoked(ctx context.Context, tx Tx, p Principal, id, principal u
 // on-call also those of machine principals, when a different on-call
 // principal approves (a credential_create change in the result's Pending;
 // the old credential works until then).
-func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUID, expiresAt time.Time) (IssuedToken, error) {
-	if err := Authorize(p, ActionSignIn); err != nil {
+func (s *Service) RotateCredential(ctx context.Context, p ledger.Principal, id uuid.UUID, expiresAt time.Time) (IssuedToken, error) {
+	if err := ledger.Authorize(p, ledger.ActionSignIn); err != nil {
 		return IssuedToken{}, err
 	}
 	if !expiresAt.IsZero() && !expiresAt.After(s.Now()) {
-		return IssuedToken{}, Invalid("expires_at", "must be in the future")
+		return IssuedToken{}, ledger.Invalid("expires_at", "must be in the future")
 	}
 	secret := NewTokenSecret()
 	var out IssuedToken
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		out = IssuedToken{Secret: secret}
 		now := s.Now()
-		old, err := tx.Principals().TokenForUpdate(ctx, id)
+		old, err := tx.TokenForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
-		r, err := tx.Principals().PrincipalForUpdate(ctx, old.PrincipalID)
+		r, err := tx.PrincipalForUpdate(ctx, old.PrincipalID)
 		if err != nil {
 			return err
 		}
 		switch {
 		case r.ID == p.ID:
-		case p.Permits(ActionManageAllCredentials) && r.Kind == KindMachine:
-		case p.Permits(ActionManageAllCredentials):
-			return Conflict("credential_for_another_person", "principal %q is a person; only they rotate their credentials", r.Name)
+		case p.Permits(ledger.ActionManageAllCredentials) && r.Kind == ledger.KindMachine:
+		case p.Permits(ledger.ActionManageAllCredentials):
+			return ledger.Conflict("credential_for_another_person", "principal %q is a person; only they rotate their credentials", r.Name)
 		default:
-			return ErrNotFound
+			return ledger.ErrNotFound
 		}
 		if r.Disabled() {
-			return Conflict("principal_disabled", "principal %s is disabled", r.ID)
+			return ledger.Conflict("principal_disabled", "principal %s is disabled", r.ID)
 		}
 		out.Principal = r
 		if out.Token, err = s.newToken(r, TokenInput{Label: old.Name, ExpiresAt: expiresAt}, secret, now); err != nil {
 			return err
 		}
-		if r.ID != p.ID && !s.access.immediate(p) {
+		if r.ID != p.ID && !s.policy.immediate(p) {
 			if !old.RevokedAt.IsZero() {
-				return Conflict("token_already_revoked", "credential %s is already revoked", old.ID)
+				return ledger.Conflict("token_already_revoked", "credential %s is already revoked", old.ID)
 			}
-			pc, err := s.requestCredential(ctx, tx, p, r, CredentialCreatePayload{Token: out.Token, Rotates: old.ID}, now)
+			pc, err := s.requestCredential(ctx, tx, p, r, ledger.CredentialCreatePayload{Token: out.Token, Rotates: old.ID}, now)
 			out.Pending = &pc
 			return err
 		}
@@ -773,34 +673,34 @@ func (s *Service) RotateCredential(ctx context.Context, p Principal, id uuid.UUI
 // change_refused event each by p, at once: on-call only (and not on itself, so the last on-call cannot
 // lock everyone out by mistake). Disabling a disabled principal is a
 // conflict (principal_disabled).
-func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUID, reason string) (PrincipalRecord, int64, error) {
-	if err := Authorize(p, ActionAdminister); err != nil {
-		return PrincipalRecord{}, 0, err
+func (s *Service) DisablePrincipal(ctx context.Context, p ledger.Principal, id uuid.UUID, reason string) (ledger.PrincipalRecord, int64, error) {
+	if err := ledger.Authorize(p, ledger.ActionAdminister); err != nil {
+		return ledger.PrincipalRecord{}, 0, err
 	}
-	if strings.TrimSpace(reason) == "" || len(reason) > MaxTextLen {
-		return PrincipalRecord{}, 0, Invalid("reason", "is required, at most %d characters", MaxTextLen)
+	if strings.TrimSpace(reason) == "" || len(reason) > ledger.MaxTextLen {
+		return ledger.PrincipalRecord{}, 0, ledger.Invalid("reason", "is required, at most %d characters", ledger.MaxTextLen)
 	}
 	if id == p.ID {
-		return PrincipalRecord{}, 0, Conflict("disable_self", "a principal cannot disable itself; revoke your credentials instead")
+		return ledger.PrincipalRecord{}, 0, ledger.Conflict("disable_self", "a principal cannot disable itself; revoke your credentials instead")
 	}
 	var (
-		r       PrincipalRecord
+		r       ledger.PrincipalRecord
 		revoked int64
 	)
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		now := s.Now()
 		var err error
-		if r, err = tx.Principals().PrincipalForUpdate(ctx, id); err != nil {
+		if r, err = tx.PrincipalForUpdate(ctx, id); err != nil {
 			return err
 		}
 		if r.Disabled() {
-			return Conflict("principal_disabled", "principal %s is already disabled", r.ID)
+			return ledger.Conflict("principal_disabled", "principal %s is already disabled", r.ID)
 		}
 		r.DisabledAt, r.DisabledBy, r.DisabledReason = now, p.ID, reason
-		if err := tx.Principals().UpdatePrincipal(ctx, r); err != nil {
+		if err := tx.UpdatePrincipal(ctx, r); err != nil {
 			return err
 		}
-		ended, err := tx.Principals().RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason)
+		ended, err := tx.RevokePrincipalTokens(ctx, r.ID, now, p.ID, "principal disabled: "+reason)
 		if err != nil {
 			return err
 		}
@@ -814,17 +714,17 @@ func (s *Service) DisablePrincipal(ctx context.Context, p Principal, id uuid.UUI
 		revoked = int64(len(ended))
 		// Its open changes are withdrawn: what a principal no longer
 		// trusted asked for must not be approved later.
-		open, err := tx.Principals().OpenPendingChangesOfRequesterForUpdate(ctx, r.ID)
+		open, err := tx.OpenPendingChangesOfRequesterForUpdate(ctx, r.ID)
 		if err != nil {
 			return err
 		}
 		for i := range open {
-			if err := s.closeChange(ctx, tx, &open[i], PendingRefused, p.ID, p.Actor(), "requester disabled: "+reason, now, EventTypeChangeRefused); err != nil {
+			if err := s.closeChange(ctx, tx, &open[i], ledger.PendingRefused, p.ID, p.Actor(), "requester disabled: "+reason, now, ledger.EventTypeChangeRefused); err != nil {
 				return err
 			}
 		}
-		_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalDisabled, At: now, Actor: p.Actor()},
-			PrincipalDisabledData{Reason: reason, CredentialsRevoked: revoked, ChangesWithdrawn: len(open)})
+		_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "principal:" + r.ID.String(), Type: ledger.EventTypePrincipalDisabled, At: now, Actor: p.Actor()},
+			ledger.PrincipalDisabledData{Reason: reason, CredentialsRevoked: revoked, ChangesWithdrawn: len(open)})
 		return err
 	})
 	s.tokens.flush()
@@ -857,8 +757,8 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 }
 
 // applyCredentialCreateChange applies an approved credential_create change.
-func (s *Service) applyCredentialCreateChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := DecodeChangePayload[CredentialCreatePayload](c)
+func (s *Service) applyCredentialCreateChange(ctx context.Context, tx Tx, p ledger.Principal, c ledger.PendingChange, now time.Time) (string, error) {
+	pl, err := ledger.DecodeChangePayload[ledger.CredentialCreatePayload](c)
 	if err != nil {
 		return "", err
 	}

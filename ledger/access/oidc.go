@@ -303,7 +303,7 @@ func (s *Service) ConfirmOIDCLink(ctx context.Context, p ledger.Principal, id uu
 		}
 		if !now.Before(c.ExpiresAt) {
 			decision = ledger.Conflict("change_expired", "change %s expired at %s", c.ID, c.ExpiresAt.Format(time.RFC3339))
-			return s.closeChange(ctx, tx, &c, ledger.PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, ledger.EventTypeChangeExpired)
+			return s.closeChange(ctx, tx, &c, lapse(now))
 		}
 		var pl ledger.OIDCLinkPayload
 		if err := json.Unmarshal(c.Payload, &pl); err != nil {
@@ -323,20 +323,20 @@ func (s *Service) ConfirmOIDCLink(ctx context.Context, p ledger.Principal, id uu
 		}
 		if requester.Disabled() {
 			decision = ledger.Conflict("requester_disabled", "change %s was asked for by principal %s, disabled since", c.ID, requester.ID)
-			return s.closeChange(ctx, tx, &c, ledger.PendingRefused, p.ID, p.Actor(), "cannot apply: the requester is disabled", now, ledger.EventTypeChangeRefused)
+			return s.closeChange(ctx, tx, &c, refusal(p, "cannot apply: the requester is disabled", now))
 		}
 		if _, err := s.checkOIDCLink(ctx, tx, pl); err != nil {
 			decision = err
 			var conflict *ledger.ConflictError
 			if errors.As(err, &conflict) || errors.Is(err, ledger.ErrNotFound) {
-				return s.closeChange(ctx, tx, &c, ledger.PendingRefused, p.ID, p.Actor(), "cannot apply: "+err.Error(), now, ledger.EventTypeChangeRefused)
+				return s.closeChange(ctx, tx, &c, refusal(p, "cannot apply: "+err.Error(), now))
 			}
 			return err
 		}
 		// Closed before the link applies: once applied, the confirming
 		// principal is the same person as the target, which may be the
 		// requester.
-		if err := s.closeChange(ctx, tx, &c, ledger.PendingApplied, p.ID, p.Actor(), "", now, ledger.EventTypeChangeApproved); err != nil {
+		if err := s.closeChange(ctx, tx, &c, approval(p, now)); err != nil {
 			return err
 		}
 		_, err = s.applyOIDCLink(ctx, tx, p, pl, now, c.ID.String())

@@ -154,10 +154,10 @@ func (s *Service) decide(ctx context.Context, p ledger.Principal, id uuid.UUID, 
 		}
 		if !now.Before(c.ExpiresAt) {
 			decision = ledger.Conflict("change_expired", "change %s expired at %s", c.ID, c.ExpiresAt.Format(time.RFC3339))
-			return s.closeChange(ctx, tx, &c, ledger.PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, ledger.EventTypeChangeExpired)
+			return s.closeChange(ctx, tx, &c, lapse(now))
 		}
 		if !approve {
-			return s.closeChange(ctx, tx, &c, ledger.PendingRefused, p.ID, p.Actor(), reason, now, ledger.EventTypeChangeRefused)
+			return s.closeChange(ctx, tx, &c, refusal(p, reason, now))
 		}
 		if err := s.checkApprover(ctx, tx, p, c); err != nil {
 			return err
@@ -168,7 +168,7 @@ func (s *Service) decide(ctx context.Context, p ledger.Principal, id uuid.UUID, 
 			// that did not withdraw them): a disabled principal's request
 			// never takes effect.
 			decision = ledger.Conflict("requester_disabled", "change %s was asked for by principal %s, disabled since", c.ID, requester.ID)
-			return s.closeChange(ctx, tx, &c, ledger.PendingRefused, p.ID, p.Actor(), "cannot apply: the requester is disabled", now, ledger.EventTypeChangeRefused)
+			return s.closeChange(ctx, tx, &c, refusal(p, "cannot apply: the requester is disabled", now))
 		}
 		part, err := s.applyAccessChange(ctx, tx, p, c, now)
 		if err != nil {
@@ -177,11 +177,11 @@ func (s *Service) decide(ctx context.Context, p ledger.Principal, id uuid.UUID, 
 			if errors.As(err, &conflict) || errors.As(err, &invalid) || errors.Is(err, ledger.ErrNotFound) {
 				// The change can no longer apply: it is refused, for good.
 				decision = err
-				return s.closeChange(ctx, tx, &c, ledger.PendingRefused, p.ID, p.Actor(), "cannot apply: "+err.Error(), now, ledger.EventTypeChangeRefused)
+				return s.closeChange(ctx, tx, &c, refusal(p, "cannot apply: "+err.Error(), now))
 			}
 			return err
 		}
-		if err := s.closeChange(ctx, tx, &c, ledger.PendingApplied, p.ID, p.Actor(), "", now, ledger.EventTypeChangeApproved); err != nil {
+		if err := s.closeChange(ctx, tx, &c, approval(p, now)); err != nil {
 			return err
 		}
 		c.IssuedTokenPart = part
@@ -247,19 +247,47 @@ func (s *Service) applyPrincipalCreate(ctx context.Context, tx Tx, p ledger.Prin
 		part = newTokenPart(true)
 		pl.Token.Hash = joinedTokenHash(pl.TokenPartHash, part)
 	}
-	return part, s.createPrincipal(ctx, tx, p.Actor(), pl.Principal, pl.Token, now, change)
+	return part, s.createPrincipal(ctx, tx, stamp{actor: p.Actor(), at: now, change: change}, pl.Principal, pl.Token)
 }
 
-func (s *Service) closeChange(ctx context.Context, tx Tx, c *ledger.PendingChange, st ledger.PendingStatus, by uuid.UUID, actor, reason string, now time.Time, typ ledger.EventType) error {
-	c.Status, c.DecidedBy, c.DecidedAt, c.DecisionReason = st, by, now, reason
+// closing is how a pending change ends: its status, who decided (uuid.Nil
+// and a system actor for an expiry), why, when, and the event that
+// records it.
+type closing struct {
+	status ledger.PendingStatus
+	by     uuid.UUID
+	actor  string
+	reason string
+	at     time.Time
+	event  ledger.EventType
+}
+
+// lapse closes a change not decided in time.
+func lapse(now time.Time) closing {
+	return closing{status: ledger.PendingExpired, actor: "system:pending_changes", reason: "not decided in time", at: now, event: ledger.EventTypeChangeExpired}
+}
+
+// refusal closes a change p refused (or that could not apply), for reason.
+func refusal(p ledger.Principal, reason string, now time.Time) closing {
+	return closing{status: ledger.PendingRefused, by: p.ID, actor: p.Actor(), reason: reason, at: now, event: ledger.EventTypeChangeRefused}
+}
+
+// approval closes a change p approved and that applied.
+func approval(p ledger.Principal, now time.Time) closing {
+	return closing{status: ledger.PendingApplied, by: p.ID, actor: p.Actor(), at: now, event: ledger.EventTypeChangeApproved}
+}
+
+// closeChange records c's end as how says, with its event.
+func (s *Service) closeChange(ctx context.Context, tx Tx, c *ledger.PendingChange, how closing) error {
+	c.Status, c.DecidedBy, c.DecidedAt, c.DecisionReason = how.status, how.by, how.at, how.reason
 	if err := tx.DecidePendingChange(ctx, *c); err != nil {
 		return err
 	}
-	data, err := ledger.ChangeDecidedData(typ, ledger.ChangeDecision{Kind: string(c.Kind), Target: c.Target, Status: string(st), Reason: reason})
+	data, err := ledger.ChangeDecidedData(how.event, ledger.ChangeDecision{Kind: string(c.Kind), Target: c.Target, Status: string(how.status), Reason: how.reason})
 	if err != nil {
 		return err
 	}
-	_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "pending_change:" + c.ID.String(), Type: typ, At: now, Actor: actor}, data)
+	_, err = ledger.Append(ctx, tx, ledger.Event{Stream: "pending_change:" + c.ID.String(), Type: how.event, At: how.at, Actor: how.actor}, data)
 	return err
 }
 
@@ -276,7 +304,7 @@ func (s *Service) ExpirePendingChanges(ctx context.Context) (int, error) {
 			return err
 		}
 		for i := range due {
-			if err := s.closeChange(ctx, tx, &due[i], ledger.PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, ledger.EventTypeChangeExpired); err != nil {
+			if err := s.closeChange(ctx, tx, &due[i], lapse(now)); err != nil {
 				return err
 			}
 			n++

@@ -180,100 +180,159 @@ func (s *Service) CreateToken(ctx context.Context, p ledger.Principal, in TokenI
 	var out IssuedToken
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		out = IssuedToken{Secret: secret}
-		now := s.Now()
+		req := tokenRequest{by: p, in: in, secret: secret, at: s.Now()}
 		if err := tx.LockPrincipals(ctx); err != nil {
 			return err
 		}
 		existing, err := tx.PrincipalByNameForUpdate(ctx, NameKey(in.Name))
 		switch {
 		case err == nil:
-			if !p.Permits(ledger.ActionSignIn) {
-				// The bootstrap credential creates new principals only.
-				return ledger.ErrForbidden
-			}
-			if existing.Disabled() {
-				return ledger.Conflict("principal_disabled", "principal %s is disabled", existing.ID)
-			}
-			if existing.Role != in.Role || existing.Tenant != in.Tenant {
-				return ledger.Conflict("principal_role_mismatch", "principal %q is %s%s; granting another role is a separate, approved change",
-					existing.Name, existing.Role, tenantSuffix(existing.Tenant))
-			}
-			out.Principal = existing
-			if out.Token, err = s.newToken(existing, in, secret, now); err != nil {
-				return err
-			}
-			switch {
-			case existing.ID == p.ID, s.policy.immediate(p):
-				return s.addToken(ctx, tx, p.Actor(), existing, out.Token, now, "")
-			case existing.Kind == ledger.KindPerson:
-				return ledger.Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", existing.Name)
-			}
-			pc, err := s.requestCredential(ctx, tx, p, existing, ledger.CredentialCreatePayload{Token: out.Token}, now)
-			out.Pending = &pc
-			return err
+			return s.issueToExisting(ctx, tx, req, existing, &out)
 		case !errors.Is(err, ledger.ErrNotFound):
 			return err
 		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		r := ledger.PrincipalRecord{ID: id, Kind: in.Kind, Name: strings.TrimSpace(in.Name), Role: in.Role, Tenant: in.Tenant, CreatedBy: p.ID, CreatedAt: now}
-		tokenID, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		expires, err := s.expiry(r.Kind, in.ExpiresAt, now)
-		if err != nil {
-			return err
-		}
-		t := ledger.Token{
-			ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret),
-			CreatedAt: now, ExpiresAt: expires,
-		}
-		out.Principal, out.Token = r, t
-		switch {
-		case !p.Permits(ledger.ActionSignIn): // the bootstrap credential
-			if in.Role != ledger.RoleOncall {
-				return ledger.ErrForbidden
-			}
-			n, err := tx.CountBootstrapSpent(ctx)
-			if err != nil {
-				return err
-			}
-			if n >= bootstrapOncallLimit {
-				return ledger.Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist or existed", bootstrapOncallLimit)
-			}
-			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
-		case s.policy.immediate(p):
-			return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
-		case in.Role == ledger.RoleOrchestrator && in.Kind == ledger.KindMachine:
-			used, err := tx.TenantInUse(ctx, in.Tenant)
-			if err != nil {
-				return err
-			}
-			if !used {
-				return s.createPrincipal(ctx, tx, p.Actor(), r, t, now, "")
-			}
-		}
-		pl := ledger.PrincipalCreatePayload{Principal: r, Token: t}
-		if r.Kind == ledger.KindPerson {
-			// Split knowledge: the requester gets the first part, the
-			// approver the second, and only the first part's hash is kept
-			// until the approval stores the joined credential's hash.
-			out.Secret, out.SecretPart = "", newTokenPart(false)
-			pl.Token.Hash, pl.TokenPartHash = nil, sha256Of(out.SecretPart)
-			out.Token = pl.Token
-		}
-		pc, err := s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangePrincipalCreate, Target: "principal:" + id.String(), Payload: pl,
-			Summary: fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))})
-		out.Pending = &pc
-		return err
+		return s.issueToNew(ctx, tx, req, &out)
 	})
 	if err != nil {
 		return IssuedToken{}, err
 	}
 	return out, nil
+}
+
+// tokenRequest is a CreateToken call inside its transaction: who asks,
+// what for, the new secret and the time.
+type tokenRequest struct {
+	by     ledger.Principal
+	in     TokenInput
+	secret string
+	at     time.Time
+}
+
+// stamp records who makes a change and when, for its events: by req's
+// principal, applying no pending change.
+func (req tokenRequest) stamp() stamp { return stamp{actor: req.by.Actor(), at: req.at} }
+
+// issueToExisting issues req's credential to the existing principal r, at
+// once (to itself; under dev, by the bootstrap principal) or, for a
+// machine principal of someone else, as a credential_create change.
+func (s *Service) issueToExisting(ctx context.Context, tx Tx, req tokenRequest, r ledger.PrincipalRecord, out *IssuedToken) error {
+	p, in := req.by, req.in
+	if !p.Permits(ledger.ActionSignIn) {
+		// The bootstrap credential creates new principals only.
+		return ledger.ErrForbidden
+	}
+	if r.Disabled() {
+		return ledger.Conflict("principal_disabled", "principal %s is disabled", r.ID)
+	}
+	if r.Role != in.Role || r.Tenant != in.Tenant {
+		return ledger.Conflict("principal_role_mismatch", "principal %q is %s%s; granting another role is a separate, approved change",
+			r.Name, r.Role, tenantSuffix(r.Tenant))
+	}
+	out.Principal = r
+	var err error
+	if out.Token, err = s.newToken(r, in, req.secret, req.at); err != nil {
+		return err
+	}
+	switch {
+	case r.ID == p.ID, s.policy.immediate(p):
+		return s.addToken(ctx, tx, req.stamp(), r, out.Token)
+	case r.Kind == ledger.KindPerson:
+		return ledger.Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", r.Name)
+	}
+	pc, err := s.requestCredential(ctx, tx, p, r, ledger.CredentialCreatePayload{Token: out.Token}, req.at)
+	out.Pending = &pc
+	return err
+}
+
+// issueToNew creates req's principal with its first credential, at once
+// where CreateToken allows it, else as a principal_create change.
+func (s *Service) issueToNew(ctx context.Context, tx Tx, req tokenRequest, out *IssuedToken) error {
+	r, t, err := s.newPrincipal(req)
+	if err != nil {
+		return err
+	}
+	out.Principal, out.Token = r, t
+	now, err := s.createsAtOnce(ctx, tx, req)
+	if err != nil || now {
+		if err == nil {
+			err = s.createPrincipal(ctx, tx, req.stamp(), r, t)
+		}
+		return err
+	}
+	return s.requestPrincipal(ctx, tx, req, out)
+}
+
+// newPrincipal is req's new principal with its first credential, not yet
+// stored.
+func (s *Service) newPrincipal(req tokenRequest) (ledger.PrincipalRecord, ledger.Token, error) {
+	in := req.in
+	id, err := uuid.NewV7()
+	if err != nil {
+		return ledger.PrincipalRecord{}, ledger.Token{}, err
+	}
+	r := ledger.PrincipalRecord{ID: id, Kind: in.Kind, Name: strings.TrimSpace(in.Name), Role: in.Role, Tenant: in.Tenant, CreatedBy: req.by.ID, CreatedAt: req.at}
+	tokenID, err := uuid.NewV7()
+	if err != nil {
+		return ledger.PrincipalRecord{}, ledger.Token{}, err
+	}
+	expires, err := s.expiry(r.Kind, in.ExpiresAt, req.at)
+	if err != nil {
+		return ledger.PrincipalRecord{}, ledger.Token{}, err
+	}
+	t := ledger.Token{
+		ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(req.secret),
+		CreatedAt: req.at, ExpiresAt: expires,
+	}
+	return r, t, nil
+}
+
+// createsAtOnce reports whether req's new principal is created without a
+// second approver: one of the first on-call principals the bootstrap
+// credential may create (the only thing it may), anything the bootstrap
+// principal asks for under dev, and the first machine orchestrator of a
+// tenant nobody has used yet.
+func (s *Service) createsAtOnce(ctx context.Context, tx Tx, req tokenRequest) (bool, error) {
+	p, in := req.by, req.in
+	switch {
+	case !p.Permits(ledger.ActionSignIn): // the bootstrap credential
+		if in.Role != ledger.RoleOncall {
+			return false, ledger.ErrForbidden
+		}
+		n, err := tx.CountBootstrapSpent(ctx)
+		if err != nil {
+			return false, err
+		}
+		if n >= bootstrapOncallLimit {
+			return false, ledger.Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist or existed", bootstrapOncallLimit)
+		}
+		return true, nil
+	case s.policy.immediate(p):
+		return true, nil
+	case in.Role == ledger.RoleOrchestrator && in.Kind == ledger.KindMachine:
+		used, err := tx.TenantInUse(ctx, in.Tenant)
+		return !used, err
+	}
+	return false, nil
+}
+
+// requestPrincipal records the principal_create change of out's principal
+// and credential. A person's credential is split: the requester gets the
+// first part, the approver the second, and only the first part's hash is
+// kept until the approval stores the joined credential's hash.
+func (s *Service) requestPrincipal(ctx context.Context, tx Tx, req tokenRequest, out *IssuedToken) error {
+	r := out.Principal
+	pl := ledger.PrincipalCreatePayload{Principal: r, Token: out.Token}
+	if r.Kind == ledger.KindPerson {
+		out.Secret, out.SecretPart = "", newTokenPart(false)
+		pl.Token.Hash, pl.TokenPartHash = nil, sha256Of(out.SecretPart)
+		out.Token = pl.Token
+	}
+	pc, err := s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{
+		By: req.by, At: req.at, Kind: ledger.ChangePrincipalCreate, Target: "principal:" + r.ID.String(), Payload: pl,
+		Summary: fmt.Sprintf("create %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant)),
+	})
+	out.Pending = &pc
+	return err
 }
 
 func tenantSuffix(tenant string) string {
@@ -354,15 +413,23 @@ func (s *Service) newToken(r ledger.PrincipalRecord, in TokenInput, secret strin
 	}, nil
 }
 
+// stamp is who makes a change and when, as its events record it.
+type stamp struct {
+	actor string
+	at    time.Time
+	// change is the id of the pending change it applies; "" for none.
+	change string
+}
+
 // addToken stores t, a new credential of the existing principal r, with
 // its token_created event (naming the pending change it applies, if any).
-func (s *Service) addToken(ctx context.Context, tx Tx, actor string, r ledger.PrincipalRecord, t ledger.Token, now time.Time, change string) error {
+func (s *Service) addToken(ctx context.Context, tx Tx, st stamp, r ledger.PrincipalRecord, t ledger.Token) error {
 	if err := tx.InsertToken(ctx, t); err != nil {
 		return err
 	}
 	data := tokenData(t, r)
-	data.PendingChangeID = change
-	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + t.ID.String(), Type: ledger.EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, data)
+	data.PendingChangeID = st.change
+	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + t.ID.String(), Type: ledger.EventTypeTokenCreated, At: st.at, Actor: st.actor, StreamSeq: 1}, data)
 	return err
 }
 
@@ -399,7 +466,7 @@ func (s *Service) applyCredentialCreate(ctx context.Context, tx Tx, p ledger.Pri
 			return err
 		}
 	}
-	return s.addToken(ctx, tx, p.Actor(), r, pl.Token, now, change)
+	return s.addToken(ctx, tx, stamp{actor: p.Actor(), at: now, change: change}, r, pl.Token)
 }
 
 func tokenData(t ledger.Token, r ledger.PrincipalRecord) ledger.TokenCreatedData {
@@ -413,21 +480,21 @@ func tokenData(t ledger.Token, r ledger.PrincipalRecord) ledger.TokenCreatedData
 }
 
 // createPrincipal inserts r with its first credential t, and their events.
-func (s *Service) createPrincipal(ctx context.Context, tx Tx, actor string, r ledger.PrincipalRecord, t ledger.Token, now time.Time, change string) error {
+func (s *Service) createPrincipal(ctx context.Context, tx Tx, st stamp, r ledger.PrincipalRecord, t ledger.Token) error {
 	if err := tx.InsertPrincipal(ctx, r); err != nil {
 		return err
 	}
-	data := ledger.PrincipalCreatedData{Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap, PendingChangeID: change}
+	data := ledger.PrincipalCreatedData{Kind: string(r.Kind), Name: r.Name, Role: string(r.Role), Tenant: r.Tenant, Bootstrap: r.Bootstrap, PendingChangeID: st.change}
 	if r.CreatedBy != uuid.Nil {
 		data.CreatedBy = r.CreatedBy.String()
 	}
-	if _, err := ledger.Append(ctx, tx, ledger.Event{Stream: "principal:" + r.ID.String(), Type: ledger.EventTypePrincipalCreated, At: now, Actor: actor, StreamSeq: 1}, data); err != nil {
+	if _, err := ledger.Append(ctx, tx, ledger.Event{Stream: "principal:" + r.ID.String(), Type: ledger.EventTypePrincipalCreated, At: st.at, Actor: st.actor, StreamSeq: 1}, data); err != nil {
 		return err
 	}
 	if err := tx.InsertToken(ctx, t); err != nil {
 		return err
 	}
-	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + t.ID.String(), Type: ledger.EventTypeTokenCreated, At: now, Actor: actor, StreamSeq: 1}, tokenData(t, r))
+	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + t.ID.String(), Type: ledger.EventTypeTokenCreated, At: st.at, Actor: st.actor, StreamSeq: 1}, tokenData(t, r))
 	return err
 }
 
@@ -525,7 +592,7 @@ func (s *Service) insertBootstrap(ctx context.Context, in TokenInput, secret str
 		}
 		r := ledger.PrincipalRecord{ID: id, Kind: in.Kind, Name: name, Role: in.Role, Tenant: in.Tenant, Bootstrap: in.Role == ledger.RoleOncall, CreatedAt: now}
 		t = ledger.Token{ID: tokenID, PrincipalID: id, Name: in.Label, Role: in.Role, Tenant: in.Tenant, Hash: HashToken(secret), CreatedAt: now}
-		return s.createPrincipal(ctx, tx, "system:bootstrap", r, t, now, "")
+		return s.createPrincipal(ctx, tx, stamp{actor: "system:bootstrap", at: now}, r, t)
 	})
 	return t, err
 }
@@ -596,13 +663,13 @@ func (s *Service) revokeToken(ctx context.Context, tx Tx, p ledger.Principal, t 
 		return ledger.Conflict("token_already_revoked", "credential %s is already revoked", t.ID)
 	}
 	t.RevokedAt, t.RevokedBy, t.RevokeReason = now, p.ID, reason
-	return appendTokenRevoked(ctx, tx, p, t.ID, t.PrincipalID, reason, now)
+	return appendTokenRevoked(ctx, tx, stamp{actor: p.Actor(), at: now}, t.ID, t.PrincipalID, reason)
 }
 
-// appendTokenRevoked records, by p, that credential id of principal was
+// appendTokenRevoked records, as st, that credential id of principal was
 // revoked.
-func appendTokenRevoked(ctx context.Context, tx Tx, p ledger.Principal, id, principal uuid.UUID, reason string, now time.Time) error {
-	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + id.String(), Type: ledger.EventTypeTokenRevoked, At: now, Actor: p.Actor()},
+func appendTokenRevoked(ctx context.Context, tx Tx, st stamp, id, principal uuid.UUID, reason string) error {
+	_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "token:" + id.String(), Type: ledger.EventTypeTokenRevoked, At: st.at, Actor: st.actor},
 		ledger.TokenRevokedData{PrincipalID: principal.String(), Reason: reason})
 	return err
 }
@@ -659,7 +726,7 @@ func (s *Service) RotateCredential(ctx context.Context, p ledger.Principal, id u
 		if err := s.revokeToken(ctx, tx, p, &old, "rotated", now); err != nil {
 			return err
 		}
-		return s.addToken(ctx, tx, p.Actor(), r, out.Token, now, "")
+		return s.addToken(ctx, tx, stamp{actor: p.Actor(), at: now}, r, out.Token)
 	})
 	s.tokens.flush()
 	if err != nil {
@@ -707,7 +774,7 @@ func (s *Service) DisablePrincipal(ctx context.Context, p ledger.Principal, id u
 		// Each credential it ends is recorded on its own stream, as a
 		// revocation one by one is.
 		for _, id := range ended {
-			if err := appendTokenRevoked(ctx, tx, p, id, r.ID, "principal disabled: "+reason, now); err != nil {
+			if err := appendTokenRevoked(ctx, tx, stamp{actor: p.Actor(), at: now}, id, r.ID, "principal disabled: "+reason); err != nil {
 				return err
 			}
 		}
@@ -719,7 +786,7 @@ func (s *Service) DisablePrincipal(ctx context.Context, p ledger.Principal, id u
 			return err
 		}
 		for i := range open {
-			if err := s.closeChange(ctx, tx, &open[i], ledger.PendingRefused, p.ID, p.Actor(), "requester disabled: "+reason, now, ledger.EventTypeChangeRefused); err != nil {
+			if err := s.closeChange(ctx, tx, &open[i], refusal(p, "requester disabled: "+reason, now)); err != nil {
 				return err
 			}
 		}

@@ -95,7 +95,7 @@ type PrincipalRecord struct {
 	DisabledReason string
 	// Aliases are the other principals of the same person: an OpenID
 	// Connect identity's own principal and the principal it was linked to
-	// (ledger/PRINCIPALS.md#linking-an-identity-to-a-principal).
+	// (ledger/access/PRINCIPALS.md#linking-an-identity-to-a-principal).
 	Aliases []uuid.UUID `json:",omitempty"`
 	// OIDC lists the OpenID Connect identities that sign in as this
 	// principal, as the store's principal reads return it.
@@ -163,7 +163,7 @@ func (p Principal) SeesTenant(tenant string) bool {
 
 // OIDCIdentity is a person's identity at an OpenID Connect identity
 // provider, (Issuer, Subject), and the principal it signs in to the
-// console as (ledger/PRINCIPALS.md#people-signed-in-by-openid-connect).
+// console as (ledger/access/PRINCIPALS.md#people-signed-in-by-openid-connect).
 type OIDCIdentity struct {
 	Issuer  string
 	Subject string

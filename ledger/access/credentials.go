@@ -68,7 +68,7 @@ func joinedTokenHash(firstHash []byte, second string) []byte {
 // bits, one for the requester and one for the approver, so that neither
 // alone holds a working credential of the new person. The person's token
 // is the first part followed by the second, with nothing between
-// (ledger/PRINCIPALS.md#split-credentials).
+// (ledger/access/PRINCIPALS.md#split-credentials).
 const (
 	tokenPartOnePrefix = "qtp1_"
 	tokenPartTwoPrefix = "qtp2_"

@@ -39,7 +39,7 @@ type OIDCConfig struct {
 	// roles (a string or a list of strings), e.g. "groups".
 	RoleClaim string
 	// Roles maps a value of RoleClaim to a role. A person with values of
-	// several roles gets on-call over finance (ledger.Service.SignInOIDC);
+	// several roles gets on-call over finance (access.Service.SignInOIDC);
 	// one with none cannot sign in.
 	Roles map[string]ledger.Role
 	// HTTPClient reaches the issuer; a client with a 10s timeout when nil.
@@ -161,7 +161,7 @@ func (o *OIDC) oauth(p *oidc.Provider, r *http.Request) oauth2.Config {
 }
 
 // signIn maps verified ID token claims to what the ledger signs in
-// (ledger.Service.SignInOIDC): the issuer and subject, the display name
+// (access.Service.SignInOIDC): the issuer and subject, the display name
 // ("oidc:" and the email, the preferred username or the subject, so it
 // does not take the name of a token principal), and every role the role
 // map gives the person's claim values.

@@ -41,7 +41,7 @@ type principalsPage struct {
 	Sessions   []session.Session
 	Principals []principalRow
 	// OwnCredentialsOnly says the viewer sees its own credentials only
-	// (everyone but on-call: ledger.Service.ListCredentials).
+	// (everyone but on-call: access.Service.ListCredentials).
 	OwnCredentialsOnly bool
 	Pending            []changeRow
 	Decided            []changeRow
@@ -329,7 +329,7 @@ func (c *Console) revokeCredential(w http.ResponseWriter, r *http.Request, q *re
 }
 
 // disablePrincipal disables a principal and revokes its credentials, with
-// a reason: on-call, never itself (ledger.Service.DisablePrincipal).
+// a reason: on-call, never itself (access.Service.DisablePrincipal).
 func (c *Console) disablePrincipal(w http.ResponseWriter, r *http.Request, q *request) {
 	id, ok := c.parseFormID(w, r, q, "a principal")
 	if !ok {
@@ -362,7 +362,7 @@ func (c *Console) approveChange(w http.ResponseWriter, r *http.Request, q *reque
 
 // confirmLink confirms, from a session signed in through OpenID Connect
 // as the identity it links, a pending oidc_link change
-// (ledger.Service.ConfirmOIDCLink). The session ends with the link: its
+// (access.Service.ConfirmOIDCLink). The session ends with the link: its
 // principal is no longer its own person, so the answer is the sign-in page.
 func (c *Console) confirmLink(w http.ResponseWriter, r *http.Request, q *request) {
 	id, ok := c.parseFormID(w, r, q, "a pending change")

@@ -166,7 +166,7 @@ type principalKey struct{}
 
 // bootstrapOperation marks, in an operation's Metadata, the one operation
 // the bootstrap credential may call outside dev (creating the first two
-// on-call principals); ledger.Service.Authenticate refuses it everywhere
+// on-call principals); access.Service.Authenticate refuses it everywhere
 // else.
 const bootstrapOperation = "bootstrap"
 

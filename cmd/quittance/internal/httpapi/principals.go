@@ -154,7 +154,7 @@ func issuedToken(t access.IssuedToken) *issuedTokenOutput {
 }
 
 // registerPrincipals is the route table of the principal, credential and
-// pending-change endpoints (ledger/PRINCIPALS.md).
+// pending-change endpoints (ledger/access/PRINCIPALS.md).
 func (s *Server) registerPrincipals() {
 	tags := []string{"principals"}
 	huma.Register(s.api, huma.Operation{

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quittance/quittance/ledger"
-
 	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // oidcActor is the actor of what the identity provider does on its own

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quittance/quittance/ledger"
-
 	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // RequestRoleGrant asks for an existing principal to get another role

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/quittance/quittance/ledger"
-
 	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // FourEyesReader tells, inside a decision's transaction, what the

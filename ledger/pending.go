@@ -232,7 +232,7 @@ func DecodeChangePayload[P any](c PendingChange) (P, error) {
 
 // ChangeOIDCLink links an OpenID Connect identity to an existing person
 // principal: whoever holds the identity signs in as that principal. The
-// identity's holder confirms it (ConfirmOIDCLink); no approval applies it.
+// identity's holder confirms it (access.Service.ConfirmOIDCLink); no approval applies it.
 const ChangeOIDCLink ChangeKind = "oidc_link"
 
 // OIDCLinkPayload is an oidc_link change.

@@ -9,7 +9,7 @@ import (
 // ApprovableBy reports whether p may approve c now: c is pending and p is
 // an on-call principal of another person than the one that asked
 // (Principal.SamePerson), and c is not an oidc_link, which the identity it
-// links confirms instead (OIDCLinkToConfirm). ApprovePendingChange
+// links confirms instead (OIDCLinkToConfirm). access.Service.ApprovePendingChange
 // refuses everyone else; the console asks it which controls to show.
 // (Expiry is checked when the decision is made: a change past its expiry
 // is expired then, not applied.)

@@ -137,7 +137,7 @@ type Principal struct {
 	Aliases []uuid.UUID
 	// OIDCSession is set when the caller is a console session signed in
 	// through OpenID Connect (not a credential): only such a session
-	// confirms a link of its identity (Service.ConfirmOIDCLink).
+	// confirms a link of its identity (access.Service.ConfirmOIDCLink).
 	OIDCSession bool
 }
 

@@ -36,7 +36,7 @@ type Service struct {
 	ledgerID   string
 	thresholds ledger.ThresholdConfig
 	// dev waives the four-eyes refusal of an identity not yet linked to
-	// its person's token principal (ledger.CheckSecondPerson).
+	// its person's token principal (access.CheckSecondPerson).
 	dev       bool
 	batch     int
 	keys      jose.KeyCache
@@ -66,7 +66,7 @@ type Config struct {
 	WriteOffApprovalThresholdsMinor map[string]int64
 	// Dev is what `quittance dev` runs: an OpenID Connect identity not yet
 	// linked to its person's token principal may then be the second person
-	// of a write-off (ledger.CheckSecondPerson).
+	// of a write-off (access.CheckSecondPerson).
 	Dev bool
 	// SweepBatchSize bounds the delegations one sweep transaction moves;
 	// DefaultSweepBatchSize when zero.

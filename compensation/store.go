@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/report"
 )
 
@@ -71,7 +72,7 @@ type Tx interface {
 	ReceiptTx
 	ledger.DelegationLocker
 	ledger.ThresholdReader
-	ledger.FourEyesReader
+	access.FourEyesReader
 	// Org loads an org without locking it.
 	Org(ctx context.Context, id string) (ledger.Org, error)
 	// DelegationsByRemoteTaskForUpdate returns every delegation, of any

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 const (
@@ -189,7 +190,7 @@ func (s *Service) RequestWriteOff(ctx context.Context, p ledger.Principal, deleg
 
 // ApproveWriteOff executes a pending write-off on behalf of a second on-call
 // principal. The requesting principal may not approve its own
-// (ledger.ErrSelfApproval), whichever of its credentials it presents. A write-off that is not
+// (access.ErrSelfApproval), whichever of its credentials it presents. A write-off that is not
 // pending is a conflict (write_off_not_pending). When the obligation has
 // meanwhile left the states a write-off applies to (an ack arrived), the
 // write-off is voided — committed, with a write_off_voided event — and the
@@ -226,7 +227,7 @@ func (s *Service) ApproveWriteOff(ctx context.Context, p ledger.Principal, write
 		if w.Status != WriteOffPendingApproval {
 			return refuse(ledger.Conflict("write_off_not_pending", "write-off %s is %s", w.ID, w.Status))
 		}
-		if err := ledger.CheckSecondPerson(ctx, tx, s.dev, p, w.RequestedByID, ledger.SubjectWriteOff); err != nil {
+		if err := access.CheckSecondPerson(ctx, tx, s.dev, p, w.RequestedByID, access.SubjectWriteOff); err != nil {
 			return refuse(err)
 		}
 		// The write-off leaves pending either way below.
@@ -327,9 +328,9 @@ func (s *Service) recordRefused(ctx context.Context, p ledger.Principal, r *refu
 	switch {
 	case errors.As(r.err, &conflict):
 		code = conflict.Code
-	case errors.Is(r.err, ledger.ErrSelfApproval):
+	case errors.Is(r.err, access.ErrSelfApproval):
 		code = "self_approval"
-	case errors.Is(r.err, ledger.ErrIdentityNotLinked):
+	case errors.Is(r.err, access.ErrIdentityNotLinked):
 		code = "identity_not_linked"
 	}
 	r.data.Code = code

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // WriteOffFilter selects write-offs for a listing.
@@ -43,7 +44,7 @@ func (s *Service) WriteOffs(ctx context.Context, p ledger.Principal, f WriteOffF
 // identity, with a reason: the write-off becomes rejected, the obligation
 // stays open with its hold, and a write_off_rejected event is appended to
 // the delegation's stream. As with an approval, the requester may not
-// decide their own (ledger.ErrSelfApproval), and a write-off that is not pending
+// decide their own (access.ErrSelfApproval), and a write-off that is not pending
 // is a conflict (write_off_not_pending).
 func (s *Service) RejectWriteOff(ctx context.Context, p ledger.Principal, writeOffID uuid.UUID, reason string) (WriteOffResult, error) {
 	if err := ledger.Authorize(p, ledger.ActionDecideWriteOff); err != nil {
@@ -78,7 +79,7 @@ func (s *Service) RejectWriteOff(ctx context.Context, p ledger.Principal, writeO
 		if w.Status != WriteOffPendingApproval {
 			return refuse(ledger.Conflict("write_off_not_pending", "write-off %s is %s", w.ID, w.Status))
 		}
-		if err := ledger.CheckSecondPerson(ctx, tx, s.dev, p, w.RequestedByID, ledger.SubjectWriteOff); err != nil {
+		if err := access.CheckSecondPerson(ctx, tx, s.dev, p, w.RequestedByID, access.SubjectWriteOff); err != nil {
 			return refuse(err)
 		}
 		w.Status, w.RejectedBy, w.RejectedByID, w.RejectionReason, w.RejectedAt = WriteOffRejected, p.Name, p.ID, reason, now

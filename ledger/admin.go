@@ -32,7 +32,7 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in Budg
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return Budget{}, false, err
 	}
-	if err := checkID("id", id); err != nil {
+	if err := CheckID("id", id); err != nil {
 		return Budget{}, false, err
 	}
 	currency, funded := in.Currency, in.FundedMinor
@@ -139,7 +139,7 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if !s.access.immediate(p) && orgTrustChanges(exists, current, in) {
+		if !s.changes.immediate(p) && orgTrustChanges(exists, current, in) {
 			o = current
 			verb := "change"
 			if !exists {
@@ -153,7 +153,8 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 			if exists {
 				base.Registration = registrationOf(current)
 			}
-			pc, err := s.requestChange(ctx, tx, p, now, ChangeOrgUpdate, "org:"+id, orgUpdatePayload{ID: id, Input: in, Base: base}, summary)
+			pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeOrgUpdate, Target: "org:" + id,
+				Payload: orgUpdatePayload{ID: id, Input: in, Base: base}, Summary: summary})
 			pending = &pc
 			return err
 		}
@@ -167,7 +168,7 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 }
 
 func (s *Service) checkOrgInput(id string, in OrgInput) error {
-	if err := checkID("id", id); err != nil {
+	if err := CheckID("id", id); err != nil {
 		return err
 	}
 	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
@@ -388,12 +389,12 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 			return nil
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return err
-		case !s.access.immediate(p):
+		case !s.changes.immediate(p):
 			if err == nil {
 				out = current
 			}
-			pc, err := s.requestChange(ctx, tx, p, now, ChangeTaskClassUpdate, "task_class:"+c.Name, taskClassPayload{Class: c},
-				fmt.Sprintf("set task class %s: effect_capable %t, gate_on %v, compensation_timeout %s", c.Name, c.EffectCapable, c.GateOn, c.CompensationTimeout))
+			pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeTaskClassUpdate, Target: "task_class:" + c.Name, Payload: taskClassPayload{Class: c},
+				Summary: fmt.Sprintf("set task class %s: effect_capable %t, gate_on %v, compensation_timeout %s", c.Name, c.EffectCapable, c.GateOn, c.CompensationTimeout)})
 			pending = &pc
 			return err
 		}
@@ -444,7 +445,7 @@ func (s *Service) ListTaskClasses(ctx context.Context, p Principal) ([]TaskClass
 // applyOrgChange applies an approved org_update change, provided the org
 // is still as it was when the change was asked for.
 func (s *Service) applyOrgChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[orgUpdatePayload](c)
+	pl, err := DecodeChangePayload[orgUpdatePayload](c)
 	if err != nil {
 		return "", err
 	}
@@ -460,7 +461,7 @@ func (s *Service) applyOrgChange(ctx context.Context, tx Tx, p Principal, c Pend
 
 // applyTaskClassChange applies an approved task_class_update change.
 func (s *Service) applyTaskClassChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[taskClassPayload](c)
+	pl, err := DecodeChangePayload[taskClassPayload](c)
 	if err != nil {
 		return "", err
 	}

@@ -40,7 +40,7 @@ func budgetTenants(ts []string) ([]string, error) {
 	}
 	out := make([]string, 0, len(ts))
 	for _, t := range ts {
-		if err := checkID("tenants", t); err != nil {
+		if err := CheckID("tenants", t); err != nil {
 			return nil, err
 		}
 		out = append(out, t)
@@ -57,11 +57,11 @@ func (s *Service) setBudgetTenants(ctx context.Context, tx Tx, p Principal, b *B
 		return nil, nil
 	}
 	pl := budgetTenantsPayload{ID: b.ID, Tenants: tenants, Base: nonNil(b.Tenants)}
-	if s.access.immediate(p) {
+	if s.changes.immediate(p) {
 		return nil, s.applyBudgetTenants(ctx, tx, b, pl, applied{actor: p.Actor(), at: now})
 	}
-	pc, err := s.requestChange(ctx, tx, p, now, ChangeBudgetTenants, "budget:"+b.ID, pl,
-		fmt.Sprintf("let tenants [%s] hold on budget %s (now [%s])", strings.Join(tenants, ", "), b.ID, strings.Join(b.Tenants, ", ")))
+	pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeBudgetTenants, Target: "budget:" + b.ID, Payload: pl,
+		Summary: fmt.Sprintf("let tenants [%s] hold on budget %s (now [%s])", strings.Join(tenants, ", "), b.ID, strings.Join(b.Tenants, ", "))})
 	return &pc, err
 }
 
@@ -79,7 +79,7 @@ func (s *Service) applyBudgetTenants(ctx context.Context, tx Tx, b *Budget, pl b
 
 // applyBudgetTenantsChange applies an approved budget_tenants_update.
 func (s *Service) applyBudgetTenantsChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[budgetTenantsPayload](c)
+	pl, err := DecodeChangePayload[budgetTenantsPayload](c)
 	if err != nil {
 		return "", err
 	}

@@ -132,7 +132,7 @@ func (s *Service) PutTaskClassPolicy(ctx context.Context, p Principal, pol TaskC
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return TaskClassPolicy{}, err
 	}
-	if err := checkID("tenant", pol.Tenant); err != nil {
+	if err := CheckID("tenant", pol.Tenant); err != nil {
 		return TaskClassPolicy{}, err
 	}
 	for _, c := range pol.Classes {
@@ -164,16 +164,16 @@ func (s *Service) PutTaskClassPolicy(ctx context.Context, p Principal, pol TaskC
 			return nil
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return err
-		case !s.access.immediate(p):
+		case !s.changes.immediate(p):
 			// Shown as it stands until the change applies: none yet
 			// lists nothing.
 			out = TaskClassPolicy{OrgID: pol.OrgID, Tenant: pol.Tenant, Classes: []string{}}
 			if err == nil {
 				out = current
 			}
-			pc, err := s.requestChange(ctx, tx, p, now, ChangeTaskClassPolicyUpdate, taskClassPolicyStream(pol.OrgID, pol.Tenant),
-				taskClassPolicyPayload{Policy: pol},
-				fmt.Sprintf("let tenant %s use task classes [%s] with org %s", pol.Tenant, strings.Join(pol.Classes, ", "), pol.OrgID))
+			pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeTaskClassPolicyUpdate, Target: taskClassPolicyStream(pol.OrgID, pol.Tenant),
+				Payload: taskClassPolicyPayload{Policy: pol},
+				Summary: fmt.Sprintf("let tenant %s use task classes [%s] with org %s", pol.Tenant, strings.Join(pol.Classes, ", "), pol.OrgID)})
 			pending = &pc
 			return err
 		}
@@ -234,7 +234,7 @@ func (s *Service) ListTaskClassPolicies(ctx context.Context, p Principal, org st
 // applyTaskClassPolicyChange applies an approved task_class_policy_update
 // change.
 func (s *Service) applyTaskClassPolicyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[taskClassPolicyPayload](c)
+	pl, err := DecodeChangePayload[taskClassPolicyPayload](c)
 	if err != nil {
 		return "", err
 	}

@@ -28,9 +28,11 @@
 // exactly the data stored, byte for byte.
 //
 // Service holds the use cases (delegations, hold changes, cancels, budgets,
-// orgs, task classes, tokens; a task status is observed, and its terminal
-// statuses applied as evidence, by the compensation package; the read side
-// is ledger/report, the audit ledger/audit). It authorizes through the
+// orgs, task classes, and requesting the pending changes of these; a task
+// status is observed, and its terminal statuses applied as evidence, by the
+// compensation package; principals, credentials and the decisions on
+// pending changes are ledger/access; the read side is ledger/report, the
+// audit ledger/audit). It authorizes through the
 // action table (Authorize, permissions.go), takes the time from an
 // injected Clock, and passes it to the Store, which never reads a clock. Errors are sentinels
 // (ErrNotFound, ErrForbidden, …) and struct errors (*ValidationError,
@@ -45,8 +47,9 @@
 // under sql/ (neither the store nor the sqlc output).
 // It imports no HTTP framework and no net/http: its types carry no huma or
 // JSON-schema tags, and the HTTP layer has its own body types. It imports no
-// other domain package (compensation, delegate, ledger/webhook); they import
-// it. Apart from the standard library, it depends on github.com/google/uuid,
+// other domain package (compensation, delegate, ledger/webhook) and none of
+// its own subpackages but ledger/failpoint (ledger/access, ledger/audit,
+// ledger/report); they import it. Apart from the standard library, it depends on github.com/google/uuid,
 // ledger/failpoint and internal/text (the one rule for cutting text, a leaf
 // package) only (a test checks this).
 package ledger

@@ -293,9 +293,9 @@ type ChangeRefusedData ChangeDecision
 // ChangeExpiredData is the data of change_expired.
 type ChangeExpiredData ChangeDecision
 
-// changeDecided is the data of the event of type typ that ends a pending
+// ChangeDecidedData is the data of the event of type typ that ends a pending
 // change as d says.
-func changeDecided(typ EventType, d ChangeDecision) (EventPayload, error) {
+func ChangeDecidedData(typ EventType, d ChangeDecision) (EventPayload, error) {
 	switch typ {
 	case EventTypeChangeApproved:
 		return ChangeApprovedData(d), nil

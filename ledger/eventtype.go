@@ -97,7 +97,7 @@ const (
 	// which task classes a tenant's orchestrators may use with an org, on
 	// its stream ("task_class_policy:<org>/<tenant>"), with the classes.
 	EventTypeTaskClassPolicyUpdated EventType = "task_class_policy_updated"
-	// EventTypeTokenCreated: Service.CreateToken or EnsureToken issued an
+	// EventTypeTokenCreated: access.Service.CreateToken or EnsureToken issued an
 	// API token, on the token's stream ("token:<id>"); never the secret.
 	EventTypeTokenCreated EventType = "token_created"
 )

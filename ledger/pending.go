@@ -3,9 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -98,26 +96,36 @@ func (e *ApprovalRequiredError) Error() string {
 	return "approval required: pending change " + e.Change.ID.String()
 }
 
-type principalCreatePayload struct {
+// The payloads of the change kinds, as stored in PendingChange.Payload:
+// each kind's request records one, its approval decodes it
+// (DecodeChangePayload), and the views of pending_view.go read it. Their
+// JSON is what the database keeps, so their fields never change meaning.
+
+// PrincipalCreatePayload is a principal_create change: the principal with
+// its first credential.
+type PrincipalCreatePayload struct {
 	Principal PrincipalRecord `json:"principal"`
 	// Token is the first credential; for a person's split credential its
 	// Hash is empty until the approval sets it.
 	Token Token `json:"token"`
 	// TokenPartHash is, for a split credential, the SHA-256 of the part
 	// the requester holds: the approval makes the second part and stores
-	// the joined credential's hash (joinedTokenHash). Neither part, nor
-	// anything that rebuilds the token, is stored.
+	// the joined credential's hash. Neither part, nor anything that
+	// rebuilds the token, is stored.
 	TokenPartHash []byte `json:"token_part_hash,omitempty"`
 }
 
-type credentialCreatePayload struct {
+// CredentialCreatePayload is a credential_create change: another
+// credential of an existing machine principal.
+type CredentialCreatePayload struct {
 	Token Token `json:"token"`
 	// Rotates is the credential the new one replaces, revoked when the
 	// change applies; uuid.Nil for none.
 	Rotates uuid.UUID `json:"rotates,omitempty"`
 }
 
-type roleGrantPayload struct {
+// RoleGrantPayload is a role_grant change.
+type RoleGrantPayload struct {
 	PrincipalID uuid.UUID `json:"principal_id"`
 	Role        Role      `json:"role"`
 	Tenant      string    `json:"tenant"`
@@ -135,9 +143,34 @@ type taskClassPayload struct {
 	Class TaskClass `json:"class"`
 }
 
-// requestChange records a pending change and its change_requested event.
-func (s *Service) requestChange(ctx context.Context, tx Tx, p Principal, now time.Time, kind ChangeKind, target string, payload any, summary string) (PendingChange, error) {
-	raw, err := json.Marshal(payload)
+// PendingChangeWriter records pending changes: what RequestChange writes
+// through, a ledger Tx or the access store's. Error contract: as Store.
+type PendingChangeWriter interface {
+	EventAppender
+	InsertPendingChange(ctx context.Context, c PendingChange) error
+}
+
+// ChangeRequest is a privileged change to record as pending.
+type ChangeRequest struct {
+	// By is the principal asking.
+	By Principal
+	// At is when it asks; the change expires PendingChangeTTL later.
+	At   time.Time
+	Kind ChangeKind
+	// Target names what the change is about ("org:<id>", "principal:<id>").
+	Target string
+	// Payload is what the approval applies, encoded as JSON (one of the
+	// kinds' payloads).
+	Payload any
+	// Summary says in one line what the change does, for approvers.
+	Summary string
+}
+
+// RequestChange records r as a pending change with its change_requested
+// event, in tx, and returns it. Every kind's request goes through here,
+// whichever package owns the kind (ledger/DESIGN.md §6).
+func (s *Service) RequestChange(ctx context.Context, tx PendingChangeWriter, r ChangeRequest) (PendingChange, error) {
+	raw, err := json.Marshal(r.Payload)
 	if err != nil {
 		return PendingChange{}, fmt.Errorf("encode pending change: %w", err)
 	}
@@ -146,245 +179,50 @@ func (s *Service) requestChange(ctx context.Context, tx Tx, p Principal, now tim
 		return PendingChange{}, err
 	}
 	c := PendingChange{
-		ID: id, Kind: kind, Target: target, Payload: raw, Summary: summary, Status: PendingOpen,
-		RequestedBy: p.ID, RequestedAt: now, ExpiresAt: now.Add(s.access.pendingTTL),
+		ID: id, Kind: r.Kind, Target: r.Target, Payload: raw, Summary: r.Summary, Status: PendingOpen,
+		RequestedBy: r.By.ID, RequestedAt: r.At, ExpiresAt: r.At.Add(s.changes.pendingTTL),
 	}
-	if err := tx.Principals().InsertPendingChange(ctx, c); err != nil {
+	if err := tx.InsertPendingChange(ctx, c); err != nil {
 		return PendingChange{}, err
 	}
-	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + id.String(), Type: EventTypeChangeRequested, At: now, Actor: p.Actor(), StreamSeq: 1},
-		ChangeRequestedData{Kind: string(kind), Target: target, Summary: summary, ExpiresAt: c.ExpiresAt.Format(time.RFC3339Nano)})
+	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + id.String(), Type: EventTypeChangeRequested, At: r.At, Actor: r.By.Actor(), StreamSeq: 1},
+		ChangeRequestedData{Kind: string(r.Kind), Target: r.Target, Summary: r.Summary, ExpiresAt: c.ExpiresAt.Format(time.RFC3339Nano)})
 	return c, err
 }
 
-// RequestRoleGrant asks for an existing principal to get another role
-// (and tenant, for an orchestrator); it applies when a different on-call
-// principal approves. Under dev the bootstrap principal's grant applies
-// at once.
-func (s *Service) RequestRoleGrant(ctx context.Context, p Principal, id uuid.UUID, role Role, tenant string) (PrincipalRecord, error) {
-	if err := Authorize(p, ActionAdminister); err != nil {
-		return PrincipalRecord{}, err
-	}
-	if _, err := ParseRole(string(role)); err != nil {
-		return PrincipalRecord{}, Invalid("role", "must be orchestrator, finance or oncall")
-	}
-	if (role == RoleOrchestrator) != (tenant != "") {
-		return PrincipalRecord{}, Invalid("tenant", "is required for orchestrators and refused for other roles")
-	}
-	var (
-		r       PrincipalRecord
-		pending *PendingChange
-	)
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		pending = nil
-		now := s.Now()
-		var err error
-		if r, err = tx.Principals().PrincipalForUpdate(ctx, id); err != nil {
-			return err
-		}
-		if r.Disabled() {
-			return Conflict("principal_disabled", "principal %s is disabled", r.ID)
-		}
-		if role == RoleOncall && r.Kind != KindPerson {
-			return Invalid("role", "on-call principals are people")
-		}
-		payload := roleGrantPayload{PrincipalID: id, Role: role, Tenant: tenant}
-		if s.access.immediate(p) {
-			r, err = s.applyRoleGrant(ctx, tx, p.Actor(), payload, now, "")
-			return err
-		}
-		pc, err := s.requestChange(ctx, tx, p, now, ChangeRoleGrant, "principal:"+id.String(), payload,
-			fmt.Sprintf("grant %s%s to principal %q", role, tenantSuffix(tenant), r.Name))
-		pending = &pc
-		return err
-	})
-	if err == nil && pending != nil {
-		err = &ApprovalRequiredError{Change: *pending}
-	}
-	return r, err
-}
-
-func (s *Service) applyRoleGrant(ctx context.Context, tx Tx, actor string, g roleGrantPayload, now time.Time, change string) (PrincipalRecord, error) {
-	r, err := tx.Principals().PrincipalForUpdate(ctx, g.PrincipalID)
-	if err != nil {
-		return PrincipalRecord{}, err
-	}
-	if r.Disabled() {
-		return PrincipalRecord{}, Conflict("principal_disabled", "principal %s is disabled", r.ID)
-	}
-	from := r.Role
-	r.Role, r.Tenant = g.Role, g.Tenant
-	if err := tx.Principals().UpdatePrincipal(ctx, r); err != nil {
-		return PrincipalRecord{}, err
-	}
-	data := PrincipalRoleGrantedData{RoleGranted: string(g.Role), PreviousRole: string(from), Tenant: g.Tenant, PendingChangeID: change}
-	_, err = Append(ctx, tx, Event{Stream: "principal:" + r.ID.String(), Type: EventTypePrincipalRoleGranted, At: now, Actor: actor}, data)
-	return r, err
-}
-
-// ListPendingChanges lists pending changes (newest first), to on-call and
-// finance; status "" lists every status.
-func (s *Service) ListPendingChanges(ctx context.Context, p Principal, status PendingStatus) ([]PendingChange, error) {
-	if err := Authorize(p, ActionReadConfiguration); err != nil {
-		return nil, err
-	}
-	return s.store.ListPendingChanges(ctx, status)
-}
-
-// GetPendingChange returns a pending change to on-call and finance.
-func (s *Service) GetPendingChange(ctx context.Context, p Principal, id uuid.UUID) (PendingChange, error) {
-	if err := Authorize(p, ActionReadConfiguration); err != nil {
-		return PendingChange{}, err
-	}
-	return s.store.PendingChange(ctx, id)
-}
-
-// ApprovePendingChange applies a pending change on behalf of a second
-// on-call principal, in one transaction with its change_approved event.
-// A change whose requester is disabled is refused (requester_disabled).
-// The requesting person may not approve it (ErrSelfApproval), whatever
-// credential, name or principal of theirs it uses (Principal.SamePerson).
-// A change that is not pending is a conflict
-// (change_not_pending); one past its expiry is expired and refused
-// (change_expired). A change that no longer applies (the principal name
-// was taken meanwhile) is refused with the reason and the error returned.
-func (s *Service) ApprovePendingChange(ctx context.Context, p Principal, id uuid.UUID) (PendingChange, error) {
-	return s.decide(ctx, p, id, true, "")
-}
-
-// RefusePendingChange refuses a pending change; any on-call principal may,
-// including the one who asked (to withdraw it).
-func (s *Service) RefusePendingChange(ctx context.Context, p Principal, id uuid.UUID, reason string) (PendingChange, error) {
-	if strings.TrimSpace(reason) == "" || len(reason) > MaxTextLen {
-		return PendingChange{}, Invalid("reason", "is required, at most %d characters", MaxTextLen)
-	}
-	return s.decide(ctx, p, id, false, reason)
-}
-
-func (s *Service) decide(ctx context.Context, p Principal, id uuid.UUID, approve bool, reason string) (PendingChange, error) {
-	if err := Authorize(p, ActionAdminister); err != nil {
-		return PendingChange{}, err
-	}
-	var (
-		c        PendingChange
-		decision error
-		asker    uuid.UUID
-	)
-	if approve {
-		// Who asked never changes: read it first, so the requester's row
-		// is locked before the change's, in the order DisablePrincipal
-		// takes them.
-		pre, err := s.store.PendingChange(ctx, id)
-		if err != nil {
-			return PendingChange{}, err
-		}
-		asker = pre.RequestedBy
-	}
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		decision = nil
-		now := s.Now()
-		var requester PrincipalRecord
-		if approve {
-			var err error
-			if requester, err = tx.Principals().PrincipalForUpdate(ctx, asker); err != nil {
-				return err
-			}
-		}
-		var err error
-		if c, err = tx.Principals().PendingChangeForUpdate(ctx, id); err != nil {
-			return err
-		}
-		if c.Status != PendingOpen {
-			return Conflict("change_not_pending", "change %s is %s", c.ID, c.Status)
-		}
-		if !now.Before(c.ExpiresAt) {
-			decision = Conflict("change_expired", "change %s expired at %s", c.ID, c.ExpiresAt.Format(time.RFC3339))
-			return s.closeChange(ctx, tx, &c, PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, EventTypeChangeExpired)
-		}
-		if !approve {
-			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), reason, now, EventTypeChangeRefused)
-		}
-		if err := s.checkApprover(ctx, tx, p, c); err != nil {
-			return err
-		}
-		if requester.Disabled() {
-			// Disabling withdraws a principal's open changes; this guards
-			// any that a disable left open (one committed by a replica
-			// that did not withdraw them): a disabled principal's request
-			// never takes effect.
-			decision = Conflict("requester_disabled", "change %s was asked for by principal %s, disabled since", c.ID, requester.ID)
-			return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), "cannot apply: the requester is disabled", now, EventTypeChangeRefused)
-		}
-		part, err := s.applyChange(ctx, tx, p, c, now)
-		if err != nil {
-			var conflict *ConflictError
-			var invalid *ValidationError
-			if errors.As(err, &conflict) || errors.As(err, &invalid) || errors.Is(err, ErrNotFound) {
-				// The change can no longer apply: it is refused, for good.
-				decision = err
-				return s.closeChange(ctx, tx, &c, PendingRefused, p.ID, p.Actor(), "cannot apply: "+err.Error(), now, EventTypeChangeRefused)
-			}
-			return err
-		}
-		if err := s.closeChange(ctx, tx, &c, PendingApplied, p.ID, p.Actor(), "", now, EventTypeChangeApproved); err != nil {
-			return err
-		}
-		c.IssuedTokenPart = part
-		return nil
-	})
-	// An applied change may have changed who is the same person as whom
-	// (oidc_link): cached principals are read again.
-	s.tokens.flush()
-	if err != nil {
-		return PendingChange{}, err
-	}
-	return c, decision
-}
-
-// checkApprover refuses p as the second person of c: a link, which its
-// identity confirms instead; anyone the two-person rule refuses
-// (CheckSecondPerson).
-func (s *Service) checkApprover(ctx context.Context, tx Tx, p Principal, c PendingChange) error {
-	if c.Kind == ChangeOIDCLink {
-		// Whoever holds the identity confirms it (ConfirmOIDCLink); no
-		// approver, the link's target included, speaks for them.
-		return Conflict("oidc_link_needs_identity", "change %s is confirmed by the identity it links: its holder signs in to the console through OpenID Connect and confirms it there", c.ID)
-	}
-	return CheckSecondPerson(ctx, tx.Principals(), s.access.dev, p, c.RequestedBy, SubjectChange)
-}
-
 // changeApplier applies an approved pending change of one kind in tx, as
-// approved by p. It returns the second part of a split credential when the
-// change issues one (principal_create), else "".
+// approved by p. The string result is for kinds that hand the approver a
+// secret; the core's hand none and return "".
 type changeApplier func(s *Service, ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error)
 
-// changeAppliers is the table of change kinds: the file that owns each
-// kind provides its applier, beside the request that records it.
+// changeAppliers is the table of the core's change kinds: the file that
+// owns each kind provides its applier, beside the request that records
+// it. The kinds of principals, credentials and identities are
+// ledger/access's, which applies them itself and the rest through
+// ApplyChange.
 var changeAppliers = map[ChangeKind]changeApplier{
-	ChangePrincipalCreate:           (*Service).applyPrincipalCreateChange,           // pending.go
-	ChangeRoleGrant:                 (*Service).applyRoleGrantChange,                 // pending.go
-	ChangeCredentialCreate:          (*Service).applyCredentialCreateChange,          // principals.go
-	ChangeOrgUpdate:                 (*Service).applyOrgChange,                       // admin.go
-	ChangeTaskClassUpdate:           (*Service).applyTaskClassChange,                 // admin.go
-	ChangeTaskClassPolicyUpdate:     (*Service).applyTaskClassPolicyChange,           // dispatchguard.go
-	ChangeWriteOffThreshold:         (*Service).applyThresholdChange,                 // threshold.go
-	ChangeBudgetTenants:             (*Service).applyBudgetTenantsChange,             // budgettenants.go
-	ChangeOIDCLink:                  (*Service).applyOIDCLinkChange,                  // oidc.go
-	ChangeNoIdentityProviderAccount: (*Service).applyNoIdentityProviderAccountChange, // oidc.go
+	ChangeOrgUpdate:             (*Service).applyOrgChange,             // admin.go
+	ChangeTaskClassUpdate:       (*Service).applyTaskClassChange,       // admin.go
+	ChangeTaskClassPolicyUpdate: (*Service).applyTaskClassPolicyChange, // dispatchguard.go
+	ChangeWriteOffThreshold:     (*Service).applyThresholdChange,       // threshold.go
+	ChangeBudgetTenants:         (*Service).applyBudgetTenantsChange,   // budgettenants.go
 }
 
-// applyChange applies c as approved by p, in tx. It returns the second
-// part of the split credential it issued, if any.
-func (s *Service) applyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
+// ApplyChange applies c, an approved change of one of the core's kinds
+// (org, task class, task-class policy, write-off threshold, budget
+// tenants), as approved by p, in tx. A kind the core does not own is an
+// error: the access service applies its own kinds before asking here.
+func (s *Service) ApplyChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) error {
 	apply, ok := changeAppliers[c.Kind]
 	if !ok {
-		return "", fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
+		return fmt.Errorf("pending change %s: unknown kind %q", c.ID, c.Kind)
 	}
-	return apply(s, ctx, tx, p, c, now)
+	_, err := apply(s, ctx, tx, p, c, now)
+	return err
 }
 
-// changePayload decodes the payload of c.
-func changePayload[P any](c PendingChange) (P, error) {
+// DecodeChangePayload decodes the payload of c.
+func DecodeChangePayload[P any](c PendingChange) (P, error) {
 	var pl P
 	if err := json.Unmarshal(c.Payload, &pl); err != nil {
 		return pl, fmt.Errorf("decode pending change %s: %w", c.ID, err)
@@ -392,80 +230,39 @@ func changePayload[P any](c PendingChange) (P, error) {
 	return pl, nil
 }
 
-// applyPrincipalCreateChange applies an approved principal_create change.
-func (s *Service) applyPrincipalCreateChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[principalCreatePayload](c)
-	if err != nil {
-		return "", err
-	}
-	return s.applyPrincipalCreate(ctx, tx, p, pl, now, c.ID.String())
+// ChangeOIDCLink links an OpenID Connect identity to an existing person
+// principal: whoever holds the identity signs in as that principal. The
+// identity's holder confirms it (access.Service.ConfirmOIDCLink); no approval applies it.
+const ChangeOIDCLink ChangeKind = "oidc_link"
+
+// OIDCLinkPayload is an oidc_link change.
+type OIDCLinkPayload struct {
+	PrincipalID uuid.UUID `json:"principal_id"`
+	Issuer      string    `json:"issuer"`
+	Subject     string    `json:"subject"`
 }
 
-// applyRoleGrantChange applies an approved role_grant change.
-func (s *Service) applyRoleGrantChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[roleGrantPayload](c)
-	if err != nil {
-		return "", err
-	}
-	_, err = s.applyRoleGrant(ctx, tx, p.Actor(), pl, now, c.ID.String())
-	return "", err
+// ChangeNoIdentityProviderAccount marks a person principal as a person
+// with no account at the identity provider: an OpenID Connect identity
+// signing in on its own cannot then be that person.
+const ChangeNoIdentityProviderAccount ChangeKind = "no_identity_provider_account"
+
+// NoIdentityProviderAccountPayload is a no_identity_provider_account
+// change.
+type NoIdentityProviderAccountPayload struct {
+	PrincipalID uuid.UUID `json:"principal_id"`
 }
 
-// applyPrincipalCreate creates an approved principal_create change's
-// principal with its first credential. A split credential's second part is
-// made here, returned for the approver and never stored: only the joined
-// credential's hash is.
-func (s *Service) applyPrincipalCreate(ctx context.Context, tx Tx, p Principal, pl principalCreatePayload, now time.Time, change string) (string, error) {
-	if _, err := tx.Principals().PrincipalByNameForUpdate(ctx, NameKey(pl.Principal.Name)); err == nil {
-		return "", Conflict("principal_name_taken", "a principal named %q exists", pl.Principal.Name)
-	} else if !errors.Is(err, ErrNotFound) {
-		return "", err
-	}
-	if pl.Principal.Kind == KindPerson && len(pl.TokenPartHash) == 0 {
-		// Asked for before credentials were split: its requester was given
-		// the whole token, so it never takes effect.
-		return "", Conflict("credential_not_split", "the credential of person %q was given whole to its requester; ask again", pl.Principal.Name)
-	}
-	part := ""
-	if len(pl.TokenPartHash) > 0 {
-		part = newTokenPart(true)
-		pl.Token.Hash = joinedTokenHash(pl.TokenPartHash, part)
-	}
-	return part, s.createPrincipal(ctx, tx, p.Actor(), pl.Principal, pl.Token, now, change)
+// DefaultPendingChangeTTL is how long a privileged change waits for its
+// second approver.
+const DefaultPendingChangeTTL = 24 * time.Hour
+
+// changePolicy is how the core's privileged changes are asked for.
+type changePolicy struct {
+	dev        bool
+	pendingTTL time.Duration
 }
 
-func (s *Service) closeChange(ctx context.Context, tx Tx, c *PendingChange, st PendingStatus, by uuid.UUID, actor, reason string, now time.Time, typ EventType) error {
-	c.Status, c.DecidedBy, c.DecidedAt, c.DecisionReason = st, by, now, reason
-	if err := tx.Principals().DecidePendingChange(ctx, *c); err != nil {
-		return err
-	}
-	data, err := changeDecided(typ, ChangeDecision{Kind: string(c.Kind), Target: c.Target, Status: string(st), Reason: reason})
-	if err != nil {
-		return err
-	}
-	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + c.ID.String(), Type: typ, At: now, Actor: actor}, data)
-	return err
-}
-
-// ExpirePendingChanges expires every pending change past its expiry, one
-// change_expired event each, and returns how many. The sweep calls it; it
-// is safe on every replica at once.
-func (s *Service) ExpirePendingChanges(ctx context.Context) (int, error) {
-	n := 0
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		n = 0
-		now := s.Now()
-		due, err := tx.Principals().ExpiredPendingChangesForUpdate(ctx, now)
-		if err != nil {
-			return err
-		}
-		for i := range due {
-			if err := s.closeChange(ctx, tx, &due[i], PendingExpired, uuid.Nil, "system:pending_changes", "not decided in time", now, EventTypeChangeExpired); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
-	})
-	return n, err
-}
+// immediate reports whether p's privileged changes take effect without a
+// second approver: only the bootstrap principal's, and only under dev.
+func (c changePolicy) immediate(p Principal) bool { return c.dev && p.Bootstrap }

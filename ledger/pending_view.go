@@ -9,7 +9,7 @@ import (
 // ApprovableBy reports whether p may approve c now: c is pending and p is
 // an on-call principal of another person than the one that asked
 // (Principal.SamePerson), and c is not an oidc_link, which the identity it
-// links confirms instead (OIDCLinkToConfirm). ApprovePendingChange
+// links confirms instead (OIDCLinkToConfirm). access.Service.ApprovePendingChange
 // refuses everyone else; the console asks it which controls to show.
 // (Expiry is checked when the decision is made: a change past its expiry
 // is expired then, not applied.)
@@ -50,7 +50,7 @@ func (c PendingChange) TaskClassPolicyUpdate() (TaskClassPolicy, bool) {
 // PrincipalCreate is the principal a principal_create change creates (its
 // credential's hash stays in the payload). ok is false for any other kind.
 func (c PendingChange) PrincipalCreate() (PrincipalRecord, bool) {
-	var pl principalCreatePayload
+	var pl PrincipalCreatePayload
 	if c.Kind != ChangePrincipalCreate || json.Unmarshal(c.Payload, &pl) != nil {
 		return PrincipalRecord{}, false
 	}
@@ -60,7 +60,7 @@ func (c PendingChange) PrincipalCreate() (PrincipalRecord, bool) {
 // RoleGrant is what a role_grant change grants: the principal, the role
 // and, for an orchestrator, the tenant. ok is false for any other kind.
 func (c PendingChange) RoleGrant() (principalID uuid.UUID, role Role, tenant string, ok bool) {
-	var pl roleGrantPayload
+	var pl RoleGrantPayload
 	if c.Kind != ChangeRoleGrant || json.Unmarshal(c.Payload, &pl) != nil {
 		return uuid.Nil, "", "", false
 	}
@@ -70,9 +70,25 @@ func (c PendingChange) RoleGrant() (principalID uuid.UUID, role Role, tenant str
 // OIDCLink is what an oidc_link change links: the OpenID Connect identity
 // and the principal. ok is false for any other kind.
 func (c PendingChange) OIDCLink() (principalID uuid.UUID, issuer, subject string, ok bool) {
-	var pl oidcLinkPayload
+	var pl OIDCLinkPayload
 	if c.Kind != ChangeOIDCLink || json.Unmarshal(c.Payload, &pl) != nil {
 		return uuid.Nil, "", "", false
 	}
 	return pl.PrincipalID, pl.Issuer, pl.Subject, true
+}
+
+// OIDCPrincipalID is the id of the principal recorded for an identity at
+// its first sign-in: derived from the issuer and subject, so it is the
+// same on every replica and for every concurrent sign-in, and it is the
+// id console sessions of the identity acted as before they were
+// principals.
+func OIDCPrincipalID(issuer, subject string) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte(issuer+"#"+subject))
+}
+
+// OIDCLinkToConfirm reports whether c is an oidc_link change waiting for
+// the identity p is signed in as: the console offers p to confirm it.
+func (c PendingChange) OIDCLinkToConfirm(p Principal) bool {
+	_, issuer, subject, ok := c.OIDCLink()
+	return ok && p.OIDCSession && c.Status == PendingOpen && p.ID == OIDCPrincipalID(issuer, subject)
 }

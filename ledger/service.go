@@ -25,8 +25,7 @@ type Service struct {
 	validateJWKS     func([]byte) error
 	validateAgent    func(cardURL string, allowedHosts []string) error
 	validateDispatch func(message []byte) error
-	tokens           tokenCache
-	access           accessPolicy
+	changes          changePolicy
 	jwks             *orgJWKS
 	// thresholds are the configured write-off approval thresholds, in
 	// force until approved changes set others (EffectiveWriteOffThresholds).
@@ -51,16 +50,8 @@ type Config struct {
 	// Dev is what `quittance dev` (make run) runs: changes made with the
 	// bootstrap credential take effect at once, so one developer can try
 	// everything alone. Every other principal is held to the two-person
-	// rule in every mode.
+	// rule in every mode (the access service's Dev must be the same).
 	Dev bool
-	// PersonCredentialTTL is how long a credential of a person principal
-	// lasts unless the request sets its expiry (default 30 days).
-	PersonCredentialTTL time.Duration
-	// PersonCredentialMaxTTL is the longest a person's credential may be
-	// issued for, an expiry the request sets included (default 90 days):
-	// a person's credential is not a machine's, and whoever holds a stolen
-	// one holds it until it expires.
-	PersonCredentialMaxTTL time.Duration
 	// PendingChangeTTL is how long a privileged change waits for its
 	// approval before it expires (default 24h).
 	PendingChangeTTL time.Duration
@@ -103,14 +94,8 @@ func NewService(cfg Config) *Service {
 	if cfg.ValidateDispatchMessage == nil {
 		cfg.ValidateDispatchMessage = func([]byte) error { return nil }
 	}
-	if cfg.PersonCredentialTTL <= 0 {
-		cfg.PersonCredentialTTL = DefaultPersonCredentialTTL
-	}
 	if cfg.PendingChangeTTL <= 0 {
 		cfg.PendingChangeTTL = DefaultPendingChangeTTL
-	}
-	if cfg.PersonCredentialMaxTTL <= 0 {
-		cfg.PersonCredentialMaxTTL = max(DefaultPersonCredentialMaxTTL, cfg.PersonCredentialTTL)
 	}
 	if cfg.ValidateJWKSURL == nil {
 		cfg.ValidateJWKSURL = func(string) error { return nil }
@@ -131,7 +116,7 @@ func NewService(cfg Config) *Service {
 		},
 		store: cfg.Store, clock: cfg.Clock, validateJWKS: cfg.ValidateJWKS,
 		validateAgent: cfg.ValidateAgentEndpoint, validateDispatch: cfg.ValidateDispatchMessage,
-		access:     accessPolicy{dev: cfg.Dev, personTTL: cfg.PersonCredentialTTL, personMaxTTL: cfg.PersonCredentialMaxTTL, pendingTTL: cfg.PendingChangeTTL},
+		changes:    changePolicy{dev: cfg.Dev, pendingTTL: cfg.PendingChangeTTL},
 		thresholds: ThresholdConfig{DefaultMinor: cfg.WriteOffApprovalThresholdMinor, Currencies: cfg.WriteOffApprovalThresholdsMinor},
 	}
 }
@@ -154,7 +139,9 @@ var (
 	DefaultListLimit = 50
 )
 
-func checkID(field, v string) error {
+// CheckID refuses an id (of an org, a budget, a tenant) that is not 1-128
+// characters of letters, digits, '.', '_', ':' or '-'.
+func CheckID(field, v string) error {
 	if !idPattern.MatchString(v) {
 		return Invalid(field, "must be 1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
 	}
@@ -218,10 +205,10 @@ func (in CreateInput) validate() error {
 	case !classPattern.MatchString(in.TaskClass):
 		return Invalid("task_class", "must be lower-case letters, digits and '_', starting with a letter")
 	}
-	if err := checkID("org_id", in.OrgID); err != nil {
+	if err := CheckID("org_id", in.OrgID); err != nil {
 		return err
 	}
-	if err := checkID("budget_id", in.BudgetID); err != nil {
+	if err := CheckID("budget_id", in.BudgetID); err != nil {
 		return err
 	}
 	return CheckCurrency("hold.currency", in.Hold.Currency)

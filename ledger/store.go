@@ -62,7 +62,6 @@ type Reader interface {
 	TaskClassPolicy(ctx context.Context, org, tenant string) (TaskClassPolicy, error)
 	// TaskClassPolicies returns the task-class policies at org, by tenant.
 	TaskClassPolicies(ctx context.Context, org string) ([]TaskClassPolicy, error)
-	PrincipalReader
 	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]DelegationLink, error)
 }
@@ -158,9 +157,9 @@ type Tx interface {
 	// Admin is the same transaction, for the administration of orgs,
 	// their keys, task classes and write-off thresholds.
 	Admin() AdminTx
-	// Principals is the same transaction as the access store: principals,
-	// credentials, pending changes and OpenID Connect identities.
-	Principals() PrincipalTx
+	// InsertPendingChange records a privileged change waiting for its
+	// second person (RequestChange).
+	InsertPendingChange(ctx context.Context, c PendingChange) error
 }
 
 // AdminTx is the part of a transaction that administers orgs, their

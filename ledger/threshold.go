@@ -168,7 +168,7 @@ func (s *Service) RequestWriteOffThreshold(ctx context.Context, p Principal, cur
 			return nil
 		}
 		pl := thresholdPayload{Minor: minor, Currency: currency}
-		if s.access.immediate(p) {
+		if s.changes.immediate(p) {
 			out, err = s.applyWriteOffThreshold(ctx, tx, p, pl, now, uuid.Nil)
 			return err
 		}
@@ -176,8 +176,8 @@ func (s *Service) RequestWriteOffThreshold(ctx context.Context, p Principal, cur
 		if currency != "" {
 			what += " for " + currency
 		}
-		pc, err := s.requestChange(ctx, tx, p, now, ChangeWriteOffThreshold, "write_off_threshold", pl,
-			fmt.Sprintf("set %s from %d to %d minor units", what, out.Minor, minor))
+		pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeWriteOffThreshold, Target: "write_off_threshold", Payload: pl,
+			Summary: fmt.Sprintf("set %s from %d to %d minor units", what, out.Minor, minor)})
 		pending = &pc
 		return err
 	})
@@ -225,7 +225,7 @@ func (s *Service) applyWriteOffThreshold(ctx context.Context, tx Tx, p Principal
 
 // applyThresholdChange applies an approved write_off_threshold_update.
 func (s *Service) applyThresholdChange(ctx context.Context, tx Tx, p Principal, c PendingChange, now time.Time) (string, error) {
-	pl, err := changePayload[thresholdPayload](c)
+	pl, err := DecodeChangePayload[thresholdPayload](c)
 	if err != nil {
 		return "", err
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // benchConfig is the bench subcommand's flags.
@@ -469,7 +469,7 @@ func (r *lifecycleRun) startReplicas(ctx context.Context, replicas, conns int) (
 	if err != nil {
 		return "", err
 	}
-	admin := ledger.NewTokenSecret()
+	admin := access.NewTokenSecret()
 	env := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}
 	if r.cfg.Pprof {
 		if r.debugAddr, err = freeAddr(); err != nil {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // The data-scale bench: reconciliation reads (the first page of
@@ -570,7 +570,7 @@ func runRecon(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, re
 	if err != nil {
 		return err
 	}
-	admin := ledger.NewTokenSecret()
+	admin := access.NewTokenSecret()
 	svc, err := startService(ctx, serviceConfig{
 		Binary: h.binary, Addr: addr, DatabaseURL: dbURL, Token: admin,
 		LogPath: filepath.Join(h.dir, "quittance_scale_recon.log"),
@@ -765,7 +765,7 @@ func runSweep(ctx context.Context, h *harness, cfg scaleConfig, dbURL string, co
 	if err != nil {
 		return nil, err
 	}
-	admin := ledger.NewTokenSecret()
+	admin := access.NewTokenSecret()
 	svcs, err := startReplicas(ctx, h, replicaSet{n: cfg.SweepReplicas, dbURL: dbURL, token: admin, name: "quittance_scale_sweep", env: func(int) []string {
 		// Info level: each replica logs how many obligations it moved.
 		return []string{"QUITTANCE_SWEEP_INTERVAL=250ms", "QUITTANCE_A2A_STREAMING=false", "QUITTANCE_LOG_LEVEL=info"}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/sql/pgstore"
 )
 
@@ -269,7 +270,7 @@ func (s *soak) startReplicas(ctx context.Context) error {
 		return err
 	}
 	s.defers(lb.close)
-	s.admin = ledger.NewTokenSecret()
+	s.admin = access.NewTokenSecret()
 	env := soakEnv(lb.URL)
 	s.replicas = make([]*replica, cfg.Replicas)
 	s.clients = make([]*client, cfg.Replicas)

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // issuedCLI is what token create and credentials rotate print.
@@ -176,7 +176,7 @@ func TestCLICredentialLifetimeLabelAndLastUse(t *testing.T) {
 	}
 	for _, listing := range []string{out, out2, out3} {
 		for _, secret := range []string{fin.Token, orch.Token, spare.Token, e.oncall, e.oncall2} {
-			h := ledger.HashToken(secret)
+			h := access.HashToken(secret)
 			if strings.Contains(listing, secret) || strings.Contains(listing, hex.EncodeToString(h)) ||
 				strings.Contains(listing, base64.StdEncoding.EncodeToString(h)) || strings.Contains(listing, base64.RawURLEncoding.EncodeToString(h)) {
 				t.Fatalf("credentials list shows a secret or its hash:\n%s", listing)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/sql/pgtest"
 )
 
@@ -54,7 +54,7 @@ func startService(t *testing.T, extraEnv ...string) *cliEnv {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	ownerURL := pool.Config().ConnString()
-	token := ledger.NewTokenSecret()
+	token := access.NewTokenSecret()
 	env := map[string]string{
 		"DATABASE_URL": pgtest.ServiceURL(t, ownerURL), "QUITTANCE_MIGRATION_DATABASE_URL": ownerURL,
 		"QUITTANCE_ADDR":            "127.0.0.1:0",

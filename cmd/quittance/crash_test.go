@@ -34,7 +34,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/delegate"
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/failpoint"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -124,7 +124,7 @@ type crashEnv struct {
 // into the org's registration).
 func newCrashEnv(t *testing.T, point string, org map[string]any, env map[string]string) *crashEnv {
 	t.Helper()
-	e := &crashEnv{t: t, bin: failpointBinary(t), bootstrap: ledger.NewTokenSecret(), logDir: t.TempDir(),
+	e := &crashEnv{t: t, bin: failpointBinary(t), bootstrap: access.NewTokenSecret(), logDir: t.TempDir(),
 		signer: compensationtest.NewEd25519Signer(t, "supplier-key-1")}
 	e.env = map[string]string{
 		"DATABASE_URL": pgtest.URL(t), "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN": e.bootstrap,

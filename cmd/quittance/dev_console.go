@@ -14,6 +14,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/app"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // What `quittance dev` seeds for the console walk-through: a second on-call
@@ -61,7 +62,7 @@ func newDevConsole(getenv func(string) string, cfg config, stdout io.Writer) (*d
 	case err == nil:
 		d.second = strings.TrimSpace(string(b))
 	case errors.Is(err, os.ErrNotExist):
-		d.second = ledger.NewTokenSecret()
+		d.second = access.NewTokenSecret()
 		if err := os.WriteFile(d.path, []byte(d.second), 0o600); err != nil {
 			return nil, fmt.Errorf("save the second dev on-call token: %w", err)
 		}
@@ -89,7 +90,7 @@ func chainHooks(hooks ...readyHook) readyHook {
 // the service listens.
 func (d *devConsole) onReady(ctx context.Context, a *app.App, addr net.Addr) error {
 	svc := a.Ledger
-	if _, err := svc.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall-2"}, d.second); err != nil {
+	if _, err := a.Access.EnsureToken(ctx, access.TokenInput{Role: ledger.RoleOncall, Name: "oncall-2"}, d.second); err != nil {
 		return fmt.Errorf("second dev on-call token: %w", err)
 	}
 	fmt.Fprintf(d.stdout, "Console: http://%s/console/\n  Sign in with the on-call token above. A second on-call person, to approve write-offs above %s,\n  signs in with (also in %s):\n  %s\n",
@@ -97,7 +98,7 @@ func (d *devConsole) onReady(ctx context.Context, a *app.App, addr net.Addr) err
 	if !d.seed {
 		return nil
 	}
-	p, err := svc.Authenticate(ctx, d.cfg.BootstrapToken)
+	p, err := a.Access.Authenticate(ctx, d.cfg.BootstrapToken)
 	if err != nil {
 		return fmt.Errorf("seed demo obligations: %w", err)
 	}
@@ -135,12 +136,12 @@ func seedConsoleDemo(ctx context.Context, a *app.App, oncall ledger.Principal, t
 	}); err != nil {
 		return err
 	}
-	issued, err := svc.CreateToken(ctx, oncall, ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: devConsoleTenant, Name: "console-demo-orchestrator"})
+	issued, err := a.Access.CreateToken(ctx, oncall, access.TokenInput{Role: ledger.RoleOrchestrator, Tenant: devConsoleTenant, Name: "console-demo-orchestrator"})
 	if err != nil {
 		return err
 	}
 	tok, secret := issued.Token, issued.Secret
-	orch, err := svc.Authenticate(ctx, secret)
+	orch, err := a.Access.Authenticate(ctx, secret)
 	if err != nil || orch.TokenID != tok.ID {
 		return fmt.Errorf("demo orchestrator token: %w", err)
 	}

@@ -94,7 +94,7 @@ func (d *devDemo) onReady() readyHook {
 // the dev on-call token, unless it is already registered exactly so.
 func (d *devDemo) register(ctx context.Context, a *app.App, _ net.Addr) error {
 	svc := a.Ledger
-	p, err := svc.Authenticate(ctx, d.bootstrap)
+	p, err := a.Access.Authenticate(ctx, d.bootstrap)
 	if err != nil {
 		return fmt.Errorf("register the demo agent: %w", err)
 	}

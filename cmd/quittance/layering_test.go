@@ -63,8 +63,8 @@ var layering = []layerRule{
 		forbid: []string{"ledger/access/...", "ledger/audit/...", "ledger/report/..."},
 	},
 	{
-		why:    "ledger/report and ledger/audit import no other domain package, no store and no HTTP handler",
-		covers: []string{"ledger/report/...", "ledger/audit/..."},
+		why:    "ledger/access, ledger/report and ledger/audit import no other domain package, no store and no HTTP handler",
+		covers: []string{"ledger/access/...", "ledger/report/...", "ledger/audit/..."},
 		forbid: []string{"compensation/...", "delegate/...", "sql/...", "cmd/..."},
 	},
 	{
@@ -209,6 +209,7 @@ func TestLayeringCatchesViolations(t *testing.T) {
 	clean := map[string][]string{
 		m("ledger"):                                 {m("ledger/failpoint"), "encoding/json"},
 		m("ledger/failpoint"):                       {},
+		m("ledger/access"):                          {m("ledger")},
 		m("ledger/report"):                          {m("ledger")},
 		m("ledger/audit"):                           {m("ledger")},
 		m("ledger/webhook"):                         {m("ledger"), m("delegate/egress"), "net/http"},
@@ -237,6 +238,9 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		{m("ledger/failpoint"), "github.com/danielgtaylor/huma/v2", "domain packages"},
 		{m("ledger"), m("compensation"), "ledger imports no other domain package"},
 		{m("ledger"), m("ledger/report"), "the ledger core imports none"},
+		{m("ledger"), m("ledger/access"), "the ledger core imports none"},
+		{m("ledger/access"), m("compensation"), "ledger/access, ledger/report and ledger/audit import"},
+		{m("ledger/access"), m("cmd/quittance/internal/httpapi"), "ledger/access, ledger/report and ledger/audit import"},
 		{m("ledger/audit"), m("delegate"), "ledger/report and ledger/audit import"},
 		{m("ledger/webhook"), m("delegate"), "ledger/webhook imports no delegate package"},
 		{m("ledger/webhook"), m("delegate/a2a"), "ledger/webhook imports no delegate package"},

@@ -34,6 +34,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -612,7 +613,7 @@ type faultSetup struct {
 
 func newFaultSetup(t *testing.T, dbURL, serviceURL string) *faultSetup {
 	t.Helper()
-	oncall := ledger.NewTokenSecret()
+	oncall := access.NewTokenSecret()
 	api := newTestClient(inProcessService(t, serviceURL, oncall))
 	signer := compensationtest.NewEd25519Signer(t, "supplier-key-1")
 	orch, _, _ := fixtures(t, api, oncall, signer, nil)

@@ -30,6 +30,7 @@ import (
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgcluster"
@@ -225,7 +226,7 @@ func devBootstrapToken(cfg *config, stdout io.Writer) error {
 	case err == nil:
 		cfg.BootstrapToken = string(b)
 	case errors.Is(err, os.ErrNotExist):
-		cfg.BootstrapToken = ledger.NewTokenSecret()
+		cfg.BootstrapToken = access.NewTokenSecret()
 		if err := os.WriteFile(path, []byte(cfg.BootstrapToken), 0o600); err != nil {
 			return fmt.Errorf("save the dev token: %w", err)
 		}
@@ -279,7 +280,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 	// Credential revocations reach this replica's authentication cache
 	// through LISTEN/NOTIFY; pending changes expire.
-	defer runBackground(ctx, log, svc.Metrics, "principals", func(ctx context.Context) error { return svc.Ledger.Run(ctx, time.Minute) })()
+	defer runBackground(ctx, log, svc.Metrics, "principals", func(ctx context.Context) error { return svc.Access.Run(ctx, time.Minute) })()
 	if err := ensureBootstrapToken(ctx, cfg, svc, log); err != nil {
 		return err
 	}
@@ -412,9 +413,9 @@ func ensureBootstrapToken(ctx context.Context, cfg config, svc *app.App, log *sl
 	if cfg.BootstrapToken == "" {
 		return nil
 	}
-	_, err := svc.Ledger.EnsureToken(ctx, ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken)
+	_, err := svc.Access.EnsureToken(ctx, access.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, cfg.BootstrapToken)
 	switch {
-	case errors.Is(err, ledger.ErrCredentialRetired):
+	case errors.Is(err, access.ErrCredentialRetired):
 		// Retired on purpose: it stays refused, and the service starts.
 		log.Warn("the bootstrap token is revoked; QUITTANCE_BOOTSTRAP_TOKEN can be removed from the configuration")
 	case err != nil:

@@ -28,7 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgtest"
 )
@@ -63,7 +63,7 @@ func TestReplicasStartTogether(t *testing.T) {
 			if fresh {
 				dbURL = pgtest.EmptyURL(t)
 			}
-			token := ledger.NewTokenSecret()
+			token := access.NewTokenSecret()
 			env := []string{
 				"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 				"DATABASE_URL=" + dbURL, "QUITTANCE_ADDR=127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN=" + token,
@@ -127,7 +127,7 @@ func TestReplicasStartTogether(t *testing.T) {
 				(SELECT count(*) FROM api_tokens WHERE token_hash = $1),
 				(SELECT count(*) FROM events WHERE type = 'token_created'),
 				(SELECT count(*) FROM task_classes),
-				(SELECT count(*) FROM goose_db_version WHERE version_id > 0)`, ledger.HashToken(token)).
+				(SELECT count(*) FROM goose_db_version WHERE version_id > 0)`, access.HashToken(token)).
 				Scan(&tokens, &tokenEvents, &classes, &applied); err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ const (
 	// session ends when the token is revoked.
 	SourceToken Source = "token"
 	// SourceOIDC: through the OpenID Connect identity provider; the
-	// principal is the one ledger.Service.SignInOIDC resolved the identity
+	// principal is the one access.Service.SignInOIDC resolved the identity
 	// to, and the session ends when that principal is disabled.
 	SourceOIDC Source = "oidc"
 )

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/sql/pgstore"
 )
 
@@ -17,7 +18,7 @@ func TestEnsureTokenConcurrent(t *testing.T) {
 	b := setup(t)
 	const callers = 4
 	for round := range 25 {
-		secret := ledger.NewTokenSecret()
+		secret := access.NewTokenSecret()
 		var (
 			wg    sync.WaitGroup
 			start = make(chan struct{})
@@ -26,10 +27,12 @@ func TestEnsureTokenConcurrent(t *testing.T) {
 		)
 		for i := range callers {
 			// A service each, as each replica has its own.
-			svc := ledger.NewService(ledger.Config{Store: pgstore.New(b.pool), Clock: fixedClock{epoch}})
+			store := pgstore.New(b.pool)
+			core := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
+			svc := access.NewService(access.Config{Store: store.Principals(), Ledger: core, Clock: fixedClock{epoch}})
 			wg.Go(func() {
 				<-start
-				got[i], errs[i] = svc.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, secret)
+				got[i], errs[i] = svc.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, secret)
 			})
 		}
 		close(start)
@@ -45,7 +48,7 @@ func TestEnsureTokenConcurrent(t *testing.T) {
 		var tokens, events int
 		if err := b.pool.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM api_tokens WHERE token_hash = $1),
-			(SELECT count(*) FROM events WHERE stream = 'token:' || $2::text)`, ledger.HashToken(secret), got[0].ID).
+			(SELECT count(*) FROM events WHERE stream = 'token:' || $2::text)`, access.HashToken(secret), got[0].ID).
 			Scan(&tokens, &events); err != nil {
 			t.Fatal(err)
 		}
@@ -54,11 +57,12 @@ func TestEnsureTokenConcurrent(t *testing.T) {
 		}
 	}
 	// A secret that exists as another kind of token is still refused.
-	secret := ledger.NewTokenSecret()
-	if _, err := b.svc.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleFinance, Name: "finance"}, secret); err != nil {
+	secret := access.NewTokenSecret()
+	acc := access.NewService(access.Config{Store: b.store.Principals(), Ledger: b.svc, Clock: fixedClock{epoch}})
+	if _, err := acc.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleFinance, Name: "finance"}, secret); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.svc.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, secret); err == nil {
+	if _, err := acc.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, secret); err == nil {
 		t.Fatal("EnsureToken accepted a finance token as the on-call bootstrap token")
 	}
 }

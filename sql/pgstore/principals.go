@@ -10,14 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
 // credentialsChannel is notified, by a trigger, at the commit of every
 // transaction that revokes, expires or disables a credential or principal.
 const credentialsChannel = "quittance_credentials"
-
-var _ ledger.CredentialWatcher = (*Store)(nil)
 
 func (r reader) CredentialByHash(ctx context.Context, hash []byte) (ledger.Token, ledger.PrincipalRecord, error) {
 	row, err := r.q.CredentialAuthenticate(ctx, hash)
@@ -146,7 +145,7 @@ func (t *tx) TenantInUse(ctx context.Context, tenant string) (bool, error) {
 
 func (t *tx) InsertPrincipal(ctx context.Context, p ledger.PrincipalRecord) error {
 	err := t.q.PrincipalInsert(ctx, dbsqlc.PrincipalInsertParams{
-		ID: p.ID, Kind: string(p.Kind), DisplayName: p.Name, NameKey: ledger.NameKey(p.Name), Role: string(p.Role),
+		ID: p.ID, Kind: string(p.Kind), DisplayName: p.Name, NameKey: access.NameKey(p.Name), Role: string(p.Role),
 		Tenant: optional(p.Tenant), Bootstrap: p.Bootstrap, CreatedBy: nullUUID(p.CreatedBy), CreatedAt: p.CreatedAt,
 	})
 	if err != nil {
@@ -302,7 +301,7 @@ func (t *tx) RelinkOIDCIdentities(ctx context.Context, from, to, by uuid.UUID, a
 
 func (t *tx) InsertPrincipalIfAbsent(ctx context.Context, p ledger.PrincipalRecord) (bool, error) {
 	params := dbsqlc.PrincipalInsertIfAbsentParams{
-		ID: p.ID, Kind: string(p.Kind), DisplayName: p.Name, NameKey: ledger.NameKey(p.Name), Role: string(p.Role),
+		ID: p.ID, Kind: string(p.Kind), DisplayName: p.Name, NameKey: access.NameKey(p.Name), Role: string(p.Role),
 		Tenant: optional(p.Tenant), CreatedAt: p.CreatedAt,
 	}
 	for attempt := 0; attempt < 2; attempt++ {
@@ -319,7 +318,7 @@ func (t *tx) InsertPrincipalIfAbsent(ctx context.Context, p ledger.PrincipalReco
 			return false, fmt.Errorf("look up principal %s: %w", p.ID, interpretError(err))
 		}
 		// The name is another principal's: the id in the key keeps both.
-		params.NameKey = ledger.NameKey(p.Name) + "#" + p.ID.String()
+		params.NameKey = access.NameKey(p.Name) + "#" + p.ID.String()
 	}
 	return false, fmt.Errorf("insert principal %s: neither its id nor its name key is free", p.ID)
 }
@@ -370,7 +369,7 @@ func toOIDCIdentity(r dbsqlc.OidcIdentity) ledger.OIDCIdentity {
 // WatchCredentials holds a LISTEN connection on the credentials channel
 // until ctx ends or the connection fails. A connection can die silently
 // (a half-open TCP connection delivers nothing and reports nothing), so
-// it waits for a notification at most ledger.CredentialWatchInterval at a
+// it waits for a notification at most access.CredentialWatchInterval at a
 // time and then pings: a ping unanswered within a second ends the watch.
 // (The authentication cache stops answering a second after the last proof
 // anyway.)
@@ -387,7 +386,7 @@ func (s *Store) WatchCredentials(ctx context.Context, alive, changed func()) err
 	for {
 		// A wait that times out leaves the connection usable (pgx's
 		// default handler sets a read deadline; it does not close).
-		waitCtx, cancel := context.WithTimeout(ctx, ledger.CredentialWatchInterval)
+		waitCtx, cancel := context.WithTimeout(ctx, access.CredentialWatchInterval)
 		_, err := conn.WaitForNotification(waitCtx)
 		cancel()
 		switch {

@@ -7,6 +7,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // tx is one pgx transaction. It has every statement a transaction may
@@ -54,9 +55,26 @@ func (t *tx) lockStreamHeads(ctx context.Context, streams []string) error {
 	return nil
 }
 
-// Principals returns t itself: one transaction serves the ledger and
-// its access store alike.
-func (t *tx) Principals() ledger.PrincipalTx { return t }
+// Ledger returns t itself: one transaction serves the access store and
+// the ledger alike.
+func (t *tx) Ledger() ledger.Tx { return t }
+
+// Principals returns the store as the access store: principals,
+// credentials, pending changes and OpenID Connect identities.
+func (s *Store) Principals() access.Store { return principalStore{s} }
+
+type principalStore struct{ *Store }
+
+var (
+	_ access.Store             = principalStore{}
+	_ access.Tx                = (*tx)(nil)
+	_ access.CredentialWatcher = principalStore{}
+)
+
+// InTx runs fn in a transaction of the underlying Store.
+func (p principalStore) InTx(ctx context.Context, fn func(access.Tx) error) error {
+	return p.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
+}
 
 // Admin returns t itself: one transaction serves the ledger and its
 // administration alike.

@@ -1,4 +1,4 @@
--- OpenID Connect identities (ledger/PRINCIPALS.md#people-signed-in-by-openid-connect):
+-- OpenID Connect identities (ledger/access/PRINCIPALS.md#people-signed-in-by-openid-connect):
 -- which principal an identity provider's (issuer, subject) signs in as.
 
 -- name: OIDCIdentityGet :one

@@ -22,7 +22,7 @@ type OIDCIdentityGetParams struct {
 	Subject string
 }
 
-// OpenID Connect identities (ledger/PRINCIPALS.md#people-signed-in-by-openid-connect):
+// OpenID Connect identities (ledger/access/PRINCIPALS.md#people-signed-in-by-openid-connect):
 // which principal an identity provider's (issuer, subject) signs in as.
 func (q *Queries) OIDCIdentityGet(ctx context.Context, arg OIDCIdentityGetParams) (OidcIdentity, error) {
 	row := q.db.QueryRow(ctx, oIDCIdentityGet, arg.Issuer, arg.Subject)

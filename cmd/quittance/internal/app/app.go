@@ -17,6 +17,7 @@ import (
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/audit"
 	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/webhook"
@@ -113,8 +114,12 @@ type App struct {
 	Store *pgstore.Store
 	// Metrics records to Config.Registry.
 	Metrics *telemetry.Metrics
-	// Ledger records delegations, budgets, orgs, task classes and tokens.
+	// Ledger records delegations, budgets, orgs and task classes.
 	Ledger *ledger.Service
+	// Access authenticates, and serves principals, credentials, OpenID
+	// Connect identities and pending changes; run its background work
+	// (the authentication cache, expiries) with Access.Run.
+	Access *access.Service
 	// Compensation takes evidence, runs the deadline sweep and write-offs.
 	Compensation *compensation.Service
 	// Reports serves reconciliation.
@@ -175,8 +180,7 @@ func (a *App) buildDomain(cfg Config, log *slog.Logger) {
 			return delegate.ValidateAgentEndpoint(registration, cardURL, allowedHosts)
 		},
 		ValidateDispatchMessage: delegate.ValidateDispatchMessage,
-		Dev:                     cfg.Dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
-		PersonCredentialMaxTTL:          cfg.PersonCredentialMaxTTL,
+		Dev:                     cfg.Dev, PendingChangeTTL: cfg.PendingChangeTTL,
 		WriteOffApprovalThresholdMinor:  cfg.WriteOffApprovalThresholdMinor,
 		WriteOffApprovalThresholdsMinor: cfg.WriteOffApprovalThresholdsMinor,
 		// Orgs' JWKS URLs are fetched through the egress policy, as every
@@ -184,6 +188,10 @@ func (a *App) buildDomain(cfg Config, log *slog.Logger) {
 		FetchJWKS: jose.NewJWKSFetcher(egress.NewClient(cfg.Egress)), ValidateJWKSURL: registration.ValidateURL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, ObserveOrgJWKSFetch: metrics.OrgJWKSFetch,
 		Log: log.With(slog.String("component", "org_jwks")),
+	})
+	a.Access = access.NewService(access.Config{
+		Store: store.Principals(), Ledger: a.Ledger, Clock: cfg.Clock, Dev: cfg.Dev,
+		PersonCredentialTTL: cfg.PersonCredentialTTL, PersonCredentialMaxTTL: cfg.PersonCredentialMaxTTL,
 	})
 	a.Compensation = compensation.NewService(compensation.Config{
 		Store: store.Compensation(), Clock: cfg.Clock, Log: log, LedgerID: cfg.LedgerID,
@@ -242,7 +250,7 @@ func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
 	// One limiter for the API and the console: one set of buckets, one rule.
 	limiter := ratelimit.New(cfg.RateLimit, log.With(slog.String("component", "ratelimit")), time.Now)
 	a.API = httpapi.New(httpapi.Config{
-		Ledger: a.Ledger, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
+		Ledger: a.Ledger, Access: a.Access, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
 		Push: a.Worker, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, JWKS: jwks,
 		Log: log, Version: cfg.Version, LedgerID: cfg.LedgerID, Metrics: metrics,
 		Limiter: limiter, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints,

@@ -26,7 +26,7 @@ type ConsoleConfig struct {
 // the API's rate limiter.
 func newConsole(cfg Config, a *App, log *slog.Logger, limiter *ratelimit.Limiter) *console.Console {
 	return console.New(console.Config{
-		Ledger: a.Ledger, Reports: a.Reports, Cases: a.Cases, Compensation: a.Compensation, Webhooks: a.Webhooks,
+		Ledger: a.Ledger, Access: a.Access, Reports: a.Reports, Cases: a.Cases, Compensation: a.Compensation, Webhooks: a.Webhooks,
 		Overview:  report.NewOverview(report.OverviewConfig{Store: a.Store.Overview(), Clock: cfg.Clock}),
 		Sessions:  session.NewService(session.Config{Store: a.Store.Sessions(), Clock: cfg.Clock, TTL: cfg.Console.SessionTTL}),
 		Snapshots: a.Orchestrator, RemoteTasks: a.Orchestrator, OIDC: cfg.Console.OIDC, SecureCookies: cfg.Console.SecureCookies,

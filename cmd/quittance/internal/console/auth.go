@@ -103,7 +103,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusUnprocessableEntity, map[string]string{"token": "Paste your API token."})
 		return
 	}
-	p, err := c.cfg.Ledger.Authenticate(r.Context(), secret)
+	p, err := c.cfg.Access.Authenticate(r.Context(), secret)
 	switch {
 	case errors.Is(err, ledger.ErrUnauthenticated):
 		c.log.InfoContext(r.Context(), "console sign-in refused: unknown or revoked token")

@@ -21,6 +21,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/session"
 	"github.com/quittance/quittance/ledger/webhook"
@@ -50,7 +51,10 @@ type RemoteTaskSource interface {
 
 // Config wires the console to the services the API uses.
 type Config struct {
-	Ledger       *ledger.Service
+	Ledger *ledger.Service
+	// Access signs people in and serves principals, credentials and
+	// pending changes.
+	Access       *access.Service
 	Reports      *report.Reports
 	Cases        *report.Cases
 	Overview     *report.Overview
@@ -327,7 +331,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err e
 	}
 }
 
-// identityNotLinked explains ledger.ErrIdentityNotLinked.
+// identityNotLinked explains access.ErrIdentityNotLinked.
 const identityNotLinked = "An identity signed in through OpenID Connect and not linked to its person's token principal may be the same person as a token principal not yet linked or marked as having no identity-provider account: link the identity (or mark the principal) first."
 
 // formError is the message to show beside a form's field for err, and

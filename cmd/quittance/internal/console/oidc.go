@@ -17,6 +17,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/session"
 )
 
@@ -38,7 +39,7 @@ type OIDCConfig struct {
 	// roles (a string or a list of strings), e.g. "groups".
 	RoleClaim string
 	// Roles maps a value of RoleClaim to a role. A person with values of
-	// several roles gets on-call over finance (ledger.Service.SignInOIDC);
+	// several roles gets on-call over finance (access.Service.SignInOIDC);
 	// one with none cannot sign in.
 	Roles map[string]ledger.Role
 	// HTTPClient reaches the issuer; a client with a 10s timeout when nil.
@@ -160,14 +161,14 @@ func (o *OIDC) oauth(p *oidc.Provider, r *http.Request) oauth2.Config {
 }
 
 // signIn maps verified ID token claims to what the ledger signs in
-// (ledger.Service.SignInOIDC): the issuer and subject, the display name
+// (access.Service.SignInOIDC): the issuer and subject, the display name
 // ("oidc:" and the email, the preferred username or the subject, so it
 // does not take the name of a token principal), and every role the role
 // map gives the person's claim values.
-func (o *OIDC) signIn(tok *oidc.IDToken) (ledger.OIDCSignIn, error) {
+func (o *OIDC) signIn(tok *oidc.IDToken) (access.OIDCSignIn, error) {
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return ledger.OIDCSignIn{}, fmt.Errorf("read ID token claims: %w", err)
+		return access.OIDCSignIn{}, fmt.Errorf("read ID token claims: %w", err)
 	}
 	var values []string
 	switch v := claims[o.cfg.RoleClaim].(type) {
@@ -187,7 +188,7 @@ func (o *OIDC) signIn(tok *oidc.IDToken) (ledger.OIDCSignIn, error) {
 		}
 	}
 	if len(roles) == 0 {
-		return ledger.OIDCSignIn{}, errNoRole
+		return access.OIDCSignIn{}, errNoRole
 	}
 	name, _ := claims["email"].(string)
 	if name == "" {
@@ -196,7 +197,7 @@ func (o *OIDC) signIn(tok *oidc.IDToken) (ledger.OIDCSignIn, error) {
 	if name == "" {
 		name = tok.Subject
 	}
-	return ledger.OIDCSignIn{Issuer: tok.Issuer, Subject: tok.Subject, Name: "oidc:" + shorten(name, 180), Roles: roles}, nil
+	return access.OIDCSignIn{Issuer: tok.Issuer, Subject: tok.Subject, Name: "oidc:" + shorten(name, 180), Roles: roles}, nil
 }
 
 var errNoRole = errors.New("no console role")
@@ -307,15 +308,15 @@ func (o *OIDC) verifyCallback(r *http.Request, parts []string) (tok *oidc.IDToke
 
 // startOIDCSession signs in as the principal the identity maps to and
 // starts its console session, then moves on to next.
-func (c *Console) startOIDCSession(w http.ResponseWriter, r *http.Request, in ledger.OIDCSignIn, next string) {
-	principal, err := c.cfg.Ledger.SignInOIDC(r.Context(), in)
+func (c *Console) startOIDCSession(w http.ResponseWriter, r *http.Request, in access.OIDCSignIn, next string) {
+	principal, err := c.cfg.Access.SignInOIDC(r.Context(), in)
 	switch {
-	case errors.Is(err, ledger.ErrPrincipalDisabled):
+	case errors.Is(err, access.ErrPrincipalDisabled):
 		c.log.InfoContext(r.Context(), "OIDC sign-in refused: principal disabled", slog.String("issuer", in.Issuer), slog.String("subject", in.Subject))
 		c.renderError(w, r, nil, http.StatusForbidden, "Principal disabled",
 			"Your Quittance principal is disabled, so you cannot sign in. An on-call person disabled it; ask them.")
 		return
-	case errors.Is(err, ledger.ErrRoleNotHeld):
+	case errors.Is(err, access.ErrRoleNotHeld):
 		c.renderError(w, r, nil, http.StatusForbidden, "No console role",
 			"Your identity provider account is linked to a Quittance principal whose role your groups at the identity provider do not give you. Ask an administrator.")
 		return

@@ -54,7 +54,7 @@ const overviewChanges = 20
 // change is decided on its org's page, anything else on the principals
 // page (which lists every change).
 func (c *Console) openChanges(ctx context.Context, p ledger.Principal) ([]pendingApproval, error) {
-	open, err := c.cfg.Ledger.ListPendingChanges(ctx, p, ledger.PendingOpen)
+	open, err := c.cfg.Access.ListPendingChanges(ctx, p, ledger.PendingOpen)
 	if err != nil || len(open) == 0 {
 		return nil, err
 	}

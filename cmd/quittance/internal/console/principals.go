@@ -41,7 +41,7 @@ type principalsPage struct {
 	Sessions   []session.Session
 	Principals []principalRow
 	// OwnCredentialsOnly says the viewer sees its own credentials only
-	// (everyone but on-call: ledger.Service.ListCredentials).
+	// (everyone but on-call: access.Service.ListCredentials).
 	OwnCredentialsOnly bool
 	Pending            []changeRow
 	Decided            []changeRow
@@ -67,7 +67,7 @@ func (n names) of(id uuid.UUID) string {
 // principalNames lists every principal's name, for pages that show who
 // asked for or decided something.
 func (c *Console) principalNames(ctx context.Context, p ledger.Principal) (names, []ledger.PrincipalRecord, error) {
-	list, err := c.cfg.Ledger.ListPrincipals(ctx, p)
+	list, err := c.cfg.Access.ListPrincipals(ctx, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,7 +96,7 @@ func (c *Console) showPrincipals(w http.ResponseWriter, r *http.Request, q *requ
 	}
 	// On-call sees every credential; anyone else its own (the service
 	// decides: a principal id of Nil asks for all it may see).
-	creds, err := c.cfg.Ledger.ListCredentials(ctx, q.p, uuid.Nil)
+	creds, err := c.cfg.Access.ListCredentials(ctx, q.p, uuid.Nil)
 	if err != nil {
 		c.fail(w, r, q, err)
 		return
@@ -181,7 +181,7 @@ const decidedShown = 20
 // oldest first (the first to expire first), and the last decidedShown
 // decided ones, newest first.
 func (c *Console) pendingChanges(ctx context.Context, p ledger.Principal, byID names, keep func(ledger.PendingChange) bool) (pending, decided []changeRow, err error) {
-	all, err := c.cfg.Ledger.ListPendingChanges(ctx, p, "")
+	all, err := c.cfg.Access.ListPendingChanges(ctx, p, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -315,7 +315,7 @@ func (c *Console) revokeCredential(w http.ResponseWriter, r *http.Request, q *re
 		return
 	}
 	form := "revoke-" + id.String()
-	if _, err := c.cfg.Ledger.RevokeCredential(r.Context(), q.p, id, strings.TrimSpace(r.PostFormValue("reason"))); err != nil {
+	if _, err := c.cfg.Access.RevokeCredential(r.Context(), q.p, id, strings.TrimSpace(r.PostFormValue("reason"))); err != nil {
 		c.formFailed(w, r, q, form, err, func(status int, errs map[string]string) { c.showPrincipals(w, r, q, status, errs) })
 		return
 	}
@@ -329,14 +329,14 @@ func (c *Console) revokeCredential(w http.ResponseWriter, r *http.Request, q *re
 }
 
 // disablePrincipal disables a principal and revokes its credentials, with
-// a reason: on-call, never itself (ledger.Service.DisablePrincipal).
+// a reason: on-call, never itself (access.Service.DisablePrincipal).
 func (c *Console) disablePrincipal(w http.ResponseWriter, r *http.Request, q *request) {
 	id, ok := c.parseFormID(w, r, q, "a principal")
 	if !ok {
 		return
 	}
 	form := "disable-" + id.String()
-	if _, _, err := c.cfg.Ledger.DisablePrincipal(r.Context(), q.p, id, r.PostFormValue("reason")); err != nil {
+	if _, _, err := c.cfg.Access.DisablePrincipal(r.Context(), q.p, id, r.PostFormValue("reason")); err != nil {
 		c.formFailed(w, r, q, form, err, func(status int, errs map[string]string) { c.showPrincipals(w, r, q, status, errs) })
 		return
 	}
@@ -349,7 +349,7 @@ func (c *Console) disablePrincipal(w http.ResponseWriter, r *http.Request, q *re
 // (no redirect, never stored), for the approver to hand over.
 func (c *Console) approveChange(w http.ResponseWriter, r *http.Request, q *request) {
 	c.decideChange(w, r, q, "change_approved", func(id uuid.UUID) error {
-		approved, err := c.cfg.Ledger.ApprovePendingChange(r.Context(), q.p, id)
+		approved, err := c.cfg.Access.ApprovePendingChange(r.Context(), q.p, id)
 		if err == nil && approved.IssuedTokenPart != "" {
 			c.render(w, r, q, http.StatusOK, "token-part", view{Title: "Change approved: the credential's second part", Data: tokenPartPage{
 				Summary: approved.Summary, Part: approved.IssuedTokenPart, Back: localPath(r.PostFormValue("back"), Prefix+"principals"),
@@ -362,7 +362,7 @@ func (c *Console) approveChange(w http.ResponseWriter, r *http.Request, q *reque
 
 // confirmLink confirms, from a session signed in through OpenID Connect
 // as the identity it links, a pending oidc_link change
-// (ledger.Service.ConfirmOIDCLink). The session ends with the link: its
+// (access.Service.ConfirmOIDCLink). The session ends with the link: its
 // principal is no longer its own person, so the answer is the sign-in page.
 func (c *Console) confirmLink(w http.ResponseWriter, r *http.Request, q *request) {
 	id, ok := c.parseFormID(w, r, q, "a pending change")
@@ -370,7 +370,7 @@ func (c *Console) confirmLink(w http.ResponseWriter, r *http.Request, q *request
 		return
 	}
 	back := localPath(r.PostFormValue("back"), Prefix+"principals")
-	if _, err := c.cfg.Ledger.ConfirmOIDCLink(r.Context(), q.p, id); err != nil {
+	if _, err := c.cfg.Access.ConfirmOIDCLink(r.Context(), q.p, id); err != nil {
 		c.formFailed(w, r, q, "change-"+id.String(), err, func(status int, errs map[string]string) { c.backTo(w, r, q, back, status, errs) })
 		return
 	}
@@ -390,7 +390,7 @@ var errShown = errors.New("answer written")
 // refuseChange refuses (or, for its requester, withdraws) a pending change.
 func (c *Console) refuseChange(w http.ResponseWriter, r *http.Request, q *request) {
 	c.decideChange(w, r, q, "change_refused", func(id uuid.UUID) error {
-		_, err := c.cfg.Ledger.RefusePendingChange(r.Context(), q.p, id, r.PostFormValue("reason"))
+		_, err := c.cfg.Access.RefusePendingChange(r.Context(), q.p, id, r.PostFormValue("reason"))
 		return err
 	})
 }

@@ -19,7 +19,7 @@ import (
 // tokenID is the credential id of a secret.
 func tokenID(t *testing.T, e *apitest.Env, secret string) string {
 	t.Helper()
-	p, err := e.Ledger.Authenticate(context.Background(), secret)
+	p, err := e.Access.Authenticate(context.Background(), secret)
 	if err != nil {
 		t.Fatalf("authenticate: %v", err)
 	}

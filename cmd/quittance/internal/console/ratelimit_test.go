@@ -10,6 +10,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // clientFrom is a console client whose connections come from ip, another
@@ -42,7 +43,7 @@ func TestConsoleRateLimited(t *testing.T) {
 	csrf := attacker.get("/console/sign-in").csrf(t)
 	limited := 0
 	for range 3 * burst {
-		res := attacker.do(http.MethodPost, "/console/sign-in", url.Values{"csrf": {csrf}, "token": {ledger.NewTokenSecret()}})
+		res := attacker.do(http.MethodPost, "/console/sign-in", url.Values{"csrf": {csrf}, "token": {access.NewTokenSecret()}})
 		switch res.status {
 		case http.StatusTooManyRequests:
 			limited++
@@ -64,7 +65,7 @@ func TestConsoleRateLimited(t *testing.T) {
 	cookies := w.clientFrom(t, "127.0.0.4")
 	limited = 0
 	for range 3 * burst {
-		cookies.client.Jar.SetCookies(mustURL(t, w.URL+"/console/"), []*http.Cookie{{Name: "quittance_session", Value: ledger.NewTokenSecret()}})
+		cookies.client.Jar.SetCookies(mustURL(t, w.URL+"/console/"), []*http.Cookie{{Name: "quittance_session", Value: access.NewTokenSecret()}})
 		res := cookies.get("/console/")
 		switch res.status {
 		case http.StatusTooManyRequests:

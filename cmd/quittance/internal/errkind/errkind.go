@@ -9,6 +9,7 @@ import (
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // Kind is what sort of failure an error is, as the API and the console
@@ -40,13 +41,13 @@ const (
 	// MalformedPush: a push body that is no A2A task, message or update.
 	MalformedPush Kind = "malformed_push"
 	// WriteOffSelfApproval: a write-off decided by the person who asked
-	// for it (ledger.SecondPersonError of ledger.SubjectWriteOff).
+	// for it (access.SecondPersonError of access.SubjectWriteOff).
 	WriteOffSelfApproval Kind = "write_off_self_approval"
 	// SelfApproval: a pending change approved by the person who asked for
-	// it (any other ledger.ErrSelfApproval).
+	// it (any other access.ErrSelfApproval).
 	SelfApproval Kind = "self_approval"
 	// IdentityNotLinked: two principals that may be one person
-	// (ledger.ErrIdentityNotLinked).
+	// (access.ErrIdentityNotLinked).
 	IdentityNotLinked Kind = "identity_not_linked"
 	// Validation: a request field missing or malformed
 	// (*ledger.ValidationError).
@@ -139,12 +140,12 @@ func ExitCode(status int) int {
 func Of(err error) Kind {
 	var (
 		refusal *compensation.RefusalError
-		second  *ledger.SecondPersonError
+		second  *access.SecondPersonError
 	)
 	if errors.As(err, &refusal) {
 		return refusalKind(refusal.Code)
 	}
-	if errors.As(err, &second) && second.Subject == ledger.SubjectWriteOff {
+	if errors.As(err, &second) && second.Subject == access.SubjectWriteOff {
 		return WriteOffSelfApproval
 	}
 	for _, m := range sentinels {
@@ -189,8 +190,8 @@ var sentinels = []sentinel{
 	{delegate.ErrPushTaskMismatch, PushTaskMismatch},
 	{delegate.ErrRemoteAgentUnavailable, RemoteAgentUnavailable},
 	{a2a.ErrMalformedResponse, MalformedPush},
-	{ledger.ErrSelfApproval, SelfApproval},
-	{ledger.ErrIdentityNotLinked, IdentityNotLinked},
+	{access.ErrSelfApproval, SelfApproval},
+	{access.ErrIdentityNotLinked, IdentityNotLinked},
 }
 
 // lateSentinels are matched after the struct errors.

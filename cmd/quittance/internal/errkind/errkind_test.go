@@ -10,6 +10,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // TestOf pins each error's kind and status: the statuses the API and the
@@ -28,10 +29,10 @@ func TestOf(t *testing.T) {
 		{&compensation.RefusalError{Code: compensation.CodeEvidenceConflict}, errkind.TokenInvalid, 422},
 		{delegate.ErrPushUnauthorized, errkind.PushUnauthorized, 401},
 		{delegate.ErrRemoteAgentUnavailable, errkind.RemoteAgentUnavailable, 502},
-		{&ledger.SecondPersonError{Subject: ledger.SubjectWriteOff}, errkind.WriteOffSelfApproval, 403},
-		{&ledger.SecondPersonError{Subject: ledger.SubjectChange}, errkind.SelfApproval, 403},
-		{ledger.ErrSelfApproval, errkind.SelfApproval, 403},
-		{ledger.ErrIdentityNotLinked, errkind.IdentityNotLinked, 403},
+		{&access.SecondPersonError{Subject: access.SubjectWriteOff}, errkind.WriteOffSelfApproval, 403},
+		{&access.SecondPersonError{Subject: access.SubjectChange}, errkind.SelfApproval, 403},
+		{access.ErrSelfApproval, errkind.SelfApproval, 403},
+		{access.ErrIdentityNotLinked, errkind.IdentityNotLinked, 403},
 		{ledger.Invalid("name", "is required"), errkind.Validation, 422},
 		{&ledger.ReferenceError{Field: "org_id", ID: "x"}, errkind.Reference, 422},
 		{ledger.Conflict("currency_mismatch", "no"), errkind.Conflict, 409},

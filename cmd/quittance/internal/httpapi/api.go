@@ -13,6 +13,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/audit"
 	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/webhook"
@@ -21,6 +22,9 @@ import (
 // Config wires the API to the domain services.
 type Config struct {
 	Ledger *ledger.Service
+	// Access authenticates every request and serves principals,
+	// credentials and pending changes.
+	Access *access.Service
 	// Ready reports whether the service can serve: database reachable and migrated.
 	Ready func(context.Context) error
 	Log   *slog.Logger
@@ -70,6 +74,7 @@ type Config struct {
 // Server is the HTTP API.
 type Server struct {
 	ledger *ledger.Service
+	access *access.Service
 	ready  func(context.Context) error
 	log    *slog.Logger
 	api    huma.API
@@ -115,7 +120,7 @@ func New(cfg Config) *Server {
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token (roles: orchestrator, finance, oncall)."},
 	}
-	s := &Server{ledger: cfg.Ledger, ready: cfg.Ready, log: cfg.Log, mux: mux}
+	s := &Server{ledger: cfg.Ledger, access: cfg.Access, ready: cfg.Ready, log: cfg.Log, mux: mux}
 	s.compensation = cfg.Compensation
 	s.push = cfg.Push
 	s.orchestrator, s.feed, s.stream, s.webhooks, s.jwks = cfg.Orchestrator, cfg.Feed, cfg.Stream.withDefaults(), cfg.Webhooks, cfg.JWKS
@@ -161,7 +166,7 @@ type principalKey struct{}
 
 // bootstrapOperation marks, in an operation's Metadata, the one operation
 // the bootstrap credential may call outside dev (creating the first two
-// on-call principals); ledger.Service.Authenticate refuses it everywhere
+// on-call principals); access.Service.Authenticate refuses it everywhere
 // else.
 const bootstrapOperation = "bootstrap"
 
@@ -172,9 +177,9 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	authenticate := s.ledger.Authenticate
+	authenticate := s.access.Authenticate
 	if ctx.Operation().Metadata[bootstrapOperation] == true {
-		authenticate = s.ledger.AuthenticateBootstrap
+		authenticate = s.access.AuthenticateBootstrap
 	}
 	p, err := authenticate(ctx.Context(), bearerSecret(ctx.Header("Authorization")))
 	if err != nil {

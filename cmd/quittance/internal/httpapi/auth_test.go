@@ -12,6 +12,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // authedRoutes is every authenticated operation, with a body good enough
@@ -61,7 +62,7 @@ func TestUnauthenticated(t *testing.T) {
 	orch := env.NewOrchestrator(t, "acme")
 	d := env.CreateDelegation(t, orch, apitest.NewCreateRequest("op", "org", "procurement", "b", 10, "EUR"))
 
-	revokedSecret := ledger.NewTokenSecret()
+	revokedSecret := access.NewTokenSecret()
 	headers := map[string]string{
 		"missing":              "",
 		"empty bearer":         "Bearer ",
@@ -73,7 +74,7 @@ func TestUnauthenticated(t *testing.T) {
 		"bearer twice":         "Bearer Bearer " + orch,
 		"token with suffix":    "Bearer " + orch + "x",
 		"truncated token":      "Bearer " + orch[:len(orch)-1],
-		"hash of a real token": "Bearer " + hex.EncodeToString(ledger.HashToken(orch)),
+		"hash of a real token": "Bearer " + hex.EncodeToString(access.HashToken(orch)),
 	}
 	before := env.Snapshot(t)
 	for name, h := range headers {
@@ -198,7 +199,7 @@ func TestTokensStoredAsHashes(t *testing.T) {
 	t.Parallel()
 	env := apitest.New(t)
 	secret := env.NewOrchestrator(t, "acme")
-	n := countRows(t, env, `SELECT count(*) FROM api_tokens WHERE token_hash = $1`, ledger.HashToken(secret))
+	n := countRows(t, env, `SELECT count(*) FROM api_tokens WHERE token_hash = $1`, access.HashToken(secret))
 	if n != 1 {
 		t.Fatalf("%d tokens with the secret's hash", n)
 	}
@@ -221,7 +222,7 @@ func TestRevokedTokenStopsWithinCacheTTL(t *testing.T) {
 	orch := e.NewOrchestrator(t, "acme")
 	e.Do(t, http.MethodGet, "/v1/delegations", orch, nil).Expect(t, http.StatusOK)
 	if _, err := e.Pool.Exec(context.Background(),
-		`UPDATE api_tokens SET revoked_at = $1 WHERE token_hash = $2`, e.Clock.Now(), ledger.HashToken(orch)); err != nil {
+		`UPDATE api_tokens SET revoked_at = $1 WHERE token_hash = $2`, e.Clock.Now(), access.HashToken(orch)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Second)

@@ -161,7 +161,7 @@ func TestRevocationReachesAReplicaWhoseListenerDied(t *testing.T) {
 		orch := mint(t, e1, e1.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": name}, http.StatusCreated)
 		waitFor(t, 10*time.Second, func() bool {
 			e2.Do(t, http.MethodGet, "/v1/delegations", orch.Token, nil).Expect(t, http.StatusOK)
-			_, ok := e2.Ledger.CachedPrincipal(orch.Token)
+			_, ok := e2.Access.CachedPrincipal(orch.Token)
 			return ok
 		})
 		return orch

@@ -184,7 +184,7 @@ func runEventLifecycles(t *testing.T, e *compEnv) {
 	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+asked.PendingChange.ID+"/approve", bob.Token, nil)
 	e.Do(t, http.MethodPut, "/admin/v1/write-off-threshold", alice.Token, map[string]any{"threshold_minor": 250_000})
 	e.Clock.Advance(72 * time.Hour)
-	if _, err := e.Ledger.ExpirePendingChanges(t.Context()); err != nil {
+	if _, err := e.Access.ExpirePendingChanges(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/webhook"
 )
 
@@ -569,8 +570,8 @@ func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	full.quiet(t, 200*time.Millisecond)
 
 	// Tenants see only their own events; the JSON listing is unchanged.
-	other := ledger.NewTokenSecret()
-	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "globex", Name: "globex"}, other); err != nil {
+	other := access.NewTokenSecret()
+	if _, err := e.Access.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "globex", Name: "globex"}, other); err != nil {
 		t.Fatal(err)
 	}
 	foreign := openStream(t, e.URL+"/v1/events?stream=true", other, "")

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // PrincipalBody is a principal: a person or a machine.
@@ -141,7 +142,7 @@ type issuedTokenBody struct {
 	PendingChange *PendingChangeBody `json:"pending_change,omitempty" doc:"Set on a 202: the principal (or the credential) exists, and the token works, once a different on-call principal approves."`
 }
 
-func issuedToken(t ledger.IssuedToken) *issuedTokenOutput {
+func issuedToken(t access.IssuedToken) *issuedTokenOutput {
 	out := &issuedTokenOutput{Status: http.StatusCreated, Body: issuedTokenBody{
 		ID: t.Token.ID.String(), PrincipalID: t.Principal.ID.String(), Name: t.Principal.Name, Role: string(t.Principal.Role),
 		Tenant: t.Principal.Tenant, ExpiresAt: timePtr(t.Token.ExpiresAt), Token: t.Secret, TokenPart: t.SecretPart,
@@ -153,7 +154,7 @@ func issuedToken(t ledger.IssuedToken) *issuedTokenOutput {
 }
 
 // registerPrincipals is the route table of the principal, credential and
-// pending-change endpoints (ledger/PRINCIPALS.md).
+// pending-change endpoints (ledger/access/PRINCIPALS.md).
 func (s *Server) registerPrincipals() {
 	tags := []string{"principals"}
 	huma.Register(s.api, huma.Operation{
@@ -274,11 +275,11 @@ type issuedTokenOutput struct {
 // (creating its principal if new).
 func (s *Server) createToken(ctx context.Context, in *createTokenInput) (*issuedTokenOutput, error) {
 	b := in.Body
-	ti := ledger.TokenInput{Role: ledger.Role(b.Role), Tenant: b.Tenant, Name: b.Name, Kind: ledger.PrincipalKind(b.Kind), Label: b.Label}
+	ti := access.TokenInput{Role: ledger.Role(b.Role), Tenant: b.Tenant, Name: b.Name, Kind: ledger.PrincipalKind(b.Kind), Label: b.Label}
 	if b.ExpiresAt != nil {
 		ti.ExpiresAt = *b.ExpiresAt
 	}
-	t, err := s.ledger.CreateToken(ctx, principal(ctx), ti)
+	t, err := s.access.CreateToken(ctx, principal(ctx), ti)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -293,7 +294,7 @@ type listPrincipalsOutput struct {
 
 // listPrincipals serves GET /admin/v1/principals: list principals.
 func (s *Server) listPrincipals(ctx context.Context, _ *struct{}) (*listPrincipalsOutput, error) {
-	rs, err := s.ledger.ListPrincipals(ctx, principal(ctx))
+	rs, err := s.access.ListPrincipals(ctx, principal(ctx))
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -316,7 +317,7 @@ type principalOutput struct {
 
 // getPrincipal serves GET /admin/v1/principals/{id}: get a principal.
 func (s *Server) getPrincipal(ctx context.Context, in *uuidPathInput) (*principalOutput, error) {
-	r, err := s.ledger.GetPrincipal(ctx, principal(ctx), in.ID)
+	r, err := s.access.GetPrincipal(ctx, principal(ctx), in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -340,7 +341,7 @@ type disablePrincipalOutput struct {
 // disablePrincipal serves POST /admin/v1/principals/{id}/disable: disable a
 // principal and revoke all its credentials.
 func (s *Server) disablePrincipal(ctx context.Context, in *disablePrincipalInput) (*disablePrincipalOutput, error) {
-	r, n, err := s.ledger.DisablePrincipal(ctx, principal(ctx), in.ID, in.Body.Reason)
+	r, n, err := s.access.DisablePrincipal(ctx, principal(ctx), in.ID, in.Body.Reason)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -368,7 +369,7 @@ type grantRoleOutput struct {
 // grantRole serves POST /admin/v1/principals/{id}/role: ask for a principal
 // to get another role.
 func (s *Server) grantRole(ctx context.Context, in *grantRoleInput) (*grantRoleOutput, error) {
-	r, err := s.ledger.RequestRoleGrant(ctx, principal(ctx), in.ID, ledger.Role(in.Body.Role), in.Body.Tenant)
+	r, err := s.access.RequestRoleGrant(ctx, principal(ctx), in.ID, ledger.Role(in.Body.Role), in.Body.Tenant)
 	out := &grantRoleOutput{Status: http.StatusOK}
 	if pc, ok := pendingOf(err); ok {
 		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
@@ -390,7 +391,7 @@ type linkOIDCInput struct {
 // linkOIDC serves POST /admin/v1/principals/{id}/oidc: ask for an OpenID
 // Connect identity to sign in as a person principal.
 func (s *Server) linkOIDC(ctx context.Context, in *linkOIDCInput) (*grantRoleOutput, error) {
-	r, err := s.ledger.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
+	r, err := s.access.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
 	out := &grantRoleOutput{Status: http.StatusOK}
 	if pc, ok := pendingOf(err); ok {
 		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
@@ -409,7 +410,7 @@ type principalPathInput struct {
 // /admin/v1/principals/{id}/no-identity-provider-account: ask for a person
 // principal to be marked as having no identity-provider account.
 func (s *Server) markNoIdentityProviderAccount(ctx context.Context, in *principalPathInput) (*grantRoleOutput, error) {
-	r, err := s.ledger.RequestNoIdentityProviderAccount(ctx, principal(ctx), in.ID)
+	r, err := s.access.RequestNoIdentityProviderAccount(ctx, principal(ctx), in.ID)
 	out := &grantRoleOutput{Status: http.StatusOK}
 	if pc, ok := pendingOf(err); ok {
 		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
@@ -440,7 +441,7 @@ func (s *Server) listCredentials(ctx context.Context, in *listCredentialsInput) 
 			return nil, s.fail(ctx, ledger.Invalid("principal_id", "must be a UUID"))
 		}
 	}
-	ts, err := s.ledger.ListCredentials(ctx, principal(ctx), pid)
+	ts, err := s.access.ListCredentials(ctx, principal(ctx), pid)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -470,7 +471,7 @@ func (s *Server) revokeCredential(ctx context.Context, in *revokeCredentialInput
 	if in.Body != nil {
 		reason = in.Body.Reason
 	}
-	t, err := s.ledger.RevokeCredential(ctx, principal(ctx), in.ID, reason)
+	t, err := s.access.RevokeCredential(ctx, principal(ctx), in.ID, reason)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -491,7 +492,7 @@ func (s *Server) rotateCredential(ctx context.Context, in *rotateCredentialInput
 	if in.Body != nil && in.Body.ExpiresAt != nil {
 		expires = *in.Body.ExpiresAt
 	}
-	t, err := s.ledger.RotateCredential(ctx, principal(ctx), in.ID, expires)
+	t, err := s.access.RotateCredential(ctx, principal(ctx), in.ID, expires)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -518,7 +519,7 @@ func (s *Server) listPendingChanges(ctx context.Context, in *listPendingInput) (
 			return nil, s.fail(ctx, ledger.Invalid("status", "must be pending, applied, refused, expired or all"))
 		}
 	}
-	cs, err := s.ledger.ListPendingChanges(ctx, principal(ctx), st)
+	cs, err := s.access.ListPendingChanges(ctx, principal(ctx), st)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -537,7 +538,7 @@ type pendingOutput struct {
 // getPendingChange serves GET /admin/v1/pending-changes/{id}: get a pending
 // change, with the change it applies.
 func (s *Server) getPendingChange(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
-	c, err := s.ledger.GetPendingChange(ctx, principal(ctx), in.ID)
+	c, err := s.access.GetPendingChange(ctx, principal(ctx), in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -549,7 +550,7 @@ func (s *Server) getPendingChange(ctx context.Context, in *uuidPathInput) (*pend
 // approvePendingChange serves POST /admin/v1/pending-changes/{id}/approve:
 // approve a pending change: it applies now.
 func (s *Server) approvePendingChange(ctx context.Context, in *uuidPathInput) (*pendingOutput, error) {
-	c, err := s.ledger.ApprovePendingChange(ctx, principal(ctx), in.ID)
+	c, err := s.access.ApprovePendingChange(ctx, principal(ctx), in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}
@@ -568,7 +569,7 @@ type refusePendingInput struct {
 // refusePendingChange serves POST /admin/v1/pending-changes/{id}/refuse:
 // refuse (or withdraw) a pending change.
 func (s *Server) refusePendingChange(ctx context.Context, in *refusePendingInput) (*pendingOutput, error) {
-	c, err := s.ledger.RefusePendingChange(ctx, principal(ctx), in.ID, in.Body.Reason)
+	c, err := s.access.RefusePendingChange(ctx, principal(ctx), in.ID, in.Body.Reason)
 	if err != nil {
 		return nil, s.fail(ctx, err)
 	}

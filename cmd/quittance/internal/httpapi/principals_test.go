@@ -14,6 +14,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 type issued struct {
@@ -482,7 +483,7 @@ func TestRevokedCredentialOnSecondReplica(t *testing.T) {
 	// Fill e2's cache.
 	waitFor(t, 5*time.Second, func() bool {
 		e2.Do(t, http.MethodGet, "/v1/delegations", orch.Token, nil).Expect(t, http.StatusOK)
-		_, cached := e2.Ledger.CachedPrincipal(orch.Token)
+		_, cached := e2.Access.CachedPrincipal(orch.Token)
 		return cached
 	})
 
@@ -571,15 +572,15 @@ func TestRandomBearerFlood(t *testing.T) {
 	// Authenticated once (not through the API, so the address bucket is
 	// untouched) while the cache is on: the API knows orch for free.
 	waitFor(t, 5*time.Second, func() bool {
-		if _, err := e.Ledger.Authenticate(context.Background(), orch); err != nil {
+		if _, err := e.Access.Authenticate(context.Background(), orch); err != nil {
 			t.Fatal(err)
 		}
-		_, ok := e.Ledger.CachedPrincipal(orch)
+		_, ok := e.Access.CachedPrincipal(orch)
 		return ok
 	})
 	limited := 0
 	for range 30 {
-		r := e.Do(t, http.MethodGet, "/v1/delegations", ledger.NewTokenSecret(), nil)
+		r := e.Do(t, http.MethodGet, "/v1/delegations", access.NewTokenSecret(), nil)
 		if r.Status == http.StatusTooManyRequests {
 			limited++
 			continue
@@ -592,7 +593,7 @@ func TestRandomBearerFlood(t *testing.T) {
 	// The public evidence endpoint: garbage tokens are limited too.
 	req, _ := http.NewRequest(http.MethodPost, e.URL+declsPath, strings.NewReader("garbage.token.here"))
 	req.Header.Set("Content-Type", "application/jose")
-	req.Header.Set("Authorization", "Bearer "+ledger.NewTokenSecret())
+	req.Header.Set("Authorization", "Bearer "+access.NewTokenSecret())
 	e.Send(t, req).Problem(t, http.StatusTooManyRequests, "rate_limited")
 	// The known principal is not starved by the flood.
 	e.Do(t, http.MethodGet, "/v1/delegations", orch, nil).Expect(t, http.StatusOK)
@@ -651,8 +652,8 @@ func TestBootstrapDoesNotReArm(t *testing.T) {
 		t.Fatalf("no credential of the bootstrap principal %s in %+v", boot, list.Credentials)
 	}
 	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+bootCred+"/revoke", alice.Token, map[string]any{"reason": "retired"}).Expect(t, http.StatusOK)
-	_, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, e.OncallToken)
-	if !errors.Is(err, ledger.ErrCredentialRetired) {
+	_, err := e.Access.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleOncall, Name: "bootstrap"}, e.OncallToken)
+	if !errors.Is(err, access.ErrCredentialRetired) {
 		t.Fatalf("ensuring a revoked bootstrap credential: %v, want ErrCredentialRetired", err)
 	}
 	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "oncall", "name": "mallory"}).
@@ -740,7 +741,7 @@ func TestPendingChangeExpiry(t *testing.T) {
 	}
 	e.Do(t, http.MethodGet, "/v1/obligations", fin.Token, nil).Problem(t, http.StatusUnauthorized, "unauthenticated")
 
-	n, err := e.Ledger.ExpirePendingChanges(t.Context())
+	n, err := e.Access.ExpirePendingChanges(t.Context())
 	if err != nil || n != 1 {
 		t.Fatalf("the sweep expired %d (%v), want 1: %q", n, err, late.PendingChange.ID)
 	}
@@ -753,7 +754,7 @@ func TestPendingChangeExpiry(t *testing.T) {
 			t.Fatalf("events of change %s: %v, last by %s", id, got, events[len(events)-1].Actor)
 		}
 	}
-	if n, err := e.Ledger.ExpirePendingChanges(t.Context()); err != nil || n != 0 {
+	if n, err := e.Access.ExpirePendingChanges(t.Context()); err != nil || n != 0 {
 		t.Fatalf("a second sweep expired %d (%v)", n, err)
 	}
 	e.Do(t, http.MethodPost, "/admin/v1/pending-changes/"+late.PendingChange.ID+"/approve", bob.Token, nil).

@@ -9,6 +9,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 )
 
 // randomBearer sends GET /v1/delegations with a new random bearer token
@@ -17,7 +18,7 @@ import (
 func randomBearer(t *testing.T, e *apitest.Env, header string, values ...string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, e.URL+"/v1/delegations", nil)
-	req.Header.Set("Authorization", "Bearer "+ledger.NewTokenSecret())
+	req.Header.Set("Authorization", "Bearer "+access.NewTokenSecret())
 	for _, v := range values {
 		req.Header.Add(header, v)
 	}
@@ -152,8 +153,8 @@ func TestLookupChargedToPrincipal(t *testing.T) {
 	// Issued through the service, not the API, so no bucket is touched and
 	// no token is cached.
 	issue := func(name string) string {
-		secret := ledger.NewTokenSecret()
-		if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: name}, secret); err != nil {
+		secret := access.NewTokenSecret()
+		if _, err := e.Access.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: name}, secret); err != nil {
 			t.Fatal(err)
 		}
 		return secret
@@ -200,8 +201,8 @@ func TestAddressFloodLeavesPrincipalsTheirBuckets(t *testing.T) {
 	// Issued through the service, not the API, so no bucket is touched
 	// and no token is cached.
 	issue := func(name string) string {
-		secret := ledger.NewTokenSecret()
-		if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: name}, secret); err != nil {
+		secret := access.NewTokenSecret()
+		if _, err := e.Access.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleOrchestrator, Tenant: "acme", Name: name}, secret); err != nil {
 			t.Fatal(err)
 		}
 		return secret

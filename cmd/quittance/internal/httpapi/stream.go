@@ -278,7 +278,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, delegation s
 		return streamRequest{}, false
 	}
 	secret := bearerSecret(r.Header.Get("Authorization"))
-	p, err := s.ledger.Authenticate(ctx, secret)
+	p, err := s.access.Authenticate(ctx, secret)
 	if err != nil {
 		return fail(err)
 	}
@@ -413,7 +413,7 @@ func (s *Server) pump(ctx context.Context, es *eventStream) {
 // scope was decided from. A database fault is not a refusal: the stream's
 // next read fails too, and ends it.
 func (s *Server) streamStillAuthorized(ctx context.Context, secret string, opened ledger.Principal) bool {
-	p, err := s.ledger.Authenticate(ctx, secret)
+	p, err := s.access.Authenticate(ctx, secret)
 	if errors.Is(err, ledger.ErrUnauthenticated) {
 		return false
 	}

@@ -159,7 +159,7 @@ func TestWriteOffRejectionNamesThePrincipal(t *testing.T) {
 		Expect(t, http.StatusCreated).JSON(t, &w)
 	e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+w.ID+"/reject", e.bob.Token, map[string]any{"reason": "ask the org again"}).
 		Expect(t, http.StatusOK).JSON(t, &w)
-	cred, err := e.Ledger.Authenticate(t.Context(), e.bob.Token)
+	cred, err := e.Access.Authenticate(t.Context(), e.bob.Token)
 	if err != nil || cred.TokenID.String() == e.bob.ID {
 		t.Fatalf("bob's credential %s is his principal %s (%v): the test cannot tell them apart", cred.TokenID, e.bob.ID, err)
 	}

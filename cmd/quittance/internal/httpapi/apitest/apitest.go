@@ -39,6 +39,7 @@ import (
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -98,6 +99,9 @@ type Env struct {
 	Pool   *pgxpool.Pool
 	Store  *pgstore.Store
 	Ledger *ledger.Service
+	// Access is the access service: principals, credentials, pending
+	// changes.
+	Access *access.Service
 	// Clock is the service's clock; nil when the Env runs on another clock
 	// (WithClock).
 	Clock *Clock
@@ -294,7 +298,7 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 	t.Helper()
 	o := options{
 		clock: NewClock(Epoch), ledgerID: "ledger-test", threshold: 100_000,
-		oncallToken: ledger.NewTokenSecret(), pendingSweep: time.Second,
+		oncallToken: access.NewTokenSecret(), pendingSweep: time.Second,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -341,19 +345,20 @@ func Start(t testing.TB, pool *pgxpool.Pool, opts ...Option) *Env {
 		Log:     o.log,
 	})
 	e.Store, e.Metrics, e.Ledger, e.Compensation, e.Reports = built.Store, built.Metrics, built.Ledger, built.Compensation, built.Reports
+	e.Access = built.Access
 	{
 		// As in the binary: revocations reach the authentication cache
 		// through LISTEN/NOTIFY, and pending changes expire.
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
-		go func() { defer close(stopped); _ = e.Ledger.Run(ctx, o.pendingSweep) }()
+		go func() { defer close(stopped); _ = e.Access.Run(ctx, o.pendingSweep) }()
 		t.Cleanup(func() { cancel(); <-stopped })
 	}
 	e.Worker, e.Webhooks = built.Worker, built.Webhooks
 	e.Cases, e.Console = built.Cases, built.Console
 	api = withConsole(built)
 
-	if _, err := e.Ledger.EnsureToken(context.Background(), ledger.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
+	if _, err := e.Access.EnsureToken(context.Background(), access.TokenInput{Role: ledger.RoleOncall, Name: "oncall"}, e.OncallToken); err != nil {
 		t.Fatalf("apitest: create on-call token: %v", err)
 	}
 	if o.worker != nil {
@@ -616,7 +621,7 @@ func (e *Env) Approve(t testing.TB, token, changeID string) {
 // PrincipalID returns the principal id of a token's holder.
 func (e *Env) PrincipalID(t testing.TB, token string) string {
 	t.Helper()
-	p, err := e.Ledger.AuthenticateBootstrap(context.Background(), token)
+	p, err := e.Access.AuthenticateBootstrap(context.Background(), token)
 	if err != nil {
 		t.Fatalf("apitest: authenticate: %v", err)
 	}

@@ -1,8 +1,10 @@
-package ledger
+package access
 
 import (
 	"sync"
 	"time"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // tokenCacheTTL is how long an authenticated credential is trusted without
@@ -43,19 +45,19 @@ type tokenCache struct {
 }
 
 type cachedPrincipal struct {
-	principal Principal
+	principal ledger.Principal
 	until     time.Time
 }
 
-func (c *tokenCache) get(hash []byte, now time.Time) (Principal, bool) {
+func (c *tokenCache) get(hash []byte, now time.Time) (ledger.Principal, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.enabled || time.Since(c.provenAt) > credentialWatchTrust {
-		return Principal{}, false
+		return ledger.Principal{}, false
 	}
 	e, ok := c.entries[string(hash)]
 	if !ok || !now.Before(e.until) {
-		return Principal{}, false
+		return ledger.Principal{}, false
 	}
 	return e.principal, true
 }
@@ -69,7 +71,7 @@ func (c *tokenCache) generation() uint64 {
 
 // put caches p until its credential expires or the TTL passes, unless the
 // cache was invalidated since gen was read.
-func (c *tokenCache) put(hash []byte, p Principal, now time.Time, gen uint64) {
+func (c *tokenCache) put(hash []byte, p ledger.Principal, now time.Time, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.enabled || gen != c.gen {

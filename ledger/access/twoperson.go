@@ -1,10 +1,12 @@
-package ledger
+package access
 
 import (
 	"context"
 	"errors"
 
 	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/ledger"
 )
 
 // FourEyesReader tells, inside a decision's transaction, what the
@@ -64,8 +66,8 @@ func (e *SecondPersonError) Is(target error) bool { return target == ErrSelfAppr
 // holding a token principal and an OpenID Connect identity not linked to
 // it would otherwise be two persons. Link the identity to the person's
 // token principal, or mark the principal as having no identity-provider
-// account (ledger/PRINCIPALS.md#people-signed-in-by-openid-connect).
-func CheckSecondPerson(ctx context.Context, r FourEyesReader, dev bool, decider Principal, requester uuid.UUID, subject DecisionSubject) error {
+// account (ledger/access/PRINCIPALS.md#people-signed-in-by-openid-connect).
+func CheckSecondPerson(ctx context.Context, r FourEyesReader, dev bool, decider ledger.Principal, requester uuid.UUID, subject DecisionSubject) error {
 	if decider.SamePerson(requester) {
 		return &SecondPersonError{Subject: subject}
 	}

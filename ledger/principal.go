@@ -1,12 +1,8 @@
 package ledger
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,7 +95,7 @@ type PrincipalRecord struct {
 	DisabledReason string
 	// Aliases are the other principals of the same person: an OpenID
 	// Connect identity's own principal and the principal it was linked to
-	// (ledger/PRINCIPALS.md#linking-an-identity-to-a-principal).
+	// (ledger/access/PRINCIPALS.md#linking-an-identity-to-a-principal).
 	Aliases []uuid.UUID `json:",omitempty"`
 	// OIDC lists the OpenID Connect identities that sign in as this
 	// principal, as the store's principal reads return it.
@@ -141,7 +137,7 @@ type Principal struct {
 	Aliases []uuid.UUID
 	// OIDCSession is set when the caller is a console session signed in
 	// through OpenID Connect (not a credential): only such a session
-	// confirms a link of its identity (Service.ConfirmOIDCLink).
+	// confirms a link of its identity (access.Service.ConfirmOIDCLink).
 	OIDCSession bool
 }
 
@@ -165,70 +161,20 @@ func (p Principal) SeesTenant(tenant string) bool {
 	return p.Permits(ActionReadAllEvents) || (p.Permits(ActionReadTenantEvents) && p.Tenant == tenant)
 }
 
-// HashToken is the stored form of a presented bearer token, and the one
-// function that hashes one: the SHA-256 of the token, or, for a joined
-// split credential (SplitTokenParts), joinedTokenHash of its first part's
-// SHA-256 and its second part. The split form lets the ledger store a
-// joined credential's hash at approval from what it kept at the request
-// (the first part's hash) and the part it makes then, without ever holding
-// both parts.
-func HashToken(secret string) []byte {
-	if first, second, ok := SplitTokenParts(secret); ok {
-		return joinedTokenHash(sha256Of(first), second)
-	}
-	return sha256Of(secret)
-}
-
-func sha256Of(s string) []byte {
-	sum := sha256.Sum256([]byte(s))
-	return sum[:]
-}
-
-// NewTokenSecret returns a fresh bearer token: 256 random bits.
-func NewTokenSecret() string { return "qt_" + randomPart() }
-
-func randomPart() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms.
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// The two parts of a split credential: a credential issued for a person
-// other than the one who asks for it is made of two parts, each 256 random
-// bits, one for the requester and one for the approver, so that neither
-// alone holds a working credential of the new person. The person's token
-// is the first part followed by the second, with nothing between
-// (ledger/PRINCIPALS.md#split-credentials).
-const (
-	tokenPartOnePrefix = "qtp1_"
-	tokenPartTwoPrefix = "qtp2_"
-	tokenPartLen       = len(tokenPartOnePrefix) + 43 // 32 bytes, unpadded base64url
-)
-
-// newTokenPart returns a fresh part one or two of a split credential.
-func newTokenPart(second bool) string {
-	if second {
-		return tokenPartTwoPrefix + randomPart()
-	}
-	return tokenPartOnePrefix + randomPart()
-}
-
-// SplitTokenParts splits a joined split credential into its two parts; ok
-// is false for any other token (a part alone included).
-func SplitTokenParts(token string) (first, second string, ok bool) {
-	if len(token) != 2*tokenPartLen || !strings.HasPrefix(token, tokenPartOnePrefix) ||
-		!strings.HasPrefix(token[tokenPartLen:], tokenPartTwoPrefix) {
-		return "", "", false
-	}
-	return token[:tokenPartLen], token[tokenPartLen:], true
-}
-
-// joinedTokenHash is the stored hash of the split credential whose first
-// part hashes to firstHash and whose second part is second.
-func joinedTokenHash(firstHash []byte, second string) []byte {
-	h := sha256.New()
-	h.Write([]byte("quittance split credential\x00"))
-	h.Write(firstHash)
-	h.Write([]byte(second))
-	return h.Sum(nil)
+// OIDCIdentity is a person's identity at an OpenID Connect identity
+// provider, (Issuer, Subject), and the principal it signs in to the
+// console as (ledger/access/PRINCIPALS.md#people-signed-in-by-openid-connect).
+type OIDCIdentity struct {
+	Issuer  string
+	Subject string
+	// PrincipalID is the principal its console sessions act as.
+	PrincipalID uuid.UUID
+	// RecordedPrincipalID is the principal recorded for it at its first
+	// sign-in (OIDCPrincipalID); uuid.Nil for an identity linked before
+	// it ever signed in.
+	RecordedPrincipalID uuid.UUID
+	// LinkedBy is the on-call principal whose link made PrincipalID what
+	// it is; uuid.Nil when the first sign-in recorded it.
+	LinkedBy uuid.UUID
+	LinkedAt time.Time
 }

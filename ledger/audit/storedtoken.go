@@ -67,25 +67,9 @@ type tokenRecord struct {
 // later event storing the same token must record the same acceptance, so
 // an acceptance time cannot reach back further than the event's own date
 // could. An extra task's receipt must answer an extra task whose
-// compensation an earlier event required. An event written before is read
-// as well as its data allows:
-//
-//   - the kind: the token_kind, else its data's kind when that is a token
-//     kind (evidence_received, late_evidence and the acks and declarations
-//     applied at once record the typ there), else what the event's type or
-//     obligation event proves (compensation_acked, no_compensation_declared,
-//     task_ended_acked, task_ended_compensated, task_ended_declared), else
-//     its evidence_data's kind (early_evidence_unused), else the evidence
-//     an evidence_conflict names (compensation_ack, declaration_verified)
-//     or the resolution of an extra task's receipt (compensated,
-//     no_effects);
-//   - the acceptance time: the time of the first event of the stream that
-//     stores the same token (the evidence_received of evidence applied or
-//     found unused later), else the event's own time.
-//
-// What cannot be told of an event written before: a receipt's verification
-// time, when it was judged a moment before its event was written (an
-// A2A receipt, an evidence_conflict); the event's time stands for it.
+// compensation an earlier event required. An event written before events
+// recorded the token's kind is read as well as its data allows
+// (derivedTokenKind, in legacy.go).
 func StoredTokens(events []ledger.Event, slack time.Duration) []StoredToken {
 	var out []StoredToken
 	first := map[string]StoredToken{} // token -> its first event's reading
@@ -170,40 +154,6 @@ func readStoredToken(e ledger.Event) StoredToken {
 		st.Problem = "the event does not say which kind of token it stores"
 	}
 	return st
-}
-
-// derivedTokenKind is the kind of the token stored on an event of type
-// typ written before events recorded it (StoredTokens), from its data top
-// and its evidence_data nested; "" when they do not tell.
-func derivedTokenKind(typ ledger.EventType, top, nested tokenRecord) string {
-	switch {
-	case validTokenKind(top.Kind):
-		return top.Kind
-	case typ == ledger.EventTypeCompensationAcked:
-		return ledger.TokenKindAck
-	case typ == ledger.EventTypeNoCompensationDeclared:
-		return ledger.TokenKindDeclaration
-	}
-	switch ledger.ObligationEvent(top.ObligationEvent) {
-	case ledger.EventTaskEndedAcked, ledger.EventTaskEndedCompensated:
-		return ledger.TokenKindAck
-	case ledger.EventTaskEndedDeclared:
-		return ledger.TokenKindDeclaration
-	}
-	if validTokenKind(nested.Kind) {
-		return nested.Kind
-	}
-	switch {
-	case typ == ledger.EventTypeEvidenceConflict && top.Kind == string(ledger.EventCompensationAck):
-		return ledger.TokenKindAck
-	case typ == ledger.EventTypeEvidenceConflict && top.Kind == string(ledger.EventDeclarationVerified):
-		return ledger.TokenKindDeclaration
-	case typ == ledger.EventTypeExtraTaskCompensated && top.Resolution == "compensated":
-		return ledger.TokenKindAck
-	case typ == ledger.EventTypeExtraTaskCompensated && top.Resolution == "no_effects":
-		return ledger.TokenKindDeclaration
-	}
-	return ""
 }
 
 func validTokenKind(k string) bool {

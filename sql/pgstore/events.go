@@ -117,22 +117,17 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 }
 
 // toEvent maps an event row to the domain's Event. Its Data is the data
-// the hash was computed over: hashed_data, or for an event stored before
-// hashed_data was kept, the jsonb data as it reads back (what its hash was
-// computed over then).
+// the hash was computed over: hashed_data (for an event stored before it
+// was kept, see hashedOrJSONB).
 // An event whose jsonb data no longer equals its hashed_data (a row edited
 // around the append-only trigger) is returned with its jsonb data, so its
 // hash no longer matches and VerifyChain reports the edit wherever the
 // event is read.
 func toEvent(r dbsqlc.Event) ledger.Event {
-	data := json.RawMessage(r.Data)
-	if r.HashedData != nil && jsonbEqual(r.HashedData, r.Data) {
-		data = r.HashedData
-	}
 	return ledger.Event{
 		Seq: r.Seq, Stream: r.Stream, StreamSeq: r.StreamSeq, DelegationID: r.DelegationID.UUID, Type: ledger.EventType(r.Type),
 		At: r.At, Actor: r.Actor, ObligationFrom: ledger.ObligationState(deref(r.ObligationFrom)),
-		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: data, Evidence: deref(r.Evidence),
+		ObligationTo: ledger.ObligationState(deref(r.ObligationTo)), Data: hashedOrJSONB(r), Evidence: deref(r.Evidence),
 		PrevHash: r.PrevHash, Hash: r.Hash,
 	}
 }

@@ -451,10 +451,7 @@ func exitMismatch(d dbsqlc.DelegationEvidenceListRow, exit *ledger.Event, data e
 	}
 	switch {
 	case st == ledger.ObligationSettled:
-		settled := d.AmountMinor // events before migration 00017 settled the whole hold
-		if data.SettledAmountMinor != nil {
-			settled = *data.SettledAmountMinor
-		}
+		settled := settledAmount(data.SettledAmountMinor, d.AmountMinor)
 		switch {
 		case !status || data.State != ledger.StatusCompleted || data.ObligationEvent != ledger.EventTaskCompleted:
 			mismatch("settled by a %s event (state %q, %s), not a completed status", exit.Type, data.State, data.ObligationEvent)

@@ -713,7 +713,7 @@ func acceptedAt(verifiedAt, now time.Time) time.Time {
 	if verifiedAt.IsZero() || verifiedAt.After(now) {
 		return now
 	}
-	return verifiedAt.UTC().Truncate(time.Microsecond)
+	return ledger.StoredTime(verifiedAt)
 }
 
 // storedTokenAcceptance is what the data of an event that stores the

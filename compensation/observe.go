@@ -154,7 +154,7 @@ type ObservationTx interface {
 // its event. A newly terminal status of a held obligation is evidence,
 // handed to ApplyEvidence as a TaskEnd, so at most once.
 func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.Delegation, obs Observation, actor string, now time.Time) (ledger.Delegation, error) {
-	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
+	at := ledger.StoredTime(obs.Timestamp)
 	if obs.Timestamp.IsZero() {
 		at = now
 	}

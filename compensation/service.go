@@ -114,7 +114,7 @@ func NewService(cfg Config) *Service {
 }
 
 // now is the clock's time at PostgreSQL's precision, as in the ledger.
-func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+func (s *Service) now() time.Time { return ledger.StoredTime(s.clock.Now()) }
 
 // Outcome says what became of verified evidence.
 type Outcome string

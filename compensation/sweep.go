@@ -26,7 +26,7 @@ const sweepActor = "system:sweep"
 
 // sweep is Sweep with its events recorded as actor's.
 func (s *Service) sweep(ctx context.Context, now time.Time, actor string) (int, error) {
-	now = now.UTC().Truncate(time.Microsecond)
+	now = ledger.StoredTime(now)
 	if n, err := s.announceBackfilledReleases(ctx, now, actor); err != nil {
 		return 0, err
 	} else if n > 0 {

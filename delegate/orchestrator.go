@@ -109,7 +109,7 @@ func NewOrchestrator(cfg OrchestratorConfig) *Orchestrator {
 }
 
 // now is the clock's time at PostgreSQL's precision, as in the ledger.
-func (o *Orchestrator) now() time.Time { return o.clock.Now().UTC().Truncate(time.Microsecond) }
+func (o *Orchestrator) now() time.Time { return ledger.StoredTime(o.clock.Now()) }
 
 // FollowUp returns a follow-up message of a delegation the principal may
 // see.

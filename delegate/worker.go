@@ -366,7 +366,7 @@ func NewWorker(cfg Config) *Worker {
 }
 
 // now is the clock's time at PostgreSQL's precision, as in the ledger.
-func (w *Worker) now() time.Time { return w.clock.Now().UTC().Truncate(time.Microsecond) }
+func (w *Worker) now() time.Time { return ledger.StoredTime(w.clock.Now()) }
 
 // Wake makes the worker look for due jobs now rather than at its next tick.
 func (w *Worker) Wake() {

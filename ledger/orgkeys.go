@@ -251,7 +251,7 @@ func CheckOrgKeys(history []OrgKey, stream []Event, complete bool) []string {
 	endedInHistory := map[at]bool{}
 	for _, k := range history {
 		ref := KeyRef{KeyID: k.KeyID, Thumbprint: k.Thumbprint}
-		from := k.ValidFrom.UTC().Truncate(time.Microsecond)
+		from := StoredTime(k.ValidFrom)
 		inHistory[at{ref, from.UnixMicro()}] = true
 		if !added[at{ref, from.UnixMicro()}] && !(legacy && from.UnixMicro() == stream[0].At.UnixMicro()) {
 			problems = append(problems, fmt.Sprintf("key %s (thumbprint %s) is in force from %s, but no event of the org's stream added it then",
@@ -262,11 +262,11 @@ func CheckOrgKeys(history []OrgKey, stream []Event, complete bool) []string {
 		var end time.Time
 		for i, e := range stream {
 			if e.At.UnixMicro() > from.UnixMicro() && slices.Contains(parsed[i].KeysRemoved, ref) {
-				end = e.At.UTC().Truncate(time.Microsecond)
+				end = StoredTime(e.At)
 				break
 			}
 		}
-		switch until := k.ValidUntil.UTC().Truncate(time.Microsecond); {
+		switch until := StoredTime(k.ValidUntil); {
 		case end.IsZero() && !until.IsZero():
 			problems = append(problems, fmt.Sprintf("key %s (thumbprint %s) ends at %s, but no event of the org's stream removed it",
 				k.KeyID, k.Thumbprint, until.Format(time.RFC3339Nano)))

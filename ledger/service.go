@@ -123,7 +123,7 @@ func NewService(cfg Config) *Service {
 
 // Now is the service clock's time at PostgreSQL's precision (microseconds),
 // so what is hashed into an event equals what is read back.
-func (s *Service) Now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+func (s *Service) Now() time.Time { return StoredTime(s.clock.Now()) }
 
 // MaxTextLen is the longest free text (a message, a reason, a note) the
 // ledger records.

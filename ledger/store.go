@@ -19,6 +19,11 @@ type SystemClock struct{}
 // Now returns the current time.
 func (SystemClock) Now() time.Time { return time.Now() }
 
+// StoredTime is t as PostgreSQL stores a timestamptz: in UTC, to the
+// microsecond. Services take their clock's time through it, so a time they
+// compare or record equals the one read back.
+func StoredTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
 // Store is the persistence the ledger needs. Every method takes the time it
 // should record as a parameter; the store never reads a clock.
 //

@@ -324,7 +324,7 @@ func (c *Checkpoints) createOne(ctx context.Context, actor string, always bool) 
 	if c.signer == nil {
 		return Checkpoint{}, false, false, errNoCheckpointKey
 	}
-	now := c.clock.Now().UTC().Truncate(time.Microsecond)
+	now := ledger.StoredTime(c.clock.Now())
 	cp, added, err = c.store.AddCheckpoint(ctx, c.spanLimit, func(latest *Checkpoint, span CheckpointSpan) (*Checkpoint, error) {
 		more = span.Full
 		if !always && len(span.Heads) == 0 {

@@ -91,7 +91,7 @@ func NewCases(cfg CasesConfig) *Cases {
 }
 
 // Now is the clock's time at PostgreSQL's precision.
-func (c *Cases) Now() time.Time { return c.clock.Now().UTC().Truncate(time.Microsecond) }
+func (c *Cases) Now() time.Time { return ledger.StoredTime(c.clock.Now()) }
 
 // Get returns the case of a delegation the principal may see.
 func (c *Cases) Get(ctx context.Context, p ledger.Principal, id uuid.UUID) (Case, error) {
@@ -147,7 +147,7 @@ func (ch CaseChange) validate(now time.Time) (CaseChange, error) {
 		if ch.Until.IsZero() {
 			break
 		}
-		ch.Until = ch.Until.UTC().Truncate(time.Microsecond)
+		ch.Until = ledger.StoredTime(ch.Until)
 		if !ch.Until.After(now) {
 			return ch, ledger.Invalid("until", "must be in the future")
 		}

@@ -42,7 +42,7 @@ func NewOverview(cfg OverviewConfig) *Overview {
 }
 
 // Now is the clock's time at PostgreSQL's precision.
-func (o *Overview) Now() time.Time { return o.clock.Now().UTC().Truncate(time.Microsecond) }
+func (o *Overview) Now() time.Time { return ledger.StoredTime(o.clock.Now()) }
 
 // Budgets returns every budget.
 func (o *Overview) Budgets(ctx context.Context, p ledger.Principal) ([]ledger.Budget, error) {

@@ -274,7 +274,7 @@ func NewReports(cfg ReportsConfig) *Reports {
 }
 
 // Now is the reports' clock time at PostgreSQL's precision.
-func (r *Reports) Now() time.Time { return r.clock.Now().UTC().Truncate(time.Microsecond) }
+func (r *Reports) Now() time.Time { return ledger.StoredTime(r.clock.Now()) }
 
 // Maximum page sizes of the JSON listings.
 const (

@@ -91,7 +91,7 @@ func NewService(cfg Config) *Service {
 // ErrNoSession is returned for a session id that names no live session.
 var ErrNoSession = errors.New("no such session")
 
-func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+func (s *Service) now() time.Time { return ledger.StoredTime(s.clock.Now()) }
 
 // TTL is how long a new session lasts.
 func (s *Service) TTL() time.Duration { return s.ttl }

@@ -208,7 +208,7 @@ func NewService(cfg Config) *Service {
 	return &Service{cfg: cfg, backoff: backoff.Exponential{Base: cfg.BackoffBase, Max: cfg.BackoffMax}}
 }
 
-func (s *Service) now() time.Time { return s.cfg.Clock.Now().UTC().Truncate(time.Microsecond) }
+func (s *Service) now() time.Time { return ledger.StoredTime(s.cfg.Clock.Now()) }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 

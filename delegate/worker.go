@@ -76,9 +76,11 @@ type Tracking struct {
 // it. Error contract: as ledger.Store; a missing row is ledger.ErrNotFound
 // (wrapped).
 type Store interface {
-	// Delegation, Org and DelegationLinks read as ledger.Reader's do.
+	// Delegation loads a delegation, as ledger.Reader's does.
 	Delegation(ctx context.Context, id uuid.UUID) (ledger.Delegation, error)
+	// Org loads an org, as ledger.Reader's does.
 	Org(ctx context.Context, id string) (ledger.Org, error)
+	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]ledger.DelegationLink, error)
 	// InTx runs fn in one database transaction, committing if fn returns
 	// nil; it retries fn on serialization failures, so fn must have no

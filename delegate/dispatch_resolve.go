@@ -42,26 +42,14 @@ const foundByOncall = "oncall"
 // task, or gave no usable answer; nothing is recorded.
 var ErrRemoteAgentUnavailable = errors.New("delegate: the remote agent could not be asked about the task")
 
-// ResolveDispatch records, on behalf of an on-call principal, the remote
-// task of a delegation in the dispatch_unknown condition (any other
-// delegation is a conflict, dispatch_not_unknown). A person's word names
-// the task but does not prove it: before anything is recorded the org's
-// agent is asked for the task (GetTask, with its history), and it is
-// taken only when the agent shows it is the delegation's
-// (dispatchTaskProof: in the delegation's own context, or with the
-// dispatch's messageId in its history). A task the agent shows to be
-// another's is refused (remote_task_conflict) and recorded as a
-// remote_task_conflict event; a task the agent does not know is refused
-// (remote_task_unknown); an agent that cannot be asked is
-// ErrRemoteAgentUnavailable; a task another delegation at the org records,
-// of any tenant, is refused (remote_task_taken). Otherwise, in one
-// transaction, the condition ends, the task id and the context the agent
-// showed are set, a dispatch_resolved event records who, why and the
-// proof, and the task is observed at once, and canceled if the
-// orchestrator asked for that meanwhile. Nothing here moves the hold or
-// the obligation, and the task's first end cannot release the hold
-// (compensation's ResolvedByPerson fact): no single person releases money
-// by resolving.
+// ResolveDispatch records, for an on-call principal, the remote task of a
+// delegation in the dispatch_unknown condition, once the org's agent shows
+// (GetTask, dispatchTaskProof) that the task is the delegation's
+// (ledger/DESIGN.md §2.2, "A resolution names the delegation's own task").
+// A refusal is a ledger conflict (dispatch_not_unknown,
+// remote_task_conflict, recorded as an event; remote_task_unknown;
+// remote_task_taken) or ErrRemoteAgentUnavailable. Nothing here moves the
+// hold or the obligation.
 func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, id uuid.UUID, in ResolveDispatchInput) (ledger.Delegation, error) {
 	if err := ledger.Authorize(p, ledger.ActionResolveDispatch); err != nil {
 		return ledger.Delegation{}, err
@@ -177,13 +165,10 @@ func (o *Orchestrator) refuseNotDelegations(ctx context.Context, p ledger.Princi
 }
 
 // dispatchTaskProof says how the org's agent shows that t, as it answered
-// GetTask or ListTasks, is the task d's dispatch created: "message_id" when
-// its history holds d's dispatch messageId, "context" when it is in d's own
-// context (DispatchContextID: only Quittance sends there, and before a task
-// is recorded only the dispatch), "" when it shows neither. A context d
-// continues from another delegation proves nothing: that delegation's
-// tasks are in it too. Every way of ending the dispatch_unknown condition
-// (on-call, a lookup, a push) takes a task only with a proof.
+// GetTask or ListTasks, is the task d's dispatch created: "message_id"
+// (d's dispatch messageId in its history), "context" (in d's own context,
+// DispatchContextID), or "" when it shows neither. Every way of ending the
+// dispatch_unknown condition takes a task only with a proof (§2.2).
 func dispatchTaskProof(d ledger.Delegation, t a2a.Task) string {
 	if purpose, ours := taskPurpose(d, t, true); !ours || purpose != PurposeDispatch {
 		return ""

@@ -29,13 +29,9 @@ type OrchestratorStore interface {
 
 // OrchestratorTx is what the Orchestrator writes through, a small part of
 // the Worker's Tx (which embeds it): queuing an answer to an interrupted
-// task (Continue) locks the delegation, reads its org and any answer with
-// the same id, and queues the answer with its event and the outbox job that
-// sends it; on-call's resolution of an unknown dispatch (ResolveDispatch)
-// checks the task is no other delegation's, ends the condition through
-// ledger.Apply and queues the observe (and cancel) jobs. The Orchestrator
-// records no observation, receipt or job outcome. Error contract: as
-// ledger.Store.
+// task (Continue) and on-call's resolution of an unknown dispatch
+// (ResolveDispatch). It records no observation, receipt or job outcome.
+// Error contract: as ledger.Store.
 type OrchestratorTx interface {
 	ledger.ChangeTx
 	ledger.DelegationLocker

@@ -15,22 +15,12 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// Every remote task accounted for. A dispatch carries a context of
-// Quittance's own choosing (DispatchContextID), so every task an agent
-// created for a delegation can be found again: by ListTasks on that context
-// where the agent lists tasks, and by any push or stream event that names
-// the context. A task found that is not the one the delegation tracks (a
-// second task an agent created on a resend with the same messageId, for the
-// dispatch or for a compensation request) is an extra task: recorded on the
-// delegation (remote_task_found), canceled, and named in the compensation
-// request. Until each is accounted for — terminal, and named in a
-// compensation request — the obligation does not close. That rule is
-// compensation.Service.ApplyEvidence's, for every channel: a terminal
-// status of the delegation's own task calls for compensation, and
-// compensation evidence is held as received until then. The workers only
-// report the facts (a task found, its status, a cancel sent, a request
-// naming it) and trigger compensation.Service.ApplyHeldEvidence when they
-// change.
+// Every remote task accounted for (ledger/DESIGN.md §2.2; A2A.md): the
+// tasks an agent created for a delegation besides the one it tracks are
+// found in the delegation's own context (DispatchContextID), recorded,
+// canceled and named in the compensation request. The rules are
+// compensation.Service.ApplyEvidence's; the workers report the facts and
+// call compensation.Service.ApplyHeldEvidence when they change.
 
 // RemoteTask is an extra remote task of a delegation; the rule that each
 // is accounted for before compensation evidence discharges the obligation

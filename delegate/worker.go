@@ -22,16 +22,12 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// The A2A workers. Every outbound call Quittance makes on a delegation's
-// behalf is a job in a durable outbox (ledger.OutboundJob), enqueued in the
+// The A2A workers (A2A.md, "The outbox and leases"). Every outbound call is
+// a job in a durable outbox (ledger.OutboundJob), enqueued in the
 // transaction of the change that calls for it. A Worker claims due jobs
-// with a lease (FOR UPDATE SKIP LOCKED in the store), makes the remote call
-// outside any transaction, and records the result in a new transaction —
-// through ledger.Apply, compensation.Service.ObserveTaskStatus or
-// compensation.Service.ApplyRemoteReceipt — together with finishing or rescheduling
-// the job. A worker that crashes mid-call leaves its job leased; once the
-// lease runs out another worker makes the same call again, with the same
-// A2A messageId, so the remote can deduplicate it.
+// with a lease, makes the call outside any transaction and records the
+// result, with the job's end, in a new one. A call repeated after a lost
+// lease carries the same A2A messageId, so the remote can deduplicate it.
 
 // workerActor is the actor of every event the workers append.
 const workerActor = "system:a2a"
@@ -80,9 +76,11 @@ type Tracking struct {
 // it. Error contract: as ledger.Store; a missing row is ledger.ErrNotFound
 // (wrapped).
 type Store interface {
-	// Delegation, Org and DelegationLinks read as ledger.Reader's do.
+	// Delegation loads a delegation, as ledger.Reader's does.
 	Delegation(ctx context.Context, id uuid.UUID) (ledger.Delegation, error)
+	// Org loads an org, as ledger.Reader's does.
 	Org(ctx context.Context, id string) (ledger.Org, error)
+	// DelegationLinks returns the links from and to a delegation.
 	DelegationLinks(ctx context.Context, id uuid.UUID) ([]ledger.DelegationLink, error)
 	// InTx runs fn in one database transaction, committing if fn returns
 	// nil; it retries fn on serialization failures, so fn must have no

@@ -84,12 +84,14 @@ func (t *tx) Admin() ledger.AdminTx { return t }
 // its identity revocations alike.
 func (t *tx) Revocation() compensation.RevocationTx { return t }
 
-// Receipts, Outbox and ExtraTasks return t itself: one transaction serves
-// the A2A workers' every part (delegate.Tx).
+// Receipts returns t itself: one transaction serves the A2A workers and
+// the compensation service they write receipts through alike.
 func (t *tx) Receipts() compensation.ReceiptTx { return t }
 
+// Outbox returns t itself, as the A2A workers' outbox.
 func (t *tx) Outbox() delegate.OutboxTx { return t }
 
+// ExtraTasks returns t itself, as the record of extra remote tasks.
 func (t *tx) ExtraTasks() delegate.ExtraTaskTx { return t }
 
 var (

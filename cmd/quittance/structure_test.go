@@ -28,12 +28,6 @@ const (
 	maxInterfaceMeths = 30
 )
 
-// sizeDebt lists the functions ("pkg/path.Func" or "pkg/path.Type.Method")
-// and interfaces ("pkg/path.Name") that are over a limit today, in areas
-// still being reworked. The list may only shrink: a new violation fails,
-// and so does an entry that no longer violates, so it stays honest.
-var sizeDebt = map[string]bool{}
-
 // sourceFile is one parsed non-test Go file of the module, with pkg the
 // module-relative directory of its package ("." for the root).
 type sourceFile struct {
@@ -53,7 +47,8 @@ func newSizeFindings() sizeFindings {
 	return sizeFindings{declared: map[string]bool{}, over: map[string]string{}}
 }
 
-// funcKey names a function declaration as sizeDebt does.
+// funcKey names a function declaration: "pkg/path.Func" or
+// "pkg/path.Type.Method".
 func funcKey(pkg string, fd *ast.FuncDecl) string {
 	name := fd.Name.Name
 	if fd.Recv != nil && len(fd.Recv.List) == 1 {
@@ -305,9 +300,8 @@ type parsedModule struct {
 	files []sourceFile
 }
 
-// checkAgainstDebt fails on every finding not in sizeDebt and on every
-// sizeDebt entry this check declares that is no longer over its limit.
-func checkAgainstDebt(t *testing.T, found sizeFindings, what, fix string) {
+// failOver fails on every finding over its limit.
+func failOver(t *testing.T, found sizeFindings, what, fix string) {
 	t.Helper()
 	keys := make([]string, 0, len(found.over))
 	for k := range found.over {
@@ -315,49 +309,32 @@ func checkAgainstDebt(t *testing.T, found sizeFindings, what, fix string) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if !sizeDebt[k] {
-			t.Errorf("%s: %s %s is over the limit; %s", found.over[k], what, k, fix)
-		}
-	}
-	for k := range sizeDebt {
-		if found.declared[k] && found.over[k] == "" {
-			t.Errorf("%s %s is within the limits now: remove %s from sizeDebt", what, k, k)
-		}
+		t.Errorf("%s: %s %s is over the limit; %s", found.over[k], what, k, fix)
 	}
 }
 
 // TestFunctionsStaySmall fails on a function or method over 80 lines or
-// over 6 parameters that sizeDebt does not list, and on a stale entry.
+// over 6 parameters.
 func TestFunctionsStaySmall(t *testing.T) {
 	t.Parallel()
 	mod, err := moduleSources()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset, files := mod.fset, mod.files
-	if len(files) < 100 {
-		t.Fatalf("only %d Go files found: the walk is broken", len(files))
+	if len(mod.files) < 100 {
+		t.Fatalf("only %d Go files found: the walk is broken", len(mod.files))
 	}
-	found := checkFuncSizes(fset, files)
-	checkAgainstDebt(t, found, "function", "split it into named steps or group its parameters in a struct")
-	ifaces := checkInterfaceSizes(fset, files)
-	for k := range sizeDebt {
-		if !found.declared[k] && !ifaces.declared[k] {
-			t.Errorf("%s names no function or interface of the module: remove %s from sizeDebt", k, k)
-		}
-	}
+	failOver(t, checkFuncSizes(mod.fset, mod.files), "function", "split it into named steps or group its parameters in a struct")
 }
 
-// TestInterfacesStaySmall fails on an interface over 30 methods that
-// sizeDebt does not list, and on a stale entry.
+// TestInterfacesStaySmall fails on an interface over 30 methods.
 func TestInterfacesStaySmall(t *testing.T) {
 	t.Parallel()
 	mod, err := moduleSources()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset, files := mod.fset, mod.files
-	checkAgainstDebt(t, checkInterfaceSizes(fset, files), "interface", "split it into the smaller interfaces its callers need")
+	failOver(t, checkInterfaceSizes(mod.fset, mod.files), "interface", "split it into the smaller interfaces its callers need")
 }
 
 // TestSizeChecksCatchViolations checks the checks on a small source: a

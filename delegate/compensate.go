@@ -77,21 +77,27 @@ type compensationRun struct {
 	org   ledger.Org
 	round int
 	msgID string
-	// sent says this run sent the request (rather than fetching the task
-	// answering an earlier one); named are the extra tasks it names.
-	sent  bool
+	// named are the extra tasks the request names.
 	named []string
-	// task and reply are the remote's answer: a task, or a message.
+	remoteAnswer
+}
+
+// remoteAnswer is what one compensation attempt sent and got back: sent
+// says it sent a request (rather than fetching the task answering an
+// earlier one); task and reply are the remote's answer, a task or a
+// message.
+type remoteAnswer struct {
+	sent  bool
 	task  *a2a.Task
 	reply *a2a.Message
 }
 
 // taskID is the id of the task answering the request, "" for a message.
-func (r *compensationRun) taskID() string {
-	if r.task == nil {
+func (a remoteAnswer) taskID() string {
+	if a.task == nil {
 		return ""
 	}
-	return r.task.ID
+	return a.task.ID
 }
 
 // failure is a failed attempt of this run on a definitive answer: the next

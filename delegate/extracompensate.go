@@ -78,7 +78,7 @@ func (w *Worker) compensateExtraTask(ctx context.Context, client *a2a.Client, d 
 	if handled || err != nil {
 		return more, err
 	}
-	if run.sent {
+	if run.answer.sent {
 		run.c.Attempts++
 	}
 	return w.takeExtraCompensationAnswer(ctx, run)
@@ -93,25 +93,13 @@ type extraRun struct {
 	taskID string
 	c      compensation.ExtraTaskCompensation
 	msgID  string
-	// sent says the attempt sent a request; task and reply are the
-	// remote's answer.
-	sent  bool
-	task  *a2a.Task
-	reply *a2a.Message
-}
-
-// answerTaskID is the id of the task answering the request, "" for a message.
-func (r *extraRun) answerTaskID() string {
-	if r.task == nil {
-		return ""
-	}
-	return r.task.ID
+	answer remoteAnswer
 }
 
 // failure is a failed attempt on a definitive answer (counted already when
 // sent): the next attempt starts a new round.
 func (r *extraRun) failure(problem, outcome string) compensationFailure {
-	return compensationFailure{problem: problem, outcome: outcome, newRound: true, taskID: r.answerTaskID()}
+	return compensationFailure{problem: problem, outcome: outcome, newRound: true, taskID: r.answer.taskID()}
 }
 
 // fetchExtraCompensationTask fetches the task answering the round's
@@ -126,7 +114,7 @@ func (w *Worker) fetchExtraCompensationTask(ctx context.Context, client *a2a.Cli
 		more, err := w.extraFailed(ctx, run, compensationFailure{problem: "fetch compensation task: " + errorText(err), outcome: outcomeError, newRound: true})
 		return more, true, err
 	}
-	run.task = &t
+	run.answer.task = &t
 	return false, false, nil
 }
 
@@ -156,8 +144,8 @@ func (w *Worker) sendExtraCompensationRequest(ctx context.Context, client *a2a.C
 			counted: true, newRound: remoteAnswered(err)})
 		return more, true, err
 	}
-	run.sent = true
-	run.task, run.reply = res.Task, res.Message
+	run.answer.sent = true
+	run.answer.task, run.answer.reply = res.Task, res.Message
 	return false, false, nil
 }
 
@@ -167,14 +155,14 @@ func (w *Worker) sendExtraCompensationRequest(ctx context.Context, client *a2a.C
 // looked at again later; an accepted receipt is applied; anything else is
 // a failed attempt.
 func (w *Worker) takeExtraCompensationAnswer(ctx context.Context, run *extraRun) (more bool, err error) {
-	raw, found := answerReceipt(run.task, run.reply)
+	raw, found := answerReceipt(run.answer.task, run.answer.reply)
 	if !found {
-		if run.task != nil && !run.task.Status.State.Terminal() {
+		if run.answer.task != nil && !run.answer.task.Status.State.Terminal() {
 			return w.keepExtraCompensation(ctx, run)
 		}
 		state := "a message"
-		if run.task != nil {
-			state = string(run.task.Status.State)
+		if run.answer.task != nil {
+			state = string(run.answer.task.Status.State)
 		}
 		return w.extraFailed(ctx, run, run.failure(fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError))
 	}
@@ -182,7 +170,7 @@ func (w *Worker) takeExtraCompensationAnswer(ctx context.Context, run *extraRun)
 	if err != nil {
 		return w.extraFailed(ctx, run, run.failure(text.Truncate(err.Error(), 500), outcomeError))
 	}
-	if r.Outcome == compensation.ReceiptPending && (run.reply != nil || !run.task.Status.State.Terminal()) {
+	if r.Outcome == compensation.ReceiptPending && (run.answer.reply != nil || !run.answer.task.Status.State.Terminal()) {
 		return w.keepExtraCompensation(ctx, run)
 	}
 	now := w.now()
@@ -206,7 +194,7 @@ func (w *Worker) takeExtraCompensationAnswer(ctx context.Context, run *extraRun)
 // keepExtraCompensation remembers the task answering the request, which is
 // still working on it, so the job looks at it again later.
 func (w *Worker) keepExtraCompensation(ctx context.Context, run *extraRun) (more bool, err error) {
-	run.c.TaskID, run.c.LastError = run.answerTaskID(), ""
+	run.c.TaskID, run.c.LastError = run.answer.taskID(), ""
 	err = w.store.InTx(ctx, func(tx Tx) error {
 		if _, err := tx.DelegationForUpdate(ctx, run.d.ID); err != nil {
 			return err
@@ -220,7 +208,7 @@ func (w *Worker) keepExtraCompensation(ctx context.Context, run *extraRun) (more
 // compensation.Service.ApplyExtraTaskReceipt, which resolves the task; a
 // refused receipt is a failed attempt.
 func (w *Worker) applyExtraReceipt(ctx context.Context, run *extraRun, jr compensation.JudgedReceipt, now time.Time) (more bool, err error) {
-	run.c.TaskID, run.c.LastError = run.answerTaskID(), ""
+	run.c.TaskID, run.c.LastError = run.answer.taskID(), ""
 	err = w.store.InTx(ctx, func(tx Tx) error {
 		cur, err := tx.DelegationForUpdate(ctx, run.d.ID)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/audit"
 )
 
@@ -28,34 +27,14 @@ type EvidencePackBody struct {
 	Checkpoints []string           `json:"checkpoints,omitempty" doc:"The compact JWS of the checkpoints that signed the delegation's and the org's latest signed stream heads, oldest first (read before the events): they anchor the streams' heads. Absent while no checkpoint covers either stream."`
 }
 
-// PackDelegationBody is the delegation an evidence pack is about.
-type PackDelegationBody struct {
-	ID                         string                 `json:"id"`
-	Stream                     string                 `json:"stream"`
-	BusinessOperationID        string                 `json:"business_operation_id"`
-	OrgID                      string                 `json:"org_id"`
-	TaskClass                  string                 `json:"task_class"`
-	BudgetID                   string                 `json:"budget_id"`
-	AmountMinor                int64                  `json:"amount_minor"`
-	Currency                   string                 `json:"currency"`
-	RemoteTaskID               string                 `json:"remote_task_id"`
-	ObligationState            ledger.ObligationState `json:"obligation_state"`
-	CompensationIdempotencyKey string                 `json:"compensation_idempotency_key"`
-}
-
-// PackHeadBody names a stream's last event.
-type PackHeadBody struct {
-	StreamSeq int32  `json:"stream_seq"`
-	Hash      string `json:"hash"`
-}
-
-// PackTokenBody is one token stored on an event of the pack.
-type PackTokenBody struct {
-	StreamSeq  int32            `json:"stream_seq"`
-	EventType  ledger.EventType `json:"event_type"`
-	AcceptedAt time.Time        `json:"accepted_at"`
-	Token      string           `json:"token"`
-}
+// PackDelegationBody, PackHeadBody and PackTokenBody are the pack's
+// delegation, stream head and stored tokens as the API documents them:
+// audit's types under the names the OpenAPI document gives them.
+type (
+	PackDelegationBody audit.PackDelegation
+	PackHeadBody       audit.PackHead
+	PackTokenBody      audit.PackToken
+)
 
 // PackOrgKeyBody is one row of the org's key history.
 type PackOrgKeyBody struct {

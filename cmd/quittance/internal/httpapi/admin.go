@@ -331,9 +331,6 @@ func (s *Server) listTaskClasses(ctx context.Context, _ *struct{}) (*taskClassLi
 		return nil, s.fail(ctx, err)
 	}
 	out := &taskClassListOutput{}
-	out.Body.TaskClasses = make([]TaskClassBody, len(cs))
-	for i, c := range cs {
-		out.Body.TaskClasses[i] = taskClassBody(c)
-	}
+	out.Body.TaskClasses = bodies(cs, taskClassBody)
 	return out, nil
 }

@@ -257,3 +257,13 @@ func (s *Server) readyz(ctx context.Context, _ *struct{}) (*healthOutput, error)
 	out.Body.Status = "ready"
 	return out, nil
 }
+
+// bodies maps each of xs to its API body, keeping the order. It returns an
+// empty, never nil, slice for no xs, so a list encodes as [] and not null.
+func bodies[T, B any](xs []T, body func(T) B) []B {
+	out := make([]B, len(xs))
+	for i, x := range xs {
+		out[i] = body(x)
+	}
+	return out
+}

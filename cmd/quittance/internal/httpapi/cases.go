@@ -256,10 +256,7 @@ func (s *Server) listWriteOffs(ctx context.Context, in *listWriteOffsInput) (*li
 		return nil, s.fail(ctx, err)
 	}
 	out := &listWriteOffsOutput{}
-	out.Body.WriteOffs = make([]WriteOffBody, len(list))
-	for i, w := range list {
-		out.Body.WriteOffs[i] = writeOffBody(w)
-	}
+	out.Body.WriteOffs = bodies(list, writeOffBody)
 	return out, nil
 }
 

@@ -106,10 +106,7 @@ func (s *Server) listCheckpoints(ctx context.Context, in *listCheckpointsInput) 
 		return nil, s.fail(ctx, err)
 	}
 	out := &listCheckpointsOutput{}
-	out.Body.Checkpoints = make([]CheckpointBody, len(list))
-	for i, c := range list {
-		out.Body.Checkpoints[i] = checkpointBody(c)
-	}
+	out.Body.Checkpoints = bodies(list, checkpointBody)
 	limit := in.Limit
 	if limit == 0 {
 		limit = 50

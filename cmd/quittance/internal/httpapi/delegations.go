@@ -369,10 +369,7 @@ func (s *Server) listDelegations(ctx context.Context, in *listDelegationsInput) 
 		return nil, s.fail(ctx, err)
 	}
 	out := &listDelegationsOutput{}
-	out.Body.Delegations = make([]DelegationBody, len(ds))
-	for i, d := range ds {
-		out.Body.Delegations[i] = delegationBody(d)
-	}
+	out.Body.Delegations = bodies(ds, delegationBody)
 	if len(ds) == f.Limit && f.Limit > 0 {
 		out.Body.NextCursor = ds[len(ds)-1].ID.String()
 	}

@@ -299,10 +299,7 @@ func (s *Server) listPrincipals(ctx context.Context, _ *struct{}) (*listPrincipa
 		return nil, s.fail(ctx, err)
 	}
 	out := &listPrincipalsOutput{}
-	out.Body.Principals = make([]PrincipalBody, len(rs))
-	for i, r := range rs {
-		out.Body.Principals[i] = principalBody(r)
-	}
+	out.Body.Principals = bodies(rs, principalBody)
 	return out, nil
 }
 
@@ -446,10 +443,7 @@ func (s *Server) listCredentials(ctx context.Context, in *listCredentialsInput) 
 		return nil, s.fail(ctx, err)
 	}
 	out := &listCredentialsOutput{}
-	out.Body.Credentials = make([]CredentialBody, len(ts))
-	for i, t := range ts {
-		out.Body.Credentials[i] = credentialBody(t)
-	}
+	out.Body.Credentials = bodies(ts, credentialBody)
 	return out, nil
 }
 
@@ -524,10 +518,7 @@ func (s *Server) listPendingChanges(ctx context.Context, in *listPendingInput) (
 		return nil, s.fail(ctx, err)
 	}
 	out := &listPendingOutput{}
-	out.Body.Changes = make([]*PendingChangeBody, len(cs))
-	for i, c := range cs {
-		out.Body.Changes[i] = pendingChangeBody(c)
-	}
+	out.Body.Changes = bodies(cs, pendingChangeBody)
 	return out, nil
 }
 

@@ -118,9 +118,6 @@ func (s *Server) listTaskClassPolicies(ctx context.Context, in *orgPathInput) (*
 		return nil, s.fail(ctx, err)
 	}
 	out := &taskClassPolicyListOutput{}
-	out.Body.Policies = make([]TaskClassPolicyBody, len(ps))
-	for i, p := range ps {
-		out.Body.Policies[i] = taskClassPolicyBody(p)
-	}
+	out.Body.Policies = bodies(ps, taskClassPolicyBody)
 	return out, nil
 }

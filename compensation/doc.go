@@ -10,41 +10,21 @@
 //
 // # Signed evidence
 //
-// Acks and declarations that arrive over HTTP are compact JWS tokens. The JOSE
-// work — parsing, the algorithm allow-list, the header rules, resolving the key by
-// kid, the signature and its decoy keys, JWK Sets inline and fetched, thumbprints
-// and the ledger's own signing key — is internal/jose's; this package decides what
-// a token means. [PeekToken] reads the untrusted issuer, subject and key id so the
-// caller can find the org's registered keys — and, only once the token verified,
-// the delegation ([Service.Submit] answers every refusal before that alike, as
-// [CodeTokenRefused], after the same work — one signature verification —, and
-// counts its reason instead of telling it); [Verify] checks the token against that
-// org's JWK Set only (see ledger/DESIGN.md §3) with an explicit "typ" so an ack can
-// never pass as a declaration, then the iss, aud, sub, jti, iat and exp claims and
-// an ack's own claims. Every refusal is a [*RefusalError] with a stable code (the
-// JOSE leaf's reasons map to theirs one to one); its detail is safe to log and,
-// where Submit tells it, to return. Idempotency-key matching and jti replay
-// detection belong to the caller, inside the database transaction that records the
-// evidence; the codes for those refusals are defined here so that every refusal has
-// the same shape. [SignCompensationRequest] signs what the ledger asks of a remote
-// org, and [CheckpointSigner] and [VerifyCheckpoint] sign and verify checkpoints,
-// with the ledger's key (jose.Identity).
+// Acks and declarations posted over HTTP are compact JWS tokens. The JOSE
+// work is internal/jose's; this package decides what a token means:
+// [PeekToken] reads its untrusted issuer, [Verify] checks it against that
+// org's keys and its claims (ledger/DESIGN.md §3), and every refusal is a
+// [*RefusalError] with a stable code. [SignCompensationRequest],
+// [CheckpointSigner] and [VerifyCheckpoint] use the ledger's own key.
 //
 // # The one evidence function
 //
 // Every release, compensation and settlement goes through
-// [Service.ApplyEvidence] (ledger/DESIGN.md §3): acks and declarations
-// posted over HTTP ([Service.Submit]), receipts on Quittance's own A2A
-// calls ([Service.ApplyRemoteReceipt]) and every terminal task status of a
-// held obligation, reported by the orchestrator
-// ([Service.ReportTaskStatus]) or observed by the A2A workers
-// ([Service.ObserveTaskStatus]), which ObserveTaskStatus hands over
-// as a TaskEnd (kind task_completed for a settlement; channel the
-// observation's source). It correlates the evidence with the locked
-// delegation, claims a token's jti, keeps one piece of compensation evidence
-// per compensation idempotency key, uses evidence that arrived early, and
-// writes the transition through ledger.Apply. Write-offs alone take their
-// own two-person path.
+// [Service.ApplyEvidence] (ledger/DESIGN.md §3): posted tokens
+// ([Service.Submit]), receipts on Quittance's own A2A calls
+// ([Service.ApplyRemoteReceipt]) and the terminal status of a held
+// obligation ([Service.ObserveTaskStatus]). Write-offs alone take their own
+// two-person path.
 //
 // # What this package must never do
 //

@@ -75,47 +75,10 @@ type Evidence struct {
 }
 
 // ApplyEvidence is the one evidence path (ledger/DESIGN.md §3): every
-// release, compensation and settlement goes through it. Every channel —
-// signed tokens posted over HTTP (Submit), receipts on Quittance's own A2A
-// compensation requests and atomic receipts on a canceled task (the
-// delegate workers), and a terminal status of a held obligation, reported by the
-// orchestrator or observed over A2A (ObserveTaskStatus, kind TaskEnd.Kind,
-// channel its source; see applyTaskEnd) — hands its verified evidence to
-// it, inside the transaction that locked d. For compensation evidence, in
-// this order, so that every refusal comes before anything is written and a
-// caller may go on with its transaction:
-//
-//  1. Correlation: the evidence must be about d's task (sub, taskId), from
-//     d's org (iss), and carry d's compensation idempotency key (an ack's
-//     claim, a requested receipt's echo); an atomic receipt answers no
-//     request and is bound to the task alone.
-//  2. The jti of a signed token: the identical token accepted before is a
-//     duplicate; another token reusing the jti is token_replayed.
-//  3. Idempotency on the compensation idempotency key: evidence already
-//     accepted for the key with the same payload (kind and receipt id) is
-//     a duplicate — the original result, nothing changes; with another
-//     payload it is evidence_conflict, which the caller records as an
-//     evidence_conflict event.
-//  4. The jti is claimed.
-//  5. The obligation decides: waiting for compensation
-//     (revocation_pending_compensation, compensation_unconfirmed), the
-//     evidence is applied through ledger.Apply and a pending write-off is
-//     voided — once every extra remote task of d is accounted for
-//     (RemoteTask.Accounted: terminal, and named in a compensation
-//     request). Until then it is stored as received (held for
-//     extra_tasks_open) and applied by ApplyHeldEvidence when the last one
-//     is; a receipt answering a request round that did not name one of them
-//     cannot cover it and is not stored (OutcomeUncovered). Held (the task
-//     has not ended as far as the ledger knows), it is stored as received
-//     and applied when the gating terminal status arrives as evidence
-//     itself (applyTaskEnd); ended, it is recorded as late_evidence and
-//     never applied; escalated, it is refused (evidence_not_expected).
-//
-// Every outcome but late evidence and uncovered leaves the evidence in the
-// compensation_evidence row of d, which is what makes step 3 possible.
-// Evidence identical to evidence held as received is applied with it when
-// every extra task is accounted for by now, and answered received while
-// one is not.
+// channel hands its verified evidence to it, inside the transaction that
+// locked d, and every release, compensation and settlement is decided and
+// written here. Refusals come before any write, so a caller may go on with
+// its transaction. A terminal status (ev.TaskEnd) goes to applyTaskEnd.
 func (s *Service) ApplyEvidence(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, now time.Time) (EvidenceResult, error) {
 	if ev.TaskEnd != nil {
 		return applyTaskEnd(ctx, tx, d, ev, now)
@@ -389,34 +352,12 @@ func (s *Service) applyHeld(ctx context.Context, tx ReceiptTx, d ledger.Delegati
 }
 
 // applyTaskEnd is ApplyEvidence for a terminal status of a held obligation
-// (TaskEnd). Its correlation is the channel's: the delegation was
-// locked by its id, visible to the reporting orchestrator or named by the
-// A2A task Quittance asked about, and the status is the one just set on
-// it. Its idempotency and lateness are the status rules (ledger/DESIGN.md
-// §2.1), which ObserveTaskStatus applied before handing it over: a
-// terminal status reaches here once, a repeat of it changes nothing, and
-// any other status after it is a status_conflict. Then the obligation
-// decides, with the evidence received early (compensation_evidence, status
-// received): a canceled or failed status where the gate applies takes the
-// obligation straight to compensated (task_ended_acked, or
-// task_ended_compensated for an atomic cancel receipt) or released
-// (task_ended_declared), applying that evidence and carrying its token;
-// without evidence it makes the obligation
-// revocation_pending_compensation and queues the compensation request over
-// A2A with the transition. The delegation's extra remote tasks, read under
-// the lock whatever the channel said, make every end but completed a gated
-// one, and early evidence then stays received until ApplyHeldEvidence
-// finds them accounted for. (An orchestrator's report reaches here only
-// in record mode: on a delegation Quittance dispatched it is the
-// orchestrator's word alone, ReportTaskStatus.) completed settles (spending the reported
-// settled amount, the whole hold by default) — and marks each extra task
-// that may have effects as needing compensation of its own
-// (requireExtraCompensation) —, rejected or an ungated end
-// releases — and evidence received early is then marked unused and
-// surfaced as an early_evidence_unused anomaly. The transition and its
-// money are written by ledger.Apply, with the status's own
-// task_status_changed event. A task an on-call person named never releases
-// on its first end (gatePersonResolved).
+// (TaskEnd), whose correlation, idempotency and lateness ObserveTaskStatus
+// already applied: it settles, releases or gates the obligation, using or
+// marking unused the evidence received early (ledger/DESIGN.md §3). The
+// extra remote tasks, read under the lock, gate every end but completed; a
+// task an on-call person named never releases on its first end
+// (gatePersonResolved).
 func applyTaskEnd(ctx context.Context, tx ReceiptTx, d ledger.Delegation, ev Evidence, now time.Time) (EvidenceResult, error) {
 	p, err := planTaskEnd(ctx, tx, d, ev)
 	if err != nil {
@@ -587,25 +528,10 @@ func StatusEvidence(end TaskEnd) Evidence {
 
 // ReportTaskStatus takes an orchestrator's report of the remote task
 // (POST /v1/delegations/{id}/task-status), in one transaction with the
-// delegation locked, dated no later than now + MaxReportSkew
-// (Observation.ClampReport). Whose word counts (ledger/DESIGN.md
-// §2.4):
-//
-//   - On a delegation Quittance dispatched, the report is the
-//     orchestrator's word and nothing more, whatever it says (a terminal
-//     status, a settled amount, or a non-terminal status): it is recorded
-//     as a task_status_reported event and changes neither the task status
-//     (so it never makes Quittance's own observations stale), nor the
-//     obligation, nor the money. While the task is open it asks Quittance
-//     to observe the task itself at once (an observe job), so a report
-//     speeds observation up but never decides it.
-//   - In record mode the orchestrator is the only source: the report goes
-//     through ObserveTaskStatus, where a terminal status is immutable (a
-//     different one after it is a status_conflict), stale reports are
-//     recorded and ignored, and a newly terminal status of a held
-//     obligation is evidence that moves it, completed spending the
-//     settled amount (the whole hold by default) and returning the rest;
-//     extra remote tasks gate it as they gate any end.
+// delegation locked, its date clamped (Observation.ClampReport). On a
+// delegation Quittance dispatched it is recorded as the orchestrator's word
+// and asks for an observation; in record mode it goes through
+// ObserveTaskStatus (ledger/DESIGN.md §2.4).
 func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id uuid.UUID, obs Observation) (ledger.Delegation, error) {
 	if err := ledger.Authorize(p, ledger.ActionDelegate); err != nil {
 		return ledger.Delegation{}, err
@@ -793,8 +719,8 @@ func acceptedAt(verifiedAt, now time.Time) time.Time {
 // storedTokenAcceptance is what the data of an event that stores the
 // token of stored (evidence received earlier) says of how the ledger
 // accepted it: as its row's data says, or, for evidence stored before rows
-// said it, as the kind it proves when it was received. It is empty when
-// stored has no token.
+// said it, acceptanceBeforeRowsSaidIt. It is empty when stored has no
+// token.
 func storedTokenAcceptance(stored ledger.StoredEvidence) ledger.TokenAcceptance {
 	if stored.Token == "" {
 		return ledger.TokenAcceptance{}
@@ -804,10 +730,7 @@ func storedTokenAcceptance(stored ledger.StoredEvidence) ledger.TokenAcceptance 
 		AcceptedAt time.Time `json:"token_accepted_at"`
 	}
 	if json.Unmarshal(stored.Data, &rec) != nil || rec.Kind == "" || rec.AcceptedAt.IsZero() {
-		rec.Kind, rec.AcceptedAt = string(KindAck), stored.ReceivedAt
-		if stored.Kind == ledger.EventDeclarationVerified {
-			rec.Kind = string(KindDeclaration)
-		}
+		return acceptanceBeforeRowsSaidIt(stored)
 	}
 	return ledger.NewTokenAcceptance(rec.Kind, rec.AcceptedAt)
 }

@@ -17,18 +17,11 @@ import (
 )
 
 // Extra remote tasks of a completed delegation (ledger/DESIGN.md §2.2,
-// "Every remote task accounted for"). When the delegation's tracked task
-// completes, the obligation settles: the work was done and the hold is
-// spent, once. An extra task the agent created for the delegation (a
-// second task on a resend) may have done the same work again — a duplicate
-// purchase order — and a settled obligation cannot wait for compensation:
-// settled is terminal, and its hold paid for the tracked task, not for the
-// duplicate. So settling goes on as before, and each extra task whose
-// effects are not known to be nil is tracked beside the obligation: marked
-// as needing compensation, asked for it over A2A with the compensation
-// request machinery (one request per task, under an idempotency key of its
-// own), and listed as an extra_task_compensation anomaly until a receipt
-// resolves it or on-call writes it off. No hold moves on any of it.
+// "Every remote task accounted for"). Settling spends the hold once, for
+// the tracked task; an extra task that may have done the work again is
+// tracked beside the settled obligation: asked for compensation of its own
+// and listed as an anomaly until a receipt or on-call resolves it. No hold
+// moves on any of it.
 
 // ExtraTaskResolution says how the compensation of an extra task of a
 // settled delegation was resolved.

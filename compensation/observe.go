@@ -148,20 +148,11 @@ type ObservationTx interface {
 }
 
 // ObserveTaskStatus applies an observation of d's remote task inside tx,
-// with d locked. Every observation moves d's LastObservedAt to now. One
-// that repeats what is applied (the same terminal status again, or the
-// same status and message) changes nothing else and appends no event; a
-// stale one (older than the last applied) and one that contradicts a
-// terminal status are recorded as events and not applied; any other is
-// applied, with its event. The message is compared and kept as
-// ledger.StorableText makes it, so remote text the database could not
-// store is recorded all the same.
-//
-// A newly terminal status of a held obligation is evidence: it is prepared
-// as a TaskEnd and applied by ApplyEvidence, which settles, releases,
-// compensates or gates the obligation. The same terminal status again is a
-// repeat, and any other after it a status_conflict, so a status is applied
-// as evidence at most once.
+// with d locked, by the status rules of ledger/DESIGN.md §2.1: it moves
+// d's LastObservedAt to now; a repeat changes nothing else; a stale or
+// contradicting status is recorded, not applied; any other is applied with
+// its event. A newly terminal status of a held obligation is evidence,
+// handed to ApplyEvidence as a TaskEnd, so at most once.
 func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.Delegation, obs Observation, actor string, now time.Time) (ledger.Delegation, error) {
 	at := obs.Timestamp.UTC().Truncate(time.Microsecond)
 	if obs.Timestamp.IsZero() {

@@ -6,14 +6,11 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// Every remote task accounted for (ledger/DESIGN.md §3). An agent may
-// create more than one task for a delegation (a second task on a resend
-// that it did not deduplicate): the A2A workers find and record them
-// (delegate/remotetasks.go), cancel them and name them in the compensation
-// request. The rule that no compensation evidence discharges the
-// obligation until each of them is accounted for lives here, in
-// ApplyEvidence, so that every channel obeys it: a receipt on Quittance's
-// own request, a posted ack or declaration, and an orchestrator's report.
+// Every remote task accounted for (ledger/DESIGN.md §3): no compensation
+// evidence discharges an obligation until each remote task the agent
+// created for it is accounted for. The rule lives here, read by
+// ApplyEvidence, so every channel obeys it; the A2A workers find and
+// record the tasks (delegate/remotetasks.go).
 
 // RemoteTaskPurpose says which message created an extra remote task.
 type RemoteTaskPurpose string

@@ -22,12 +22,12 @@ const maxNoteLen = 4096
 // acknowledges. The releases stand (the money was returned to the budget),
 // but what justified them no longer proves anything. It returns how many.
 func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor string, now time.Time) (int, error) {
-	released, err := tx.DeclaredReleasesOfOrgForUpdate(ctx, org.ID)
+	released, err := tx.Revocation().DeclaredReleasesOfOrgForUpdate(ctx, org.ID)
 	if err != nil {
 		return 0, err
 	}
 	for _, d := range released {
-		if err := tx.InsertRevokedRelease(ctx, report.RevokedRelease{
+		if err := tx.Revocation().InsertRevokedRelease(ctx, report.RevokedRelease{
 			DelegationID: d.ID, OrgID: org.ID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
 			ReleasedAt: d.UpdatedAt, IdentityRevokedAt: now,
 		}); err != nil {
@@ -44,67 +44,6 @@ func surfaceDeclaredReleases(ctx context.Context, tx Tx, org ledger.Org, actor s
 		}
 	}
 	return len(released), nil
-}
-
-// announceBackfilledReleases appends the released_on_revoked_identity
-// event to each delegation whose release on a revoked identity has none:
-// the releases of identities revoked before migration 00018, which
-// migration 00020 surfaced as rows (a migration appends no event to a hash
-// chain). With its event the release is listed in /v1/anomalies and on the
-// delegation's timeline, as one surfaced by a revocation today. The sweep
-// runs it; once every release is announced it finds nothing. It returns how
-// many it announced. Its events are recorded as actor's (the sweep's).
-func (s *Service) announceBackfilledReleases(ctx context.Context, now time.Time, actor string) (int, error) {
-	announced := 0
-	for {
-		n, last := 0, false
-		err := s.store.InTx(ctx, func(tx Tx) error {
-			n = 0
-			due, err := tx.UnannouncedRevokedReleasesForUpdate(ctx, s.batch)
-			if err != nil {
-				return err
-			}
-			for _, d := range due {
-				// Another replica may have announced it between the query's
-				// snapshot and the lock.
-				done, err := tx.RevokedReleaseAnnounced(ctx, d.ID)
-				if err != nil {
-					return err
-				}
-				if done {
-					continue
-				}
-				r, err := tx.RevokedReleaseForUpdate(ctx, d.ID)
-				if err != nil {
-					return err
-				}
-				org, err := tx.Org(ctx, d.OrgID)
-				if err != nil {
-					return err
-				}
-				if _, err := ledger.Record(ctx, tx, d, ledger.Change{
-					Type: ledger.EventTypeReleasedOnRevokedIdentity, Actor: actor, At: now,
-					Data: ledger.ReleasedOnRevokedIdentityData{
-						OrgID: org.ID, RevocationReason: org.IdentityRevokedReason,
-						AmountMinor: r.AmountMinor, Currency: r.Currency,
-						IdentityRevokedAt: r.IdentityRevokedAt.Format(time.RFC3339Nano), SurfacedBy: "migration 00020",
-					},
-				}); err != nil {
-					return fmt.Errorf("announce release of delegation %s: %w", d.ID, err)
-				}
-				n++
-			}
-			last = len(due) < s.batch
-			return nil
-		})
-		if err != nil {
-			return announced, err
-		}
-		announced += n
-		if last {
-			return announced, nil
-		}
-	}
 }
 
 // AcknowledgeRevokedRelease records finance's acknowledgement of an
@@ -128,7 +67,7 @@ func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Princi
 		if err != nil {
 			return err
 		}
-		if r, err = tx.RevokedReleaseForUpdate(ctx, delegationID); errors.Is(err, ledger.ErrNotFound) {
+		if r, err = tx.Revocation().RevokedReleaseForUpdate(ctx, delegationID); errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("delegation %s has no release on a revoked identity: %w", delegationID, ledger.ErrNotFound)
 		} else if err != nil {
 			return err
@@ -137,7 +76,7 @@ func (s *Service) AcknowledgeRevokedRelease(ctx context.Context, p ledger.Princi
 			return ledger.Conflict("release_already_acknowledged", "delegation %s's release was acknowledged at %s", delegationID, r.AcknowledgedAt.Format(time.RFC3339))
 		}
 		r.AcknowledgedAt, r.AcknowledgedBy, r.AcknowledgeNote = now, p.ID, note
-		if err := tx.AcknowledgeRevokedRelease(ctx, r); err != nil {
+		if err := tx.Revocation().AcknowledgeRevokedRelease(ctx, r); err != nil {
 			return err
 		}
 		_, err = ledger.Record(ctx, tx, d, ledger.Change{

@@ -170,45 +170,13 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAdd
 	return s.Submit(ctx, KindDeclaration, token, clientAddress)
 }
 
-// Submit verifies signed evidence of the given kind and applies it.
-//
-// The signature comes first: the token is verified with the keys of the
-// org its iss names (which must be registered and not revoked) before any
-// delegation is looked at, so a token that does not verify learns nothing
-// about delegations. Then, in the same transaction, the delegations that
-// record that org's task (the token's sub) are locked — one per tenant at
-// most — and the one whose compensation idempotency key the token carries
-// is chosen (a lone delegation is chosen whatever the key; ApplyEvidence
-// then refuses a wrong one); the org is read again under that lock, so a
-// revocation cannot slip in between; and the evidence goes to
-// ApplyEvidence.
-//
-// Every refusal is a *RefusalError and changes nothing on any
-// delegation's chain. A refusal decided before the token verified and
-// matched a delegation — whether the org, the task or the delegation
-// exists or is revoked — is answered as CodeTokenRefused with one fixed
-// detail: the reason stays on the server (logged, counted per org and
-// reason, sampled; see report.TokenRefusal). Only the org that signed a
-// token learns more about its own task: token_replayed,
-// evidence_not_expected, evidence_conflict (recorded as an
-// evidence_conflict event holding the verified token),
-// token_idempotency_key_mismatch, token_idempotency_key_required and
-// token_amount_invalid. Those are counted too, except evidence_conflict,
-// which its event records.
-//
-// Refused in the same time, too: every token that passes Verify's header
-// rules costs one signature verification of its alg before it is refused,
-// against a decoy key when its iss names no registered org, a revoked
-// one, one without usable keys, or its kid no key of the org (see verify
-// and jose.Verify). What can take longer is the refresh for an unknown kid,
-// asked only of an org that serves its keys at a JWKS URL:
-// RefreshOrgKeysForKid reads the org again (unless this process fetched
-// its URL for an unknown kid less than an interval ago) and may fetch the
-// URL, at most once per org per interval
-// (ledger.Config.OrgJWKSUnknownKidInterval), and a kid that came into
-// force is verified once more. So every refusal not told to the signer is
-// answered Config.RefusalTime after the token arrived, and the refresh
-// must finish well within that time (refreshKeysBy).
+// Submit verifies signed evidence of the given kind and applies it: the
+// signature first, against the keys of the org its iss names, then, in one
+// transaction, the delegation it matches, locked, and ApplyEvidence
+// (ledger/DESIGN.md §3). Every refusal is a *RefusalError; one decided
+// before the token verified and matched is CodeTokenRefused, answered
+// alike after the same work and Config.RefusalTime after arrival, its
+// reason kept on the server (report.TokenRefusal).
 func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clientAddress string) (EvidenceResult, error) {
 	if !kind.Valid() {
 		return EvidenceResult{}, fmt.Errorf("submit evidence: unknown token kind %q", kind)

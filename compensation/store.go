@@ -75,10 +75,6 @@ type Tx interface {
 	access.FourEyesReader
 	// Org loads an org without locking it.
 	Org(ctx context.Context, id string) (ledger.Org, error)
-	// OrgForUpdate loads an org and locks its row until the transaction ends.
-	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
-	// PutOrg writes an org; it never clears a recorded identity revocation.
-	PutOrg(ctx context.Context, o ledger.Org) error
 	// DelegationsByRemoteTaskForUpdate returns every delegation, of any
 	// tenant, recording the org's remote task (none, one, or one per
 	// tenant), locking each, in id order so concurrent lockers cannot
@@ -87,6 +83,38 @@ type Tx interface {
 	// RecordTokenRefusal counts a refused token for its (org, reason) and
 	// keeps it as one of the last report.TokenRefusalSampleSize samples.
 	RecordTokenRefusal(ctx context.Context, r report.TokenRefusal) error
+	// OutboundJobOpen is Store.OutboundJobOpen inside the transaction.
+	OutboundJobOpen(ctx context.Context, delegationID uuid.UUID, kind ledger.OutboundKind) (bool, error)
+	// RedriveExtraTaskCompensation sets the attempt count of an extra
+	// remote task's open compensation back to zero, keeping its round;
+	// redriven is false when the compensation was not open.
+	RedriveExtraTaskCompensation(ctx context.Context, delegationID uuid.UUID, taskID string, now time.Time) (redriven bool, err error)
+	// ClaimPastDeadline returns up to limit delegations in
+	// revocation_pending_compensation whose compensation deadline is at or
+	// before now, locked with FOR UPDATE SKIP LOCKED: rows another
+	// transaction holds are skipped, so concurrent sweepers never take the
+	// same delegation. It also takes their streams' locks and reads their
+	// heads, for the batch of moves that follows: the events appended to
+	// them are then sent with the commit, and their Seq is left 0.
+	ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error)
+	// Revocation is the same transaction, for identity revocations and
+	// the releases they surface.
+	Revocation() RevocationTx
+	// InsertWriteOff inserts a write-off.
+	InsertWriteOff(ctx context.Context, w WriteOff) error
+	// RejectWriteOff writes a write-off's rejection: its status, rejecter,
+	// reason and time.
+	RejectWriteOff(ctx context.Context, w WriteOff) error
+}
+
+// RevocationTx is the part of a transaction that revokes an org's
+// identity and follows up the releases on a revoked identity it surfaces
+// (Tx.Revocation). Error contract: as Store.
+type RevocationTx interface {
+	// OrgForUpdate loads an org and locks its row until the transaction ends.
+	OrgForUpdate(ctx context.Context, id string) (ledger.Org, error)
+	// PutOrg writes an org; it never clears a recorded identity revocation.
+	PutOrg(ctx context.Context, o ledger.Org) error
 	// OpenDelegationsOfOrgForUpdate returns every delegation of the org whose
 	// obligation can still be escalated (held,
 	// revocation_pending_compensation, compensation_unconfirmed), locking
@@ -112,25 +140,6 @@ type Tx interface {
 	RevokedReleaseForUpdate(ctx context.Context, delegationID uuid.UUID) (report.RevokedRelease, error)
 	// AcknowledgeRevokedRelease writes r's acknowledgement.
 	AcknowledgeRevokedRelease(ctx context.Context, r report.RevokedRelease) error
-	// OutboundJobOpen is Store.OutboundJobOpen inside the transaction.
-	OutboundJobOpen(ctx context.Context, delegationID uuid.UUID, kind ledger.OutboundKind) (bool, error)
-	// RedriveExtraTaskCompensation sets the attempt count of an extra
-	// remote task's open compensation back to zero, keeping its round;
-	// redriven is false when the compensation was not open.
-	RedriveExtraTaskCompensation(ctx context.Context, delegationID uuid.UUID, taskID string, now time.Time) (redriven bool, err error)
-	// ClaimPastDeadline returns up to limit delegations in
-	// revocation_pending_compensation whose compensation deadline is at or
-	// before now, locked with FOR UPDATE SKIP LOCKED: rows another
-	// transaction holds are skipped, so concurrent sweepers never take the
-	// same delegation. It also takes their streams' locks and reads their
-	// heads, for the batch of moves that follows: the events appended to
-	// them are then sent with the commit, and their Seq is left 0.
-	ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error)
-	// InsertWriteOff inserts a write-off.
-	InsertWriteOff(ctx context.Context, w WriteOff) error
-	// RejectWriteOff writes a write-off's rejection: its status, rejecter,
-	// reason and time.
-	RejectWriteOff(ctx context.Context, w WriteOff) error
 }
 
 // UsedToken records that an org used a token id (jti): the same id is never

@@ -12,19 +12,11 @@ import (
 
 // Sweep moves every delegation in revocation_pending_compensation whose
 // compensation deadline is at or before now to compensation_unconfirmed,
-// through ledger.Apply with ledger.EventCompensationUnconfirmed, one event
-// each. The hold stays active: a deadline never releases money (ledger/DESIGN.md
-// §2.2 invariant 2), and the obligation still takes a late ack or
-// declaration.
-//
-// Delegations are claimed in batches with FOR UPDATE SKIP LOCKED, one
-// transaction per batch, so sweeps on several replicas (or a sweep racing an
-// ack) never move the same delegation twice. It returns how many it moved.
-//
-// It first announces the releases on revoked identities that have no event
-// yet (announceBackfilledReleases); that moves no obligation and no money.
-// Its events are the service's own (system:sweep); SweepNow's name the
-// principal who asked.
+// through ledger.Apply; the hold stays active (ledger/DESIGN.md §2.2
+// invariant 2). Batches are claimed with FOR UPDATE SKIP LOCKED, so
+// replicas never move one twice. It first announces backfilled releases
+// (announceBackfilledReleases) and returns how many it moved; its events
+// are system:sweep's, SweepNow's the asking principal's.
 func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 	return s.sweep(ctx, now, sweepActor)
 }

@@ -55,7 +55,7 @@ func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID,
 		escalated = 0
 		now := s.now()
 		var err error
-		org, err = tx.OrgForUpdate(ctx, orgID)
+		org, err = tx.Revocation().OrgForUpdate(ctx, orgID)
 		if err != nil {
 			return err
 		}
@@ -63,10 +63,10 @@ func (s *Service) RevokeIdentity(ctx context.Context, p ledger.Principal, orgID,
 			return ledger.Conflict("identity_already_revoked", "org %s's identity was revoked at %s", org.ID, org.IdentityRevokedAt.Format(time.RFC3339))
 		}
 		org.IdentityRevokedAt, org.IdentityRevokedReason, org.UpdatedAt = now, reason, now
-		if err := tx.PutOrg(ctx, org); err != nil {
+		if err := tx.Revocation().PutOrg(ctx, org); err != nil {
 			return err
 		}
-		open, err := tx.OpenDelegationsOfOrgForUpdate(ctx, org.ID)
+		open, err := tx.Revocation().OpenDelegationsOfOrgForUpdate(ctx, org.ID)
 		if err != nil {
 			return err
 		}

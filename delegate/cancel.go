@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/quittance/quittance/delegate/a2a"
-
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
@@ -47,24 +46,41 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	card, client, _, err := w.agent(ctx, org)
 	var task a2a.Task
 	if err == nil {
-		var (
-			exts []string
-			meta json.RawMessage
-		)
-		declared, atomic := compensationExtension(card)
-		if declared {
-			exts = []string{compensation.ExtensionURI}
-		}
-		if atomic {
-			// An agent that compensates with the cancel gets the
-			// compensation request in the cancel itself.
-			req := compensation.CompensationRequest{TaskID: d.Remote.TaskID, IdempotencyKey: ledger.CompensationKey(d), Reason: "cancel_requested"}
-			if meta, err = w.requestMetadata(d, req, ""); err != nil {
-				return err
-			}
+		exts, meta, merr := w.cancelExtensions(d, card)
+		if merr != nil {
+			return merr
 		}
 		task, err = client.CancelTaskWithMetadata(ctx, d.Remote.TaskID, exts, meta)
 	}
+	return w.takeCancelAnswer(ctx, j, d, taskAnswer{org: org, card: card, task: task, source: "cancel"}, err)
+}
+
+// cancelExtensions are the extensions and metadata of d's cancel: the
+// compensation extension when the card declares it, and, for an agent that
+// compensates with the cancel (atomicCancel), the compensation request.
+func (w *Worker) cancelExtensions(d ledger.Delegation, card a2a.AgentCard) ([]string, json.RawMessage, error) {
+	var (
+		exts []string
+		meta json.RawMessage
+	)
+	declared, atomic := compensationExtension(card)
+	if declared {
+		exts = []string{compensation.ExtensionURI}
+	}
+	if atomic {
+		req := compensation.CompensationRequest{TaskID: d.Remote.TaskID, IdempotencyKey: ledger.CompensationKey(d), Reason: "cancel_requested"}
+		var err error
+		if meta, err = w.requestMetadata(d, req, ""); err != nil {
+			return nil, nil, err
+		}
+	}
+	return exts, meta, nil
+}
+
+// takeCancelAnswer records what the agent answered d's cancel with: the
+// task it returned (err nil), or the error.
+func (w *Worker) takeCancelAnswer(ctx context.Context, j Job, d ledger.Delegation, answer taskAnswer, err error) error {
+	task := answer.task
 	switch {
 	case err == nil && task.ID != d.Remote.TaskID:
 		return w.finish(ctx, j, "task_mismatch", func(tx Tx) error {
@@ -75,7 +91,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	case err == nil:
 		// Before the transaction: a receipt in the reply may make the
 		// org's JWKS URL be fetched.
-		if org, err = w.orgForAtomicReceipt(ctx, d, org, card, task); err != nil {
+		if answer.org, err = w.orgForAtomicReceipt(ctx, d, answer.org, answer.card, task); err != nil {
 			return err
 		}
 		return w.finish(ctx, j, "cancel_answered", func(tx Tx) error {
@@ -83,7 +99,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 			if err != nil {
 				return err
 			}
-			return w.recordTaskAndReceipt(ctx, tx, cur, org, card, task, "cancel", w.now())
+			return w.recordTaskAndReceipt(ctx, tx, cur, answer, w.now())
 		})
 	case errors.Is(err, a2a.ErrTaskNotCancelable):
 		// The remote refuses: the task goes on and the hold stays. Fetch
@@ -99,12 +115,10 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		})
 	case errors.Is(err, a2a.ErrTaskNotFound):
 		// The agent does not know a task it created (it may have purged
-		// it): that says nothing of the task's end or of its effects. It
-		// is recorded on every cancel (its outcome) and puts the delegation
-		// in the task_not_found condition; the hold stays, and the task is
-		// never read as canceled or rejected.
+		// it): recorded on every cancel, never read as canceled or
+		// rejected; the hold stays.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
-			return taskNotFound(ctx, tx, d, "cancel", err, j.Attempt, w.now(), true)
+			return taskNotFound(ctx, tx, d, notFoundAnswer{source: "cancel", cause: err, attempt: j.Attempt, always: true}, w.now())
 		})
 	case a2a.Retryable(err):
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)

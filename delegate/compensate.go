@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/text"
@@ -24,17 +22,10 @@ func compensationPending(s ledger.ObligationState) bool {
 // compensate asks the org's agent to compensate a delegation's task
 // (ledger/DESIGN.md §4) and follows the task it answers with to its
 // compensation-receipt artifact. It reports what happened and decides
-// nothing about the obligation: a receipt that JudgeReceipt accepts goes to
-// compensation.ApplyEvidence with the round it answers (compensated, or
-// released for a verified declaration — or held back while extra remote
-// tasks are not accounted for, when the job cancels them and waits, and
-// starts a new round when this one did not name one); a pending receipt means the remote is still reversing, so
-// the compensation task is observed again, with no new round; anything else
-// — failed or not_supported receipts, refused receipts, errors, a task that
-// ends without a receipt — is a failed attempt reported to
-// compensation.RequestFailed, which decides when the obligation becomes
-// compensation_unconfirmed (at once for not_supported, after
-// CompensationMaxAttempts otherwise). Never a release.
+// nothing about the obligation: an accepted receipt goes to
+// compensation.Service.ApplyEvidence with the round it answers; a pending
+// receipt is observed again; anything else is a failed attempt for
+// compensation.Service.RequestFailed. Never a release.
 func (w *Worker) compensate(ctx context.Context, j Job) error {
 	d, err := w.store.Delegation(ctx, j.DelegationID)
 	if err != nil {
@@ -59,115 +50,149 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return err
 	}
-	round := max(tr.CompensationRound, 1)
+	run := &compensationRun{j: j, d: d, org: org, round: max(tr.CompensationRound, 1)}
+	run.msgID = compensation.RequestMessageID(d.ID, run.round)
 	_, client, _, err := w.agent(ctx, org)
 	if err != nil {
-		return w.compensationFailed(ctx, j, round, "agent unavailable: "+errorText(err), outcomeError, true, false, tr.CompensationTaskID)
+		return w.compensationFailed(ctx, j, run.round, compensationFailure{problem: "agent unavailable: " + errorText(err),
+			outcome: outcomeError, counted: true, taskID: tr.CompensationTaskID})
 	}
-
-	var (
-		task    *a2a.Task
-		reply   *a2a.Message
-		sent    bool
-		msgID   = compensation.RequestMessageID(d.ID, round)
-		pending = tr.CompensationTaskID
-		named   []string // the extra tasks the request sent now names
-	)
-	if pending != "" {
-		// Each run asks every extra task not terminal yet to cancel
-		// again: its end may be what the obligation waits for.
-		if _, err := w.accountExtraTasks(ctx, client, d); err != nil {
-			return err
-		}
-		t, err := client.GetTask(ctx, pending)
-		switch {
-		case err != nil && a2a.Retryable(err):
-			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), errorText(err), nil)
-		case err != nil:
-			return w.compensationFailed(ctx, j, round, "fetch compensation task: "+errorText(err), outcomeError, false, true, "")
-		}
-		task = &t
+	var handled bool
+	if tr.CompensationTaskID != "" {
+		handled, err = w.fetchCompensationTask(ctx, client, run, tr.CompensationTaskID)
 	} else {
-		// Every task the agent created for the delegation is named in
-		// the request: look the context up for extra tasks and cancel
-		// those not terminal first.
-		if err := w.findExtraTasks(ctx, client, d); err != nil {
-			return err
-		}
-		extras, err := w.accountExtraTasks(ctx, client, d)
-		if err != nil {
-			return err
-		}
-		req := compensation.RequestFor(d)
-		req.ExtraTaskIDs = extraTaskIDs(extras)
-		named = req.ExtraTaskIDs
-		meta, err := w.requestMetadata(d, req, msgID)
-		if err != nil {
-			return err
-		}
-		res, err := client.SendMessage(ctx, a2a.SendRequest{
-			Message: a2a.Message{
-				MessageID: msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
-				Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
-				Metadata:         meta,
-				Extensions:       []string{compensation.ExtensionURI},
-				ReferenceTaskIDs: append([]string{d.Remote.TaskID}, req.ExtraTaskIDs...),
-			},
-			ReturnImmediately: true,
-			Extensions:        []string{compensation.ExtensionURI},
-		})
-		if err != nil {
-			// Only a JSON-RPC error answering this request proves the
-			// remote saw it and starts a new round. Anything else — a
-			// timeout, a malformed or mismatched reply, a body over the
-			// cap, an HTTP 4xx — resends the same messageId.
-			return w.compensationFailed(ctx, j, round, "send compensation request: "+errorText(err), outcomeError, true, remoteAnswered(err), "")
-		}
-		sent = true
-		task, reply = res.Task, res.Message
+		handled, err = w.sendCompensationRequest(ctx, client, run)
 	}
+	if handled || err != nil {
+		return err
+	}
+	return w.takeCompensationAnswer(ctx, run)
+}
 
-	taskID := ""
-	if task != nil {
-		taskID = task.ID
+// compensationRun is one run of a compensation request job: the round it
+// works on, and what it sent and got back.
+type compensationRun struct {
+	j     Job
+	d     ledger.Delegation
+	org   ledger.Org
+	round int
+	msgID string
+	// sent says this run sent the request (rather than fetching the task
+	// answering an earlier one); named are the extra tasks it names.
+	sent  bool
+	named []string
+	// task and reply are the remote's answer: a task, or a message.
+	task  *a2a.Task
+	reply *a2a.Message
+}
+
+// taskID is the id of the task answering the request, "" for a message.
+func (r *compensationRun) taskID() string {
+	if r.task == nil {
+		return ""
 	}
-	receipt, found := answerReceipt(task, reply)
+	return r.task.ID
+}
+
+// failure is a failed attempt of this run on a definitive answer: the next
+// attempt starts a new round.
+func (r *compensationRun) failure(problem, outcome string) compensationFailure {
+	return compensationFailure{problem: problem, outcome: outcome, counted: r.sent, newRound: true, taskID: r.taskID()}
+}
+
+// fetchCompensationTask fetches the task answering the round's request,
+// asking every extra task not terminal yet to cancel again first: its end
+// may be what the obligation waits for. handled says the job was finished
+// or rescheduled already.
+func (w *Worker) fetchCompensationTask(ctx context.Context, client *a2a.Client, run *compensationRun, taskID string) (handled bool, err error) {
+	if _, err := w.accountExtraTasks(ctx, client, run.d); err != nil {
+		return false, err
+	}
+	t, err := client.GetTask(ctx, taskID)
+	switch {
+	case err != nil && a2a.Retryable(err):
+		return true, w.retryAt(ctx, run.j, w.now().Add(w.compensationPollDelay(run.d)), errorText(err), nil)
+	case err != nil:
+		return true, w.compensationFailed(ctx, run.j, run.round, compensationFailure{problem: "fetch compensation task: " + errorText(err),
+			outcome: outcomeError, newRound: true})
+	}
+	run.task = &t
+	return false, nil
+}
+
+// sendCompensationRequest sends the round's request, naming every task the
+// agent created for the delegation: the context is looked up for extra
+// tasks, and those not terminal are canceled first. handled says the job
+// was finished or rescheduled already.
+func (w *Worker) sendCompensationRequest(ctx context.Context, client *a2a.Client, run *compensationRun) (handled bool, err error) {
+	d := run.d
+	if err := w.findExtraTasks(ctx, client, d); err != nil {
+		return false, err
+	}
+	extras, err := w.accountExtraTasks(ctx, client, d)
+	if err != nil {
+		return false, err
+	}
+	req := compensation.RequestFor(d)
+	req.ExtraTaskIDs = extraTaskIDs(extras)
+	run.named = req.ExtraTaskIDs
+	meta, err := w.requestMetadata(d, req, run.msgID)
+	if err != nil {
+		return false, err
+	}
+	res, err := client.SendMessage(ctx, a2a.SendRequest{
+		Message: a2a.Message{
+			MessageID: run.msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
+			Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
+			Metadata:         meta,
+			Extensions:       []string{compensation.ExtensionURI},
+			ReferenceTaskIDs: append([]string{d.Remote.TaskID}, req.ExtraTaskIDs...),
+		},
+		ReturnImmediately: true,
+		Extensions:        []string{compensation.ExtensionURI},
+	})
+	if err != nil {
+		// Only a JSON-RPC error answering this request proves the
+		// remote saw it and starts a new round. Anything else — a
+		// timeout, a malformed or mismatched reply, a body over the
+		// cap, an HTTP 4xx — resends the same messageId.
+		return true, w.compensationFailed(ctx, run.j, run.round, compensationFailure{problem: "send compensation request: " + errorText(err),
+			outcome: outcomeError, counted: true, newRound: remoteAnswered(err)})
+	}
+	run.sent = true
+	run.task, run.reply = res.Task, res.Message
+	return false, nil
+}
+
+// takeCompensationAnswer reads the compensation receipt in the remote's
+// answer and judges it: no receipt yet on a task still working, or a
+// pending receipt, is looked at again later; a receipt JudgeReceipt
+// accepts is applied; anything else is a failed attempt.
+func (w *Worker) takeCompensationAnswer(ctx context.Context, run *compensationRun) error {
+	receipt, found := answerReceipt(run.task, run.reply)
 	if !found {
-		if task != nil && !task.Status.State.Terminal() {
-			// Still working on it: record the request and look again later.
-			return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "", func(tx Tx) error {
-				if sent {
-					_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named)
-					return err
-				}
-				return nil
-			})
+		if run.task != nil && !run.task.Status.State.Terminal() {
+			return w.awaitCompensation(ctx, run)
 		}
 		state := "a message"
-		if task != nil {
-			state = string(task.Status.State)
+		if run.task != nil {
+			state = string(run.task.Status.State)
 		}
-		return w.compensationFailed(ctx, j, round, fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError, sent, true, taskID)
+		return w.compensationFailed(ctx, run.j, run.round, run.failure(fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError))
 	}
 	r, err := compensation.ParseRemoteReceipt(receipt)
 	if err != nil {
-		return w.compensationFailed(ctx, j, round, text.Truncate(err.Error(), 500), outcomeError, sent, true, taskID)
+		return w.compensationFailed(ctx, run.j, run.round, run.failure(text.Truncate(err.Error(), 500), outcomeError))
 	}
-	if r.Outcome == compensation.ReceiptPending && (reply != nil || !task.Status.State.Terminal()) {
+	if r.Outcome == compensation.ReceiptPending && (run.reply != nil || !run.task.Status.State.Terminal()) {
 		// The remote is working on the reversal: not evidence and not a
 		// failure. The compensation task is observed until it yields a
 		// final receipt (a pending answer in a message is asked again with
 		// the same messageId); no new round starts.
-		return w.retryAt(ctx, j, w.now().Add(w.compensationPollDelay(d)), "", func(tx Tx) error {
-			if sent {
-				_, err := w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named)
-				return err
-			}
-			return nil
-		})
+		return w.awaitCompensation(ctx, run)
 	}
 	verdict, _, err := w.judgeReceipt(ctx, compensation.ReceiptInput{
-		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: w.now(),
+		Delegation: run.d, Org: run.org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: w.now(),
 	})
 	if err != nil {
 		return err
@@ -177,26 +202,49 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 		if r.Reason != "" {
 			problem += " (reason: " + text.Truncate(r.Reason, 500) + ")"
 		}
-		return w.compensationFailed(ctx, j, round, problem, string(r.Outcome), sent, true, taskID)
+		return w.compensationFailed(ctx, run.j, run.round, run.failure(problem, string(r.Outcome)))
 	}
+	return w.applyCompensationReceipt(ctx, run, r, verdict)
+}
+
+// awaitCompensation records the request this run sent, if any, and looks
+// at the compensation task again later.
+func (w *Worker) awaitCompensation(ctx context.Context, run *compensationRun) error {
+	return w.retryAt(ctx, run.j, w.now().Add(w.compensationPollDelay(run.d)), "", func(tx Tx) error {
+		if !run.sent {
+			return nil
+		}
+		_, err := w.recordRequested(ctx, tx, run)
+		return err
+	})
+}
+
+// applyCompensationReceipt applies an accepted receipt as evidence of the
+// round (compensation.Service.ApplyEvidence). Evidence held back while
+// extra remote tasks are not accounted for keeps the job waiting, with a
+// new round when this one did not name one of them; a refused receipt is a
+// failed attempt.
+func (w *Worker) applyCompensationReceipt(ctx context.Context, run *compensationRun, r compensation.RemoteReceipt, verdict compensation.ReceiptVerdict) error {
+	d, j, round := run.d, run.j, run.round
 	outcome := "compensated"
 	if verdict.Event == ledger.EventDeclarationVerified {
 		outcome = "no_effects_declared"
 	}
 	ev := compensation.ReceiptEvidence(r, verdict, ledger.ChannelA2AReceipt, workerActor)
 	ev.Round = round
-	err = w.store.InTx(ctx, func(tx Tx) error {
+	err := w.store.InTx(ctx, func(tx Tx) error {
 		// recordRequested locks the delegation itself.
 		var cur ledger.Delegation
-		if sent {
-			cur, err = w.recordRequested(ctx, tx, d.ID, round, msgID, taskID, named)
+		var err error
+		if run.sent {
+			cur, err = w.recordRequested(ctx, tx, run)
 		} else {
 			cur, err = tx.DelegationForUpdate(ctx, d.ID)
 		}
 		if err != nil {
 			return err
 		}
-		res, err := w.cfg.Compensation.ApplyEvidence(ctx, tx, cur, ev, w.now())
+		res, err := w.cfg.Compensation.ApplyEvidence(ctx, tx.Receipts(), cur, ev, w.now())
 		if err != nil {
 			return err
 		}
@@ -211,9 +259,9 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 					return err
 				}
 			}
-			return tx.RetryJob(ctx, j, w.now().Add(w.compensationPollDelay(d)), "waiting for extra remote tasks to be accounted for", w.now())
+			return tx.Outbox().RetryJob(ctx, j, w.now().Add(w.compensationPollDelay(d)), "waiting for extra remote tasks to be accounted for", w.now())
 		}
-		return tx.FinishJob(ctx, j, outcome, w.now())
+		return tx.Outbox().FinishJob(ctx, j, outcome, w.now())
 	})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
@@ -226,7 +274,7 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 				return rerr
 			}
 		}
-		return w.compensationFailed(ctx, j, round, "receipt refused: "+ref.Code, outcomeError, sent, true, taskID)
+		return w.compensationFailed(ctx, j, round, run.failure("receipt refused: "+ref.Code, outcomeError))
 	}
 	return err
 }
@@ -291,11 +339,11 @@ func (w *Worker) compensationPollDelay(d ledger.Delegation) time.Duration {
 	return w.cfg.CompensationPollInterval
 }
 
-// recordRequested records, inside tx, a compensation request sent in round
-// and answered by the remote task taskID ("" for a message reply), naming
-// the extra tasks named: one more attempt on the delegation, and a
-// compensation_requested event.
-func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round int, msgID, taskID string, named []string) (ledger.Delegation, error) {
+// recordRequested records, inside tx, the compensation request run sent
+// and the task answering it, if any: one more attempt on the delegation,
+// the extra tasks it names, and a compensation_requested event.
+func (w *Worker) recordRequested(ctx context.Context, tx Tx, run *compensationRun) (ledger.Delegation, error) {
+	id, round, taskID, named := run.d.ID, run.round, run.taskID(), run.named
 	d, err := tx.DelegationForUpdate(ctx, id)
 	if err != nil {
 		return ledger.Delegation{}, err
@@ -304,7 +352,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 	if err := tx.SetCompensationTask(ctx, id, taskID, round, now); err != nil {
 		return ledger.Delegation{}, err
 	}
-	if err := tx.MarkRemoteTasksNamed(ctx, id, named, round, now); err != nil {
+	if err := tx.ExtraTasks().MarkRemoteTasksNamed(ctx, id, named, round, now); err != nil {
 		return ledger.Delegation{}, err
 	}
 	d.Compensation.Attempts++
@@ -312,7 +360,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{
 		Type: ledger.EventTypeCompensationRequested, Actor: workerActor, At: now,
 		Data: ledger.CompensationRequestedData{
-			MessageID: msgID, Round: round, Attempt: d.Compensation.Attempts,
+			MessageID: run.msgID, Round: round, Attempt: d.Compensation.Attempts,
 			CompensationTaskID: taskID, TaskID: d.Remote.TaskID, IdempotencyKey: ledger.CompensationKey(d),
 			ExtraTaskIDs: named,
 		},
@@ -322,7 +370,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 	}
 	// Naming the extra tasks may account for the last of them: evidence
 	// held back for them is applied now.
-	d, _, err = w.cfg.Compensation.ApplyHeldEvidence(ctx, tx, d, workerActor, now)
+	d, _, err = w.cfg.Compensation.ApplyHeldEvidence(ctx, tx.Receipts(), d, workerActor, now)
 	return d, err
 }
 
@@ -330,17 +378,28 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, id uuid.UUID, round
 // receipt: the request failed, or the receipt could not be read or was refused.
 const outcomeError = "error"
 
-// compensationFailed records a failed compensation attempt (outcome is the
-// receipt's outcome, or outcomeError when there was no usable receipt): the error on the
-// delegation (compensation.last_error), a compensation_request_failed event,
-// and a retry after backoff — or, once CompensationMaxAttempts attempts have
-// been made, compensation_retries_exhausted, which moves a pending obligation
-// to compensation_unconfirmed (the hold stays). counted says this run made an
-// attempt (sent a request, or could not); newRound that the next attempt
-// sends a new request with a new messageId, because the remote definitively
-// answered this one.
-func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, problem, outcome string, counted, newRound bool, taskID string) error {
-	problem = text.Truncate(problem, 1000)
+// compensationFailure is a compensation attempt that brought no usable
+// receipt.
+type compensationFailure struct {
+	// problem is what went wrong; outcome is the receipt's outcome, or
+	// outcomeError when there was no usable receipt.
+	problem, outcome string
+	// counted says the run made an attempt (sent a request, or could
+	// not); newRound that the remote definitively answered this request,
+	// so the next attempt sends a new one with a new messageId.
+	counted, newRound bool
+	// taskID is the compensation task to look at next, when no new round
+	// starts.
+	taskID string
+}
+
+// compensationFailed records a failed compensation attempt: the error on
+// the delegation (compensation.last_error) and what
+// compensation.Service.RequestFailed makes of it — a retry after backoff,
+// or, once CompensationMaxAttempts attempts have been made (or on
+// not_supported), compensation_unconfirmed with the hold kept.
+func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, f compensationFailure) error {
+	problem := text.Truncate(f.problem, 1000)
 	stopped := false
 	err := w.store.InTx(ctx, func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, j.DelegationID)
@@ -349,35 +408,35 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, probl
 		}
 		now := w.now()
 		if !compensationPending(d.ObligationState) {
-			return tx.FinishJob(ctx, j, "not_pending", now)
+			return tx.Outbox().FinishJob(ctx, j, "not_pending", now)
 		}
-		nextRound, nextTask := round, taskID
-		if newRound {
+		nextRound, nextTask := round, f.taskID
+		if f.newRound {
 			nextRound, nextTask = round+1, ""
 		}
 		if err := tx.SetCompensationTask(ctx, d.ID, nextTask, nextRound, now); err != nil {
 			return err
 		}
-		if counted {
+		if f.counted {
 			d.Compensation.Attempts++
 		}
 		d.Compensation.LastError = problem
 		// The worker reports the facts; compensation decides what they
 		// mean for the obligation.
-		d, stopped, err = w.cfg.Compensation.RequestFailed(ctx, tx, d, compensation.RequestFailure{
+		d, stopped, err = w.cfg.Compensation.RequestFailed(ctx, tx.Receipts(), d, compensation.RequestFailure{
 			Attempt: d.Compensation.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: round,
-			MessageID: compensation.RequestMessageID(d.ID, round), Outcome: outcome, Problem: problem,
+			MessageID: compensation.RequestMessageID(d.ID, round), Outcome: f.outcome, Problem: problem,
 		}, workerActor, now)
 		if err != nil {
 			return err
 		}
 		if stopped {
-			if outcome == string(compensation.ReceiptNotSupported) {
-				return tx.FinishJob(ctx, j, "not_supported", now)
+			if f.outcome == string(compensation.ReceiptNotSupported) {
+				return tx.Outbox().FinishJob(ctx, j, "not_supported", now)
 			}
-			return tx.FinishJob(ctx, j, "retries_exhausted", now)
+			return tx.Outbox().FinishJob(ctx, j, "retries_exhausted", now)
 		}
-		return tx.RetryJob(ctx, j, now.Add(w.backoff.Wait(d.Compensation.Attempts)), problem, now)
+		return tx.Outbox().RetryJob(ctx, j, now.Add(w.backoff.Wait(d.Compensation.Attempts)), problem, now)
 	})
 	if err == nil {
 		w.log.WarnContext(ctx, "compensation request attempt failed", "delegation_id", j.DelegationID.String(),

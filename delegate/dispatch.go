@@ -64,129 +64,173 @@ func (w *Worker) dispatch(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	giveUp := func(reason string, cause error) error {
-		data := ledger.DispatchFailedData{Reason: reason, MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt}
-		if cause != nil {
-			data.Error = errorText(cause)
-		}
-		return w.finish(ctx, j, "failed", func(tx Tx) error { return record(ctx, tx, d, ledger.EventTypeDispatchFailed, w.now(), data) })
-	}
+	run := &dispatchRun{j: j, d: d}
 	if org.IdentityRevoked() {
-		return giveUp("org_identity_revoked", nil)
+		return w.dispatchFailed(ctx, run, "org_identity_revoked", nil)
 	}
 	msg, err := parseDispatchMessage(j.Payload)
 	if err != nil {
-		return giveUp("invalid_message", err)
+		return w.dispatchFailed(ctx, run, "invalid_message", err)
 	}
 	msg.MessageID, msg.ContextID = DispatchMessageID(d.ID), DispatchContextID(d.ID)
 	if err := w.linkMessage(ctx, d, &msg); err != nil {
 		return err
 	}
+	run.contextID = msg.ContextID
 	card, client, iface, err := w.agent(ctx, org)
 	if err != nil {
-		if a2a.Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
-			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
-		}
-		if j.Attempt > 1 {
-			// An earlier attempt may have sent the message (attempts count
-			// claims, and a crash after the send leaves no record of it):
-			// giving up would leave a hold on a task that may exist with
-			// nothing listing, polling or alerting on it.
-			return w.dispatchUnknown(ctx, j, d, nil, a2a.AgentInterface{}, msg.ContextID, "agent_unavailable", err)
-		}
-		return giveUp("agent_unavailable", err)
+		return w.dispatchAgentUnavailable(ctx, run, err)
 	}
+	run.client, run.iface = client, iface
 	if msg.Metadata, err = withCompensationKey(msg.Metadata, d); err != nil {
-		return giveUp("invalid_message", err)
+		return w.dispatchFailed(ctx, run, "invalid_message", err)
 	}
 	if declared, _ := compensationExtension(card); declared && !slices.Contains(msg.Extensions, compensation.ExtensionURI) {
 		msg.Extensions = append(msg.Extensions, compensation.ExtensionURI)
 	}
-	var push *a2a.PushConfig
-	if w.cfg.PublicURL != "" && card.PushNotifications {
-		token := rand.Text()
-		sum := sha256.Sum256([]byte(token))
-		// The hash is stored before the token leaves: a push can never
-		// carry a token Quittance does not know.
-		if err := w.store.InTx(ctx, func(tx Tx) error { return tx.SetPushTokenHash(ctx, d.ID, sum[:], w.now()) }); err != nil {
-			return err
-		}
-		push = &a2a.PushConfig{ID: "quittance", URL: strings.TrimSuffix(w.cfg.PublicURL, "/") + PushPath(d.ID), Token: token}
+	if run.push, err = w.pushConfig(ctx, d, card); err != nil {
+		return err
 	}
 	failpoint.Inject("before-remote-send") // crash tests: the job is claimed, nothing sent yet
-	res, err := client.SendMessage(ctx, a2a.SendRequest{Message: msg, ReturnImmediately: true, Push: push})
-	// endedWithoutTask finishes the job with the end of work that never had
-	// a task, observed on the locked delegation.
-	endedWithoutTask := func(outcome string, obs compensation.Observation) error {
-		return w.finish(ctx, j, outcome, func(tx Tx) error {
-			d, err := tx.DelegationForUpdate(ctx, d.ID)
-			if err != nil {
-				return err
-			}
-			d.Remote.ProtocolVersion = iface.ProtocolVersion
-			_, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, obs, workerActor, w.now())
-			return err
-		})
+	res, err := client.SendMessage(ctx, a2a.SendRequest{Message: msg, ReturnImmediately: true, Push: run.push})
+	return w.takeDispatchAnswer(ctx, run, res, err)
+}
+
+// dispatchRun is one attempt of a dispatch job: the delegation, the agent
+// it sends to, and the context and push configuration it sends with.
+type dispatchRun struct {
+	j Job
+	d ledger.Delegation
+	// client is nil when the agent could not be reached.
+	client    *a2a.Client
+	iface     a2a.AgentInterface
+	contextID string
+	push      *a2a.PushConfig
+}
+
+// dispatchFailed gives the dispatch up for reason, with a dispatch_failed
+// event: only where nothing can have reached the agent.
+func (w *Worker) dispatchFailed(ctx context.Context, run *dispatchRun, reason string, cause error) error {
+	data := ledger.DispatchFailedData{Reason: reason, MessageID: DispatchMessageID(run.d.ID), Attempt: run.j.Attempt}
+	if cause != nil {
+		data.Error = errorText(cause)
 	}
-	unknown := func(reason string, cause error) error {
-		return w.dispatchUnknown(ctx, j, d, client, iface, msg.ContextID, reason, cause)
+	return w.finish(ctx, run.j, "failed", func(tx Tx) error {
+		return record(ctx, tx, run.d, ledger.EventTypeDispatchFailed, w.now(), data)
+	})
+}
+
+// dispatchAgentUnavailable handles an agent whose card could not be had:
+// a retry while attempts remain for a retryable error, else a give-up on
+// the first attempt, or dispatch_unknown after an attempt that may have
+// sent the message.
+func (w *Worker) dispatchAgentUnavailable(ctx context.Context, run *dispatchRun, err error) error {
+	j := run.j
+	if a2a.Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
+		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
+	if j.Attempt > 1 {
+		// An earlier attempt may have sent the message (attempts count
+		// claims, and a crash after the send leaves no record of it):
+		// giving up would leave a hold on a task that may exist with
+		// nothing listing, polling or alerting on it.
+		return w.dispatchUnknown(ctx, run, "agent_unavailable", err)
+	}
+	return w.dispatchFailed(ctx, run, "agent_unavailable", err)
+}
+
+// pushConfig registers a push token for d when the service has a public URL
+// and the agent takes push notifications: its hash is stored before the
+// token leaves, so a push can never carry a token Quittance does not know.
+// Nil when no push is registered.
+func (w *Worker) pushConfig(ctx context.Context, d ledger.Delegation, card a2a.AgentCard) (*a2a.PushConfig, error) {
+	if w.cfg.PublicURL == "" || !card.PushNotifications {
+		return nil, nil
+	}
+	token := rand.Text()
+	sum := sha256.Sum256([]byte(token))
+	if err := w.store.InTx(ctx, func(tx Tx) error { return tx.SetPushTokenHash(ctx, d.ID, sum[:], w.now()) }); err != nil {
+		return nil, err
+	}
+	return &a2a.PushConfig{ID: "quittance", URL: strings.TrimSuffix(w.cfg.PublicURL, "/") + PushPath(d.ID), Token: token}, nil
+}
+
+// takeDispatchAnswer records what the agent answered the dispatch with:
+// the task it created; the end of work that never had a task, only on the
+// first attempt; a retry with the same messageId while the failure proves
+// nothing; dispatch_unknown when nothing proves whether a task exists
+// (ambiguity never releases).
+func (w *Worker) takeDispatchAnswer(ctx context.Context, run *dispatchRun, res a2a.SendResult, err error) error {
+	j := run.j
 	switch {
 	case err == nil && res.Task != nil:
-		return w.recordDispatched(ctx, j, d, client, iface, *res.Task, push)
+		return w.recordDispatched(ctx, run, *res.Task)
 	case err == nil && j.Attempt == 1:
 		// A direct message reply: the agent did the work without a task.
-		return endedWithoutTask("message_reply", compensation.Observation{
+		return w.endedWithoutTask(ctx, run, "message_reply", compensation.Observation{
 			Status: ledger.StatusCompleted, Message: messageText(res.Message), Source: "dispatch_message_reply",
 		})
 	case err == nil:
 		// A message reply to a resend proves nothing about the earlier
 		// attempt, which may have created a task: it never settles.
-		return unknown("message_reply_to_resend", nil)
+		return w.dispatchUnknown(ctx, run, "message_reply_to_resend", nil)
 	case noTaskCreated(err) && j.Attempt == 1:
 		// The agent refused the first send outright: no task exists, so no
 		// work was done. This is the remote rejecting the work.
-		return endedWithoutTask("rejected", compensation.Observation{
+		return w.endedWithoutTask(ctx, run, "rejected", compensation.Observation{
 			Status: ledger.StatusRejected, Message: text.Truncate(err.Error(), 4000), Source: "dispatch_refused",
 		})
 	case noTaskCreated(err):
 		// A refusal of a resend (say -32602 "duplicate messageId") after an
 		// attempt that may have reached the agent proves nothing: the first
 		// attempt may have created the task.
-		return unknown("resend_refused", err)
+		return w.dispatchUnknown(ctx, run, "resend_refused", err)
 	case j.Attempt < w.cfg.DispatchMaxAttempts && !errors.Is(err, egress.ErrDenied):
 		// Timeouts, 5xx, and errors that do not prove the task was not
 		// created: resend with the same messageId.
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	case j.Attempt == 1 && errors.Is(err, egress.ErrDenied):
 		// The request never left: nothing can have reached the agent.
-		return giveUp("send_failed", err)
+		return w.dispatchFailed(ctx, run, "send_failed", err)
 	}
 	// Out of attempts, or an error that does not prove the request was not
 	// processed (a malformed reply, an HTTP 4xx, a body over the cap).
-	return unknown("send_failed", err)
+	return w.dispatchUnknown(ctx, run, "send_failed", err)
 }
 
-// dispatchUnknown finishes dispatch job j of d leaving the hold active in
-// the dispatch_unknown condition, for reason: nothing proves whether the
-// remote created a task (ambiguity never releases). contextID is the
-// context the message was sent in, where a lookup looks. The condition is
-// listed, counted and alerted on, and looked up again every PollAfter.
-// client is nil when the agent could not be reached: no lookup is made
-// now, and the poller's next lookup fetches the card again.
-func (w *Worker) dispatchUnknown(ctx context.Context, j Job, d ledger.Delegation, client *a2a.Client, iface a2a.AgentInterface, contextID, reason string, cause error) error {
-	data := ledger.DispatchUnknownData{Reason: reason, MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt}
+// endedWithoutTask finishes the dispatch job with the end of work that
+// never had a task, observed on the locked delegation.
+func (w *Worker) endedWithoutTask(ctx context.Context, run *dispatchRun, outcome string, obs compensation.Observation) error {
+	return w.finish(ctx, run.j, outcome, func(tx Tx) error {
+		d, err := tx.DelegationForUpdate(ctx, run.d.ID)
+		if err != nil {
+			return err
+		}
+		d.Remote.ProtocolVersion = run.iface.ProtocolVersion
+		_, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx.Receipts(), d, obs, workerActor, w.now())
+		return err
+	})
+}
+
+// dispatchUnknown finishes the dispatch job leaving the hold active in the
+// dispatch_unknown condition, for reason: nothing proves whether the remote
+// created a task. Where the agent can be reached, its tasks in the
+// message's context are looked up at once; the condition is listed,
+// alerted on, and looked up again every PollAfter.
+func (w *Worker) dispatchUnknown(ctx context.Context, run *dispatchRun, reason string, cause error) error {
+	d := run.d
+	data := ledger.DispatchUnknownData{Reason: reason, MessageID: DispatchMessageID(d.ID), Attempt: run.j.Attempt}
 	if cause != nil {
 		data.Error = errorText(cause)
 	}
 	var found []a2a.Task
 	data.Lookup = "agent_unavailable"
-	if client != nil {
+	if run.client != nil {
 		// Where the agent lists tasks, the delegation's context may say
 		// what the earlier attempts created (never what they did not).
-		found, data.Lookup = w.lookupDispatch(ctx, client, d, contextID)
+		found, data.Lookup = w.lookupDispatch(ctx, run.client, d, run.contextID)
 	}
-	return w.finish(ctx, j, "dispatch_unknown", func(tx Tx) error {
+	return w.finish(ctx, run.j, "dispatch_unknown", func(tx Tx) error {
 		d, err := tx.DelegationForUpdate(ctx, d.ID)
 		if err != nil {
 			return err
@@ -201,7 +245,7 @@ func (w *Worker) dispatchUnknown(ctx context.Context, j Job, d ledger.Delegation
 		if len(found) == 0 {
 			return nil
 		}
-		return w.resolveFound(ctx, tx, d, found, iface, now)
+		return w.resolveFound(ctx, tx, d, found, run.iface, now)
 	})
 }
 
@@ -237,90 +281,93 @@ func noTaskCreated(err error) bool {
 	return false
 }
 
-// recordDispatched records the task the remote created for d.
-func (w *Worker) recordDispatched(ctx context.Context, j Job, d ledger.Delegation, client *a2a.Client, iface a2a.AgentInterface, task a2a.Task, push *a2a.PushConfig) error {
-	outcome := "dispatched"
-	apply := func(tx Tx) error {
-		d, err := tx.DelegationForUpdate(ctx, d.ID)
-		if err != nil {
-			return err
-		}
-		now := w.now()
-		if d.Remote.TaskID != "" {
-			if d.Remote.TaskID != task.ID {
-				return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, ledger.RemoteTaskConflictData{
-					RecordedTaskID: d.Remote.TaskID, ReportedTaskID: task.ID, Source: "dispatch",
-				})
-			}
-			return nil
-		}
-		if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, task.ID); err == nil && other.ID != d.ID {
-			// The agent reported a task this tenant recorded on another
-			// delegation. Which delegation the task is really for, and
-			// whether the agent created one for this, nobody knows: the
-			// hold stays, listed as dispatch_unknown, until a lookup, a
-			// push or on-call names this delegation's task.
-			if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, ledger.RemoteTaskConflictData{
-				ReportedTaskID: task.ID, OtherDelegationID: other.ID.String(), Source: "dispatch",
-			}); err != nil {
-				return err
-			}
-			outcome = "dispatch_unknown"
-			if err := setDispatchUnknown(ctx, tx, d, ledger.DispatchUnknownData{
-				Reason: "remote_task_taken", MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt,
-				ReportedTaskID: task.ID, Lookup: "not_made",
-			}, now); err != nil {
-				return err
-			}
-			// A lookup on the context may still find this delegation's
-			// own task: the poller makes it PollAfter from now.
-			return nil
-		} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-			return err
-		}
-		if _, err := tx.ClearDispatchUnknown(ctx, d.ID); err != nil {
-			return err
-		}
-		d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}
-		d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskDispatched, Actor: workerActor, At: now, Data: ledger.TaskDispatchedData{
-			TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion,
-			MessageID: DispatchMessageID(d.ID), Attempt: j.Attempt, PushRegistered: push != nil,
-		}})
-		if err != nil {
-			return err
-		}
-		return w.recordTask(ctx, tx, d, task, "dispatch", now)
-	}
+// recordDispatched records the task the remote created for the
+// delegation and finishes the job; after a resend it also looks for the
+// tasks earlier attempts may have created, and registers the current push
+// token on the task.
+func (w *Worker) recordDispatched(ctx context.Context, run *dispatchRun, task a2a.Task) error {
+	var outcome string
 	err := w.store.InTx(ctx, func(tx Tx) error {
-		if err := apply(tx); err != nil {
+		var err error
+		if outcome, err = w.applyDispatched(ctx, tx, run, task); err != nil {
 			return err
 		}
-		return tx.FinishJob(ctx, j, outcome, w.now())
+		return tx.Outbox().FinishJob(ctx, run.j, outcome, w.now())
 	})
-	if err != nil || outcome != "dispatched" {
+	if err != nil || outcome != "dispatched" || run.j.Attempt <= 1 {
 		return err
 	}
-	if j.Attempt > 1 {
-		// An earlier attempt may have reached the agent, and an agent that
-		// does not deduplicate on messageId created a task for each: look
-		// the delegation's context up for the others.
-		cur, err := w.store.Delegation(ctx, d.ID)
-		if err != nil {
-			return err
-		}
-		if err := w.findExtraTasks(ctx, client, cur); err != nil {
-			return err
-		}
+	// An earlier attempt may have reached the agent, and an agent that
+	// does not deduplicate on messageId created a task for each: look
+	// the delegation's context up for the others.
+	cur, err := w.store.Delegation(ctx, run.d.ID)
+	if err != nil {
+		return err
 	}
-	if push != nil && j.Attempt > 1 {
+	if err := w.findExtraTasks(ctx, run.client, cur); err != nil {
+		return err
+	}
+	if run.push != nil {
 		// An earlier attempt may have registered a push token whose hash
 		// was replaced since: register the current one on the task.
-		if aerr := client.SetPushConfig(ctx, task.ID, *push); aerr != nil {
+		if aerr := run.client.SetPushConfig(ctx, task.ID, *run.push); aerr != nil {
 			w.log.WarnContext(ctx, "re-register push config failed; polling covers the task",
-				"delegation_id", d.ID.String(), "error", aerr)
+				"delegation_id", run.d.ID.String(), "error", aerr)
 		}
 	}
 	return nil
+}
+
+// applyDispatched records, in tx, the task the remote created: on the
+// locked delegation with a task_dispatched event, unless it recorded
+// another task already (a conflict) or the tenant recorded this one on
+// another delegation (dispatch_unknown). It returns the job's outcome.
+func (w *Worker) applyDispatched(ctx context.Context, tx Tx, run *dispatchRun, task a2a.Task) (outcome string, err error) {
+	d, err := tx.DelegationForUpdate(ctx, run.d.ID)
+	if err != nil {
+		return "", err
+	}
+	now := w.now()
+	if d.Remote.TaskID != "" {
+		if d.Remote.TaskID != task.ID {
+			return "dispatched", record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, ledger.RemoteTaskConflictData{
+				RecordedTaskID: d.Remote.TaskID, ReportedTaskID: task.ID, Source: "dispatch",
+			})
+		}
+		return "dispatched", nil
+	}
+	if other, err := tx.DelegationByRemoteTask(ctx, d.Tenant, d.OrgID, task.ID); err == nil && other.ID != d.ID {
+		// The agent reported a task this tenant recorded on another
+		// delegation. Which delegation the task is really for, and
+		// whether the agent created one for this, nobody knows: the
+		// hold stays, listed as dispatch_unknown, until a lookup (the
+		// poller makes one PollAfter from now), a push or on-call names
+		// this delegation's task.
+		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, ledger.RemoteTaskConflictData{
+			ReportedTaskID: task.ID, OtherDelegationID: other.ID.String(), Source: "dispatch",
+		}); err != nil {
+			return "", err
+		}
+		return "dispatch_unknown", setDispatchUnknown(ctx, tx, d, ledger.DispatchUnknownData{
+			Reason: "remote_task_taken", MessageID: DispatchMessageID(d.ID), Attempt: run.j.Attempt,
+			ReportedTaskID: task.ID, Lookup: "not_made",
+		}, now)
+	} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return "", err
+	}
+	if _, err := tx.ClearDispatchUnknown(ctx, d.ID); err != nil {
+		return "", err
+	}
+	iface := run.iface
+	d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}
+	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskDispatched, Actor: workerActor, At: now, Data: ledger.TaskDispatchedData{
+		TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion,
+		MessageID: DispatchMessageID(d.ID), Attempt: run.j.Attempt, PushRegistered: run.push != nil,
+	}})
+	if err != nil {
+		return "", err
+	}
+	return "dispatched", w.recordTask(ctx, tx, d, task, "dispatch", now)
 }
 
 // taskStatus is the ledger's name for a task state the remote reported. The

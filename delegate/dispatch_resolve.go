@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
@@ -124,9 +125,9 @@ func (o *Orchestrator) ResolveDispatch(ctx context.Context, p ledger.Principal, 
 			return ledger.Conflict("remote_task_taken", "org %s's task %q is recorded on a delegation of another tenant", d.OrgID, task.ID)
 		}
 		d.Remote.ProtocolVersion = iface.ProtocolVersion
-		d, err = resolveDispatchTx(ctx, tx, d, task.ID, task.ContextID, p.Actor(), ledger.DispatchResolvedData{
+		d, err = resolveDispatchTx(ctx, tx, d, task, ledger.DispatchResolvedData{
 			Reason: in.Reason, FoundBy: foundByOncall, ProvenBy: proof,
-		}, now)
+		}, compensation.Stamp{Actor: p.Actor(), At: now})
 		if err != nil {
 			return err
 		}
@@ -216,13 +217,15 @@ func remoteTaskTaken(ctx context.Context, tx OrchestratorTx, d ledger.Delegation
 	return data, nil
 }
 
-// resolveDispatchTx records, in tx with d locked, taskID as the remote task
+// resolveDispatchTx records, in tx with d locked, task as the remote task
 // of d, a delegation in the dispatch_unknown condition: the condition
-// ends, a dispatch_resolved event (by actor, with data) records it, the
-// task is observed at once and canceled if the orchestrator asked for that
-// meanwhile. On-call's ResolveDispatch and the dispatch job's lookup both
-// end the condition so. Nothing moves the hold or the obligation.
-func resolveDispatchTx(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, taskID, contextID, actor string, data ledger.DispatchResolvedData, now time.Time) (ledger.Delegation, error) {
+// ends, a dispatch_resolved event (with data, stamped by st) records it,
+// the task is observed at once and canceled if the orchestrator asked for
+// that meanwhile. On-call's ResolveDispatch, a confirmed push and the
+// dispatch job's lookup all end the condition so. Nothing moves the hold
+// or the obligation.
+func resolveDispatchTx(ctx context.Context, tx OrchestratorTx, d ledger.Delegation, task a2a.Task, data ledger.DispatchResolvedData, st compensation.Stamp) (ledger.Delegation, error) {
+	taskID, contextID, actor, now := task.ID, task.ContextID, st.Actor, st.At
 	cleared, err := tx.ClearDispatchUnknown(ctx, d.ID)
 	if err != nil {
 		return ledger.Delegation{}, err
@@ -290,10 +293,10 @@ func (w *Worker) resolveFound(ctx context.Context, tx Tx, d ledger.Delegation, f
 		return record(ctx, tx, d, ledger.EventTypeRemoteTaskConflict, now, *taken)
 	}
 	d.Remote.ProtocolVersion = iface.ProtocolVersion
-	d, err := resolveDispatchTx(ctx, tx, d, primary.ID, primary.ContextID, workerActor, ledger.DispatchResolvedData{
+	d, err := resolveDispatchTx(ctx, tx, d, primary, ledger.DispatchResolvedData{
 		FoundBy: "list_tasks", Reason: "found by ListTasks on the delegation's context", TasksFound: len(found),
 		ProvenBy: dispatchTaskProof(d, primary),
-	}, now)
+	}, compensation.Stamp{Actor: workerActor, At: now})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
@@ -11,21 +12,12 @@ import (
 	"github.com/quittance/quittance/ledger"
 )
 
-// compensateExtraTasks is the compensation job of a settled delegation: its
-// tracked task completed, and compensation found extra remote tasks of it
-// that may have committed effects of their own (ledger/DESIGN.md §2.2;
-// compensation/extratasks.go). Each run cancels the extra tasks not
-// terminal yet, then asks the org's agent, in one request per task, to
-// compensate each whose compensation is open, with the task's own
-// idempotency key (compensation.ExtraTaskKey) and a messageId stable per
-// round, and follows the task it answers with to its receipt — the same
-// wire as the delegation's own compensation request (§4). It reports the
-// facts: a receipt that JudgeReceipt accepts goes to
-// compensation.ApplyExtraTaskReceipt, which resolves the task; a failed
-// attempt is retried with backoff (the same messageId unless the remote
-// answered definitively) until CompensationMaxAttempts, or at once for a
-// not_supported receipt, when compensation.ExtraTaskRequestsExhausted
-// records that no more requests are sent. The obligation and the hold never
+// compensateExtraTasks is the compensation job of a settled delegation
+// whose extra remote tasks may have committed effects of their own
+// (ledger/DESIGN.md §2.2). Each run cancels those not terminal yet, then
+// asks for the compensation of each whose compensation is open, one
+// request per task with its own idempotency key, on the wire of §4. It
+// reports the facts to compensation; the obligation and the hold never
 // move.
 func (w *Worker) compensateExtraTasks(ctx context.Context, j Job, d ledger.Delegation) error {
 	org, err := w.store.Org(ctx, d.OrgID)
@@ -74,86 +66,129 @@ func (w *Worker) compensateExtraTasks(ctx context.Context, j Job, d ledger.Deleg
 // settled delegation d, or looks again at the task answering an earlier
 // one. more says the job should run again for it.
 func (w *Worker) compensateExtraTask(ctx context.Context, client *a2a.Client, d ledger.Delegation, org ledger.Org, rt RemoteTask) (more bool, err error) {
-	c := rt.Compensation
-	c.Round = max(c.Round, 1)
-	msgID := compensation.ExtraRequestMessageID(d.ID, rt.TaskID, c.Round)
-	var (
-		task  *a2a.Task
-		reply *a2a.Message
-		sent  bool
-	)
-	if c.TaskID != "" {
-		t, err := client.GetTask(ctx, c.TaskID)
-		switch {
-		case err != nil && a2a.Retryable(err):
-			return true, nil
-		case err != nil:
-			return w.extraFailed(ctx, d, rt.TaskID, c, "fetch compensation task: "+errorText(err), outcomeError, false, true, "")
-		}
-		task = &t
+	run := &extraRun{d: d, org: org, taskID: rt.TaskID, c: rt.Compensation}
+	run.c.Round = max(run.c.Round, 1)
+	run.msgID = compensation.ExtraRequestMessageID(d.ID, rt.TaskID, run.c.Round)
+	var handled bool
+	if run.c.TaskID != "" {
+		more, handled, err = w.fetchExtraCompensationTask(ctx, client, run)
 	} else {
-		req := compensation.ExtraTaskRequest(d, rt.TaskID)
-		meta, err := w.requestMetadata(d, req, msgID)
-		if err != nil {
-			return false, err
-		}
-		res, err := client.SendMessage(ctx, a2a.SendRequest{
-			Message: a2a.Message{
-				MessageID: msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
-				Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
-				Metadata:         meta,
-				Extensions:       []string{compensation.ExtensionURI},
-				ReferenceTaskIDs: []string{rt.TaskID},
-			},
-			ReturnImmediately: true,
-			Extensions:        []string{compensation.ExtensionURI},
-		})
-		if err != nil {
-			return w.extraFailed(ctx, d, rt.TaskID, c, "send compensation request: "+errorText(err), outcomeError, true, remoteAnswered(err), "")
-		}
-		sent = true
-		task, reply = res.Task, res.Message
+		more, handled, err = w.sendExtraCompensationRequest(ctx, client, run)
 	}
-	taskID := ""
-	if task != nil {
-		taskID = task.ID
+	if handled || err != nil {
+		return more, err
 	}
-	if sent {
-		c.Attempts++
+	if run.sent {
+		run.c.Attempts++
 	}
-	keep := func() (bool, error) {
-		// Still working on it: remember the task and look again later.
-		c.TaskID, c.LastError = taskID, ""
-		err := w.store.InTx(ctx, func(tx Tx) error {
-			if _, err := tx.DelegationForUpdate(ctx, d.ID); err != nil {
-				return err
-			}
-			return tx.SetExtraTaskCompensation(ctx, d.ID, rt.TaskID, c, w.now())
-		})
-		return true, err
+	return w.takeExtraCompensationAnswer(ctx, run)
+}
+
+// extraRun is one compensation attempt about an extra task of a settled
+// delegation: where its compensation stands, and what the attempt sent and
+// got back.
+type extraRun struct {
+	d      ledger.Delegation
+	org    ledger.Org
+	taskID string
+	c      compensation.ExtraTaskCompensation
+	msgID  string
+	// sent says the attempt sent a request; task and reply are the
+	// remote's answer.
+	sent  bool
+	task  *a2a.Task
+	reply *a2a.Message
+}
+
+// answerTaskID is the id of the task answering the request, "" for a message.
+func (r *extraRun) answerTaskID() string {
+	if r.task == nil {
+		return ""
 	}
-	raw, found := answerReceipt(task, reply)
+	return r.task.ID
+}
+
+// failure is a failed attempt on a definitive answer (counted already when
+// sent): the next attempt starts a new round.
+func (r *extraRun) failure(problem, outcome string) compensationFailure {
+	return compensationFailure{problem: problem, outcome: outcome, newRound: true, taskID: r.answerTaskID()}
+}
+
+// fetchExtraCompensationTask fetches the task answering the round's
+// request. handled says the attempt ended there, more whether the job
+// should run again for the task.
+func (w *Worker) fetchExtraCompensationTask(ctx context.Context, client *a2a.Client, run *extraRun) (more, handled bool, err error) {
+	t, err := client.GetTask(ctx, run.c.TaskID)
+	switch {
+	case err != nil && a2a.Retryable(err):
+		return true, true, nil
+	case err != nil:
+		more, err := w.extraFailed(ctx, run, compensationFailure{problem: "fetch compensation task: " + errorText(err), outcome: outcomeError, newRound: true})
+		return more, true, err
+	}
+	run.task = &t
+	return false, false, nil
+}
+
+// sendExtraCompensationRequest sends the round's request about the extra
+// task, with the task's own idempotency key. handled says the attempt
+// ended there, more whether the job should run again for the task.
+func (w *Worker) sendExtraCompensationRequest(ctx context.Context, client *a2a.Client, run *extraRun) (more, handled bool, err error) {
+	d := run.d
+	req := compensation.ExtraTaskRequest(d, run.taskID)
+	meta, err := w.requestMetadata(d, req, run.msgID)
+	if err != nil {
+		return false, true, err
+	}
+	res, err := client.SendMessage(ctx, a2a.SendRequest{
+		Message: a2a.Message{
+			MessageID: run.msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
+			Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
+			Metadata:         meta,
+			Extensions:       []string{compensation.ExtensionURI},
+			ReferenceTaskIDs: []string{run.taskID},
+		},
+		ReturnImmediately: true,
+		Extensions:        []string{compensation.ExtensionURI},
+	})
+	if err != nil {
+		more, err := w.extraFailed(ctx, run, compensationFailure{problem: "send compensation request: " + errorText(err), outcome: outcomeError,
+			counted: true, newRound: remoteAnswered(err)})
+		return more, true, err
+	}
+	run.sent = true
+	run.task, run.reply = res.Task, res.Message
+	return false, false, nil
+}
+
+// takeExtraCompensationAnswer reads the receipt in the remote's answer
+// about the extra task and judges it against the task's own idempotency
+// key: no receipt yet on a task still working, or a pending receipt, is
+// looked at again later; an accepted receipt is applied; anything else is
+// a failed attempt.
+func (w *Worker) takeExtraCompensationAnswer(ctx context.Context, run *extraRun) (more bool, err error) {
+	raw, found := answerReceipt(run.task, run.reply)
 	if !found {
-		if task != nil && !task.Status.State.Terminal() {
-			return keep()
+		if run.task != nil && !run.task.Status.State.Terminal() {
+			return w.keepExtraCompensation(ctx, run)
 		}
 		state := "a message"
-		if task != nil {
-			state = string(task.Status.State)
+		if run.task != nil {
+			state = string(run.task.Status.State)
 		}
-		return w.extraFailed(ctx, d, rt.TaskID, c, fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError, false, true, taskID)
+		return w.extraFailed(ctx, run, run.failure(fmt.Sprintf("the remote answered %s without a compensation receipt", state), outcomeError))
 	}
 	r, err := compensation.ParseRemoteReceipt(raw)
 	if err != nil {
-		return w.extraFailed(ctx, d, rt.TaskID, c, text.Truncate(err.Error(), 500), outcomeError, false, true, taskID)
+		return w.extraFailed(ctx, run, run.failure(text.Truncate(err.Error(), 500), outcomeError))
 	}
-	if r.Outcome == compensation.ReceiptPending && (reply != nil || !task.Status.State.Terminal()) {
-		return keep()
+	if r.Outcome == compensation.ReceiptPending && (run.reply != nil || !run.task.Status.State.Terminal()) {
+		return w.keepExtraCompensation(ctx, run)
 	}
 	now := w.now()
 	verdict, _, err := w.judgeReceipt(ctx, compensation.ReceiptInput{
-		Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now,
-		TaskID: rt.TaskID, IdempotencyKey: compensation.ExtraTaskKey(d, rt.TaskID),
+		Delegation: run.d, Org: run.org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now,
+		TaskID: run.taskID, IdempotencyKey: compensation.ExtraTaskKey(run.d, run.taskID),
 	})
 	if err != nil {
 		return false, err
@@ -163,47 +198,66 @@ func (w *Worker) compensateExtraTask(ctx context.Context, client *a2a.Client, d 
 		if r.Reason != "" {
 			problem += " (reason: " + text.Truncate(r.Reason, 500) + ")"
 		}
-		return w.extraFailed(ctx, d, rt.TaskID, c, problem, string(r.Outcome), false, true, taskID)
+		return w.extraFailed(ctx, run, run.failure(problem, string(r.Outcome)))
 	}
-	c.TaskID, c.LastError = taskID, ""
+	return w.applyExtraReceipt(ctx, run, compensation.JudgedReceipt{Receipt: r, Verdict: verdict}, now)
+}
+
+// keepExtraCompensation remembers the task answering the request, which is
+// still working on it, so the job looks at it again later.
+func (w *Worker) keepExtraCompensation(ctx context.Context, run *extraRun) (more bool, err error) {
+	run.c.TaskID, run.c.LastError = run.answerTaskID(), ""
 	err = w.store.InTx(ctx, func(tx Tx) error {
-		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if _, err := tx.DelegationForUpdate(ctx, run.d.ID); err != nil {
+			return err
+		}
+		return tx.ExtraTasks().SetExtraTaskCompensation(ctx, run.d.ID, run.taskID, run.c, w.now())
+	})
+	return true, err
+}
+
+// applyExtraReceipt hands an accepted receipt about the extra task to
+// compensation.Service.ApplyExtraTaskReceipt, which resolves the task; a
+// refused receipt is a failed attempt.
+func (w *Worker) applyExtraReceipt(ctx context.Context, run *extraRun, jr compensation.JudgedReceipt, now time.Time) (more bool, err error) {
+	run.c.TaskID, run.c.LastError = run.answerTaskID(), ""
+	err = w.store.InTx(ctx, func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, run.d.ID)
 		if err != nil {
 			return err
 		}
-		if err := tx.SetExtraTaskCompensation(ctx, d.ID, rt.TaskID, c, now); err != nil {
+		if err := tx.ExtraTasks().SetExtraTaskCompensation(ctx, run.d.ID, run.taskID, run.c, now); err != nil {
 			return err
 		}
-		_, err = w.cfg.Compensation.ApplyExtraTaskReceipt(ctx, tx, cur, rt.TaskID,
-			compensation.JudgedReceipt{Receipt: r, Verdict: verdict}, compensation.Stamp{Actor: workerActor, At: now})
+		_, err = w.cfg.Compensation.ApplyExtraTaskReceipt(ctx, tx.Receipts(), cur, run.taskID, jr, compensation.Stamp{Actor: workerActor, At: now})
 		return err
 	})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
-		return w.extraFailed(ctx, d, rt.TaskID, c, "receipt refused: "+ref.Code, outcomeError, false, true, taskID)
+		return w.extraFailed(ctx, run, run.failure("receipt refused: "+ref.Code, outcomeError))
 	}
 	return false, err
 }
 
-// extraFailed records a compensation attempt about extra task taskID that
-// brought no receipt: the error, one more attempt when counted (a request
-// that did not get through to a reply; an attempt that got one is counted
-// already), the next round when newRound (the remote answered definitively,
-// so a new messageId), and — once CompensationMaxAttempts are made, or at
-// once for a not_supported receipt — an extra_task_compensation_exhausted
-// event, after which no more requests are sent. more says whether the job
-// should run again for the task.
-func (w *Worker) extraFailed(ctx context.Context, d ledger.Delegation, taskID string, c compensation.ExtraTaskCompensation, problem, outcome string, counted, newRound bool, answerTask string) (more bool, err error) {
-	problem = text.Truncate(problem, 1000)
+// extraFailed records a compensation attempt about an extra task that
+// brought no receipt: the error, one more attempt when f.counted (an
+// attempt that got a reply is counted already), the next round when
+// f.newRound, and — once CompensationMaxAttempts are made, or at once for
+// a not_supported receipt — compensation.ExtraTaskRequestsExhausted, after
+// which no more requests are sent. more says whether the job should run
+// again for the task.
+func (w *Worker) extraFailed(ctx context.Context, run *extraRun, f compensationFailure) (more bool, err error) {
+	d, taskID, c := run.d, run.taskID, run.c
+	problem := text.Truncate(f.problem, 1000)
 	round := c.Round
-	if counted {
+	if f.counted {
 		c.Attempts++
 	}
-	c.LastError, c.TaskID = problem, answerTask
-	if newRound {
+	c.LastError, c.TaskID = problem, f.taskID
+	if f.newRound {
 		c.Round, c.TaskID = round+1, ""
 	}
-	stop := c.Attempts >= w.cfg.CompensationMaxAttempts || outcome == string(compensation.ReceiptNotSupported)
+	stop := c.Attempts >= w.cfg.CompensationMaxAttempts || f.outcome == string(compensation.ReceiptNotSupported)
 	if stop {
 		// No more requests: the task stays an open anomaly for on-call.
 		c.Attempts = max(c.Attempts, w.cfg.CompensationMaxAttempts)
@@ -214,15 +268,15 @@ func (w *Worker) extraFailed(ctx context.Context, d ledger.Delegation, taskID st
 			return err
 		}
 		now := w.now()
-		if err := tx.SetExtraTaskCompensation(ctx, d.ID, taskID, c, now); err != nil {
+		if err := tx.ExtraTasks().SetExtraTaskCompensation(ctx, d.ID, taskID, c, now); err != nil {
 			return err
 		}
 		if !stop {
 			return nil
 		}
-		return compensation.ExtraTaskRequestsExhausted(ctx, tx, cur, taskID, compensation.RequestFailure{
+		return compensation.ExtraTaskRequestsExhausted(ctx, tx.Receipts(), cur, taskID, compensation.RequestFailure{
 			Attempt: c.Attempts, MaxAttempts: w.cfg.CompensationMaxAttempts, Round: round,
-			MessageID: compensation.ExtraRequestMessageID(d.ID, taskID, round), Outcome: outcome, Problem: problem,
+			MessageID: compensation.ExtraRequestMessageID(d.ID, taskID, round), Outcome: f.outcome, Problem: problem,
 		}, compensation.Stamp{Actor: workerActor, At: now})
 	})
 	if err == nil {

@@ -67,7 +67,7 @@ func (w *Worker) sendFollowUps(ctx context.Context, j Job) error {
 			}
 		case a2a.Retryable(err) && j.Attempt < messageMaxAttempts:
 			return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), func(tx Tx) error {
-				return tx.AttemptFollowUp(ctx, m, errorText(err), w.now())
+				return tx.Outbox().AttemptFollowUp(ctx, m, errorText(err), w.now())
 			})
 		default:
 			if err := w.store.InTx(ctx, func(tx Tx) error { return w.failFollowUp(ctx, tx, d, m, errorText(err)) }); err != nil {
@@ -82,7 +82,7 @@ func (w *Worker) sendFollowUps(ctx context.Context, j Job) error {
 func (w *Worker) failFollowUp(ctx context.Context, tx Tx, d ledger.Delegation, m FollowUp, problem string) error {
 	now := w.now()
 	m.Status, m.Error = MessageFailed, problem
-	if err := tx.FinishFollowUp(ctx, m, now); err != nil {
+	if err := tx.Outbox().FinishFollowUp(ctx, m, now); err != nil {
 		return err
 	}
 	return record(ctx, tx, d, ledger.EventTypeMessageFailed, now, ledger.MessageFailedData{
@@ -104,7 +104,7 @@ func (w *Worker) recordFollowUpSent(ctx context.Context, tx Tx, id uuid.UUID, m 
 		m.ResultState = taskStatus(res.Task.Status.State)
 		data.TaskState = ptr(string(res.Task.Status.State))
 	}
-	if err := tx.FinishFollowUp(ctx, m, now); err != nil {
+	if err := tx.Outbox().FinishFollowUp(ctx, m, now); err != nil {
 		return err
 	}
 	if err := record(ctx, tx, d, ledger.EventTypeMessageSent, now, data); err != nil {

@@ -189,34 +189,13 @@ const observeMaxAttempts = 5
 
 // observe fetches a delegation's task and applies its status.
 func (w *Worker) observe(ctx context.Context, j Job) error {
-	var payload struct {
-		Source string `json:"source"`
-		TaskID string `json:"task_id"`
-	}
-	_ = json.Unmarshal(j.Payload, &payload)
-	source := payload.Source
-	if source == "" {
-		source = "poll"
-	}
+	source, pushedTaskID := observePayload(j.Payload)
 	d, err := w.store.Delegation(ctx, j.DelegationID)
 	if err != nil {
 		return err
 	}
-	if source == sourceDispatchLookup && d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld {
-		return w.lookUpUnknown(ctx, j, d)
-	}
-	if payload.TaskID != "" && d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld {
-		if done, err := w.confirmPushedTask(ctx, j, d, payload.TaskID); done || err != nil {
-			return err
-		}
-	}
-	if d.Remote.TaskID == "" && d.ObligationState == ledger.ObligationHeld && j.Attempt < observeMaxAttempts {
-		// Dispatched but the task id is not recorded yet (a push outran
-		// the dispatch reply): look again once it is.
-		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), "task id not recorded yet", nil)
-	}
-	if d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
-		return w.finish(ctx, j, "nothing_to_observe", nil)
+	if handled, err := w.observeUntracked(ctx, j, d, source, pushedTaskID); handled || err != nil {
+		return err
 	}
 	org, err := w.store.Org(ctx, d.OrgID)
 	if err != nil {
@@ -229,14 +208,10 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	}
 	if errors.Is(err, a2a.ErrTaskNotFound) {
 		// The agent answered, so it is not failing; it does not know the
-		// task (it may have purged it). Recorded, never read as an end: the
-		// delegation is in the task_not_found condition (listed, counted,
-		// alerted). The answer counts as this poll's, so the poller asks
-		// again only after PollAfter, and the same answer again is no news:
-		// it only moves last_observed_at, as an unchanged status does.
+		// task (it may have purged it): never read as an end, and the
+		// same answer again is no news.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
-			now := w.now()
-			return taskNotFound(ctx, tx, d, source, err, j.Attempt, now, false)
+			return taskNotFound(ctx, tx, d, notFoundAnswer{source: source, cause: err, attempt: j.Attempt}, w.now())
 		})
 	}
 	if err != nil {
@@ -254,22 +229,8 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	if org, err = w.orgForAtomicReceipt(ctx, d, org, card, task); err != nil {
 		return err
 	}
-	if err := w.finish(ctx, j, "observed", func(tx Tx) error {
-		d, err := tx.DelegationForUpdate(ctx, d.ID)
-		if err != nil {
-			return err
-		}
-		now := w.now()
-		// The agent returned the task: if it had answered that it did not
-		// know it, that is over.
-		if err := tx.ClearTaskNotFound(ctx, d.ID); err != nil {
-			return err
-		}
-		if err := w.recordTaskAndReceipt(ctx, tx, d, org, card, task, source, now); err != nil {
-			return err
-		}
-		return tx.ClearOrgFailures(ctx, d.OrgID)
-	}); err != nil {
+	answer := taskAnswer{org: org, card: card, task: task, source: source}
+	if err := w.finish(ctx, j, "observed", func(tx Tx) error { return w.recordObserved(ctx, tx, d.ID, answer) }); err != nil {
 		return err
 	}
 	// Each observation of the delegation's task also cancels its extra
@@ -278,29 +239,94 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 	return err
 }
 
-// taskNotFound records, in tx, that d's agent answered cause, a
-// TaskNotFoundError, for d's tracked task through source: d enters the
-// task_not_found condition with that answer, and the call counts as an
-// observation (the poller's, and the delegation's last_observed_at). A remote_task_not_found event is appended when the answer
-// is new (the first, or a different one), or always when the call was one
-// of its own (a cancel: its outcome is this answer); a poll answered the
-// same way again appends nothing.
-func taskNotFound(ctx context.Context, tx Tx, d ledger.Delegation, source string, cause error, attempt int, now time.Time, always bool) error {
-	answer := errorText(cause)
+// observePayload reads an observe job's payload: what prompted it ("poll"
+// when unnamed) and the task a push named, if any.
+func observePayload(raw []byte) (source, pushedTaskID string) {
+	var payload struct {
+		Source string `json:"source"`
+		TaskID string `json:"task_id"`
+	}
+	_ = json.Unmarshal(raw, &payload)
+	source = payload.Source
+	if source == "" {
+		source = "poll"
+	}
+	return source, payload.TaskID
+}
+
+// observeUntracked handles an observe job of a delegation whose task id is
+// not recorded: a lookup of an unknown dispatch, a pushed task to confirm,
+// a wait for the dispatch reply a push outran, or nothing to observe.
+// handled is false when the tracked task is to be fetched.
+func (w *Worker) observeUntracked(ctx context.Context, j Job, d ledger.Delegation, source, pushedTaskID string) (handled bool, err error) {
+	held := d.ObligationState == ledger.ObligationHeld
+	if source == sourceDispatchLookup && d.Remote.TaskID == "" && held {
+		return true, w.lookUpUnknown(ctx, j, d)
+	}
+	if pushedTaskID != "" && d.Remote.TaskID == "" && held {
+		if done, err := w.confirmPushedTask(ctx, j, d, pushedTaskID); done || err != nil {
+			return true, err
+		}
+	}
+	if d.Remote.TaskID == "" && held && j.Attempt < observeMaxAttempts {
+		// Dispatched but the task id is not recorded yet (a push outran
+		// the dispatch reply): look again once it is.
+		return true, w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), "task id not recorded yet", nil)
+	}
+	if d.Remote.TaskID == "" || d.TaskStatus.Terminal() || !held {
+		return true, w.finish(ctx, j, "nothing_to_observe", nil)
+	}
+	return false, nil
+}
+
+// recordObserved records, in tx, the task the agent returned for
+// delegation id: the task_not_found condition is over, the task and any
+// atomic receipt on it are recorded, and the org's failures are forgotten.
+func (w *Worker) recordObserved(ctx context.Context, tx Tx, id uuid.UUID, answer taskAnswer) error {
+	d, err := tx.DelegationForUpdate(ctx, id)
+	if err != nil {
+		return err
+	}
+	now := w.now()
+	if err := tx.ClearTaskNotFound(ctx, d.ID); err != nil {
+		return err
+	}
+	if err := w.recordTaskAndReceipt(ctx, tx, d, answer, now); err != nil {
+		return err
+	}
+	return tx.Outbox().ClearOrgFailures(ctx, d.OrgID)
+}
+
+// notFoundAnswer is a TaskNotFoundError the agent answered for a
+// delegation's tracked task: the call (source) and job attempt it
+// answered, and whether an event is appended even for the same answer
+// again (always: the call was the job's own, a cancel).
+type notFoundAnswer struct {
+	source  string
+	cause   error
+	attempt int
+	always  bool
+}
+
+// taskNotFound records, in tx, that d's agent answered a.cause for d's
+// tracked task: d enters the task_not_found condition, with a
+// remote_task_not_found event when the answer is new (or a.always), and the
+// call counts as an observation (the poller's, and d's last_observed_at).
+func taskNotFound(ctx context.Context, tx Tx, d ledger.Delegation, a notFoundAnswer, now time.Time) error {
+	answer := errorText(a.cause)
 	changed, err := tx.SetTaskNotFound(ctx, d.ID, answer, now)
 	if err != nil {
 		return err
 	}
-	if changed || always {
+	if changed || a.always {
+		attempt := a.attempt
 		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, now, ledger.RemoteTaskNotFoundData{
-			TaskID: d.Remote.TaskID, Source: source, Error: answer, Attempt: &attempt,
+			TaskID: d.Remote.TaskID, Source: a.source, Error: answer, Attempt: &attempt,
 		}); err != nil {
 			return err
 		}
 	}
-	// The delegation's last_observed_at moves as for an unchanged status:
-	// on-call sees the agent is still asked.
-	if err := tx.MarkDelegationObserved(ctx, d.ID, now); err != nil {
+	if err := tx.Receipts().MarkDelegationObserved(ctx, d.ID, now); err != nil {
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)
@@ -311,12 +337,12 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 	w.log.WarnContext(ctx, "observe remote task failed", slog.String("delegation_id", d.ID.String()),
 		slog.String("org_id", org.ID), slog.Any("error", cause))
 	fail := func(tx Tx) error {
-		n, err := tx.OrgFailures(ctx, org.ID)
+		n, err := tx.Outbox().OrgFailures(ctx, org.ID)
 		if err != nil {
 			return err
 		}
 		now := w.now()
-		return tx.FailOrg(ctx, org.ID, now.Add(w.backoff.Wait(n+1)), errorText(cause), now)
+		return tx.Outbox().FailOrg(ctx, org.ID, now.Add(w.backoff.Wait(n+1)), errorText(cause), now)
 	}
 	if a2a.Retryable(cause) && j.Attempt < observeMaxAttempts {
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(cause), fail)
@@ -324,29 +350,29 @@ func (w *Worker) observeFailed(ctx context.Context, j Job, d ledger.Delegation, 
 	return w.finish(ctx, j, "observe_failed", fail)
 }
 
-// recordTaskAndReceipt records a task fetched with GetTask or returned by
-// a cancel, as recordTask does, after the atomic cancel-and-compensate
-// receipt it may carry. A terminal status carrying a compensation-receipt
-// artifact, from an agent whose card declares the compensation extension
-// with atomicCancel, is an atomic cancel-and-compensate: a receipt that
-// JudgeReceipt accepts is handed to compensation.ApplyEvidence (channel
-// atomic_cancel) before the status, which keeps it as received evidence
-// while the obligation is held; the status then applies it
-// (compensation.Service.ObserveTaskStatus): compensated for a compensated
-// receipt, released for a verified no_effects declaration. A receipt that
-// proves nothing, or that ApplyEvidence refuses, is recorded and the gate
-// applies as usual. The same receipt is read from the cancel reply and
-// from the task as fetched, so whichever reaches the ledger first — the
-// reply, or a push or poll that fetches the canceled task — applies it.
-// org is the org to judge the receipt against: orgForAtomicReceipt's, read
-// before tx began.
-func (w *Worker) recordTaskAndReceipt(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, card a2a.AgentCard, task a2a.Task, source string, now time.Time) error {
-	if raw, ok := atomicReceipt(d, card, task); ok {
-		if err := w.applyAtomicReceipt(ctx, tx, d, org, raw, source, now); err != nil {
+// taskAnswer is a task an agent returned (fetched with GetTask, or in a
+// cancel reply), with the org and card it came from and the call (source).
+// org is the one to judge an atomic receipt on the task against:
+// orgForAtomicReceipt's, read before the transaction began.
+type taskAnswer struct {
+	org    ledger.Org
+	card   a2a.AgentCard
+	task   a2a.Task
+	source string
+}
+
+// recordTaskAndReceipt records the task a returned, as recordTask does,
+// after the atomic cancel-and-compensate receipt it may carry
+// (atomicReceipt, ledger/DESIGN.md §4): applied first, the receipt is kept
+// as received evidence that the terminal status then applies. Whichever
+// of the cancel reply, a push or a poll reaches the ledger first applies it.
+func (w *Worker) recordTaskAndReceipt(ctx context.Context, tx Tx, d ledger.Delegation, a taskAnswer, now time.Time) error {
+	if raw, ok := atomicReceipt(d, a.card, a.task); ok {
+		if err := w.applyAtomicReceipt(ctx, tx, d, a, raw, now); err != nil {
 			return err
 		}
 	}
-	return w.recordTask(ctx, tx, d, task, source, now)
+	return w.recordTask(ctx, tx, d, a.task, a.source, now)
 }
 
 // atomicReceipt returns the atomic cancel-and-compensate receipt that
@@ -387,27 +413,27 @@ func (w *Worker) orgForAtomicReceipt(ctx context.Context, d ledger.Delegation, o
 	return org, err
 }
 
-// applyAtomicReceipt judges an atomic receipt that came with the task from
-// source (cancel, or what prompted the fetch) and hands it to
-// compensation.ApplyEvidence, in tx. What proves nothing, or is refused, is
-// recorded as receipt_refused (evidence_conflict for a conflict) and does
-// not stop the task from being recorded.
-func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegation, org ledger.Org, raw []byte, source string, now time.Time) error {
+// applyAtomicReceipt judges, in tx, an atomic receipt that came with the
+// task a returned and hands it to compensation.Service.ApplyRemoteReceipt.
+// What proves nothing, or is refused, is recorded as receipt_refused
+// (evidence_conflict for a conflict) and does not stop the task from being
+// recorded.
+func (w *Worker) applyAtomicReceipt(ctx context.Context, tx Tx, d ledger.Delegation, a taskAnswer, raw []byte, now time.Time) error {
 	r, err := compensation.ParseRemoteReceipt(raw)
 	verdict := compensation.ReceiptVerdict{}
 	if err == nil {
 		verdict = compensation.JudgeReceipt(compensation.ReceiptInput{
-			Delegation: d, Org: org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now, Atomic: true,
+			Delegation: d, Org: a.org, Receipt: r, LedgerID: w.cfg.LedgerID, Now: now, Atomic: true,
 		})
 	} else {
 		verdict.Problem = text.Truncate(err.Error(), 500)
 	}
 	if verdict.Event == "" {
 		return record(ctx, tx, d, ledger.EventTypeReceiptRefused, now, ledger.ReceiptRefusedData{
-			Source: source, Problem: verdict.Problem,
+			Source: a.source, Problem: verdict.Problem,
 		})
 	}
-	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx, d, compensation.JudgedReceipt{Receipt: r, Verdict: verdict},
+	_, err = w.cfg.Compensation.ApplyRemoteReceipt(ctx, tx.Receipts(), d, compensation.JudgedReceipt{Receipt: r, Verdict: verdict},
 		ledger.ChannelAtomicCancel, compensation.Stamp{Actor: workerActor, At: now})
 	var ref *compensation.RefusalError
 	if errors.As(err, &ref) {
@@ -527,68 +553,11 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 		if err != nil || d.Remote.TaskID == "" || d.TaskStatus.Terminal() || d.ObligationState != ledger.ObligationHeld {
 			return
 		}
-		for ev, err := range client.Subscribe(ctx, d.Remote.TaskID) {
-			if err != nil {
-				w.log.InfoContext(ctx, "task stream ended", slog.String("delegation_id", id.String()), slog.Any("error", err))
-				break
-			}
-			var status *a2a.TaskStatus
-			switch {
-			case ev.TaskID() != d.Remote.TaskID:
-				if ev.ContextID() == DispatchContextID(id) {
-					w.recordEventTask(ctx, id, ev, "stream")
-				}
-				continue
-			case ev.Task != nil:
-				status = &ev.Task.Status
-			case ev.StatusUpdate != nil:
-				status = &ev.StatusUpdate.Status
-			case ev.ArtifactUpdate != nil:
-				// Chunks are applied to the snapshot in the order the
-				// stream delivers them.
-				if err := w.store.InTx(ctx, func(tx Tx) error {
-					return w.putSnapshot(ctx, tx, id, func(s TaskSnapshot) TaskSnapshot {
-						return s.ApplyArtifactUpdate(*ev.ArtifactUpdate, "stream", w.now(), w.cfg.Snapshot)
-					})
-				}); err != nil {
-					w.log.ErrorContext(ctx, "record streamed artifact failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
-				}
-				continue
-			default:
-				continue
-			}
+		applied, ended := w.followStream(ctx, d, client)
+		if applied {
 			attempt = 1
-			var after ledger.Delegation
-			err := w.store.InTx(ctx, func(tx Tx) error {
-				cur, err := tx.DelegationForUpdate(ctx, id)
-				if err != nil {
-					return err
-				}
-				now := w.now()
-				if err := w.putSnapshot(ctx, tx, id, func(s TaskSnapshot) TaskSnapshot {
-					if ev.Task != nil {
-						return s.ApplyTask(*ev.Task, "stream", now, w.cfg.Snapshot)
-					}
-					return s.ApplyStatus(*ev.StatusUpdate, "stream", now)
-				}); err != nil {
-					return err
-				}
-				obs := observation(a2a.Task{ID: d.Remote.TaskID, Status: *status}, "stream")
-				after, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx, cur, obs, workerActor, now)
-				if err != nil {
-					return err
-				}
-				return tx.MarkObserved(ctx, id, now)
-			})
-			if err != nil {
-				w.log.ErrorContext(ctx, "record streamed status failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
-				break
-			}
-			if after.TaskStatus.Terminal() {
-				return
-			}
 		}
-		if ctx.Err() != nil {
+		if ended || ctx.Err() != nil {
 			return
 		}
 		now := w.now()
@@ -604,6 +573,87 @@ func (w *Worker) stream(ctx context.Context, id uuid.UUID, client *a2a.Client) {
 		case <-time.After(w.backoff.Wait(attempt)):
 		}
 	}
+}
+
+// followStream applies the events of one subscription to d's task until
+// the stream drops, or the task is terminal (ended). applied says a status
+// was applied, so the stream is working.
+func (w *Worker) followStream(ctx context.Context, d ledger.Delegation, client *a2a.Client) (applied, ended bool) {
+	id := d.ID
+	for ev, err := range client.Subscribe(ctx, d.Remote.TaskID) {
+		if err != nil {
+			w.log.InfoContext(ctx, "task stream ended", slog.String("delegation_id", id.String()), slog.Any("error", err))
+			break
+		}
+		var status *a2a.TaskStatus
+		switch {
+		case ev.TaskID() != d.Remote.TaskID:
+			if ev.ContextID() == DispatchContextID(id) {
+				w.recordEventTask(ctx, id, ev, "stream")
+			}
+			continue
+		case ev.Task != nil:
+			status = &ev.Task.Status
+		case ev.StatusUpdate != nil:
+			status = &ev.StatusUpdate.Status
+		case ev.ArtifactUpdate != nil:
+			w.applyStreamedArtifact(ctx, id, *ev.ArtifactUpdate)
+			continue
+		default:
+			continue
+		}
+		applied = true
+		after, err := w.applyStreamedStatus(ctx, d, ev, *status)
+		if err != nil {
+			w.log.ErrorContext(ctx, "record streamed status failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+			break
+		}
+		if after.TaskStatus.Terminal() {
+			return applied, true
+		}
+	}
+	return applied, false
+}
+
+// applyStreamedArtifact applies an artifact chunk to the task snapshot, in
+// the order the stream delivers them.
+func (w *Worker) applyStreamedArtifact(ctx context.Context, id uuid.UUID, u a2a.ArtifactUpdate) {
+	if err := w.store.InTx(ctx, func(tx Tx) error {
+		return w.putSnapshot(ctx, tx, id, func(s TaskSnapshot) TaskSnapshot {
+			return s.ApplyArtifactUpdate(u, "stream", w.now(), w.cfg.Snapshot)
+		})
+	}); err != nil {
+		w.log.ErrorContext(ctx, "record streamed artifact failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+	}
+}
+
+// applyStreamedStatus records a task or status update of d's task from the
+// stream: its snapshot, and the status as an observation
+// (compensation.Service.ObserveTaskStatus). It returns the delegation after.
+func (w *Worker) applyStreamedStatus(ctx context.Context, d ledger.Delegation, ev a2a.StreamEvent, status a2a.TaskStatus) (ledger.Delegation, error) {
+	var after ledger.Delegation
+	err := w.store.InTx(ctx, func(tx Tx) error {
+		cur, err := tx.DelegationForUpdate(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		now := w.now()
+		if err := w.putSnapshot(ctx, tx, d.ID, func(s TaskSnapshot) TaskSnapshot {
+			if ev.Task != nil {
+				return s.ApplyTask(*ev.Task, "stream", now, w.cfg.Snapshot)
+			}
+			return s.ApplyStatus(*ev.StatusUpdate, "stream", now)
+		}); err != nil {
+			return err
+		}
+		obs := observation(a2a.Task{ID: d.Remote.TaskID, Status: status}, "stream")
+		after, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx.Receipts(), cur, obs, workerActor, now)
+		if err != nil {
+			return err
+		}
+		return tx.MarkObserved(ctx, d.ID, now)
+	})
+	return after, err
 }
 
 // recordEventTask records the task a push or stream event names, in the
@@ -675,10 +725,10 @@ func (w *Worker) confirmPushedTask(ctx context.Context, j Job, d ledger.Delegati
 			return record(ctx, tx, cur, ledger.EventTypeRemoteTaskConflict, now, *taken)
 		}
 		cur.Remote.ProtocolVersion = iface.ProtocolVersion
-		cur, err = resolveDispatchTx(ctx, tx, cur, task.ID, task.ContextID, workerActor, ledger.DispatchResolvedData{
+		cur, err = resolveDispatchTx(ctx, tx, cur, task, ledger.DispatchResolvedData{
 			FoundBy: "push", Reason: "a push named the task; GetTask confirmed it is the delegation's",
 			ProvenBy: dispatchTaskProof(cur, task),
-		}, now)
+		}, compensation.Stamp{Actor: workerActor, At: now})
 		if err != nil {
 			return err
 		}

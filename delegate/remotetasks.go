@@ -118,7 +118,7 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return 0, err
 	}
-	known, err := tx.RemoteTasks(ctx, d.ID)
+	known, err := tx.ExtraTasks().RemoteTasks(ctx, d.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -131,13 +131,13 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 		status := taskStatus(t.Status.State)
 		i := slices.IndexFunc(known, func(k RemoteTask) bool { return k.TaskID == t.ID })
 		if i >= 0 {
-			if err := w.noteExtraStatus(ctx, tx, d, known[i], status, foundBy, now); err != nil {
+			if err := w.noteExtraStatus(ctx, tx, d, known[i], extraStatus{status: status, source: foundBy}, now); err != nil {
 				return 0, err
 			}
 			continue
 		}
 		rt := RemoteTask{TaskID: text.Truncate(t.ID, 1024), Purpose: purpose, ContextID: text.Truncate(t.ContextID, 1024), FoundBy: foundBy, Status: status}
-		inserted, err := tx.RecordRemoteTask(ctx, d.ID, rt, now)
+		inserted, err := tx.ExtraTasks().RecordRemoteTask(ctx, d.ID, rt, now)
 		if err != nil {
 			return 0, err
 		}
@@ -154,19 +154,26 @@ func (w *Worker) recordExtraTasks(ctx context.Context, tx Tx, d ledger.Delegatio
 		}
 	}
 	// Found after the delegation settled: asked about as if found before.
-	if err := compensation.RequireLateExtraTaskCompensation(ctx, tx, d, added, workerActor, now); err != nil {
+	if err := compensation.RequireLateExtraTaskCompensation(ctx, tx.Receipts(), d, added, workerActor, now); err != nil {
 		return 0, err
 	}
 	return len(added), nil
 }
 
-// noteExtraStatus records a newly observed status of an extra task, with a
+// extraStatus is a status of an extra task, as a call (source) saw it.
+type extraStatus struct {
+	status ledger.TaskStatus
+	source string
+}
+
+// noteExtraStatus records a newly seen status of extra task rt, with a
 // remote_task_ended event when it is terminal. A terminal status is kept.
-func (w *Worker) noteExtraStatus(ctx context.Context, tx Tx, d ledger.Delegation, rt RemoteTask, status ledger.TaskStatus, source string, now time.Time) error {
+func (w *Worker) noteExtraStatus(ctx context.Context, tx Tx, d ledger.Delegation, rt RemoteTask, seen extraStatus, now time.Time) error {
+	status, source := seen.status, seen.source
 	if rt.Status == status || rt.Status.Terminal() {
 		return nil
 	}
-	if err := tx.SetRemoteTaskStatus(ctx, d.ID, rt.TaskID, status, now); err != nil {
+	if err := tx.ExtraTasks().SetRemoteTaskStatus(ctx, d.ID, rt.TaskID, status, now); err != nil {
 		return err
 	}
 	if !status.Terminal() {
@@ -210,17 +217,17 @@ func (w *Worker) accountExtraTasks(ctx context.Context, client *a2a.Client, d le
 			if err != nil {
 				return err
 			}
-			if err := tx.MarkRemoteTaskCancelSent(ctx, d.ID, rt.TaskID, now); err != nil {
+			if err := tx.ExtraTasks().MarkRemoteTaskCancelSent(ctx, d.ID, rt.TaskID, now); err != nil {
 				return err
 			}
 			switch {
 			case cerr == nil && task.ID == rt.TaskID:
-				if err := w.noteExtraStatus(ctx, tx, cur, rt, taskStatus(task.Status.State), "cancel", now); err != nil {
+				if err := w.noteExtraStatus(ctx, tx, cur, rt, extraStatus{status: taskStatus(task.Status.State), source: "cancel"}, now); err != nil {
 					return err
 				}
 				// The task's end may account for the last extra task:
 				// evidence held back for them is applied now.
-				_, _, err := w.cfg.Compensation.ApplyHeldEvidence(ctx, tx, cur, workerActor, now)
+				_, _, err := w.cfg.Compensation.ApplyHeldEvidence(ctx, tx.Receipts(), cur, workerActor, now)
 				return err
 			case errors.Is(cerr, a2a.ErrTaskNotFound):
 				// Unknown, never read as canceled: the task stays unaccounted.

@@ -76,12 +76,14 @@ type Tracking struct {
 	CompensationRound int
 }
 
-// Store is the persistence of package delegate, as the sql/ store provides
-// it: all the Orchestrator needs, and what the A2A workers need besides.
-// Error contract: as ledger.Store; a missing row is ledger.ErrNotFound
+// Store is the persistence of the A2A workers, as the sql/ store provides
+// it. Error contract: as ledger.Store; a missing row is ledger.ErrNotFound
 // (wrapped).
 type Store interface {
-	ledger.Reader
+	// Delegation, Org and DelegationLinks read as ledger.Reader's do.
+	Delegation(ctx context.Context, id uuid.UUID) (ledger.Delegation, error)
+	Org(ctx context.Context, id string) (ledger.Org, error)
+	DelegationLinks(ctx context.Context, id uuid.UUID) ([]ledger.DelegationLink, error)
 	// InTx runs fn in one database transaction, committing if fn returns
 	// nil; it retries fn on serialization failures, so fn must have no
 	// effects outside the Tx.
@@ -114,20 +116,21 @@ type Store interface {
 }
 
 // Tx is a database transaction of the A2A workers: the Orchestrator's
-// (OrchestratorTx), plus what compensation.Service.ObserveTaskStatus and
-// compensation.Service.ApplyRemoteReceipt write through, the outbox's
-// leases, the A2A tracking of delegations, the backoff of failing orgs, the
-// delivery of follow-up messages and task snapshots. Error contract: as
-// ledger.Store; a missing row is ledger.ErrNotFound (wrapped).
+// (OrchestratorTx), the A2A tracking of delegations and their task
+// snapshots, and, through accessors, what compensation.Service writes
+// through (Receipts), the outbox (Outbox) and the extra remote tasks
+// (ExtraTasks). Error contract: as ledger.Store; a missing row is
+// ledger.ErrNotFound (wrapped).
 type Tx interface {
 	OrchestratorTx
-	compensation.ReceiptTx
-	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
-	// caller no longer holds its lease. A job enqueued again while it ran is
-	// scheduled once more instead of finished.
-	FinishJob(ctx context.Context, j Job, outcome string, now time.Time) error
-	// RetryJob reschedules a job to run at runAfter, or returns ErrLeaseLost.
-	RetryJob(ctx context.Context, j Job, runAfter time.Time, lastError string, now time.Time) error
+	// Receipts is the transaction as compensation.Service's
+	// ObserveTaskStatus, ApplyEvidence and ApplyRemoteReceipt write through it.
+	Receipts() compensation.ReceiptTx
+	// Outbox is the transaction's outbox: job leases, follow-up delivery
+	// and the backoff of failing orgs.
+	Outbox() OutboxTx
+	// ExtraTasks is the transaction's record of extra remote tasks.
+	ExtraTasks() ExtraTaskTx
 	// SetPushTokenHash records the hash of the push token registered with the remote.
 	SetPushTokenHash(ctx context.Context, id uuid.UUID, hash []byte, now time.Time) error
 	// MarkObserved records that the remote task was observed at now.
@@ -145,6 +148,45 @@ type Tx interface {
 	SetCompensationTask(ctx context.Context, id uuid.UUID, taskID string, round int, now time.Time) error
 	// Tracking returns the delegation's A2A tracking, or ledger.ErrNotFound.
 	Tracking(ctx context.Context, id uuid.UUID) (Tracking, error)
+	// SetDispatchUnknown puts the delegation in the dispatch_unknown
+	// condition (report.ConditionDispatchUnknown) with a reason.
+	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
+	// TaskSnapshotForUpdate returns the delegation's task snapshot, locked
+	// for the transaction, or ledger.ErrNotFound.
+	TaskSnapshotForUpdate(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
+	// PutTaskSnapshot stores the delegation's task snapshot.
+	PutTaskSnapshot(ctx context.Context, id uuid.UUID, s TaskSnapshot, now time.Time) error
+}
+
+// OutboxTx is the outbox part of a Tx: finishing and rescheduling leased
+// jobs, the delivery of follow-up messages, and the backoff of orgs whose
+// agent keeps failing. Error contract: as Tx.
+type OutboxTx interface {
+	// FinishJob marks a job done with an outcome, or ErrLeaseLost when the
+	// caller no longer holds its lease. A job enqueued again while it ran is
+	// scheduled once more instead of finished.
+	FinishJob(ctx context.Context, j Job, outcome string, now time.Time) error
+	// RetryJob reschedules a job to run at runAfter, or returns ErrLeaseLost.
+	RetryJob(ctx context.Context, j Job, runAfter time.Time, lastError string, now time.Time) error
+	// FinishFollowUp records a follow-up message's final status (sent or
+	// failed), error and result state, counting one more attempt.
+	FinishFollowUp(ctx context.Context, m FollowUp, now time.Time) error
+	// AttemptFollowUp counts a failed attempt that will be retried.
+	AttemptFollowUp(ctx context.Context, m FollowUp, problem string, now time.Time) error
+	// OrgFailures returns how many consecutive failures the org's agent has
+	// had (0 when none).
+	OrgFailures(ctx context.Context, orgID string) (int, error)
+	// FailOrg records one more failure of the org's agent and leaves the
+	// org alone until retryAt.
+	FailOrg(ctx context.Context, orgID string, retryAt time.Time, lastError string, now time.Time) error
+	// ClearOrgFailures forgets the org's failures.
+	ClearOrgFailures(ctx context.Context, orgID string) error
+}
+
+// ExtraTaskTx is the part of a Tx that records a delegation's extra remote
+// tasks (remotetasks.go): what was found, their status, their cancel and
+// their compensation. Error contract: as Tx.
+type ExtraTaskTx interface {
 	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
 	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
 	// RecordRemoteTask records an extra remote task of the delegation, and
@@ -161,27 +203,6 @@ type Tx interface {
 	// MarkRemoteTasksNamed records that the compensation request of round
 	// named these extra tasks.
 	MarkRemoteTasksNamed(ctx context.Context, id uuid.UUID, taskIDs []string, round int, now time.Time) error
-	// SetDispatchUnknown puts the delegation in the dispatch_unknown
-	// condition (report.ConditionDispatchUnknown) with a reason.
-	SetDispatchUnknown(ctx context.Context, id uuid.UUID, reason string, now time.Time) error
-	// OrgFailures returns how many consecutive failures the org's agent has
-	// had (0 when none).
-	OrgFailures(ctx context.Context, orgID string) (int, error)
-	// FailOrg records one more failure of the org's agent and leaves the
-	// org alone until retryAt.
-	FailOrg(ctx context.Context, orgID string, retryAt time.Time, lastError string, now time.Time) error
-	// ClearOrgFailures forgets the org's failures.
-	ClearOrgFailures(ctx context.Context, orgID string) error
-	// FinishFollowUp records a follow-up message's final status (sent or
-	// failed), error and result state, counting one more attempt.
-	FinishFollowUp(ctx context.Context, m FollowUp, now time.Time) error
-	// AttemptFollowUp counts a failed attempt that will be retried.
-	AttemptFollowUp(ctx context.Context, m FollowUp, problem string, now time.Time) error
-	// TaskSnapshotForUpdate returns the delegation's task snapshot, locked
-	// for the transaction, or ledger.ErrNotFound.
-	TaskSnapshotForUpdate(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
-	// PutTaskSnapshot stores the delegation's task snapshot.
-	PutTaskSnapshot(ctx context.Context, id uuid.UUID, s TaskSnapshot, now time.Time) error
 }
 
 // Config wires a Worker. Zero durations take the defaults given.
@@ -457,7 +478,7 @@ func (w *Worker) finish(ctx context.Context, j Job, outcome string, fn func(Tx) 
 				return err
 			}
 		}
-		return tx.FinishJob(ctx, j, outcome, w.now())
+		return tx.Outbox().FinishJob(ctx, j, outcome, w.now())
 	})
 }
 
@@ -469,7 +490,7 @@ func (w *Worker) retryAt(ctx context.Context, j Job, at time.Time, cause string,
 				return err
 			}
 		}
-		return tx.RetryJob(ctx, j, at, text.Truncate(cause, 1000), w.now())
+		return tx.Outbox().RetryJob(ctx, j, at, text.Truncate(cause, 1000), w.now())
 	})
 }
 
@@ -580,7 +601,7 @@ func (w *Worker) recordTask(ctx context.Context, tx Tx, d ledger.Delegation, tas
 	}); err != nil {
 		return err
 	}
-	if _, err := w.cfg.Compensation.ObserveTaskStatus(ctx, tx, d, observation(task, source), workerActor, now); err != nil {
+	if _, err := w.cfg.Compensation.ObserveTaskStatus(ctx, tx.Receipts(), d, observation(task, source), workerActor, now); err != nil {
 		return err
 	}
 	return tx.MarkObserved(ctx, d.ID, now)

@@ -115,16 +115,11 @@ type OrgInput struct {
 }
 
 // PutOrg registers a remote org or replaces its registration. Its identity
-// revocation, once made, is kept: re-registering does not restore trust.
-//
-// A change to what the org is trusted with (its keys or where they come
-// from — an inline JWKS or a JWKS URL —, agent endpoint,
-// allowed hosts, shared_coordinator flag or signed-receipt requirement),
-// including registering an org with any of them, is a privileged change:
-// it is recorded as pending and returned as an *ApprovalRequiredError, and
-// applies when a different on-call principal approves it (under dev, the
-// bootstrap principal's applies at once). A change of name alone applies
-// at once.
+// revocation, once made, is kept. A change to what the org is trusted with
+// (keys or their source, agent endpoint, allowed hosts, shared_coordinator,
+// signed-receipt requirement) is a two-person change (ledger/DESIGN.md §6),
+// returned as an *ApprovalRequiredError; a change of name alone applies at
+// once.
 func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInput) (o Org, created bool, err error) {
 	if err := Authorize(p, ActionAdminister); err != nil {
 		return Org{}, false, err
@@ -263,7 +258,7 @@ func checkOrgUnchanged(ctx context.Context, tx Tx, id string, base *orgBase) err
 	if base == nil {
 		return nil
 	}
-	current, err := tx.OrgForUpdate(ctx, id)
+	current, err := tx.Admin().OrgForUpdate(ctx, id)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -327,7 +322,7 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, id string, in OrgInput, b
 	if o.AllowedHosts == nil {
 		o.AllowedHosts = []string{}
 	}
-	if err := tx.PutOrg(ctx, o); err != nil {
+	if err := tx.Admin().PutOrg(ctx, o); err != nil {
 		return Org{}, false, err
 	}
 	var added, removed []KeyRef
@@ -386,7 +381,7 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		pending, out = nil, c
 		now := s.Now()
-		current, err := tx.TaskClass(ctx, c.Name)
+		current, err := tx.Admin().TaskClass(ctx, c.Name)
 		switch {
 		case err == nil && current.EffectCapable == c.EffectCapable && slices.Equal(current.GateOn, c.GateOn) &&
 			current.CompensationTimeout.Milliseconds() == c.CompensationTimeout.Milliseconds():
@@ -418,7 +413,7 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 // applyTaskClass writes c in tx, with its task_class_updated event.
 func (s *Service) applyTaskClass(ctx context.Context, tx Tx, actor string, c TaskClass, now time.Time, change string) error {
 	c.UpdatedAt = now
-	if err := tx.PutTaskClass(ctx, c); err != nil {
+	if err := tx.Admin().PutTaskClass(ctx, c); err != nil {
 		return err
 	}
 	data := TaskClassUpdatedData{

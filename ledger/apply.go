@@ -46,90 +46,16 @@ type Change struct {
 	HoldAmountMinor int64
 }
 
-// Apply is the one writer of delegation changes. Inside tx it applies the
-// obligation event (if any) to d through the state machine, moves the hold
-// to match (split by the change's settled or reversed amount, SplitHold;
-// or raised or cut to HoldAmountMinor while held), writes d, and appends
-// exactly one event — so the state change,
-// its money and its evidence commit together or not at all: no hold leaves
-// "active" without the evidence that moved it, and every transition has
-// its one event. Callers set any other fields of d (the task status)
+// Apply is the one writer of delegation changes (ledger/DESIGN.md §2.2).
+// Inside tx it applies the obligation event (if any) to d through the
+// state machine, moves the hold to match, writes d and appends exactly one
+// event, so the state change, its money and its evidence commit together
+// or not at all. Callers set any other fields of d (the task status)
 // before calling it.
 func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation, Event, error) {
-	from := d.ObligationState
-	var move *obligationData
-	var (
-		to    ObligationState
-		moves []BudgetMove
-	)
-	if c.Obligation == "" && (c.SettledAmountMinor != nil || c.ReversedAmountMinor != nil) {
-		return Delegation{}, Event{}, fmt.Errorf("change %s of delegation %s: an amount without a transition", c.Type, d.ID)
-	}
-	if c.HoldAmountMinor > 0 {
-		if c.Obligation != "" || from != ObligationHeld {
-			return Delegation{}, Event{}, Conflict("hold_not_changeable", "the obligation is %s; only a held obligation's hold can change", from)
-		}
-		old := d.Hold.AmountMinor
-		m := BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: c.HoldAmountMinor - old, At: c.At}
-		if c.HoldAmountMinor < old {
-			m.Kind, m.AmountMinor = MoveReturn, old-c.HoldAmountMinor
-		}
-		if m.AmountMinor > 0 {
-			moves = append(moves, m)
-		}
-		d.Hold.AmountMinor = c.HoldAmountMinor
-		move = &obligationData{Hold: holdChange{
-			OldAmountMinor: old, NewAmountMinor: c.HoldAmountMinor, Currency: d.Hold.Currency,
-			Movement: string(m.Kind), AmountMinor: m.AmountMinor,
-		}}
-	}
-	if c.Obligation != "" {
-		next, reason, err := NextObligation(from, c.Obligation)
-		if err != nil {
-			return Delegation{}, Event{}, err
-		}
-		to = next
-		d.ObligationState = next
-		d.ObligationReason = reason
-		move = &obligationData{ObligationEvent: &c.Obligation, Reason: &reason}
-		if kind, ok := HoldMove(from, next); ok {
-			split, _, err := SplitHold(next, d.Hold.AmountMinor, c.SettledAmountMinor, c.ReversedAmountMinor)
-			if err != nil {
-				return Delegation{}, Event{}, err
-			}
-			moves = split.Moves(d, c.At)
-			// movement and amount_minor name the whole hold's destination
-			// as they always did; the split says what really moved.
-			move.Hold = holdSplit{
-				Movement: string(kind), AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
-				SpentMinor: split.Spent, ReturnedMinor: split.Returned, WrittenOffMinor: split.WrittenOff,
-			}
-			switch next {
-			case ObligationSettled:
-				d.SettledAmountMinor = split.Spent
-				move.SettledAmountMinor = &split.Spent
-			case ObligationCompensated:
-				d.ReversedAmountMinor = split.Returned
-				move.ReversedAmountMinor = &split.Returned
-			case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed,
-				ObligationEscalated, ObligationReleased, ObligationWrittenOff:
-			}
-		} else if c.SettledAmountMinor != nil || c.ReversedAmountMinor != nil {
-			if _, _, err := SplitHold(next, d.Hold.AmountMinor, c.SettledAmountMinor, c.ReversedAmountMinor); err != nil {
-				return Delegation{}, Event{}, err
-			}
-		}
-		if next == ObligationRevocationPendingCompensation || UsesHeldEvidence(c.Obligation) {
-			// Compensation is sought, or was done with the task's end.
-			d.Compensation.IdempotencyKey = CompensationKey(d)
-		}
-		if next == ObligationRevocationPendingCompensation {
-			d.Compensation.Deadline = c.At.Add(c.CompensationTimeout)
-			move.Compensation = &compensationDeadline{
-				IdempotencyKey: d.Compensation.IdempotencyKey,
-				Deadline:       d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
-			}
-		}
+	plan, err := planChange(&d, c)
+	if err != nil {
+		return Delegation{}, Event{}, err
 	}
 	d.Version++
 	d.UpdatedAt = c.At
@@ -140,22 +66,134 @@ func Apply(ctx context.Context, tx ChangeTx, d Delegation, c Change) (Delegation
 		Stream: d.Stream(), DelegationID: d.ID, Type: c.Type, At: c.At, Actor: c.Actor,
 		Evidence: c.Evidence,
 	}
-	if to != "" {
-		e.ObligationFrom, e.ObligationTo = from, to
+	if plan.to != "" {
+		e.ObligationFrom, e.ObligationTo = plan.from, plan.to
 	}
-	e, err := appendEvent(ctx, tx, e, c.Data, move)
+	e, err = appendEvent(ctx, tx, e, c.Data, plan.data)
 	if err != nil {
 		return Delegation{}, Event{}, err
 	}
 	// The budget row is the one many delegations share: it is moved last,
 	// so its lock is held for the shortest time before the commit. A split
 	// hold is two movements of the same row, journaled one each.
-	for _, m := range moves {
+	for _, m := range plan.moves {
 		if err := tx.MoveBudget(ctx, m); err != nil {
 			return Delegation{}, Event{}, fmt.Errorf("move hold of delegation %s: %w", d.ID, err)
 		}
 	}
 	return d, e, nil
+}
+
+// changePlan is what Apply writes for a change besides d: the obligation's
+// move (to is empty when it stays), the budget movements, and the
+// obligation members of the event's data.
+type changePlan struct {
+	from, to ObligationState
+	moves    []BudgetMove
+	data     *obligationData
+}
+
+// planChange applies c's hold change or obligation event to d and returns
+// what else Apply writes for it.
+func planChange(d *Delegation, c Change) (changePlan, error) {
+	plan := changePlan{from: d.ObligationState}
+	if c.Obligation == "" && (c.SettledAmountMinor != nil || c.ReversedAmountMinor != nil) {
+		return plan, fmt.Errorf("change %s of delegation %s: an amount without a transition", c.Type, d.ID)
+	}
+	if c.HoldAmountMinor > 0 {
+		if c.Obligation != "" || plan.from != ObligationHeld {
+			return plan, Conflict("hold_not_changeable", "the obligation is %s; only a held obligation's hold can change", plan.from)
+		}
+		plan.resizeHold(d, c)
+	}
+	if c.Obligation != "" {
+		if err := plan.transition(d, c); err != nil {
+			return plan, err
+		}
+	}
+	return plan, nil
+}
+
+// resizeHold raises or cuts a held obligation's hold to c.HoldAmountMinor:
+// the difference is held from the budget or returned to it.
+func (p *changePlan) resizeHold(d *Delegation, c Change) {
+	old := d.Hold.AmountMinor
+	m := BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: c.HoldAmountMinor - old, At: c.At}
+	if c.HoldAmountMinor < old {
+		m.Kind, m.AmountMinor = MoveReturn, old-c.HoldAmountMinor
+	}
+	if m.AmountMinor > 0 {
+		p.moves = append(p.moves, m)
+	}
+	d.Hold.AmountMinor = c.HoldAmountMinor
+	p.data = &obligationData{Hold: holdChange{
+		OldAmountMinor: old, NewAmountMinor: c.HoldAmountMinor, Currency: d.Hold.Currency,
+		Movement: string(m.Kind), AmountMinor: m.AmountMinor,
+	}}
+}
+
+// transition moves d's obligation by c.Obligation through the state
+// machine, with the hold's release and the compensation it calls for.
+func (p *changePlan) transition(d *Delegation, c Change) error {
+	next, reason, err := NextObligation(p.from, c.Obligation)
+	if err != nil {
+		return err
+	}
+	p.to = next
+	d.ObligationState = next
+	d.ObligationReason = reason
+	p.data = &obligationData{ObligationEvent: &c.Obligation, Reason: &reason}
+	if err := p.releaseHold(d, c); err != nil {
+		return err
+	}
+	if next == ObligationRevocationPendingCompensation || UsesHeldEvidence(c.Obligation) {
+		// Compensation is sought, or was done with the task's end.
+		d.Compensation.IdempotencyKey = CompensationKey(*d)
+	}
+	if next == ObligationRevocationPendingCompensation {
+		d.Compensation.Deadline = c.At.Add(c.CompensationTimeout)
+		p.data.Compensation = &compensationDeadline{
+			IdempotencyKey: d.Compensation.IdempotencyKey,
+			Deadline:       d.Compensation.Deadline.UTC().Format(time.RFC3339Nano),
+		}
+	}
+	return nil
+}
+
+// releaseHold splits the hold a transition releases by the change's
+// settled or reversed amount (SplitHold); a transition that releases no
+// hold only has those amounts checked.
+func (p *changePlan) releaseHold(d *Delegation, c Change) error {
+	kind, ok := HoldMove(p.from, p.to)
+	if !ok {
+		if c.SettledAmountMinor != nil || c.ReversedAmountMinor != nil {
+			_, _, err := SplitHold(p.to, d.Hold.AmountMinor, c.SettledAmountMinor, c.ReversedAmountMinor)
+			return err
+		}
+		return nil
+	}
+	split, _, err := SplitHold(p.to, d.Hold.AmountMinor, c.SettledAmountMinor, c.ReversedAmountMinor)
+	if err != nil {
+		return err
+	}
+	p.moves = split.Moves(*d, c.At)
+	// movement and amount_minor name the whole hold's destination as they
+	// always did; the split says what really moved.
+	p.data.Hold = holdSplit{
+		Movement: string(kind), AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
+		SpentMinor: split.Spent, ReturnedMinor: split.Returned, WrittenOffMinor: split.WrittenOff,
+	}
+	switch p.to {
+	case ObligationSettled:
+		d.SettledAmountMinor = split.Spent
+		p.data.SettledAmountMinor = &split.Spent
+	case ObligationCompensated:
+		d.ReversedAmountMinor = split.Returned
+		p.data.ReversedAmountMinor = &split.Returned
+	case ObligationHeld, ObligationRevocationPendingCompensation, ObligationCompensationUnconfirmed,
+		ObligationEscalated, ObligationReleased, ObligationWrittenOff:
+	}
+	return nil
 }
 
 // Record appends an event to d's stream without changing d: the first

@@ -157,7 +157,7 @@ func (s *Service) PutTaskClassPolicy(ctx context.Context, p Principal, pol TaskC
 		if _, err := tx.Org(ctx, pol.OrgID); err != nil {
 			return err
 		}
-		current, err := tx.TaskClassPolicy(ctx, pol.OrgID, pol.Tenant)
+		current, err := tx.Admin().TaskClassPolicy(ctx, pol.OrgID, pol.Tenant)
 		switch {
 		case err == nil && slices.Equal(current.Classes, pol.Classes):
 			out = current
@@ -199,7 +199,7 @@ func (s *Service) applyTaskClassPolicy(ctx context.Context, tx Tx, actor string,
 		return err
 	}
 	pol.UpdatedAt = now
-	if err := tx.PutTaskClassPolicy(ctx, pol); err != nil {
+	if err := tx.Admin().PutTaskClassPolicy(ctx, pol); err != nil {
 		return err
 	}
 	data := TaskClassPolicyUpdatedData{OrgID: pol.OrgID, Tenant: pol.Tenant, Classes: pol.Classes, PendingChangeID: change}

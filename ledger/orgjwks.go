@@ -169,7 +169,7 @@ func (s *Service) refreshOrgKeys(ctx context.Context, org Org, actor string) (Ke
 	err := s.store.InTx(ctx, func(tx Tx) error {
 		out = KeyRefresh{}
 		now := s.Now()
-		current, err := tx.OrgForUpdate(ctx, org.ID)
+		current, err := tx.Admin().OrgForUpdate(ctx, org.ID)
 		if err != nil {
 			return err
 		}
@@ -180,14 +180,14 @@ func (s *Service) refreshOrgKeys(ctx context.Context, org Org, actor string) (Ke
 		f.AttemptedAt = now
 		if fetchErr != nil {
 			f.Error = StorableTruncated(fetchErr.Error(), maxFetchErrorLen)
-			return tx.RecordOrgJWKSFetch(ctx, current.ID, current.JWKSURL, f)
+			return tx.Admin().RecordOrgJWKSFetch(ctx, current.ID, current.JWKSURL, f)
 		}
 		added, removed, err := recordOrgKeys(ctx, tx, current.ID, raw, now)
 		if err != nil {
 			return err
 		}
 		f.Set, f.FetchedAt, f.Error = raw, now, ""
-		if err := tx.RecordOrgJWKSFetch(ctx, current.ID, current.JWKSURL, f); err != nil {
+		if err := tx.Admin().RecordOrgJWKSFetch(ctx, current.ID, current.JWKSURL, f); err != nil {
 			return err
 		}
 		out = KeyRefresh{Added: added, Removed: removed}

@@ -167,7 +167,7 @@ func recordOrgKeys(ctx context.Context, tx Tx, orgID string, jwks []byte, now ti
 	if err != nil {
 		return nil, nil, fmt.Errorf("org %s keys: %w", orgID, err)
 	}
-	history, err := tx.OrgKeys(ctx, orgID)
+	history, err := tx.Admin().OrgKeys(ctx, orgID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -181,7 +181,7 @@ func recordOrgKeys(ctx context.Context, tx Tx, orgID string, jwks []byte, now ti
 		if slices.ContainsFunc(next, func(n OrgKey) bool { return sameKey(k, n) }) {
 			continue
 		}
-		if err := tx.EndOrgKey(ctx, k, now); err != nil {
+		if err := tx.Admin().EndOrgKey(ctx, k, now); err != nil {
 			return nil, nil, err
 		}
 		removed = append(removed, KeyRef{KeyID: k.KeyID, Thumbprint: k.Thumbprint})
@@ -191,7 +191,7 @@ func recordOrgKeys(ctx context.Context, tx Tx, orgID string, jwks []byte, now ti
 			continue
 		}
 		n.ValidFrom = now
-		if err := tx.InsertOrgKey(ctx, n); err != nil {
+		if err := tx.Admin().InsertOrgKey(ctx, n); err != nil {
 			return nil, nil, err
 		}
 		added = append(added, KeyRef{KeyID: n.KeyID, Thumbprint: n.Thumbprint})
@@ -226,10 +226,9 @@ type orgKeyEvent struct {
 // whole history, and every key the stream adds or removes must be in it
 // too; without, it is a part (an evidence pack's keys).
 //
-// The one exception is the keys of orgs registered with keys before the key
-// history existed (migration 00016 backfilled them from the org's creation):
-// their first event says jwks_registered but records no keys_added, and a
-// key in force from that event's time on is taken as one it registered.
+// The one exception is an org registered with keys before the key history
+// existed (registeredBeforeKeyHistory): a key in force from its first
+// event's time is taken as one that event registered.
 func CheckOrgKeys(history []OrgKey, stream []Event, complete bool) []string {
 	// Times are compared to the microsecond, as PostgreSQL keeps them.
 	type at struct {
@@ -247,15 +246,7 @@ func CheckOrgKeys(history []OrgKey, stream []Event, complete bool) []string {
 			added[at{k, e.At.UnixMicro()}] = true
 		}
 	}
-	legacy := false
-	if len(stream) > 0 && stream[0].StreamSeq == 1 && stream[0].Type == EventTypeOrgUpdated {
-		var first struct {
-			JWKSRegistered bool            `json:"jwks_registered"`
-			KeysAdded      json.RawMessage `json:"keys_added"`
-		}
-		_ = json.Unmarshal(stream[0].Data, &first)
-		legacy = first.JWKSRegistered && first.KeysAdded == nil
-	}
+	legacy := registeredBeforeKeyHistory(stream)
 	inHistory := map[at]bool{}
 	endedInHistory := map[at]bool{}
 	for _, k := range history {

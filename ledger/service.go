@@ -287,88 +287,12 @@ func checkReferences(ctx context.Context, tx Tx, p Principal, in CreateInput) er
 // request again returns the recorded delegation with created false and no
 // second hold; a different request with the same id is ErrIdempotencyMismatch.
 func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateInput) (d Delegation, created bool, err error) {
-	if err := Authorize(p, ActionDelegate); err != nil {
+	if err := s.checkCreateInput(p, in); err != nil {
 		return Delegation{}, false, err
-	}
-	if err := in.validate(); err != nil {
-		return Delegation{}, false, err
-	}
-	if in.Dispatch != nil {
-		if err := s.validateDispatch(in.Dispatch.Message); err != nil {
-			return Delegation{}, false, Invalid("dispatch.message", "%v", err)
-		}
 	}
 	hash := in.hash()
 	err = s.store.InTx(ctx, func(tx Tx) error {
-		created = false
-		if err := checkReferences(ctx, tx, p, in); err != nil {
-			// An idempotent retry is answered with what was recorded,
-			// whatever changed since (a revoked org, a moved link).
-			if existing, lerr := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID); lerr == nil {
-				d, err = sameRequest(existing, hash)
-			}
-			return err
-		}
-		now := s.Now()
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		d = Delegation{
-			ID: id, Tenant: p.Tenant, BusinessOperationID: in.BusinessOperationID, RequestHash: hash,
-			OrgID: in.OrgID, TaskClass: in.TaskClass, BudgetID: in.BudgetID, Hold: in.Hold, Remote: in.Remote,
-			TaskStatus: StatusUnknown, ObligationState: ObligationHeld, Version: 1, CreatedAt: now, UpdatedAt: now,
-		}
-		inserted, err := tx.InsertDelegation(ctx, d)
-		if err != nil {
-			return err
-		}
-		if !inserted {
-			// The operation is recorded already (an idempotent retry, or
-			// a concurrent identical request that committed first), or
-			// another delegation of this tenant records the same remote
-			// task (another tenant's may: task ids are unique per tenant).
-			existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
-			if errors.Is(err, ErrNotFound) {
-				return Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation of this tenant", in.OrgID, in.Remote.TaskID)
-			} else if err != nil {
-				return err
-			}
-			d, err = sameRequest(existing, hash)
-			return err
-		}
-		mode := "record"
-		if in.Dispatch != nil {
-			mode = "dispatch"
-		}
-		if err := insertLinks(ctx, tx, d, in, now); err != nil {
-			return err
-		}
-		createdData := DelegationCreatedData{
-			BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID, TaskClass: d.TaskClass,
-			BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
-			RemoteTaskID: d.Remote.TaskID, RemoteContextID: d.Remote.ContextID, Mode: mode,
-		}
-		linkData(in, &createdData)
-		_, err = Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData, NewStream: true})
-		if err != nil {
-			return err
-		}
-		if in.Dispatch != nil {
-			// The send is queued with the hold: a crash between the two
-			// cannot leave a hold whose work is never sent.
-			err = tx.EnqueueOutbound(ctx, OutboundJob{
-				DelegationID: d.ID, Kind: OutboundDispatch, Payload: in.Dispatch.Message, RunAfter: now, At: now,
-			})
-			if err != nil {
-				return err
-			}
-		}
-		// The hold is placed last: the budget row is shared by many
-		// delegations, so its lock is held for the shortest time before
-		// the commit. An insufficient budget rolls everything back.
-		err = tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now})
-		created = true
+		d, created, err = s.createInTx(ctx, tx, p, in, hash)
 		return err
 	})
 	if err != nil {
@@ -376,6 +300,108 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 	}
 	failpoint.Inject("after-hold-commit") // crash tests: the hold is committed, the client has no answer
 	return d, created, nil
+}
+
+// checkCreateInput checks what CreateDelegation can without the
+// database: the principal's right to delegate and the input.
+func (s *Service) checkCreateInput(p Principal, in CreateInput) error {
+	if err := Authorize(p, ActionDelegate); err != nil {
+		return err
+	}
+	if err := in.validate(); err != nil {
+		return err
+	}
+	if in.Dispatch != nil {
+		if err := s.validateDispatch(in.Dispatch.Message); err != nil {
+			return Invalid("dispatch.message", "%v", err)
+		}
+	}
+	return nil
+}
+
+// createInTx is CreateDelegation's transaction: the references checked,
+// the delegation inserted and its creation recorded, or, on an idempotent
+// retry, the delegation recorded already (created false).
+func (s *Service) createInTx(ctx context.Context, tx Tx, p Principal, in CreateInput, hash []byte) (Delegation, bool, error) {
+	if err := checkReferences(ctx, tx, p, in); err != nil {
+		// An idempotent retry is answered with what was recorded,
+		// whatever changed since (a revoked org, a moved link).
+		if existing, lerr := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID); lerr == nil {
+			d, err := sameRequest(existing, hash)
+			return d, false, err
+		}
+		return Delegation{}, false, err
+	}
+	now := s.Now()
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Delegation{}, false, err
+	}
+	d := Delegation{
+		ID: id, Tenant: p.Tenant, BusinessOperationID: in.BusinessOperationID, RequestHash: hash,
+		OrgID: in.OrgID, TaskClass: in.TaskClass, BudgetID: in.BudgetID, Hold: in.Hold, Remote: in.Remote,
+		TaskStatus: StatusUnknown, ObligationState: ObligationHeld, Version: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	inserted, err := tx.InsertDelegation(ctx, d)
+	if err != nil {
+		return Delegation{}, false, err
+	}
+	if !inserted {
+		d, err := recordedOperation(ctx, tx, p, in, hash)
+		return d, false, err
+	}
+	return d, true, recordCreation(ctx, tx, p, d, in)
+}
+
+// recordedOperation answers a creation whose insert found the operation
+// recorded already (an idempotent retry, or a concurrent identical request
+// that committed first), or another delegation of this tenant recording
+// the same remote task (another tenant's may: task ids are unique per
+// tenant).
+func recordedOperation(ctx context.Context, tx Tx, p Principal, in CreateInput, hash []byte) (Delegation, error) {
+	existing, err := tx.DelegationByOperation(ctx, p.Tenant, in.BusinessOperationID)
+	if errors.Is(err, ErrNotFound) {
+		return Delegation{}, Conflict("remote_task_taken", "org %s's task %s is already recorded on another delegation of this tenant", in.OrgID, in.Remote.TaskID)
+	} else if err != nil {
+		return Delegation{}, err
+	}
+	return sameRequest(existing, hash)
+}
+
+// recordCreation records a delegation just inserted: its links, its
+// delegation_created event, its dispatch if asked for, and its hold.
+func recordCreation(ctx context.Context, tx Tx, p Principal, d Delegation, in CreateInput) error {
+	now := d.CreatedAt
+	mode := "record"
+	if in.Dispatch != nil {
+		mode = "dispatch"
+	}
+	if err := insertLinks(ctx, tx, d, in, now); err != nil {
+		return err
+	}
+	createdData := DelegationCreatedData{
+		BusinessOperationID: d.BusinessOperationID, OrgID: d.OrgID, TaskClass: d.TaskClass,
+		BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor, Currency: d.Hold.Currency,
+		RemoteTaskID: d.Remote.TaskID, RemoteContextID: d.Remote.ContextID, Mode: mode,
+	}
+	linkData(in, &createdData)
+	if _, err := Record(ctx, tx, d, Change{Type: EventTypeDelegationCreated, Actor: p.Actor(), At: now, Data: createdData, NewStream: true}); err != nil {
+		return err
+	}
+	if in.Dispatch != nil {
+		// The send is queued with the hold: a crash between the two
+		// cannot leave a hold whose work is never sent.
+		err := tx.EnqueueOutbound(ctx, OutboundJob{
+			DelegationID: d.ID, Kind: OutboundDispatch, Payload: in.Dispatch.Message, RunAfter: now, At: now,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// The hold is placed last: the budget row is shared by many
+	// delegations, so its lock is held for the shortest time before the
+	// commit. An insufficient budget rolls everything back.
+	return tx.MoveBudget(ctx, BudgetMove{BudgetID: d.BudgetID, DelegationID: d.ID, Kind: MoveHold, AmountMinor: d.Hold.AmountMinor, At: now})
 }
 
 func sameRequest(existing Delegation, hash []byte) (Delegation, error) {

@@ -130,8 +130,6 @@ type Tx interface {
 	Delegation(ctx context.Context, id uuid.UUID) (Delegation, error)
 	DelegationByOperation(ctx context.Context, tenant, businessOperationID string) (Delegation, error)
 	Org(ctx context.Context, id string) (Org, error)
-	// OrgKeys returns the org's key history (as Reader.OrgKeys).
-	OrgKeys(ctx context.Context, orgID string) ([]OrgKey, error)
 	// CreationReferences loads the org and the budget a new delegation
 	// refers to, in one round trip, and holds a share lock on the org until
 	// the transaction ends, so its identity cannot be revoked meanwhile. It
@@ -156,6 +154,20 @@ type Tx interface {
 	// SetBudgetTenants replaces the tenants whose orchestrators may hold
 	// on the budget.
 	SetBudgetTenants(ctx context.Context, id string, tenants []string, at time.Time) error
+	// Admin is the same transaction, for the administration of orgs,
+	// their keys, task classes and write-off thresholds.
+	Admin() AdminTx
+	// InsertPendingChange records a privileged change waiting for its
+	// second person (RequestChange).
+	InsertPendingChange(ctx context.Context, c PendingChange) error
+}
+
+// AdminTx is the part of a transaction that administers orgs, their
+// signing keys and JWKS URL state, task classes and their policies, and
+// the write-off thresholds (Tx.Admin). Error contract: as Store.
+type AdminTx interface {
+	// OrgKeys returns the org's key history (as Reader.OrgKeys).
+	OrgKeys(ctx context.Context, orgID string) ([]OrgKey, error)
 	// PutOrg creates or updates an org. It never clears a recorded identity
 	// revocation.
 	PutOrg(ctx context.Context, o Org) error
@@ -185,9 +197,6 @@ type Tx interface {
 	PutCurrencyWriteOffThreshold(ctx context.Context, t WriteOffThreshold) error
 	// TaskClass returns the class, or ErrNotFound when none is registered.
 	TaskClass(ctx context.Context, name string) (TaskClass, error)
-	// InsertPendingChange records a privileged change waiting for its
-	// second person (RequestChange).
-	InsertPendingChange(ctx context.Context, c PendingChange) error
 }
 
 // OutboundKind names an outbound A2A call Quittance makes on a delegation's

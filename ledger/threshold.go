@@ -161,7 +161,7 @@ func (s *Service) RequestWriteOffThreshold(ctx context.Context, p Principal, cur
 		pending = nil
 		now := s.Now()
 		var err error
-		if out, err = s.thresholdOf(ctx, tx, currency); err != nil {
+		if out, err = s.thresholdOf(ctx, tx.Admin(), currency); err != nil {
 			return err
 		}
 		if out.Minor == minor && out.Currency == currency {
@@ -202,15 +202,15 @@ func (s *Service) thresholdOf(ctx context.Context, r ThresholdReader, currency s
 // applyWriteOffThreshold stores the threshold in tx, with its
 // write_off_threshold_changed event on the stream "write_off_threshold".
 func (s *Service) applyWriteOffThreshold(ctx context.Context, tx Tx, p Principal, pl thresholdPayload, now time.Time, change uuid.UUID) (WriteOffThreshold, error) {
-	before, err := s.thresholdOf(ctx, tx, pl.Currency)
+	before, err := s.thresholdOf(ctx, tx.Admin(), pl.Currency)
 	if err != nil {
 		return WriteOffThreshold{}, err
 	}
 	t := WriteOffThreshold{Currency: pl.Currency, Minor: pl.Minor, UpdatedAt: now, UpdatedBy: p.ID, PendingChangeID: change}
 	if pl.Currency == "" {
-		err = tx.PutWriteOffThreshold(ctx, t)
+		err = tx.Admin().PutWriteOffThreshold(ctx, t)
 	} else {
-		err = tx.PutCurrencyWriteOffThreshold(ctx, t)
+		err = tx.Admin().PutCurrencyWriteOffThreshold(ctx, t)
 	}
 	if err != nil {
 		return WriteOffThreshold{}, err

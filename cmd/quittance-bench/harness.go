@@ -456,12 +456,17 @@ type onCall struct {
 }
 
 // approve approves the pending change the answer to a privileged request
-// names, if any.
-func (a onCall) approve(ctx context.Context, pending *pendingChange) error {
+// names, if any, and returns the approval's token_part: the second part
+// of a person's credential when the change creates a person principal.
+func (a onCall) approve(ctx context.Context, pending *pendingChange) (string, error) {
 	if pending == nil {
-		return nil
+		return "", nil
 	}
-	return a.c.must(ctx, request{http.MethodPost, "/admin/v1/pending-changes/" + pending.ID + "/approve", a.approver, nil}, nil, http.StatusOK)
+	var out struct {
+		TokenPart string `json:"token_part"`
+	}
+	err := a.c.must(ctx, request{http.MethodPost, "/admin/v1/pending-changes/" + pending.ID + "/approve", a.approver, nil}, &out, http.StatusOK)
+	return out.TokenPart, err
 }
 
 // pendingChange is the pending change a privileged request may answer with.
@@ -470,10 +475,14 @@ type pendingChange struct {
 }
 
 // newToken issues an API token through the admin API; a principal that
-// needs a second on-call approval (202) is approved.
+// needs a second on-call approval (202) is approved. A person's
+// credential asked for by another on-call principal comes in two parts
+// (ledger/PRINCIPALS.md): the request's token_part followed by the
+// approval's.
 func (a onCall) newToken(ctx context.Context, role, tenant, name string) (string, error) {
 	var out struct {
 		Token         string         `json:"token"`
+		TokenPart     string         `json:"token_part"`
 		PendingChange *pendingChange `json:"pending_change"`
 	}
 	body := map[string]any{"role": role, "name": name}
@@ -483,8 +492,12 @@ func (a onCall) newToken(ctx context.Context, role, tenant, name string) (string
 	if err := a.c.must(ctx, request{http.MethodPost, "/admin/v1/tokens", a.token, body}, &out, http.StatusCreated, http.StatusAccepted); err != nil {
 		return "", err
 	}
-	if err := a.approve(ctx, out.PendingChange); err != nil {
+	second, err := a.approve(ctx, out.PendingChange)
+	if err != nil {
 		return "", err
+	}
+	if out.Token == "" {
+		return out.TokenPart + second, nil
 	}
 	return out.Token, nil
 }
@@ -511,5 +524,6 @@ func (a onCall) privileged(ctx context.Context, method, path string, body any) e
 	if err := a.c.must(ctx, request{method, path, a.token, body}, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted); err != nil {
 		return err
 	}
-	return a.approve(ctx, out.PendingChange)
+	_, err := a.approve(ctx, out.PendingChange)
+	return err
 }

@@ -258,21 +258,7 @@ func (v *verifier) checkStreamChain(ctx context.Context, s string, events []ledg
 		fmt.Fprintf(v.out, "ok\t%s\t%d events\n", s, len(events))
 		return nil
 	}
-	// The key history tokens are verified against must be the one the
-	// org's (checkpointed) stream records.
-	history, err := v.orgKeyHistory(ctx, orgID)
-	if err != nil {
-		return err
-	}
-	if problems := ledger.CheckOrgKeys(history, events, true); len(problems) > 0 {
-		v.broken++
-		for _, p := range problems {
-			fmt.Fprintf(v.out, "BROKEN\t%s\tkey history: %s\n", s, p)
-		}
-		return nil
-	}
-	fmt.Fprintf(v.out, "ok\t%s\t%d events\t%d key(s) in its history\n", s, len(events), len(history))
-	return nil
+	return v.checkKeyHistory(ctx, s, orgID, events)
 }
 
 // reportUnanchored reports as broken every stream with events older than

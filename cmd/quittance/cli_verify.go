@@ -234,7 +234,14 @@ func (v *verifier) verifyOrgOf(ctx context.Context, id string) error {
 		fmt.Fprintf(v.out, "BROKEN\t%s\t%v\n", stream, err)
 		return nil
 	}
-	history, err := v.orgKeyHistory(ctx, rec.OrgID)
+	return v.checkKeyHistory(ctx, stream, rec.OrgID, events)
+}
+
+// checkKeyHistory reports the org's stream as ok or broken by whether the
+// org's key history, the one tokens are verified against, is the one its
+// (verified) events record.
+func (v *verifier) checkKeyHistory(ctx context.Context, stream, orgID string, events []ledger.Event) error {
+	history, err := v.orgKeyHistory(ctx, orgID)
 	if err != nil {
 		return err
 	}

@@ -270,7 +270,7 @@ func TestCollectorWorkQueues(t *testing.T) {
 		t.Fatalf("second claim: %+v", second)
 	}
 	err = a2a.InTx(ctx, func(tx delegate.Tx) error {
-		return tx.RetryJob(ctx, second[ledger.OutboundMessage], now.Add(10*time.Minute), "remote answered 503", now)
+		return tx.Outbox().RetryJob(ctx, second[ledger.OutboundMessage], now.Add(10*time.Minute), "remote answered 503", now)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func TestCollectorWorkQueues(t *testing.T) {
 	// Finishing the job ends its state and its attempts, never the count
 	// of expiries: that is a counter.
 	err = a2a.InTx(ctx, func(tx delegate.Tx) error {
-		return tx.FinishJob(ctx, second[ledger.OutboundObserve], "observed", now.Add(time.Minute))
+		return tx.Outbox().FinishJob(ctx, second[ledger.OutboundObserve], "observed", now.Add(time.Minute))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +440,7 @@ func TestCollectorExtraTaskCompensations(t *testing.T) {
 	now := epoch.Add(time.Hour)
 	if err := store.A2A().InTx(ctx, func(tx delegate.Tx) error {
 		for _, id := range []string{"extra-1", "extra-2", "not-needed"} {
-			if _, err := tx.RecordRemoteTask(ctx, d.ID, delegate.RemoteTask{TaskID: id, Purpose: compensation.PurposeDispatch, FoundBy: "list_tasks"}, now); err != nil {
+			if _, err := tx.ExtraTasks().RecordRemoteTask(ctx, d.ID, delegate.RemoteTask{TaskID: id, Purpose: compensation.PurposeDispatch, FoundBy: "list_tasks"}, now); err != nil {
 				return err
 			}
 		}

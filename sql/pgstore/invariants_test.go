@@ -219,12 +219,12 @@ func setupEvidence(t *testing.T) evidenceFixture {
 	// The org's key, written through the store (a key change through the
 	// ledger waits for a second on-call approval).
 	if err := b.store.Compensation().InTx(ctx, func(tx compensation.Tx) error {
-		org, err := tx.OrgForUpdate(ctx, "globex")
+		org, err := tx.Revocation().OrgForUpdate(ctx, "globex")
 		if err != nil {
 			return err
 		}
 		org.JWKS = signer.JWKS()
-		return tx.PutOrg(ctx, org)
+		return tx.Revocation().PutOrg(ctx, org)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func TestRemoteTextInEveryColumn(t *testing.T) {
 		t.Fatalf("message %q, want %q", got.TaskStatusMessage, want)
 	}
 	err = b.store.A2A().InTx(ctx, func(tx delegate.Tx) error {
-		if err := tx.FailOrg(ctx, "globex", epoch.Add(time.Minute), "remote said \x00\xfe", epoch); err != nil {
+		if err := tx.Outbox().FailOrg(ctx, "globex", epoch.Add(time.Minute), "remote said \x00\xfe", epoch); err != nil {
 			return err
 		}
 		return tx.PutTaskSnapshot(ctx, d.ID, delegate.TaskSnapshot{TaskID: "task-\x00", State: ledger.StatusWorking}, epoch)

@@ -76,6 +76,22 @@ func (p principalStore) InTx(ctx context.Context, fn func(access.Tx) error) erro
 	return p.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
 }
 
+// Admin returns t itself: one transaction serves the ledger and its
+// administration alike.
+func (t *tx) Admin() ledger.AdminTx { return t }
+
+// Revocation returns t itself: one transaction serves compensation and
+// its identity revocations alike.
+func (t *tx) Revocation() compensation.RevocationTx { return t }
+
+// Receipts, Outbox and ExtraTasks return t itself: one transaction serves
+// the A2A workers' every part (delegate.Tx).
+func (t *tx) Receipts() compensation.ReceiptTx { return t }
+
+func (t *tx) Outbox() delegate.OutboxTx { return t }
+
+func (t *tx) ExtraTasks() delegate.ExtraTaskTx { return t }
+
 var (
 	_ ledger.Tx       = (*tx)(nil)
 	_ compensation.Tx = (*tx)(nil)

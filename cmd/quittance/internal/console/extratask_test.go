@@ -27,7 +27,7 @@ func (w *world) completedWithExtraTask(t *testing.T, op, taskID string) httpapi.
 	t.Helper()
 	d := w.CreateDelegation(t, w.orch, apitest.NewCreateRequest(op, orgID, "procurement", budgetID, 5_000, "EUR"))
 	if err := w.Store.A2A().InTx(context.Background(), func(tx delegate.Tx) error {
-		_, err := tx.RecordRemoteTask(context.Background(), uuid.MustParse(d.ID), delegate.RemoteTask{
+		_, err := tx.ExtraTasks().RecordRemoteTask(context.Background(), uuid.MustParse(d.ID), delegate.RemoteTask{
 			TaskID: taskID, Purpose: compensation.PurposeDispatch, FoundBy: "list_tasks", Status: ledger.StatusCanceled,
 		}, w.Clock.Now())
 		return err

@@ -17,8 +17,9 @@ import (
 )
 
 // Service is the ledger's use cases: recording delegations, their task
-// status, budgets, orgs, task classes and tokens. It holds no state of its
-// own; everything is in the Store.
+// status, budgets, orgs and task classes, and asking for the pending
+// changes of these (principals and credentials are ledger/access's). It
+// holds no state of its own; everything is in the Store.
 type Service struct {
 	store            Store
 	clock            Clock

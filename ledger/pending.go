@@ -266,3 +266,8 @@ type changePolicy struct {
 // immediate reports whether p's privileged changes take effect without a
 // second approver: only the bootstrap principal's, and only under dev.
 func (c changePolicy) immediate(p Principal) bool { return c.dev && p.Bootstrap }
+
+// AppliesAtOnce reports whether p's privileged changes, the core's and
+// access's alike, take effect without a second approver: only the
+// bootstrap principal's, and only under dev (ledger/DESIGN.md §6).
+func (s *Service) AppliesAtOnce(p Principal) bool { return s.changes.immediate(p) }

@@ -170,27 +170,19 @@ func (s *Service) RequestOIDCLink(ctx context.Context, p ledger.Principal, id uu
 		if r, err = s.checkOIDCLink(ctx, tx, pl); err != nil {
 			return err
 		}
-		if s.policy.immediate(p) {
+		req := ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeOIDCLink, Target: "principal:" + id.String(), Payload: pl,
+			Summary: fmt.Sprintf("link OpenID Connect identity %q of %s to principal %q", pl.Subject, pl.Issuer, r.Name)}
+		pending, err = s.applyOrRequest(ctx, tx, p, req, func() (err error) {
 			r, err = s.applyOIDCLink(ctx, tx, p, pl, now, "")
 			return err
-		}
-		pc, err := s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeOIDCLink, Target: "principal:" + id.String(), Payload: pl,
-			Summary: fmt.Sprintf("link OpenID Connect identity %q of %s to principal %q", pl.Subject, pl.Issuer, r.Name)})
-		pending = &pc
+		})
 		return err
 	})
 	s.tokens.flush()
 	if err != nil {
 		return ledger.PrincipalRecord{}, err
 	}
-	// The principal as it is now, with its identities.
-	if fresh, err := s.store.PrincipalByID(ctx, id); err == nil {
-		r = fresh
-	}
-	if pending != nil {
-		return r, &ledger.ApprovalRequiredError{Change: *pending}
-	}
-	return r, nil
+	return s.principalAfterChange(ctx, id, r, pending)
 }
 
 // checkOIDCLink checks, in tx, that pl can apply now, and returns the
@@ -372,25 +364,18 @@ func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p ledger
 			return err
 		}
 		pl := ledger.NoIdentityProviderAccountPayload{PrincipalID: id}
-		if s.policy.immediate(p) {
+		req := ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeNoIdentityProviderAccount, Target: "principal:" + id.String(), Payload: pl,
+			Summary: fmt.Sprintf("mark principal %q as a person with no identity-provider account", r.Name)}
+		pending, err = s.applyOrRequest(ctx, tx, p, req, func() error {
 			return s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, "")
-		}
-		pc, err := s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeNoIdentityProviderAccount, Target: "principal:" + id.String(), Payload: pl,
-			Summary: fmt.Sprintf("mark principal %q as a person with no identity-provider account", r.Name)})
-		pending = &pc
+		})
 		return err
 	})
 	s.tokens.flush()
 	if err != nil {
 		return ledger.PrincipalRecord{}, err
 	}
-	if fresh, err := s.store.PrincipalByID(ctx, id); err == nil {
-		r = fresh
-	}
-	if pending != nil {
-		return r, &ledger.ApprovalRequiredError{Change: *pending}
-	}
-	return r, nil
+	return s.principalAfterChange(ctx, id, r, pending)
 }
 
 // checkNoIdentityProviderAccount checks, in tx, that principal id can be

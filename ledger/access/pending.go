@@ -44,13 +44,12 @@ func (s *Service) RequestRoleGrant(ctx context.Context, p ledger.Principal, id u
 			return ledger.Invalid("role", "on-call principals are people")
 		}
 		payload := ledger.RoleGrantPayload{PrincipalID: id, Role: role, Tenant: tenant}
-		if s.policy.immediate(p) {
+		req := ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeRoleGrant, Target: "principal:" + id.String(), Payload: payload,
+			Summary: fmt.Sprintf("grant %s%s to principal %q", role, tenantSuffix(tenant), r.Name)}
+		pending, err = s.applyOrRequest(ctx, tx, p, req, func() (err error) {
 			r, err = s.applyRoleGrant(ctx, tx, p.Actor(), payload, now, "")
 			return err
-		}
-		pc, err := s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeRoleGrant, Target: "principal:" + id.String(), Payload: payload,
-			Summary: fmt.Sprintf("grant %s%s to principal %q", role, tenantSuffix(tenant), r.Name)})
-		pending = &pc
+		})
 		return err
 	})
 	if err == nil && pending != nil {

@@ -234,7 +234,7 @@ func (s *Service) issueToExisting(ctx context.Context, tx Tx, req tokenRequest, 
 		return err
 	}
 	switch {
-	case r.ID == p.ID, s.policy.immediate(p):
+	case r.ID == p.ID, s.ledger.AppliesAtOnce(p):
 		return s.addToken(ctx, tx, req.stamp(), r, out.Token)
 	case r.Kind == ledger.KindPerson:
 		return ledger.Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", r.Name)
@@ -306,7 +306,7 @@ func (s *Service) createsAtOnce(ctx context.Context, tx Tx, req tokenRequest) (b
 			return false, ledger.Conflict("bootstrap_exhausted", "the bootstrap credential creates the first %d on-call principals only; they exist or existed", bootstrapOncallLimit)
 		}
 		return true, nil
-	case s.policy.immediate(p):
+	case s.ledger.AppliesAtOnce(p):
 		return true, nil
 	case in.Role == ledger.RoleOrchestrator && in.Kind == ledger.KindMachine:
 		used, err := tx.TenantInUse(ctx, in.Tenant)
@@ -350,7 +350,7 @@ func (s *Service) expiry(kind ledger.PrincipalKind, asked, now time.Time) (time.
 	case kind == ledger.KindPerson && asked.After(now.Add(s.policy.personMaxTTL)):
 		return time.Time{}, ledger.Invalid("expires_at", "is at most %s away for a person's credential (QUITTANCE_PERSON_CREDENTIAL_MAX_TTL)", s.policy.personMaxTTL)
 	case !asked.IsZero():
-		return asked.UTC().Truncate(time.Microsecond), nil
+		return ledger.StoredTime(asked), nil
 	case kind == ledger.KindPerson:
 		return now.Add(s.policy.personTTL), nil
 	}
@@ -715,7 +715,7 @@ func (s *Service) RotateCredential(ctx context.Context, p ledger.Principal, id u
 		if out.Token, err = s.newToken(r, TokenInput{Label: old.Name, ExpiresAt: expiresAt}, secret, now); err != nil {
 			return err
 		}
-		if r.ID != p.ID && !s.policy.immediate(p) {
+		if r.ID != p.ID && !s.ledger.AppliesAtOnce(p) {
 			if !old.RevokedAt.IsZero() {
 				return ledger.Conflict("token_already_revoked", "credential %s is already revoked", old.ID)
 			}

@@ -65,7 +65,7 @@ func NewService(cfg Config) *Service {
 
 // Now is the service clock's time at PostgreSQL's precision (microseconds),
 // so what is hashed into an event equals what is read back.
-func (s *Service) Now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+func (s *Service) Now() time.Time { return ledger.StoredTime(s.clock.Now()) }
 
 // Store is the persistence of principals, credentials, identities and
 // pending changes. Every method takes the time it should record as a
@@ -92,9 +92,31 @@ type accessPolicy struct {
 	personMaxTTL time.Duration
 }
 
-// immediate reports whether p's privileged changes take effect without a
-// second approver: only the bootstrap principal's, and only under dev.
-func (a accessPolicy) immediate(p ledger.Principal) bool { return a.dev && p.Bootstrap }
+// applyOrRequest makes a privileged change: at once where p may make it
+// alone (ledger.Service.AppliesAtOnce), else by recording req for a
+// second person, whose pending change it returns.
+func (s *Service) applyOrRequest(ctx context.Context, tx Tx, p ledger.Principal, req ledger.ChangeRequest, apply func() error) (*ledger.PendingChange, error) {
+	if s.ledger.AppliesAtOnce(p) {
+		return nil, apply()
+	}
+	pc, err := s.ledger.RequestChange(ctx, tx, req)
+	return &pc, err
+}
+
+// principalAfterChange answers a privileged change of principal id made
+// (or asked for) in a committed transaction: the cache forgets what it
+// knew of credentials, the principal is read as it is now, with its
+// identities, and a change that waits for a second person is an
+// ApprovalRequiredError.
+func (s *Service) principalAfterChange(ctx context.Context, id uuid.UUID, r ledger.PrincipalRecord, pending *ledger.PendingChange) (ledger.PrincipalRecord, error) {
+	if fresh, err := s.store.PrincipalByID(ctx, id); err == nil {
+		r = fresh
+	}
+	if pending != nil {
+		return r, &ledger.ApprovalRequiredError{Change: *pending}
+	}
+	return r, nil
+}
 
 // Reader reads principals, credentials and pending changes.
 // Error contract: as ledger.Store.

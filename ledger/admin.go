@@ -87,10 +87,7 @@ func (s *Service) PutBudget(ctx context.Context, p Principal, id string, in Budg
 		pending, err = s.setBudgetTenants(ctx, tx, p, &b, tenants, now)
 		return err
 	})
-	if err == nil && pending != nil {
-		err = &ApprovalRequiredError{Change: *pending}
-	}
-	return b, created, err
+	return b, created, AwaitingApproval(pending, err)
 }
 
 // GetBudget returns a budget.
@@ -132,39 +129,44 @@ func (s *Service) PutOrg(ctx context.Context, p Principal, id string, in OrgInpu
 	}
 	var pending *PendingChange
 	err = s.store.InTx(ctx, func(tx Tx) error {
-		pending = nil
+		pending, created = nil, false
 		now := s.Now()
 		current, err := tx.Org(ctx, id)
 		exists := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if !s.changes.immediate(p) && orgTrustChanges(exists, current, in) {
-			o = current
-			verb := "change"
-			if !exists {
-				verb = "register"
-			}
-			summary := fmt.Sprintf("%s org %s: %s", verb, id, strings.Join(orgChangedFields(exists, current, in), ", "))
-			if in.JWKSURL != "" {
-				summary += "; keys from the JWKS URL " + in.JWKSURL
-			}
-			base := &orgBase{Exists: exists}
-			if exists {
-				base.Registration = registrationOf(current)
-			}
-			pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeOrgUpdate, Target: "org:" + id,
-				Payload: orgUpdatePayload{ID: id, Input: in, Base: base}, Summary: summary})
-			pending = &pc
+		apply := func() (err error) {
+			o, created, err = s.applyOrg(ctx, tx, id, in, applied{actor: p.Actor(), at: now})
 			return err
 		}
-		o, created, err = s.applyOrg(ctx, tx, id, in, applied{actor: p.Actor(), at: now})
+		if !orgTrustChanges(exists, current, in) {
+			return apply()
+		}
+		o = current
+		pending, err = s.ApplyOrRequest(ctx, tx, p, orgChangeRequest(p, now, id, in, current, exists), apply)
 		return err
 	})
-	if err == nil && pending != nil {
-		return o, false, &ApprovalRequiredError{Change: *pending}
+	return o, created, AwaitingApproval(pending, err)
+}
+
+// orgChangeRequest is the org_update change that registers org id, or
+// changes what current, its registration as it is, trusts it with.
+func orgChangeRequest(p Principal, now time.Time, id string, in OrgInput, current Org, exists bool) ChangeRequest {
+	verb := "change"
+	if !exists {
+		verb = "register"
 	}
-	return o, created, err
+	summary := fmt.Sprintf("%s org %s: %s", verb, id, strings.Join(orgChangedFields(exists, current, in), ", "))
+	if in.JWKSURL != "" {
+		summary += "; keys from the JWKS URL " + in.JWKSURL
+	}
+	base := &orgBase{Exists: exists}
+	if exists {
+		base.Registration = registrationOf(current)
+	}
+	return ChangeRequest{By: p, At: now, Kind: ChangeOrgUpdate, Target: "org:" + id,
+		Payload: orgUpdatePayload{ID: id, Input: in, Base: base}, Summary: summary}
 }
 
 func (s *Service) checkOrgInput(id string, in OrgInput) error {
@@ -389,25 +391,22 @@ func (s *Service) PutTaskClass(ctx context.Context, p Principal, c TaskClass) (T
 			return nil
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return err
-		case !s.changes.immediate(p):
-			if err == nil {
-				out = current
+		case err == nil:
+			out = current
+		}
+		req := ChangeRequest{By: p, At: now, Kind: ChangeTaskClassUpdate, Target: "task_class:" + c.Name, Payload: taskClassPayload{Class: c},
+			Summary: fmt.Sprintf("set task class %s: effect_capable %t, gate_on %v, compensation_timeout %s", c.Name, c.EffectCapable, c.GateOn, c.CompensationTimeout)}
+		pending, err = s.ApplyOrRequest(ctx, tx, p, req, func() error {
+			out = c
+			if err := s.applyTaskClass(ctx, tx, p.Actor(), c, now, ""); err != nil {
+				return err
 			}
-			pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeTaskClassUpdate, Target: "task_class:" + c.Name, Payload: taskClassPayload{Class: c},
-				Summary: fmt.Sprintf("set task class %s: effect_capable %t, gate_on %v, compensation_timeout %s", c.Name, c.EffectCapable, c.GateOn, c.CompensationTimeout)})
-			pending = &pc
-			return err
-		}
-		if err := s.applyTaskClass(ctx, tx, p.Actor(), c, now, ""); err != nil {
-			return err
-		}
-		out.UpdatedAt = now
-		return nil
+			out.UpdatedAt = now
+			return nil
+		})
+		return err
 	})
-	if err == nil && pending != nil {
-		return out, &ApprovalRequiredError{Change: *pending}
-	}
-	return out, err
+	return out, AwaitingApproval(pending, err)
 }
 
 // applyTaskClass writes c in tx, with its task_class_updated event.

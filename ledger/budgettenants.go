@@ -49,20 +49,20 @@ func budgetTenants(ts []string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// setBudgetTenants names tenants on budget b in tx: at once for p under dev
-// (Service.access.immediate), otherwise as a pending budget_tenants_update
-// change, which it returns. A list equal to b's changes nothing.
+// setBudgetTenants names tenants on budget b in tx, a privileged change
+// (ApplyOrRequest): at once where p may make it alone, otherwise as a
+// pending budget_tenants_update change, which it returns. A list equal to
+// b's changes nothing.
 func (s *Service) setBudgetTenants(ctx context.Context, tx Tx, p Principal, b *Budget, tenants []string, now time.Time) (*PendingChange, error) {
 	if slices.Equal(tenants, b.Tenants) {
 		return nil, nil
 	}
 	pl := budgetTenantsPayload{ID: b.ID, Tenants: tenants, Base: nonNil(b.Tenants)}
-	if s.changes.immediate(p) {
-		return nil, s.applyBudgetTenants(ctx, tx, b, pl, applied{actor: p.Actor(), at: now})
-	}
-	pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeBudgetTenants, Target: "budget:" + b.ID, Payload: pl,
-		Summary: fmt.Sprintf("let tenants [%s] hold on budget %s (now [%s])", strings.Join(tenants, ", "), b.ID, strings.Join(b.Tenants, ", "))})
-	return &pc, err
+	req := ChangeRequest{By: p, At: now, Kind: ChangeBudgetTenants, Target: "budget:" + b.ID, Payload: pl,
+		Summary: fmt.Sprintf("let tenants [%s] hold on budget %s (now [%s])", strings.Join(tenants, ", "), b.ID, strings.Join(b.Tenants, ", "))}
+	return s.ApplyOrRequest(ctx, tx, p, req, func() error {
+		return s.applyBudgetTenants(ctx, tx, b, pl, applied{actor: p.Actor(), at: now})
+	})
 }
 
 // applyBudgetTenants stores pl's list on b, with its budget_tenants_changed

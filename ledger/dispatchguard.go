@@ -164,26 +164,22 @@ func (s *Service) PutTaskClassPolicy(ctx context.Context, p Principal, pol TaskC
 			return nil
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return err
-		case !s.changes.immediate(p):
-			// Shown as it stands until the change applies: none yet
-			// lists nothing.
+		case err == nil: // shown as it stands until the change applies
+			out = current
+		default: // none yet: shown as listing nothing until then
 			out = TaskClassPolicy{OrgID: pol.OrgID, Tenant: pol.Tenant, Classes: []string{}}
-			if err == nil {
-				out = current
-			}
-			pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeTaskClassPolicyUpdate, Target: taskClassPolicyStream(pol.OrgID, pol.Tenant),
-				Payload: taskClassPolicyPayload{Policy: pol},
-				Summary: fmt.Sprintf("let tenant %s use task classes [%s] with org %s", pol.Tenant, strings.Join(pol.Classes, ", "), pol.OrgID)})
-			pending = &pc
-			return err
 		}
-		out.UpdatedAt = now
-		return s.applyTaskClassPolicy(ctx, tx, p.Actor(), pol, now, "")
+		req := ChangeRequest{By: p, At: now, Kind: ChangeTaskClassPolicyUpdate, Target: taskClassPolicyStream(pol.OrgID, pol.Tenant),
+			Payload: taskClassPolicyPayload{Policy: pol},
+			Summary: fmt.Sprintf("let tenant %s use task classes [%s] with org %s", pol.Tenant, strings.Join(pol.Classes, ", "), pol.OrgID)}
+		pending, err = s.ApplyOrRequest(ctx, tx, p, req, func() error {
+			out = pol
+			out.UpdatedAt = now
+			return s.applyTaskClassPolicy(ctx, tx, p.Actor(), pol, now, "")
+		})
+		return err
 	})
-	if err == nil && pending != nil {
-		return out, &ApprovalRequiredError{Change: *pending}
-	}
-	return out, err
+	return out, AwaitingApproval(pending, err)
 }
 
 // taskClassPolicyStream names the event stream (and pending change target)

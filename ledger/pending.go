@@ -96,6 +96,17 @@ func (e *ApprovalRequiredError) Error() string {
 	return "approval required: pending change " + e.Change.ID.String()
 }
 
+// AwaitingApproval is what a privileged change answers once its
+// transaction is over: err if it failed, else an *ApprovalRequiredError
+// for pending, the change ApplyOrRequest recorded for a second person, or
+// nil if it applied at once.
+func AwaitingApproval(pending *PendingChange, err error) error {
+	if err == nil && pending != nil {
+		return &ApprovalRequiredError{Change: *pending}
+	}
+	return err
+}
+
 // The payloads of the change kinds, as stored in PendingChange.Payload:
 // each kind's request records one, its approval decodes it
 // (DecodeChangePayload), and the views of pending_view.go read it. Their
@@ -188,6 +199,20 @@ func (s *Service) RequestChange(ctx context.Context, tx PendingChangeWriter, r C
 	_, err = Append(ctx, tx, Event{Stream: "pending_change:" + id.String(), Type: EventTypeChangeRequested, At: r.At, Actor: r.By.Actor(), StreamSeq: 1},
 		ChangeRequestedData{Kind: string(r.Kind), Target: r.Target, Summary: r.Summary, ExpiresAt: c.ExpiresAt.Format(time.RFC3339Nano)})
 	return c, err
+}
+
+// ApplyOrRequest makes a privileged change in tx: at once, by apply, where
+// p may make it alone (AppliesAtOnce); else it records req for a second
+// person (RequestChange) and returns that pending change. Every privileged
+// change, the core's and ledger/access's alike, decides here
+// (ledger/DESIGN.md §6); AwaitingApproval turns the pending change into
+// the caller's answer after the transaction.
+func (s *Service) ApplyOrRequest(ctx context.Context, tx PendingChangeWriter, p Principal, req ChangeRequest, apply func() error) (*PendingChange, error) {
+	if s.changes.immediate(p) {
+		return nil, apply()
+	}
+	pc, err := s.RequestChange(ctx, tx, req)
+	return &pc, err
 }
 
 // changeApplier applies an approved pending change of one kind in tx, as

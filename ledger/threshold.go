@@ -168,23 +168,19 @@ func (s *Service) RequestWriteOffThreshold(ctx context.Context, p Principal, cur
 			return nil
 		}
 		pl := thresholdPayload{Minor: minor, Currency: currency}
-		if s.changes.immediate(p) {
-			out, err = s.applyWriteOffThreshold(ctx, tx, p, pl, now, uuid.Nil)
-			return err
-		}
 		what := "the write-off approval threshold"
 		if currency != "" {
 			what += " for " + currency
 		}
-		pc, err := s.RequestChange(ctx, tx, ChangeRequest{By: p, At: now, Kind: ChangeWriteOffThreshold, Target: "write_off_threshold", Payload: pl,
-			Summary: fmt.Sprintf("set %s from %d to %d minor units", what, out.Minor, minor)})
-		pending = &pc
+		req := ChangeRequest{By: p, At: now, Kind: ChangeWriteOffThreshold, Target: "write_off_threshold", Payload: pl,
+			Summary: fmt.Sprintf("set %s from %d to %d minor units", what, out.Minor, minor)}
+		pending, err = s.ApplyOrRequest(ctx, tx, p, req, func() (err error) {
+			out, err = s.applyWriteOffThreshold(ctx, tx, p, pl, now, uuid.Nil)
+			return err
+		})
 		return err
 	})
-	if err == nil && pending != nil {
-		err = &ApprovalRequiredError{Change: *pending}
-	}
-	return out, err
+	return out, AwaitingApproval(pending, err)
 }
 
 // thresholdOf is the threshold in force for currency (empty: the default).

@@ -92,15 +92,11 @@ type accessPolicy struct {
 	personMaxTTL time.Duration
 }
 
-// applyOrRequest makes a privileged change: at once where p may make it
-// alone (ledger.Service.AppliesAtOnce), else by recording req for a
-// second person, whose pending change it returns.
+// applyOrRequest makes a privileged change in tx, at once or as req
+// recorded for a second person, by the core's one rule
+// (ledger.Service.ApplyOrRequest).
 func (s *Service) applyOrRequest(ctx context.Context, tx Tx, p ledger.Principal, req ledger.ChangeRequest, apply func() error) (*ledger.PendingChange, error) {
-	if s.ledger.AppliesAtOnce(p) {
-		return nil, apply()
-	}
-	pc, err := s.ledger.RequestChange(ctx, tx, req)
-	return &pc, err
+	return s.ledger.ApplyOrRequest(ctx, tx, p, req, apply)
 }
 
 // principalAfterChange answers a privileged change of principal id made

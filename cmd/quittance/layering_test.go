@@ -20,9 +20,10 @@ import (
 const modulePath = "github.com/quittance/quittance"
 
 // layerRule forbids the packages it covers to depend, directly or through
-// other packages, on the forbidden ones. Patterns are import paths relative
-// to the module (or absolute, for other modules); "x/..." means x and every
-// package below it.
+// other packages, on the forbidden ones, and, where it lists imports, to
+// import directly anything outside the standard library but those.
+// Patterns are import paths relative to the module (or absolute, for other
+// modules); "x/..." means x and every package below it.
 type layerRule struct {
 	// why names the rule in failures.
 	why string
@@ -34,6 +35,24 @@ type layerRule struct {
 	forbid []string
 	// allow are packages among forbid that are allowed after all.
 	allow []string
+	// forbidStd are packages of the standard library the covered ones must
+	// not depend on.
+	forbidStd []string
+	// imports, if not empty, are the only packages outside the standard
+	// library the covered ones may import directly.
+	imports []string
+}
+
+// pkgDeps is what one package depends on: the packages it imports and
+// every package below them.
+type pkgDeps struct {
+	imports, deps []string
+}
+
+// standard reports whether import path p is of the standard library: its
+// first element has no dot ("vendor/golang.org/..." included).
+func standard(p string) bool {
+	return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".")
 }
 
 // testHelpers are packages only tests may depend on.
@@ -53,18 +72,25 @@ var layering = []layerRule{
 		forbid: []string{"github.com/jackc/pgx/...", "sql/...", "github.com/danielgtaylor/huma/..."},
 	},
 	{
-		why:    "ledger imports no other domain package",
-		covers: []string{"ledger"},
-		forbid: []string{"compensation/...", "delegate/..."},
+		why: "the ledger core imports no package of the module but ledger/failpoint and internal/text (not ledger/access, ledger/audit, ledger/report, " +
+			"no other domain package), nothing else outside the standard library but github.com/google/uuid, and not net/http or database/sql",
+		covers:    []string{"ledger"},
+		forbid:    []string{"..."},
+		allow:     []string{"ledger/failpoint", "internal/text"},
+		forbidStd: []string{"net/http", "database/sql"},
+		imports:   []string{"github.com/google/uuid", "ledger/failpoint", "internal/text"},
 	},
 	{
-		why:    "the ledger core imports none of ledger/access, ledger/audit, ledger/report",
-		covers: []string{"ledger"},
-		forbid: []string{"ledger/access/...", "ledger/audit/...", "ledger/report/..."},
+		why: "ledger/access imports the ledger core, github.com/google/uuid and the standard library only: no other domain package, no store, " +
+			"no HTTP handler, no net/http or database/sql",
+		covers:    []string{"ledger/access/..."},
+		forbid:    []string{"compensation/...", "delegate/...", "sql/...", "cmd/..."},
+		forbidStd: []string{"net/http", "database/sql"},
+		imports:   []string{"github.com/google/uuid", "ledger"},
 	},
 	{
-		why:    "ledger/access, ledger/report and ledger/audit import no other domain package, no store and no HTTP handler",
-		covers: []string{"ledger/access/...", "ledger/report/...", "ledger/audit/..."},
+		why:    "ledger/report and ledger/audit import no other domain package, no store and no HTTP handler",
+		covers: []string{"ledger/report/...", "ledger/audit/..."},
 		forbid: []string{"compensation/...", "delegate/...", "sql/...", "cmd/..."},
 	},
 	{
@@ -79,10 +105,11 @@ var layering = []layerRule{
 		forbid: []string{"ledger/...", "compensation/...", "delegate", "delegate/jspeer/..."},
 	},
 	{
-		why:    "the JOSE leaf imports no package of the module but internal/text",
-		covers: []string{"internal/jose"},
-		forbid: []string{"..."},
-		allow:  []string{"internal/text"},
+		why:     "the JOSE leaf imports no package of the module but internal/text, and no other module but go-jose",
+		covers:  []string{"internal/jose"},
+		forbid:  []string{"..."},
+		allow:   []string{"internal/text"},
+		imports: []string{"github.com/go-jose/go-jose/v4/...", "internal/text"},
 	},
 	{
 		why:    "HTTP handlers never import the store",
@@ -122,10 +149,16 @@ func matchesAny(patterns []string, p string) bool {
 	return slices.ContainsFunc(patterns, func(pattern string) bool { return matches(pattern, p) })
 }
 
-// checkLayering returns the violations of rules in graph, a map from each
-// package of the module to every package it depends on. A package a rule
-// names in covers that is not in graph is a violation too.
-func checkLayering(graph map[string][]string, rules []layerRule) []string {
+// checkLayering returns the violations of rules in graph, which maps each
+// package of the module to what it depends on: one per rule, package and
+// dependency the rule forbids. A package a rule names in covers that is
+// not in graph is a violation too.
+func checkLayering(graph map[string]pkgDeps, rules []layerRule) []string {
+	pkgs := make([]string, 0, len(graph))
+	for p := range graph {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
 	var out []string
 	for _, r := range rules {
 		for _, c := range r.covers {
@@ -134,32 +167,43 @@ func checkLayering(graph map[string][]string, rules []layerRule) []string {
 				out = append(out, fmt.Sprintf("%s: package %s does not exist", r.why, base))
 			}
 		}
-		pkgs := make([]string, 0, len(graph))
-		for p := range graph {
-			pkgs = append(pkgs, p)
-		}
-		sort.Strings(pkgs)
 		for _, p := range pkgs {
 			if !matchesAny(r.covers, p) || matchesAny(r.except, p) {
 				continue
 			}
-			for _, dep := range graph[p] {
-				if matchesAny(r.forbid, dep) && !matchesAny(r.allow, dep) {
-					out = append(out, fmt.Sprintf("%s: %s depends on %s", r.why, p, dep))
-				}
+			for _, dep := range r.forbidden(graph[p]) {
+				out = append(out, fmt.Sprintf("%s: %s depends on %s", r.why, p, dep))
 			}
 		}
 	}
 	return out
 }
 
+// forbidden is what of d the rule forbids, sorted, each once.
+func (r layerRule) forbidden(d pkgDeps) []string {
+	var out []string
+	for _, dep := range d.deps {
+		if standard(dep) && slices.Contains(r.forbidStd, dep) ||
+			!standard(dep) && matchesAny(r.forbid, dep) && !matchesAny(r.allow, dep) {
+			out = append(out, dep)
+		}
+	}
+	for _, dep := range d.imports {
+		if len(r.imports) > 0 && !standard(dep) && !matchesAny(r.imports, dep) {
+			out = append(out, dep)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // importGraph lists every package of the module with the packages it
 // depends on (non-test, for this platform's build), as go list reports
 // them.
-func importGraph(t *testing.T) map[string][]string {
+func importGraph(t *testing.T) map[string]pkgDeps {
 	t.Helper()
 	root := repoRoot(t)
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", "./...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps,Error", "./...")
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -167,11 +211,12 @@ func importGraph(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
-	graph := map[string][]string{}
+	graph := map[string]pkgDeps{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
 			ImportPath string
+			Imports    []string
 			Deps       []string
 			Error      *struct{ Err string }
 		}
@@ -183,7 +228,7 @@ func importGraph(t *testing.T) map[string][]string {
 		if p.Error != nil {
 			t.Fatalf("go list %s: %s", p.ImportPath, p.Error.Err)
 		}
-		graph[p.ImportPath] = p.Deps
+		graph[p.ImportPath] = pkgDeps{imports: p.Imports, deps: p.Deps}
 	}
 	if _, ok := graph[modulePath+"/ledger"]; !ok {
 		t.Fatalf("go list did not list %s/ledger; the graph is incomplete: %v", modulePath, graph)
@@ -201,15 +246,30 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// madeUp is a made-up graph in which every package imports what it
+// depends on directly, but the ledger/access imports only the ledger core
+// and github.com/google/uuid, which bring in the core's own dependencies.
+func madeUp(deps map[string][]string) map[string]pkgDeps {
+	g := make(map[string]pkgDeps, len(deps))
+	for p, d := range deps {
+		g[p] = pkgDeps{imports: slices.Clone(d), deps: slices.Clone(d)}
+	}
+	if a, ok := g[modulePath+"/ledger/access"]; ok {
+		a.deps = append(a.deps, modulePath+"/ledger/failpoint", modulePath+"/internal/text")
+		g[modulePath+"/ledger/access"] = a
+	}
+	return g
+}
+
 // TestLayeringCatchesViolations runs the rules over a made-up graph that
 // breaks each of them once, and over one that keeps them all.
 func TestLayeringCatchesViolations(t *testing.T) {
 	t.Parallel()
 	m := func(p string) string { return modulePath + "/" + p }
 	clean := map[string][]string{
-		m("ledger"):                                 {m("ledger/failpoint"), "encoding/json"},
+		m("ledger"):                                 {m("ledger/failpoint"), m("internal/text"), "github.com/google/uuid", "encoding/json"},
 		m("ledger/failpoint"):                       {},
-		m("ledger/access"):                          {m("ledger")},
+		m("ledger/access"):                          {m("ledger"), "github.com/google/uuid", "crypto/sha256"},
 		m("ledger/report"):                          {m("ledger")},
 		m("ledger/audit"):                           {m("ledger")},
 		m("ledger/webhook"):                         {m("ledger"), m("delegate/egress"), "net/http"},
@@ -218,7 +278,8 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		m("delegate"):                               {m("ledger"), m("compensation"), m("delegate/a2a"), m("delegate/egress")},
 		m("delegate/a2a"):                           {m("delegate/egress"), "net/http"},
 		m("delegate/egress"):                        {"net/http"},
-		m("internal/jose"):                          {m("internal/text"), "github.com/go-jose/go-jose/v4"},
+		m("internal/text"):                          {},
+		m("internal/jose"):                          {m("internal/text"), "github.com/go-jose/go-jose/v4", "github.com/go-jose/go-jose/v4/json", "net/http"},
 		m("delegate/jspeer"):                        {m("compensation/compensationtest")},
 		m("cmd/quittance/internal/httpapi"):         {m("ledger"), "github.com/danielgtaylor/huma/v2"},
 		m("cmd/quittance/internal/console"):         {m("ledger"), "html/template"},
@@ -227,7 +288,7 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		m("sql/pgtest"):                             {"github.com/jackc/pgx/v5"},
 		m("cmd/quittance"):                          {m("sql/pgstore"), m("cmd/quittance/internal/httpapi")},
 	}
-	if v := checkLayering(clean, layering); len(v) > 0 {
+	if v := checkLayering(madeUp(clean), layering); len(v) > 0 {
 		t.Fatalf("a graph that keeps the rules has violations: %v", v)
 	}
 	breaks := []struct {
@@ -236,26 +297,34 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		{m("delegate"), "github.com/jackc/pgx/v5/pgxpool", "domain packages"},
 		{m("compensation"), m("sql/internal/dbsqlc"), "domain packages"},
 		{m("ledger/failpoint"), "github.com/danielgtaylor/huma/v2", "domain packages"},
-		{m("ledger"), m("compensation"), "ledger imports no other domain package"},
-		{m("ledger"), m("ledger/report"), "the ledger core imports none"},
-		{m("ledger"), m("ledger/access"), "the ledger core imports none"},
-		{m("ledger/access"), m("compensation"), "ledger/access, ledger/report and ledger/audit import"},
-		{m("ledger/access"), m("cmd/quittance/internal/httpapi"), "ledger/access, ledger/report and ledger/audit import"},
+		{m("ledger"), m("compensation"), "the ledger core imports"},
+		{m("ledger"), m("ledger/report"), "the ledger core imports"},
+		{m("ledger"), m("ledger/access"), "the ledger core imports"},
+		{m("ledger"), m("ledger/webhook"), "the ledger core imports"},
+		{m("ledger"), "net/http", "the ledger core imports"},
+		{m("ledger"), "database/sql", "the ledger core imports"},
+		{m("ledger"), "golang.org/x/text/cases", "the ledger core imports"},
+		{m("ledger/access"), m("compensation"), "ledger/access imports"},
+		{m("ledger/access"), m("cmd/quittance/internal/httpapi"), "ledger/access imports"},
+		{m("ledger/access"), m("internal/text"), "ledger/access imports"},
+		{m("ledger/access"), "net/http", "ledger/access imports"},
+		{m("ledger/access"), "database/sql", "ledger/access imports"},
+		{m("ledger/access"), "golang.org/x/crypto/bcrypt", "ledger/access imports"},
 		{m("ledger/audit"), m("delegate"), "ledger/report and ledger/audit import"},
 		{m("ledger/webhook"), m("delegate"), "ledger/webhook imports no delegate package"},
 		{m("ledger/webhook"), m("delegate/a2a"), "ledger/webhook imports no delegate package"},
 		{m("delegate/a2a"), m("ledger"), "the A2A protocol client"},
 		{m("delegate/egress"), m("delegate"), "the A2A protocol client"},
 		{m("internal/jose"), m("ledger"), "the JOSE leaf imports no package"},
+		{m("internal/jose"), "github.com/google/uuid", "the JOSE leaf imports no package"},
 		{m("cmd/quittance/internal/httpapi"), m("sql/pgstore"), "HTTP handlers never import the store"},
 		{m("cmd/quittance"), m("sql/pgtest"), "test helpers are imported by tests only"},
 	}
 	for _, b := range breaks {
-		graph := map[string][]string{}
-		for p, deps := range clean {
-			graph[p] = slices.Clone(deps)
-		}
-		graph[b.pkg] = append(graph[b.pkg], b.dep)
+		graph := madeUp(clean)
+		d := graph[b.pkg]
+		d.imports, d.deps = append(d.imports, b.dep), append(d.deps, b.dep)
+		graph[b.pkg] = d
 		v := checkLayering(graph, layering)
 		if len(v) != 1 || !strings.Contains(v[0], b.want) || !strings.Contains(v[0], b.dep) {
 			t.Errorf("%s → %s: violations %v, want one from the rule %q", b.pkg, b.dep, v, b.want)
@@ -267,7 +336,7 @@ func TestLayeringCatchesViolations(t *testing.T) {
 			missing[p] = deps
 		}
 	}
-	if v := checkLayering(missing, layering); len(v) != 1 || !strings.Contains(v[0], "delegate/a2a does not exist") {
+	if v := checkLayering(madeUp(missing), layering); len(v) != 1 || !strings.Contains(v[0], "delegate/a2a does not exist") {
 		t.Errorf("without delegate/a2a: violations %v, want one saying it does not exist", v)
 	}
 }

@@ -1,7 +1,8 @@
 package main
 
 // The layering of ledger/DESIGN.md §5, checked on the compiled import graph
-// (go list), so a wrong import anywhere below a package fails CI.
+// (go list) of every build, so a wrong import anywhere below a package, in
+// any file but tests, fails CI.
 
 import (
 	"bytes"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -197,19 +199,47 @@ func (r layerRule) forbidden(d pkgDeps) []string {
 	return slices.Compact(out)
 }
 
+// builds are the builds the rules hold on, by GOOS and build tags: between
+// them every non-test file of the module is in one (the failpoints tag's
+// files, and those for Linux, for the other Unix systems, for the rest).
+var builds = []struct{ goos, tags string }{
+	{goos: "linux"},
+	{goos: "darwin", tags: "failpoints"},
+	{goos: "windows"},
+}
+
 // importGraph lists every package of the module with the packages it
-// depends on (non-test, for this platform's build), as go list reports
+// imports and depends on (non-test), in any of builds, as go list reports
 // them.
 func importGraph(t *testing.T) map[string]pkgDeps {
 	t.Helper()
-	root := repoRoot(t)
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,Deps,Error", "./...")
-	cmd.Dir = root
+	graph := map[string]pkgDeps{}
+	for _, b := range builds {
+		for p, d := range listImports(t, b.goos, b.tags) {
+			g := graph[p]
+			g.imports = slices.Compact(slices.Sorted(slices.Values(append(g.imports, d.imports...))))
+			g.deps = slices.Compact(slices.Sorted(slices.Values(append(g.deps, d.deps...))))
+			graph[p] = g
+		}
+	}
+	if _, ok := graph[modulePath+"/ledger"]; !ok {
+		t.Fatalf("go list did not list %s/ledger; the graph is incomplete: %v", modulePath, graph)
+	}
+	return graph
+}
+
+// listImports is go list's import graph of the module for goos with the
+// build tags tags.
+func listImports(t *testing.T, goos, tags string) map[string]pkgDeps {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-tags="+tags, "-json=ImportPath,Imports,Deps,Error", "./...")
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "GOOS="+goos)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		t.Fatalf("go list (GOOS=%s, tags %q): %v\n%s", goos, tags, err, stderr.String())
 	}
 	graph := map[string]pkgDeps{}
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -226,12 +256,9 @@ func importGraph(t *testing.T) map[string]pkgDeps {
 			t.Fatalf("decode go list: %v", err)
 		}
 		if p.Error != nil {
-			t.Fatalf("go list %s: %s", p.ImportPath, p.Error.Err)
+			t.Fatalf("go list %s (GOOS=%s, tags %q): %s", p.ImportPath, goos, tags, p.Error.Err)
 		}
 		graph[p.ImportPath] = pkgDeps{imports: p.Imports, deps: p.Deps}
-	}
-	if _, ok := graph[modulePath+"/ledger"]; !ok {
-		t.Fatalf("go list did not list %s/ledger; the graph is incomplete: %v", modulePath, graph)
 	}
 	return graph
 }

@@ -233,14 +233,14 @@ func (s *Service) issueToExisting(ctx context.Context, tx Tx, req tokenRequest, 
 	if out.Token, err = s.newToken(r, in, req.secret, req.at); err != nil {
 		return err
 	}
+	issue := func() error { return s.addToken(ctx, tx, req.stamp(), r, out.Token) }
 	switch {
-	case r.ID == p.ID, s.ledger.AppliesAtOnce(p):
-		return s.addToken(ctx, tx, req.stamp(), r, out.Token)
-	case r.Kind == ledger.KindPerson:
+	case r.ID == p.ID:
+		return issue()
+	case r.Kind == ledger.KindPerson && !s.ledger.AppliesAtOnce(p):
 		return ledger.Conflict("credential_for_another_person", "principal %q is a person; a person's further credentials are issued to themselves", r.Name)
 	}
-	pc, err := s.requestCredential(ctx, tx, p, r, ledger.CredentialCreatePayload{Token: out.Token}, req.at)
-	out.Pending = &pc
+	out.Pending, err = s.applyOrRequest(ctx, tx, p, credentialRequest(p, r, ledger.CredentialCreatePayload{Token: out.Token}, req.at), issue)
 	return err
 }
 
@@ -433,15 +433,15 @@ func (s *Service) addToken(ctx context.Context, tx Tx, st stamp, r ledger.Princi
 	return err
 }
 
-// requestCredential records a credential_create change: pl's credential
-// for the machine principal r, issued when a different on-call principal
-// approves.
-func (s *Service) requestCredential(ctx context.Context, tx Tx, p ledger.Principal, r ledger.PrincipalRecord, pl ledger.CredentialCreatePayload, now time.Time) (ledger.PendingChange, error) {
+// credentialRequest is the credential_create change p asks for at now:
+// pl's credential for the machine principal r, issued when a different
+// on-call principal approves.
+func credentialRequest(p ledger.Principal, r ledger.PrincipalRecord, pl ledger.CredentialCreatePayload, now time.Time) ledger.ChangeRequest {
 	summary := fmt.Sprintf("issue a credential to %s principal %q (%s%s)", r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
 	if pl.Rotates != uuid.Nil {
 		summary = fmt.Sprintf("rotate credential %s of %s principal %q (%s%s)", pl.Rotates, r.Kind, r.Name, r.Role, tenantSuffix(r.Tenant))
 	}
-	return s.ledger.RequestChange(ctx, tx, ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeCredentialCreate, Target: "principal:" + r.ID.String(), Payload: pl, Summary: summary})
+	return ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeCredentialCreate, Target: "principal:" + r.ID.String(), Payload: pl, Summary: summary}
 }
 
 // applyCredentialCreate issues an approved credential_create change's
@@ -715,18 +715,20 @@ func (s *Service) RotateCredential(ctx context.Context, p ledger.Principal, id u
 		if out.Token, err = s.newToken(r, TokenInput{Label: old.Name, ExpiresAt: expiresAt}, secret, now); err != nil {
 			return err
 		}
-		if r.ID != p.ID && !s.ledger.AppliesAtOnce(p) {
-			if !old.RevokedAt.IsZero() {
-				return ledger.Conflict("token_already_revoked", "credential %s is already revoked", old.ID)
+		rotate := func() error {
+			if err := s.revokeToken(ctx, tx, p, &old, "rotated", now); err != nil {
+				return err
 			}
-			pc, err := s.requestCredential(ctx, tx, p, r, ledger.CredentialCreatePayload{Token: out.Token, Rotates: old.ID}, now)
-			out.Pending = &pc
-			return err
+			return s.addToken(ctx, tx, stamp{actor: p.Actor(), at: now}, r, out.Token)
 		}
-		if err := s.revokeToken(ctx, tx, p, &old, "rotated", now); err != nil {
-			return err
+		switch {
+		case r.ID == p.ID:
+			return rotate()
+		case !old.RevokedAt.IsZero() && !s.ledger.AppliesAtOnce(p):
+			return ledger.Conflict("token_already_revoked", "credential %s is already revoked", old.ID)
 		}
-		return s.addToken(ctx, tx, stamp{actor: p.Actor(), at: now}, r, out.Token)
+		out.Pending, err = s.applyOrRequest(ctx, tx, p, credentialRequest(p, r, ledger.CredentialCreatePayload{Token: out.Token, Rotates: old.ID}, now), rotate)
+		return err
 	})
 	s.tokens.flush()
 	if err != nil {

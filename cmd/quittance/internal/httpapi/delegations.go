@@ -312,22 +312,19 @@ type delegationPathInput struct {
 
 // getDelegation serves GET /v1/delegations/{id}: get a delegation.
 func (s *Server) getDelegation(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.ledger.GetDelegation(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	body, err := s.withLinks(ctx, delegationBody(d))
-	if err == nil {
-		body, err = s.withRemoteTasks(ctx, body)
-	}
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: body}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (DelegationBody, error) {
+		d, err := s.ledger.GetDelegation(ctx, principal(ctx), id)
+		if err != nil {
+			return DelegationBody{}, err
+		}
+		body, err := s.withLinks(ctx, delegationBody(d))
+		if err != nil {
+			return DelegationBody{}, err
+		}
+		return s.withRemoteTasks(ctx, body)
+	}, func(body DelegationBody) *delegationOutput {
+		return &delegationOutput{Status: http.StatusOK, Body: body}
+	})
 }
 
 type listDelegationsInput struct {
@@ -442,17 +439,13 @@ type eventsOutput struct {
 // listDelegationEvents serves GET /v1/delegations/{id}/events: the
 // delegation's audit events, oldest first.
 func (s *Server) listDelegationEvents(ctx context.Context, in *delegationEventsInput) (*eventsOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	events, err := s.ledger.DelegationEvents(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	out := &eventsOutput{}
-	out.Body.Events = eventRecords(events)
-	return out, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) ([]ledger.Event, error) {
+		return s.ledger.DelegationEvents(ctx, principal(ctx), id)
+	}, func(events []ledger.Event) *eventsOutput {
+		out := &eventsOutput{}
+		out.Body.Events = eventRecords(events)
+		return out
+	})
 }
 
 // parseID parses a delegation id from the path. A malformed id names no

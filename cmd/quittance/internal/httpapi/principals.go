@@ -123,6 +123,20 @@ func pendingOf(err error) (*PendingChangeBody, bool) {
 	return pendingChangeBody(pending.Change), true
 }
 
+// changeStatus is the status of the answer to a privileged change that may
+// wait for a second person: 202, with the pending change, when err is an
+// ApprovalRequiredError; applied when err is nil; any other err is its
+// problem (Server.fail).
+func (s *Server) changeStatus(ctx context.Context, err error, applied int) (int, *PendingChangeBody, error) {
+	if pc, ok := pendingOf(err); ok {
+		return http.StatusAccepted, pc, nil
+	}
+	if err != nil {
+		return 0, nil, s.fail(ctx, err)
+	}
+	return applied, nil, nil
+}
+
 func idString(id uuid.UUID) string {
 	if id == uuid.Nil {
 		return ""
@@ -374,13 +388,12 @@ func (s *Server) grantRole(ctx context.Context, in *grantRoleInput) (*grantRoleO
 // r when it applied at once, 202 with the pending change when it waits
 // for a second person, or the problem of err.
 func (s *Server) principalChanged(ctx context.Context, r ledger.PrincipalRecord, err error) (*grantRoleOutput, error) {
-	out := &grantRoleOutput{Status: http.StatusOK}
-	if pc, ok := pendingOf(err); ok {
-		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
-	} else if err != nil {
-		return nil, s.fail(ctx, err)
+	status, pc, err := s.changeStatus(ctx, err, http.StatusOK)
+	if err != nil {
+		return nil, err
 	}
-	out.Body.Principal = principalBody(r)
+	out := &grantRoleOutput{Status: status}
+	out.Body.Principal, out.Body.PendingChange = principalBody(r), pc
 	return out, nil
 }
 

@@ -159,24 +159,16 @@ func (s *Service) RequestOIDCLink(ctx context.Context, p ledger.Principal, id uu
 	if pl.Subject == "" || len(pl.Subject) > 255 {
 		return ledger.PrincipalRecord{}, ledger.Invalid("subject", "is required, at most 255 characters: the ID tokens' sub claim")
 	}
-	var (
-		r       ledger.PrincipalRecord
-		pending *ledger.PendingChange
-	)
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		pending = nil
-		now := s.Now()
-		var err error
-		if r, err = s.checkOIDCLink(ctx, tx, pl); err != nil {
-			return err
+	r, pending, err := s.requestPrincipalChange(ctx, p, func(tx Tx, now time.Time) (principalRequest, error) {
+		r, err := s.checkOIDCLink(ctx, tx, pl)
+		if err != nil {
+			return principalRequest{}, err
 		}
 		req := ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeOIDCLink, Target: "principal:" + id.String(), Payload: pl,
 			Summary: fmt.Sprintf("link OpenID Connect identity %q of %s to principal %q", pl.Subject, pl.Issuer, r.Name)}
-		pending, err = s.applyOrRequest(ctx, tx, p, req, func() (err error) {
-			r, err = s.applyOIDCLink(ctx, tx, p, pl, now, "")
-			return err
-		})
-		return err
+		return principalRequest{principal: r, req: req, apply: func() (ledger.PrincipalRecord, error) {
+			return s.applyOIDCLink(ctx, tx, p, pl, now, "")
+		}}, nil
 	})
 	s.tokens.flush()
 	if err != nil {
@@ -185,10 +177,12 @@ func (s *Service) RequestOIDCLink(ctx context.Context, p ledger.Principal, id uu
 	return s.principalAfterChange(ctx, id, r, pending)
 }
 
-// checkOIDCLink checks, in tx, that pl can apply now, and returns the
-// principal locked.
-func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl ledger.OIDCLinkPayload) (ledger.PrincipalRecord, error) {
-	r, err := tx.PrincipalForUpdate(ctx, pl.PrincipalID)
+// lockPerson locks principal id in tx for a change to how a person signs
+// in, and checks it is an enabled person, not the bootstrap principal.
+// machine ends the conflict for a machine ("principal %q is a machine"),
+// bootstrap the one for the bootstrap principal.
+func lockPerson(ctx context.Context, tx Tx, id uuid.UUID, machine, bootstrap string) (ledger.PrincipalRecord, error) {
+	r, err := tx.PrincipalForUpdate(ctx, id)
 	if err != nil {
 		return ledger.PrincipalRecord{}, err
 	}
@@ -196,9 +190,19 @@ func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl ledger.OIDCLinkPa
 	case r.Disabled():
 		return ledger.PrincipalRecord{}, ledger.Conflict("principal_disabled", "principal %s is disabled", r.ID)
 	case r.Kind != ledger.KindPerson:
-		return ledger.PrincipalRecord{}, ledger.Conflict("principal_not_person", "principal %q is a machine; only people sign in", r.Name)
+		return ledger.PrincipalRecord{}, ledger.Conflict("principal_not_person", "principal %q is a machine%s", r.Name, machine)
 	case r.Bootstrap:
-		return ledger.PrincipalRecord{}, ledger.Conflict("principal_bootstrap", "the bootstrap principal cannot be linked to an identity")
+		return ledger.PrincipalRecord{}, ledger.Conflict("principal_bootstrap", "the bootstrap principal %s", bootstrap)
+	}
+	return r, nil
+}
+
+// checkOIDCLink checks, in tx, that pl can apply now, and returns the
+// principal locked.
+func (s *Service) checkOIDCLink(ctx context.Context, tx Tx, pl ledger.OIDCLinkPayload) (ledger.PrincipalRecord, error) {
+	r, err := lockPerson(ctx, tx, pl.PrincipalID, "; only people sign in", "cannot be linked to an identity")
+	if err != nil {
+		return ledger.PrincipalRecord{}, err
 	}
 	person, err := tx.PrincipalPerson(ctx, r.ID)
 	if err != nil {
@@ -352,24 +356,17 @@ func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p ledger
 	if err := ledger.Authorize(p, ledger.ActionAdminister); err != nil {
 		return ledger.PrincipalRecord{}, err
 	}
-	var (
-		r       ledger.PrincipalRecord
-		pending *ledger.PendingChange
-	)
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		pending = nil
-		now := s.Now()
-		var err error
-		if r, err = s.checkNoIdentityProviderAccount(ctx, tx, id); err != nil {
-			return err
+	r, pending, err := s.requestPrincipalChange(ctx, p, func(tx Tx, now time.Time) (principalRequest, error) {
+		r, err := s.checkNoIdentityProviderAccount(ctx, tx, id)
+		if err != nil {
+			return principalRequest{}, err
 		}
 		pl := ledger.NoIdentityProviderAccountPayload{PrincipalID: id}
 		req := ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeNoIdentityProviderAccount, Target: "principal:" + id.String(), Payload: pl,
 			Summary: fmt.Sprintf("mark principal %q as a person with no identity-provider account", r.Name)}
-		pending, err = s.applyOrRequest(ctx, tx, p, req, func() error {
-			return s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, "")
-		})
-		return err
+		return principalRequest{principal: r, req: req, apply: func() (ledger.PrincipalRecord, error) {
+			return r, s.applyNoIdentityProviderAccount(ctx, tx, p, pl, now, "")
+		}}, nil
 	})
 	s.tokens.flush()
 	if err != nil {
@@ -383,18 +380,11 @@ func (s *Service) RequestNoIdentityProviderAccount(ctx context.Context, p ledger
 // principal, not an identity's own principal, no identity linked to it,
 // not marked already.
 func (s *Service) checkNoIdentityProviderAccount(ctx context.Context, tx Tx, id uuid.UUID) (ledger.PrincipalRecord, error) {
-	r, err := tx.PrincipalForUpdate(ctx, id)
+	r, err := lockPerson(ctx, tx, id, "", "is no person's")
 	if err != nil {
 		return ledger.PrincipalRecord{}, err
 	}
-	switch {
-	case r.Disabled():
-		return ledger.PrincipalRecord{}, ledger.Conflict("principal_disabled", "principal %s is disabled", r.ID)
-	case r.Kind != ledger.KindPerson:
-		return ledger.PrincipalRecord{}, ledger.Conflict("principal_not_person", "principal %q is a machine", r.Name)
-	case r.Bootstrap:
-		return ledger.PrincipalRecord{}, ledger.Conflict("principal_bootstrap", "the bootstrap principal is no person's")
-	case !r.NoIdentityProviderAccountAt.IsZero():
+	if !r.NoIdentityProviderAccountAt.IsZero() {
 		return ledger.PrincipalRecord{}, ledger.Conflict("principal_marked", "principal %q is already marked as having no identity-provider account", r.Name)
 	}
 	full, err := s.store.PrincipalByID(ctx, id)

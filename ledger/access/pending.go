@@ -26,31 +26,23 @@ func (s *Service) RequestRoleGrant(ctx context.Context, p ledger.Principal, id u
 	if (role == ledger.RoleOrchestrator) != (tenant != "") {
 		return ledger.PrincipalRecord{}, ledger.Invalid("tenant", "is required for orchestrators and refused for other roles")
 	}
-	var (
-		r       ledger.PrincipalRecord
-		pending *ledger.PendingChange
-	)
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		pending = nil
-		now := s.Now()
-		var err error
-		if r, err = tx.PrincipalForUpdate(ctx, id); err != nil {
-			return err
+	r, pending, err := s.requestPrincipalChange(ctx, p, func(tx Tx, now time.Time) (principalRequest, error) {
+		r, err := tx.PrincipalForUpdate(ctx, id)
+		if err != nil {
+			return principalRequest{}, err
 		}
 		if r.Disabled() {
-			return ledger.Conflict("principal_disabled", "principal %s is disabled", r.ID)
+			return principalRequest{}, ledger.Conflict("principal_disabled", "principal %s is disabled", r.ID)
 		}
 		if role == ledger.RoleOncall && r.Kind != ledger.KindPerson {
-			return ledger.Invalid("role", "on-call principals are people")
+			return principalRequest{}, ledger.Invalid("role", "on-call principals are people")
 		}
 		payload := ledger.RoleGrantPayload{PrincipalID: id, Role: role, Tenant: tenant}
 		req := ledger.ChangeRequest{By: p, At: now, Kind: ledger.ChangeRoleGrant, Target: "principal:" + id.String(), Payload: payload,
 			Summary: fmt.Sprintf("grant %s%s to principal %q", role, tenantSuffix(tenant), r.Name)}
-		pending, err = s.applyOrRequest(ctx, tx, p, req, func() (err error) {
-			r, err = s.applyRoleGrant(ctx, tx, p.Actor(), payload, now, "")
-			return err
-		})
-		return err
+		return principalRequest{principal: r, req: req, apply: func() (ledger.PrincipalRecord, error) {
+			return s.applyRoleGrant(ctx, tx, p.Actor(), payload, now, "")
+		}}, nil
 	})
 	if err == nil && pending != nil {
 		err = &ledger.ApprovalRequiredError{Change: *pending}

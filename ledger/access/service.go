@@ -99,6 +99,40 @@ func (s *Service) applyOrRequest(ctx context.Context, tx Tx, p ledger.Principal,
 	return s.ledger.ApplyOrRequest(ctx, tx, p, req, apply)
 }
 
+// principalRequest is a privileged change to one principal, as a
+// request function builds it in the transaction once its checks pass.
+type principalRequest struct {
+	principal ledger.PrincipalRecord // the principal, locked
+	req       ledger.ChangeRequest
+	// apply makes the change at once and returns the principal after it.
+	apply func() (ledger.PrincipalRecord, error)
+}
+
+// requestPrincipalChange runs, in one transaction, prepare (which locks
+// and checks the principal and builds the change) and then
+// applyOrRequest. It returns the principal (as changed, if the change
+// applied at once) and the pending change, if one now waits.
+func (s *Service) requestPrincipalChange(ctx context.Context, p ledger.Principal, prepare func(tx Tx, now time.Time) (principalRequest, error)) (ledger.PrincipalRecord, *ledger.PendingChange, error) {
+	var (
+		r       ledger.PrincipalRecord
+		pending *ledger.PendingChange
+	)
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		pending = nil
+		pr, err := prepare(tx, s.Now())
+		if err != nil {
+			return err
+		}
+		r = pr.principal
+		pending, err = s.applyOrRequest(ctx, tx, p, pr.req, func() (err error) {
+			r, err = pr.apply()
+			return err
+		})
+		return err
+	})
+	return r, pending, err
+}
+
 // principalAfterChange answers a privileged change of principal id made
 // (or asked for) in a committed transaction: the cache forgets what it
 // knew of credentials, the principal is read as it is now, with its

@@ -73,7 +73,7 @@ type CaseTx interface {
 // delegation's stream, appended in the transaction that writes the case.
 type Cases struct {
 	store CaseStore
-	clock ledger.Clock
+	storedClock
 }
 
 // CasesConfig wires Cases.
@@ -84,14 +84,8 @@ type CasesConfig struct {
 
 // NewCases returns Cases.
 func NewCases(cfg CasesConfig) *Cases {
-	if cfg.Clock == nil {
-		cfg.Clock = ledger.SystemClock{}
-	}
-	return &Cases{store: cfg.Store, clock: cfg.Clock}
+	return &Cases{store: cfg.Store, storedClock: newStoredClock(cfg.Clock)}
 }
-
-// Now is the clock's time at PostgreSQL's precision.
-func (c *Cases) Now() time.Time { return ledger.StoredTime(c.clock.Now()) }
 
 // Get returns the case of a delegation the principal may see.
 func (c *Cases) Get(ctx context.Context, p ledger.Principal, id uuid.UUID) (Case, error) {

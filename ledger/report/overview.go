@@ -24,7 +24,7 @@ type OverviewStore interface {
 // counterparties. Every method requires ActionReadReports.
 type Overview struct {
 	store OverviewStore
-	clock ledger.Clock
+	storedClock
 }
 
 // OverviewConfig wires Overview.
@@ -35,14 +35,8 @@ type OverviewConfig struct {
 
 // NewOverview returns Overview.
 func NewOverview(cfg OverviewConfig) *Overview {
-	if cfg.Clock == nil {
-		cfg.Clock = ledger.SystemClock{}
-	}
-	return &Overview{store: cfg.Store, clock: cfg.Clock}
+	return &Overview{store: cfg.Store, storedClock: newStoredClock(cfg.Clock)}
 }
-
-// Now is the clock's time at PostgreSQL's precision.
-func (o *Overview) Now() time.Time { return ledger.StoredTime(o.clock.Now()) }
 
 // Budgets returns every budget.
 func (o *Overview) Budgets(ctx context.Context, p ledger.Principal) ([]ledger.Budget, error) {

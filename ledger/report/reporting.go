@@ -255,7 +255,7 @@ type ReportStore interface {
 type Reports struct {
 	store  ReportStore
 	reader ledger.Reader
-	clock  ledger.Clock
+	storedClock
 }
 
 // ReportsConfig wires Reports.
@@ -267,14 +267,8 @@ type ReportsConfig struct {
 
 // NewReports returns Reports.
 func NewReports(cfg ReportsConfig) *Reports {
-	if cfg.Clock == nil {
-		cfg.Clock = ledger.SystemClock{}
-	}
-	return &Reports{store: cfg.Store, reader: cfg.Reader, clock: cfg.Clock}
+	return &Reports{store: cfg.Store, reader: cfg.Reader, storedClock: newStoredClock(cfg.Clock)}
 }
-
-// Now is the reports' clock time at PostgreSQL's precision.
-func (r *Reports) Now() time.Time { return ledger.StoredTime(r.clock.Now()) }
 
 // Maximum page sizes of the JSON listings.
 const (

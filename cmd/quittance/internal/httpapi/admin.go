@@ -184,15 +184,13 @@ func (s *Server) putBudget(ctx context.Context, in *putBudgetInput) (*budgetOutp
 	b, created, err := s.ledger.PutBudget(ctx, principal(ctx), in.ID, ledger.BudgetInput{
 		Currency: in.Body.Currency, FundedMinor: in.Body.FundedMinor, Tenants: in.Body.Tenants,
 	})
-	if pc, ok := pendingOf(err); ok {
-		body := budgetView(b)
-		body.PendingChange = pc
-		return &budgetOutput{Status: http.StatusAccepted, Body: body}, nil
-	}
+	status, pc, err := s.changeStatus(ctx, err, createdStatus(created))
 	if err != nil {
-		return nil, s.fail(ctx, err)
+		return nil, err
 	}
-	return &budgetOutput{Status: createdStatus(created), Body: budgetView(b)}, nil
+	body := budgetView(b)
+	body.PendingChange = pc
+	return &budgetOutput{Status: status, Body: body}, nil
 }
 
 type idPathInput struct {
@@ -241,15 +239,15 @@ func (s *Server) putOrg(ctx context.Context, in *putOrgInput) (*orgOutput, error
 		Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, JWKSURL: b.JWKSURL, AgentCardURL: b.AgentCardURL,
 		AllowedHosts: b.AllowedHosts, RequireSignedReceipts: b.RequireSignedReceipts,
 	})
-	if pc, ok := pendingOf(err); ok {
-		body := orgBody(o)
-		body.ID, body.PendingChange = in.ID, pc
-		return &orgOutput{Status: http.StatusAccepted, Body: body}, nil
-	}
+	status, pc, err := s.changeStatus(ctx, err, createdStatus(created))
 	if err != nil {
-		return nil, s.fail(ctx, err)
+		return nil, err
 	}
-	return &orgOutput{Status: createdStatus(created), Body: orgBody(o)}, nil
+	body := orgBody(o)
+	if pc != nil {
+		body.ID, body.PendingChange = in.ID, pc
+	}
+	return &orgOutput{Status: status, Body: body}, nil
 }
 
 // getOrg serves GET /admin/v1/orgs/{id}: get a remote org.
@@ -293,15 +291,15 @@ func (s *Server) putTaskClass(ctx context.Context, in *putTaskClassInput) (*task
 	c, err := s.ledger.PutTaskClass(ctx, principal(ctx), ledger.TaskClass{
 		Name: in.Name, EffectCapable: in.Body.EffectCapable, GateOn: gate, CompensationTimeout: timeout,
 	})
-	if pc, ok := pendingOf(err); ok {
-		body := taskClassBody(c)
-		body.Name, body.PendingChange = in.Name, pc
-		return &taskClassOutput{Status: http.StatusAccepted, Body: body}, nil
-	}
+	status, pc, err := s.changeStatus(ctx, err, http.StatusOK)
 	if err != nil {
-		return nil, s.fail(ctx, err)
+		return nil, err
 	}
-	return &taskClassOutput{Status: http.StatusOK, Body: taskClassBody(c)}, nil
+	body := taskClassBody(c)
+	if pc != nil {
+		body.Name, body.PendingChange = in.Name, pc
+	}
+	return &taskClassOutput{Status: status, Body: body}, nil
 }
 
 type namePathInput struct {

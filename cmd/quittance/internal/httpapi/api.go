@@ -267,3 +267,18 @@ func bodies[T, B any](xs []T, body func(T) B) []B {
 	}
 	return out
 }
+
+// queryFilter parses a list's optional query filter: raw equal to none
+// (the value that means every item) is the zero F, no filter; anything
+// else parse must accept, or it is a 422 on field saying want.
+func queryFilter[F any](raw, none string, parse func(string) (F, error), field, want string) (F, error) {
+	var f F
+	if raw == none {
+		return f, nil
+	}
+	f, err := parse(raw)
+	if err != nil {
+		return f, ledger.Invalid(field, "%s", want)
+	}
+	return f, nil
+}

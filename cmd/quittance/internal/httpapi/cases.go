@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger/report"
@@ -87,18 +88,15 @@ type caseOutput struct {
 	Body CaseBody
 }
 
+// caseOK is the answer with case c.
+func caseOK(c report.Case) *caseOutput { return &caseOutput{Body: caseBody(c)} }
+
 // getCase serves GET /v1/delegations/{id}/case: get an obligation's case:
 // owner, snooze, notes (finance and on-call).
 func (s *Server) getCase(ctx context.Context, in *delegationPathInput) (*caseOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.cases.Get(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &caseOutput{Body: caseBody(c)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (report.Case, error) {
+		return s.cases.Get(ctx, principal(ctx), id)
+	}, caseOK)
 }
 
 type ownerInput struct {
@@ -111,15 +109,9 @@ type ownerInput struct {
 // putCaseOwner serves PUT /v1/delegations/{id}/owner: assign an obligation's
 // owner (on-call).
 func (s *Server) putCaseOwner(ctx context.Context, in *ownerInput) (*caseOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.cases.AssignOwner(ctx, principal(ctx), id, in.Body.Owner)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &caseOutput{Body: caseBody(c)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (report.Case, error) {
+		return s.cases.AssignOwner(ctx, principal(ctx), id, in.Body.Owner)
+	}, caseOK)
 }
 
 type noteInput struct {
@@ -132,15 +124,9 @@ type noteInput struct {
 // postCaseNote serves POST /v1/delegations/{id}/notes: add a note to an
 // obligation (on-call).
 func (s *Server) postCaseNote(ctx context.Context, in *noteInput) (*caseOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.cases.AddNote(ctx, principal(ctx), id, in.Body.Note)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &caseOutput{Body: caseBody(c)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (report.Case, error) {
+		return s.cases.AddNote(ctx, principal(ctx), id, in.Body.Note)
+	}, caseOK)
 }
 
 type snoozeInput struct {
@@ -154,19 +140,13 @@ type snoozeInput struct {
 // postCaseSnooze serves POST /v1/delegations/{id}/snooze: snooze an
 // obligation's needs-action entry (on-call).
 func (s *Server) postCaseSnooze(ctx context.Context, in *snoozeInput) (*caseOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	var until time.Time
-	if in.Body.Until != nil {
-		until = *in.Body.Until
-	}
-	c, err := s.cases.Snooze(ctx, principal(ctx), id, until, in.Body.Reason)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &caseOutput{Body: caseBody(c)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (report.Case, error) {
+		var until time.Time
+		if in.Body.Until != nil {
+			until = *in.Body.Until
+		}
+		return s.cases.Snooze(ctx, principal(ctx), id, until, in.Body.Reason)
+	}, caseOK)
 }
 
 type queueInput struct {
@@ -270,13 +250,7 @@ type rejectWriteOffInput struct {
 // rejectWriteOff serves POST /admin/v1/write-offs/{id}/reject: reject a
 // pending write-off (four eyes).
 func (s *Server) rejectWriteOff(ctx context.Context, in *rejectWriteOffInput) (*writeOffOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.compensation.RejectWriteOff(ctx, principal(ctx), id, in.Body.Reason)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &writeOffOutput{Status: http.StatusOK, Body: writeOffResultBody(res)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (compensation.WriteOffResult, error) {
+		return s.compensation.RejectWriteOff(ctx, principal(ctx), id, in.Body.Reason)
+	}, writeOffOK)
 }

@@ -254,20 +254,24 @@ type writeOffOutput struct {
 	Body   WriteOffBody
 }
 
+// writeOffOK is the 200 answer with the write-off of res.
+func writeOffOK(res compensation.WriteOffResult) *writeOffOutput {
+	return &writeOffOutput{Status: http.StatusOK, Body: writeOffResultBody(res)}
+}
+
+// writeOffCreated is the 201 answer with the write-off of res.
+func writeOffCreated(res compensation.WriteOffResult) *writeOffOutput {
+	return &writeOffOutput{Status: http.StatusCreated, Body: writeOffResultBody(res)}
+}
+
 // requestWriteOff serves POST /admin/v1/delegations/{id}/write-offs: write
 // an obligation off.
 func (s *Server) requestWriteOff(ctx context.Context, in *writeOffRequestInput) (*writeOffOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.compensation.RequestWriteOff(ctx, principal(ctx), id, compensation.WriteOffInput{
-		Reason: in.Body.Reason, Reference: in.Body.Reference,
-	})
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &writeOffOutput{Status: http.StatusCreated, Body: writeOffResultBody(res)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (compensation.WriteOffResult, error) {
+		return s.compensation.RequestWriteOff(ctx, principal(ctx), id, compensation.WriteOffInput{
+			Reason: in.Body.Reason, Reference: in.Body.Reference,
+		})
+	}, writeOffCreated)
 }
 
 type writeOffPathInput struct {
@@ -277,28 +281,18 @@ type writeOffPathInput struct {
 // approveWriteOff serves POST /admin/v1/write-offs/{id}/approve: approve a
 // pending write-off (four eyes).
 func (s *Server) approveWriteOff(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.compensation.ApproveWriteOff(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &writeOffOutput{Status: http.StatusOK, Body: writeOffResultBody(res)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (compensation.WriteOffResult, error) {
+		return s.compensation.ApproveWriteOff(ctx, principal(ctx), id)
+	}, writeOffOK)
 }
 
 // getWriteOff serves GET /admin/v1/write-offs/{id}: get a write-off.
 func (s *Server) getWriteOff(ctx context.Context, in *writeOffPathInput) (*writeOffOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	w, err := s.compensation.GetWriteOff(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &writeOffOutput{Status: http.StatusOK, Body: writeOffBody(w)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (compensation.WriteOff, error) {
+		return s.compensation.GetWriteOff(ctx, principal(ctx), id)
+	}, func(w compensation.WriteOff) *writeOffOutput {
+		return &writeOffOutput{Status: http.StatusOK, Body: writeOffBody(w)}
+	})
 }
 
 func evidenceOutputOf(res compensation.EvidenceResult) *evidenceOutput {

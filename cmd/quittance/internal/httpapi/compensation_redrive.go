@@ -5,8 +5,10 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
 )
 
 // registerCompensationRedrive registers the on-call redrive of compensation.
@@ -31,13 +33,7 @@ type compensationRedriveInput struct {
 // redriveCompensation serves POST
 // /admin/v1/delegations/{id}/compensation/redrive: redrive compensation.
 func (s *Server) redriveCompensation(ctx context.Context, in *compensationRedriveInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.compensation.Redrive(ctx, principal(ctx), id, compensation.RedriveInput{Reason: in.Body.Reason})
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (ledger.Delegation, error) {
+		return s.compensation.Redrive(ctx, principal(ctx), id, compensation.RedriveInput{Reason: in.Body.Reason})
+	}, delegationOK)
 }

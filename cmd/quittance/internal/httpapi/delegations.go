@@ -312,22 +312,19 @@ type delegationPathInput struct {
 
 // getDelegation serves GET /v1/delegations/{id}: get a delegation.
 func (s *Server) getDelegation(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.ledger.GetDelegation(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	body, err := s.withLinks(ctx, delegationBody(d))
-	if err == nil {
-		body, err = s.withRemoteTasks(ctx, body)
-	}
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: body}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (DelegationBody, error) {
+		d, err := s.ledger.GetDelegation(ctx, principal(ctx), id)
+		if err != nil {
+			return DelegationBody{}, err
+		}
+		body, err := s.withLinks(ctx, delegationBody(d))
+		if err != nil {
+			return DelegationBody{}, err
+		}
+		return s.withRemoteTasks(ctx, body)
+	}, func(body DelegationBody) *delegationOutput {
+		return &delegationOutput{Status: http.StatusOK, Body: body}
+	})
 }
 
 type listDelegationsInput struct {
@@ -391,23 +388,17 @@ type taskStatusInput struct {
 // reportTaskStatus serves POST /v1/delegations/{id}/task-status: report the
 // remote task's status.
 func (s *Server) reportTaskStatus(ctx context.Context, in *taskStatusInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	st, err := ledger.ParseTaskStatus(in.Body.State)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	obs := compensation.Observation{Status: st, Message: in.Body.Message, Source: "api", SettledAmountMinor: in.Body.SettledAmountMinor}
-	if in.Body.Timestamp != nil {
-		obs.Timestamp = *in.Body.Timestamp
-	}
-	d, err := s.compensation.ReportTaskStatus(ctx, principal(ctx), id, obs)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (ledger.Delegation, error) {
+		st, err := ledger.ParseTaskStatus(in.Body.State)
+		if err != nil {
+			return ledger.Delegation{}, err
+		}
+		obs := compensation.Observation{Status: st, Message: in.Body.Message, Source: "api", SettledAmountMinor: in.Body.SettledAmountMinor}
+		if in.Body.Timestamp != nil {
+			obs.Timestamp = *in.Body.Timestamp
+		}
+		return s.compensation.ReportTaskStatus(ctx, principal(ctx), id, obs)
+	}, delegationOK)
 }
 
 type changeHoldInput struct {
@@ -420,29 +411,17 @@ type changeHoldInput struct {
 // changeHold serves PATCH /v1/delegations/{id}/hold: raise or lower the hold
 // of a held obligation.
 func (s *Server) changeHold(ctx context.Context, in *changeHoldInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.ledger.ChangeHold(ctx, principal(ctx), id, in.Body.AmountMinor)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (ledger.Delegation, error) {
+		return s.ledger.ChangeHold(ctx, principal(ctx), id, in.Body.AmountMinor)
+	}, delegationOK)
 }
 
 // cancelDelegation serves POST /v1/delegations/{id}/cancel: request
 // revocation of the delegated task.
 func (s *Server) cancelDelegation(ctx context.Context, in *delegationPathInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.ledger.RequestCancel(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (ledger.Delegation, error) {
+		return s.ledger.RequestCancel(ctx, principal(ctx), id)
+	}, delegationOK)
 }
 
 type delegationEventsInput struct {
@@ -460,17 +439,13 @@ type eventsOutput struct {
 // listDelegationEvents serves GET /v1/delegations/{id}/events: the
 // delegation's audit events, oldest first.
 func (s *Server) listDelegationEvents(ctx context.Context, in *delegationEventsInput) (*eventsOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	events, err := s.ledger.DelegationEvents(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	out := &eventsOutput{}
-	out.Body.Events = eventRecords(events)
-	return out, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) ([]ledger.Event, error) {
+		return s.ledger.DelegationEvents(ctx, principal(ctx), id)
+	}, func(events []ledger.Event) *eventsOutput {
+		out := &eventsOutput{}
+		out.Body.Events = eventRecords(events)
+		return out
+	})
 }
 
 // parseID parses a delegation id from the path. A malformed id names no
@@ -481,6 +456,27 @@ func parseID(raw string) (uuid.UUID, error) {
 		return uuid.Nil, newProblem(http.StatusNotFound, "not_found", "no such resource")
 	}
 	return id, nil
+}
+
+// byPathID serves a request about the resource whose path id is raw:
+// call does it with the parsed id, and output makes the handler's answer
+// of what call returns. An id that is no UUID is a 404 (parseID); a
+// failed call is the problem of its error (Server.fail).
+func byPathID[T, O any](ctx context.Context, s *Server, raw string, call func(uuid.UUID) (T, error), output func(T) *O) (*O, error) {
+	id, err := parseID(raw)
+	if err != nil {
+		return nil, err
+	}
+	v, err := call(id)
+	if err != nil {
+		return nil, s.fail(ctx, err)
+	}
+	return output(v), nil
+}
+
+// delegationOK is the 200 answer with delegation d.
+func delegationOK(d ledger.Delegation) *delegationOutput {
+	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}
 }
 
 // remoteTask is the reported remote task of a create request, if any.

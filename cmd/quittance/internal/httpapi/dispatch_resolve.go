@@ -5,8 +5,10 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/ledger"
 )
 
 // registerDispatchResolve registers the on-call resolution of a
@@ -40,15 +42,9 @@ type dispatchResolveInput struct {
 // resolveDispatch serves POST /admin/v1/delegations/{id}/dispatch/resolve:
 // record the remote task of a dispatch_unknown delegation.
 func (s *Server) resolveDispatch(ctx context.Context, in *dispatchResolveInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.orchestrator.ResolveDispatch(ctx, principal(ctx), id, delegate.ResolveDispatchInput{
-		TaskID: in.Body.TaskID, ContextID: in.Body.ContextID, Reason: in.Body.Reason,
-	})
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (ledger.Delegation, error) {
+		return s.orchestrator.ResolveDispatch(ctx, principal(ctx), id, delegate.ResolveDispatchInput{
+			TaskID: in.Body.TaskID, ContextID: in.Body.ContextID, Reason: in.Body.Reason,
+		})
+	}, delegationOK)
 }

@@ -5,8 +5,10 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
 )
 
 // registerExtraTaskWriteOff registers on-call's resolution of an extra
@@ -35,15 +37,9 @@ type extraTaskWriteOffInput struct {
 // /admin/v1/delegations/{id}/remote-tasks/{task_id}/write-off: accept that
 // an extra remote task's effects may stand.
 func (s *Server) writeOffExtraTask(ctx context.Context, in *extraTaskWriteOffInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.compensation.WriteOffExtraTask(ctx, principal(ctx), id, in.TaskID, in.Body.Reason)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (ledger.Delegation, error) {
+		return s.compensation.WriteOffExtraTask(ctx, principal(ctx), id, in.TaskID, in.Body.Reason)
+	}, delegationOK)
 }
 
 // registerExtraTaskRedrive registers on-call's redrive of the compensation
@@ -75,13 +71,7 @@ type extraTaskRedriveInput struct {
 // /admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive: redrive an
 // extra remote task's compensation.
 func (s *Server) redriveExtraTaskCompensation(ctx context.Context, in *extraTaskRedriveInput) (*delegationOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.compensation.RedriveExtraTask(ctx, principal(ctx), id, in.TaskID, compensation.RedriveInput{Reason: in.Body.Reason})
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &delegationOutput{Status: http.StatusOK, Body: delegationBody(d)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (ledger.Delegation, error) {
+		return s.compensation.RedriveExtraTask(ctx, principal(ctx), id, in.TaskID, compensation.RedriveInput{Reason: in.Body.Reason})
+	}, delegationOK)
 }

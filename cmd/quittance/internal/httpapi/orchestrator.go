@@ -118,15 +118,11 @@ type messagePathInput struct {
 // /v1/delegations/{id}/messages/{message_id}: a follow-up message and
 // whether it was delivered.
 func (s *Server) getDelegationMessage(ctx context.Context, in *messagePathInput) (*messageOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	m, err := s.orchestrator.FollowUp(ctx, principal(ctx), id, in.MessageID)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &messageOutput{Status: http.StatusOK, Body: messageBody(m)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (delegate.FollowUp, error) {
+		return s.orchestrator.FollowUp(ctx, principal(ctx), id, in.MessageID)
+	}, func(m delegate.FollowUp) *messageOutput {
+		return &messageOutput{Status: http.StatusOK, Body: messageBody(m)}
+	})
 }
 
 type taskOutput struct {
@@ -136,13 +132,7 @@ type taskOutput struct {
 // getDelegationTask serves GET /v1/delegations/{id}/task: the latest remote
 // task snapshot: status message and artifacts.
 func (s *Server) getDelegationTask(ctx context.Context, in *delegationPathInput) (*taskOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := s.orchestrator.TaskSnapshot(ctx, principal(ctx), id)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &taskOutput{Body: snap}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (delegate.TaskSnapshot, error) {
+		return s.orchestrator.TaskSnapshot(ctx, principal(ctx), id)
+	}, func(snap delegate.TaskSnapshot) *taskOutput { return &taskOutput{Body: snap} })
 }

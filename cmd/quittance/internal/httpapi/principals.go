@@ -123,6 +123,20 @@ func pendingOf(err error) (*PendingChangeBody, bool) {
 	return pendingChangeBody(pending.Change), true
 }
 
+// changeStatus is the status of the answer to a privileged change that may
+// wait for a second person: 202, with the pending change, when err is an
+// ApprovalRequiredError; applied when err is nil; any other err is its
+// problem (Server.fail).
+func (s *Server) changeStatus(ctx context.Context, err error, applied int) (int, *PendingChangeBody, error) {
+	if pc, ok := pendingOf(err); ok {
+		return http.StatusAccepted, pc, nil
+	}
+	if err != nil {
+		return 0, nil, s.fail(ctx, err)
+	}
+	return applied, nil, nil
+}
+
 func idString(id uuid.UUID) string {
 	if id == uuid.Nil {
 		return ""
@@ -367,13 +381,19 @@ type grantRoleOutput struct {
 // to get another role.
 func (s *Server) grantRole(ctx context.Context, in *grantRoleInput) (*grantRoleOutput, error) {
 	r, err := s.access.RequestRoleGrant(ctx, principal(ctx), in.ID, ledger.Role(in.Body.Role), in.Body.Tenant)
-	out := &grantRoleOutput{Status: http.StatusOK}
-	if pc, ok := pendingOf(err); ok {
-		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
-	} else if err != nil {
-		return nil, s.fail(ctx, err)
+	return s.principalChanged(ctx, r, err)
+}
+
+// principalChanged answers a request for a change of principal r: 200 with
+// r when it applied at once, 202 with the pending change when it waits
+// for a second person, or the problem of err.
+func (s *Server) principalChanged(ctx context.Context, r ledger.PrincipalRecord, err error) (*grantRoleOutput, error) {
+	status, pc, err := s.changeStatus(ctx, err, http.StatusOK)
+	if err != nil {
+		return nil, err
 	}
-	out.Body.Principal = principalBody(r)
+	out := &grantRoleOutput{Status: status}
+	out.Body.Principal, out.Body.PendingChange = principalBody(r), pc
 	return out, nil
 }
 
@@ -389,33 +409,15 @@ type linkOIDCInput struct {
 // Connect identity to sign in as a person principal.
 func (s *Server) linkOIDC(ctx context.Context, in *linkOIDCInput) (*grantRoleOutput, error) {
 	r, err := s.access.RequestOIDCLink(ctx, principal(ctx), in.ID, in.Body.Issuer, in.Body.Subject)
-	out := &grantRoleOutput{Status: http.StatusOK}
-	if pc, ok := pendingOf(err); ok {
-		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
-	} else if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	out.Body.Principal = principalBody(r)
-	return out, nil
-}
-
-type principalPathInput struct {
-	ID uuid.UUID `path:"id"`
+	return s.principalChanged(ctx, r, err)
 }
 
 // markNoIdentityProviderAccount serves POST
 // /admin/v1/principals/{id}/no-identity-provider-account: ask for a person
 // principal to be marked as having no identity-provider account.
-func (s *Server) markNoIdentityProviderAccount(ctx context.Context, in *principalPathInput) (*grantRoleOutput, error) {
+func (s *Server) markNoIdentityProviderAccount(ctx context.Context, in *uuidPathInput) (*grantRoleOutput, error) {
 	r, err := s.access.RequestNoIdentityProviderAccount(ctx, principal(ctx), in.ID)
-	out := &grantRoleOutput{Status: http.StatusOK}
-	if pc, ok := pendingOf(err); ok {
-		out.Status, out.Body.PendingChange = http.StatusAccepted, pc
-	} else if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	out.Body.Principal = principalBody(r)
-	return out, nil
+	return s.principalChanged(ctx, r, err)
 }
 
 type listCredentialsInput struct {
@@ -431,12 +433,9 @@ type listCredentialsOutput struct {
 // listCredentials serves GET /admin/v1/credentials: list credentials (never
 // their secrets).
 func (s *Server) listCredentials(ctx context.Context, in *listCredentialsInput) (*listCredentialsOutput, error) {
-	var pid uuid.UUID
-	if in.PrincipalID != "" {
-		var err error
-		if pid, err = uuid.Parse(in.PrincipalID); err != nil {
-			return nil, s.fail(ctx, ledger.Invalid("principal_id", "must be a UUID"))
-		}
+	pid, err := queryFilter(in.PrincipalID, "", uuid.Parse, "principal_id", "must be a UUID")
+	if err != nil {
+		return nil, s.fail(ctx, err)
 	}
 	ts, err := s.access.ListCredentials(ctx, principal(ctx), pid)
 	if err != nil {
@@ -506,12 +505,9 @@ type listPendingOutput struct {
 // listPendingChanges serves GET /admin/v1/pending-changes: list privileged
 // changes awaiting (or past) approval.
 func (s *Server) listPendingChanges(ctx context.Context, in *listPendingInput) (*listPendingOutput, error) {
-	var st ledger.PendingStatus
-	if in.Status != "all" {
-		var err error
-		if st, err = ledger.ParsePendingStatus(in.Status); err != nil {
-			return nil, s.fail(ctx, ledger.Invalid("status", "must be pending, applied, refused, expired or all"))
-		}
+	st, err := queryFilter(in.Status, "all", ledger.ParsePendingStatus, "status", "must be pending, applied, refused, expired or all")
+	if err != nil {
+		return nil, s.fail(ctx, err)
 	}
 	cs, err := s.access.ListPendingChanges(ctx, principal(ctx), st)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger/report"
 )
@@ -55,15 +56,11 @@ type revokedReleaseOutput struct {
 // /v1/delegations/{id}/revoked-release/acknowledge: acknowledge an
 // obligation released on a declaration of an identity revoked since.
 func (s *Server) acknowledgeRevokedRelease(ctx context.Context, in *acknowledgeRevokedReleaseInput) (*revokedReleaseOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.compensation.AcknowledgeRevokedRelease(ctx, principal(ctx), id, in.Body.Note)
-	if err != nil {
-		return nil, s.fail(ctx, err)
-	}
-	return &revokedReleaseOutput{Body: revokedReleaseBody(r)}, nil
+	return byPathID(ctx, s, in.ID, func(id uuid.UUID) (report.RevokedRelease, error) {
+		return s.compensation.AcknowledgeRevokedRelease(ctx, principal(ctx), id, in.Body.Note)
+	}, func(r report.RevokedRelease) *revokedReleaseOutput {
+		return &revokedReleaseOutput{Body: revokedReleaseBody(r)}
+	})
 }
 
 func revokedReleaseBody(r report.RevokedRelease) RevokedReleaseBody {

@@ -73,15 +73,13 @@ func (s *Server) putTaskClassPolicy(ctx context.Context, in *putTaskClassPolicyI
 	p, err := s.ledger.PutTaskClassPolicy(ctx, principal(ctx), ledger.TaskClassPolicy{
 		OrgID: in.Org, Tenant: in.Tenant, Classes: in.Body.Classes,
 	})
-	if pc, ok := pendingOf(err); ok {
-		body := taskClassPolicyBody(p)
-		body.PendingChange = pc
-		return &taskClassPolicyOutput{Status: http.StatusAccepted, Body: body}, nil
-	}
+	status, pc, err := s.changeStatus(ctx, err, http.StatusOK)
 	if err != nil {
-		return nil, s.fail(ctx, err)
+		return nil, err
 	}
-	return &taskClassPolicyOutput{Status: http.StatusOK, Body: taskClassPolicyBody(p)}, nil
+	body := taskClassPolicyBody(p)
+	body.PendingChange = pc
+	return &taskClassPolicyOutput{Status: status, Body: body}, nil
 }
 
 type taskClassPolicyPath struct {

@@ -93,13 +93,11 @@ type putThresholdInput struct {
 // change).
 func (s *Server) putWriteOffThreshold(ctx context.Context, in *putThresholdInput) (*thresholdOutput, error) {
 	t, err := s.ledger.RequestWriteOffThreshold(ctx, principal(ctx), in.Body.Currency, in.Body.ThresholdMinor)
-	if pc, ok := pendingOf(err); ok {
-		body := thresholdBody(t)
-		body.PendingChange = pc
-		return &thresholdOutput{Status: http.StatusAccepted, Body: body}, nil
-	}
+	status, pc, err := s.changeStatus(ctx, err, http.StatusOK)
 	if err != nil {
-		return nil, s.fail(ctx, err)
+		return nil, err
 	}
-	return &thresholdOutput{Status: http.StatusOK, Body: thresholdBody(t)}, nil
+	body := thresholdBody(t)
+	body.PendingChange = pc
+	return &thresholdOutput{Status: status, Body: body}, nil
 }

@@ -40,9 +40,9 @@ const delegationsBatchMaxBytes = 16 << 20
 // tokens at the per-token limit, quoted and separated, and the envelope.
 const evidenceBatchMaxBytes = maxBatchItems*(jose.MaxTokenSize+4) + 1024
 
-const delegationsBatchDescription = `Creates many delegations in one request: each item is exactly the body of POST /v1/delegations (CreateDelegationRequest) and is answered exactly as that call would answer it, in request order: {"status": 201, "delegation": ...} when created, {"status": 200, "delegation": ...} for an idempotent repeat, or {"status": 4xx, "problem": ...} with the problem that call would answer (422 validation_failed naming the field, 422 insufficient_funds, 422 budget_not_found, 422 idempotency_mismatch, 409 remote_task_taken, ...). Each item goes through the same service call as the single create, on its own: one refused item never changes another's answer. Items run concurrently, at most 16 at a time; items with the same business_operation_id run one after another in request order, so the first is created and a later one is the idempotent repeat (or 422 idempotency_mismatch), as across calls.
+const delegationsBatchDescription = `Creates many delegations in one request: each item is exactly the body of POST /v1/delegations (CreateDelegationInputBody) and is answered exactly as that call would answer it, in request order: {"status": 201, "delegation": ...} when created, {"status": 200, "delegation": ...} for an idempotent repeat, or {"status": 4xx, "problem": ...} with the problem that call would answer (422 validation_failed naming the field, 422 insufficient_funds, 422 budget_not_found, 422 idempotency_mismatch, 409 remote_task_taken, ...). Each item goes through the same service call as the single create, on its own: one refused item never changes another's answer. Items run concurrently, at most 16 at a time; items with the same business_operation_id run one after another in request order, so the first is created and a later one is the idempotent repeat (or 422 idempotency_mismatch), as across calls.
 
-1 to 1000 items (else 422 validation_failed naming body.delegations). The request is authorized as a single create: an orchestrator token, else 401 or 403 for the whole request. Each item is validated against the single create's schema on its own (CreateDelegationRequest), so the batch body's schema shows items of any shape. The batch body is at most 16 MiB; an item over the single create's own body limit (1 MiB) is its own 413 body_too_large. The answer is 200 whatever the items' answers; the request counts as one request for the rate limit.`
+1 to 1000 items (else 422 validation_failed naming body.delegations). The request is authorized as a single create: an orchestrator token, else 401 or 403 for the whole request. Each item is validated against the single create's schema on its own (CreateDelegationInputBody), so the batch body's schema shows items of any shape. The batch body is at most 16 MiB; an item over the single create's own body limit (1 MiB) is its own 413 body_too_large. The answer is 200 whatever the items' answers; the request counts as one request for the rate limit.`
 
 const evidenceBatchDescription = `Posts many signed evidence tokens in one request, as application/json {"tokens": ["<compact JWS>", ...]} with 1 to 1000 tokens (else 422 validation_failed naming body.tokens). Each token is handled exactly as POST /v1/compensation/acks or /v1/compensation/declarations would handle it, chosen by its JOSE typ: compensation-ack+jwt goes to the ack path, no-compensation-required+jwt to the declaration path, and any other token to the ack path, which refuses it with the same uniform 401 token_refused after the same signature verification, so the choice tells nothing. Answers come in request order, each {"status": 200, "id": ..., "evidence": {"outcome": ...}} as the single answer's body, or {"status": 4xx, "problem": ...} with the problem the single endpoint would answer: the uniform 401 token_refused for every refusal decided before the token verified and matched a delegation, per token, and the told refusals (409, 422) otherwise. A token over 16 KiB is its own 413 token_too_large. Tokens run concurrently, at most 16 at a time; tokens naming the same org and task run one after another in request order. No bearer token. The answer is 200 whatever the tokens' answers; the batch is rate limited per client address as one request (the limiter takes one token per request, not one per item). The body is at most about 16 MiB.`
 
@@ -73,7 +73,7 @@ func (s *Server) registerBatch() {
 
 type delegationsBatchInput struct {
 	Body struct {
-		Delegations []json.RawMessage `json:"delegations" minItems:"1" maxItems:"1000" doc:"1 to 1000 bodies of POST /v1/delegations (CreateDelegationRequest), each validated and answered on its own."`
+		Delegations []json.RawMessage `json:"delegations" nullable:"false" minItems:"1" maxItems:"1000" doc:"1 to 1000 bodies of POST /v1/delegations (CreateDelegationInputBody), each validated and answered on its own."`
 	}
 }
 
@@ -163,7 +163,7 @@ func (s *Server) decodeCreateItem(raw json.RawMessage, create createSchema) (*cr
 
 type evidenceBatchInput struct {
 	Body struct {
-		Tokens []string `json:"tokens" minItems:"1" maxItems:"1000" doc:"1 to 1000 compact JWS tokens, each as the body of POST /v1/compensation/acks or /declarations (at most 16 KiB each)."`
+		Tokens []string `json:"tokens" nullable:"false" minItems:"1" maxItems:"1000" doc:"1 to 1000 compact JWS tokens, each as the body of POST /v1/compensation/acks or /declarations (at most 16 KiB each)."`
 	}
 }
 

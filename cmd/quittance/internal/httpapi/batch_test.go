@@ -160,19 +160,19 @@ func TestBatchLimits(t *testing.T) {
 	t.Parallel()
 	e := newCompEnv(t)
 	one := apitest.NewCreateRequest("limit-1", orgB, "procurement", budgetID, 1, "EUR")
-	for _, n := range []int{0, 1001} {
-		items := make([]any, n)
-		for i := range items {
-			items[i] = one
+	for _, n := range []int{-1, 0, 1001} { // -1: null
+		var items []any
+		var tokens []string
+		if n >= 0 {
+			items, tokens = make([]any, n), make([]string, n)
+		}
+		for i := range n {
+			items[i], tokens[i] = one, "x"
 		}
 		p := e.Do(t, http.MethodPost, "/v1/delegations/batch", e.orch, map[string]any{"delegations": items}).
 			Problem(t, http.StatusUnprocessableEntity, "validation_failed")
 		if len(p.Errors) != 1 || p.Errors[0].Location != "body.delegations" {
 			t.Errorf("%d items: %+v", n, p)
-		}
-		tokens := make([]string, n)
-		for i := range tokens {
-			tokens[i] = "x"
 		}
 		p = e.Do(t, http.MethodPost, "/v1/compensation/evidence/batch", "", map[string]any{"tokens": tokens}).
 			Problem(t, http.StatusUnprocessableEntity, "validation_failed")
@@ -180,6 +180,7 @@ func TestBatchLimits(t *testing.T) {
 			t.Errorf("%d tokens: %+v", n, p)
 		}
 	}
+	e.Do(t, http.MethodPost, "/v1/delegations/batch", e.orch, map[string]any{}).Problem(t, http.StatusUnprocessableEntity, "validation_failed")
 	e.Do(t, http.MethodPost, "/v1/delegations/batch", "", map[string]any{"delegations": []any{one}}).
 		Problem(t, http.StatusUnauthorized, "unauthenticated")
 	finance := e.NewToken(t, ledger.RoleFinance, "", "fin")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -77,6 +79,15 @@ func TestCLIDelegationsCreateBatch(t *testing.T) {
 	}
 	if results[0].Status != 200 || results[1].Status != 422 || results[1].Problem == nil || results[1].Problem.Code != "budget_not_found" || results[2].Status != 201 {
 		t.Fatalf("JSON Lines: %+v", results)
+	}
+
+	// - reads stdin.
+	var stdout, stderr bytes.Buffer
+	root := newRootCommand(func(k string) string { return map[string]string{"QUITTANCE_URL": e.url, "QUITTANCE_TOKEN": orch}[k] }, &stdout, &stderr)
+	root.SetIn(strings.NewReader(batchCreateBody("stdin-1", "ops") + "\n"))
+	root.SetArgs([]string{"delegations", "create-batch", "--file", "-"})
+	if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(stdout.String(), `"status": 201`) {
+		t.Fatalf("--file -: %v %s %s", err, stdout.String(), stderr.String())
 	}
 
 	for name, content := range map[string]string{"not JSON": "{not json\n", "not objects": "[1, 2]", "empty": "\n"} {

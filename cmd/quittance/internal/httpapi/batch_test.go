@@ -249,3 +249,25 @@ func TestBatchEvidence(t *testing.T) {
 	}
 	e.CheckInvariants(t)
 }
+
+// TestBatchEvidenceRateLimit: the evidence batch is rate limited per
+// client address like the single endpoints, and counts as one request
+// whatever its number of tokens: with a burst of 2, two batches of five
+// tokens are answered item by item and the third request is 429.
+func TestBatchEvidenceRateLimit(t *testing.T) {
+	t.Parallel()
+	e := apitest.New(t, apitest.WithRateLimit(httpapi.RateLimit{RPS: 0.001, Burst: 2}))
+	tokens := map[string]any{"tokens": []string{"a", "b", "c", "d", "e"}}
+	for range 2 {
+		for i, r := range batch(t, e, "/v1/compensation/evidence/batch", "", tokens, 5) {
+			if r.Status != http.StatusUnauthorized {
+				t.Fatalf("token %d: %d %s", i, r.Status, r.Problem)
+			}
+		}
+	}
+	r := e.Do(t, http.MethodPost, "/v1/compensation/evidence/batch", "", tokens)
+	r.Problem(t, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+}

@@ -93,6 +93,7 @@ func newDelegationsCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	resolve.Flags().StringVar(&contextID, "context-id", "", "that task's context id, if the org gave it")
 	resolve.Flags().StringVar(&reason, "reason", "", "who at the org confirmed it, and a ticket (required)")
 	cmd.AddCommand(resolve)
+	cmd.AddCommand(newCreateBatchCommand(getenv, stdout))
 	cmd.AddCommand(newWriteOffRemoteTaskCommand(getenv, stdout))
 	cmd.AddCommand(newRedriveRemoteTaskCommand(getenv, stdout))
 	cmd.AddCommand(&cobra.Command{

@@ -91,7 +91,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, query url.Value
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if accept == "" {
 		accept = "application/json"
 	}

@@ -105,6 +105,7 @@ func newRootCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra
 		newRevokedReleasesCommand(getenv, stdout),
 		newWebhooksCommand(getenv, stdout),
 		newTaskClassesCommand(getenv, stdout),
+		newEvidenceCommand(getenv, stdout),
 	)
 	// A demo supplier's A2A agent, for the local walk-through.
 	root.AddCommand(newDemoAgentCommand(getenv, stdout, stderr))

@@ -136,6 +136,7 @@ func New(cfg Config) *Server {
 	s.registerOrgKeys()
 	s.registerWriteOffThreshold()
 	s.registerCompensation()
+	s.registerBatch()
 	s.registerCompensationRedrive()
 	s.registerDispatchResolve()
 	s.registerExtraTaskWriteOff()

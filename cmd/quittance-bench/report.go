@@ -321,7 +321,9 @@ func (r *benchRenderer) costs() {
 		return
 	}
 	const cols = "PG CPU µs\tservice CPU µs\tload gen CPU µs\ttotal CPU µs\tWAL bytes\tstatements\tnested statements\tcommits"
-	r.text.WriteString("\nCost per operation (a Quittance API call; a pgbench transaction), over each run's measured window:\n\n")
+	r.text.WriteString("\nCost per operation (a Quittance API call; a pgbench transaction), over each run's measured window.\n" +
+		"CPU: the whole cluster, the service processes, the load generator (pgbench itself for the anchor); WAL: the cluster's;\n" +
+		"statements: pg_stat_statements, top-level and nested (triggers, functions, foreign-key checks); commits: xact_commit.\n\n")
 	r.md.WriteString("\nCost per operation (a Quittance API call; a pgbench transaction) over each run's measured window: CPU time of " +
 		"PostgreSQL (every process of the cluster), the service processes and the load generator (pgbench itself for the anchor), " +
 		"WAL written, statements from `pg_stat_statements` (top-level, `BEGIN` and `COMMIT` included; nested: those of triggers, " +

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -148,6 +150,7 @@ type pgbenchResult struct {
 	P50, P99 time.Duration // zero without the transaction log
 	Txns     int
 	Load     string // the 1-minute load average at the end
+	Cost     windowCost
 }
 
 // lifecycleResult is one Quittance lifecycle run.
@@ -163,6 +166,7 @@ type lifecycleResult struct {
 	PeakRSS  int64         // the largest of the replicas'
 	Duration time.Duration
 	Load     string // the 1-minute load average at the end
+	Cost     windowCost
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -185,6 +189,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		sc    *scaleResult
 	)
 	if !cfg.SkipLifecycle {
+		if h.cost, err = newCostMeter(ctx, h); err != nil {
+			return err
+		}
+		defer h.cost.close()
 		for _, n := range cfg.Clients {
 			// Each anchor is run right before the Quittance case it anchors,
 			// so both see the machine in the same state.
@@ -197,8 +205,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(stderr, "pgbench   c=%-3d scale %-3d %8.1f tps  mean %s p50 %s p99 %s load %s\n",
-					n, scale, r.TPS, ms(r.Avg), ms(r.P50), ms(r.P99), r.Load)
+				fmt.Fprintf(stderr, "pgbench   c=%-3d scale %-3d %8.1f tps  mean %s p50 %s p99 %s load %s\n  %s\n",
+					n, scale, r.TPS, ms(r.Avg), ms(r.P50), ms(r.P99), r.Load, r.Cost)
 				pgb = append(pgb, r)
 				replicas := []int{1}
 				if mode == "many" && cfg.Replicas > 1 {
@@ -209,11 +217,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(stderr, "quittance c=%-3d %-4s ×%d %8.1f ops/s mean %s p50 %s p99 %s rss %s errors %d load %s\n",
-						n, mode, rep, l.OpsPerS, ms(l.Avg), ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load)
+					fmt.Fprintf(stderr, "quittance c=%-3d %-4s ×%d %8.1f ops/s mean %s p50 %s p99 %s rss %s errors %d load %s\n  %s\n",
+						n, mode, rep, l.OpsPerS, ms(l.Avg), ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load, l.Cost)
 					lifes = append(lifes, l)
 				}
 			}
+		}
+		// The runs after these pay nothing for counting statements.
+		if err := h.cost.track(ctx, "none"); err != nil {
+			return err
 		}
 	}
 	if !cfg.SkipScale {
@@ -247,24 +259,13 @@ func checkpoint(ctx context.Context, h *harness) error {
 }
 
 // runPgbench initializes pgbench at scale in a fresh database and runs
-// tpcb-like with n clients and 2 threads. With txnLog every transaction is
-// logged (-l), and the percentiles are computed from the log the same way
-// as Quittance's; without it neither side logs.
+// tpcb-like with n clients and 2 threads, measuring what its transactions
+// cost (pgbench's own CPU time is the load generator's). With txnLog every
+// transaction is logged (-l), and the percentiles are computed from the
+// log the same way as Quittance's; without it neither side logs.
 func runPgbench(ctx context.Context, h *harness, n, scale int, d time.Duration, txnLog bool) (pgbenchResult, error) {
-	url, err := h.createDatabase(ctx, "pgbench")
+	bin, url, err := initPgbench(ctx, h, scale)
 	if err != nil {
-		return pgbenchResult{}, err
-	}
-	bin, err := findPgbench(h.binDir)
-	if err != nil {
-		return pgbenchResult{}, err
-	}
-	// Server-side data generation (-I G): the same tables, faster at scale.
-	init := exec.CommandContext(ctx, bin, "-i", "-s", strconv.Itoa(scale), "-q", "-I", "dtGvp", url)
-	if out, err := init.CombinedOutput(); err != nil {
-		return pgbenchResult{}, fmt.Errorf("pgbench -i -s %d: %w: %s", scale, err, out)
-	}
-	if err := checkpoint(ctx, h); err != nil {
 		return pgbenchResult{}, err
 	}
 	logDir := filepath.Join(h.dir, fmt.Sprintf("pgbench-s%d-c%d", scale, n))
@@ -275,20 +276,25 @@ func runPgbench(ctx context.Context, h *harness, n, scale int, d time.Duration, 
 	if txnLog {
 		args = append(args, "-l", "--log-prefix="+filepath.Join(logDir, "txn"))
 	}
+	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
-	out, err := cmd.CombinedOutput()
+	cmd.Stdout, cmd.Stderr = &out, &out
+	w, err := h.cost.begin(ctx, "pgbench", nil)
 	if err != nil {
-		return pgbenchResult{}, fmt.Errorf("pgbench: %w: %s", err, out)
+		return pgbenchResult{}, err
+	}
+	if err := cmd.Run(); err != nil {
+		return pgbenchResult{}, fmt.Errorf("pgbench: %w: %s", err, out.Bytes())
 	}
 	r := pgbenchResult{Clients: n, Scale: scale}
-	if m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
-		r.TPS, _ = strconv.ParseFloat(string(m[1]), 64)
-	} else {
-		return r, fmt.Errorf("no tps in the pgbench output: %s", out)
+	if r.Cost, err = w.end(ctx, true); err != nil {
+		return r, err
 	}
-	if m := regexp.MustCompile(`latency average = ([0-9.]+) ms`).FindSubmatch(out); m != nil {
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		r.Avg = time.Duration(v * float64(time.Millisecond))
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.Cost.Load = rusageCPU(ru)
+	}
+	if err := parsePgbench(out.Bytes(), &r); err != nil {
+		return r, err
 	}
 	if txnLog {
 		lat, err := readTxnLogs(filepath.Join(logDir, "txn*"))
@@ -299,6 +305,43 @@ func runPgbench(ctx context.Context, h *harness, n, scale int, d time.Duration, 
 	}
 	r.Load = loadAverage()
 	return r, nil
+}
+
+// initPgbench creates the pgbench database, initializes it at scale and
+// checkpoints, and returns pgbench's executable and the database's URL.
+func initPgbench(ctx context.Context, h *harness, scale int) (bin, url string, err error) {
+	if url, err = h.createDatabase(ctx, "pgbench"); err != nil {
+		return "", "", err
+	}
+	if bin, err = findPgbench(h.binDir); err != nil {
+		return "", "", err
+	}
+	// Server-side data generation (-I G): the same tables, faster at scale.
+	init := exec.CommandContext(ctx, bin, "-i", "-s", strconv.Itoa(scale), "-q", "-I", "dtGvp", url)
+	if out, err := init.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("pgbench -i -s %d: %w: %s", scale, err, out)
+	}
+	return bin, url, checkpoint(ctx, h)
+}
+
+// parsePgbench reads the TPS, the mean latency and the transactions
+// processed from pgbench's output into r.
+func parsePgbench(out []byte, r *pgbenchResult) error {
+	if m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out); m != nil {
+		r.TPS, _ = strconv.ParseFloat(string(m[1]), 64)
+	} else {
+		return fmt.Errorf("no tps in the pgbench output: %s", out)
+	}
+	if m := regexp.MustCompile(`latency average = ([0-9.]+) ms`).FindSubmatch(out); m != nil {
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		r.Avg = time.Duration(v * float64(time.Millisecond))
+	}
+	m := regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`).FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("no transaction count in the pgbench output: %s", out)
+	}
+	r.Cost.Ops, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	return nil
 }
 
 // readTxnLogs reads per-transaction logs in pgbench's format (client_id
@@ -451,6 +494,7 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		return res, err
 	}
 	res.Ops = r.ops.Load()
+	res.Cost.Ops = res.Ops
 	res.Load = loadAverage()
 	stop()
 	wg.Wait()
@@ -667,6 +711,14 @@ func (r *lifecycleRun) measure(ctx context.Context, res *lifecycleResult) error 
 		pprofDone = make(chan error, 1)
 		go func() { pprofDone <- fetchCPUProfile(ctx, r.debugAddr, cfg.Duration, pprofPath) }()
 	}
+	pids := make([]int, len(r.svcs))
+	for i, s := range r.svcs {
+		pids[i] = s.cmd.Process.Pid
+	}
+	w, err := h.cost.begin(ctx, r.name, pids)
+	if err != nil {
+		return err
+	}
 	r.measuring.Store(true)
 	t0 := time.Now()
 	select {
@@ -675,6 +727,9 @@ func (r *lifecycleRun) measure(ctx context.Context, res *lifecycleResult) error 
 	}
 	r.measuring.Store(false)
 	res.Duration = time.Since(t0)
+	if res.Cost, err = w.end(ctx, false); err != nil {
+		return err
+	}
 	if perf != nil {
 		_ = perf.Process.Signal(os.Interrupt)
 		_ = perf.Wait()

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +22,8 @@ func TestBenchRunsEveryPart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	err := run(ctx, []string{"bench",
+	md := filepath.Join(t.TempDir(), "bench.md")
+	err := run(ctx, []string{"bench", "-markdown", md,
 		"-duration", "2s", "-warmup", "500ms", "-clients", "2", "-budgets", "4", "-many-scale", "2", "-replicas", "2",
 		"-scale-delegations", "2000", "-scale-open", "100", "-scale-requests", "3", "-scale-chunk", "1000",
 		"-sweep-due", "100", "-sweep-replicas", "2",
@@ -30,12 +35,81 @@ func TestBenchRunsEveryPart(t *testing.T) {
 	for _, want := range []string{
 		"one hot budget", "Replicas: 2 service processes",
 		"obligations, first page", "console: obligations page", "CSV export #3", "Deadline sweep: 100 obligations",
-		"0 moved twice",
+		"0 moved twice", "Cost per operation", "Cost per lifecycle",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
 	}
+	doc, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statements := !strings.Contains(stderr.String(), "pg_stat_statements is not installed")
+	checkCostTables(t, string(doc), statements)
+}
+
+// checkCostTables checks that the Markdown cost tables have a row for
+// each anchor and lifecycle run of the tiny bench (two anchors, three
+// lifecycle runs) and that every figure measured is there and positive:
+// all but the service's for pgbench and the nested statements (pgbench
+// has none), and the statements only when pg_stat_statements is installed.
+func checkCostTables(t *testing.T, doc string, statements bool) {
+	t.Helper()
+	perOp := tableRows(doc, "Cost per operation")
+	if len(perOp) != 5 {
+		t.Fatalf("%d rows in the cost per operation table, want 5:\n%s", len(perOp), doc)
+	}
+	// Columns: clients, case, side, ops, PG, service, load generator,
+	// total, WAL, statements, nested, commits.
+	for _, row := range perOp {
+		anchor := strings.HasPrefix(row[2], "pgbench")
+		for i, cell := range row[3:] {
+			col := i + 3
+			skip := col == 10 || col == 5 && anchor || col == 9 && !statements
+			if v, err := strconv.ParseFloat(cell, 64); !skip && (err != nil || v <= 0) {
+				t.Errorf("cost per operation, %s, column %d: %q is not a positive figure", row[2], col, cell)
+			}
+		}
+		if anchor && row[5] != "—" {
+			t.Errorf("pgbench has a service CPU time: %q", row[5])
+		}
+	}
+	perLifecycle := tableRows(doc, "Cost per lifecycle")
+	if len(perLifecycle) != 3 {
+		t.Fatalf("%d rows in the cost per lifecycle table, want 3:\n%s", len(perLifecycle), doc)
+	}
+	for _, row := range perLifecycle {
+		if pg := row[3]; !regexp.MustCompile(`^[1-9][0-9]* / [1-9][0-9]*$`).MatchString(pg) {
+			t.Errorf("cost per lifecycle, %s: PostgreSQL CPU %q is not two positive figures", row[2], pg)
+		}
+	}
+}
+
+// tableRows are the cells of the body rows of the first Markdown table
+// after the paragraph that starts with title.
+func tableRows(doc, title string) [][]string {
+	_, rest, _ := strings.Cut(doc, "\n"+title)
+	var rows [][]string
+	started := false
+	for _, line := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			if started {
+				break
+			}
+			continue
+		}
+		started = true
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if cells[0] == "clients" || strings.HasPrefix(cells[0], "---") {
+			continue
+		}
+		rows = append(rows, cells)
+	}
+	return rows
 }
 
 func TestSoakRunsEveryPart(t *testing.T) {

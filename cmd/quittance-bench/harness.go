@@ -43,6 +43,7 @@ type harness struct {
 	binDir  string
 	binary  string
 	cluster *pgcluster.Cluster
+	cost    *costMeter // the bench's lifecycle runs and anchors are measured with it; nil otherwise
 	log     *slog.Logger
 	stderr  io.Writer
 }

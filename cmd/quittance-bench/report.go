@@ -82,6 +82,7 @@ func renderBench(cfg benchConfig, m machine, pgb []pgbenchResult, lifes []lifecy
 	if len(lifes) > 0 {
 		r.lifecycles()
 		r.replicas()
+		r.costs()
 	}
 	if sc != nil {
 		renderScale(&r.text, &r.md, sc, r.verdict)
@@ -276,4 +277,82 @@ func renderScale(text, md *strings.Builder, sc *scaleResult, verdict func(bool) 
 			s.Due, s.Replicas, s.Took.Round(time.Millisecond), targetSweep, took, s.Moved, s.Events, s.Twice, once,
 			s.PerReplica, mib(s.PeakRSS), rss)
 	}
+}
+
+// costRow is one measured run in the cost tables: a pgbench anchor, or a
+// lifecycle run beside its anchor.
+type costRow struct {
+	clients      int
+	name, side   string
+	isAnchor     bool
+	cost, anchor windowCost
+}
+
+// costRows are the runs in the order of the throughput tables: each
+// anchor, then the lifecycle runs it anchors.
+func (r *benchRenderer) costRows() []costRow {
+	var rows []costRow
+	for _, n := range r.cfg.Clients {
+		for _, mode := range []string{"many", "hot"} {
+			scale, name := r.cfg.ManyScale, fmt.Sprintf("%d budgets", r.cfg.ManyBudgets)
+			if mode == "hot" {
+				scale, name = r.cfg.HotScale, "one hot budget"
+			}
+			pg := r.anchor(n, scale)
+			if !pg.Cost.measured() {
+				continue
+			}
+			rows = append(rows, costRow{clients: n, name: name, side: fmt.Sprintf("pgbench scale %d", scale), isAnchor: true, cost: pg.Cost, anchor: pg.Cost})
+			for _, l := range r.lifes {
+				if l.Clients == n && l.Mode == mode && l.Cost.measured() {
+					rows = append(rows, costRow{clients: n, name: name, side: fmt.Sprintf("quittance ×%d", l.Replicas), cost: l.Cost, anchor: pg.Cost})
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// costs renders what an operation costs beside what a pgbench
+// transaction costs, and a lifecycle beside three pgbench transactions.
+func (r *benchRenderer) costs() {
+	rows := r.costRows()
+	if len(rows) == 0 {
+		return
+	}
+	const cols = "PG CPU µs\tservice CPU µs\tload gen CPU µs\ttotal CPU µs\tWAL bytes\tstatements\tnested statements\tcommits"
+	r.text.WriteString("\nCost per operation (a Quittance API call; a pgbench transaction), over each run's measured window.\n" +
+		"CPU: the whole cluster, the service processes, the load generator (pgbench itself for the anchor); WAL: the cluster's;\n" +
+		"statements: pg_stat_statements, top-level and nested (triggers, functions, foreign-key checks); commits: xact_commit.\n\n")
+	r.md.WriteString("\nCost per operation (a Quittance API call; a pgbench transaction) over each run's measured window: CPU time of " +
+		"PostgreSQL (every process of the cluster), the service processes and the load generator (pgbench itself for the anchor), " +
+		"WAL written, statements from `pg_stat_statements` (top-level, `BEGIN` and `COMMIT` included; nested: those of triggers, " +
+		"functions and foreign-key checks) and commits (`xact_commit`):\n\n")
+	tw := tabwriter.NewWriter(&r.text, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "clients\tcase\tside\tops\t%s\t\n", cols)
+	r.md.WriteString("| clients | case | side | ops | " + strings.ReplaceAll(cols, "\t", " | ") + " |\n|---:|---|---|" + strings.Repeat("---:|", 9) + "\n")
+	for _, row := range rows {
+		v := row.cost.cells(1)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t\n", row.clients, row.name, row.side, row.cost.Ops, strings.Join(v, "\t"))
+		fmt.Fprintf(&r.md, "| %d | %s | %s | %d | %s |\n", row.clients, row.name, row.side, row.cost.Ops, strings.Join(v, " | "))
+	}
+	tw.Flush()
+
+	r.text.WriteString("\nCost per lifecycle (3 Quittance calls) beside 3 pgbench transactions, pgbench / Quittance:\n\n")
+	r.md.WriteString("\nCost per lifecycle (three Quittance calls) beside three pgbench transactions, pgbench / Quittance:\n\n")
+	tw = tabwriter.NewWriter(&r.text, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "clients\tcase\tside\t%s\t\n", cols)
+	r.md.WriteString("| clients | case | side | " + strings.ReplaceAll(cols, "\t", " | ") + " |\n|---:|---|---|" + strings.Repeat("---:|", 8) + "\n")
+	for _, row := range rows {
+		if row.isAnchor {
+			continue
+		}
+		a, q := row.anchor.cells(3), row.cost.cells(3)
+		for i := range q {
+			q[i] = a[i] + " / " + q[i]
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t\n", row.clients, row.name, row.side, strings.Join(q, "\t"))
+		fmt.Fprintf(&r.md, "| %d | %s | %s | %s |\n", row.clients, row.name, row.side, strings.Join(q, " | "))
+	}
+	tw.Flush()
 }

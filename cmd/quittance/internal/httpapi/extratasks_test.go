@@ -494,6 +494,16 @@ func TestExtraTaskRedrive(t *testing.T) {
 		}
 	}
 	// The agent works on the first request: the series is still running.
+	// The worker records the attempt after the agent has received it, so
+	// wait for that record before taking the refusal's snapshot.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if attempts, _, _ := e.extraTaskRow(t, d.ID, "kt-1"); attempts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first compensation request was never recorded as an attempt")
+		}
+	}
 	refused("a redrive while requests are sent", e.OncallToken, path, reason, http.StatusConflict, "redrive_not_allowed")
 
 	// Every answer from now on is a failed receipt: the requests exhaust.

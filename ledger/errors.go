@@ -24,6 +24,11 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrUnknownTaskStatus is returned for a task state no A2A version defines.
 	ErrUnknownTaskStatus = errors.New("unknown task status")
+	// ErrUnavailable: the ledger cannot take the request now (its write
+	// queue is full, or the database is out of reach or read-only) and
+	// applied none of it, so the same request, with the same idempotency
+	// key, may be sent again after a pause.
+	ErrUnavailable = errors.New("temporarily unavailable")
 	// ErrConcurrentUpdate: a row changed under an update that expected its
 	// previous version. Callers retry the whole transaction.
 	ErrConcurrentUpdate = errors.New("concurrent update")

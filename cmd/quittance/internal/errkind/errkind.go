@@ -73,6 +73,9 @@ const (
 	InsufficientFunds Kind = "insufficient_funds"
 	// UnknownTaskStatus: a task state no A2A version defines.
 	UnknownTaskStatus Kind = "unknown_task_status"
+	// Unavailable: nothing was applied and the same request may be sent
+	// again after a pause (ledger.ErrUnavailable).
+	Unavailable Kind = "unavailable"
 )
 
 // StatusClientClosedRequest is the status of a request its client
@@ -104,6 +107,7 @@ var statuses = map[Kind]int{
 	IdempotencyMismatch:    http.StatusUnprocessableEntity,
 	InsufficientFunds:      http.StatusUnprocessableEntity,
 	UnknownTaskStatus:      http.StatusUnprocessableEntity,
+	Unavailable:            http.StatusServiceUnavailable,
 }
 
 // Status is the HTTP status the kind is answered with; 500 for a kind
@@ -202,6 +206,7 @@ var lateSentinels = []sentinel{
 	{ledger.ErrIdempotencyMismatch, IdempotencyMismatch},
 	{ledger.ErrInsufficientFunds, InsufficientFunds},
 	{ledger.ErrUnknownTaskStatus, UnknownTaskStatus},
+	{ledger.ErrUnavailable, Unavailable},
 	{context.Canceled, Canceled},
 }
 

@@ -42,6 +42,7 @@ func TestOf(t *testing.T) {
 		{ledger.ErrIdempotencyMismatch, errkind.IdempotencyMismatch, 422},
 		{ledger.ErrInsufficientFunds, errkind.InsufficientFunds, 422},
 		{ledger.ErrUnknownTaskStatus, errkind.UnknownTaskStatus, 422},
+		{fmt.Errorf("write queue full: %w", ledger.ErrUnavailable), errkind.Unavailable, 503},
 		{context.Canceled, errkind.Canceled, 499},
 		{ledger.ErrConcurrentUpdate, errkind.Internal, 500},
 		{errors.New("boom"), errkind.Internal, 500},

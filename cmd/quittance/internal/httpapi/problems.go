@@ -24,7 +24,17 @@ type Problem struct {
 	Detail   string              `json:"detail,omitempty" doc:"What went wrong in this occurrence."`
 	Instance string              `json:"instance,omitempty"`
 	Errors   []*huma.ErrorDetail `json:"errors,omitempty" doc:"The individual fields at fault."`
+
+	// headers are sent with the problem (huma.HeadersError): Retry-After.
+	headers http.Header
 }
+
+// GetHeaders implements huma.HeadersError.
+func (p *Problem) GetHeaders() http.Header { return p.headers }
+
+// unavailableRetryAfter is the Retry-After of a 503: a full write queue
+// drains, and a database failover completes, in about that long.
+const unavailableRetryAfter = "1"
 
 // Error implements error.
 func (p *Problem) Error() string { return p.Detail }
@@ -125,6 +135,11 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 			&huma.ErrorDetail{Location: "body.state", Message: "not an A2A task state"})
 	case errkind.Internal:
 		log.ErrorContext(ctx, "request failed", slog.Any("error", err))
+	case errkind.Unavailable:
+		log.WarnContext(ctx, "request refused for now", slog.Any("error", err))
+		p := newProblem(status, problemWording[kind].code, problemWording[kind].detail)
+		p.headers = http.Header{"Retry-After": {unavailableRetryAfter}}
+		return p
 	case errkind.Canceled, errkind.PushUnauthorized, errkind.PushTaskMismatch, errkind.MalformedPush,
 		errkind.WriteOffSelfApproval, errkind.SelfApproval, errkind.IdentityNotLinked, errkind.NotFound,
 		errkind.Unauthenticated, errkind.Forbidden, errkind.IdempotencyMismatch, errkind.InsufficientFunds:
@@ -154,6 +169,7 @@ var problemWording = map[errkind.Kind]wording{
 	errkind.Forbidden:           {"forbidden", "this token's role may not do this"},
 	errkind.IdempotencyMismatch: {"idempotency_mismatch", "this business_operation_id was already used with a different request"},
 	errkind.InsufficientFunds:   {"insufficient_funds", "the budget's available amount does not cover the hold"},
+	errkind.Unavailable:         {"unavailable", "the ledger cannot take this request now and applied none of it; send it again, with the same idempotency key, after Retry-After"},
 }
 
 // rateLimitedProblem is the 429 of a request over its rate limit: its

@@ -26,8 +26,9 @@ import (
 // nothing.
 type storableDB struct{ db dbsqlc.DBTX }
 
-// newQueries returns the sqlc queries on db, through storableDB.
-func newQueries(db dbsqlc.DBTX) *dbsqlc.Queries { return dbsqlc.New(storableDB{db}) }
+// newQueries returns the sqlc queries on db, through storableDB and
+// unavailableDB.
+func newQueries(db dbsqlc.DBTX) *dbsqlc.Queries { return dbsqlc.New(storableDB{withUnavailable(db)}) }
 
 func (s storableDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return s.db.Exec(ctx, sql, storableArgs(args)...)

@@ -133,7 +133,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) (*tx, error) {
 		return nil, interpretError(err)
 	}
 	if err := pgtx.Commit(ctx); err != nil {
-		return nil, interpretError(fmt.Errorf("commit: %w", err))
+		return nil, interpretError(commitError(err))
 	}
 	return t, nil
 }

@@ -29,6 +29,12 @@ var (
 	// applied none of it, so the same request, with the same idempotency
 	// key, may be sent again after a pause.
 	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrOutcomeUnknown: the database's answer to the request's commit was
+	// lost (the connection broke after COMMIT was sent, or the primary died
+	// while its standby had yet to confirm it), so the request may or may
+	// not have been applied. Unlike ErrUnavailable it promises nothing; the
+	// same request with the same idempotency key finds out which.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the commit's answer was lost")
 	// ErrConcurrentUpdate: a row changed under an update that expected its
 	// previous version. Callers retry the whole transaction.
 	ErrConcurrentUpdate = errors.New("concurrent update")

@@ -78,6 +78,15 @@ func (r apiResult) ok() bool { return r.err == nil && r.status >= 200 && r.statu
 // send it again, unchanged.
 func (r apiResult) retryable() bool { return r.err != nil || r.status >= 500 }
 
+// problemCode is the code of a problem+json answer, or "".
+func problemCode(r apiResult) string {
+	var p struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(r.body, &p)
+	return p.Code
+}
+
 func (r apiResult) String() string {
 	if r.err != nil {
 		return "error: " + r.err.Error()
@@ -722,9 +731,9 @@ func TestPostgresLostCommitAcknowledgement(t *testing.T) {
 	if res.ok() {
 		t.Fatalf("create through the cut connection answered %v", res)
 	}
-	if res.status == http.StatusServiceUnavailable {
-		// 503 says nothing was applied; a lost COMMIT's outcome is unknown.
-		t.Fatalf("create whose commit acknowledgement was lost answered %v, claiming nothing was applied", res)
+	if res.status != http.StatusInternalServerError || problemCode(res) != "outcome_unknown" {
+		// Not 503, which says nothing was applied: the outcome is unknown.
+		t.Fatalf("create whose commit acknowledgement was lost answered %v, want 500 outcome_unknown", res)
 	}
 	if proxy.cuts.Load() != 1 {
 		t.Fatalf("the proxy cut %d commits, want 1 (answer: %v)", proxy.cuts.Load(), res)
@@ -746,7 +755,7 @@ func TestPostgresLostCommitAcknowledgement(t *testing.T) {
 	ack := signAck(t, s.signer, d)
 	proxy.arm([]byte(ack[len(ack)-40:])) // the token is bound (as the event's evidence) in the ack's transaction
 	res = s.api.do(t.Context(), http.MethodPost, "/v1/compensation/acks", "", ack)
-	if res.ok() || res.status == http.StatusServiceUnavailable || proxy.cuts.Load() != 2 {
+	if res.ok() || problemCode(res) != "outcome_unknown" || proxy.cuts.Load() != 2 {
 		t.Fatalf("ack through the cut connection answered %v after %d cuts", res, proxy.cuts.Load())
 	}
 	var state string

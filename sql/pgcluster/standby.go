@@ -43,7 +43,7 @@ func StartStandby(ctx context.Context, primary *Cluster, cfg Config) (*Cluster, 
 		}
 	}
 	cmd := c.command(c.tool("pg_basebackup"), "-D", dataDir, "-R", "-X", "stream",
-		"--checkpoint=fast", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port()), "-U", Superuser)
+		"--checkpoint=fast", "--no-sync", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port()), "-U", Superuser)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

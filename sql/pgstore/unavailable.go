@@ -31,9 +31,9 @@ import (
 //
 // A COMMIT whose answer was lost (the connection broke after it was sent,
 // or the primary died while a synchronous standby had yet to confirm it)
-// may have committed: its error is left as it is, an internal error, and
-// the client's retry with the same idempotency key finds what was
-// committed.
+// may have committed: its error says ledger.ErrOutcomeUnknown instead, a
+// 500 that says so, and the client's retry with the same idempotency key
+// finds what was committed.
 
 // unavailableDB is the DBTX under every statement of the store
 // (newQueries): it marks the errors of db's statements unavailable by the
@@ -97,14 +97,18 @@ type unavailableRow struct {
 
 func (r unavailableRow) Scan(dest ...any) error { return r.u.mark(r.row.Scan(dest...)) }
 
-// commitError is the error of a failed COMMIT: unavailable only when
-// nothing of it was sent; otherwise its outcome is unknown (see above).
+// commitError is the error of a failed COMMIT: unavailable when nothing
+// of it was sent, of unknown outcome when the database could not answer
+// it (see above), and otherwise PostgreSQL's refusal as it is.
 func commitError(err error) error {
 	err = fmt.Errorf("commit: %w", err)
-	if cannotTakeNow(err) && nothingSent(err) {
+	switch {
+	case !cannotTakeNow(err):
+		return err
+	case nothingSent(err):
 		return markUnavailable(err)
 	}
-	return err
+	return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)
 }
 
 // markUnavailable wraps err so that errors.Is(err, ledger.ErrUnavailable).

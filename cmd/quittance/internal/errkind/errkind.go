@@ -76,6 +76,9 @@ const (
 	// Unavailable: nothing was applied and the same request may be sent
 	// again after a pause (ledger.ErrUnavailable).
 	Unavailable Kind = "unavailable"
+	// OutcomeUnknown: the commit's answer was lost; the request may have
+	// been applied (ledger.ErrOutcomeUnknown). A 500, but one that says so.
+	OutcomeUnknown Kind = "outcome_unknown"
 )
 
 // StatusClientClosedRequest is the status of a request its client
@@ -108,6 +111,7 @@ var statuses = map[Kind]int{
 	InsufficientFunds:      http.StatusUnprocessableEntity,
 	UnknownTaskStatus:      http.StatusUnprocessableEntity,
 	Unavailable:            http.StatusServiceUnavailable,
+	OutcomeUnknown:         http.StatusInternalServerError,
 }
 
 // Status is the HTTP status the kind is answered with; 500 for a kind
@@ -207,6 +211,7 @@ var lateSentinels = []sentinel{
 	{ledger.ErrInsufficientFunds, InsufficientFunds},
 	{ledger.ErrUnknownTaskStatus, UnknownTaskStatus},
 	{ledger.ErrUnavailable, Unavailable},
+	{ledger.ErrOutcomeUnknown, OutcomeUnknown},
 	{context.Canceled, Canceled},
 }
 

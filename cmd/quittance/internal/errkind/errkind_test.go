@@ -43,6 +43,7 @@ func TestOf(t *testing.T) {
 		{ledger.ErrInsufficientFunds, errkind.InsufficientFunds, 422},
 		{ledger.ErrUnknownTaskStatus, errkind.UnknownTaskStatus, 422},
 		{fmt.Errorf("write queue full: %w", ledger.ErrUnavailable), errkind.Unavailable, 503},
+		{fmt.Errorf("commit: %w", ledger.ErrOutcomeUnknown), errkind.OutcomeUnknown, 500},
 		{context.Canceled, errkind.Canceled, 499},
 		{ledger.ErrConcurrentUpdate, errkind.Internal, 500},
 		{errors.New("boom"), errkind.Internal, 500},

@@ -135,6 +135,8 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 			&huma.ErrorDetail{Location: "body.state", Message: "not an A2A task state"})
 	case errkind.Internal:
 		log.ErrorContext(ctx, "request failed", slog.Any("error", err))
+	case errkind.OutcomeUnknown:
+		log.ErrorContext(ctx, "request's commit outcome unknown", slog.Any("error", err))
 	case errkind.Unavailable:
 		log.WarnContext(ctx, "request refused for now", slog.Any("error", err))
 		p := newProblem(status, problemWording[kind].code, problemWording[kind].detail)
@@ -170,6 +172,7 @@ var problemWording = map[errkind.Kind]wording{
 	errkind.IdempotencyMismatch: {"idempotency_mismatch", "this business_operation_id was already used with a different request"},
 	errkind.InsufficientFunds:   {"insufficient_funds", "the budget's available amount does not cover the hold"},
 	errkind.Unavailable:         {"unavailable", "the ledger cannot take this request now and applied none of it; send it again, with the same idempotency key, after Retry-After"},
+	errkind.OutcomeUnknown:      {"outcome_unknown", "the database's answer to this request's commit was lost, so it may or may not have been applied; send it again, with the same idempotency key, to find out"},
 }
 
 // rateLimitedProblem is the 429 of a request over its rate limit: its

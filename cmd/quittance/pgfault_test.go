@@ -270,15 +270,20 @@ func testPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
-// inProcessService runs the service (run serve, as main does) on dbURL
-// until the test ends, and returns its base URL. Its log goes to a file
+// inProcessService runs the service (run serve, as main does) on dbURL,
+// with extraEnv's KEY=VALUE settings added, until the test ends, and
+// returns its base URL. Its log goes to a file
 // whose end is shown if the test fails.
-func inProcessService(t *testing.T, dbURL, oncall string) string {
+func inProcessService(t *testing.T, dbURL, oncall string, extraEnv ...string) string {
 	t.Helper()
 	env := map[string]string{
 		"DATABASE_URL": dbURL, "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_BOOTSTRAP_TOKEN": oncall,
 		"QUITTANCE_LEDGER_ID": faultLedgerID, "QUITTANCE_LOG_LEVEL": "warn", "QUITTANCE_RATE_LIMIT_RPS": "0",
 		"QUITTANCE_SHUTDOWN_TIMEOUT": "10s", "QUITTANCE_SIGNING_KEY_FILE": signingKeyFile(t),
+	}
+	for _, kv := range extraEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
 	logPath := filepath.Join(t.TempDir(), "service.log")
 	logFile, err := os.Create(logPath)
@@ -370,6 +375,8 @@ type load struct {
 	mu       sync.Mutex
 	ops      map[string]*opRecord
 	problems []string
+	refusals []apiResult  // every transport error and 5xx, in order
+	okSent   []time.Time  // when each request answered 2xx was sent
 	lastOK   atomic.Int64 // unix nanos of the latest 2xx
 	okCount  atomic.Int64
 	errCount atomic.Int64
@@ -393,6 +400,7 @@ func (l *load) send(rec *opRecord, what, method, path string, body any) (apiResu
 	deadline := time.Now().Add(time.Minute)
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		sent := time.Now()
 		res := l.api.do(ctx, method, path, l.orch, body)
 		cancel()
 		if res.ok() {
@@ -400,6 +408,7 @@ func (l *load) send(rec *opRecord, what, method, path string, body any) (apiResu
 			l.lastOK.Store(time.Now().UnixNano())
 			l.mu.Lock()
 			rec.retries += attempt
+			l.okSent = append(l.okSent, sent)
 			l.mu.Unlock()
 			return res, true
 		}
@@ -408,6 +417,9 @@ func (l *load) send(rec *opRecord, what, method, path string, body any) (apiResu
 			return res, false
 		}
 		l.errCount.Add(1)
+		l.mu.Lock()
+		l.refusals = append(l.refusals, res)
+		l.mu.Unlock()
 		if time.Now().After(deadline) {
 			l.problem("%s: no answer within a minute; last: %v", what, res)
 			return res, false

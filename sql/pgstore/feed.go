@@ -264,6 +264,17 @@ func (l *listener) watchCut(g *listenGen) {
 	}
 }
 
+// listenConfig is the configuration of a LISTEN connection on channel:
+// the pool's, so that it reaches the same primary (a multi-host URL's
+// target_session_attrs included), named "quittance listen <channel>" in
+// pg_stat_activity, where on-call and the failover test see that the
+// listeners came back after a failover.
+func (s *Store) listenConfig(channel string) *pgx.ConnConfig {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = "quittance listen " + channel
+	return cfg
+}
+
 // run keeps a LISTEN connection open until ctx ends, reconnecting after
 // failures; after each (re)connect it wakes everyone, since notifications
 // sent while disconnected are lost.
@@ -279,7 +290,7 @@ func (l *listener) run(ctx context.Context) {
 }
 
 func (l *listener) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, l.store.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, l.store.listenConfig(l.channel))
 	if err != nil {
 		return err
 	}

@@ -374,7 +374,7 @@ func toOIDCIdentity(r dbsqlc.OidcIdentity) ledger.OIDCIdentity {
 // (The authentication cache stops answering a second after the last proof
 // anyway.)
 func (s *Store) WatchCredentials(ctx context.Context, alive, changed func()) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, s.listenConfig(credentialsChannel))
 	if err != nil {
 		return err
 	}

@@ -208,6 +208,11 @@ func (s *Server) writeProblem(ctx huma.Context, err error) {
 	if p.Status == http.StatusUnauthorized {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="`+apiRealm+`"`)
 	}
+	for k, vs := range p.GetHeaders() {
+		for _, v := range vs {
+			ctx.AppendHeader(k, v) // Retry-After of a 503, as huma sends it for a handler's problem
+		}
+	}
 	ctx.SetHeader("Content-Type", "application/problem+json")
 	ctx.SetStatus(p.Status)
 	_ = jsonEncode(ctx.BodyWriter(), p)

@@ -440,6 +440,9 @@ func (s *Server) writeHTTPProblem(w http.ResponseWriter, r *http.Request, realm 
 	if p.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 	}
+	for k, vs := range p.GetHeaders() {
+		w.Header()[k] = vs // Retry-After of a 503
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)
 	_ = jsonEncode(w, p)

@@ -65,7 +65,7 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wait()
-	t.Logf("first write sent after the kill succeeded %s after the kill", firstOKAfter(t, l, killed))
+	t.Logf("writes resumed %s after the kill (the first 2xx to a write sent after it)", firstOKAfter(t, l, killed))
 
 	after := testPool(t, dbURL)
 	l.check(t, after)
@@ -78,16 +78,16 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	}
 }
 
-// firstOKAfter is how long after t0 the first request sent after t0 that
-// was answered 2xx was sent.
+// firstOKAfter is how long after t0 the first 2xx answer to a request
+// sent after t0 came: a write that the database took after t0.
 func firstOKAfter(t *testing.T, l *load, t0 time.Time) time.Duration {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var first time.Time
-	for _, s := range l.okSent {
-		if s.After(t0) && (first.IsZero() || s.Before(first)) {
-			first = s
+	for _, a := range l.oks {
+		if a.sent.After(t0) && (first.IsZero() || a.answered.Before(first)) {
+			first = a.answered
 		}
 	}
 	if first.IsZero() {

@@ -376,7 +376,7 @@ type load struct {
 	ops      map[string]*opRecord
 	problems []string
 	refusals []apiResult  // every transport error and 5xx, in order
-	okSent   []time.Time  // when each request answered 2xx was sent
+	oks      []okAnswer   // when each request answered 2xx was sent and answered
 	lastOK   atomic.Int64 // unix nanos of the latest 2xx
 	okCount  atomic.Int64
 	errCount atomic.Int64
@@ -408,7 +408,7 @@ func (l *load) send(rec *opRecord, what, method, path string, body any) (apiResu
 			l.lastOK.Store(time.Now().UnixNano())
 			l.mu.Lock()
 			rec.retries += attempt
-			l.okSent = append(l.okSent, sent)
+			l.oks = append(l.oks, okAnswer{sent: sent, answered: time.Now()})
 			l.mu.Unlock()
 			return res, true
 		}
@@ -488,6 +488,9 @@ func (l *load) lifecycle(op string, cancel bool) {
 	}
 	confirm(stepAcked)
 }
+
+// okAnswer is when a request answered 2xx was sent, and when answered.
+type okAnswer struct{ sent, answered time.Time }
 
 // run starts workers that run lifecycles until stop is closed; the
 // returned function waits for them (each finishes its current lifecycle).

@@ -21,7 +21,7 @@ import (
 // is restarting, failing over to its standby or out of reach. Such an
 // error is marked unavailable only when nothing of the request can have
 // been applied, so that sending it again, with the same idempotency key,
-// is safe (ledger/DESIGN.md, "Availability"):
+// is safe (ledger/DESIGN.md §7, Availability):
 //
 //   - a statement of a transaction whose COMMIT was not sent: whatever
 //     happened to the connection, PostgreSQL rolls the transaction back;

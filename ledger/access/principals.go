@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,20 +28,32 @@ func NameKey(name string) string { return strings.ToLower(strings.TrimSpace(name
 // listener has not proven its connection alive within the last second,
 // nothing is cached and every request is authenticated against the
 // database. Without a watcher
-// in the store it returns at once and nothing is ever cached.
+// in the store it returns at once and nothing is ever cached. The wait
+// between attempts grows while they fail and starts again from the
+// shortest once one listened, so a connection lost in a failover is
+// replaced at once, however many were lost before.
 func (s *Service) WatchCredentials(ctx context.Context) error {
 	w, ok := s.store.(CredentialWatcher)
 	if !ok {
 		return nil
 	}
 	defer s.tokens.invalidate(false)
-	for wait := 100 * time.Millisecond; ctx.Err() == nil; wait = min(wait*2, 5*time.Second) {
-		err := w.WatchCredentials(ctx, s.tokens.prove, func() { s.tokens.invalidate(true) })
+	const first = 100 * time.Millisecond
+	for wait := first; ctx.Err() == nil; wait = min(wait*2, 5*time.Second) {
+		var listened atomic.Bool
+		alive := func() {
+			listened.Store(true)
+			s.tokens.prove()
+		}
+		err := w.WatchCredentials(ctx, alive, func() { s.tokens.invalidate(true) })
 		s.tokens.invalidate(false)
 		if ctx.Err() != nil {
 			break
 		}
 		_ = err // a failed connection is retried; the cache stays off meanwhile
+		if listened.Load() {
+			wait = first
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):

@@ -277,10 +277,18 @@ func (s *Store) listenConfig(channel string) *pgx.ConnConfig {
 
 // run keeps a LISTEN connection open until ctx ends, reconnecting after
 // failures; after each (re)connect it wakes everyone, since notifications
-// sent while disconnected are lost.
+// sent while disconnected are lost. The wait between attempts grows while
+// they fail and starts again from the shortest once one listened, so the
+// first attempt after a connection is lost (a failover) comes at once, however
+// many were lost before.
 func (l *listener) run(ctx context.Context) {
-	for wait := 100 * time.Millisecond; ctx.Err() == nil; wait = min(wait*2, 5*time.Second) {
-		if err := l.listenOnce(ctx); err != nil && ctx.Err() == nil {
+	const first = 100 * time.Millisecond
+	for wait := first; ctx.Err() == nil; wait = min(wait*2, 5*time.Second) {
+		listened, err := l.listenOnce(ctx)
+		if listened {
+			wait = first
+		}
+		if err != nil && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(wait):
@@ -289,19 +297,21 @@ func (l *listener) run(ctx context.Context) {
 	}
 }
 
-func (l *listener) listenOnce(ctx context.Context) error {
+// listenOnce listens on one connection until it fails; listened says it
+// got as far as listening.
+func (l *listener) listenOnce(ctx context.Context) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, l.store.listenConfig(l.channel))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "LISTEN "+l.channel); err != nil {
-		return err
+		return false, err
 	}
 	l.broadcast()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
+			return true, err
 		}
 		l.broadcast()
 	}

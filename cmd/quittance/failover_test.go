@@ -48,12 +48,12 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 	if !slices.Contains(listening, "quittance_credentials") {
 		t.Fatalf("before the failover the service listens on %v: no credentials listener", listening)
 	}
-	checkpointBefore := latestCheckpointID(t, api, oncall)
 
 	l := newLoad(t, api, orch, signer, "failover")
 	stop := make(chan struct{})
 	wait := l.run(4, stop)
 	time.Sleep(2 * time.Second)
+	checkpointBefore := latestCheckpointID(t, api, oncall)
 	killed, err := pair.Failover(t.Context())
 	if err != nil {
 		close(stop)

@@ -11,6 +11,10 @@
 // data directory is owned by, and the server runs as, the postgres OS user,
 // because PostgreSQL refuses to run as root.
 //
+// StartStandby makes a streaming standby of a running cluster (pg_basebackup
+// -R) on another loopback port; Kill, Promote and RequireSynchronousStandby
+// are what failover tests do to the pair.
+//
 // Trust authentication is safe only because the server listens on 127.0.0.1
 // and on a unix socket inside the data directory. This package must never
 // make a cluster listen on any other address, must never be used for

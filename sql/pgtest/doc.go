@@ -38,6 +38,11 @@
 // restart or crash (fault injection) without disturbing the tests that
 // share the server.
 //
+// Replicated starts a private primary and its synchronous streaming
+// standby for one test; Pair.URL names both for target_session_attrs=
+// read-write, and Pair.Failover kills the primary and promotes the
+// standby (failover tests).
+//
 // This package must never be imported by non-test code, never touch a
 // database it did not create, and never connect to a server other than the
 // one named by QUITTANCE_TEST_DATABASE_URL or a cluster it started itself.

@@ -50,7 +50,7 @@ func eventTypeStrings(types []ledger.EventType) []string {
 func (r *Reports) Obligations(ctx context.Context, q report.ObligationQuery, now time.Time, fn func(report.ObligationRow) error) error {
 	tx, err := r.store.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return fmt.Errorf("begin report transaction: %w", err)
+		return fmt.Errorf("begin report transaction: %w", readOnlyError(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
 	queries := newQueries(tx)

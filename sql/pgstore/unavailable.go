@@ -97,6 +97,11 @@ type unavailableRow struct {
 
 func (r unavailableRow) Scan(dest ...any) error { return r.u.mark(r.row.Scan(dest...)) }
 
+// readOnlyError is the error of a read-only transaction's statement, its
+// BEGIN included: such a transaction applies nothing, so it is marked as
+// any statement before COMMIT is.
+func readOnlyError(err error) error { return unavailableDB{inTx: true}.mark(err) }
+
 // commitError is the error of a failed COMMIT: unavailable when nothing
 // of it was sent, of unknown outcome when the database could not answer
 // it (see above), and otherwise PostgreSQL's refusal as it is.

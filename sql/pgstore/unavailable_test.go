@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 	"github.com/quittance/quittance/sql/pgstore"
 )
 
@@ -80,6 +81,10 @@ func TestUnavailableWhenTheDatabaseCannotTakeIt(t *testing.T) {
 	}
 	if _, err := gone.StreamEvents(ctx, "test:gone"); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Errorf("read on an unreachable server: %v, want ErrUnavailable", err)
+	}
+	err = gone.Reports().Obligations(ctx, report.ObligationQuery{}, epoch, func(report.ObligationRow) error { return nil })
+	if !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("report on an unreachable server: %v, want ErrUnavailable", err)
 	}
 
 	// Errors that are not the database's unavailability.

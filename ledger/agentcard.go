@@ -110,18 +110,16 @@ func (s *Service) ObserveAgentCard(ctx context.Context, orgID string, obs CardOb
 		if err != nil {
 			return err
 		}
-		check, pin, typ := judgeCard(org, obs)
-		if check.sameState(org.CardCheck) && pin.IsZero() {
+		check, pinned, typ := judgeCard(org, obs)
+		if check.sameState(org.CardCheck) && !pinned {
 			out = org.CardCheck
 			return nil
 		}
 		check.Since = now
 		out = check
-		pinned := !pin.IsZero()
-		if !pinned {
-			pin = org.CardPin
-		} else {
-			pin.PinnedAt = now
+		pin := org.CardPin
+		if pinned {
+			pin = CardPin{KeyID: obs.KeyID, Thumbprint: obs.Thumbprint, CompensationParams: obs.CompensationParams, PinnedAt: now}
 		}
 		if err := tx.Admin().RecordOrgCard(ctx, orgID, check, pin); err != nil {
 			return err
@@ -144,30 +142,30 @@ func (s *Service) ObserveAgentCard(ctx context.Context, orgID string, obs CardOb
 }
 
 // judgeCard is the rule of ObserveAgentCard: the check of obs against
-// org's registration and pin, the pin to set (zero: the pin stays) and
-// the event type recording it.
-func judgeCard(org Org, obs CardObservation) (CardCheck, CardPin, EventType) {
+// org's registration and pin, whether obs's key and params become the pin
+// (the first verified use) and the event type recording it.
+func judgeCard(org Org, obs CardObservation) (CardCheck, bool, EventType) {
 	c := CardCheck{KeyID: obs.KeyID, Thumbprint: obs.Thumbprint, CompensationParams: obs.CompensationParams}
 	pinned := org.CardPin
 	switch {
 	case obs.Signed && !obs.Verified:
 		c.Status, c.Reason, c.KeyID, c.Thumbprint = CardFailed, obs.Reason, "", ""
-		return c, CardPin{}, EventTypeOrgCardChecked
+		return c, false, EventTypeOrgCardChecked
 	case !obs.Signed && org.RequireSignedCard:
 		c.Status, c.Reason = CardUnsigned, "the org is registered as requiring a signed agent card"
-		return c, CardPin{}, EventTypeOrgCardChecked
+		return c, false, EventTypeOrgCardChecked
 	case !obs.Signed && (pinned.IsZero() || pinned.Thumbprint == "" && sameJSON(pinned.CompensationParams, obs.CompensationParams)):
 		c.Status, c.Used = CardUnsigned, true
-		return c, CardPin{}, EventTypeOrgCardChecked
+		return c, false, EventTypeOrgCardChecked
 	case pinned.IsZero():
 		c.Status, c.Used = CardVerified, true
-		return c, CardPin{KeyID: obs.KeyID, Thumbprint: obs.Thumbprint, CompensationParams: obs.CompensationParams}, EventTypeOrgCardChecked
+		return c, true, EventTypeOrgCardChecked
 	case pinned.Thumbprint == obs.Thumbprint && sameJSON(pinned.CompensationParams, obs.CompensationParams):
 		c.Status, c.Used = CardVerified, true
-		return c, CardPin{}, EventTypeOrgCardChecked
+		return c, false, EventTypeOrgCardChecked
 	}
 	c.Status, c.Reason = CardChangeAwaitingApproval, cardChange(pinned, obs)
-	return c, CardPin{}, EventTypeOrgCardChangeDetected
+	return c, false, EventTypeOrgCardChangeDetected
 }
 
 // cardChange says what differs between the pin and the card.

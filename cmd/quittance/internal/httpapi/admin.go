@@ -142,10 +142,16 @@ func (s *Server) registerAdmin() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "put-org", Method: http.MethodPut, Path: "/admin/v1/orgs/{id}", Tags: tags,
 		Summary: "Register a remote org or replace its registration", Security: bearerAuth,
+		Description: "A change to what the org is trusted with (keys or their source, agent card URL, allowed hosts, shared_coordinator, " +
+			"require_signed_receipts, require_signed_card, card_jku_hosts) is a privileged change: 202 with pending_change, the org as it " +
+			"still is. The card's pin and signature state are not part of the registration and are kept.",
 	}, s.putOrg)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-org", Method: http.MethodGet, Path: "/admin/v1/orgs/{id}", Tags: tags,
 		Summary: "Get a remote org", Security: bearerAuth,
+		Description: "The org's registration, with agent_card: the signature state of its agent card as last checked (unchecked, unsigned, " +
+			"verified with kid and thumbprint, failed with the reason, change_awaiting_approval), whether Quittance uses it, and the " +
+			"key and compensation params pinned at its first verified use.",
 	}, s.getOrg)
 
 	huma.Register(s.api, huma.Operation{

@@ -63,7 +63,9 @@ func (w *Worker) verifyCard(ctx context.Context, org ledger.Org, card a2a.AgentC
 // verifyCardSignature verifies one signature with the key its kid names:
 // among the org's registered keys in force, or, when its protected header
 // has a jku, among the keys served there — only where the jku's host is
-// one of the org's card_jku_hosts.
+// one of the org's card_jku_hosts. A kid none of the keys in force of an
+// org registered by JWKS URL has makes the URL be fetched at once, as for
+// a receipt (Config.RefreshOrgKeysForKid, rate-limited per org).
 func (w *Worker) verifyCardSignature(ctx context.Context, org ledger.Org, sig a2a.CardSignature, payload []byte) (jose.Verified, error) {
 	h, err := jose.ParseDetachedHeader(sig.Protected)
 	if err != nil {
@@ -71,6 +73,18 @@ func (w *Worker) verifyCardSignature(ctx context.Context, org ledger.Org, sig a2
 	}
 	keys, err := w.cardKeys(ctx, org, h.JKU)
 	if err != nil {
+		return jose.Verified{}, err
+	}
+	v, err := jose.VerifyDetached(sig.Protected, sig.Signature, payload, keys)
+	var r *jose.Refusal
+	if err == nil || h.JKU != "" || org.JWKSURL == "" || w.cfg.RefreshOrgKeysForKid == nil ||
+		!errors.As(err, &r) || r.Reason != jose.KeyUnknown || !w.cfg.RefreshOrgKeysForKid(ctx, org.ID, h.KeyID) {
+		return v, err
+	}
+	if org, err = w.store.Org(ctx, org.ID); err != nil {
+		return jose.Verified{}, err
+	}
+	if keys, err = w.cardKeys(ctx, org, ""); err != nil {
 		return jose.Verified{}, err
 	}
 	return jose.VerifyDetached(sig.Protected, sig.Signature, payload, keys)
@@ -96,7 +110,7 @@ func (w *Worker) cardKeys(ctx context.Context, org ledger.Org, jku string) (*goj
 		}
 	}
 	if len(raw) == 0 {
-		return nil, errors.New("the org has no registered keys")
+		return nil, nil // no keys: every kid is unknown
 	}
 	return jose.ParseOrgJWKS(raw)
 }

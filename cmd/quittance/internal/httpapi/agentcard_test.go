@@ -262,7 +262,7 @@ func TestSignedAgentCardPinnedAndChangeApproved(t *testing.T) {
 // A forged signature, a jku on a host the org does not allow, and an
 // unsigned card where a signed one is required: the card is not used,
 // nothing is sent, and the org shows why. A jku on an allowed host
-// verifies.
+// verifies, and so does a key the org just published at its JWKS URL.
 func TestAgentCardRefusals(t *testing.T) {
 	t.Parallel()
 	peer := startV03Peer(t, &v03Peer{}, "127.0.0.1")
@@ -274,6 +274,7 @@ func TestAgentCardRefusals(t *testing.T) {
 	cards.set("/forged", signedCard{signer: forger})
 	cards.set("/jku", signedCard{signer: remote, jku: cards.url("/jwks")})
 	cards.set("/unsigned", signedCard{})
+	cards.set("/by-url", signedCard{signer: remote})
 	e := newA2AEnv(t, apitest.Worker{})
 	put := func(id, path string, extra map[string]any) {
 		body := map[string]any{"name": id, "agent_card_url": cards.url(path), "allowed_hosts": []string{"127.0.0.1"}}
@@ -286,6 +287,9 @@ func TestAgentCardRefusals(t *testing.T) {
 	put("jku-refused", "/jku", map[string]any{"jwks": jwksMap(t, registered), "card_jku_hosts": []string{"localhost"}})
 	put("unsigned", "/unsigned", map[string]any{"require_signed_card": true})
 	put("jku-allowed", "/jku", map[string]any{"card_jku_hosts": []string{"127.0.0.1"}})
+	// Keys by JWKS URL, not fetched yet: the card's kid makes the URL be
+	// fetched at once.
+	put("by-url", "/by-url", map[string]any{"jwks_url": cards.url("/jwks")})
 
 	var held []httpapi.DelegationBody
 	for _, org := range []string{"forged", "jku-refused", "unsigned"} {
@@ -302,10 +306,12 @@ func TestAgentCardRefusals(t *testing.T) {
 			t.Errorf("org %s's card = %+v, want not used because of %q", org, o.AgentCard, reason)
 		}
 	}
-	ok := e.dispatch(t, "po-jku", "jku-allowed")
-	e.waitFor(t, ok.ID, "the dispatch to a card verified through its jku", dispatched)
-	if o := e.org(t, "jku-allowed"); o.AgentCard.Status != "verified" || o.AgentCard.Thumbprint != thumbprint(t, remote) {
-		t.Fatalf("jku card = %+v", o.AgentCard)
+	for _, org := range []string{"jku-allowed", "by-url"} {
+		ok := e.dispatch(t, "po-ok-"+org, org)
+		e.waitFor(t, ok.ID, "the dispatch to a verified card", dispatched)
+		if o := e.org(t, org); o.AgentCard.Status != "verified" || o.AgentCard.Thumbprint != thumbprint(t, remote) {
+			t.Fatalf("org %s's card = %+v", org, o.AgentCard)
+		}
 	}
 	time.Sleep(200 * time.Millisecond)
 	for _, d := range held {
@@ -313,7 +319,7 @@ func TestAgentCardRefusals(t *testing.T) {
 			t.Errorf("delegation %s to org %s was dispatched to a card that is not used", d.ID, d.OrgID)
 		}
 	}
-	if got := peer.received(); len(got) != 1 {
-		t.Fatalf("peer received %d messages, want the jku-allowed one only", len(got))
+	if got := peer.received(); len(got) != 2 {
+		t.Fatalf("peer received %d messages, want the two to verified cards only", len(got))
 	}
 }

@@ -126,7 +126,14 @@ func (w *Worker) dispatchFailed(ctx context.Context, run *dispatchRun, reason st
 // sent the message.
 func (w *Worker) dispatchAgentUnavailable(ctx context.Context, run *dispatchRun, err error) error {
 	j := run.j
-	if a2a.Retryable(err) && j.Attempt < w.cfg.DispatchMaxAttempts {
+	reason := "agent_unavailable"
+	notUsed := errors.Is(err, ErrAgentCardNotUsed)
+	if notUsed {
+		// Held off: nothing goes to a card that is not used; the card's
+		// state is on the org (ledger/DESIGN.md §4.1).
+		reason = "agent_card_not_used"
+	}
+	if (notUsed || a2a.Retryable(err)) && j.Attempt < w.cfg.DispatchMaxAttempts {
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
 	if j.Attempt > 1 {
@@ -134,9 +141,9 @@ func (w *Worker) dispatchAgentUnavailable(ctx context.Context, run *dispatchRun,
 		// claims, and a crash after the send leaves no record of it):
 		// giving up would leave a hold on a task that may exist with
 		// nothing listing, polling or alerting on it.
-		return w.dispatchUnknown(ctx, run, "agent_unavailable", err)
+		return w.dispatchUnknown(ctx, run, reason, err)
 	}
-	return w.dispatchFailed(ctx, run, "agent_unavailable", err)
+	return w.dispatchFailed(ctx, run, reason, err)
 }
 
 // pushConfig registers a push token for d when the service has a public URL

@@ -267,6 +267,13 @@ type Config struct {
 	// the receipt is judged once more. Nil never refreshes: such a key
 	// comes into force with the periodic refresh only.
 	RefreshOrgKeysForKid func(ctx context.Context, orgID, kid string) bool
+	// ObserveAgentCard records what a check of an org's agent card found
+	// and says whether the card is used (ledger.Service.ObserveAgentCard);
+	// required.
+	ObserveAgentCard func(ctx context.Context, orgID string, obs ledger.CardObservation) (ledger.CardCheck, error)
+	// FetchJWKS fetches the JWK Set at a card signature's jku, where the
+	// org's registration allows its host; nil never fetches one.
+	FetchJWKS func(ctx context.Context, url string) ([]byte, error)
 	// OnPanic is told of each panic the worker recovered from, by where it
 	// happened (PanicJob, PanicStream, PanicRound); nil counts nothing.
 	OnPanic func(worker string)
@@ -351,6 +358,9 @@ func NewWorker(cfg Config) *Worker {
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 16
+	}
+	if cfg.ObserveAgentCard == nil {
+		panic("delegate: Config.ObserveAgentCard is required")
 	}
 	if cfg.Compensation == nil {
 		cfg.Compensation = compensation.NewService(compensation.Config{Clock: cfg.Clock, Log: cfg.Log, LedgerID: cfg.LedgerID})
@@ -524,7 +534,7 @@ func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a
 	if org.AgentCardURL == "" {
 		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
 	}
-	card, err := w.cards.get(ctx, org)
+	card, err := w.cards.get(ctx, org, func(card a2a.AgentCard) error { return w.checkCard(ctx, org, card) })
 	if err != nil {
 		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}
@@ -535,8 +545,10 @@ func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a
 	return card, a2a.NewClient(w.cfg.HTTPClient, iface), iface, nil
 }
 
-// cardCache keeps fetched agent cards for a while, per org; a change of the
-// org's card URL or allowed hosts fetches again.
+// cardCache keeps fetched agent cards that passed their check for a
+// while, per org; a change of the org's card URL, allowed hosts, card
+// requirements or pin fetches and checks again. A card that did not pass
+// is not kept: the next call fetches it again.
 type cardCache struct {
 	hc    *http.Client
 	clock ledger.Clock
@@ -555,8 +567,9 @@ func newCardCache(hc *http.Client, clock ledger.Clock, ttl time.Duration) *cardC
 	return &cardCache{hc: hc, clock: clock, ttl: ttl, m: map[string]cachedCard{}}
 }
 
-func (c *cardCache) get(ctx context.Context, org ledger.Org) (a2a.AgentCard, error) {
-	key := org.AgentCardURL + "\x00" + fmt.Sprint(org.AllowedHosts)
+func (c *cardCache) get(ctx context.Context, org ledger.Org, check func(a2a.AgentCard) error) (a2a.AgentCard, error) {
+	key := fmt.Sprint(org.AgentCardURL, "\x00", org.AllowedHosts, "\x00", org.RequireSignedCard, org.CardJKUHosts, "\x00", org.CardPin.Thumbprint,
+		"\x00", string(org.CardPin.CompensationParams), org.CardPin.PinnedAt)
 	c.mu.Lock()
 	e, ok := c.m[org.ID]
 	c.mu.Unlock()
@@ -565,6 +578,9 @@ func (c *cardCache) get(ctx context.Context, org ledger.Org) (a2a.AgentCard, err
 	}
 	card, err := a2a.FetchAgentCard(ctx, c.hc, org.AgentCardURL, org.AllowedHosts)
 	if err != nil {
+		return a2a.AgentCard{}, err
+	}
+	if err := check(card); err != nil {
 		return a2a.AgentCard{}, err
 	}
 	c.mu.Lock()

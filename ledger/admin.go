@@ -109,6 +109,9 @@ type OrgInput struct {
 	AgentCardURL          string
 	AllowedHosts          []string
 	RequireSignedReceipts bool
+	// RequireSignedCard and CardJKUHosts: see Org.
+	RequireSignedCard bool     `json:",omitempty"`
+	CardJKUHosts      []string `json:",omitempty"`
 }
 
 // PutOrg registers a remote org or replaces its registration. Its identity
@@ -200,6 +203,20 @@ func (s *Service) checkOrgInput(id string, in OrgInput) error {
 			return Invalid("agent_card_url", "%v", err)
 		}
 	}
+	return checkCardJKUHosts(in.CardJKUHosts)
+}
+
+// checkCardJKUHosts checks the hosts a card signature's jku may name:
+// at most 20 host names, without scheme, port or path.
+func checkCardJKUHosts(hosts []string) error {
+	if len(hosts) > 20 {
+		return Invalid("card_jku_hosts", "names at most 20 hosts")
+	}
+	for _, h := range hosts {
+		if h == "" || len(h) > 253 || strings.ContainsAny(h, "/:@ ?#") {
+			return Invalid("card_jku_hosts", "%q is not a host name", h)
+		}
+	}
 	return nil
 }
 
@@ -207,11 +224,14 @@ func (s *Service) checkOrgInput(id string, in OrgInput) error {
 // exists or not) changes what the org is trusted with.
 func orgTrustChanges(exists bool, current Org, in OrgInput) bool {
 	if !exists {
-		return len(in.JWKS) > 0 || in.JWKSURL != "" || in.SharedCoordinator || in.AgentCardURL != "" || len(in.AllowedHosts) > 0 || in.RequireSignedReceipts
+		return len(in.JWKS) > 0 || in.JWKSURL != "" || in.SharedCoordinator || in.AgentCardURL != "" || len(in.AllowedHosts) > 0 || in.RequireSignedReceipts ||
+			in.RequireSignedCard || len(in.CardJKUHosts) > 0
 	}
 	return !sameJSON(current.JWKS, in.JWKS) || current.JWKSURL != in.JWKSURL || current.SharedCoordinator != in.SharedCoordinator ||
 		current.AgentCardURL != in.AgentCardURL || current.RequireSignedReceipts != in.RequireSignedReceipts ||
-		!slices.Equal(slices.Sorted(slices.Values(current.AllowedHosts)), slices.Sorted(slices.Values(in.AllowedHosts)))
+		!slices.Equal(slices.Sorted(slices.Values(current.AllowedHosts)), slices.Sorted(slices.Values(in.AllowedHosts))) ||
+		current.RequireSignedCard != in.RequireSignedCard ||
+		!slices.Equal(slices.Sorted(slices.Values(current.CardJKUHosts)), slices.Sorted(slices.Values(in.CardJKUHosts)))
 }
 
 // orgChangedFields names the fields registering in over current (which
@@ -233,6 +253,8 @@ func orgChangedFields(exists bool, current Org, in OrgInput) []string {
 	add(!slices.Equal(slices.Sorted(slices.Values(current.AllowedHosts)), slices.Sorted(slices.Values(in.AllowedHosts))), "allowed_hosts")
 	add(current.SharedCoordinator != in.SharedCoordinator, "shared_coordinator")
 	add(current.RequireSignedReceipts != in.RequireSignedReceipts, "require_signed_receipts")
+	add(current.RequireSignedCard != in.RequireSignedCard, "require_signed_card")
+	add(!slices.Equal(slices.Sorted(slices.Values(current.CardJKUHosts)), slices.Sorted(slices.Values(in.CardJKUHosts))), "card_jku_hosts")
 	return fields
 }
 
@@ -248,6 +270,7 @@ func registrationOf(o Org) OrgInput {
 	return OrgInput{
 		Name: o.Name, SharedCoordinator: o.SharedCoordinator, JWKS: o.JWKS, JWKSURL: o.JWKSURL,
 		AgentCardURL: o.AgentCardURL, AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
+		RequireSignedCard: o.RequireSignedCard, CardJKUHosts: o.CardJKUHosts,
 	}
 }
 
@@ -306,6 +329,8 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, id string, in OrgInput, b
 	o = Org{
 		ID: id, Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKS: in.JWKS, JWKSURL: in.JWKSURL,
 		AgentCardURL: in.AgentCardURL, AllowedHosts: in.AllowedHosts, RequireSignedReceipts: in.RequireSignedReceipts,
+		RequireSignedCard: in.RequireSignedCard, CardJKUHosts: in.CardJKUHosts,
+		CardPin: current.CardPin, CardCheck: current.CardCheck,
 		IdentityRevokedAt: current.IdentityRevokedAt, IdentityRevokedReason: current.IdentityRevokedReason,
 		CreatedAt: now, UpdatedAt: now,
 	}
@@ -324,6 +349,9 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, id string, in OrgInput, b
 	if o.AllowedHosts == nil {
 		o.AllowedHosts = []string{}
 	}
+	if o.CardJKUHosts == nil {
+		o.CardJKUHosts = []string{}
+	}
 	if err := tx.Admin().PutOrg(ctx, o); err != nil {
 		return Org{}, false, err
 	}
@@ -337,6 +365,7 @@ func (s *Service) applyOrg(ctx context.Context, tx Tx, id string, in OrgInput, b
 		Name: in.Name, SharedCoordinator: in.SharedCoordinator, JWKSRegistered: len(in.JWKS) > 0,
 		AgentCardURL: in.AgentCardURL, AllowedHosts: o.AllowedHosts,
 		JWKSURL: in.JWKSURL, KeysAdded: added, KeysRemoved: removed, PendingChangeID: by.change,
+		RequireSignedCard: in.RequireSignedCard, CardJKUHosts: in.CardJKUHosts,
 	}
 	_, err = Append(ctx, tx, Event{Stream: "org:" + id, Type: EventTypeOrgUpdated, At: now, Actor: by.actor}, data)
 	return o, created, err

@@ -32,7 +32,8 @@ var eventPayloads = []EventPayload{
 	DelegationCreatedData{}, TaskStatusChangedData{}, TaskStatusDuplicateData{}, TaskStatusStaleData{}, StatusConflictData{},
 	CancelRequestedData{}, HoldChangedData{}, TaskStatusReportedData{},
 
-	BudgetFundedData{}, BudgetTenantsChangedData{}, OrgUpdatedData{}, OrgKeysFetchedData{}, TaskClassUpdatedData{},
+	BudgetFundedData{}, BudgetTenantsChangedData{}, OrgUpdatedData{}, OrgKeysFetchedData{}, OrgCardCheckedData{}, OrgCardChangeDetectedData{},
+	OrgCardAcceptedData{}, TaskClassUpdatedData{},
 	TaskClassPolicyUpdatedData{}, TokenCreatedData{},
 
 	PrincipalCreatedData{}, PrincipalDisabledData{}, PrincipalRoleGrantedData{}, PrincipalOIDCLinkedData{},
@@ -176,6 +177,8 @@ type OrgUpdatedData struct {
 	KeysAdded         []KeyRef `json:"keys_added,omitempty"`
 	KeysRemoved       []KeyRef `json:"keys_removed,omitempty"`
 	PendingChangeID   string   `json:"pending_change_id,omitempty"`
+	RequireSignedCard bool     `json:"require_signed_card,omitempty"`
+	CardJKUHosts      []string `json:"card_jku_hosts,omitempty"`
 }
 
 // OrgKeysFetchedData is the data of org_keys_fetched.
@@ -183,6 +186,40 @@ type OrgKeysFetchedData struct {
 	JWKSURL     string   `json:"jwks_url"`
 	KeysAdded   []KeyRef `json:"keys_added,omitempty"`
 	KeysRemoved []KeyRef `json:"keys_removed,omitempty"`
+}
+
+// OrgCardCheckedData is the data of org_card_checked: what a check of the
+// org's agent card found (ledger.CardCheck), and the pin after it
+// (Pinned: this check pinned it).
+type OrgCardCheckedData struct {
+	Status             CardStatus      `json:"status"`
+	KeyID              string          `json:"kid,omitempty"`
+	Thumbprint         string          `json:"thumbprint,omitempty"`
+	CompensationParams json.RawMessage `json:"compensation_params,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	Used               bool            `json:"used"`
+	Pinned             bool            `json:"pinned,omitempty"`
+	PinnedKeyID        string          `json:"pinned_kid,omitempty"`
+	PinnedThumbprint   string          `json:"pinned_thumbprint,omitempty"`
+}
+
+// OrgCardChangeDetectedData is the data of org_card_change_detected, as
+// org_card_checked's.
+type OrgCardChangeDetectedData OrgCardCheckedData
+
+// OrgCardAcceptedData is the data of org_card_accepted: the pin the
+// approval set, the one it replaced, and the change.
+type OrgCardAcceptedData struct {
+	Status             CardStatus      `json:"status"`
+	KeyID              string          `json:"kid,omitempty"`
+	Thumbprint         string          `json:"thumbprint,omitempty"`
+	CompensationParams json.RawMessage `json:"compensation_params,omitempty"`
+	Used               bool            `json:"used"`
+	PinnedKeyID        string          `json:"pinned_kid,omitempty"`
+	PinnedThumbprint   string          `json:"pinned_thumbprint,omitempty"`
+	PreviousKeyID      string          `json:"previous_kid,omitempty"`
+	PreviousThumbprint string          `json:"previous_thumbprint,omitempty"`
+	PendingChangeID    string          `json:"pending_change_id,omitempty"`
 }
 
 // TaskClassUpdatedData is the data of task_class_updated.

@@ -56,6 +56,18 @@ func (OrgKeysFetchedData) EventType() EventType { return EventTypeOrgKeysFetched
 func (OrgKeysFetchedData) eventPayload()        {}
 
 // EventType implements EventPayload.
+func (OrgCardCheckedData) EventType() EventType { return EventTypeOrgCardChecked }
+func (OrgCardCheckedData) eventPayload()        {}
+
+// EventType implements EventPayload.
+func (OrgCardChangeDetectedData) EventType() EventType { return EventTypeOrgCardChangeDetected }
+func (OrgCardChangeDetectedData) eventPayload()        {}
+
+// EventType implements EventPayload.
+func (OrgCardAcceptedData) EventType() EventType { return EventTypeOrgCardAccepted }
+func (OrgCardAcceptedData) eventPayload()        {}
+
+// EventType implements EventPayload.
 func (TaskClassUpdatedData) EventType() EventType { return EventTypeTaskClassUpdated }
 func (TaskClassUpdatedData) eventPayload()        {}
 

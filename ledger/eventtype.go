@@ -90,6 +90,19 @@ const (
 	// (Service.RefreshOrgKeys), on the org's stream, with keys_added and
 	// keys_removed (kid and thumbprint).
 	EventTypeOrgKeysFetched EventType = "org_keys_fetched"
+	// EventTypeOrgCardChecked: a check of the org's agent card found it in
+	// another state than the last (Service.ObserveAgentCard: unsigned,
+	// verified, failed; pinned at its first verified use), on the org's
+	// stream, with the card's key, params, reason and whether it is used.
+	EventTypeOrgCardChecked EventType = "org_card_checked"
+	// EventTypeOrgCardChangeDetected: the org's agent card is signed with
+	// another key than the pinned one, or its compensation params changed;
+	// it is not used until on-call accepts it (ledger/DESIGN.md §4.1).
+	EventTypeOrgCardChangeDetected EventType = "org_card_change_detected"
+	// EventTypeOrgCardAccepted: the card's key and params became the org's
+	// pin (the approval of an org_card_accept change), with the previous
+	// pin and pending_change_id.
+	EventTypeOrgCardAccepted EventType = "org_card_accepted"
 	// EventTypeTaskClassUpdated: Service.PutTaskClass registered or
 	// replaced a task class, on its stream ("task_class:<name>").
 	EventTypeTaskClassUpdated EventType = "task_class_updated"
@@ -396,7 +409,8 @@ var eventTypes = []EventType{
 	EventTypeDelegationCreated, EventTypeTaskStatusChanged, EventTypeTaskStatusDuplicate,
 	EventTypeTaskStatusStale, EventTypeStatusConflict, EventTypeCancelRequested,
 
-	EventTypeBudgetFunded, EventTypeBudgetTenantsChanged, EventTypeOrgUpdated, EventTypeOrgKeysFetched, EventTypeTaskClassUpdated, EventTypeTaskClassPolicyUpdated,
+	EventTypeBudgetFunded, EventTypeBudgetTenantsChanged, EventTypeOrgUpdated, EventTypeOrgKeysFetched,
+	EventTypeOrgCardChecked, EventTypeOrgCardChangeDetected, EventTypeOrgCardAccepted, EventTypeTaskClassUpdated, EventTypeTaskClassPolicyUpdated,
 	EventTypeTokenCreated,
 
 	EventTypePrincipalCreated, EventTypePrincipalDisabled, EventTypePrincipalRoleGranted, EventTypePrincipalOIDCLinked, EventTypePrincipalNoIdentityProviderAccount, EventTypeTokenRevoked,

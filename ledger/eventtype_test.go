@@ -87,6 +87,9 @@ var wireNames = map[ledger.EventType]string{
 	ledger.EventTypeEvidenceConflict:                   "evidence_conflict",
 	ledger.EventTypeEarlyEvidenceUnused:                "early_evidence_unused",
 	ledger.EventTypeOrgKeysFetched:                     "org_keys_fetched",
+	ledger.EventTypeOrgCardChecked:                     "org_card_checked",
+	ledger.EventTypeOrgCardChangeDetected:              "org_card_change_detected",
+	ledger.EventTypeOrgCardAccepted:                    "org_card_accepted",
 }
 
 // TestEventTypeCatalogue: the catalogue lists every event type once, under

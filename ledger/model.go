@@ -121,6 +121,17 @@ type Org struct {
 	AgentCardURL          string
 	AllowedHosts          []string
 	RequireSignedReceipts bool
+	// RequireSignedCard: the org's agent card is used only when one of
+	// its signatures verifies (ledger/DESIGN.md §4.1).
+	RequireSignedCard bool
+	// CardJKUHosts are the hosts a card signature's jku may name for its
+	// key to be fetched from; none: only the org's registered keys sign.
+	CardJKUHosts []string
+	// CardPin is the card's signing key and compensation params pinned at
+	// its first verified use or by an approved change; zero until then.
+	CardPin CardPin
+	// CardCheck is what the last check of the card found.
+	CardCheck             CardCheck
 	IdentityRevokedAt     time.Time
 	IdentityRevokedReason string
 	CreatedAt             time.Time

@@ -231,6 +231,7 @@ var changeAppliers = map[ChangeKind]changeApplier{
 	ChangeTaskClassPolicyUpdate: (*Service).applyTaskClassPolicyChange, // dispatchguard.go
 	ChangeWriteOffThreshold:     (*Service).applyThresholdChange,       // threshold.go
 	ChangeBudgetTenants:         (*Service).applyBudgetTenantsChange,   // budgettenants.go
+	ChangeOrgCardAccept:         (*Service).applyOrgCardChange,         // agentcard.go
 }
 
 // ApplyChange applies c, an approved change of one of the core's kinds

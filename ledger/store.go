@@ -182,6 +182,9 @@ type AdminTx interface {
 	// RecordOrgJWKSFetch stores f as the org's JWKS URL state, provided the
 	// org's JWKS URL is still url.
 	RecordOrgJWKSFetch(ctx context.Context, orgID, url string, f JWKSFetch) error
+	// RecordOrgCard stores the last check of the org's agent card and its
+	// pin (a zero pin: none).
+	RecordOrgCard(ctx context.Context, orgID string, check CardCheck, pin CardPin) error
 	// InsertOrgKey records a key of the org coming into force at
 	// k.ValidFrom.
 	InsertOrgKey(ctx context.Context, k OrgKey) error

@@ -299,7 +299,7 @@ func newOrgsCommand(getenv func(string) string, stdout io.Writer) *cobra.Command
 	}
 	revoke.Flags().StringVar(&reason, "reason", "", "why the identity is no longer trusted (required)")
 	cmd.AddCommand(revoke, newOrgShowCommand(getenv, stdout), newOrgKeysCommand(getenv, stdout),
-		newOrgRegisterCommand(getenv, stdout), newOrgUpdateCommand(getenv, stdout))
+		newOrgRegisterCommand(getenv, stdout), newOrgUpdateCommand(getenv, stdout), newOrgAcceptCardCommand(getenv, stdout))
 	return cmd
 }
 

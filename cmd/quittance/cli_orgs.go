@@ -25,6 +25,8 @@ type orgRegistration struct {
 	AgentCardURL          string          `json:"agent_card_url,omitempty"`
 	AllowedHosts          []string        `json:"allowed_hosts"`
 	RequireSignedReceipts bool            `json:"require_signed_receipts"`
+	RequireSignedCard     bool            `json:"require_signed_card"`
+	CardJKUHosts          []string        `json:"card_jku_hosts"`
 	// JWKSFetch is only read: what was last fetched from JWKSURL.
 	JWKSFetch *struct {
 		Keys json.RawMessage `json:"keys"`
@@ -35,14 +37,18 @@ type orgRegistration struct {
 // a change starts from it and sets only what it changes, so that the rest
 // of the registration (its keys above all) is kept.
 func (o orgRegistration) putBody() map[string]any {
-	hosts := o.AllowedHosts
+	hosts, jkuHosts := o.AllowedHosts, o.CardJKUHosts
 	if hosts == nil {
 		hosts = []string{}
+	}
+	if jkuHosts == nil {
+		jkuHosts = []string{}
 	}
 	body := map[string]any{
 		"name": o.Name, "shared_coordinator": o.SharedCoordinator,
 		"agent_card_url": o.AgentCardURL, "allowed_hosts": hosts,
 		"require_signed_receipts": o.RequireSignedReceipts,
+		"require_signed_card":     o.RequireSignedCard, "card_jku_hosts": jkuHosts,
 	}
 	if len(o.JWKS) > 0 {
 		body["jwks"] = o.JWKS
@@ -67,12 +73,13 @@ func (e conflictError) exitCode() int { return exitConflict }
 func newOrgRegisterCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var (
 		name, jwksFile, jwksURL, agentCardURL string
-		allowedHosts                          []string
+		allowedHosts, jkuHosts                []string
 		sharedCoordinator, requireSigned      bool
+		requireSignedCard                     bool
 	)
 	cmd := &cobra.Command{
 		Use: "register ID --name NAME [--jwks FILE | --jwks-url URL] [--agent-card-url URL --allowed-hosts H,...] " +
-			"[--shared-coordinator] [--require-signed-receipts]",
+			"[--shared-coordinator] [--require-signed-receipts] [--require-signed-card] [--card-jku-hosts H,...]",
 		Short: "Register a new remote org (on-call); with keys, an agent endpoint or a trust flag, a second on-call approves",
 		Long: "register creates the org's registration (PUT /admin/v1/orgs/{id}) and prints the org, or, when a second " +
 			"on-call principal must approve (keys, agent card URL, allowed hosts, shared_coordinator or " +
@@ -89,6 +96,7 @@ func newOrgRegisterCommand(getenv func(string) string, stdout io.Writer) *cobra.
 			org := orgRegistration{
 				ID: args[0], Name: name, SharedCoordinator: sharedCoordinator, JWKSURL: jwksURL,
 				AgentCardURL: agentCardURL, AllowedHosts: allowedHosts, RequireSignedReceipts: requireSigned,
+				RequireSignedCard: requireSignedCard, CardJKUHosts: jkuHosts,
 			}
 			if jwksFile != "" {
 				var err error
@@ -122,7 +130,15 @@ func newOrgRegisterCommand(getenv func(string) string, stdout io.Writer) *cobra.
 	cmd.Flags().StringSliceVar(&allowedHosts, "allowed-hosts", nil, "hosts the agent card's interfaces may be on, comma-separated (with --agent-card-url)")
 	cmd.Flags().BoolVar(&sharedCoordinator, "shared-coordinator", false, "the org shares a transaction coordinator with us: the compensation gate does not apply")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed-receipts", false, "accept receipts from the org's agent only with a jws signed by the org's keys, not on the channel alone")
+	addCardFlags(cmd, &requireSignedCard, &jkuHosts)
 	return cmd
+}
+
+// addCardFlags adds the flags of an org's agent card signing requirements
+// (ledger/DESIGN.md §4.1).
+func addCardFlags(cmd *cobra.Command, requireSignedCard *bool, jkuHosts *[]string) {
+	cmd.Flags().BoolVar(requireSignedCard, "require-signed-card", false, "use the org's agent card only when one of its signatures verifies with the org's keys")
+	cmd.Flags().StringSliceVar(jkuHosts, "card-jku-hosts", nil, "hosts a card signature's jku may name for its key to be fetched from, comma-separated ('' for none)")
 }
 
 // newOrgUpdateCommand is `quittance orgs update`: change a registered org,
@@ -131,12 +147,13 @@ func newOrgRegisterCommand(getenv func(string) string, stdout io.Writer) *cobra.
 func newOrgUpdateCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
 	var (
 		name, agentCardURL               string
-		allowedHosts                     []string
+		allowedHosts, jkuHosts           []string
 		sharedCoordinator, requireSigned bool
+		requireSignedCard                bool
 	)
 	cmd := &cobra.Command{
 		Use: "update ID [--name NAME] [--agent-card-url URL] [--allowed-hosts H,...] " +
-			"[--shared-coordinator=true|false] [--require-signed-receipts=true|false]",
+			"[--shared-coordinator=true|false] [--require-signed-receipts=true|false] [--require-signed-card=true|false] [--card-jku-hosts H,...]",
 		Short: "Change a registered org (on-call); flags not given keep their value; a second on-call approves all but the name",
 		Long: "update reads the org's registration, changes what the flags say and writes it back (PUT " +
 			"/admin/v1/orgs/{id}), keeping its keys. A change of the agent card URL, allowed hosts, shared_coordinator " +
@@ -147,7 +164,8 @@ func newOrgUpdateCommand(getenv func(string) string, stdout io.Writer) *cobra.Co
 		RunE: func(cmd *cobra.Command, args []string) error {
 			flags := cmd.Flags()
 			if !flags.Changed("name") && !flags.Changed("agent-card-url") && !flags.Changed("allowed-hosts") &&
-				!flags.Changed("shared-coordinator") && !flags.Changed("require-signed-receipts") {
+				!flags.Changed("shared-coordinator") && !flags.Changed("require-signed-receipts") &&
+				!flags.Changed("require-signed-card") && !flags.Changed("card-jku-hosts") {
 				return usageError{errors.New("nothing to change: give --name, --agent-card-url, --allowed-hosts, " +
 					"--shared-coordinator or --require-signed-receipts (keys: quittance orgs keys set)")}
 			}
@@ -180,6 +198,12 @@ func newOrgUpdateCommand(getenv func(string) string, stdout io.Writer) *cobra.Co
 			if flags.Changed("require-signed-receipts") {
 				org.RequireSignedReceipts = requireSigned
 			}
+			if flags.Changed("require-signed-card") {
+				org.RequireSignedCard = requireSignedCard
+			}
+			if flags.Changed("card-jku-hosts") {
+				org.CardJKUHosts = jkuHosts
+			}
 			var out json.RawMessage
 			if err := c.call(cmd.Context(), http.MethodPut, path, nil, org.putBody(), &out); err != nil {
 				return err
@@ -192,6 +216,7 @@ func newOrgUpdateCommand(getenv func(string) string, stdout io.Writer) *cobra.Co
 	cmd.Flags().StringSliceVar(&allowedHosts, "allowed-hosts", nil, "hosts the agent card's interfaces may be on, comma-separated ('' for none)")
 	cmd.Flags().BoolVar(&sharedCoordinator, "shared-coordinator", false, "the org shares a transaction coordinator with us: the compensation gate does not apply")
 	cmd.Flags().BoolVar(&requireSigned, "require-signed-receipts", false, "accept receipts from the org's agent only with a jws signed by the org's keys, not on the channel alone")
+	addCardFlags(cmd, &requireSignedCard, &jkuHosts)
 	return cmd
 }
 
@@ -275,6 +300,23 @@ func newOrgKeysRefreshCommand(getenv func(string) string, stdout io.Writer) *cob
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return postAndPrint(cmd, getenv, stdout, "/admin/v1/orgs/"+url.PathEscape(args[0])+"/keys/refresh", nil)
+		},
+	}
+}
+
+// newOrgAcceptCardCommand is `quittance orgs accept-card ID`.
+func newOrgAcceptCardCommand(getenv func(string) string, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "accept-card ID",
+		Short: "Ask that the org's changed agent card be used; a second on-call approves (on-call)",
+		Long: "accept-card asks that the signing key and compensation params the last check of the org's agent card " +
+			"found (agent_card.status change_awaiting_approval) become the org's pin (POST " +
+			"/admin/v1/orgs/{id}/agent-card/accept), and prints the org with agent_card.pending_change: the card is " +
+			"used again once a different on-call principal approves it (quittance changes approve). An org whose card " +
+			"awaits no approval: exit 3.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return postAndPrint(cmd, getenv, stdout, "/admin/v1/orgs/"+url.PathEscape(args[0])+"/agent-card/accept", nil)
 		},
 	}
 }

@@ -124,6 +124,22 @@ func TestCLIOrgsRegisterAndUpdate(t *testing.T) {
 		got.AgentCardURL != org.AgentCardURL || !strings.Contains(string(got.JWKS), `"sup-1"`) {
 		t.Fatalf("after the approved change: %+v", got)
 	}
+	// The card requirements are trust too, and a later change keeps them.
+	a, errOut, code = run(e.oncall, "orgs", "update", "supplier", "--require-signed-card", "--card-jku-hosts", "keys.supplier.example")
+	if code != 0 || a.PendingChange == nil || a.RequireSignedCard {
+		t.Fatalf("update the card requirements: exit %d %s %+v", code, errOut, a)
+	}
+	approve(a)
+	if _, _, code := run(e.oncall, "orgs", "update", "supplier", "--name", "Supplier Ltd."); code != 0 {
+		t.Fatalf("rename: exit %d", code)
+	}
+	if got := show("supplier"); !got.RequireSignedCard || !slices.Equal(got.CardJKUHosts, []string{"keys.supplier.example"}) {
+		t.Fatalf("the card requirements after a rename: %+v", got)
+	}
+	// No card change awaits approval: exit 3.
+	if _, errOut, code := e.cli(t, e.oncall, "orgs", "accept-card", "supplier"); code != exitConflict || !strings.Contains(errOut, "no_card_change") {
+		t.Errorf("accept-card with no change: exit %d %q, want 3", code, errOut)
+	}
 	// Turning the flag off is a change of trust too.
 	a, errOut, code = run(e.oncall, "orgs", "update", "supplier", "--shared-coordinator=false")
 	if code != 0 || a.PendingChange == nil || !show("supplier").SharedCoordinator {

@@ -31,6 +31,11 @@ type AgentCard struct {
 	Streaming         bool
 	PushNotifications bool
 	Extensions        []AgentExtension
+	// Signatures are the card's signatures, none when it is unsigned;
+	// SignedPayload is what they sign (CardSigningPayload). Who verifies
+	// them, with which keys, is the caller's (delegate/A2A.md).
+	Signatures    []CardSignature
+	SignedPayload []byte
 }
 
 // AgentInterface is one endpoint of an agent. Binding is upper case
@@ -103,6 +108,9 @@ func FetchAgentCard(ctx context.Context, client *http.Client, cardURL string, al
 	}
 	card, err := parseAgentCard(body)
 	if err != nil {
+		return AgentCard{}, fmt.Errorf("fetch agent card: %w", err)
+	}
+	if card.Signatures, card.SignedPayload, err = readCardSignatures(body); err != nil {
 		return AgentCard{}, fmt.Errorf("fetch agent card: %w", err)
 	}
 	for _, iface := range card.Interfaces {

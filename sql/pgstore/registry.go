@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -100,6 +101,7 @@ func (t *tx) PutOrg(ctx context.Context, o ledger.Org) error {
 	err := t.q.OrgUpsert(ctx, dbsqlc.OrgUpsertParams{
 		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, Jwks: o.JWKS, JwksUrl: optional(o.JWKSURL),
 		AgentCardUrl: optional(o.AgentCardURL), AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
+		RequireSignedCard: o.RequireSignedCard, CardJkuHosts: nonNilStrings(o.CardJKUHosts),
 		IdentityRevokedAt: optionalTime(o.IdentityRevokedAt), IdentityRevokedReason: optional(o.IdentityRevokedReason),
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	})
@@ -131,6 +133,41 @@ func (t *tx) RecordOrgJWKSFetch(ctx context.Context, orgID, url string, f ledger
 		return fmt.Errorf("record org %s JWKS fetch: %w", orgID, interpretError(err))
 	}
 	return nil
+}
+
+// RecordOrgCard stores the last check of the org's agent card and its pin.
+func (t *tx) RecordOrgCard(ctx context.Context, orgID string, check ledger.CardCheck, pin ledger.CardPin) error {
+	checkJSON, err := json.Marshal(check)
+	if err != nil {
+		return err
+	}
+	var pinJSON []byte
+	if !pin.IsZero() {
+		if pinJSON, err = json.Marshal(pin); err != nil {
+			return err
+		}
+	}
+	if err := t.q.OrgCardRecord(ctx, dbsqlc.OrgCardRecordParams{ID: orgID, CardCheck: checkJSON, CardPin: pinJSON}); err != nil {
+		return fmt.Errorf("record org %s agent card check: %w", orgID, interpretError(err))
+	}
+	return nil
+}
+
+// decodeCardJSON decodes a card column; NULL (or a value this version
+// cannot read) is the zero value: no pin, no check.
+func decodeCardJSON[T any](raw []byte) T {
+	var v T
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &v)
+	}
+	return v
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func (r reader) TaskClass(ctx context.Context, name string) (ledger.TaskClass, error) {
@@ -177,6 +214,8 @@ func toOrg(r dbsqlc.RemoteOrg) ledger.Org {
 			AttemptedAt: derefTime(r.JwksFetchAttemptedAt).UTC(), Error: deref(r.JwksFetchError),
 		},
 		AgentCardURL: deref(r.AgentCardUrl), AllowedHosts: r.AllowedHosts, RequireSignedReceipts: r.RequireSignedReceipts,
+		RequireSignedCard: r.RequireSignedCard, CardJKUHosts: r.CardJkuHosts,
+		CardPin: decodeCardJSON[ledger.CardPin](r.CardPin), CardCheck: decodeCardJSON[ledger.CardCheck](r.CardCheck),
 		IdentityRevokedAt: derefTime(r.IdentityRevokedAt), IdentityRevokedReason: deref(r.IdentityRevokedReason),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}

@@ -15,10 +15,10 @@ FOR SHARE OF o;
 -- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
     id, name, shared_coordinator, jwks, jwks_url, agent_card_url, allowed_hosts, require_signed_receipts,
-    identity_revoked_at, identity_revoked_reason, created_at, updated_at
+    require_signed_card, card_jku_hosts, identity_revoked_at, identity_revoked_reason, created_at, updated_at
 ) VALUES (
     @id, @name, @shared_coordinator, @jwks, @jwks_url, @agent_card_url, @allowed_hosts, @require_signed_receipts,
-    @identity_revoked_at, @identity_revoked_reason, @created_at, @updated_at
+    @require_signed_card, @card_jku_hosts, @identity_revoked_at, @identity_revoked_reason, @created_at, @updated_at
 )
 ON CONFLICT (id) DO UPDATE SET
     name                    = EXCLUDED.name,
@@ -34,6 +34,10 @@ ON CONFLICT (id) DO UPDATE SET
     agent_card_url          = EXCLUDED.agent_card_url,
     allowed_hosts           = EXCLUDED.allowed_hosts,
     require_signed_receipts = EXCLUDED.require_signed_receipts,
+    require_signed_card     = EXCLUDED.require_signed_card,
+    card_jku_hosts          = EXCLUDED.card_jku_hosts,
+    -- The card's pin and last check are the card's (OrgCardRecord), not
+    -- the registration's: a registration keeps them.
     -- A registration never undoes a revocation, even one committed while
     -- the registration was in flight.
     identity_revoked_at     = COALESCE(remote_orgs.identity_revoked_at, EXCLUDED.identity_revoked_at),
@@ -98,3 +102,7 @@ UPDATE remote_orgs
 SET jwks_fetched = @jwks_fetched, jwks_fetched_at = @jwks_fetched_at,
     jwks_fetch_attempted_at = @jwks_fetch_attempted_at, jwks_fetch_error = @jwks_fetch_error
 WHERE id = @id AND jwks_url = @jwks_url;
+
+-- name: OrgCardRecord :exec
+-- Records what a check of the org's agent card found, and the pin.
+UPDATE remote_orgs SET card_check = @card_check, card_pin = @card_pin WHERE id = @id;

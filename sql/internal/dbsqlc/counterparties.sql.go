@@ -49,7 +49,7 @@ func (q *Queries) BudgetListAll(ctx context.Context) ([]Budget, error) {
 }
 
 const orgListAll = `-- name: OrgListAll :many
-SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error FROM remote_orgs ORDER BY id LIMIT 1000
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error, require_signed_card, card_jku_hosts, card_pin, card_check FROM remote_orgs ORDER BY id LIMIT 1000
 `
 
 func (q *Queries) OrgListAll(ctx context.Context) ([]RemoteOrg, error) {
@@ -78,6 +78,10 @@ func (q *Queries) OrgListAll(ctx context.Context) ([]RemoteOrg, error) {
 			&i.JwksFetchedAt,
 			&i.JwksFetchAttemptedAt,
 			&i.JwksFetchError,
+			&i.RequireSignedCard,
+			&i.CardJkuHosts,
+			&i.CardPin,
+			&i.CardCheck,
 		); err != nil {
 			return nil, err
 		}

@@ -326,6 +326,10 @@ type RemoteOrg struct {
 	JwksFetchedAt         *time.Time
 	JwksFetchAttemptedAt  *time.Time
 	JwksFetchError        *string
+	RequireSignedCard     bool
+	CardJkuHosts          []string
+	CardPin               json.RawMessage
+	CardCheck             json.RawMessage
 }
 
 type ReportingAnomaliesV1 struct {

@@ -15,7 +15,7 @@ import (
 )
 
 const creationReferences = `-- name: CreationReferences :one
-SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at, b.tenants
+SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, o.require_signed_card, o.card_jku_hosts, o.card_pin, o.card_check, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at, b.tenants
 FROM remote_orgs o, budgets b
 WHERE o.id = $1 AND b.id = $2
 FOR SHARE OF o
@@ -56,6 +56,10 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 		&i.RemoteOrg.JwksFetchedAt,
 		&i.RemoteOrg.JwksFetchAttemptedAt,
 		&i.RemoteOrg.JwksFetchError,
+		&i.RemoteOrg.RequireSignedCard,
+		&i.RemoteOrg.CardJkuHosts,
+		&i.RemoteOrg.CardPin,
+		&i.RemoteOrg.CardCheck,
 		&i.Budget.ID,
 		&i.Budget.Currency,
 		&i.Budget.FundedMinor,
@@ -71,7 +75,7 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 }
 
 const gatePolicy = `-- name: GatePolicy :one
-SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
+SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, o.require_signed_card, o.card_jku_hosts, o.card_pin, o.card_check, c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
        c.updated_at AS class_updated_at,
        coalesce((SELECT a.dispatched FROM a2a_delegations a WHERE a.delegation_id = $1), false)::boolean AS dispatched,
        EXISTS (SELECT FROM task_class_policies p
@@ -128,6 +132,10 @@ func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePol
 		&i.RemoteOrg.JwksFetchedAt,
 		&i.RemoteOrg.JwksFetchAttemptedAt,
 		&i.RemoteOrg.JwksFetchError,
+		&i.RemoteOrg.RequireSignedCard,
+		&i.RemoteOrg.CardJkuHosts,
+		&i.RemoteOrg.CardPin,
+		&i.RemoteOrg.CardCheck,
 		&i.ClassName,
 		&i.EffectCapable,
 		&i.GateOn,
@@ -139,8 +147,24 @@ func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePol
 	return i, err
 }
 
+const orgCardRecord = `-- name: OrgCardRecord :exec
+UPDATE remote_orgs SET card_check = $1, card_pin = $2 WHERE id = $3
+`
+
+type OrgCardRecordParams struct {
+	CardCheck json.RawMessage
+	CardPin   json.RawMessage
+	ID        string
+}
+
+// Records what a check of the org's agent card found, and the pin.
+func (q *Queries) OrgCardRecord(ctx context.Context, arg OrgCardRecordParams) error {
+	_, err := q.db.Exec(ctx, orgCardRecord, arg.CardCheck, arg.CardPin, arg.ID)
+	return err
+}
+
 const orgGetByID = `-- name: OrgGetByID :one
-SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error FROM remote_orgs WHERE id = $1
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error, require_signed_card, card_jku_hosts, card_pin, card_check FROM remote_orgs WHERE id = $1
 `
 
 func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) {
@@ -163,12 +187,16 @@ func (q *Queries) OrgGetByID(ctx context.Context, id string) (RemoteOrg, error) 
 		&i.JwksFetchedAt,
 		&i.JwksFetchAttemptedAt,
 		&i.JwksFetchError,
+		&i.RequireSignedCard,
+		&i.CardJkuHosts,
+		&i.CardPin,
+		&i.CardCheck,
 	)
 	return i, err
 }
 
 const orgGetByIDForUpdate = `-- name: OrgGetByIDForUpdate :one
-SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error FROM remote_orgs WHERE id = $1 FOR UPDATE
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error, require_signed_card, card_jku_hosts, card_pin, card_check FROM remote_orgs WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) OrgGetByIDForUpdate(ctx context.Context, id string) (RemoteOrg, error) {
@@ -191,6 +219,10 @@ func (q *Queries) OrgGetByIDForUpdate(ctx context.Context, id string) (RemoteOrg
 		&i.JwksFetchedAt,
 		&i.JwksFetchAttemptedAt,
 		&i.JwksFetchError,
+		&i.RequireSignedCard,
+		&i.CardJkuHosts,
+		&i.CardPin,
+		&i.CardCheck,
 	)
 	return i, err
 }
@@ -226,7 +258,7 @@ func (q *Queries) OrgJWKSFetchRecord(ctx context.Context, arg OrgJWKSFetchRecord
 }
 
 const orgListWithJWKSURL = `-- name: OrgListWithJWKSURL :many
-SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error FROM remote_orgs WHERE jwks_url IS NOT NULL ORDER BY id
+SELECT id, name, shared_coordinator, jwks, agent_card_url, allowed_hosts, require_signed_receipts, identity_revoked_at, identity_revoked_reason, created_at, updated_at, jwks_url, jwks_fetched, jwks_fetched_at, jwks_fetch_attempted_at, jwks_fetch_error, require_signed_card, card_jku_hosts, card_pin, card_check FROM remote_orgs WHERE jwks_url IS NOT NULL ORDER BY id
 `
 
 // The orgs whose keys come from a JWKS URL, for the periodic refresh.
@@ -256,6 +288,10 @@ func (q *Queries) OrgListWithJWKSURL(ctx context.Context) ([]RemoteOrg, error) {
 			&i.JwksFetchedAt,
 			&i.JwksFetchAttemptedAt,
 			&i.JwksFetchError,
+			&i.RequireSignedCard,
+			&i.CardJkuHosts,
+			&i.CardPin,
+			&i.CardCheck,
 		); err != nil {
 			return nil, err
 		}
@@ -270,10 +306,10 @@ func (q *Queries) OrgListWithJWKSURL(ctx context.Context) ([]RemoteOrg, error) {
 const orgUpsert = `-- name: OrgUpsert :exec
 INSERT INTO remote_orgs (
     id, name, shared_coordinator, jwks, jwks_url, agent_card_url, allowed_hosts, require_signed_receipts,
-    identity_revoked_at, identity_revoked_reason, created_at, updated_at
+    require_signed_card, card_jku_hosts, identity_revoked_at, identity_revoked_reason, created_at, updated_at
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $11, $12
+    $9, $10, $11, $12, $13, $14
 )
 ON CONFLICT (id) DO UPDATE SET
     name                    = EXCLUDED.name,
@@ -289,6 +325,10 @@ ON CONFLICT (id) DO UPDATE SET
     agent_card_url          = EXCLUDED.agent_card_url,
     allowed_hosts           = EXCLUDED.allowed_hosts,
     require_signed_receipts = EXCLUDED.require_signed_receipts,
+    require_signed_card     = EXCLUDED.require_signed_card,
+    card_jku_hosts          = EXCLUDED.card_jku_hosts,
+    -- The card's pin and last check are the card's (OrgCardRecord), not
+    -- the registration's: a registration keeps them.
     -- A registration never undoes a revocation, even one committed while
     -- the registration was in flight.
     identity_revoked_at     = COALESCE(remote_orgs.identity_revoked_at, EXCLUDED.identity_revoked_at),
@@ -305,6 +345,8 @@ type OrgUpsertParams struct {
 	AgentCardUrl          *string
 	AllowedHosts          []string
 	RequireSignedReceipts bool
+	RequireSignedCard     bool
+	CardJkuHosts          []string
 	IdentityRevokedAt     *time.Time
 	IdentityRevokedReason *string
 	CreatedAt             time.Time
@@ -321,6 +363,8 @@ func (q *Queries) OrgUpsert(ctx context.Context, arg OrgUpsertParams) error {
 		arg.AgentCardUrl,
 		arg.AllowedHosts,
 		arg.RequireSignedReceipts,
+		arg.RequireSignedCard,
+		arg.CardJkuHosts,
 		arg.IdentityRevokedAt,
 		arg.IdentityRevokedReason,
 		arg.CreatedAt,

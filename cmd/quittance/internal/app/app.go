@@ -219,6 +219,10 @@ func (a *App) buildWorkers(cfg Config, log *slog.Logger) {
 	workerCfg.Clock, workerCfg.Log = cfg.Clock, log.With(slog.String("component", "a2a"))
 	workerCfg.LedgerID, workerCfg.Identity = cfg.LedgerID, cfg.Identity
 	workerCfg.RefreshOrgKeysForKid = a.Ledger.RefreshOrgKeysForKid
+	workerCfg.ObserveAgentCard = a.Ledger.ObserveAgentCard
+	// A card signature's jku, where an org allows its host, is fetched
+	// through the egress policy as orgs' JWKS URLs are.
+	workerCfg.FetchJWKS = jose.NewJWKSFetcher(egress.NewClient(cfg.Egress))
 	workerCfg.OnPanic = metrics.Panic
 	a.Worker = delegate.NewWorker(workerCfg)
 	a.Orchestrator = delegate.NewOrchestrator(delegate.OrchestratorConfig{

@@ -61,6 +61,9 @@ type OrgBody struct {
 	AgentCardURL          string         `json:"agent_card_url,omitempty"`
 	AllowedHosts          []string       `json:"allowed_hosts"`
 	RequireSignedReceipts bool           `json:"require_signed_receipts"`
+	RequireSignedCard     bool           `json:"require_signed_card" doc:"The org's agent card is used only when one of its signatures verifies."`
+	CardJKUHosts          []string       `json:"card_jku_hosts" doc:"The hosts a card signature's jku may name for its key to be fetched from; empty: card signatures verify with the org's registered keys only."`
+	AgentCard             AgentCardBody  `json:"agent_card" doc:"The signature state of the org's agent card, as last checked, and its pin."`
 	IdentityRevokedAt     *time.Time     `json:"identity_revoked_at,omitempty"`
 	IdentityRevokedReason string         `json:"identity_revoked_reason,omitempty"`
 	CreatedAt             time.Time      `json:"created_at"`
@@ -82,6 +85,7 @@ func orgBody(o ledger.Org) OrgBody {
 	b := OrgBody{
 		ID: o.ID, Name: o.Name, SharedCoordinator: o.SharedCoordinator, JWKS: rawJSON(o.JWKS), JWKSURL: o.JWKSURL,
 		AgentCardURL: o.AgentCardURL, AllowedHosts: o.AllowedHosts, RequireSignedReceipts: o.RequireSignedReceipts,
+		RequireSignedCard: o.RequireSignedCard, CardJKUHosts: nonNilHosts(o.CardJKUHosts), AgentCard: agentCardBody(o),
 		IdentityRevokedAt: timePtr(o.IdentityRevokedAt), IdentityRevokedReason: o.IdentityRevokedReason,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	}
@@ -138,10 +142,16 @@ func (s *Server) registerAdmin() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "put-org", Method: http.MethodPut, Path: "/admin/v1/orgs/{id}", Tags: tags,
 		Summary: "Register a remote org or replace its registration", Security: bearerAuth,
+		Description: "A change to what the org is trusted with (keys or their source, agent card URL, allowed hosts, shared_coordinator, " +
+			"require_signed_receipts, require_signed_card, card_jku_hosts) is a privileged change: 202 with pending_change, the org as it " +
+			"still is. The card's pin and signature state are not part of the registration and are kept.",
 	}, s.putOrg)
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-org", Method: http.MethodGet, Path: "/admin/v1/orgs/{id}", Tags: tags,
 		Summary: "Get a remote org", Security: bearerAuth,
+		Description: "The org's registration, with agent_card: the signature state of its agent card as last checked (unchecked, unsigned, " +
+			"verified with kid and thumbprint, failed with the reason, change_awaiting_approval), whether Quittance uses it, and the " +
+			"key and compensation params pinned at its first verified use.",
 	}, s.getOrg)
 
 	huma.Register(s.api, huma.Operation{
@@ -162,6 +172,7 @@ func (s *Server) registerAdmin() {
 	}, s.listTaskClasses)
 	s.registerTaskClassPolicies()
 	s.registerPrincipals()
+	s.registerAgentCard()
 }
 
 type putBudgetInput struct {
@@ -216,6 +227,8 @@ type putOrgInput struct {
 		AgentCardURL          string         `json:"agent_card_url,omitempty" maxLength:"2048"`
 		AllowedHosts          []string       `json:"allowed_hosts,omitempty" maxItems:"32"`
 		RequireSignedReceipts bool           `json:"require_signed_receipts,omitempty"`
+		RequireSignedCard     bool           `json:"require_signed_card,omitempty" doc:"Use the org's agent card only when one of its signatures verifies: an unsigned or unverifiable card gets no dispatch and no compensation request. A privileged change."`
+		CardJKUHosts          []string       `json:"card_jku_hosts,omitempty" maxItems:"20" doc:"Hosts a card signature's jku may name: its key is then fetched from there (through the egress policy). Without them a jku is refused and card signatures verify with the org's registered keys only. A privileged change."`
 	}
 }
 
@@ -238,6 +251,7 @@ func (s *Server) putOrg(ctx context.Context, in *putOrgInput) (*orgOutput, error
 	o, created, err := s.ledger.PutOrg(ctx, principal(ctx), in.ID, ledger.OrgInput{
 		Name: b.Name, SharedCoordinator: b.SharedCoordinator, JWKS: jwks, JWKSURL: b.JWKSURL, AgentCardURL: b.AgentCardURL,
 		AllowedHosts: b.AllowedHosts, RequireSignedReceipts: b.RequireSignedReceipts,
+		RequireSignedCard: b.RequireSignedCard, CardJKUHosts: b.CardJKUHosts,
 	})
 	status, pc, err := s.changeStatus(ctx, err, createdStatus(created))
 	if err != nil {

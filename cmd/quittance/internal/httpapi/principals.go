@@ -92,7 +92,7 @@ func credentialBody(t ledger.Token) CredentialBody {
 // second on-call principal.
 type PendingChangeBody struct {
 	ID             string          `json:"id"`
-	Kind           string          `json:"kind" enum:"principal_create,role_grant,credential_create,org_update,task_class_update,write_off_threshold_update,oidc_link,no_identity_provider_account,budget_tenants_update,task_class_policy_update"`
+	Kind           string          `json:"kind" enum:"principal_create,role_grant,credential_create,org_update,task_class_update,write_off_threshold_update,oidc_link,no_identity_provider_account,budget_tenants_update,task_class_policy_update,org_card_accept"`
 	Target         string          `json:"target"`
 	Summary        string          `json:"summary"`
 	Status         string          `json:"status" enum:"pending,applied,refused,expired"`

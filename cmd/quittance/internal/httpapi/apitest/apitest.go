@@ -157,6 +157,12 @@ type Worker struct {
 	// CompensationMaxAttempts bounds the compensation requests sent for one
 	// obligation (the worker's default when zero).
 	CompensationMaxAttempts int
+	// DispatchMaxAttempts bounds the attempts of one dispatch (the
+	// worker's default when zero).
+	DispatchMaxAttempts int
+	// CardTTL is how long a checked agent card is reused (the worker's
+	// default, 5m, when zero).
+	CardTTL time.Duration
 	// Webhooks runs webhook deliveries too.
 	Webhooks bool
 	// WebhookMaxAttempts is how many attempts a webhook delivery gets
@@ -391,6 +397,7 @@ func (w Worker) a2aConfig(publicURL string) delegate.Config {
 		PublicURL: publicURL, Interval: 20 * time.Millisecond, PollAfter: w.PollAfter, PollInterval: w.PollInterval,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, CompensationPollInterval: 20 * time.Millisecond,
 		CompensationMaxAttempts: w.CompensationMaxAttempts, Streaming: w.Streaming, StreamInterval: streamInterval,
+		DispatchMaxAttempts: w.DispatchMaxAttempts, CardTTL: w.CardTTL,
 	}
 }
 

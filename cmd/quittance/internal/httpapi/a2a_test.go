@@ -267,7 +267,7 @@ func serveA2APeer(t *testing.T, exec a2asrv.AgentExecutor, ip, description strin
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
+	mux.Handle("/rpc", checkExtensionWire(t, a2asrv.NewJSONRPCHandler(handler)))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
 		Name: "Supplier", Description: description, URL: srv.URL + "/rpc",
 		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: "1.0.0",
@@ -378,6 +378,7 @@ func (e *a2aEnv) waitFor(t *testing.T, id, what string, ok func(httpapi.Delegati
 	for {
 		d := e.get(t, id)
 		if ok(d) {
+			checkStoredReceipt(t, d)
 			return d
 		}
 		if time.Now().After(deadline) {

@@ -30,6 +30,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/extension"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
@@ -106,6 +107,9 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 			maps.Copy(data, p.receiptExtra)
 			if outcome == "not_supported" {
 				data["reason"] = "orders of this kind cannot be reversed"
+			}
+			if err := extension.ValidateValue(extension.SchemaReceipt, data); err != nil {
+				return fmt.Errorf("the peer's receipt breaks the extension's schema: %w", err)
 			}
 			art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: data})
 			art.Artifact.Name = compensation.ReceiptArtifactName

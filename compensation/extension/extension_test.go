@@ -17,6 +17,7 @@ import (
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/extension"
 	"github.com/quittance/quittance/delegate"
+	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/ledger"
 )
@@ -195,7 +196,7 @@ func TestOutcomesAreWhatQuittanceAccepts(t *testing.T) {
 
 // TestRequestsQuittanceSends: the compensation requests the worker sends
 // (delegate.CompensationRequestSend) and the cancel metadata for an
-// atomicCancel agent hold to the schemas, signed and unsigned, with and
+// atomicCancel agent (delegate.CancelExtensions) hold to the schemas, signed and unsigned, with and
 // without extra tasks, for the delegation's task and an extra one.
 func TestRequestsQuittanceSends(t *testing.T) {
 	raw, err := jose.NewIdentityFile("ledger", time.Now())
@@ -222,10 +223,10 @@ func TestRequestsQuittanceSends(t *testing.T) {
 			}
 			checkMetadata(t, send.Message.Metadata, signer != nil)
 		}
-		meta, err := delegate.RequestMetadata(d, compensation.CompensationRequest{TaskID: "task-1",
-			IdempotencyKey: ledger.CompensationKey(d), Reason: "cancel_requested"}, "", signer, time.Now())
-		if err != nil {
-			t.Fatal(err)
+		card := a2a.AgentCard{Extensions: []a2a.AgentExtension{{URI: extension.URI, Params: json.RawMessage(`{"atomicCancel": true}`)}}}
+		exts, meta, err := delegate.CancelExtensions(d, card, signer, time.Now())
+		if err != nil || len(exts) != 1 || exts[0] != extension.URI {
+			t.Fatalf("cancel extensions %v, %v", exts, err)
 		}
 		checkMetadata(t, meta, signer != nil)
 	}

@@ -114,6 +114,40 @@ func (e *executor) result(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
+// Cancel cancels through next. A cancel that carries a compensation
+// request (to an agent that declares atomicCancel) for the task it cancels
+// is compensated first: the receipt goes on the task, before next's events,
+// so the cancel's reply — or a later GetTask — carries it. When the
+// compensation fails the cancel goes on without a receipt, and Quittance
+// asks for compensation with a message instead.
 func (e *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return e.next.Cancel(ctx, ec)
+	req, ok, err := RequestFromCancel(ec.Metadata)
+	if !ok || err != nil || req.TaskID != ec.TaskID {
+		return e.next.Cancel(ctx, ec)
+	}
+	return func(yield func(a2a.Event, error) bool) {
+		if art, ok := e.receiptArtifact(ctx, ec, req); ok && !yield(art, nil) {
+			return
+		}
+		for ev, err := range e.next.Cancel(ctx, ec) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// receiptArtifact is the artifact event of req's receipt on the task of
+// ec, when its compensation is final; ok is false otherwise.
+func (e *executor) receiptArtifact(ctx context.Context, ec *a2asrv.ExecutorContext, req Request) (*a2a.TaskArtifactUpdateEvent, bool) {
+	res, err := e.result(ctx, req)
+	if err != nil || !res.Outcome.final() {
+		return nil, false
+	}
+	receipt, err := e.signer.Receipt(req, res)
+	if err != nil {
+		return nil, false
+	}
+	art, err := receipt.Artifact(ec)
+	return art, err == nil
 }

@@ -57,17 +57,26 @@ type Params struct {
 	// Required sets the declaration's required flag: clients that do not
 	// use the extension are refused (-32008).
 	Required bool
+	// AtomicCancel declares params.atomicCancel: Quittance then sends the
+	// compensation request with its cancel, and Wrap answers it on the
+	// canceled task.
+	AtomicCancel bool
 }
 
 // Extension is the declaration of the extension for the card's
 // capabilities.extensions, made by an agent whose receipts signer signs:
-// params signedReceipts and receiptAlgs (informative; card.schema.json).
+// params signedReceipts and receiptAlgs (informative), and atomicCancel
+// when p says so (card.schema.json).
 func Extension(signer *Signer, p Params) a2a.AgentExtension {
+	params := map[string]any{"signedReceipts": true, "receiptAlgs": []string{string(signer.alg)}}
+	if p.AtomicCancel {
+		params["atomicCancel"] = true
+	}
 	return a2a.AgentExtension{
 		URI:         URI,
 		Required:    p.Required,
 		Description: "Answers compensation requests with signed compensation receipts.",
-		Params:      map[string]any{"signedReceipts": true, "receiptAlgs": []string{string(signer.alg)}},
+		Params:      params,
 	}
 }
 
@@ -120,6 +129,28 @@ func RequestFrom(msg *a2a.Message) (req Request, ok bool, err error) {
 		return req, true, nil
 	}
 	return Request{}, false, nil
+}
+
+// RequestFromCancel finds the compensation request in the metadata of a
+// cancel (ExecutorContext.Metadata of Cancel): Quittance sends one to an
+// agent that declares atomicCancel. ok is false when there is none.
+func RequestFromCancel(metadata map[string]any) (req Request, ok bool, err error) {
+	m, isMap := metadata[URI].(map[string]any)
+	if !isMap || m["taskId"] == nil {
+		return Request{}, false, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return Request{}, true, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := json.Unmarshal(b, &req); err != nil {
+		return Request{}, true, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if req.TaskID == "" || req.IdempotencyKey == "" {
+		return Request{}, true, fmt.Errorf("%w: taskId and idempotencyKey are required", ErrMalformed)
+	}
+	req.RequestJWS, _ = m["requestJws"].(string)
+	return req, true, nil
 }
 
 // Result is what the org's compensation did.

@@ -2,8 +2,12 @@ package interop
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"iter"
 	"net/http"
@@ -65,7 +69,7 @@ func (r *reversals) reverse(_ context.Context, req kit.Request) (kit.Result, err
 
 // serve serves an a2a-go v2 agent with the kit on loopback, signing with
 // signer, and returns its card's URL.
-func serve(t *testing.T, signer *kit.Signer, r *reversals) string {
+func serve(t *testing.T, signer *kit.Signer, r *reversals, p kit.Params) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -76,16 +80,32 @@ func serve(t *testing.T, signer *kit.Signer, r *reversals) string {
 		DefaultInputModes:   []string{"text"}, DefaultOutputModes: []string{"text"},
 		Skills: []v2.AgentSkill{{ID: "buy", Name: "buy", Description: "buy", Tags: []string{"buy"}}},
 	}
-	card.Capabilities.Extensions = append(card.Capabilities.Extensions, kit.Extension(signer, kit.Params{}))
+	card.Capabilities.Extensions = append(card.Capabilities.Extensions, kit.Extension(signer, p))
+	if err := extension.ValidateValue(extension.SchemaCard, card.Capabilities.Extensions[0]); err != nil {
+		t.Errorf("the kit's declaration: %v", err)
+	}
 	handler := a2asrv.NewHandler(kit.Wrap(work{}, signer, r.reverse))
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	return srv.URL + a2asrv.WellKnownAgentCardPath
 }
 
+// keys make an org key of each kind Quittance accepts.
+var keys = map[string]func() (crypto.Signer, error){
+	"EdDSA": func() (crypto.Signer, error) { _, k, err := ed25519.GenerateKey(rand.Reader); return k, err },
+	"ES256": func() (crypto.Signer, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) },
+	"ES384": func() (crypto.Signer, error) { return ecdsa.GenerateKey(elliptic.P384(), rand.Reader) },
+	"PS256": func() (crypto.Signer, error) { return rsa.GenerateKey(rand.Reader, 2048) },
+}
+
 func newSigner(t *testing.T, kid string) (*kit.Signer, []byte) {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	return newSignerAlg(t, kid, "EdDSA")
+}
+
+func newSignerAlg(t *testing.T, kid, alg string) (*kit.Signer, []byte) {
+	t.Helper()
+	priv, err := keys[alg]()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +125,7 @@ func newSigner(t *testing.T, kid string) (*kit.Signer, []byte) {
 // agent ran and canceled.
 type quittance struct {
 	id     *jose.Identity
+	card   a2a.AgentCard
 	client *a2a.Client
 	d      ledger.Delegation
 }
@@ -131,7 +152,7 @@ func newQuittance(t *testing.T, cardURL string) *quittance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := &quittance{id: id, client: a2a.NewClient(http.DefaultClient, iface)}
+	q := &quittance{id: id, card: card, client: a2a.NewClient(http.DefaultClient, iface)}
 	q.d = ledger.Delegation{ID: uuid.New(), OrgID: orgID, Hold: ledger.Money{AmountMinor: 125000, Currency: "EUR"}}
 	q.d.Remote.ContextID = "quittance-context-" + q.d.ID.String()
 	res, err := q.client.SendMessage(ctx, a2a.SendRequest{Message: a2a.Message{
@@ -142,12 +163,24 @@ func newQuittance(t *testing.T, cardURL string) *quittance {
 		t.Fatalf("dispatch: %+v, %v", res, err)
 	}
 	q.d.Remote.TaskID = res.Task.ID
-	if _, err := q.client.CancelTask(ctx, q.d.Remote.TaskID, nil); err != nil {
-		t.Fatal(err)
-	}
-	q.d.TaskStatus = ledger.StatusCanceled
 	q.d.Compensation.IdempotencyKey = ledger.CompensationKey(q.d)
 	return q
+}
+
+// cancel cancels the delegation's task as the worker does
+// (delegate.CancelExtensions) and returns the canceled task.
+func (q *quittance) cancel(t *testing.T) a2a.Task {
+	t.Helper()
+	exts, meta, err := delegate.CancelExtensions(q.d, q.card, q.id, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := q.client.CancelTaskWithMetadata(t.Context(), q.d.Remote.TaskID, exts, meta)
+	if err != nil || task.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel: %+v, %v", task, err)
+	}
+	q.d.TaskStatus = ledger.StatusCanceled
+	return task
 }
 
 // ask sends round's compensation request as the worker does and returns
@@ -198,9 +231,18 @@ func (q *quittance) judge(r compensation.RemoteReceipt, jwks []byte) compensatio
 // same key asked again is reversed once, and what went over the wire
 // holds to the extension's schemas.
 func TestQuittanceAcceptsTheKitsReceipt(t *testing.T) {
-	signer, jwks := newSigner(t, "acme-1")
+	for alg := range keys {
+		t.Run(alg, func(t *testing.T) { acceptsReceipt(t, alg) })
+	}
+}
+
+func acceptsReceipt(t *testing.T, alg string) {
+	signer, jwks := newSignerAlg(t, "acme-1", alg)
 	r := &reversals{count: map[string]int{}}
-	q := newQuittance(t, serve(t, signer, r))
+	q := newQuittance(t, serve(t, signer, r, kit.Params{}))
+	if task := q.cancel(t); len(task.Artifacts) != 0 {
+		t.Fatalf("a cancel without atomicCancel carries artifacts %+v", task.Artifacts)
+	}
 
 	raw, receipt := q.ask(t, 1)
 	v := q.judge(receipt, jwks)
@@ -236,7 +278,8 @@ func TestQuittanceAcceptsTheKitsReceipt(t *testing.T) {
 func TestQuittanceRefusesAForgedReceipt(t *testing.T) {
 	_, registered := newSigner(t, "acme-1")
 	forger, _ := newSigner(t, "acme-1")
-	q := newQuittance(t, serve(t, forger, &reversals{count: map[string]int{}}))
+	q := newQuittance(t, serve(t, forger, &reversals{count: map[string]int{}}, kit.Params{}))
+	q.cancel(t)
 	_, receipt := q.ask(t, 1)
 	if v := q.judge(receipt, registered); v.Event != "" || !strings.Contains(v.Problem, "refused") {
 		t.Fatalf("forged receipt: verdict %+v; want it refused", v)
@@ -244,5 +287,45 @@ func TestQuittanceRefusesAForgedReceipt(t *testing.T) {
 	receipt.JWS = ""
 	if v := q.judge(receipt, registered); v.Event != "" {
 		t.Fatalf("unsigned receipt: verdict %+v; want it refused", v)
+	}
+}
+
+// TestAtomicCancelReceiptAccepted: an agent that declares atomicCancel
+// gets the compensation request with Quittance's cancel and answers it on
+// the canceled task, where Quittance judges it as an atomic receipt; the
+// compensation request sent later for the same key gets the same receipt,
+// with no second reversal.
+func TestAtomicCancelReceiptAccepted(t *testing.T) {
+	signer, jwks := newSigner(t, "acme-1")
+	r := &reversals{count: map[string]int{}}
+	q := newQuittance(t, serve(t, signer, r, kit.Params{AtomicCancel: true}))
+	task := q.cancel(t)
+	var raw json.RawMessage
+	for _, art := range task.Artifacts {
+		if art.Name == compensation.ReceiptArtifactName && len(art.Parts) == 1 {
+			raw = art.Parts[0].Data
+		}
+	}
+	if raw == nil {
+		t.Fatalf("the canceled task has no receipt: %+v", task.Artifacts)
+	}
+	if err := extension.Validate(extension.SchemaReceipt, raw); err != nil {
+		t.Error(err)
+	}
+	receipt, err := compensation.ParseRemoteReceipt(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := compensation.JudgeReceipt(compensation.ReceiptInput{
+		Delegation: q.d, Org: ledger.Org{ID: orgID, JWKS: jwks, RequireSignedReceipts: true},
+		Receipt: receipt, LedgerID: ledgerID, Now: time.Now(), Atomic: true,
+	})
+	if v.Event != ledger.EventCompensationAck {
+		t.Fatalf("atomic receipt %+v: verdict %+v; want an ack", receipt, v)
+	}
+	_, again := q.ask(t, 1)
+	if again.ReceiptID != receipt.ReceiptID || r.count[q.d.Compensation.IdempotencyKey] != 1 {
+		t.Errorf("request after the atomic cancel: receipt %+v, %d reversals; want the same receipt, one reversal",
+			again, r.count[q.d.Compensation.IdempotencyKey])
 	}
 }

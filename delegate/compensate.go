@@ -442,11 +442,6 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, f com
 	return err
 }
 
-// requestMetadata is RequestMetadata with the worker's identity and clock.
-func (w *Worker) requestMetadata(d ledger.Delegation, req compensation.CompensationRequest, msgID string) (json.RawMessage, error) {
-	return RequestMetadata(d, req, msgID, w.cfg.Identity, w.now())
-}
-
 // CompensationRequestSend is the SendMessage of compensation request req
 // for d, with messageId msgID, naming refs in referenceTaskIds and signed
 // by id (when not nil) at now: the one shape of every compensation request

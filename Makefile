@@ -6,7 +6,7 @@ GO        ?= go
 GOTEST    ?= $(GO) test -race -count=1
 PGTESTENV  = $(GO) run ./sql/pgtest/pgtestenv
 
-.PHONY: run test test-go test-deploy generate verify-generated vet fmt-check prometheus check-rules fuzz bench soak
+.PHONY: run test test-go test-deploy test-kit generate verify-generated vet fmt-check prometheus check-rules fuzz bench soak
 
 ## run: serve on the embedded default (a private PostgreSQL cluster under ./.quittance)
 # The binary is built to a git-ignored path and exec'd; the service takes
@@ -20,13 +20,18 @@ run:
 	@exec $(QUITTANCE_BIN) dev
 
 ## test: the whole suite against a throwaway PostgreSQL cluster
-test: vet test-go test-deploy
+test: vet test-go test-deploy test-kit
 
 test-go:
 	$(PGTESTENV) $(GOTEST) -timeout 15m ./...
 
 test-deploy:
 	cd deploy && $(GO) test -count=1 ./...
+
+## test-kit: the compensation kit for remote orgs and its test against Quittance (modules of their own)
+test-kit:
+	cd compensation/kit && $(GO) vet ./... && $(GOTEST) ./...
+	cd compensation/kit/interop && $(GO) vet ./... && $(GOTEST) ./...
 
 ## generate: regenerate the sqlc code from sql/migrations and sql/queries
 generate:

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
@@ -55,10 +57,17 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	return w.takeCancelAnswer(ctx, j, d, taskAnswer{org: org, card: card, task: task, source: "cancel"}, err)
 }
 
-// cancelExtensions are the extensions and metadata of d's cancel: the
-// compensation extension when the card declares it, and, for an agent that
-// compensates with the cancel (atomicCancel), the compensation request.
+// cancelExtensions is CancelExtensions with the worker's identity and clock.
 func (w *Worker) cancelExtensions(d ledger.Delegation, card a2a.AgentCard) ([]string, json.RawMessage, error) {
+	return CancelExtensions(d, card, w.cfg.Identity, w.now())
+}
+
+// CancelExtensions are the extensions and metadata of d's cancel to the
+// agent of card: the compensation extension when the card declares it,
+// and, for an agent that compensates with the cancel (atomicCancel), the
+// compensation request (reason cancel_requested), signed by id when not
+// nil (compensation/extension/v1/README.md, "Atomic cancel").
+func CancelExtensions(d ledger.Delegation, card a2a.AgentCard, id *jose.Identity, now time.Time) ([]string, json.RawMessage, error) {
 	var (
 		exts []string
 		meta json.RawMessage
@@ -70,7 +79,7 @@ func (w *Worker) cancelExtensions(d ledger.Delegation, card a2a.AgentCard) ([]st
 	if atomic {
 		req := compensation.CompensationRequest{TaskID: d.Remote.TaskID, IdempotencyKey: ledger.CompensationKey(d), Reason: "cancel_requested"}
 		var err error
-		if meta, err = w.requestMetadata(d, req, ""); err != nil {
+		if meta, err = RequestMetadata(d, req, "", id, now); err != nil {
 			return nil, nil, err
 		}
 	}

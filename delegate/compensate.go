@@ -9,6 +9,7 @@ import (
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate/a2a"
+	"github.com/quittance/quittance/internal/jose"
 	"github.com/quittance/quittance/internal/text"
 	"github.com/quittance/quittance/ledger"
 )
@@ -142,21 +143,11 @@ func (w *Worker) sendCompensationRequest(ctx context.Context, client *a2a.Client
 	req := compensation.RequestFor(d)
 	req.ExtraTaskIDs = extraTaskIDs(extras)
 	run.named = req.ExtraTaskIDs
-	meta, err := w.requestMetadata(d, req, run.msgID)
+	send, err := CompensationRequestSend(d, req, run.msgID, append([]string{d.Remote.TaskID}, req.ExtraTaskIDs...), w.cfg.Identity, w.now())
 	if err != nil {
 		return false, err
 	}
-	res, err := client.SendMessage(ctx, a2a.SendRequest{
-		Message: a2a.Message{
-			MessageID: run.msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
-			Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
-			Metadata:         meta,
-			Extensions:       []string{compensation.ExtensionURI},
-			ReferenceTaskIDs: append([]string{d.Remote.TaskID}, req.ExtraTaskIDs...),
-		},
-		ReturnImmediately: true,
-		Extensions:        []string{compensation.ExtensionURI},
-	})
+	res, err := client.SendMessage(ctx, send)
 	if err != nil {
 		// Only a JSON-RPC error answering this request proves the
 		// remote saw it and starts a new round. Anything else — a
@@ -451,19 +442,42 @@ func (w *Worker) compensationFailed(ctx context.Context, j Job, round int, f com
 	return err
 }
 
-// requestMetadata is the compensation request's metadata under the
-// extension URI: the request itself and, when the ledger has a signing
-// identity, requestJws — a compact JWS (typ compensation-request+jwt) of the
-// request, so the remote org can verify who asked against the ledger's
-// published JWKS.
-func (w *Worker) requestMetadata(d ledger.Delegation, req compensation.CompensationRequest, msgID string) (json.RawMessage, error) {
+// CompensationRequestSend is the SendMessage of compensation request req
+// for d, with messageId msgID, naming refs in referenceTaskIds and signed
+// by id (when not nil) at now: the one shape of every compensation request
+// (delegate/A2A.md, "Compensation over A2A";
+// compensation/extension/v1/README.md).
+func CompensationRequestSend(d ledger.Delegation, req compensation.CompensationRequest, msgID string, refs []string, id *jose.Identity, now time.Time) (a2a.SendRequest, error) {
+	meta, err := RequestMetadata(d, req, msgID, id, now)
+	if err != nil {
+		return a2a.SendRequest{}, err
+	}
+	return a2a.SendRequest{
+		Message: a2a.Message{
+			MessageID: msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
+			Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
+			Metadata:         meta,
+			Extensions:       []string{compensation.ExtensionURI},
+			ReferenceTaskIDs: refs,
+		},
+		ReturnImmediately: true,
+		Extensions:        []string{compensation.ExtensionURI},
+	}, nil
+}
+
+// RequestMetadata is a compensation request's metadata under the extension
+// URI: the request itself and, when the ledger has a signing identity id,
+// requestJws — a compact JWS (typ compensation-request+jwt) of the request
+// made at now, so the remote org can verify who asked against the ledger's
+// published JWKS. msgID is the messageId it travels in ("" in a cancel).
+func RequestMetadata(d ledger.Delegation, req compensation.CompensationRequest, msgID string, id *jose.Identity, now time.Time) (json.RawMessage, error) {
 	ext := map[string]any{"taskId": req.TaskID, "idempotencyKey": req.IdempotencyKey, "reason": req.Reason}
 	if len(req.ExtraTaskIDs) > 0 {
 		ext["extraTaskIds"] = req.ExtraTaskIDs
 	}
-	if w.cfg.Identity != nil {
-		jws, err := compensation.SignCompensationRequest(w.cfg.Identity, compensation.RequestClaims{
-			OrgID: d.OrgID, TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey, MessageID: msgID, Now: w.now(),
+	if id != nil {
+		jws, err := compensation.SignCompensationRequest(id, compensation.RequestClaims{
+			OrgID: d.OrgID, TaskID: req.TaskID, IdempotencyKey: req.IdempotencyKey, MessageID: msgID, Now: now,
 		})
 		if err != nil {
 			return nil, err

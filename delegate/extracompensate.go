@@ -124,21 +124,11 @@ func (w *Worker) fetchExtraCompensationTask(ctx context.Context, client *a2a.Cli
 func (w *Worker) sendExtraCompensationRequest(ctx context.Context, client *a2a.Client, run *extraRun) (more, handled bool, err error) {
 	d := run.d
 	req := compensation.ExtraTaskRequest(d, run.taskID)
-	meta, err := w.requestMetadata(d, req, run.msgID)
+	send, err := CompensationRequestSend(d, req, run.msgID, []string{run.taskID}, w.cfg.Identity, w.now())
 	if err != nil {
 		return false, true, err
 	}
-	res, err := client.SendMessage(ctx, a2a.SendRequest{
-		Message: a2a.Message{
-			MessageID: run.msgID, ContextID: d.Remote.ContextID, Role: a2a.RoleUser,
-			Parts:            []a2a.Part{{Data: req.Data(), MediaType: "application/json"}},
-			Metadata:         meta,
-			Extensions:       []string{compensation.ExtensionURI},
-			ReferenceTaskIDs: []string{run.taskID},
-		},
-		ReturnImmediately: true,
-		Extensions:        []string{compensation.ExtensionURI},
-	})
+	res, err := client.SendMessage(ctx, send)
 	if err != nil {
 		more, err := w.extraFailed(ctx, run, compensationFailure{problem: "send compensation request: " + errorText(err), outcome: outcomeError,
 			counted: true, newRound: remoteAnswered(err)})

@@ -61,6 +61,7 @@ func standard(p string) bool {
 var testHelpers = []string{
 	"delegate/jspeer/...",
 	"compensation/compensationtest/...",
+	"compensation/extension/...",
 	"cmd/quittance/internal/httpapi/apitest/...",
 	"sql/pgtest/...",
 }
@@ -112,6 +113,13 @@ var layering = []layerRule{
 		forbid:  []string{"..."},
 		allow:   []string{"internal/text"},
 		imports: []string{"github.com/go-jose/go-jose/v4/...", "internal/text"},
+	},
+	{
+		why: "the compensation extension's schemas (compensation/extension) import no package of the module and no other module " +
+			"but the JSON Schema validator; the kit for remote orgs (compensation/kit) is a module of its own, its go.mod its allow-list",
+		covers:  []string{"compensation/extension"},
+		forbid:  []string{"..."},
+		imports: []string{"github.com/santhosh-tekuri/jsonschema/v6/..."},
 	},
 	{
 		why:    "HTTP handlers never import the store",
@@ -302,6 +310,7 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		m("ledger/webhook"):                         {m("ledger"), m("delegate/egress"), "net/http"},
 		m("compensation"):                           {m("ledger"), "github.com/go-jose/go-jose/v4"},
 		m("compensation/compensationtest"):          {m("compensation")},
+		m("compensation/extension"):                 {"github.com/santhosh-tekuri/jsonschema/v6"},
 		m("delegate"):                               {m("ledger"), m("compensation"), m("delegate/a2a"), m("delegate/egress")},
 		m("delegate/a2a"):                           {m("delegate/egress"), "net/http"},
 		m("delegate/egress"):                        {"net/http"},
@@ -343,6 +352,8 @@ func TestLayeringCatchesViolations(t *testing.T) {
 		{m("delegate/a2a"), m("ledger"), "the A2A protocol client"},
 		{m("delegate/egress"), m("delegate"), "the A2A protocol client"},
 		{m("internal/jose"), m("ledger"), "the JOSE leaf imports no package"},
+		{m("compensation/extension"), m("compensation"), "the compensation extension's schemas"},
+		{m("compensation/extension"), "github.com/go-jose/go-jose/v4", "the compensation extension's schemas"},
 		{m("internal/jose"), "github.com/google/uuid", "the JOSE leaf imports no package"},
 		{m("cmd/quittance/internal/httpapi"), m("sql/pgstore"), "HTTP handlers never import the store"},
 		{m("cmd/quittance"), m("sql/pgtest"), "test helpers are imported by tests only"},

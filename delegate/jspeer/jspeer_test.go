@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/extension"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/delegate/jspeer"
@@ -100,6 +101,7 @@ func receiptOf(t *testing.T, task a2a.Task) receipt {
 			if err := json.Unmarshal(a.Parts[0].Data, &r); err != nil {
 				t.Fatal(err)
 			}
+			checkReceiptSchema(t, a.Parts[0].Data, r.JWS)
 			return r
 		}
 	}
@@ -444,6 +446,7 @@ func receiptsOf(t *testing.T, task a2a.Task) []receipt {
 			if err := json.Unmarshal(a.Parts[0].Data, &r); err != nil {
 				t.Fatal(err)
 			}
+			checkReceiptSchema(t, a.Parts[0].Data, r.JWS)
 			out = append(out, r)
 		}
 	}
@@ -489,4 +492,19 @@ func TestPeerWorkDuration(t *testing.T) {
 	c, _ := connect(t, p)
 	task := send(t, c, jspeer.ScenarioWork, true)
 	waitState(t, c, task.ID, a2a.TaskStateCompleted)
+}
+
+// checkReceiptSchema validates a receipt the peer returned, and its jws,
+// against the compensation extension's published schemas
+// (compensation/extension/v1/README.md).
+func checkReceiptSchema(t *testing.T, data []byte, jws string) {
+	t.Helper()
+	if err := extension.Validate(extension.SchemaReceipt, data); err != nil {
+		t.Errorf("receipt %s: %v", data, err)
+	}
+	if jws != "" {
+		if err := extension.ValidateToken(extension.SchemaReceiptToken, jws); err != nil {
+			t.Errorf("receipt jws: %v", err)
+		}
+	}
 }

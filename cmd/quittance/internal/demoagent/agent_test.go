@@ -19,6 +19,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/extension"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/jose"
@@ -126,6 +127,16 @@ func receiptOf(t *testing.T, task a2a.Task) receiptBody {
 		var r receiptBody
 		if err := json.Unmarshal(a.Parts[0].Data, &r); err != nil {
 			t.Fatal(err)
+		}
+		// The receipt holds to the extension's published schemas
+		// (compensation/extension/v1/README.md).
+		if err := extension.Validate(extension.SchemaReceipt, a.Parts[0].Data); err != nil {
+			t.Errorf("receipt %s: %v", a.Parts[0].Data, err)
+		}
+		if r.JWS != "" {
+			if err := extension.ValidateToken(extension.SchemaReceiptToken, r.JWS); err != nil {
+				t.Errorf("receipt jws: %v", err)
+			}
 		}
 		return r
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/extension"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/ledger"
@@ -106,6 +107,9 @@ func (p *v03Peer) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 			maps.Copy(data, p.receiptExtra)
 			if outcome == "not_supported" {
 				data["reason"] = "orders of this kind cannot be reversed"
+			}
+			if err := extension.ValidateValue(extension.SchemaReceipt, data); err != nil {
+				return fmt.Errorf("the peer's receipt breaks the extension's schema: %w", err)
 			}
 			art := a2a.NewArtifactEvent(rc, a2a.DataPart{Data: data})
 			art.Artifact.Name = compensation.ReceiptArtifactName
@@ -267,7 +271,7 @@ func serveA2APeer(t *testing.T, exec a2asrv.AgentExecutor, ip, description strin
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
+	mux.Handle("/rpc", checkExtensionWire(t, a2asrv.NewJSONRPCHandler(handler)))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&a2a.AgentCard{
 		Name: "Supplier", Description: description, URL: srv.URL + "/rpc",
 		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: "1.0.0",
@@ -378,6 +382,7 @@ func (e *a2aEnv) waitFor(t *testing.T, id, what string, ok func(httpapi.Delegati
 	for {
 		d := e.get(t, id)
 		if ok(d) {
+			checkStoredReceipt(t, d)
 			return d
 		}
 		if time.Now().After(deadline) {

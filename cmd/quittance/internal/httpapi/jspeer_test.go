@@ -117,6 +117,7 @@ func (e *jsEnv) waitFor(t *testing.T, id, what string, ok func(httpapi.Delegatio
 	for {
 		d := e.get(t, id)
 		if ok(d) {
+			checkStoredReceipt(t, d)
 			return d
 		}
 		if time.Now().After(deadline) {

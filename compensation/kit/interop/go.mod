@@ -1,0 +1,23 @@
+module github.com/quittance/quittance/compensation/kit/interop
+
+go 1.26.8
+
+require (
+	github.com/a2aproject/a2a-go/v2 v2.3.1
+	github.com/google/uuid v1.6.0
+	github.com/quittance/quittance v0.0.0
+	github.com/quittance/quittance/compensation/kit v0.0.0
+)
+
+require (
+	code.dny.dev/ssrf v0.3.0 // indirect
+	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)
+
+replace (
+	github.com/quittance/quittance => ../../..
+	github.com/quittance/quittance/compensation/kit => ..
+)

@@ -50,7 +50,7 @@ type txConn struct {
 	// check did), not the connection's: 0 otherwise (owners count from 1). A flush of
 	// coalesced operations answers that operation alone (coalesce.go).
 	culprit int
-	closed bool // committed or rolled back
+	closed  bool // committed or rolled back
 }
 
 // refusal says how a queued write is refused.

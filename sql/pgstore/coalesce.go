@@ -296,7 +296,9 @@ func refusedOne(i int, err error) flushResult {
 
 // judgeCommit says what a transaction becomes when its commit failed.
 // COMMIT is sent with the writes still queued, so only PostgreSQL's own
-// answer proves nothing was committed; any other failure leaves the
+// answer proves nothing was committed (an error, even a FATAL one ending
+// the connection, comes instead of COMMIT's success, and aborts the
+// transaction); any other failure leaves the
 // outcome unknown, and it is answered as such, never run again blindly
 // (a caller retries with its idempotency key and gets what was recorded).
 func judgeCommit(conn *txConn, err error) flushResult {

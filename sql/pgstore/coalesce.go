@@ -94,7 +94,7 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &writeOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	o := &writeOp{ctx: ctx, fn: guarded(fn), done: make(chan error, 1)}
 	c.mu.Lock()
 	if len(c.queue) >= c.cfg.MaxQueue {
 		c.mu.Unlock()
@@ -114,7 +114,7 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 	}
 	select {
 	case err := <-o.done:
-		return err
+		return repanic(err)
 	case <-ctx.Done():
 	}
 	// Gone before a flush took it: it is withdrawn, never run. Once taken,
@@ -131,7 +131,37 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 		return ctx.Err()
 	}
 	c.mu.Unlock()
-	return <-o.done
+	return repanic(<-o.done)
+}
+
+// opPanic is the answer of an operation that panicked: the flusher
+// recovers it, so that one operation cannot take the flush (or the
+// process) down, and the caller panics with its value, as it would have
+// running the operation itself.
+type opPanic struct{ value any }
+
+func (p *opPanic) Error() string { return fmt.Sprintf("operation panicked: %v", p.value) }
+
+// guarded is fn with a panic returned as an *opPanic.
+func guarded(fn func(*tx) error) func(*tx) error {
+	return func(t *tx) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = &opPanic{value: v}
+			}
+		}()
+		return fn(t)
+	}
+}
+
+// repanic returns err, or panics with the value of an operation that
+// panicked.
+func repanic(err error) error {
+	var p *opPanic
+	if errors.As(err, &p) {
+		panic(p.value)
+	}
+	return err
 }
 
 // flusher flushes what is queued until the queue is empty.

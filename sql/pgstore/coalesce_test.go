@@ -492,3 +492,42 @@ func TestMayWrite(t *testing.T) {
 func compObservation(st ledger.TaskStatus, at time.Time) compensation.Observation {
 	return compensation.Observation{Status: st, Timestamp: at}
 }
+
+// TestCoalescedPanicIsItsCallers: an operation that panics in a flush
+// panics in its caller's goroutine, as it would alone, and its neighbours
+// are applied.
+func TestCoalescedPanicIsItsCallers(t *testing.T) {
+	t.Parallel()
+	b, _ := setupCoalesced(t, pgstore.Coalescing{MaxBatch: 16, Flushers: 1})
+	fixtures(t, b, 10_000)
+	ctx := context.Background()
+	var recovered any
+	errs := together(t, b.store,
+		func() error {
+			_, _, err := b.svc.CreateDelegation(ctx, orch, creation("before", "globex", 100))
+			return err
+		},
+		func() (err error) {
+			defer func() { recovered = recover() }()
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				if err := tx.MoveBudget(ctx, ledger.BudgetMove{BudgetID: "ops", Kind: ledger.MoveHold, AmountMinor: 1, At: epoch}); err != nil {
+					return err
+				}
+				panic("operation bug")
+			})
+		},
+		func() error {
+			_, _, err := b.svc.CreateDelegation(ctx, orch, creation("after", "globex", 100))
+			return err
+		},
+	)
+	if recovered != "operation bug" {
+		t.Errorf("the caller of the panicking operation recovered %v", recovered)
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("neighbours: %v, %v", errs[0], errs[2])
+	}
+	if available, held, holds := budgetState(t, b, "ops"); available != 9_800 || held != 200 || holds != 2 {
+		t.Errorf("budget: available %d held %d, %d holds; want 9800, 200, 2", available, held, holds)
+	}
+}

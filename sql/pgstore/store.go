@@ -96,8 +96,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // serialization failures or deadlocks.
 const maxTxAttempts = 5
 
-// InTx runs fn in a transaction, retrying it when PostgreSQL reports a
-// serialization failure or deadlock.
+// InTx runs fn in a transaction, which it may share with other callers'
+// operations (inTx), and returns once that transaction has committed.
 func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
 	return s.inTx(ctx, func(t *tx) error { return fn(t) })
 }

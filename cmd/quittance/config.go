@@ -155,6 +155,14 @@ type config struct {
 	// PersonCredentialMaxTTL is the longest a person's credential may be
 	// issued for, its own expiry included.
 	PersonCredentialMaxTTL time.Duration `env:"QUITTANCE_PERSON_CREDENTIAL_MAX_TTL" envDefault:"2160h"`
+	// WriteBatchMax is the most operations one transaction of the write
+	// coalescer carries (1: each its own), WriteFlushers how many such
+	// transactions run at once, WriteQueueMax how many operations may wait
+	// for one before writes are answered 503 (ledger/DESIGN.md §5, "The
+	// write path").
+	WriteBatchMax int `env:"QUITTANCE_WRITE_BATCH_MAX" envDefault:"64"`
+	WriteFlushers int `env:"QUITTANCE_WRITE_FLUSHERS" envDefault:"2"`
+	WriteQueueMax int `env:"QUITTANCE_WRITE_QUEUE_MAX" envDefault:"4096"`
 	// dev is set by `quittance dev`: the bootstrap credential's changes
 	// take effect at once.
 	dev bool
@@ -183,6 +191,7 @@ var variables = []string{
 	"QUITTANCE_OIDC_REDIRECT_URL", "QUITTANCE_OIDC_ROLE_CLAIM", "QUITTANCE_OIDC_ROLE_MAP",
 	"QUITTANCE_UNCONFIRMED_ALERT_GRACE",
 	"QUITTANCE_TRUSTED_PROXY_HEADER", "QUITTANCE_PERSON_CREDENTIAL_TTL", "QUITTANCE_PENDING_CHANGE_TTL",
+	"QUITTANCE_WRITE_BATCH_MAX", "QUITTANCE_WRITE_FLUSHERS", "QUITTANCE_WRITE_QUEUE_MAX",
 }
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
@@ -241,6 +250,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.PersonCredentialMaxTTL < cfg.PersonCredentialTTL {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_PERSON_CREDENTIAL_MAX_TTL must be at least QUITTANCE_PERSON_CREDENTIAL_TTL")}
+	}
+	if cfg.WriteBatchMax < 1 || cfg.WriteFlushers < 1 || cfg.WriteQueueMax < 1 {
+		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_WRITE_BATCH_MAX, QUITTANCE_WRITE_FLUSHERS and QUITTANCE_WRITE_QUEUE_MAX must be at least 1")}
 	}
 	if cfg.CompensationMaxAttempts < 1 {
 		return config{}, usageError{fmt.Errorf("configuration: QUITTANCE_COMPENSATION_MAX_ATTEMPTS must be at least 1")}

@@ -388,6 +388,7 @@ func newApp(cfg config, p appParts) (*app.App, error) {
 		Pool:    p.pool, Registry: p.reg, Log: p.log, LedgerID: cfg.LedgerID, Version: version, Identity: p.identity,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, WriteOffApprovalThresholdsMinor: currencyThresholds,
 		Egress: cfg.egressPolicy(), UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace, CheckpointInterval: checkpointInterval,
+		WriteBatchMax: cfg.WriteBatchMax, WriteQueueMax: cfg.WriteQueueMax, WriteFlushers: cfg.WriteFlushers,
 		Dev: cfg.dev, PersonCredentialTTL: cfg.PersonCredentialTTL, PendingChangeTTL: cfg.PendingChangeTTL,
 		PersonCredentialMaxTTL:    cfg.PersonCredentialMaxTTL,
 		OrgJWKSUnknownKidInterval: cfg.OrgJWKSUnknownKidInterval, EvidenceRefusalTime: cfg.EvidenceRefusalTime,

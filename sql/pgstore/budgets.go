@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,7 +23,18 @@ func (r reader) Budget(ctx context.Context, id string) (ledger.Budget, error) {
 	return toBudget(row), nil
 }
 
+// Budget reads a budget with the transaction's movements of it applied.
+func (t *tx) Budget(ctx context.Context, id string) (ledger.Budget, error) {
+	if err := t.queueMoves(); err != nil {
+		return ledger.Budget{}, err
+	}
+	return t.reader.Budget(ctx, id)
+}
+
 func (t *tx) BudgetForUpdate(ctx context.Context, id string) (ledger.Budget, error) {
+	if err := t.queueMoves(); err != nil {
+		return ledger.Budget{}, err
+	}
 	row, err := t.q.BudgetGetByIDForUpdate(ctx, id)
 	if err != nil {
 		return ledger.Budget{}, notFound(err, "budget", id)
@@ -50,10 +63,12 @@ func (t *tx) SetBudgetTenants(ctx context.Context, id string, tenants []string, 
 	return nil
 }
 
-// MoveBudget queues the movement (txConn.queue): the budget row is shared
-// by many delegations, and a queued movement is sent with the commit, so
-// its lock is held for the shortest time. Its refusal fails the
-// transaction there.
+// MoveBudget keeps the movement until the transaction's commit (or a read
+// of a budget), when the movements of every operation of the transaction
+// are queued sorted by budget (queueMoves): the budget row is shared by
+// many delegations, so its lock is taken last and held for the shortest
+// time, and two transactions lock budgets in one order. Its refusal fails
+// the transaction there (ledger/DESIGN.md §5, "The write path").
 func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) error {
 	if !m.Kind.Valid() {
 		return fmt.Errorf("unknown budget movement %q", m.Kind)
@@ -62,27 +77,61 @@ func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) error {
 	if m.DelegationID != uuid.Nil {
 		p.DelegationID = uuid.NullUUID{UUID: m.DelegationID, Valid: true}
 	}
-	return t.conn.queue(func(q *dbsqlc.Queries) error {
-		_, err := q.BudgetMove(ctx, p)
-		return err
-	}, refusedByError, func(tag pgconn.CommandTag, err error) error {
-		var pgErr *pgconn.PgError
-		switch {
-		case errors.As(err, &pgErr) && pgErr.ConstraintName == "budgets_available_minor_check" && m.Kind == ledger.MoveHold:
-			return fmt.Errorf("hold %d on budget %s: %w", m.AmountMinor, m.BudgetID, ledger.ErrInsufficientFunds)
-		case errors.As(err, &pgErr) && (pgErr.ConstraintName == "budgets_held_minor_check" || pgErr.ConstraintName == "budgets_available_minor_check"):
-			return fmt.Errorf("%s %d on budget %s: the amount is not there to move", m.Kind, m.AmountMinor, m.BudgetID)
-		case errors.As(err, &pgErr) && pgErr.ConstraintName == "budget_entries_budget_id_fkey":
-			return fmt.Errorf("%s %d on budget %s: no such budget", m.Kind, m.AmountMinor, m.BudgetID)
-		case err != nil:
-			return fmt.Errorf("%s %d on budget %s: %w", m.Kind, m.AmountMinor, m.BudgetID, err)
-		case tag.RowsAffected() != 1:
-			// The statement cannot succeed without moving one row (see the
-			// query); this is the last guard, should it ever change.
-			return fmt.Errorf("%s %d on budget %s: moved %d rows", m.Kind, m.AmountMinor, m.BudgetID, tag.RowsAffected())
+	conn := t.conn
+	conn.wrote = true
+	t.moves = append(t.moves, pendingMove{move: m, owner: conn.owner, queue: func() error {
+		return conn.queue(func(q *dbsqlc.Queries) error {
+			_, err := q.BudgetMove(ctx, p)
+			return err
+		}, refusedByError, func(tag pgconn.CommandTag, err error) error {
+			var pgErr *pgconn.PgError
+			switch {
+			case errors.As(err, &pgErr) && (pgErr.ConstraintName == "budgets_available_minor_check" || pgErr.ConstraintName == "budgets_held_minor_check"):
+				return moveRefused(m, pgErr.ConstraintName == "budgets_available_minor_check")
+			case errors.As(err, &pgErr) && pgErr.ConstraintName == "budget_entries_budget_id_fkey":
+				return fmt.Errorf("%s %d on budget %s: no such budget", m.Kind, m.AmountMinor, m.BudgetID)
+			case err != nil:
+				return fmt.Errorf("%s %d on budget %s: %w", m.Kind, m.AmountMinor, m.BudgetID, err)
+			case tag.RowsAffected() != 1:
+				// The statement cannot succeed without moving one row (see the
+				// query); this is the last guard, should it ever change.
+				return fmt.Errorf("%s %d on budget %s: moved %d rows", m.Kind, m.AmountMinor, m.BudgetID, tag.RowsAffected())
+			}
+			return nil
+		})
+	}})
+	return nil
+}
+
+// moveRefused is the refusal of a movement that would take a budget's
+// available amount (available) or its held amount below zero.
+func moveRefused(m ledger.BudgetMove, available bool) error {
+	if available && m.Kind == ledger.MoveHold {
+		return fmt.Errorf("hold %d on budget %s: %w", m.AmountMinor, m.BudgetID, ledger.ErrInsufficientFunds)
+	}
+	return fmt.Errorf("%s %d on budget %s: the amount is not there to move", m.Kind, m.AmountMinor, m.BudgetID)
+}
+
+// pendingMove is a budget movement kept by MoveBudget: queue queues it on
+// the connection of the operation (owner) that made it.
+type pendingMove struct {
+	move  ledger.BudgetMove
+	owner int
+	queue func() error
+}
+
+// queueMoves queues the transaction's kept movements, sorted by budget
+// (stable: one budget's in the order they were made).
+func (s *txShared) queueMoves() error {
+	moves := s.moves
+	s.moves = nil
+	slices.SortStableFunc(moves, func(a, b pendingMove) int { return strings.Compare(a.move.BudgetID, b.move.BudgetID) })
+	for _, m := range moves {
+		if err := m.queue(); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func toBudget(r dbsqlc.Budget) ledger.Budget {

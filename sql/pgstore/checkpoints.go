@@ -29,7 +29,10 @@ func (s *Store) AddCheckpoint(ctx context.Context, maxEvents int, build func(*au
 		added audit.Checkpoint
 		ok    bool
 	)
-	err := s.inTx(ctx, func(t *tx) error {
+	// A transaction of its own (inTxAlone): the span it reads must end
+	// where committed events end, which another operation's uncommitted
+	// events in the same transaction would not.
+	err := s.inTxAlone(ctx, func(t *tx) error {
 		ok = false
 		if err := t.q.AdvisoryXactLock(ctx, checkpointLock); err != nil {
 			return fmt.Errorf("lock checkpoints: %w", err)

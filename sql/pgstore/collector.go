@@ -317,7 +317,9 @@ func (c *Collector) collectWaiting(ch chan<- prometheus.Metric, rows []dbsqlc.Me
 // folding: then it returns at once, and that fold or the next one does it.
 // The counts MetricsSnapshot reports are the same before and after a fold.
 func (s *Store) foldObligationCounts(ctx context.Context, maxRows int32) error {
-	return s.inTx(ctx, func(t *tx) error {
+	// A transaction of its own (inTxAlone): its lock is tried, and must
+	// end with the fold, not with a flush of other operations.
+	return s.inTxAlone(ctx, func(t *tx) error {
 		ok, err := t.q.AdvisoryXactLockTry(ctx, obligationCountFoldLock)
 		if err != nil {
 			return fmt.Errorf("lock obligation count fold: %w", err)

@@ -42,3 +42,14 @@ func (c *sqlCapture) QueryRow(_ context.Context, sql string, _ ...any) pgx.Row {
 type capturedRow struct{}
 
 func (capturedRow) Scan(...any) error { return errCaptured }
+
+// QueuedWrites is how many operations wait for a flush of the write
+// coalescer, so that a test can queue several before releasing the flusher.
+func (s *Store) QueuedWrites() int {
+	s.writes.mu.Lock()
+	defer s.writes.mu.Unlock()
+	return len(s.writes.queue)
+}
+
+// MayWrite is mayWrite, the coalescer's classifier of statements.
+func MayWrite(sql string) bool { return classify(sql) }

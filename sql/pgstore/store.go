@@ -37,6 +37,8 @@ type Store struct {
 	feedListen, webhookListen *listener
 	// notify sends the wake-ups of other replicas after commits.
 	notify notifier
+	// writes carries inTx's operations (coalesce.go).
+	writes coalescer
 }
 
 var (
@@ -57,6 +59,7 @@ func WithAfterCommit(fn func([]ledger.Event)) Option {
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{reader: reader{q: newQueries(pool)}, pool: pool}
+	s.writes = coalescer{s: s, cfg: DefaultCoalescing}
 	s.feedListen = newListener(s, channelEvents)
 	s.webhookListen = newListener(s, channelWebhooks)
 	for _, o := range opts {
@@ -93,27 +96,34 @@ func (s *Store) Ping(ctx context.Context) error {
 // serialization failures or deadlocks.
 const maxTxAttempts = 5
 
-// InTx runs fn in a transaction, retrying it when PostgreSQL reports a
-// serialization failure or deadlock.
+// InTx runs fn in a transaction, which it may share with other callers'
+// operations (inTx), and returns once that transaction has committed.
 func (s *Store) InTx(ctx context.Context, fn func(ledger.Tx) error) error {
 	return s.inTx(ctx, func(t *tx) error { return fn(t) })
 }
 
 // inTx is every InTx: each domain's (the Store's, its views') passes the
 // transaction to its fn as that domain's Tx, which *tx implements, so
-// retries, commit and after-commit hooks are the same for all.
+// retries, commit and after-commit hooks are the same for all. fn runs in
+// a flush of the write coalescer, with the operations of other callers in
+// the same transaction (ledger/DESIGN.md §5, "The write path"): it must be
+// an operation that may share its transaction (no transaction-wide
+// settings or locks it relies on releasing), and may run more than once.
 func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
+	return s.writes.do(ctx, fn)
+}
+
+// inTxAlone runs fn in a transaction of its own, retrying it when
+// PostgreSQL reports a serialization failure or deadlock: for work that
+// needs its own transaction (an advisory lock it tests, a cut of the
+// feed), and for the operations of a flush that failed as a whole.
+func (s *Store) inTxAlone(ctx context.Context, fn func(*tx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
 		var t *tx
 		t, err = s.inTxOnce(ctx, fn)
 		if err == nil {
-			if len(t.appended) > 0 {
-				s.eventsCommitted(t.deliveriesQueued)
-				if s.afterCommit != nil {
-					s.afterCommit(t.appended)
-				}
-			}
+			s.afterCommitted(t.appended, t.deliveriesQueued)
 			return nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
@@ -124,13 +134,28 @@ func (s *Store) inTx(ctx context.Context, fn func(*tx) error) error {
 	return err
 }
 
+// afterCommitted runs the after-commit hooks for the events a commit
+// appended.
+func (s *Store) afterCommitted(appended []ledger.Event, deliveriesQueued bool) {
+	if len(appended) == 0 {
+		return
+	}
+	s.eventsCommitted(deliveriesQueued)
+	if s.afterCommit != nil {
+		s.afterCommit(appended)
+	}
+}
+
 // inTxOnce runs fn in one transaction and returns it, committed.
 func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) (*tx, error) {
 	pgtx := &txConn{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	t := &tx{reader: reader{q: newQueries(pgtx)}, conn: pgtx}
+	t := newTx(&opConn{conn: pgtx, owner: 1}, &txShared{})
 	if err := fn(t); err != nil {
 		return nil, interpretError(err)
+	}
+	if err := t.queueMoves(); err != nil {
+		return nil, err
 	}
 	if err := pgtx.Commit(ctx); err != nil {
 		return nil, interpretError(commitError(err))

@@ -15,18 +15,37 @@ import (
 // domain's Tx declares only the part that domain uses.
 type tx struct {
 	reader
-	// conn queues the writes whose only result is whether they matched
-	// (txConn.queue).
-	conn     *txConn
+	// conn is this operation's view of the transaction: it queues the
+	// writes whose only result is whether they matched (txConn.queue), and
+	// notes whether the operation wrote (coalesce.go).
+	conn     *opConn
 	appended []ledger.Event
 	// deliveriesQueued: an append queued webhook deliveries (or may
 	// have), so the commit wakes the webhook workers.
 	deliveriesQueued bool
+	// txShared is what every operation of one transaction shares: a flush
+	// of coalesced operations runs them one after the other in it.
+	*txShared
+}
+
+// txShared is the state of one PostgreSQL transaction that outlives each
+// operation run in it. A transaction that is rolled back takes it along:
+// the operations run again start from a new one.
+type txShared struct {
 	// heads are the last events of the streams this transaction holds the
 	// lock of (event_stream_head), as it left them, so that appending to
 	// one again, or to one whose head a batch read (lockStreamHeads), needs
 	// no read first.
 	heads map[string]streamHead
+	// moves are the budget movements not yet queued (MoveBudget): they are
+	// queued just before the commit, sorted by budget, or before a read of
+	// a budget.
+	moves []pendingMove
+}
+
+// newTx returns the tx of one operation run on conn.
+func newTx(conn *opConn, shared *txShared) *tx {
+	return &tx{reader: reader{q: newQueries(conn)}, conn: conn, txShared: shared}
 }
 
 // streamHead is the last event of a stream: its position and hash.
@@ -71,9 +90,12 @@ var (
 	_ access.CredentialWatcher = principalStore{}
 )
 
-// InTx runs fn in a transaction of the underlying Store.
+// InTx runs fn in a transaction of its own (inTxAlone): a change of
+// principals takes the registry's lock (PrincipalLockRegistry), which
+// serializes them all and must not be held through a flush of other
+// operations; they are rare.
 func (p principalStore) InTx(ctx context.Context, fn func(access.Tx) error) error {
-	return p.Store.InTx(ctx, func(t ledger.Tx) error { return fn(t.(*tx)) })
+	return p.inTxAlone(ctx, func(t *tx) error { return fn(t) })
 }
 
 // Admin returns t itself: one transaction serves the ledger and its

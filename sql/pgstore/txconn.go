@@ -45,7 +45,12 @@ type txConn struct {
 	// failed is the first failure of a queued statement or of a batch:
 	// once set, nothing more is sent but the ROLLBACK.
 	failed error
-	closed bool // committed or rolled back
+	// culprit is the owner of the queued statement that failed, when the
+	// failure is that statement's refusal (PostgreSQL refused it, or its
+	// check did), not the connection's: 0 otherwise (owners count from 1). A flush of
+	// coalesced operations answers that operation alone (coalesce.go).
+	culprit int
+	closed  bool // committed or rolled back
 }
 
 // refusal says how a queued write is refused.
@@ -65,6 +70,8 @@ type queuedStatement struct {
 	sql     string
 	args    []any
 	refusal refusal
+	// owner is the coalesced operation that queued it (coalesce.go).
+	owner int
 	// check judges the statement's result: its command tag, or the error
 	// it failed with; it returns the error the transaction fails with.
 	check func(pgconn.CommandTag, error) error
@@ -74,7 +81,7 @@ type queuedStatement struct {
 // :execrows query, or a :one query whose row nobody reads), to be sent
 // with the next statement; check judges its result then. send's own
 // result is meaningless: it runs against a recorder.
-func (b *txConn) queue(send func(q *dbsqlc.Queries) error, r refusal, check func(pgconn.CommandTag, error) error) error {
+func (b *txConn) queue(owner int, send func(q *dbsqlc.Queries) error, r refusal, check func(pgconn.CommandTag, error) error) error {
 	if b.closed {
 		return errors.New("transaction already closed")
 	}
@@ -86,7 +93,7 @@ func (b *txConn) queue(send func(q *dbsqlc.Queries) error, r refusal, check func
 		return fmt.Errorf("a queued write must issue exactly one statement, not %d", len(rec.statements))
 	}
 	s := rec.statements[0]
-	s.refusal, s.check = r, check
+	s.refusal, s.check, s.owner = r, check, owner
 	b.queued = append(b.queued, s)
 	return nil
 }
@@ -126,11 +133,25 @@ func (b *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 		}
 	}
 	for _, q := range queued {
-		if err := q.check(br.Exec()); err != nil {
-			return nil, b.fail(br, err)
+		tag, err := br.Exec()
+		if cerr := q.check(tag, err); cerr != nil {
+			b.culprit = 0
+			if refusedByServer(err) {
+				b.culprit = q.owner
+			}
+			return nil, b.fail(br, cerr)
 		}
 	}
 	return br, nil
+}
+
+// refusedByServer: err is no error (the statement ran, and its check
+// refused its result) or PostgreSQL's refusal of the statement itself, not
+// a lost connection, and not a serialization failure or deadlock, which are
+// the transaction's, not the statement's.
+func refusedByServer(err error) bool {
+	var pgErr *pgconn.PgError
+	return err == nil || errors.As(err, &pgErr) && !retryable(err)
 }
 
 // fail records err as the transaction's failure and closes br.

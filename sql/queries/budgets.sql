@@ -4,6 +4,16 @@ SELECT * FROM budgets WHERE id = $1;
 -- name: BudgetGetByIDForUpdate :one
 SELECT * FROM budgets WHERE id = $1 FOR UPDATE;
 
+-- name: BudgetsForUpdate :many
+-- Locks budgets in id order, so two transactions that lock the same ones
+-- never wait for each other in a cycle: the funds check of a flush of
+-- coalesced writes (sql/pgstore/coalesce.go). NO KEY UPDATE is the lock
+-- the movements' UPDATE takes: FOR UPDATE would also wait for the key
+-- share locks that the foreign keys of other transactions' new
+-- delegations and journal entries hold on the budget until they commit,
+-- while they wait for this one's.
+SELECT * FROM budgets WHERE id = ANY(@ids::text[]) ORDER BY id FOR NO KEY UPDATE;
+
 -- name: BudgetInsert :exec
 INSERT INTO budgets (id, currency, funded_minor, available_minor, created_at, updated_at)
 VALUES (@id, @currency, 0, 0, @created_at, @created_at);

@@ -171,3 +171,45 @@ func (q *Queries) BudgetSetTenants(ctx context.Context, arg BudgetSetTenantsPara
 	}
 	return result.RowsAffected(), nil
 }
+
+const budgetsForUpdate = `-- name: BudgetsForUpdate :many
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM budgets WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE
+`
+
+// Locks budgets in id order, so two transactions that lock the same ones
+// never wait for each other in a cycle: the funds check of a flush of
+// coalesced writes (sql/pgstore/coalesce.go). NO KEY UPDATE is the lock
+// the movements' UPDATE takes: FOR UPDATE would also wait for the key
+// share locks that the foreign keys of other transactions' new
+// delegations and journal entries hold on the budget until they commit,
+// while they wait for this one's.
+func (q *Queries) BudgetsForUpdate(ctx context.Context, ids []string) ([]Budget, error) {
+	rows, err := q.db.Query(ctx, budgetsForUpdate, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Budget
+	for rows.Next() {
+		var i Budget
+		if err := rows.Scan(
+			&i.ID,
+			&i.Currency,
+			&i.FundedMinor,
+			&i.AvailableMinor,
+			&i.HeldMinor,
+			&i.SpentMinor,
+			&i.WrittenOffMinor,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Tenants,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -73,6 +73,10 @@ type Config struct {
 	RateLimit httpapi.RateLimit
 	// Stream tunes the API's event streams; closing its Done ends them.
 	Stream httpapi.StreamConfig
+	// WriteBatchMax, WriteQueueMax and WriteFlushers tune the write
+	// coalescer (pgstore.Coalescing; pgstore.DefaultCoalescing's where
+	// zero).
+	WriteBatchMax, WriteQueueMax, WriteFlushers int
 	// Dev makes the bootstrap credential's privileged changes take effect
 	// at once (quittance dev), so one developer can try everything alone.
 	Dev bool
@@ -155,7 +159,11 @@ func New(cfg Config) *App {
 		grace = DefaultUnconfirmedAlertGrace
 	}
 	telemetry.RegisterAlertSettings(cfg.Registry, grace, cfg.CheckpointInterval)
-	store := pgstore.New(cfg.Pool, pgstore.WithAfterCommit(metrics.ObserveCommitted))
+	writes := pgstore.Coalescing{
+		MaxBatch: cfg.WriteBatchMax, MaxQueue: cfg.WriteQueueMax, Flushers: cfg.WriteFlushers,
+		ObserveBatch: metrics.ObserveWriteBatch, Refused: metrics.WriteQueueFull,
+	}
+	store := pgstore.New(cfg.Pool, pgstore.WithAfterCommit(metrics.ObserveCommitted), pgstore.WithCoalescing(writes))
 	cfg.Registry.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
 
 	a := &App{Store: store, Metrics: metrics}

@@ -55,6 +55,8 @@ type Metrics struct {
 	streamsRefused  *prometheus.CounterVec
 	streamReads     prometheus.Counter
 	panics          *prometheus.CounterVec
+	writeBatch      prometheus.Histogram
+	writeQueueFull  prometheus.Counter
 }
 
 // panicWorkers are the workers that recover from panics, the label values
@@ -78,7 +80,7 @@ var streamCaps = []string{"principal", "process"}
 func New(reg prometheus.Registerer) *Metrics {
 	m := newMetrics()
 	reg.MustRegister(m.transitions, m.evidence, m.tokensRefused, m.compensationReq, m.writeOffs, m.orgJWKSFetches, m.httpDuration, m.a2aDuration,
-		m.streamsOpen, m.streamsRefused, m.streamReads, m.panics)
+		m.streamsOpen, m.streamsRefused, m.streamReads, m.panics, m.writeBatch, m.writeQueueFull)
 	m.initLabels()
 	return m
 }
@@ -110,6 +112,15 @@ func newMetrics() *Metrics {
 			Name: "quittance_org_jwks_fetches_total",
 			Help: "Fetches of orgs' JWKS URLs, by outcome: changed, unchanged, or failed (unreachable or an invalid set; the keys in force stay).",
 		}, []string{"outcome"}),
+		writeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "quittance_write_batch_size",
+			Help:    "Operations carried by each flush of the write coalescer: one transaction, one commit (ledger/DESIGN.md §5).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+		}),
+		writeQueueFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quittance_write_queue_full_total",
+			Help: "Writes answered 503 because the write coalescer's queue was full (QUITTANCE_WRITE_QUEUE_MAX).",
+		}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "quittance_http_request_duration_seconds",
 			Help:    "API request durations by route pattern, method and status code.",
@@ -239,6 +250,22 @@ func RegisterAlertSettings(reg prometheus.Registerer, unconfirmedGrace, checkpoi
 	})
 	interval.Set(checkpointInterval.Seconds())
 	reg.MustRegister(grace, interval)
+}
+
+// ObserveWriteBatch records the size of one flush of the write
+// coalescer (pgstore.Coalescing.ObserveBatch).
+func (m *Metrics) ObserveWriteBatch(n int) {
+	if m != nil {
+		m.writeBatch.Observe(float64(n))
+	}
+}
+
+// WriteQueueFull counts a write refused on a full queue
+// (pgstore.Coalescing.Refused).
+func (m *Metrics) WriteQueueFull() {
+	if m != nil {
+		m.writeQueueFull.Inc()
+	}
 }
 
 // ObserveCommitted counts the transitions and evidence of the events one

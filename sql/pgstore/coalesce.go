@@ -1,0 +1,557 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// Coalescing configures the write coalescer: concurrent writes share one
+// transaction, so one commit carries many operations (ledger/DESIGN.md §5,
+// "The write path").
+type Coalescing struct {
+	// MaxBatch is the most operations one flush (one transaction)
+	// carries; 1 turns coalescing off.
+	MaxBatch int
+	// MaxQueue is the most operations waiting for a flush; past it a
+	// write is answered ledger.ErrUnavailable.
+	MaxQueue int
+	// Flushers is how many flushes run at once.
+	Flushers int
+	// FlushTimeout bounds a flush: its statements run on a context of its
+	// own, never on one caller's, so that a caller that leaves cannot
+	// break its neighbours' transaction.
+	FlushTimeout time.Duration
+	// ObserveBatch, when set, is told the size of each flush; Refused,
+	// when set, of each write refused because the queue was full.
+	ObserveBatch func(size int)
+	Refused      func()
+}
+
+// DefaultCoalescing is the coalescer's configuration unless WithCoalescing
+// gives another.
+var DefaultCoalescing = Coalescing{MaxBatch: 64, MaxQueue: 4096, Flushers: 2, FlushTimeout: 30 * time.Second}
+
+// WithCoalescing configures the write coalescer; a zero field keeps
+// DefaultCoalescing's.
+func WithCoalescing(c Coalescing) Option {
+	return func(s *Store) {
+		d := DefaultCoalescing
+		if c.MaxBatch > 0 {
+			d.MaxBatch = c.MaxBatch
+		}
+		if c.MaxQueue > 0 {
+			d.MaxQueue = c.MaxQueue
+		}
+		if c.Flushers > 0 {
+			d.Flushers = c.Flushers
+		}
+		if c.FlushTimeout > 0 {
+			d.FlushTimeout = c.FlushTimeout
+		}
+		d.ObserveBatch, d.Refused = c.ObserveBatch, c.Refused
+		s.writes.cfg = d
+	}
+}
+
+// coalescer queues the operations of concurrent callers of inTx and runs
+// them in flushes: up to MaxBatch operations, one after the other, in one
+// transaction. A flusher takes what is queued as soon as its previous
+// flush returns (no timer: an idle service answers at once), and exits
+// when the queue is empty.
+type coalescer struct {
+	s   *Store
+	cfg Coalescing
+
+	mu     sync.Mutex
+	queue  []*writeOp
+	active int // flushers running
+}
+
+// writeOp is one caller's operation, answered on done once the transaction
+// that carries it has committed (or it is refused).
+type writeOp struct {
+	ctx   context.Context
+	fn    func(*tx) error
+	done  chan error
+	taken bool // by a flush (under coalescer.mu)
+}
+
+// do runs fn in a flush and returns its answer.
+func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
+	if c.cfg.MaxBatch <= 1 {
+		return c.s.inTxAlone(ctx, fn)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &writeOp{ctx: ctx, fn: guarded(fn), done: make(chan error, 1)}
+	c.mu.Lock()
+	if len(c.queue) >= c.cfg.MaxQueue {
+		c.mu.Unlock()
+		if c.cfg.Refused != nil {
+			c.cfg.Refused()
+		}
+		return fmt.Errorf("write queue full (%d operations wait for a commit): %w", c.cfg.MaxQueue, ledger.ErrUnavailable)
+	}
+	c.queue = append(c.queue, o)
+	start := c.active < c.cfg.Flushers
+	if start {
+		c.active++
+	}
+	c.mu.Unlock()
+	if start {
+		go c.flusher()
+	}
+	select {
+	case err := <-o.done:
+		return repanic(err)
+	case <-ctx.Done():
+	}
+	// Gone before a flush took it: it is withdrawn, never run. Once taken,
+	// its answer says what happened.
+	c.mu.Lock()
+	if !o.taken {
+		for i, q := range c.queue {
+			if q == o {
+				c.queue = append(c.queue[:i], c.queue[i+1:]...)
+				break
+			}
+		}
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+	c.mu.Unlock()
+	return repanic(<-o.done)
+}
+
+// opPanic is the answer of an operation that panicked: the flusher
+// recovers it, so that one operation cannot take the flush (or the
+// process) down, and the caller panics with its value, as it would have
+// running the operation itself.
+type opPanic struct{ value any }
+
+func (p *opPanic) Error() string { return fmt.Sprintf("operation panicked: %v", p.value) }
+
+// guarded is fn with a panic returned as an *opPanic.
+func guarded(fn func(*tx) error) func(*tx) error {
+	return func(t *tx) (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = &opPanic{value: v}
+			}
+		}()
+		return fn(t)
+	}
+}
+
+// repanic returns err, or panics with the value of an operation that
+// panicked.
+func repanic(err error) error {
+	var p *opPanic
+	if errors.As(err, &p) {
+		panic(p.value)
+	}
+	return err
+}
+
+// flusher flushes what is queued until the queue is empty.
+func (c *coalescer) flusher() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.active--
+			c.mu.Unlock()
+			return
+		}
+		n := min(len(c.queue), c.cfg.MaxBatch)
+		ops := make([]*writeOp, n)
+		copy(ops, c.queue)
+		for _, o := range ops {
+			o.taken = true
+		}
+		c.queue = append(c.queue[:0], c.queue[n:]...)
+		c.mu.Unlock()
+		if c.cfg.ObserveBatch != nil {
+			c.cfg.ObserveBatch(n)
+		}
+		c.flush(ops)
+	}
+}
+
+// flushOutcome is how one transaction of a flush ended.
+type flushOutcome int
+
+const (
+	// committed: every operation is answered (accepted, or refused
+	// without having written).
+	committed flushOutcome = iota
+	// refused: some operations (refusals) are refused and the transaction
+	// rolled back; the others run again without them.
+	refused
+	// unknown: the commit was sent and its outcome is not known; every
+	// operation is answered the error.
+	unknown
+	// replay: the transaction failed for a reason no one operation
+	// caused; each operation runs again alone.
+	replay
+)
+
+// flushResult is the result of one transaction of a flush.
+type flushResult struct {
+	outcome  flushOutcome
+	refusals map[int]error // refused: the answers of the refused, by index
+	err      error         // unknown: everyone's answer
+	answers  []error       // committed: each operation's
+	txs      []*tx
+}
+
+// flush runs ops and answers each (ledger/DESIGN.md §5, "The write path").
+func (c *coalescer) flush(ops []*writeOp) {
+	for len(ops) > 1 {
+		r := c.run(ops)
+		switch r.outcome {
+		case committed:
+			c.committed(ops, r)
+			return
+		case refused:
+			rest := make([]*writeOp, 0, len(ops)-len(r.refusals))
+			for i, o := range ops {
+				if err, ok := r.refusals[i]; ok {
+					o.done <- err
+				} else {
+					rest = append(rest, o)
+				}
+			}
+			ops = rest
+		case unknown:
+			for _, o := range ops {
+				o.done <- r.err
+			}
+			return
+		case replay:
+			for _, o := range ops {
+				o.done <- c.s.inTxAlone(o.ctx, o.fn)
+			}
+			return
+		}
+	}
+	// One operation is a transaction of its own, as without coalescing.
+	for _, o := range ops {
+		o.done <- c.s.inTxAlone(o.ctx, o.fn)
+	}
+}
+
+// committed runs the after-commit hooks of a committed flush, once for
+// all its events, and answers its operations.
+func (c *coalescer) committed(ops []*writeOp, r flushResult) {
+	var (
+		events     []ledger.Event
+		deliveries bool
+	)
+	for i, t := range r.txs {
+		if r.answers[i] == nil && t != nil {
+			events = append(events, t.appended...)
+			deliveries = deliveries || t.deliveriesQueued
+		}
+	}
+	c.s.afterCommitted(events, deliveries)
+	for i, o := range ops {
+		o.done <- r.answers[i]
+	}
+}
+
+// run runs ops one after the other in one transaction and commits it.
+func (c *coalescer) run(ops []*writeOp) flushResult {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FlushTimeout)
+	defer cancel()
+	conn := &txConn{pool: c.s.pool}
+	defer conn.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	shared := &txShared{}
+	r := flushResult{answers: make([]error, len(ops)), txs: make([]*tx, len(ops))}
+	for i, o := range ops {
+		oc := &opConn{conn: conn, owner: i + 1, flush: ctx}
+		t := newTx(oc, shared)
+		r.txs[i] = t
+		err := o.fn(t)
+		if conn.failed == nil && !aborted(conn) && (err == nil || !oc.wrote) {
+			// Accepted, or refused without a write: the transaction goes
+			// on, and the answer waits for its commit.
+			r.answers[i] = interpretError(err)
+			continue
+		}
+		return judge(conn, i, err)
+	}
+	if rr, ok := checkFunds(ctx, conn, shared); !ok {
+		return rr
+	}
+	if err := shared.queueMoves(); err != nil {
+		return flushResult{outcome: replay}
+	}
+	if err := conn.Commit(ctx); err != nil {
+		return judgeCommit(conn, err)
+	}
+	return r
+}
+
+// judge says what a transaction becomes when operation i failed (err) or
+// left it failed (err nil): the operation whose statement PostgreSQL or
+// its check refused is refused alone, the others run again; a failure of
+// the connection, or a serialization failure or deadlock, is no one
+// operation's, so each runs again alone.
+func judge(conn *txConn, i int, err error) flushResult {
+	switch {
+	case conn.failed != nil && conn.culprit > 0:
+		return refusedOne(conn.culprit-1, conn.failed)
+	case conn.failed != nil || err == nil || retryable(err) || broken(conn):
+		return flushResult{outcome: replay}
+	}
+	return refusedOne(i, err)
+}
+
+// refusedOne is the result of a transaction rolled back for operation i's
+// refusal err.
+func refusedOne(i int, err error) flushResult {
+	return flushResult{outcome: refused, refusals: map[int]error{i: interpretError(err)}}
+}
+
+// judgeCommit says what a transaction becomes when its commit failed.
+// COMMIT is sent with the writes still queued, so only PostgreSQL's own
+// answer proves nothing was committed (an error, even a FATAL one ending
+// the connection, comes instead of COMMIT's success, and aborts the
+// transaction); any other failure leaves the
+// outcome unknown, and it is answered as such, never run again blindly
+// (a caller retries with its idempotency key and gets what was recorded).
+func judgeCommit(conn *txConn, err error) flushResult {
+	var pgErr *pgconn.PgError
+	switch {
+	case conn.culprit > 0:
+		return refusedOne(conn.culprit-1, conn.failed)
+	case errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback):
+		return flushResult{outcome: replay}
+	}
+	return flushResult{outcome: unknown, err: interpretError(fmt.Errorf("commit: %w", err))}
+}
+
+// aborted: PostgreSQL has aborted the transaction (a statement failed), so
+// nothing more of it can commit.
+func aborted(conn *txConn) bool {
+	return conn.conn != nil && conn.conn.Conn().PgConn().TxStatus() == 'E'
+}
+
+// broken: the transaction's connection is closed.
+func broken(conn *txConn) bool {
+	return conn.conn != nil && conn.conn.Conn().PgConn().IsClosed()
+}
+
+// checkFunds locks the budgets the flush moves, in id order, and plays the
+// movements in the order the operations made them: an operation with a
+// movement the budget cannot cover would fail the commit, and be refused
+// alone; with many on a hot budget, one at a time would run the flush again
+// for each. Every operation refused here is answered, and the others run
+// again without them (ok false). A budget moved meanwhile is caught by the
+// commit, as without this check.
+func checkFunds(ctx context.Context, conn *txConn, shared *txShared) (flushResult, bool) {
+	if len(shared.moves) == 0 {
+		return flushResult{}, true
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for _, m := range shared.moves {
+		if !seen[m.move.BudgetID] {
+			seen[m.move.BudgetID] = true
+			ids = append(ids, m.move.BudgetID)
+		}
+	}
+	oc := &opConn{conn: conn, flush: ctx}
+	rows, err := newQueries(oc).BudgetsForUpdate(ctx, ids)
+	if err != nil {
+		return judge(conn, -1, nil), false
+	}
+	balances := make(map[string]*fundsBalance, len(rows))
+	for _, b := range rows {
+		balances[b.ID] = &fundsBalance{available: b.AvailableMinor, held: b.HeldMinor}
+	}
+	refusals := playMoves(shared.moves, balances)
+	if len(refusals) == 0 {
+		return flushResult{}, true
+	}
+	return flushResult{outcome: refused, refusals: refusals}, false
+}
+
+// fundsBalance is what a budget's movements may take below zero.
+type fundsBalance struct{ available, held int64 }
+
+// playMoves applies moves, grouped by operation in the order they were
+// made, to balances, and returns the refusal of each operation (by its
+// index) a movement of which would take a balance below zero; a refused
+// operation's movements are not applied. A budget missing from balances is
+// left to the commit.
+func playMoves(moves []pendingMove, balances map[string]*fundsBalance) map[int]error {
+	byOwner := map[int][]ledger.BudgetMove{}
+	var owners []int
+	for _, m := range moves {
+		if _, ok := byOwner[m.owner]; !ok {
+			owners = append(owners, m.owner)
+		}
+		byOwner[m.owner] = append(byOwner[m.owner], m.move)
+	}
+	refusals := map[int]error{}
+	for _, owner := range owners {
+		trial := map[string]fundsBalance{}
+		var refusal error
+		for _, m := range byOwner[owner] {
+			b, ok := balances[m.BudgetID]
+			if !ok || m.AmountMinor <= 0 {
+				continue
+			}
+			cur, ok := trial[m.BudgetID]
+			if !ok {
+				cur = *b
+			}
+			available, held := moveSigns(m.Kind)
+			cur.available += available * m.AmountMinor
+			cur.held += held * m.AmountMinor
+			if cur.available < 0 || cur.held < 0 {
+				refusal = moveRefused(m, cur.available < 0)
+				break
+			}
+			trial[m.BudgetID] = cur
+		}
+		if refusal != nil {
+			refusals[owner-1] = refusal
+			continue
+		}
+		for id, b := range trial {
+			*balances[id] = b
+		}
+	}
+	return refusals
+}
+
+// moveSigns are the signs with which a movement of kind k changes a
+// budget's available and held amounts (the BudgetMove query's table).
+func moveSigns(k ledger.BudgetMoveKind) (available, held int64) {
+	switch k {
+	case ledger.MoveFund:
+		return 1, 0
+	case ledger.MoveHold:
+		return -1, 1
+	case ledger.MoveReturn:
+		return 1, -1
+	case ledger.MoveSpend, ledger.MoveWriteOff:
+		return 0, -1
+	}
+	return 0, 0
+}
+
+// opConn is one operation's connection to a transaction (txConn) it may
+// share with others: it notes whether the operation wrote, tags what it
+// queues as its own (owner), and, in a flush, sends its statements on the
+// flush's context after checking the operation's own, so that a caller
+// that leaves ends its operation without breaking its neighbours'.
+type opConn struct {
+	conn  *txConn
+	owner int
+	// flush is the flush's context; nil: statements run on their own.
+	flush context.Context
+	// wrote: the operation sent or queued a statement that may have
+	// written (mayWrite).
+	wrote bool
+}
+
+var _ dbsqlc.DBTX = (*opConn)(nil)
+
+// context returns the context a statement issued on ctx is sent on.
+func (o *opConn) context(ctx context.Context, sql string) (context.Context, error) {
+	if o.flush == nil {
+		o.wrote = o.wrote || mayWrite(sql)
+		return ctx, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o.wrote = o.wrote || mayWrite(sql)
+	return o.flush, nil
+}
+
+func (o *opConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	ctx, err := o.context(ctx, sql)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return o.conn.Exec(ctx, sql, args...)
+}
+
+func (o *opConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	ctx, err := o.context(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return o.conn.Query(ctx, sql, args...)
+}
+
+func (o *opConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	ctx, err := o.context(ctx, sql)
+	if err != nil {
+		return errRow{err}
+	}
+	return o.conn.QueryRow(ctx, sql, args...)
+}
+
+// queue queues a write (txConn.queue) as this operation's.
+func (o *opConn) queue(send func(q *dbsqlc.Queries) error, r refusal, check func(pgconn.CommandTag, error) error) error {
+	o.wrote = true
+	return o.conn.queue(o.owner, send, r, check)
+}
+
+// writeWords are the words of a statement that may change what the
+// transaction holds beyond its locks: data, or its settings. Locks
+// (FOR UPDATE, advisory locks) are no writes: an operation refused after
+// taking them leaves nothing behind but a lock held to the commit.
+var writeWords = map[string]bool{
+	"INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "TRUNCATE": true, "COPY": true,
+	"CALL": true, "DO": true, "SET": true, "SET_CONFIG": true, "PG_NOTIFY": true, "NOTIFY": true,
+}
+
+// mayWrite: the statement sql may write. Conservative: a word of
+// writeWords anywhere (but UPDATE in FOR [NO KEY] UPDATE), or a call of one
+// of the schema's own functions (quittance_*), counts.
+func mayWrite(sql string) bool {
+	if w, ok := mayWriteCache.Load(sql); ok {
+		return w.(bool)
+	}
+	w := classify(sql)
+	mayWriteCache.Store(sql, w)
+	return w
+}
+
+// mayWriteCache: statements are the queries' constants, a few hundred.
+var mayWriteCache sync.Map
+
+func classify(sql string) bool {
+	var words []string
+	for line := range strings.SplitSeq(sql, "\n") {
+		line, _, _ = strings.Cut(line, "--")
+		words = append(words, strings.FieldsFunc(strings.ToUpper(line), func(r rune) bool {
+			return (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_'
+		})...)
+	}
+	for i, w := range words {
+		switch {
+		case w == "UPDATE" && i > 0 && (words[i-1] == "FOR" || words[i-1] == "KEY"):
+		case writeWords[w], strings.HasPrefix(w, "QUITTANCE_"):
+			return true
+		}
+	}
+	return false
+}

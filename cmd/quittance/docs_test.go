@@ -634,6 +634,7 @@ func startDev(t *testing.T, extra map[string]string) devRun {
 	select {
 	case baseURL = <-ready:
 	case err := <-done:
+		done <- err // for the cleanup, which waits for dev's end
 		t.Fatalf("dev stopped before listening: %v\n%s", err, stderr.String())
 	case <-timeout:
 		t.Fatal("dev did not start within 60s")

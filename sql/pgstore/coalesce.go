@@ -325,21 +325,24 @@ func refusedOne(i int, err error) flushResult {
 }
 
 // judgeCommit says what a transaction becomes when its commit failed.
-// COMMIT is sent with the writes still queued, so only PostgreSQL's own
-// answer proves nothing was committed (an error, even a FATAL one ending
-// the connection, comes instead of COMMIT's success, and aborts the
-// transaction); any other failure leaves the
-// outcome unknown, and it is answered as such, never run again blindly
-// (a caller retries with its idempotency key and gets what was recorded).
+// COMMIT is sent with the writes still queued, so a refusal of one of them
+// is its operation's alone. Otherwise the flush runs again one operation
+// at a time only where nothing can have been committed: nothing was sent,
+// or PostgreSQL refused the COMMIT itself. A lost connection, or a
+// shutdown's FATAL error (which may come after a local commit that waited
+// for a synchronous standby), leaves the outcome unknown (commitError): it
+// is answered as such, never run again blindly, and a caller that retries
+// with its idempotency key gets what was recorded.
 func judgeCommit(conn *txConn, err error) flushResult {
 	var pgErr *pgconn.PgError
 	switch {
 	case conn.culprit > 0:
 		return refusedOne(conn.culprit-1, conn.failed)
-	case errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback):
+	case errors.Is(err, pgx.ErrTxCommitRollback), nothingSent(err),
+		errors.As(err, &pgErr) && !cannotTakeNow(err):
 		return flushResult{outcome: replay}
 	}
-	return flushResult{outcome: unknown, err: interpretError(fmt.Errorf("commit: %w", err))}
+	return flushResult{outcome: unknown, err: interpretError(commitError(err))}
 }
 
 // aborted: PostgreSQL has aborted the transaction (a statement failed), so

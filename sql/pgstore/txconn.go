@@ -136,7 +136,7 @@ func (b *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 		tag, err := br.Exec()
 		if cerr := q.check(tag, err); cerr != nil {
 			b.culprit = 0
-			if refusedByServer(err) {
+			if statementRefused(err) {
 				b.culprit = q.owner
 			}
 			return nil, b.fail(br, cerr)
@@ -145,11 +145,11 @@ func (b *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	return br, nil
 }
 
-// refusedByServer: err is no error (the statement ran, and its check
+// statementRefused: err is no error (the statement ran, and its check
 // refused its result) or PostgreSQL's refusal of the statement itself, not
 // a lost connection, and not a serialization failure or deadlock, which are
 // the transaction's, not the statement's.
-func refusedByServer(err error) bool {
+func statementRefused(err error) bool {
 	var pgErr *pgconn.PgError
 	return err == nil || errors.As(err, &pgErr) && !retryable(err)
 }

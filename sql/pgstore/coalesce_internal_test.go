@@ -2,10 +2,16 @@ package pgstore
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgtest"
@@ -115,13 +121,12 @@ func TestCoalescedConnectionLostMidFlushReplaysAlone(t *testing.T) {
 	}
 }
 
-// TestCoalescedCommitOfUnknownOutcome: when the connection fails as the
-// commit is sent, with no answer from PostgreSQL, every operation of the
-// flush is answered the error, and none is run again (whether it
-// committed is for its caller's retry to find out). A connection
-// PostgreSQL itself ends (a FATAL error) is a known outcome: nothing was
-// committed, and the flush replays (the test above).
-func TestCoalescedCommitOfUnknownOutcome(t *testing.T) {
+// TestCoalescedCommitNeverSent: when the socket is gone under a flush, its
+// COMMIT never leaves (pgconn says nothing was sent), so nothing of the
+// flush can have committed and each operation runs again alone: the two
+// that leave the connection alone commit once each; the one that breaks
+// its connection again is answered unavailable (503: send it again).
+func TestCoalescedCommitNeverSent(t *testing.T) {
 	t.Parallel()
 	s := New(pgtest.Pool(t), WithCoalescing(Coalescing{MaxBatch: 16, Flushers: 1}))
 	var runs atomic.Int32
@@ -133,23 +138,47 @@ func TestCoalescedCommitOfUnknownOutcome(t *testing.T) {
 			if err := insertBudget("c")(t2); err != nil {
 				return err
 			}
-			// The socket is gone under the flush: its COMMIT is sent
-			// into nothing, and no answer comes back.
 			if err := t2.conn.conn.conn.Conn().PgConn().Conn().Close(); err != nil {
 				t.Error(err)
 			}
 			return nil
 		},
 	)
-	for i, err := range errs {
-		if err == nil {
-			t.Errorf("operation %d was answered success by a commit that never came back", i)
+	if errs[0] != nil || errs[1] != nil {
+		t.Errorf("the operations that kept their connection: %v, %v; want both committed on their replay", errs[0], errs[1])
+	}
+	if !errors.Is(errs[2], ledger.ErrUnavailable) {
+		t.Errorf("the operation whose COMMIT never left: %v, want unavailable", errs[2])
+	}
+	if n := runs.Load(); n != 2 {
+		t.Errorf("the breaking operation ran %d times, want twice (in the flush, then alone)", n)
+	}
+	if n := budgetsExist(t, s, "a", "b", "c"); n != 2 {
+		t.Errorf("%d budgets exist, want a and b", n)
+	}
+}
+
+// TestJudgeCommit: a COMMIT that failed is replayed only where nothing can
+// have committed; a lost connection after it was sent, or a shutdown's
+// FATAL error (which may follow a local commit waiting for a synchronous
+// standby), is answered outcome unknown and never replayed.
+func TestJudgeCommit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want flushOutcome
+	}{
+		{"refused by PostgreSQL", &pgconn.PgError{Code: "23514"}, replay},
+		{"rolled back", pgx.ErrTxCommitRollback, replay},
+		{"connection reset after sending", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, unknown},
+		{"admin shutdown", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}, unknown},
+	} {
+		r := judgeCommit(&txConn{}, c.err)
+		if r.outcome != c.want {
+			t.Errorf("%s: outcome %d, want %d", c.name, r.outcome, c.want)
 		}
-	}
-	if n := runs.Load(); n != 1 {
-		t.Errorf("the operations ran %d times, want once: a commit of unknown outcome is not retried", n)
-	}
-	if n := budgetsExist(t, s, "a", "b", "c"); n != 0 {
-		t.Errorf("%d budgets exist; the connection closed before the commit reached PostgreSQL", n)
+		if c.want == unknown && !errors.Is(r.err, ledger.ErrOutcomeUnknown) {
+			t.Errorf("%s: answer %v, want outcome unknown", c.name, r.err)
+		}
 	}
 }

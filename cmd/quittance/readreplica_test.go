@@ -71,6 +71,10 @@ func TestReadsFromStandby(t *testing.T) {
 		t.Errorf("evidence: %v, Quittance-Read-From %q, want 200 without it", ev, ev.header.Get("Quittance-Read-From"))
 	}
 
+	console := newConsoleClient(t, api.base)
+	console.signIn(oncall)
+	checkConsoleAsOf(t, console, true)
+
 	checkPausedReplay(t, api, pair, orch, oncall)
 
 	if err := pair.Standby.Stop(t.Context()); err != nil {
@@ -86,6 +90,23 @@ func TestReadsFromStandby(t *testing.T) {
 	checkFreshness(t, api.do(t.Context(), http.MethodGet, "/v1/obligations/summary", oncall, nil), "primary")
 	if after := readFallbacks(t, api); after < before+3 {
 		t.Errorf("quittance_read_fallbacks_total{reason=\"unavailable\"} went from %v to %v over 3 reads with the standby down", before, after)
+	}
+	checkConsoleAsOf(t, console, false)
+}
+
+// checkConsoleAsOf checks that the console's overview, obligations and
+// counterparties pages say their figures were read from the standby when
+// fromStandby, and never with consistency=strong.
+func checkConsoleAsOf(t *testing.T, console *consoleClient, fromStandby bool) {
+	t.Helper()
+	for _, page := range []string{"/console/", "/console/obligations", "/console/orgs"} {
+		_, body := console.get(page)
+		if got := strings.Contains(body, "read from the standby"); got != fromStandby {
+			t.Errorf("%s says \"read from the standby\": %v, want %v", page, got, fromStandby)
+		}
+		if _, strong := console.get(page + "?consistency=strong"); strings.Contains(strong, "read from the standby") {
+			t.Errorf("%s?consistency=strong says it was read from the standby", page)
+		}
 	}
 }
 
@@ -107,6 +128,30 @@ func TestReadsWithoutReadURL(t *testing.T) {
 		t.Errorf("%v fallbacks without a standby", n)
 	}
 }
+
+// TestReadsFallBackOnStandbyError: a read database that answers with
+// errors (here one without the schema) costs no request: the reads are
+// served by the primary and counted with reason "error".
+func TestReadsFallBackOnStandbyError(t *testing.T) {
+	t.Parallel()
+	bootstrap := access.NewTokenSecret()
+	api := newTestClient(inProcessService(t, pgtest.URL(t), bootstrap,
+		"QUITTANCE_READ_DATABASE_URL="+pgtest.EmptyURL(t), "QUITTANCE_CHECKPOINTS=off"))
+	signer := compensationtest.NewEd25519Signer(t, "supplier-key-1")
+	orch, oncall, _ := fixtures(t, api, bootstrap, signer, nil)
+	id := createHeld(t, api, orch, "error-read-1")
+	res := api.do(t.Context(), http.MethodGet, "/v1/obligations?state=held", oncall, nil)
+	checkFreshness(t, res, "primary")
+	if !slices.Contains(obligationIDs(t, res), id) {
+		t.Errorf("the list lacks %s: %v", id, res)
+	}
+	metrics := api.do(t.Context(), http.MethodGet, "/metrics", "", nil)
+	if m := errorFallbacks.FindSubmatch(metrics.body); m == nil || string(m[1]) == "0" {
+		t.Errorf("no fallback counted with reason error:\n%s", errorFallbacks.Find(metrics.body))
+	}
+}
+
+var errorFallbacks = regexp.MustCompile(`(?m)^quittance_read_fallbacks_total\{reason="error"\} (\S+)`)
 
 // checkPausedReplay pauses the standby's replay, writes on the primary and
 // checks that the standby's answer lacks the write and says its data is

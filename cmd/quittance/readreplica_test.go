@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -303,4 +304,21 @@ func readFallbacks(t *testing.T, api *testClient) float64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestServeRefusesABadReadURL: a QUITTANCE_READ_DATABASE_URL that is no
+// PostgreSQL URL stops serve before anything starts (exit 2), with a
+// reason that names the variable and not its value (it may hold a
+// password).
+func TestServeRefusesABadReadURL(t *testing.T) {
+	t.Parallel()
+	const bad = "postgres://app:s3cret@db:notaport/quittance"
+	env := map[string]string{
+		"DATABASE_URL": "postgres://127.0.0.1:1/none", "QUITTANCE_ADDR": "127.0.0.1:0", "QUITTANCE_CHECKPOINTS": "off",
+		"QUITTANCE_READ_DATABASE_URL": bad,
+	}
+	err := run(t.Context(), []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "QUITTANCE_READ_DATABASE_URL") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("serve: %v (exit %d), want exit %d naming QUITTANCE_READ_DATABASE_URL without its password", err, exitCode(err), exitUsage)
+	}
 }

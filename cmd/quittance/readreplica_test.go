@@ -152,6 +152,8 @@ func TestReadsFallBackOnStandbyError(t *testing.T) {
 	}
 }
 
+var replayLag = regexp.MustCompile(`(?m)^quittance_read_replay_lag_seconds (\S+)`)
+
 var errorFallbacks = regexp.MustCompile(`(?m)^quittance_read_fallbacks_total\{reason="error"\} (\S+)`)
 
 // checkPausedReplay pauses the standby's replay, writes on the primary and
@@ -174,6 +176,12 @@ func checkPausedReplay(t *testing.T, api *testClient, pair *pgtest.Pair, orch, o
 	}
 	if slices.Contains(obligationIDs(t, stale), second) {
 		t.Errorf("replay paused, yet the standby lists %s", second)
+	}
+	metrics := api.do(t.Context(), http.MethodGet, "/metrics", "", nil)
+	if m := replayLag.FindSubmatch(metrics.body); m == nil {
+		t.Errorf("no quittance_read_replay_lag_seconds in /metrics")
+	} else if lag, err := strconv.ParseFloat(string(m[1]), 64); err != nil || lag < 1 {
+		t.Errorf("replay paused: quittance_read_replay_lag_seconds %s, want at least 1", m[1])
 	}
 	if !slices.Contains(obligationIDs(t, api.do(t.Context(), http.MethodGet, held+"&consistency=strong", oncall, nil)), second) {
 		t.Errorf("consistency=strong lacks %s, written before it", second)

@@ -47,6 +47,8 @@ var knownMetrics = []string{
 	"quittance_event_streams_refused_total",
 	"quittance_event_stream_reads_total",
 	"quittance_background_panics_total",
+	"quittance_read_fallbacks_total",
+	"quittance_read_replay_lag_seconds",
 }
 
 // provisionedDatasourceUIDs returns the uids of the datasources in the provisioning file.
@@ -231,6 +233,8 @@ var processSeries = []string{
 	"quittance_a2a_request_duration_seconds",
 	"quittance_unconfirmed_alert_grace_seconds",
 	"quittance_checkpoint_interval_seconds",
+	"quittance_read_fallbacks_total",
+	"quittance_read_replay_lag_seconds",
 }
 
 // comparison finds a filtering comparison in a PromQL expression whose

@@ -24,6 +24,9 @@ type config struct {
 	// DatabaseURL, as a role that cannot rewrite the audit log
 	// (ledger/AUDIT.md). Unset, migrations run with DatabaseURL.
 	MigrationDatabaseURL string `env:"QUITTANCE_MIGRATION_DATABASE_URL"`
+	// ReadDatabaseURL, when set, is a standby of DatabaseURL that serves
+	// the reads that tolerate lag (readPoolConfig, ledger/DESIGN.md §7).
+	ReadDatabaseURL string `env:"QUITTANCE_READ_DATABASE_URL"`
 	// CheckpointInterval is how often the ledger signs a checkpoint over
 	// the heads of the event streams that moved since the previous one
 	// (when any did).
@@ -177,7 +180,7 @@ type config struct {
 
 // variables are the names config reads.
 var variables = []string{
-	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_CHECKPOINTS",
+	"DATABASE_URL", "QUITTANCE_MIGRATION_DATABASE_URL", "QUITTANCE_READ_DATABASE_URL", "QUITTANCE_CHECKPOINT_INTERVAL", "QUITTANCE_CHECKPOINTS",
 	"QUITTANCE_ORG_JWKS_REFRESH", "QUITTANCE_ORG_JWKS_UNKNOWN_KID_INTERVAL", "QUITTANCE_EVIDENCE_REFUSAL_TIME", "QUITTANCE_ADDR", "QUITTANCE_DATA_DIR", "QUITTANCE_LEDGER_ID", "QUITTANCE_BOOTSTRAP_TOKEN",
 	"QUITTANCE_PUBLIC_URL", "QUITTANCE_SWEEP_INTERVAL", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLD_MINOR", "QUITTANCE_WRITE_OFF_APPROVAL_THRESHOLDS_MINOR",
 	"QUITTANCE_PERSON_CREDENTIAL_MAX_TTL",
@@ -196,7 +199,7 @@ var variables = []string{
 
 // secretVariables may instead be given as NAME_FILE, the path of a file
 // holding the value (how Kubernetes and systemd credentials mount secrets).
-var secretVariables = map[string]bool{"DATABASE_URL": true, "QUITTANCE_MIGRATION_DATABASE_URL": true, "QUITTANCE_BOOTSTRAP_TOKEN": true, "QUITTANCE_OIDC_CLIENT_SECRET": true}
+var secretVariables = map[string]bool{"DATABASE_URL": true, "QUITTANCE_MIGRATION_DATABASE_URL": true, "QUITTANCE_READ_DATABASE_URL": true, "QUITTANCE_BOOTSTRAP_TOKEN": true, "QUITTANCE_OIDC_CLIENT_SECRET": true}
 
 // loadConfig reads the configuration through getenv.
 func loadConfig(getenv func(string) string) (config, error) {
@@ -216,6 +219,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	var cfg config
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
+		return config{}, usageError{fmt.Errorf("configuration: %w", err)}
+	}
+	if _, err := cfg.readPoolConfig(); err != nil {
 		return config{}, usageError{fmt.Errorf("configuration: %w", err)}
 	}
 	if cfg.CheckpointInterval <= 0 {

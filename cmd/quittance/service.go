@@ -69,16 +69,21 @@ func migrateDatabase(ctx context.Context, cfg config, log *slog.Logger) error {
 }
 
 // openDatabase migrates (migrateDatabase) and connects the service's pool
-// to DATABASE_URL.
-func openDatabase(ctx context.Context, cfg config, log *slog.Logger) (*pgxpool.Pool, error) {
+// to DATABASE_URL, and the read pool to QUITTANCE_READ_DATABASE_URL when
+// it is set (openReadPool; nil otherwise).
+func openDatabase(ctx context.Context, cfg config, log *slog.Logger) (pool, readPool *pgxpool.Pool, err error) {
 	if err := migrateDatabase(ctx, cfg, log); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err = pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+		return nil, nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
 	}
-	return pool, nil
+	if readPool, err = openReadPool(ctx, cfg); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, readPool, nil
 }
 
 func migrate(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
@@ -253,11 +258,12 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 		return usageError{errors.New("QUITTANCE_SIGNING_KEY_FILE is required: the ledger signs the checkpoints that anchor its audit log with it " +
 			"(ledger/AUDIT.md); set QUITTANCE_CHECKPOINTS=off to run without checkpoints")}
 	}
-	pool, err := openDatabase(ctx, cfg, log)
+	pool, readPool, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	defer closeReadPool(readPool)
 	// The metrics registry is private to this service (never Prometheus's
 	// global one) and served at /metrics, on QUITTANCE_METRICS_ADDR when set.
 	reg := prometheus.NewRegistry()
@@ -274,7 +280,7 @@ func runService(ctx context.Context, cfg config, log *slog.Logger, stdout io.Wri
 	}
 	defer listener.Close()
 	streamsDone := make(chan struct{})
-	svc, err := newApp(cfg, appParts{pool: pool, reg: reg, log: log, identity: identity, streamsDone: streamsDone})
+	svc, err := newApp(cfg, appParts{pool: pool, readPool: readPool, reg: reg, log: log, identity: identity, streamsDone: streamsDone})
 	if err != nil {
 		return err
 	}
@@ -363,6 +369,7 @@ func listen(cfg *config, log *slog.Logger) (net.Listener, error) {
 // the channel closed when the server shuts down, which ends event streams.
 type appParts struct {
 	pool        *pgxpool.Pool
+	readPool    *pgxpool.Pool // nil: no QUITTANCE_READ_DATABASE_URL
 	reg         *prometheus.Registry
 	log         *slog.Logger
 	identity    *jose.Identity
@@ -385,7 +392,7 @@ func newApp(cfg config, p appParts) (*app.App, error) {
 	}
 	return app.New(app.Config{
 		Console: consoleCfg,
-		Pool:    p.pool, Registry: p.reg, Log: p.log, LedgerID: cfg.LedgerID, Version: version, Identity: p.identity,
+		Pool:    p.pool, ReadPool: p.readPool, Registry: p.reg, Log: p.log, LedgerID: cfg.LedgerID, Version: version, Identity: p.identity,
 		WriteOffApprovalThresholdMinor: cfg.WriteOffApprovalThresholdMinor, WriteOffApprovalThresholdsMinor: currencyThresholds,
 		Egress: cfg.egressPolicy(), UnconfirmedAlertGrace: cfg.UnconfirmedAlertGrace, CheckpointInterval: checkpointInterval,
 		WriteBatchMax: cfg.WriteBatchMax, WriteQueueMax: cfg.WriteQueueMax, WriteFlushers: cfg.WriteFlushers,

@@ -143,3 +143,13 @@ WITH folded AS (
 )
 UPDATE obligation_counts c SET n = c.n + sums.n
 FROM sums WHERE c.state = sums.state;
+
+-- name: ReplayLag :one
+-- How old a standby's data is (ledger/DESIGN.md §7): zero on a server that
+-- is not in recovery or has replayed all the WAL it received, otherwise the
+-- time since the last transaction it replayed committed on the primary.
+SELECT (CASE
+    WHEN NOT pg_is_in_recovery() THEN 0
+    WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0
+    ELSE GREATEST(0, COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0))
+END)::float8 AS lag_seconds;

@@ -409,3 +409,21 @@ func (q *Queries) ObligationSummary(ctx context.Context, arg ObligationSummaryPa
 	}
 	return items, nil
 }
+
+const replayLag = `-- name: ReplayLag :one
+SELECT (CASE
+    WHEN NOT pg_is_in_recovery() THEN 0
+    WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0
+    ELSE GREATEST(0, COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0))
+END)::float8 AS lag_seconds
+`
+
+// How old a standby's data is (ledger/DESIGN.md §7): zero on a server that
+// is not in recovery or has replayed all the WAL it received, otherwise the
+// time since the last transaction it replayed committed on the primary.
+func (q *Queries) ReplayLag(ctx context.Context) (float64, error) {
+	row := q.db.QueryRow(ctx, replayLag)
+	var lag_seconds float64
+	err := row.Scan(&lag_seconds)
+	return lag_seconds, err
+}

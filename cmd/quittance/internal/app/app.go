@@ -29,6 +29,9 @@ import (
 type Config struct {
 	// Pool is the migrated database everything runs on.
 	Pool *pgxpool.Pool
+	// ReadPool, when set, is a standby of Pool that serves the reads that
+	// tolerate lag (pgstore.Reads); nil serves every read from Pool.
+	ReadPool *pgxpool.Pool
 	// Registry receives the metrics (never Prometheus's global registry):
 	// the API's, the A2A calls', commits, and the scrape-time collector.
 	Registry *prometheus.Registry
@@ -116,6 +119,8 @@ const DefaultUnconfirmedAlertGrace = 15 * time.Minute
 type App struct {
 	// Store is the PostgreSQL store every service runs on.
 	Store *pgstore.Store
+	// Reads routes the reads that tolerate lag to Config.ReadPool.
+	Reads *pgstore.Reads
 	// Metrics records to Config.Registry.
 	Metrics *telemetry.Metrics
 	// Ledger records delegations, budgets, orgs and task classes.
@@ -166,7 +171,10 @@ func New(cfg Config) *App {
 	store := pgstore.New(cfg.Pool, pgstore.WithAfterCommit(metrics.ObserveCommitted), pgstore.WithCoalescing(writes))
 	cfg.Registry.MustRegister(pgstore.NewCollector(store, pgstore.WithCollectorLog(log)))
 
-	a := &App{Store: store, Metrics: metrics}
+	readMetrics := telemetry.NewReadMetrics(cfg.Registry, pgstore.ReadFallbackReasons)
+	reads := pgstore.NewReads(store, cfg.ReadPool, pgstore.ReadObserver{Fallback: readMetrics.Fallback, Lag: readMetrics.Lag})
+
+	a := &App{Store: store, Reads: reads, Metrics: metrics}
 	a.buildDomain(cfg, log)
 	a.buildWorkers(cfg, log)
 	a.buildHandlers(cfg, log)
@@ -207,8 +215,8 @@ func (a *App) buildDomain(cfg Config, log *slog.Logger) {
 		Dev: cfg.Dev, OnRefusal: metrics.TokenRefused,
 		RefreshOrgKeysForKid: a.Ledger.RefreshOrgKeysForKid, RefusalTime: cfg.EvidenceRefusalTime,
 	})
-	a.Reports = report.NewReports(report.ReportsConfig{Store: store.Reports(), Reader: store, Clock: cfg.Clock})
-	a.Cases = report.NewCases(report.CasesConfig{Store: store.Cases(), Clock: cfg.Clock})
+	a.Reports = report.NewReports(report.ReportsConfig{Store: a.Reads.Reports(), Reader: store, Clock: cfg.Clock})
+	a.Cases = report.NewCases(report.CasesConfig{Store: a.Reads.Cases(), Clock: cfg.Clock})
 }
 
 // buildWorkers builds what calls out: the A2A worker and the orchestrator

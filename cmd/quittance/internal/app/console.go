@@ -27,7 +27,7 @@ type ConsoleConfig struct {
 func newConsole(cfg Config, a *App, log *slog.Logger, limiter *ratelimit.Limiter) *console.Console {
 	return console.New(console.Config{
 		Ledger: a.Ledger, Access: a.Access, Reports: a.Reports, Cases: a.Cases, Compensation: a.Compensation, Webhooks: a.Webhooks,
-		Overview:  report.NewOverview(report.OverviewConfig{Store: a.Store.Overview(), Clock: cfg.Clock}),
+		Overview:  report.NewOverview(report.OverviewConfig{Store: a.Reads.Overview(), Clock: cfg.Clock}),
 		Sessions:  session.NewService(session.Config{Store: a.Store.Sessions(), Clock: cfg.Clock, TTL: cfg.Console.SessionTTL}),
 		Snapshots: a.Orchestrator, RemoteTasks: a.Orchestrator, OIDC: cfg.Console.OIDC, SecureCookies: cfg.Console.SecureCookies,
 		Limiter: limiter, Log: log.With(slog.String("component", "console")), Clock: cfg.Clock,

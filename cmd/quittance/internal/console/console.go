@@ -179,6 +179,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer lk.Refused()
 		r = r.WithContext(context.WithValue(r.Context(), lookupKey{}, lk))
 	}
+	// Lists and figures may be read from the standby; the page says how
+	// old they are (render), and consistency=strong reads the primary.
+	r = r.WithContext(report.WithRead(r.Context(), r.URL.Query().Get("consistency") == "strong"))
 	c.mux.ServeHTTP(&timedWriter{ResponseWriter: w, start: time.Now()}, r)
 }
 

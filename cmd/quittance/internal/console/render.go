@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/report"
 )
 
 // view is what every page template receives.
@@ -37,7 +38,11 @@ type view struct {
 	Form url.Values
 	// OIDC says whether OpenID Connect sign-in is offered.
 	OIDC bool
-	Data any
+	// DataAge, when the page's figures were read from the standby, says
+	// how far behind the primary they were (ledger/DESIGN.md §7); the
+	// "as of" lines show it.
+	DataAge string
+	Data    any
 }
 
 // Can reports whether the signed-in principal may do action: the console
@@ -105,6 +110,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, q *request, sta
 	if q != nil {
 		me := q.p
 		v.Me, v.CSRF, v.Now = &me, q.csrf(), q.now
+	}
+	if f, ok := report.ReadFreshness(r.Context()); ok && f.Standby {
+		v.DataAge = "read from the standby, " + strconv.FormatFloat(math.Round(f.Age.Seconds()*10)/10, 'f', -1, 64) + " s behind the primary"
 	}
 	if code := r.URL.Query().Get("done"); code != "" && v.Notice == "" {
 		v.Notice = notices[code]

@@ -67,6 +67,7 @@ func (s *Server) registerCases() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-queue", Method: http.MethodGet, Path: "/v1/obligations/queue", Tags: tags,
 		Summary: "The needs-action queue: obligations with their cases, filtered and sorted (finance and on-call)", Security: bearerAuth,
+		Description: strings.TrimSpace(consistencyDoc),
 	}, s.listQueue)
 	if s.compensation == nil {
 		return
@@ -163,6 +164,7 @@ type queueInput struct {
 	Sort       string   `query:"sort" enum:"oldest,newest,amount_desc,amount_asc,deadline"`
 	Limit      int      `query:"limit" minimum:"0" maximum:"200"`
 	Cursor     string   `query:"cursor" doc:"next_cursor of the previous page."`
+	ReadConsistency
 }
 
 type queueOutput struct {

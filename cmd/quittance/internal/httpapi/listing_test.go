@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
@@ -202,6 +203,19 @@ func TestOpenAPIAndHealth(t *testing.T) {
 					t.Errorf("%s %s does not declare its path parameter %q", m, path, param[1])
 				}
 			}
+		}
+	}
+	// The reads that may be served from the standby declare consistency
+	// and say so in their description.
+	for _, path := range []string{"/v1/obligations", "/v1/obligations/summary", "/v1/obligations/queue", "/v1/anomalies"} {
+		var o struct {
+			Description string                      `json:"description"`
+			Parameters  []struct{ Name, In string } `json:"parameters"`
+		}
+		_ = json.Unmarshal(doc.Paths[path]["get"], &o)
+		if !slices.ContainsFunc(o.Parameters, func(p struct{ Name, In string }) bool { return p.Name == "consistency" && p.In == "query" }) ||
+			!strings.Contains(o.Description, "consistency=strong") {
+			t.Errorf("GET %s does not declare and describe consistency=strong: %+v", path, o)
 		}
 	}
 	if _, ok := doc.Paths["/admin/v1/delegations/{id}/remote-tasks/{task_id}/redrive"]["post"]; !ok {

@@ -251,7 +251,7 @@ func (s *Server) registerReporting() {
 		Summary: "List obligations for reconciliation (JSON or CSV)",
 		Description: "Open obligations by default (revocation_pending_compensation, compensation_unconfirmed, escalated), oldest first. " +
 			"format=csv (or Accept: text/csv) streams the whole selection from one database snapshot as RFC 4180 CSV whose header is the JSON field names; " +
-			"free-text cells that a spreadsheet would evaluate are prefixed with a single quote. Roles finance and oncall.",
+			"free-text cells that a spreadsheet would evaluate are prefixed with a single quote. Roles finance and oncall." + consistencyDoc,
 		Security: bearerAuth,
 		Responses: map[string]*huma.Response{"200": {
 			Description: "The obligations.",
@@ -265,7 +265,7 @@ func (s *Server) registerReporting() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "obligation-summary", Method: http.MethodGet, Path: "/v1/obligations/summary", Tags: tags,
 		Summary:     "Active holds by org, currency and state, with age buckets",
-		Description: "Counts and amounts (integer minor units) of active holds, with age buckets lt_1d, 1d_7d, 7d_30d and gt_30d by creation time. Roles finance and oncall.",
+		Description: "Counts and amounts (integer minor units) of active holds, with age buckets lt_1d, 1d_7d, 7d_30d and gt_30d by creation time. Roles finance and oncall." + consistencyDoc,
 		Security:    bearerAuth,
 	}, s.obligationSummary)
 
@@ -274,7 +274,7 @@ func (s *Server) registerReporting() {
 		Summary: "Status conflicts, late evidence, write-offs contradicted by later acks, refused tokens",
 		Description: "Anomaly events, oldest first. kind contradicted_write_off is late evidence whose data has contradicts_write_off true. " +
 			"The first page (no cursor) also carries refused_tokens (refused signed evidence counted by org and reason, with samples) " +
-			"and shared_remote_tasks (task ids recorded by more than one tenant), which are not events. Roles finance and oncall.",
+			"and shared_remote_tasks (task ids recorded by more than one tenant), which are not events. Roles finance and oncall." + consistencyDoc,
 		Security: bearerAuth,
 	}, s.listAnomalies)
 
@@ -297,6 +297,7 @@ type listObligationsInput struct {
 	Limit     int      `query:"limit" minimum:"0" maximum:"1000" doc:"JSON page size (default 100); ignored for csv."`
 	Cursor    string   `query:"cursor" doc:"next_cursor of the previous JSON page."`
 	Accept    string   `header:"Accept"`
+	ReadConsistency
 }
 
 type streamOutput struct {
@@ -354,6 +355,7 @@ type summaryInput struct {
 	State  []string `query:"state,explode" doc:"States to include; default the active ones (held and the three open obligation states)."`
 	OrgID  string   `query:"org_id"`
 	Tenant string   `query:"tenant"`
+	ReadConsistency
 }
 
 type summaryOutput struct {
@@ -406,6 +408,7 @@ type anomaliesInput struct {
 	Since  time.Time `query:"since" doc:"Only anomalies recorded at or after this time (RFC 3339)."`
 	Cursor int64     `query:"cursor" minimum:"0" doc:"next_cursor of the previous page."`
 	Limit  int       `query:"limit" minimum:"0" maximum:"1000"`
+	ReadConsistency
 }
 
 type anomaliesOutput struct {

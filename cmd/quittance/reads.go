@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// readConnectTimeout bounds a connection to the read database when its URL
+// sets no connect_timeout: a standby out of reach then costs a read this
+// long before it falls back to the primary, not the client's whole wait.
+const readConnectTimeout = 2 * time.Second
+
+// readPoolConfig parses QUITTANCE_READ_DATABASE_URL; nil when it is unset.
+func (c config) readPoolConfig() (*pgxpool.Config, error) {
+	if c.ReadDatabaseURL == "" {
+		return nil, nil
+	}
+	pc, err := pgxpool.ParseConfig(c.ReadDatabaseURL)
+	if err != nil {
+		// pgx's message may quote the URL, password included.
+		return nil, errors.New("QUITTANCE_READ_DATABASE_URL is not a PostgreSQL connection URL")
+	}
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		pc.ConnConfig.ConnectTimeout = readConnectTimeout
+	}
+	return pc, nil
+}
+
+// openReadPool connects the read pool (nil when none is configured). It
+// connects lazily: a standby down at start delays nothing, its reads fall
+// back to the primary until it answers.
+func openReadPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
+	pc, err := cfg.readPoolConfig()
+	if pc == nil || err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("QUITTANCE_READ_DATABASE_URL: %w", err)}
+	}
+	return pool, nil
+}
+
+// closeReadPool closes the read pool, if any.
+func closeReadPool(pool *pgxpool.Pool) {
+	if pool != nil {
+		pool.Close()
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/failpoint"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
@@ -342,8 +343,14 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 	if err := shared.queueMoves(); err != nil {
 		return flushResult{outcome: replay}
 	}
+	if len(ops) > 1 {
+		failpoint.Inject("batch-before-commit") // crash tests: a batch written, its COMMIT not sent
+	}
 	if err := conn.Commit(ctx); err != nil {
 		return judgeCommit(conn, err)
+	}
+	if len(ops) > 1 {
+		failpoint.Inject("batch-after-commit") // crash tests: a batch committed, no one answered
 	}
 	return r
 }

@@ -28,7 +28,7 @@ import (
 
 const (
 	modelBudgets  = 3
-	modelFunded   = 6_000
+	modelFunded   = 10_000
 	modelOpIDs    = 60
 	modelCallers  = 16
 	modelPerCalls = 30
@@ -170,6 +170,7 @@ func TestCoalescedModel(t *testing.T) {
 		return
 	}
 	checkModel(t, b, script)
+	modelMix(t, script)
 	sizes, _ := log.snapshot()
 	carried := 0
 	for _, n := range sizes {
@@ -468,5 +469,35 @@ func TestCoalescedRefusalAfterWhatItRestsOn(t *testing.T) {
 	}
 	if seen != 200 {
 		t.Errorf("the refused caller found %d available, want 200: it was answered before the hold it rests on was committed", seen)
+	}
+}
+
+// modelMix logs how each kind of operation was answered and fails a run
+// that did not exercise the model: every kind accepted, some creation
+// repeated, some refusal for funds.
+func modelMix(t *testing.T, script [][]*modelOp) {
+	t.Helper()
+	var accepted, refused [4]int
+	var repeats, funds int
+	for _, ops := range script {
+		for _, o := range ops {
+			switch {
+			case !o.ran:
+			case o.err == nil:
+				accepted[o.kind]++
+				if o.kind == modelCreate && !o.added {
+					repeats++
+				}
+			default:
+				refused[o.kind]++
+				if errors.Is(o.err, ledger.ErrInsufficientFunds) {
+					funds++
+				}
+			}
+		}
+	}
+	t.Logf("accepted (create, report, cancel, hold) %v, refused %v; %d repeated creations, %d refusals for funds", accepted, refused, repeats, funds)
+	if slices.Contains(accepted[:], 0) || repeats == 0 || funds == 0 {
+		t.Error("the run did not exercise every kind of operation, a repeat and a refusal for funds")
 	}
 }

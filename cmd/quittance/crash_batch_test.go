@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestCrashInsideBatch kills `quittance serve` inside a flush of the write
@@ -50,13 +52,15 @@ func TestCrashInsideBatch(t *testing.T) {
 			}
 			var present, absent int
 			for _, op := range unacked {
-				switch n, holds := holdsOf(t, pool, op); {
-				case n == 0 && holds == 0:
+				n, holds := holdsOf(t, pool, op)
+				created := createdEvents(t, pool, op)
+				switch {
+				case n == 0 && holds == 0 && created == 0:
 					absent++
-				case n == 1 && holds == 1:
+				case n == 1 && holds == 1 && created == 1:
 					present++
 				default:
-					t.Errorf("unacknowledged %s half applied: %d delegations, %d holds", op, n, holds)
+					t.Errorf("unacknowledged %s half applied: %d delegations, %d holds, %d delegation_created events", op, n, holds, created)
 				}
 			}
 			t.Logf("%d acknowledged; of %d unacknowledged, %d committed and %d not", len(acked), len(unacked), present, absent)
@@ -121,4 +125,17 @@ func batchClients(t *testing.T, e *crashEnv, clients int) (acked, unacked []stri
 	}
 	wg.Wait()
 	return acked, unacked
+}
+
+// createdEvents is the number of delegation_created events of the
+// tenant's delegations for op.
+func createdEvents(t *testing.T, pool *pgxpool.Pool, op string) int {
+	t.Helper()
+	var n int
+	err := pool.QueryRow(t.Context(), `SELECT count(*) FROM events e JOIN delegations d ON d.id = e.delegation_id
+		WHERE d.tenant = $1 AND d.business_operation_id = $2 AND e.type = 'delegation_created'`, faultTenant, op).Scan(&n)
+	if err != nil {
+		t.Fatalf("count the creation events of %s: %v", op, err)
+	}
+	return n
 }

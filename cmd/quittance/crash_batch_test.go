@@ -28,8 +28,7 @@ func TestCrashInsideBatch(t *testing.T) {
 	}{{"batch-before-commit", false}, {"batch-after-commit", true}} {
 		t.Run(tc.point, func(t *testing.T) {
 			t.Parallel()
-			// One flusher: what the killed flush carries is all that is
-			// in flight in the database.
+			// One flusher: no other flush runs when the batch's dies.
 			e := newCrashEnv(t, "", nil, map[string]string{"QUITTANCE_WRITE_FLUSHERS": "1"})
 			e.proc.stop()
 			e.start(tc.point)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/failpoint"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
@@ -216,18 +218,62 @@ type flushResult struct {
 }
 
 // flush runs ops and answers each (ledger/DESIGN.md §5, "The write path").
+// A refusal may rest on what the operations before it in its transaction
+// wrote (the funds they held, a state they moved), so it is answered only
+// once those have committed (answerHeld).
 func (c *coalescer) flush(ops []*writeOp) {
+	var held []heldRefusal
+	accepted := map[*writeOp]bool{}
+	c.flushRounds(ops, &held, accepted)
+	c.answerHeld(held, accepted)
+}
+
+// heldRefusal is an operation refused in a transaction of a flush that
+// was rolled back, with the operations before it there that it may rest
+// on (those not refused with it).
+type heldRefusal struct {
+	op   *writeOp
+	err  error
+	deps []*writeOp
+}
+
+// answerHeld answers each held refusal once its flush is done: with its
+// refusal when every operation it rested on committed, else (one was
+// refused later, or its commit failed) by running it again alone, after
+// them, so that it is never refused on writes that were not committed.
+func (c *coalescer) answerHeld(held []heldRefusal, accepted map[*writeOp]bool) {
+	for _, h := range held {
+		if !slices.ContainsFunc(h.deps, func(o *writeOp) bool { return !accepted[o] }) {
+			h.op.done <- h.err
+			continue
+		}
+		h.op.done <- c.s.inTxAlone(h.op.ctx, h.op.fn)
+	}
+}
+
+// flushRounds runs ops in transactions until each is answered or held
+// (refused, its answer waiting for answerHeld); accepted notes those
+// that committed.
+func (c *coalescer) flushRounds(ops []*writeOp, held *[]heldRefusal, accepted map[*writeOp]bool) {
+	alone := func(o *writeOp) {
+		err := c.s.inTxAlone(o.ctx, o.fn)
+		accepted[o] = err == nil
+		o.done <- err
+	}
 	for len(ops) > 1 {
 		r := c.run(ops)
 		switch r.outcome {
 		case committed:
+			for i, o := range ops {
+				accepted[o] = r.answers[i] == nil
+			}
 			c.committed(ops, r)
 			return
 		case refused:
 			rest := make([]*writeOp, 0, len(ops)-len(r.refusals))
 			for i, o := range ops {
 				if err, ok := r.refusals[i]; ok {
-					o.done <- err
+					*held = append(*held, heldRefusal{op: o, err: err, deps: slices.Clone(rest)})
 				} else {
 					rest = append(rest, o)
 				}
@@ -240,14 +286,14 @@ func (c *coalescer) flush(ops []*writeOp) {
 			return
 		case replay:
 			for _, o := range ops {
-				o.done <- c.s.inTxAlone(o.ctx, o.fn)
+				alone(o)
 			}
 			return
 		}
 	}
 	// One operation is a transaction of its own, as without coalescing.
 	for _, o := range ops {
-		o.done <- c.s.inTxAlone(o.ctx, o.fn)
+		alone(o)
 	}
 }
 
@@ -297,8 +343,14 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 	if err := shared.queueMoves(); err != nil {
 		return flushResult{outcome: replay}
 	}
+	if len(ops) > 1 {
+		failpoint.Inject("batch-before-commit") // crash tests: a batch written, its COMMIT not sent
+	}
 	if err := conn.Commit(ctx); err != nil {
 		return judgeCommit(conn, err)
+	}
+	if len(ops) > 1 {
+		failpoint.Inject("batch-after-commit") // crash tests: a batch committed, no one answered
 	}
 	return r
 }

@@ -153,7 +153,7 @@ func New(cfg Config) *Server {
 	s.registerCases()
 	s.checkpoints = cfg.Checkpoints
 	s.registerCheckpoints()
-	s.handler = s.middleware(withReadFreshness(s.routeStreams(mux)))
+	s.handler = s.middleware(s.routeStreams(mux))
 	return s
 }
 

@@ -28,14 +28,14 @@ type ReadConsistency struct {
 const consistencyDoc = " May be served from the standby: the Quittance-Read-From header says standby or primary, " +
 	"Quittance-Data-Age how many seconds behind the primary its data was; consistency=strong reads the primary."
 
-// withReadFreshness sets up each request's reads (report.WithRead, asking
-// for the primary on consistency=strong) and stamps the answer with where
-// they were served from, before its first byte.
-func withReadFreshness(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := report.WithRead(r.Context(), r.URL.Query().Get("consistency") == "strong")
-		next.ServeHTTP(&freshnessWriter{ResponseWriter: w, ctx: ctx}, r.WithContext(ctx))
-	})
+// withReadFreshness sets up a request's reads (report.WithRead, asking for
+// the primary on consistency=strong) and has its answer stamped with where
+// they were served from, before its first byte. The middleware calls it on
+// the request the mux then sees, so that the route the mux matches stays
+// on that request for the metrics.
+func withReadFreshness(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	ctx := report.WithRead(r.Context(), r.URL.Query().Get("consistency") == "strong")
+	return &freshnessWriter{ResponseWriter: w, ctx: ctx}, r.WithContext(ctx)
 }
 
 // freshnessWriter adds the freshness headers when the answer starts.

@@ -121,6 +121,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		r = r.WithContext(context.WithValue(telemetry.ExtractTrace(r.Context(), r.Header), clientAddressKey{}, s.limiter.ClientAddress(r)))
+		w, r = withReadFreshness(w, r)
 		rec := &statusRecorder{ResponseWriter: w}
 		limited, wait := false, time.Duration(0)
 		if s.limiter != nil && !exemptPaths[r.URL.Path] {

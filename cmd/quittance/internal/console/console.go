@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -263,8 +264,7 @@ func (c *Console) authenticated(h func(http.ResponseWriter, *http.Request, *requ
 		sess, err := c.cfg.Sessions.Resolve(r.Context(), id)
 		if err != nil {
 			if !errors.Is(err, session.ErrNoSession) {
-				c.log.ErrorContext(r.Context(), "resolve console session", slog.Any("error", err))
-				c.renderError(w, r, nil, http.StatusInternalServerError, "Something went wrong", "The error has been logged.")
+				c.fail(w, r, nil, fmt.Errorf("resolve console session: %w", err))
 				return
 			}
 			if r.Method == http.MethodGet {
@@ -327,6 +327,12 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, q *request, err e
 		c.renderError(w, r, q, status, "Another person must approve", "A privileged change must be approved by a different on-call person than the one who asked for it. Nothing was changed.")
 	case errkind.IdentityNotLinked:
 		c.renderError(w, r, q, status, "Another person must decide", identityNotLinked+" Nothing was changed.")
+	case errkind.Unavailable:
+		w.Header().Set("Retry-After", errkind.UnavailableRetryAfter)
+		c.renderError(w, r, q, status, "Try again in a moment", "The ledger could not take this just now and changed nothing. Send it again in a second.")
+	case errkind.OutcomeUnknown:
+		c.log.ErrorContext(r.Context(), "console request of unknown outcome", slog.String("path", r.URL.Path), slog.Any("error", err))
+		c.renderError(w, r, q, status, "Not known whether this was recorded", "The database connection was lost as this was being committed: it may or may not have been recorded. Reload the page to see, before you send it again.")
 	case errkind.Canceled:
 	default:
 		c.log.ErrorContext(r.Context(), "console request failed", slog.String("path", r.URL.Path), slog.Any("error", err))

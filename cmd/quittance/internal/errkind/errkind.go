@@ -81,6 +81,11 @@ const (
 	OutcomeUnknown Kind = "outcome_unknown"
 )
 
+// UnavailableRetryAfter is the Retry-After, in seconds, of an Unavailable
+// answer (the API's and the console's): a full write queue drains, and a
+// database failover completes, in about that long.
+const UnavailableRetryAfter = "1"
+
 // StatusClientClosedRequest is the status of a request its client
 // abandoned (nginx's 499); nobody reads it.
 const StatusClientClosedRequest = 499

@@ -32,10 +32,6 @@ type Problem struct {
 // GetHeaders implements huma.HeadersError.
 func (p *Problem) GetHeaders() http.Header { return p.headers }
 
-// unavailableRetryAfter is the Retry-After of a 503: a full write queue
-// drains, and a database failover completes, in about that long.
-const unavailableRetryAfter = "1"
-
 // Error implements error.
 func (p *Problem) Error() string { return p.Detail }
 
@@ -140,7 +136,7 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 	case errkind.Unavailable:
 		log.WarnContext(ctx, "request refused for now", slog.Any("error", err))
 		p := newProblem(status, problemWording[kind].code, problemWording[kind].detail)
-		p.headers = http.Header{"Retry-After": {unavailableRetryAfter}}
+		p.headers = http.Header{"Retry-After": {errkind.UnavailableRetryAfter}}
 		return p
 	case errkind.Canceled, errkind.PushUnauthorized, errkind.PushTaskMismatch, errkind.MalformedPush,
 		errkind.WriteOffSelfApproval, errkind.SelfApproval, errkind.IdentityNotLinked, errkind.NotFound,

@@ -528,15 +528,14 @@ var _ dbsqlc.DBTX = (*opConn)(nil)
 
 // context returns the context a statement issued on ctx is sent on.
 func (o *opConn) context(ctx context.Context, sql string) (context.Context, error) {
-	if o.flush == nil {
-		o.wrote = o.wrote || mayWrite(sql)
-		return ctx, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if o.flush != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ctx = o.flush
 	}
 	o.wrote = o.wrote || mayWrite(sql)
-	return o.flush, nil
+	return ctx, nil
 }
 
 func (o *opConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {

@@ -88,3 +88,9 @@ require (
 )
 
 tool github.com/sqlc-dev/sqlc/cmd/sqlc
+
+// The A2A 0.3 peer the tests pin is a2a-go v0.3.3, whose behaviour
+// delegate/A2A.md records. a2a-go/v2 (the protocol-1.0 SDK) requires v0.3.15
+// for its a2acompat/a2av0 bridge, which Quittance does not import; without
+// this line that requirement would silently move the pinned 0.3 peer.
+replace github.com/a2aproject/a2a-go => github.com/a2aproject/a2a-go v0.3.3

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -681,5 +682,216 @@ func TestSecretExampleStaysOutOfKustomization(t *testing.T) {
 	}
 	if key := s.StringData["signing-key"]; !strings.Contains(key, "-----BEGIN PRIVATE KEY-----") {
 		t.Errorf("example Secret's signing-key %q is not a PEM private key placeholder", key)
+	}
+}
+
+const (
+	postgresDir = "kubernetes/postgres"
+	patroniDir  = "patroni"
+)
+
+// cnpgCluster is the part of a CloudNativePG Cluster these manifests use; any other
+// field fails the strict decode.
+type cnpgCluster struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels,omitempty"`
+	} `json:"metadata"`
+	Spec struct {
+		Instances  int `json:"instances"`
+		PostgreSQL struct {
+			Synchronous *struct {
+				Method         string `json:"method"`
+				Number         int    `json:"number"`
+				DataDurability string `json:"dataDurability,omitempty"`
+			} `json:"synchronous,omitempty"`
+		} `json:"postgresql"`
+		Bootstrap struct {
+			InitDB struct {
+				Database string `json:"database"`
+				Owner    string `json:"owner"`
+			} `json:"initdb"`
+		} `json:"bootstrap"`
+		Storage struct {
+			Size string `json:"size"`
+		} `json:"storage"`
+	} `json:"spec"`
+}
+
+// pgURL is a libpq/pgx connection URL: its hosts (several, comma-separated, for
+// failover) and its query parameters.
+type pgURL struct {
+	hosts []string
+	query url.Values
+}
+
+func parsePGURL(t *testing.T, what, raw string) pgURL {
+	t.Helper()
+	rest, ok := strings.CutPrefix(raw, "postgres://")
+	if !ok {
+		t.Fatalf("%s: %q is not a postgres:// URL", what, raw)
+	}
+	if _, after, ok := strings.Cut(rest, "@"); ok {
+		rest = after
+	}
+	hostPart, after, _ := strings.Cut(rest, "/")
+	_, rawQuery, _ := strings.Cut(after, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var hosts []string
+	for _, h := range strings.Split(hostPart, ",") {
+		name, _, _ := strings.Cut(h, ":")
+		hosts = append(hosts, name)
+	}
+	return pgURL{hosts: hosts, query: q}
+}
+
+func TestCloudNativePGCluster(t *testing.T) {
+	var k kustomization
+	decodeStrict(t, filepath.Join(postgresDir, "kustomization.yaml"), "kustomize.config.k8s.io/v1beta1", "Kustomization", &k)
+	if !slices.Equal(k.Resources, []string{"cluster.yaml"}) {
+		t.Errorf("postgres kustomization resources = %v, want [cluster.yaml] (the Secret stays out)", k.Resources)
+	}
+
+	var c cnpgCluster
+	decodeStrict(t, filepath.Join(postgresDir, "cluster.yaml"), "postgresql.cnpg.io/v1", "Cluster", &c)
+	if c.Spec.Instances != 2 {
+		t.Errorf("instances = %d, want 2 (a primary and a standby)", c.Spec.Instances)
+	}
+	s := c.Spec.PostgreSQL.Synchronous
+	if s == nil || (s.Method != "any" && s.Method != "first") || s.Number < 1 || s.Number >= c.Spec.Instances {
+		t.Errorf("postgresql.synchronous = %+v, want method any or first with 1 <= number < instances", s)
+	}
+	if s != nil && s.DataDurability != "" && s.DataDurability != "required" {
+		t.Errorf("synchronous.dataDurability = %q: preferred lets the primary acknowledge what a failover can lose", s.DataDurability)
+	}
+	if c.Spec.Bootstrap.InitDB.Database != "quittance" {
+		t.Errorf("initdb database = %q, want quittance", c.Spec.Bootstrap.InitDB.Database)
+	}
+
+	// The example Secret points the service at the cluster's -rw and -ro Services,
+	// under the names and keys the deployment reads.
+	var sec corev1.Secret
+	decodeStrict(t, filepath.Join(postgresDir, "secret.example.yaml"), "v1", "Secret", &sec)
+	d := loadDeployment(t)
+	ctr := d.Spec.Template.Spec.Containers[0]
+	for name, want := range map[string]string{
+		"DATABASE_URL":                c.Metadata.Name + "-rw",
+		"QUITTANCE_READ_DATABASE_URL": c.Metadata.Name + "-ro",
+	} {
+		e, _ := envVar(ctr, name)
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			t.Errorf("the deployment's %s is not from a Secret", name)
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		if sec.Name != ref.Name || sec.StringData[ref.Key] == "" {
+			t.Errorf("%s: the example Secret %q has no key %q the deployment reads from %q", name, sec.Name, ref.Key, ref.Name)
+			continue
+		}
+		u := parsePGURL(t, name, sec.StringData[ref.Key])
+		if !slices.Equal(u.hosts, []string{want}) {
+			t.Errorf("%s hosts = %v, want [%s]", name, u.hosts, want)
+		}
+		if name == "DATABASE_URL" && u.query.Get("target_session_attrs") != "read-write" {
+			t.Errorf("DATABASE_URL target_session_attrs = %q, want read-write", u.query.Get("target_session_attrs"))
+		}
+	}
+}
+
+// patroniConfig is the part of a Patroni configuration patroni.yml uses; any other
+// field fails the strict decode.
+type patroniConfig struct {
+	Scope   string `json:"scope"`
+	Name    string `json:"name"`
+	RestAPI struct {
+		Listen         string `json:"listen"`
+		ConnectAddress string `json:"connect_address"`
+	} `json:"restapi"`
+	Etcd3 *struct {
+		Hosts []string `json:"hosts"`
+	} `json:"etcd3,omitempty"`
+	Bootstrap struct {
+		DCS struct {
+			TTL                   int  `json:"ttl"`
+			LoopWait              int  `json:"loop_wait"`
+			RetryTimeout          int  `json:"retry_timeout"`
+			SynchronousMode       bool `json:"synchronous_mode"`
+			SynchronousModeStrict bool `json:"synchronous_mode_strict,omitempty"`
+			PostgreSQL            struct {
+				UsePGRewind bool              `json:"use_pg_rewind"`
+				Parameters  map[string]string `json:"parameters"`
+			} `json:"postgresql"`
+		} `json:"dcs"`
+		InitDB []any `json:"initdb"`
+	} `json:"bootstrap"`
+	PostgreSQL struct {
+		Listen         string `json:"listen"`
+		ConnectAddress string `json:"connect_address"`
+		DataDir        string `json:"data_dir"`
+		PGPass         string `json:"pgpass"`
+		Authentication struct {
+			Superuser   patroniUser `json:"superuser"`
+			Replication patroniUser `json:"replication"`
+		} `json:"authentication"`
+		PGHBA []string `json:"pg_hba"`
+	} `json:"postgresql"`
+}
+
+type patroniUser struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+func TestPatroniConfig(t *testing.T) {
+	var p patroniConfig
+	decodeStrict(t, filepath.Join(patroniDir, "patroni.yml"), "", "", &p)
+	if p.Etcd3 == nil || len(p.Etcd3.Hosts) == 0 {
+		t.Error("patroni.yml has no etcd3 section with hosts")
+	}
+	dcs := p.Bootstrap.DCS
+	if !dcs.SynchronousMode {
+		t.Error("bootstrap.dcs.synchronous_mode must be true: an asynchronous failover loses acknowledged writes")
+	}
+	if v := dcs.PostgreSQL.Parameters["synchronous_commit"]; v != "" && v != "on" && v != "remote_apply" {
+		t.Errorf("synchronous_commit = %q, want on or remote_apply", v)
+	}
+	if p.Scope == "" || p.Name == "" || p.PostgreSQL.ConnectAddress == "" {
+		t.Errorf("scope %q, name %q, postgresql.connect_address %q must be set", p.Scope, p.Name, p.PostgreSQL.ConnectAddress)
+	}
+	member, _, _ := strings.Cut(p.PostgreSQL.ConnectAddress, ":")
+
+	raw, err := os.ReadFile(filepath.Join(patroniDir, "quittance.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	for name, attrs := range map[string][]string{
+		"DATABASE_URL":                {"read-write"},
+		"QUITTANCE_READ_DATABASE_URL": {"standby", "prefer-standby"},
+	} {
+		v, ok := env[name]
+		if !ok {
+			t.Errorf("quittance.env.example does not set %s", name)
+			continue
+		}
+		u := parsePGURL(t, name, v)
+		if len(u.hosts) != 2 || !slices.Contains(u.hosts, member) {
+			t.Errorf("%s hosts = %v, want both members, %s among them", name, u.hosts, member)
+		}
+		if got := u.query.Get("target_session_attrs"); !slices.Contains(attrs, got) {
+			t.Errorf("%s target_session_attrs = %q, want one of %v", name, got, attrs)
+		}
 	}
 }

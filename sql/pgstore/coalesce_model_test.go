@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +66,10 @@ type modelOp struct {
 	got    ledger.Delegation           // the delegation answered
 	added  bool                        // modelCreate: a new delegation
 	res    compensation.EvidenceResult // modelEvidence: the answer
+	// conflict, for modelEvidence: the other kind of evidence, sent only
+	// once the delegation stores its own (token), to be refused unwritten.
+	conflict bool
+	token    []byte
 }
 
 // modelCreation is the creation every repeat of business operation i
@@ -113,7 +118,7 @@ func modelScript(rng *rand.Rand) [][]*modelOp {
 			case r < 10:
 				o.kind, o.amount = modelHold, int64(50+rng.IntN(40)*50)
 			default:
-				o.kind = modelEvidence
+				o.kind, o.conflict = modelEvidence, rng.IntN(3) == 0
 			}
 			o.budget, _ = modelCreation(o.opID)
 			script[c] = append(script[c], o)
@@ -123,8 +128,9 @@ func modelScript(rng *rand.Rand) [][]*modelOp {
 }
 
 // TestCoalescedModel: random interleavings of creations (some repeated,
-// some beyond their budget), task status reports, cancellations and hold
-// changes through the coalescer agree with the obligation machine and the
+// some beyond their budget), task status reports, cancellations, hold
+// changes and compensation evidence (repeated, and conflicting evidence
+// refused) through the coalescer agree with the obligation machine and the
 // budget arithmetic replayed in the database's serial order; each refusal
 // for funds is one the budget could not cover at some point between its
 // sending and its answer; the invariants hold and every chain verifies.
@@ -222,8 +228,17 @@ func runModelOp(ctx context.Context, b bundle, kit *modelEvidenceKit, o *modelOp
 		o.got, o.err = b.svc.ChangeHold(ctx, orch, o.target, o.amount)
 	case modelEvidence:
 		kind, token := kit.token(o.opID, o.target)
+		if o.conflict {
+			kind, token, o.conflict = kit.conflicting(o.opID, o.target)
+		}
+		o.token = token
 		o.res, o.err = kit.comp.Submit(ctx, kind, token, "127.0.0.1")
 		o.got = o.res.Delegation
+		if o.err == nil && (o.res.Outcome == compensation.OutcomeReceived || o.res.Outcome == compensation.OutcomeApplied) {
+			kit.mu.Lock()
+			kit.stored[o.target] = true
+			kit.mu.Unlock()
+		}
 	}
 }
 
@@ -281,6 +296,7 @@ func checkModel(t *testing.T, b bundle, script [][]*modelOp) {
 		}
 	}
 	checkModelEvidence(t, script, delegations)
+	checkConflictsUnwritten(t, b, script)
 	for op := range modelOpIDs {
 		if _, ok := byOp[modelOpName(op)]; ok != accepted[op] {
 			t.Errorf("business operation %s: a delegation %v, an accepted creation %v", modelOpName(op), ok, accepted[op])
@@ -310,6 +326,13 @@ func checkModel(t *testing.T, b bundle, script [][]*modelOp) {
 func checkAnswer(t *testing.T, o *modelOp, delegations map[uuid.UUID]*modelDelegation, byOp map[string]uuid.UUID) {
 	t.Helper()
 	if !o.ran {
+		return
+	}
+	var ref *compensation.RefusalError
+	if o.conflict != (errors.As(o.err, &ref) && ref.Code == compensation.CodeEvidenceConflict) {
+		t.Errorf("evidence for %s (delegation %s), conflicting %v: answered %v", modelOpName(o.opID), o.target, o.conflict, o.err)
+	}
+	if o.conflict {
 		return
 	}
 	if o.err != nil {
@@ -538,6 +561,7 @@ type modelEvidenceKit struct {
 	comp   *compensation.Service
 	mu     sync.Mutex
 	tokens map[uuid.UUID][]byte
+	stored map[uuid.UUID]bool // delegations answered received or applied
 }
 
 // newModelEvidence registers the signer's key as globex's, written
@@ -558,7 +582,7 @@ func newModelEvidence(t *testing.T, b bundle) *modelEvidenceKit {
 		t.Fatal(err)
 	}
 	return &modelEvidenceKit{
-		t: t, signer: signer, tokens: map[uuid.UUID][]byte{},
+		t: t, signer: signer, tokens: map[uuid.UUID][]byte{}, stored: map[uuid.UUID]bool{},
 		comp: compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}, LedgerID: modelLedgerID}),
 	}
 }
@@ -587,6 +611,24 @@ func (k *modelEvidenceKit) token(i int, id uuid.UUID) (compensation.TokenKind, [
 	tok := []byte(k.signer.Sign(k.t, string(kind), claims))
 	k.tokens[id] = tok
 	return kind, tok
+}
+
+// conflicting is, once delegation id stores its evidence, a fresh token
+// of the other kind for it, and true; before, its own token and false.
+func (k *modelEvidenceKit) conflicting(i int, id uuid.UUID) (compensation.TokenKind, []byte, bool) {
+	k.mu.Lock()
+	stored := k.stored[id]
+	k.mu.Unlock()
+	if !stored {
+		kind, tok := k.token(i, id)
+		return kind, tok, false
+	}
+	task := "task-" + modelOpName(i)
+	if modelEvidenceKind(i) == compensation.KindAck {
+		return compensation.KindDeclaration, []byte(k.signer.Sign(k.t, string(compensation.KindDeclaration), compensationtest.DeclarationClaims("globex", modelLedgerID, task, epoch))), true
+	}
+	claims := compensationtest.AckClaims("globex", modelLedgerID, task, ledger.CompensationKey(ledger.Delegation{ID: id}), epoch)
+	return compensation.KindAck, []byte(k.signer.Sign(k.t, string(compensation.KindAck), claims)), true
 }
 
 // modelEvidenceState is the state evidence of business operation i
@@ -663,6 +705,33 @@ func checkModelEvidence(t *testing.T, script [][]*modelOp, delegations map[uuid.
 	for id, op := range duplicate {
 		if !taken[id] {
 			t.Errorf("evidence for %s (delegation %s) answered as a duplicate, and no submission of it was taken", modelOpName(op), id)
+		}
+	}
+}
+
+// checkConflictsUnwritten: conflicting evidence was refused before it
+// wrote anything of its own: its jti is not used, and the one event that
+// carries it is the evidence_conflict Submit records on the delegation's
+// chain after the refusal, which moves no obligation.
+func checkConflictsUnwritten(t *testing.T, b bundle, script [][]*modelOp) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ops := range script {
+		for _, o := range ops {
+			if !o.ran || !o.conflict {
+				continue
+			}
+			sum := sha256.Sum256(o.token)
+			var used, conflicts, others int
+			if err := b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM used_token_ids WHERE token_sha256 = $1),
+				(SELECT count(*) FILTER (WHERE type = $3 AND delegation_id = $4 AND coalesce(obligation_to, obligation_from, '') = coalesce(obligation_from, '')) FROM events WHERE evidence = $2),
+				(SELECT count(*) FILTER (WHERE NOT (type = $3 AND delegation_id = $4 AND coalesce(obligation_to, obligation_from, '') = coalesce(obligation_from, ''))) FROM events WHERE evidence = $2)`,
+				sum[:], string(o.token), string(ledger.EventTypeEvidenceConflict), o.target).Scan(&used, &conflicts, &others); err != nil {
+				t.Fatal(err)
+			}
+			if used != 0 || conflicts != 1 || others != 0 {
+				t.Errorf("conflicting evidence for %s (delegation %s), refused: %d used token rows, %d evidence_conflict events, %d other events carry it; want 0, 1, 0", modelOpName(o.opID), o.target, used, conflicts, others)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 )
@@ -41,7 +44,11 @@ const (
 	modelReport
 	modelCancel
 	modelHold
+	modelEvidence
 )
+
+// modelLedgerID is the audience of the model's signed evidence.
+const modelLedgerID = "ledger-model"
 
 // modelOp is one operation of the script and, once run, its answer.
 type modelOp struct {
@@ -56,8 +63,13 @@ type modelOp struct {
 	target uuid.UUID         // the delegation it acted on (not modelCreate)
 	ran    bool              // false: its target was not created yet
 	err    error
-	got    ledger.Delegation // the delegation answered
-	added  bool              // modelCreate: a new delegation
+	got    ledger.Delegation           // the delegation answered
+	added  bool                        // modelCreate: a new delegation
+	res    compensation.EvidenceResult // modelEvidence: the answer
+	// conflict, for modelEvidence: the other kind of evidence, sent only
+	// once the delegation stores its own (token), to be refused unwritten.
+	conflict bool
+	token    []byte
 }
 
 // modelCreation is the creation every repeat of business operation i
@@ -94,7 +106,7 @@ func modelScript(rng *rand.Rand) [][]*modelOp {
 	for c := range script {
 		for range modelPerCalls {
 			o := &modelOp{opID: rng.IntN(modelOpIDs)}
-			switch r := rng.IntN(10); {
+			switch r := rng.IntN(12); {
 			case r < 4:
 				o.kind = modelCreate
 			case r < 7:
@@ -103,8 +115,10 @@ func modelScript(rng *rand.Rand) [][]*modelOp {
 				o.at = at
 			case r < 8:
 				o.kind = modelCancel
-			default:
+			case r < 10:
 				o.kind, o.amount = modelHold, int64(50+rng.IntN(40)*50)
+			default:
+				o.kind, o.conflict = modelEvidence, rng.IntN(3) == 0
 			}
 			o.budget, _ = modelCreation(o.opID)
 			script[c] = append(script[c], o)
@@ -114,8 +128,9 @@ func modelScript(rng *rand.Rand) [][]*modelOp {
 }
 
 // TestCoalescedModel: random interleavings of creations (some repeated,
-// some beyond their budget), task status reports, cancellations and hold
-// changes through the coalescer agree with the obligation machine and the
+// some beyond their budget), task status reports, cancellations, hold
+// changes and compensation evidence (repeated, and conflicting evidence
+// refused) through the coalescer agree with the obligation machine and the
 // budget arithmetic replayed in the database's serial order; each refusal
 // for funds is one the budget could not cover at some point between its
 // sending and its answer; the invariants hold and every chain verifies.
@@ -136,6 +151,7 @@ func TestCoalescedModel(t *testing.T) {
 	if _, _, err := b.svc.PutOrg(ctx, oncall, "globex", ledger.OrgInput{Name: "Globex"}); err != nil {
 		t.Fatalf("PutOrg: %v", err)
 	}
+	kit := newModelEvidence(t, b)
 	script := modelScript(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
 	var (
 		mu      sync.Mutex
@@ -154,7 +170,7 @@ func TestCoalescedModel(t *testing.T) {
 				}
 				o.ran, o.target = true, id
 				o.before = modelEntries(t, b, o.budget)
-				runModelOp(ctx, b, o)
+				runModelOp(ctx, b, kit, o)
 				o.after = modelEntries(t, b, o.budget)
 				if o.kind == modelCreate && o.err == nil {
 					mu.Lock()
@@ -197,7 +213,7 @@ func modelEntries(t *testing.T, b bundle, budget string) int {
 }
 
 // runModelOp sends o through the services and notes its answer.
-func runModelOp(ctx context.Context, b bundle, o *modelOp) {
+func runModelOp(ctx context.Context, b bundle, kit *modelEvidenceKit, o *modelOp) {
 	switch o.kind {
 	case modelCreate:
 		budget, amount := modelCreation(o.opID)
@@ -210,6 +226,19 @@ func runModelOp(ctx context.Context, b bundle, o *modelOp) {
 		o.got, o.err = b.svc.RequestCancel(ctx, orch, o.target)
 	case modelHold:
 		o.got, o.err = b.svc.ChangeHold(ctx, orch, o.target, o.amount)
+	case modelEvidence:
+		kind, token := kit.token(o.opID, o.target)
+		if o.conflict {
+			kind, token, o.conflict = kit.conflicting(o.opID, o.target)
+		}
+		o.token = token
+		o.res, o.err = kit.comp.Submit(ctx, kind, token, "127.0.0.1")
+		o.got = o.res.Delegation
+		if o.err == nil && (o.res.Outcome == compensation.OutcomeReceived || o.res.Outcome == compensation.OutcomeApplied) {
+			kit.mu.Lock()
+			kit.stored[o.target] = true
+			kit.mu.Unlock()
+		}
 	}
 }
 
@@ -217,6 +246,10 @@ func runModelOp(ctx context.Context, b bundle, o *modelOp) {
 func modelRefusal(err error) bool {
 	var conflict *ledger.ConflictError
 	var transition *ledger.TransitionError
+	var ref *compensation.RefusalError
+	if errors.As(err, &ref) {
+		return ref.Code == compensation.CodeEvidenceNotExpected
+	}
 	return errors.Is(err, ledger.ErrInsufficientFunds) || errors.As(err, &conflict) || errors.As(err, &transition)
 }
 
@@ -262,6 +295,8 @@ func checkModel(t *testing.T, b bundle, script [][]*modelOp) {
 			}
 		}
 	}
+	checkModelEvidence(t, script, delegations)
+	checkConflictsUnwritten(t, b, script)
 	for op := range modelOpIDs {
 		if _, ok := byOp[modelOpName(op)]; ok != accepted[op] {
 			t.Errorf("business operation %s: a delegation %v, an accepted creation %v", modelOpName(op), ok, accepted[op])
@@ -293,10 +328,20 @@ func checkAnswer(t *testing.T, o *modelOp, delegations map[uuid.UUID]*modelDeleg
 	if !o.ran {
 		return
 	}
+	var ref *compensation.RefusalError
+	if o.conflict != (errors.As(o.err, &ref) && ref.Code == compensation.CodeEvidenceConflict) {
+		t.Errorf("evidence for %s (delegation %s), conflicting %v: answered %v", modelOpName(o.opID), o.target, o.conflict, o.err)
+	}
+	if o.conflict {
+		return
+	}
 	if o.err != nil {
 		if !modelRefusal(o.err) {
 			t.Errorf("%s (kind %d): unexpected answer %v", modelOpName(o.opID), o.kind, o.err)
 		}
+		return
+	}
+	if o.kind == modelEvidence && !modelEvidenceAnswer(t, o) {
 		return
 	}
 	if o.kind == modelCreate && o.got.ID != byOp[modelOpName(o.opID)] {
@@ -477,7 +522,8 @@ func TestCoalescedRefusalAfterWhatItRestsOn(t *testing.T) {
 // repeated, some refusal for funds.
 func modelMix(t *testing.T, script [][]*modelOp) {
 	t.Helper()
-	var accepted, refused [4]int
+	var accepted, refused [5]int
+	outcomes := map[compensation.Outcome]int{}
 	var repeats, funds int
 	for _, ops := range script {
 		for _, o := range ops {
@@ -485,6 +531,9 @@ func modelMix(t *testing.T, script [][]*modelOp) {
 			case !o.ran:
 			case o.err == nil:
 				accepted[o.kind]++
+				if o.kind == modelEvidence {
+					outcomes[o.res.Outcome]++
+				}
 				if o.kind == modelCreate && !o.added {
 					repeats++
 				}
@@ -496,8 +545,193 @@ func modelMix(t *testing.T, script [][]*modelOp) {
 			}
 		}
 	}
-	t.Logf("accepted (create, report, cancel, hold) %v, refused %v; %d repeated creations, %d refusals for funds", accepted, refused, repeats, funds)
-	if slices.Contains(accepted[:], 0) || repeats == 0 || funds == 0 {
+	t.Logf("accepted (create, report, cancel, hold, evidence) %v, refused %v; %d repeated creations, %d refusals for funds; evidence answered %v", accepted, refused, repeats, funds, outcomes)
+	if slices.Contains(accepted[:modelEvidence], 0) || repeats == 0 || funds == 0 {
 		t.Error("the run did not exercise every kind of operation, a repeat and a refusal for funds")
+	}
+}
+
+// modelEvidenceKit signs the model's compensation evidence: one token per
+// delegation, an ack of the whole hold for an even business operation, a
+// no_compensation_required declaration for an odd one, so that every
+// submission after the first is a repeat of the same evidence.
+type modelEvidenceKit struct {
+	t      *testing.T
+	signer *compensationtest.Signer
+	comp   *compensation.Service
+	mu     sync.Mutex
+	tokens map[uuid.UUID][]byte
+	stored map[uuid.UUID]bool // delegations answered received or applied
+}
+
+// newModelEvidence registers the signer's key as globex's, written
+// through the store (a key change through the ledger waits for a second
+// on-call approval), and returns the kit.
+func newModelEvidence(t *testing.T, b bundle) *modelEvidenceKit {
+	t.Helper()
+	ctx := context.Background()
+	signer := compensationtest.NewEd25519Signer(t, "globex-model")
+	if err := b.store.Compensation().InTx(ctx, func(tx compensation.Tx) error {
+		org, err := tx.Revocation().OrgForUpdate(ctx, "globex")
+		if err != nil {
+			return err
+		}
+		org.JWKS = signer.JWKS()
+		return tx.Revocation().PutOrg(ctx, org)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return &modelEvidenceKit{
+		t: t, signer: signer, tokens: map[uuid.UUID][]byte{}, stored: map[uuid.UUID]bool{},
+		comp: compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}, LedgerID: modelLedgerID}),
+	}
+}
+
+// modelEvidenceKind is the evidence business operation i's delegation gets.
+func modelEvidenceKind(i int) compensation.TokenKind {
+	if i%2 == 0 {
+		return compensation.KindAck
+	}
+	return compensation.KindDeclaration
+}
+
+// token is delegation id's evidence, signed on first use.
+func (k *modelEvidenceKit) token(i int, id uuid.UUID) (compensation.TokenKind, []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kind := modelEvidenceKind(i)
+	if tok, ok := k.tokens[id]; ok {
+		return kind, tok
+	}
+	task := "task-" + modelOpName(i)
+	claims := compensationtest.DeclarationClaims("globex", modelLedgerID, task, epoch)
+	if kind == compensation.KindAck {
+		claims = compensationtest.AckClaims("globex", modelLedgerID, task, ledger.CompensationKey(ledger.Delegation{ID: id}), epoch)
+	}
+	tok := []byte(k.signer.Sign(k.t, string(kind), claims))
+	k.tokens[id] = tok
+	return kind, tok
+}
+
+// conflicting is, once delegation id stores its evidence, a fresh token
+// of the other kind for it, and true; before, its own token and false.
+func (k *modelEvidenceKit) conflicting(i int, id uuid.UUID) (compensation.TokenKind, []byte, bool) {
+	k.mu.Lock()
+	stored := k.stored[id]
+	k.mu.Unlock()
+	if !stored {
+		kind, tok := k.token(i, id)
+		return kind, tok, false
+	}
+	task := "task-" + modelOpName(i)
+	if modelEvidenceKind(i) == compensation.KindAck {
+		return compensation.KindDeclaration, []byte(k.signer.Sign(k.t, string(compensation.KindDeclaration), compensationtest.DeclarationClaims("globex", modelLedgerID, task, epoch))), true
+	}
+	claims := compensationtest.AckClaims("globex", modelLedgerID, task, ledger.CompensationKey(ledger.Delegation{ID: id}), epoch)
+	return compensation.KindAck, []byte(k.signer.Sign(k.t, string(compensation.KindAck), claims)), true
+}
+
+// modelEvidenceState is the state evidence of business operation i
+// releases the obligation to.
+func modelEvidenceState(i int) ledger.ObligationState {
+	if modelEvidenceKind(i) == compensation.KindAck {
+		return ledger.ObligationCompensated
+	}
+	return ledger.ObligationReleased
+}
+
+// modelEvidenceAnswer checks an accepted evidence submission's outcome
+// against the state it answered: applied only by the obligation's own
+// release, received (held as early evidence) only while the task runs,
+// late only once the obligation finished.
+func modelEvidenceAnswer(t *testing.T, o *modelOp) bool {
+	t.Helper()
+	st := o.got.ObligationState
+	ok := true
+	switch o.res.Outcome {
+	case compensation.OutcomeApplied:
+		ok = st == modelEvidenceState(o.opID)
+	case compensation.OutcomeReceived:
+		ok = st == ledger.ObligationHeld
+	case compensation.OutcomeLateEvidence:
+		ok = st.Terminal() && st != modelEvidenceState(o.opID)
+	case compensation.OutcomeDuplicate:
+	default:
+		ok = false
+	}
+	if !ok {
+		t.Errorf("evidence for %s (delegation %s) answered %s with the obligation %s", modelOpName(o.opID), o.target, o.res.Outcome, st)
+	}
+	if o.got.ID != o.target {
+		t.Errorf("evidence for %s answered delegation %s, sent for %s", modelOpName(o.opID), o.got.ID, o.target)
+		return false
+	}
+	return ok
+}
+
+// checkModelEvidence: each delegation's evidence is applied at most once;
+// a delegation whose evidence was applied ends in the state it releases
+// to, holding nothing (checkBudgets: its hold returned); a duplicate
+// answer follows a submission of the same evidence that was taken.
+func checkModelEvidence(t *testing.T, script [][]*modelOp, delegations map[uuid.UUID]*modelDelegation) {
+	t.Helper()
+	applied := map[uuid.UUID]int{}
+	taken := map[uuid.UUID]bool{}
+	duplicate := map[uuid.UUID]int{}
+	for _, ops := range script {
+		for _, o := range ops {
+			if !o.ran || o.kind != modelEvidence || o.err != nil {
+				continue
+			}
+			switch o.res.Outcome {
+			case compensation.OutcomeDuplicate:
+				duplicate[o.target] = o.opID
+			case compensation.OutcomeApplied:
+				applied[o.target]++
+				taken[o.target] = true
+				if d := delegations[o.target]; d != nil && d.state != modelEvidenceState(o.opID) {
+					t.Errorf("evidence for %s (delegation %s) applied; the delegation ends %s, the model: %s", modelOpName(o.opID), o.target, d.state, modelEvidenceState(o.opID))
+				}
+			default:
+				taken[o.target] = true
+			}
+		}
+	}
+	for id, n := range applied {
+		if n > 1 {
+			t.Errorf("delegation %s: its evidence applied %d times", id, n)
+		}
+	}
+	for id, op := range duplicate {
+		if !taken[id] {
+			t.Errorf("evidence for %s (delegation %s) answered as a duplicate, and no submission of it was taken", modelOpName(op), id)
+		}
+	}
+}
+
+// checkConflictsUnwritten: conflicting evidence was refused before it
+// wrote anything of its own: its jti is not used, and the one event that
+// carries it is the evidence_conflict Submit records on the delegation's
+// chain after the refusal, which moves no obligation.
+func checkConflictsUnwritten(t *testing.T, b bundle, script [][]*modelOp) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ops := range script {
+		for _, o := range ops {
+			if !o.ran || !o.conflict {
+				continue
+			}
+			sum := sha256.Sum256(o.token)
+			var used, conflicts, others int
+			if err := b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM used_token_ids WHERE token_sha256 = $1),
+				(SELECT count(*) FILTER (WHERE type = $3 AND delegation_id = $4 AND coalesce(obligation_to, obligation_from, '') = coalesce(obligation_from, '')) FROM events WHERE evidence = $2),
+				(SELECT count(*) FILTER (WHERE NOT (type = $3 AND delegation_id = $4 AND coalesce(obligation_to, obligation_from, '') = coalesce(obligation_from, ''))) FROM events WHERE evidence = $2)`,
+				sum[:], string(o.token), string(ledger.EventTypeEvidenceConflict), o.target).Scan(&used, &conflicts, &others); err != nil {
+				t.Fatal(err)
+			}
+			if used != 0 || conflicts != 1 || others != 0 {
+				t.Errorf("conflicting evidence for %s (delegation %s), refused: %d used token rows, %d evidence_conflict events, %d other events carry it; want 0, 1, 0", modelOpName(o.opID), o.target, used, conflicts, others)
+			}
+		}
 	}
 }

@@ -830,10 +830,11 @@ type patroniConfig struct {
 		InitDB []any `json:"initdb"`
 	} `json:"bootstrap"`
 	PostgreSQL struct {
-		Listen         string `json:"listen"`
-		ConnectAddress string `json:"connect_address"`
-		DataDir        string `json:"data_dir"`
-		PGPass         string `json:"pgpass"`
+		Listen         string            `json:"listen"`
+		ConnectAddress string            `json:"connect_address"`
+		DataDir        string            `json:"data_dir"`
+		PGPass         string            `json:"pgpass"`
+		Parameters     map[string]string `json:"parameters"`
 		Authentication struct {
 			Superuser   patroniUser `json:"superuser"`
 			Replication patroniUser `json:"replication"`
@@ -859,6 +860,9 @@ func TestPatroniConfig(t *testing.T) {
 	}
 	if v := dcs.PostgreSQL.Parameters["synchronous_commit"]; v != "" && v != "on" && v != "remote_apply" {
 		t.Errorf("synchronous_commit = %q, want on or remote_apply", v)
+	}
+	if p.PostgreSQL.Parameters["ssl"] != "on" {
+		t.Error("postgresql.parameters.ssl must be on: the service connects with sslmode=verify-full")
 	}
 	if p.Scope == "" || p.Name == "" || p.PostgreSQL.ConnectAddress == "" {
 		t.Errorf("scope %q, name %q, postgresql.connect_address %q must be set", p.Scope, p.Name, p.PostgreSQL.ConnectAddress)

@@ -564,23 +564,11 @@ type modelEvidenceKit struct {
 	stored map[uuid.UUID]bool // delegations answered received or applied
 }
 
-// newModelEvidence registers the signer's key as globex's, written
-// through the store (a key change through the ledger waits for a second
-// on-call approval), and returns the kit.
+// newModelEvidence registers a signer's key as globex's and returns the kit.
 func newModelEvidence(t *testing.T, b bundle) *modelEvidenceKit {
 	t.Helper()
-	ctx := context.Background()
 	signer := compensationtest.NewEd25519Signer(t, "globex-model")
-	if err := b.store.Compensation().InTx(ctx, func(tx compensation.Tx) error {
-		org, err := tx.Revocation().OrgForUpdate(ctx, "globex")
-		if err != nil {
-			return err
-		}
-		org.JWKS = signer.JWKS()
-		return tx.Revocation().PutOrg(ctx, org)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	b.setGlobexKey(t, signer)
 	return &modelEvidenceKit{
 		t: t, signer: signer, tokens: map[uuid.UUID][]byte{}, stored: map[uuid.UUID]bool{},
 		comp: compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}, LedgerID: modelLedgerID}),

@@ -208,16 +208,11 @@ type evidenceFixture struct {
 	held, settled, compensated ledger.Delegation
 }
 
-func setupEvidence(t *testing.T) evidenceFixture {
+// setGlobexKey registers signer's key as globex's, written through the
+// store: a key change through the ledger waits for a second on-call approval.
+func (b bundle) setGlobexKey(t *testing.T, signer *compensationtest.Signer) {
 	t.Helper()
 	ctx := context.Background()
-	b := setup(t)
-	f := evidenceFixture{bundle: b, held: b.delegation(t, "op-held"), settled: b.delegation(t, "op-settled"), compensated: b.delegation(t, "op-comp")}
-	b.report(t, f.settled.ID, ledger.StatusCompleted, epoch)
-	b.report(t, f.compensated.ID, ledger.StatusCanceled, epoch)
-	signer := compensationtest.NewEd25519Signer(t, "globex-1")
-	// The org's key, written through the store (a key change through the
-	// ledger waits for a second on-call approval).
 	if err := b.store.Compensation().InTx(ctx, func(tx compensation.Tx) error {
 		org, err := tx.Revocation().OrgForUpdate(ctx, "globex")
 		if err != nil {
@@ -228,6 +223,17 @@ func setupEvidence(t *testing.T) evidenceFixture {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func setupEvidence(t *testing.T) evidenceFixture {
+	t.Helper()
+	ctx := context.Background()
+	b := setup(t)
+	f := evidenceFixture{bundle: b, held: b.delegation(t, "op-held"), settled: b.delegation(t, "op-settled"), compensated: b.delegation(t, "op-comp")}
+	b.report(t, f.settled.ID, ledger.StatusCompleted, epoch)
+	b.report(t, f.compensated.ID, ledger.StatusCanceled, epoch)
+	signer := compensationtest.NewEd25519Signer(t, "globex-1")
+	b.setGlobexKey(t, signer)
 	claims := compensationtest.AckClaims("globex", "ledger-inv", f.compensated.Remote.TaskID, ledger.CompensationKey(f.compensated), epoch)
 	claims["reversed_amount_minor"] = 1000
 	comp := compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}, LedgerID: "ledger-inv"})

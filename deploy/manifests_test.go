@@ -26,6 +26,8 @@ import (
 const (
 	manifestDir = "kubernetes"
 	rulesFile   = "../dashboards/alerts/quittance.rules.yaml"
+	postgresDir = "kubernetes/postgres" // the CloudNativePG standby, a kustomization of its own
+	patroniDir  = "patroni"
 )
 
 // kustomization is the part of a kustomize Kustomization these manifests use; any other
@@ -684,11 +686,6 @@ func TestSecretExampleStaysOutOfKustomization(t *testing.T) {
 		t.Errorf("example Secret's signing-key %q is not a PEM private key placeholder", key)
 	}
 }
-
-const (
-	postgresDir = "kubernetes/postgres"
-	patroniDir  = "patroni"
-)
 
 // cnpgCluster is the part of a CloudNativePG Cluster these manifests use; any other
 // field fails the strict decode.

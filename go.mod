@@ -4,7 +4,8 @@ go 1.26.8
 
 require (
 	code.dny.dev/ssrf v0.3.0
-	github.com/a2aproject/a2a-go v0.3.3
+	github.com/a2aproject/a2a-go v0.3.15
+	github.com/a2aproject/a2a-go/v2 v2.3.1
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coreos/go-oidc/v3 v3.21.0
@@ -15,6 +16,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/quittance/quittance/compensation/kit v0.0.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
@@ -94,3 +96,7 @@ tool github.com/sqlc-dev/sqlc/cmd/sqlc
 // for its a2acompat/a2av0 bridge, which Quittance does not import; without
 // this line that requirement would silently move the pinned 0.3 peer.
 replace github.com/a2aproject/a2a-go => github.com/a2aproject/a2a-go v0.3.3
+
+// The compensation kit is a module of its own (a remote org imports it
+// without the ledger); the demo supplier uses the copy beside it.
+replace github.com/quittance/quittance/compensation/kit => ./compensation/kit

@@ -20,11 +20,13 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/quittance/quittance/compensation/kit"
 )
 
 // ExtensionURI is the URI of Quittance's compensation extension, which the
 // agent declares in its card and expects on compensation requests.
-const ExtensionURI = "https://quittance.dev/a2a/compensation/v1"
+const ExtensionURI = kit.URI
 
 // Well-known paths the agent serves.
 const (
@@ -98,11 +100,12 @@ type Config struct {
 // Agent is the demo supplier's A2A agent. Its methods are safe for
 // concurrent use.
 type Agent struct {
-	cfg  Config
-	key  ed25519.PrivateKey
-	kid  string
-	jwks []byte
-	log  *slog.Logger
+	cfg Config
+	// signer signs the org's receipts: the agent answers compensation
+	// requests with the kit a remote org's agent would use.
+	signer *kit.Signer
+	jwks   []byte
+	log    *slog.Logger
 
 	mu          sync.Mutex
 	tasks       map[string]*task
@@ -161,18 +164,22 @@ func New(cfg Config) (*Agent, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, errors.New("demoagent: malformed Ed25519 key")
 	}
-	pub := jose.JSONWebKey{Key: key.Public(), Algorithm: string(jose.EdDSA), Use: "sig"}
-	thumb, err := pub.Thumbprint(crypto.SHA256)
+	thumb, err := (&jose.JSONWebKey{Key: key.Public()}).Thumbprint(crypto.SHA256)
 	if err != nil {
 		return nil, fmt.Errorf("demoagent: key thumbprint: %w", err)
 	}
-	pub.KeyID = base64.RawURLEncoding.EncodeToString(thumb)
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
+	signer, err := kit.NewSigner(kit.SignerConfig{
+		OrgID: cfg.OrgID, LedgerID: cfg.LedgerID, KeyID: base64.RawURLEncoding.EncodeToString(thumb), Key: key, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("demoagent: %w", err)
+	}
+	jwks, err := signer.JWKS()
 	if err != nil {
 		return nil, fmt.Errorf("demoagent: encode JWK Set: %w", err)
 	}
 	return &Agent{
-		cfg: cfg, key: key, kid: pub.KeyID, jwks: jwks, log: cfg.Log,
+		cfg: cfg, signer: signer, jwks: jwks, log: cfg.Log,
 		tasks: map[string]*task{}, byMessageID: map[string]string{},
 		receipts: map[string]*receipt{}, orders: map[string]*purchase{}, purged: map[string]bool{},
 	}, nil
@@ -223,14 +230,7 @@ func (a *Agent) serveCard(w http.ResponseWriter, r *http.Request) {
 	if base == "" {
 		base = "http://" + r.Host
 	}
-	ext := map[string]any{
-		"uri":         ExtensionURI,
-		"description": "Quittance compensation: reverses the effects of a canceled task and returns a signed receipt.",
-		"required":    false,
-	}
-	if a.cfg.AtomicCancel {
-		ext["params"] = map[string]any{"atomicCancel": true}
-	}
+	ext := kit.Extension(a.signer, kit.Params{AtomicCancel: a.cfg.AtomicCancel})
 	card := map[string]any{
 		"name":        "Demo Supplier",
 		"description": "A demo supplier org's procurement agent. It commits a purchase order while it works and reverses it on a compensation request.",

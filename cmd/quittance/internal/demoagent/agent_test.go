@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/compensation/extension"
+	"github.com/quittance/quittance/compensation/kit"
 	"github.com/quittance/quittance/delegate/a2a"
 	"github.com/quittance/quittance/delegate/egress"
 	"github.com/quittance/quittance/internal/jose"
@@ -118,7 +120,7 @@ type receiptBody struct {
 func receiptOf(t *testing.T, task a2a.Task) receiptBody {
 	t.Helper()
 	for _, a := range task.Artifacts {
-		if a.Name != demoagent.ReceiptArtifactName {
+		if a.Name != kit.ReceiptArtifactName {
 			continue
 		}
 		if len(a.Parts) != 1 || a.Parts[0].Data == nil {
@@ -140,7 +142,7 @@ func receiptOf(t *testing.T, task a2a.Task) receiptBody {
 		}
 		return r
 	}
-	t.Fatalf("task %s has no %s artifact", task.ID, demoagent.ReceiptArtifactName)
+	t.Fatalf("task %s has no %s artifact", task.ID, kit.ReceiptArtifactName)
 	return receiptBody{}
 }
 
@@ -174,6 +176,14 @@ func TestCard(t *testing.T) {
 	}
 	if strings.Contains(string(ext.Params), "atomicCancel") {
 		t.Errorf("extension params %s declare atomicCancel without AtomicCancel", ext.Params)
+	}
+	// The declaration is the kit's: it names the receipts' signing.
+	var params struct {
+		SignedReceipts bool     `json:"signedReceipts"`
+		ReceiptAlgs    []string `json:"receiptAlgs"`
+	}
+	if err := json.Unmarshal(ext.Params, &params); err != nil || !params.SignedReceipts || !slices.Equal(params.ReceiptAlgs, []string{"EdDSA"}) {
+		t.Errorf("extension params %s; want signedReceipts true and receiptAlgs [EdDSA] (err %v)", ext.Params, err)
 	}
 
 	resp, err := http.Get(b.server.URL + demoagent.JWKSPath)
@@ -446,7 +456,7 @@ func TestCompensation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range canceled.Artifacts {
-		if a.Name == demoagent.ReceiptArtifactName {
+		if a.Name == kit.ReceiptArtifactName {
 			t.Error("the cancel response carries a receipt without AtomicCancel")
 		}
 	}
@@ -462,7 +472,7 @@ func TestCompensation(t *testing.T) {
 		t.Errorf("compensation task context %q; want the delegation's %q", reply.Task.ContextID, canceled.ContextID)
 	}
 	rc := receiptOf(t, *reply.Task)
-	if rc.Outcome != demoagent.OutcomeCompensated || rc.TaskID != canceled.ID || rc.IdempotencyKey != "idem-1" || rc.ReceiptID == "" {
+	if rc.Outcome != string(kit.Compensated) || rc.TaskID != canceled.ID || rc.IdempotencyKey != "idem-1" || rc.ReceiptID == "" {
 		t.Errorf("receipt %+v; want compensated for %s with key idem-1", rc, canceled.ID)
 	}
 	claims := verify(t, b, rc.JWS, compensation.KindAck)
@@ -533,7 +543,7 @@ func TestAtomicCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := receiptOf(t, canceled)
-	if rc.Outcome != demoagent.OutcomeCompensated {
+	if rc.Outcome != string(kit.Compensated) {
 		t.Errorf("atomic cancel receipt outcome %q; want compensated", rc.Outcome)
 	}
 	verify(t, b, rc.JWS, compensation.KindAck)
@@ -593,7 +603,7 @@ func TestCompensationWithoutEffects(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := receiptOf(t, *reply.Task)
-	if rc.Outcome != demoagent.OutcomeNoEffects {
+	if rc.Outcome != string(kit.NoEffects) {
 		t.Fatalf("receipt outcome %q; want no_effects", rc.Outcome)
 	}
 	claims := verify(t, b, rc.JWS, compensation.KindDeclaration)

@@ -5,6 +5,8 @@
 // implements Quittance's compensation extension
 // (https://quittance.dev/a2a/compensation/v1), reversing the purchase order
 // and answering with a compensation receipt signed by the org's Ed25519 key.
+// The extension's card declaration, the reading of a request and the signed
+// receipt come from compensation/kit, the kit a remote org's agent uses.
 //
 // It speaks JSON-RPC A2A v1.0 over net/http: the agent card, SendMessage,
 // SendStreamingMessage, GetTask, ListTasks (by context, newest first),

@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/quittance/quittance/compensation/kit"
 )
 
 // maxRequestBytes caps a JSON-RPC request body.
@@ -290,7 +294,7 @@ func (a *Agent) cancelTask(raw json.RawMessage) (any, error) {
 	}
 	if a.cfg.AtomicCancel {
 		key := atomicCancelKey(p.Metadata, t.id)
-		rc, err := a.issueReceipt(t.id, key)
+		rc, err := a.issueReceipt(kit.Request{TaskID: a2a.TaskID(t.id), IdempotencyKey: key})
 		if err != nil {
 			return nil, err
 		}

@@ -8,12 +8,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/compensation/compensationtest"
@@ -22,25 +26,56 @@ import (
 )
 
 // TestFailoverToSynchronousStandby: with four clients running create →
-// working → canceled → signed ack (or completed), the primary is killed
-// and its synchronous standby promoted. Writes resume by themselves on the
-// new primary; every answer 2xx is in its database, nothing twice, with
-// the invariants of ledger/DESIGN.md §2.2 (load.check); every refusal
-// during the switch is 503 with Retry-After, or, for a commit whose answer
-// the dying primary never sent, 500 outcome_unknown, and the clients'
-// retries with the same idempotency keys complete each operation once;
-// the LISTEN connections come back on the new primary, a credential
-// revoked there is refused at once, checkpoints continue, and
-// `quittance verify-chain` passes. The time from the kill to the first
-// write sent after it that succeeded is logged (BENCHMARK.md).
+// working → canceled → signed ack (or completed), and a fifth dispatching
+// delegations to a real A2A agent through the outbox, the primary is
+// killed and its synchronous standby promoted by the test (pg_ctl
+// promote). See runFailover for what is checked.
 func TestFailoverToSynchronousStandby(t *testing.T) {
 	t.Parallel()
-	pair := pgtest.Replicated(t)
+	runFailover(t, pgtest.Replicated(t))
+}
+
+// failoverPair is a primary and its standby that a test can fail over:
+// URL names both (target_session_attrs=read-write), Failover kills the
+// primary and returns once a new primary takes writes.
+type failoverPair interface {
+	URL() string
+	Failover(ctx context.Context) (killed time.Time, err error)
+}
+
+// runFailover runs the service on pair's multi-host URL under load and
+// fails the pair over. Writes resume by themselves on the new primary;
+// every answer 2xx is in its database, nothing twice, with the invariants
+// of ledger/DESIGN.md §2.2 (load.check); every refusal during the switch
+// is 503 with Retry-After, or, for a commit whose answer the dying primary
+// never sent, 500 outcome_unknown, and the clients' retries with the same
+// idempotency keys complete each operation once; the outbox resumes with
+// exactly one remote task per dispatched delegation; an SSE client cut at
+// the kill reconnects with Last-Event-ID and receives every event once; a
+// credential cached before the kill and revoked on the new primary while
+// the credentials listener is down is refused (the cache is not trusted
+// while LISTEN is down: checkRefusedWhileListenerDown); the LISTEN connections come back
+// on the new primary and a credential revoked there then is refused at
+// once; checkpoints continue the chain from the last signed head; and
+// `quittance verify-chain` passes. The time from the kill to the first
+// write sent after it that succeeded is logged (BENCHMARK.md).
+func runFailover(t *testing.T, pair failoverPair) {
 	dbURL := pair.URL()
 	bootstrap := access.NewTokenSecret()
-	api := newTestClient(inProcessService(t, dbURL, bootstrap, "QUITTANCE_CHECKPOINT_INTERVAL=1s"))
+	counter, agent, agentURL := failoverAgent(t)
+	agentCard := agent.CardURL(agentURL)
+	api := newTestClient(inProcessService(t, dbURL, bootstrap, append([]string{"QUITTANCE_CHECKPOINT_INTERVAL=1s"}, a2aEnv...)...))
 	signer := compensationtest.NewEd25519Signer(t, "supplier-key-1")
 	orch, oncall, probe := fixtures(t, api, bootstrap, signer, nil)
+	mustPrivileged(t, api, http.MethodPut, "/admin/v1/orgs/"+failoverAgentOrg, oncall, probe, map[string]any{
+		"name": "Agent supplier", "shared_coordinator": false, "jwks": json.RawMessage(signer.JWKS()),
+		"agent_card_url": agentCard, "allowed_hosts": []string{"127.0.0.1"},
+	})
+	var outageProbe struct {
+		Token string `json:"token"`
+	}
+	api.must(t, http.MethodPost, "/admin/v1/tokens", oncall,
+		map[string]any{"role": "orchestrator", "tenant": "failover-probe", "name": "outage probe"}, &outageProbe, http.StatusCreated)
 	// The probe credential is authenticated, and so cached, before the switch.
 	api.must(t, http.MethodGet, "/admin/v1/task-classes", probe, nil, nil, http.StatusOK)
 	before := testPool(t, dbURL)
@@ -49,33 +84,143 @@ func TestFailoverToSynchronousStandby(t *testing.T) {
 		t.Fatalf("before the failover the service listens on %v: no credentials listener", listening)
 	}
 
+	events := newSSEFollower(api.base, oncall)
+	followCtx, stopFollowing := context.WithCancel(t.Context())
+	followed := make(chan struct{})
+	go func() { defer close(followed); events.run(followCtx) }()
+	defer func() { stopFollowing(); <-followed }()
+
 	l := newLoad(t, api, orch, signer, "failover")
 	stop := make(chan struct{})
 	wait := l.run(4, stop)
+	d := &dispatcher{l: l}
+	waitDispatch := d.run(stop, 150*time.Millisecond)
 	time.Sleep(2 * time.Second)
-	checkpointBefore := latestCheckpointID(t, api, oncall)
+	headBefore := latestCheckpointOf(t, api, oncall)
+	// Cached now: a lookup within the cache's lifetime is answered from it
+	// while the credentials listener proves itself alive.
+	api.must(t, http.MethodGet, "/v1/delegations/"+uuid.NewString(), outageProbe.Token, nil, nil, http.StatusNotFound)
 	killed, err := pair.Failover(t.Context())
+	events.cutNow()
 	if err != nil {
 		close(stop)
 		wait()
+		waitDispatch()
 		t.Fatalf("failover: %v", err)
 	}
-	t.Logf("standby promoted %s after the kill", time.Since(killed).Round(time.Millisecond))
+	t.Logf("new primary %s after the kill", time.Since(killed).Round(time.Millisecond))
+	checkRefusedWhileListenerDown(t, api, dbURL, outageProbe.Token)
 	l.waitRecovered(t, killed, 20*time.Second)
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wait()
+	waitDispatch()
 	t.Logf("writes resumed %s after the kill (the first 2xx to a write sent after it)", firstOKAfter(t, l, killed))
 
 	after := testPool(t, dbURL)
 	l.check(t, after)
 	checkRefusals(t, l)
+	checkOutbox(t, api, orch, d, counter, 20*time.Second)
 	checkListenersBack(t, after, listening)
 	checkRevokedAtOnce(t, api, after, probe)
-	checkCheckpointsContinue(t, api, oncall, checkpointBefore)
+	checkCheckpointsContinue(t, api, oncall, headBefore.ID)
+	checkCheckpointChain(t, after, headBefore)
+	events.check(t, after, 15*time.Second)
 	if out, errOut, code := runCLI(api.base, oncall, "verify-chain"); code != 0 {
 		t.Errorf("verify-chain after the failover: exit %d\n%s\n%s", code, out, errOut)
 	}
+}
+
+// checkRefusedWhileListenerDown: a credential the service authenticated
+// (and cached) just before the kill is revoked on the new primary while
+// the service's credentials listener is down, so that no notification of
+// it is ever heard: the test disallows new connections to the database
+// (ALTER DATABASE … ALLOW_CONNECTIONS false, as a listener that cannot
+// reconnect yet), ends the listener's session if it came back, and then
+// revokes. The credential's requests must be refused (401), or turned
+// away as unavailable (503), never answered from the cache: the cache was
+// emptied when the listener lost its connection and answers nothing until
+// a listener proves itself again. Once connections are allowed and the
+// listener is back, it is refused still.
+func checkRefusedWhileListenerDown(t *testing.T, api *testClient, dbURL, token string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatalf("connect to the new primary: %v", err)
+	}
+	defer conn.Close(context.Background())
+	// A database's connections are disallowed from another one.
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := cfg.Database
+	cfg.Database = "postgres"
+	admin, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("connect to the new primary's maintenance database: %v", err)
+	}
+	defer admin.Close(context.Background())
+	allow := func(on bool) {
+		q := fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS %v", pgx.Identifier{db}.Sanitize(), on)
+		if _, err := admin.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	allow(false)
+	reallowed := false
+	defer func() {
+		if !reallowed {
+			allow(true)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var listeners int
+		if err := conn.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name LIKE 'quittance listen quittance_credentials%'`).Scan(&listeners); err != nil {
+			t.Fatal(err)
+		}
+		if listeners == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the credentials listener's session did not end")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tag, err := conn.Exec(t.Context(), `UPDATE api_tokens SET revoked_at = now(), revoke_reason = 'failover test'
+		WHERE token_hash = $1`, access.HashToken(token))
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("revoke the outage probe: %v (%d rows)", err, tag.RowsAffected())
+	}
+	answers := map[int]int{}
+	probe := func() bool {
+		res := api.do(t.Context(), http.MethodGet, "/v1/delegations/"+uuid.NewString(), token, nil)
+		switch {
+		case res.err == nil && (res.status == http.StatusUnauthorized || res.status == http.StatusServiceUnavailable):
+			answers[res.status]++
+			return res.status == http.StatusUnauthorized
+		default:
+			t.Fatalf("a credential cached before the kill, revoked on the new primary while the listener was down, answered %v; want 401 (or 503)", res)
+			return true
+		}
+	}
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		probe()
+		time.Sleep(50 * time.Millisecond)
+	}
+	allow(true)
+	reallowed = true
+	for end := time.Now().Add(20 * time.Second); !probe(); {
+		if time.Now().After(end) {
+			t.Error("the outage probe was still answered 503 20s after connections were allowed again")
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("a credential revoked while the credentials listener was down: answered 401 %d times, 503 %d times, never from the cache",
+		answers[http.StatusUnauthorized], answers[http.StatusServiceUnavailable])
 }
 
 // firstOKAfter is how long after t0 the first 2xx answer to a request
@@ -193,9 +338,15 @@ func checkRevokedAtOnce(t *testing.T, api *testClient, pool *pgxpool.Pool, token
 // latestCheckpointID is the id of the newest signed checkpoint, or 0.
 func latestCheckpointID(t *testing.T, api *testClient, token string) int64 {
 	t.Helper()
+	return latestCheckpointOf(t, api, token).ID
+}
+
+// latestCheckpointOf is the newest signed checkpoint, or none (id 0).
+func latestCheckpointOf(t *testing.T, api *testClient, token string) latestCheckpoint {
+	t.Helper()
 	var c latestCheckpoint
 	api.must(t, http.MethodGet, "/v1/checkpoints/latest", token, nil, &c, http.StatusOK, http.StatusNotFound)
-	return c.ID
+	return c
 }
 
 // checkCheckpointsContinue: a checkpoint is signed on the new primary

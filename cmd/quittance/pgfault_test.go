@@ -359,6 +359,8 @@ type opRecord struct {
 	confirmed step   // the furthest step answered 2xx
 	retries   int    // requests sent again after an error or a 5xx
 	canceled  bool   // the lifecycle cancels (and acks) rather than completes
+	// at is when each step was answered 2xx.
+	at [stepAcked + 1]time.Time
 }
 
 // load drives concurrent lifecycles (create → working → canceled → signed
@@ -437,6 +439,7 @@ func (l *load) lifecycle(op string, cancel bool) {
 	confirm := func(s step) {
 		l.mu.Lock()
 		rec.confirmed = s
+		rec.at[s] = time.Now()
 		l.mu.Unlock()
 	}
 	res, ok := l.send(rec, op+" create", http.MethodPost, "/v1/delegations", createBody(op))

@@ -41,7 +41,10 @@
 // Replicated starts a private primary and its synchronous streaming
 // standby for one test; Pair.URL names both for target_session_attrs=
 // read-write, and Pair.Failover kills the primary and promotes the
-// standby (failover tests).
+// standby (failover tests). Patroni starts two servers under Patroni with
+// a local etcd (installing the patroni, python3-etcd and etcd-server
+// packages with apt-get when missing, as root), so that the promotion is
+// Patroni's decision; PatroniPair.Failover kills the leader's node.
 //
 // This package must never be imported by non-test code, never touch a
 // database it did not create, and never connect to a server other than the

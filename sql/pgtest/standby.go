@@ -33,6 +33,20 @@ type Pair struct {
 // base backup.
 func Replicated(t testing.TB) *Pair {
 	t.Helper()
+	return replicated(t, true)
+}
+
+// ReplicatedAsync is Replicated with asynchronous replication: the
+// primary acknowledges a commit once it is on its own disk, whether or not
+// the standby has received it, so a failover loses whatever the standby
+// had yet to receive.
+func ReplicatedAsync(t testing.TB) *Pair {
+	t.Helper()
+	return replicated(t, false)
+}
+
+func replicated(t testing.TB, synchronous bool) *Pair {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	var dirs []string
@@ -78,8 +92,10 @@ func Replicated(t testing.TB) *Pair {
 		t.Fatalf("pgtest: start the standby: %v", err)
 	}
 	started = append(started, standby)
-	if err := primary.RequireSynchronousStandby(ctx); err != nil {
-		t.Fatalf("pgtest: %v", err)
+	if synchronous {
+		if err := primary.RequireSynchronousStandby(ctx); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
 	}
 	return &Pair{Primary: primary, Standby: standby, Database: name}
 }
@@ -96,9 +112,18 @@ func (p *Pair) URL() string {
 // standby, and returns when the standby accepts writes. killed is when the
 // primary was killed.
 func (p *Pair) Failover(ctx context.Context) (killed time.Time, err error) {
+	return p.FailoverThen(ctx, nil)
+}
+
+// FailoverThen is Failover calling between, when not nil, after the kill
+// and before the promotion (StallReplication's drop).
+func (p *Pair) FailoverThen(ctx context.Context, between func()) (killed time.Time, err error) {
 	killed = time.Now()
 	if err := p.Primary.Kill(); err != nil {
 		return killed, err
+	}
+	if between != nil {
+		between()
 	}
 	return killed, p.Standby.Promote(ctx)
 }

@@ -541,7 +541,7 @@ func (s *Service) ReportTaskStatus(ctx context.Context, p ledger.Principal, id u
 	}
 	obs.Source = SourceReport
 	var out ledger.Delegation
-	err := s.store.InTx(ctx, func(tx Tx) error {
+	err := s.store.InTx(ledger.WithWriteKeys(ctx, ledger.WriteKeys{Delegations: []uuid.UUID{id}}), func(tx Tx) error {
 		d, st, err := ledger.LockVisibleDispatch(ctx, tx, p, id)
 		if err != nil {
 			return err

@@ -193,7 +193,10 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	sub.peek = peek
 	sub.refusal.ClaimedIssuer = storable(peek.Issuer, report.MaxClaimedIssuer)
 	attempt := func(tx Tx) error { return s.attempt(ctx, tx, sub) }
-	err = s.store.InTx(ctx, attempt)
+	// The delegations recording the task the token names are those it may
+	// change: the flush's pre-read locks them.
+	keyed := ledger.WithWriteKeys(ctx, ledger.WriteKeys{RemoteTasks: []ledger.RemoteTaskKey{{OrgID: peek.Issuer, TaskID: peek.Subject}}})
+	err = s.store.InTx(keyed, attempt)
 	var ref *RefusalError
 	// Only an org whose keys come from a JWKS URL can have rotated a key in
 	// (refreshKeys reports false for any other): asking for the others
@@ -202,7 +205,7 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	if errors.As(err, &ref) && ref.Code == CodeTokenKeyUnknown && sub.refusal.OrgID != "" && sub.fetched &&
 		s.refreshKeys != nil && s.refreshKeysBy(ctx, answerAt, sub.refusal.OrgID, peek.KeyID) {
 		// The org rotated the key in at its JWKS URL: once more, with it.
-		err = s.store.InTx(ctx, attempt)
+		err = s.store.InTx(keyed, attempt)
 	}
 	if errors.As(err, &ref) {
 		return EvidenceResult{}, s.answerRefusal(ctx, sub, ref, err, answerAt)

@@ -29,7 +29,7 @@ func (s *Service) ChangeHold(ctx context.Context, p Principal, id uuid.UUID, amo
 		return Delegation{}, Invalid("amount_minor", "must be a positive integer number of minor units")
 	}
 	var out Delegation
-	err := s.store.InTx(ctx, func(tx Tx) error {
+	err := s.store.InTx(WithWriteKeys(ctx, WriteKeys{Delegations: []uuid.UUID{id}}), func(tx Tx) error {
 		d, st, err := LockVisibleDispatch(ctx, tx, p, id)
 		if err != nil {
 			return err

@@ -291,7 +291,11 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		return Delegation{}, false, err
 	}
 	hash := in.hash()
-	err = s.store.InTx(ctx, func(tx Tx) error {
+	keys := WriteKeys{Budgets: []string{in.BudgetID}, Operations: []OperationKey{{Tenant: p.Tenant, ID: in.BusinessOperationID}}}
+	if in.Remote.TaskID != "" {
+		keys.RemoteTasks = []RemoteTaskKey{{OrgID: in.OrgID, TaskID: in.Remote.TaskID}}
+	}
+	err = s.store.InTx(WithWriteKeys(ctx, keys), func(tx Tx) error {
 		d, created, err = s.createInTx(ctx, tx, p, in, hash)
 		return err
 	})
@@ -472,7 +476,7 @@ func (s *Service) RequestCancel(ctx context.Context, p Principal, id uuid.UUID) 
 		return Delegation{}, err
 	}
 	var out Delegation
-	err := s.store.InTx(ctx, func(tx Tx) error {
+	err := s.store.InTx(WithWriteKeys(ctx, WriteKeys{Delegations: []uuid.UUID{id}}), func(tx Tx) error {
 		d, err := LockVisible(ctx, tx, p, id)
 		if err != nil {
 			return err

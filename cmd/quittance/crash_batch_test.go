@@ -5,10 +5,17 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quittance/quittance/compensation/compensationtest"
+	"github.com/quittance/quittance/ledger/access"
+	"github.com/quittance/quittance/sql/pgtest"
 )
 
 // TestCrashInsideBatch kills `quittance serve` inside a flush of the write
@@ -137,4 +144,129 @@ func createdEvents(t *testing.T, pool *pgxpool.Pool, op string) int {
 		t.Fatalf("count the creation events of %s: %v", op, err)
 	}
 	return n
+}
+
+// multiFlushes is the number of the service's flushes that carried more
+// than one operation so far (quittance_write_batch_size: all flushes less
+// those of one).
+func multiFlushes(t *testing.T, api *testClient) int {
+	t.Helper()
+	res := api.do(t.Context(), http.MethodGet, "/metrics", "", nil)
+	if !res.ok() {
+		t.Fatalf("GET /metrics: %v", res)
+	}
+	var all, ones float64
+	for line := range strings.SplitSeq(string(res.body), "\n") {
+		var err error
+		switch {
+		case strings.HasPrefix(line, "quittance_write_batch_size_count "):
+			all, err = strconv.ParseFloat(strings.Fields(line)[1], 64)
+		case strings.HasPrefix(line, `quittance_write_batch_size_bucket{le="1"} `):
+			ones, err = strconv.ParseFloat(strings.Fields(line)[1], 64)
+		}
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+	}
+	return int(all - ones)
+}
+
+// TestPostgresKilledMidBatch SIGKILLs PostgreSQL's postmaster while the
+// service's write coalescer has flushes of several operations in flight
+// (clients run lifecycles: creation, statuses, signed acks), then starts
+// it again (crash recovery). Every request answered 2xx is in the
+// database, as far as it was told; every delegation is whole (its one
+// hold entry, its one delegation_created event) or absent; the clients'
+// retries, unchanged (the same business operation ids, statuses and
+// signed tokens), are answered with what was recorded, so no operation is
+// applied twice; the invariants hold and every chain verifies.
+func TestPostgresKilledMidBatch(t *testing.T) {
+	t.Parallel()
+	cluster, dbURL := pgtest.Cluster(t)
+	// One flusher: concurrent clients' writes queue behind it, so its
+	// flushes carry several operations.
+	oncall := access.NewTokenSecret()
+	api := newTestClient(inProcessService(t, dbURL, oncall, "QUITTANCE_WRITE_FLUSHERS=1"))
+	signer := compensationtest.NewEd25519Signer(t, "supplier-key-1")
+	orch, _, _ := fixtures(t, api, oncall, signer, nil)
+	pool := testPool(t, dbURL)
+	l := newLoad(t, api, orch, signer, "pgkill")
+	stop := make(chan struct{})
+	wait := l.run(12, stop)
+
+	// Kill once flushes of several operations have run for a while, and
+	// while they still do: one ran within the last 100ms.
+	deadline := time.Now().Add(30 * time.Second)
+	before := multiFlushes(t, api)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		now := multiFlushes(t, api)
+		if now > before && now >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			wait()
+			t.Fatalf("no flush carried more than one operation within 30s (%d so far)", now)
+		}
+		before = now
+	}
+	errsBefore := l.errCount.Load()
+	fault := time.Now()
+	if err := cluster.Kill(); err != nil {
+		close(stop)
+		wait()
+		t.Fatal(err)
+	}
+	// The killed postmaster's backends end on their own; until they have,
+	// a new postmaster refuses the data directory.
+	for {
+		err := cluster.Restart(t.Context(), "fast")
+		if err == nil {
+			break
+		}
+		if time.Since(fault) > time.Minute {
+			close(stop)
+			wait()
+			t.Fatalf("start PostgreSQL again after the kill: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	l.waitRecovered(t, fault, 30*time.Second)
+	time.Sleep(time.Second)
+	close(stop)
+	wait()
+	if hit := l.errCount.Load() - errsBefore; hit < 2 {
+		t.Errorf("%d requests failed after the kill, want several: the kill did not hit writes in flight", hit)
+	}
+	l.check(t, pool)
+	// None half applied: each delegation has its one hold entry and its
+	// one creation event.
+	rows, err := pool.Query(t.Context(), `
+		SELECT d.business_operation_id,
+		       (SELECT count(*) FROM budget_entries j WHERE j.delegation_id = d.id AND j.kind = 'hold'),
+		       (SELECT count(*) FROM events e WHERE e.delegation_id = d.id AND e.type = 'delegation_created')
+		FROM delegations d WHERE d.tenant = $1 AND d.business_operation_id LIKE 'pgkill-%'`, faultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var (
+			op             string
+			holds, created int
+		)
+		if err := rows.Scan(&op, &holds, &created); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if holds != 1 || created != 1 {
+			t.Errorf("%s half applied: %d hold entries, %d delegation_created events", op, holds, created)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d delegations, each whole; %d requests failed after the kill and were retried", n, l.errCount.Load()-errsBefore)
 }

@@ -82,7 +82,10 @@ type coalescer struct {
 // writeOp is one caller's operation, answered on done once the transaction
 // that carries it has committed (or it is refused).
 type writeOp struct {
-	ctx   context.Context
+	ctx context.Context
+	// keys are the rows the operation said it will lock, for the flush's
+	// pre-read (prereader.go).
+	keys  ledger.WriteKeys
 	fn    func(*tx) error
 	done  chan error
 	taken bool // by a flush (under coalescer.mu)
@@ -96,7 +99,8 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &writeOp{ctx: ctx, fn: guarded(fn), done: make(chan error, 1)}
+	keys, _ := ledger.WriteKeysOf(ctx)
+	o := &writeOp{ctx: ctx, keys: keys, fn: guarded(fn), done: make(chan error, 1)}
 	c.mu.Lock()
 	if len(c.queue) >= c.cfg.MaxQueue {
 		c.mu.Unlock()
@@ -324,6 +328,9 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 	defer conn.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	shared := &txShared{}
 	r := flushResult{answers: make([]error, len(ops)), txs: make([]*tx, len(ops))}
+	if err := preRead(ctx, conn, shared, mergeKeys(ops)); err != nil {
+		return judge(conn, -1, nil)
+	}
 	for i, o := range ops {
 		oc := &opConn{conn: conn, owner: i + 1, flush: ctx}
 		t := newTx(oc, shared)

@@ -151,6 +151,11 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) (*tx, error) {
 	pgtx := &txConn{pool: s.pool}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	t := newTx(&opConn{conn: pgtx, owner: 1}, &txShared{})
+	if keys, ok := ledger.WriteKeysOf(ctx); ok {
+		if err := preRead(ctx, pgtx, t.txShared, merge(keys)); err != nil {
+			return nil, interpretError(err)
+		}
+	}
 	if err := fn(t); err != nil {
 		return nil, interpretError(err)
 	}

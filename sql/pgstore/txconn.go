@@ -102,6 +102,15 @@ func (b *txConn) queue(owner int, send func(q *dbsqlc.Queries) error, r refusal,
 // sql (if any) in one batch, and reads every result but sql's: the caller
 // reads it from the returned batch, and closes it.
 func (b *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if sql == "" {
+		return b.sendAll(ctx, nil)
+	}
+	return b.sendAll(ctx, []queuedStatement{{sql: sql, args: args}})
+}
+
+// sendAll is send with any number of statements after the queued writes,
+// whose results the caller reads, in order, from the returned batch.
+func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.BatchResults, error) {
 	if b.failed != nil {
 		return nil, b.failed
 	}
@@ -123,8 +132,8 @@ func (b *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	for _, q := range queued {
 		batch.Queue(q.sql, q.args...)
 	}
-	if sql != "" {
-		batch.Queue(sql, args...)
+	for _, st := range stmts {
+		batch.Queue(st.sql, st.args...)
 	}
 	br := b.conn.SendBatch(ctx, &batch)
 	if begin {

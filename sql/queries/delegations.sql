@@ -135,3 +135,14 @@ WHERE id = @id AND task_not_found_answer IS DISTINCT FROM @answer::text;
 -- Ends the task_not_found condition: the agent returned the task again.
 UPDATE delegations SET task_not_found_at = NULL, task_not_found_answer = NULL
 WHERE id = @id AND task_not_found_at IS NOT NULL;
+
+-- name: DelegationsLockForFlush :many
+-- Locks, in id order, the delegations a flush of coalesced writes touches:
+-- those of @ids and every delegation, of any tenant, recording one of the
+-- org's remote tasks (@org_ids[i], @task_ids[i]), as evidence naming the
+-- task locks them (sql/pgstore/prereader.go).
+SELECT id, budget_id FROM delegations
+WHERE id = ANY(@ids::uuid[])
+   OR (org_id, remote_task_id) IN (SELECT unnest(@org_ids::text[]), unnest(@task_ids::text[]))
+ORDER BY id
+FOR UPDATE;

@@ -46,3 +46,17 @@ func (q *Queries) AdvisoryXactLockTry(ctx context.Context, lockKey string) (bool
 	err := row.Scan(&pg_try_advisory_xact_lock)
 	return pg_try_advisory_xact_lock, err
 }
+
+const advisoryXactLocksSorted = `-- name: AdvisoryXactLocksSorted :exec
+SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0)))::integer
+FROM (SELECT DISTINCT unnest($1::text[]) AS k ORDER BY 1) s
+`
+
+// Takes the transaction-level advisory locks named lock_keys, waiting for
+// each, in the order of their names: the first statement of a flush's
+// locking pre-read (sql/pgstore/prereader.go), so that two flushes that
+// need the same locks take them in one order and never wait in a cycle.
+func (q *Queries) AdvisoryXactLocksSorted(ctx context.Context, lockKeys []string) error {
+	_, err := q.db.Exec(ctx, advisoryXactLocksSorted, lockKeys)
+	return err
+}

@@ -213,3 +213,62 @@ func (q *Queries) BudgetsForUpdate(ctx context.Context, ids []string) ([]Budget,
 	}
 	return items, nil
 }
+
+const budgetsLockForFlush = `-- name: BudgetsLockForFlush :many
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM budgets
+WHERE id = ANY($1::text[])
+   OR id IN (
+        SELECT d.budget_id FROM delegations d
+        WHERE d.id = ANY($2::uuid[])
+           OR (d.org_id, d.remote_task_id) IN (SELECT unnest($3::text[]), unnest($4::text[]))
+   )
+ORDER BY id
+FOR NO KEY UPDATE
+`
+
+type BudgetsLockForFlushParams struct {
+	BudgetIds []string
+	Ids       []uuid.UUID
+	OrgIds    []string
+	TaskIds   []string
+}
+
+// BudgetsForUpdate for a flush's pre-read: the budgets of @budget_ids and
+// those of the delegations DelegationsLockForFlush locked (the same @ids,
+// @org_ids and @task_ids), in id order, the last locks of the pre-read
+// (sql/pgstore/prereader.go).
+func (q *Queries) BudgetsLockForFlush(ctx context.Context, arg BudgetsLockForFlushParams) ([]Budget, error) {
+	rows, err := q.db.Query(ctx, budgetsLockForFlush,
+		arg.BudgetIds,
+		arg.Ids,
+		arg.OrgIds,
+		arg.TaskIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Budget
+	for rows.Next() {
+		var i Budget
+		if err := rows.Scan(
+			&i.ID,
+			&i.Currency,
+			&i.FundedMinor,
+			&i.AvailableMinor,
+			&i.HeldMinor,
+			&i.SpentMinor,
+			&i.WrittenOffMinor,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Tenants,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

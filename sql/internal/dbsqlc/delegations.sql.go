@@ -803,3 +803,46 @@ func (q *Queries) DelegationUpdate(ctx context.Context, arg DelegationUpdatePara
 	}
 	return result.RowsAffected(), nil
 }
+
+const delegationsLockForFlush = `-- name: DelegationsLockForFlush :many
+SELECT id, budget_id FROM delegations
+WHERE id = ANY($1::uuid[])
+   OR (org_id, remote_task_id) IN (SELECT unnest($2::text[]), unnest($3::text[]))
+ORDER BY id
+FOR UPDATE
+`
+
+type DelegationsLockForFlushParams struct {
+	Ids     []uuid.UUID
+	OrgIds  []string
+	TaskIds []string
+}
+
+type DelegationsLockForFlushRow struct {
+	ID       uuid.UUID
+	BudgetID string
+}
+
+// Locks, in id order, the delegations a flush of coalesced writes touches:
+// those of @ids and every delegation, of any tenant, recording one of the
+// org's remote tasks (@org_ids[i], @task_ids[i]), as evidence naming the
+// task locks them (sql/pgstore/prereader.go).
+func (q *Queries) DelegationsLockForFlush(ctx context.Context, arg DelegationsLockForFlushParams) ([]DelegationsLockForFlushRow, error) {
+	rows, err := q.db.Query(ctx, delegationsLockForFlush, arg.Ids, arg.OrgIds, arg.TaskIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationsLockForFlushRow
+	for rows.Next() {
+		var i DelegationsLockForFlushRow
+		if err := rows.Scan(&i.ID, &i.BudgetID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

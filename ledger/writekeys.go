@@ -1,0 +1,46 @@
+package ledger
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
+
+// WriteKeys name the rows a write will lock, given to the store with the
+// context of its InTx (WithWriteKeys). A store that coalesces writes
+// locks those of every operation of a flush first, in one sorted order,
+// so that two flushes touching the same rows (on one replica or two) wait
+// for each other instead of deadlocking (ledger/DESIGN.md §5, "The write
+// path"). They are a hint: a write that locks more than it names still
+// runs, its other locks taken as it goes.
+type WriteKeys struct {
+	// Delegations are locked with their event streams and budgets.
+	Delegations []uuid.UUID
+	// Budgets are locked as a movement locks them.
+	Budgets []string
+	// Operations are business operation ids a creation records.
+	Operations []OperationKey
+	// RemoteTasks are remote tasks a creation records, or evidence names:
+	// the task's lock and every delegation recording it.
+	RemoteTasks []RemoteTaskKey
+}
+
+// OperationKey is a tenant's business operation id: a creation's
+// idempotency key.
+type OperationKey struct{ Tenant, ID string }
+
+// RemoteTaskKey is an org's remote task.
+type RemoteTaskKey struct{ OrgID, TaskID string }
+
+type writeKeysKey struct{}
+
+// WithWriteKeys returns ctx carrying k, for the store's InTx.
+func WithWriteKeys(ctx context.Context, k WriteKeys) context.Context {
+	return context.WithValue(ctx, writeKeysKey{}, k)
+}
+
+// WriteKeysOf returns the write keys ctx carries, if any.
+func WriteKeysOf(ctx context.Context) (WriteKeys, bool) {
+	k, ok := ctx.Value(writeKeysKey{}).(WriteKeys)
+	return k, ok
+}

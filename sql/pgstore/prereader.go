@@ -1,0 +1,194 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// flushKeys are the rows the operations of one flush said they will lock
+// (ledger.WriteKeys), merged.
+type flushKeys struct {
+	locks       []string // advisory locks: business operation ids, remote tasks
+	delegations []uuid.UUID
+	orgIDs      []string // remote tasks: orgIDs[i]'s taskIDs[i]
+	taskIDs     []string
+	budgets     []string
+}
+
+// operationLock is the name of the transaction lock a flush takes on a
+// tenant's business operation id before a creation records it, so that
+// two flushes creating with the same id wait for each other in the
+// pre-read rather than on the unique index, in arrival order.
+func operationLock(tenant, id string) string {
+	return "quittance/operation:" + tenant + "/" + id
+}
+
+// mergeKeys merges the write keys of a flush's operations.
+func mergeKeys(ops []*writeOp) flushKeys {
+	keys := make([]ledger.WriteKeys, len(ops))
+	for i, o := range ops {
+		keys[i] = o.keys
+	}
+	return merge(keys...)
+}
+
+// merge merges write keys.
+func merge(keys ...ledger.WriteKeys) flushKeys {
+	var k flushKeys
+	for _, w := range keys {
+		for _, op := range w.Operations {
+			k.locks = append(k.locks, operationLock(op.Tenant, op.ID))
+		}
+		for _, rt := range w.RemoteTasks {
+			k.locks = append(k.locks, remoteTaskLock(rt.OrgID, rt.TaskID))
+			k.orgIDs = append(k.orgIDs, rt.OrgID)
+			k.taskIDs = append(k.taskIDs, rt.TaskID)
+		}
+		k.delegations = append(k.delegations, w.Delegations...)
+		k.budgets = append(k.budgets, w.Budgets...)
+	}
+	return k
+}
+
+func (k flushKeys) empty() bool {
+	return len(k.locks) == 0 && len(k.delegations) == 0 && len(k.orgIDs) == 0 && len(k.budgets) == 0
+}
+
+// preRead is a flush's sorted, locking pre-read (ledger/DESIGN.md §5, "The
+// write path"): in one round trip (one pgx.Batch, with the BEGIN), before
+// any operation runs, it takes every lock the operations named, class by
+// class and each class in one order: the advisory locks of business
+// operation ids and remote tasks (by name), the delegations (by id, with
+// those recording the remote tasks), their event streams' locks (by
+// name) and the budgets they and the operations move (by id). That is the
+// order in which an operation alone takes them (a delegation, then its
+// stream, then at the commit its budget), so two flushes, or a flush and
+// a transaction alone, that need the same rows wait for each other rather
+// than in a cycle; what the operations then lock again, they hold. The
+// streams' heads it read are kept (txShared.heads), so the appends that
+// follow read no head. A transaction alone (inTxOnce) whose operation
+// named its rows takes them the same way, so that it too locks in that
+// order (a creation alone would otherwise hold its business operation id's
+// index entry before its remote task's lock, a flush the other way round).
+func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) error {
+	if k.empty() {
+		return nil
+	}
+	ids := slices.Clone(k.delegations)
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	ids = slices.Compact(ids)
+	var heads []dbsqlc.EventStreamHeadsLockedForFlushRow
+	// The statements are those of the queries: issued once against a
+	// recorder, to be sent in one batch, and once against its results.
+	issue := func(q *dbsqlc.Queries) error {
+		if err := q.AdvisoryXactLocksSorted(ctx, nonNil(k.locks)); err != nil {
+			return err
+		}
+		_, err := q.DelegationsLockForFlush(ctx, dbsqlc.DelegationsLockForFlushParams{
+			Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
+		})
+		if err != nil {
+			return err
+		}
+		heads, err = q.EventStreamHeadsLockedForFlush(ctx, dbsqlc.EventStreamHeadsLockedForFlushParams{
+			Streams: []string{}, Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
+		})
+		if err != nil {
+			return err
+		}
+		_, err = q.BudgetsLockForFlush(ctx, dbsqlc.BudgetsLockForFlushParams{
+			BudgetIds: nonNil(k.budgets), Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
+		})
+		return err
+	}
+	rec := &planRecorder{}
+	if err := issue(newQueries(rec)); err != nil {
+		return err
+	}
+	br, err := conn.sendAll(ctx, rec.statements)
+	if err != nil {
+		return err
+	}
+	err = issue(newQueries(&batchReplay{batch: br}))
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		conn.failed = err
+		return err
+	}
+	if shared.heads == nil {
+		shared.heads = make(map[string]streamHead, len(heads))
+	}
+	for _, h := range heads {
+		shared.heads[h.Stream] = streamHead{seq: h.StreamSeq, hash: h.Hash}
+	}
+	return nil
+}
+
+// nonNil is s, or an empty slice for nil: a nil slice is sent as NULL,
+// which ANY and unnest take as no array at all.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// planRecorder records the statements a run of queries issues, answering
+// each with no rows, so that they can be sent in one batch.
+type planRecorder struct{ statements []queuedStatement }
+
+func (r *planRecorder) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.statements = append(r.statements, queuedStatement{sql: sql, args: args})
+	return pgconn.CommandTag{}, nil
+}
+
+func (r *planRecorder) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.statements = append(r.statements, queuedStatement{sql: sql, args: args})
+	return &noRows{}, nil
+}
+
+func (r *planRecorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	r.statements = append(r.statements, queuedStatement{sql: sql, args: args})
+	return errRow{}
+}
+
+// batchReplay answers the same run of queries with the results of the
+// batch the planRecorder's statements were sent in, one after the other.
+type batchReplay struct{ batch pgx.BatchResults }
+
+func (b *batchReplay) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return b.batch.Exec()
+}
+
+func (b *batchReplay) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return b.batch.Query()
+}
+
+func (b *batchReplay) QueryRow(context.Context, string, ...any) pgx.Row {
+	return b.batch.QueryRow()
+}
+
+// noRows are the rows of a recorded query: none.
+type noRows struct{}
+
+func (*noRows) Close()                                       {}
+func (*noRows) Err() error                                   { return nil }
+func (*noRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (*noRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (*noRows) Next() bool                                   { return false }
+func (*noRows) Scan(...any) error                            { return errors.New("no rows") }
+func (*noRows) Values() ([]any, error)                       { return nil, errors.New("no rows") }
+func (*noRows) RawValues() [][]byte                          { return nil }
+func (*noRows) Conn() *pgx.Conn                              { return nil }
+func (*noRows) TypeMap() *pgtype.Map                         { return nil }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,8 +21,32 @@ const maxCardBytes = 1 << 20
 // in a protocol version this client speaks (1.0 or 0.3).
 var ErrNoJSONRPCInterface = errors.New("a2a: agent card has no usable JSON-RPC interface")
 
-// BindingJSONRPC is the protocol binding name of JSON-RPC interfaces.
-const BindingJSONRPC = "JSONRPC"
+// ErrNoUsableInterface reports an agent card without an interface this
+// client speaks (Supports), or a call on such an interface.
+var ErrNoUsableInterface = errors.New("a2a: agent card has no usable interface")
+
+// The protocol binding names of A2A interfaces, as AgentInterface.Binding
+// holds them.
+const (
+	// BindingJSONRPC is JSON-RPC 2.0 over HTTP (A2A v1.0 and v0.3).
+	BindingJSONRPC = "JSONRPC"
+	// BindingHTTPJSON is the HTTP+JSON (REST) binding (A2A v1.0 here).
+	BindingHTTPJSON = "HTTP+JSON"
+	// BindingGRPC is the gRPC binding (A2A v1.0 here).
+	BindingGRPC = "GRPC"
+)
+
+// Supports reports whether the client speaks the interface: JSON-RPC in
+// A2A v1.0 or v0.3, HTTP+JSON and gRPC in v1.0.
+func Supports(iface AgentInterface) bool {
+	switch iface.ProtocolVersion {
+	case "1.0":
+		return iface.Binding == BindingJSONRPC || iface.Binding == BindingHTTPJSON || iface.Binding == BindingGRPC
+	case "0.3":
+		return iface.Binding == BindingJSONRPC
+	}
+	return false
+}
 
 // AgentCard is a remote agent's card, normalized over the A2A v1.0 and v0.3
 // card shapes.
@@ -114,15 +139,16 @@ func FetchAgentCard(ctx context.Context, client *http.Client, cardURL string, al
 		return AgentCard{}, fmt.Errorf("fetch agent card: %w", err)
 	}
 	for _, iface := range card.Interfaces {
-		if err := checkInterfaceHost(iface.URL, allowedHosts); err != nil {
+		if err := checkInterfaceHost(iface, allowedHosts); err != nil {
 			return AgentCard{}, fmt.Errorf("fetch agent card: %w", err)
 		}
 	}
 	return card, nil
 }
 
-func checkInterfaceHost(raw string, allowedHosts []string) error {
-	u, err := url.Parse(raw)
+func checkInterfaceHost(iface AgentInterface, allowedHosts []string) error {
+	raw := iface.URL
+	u, err := interfaceURL(iface)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return fmt.Errorf("%w: interface URL %q is not an http(s) URL", egress.ErrDenied, raw)
 	}
@@ -189,6 +215,18 @@ func parseAgentCard(body []byte) (AgentCard, error) {
 	return card, nil
 }
 
+// interfaceURL parses an interface's URL. A gRPC interface may name its
+// target as a bare host:port, as a2a-go's cards do: that is TLS, read as
+// https://host:port.
+func interfaceURL(iface AgentInterface) (*url.URL, error) {
+	if iface.Binding == BindingGRPC && !strings.Contains(iface.URL, "://") {
+		if host, port, err := net.SplitHostPort(iface.URL); err == nil && host != "" && port != "" {
+			return &url.URL{Scheme: "https", Host: iface.URL}, nil
+		}
+	}
+	return url.Parse(iface.URL)
+}
+
 // majorMinor reduces "0.3.0" to "0.3".
 func majorMinor(v string) string {
 	v = strings.TrimSpace(v)
@@ -197,6 +235,22 @@ func majorMinor(v string) string {
 		return v
 	}
 	return parts[0] + "." + parts[1]
+}
+
+// PreferredInterface returns the interface to call: the first, in the
+// order the card declares them, of its A2A v1.0 interfaces the client
+// speaks (JSON-RPC, HTTP+JSON, gRPC), or else its first v0.3 JSON-RPC
+// interface. A card that offers both versions is spoken to in 1.0 whatever
+// its order, as JSONRPCInterface always did.
+func (c AgentCard) PreferredInterface() (AgentInterface, error) {
+	for _, version := range []string{"1.0", "0.3"} {
+		for _, iface := range c.Interfaces {
+			if iface.ProtocolVersion == version && Supports(iface) {
+				return iface, nil
+			}
+		}
+	}
+	return AgentInterface{}, ErrNoUsableInterface
 }
 
 // JSONRPCInterface returns the first JSON-RPC interface in protocol version

@@ -1,95 +1,72 @@
 package a2a
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"iter"
-	"mime"
 	"net/http"
-	"strconv"
-	"strings"
-	"sync/atomic"
-	"time"
 )
 
-// callTimeout bounds a unary JSON-RPC call (streams are bounded only by the
-// caller's context).
-const callTimeout = 90 * time.Second
-
-// maxBodyBytes caps a JSON-RPC response body.
-const maxBodyBytes = 8 << 20
-
-// Client calls one remote agent interface over JSON-RPC, in the protocol
-// version the interface declares: A2A v1.0, or v0.3 for interfaces whose
-// ProtocolVersion is "0.3". It is safe for concurrent use.
+// Client calls one remote agent interface over the interface's protocol
+// binding — JSON-RPC (A2A v1.0 or v0.3), HTTP+JSON (v1.0) or gRPC (v1.0) —
+// and reports what the agent said in the package's version-neutral types,
+// whichever binding carried it. It is safe for concurrent use.
 type Client struct {
-	hc      *http.Client
-	url     string
-	dialect dialect
-	nextID  atomic.Int64
+	iface AgentInterface
+	b     binding
 }
 
-// dialect encodes requests for one protocol version. Responses are decoded
-// the same way for both versions (decode.go).
-type dialect interface {
-	version() string
-	extensionsHeader() string
-	sendMessage(req SendRequest) (method string, params any, err error)
-	getTask(id string) (method string, params any)
-	listTasks(req ListTasksRequest) (method string, params any)
-	cancelTask(id string, metadata json.RawMessage) (method string, params any)
-	subscribe(id string) (method string, params any)
-	setPushConfig(taskID string, pc PushConfig) (method string, params any)
+// binding makes the calls of one protocol binding.
+type binding interface {
+	sendMessage(ctx context.Context, req SendRequest) (SendResult, error)
+	getTask(ctx context.Context, id string) (Task, error)
+	listTasks(ctx context.Context, req ListTasksRequest) (ListTasksResult, error)
+	cancelTask(ctx context.Context, id string, extensions []string, metadata json.RawMessage) (Task, error)
+	setPushConfig(ctx context.Context, taskID string, pc PushConfig) error
+	subscribe(ctx context.Context, taskID string) iter.Seq2[StreamEvent, error]
 }
 
 // NewClient returns a client for iface, sending every request through hc,
-// which should come from egress.NewClient.
+// which should come from egress.NewClient. The gRPC binding opens its
+// connections with hc's dialer (grpc.go). An interface this package cannot
+// speak (Supports) gives a client whose every call fails with
+// ErrNoUsableInterface.
 func NewClient(hc *http.Client, iface AgentInterface) *Client {
-	var d dialect = v1Dialect{tenant: iface.Tenant}
-	if majorMinor(iface.ProtocolVersion) == "0.3" {
-		d = v03Dialect{}
+	c := &Client{iface: iface}
+	switch {
+	case !Supports(iface):
+		c.b = unusableBinding{iface}
+	case iface.Binding == BindingHTTPJSON:
+		c.b = newRESTBinding(hc, iface)
+	case iface.Binding == BindingGRPC:
+		c.b = newGRPCBinding(hc, iface)
+	default:
+		c.b = newJSONRPCBinding(hc, iface)
 	}
-	return &Client{hc: hc, url: iface.URL, dialect: d}
+	return c
 }
+
+// Interface returns the interface the client calls: its Binding and
+// ProtocolVersion say how every call went.
+func (c *Client) Interface() AgentInterface { return c.iface }
 
 // SendMessage sends a message (v1.0 SendMessage, v0.3 message/send) and
 // returns the task the agent created or its direct reply.
 func (c *Client) SendMessage(ctx context.Context, req SendRequest) (SendResult, error) {
-	method, params, err := c.dialect.sendMessage(req)
-	if err != nil {
-		return SendResult{}, err
-	}
-	raw, err := c.call(ctx, method, params, req.Extensions)
-	if err != nil {
-		return SendResult{}, err
-	}
-	return decodeSendResult(raw)
+	return c.b.sendMessage(ctx, req)
 }
 
 // GetTask fetches the current state of a task (v1.0 GetTask, v0.3 tasks/get).
 func (c *Client) GetTask(ctx context.Context, id string) (Task, error) {
-	method, params := c.dialect.getTask(id)
-	raw, err := c.call(ctx, method, params, nil)
-	if err != nil {
-		return Task{}, err
-	}
-	return decodeTaskResult(raw)
+	return c.b.getTask(ctx, id)
 }
 
 // ListTasks lists the tasks of a context (v1.0 ListTasks, v0.3.7 and later
 // tasks/list), newest status first, one page at a time. An agent that does
 // not list tasks answers with an error that Unsupported recognizes.
 func (c *Client) ListTasks(ctx context.Context, req ListTasksRequest) (ListTasksResult, error) {
-	method, params := c.dialect.listTasks(req)
-	raw, err := c.call(ctx, method, params, nil)
-	if err != nil {
-		return ListTasksResult{}, err
-	}
-	return decodeListTasksResult(raw)
+	return c.b.listTasks(ctx, req)
 }
 
 // CancelTask asks the agent to cancel a task (v1.0 CancelTask, v0.3
@@ -104,199 +81,40 @@ func (c *Client) CancelTask(ctx context.Context, id string, extensions []string)
 // JSON object or nil: the compensation request travels there to an agent
 // that declares atomicCancel.
 func (c *Client) CancelTaskWithMetadata(ctx context.Context, id string, extensions []string, metadata json.RawMessage) (Task, error) {
-	method, params := c.dialect.cancelTask(id, metadata)
-	raw, err := c.call(ctx, method, params, extensions)
-	if err != nil {
-		return Task{}, err
-	}
-	return decodeTaskResult(raw)
+	return c.b.cancelTask(ctx, id, extensions, metadata)
 }
 
 // SetPushConfig registers a push notification endpoint for a task (v1.0
 // CreateTaskPushNotificationConfig, v0.3 tasks/pushNotificationConfig/set).
 func (c *Client) SetPushConfig(ctx context.Context, taskID string, pc PushConfig) error {
-	method, params := c.dialect.setPushConfig(taskID, pc)
-	_, err := c.call(ctx, method, params, nil)
-	return err
+	return c.b.setPushConfig(ctx, taskID, pc)
 }
 
 // Subscribe streams the updates of a running task (v1.0 SubscribeToTask,
 // v0.3 tasks/resubscribe) until the agent closes the stream, an error
 // occurs, or ctx ends. An error ends the sequence.
 func (c *Client) Subscribe(ctx context.Context, taskID string) iter.Seq2[StreamEvent, error] {
-	return func(yield func(StreamEvent, error) bool) {
-		method, params := c.dialect.subscribe(taskID)
-		id := c.nextID.Add(1)
-		resp, err := c.post(ctx, id, method, params, nil, "text/event-stream")
-		if err != nil {
-			yield(StreamEvent{}, err)
-			return
-		}
-		defer resp.Body.Close()
-		if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
-			// Errors before the stream starts come back as a plain
-			// JSON-RPC response, with HTTP 200.
-			body, err := readCapped(resp.Body, maxBodyBytes)
-			if err == nil {
-				_, err = decodeRPCResponse(body, id)
-			}
-			if err == nil {
-				err = fmt.Errorf("%w: expected an event stream, got %q", ErrMalformedResponse, resp.Header.Get("Content-Type"))
-			}
-			yield(StreamEvent{}, err)
-			return
-		}
-		sse := newSSEReader(resp.Body, maxEventBytes)
-		for {
-			ev, err := sse.Next()
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			if err != nil {
-				if ctxErr := ctx.Err(); ctxErr != nil {
-					err = ctxErr
-				}
-				yield(StreamEvent{}, err)
-				return
-			}
-			raw, err := decodeRPCResponse(ev.Data, id)
-			var se StreamEvent
-			if err == nil {
-				se, err = decodeEvent(raw)
-			}
-			if !yield(se, err) || err != nil {
-				return
-			}
-		}
-	}
+	return c.b.subscribe(ctx, taskID)
 }
 
-// call makes one unary JSON-RPC call and returns its result.
-func (c *Client) call(ctx context.Context, method string, params any, extensions []string) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	id := c.nextID.Add(1)
-	resp, err := c.post(ctx, id, method, params, extensions, "application/json")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := readCapped(resp.Body, maxBodyBytes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: read response: %w", method, err)
-	}
-	return decodeRPCResponse(body, id)
+// unusableBinding answers every call with ErrNoUsableInterface.
+type unusableBinding struct{ iface AgentInterface }
+
+func (u unusableBinding) err() error {
+	return fmt.Errorf("%w: %s %s", ErrNoUsableInterface, u.iface.Binding, u.iface.ProtocolVersion)
 }
 
-// post sends a JSON-RPC request and returns a 2xx response; any other
-// status is an *HTTPStatusError.
-func (c *Client) post(ctx context.Context, id int64, method string, params any, extensions []string, accept string) (*http.Response, error) {
-	body, err := encodeRPCRequest(id, method, params)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%s: build request: %w", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", accept)
-	req.Header.Set("A2A-Version", c.dialect.version())
-	if len(extensions) > 0 {
-		req.Header.Set(c.dialect.extensionsHeader(), strings.Join(extensions, ", "))
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%s: %w", method, &HTTPStatusError{StatusCode: resp.StatusCode})
-	}
-	return resp, nil
+func (u unusableBinding) sendMessage(context.Context, SendRequest) (SendResult, error) {
+	return SendResult{}, u.err()
 }
-
-func mediaType(contentType string) string {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return ""
-	}
-	return mt
+func (u unusableBinding) getTask(context.Context, string) (Task, error) { return Task{}, u.err() }
+func (u unusableBinding) listTasks(context.Context, ListTasksRequest) (ListTasksResult, error) {
+	return ListTasksResult{}, u.err()
 }
-
-// encodeRPCRequest encodes a JSON-RPC 2.0 request. Empty params are sent as
-// {} and never as null.
-func encodeRPCRequest(id int64, method string, params any) ([]byte, error) {
-	p, err := json.Marshal(params)
-	if err != nil {
-		return nil, fmt.Errorf("%s: encode params: %w", method, err)
-	}
-	if bytes.Equal(p, []byte("null")) {
-		p = []byte("{}")
-	}
-	return json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      int64           `json:"id"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}{"2.0", id, method, p})
+func (u unusableBinding) cancelTask(context.Context, string, []string, json.RawMessage) (Task, error) {
+	return Task{}, u.err()
 }
-
-// decodeRPCResponse decodes a JSON-RPC 2.0 response to the request with
-// the given id and returns its result, or its error as an *RPCError. The id
-// may come back as a number or a string; an error may carry a null id.
-func decodeRPCResponse(body []byte, id int64) (json.RawMessage, error) {
-	var resp struct {
-		ID     json.RawMessage `json:"id"`
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    int             `json:"code"`
-			Message string          `json:"message"`
-			Data    json.RawMessage `json:"data"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformedResponse, err)
-	}
-	if resp.Error != nil {
-		if present(resp.ID) && !idMatches(resp.ID, id) {
-			return nil, fmt.Errorf("%w: response id %s does not match request %d", ErrMalformedResponse, resp.ID, id)
-		}
-		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: nonNull(resp.Error.Data)}
-	}
-	if !idMatches(resp.ID, id) {
-		return nil, fmt.Errorf("%w: response id %s does not match request %d", ErrMalformedResponse, resp.ID, id)
-	}
-	if !present(resp.Result) {
-		return nil, fmt.Errorf("%w: response has neither result nor error", ErrMalformedResponse)
-	}
-	return resp.Result, nil
-}
-
-func idMatches(raw json.RawMessage, id int64) bool {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return false
-	}
-	want := strconv.FormatInt(id, 10)
-	switch v := v.(type) {
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64) == want
-	case string:
-		return v == want
-	}
-	return false
-}
-
-// readCapped reads r to the end, failing with ErrBodyTooLarge beyond limit
-// bytes.
-func readCapped(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
-	}
-	return b, nil
+func (u unusableBinding) setPushConfig(context.Context, string, PushConfig) error { return u.err() }
+func (u unusableBinding) subscribe(context.Context, string) iter.Seq2[StreamEvent, error] {
+	return func(yield func(StreamEvent, error) bool) { yield(StreamEvent{}, u.err()) }
 }

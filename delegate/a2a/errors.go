@@ -94,7 +94,8 @@ func (e *HTTPStatusError) Error() string {
 }
 
 // Retryable reports whether a failed call may succeed if repeated unchanged:
-// timeouts, connection failures, HTTP 5xx, 408 and 429. Protocol errors
+// timeouts, connection failures, HTTP 5xx, 408 and 429, and the gRPC
+// statuses Unavailable, DeadlineExceeded, ResourceExhausted and Aborted. Protocol errors
 // (JSON-RPC errors, malformed responses), egress refusals, TLS certificate
 // failures and cancellation by the caller are not retryable.
 func Retryable(err error) bool {
@@ -114,6 +115,9 @@ func Retryable(err error) bool {
 		return false
 	case errors.As(err, &rpcErr):
 		return false
+	case errors.As(err, new(*GRPCStatusError)):
+		r, _ := grpcRetryable(err)
+		return r
 	case errors.As(err, &statusErr):
 		c := statusErr.StatusCode
 		return c >= 500 || c == 408 || c == 429

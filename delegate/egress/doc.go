@@ -2,8 +2,9 @@
 // where outbound HTTP requests may go (Policy), the static checks on a URL
 // someone registers (Policy.ValidateURL, ParseAllowCIDRs for the
 // configuration), and the guarded http.Client every outbound request goes
-// through (NewClient) — A2A agent cards, JSON-RPC calls and streams, JWKS
-// and webhook deliveries alike.
+// through (NewClient) — A2A agent cards, JSON-RPC and HTTP+JSON calls and
+// streams, JWKS and webhook deliveries alike; A2A's gRPC binding dials its
+// connections with the same client's transport (DialURL).
 //
 // The production policy (the zero Policy) allows https only, and only to
 // globally routable addresses; a name is checked again on the address it

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -215,7 +216,7 @@ func newClient(p Policy, resolver *net.Resolver) *http.Client {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	return &http.Client{
-		Transport:     &guardedTransport{policy: p, base: base},
+		Transport:     &guardedTransport{policy: p, base: base, tlsConfig: base.TLSClientConfig.Clone()},
 		CheckRedirect: checkRedirect,
 	}
 }
@@ -225,6 +226,9 @@ func newClient(p Policy, resolver *net.Resolver) *http.Client {
 type guardedTransport struct {
 	policy Policy
 	base   *http.Transport
+	// tlsConfig is base's TLS configuration as built, before base's first
+	// request (which amends base's own) — read without a race.
+	tlsConfig *tls.Config
 }
 
 // RoundTrip refuses a request whose URL fails the policy, then sends it.
@@ -236,6 +240,32 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	return t.base.RoundTrip(req)
+}
+
+// DialURL opens a TCP connection to the host of u (its port, or 443 for
+// https and 80 for http) under the rules of the client's requests: u must
+// pass the policy's static checks, and the address dialed is checked
+// before connecting. It is how a protocol that is not HTTP/1 or TLS-ALPN
+// HTTP/2 through net/http — A2A's gRPC binding — goes out through the
+// same egress policy.
+func (t *guardedTransport) DialURL(ctx context.Context, u *url.URL) (net.Conn, error) {
+	if err := t.policy.validate(u); err != nil {
+		return nil, err
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return t.base.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+}
+
+// TLSClientConfig returns a copy of the TLS configuration the client's
+// connections use.
+func (t *guardedTransport) TLSClientConfig() *tls.Config {
+	return t.tlsConfig.Clone()
 }
 
 // CloseIdleConnections closes the idle connections of the underlying

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -275,5 +276,45 @@ func TestProxyEnvironmentIgnored(t *testing.T) {
 	}
 	if proxy.hits.Load() != 0 || target.hits.Load() != 1 {
 		t.Fatalf("proxy hits %d, target hits %d", proxy.hits.Load(), target.hits.Load())
+	}
+}
+
+// TestDialURL: the client's transport dials a URL's host for a protocol
+// that is not sent through net/http (A2A's gRPC binding) under the same
+// rules: the static checks on the URL, then the address check at connect
+// time, and the TLS configuration of its requests.
+func TestDialURL(t *testing.T) {
+	t.Parallel()
+	allowed := serveOn(t, "127.0.0.1", &countingHandler{})
+	forbidden := serveOn(t, "127.0.0.2", &countingHandler{})
+	_, port, _ := net.SplitHostPort(forbidden.Listener.Addr().String())
+	dialer, ok := NewClient(loopbackPolicy).Transport.(interface {
+		DialURL(ctx context.Context, u *url.URL) (net.Conn, error)
+		TLSClientConfig() *tls.Config
+	})
+	if !ok {
+		t.Fatal("the client's transport does not offer DialURL and TLSClientConfig")
+	}
+	if cfg := dialer.TLSClientConfig(); cfg == nil || cfg.MinVersion != tls.VersionTLS12 {
+		t.Fatalf("TLS configuration %+v", cfg)
+	}
+	u, _ := url.Parse(allowed.URL)
+	conn, err := dialer.DialURL(t.Context(), u)
+	if err != nil {
+		t.Fatalf("dial an allowed address: %v", err)
+	}
+	conn.Close()
+	if _, err := dialer.DialURL(t.Context(), &url.URL{Scheme: "http", Host: "127.0.0.2:" + port}); !errors.Is(err, ErrDenied) {
+		t.Fatalf("dial outside the allow list: %v", err)
+	}
+	if _, err := dialer.DialURL(t.Context(), &url.URL{Scheme: "ftp", Host: u.Host}); !errors.Is(err, ErrDenied) {
+		t.Fatalf("dial for a scheme the policy refuses: %v", err)
+	}
+	dns := newFakeDNS("127.0.0.2")
+	viaName := newClient(loopbackPolicy, dns.resolver()).Transport.(interface {
+		DialURL(ctx context.Context, u *url.URL) (net.Conn, error)
+	})
+	if _, err := viaName.DialURL(t.Context(), &url.URL{Scheme: "http", Host: "agent.quittance.test:" + port}); !isDialRefusal(err) {
+		t.Fatalf("a name resolving outside the allow list: %v, want a dial-time refusal", err)
 	}
 }

@@ -64,6 +64,9 @@ func TestCalledA2AMethodsStartAtZero(t *testing.T) {
 		for i := range client.NumMethod() {
 			name := client.Type().Method(i).Name
 			m := client.Method(i)
+			if m.Type().NumIn() == 0 {
+				continue // an accessor (Interface), no call
+			}
 			args := make([]reflect.Value, m.Type().NumIn())
 			for j := range args {
 				if in := m.Type().In(j); in == ctxType {

@@ -89,6 +89,10 @@ func (t *a2aTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// Unwrap returns the wrapped transport: A2A's gRPC binding dials through
+// the egress transport beneath (delegate/a2a, grpc.go), unmeasured here.
+func (t *a2aTransport) Unwrap() http.RoundTripper { return t.base }
+
 // CloseIdleConnections closes the idle connections of the wrapped transport.
 func (t *a2aTransport) CloseIdleConnections() {
 	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {

@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -134,4 +135,24 @@ func (o *Orchestrator) RemoteTasks(ctx context.Context, p ledger.Principal, id u
 		return nil, err
 	}
 	return o.store.RemoteTasks(ctx, id)
+}
+
+// AgentOrg returns the org an orchestrator may delegate to through the
+// A2A gateway: registered with an agent card URL and its identity not
+// revoked. Any other org, and an org the principal's role may not
+// delegate to, is ledger.ErrNotFound (ledger.ErrForbidden for a role that
+// may not delegate at all), so the gateway's answer is the same for an
+// org that does not exist and one it does not serve.
+func (o *Orchestrator) AgentOrg(ctx context.Context, p ledger.Principal, orgID string) (ledger.Org, error) {
+	if err := ledger.Authorize(p, ledger.ActionDelegate); err != nil {
+		return ledger.Org{}, err
+	}
+	org, err := o.store.Org(ctx, orgID)
+	if err != nil {
+		return ledger.Org{}, err
+	}
+	if org.AgentCardURL == "" || org.IdentityRevoked() {
+		return ledger.Org{}, fmt.Errorf("org %s serves no agent: %w", orgID, ledger.ErrNotFound)
+	}
+	return org, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/console"
+	"github.com/quittance/quittance/cmd/quittance/internal/gateway"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/ratelimit"
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
@@ -269,11 +270,18 @@ func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
 	a.Checkpoints = audit.NewCheckpoints(store, signer, cfg.LedgerID, cfg.Clock, log.With(slog.String("component", "checkpoints")))
 	// One limiter for the API and the console: one set of buckets, one rule.
 	limiter := ratelimit.New(cfg.RateLimit, log.With(slog.String("component", "ratelimit")), time.Now)
+	// The A2A gateway fronts each org's agent for orchestrators; remote
+	// agent cards are fetched through the egress policy, on a client of
+	// their own.
+	gw := gateway.New(gateway.Config{
+		Ledger: a.Ledger, Access: a.Access, Orchestrator: a.Orchestrator, CardClient: egress.NewClient(cfg.Egress),
+		PublicURL: cfg.A2A.PublicURL, Log: log.With(slog.String("component", "gateway")),
+	})
 	a.API = httpapi.New(httpapi.Config{
 		Ledger: a.Ledger, Access: a.Access, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
 		Push: a.Worker, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, JWKS: jwks,
 		Log: log, Version: cfg.Version, LedgerID: cfg.LedgerID, Metrics: metrics,
-		Limiter: limiter, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints,
+		Limiter: limiter, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints, Gateway: gw,
 	})
 	a.Console = newConsole(cfg, a, log, limiter)
 }

@@ -69,7 +69,13 @@ type Config struct {
 	// Checkpoints signs and serves checkpoints over the event streams'
 	// heads; those operations are registered only when it is set.
 	Checkpoints *audit.Checkpoints
+	// Gateway is the A2A gateway (cmd/quittance/internal/gateway), served
+	// under GatewayPrefix behind the API's middleware when set.
+	Gateway http.Handler
 }
+
+// GatewayPrefix is the path under which the A2A gateway is served.
+const GatewayPrefix = "/a2a/orgs/"
 
 // Server is the HTTP API.
 type Server struct {
@@ -153,6 +159,9 @@ func New(cfg Config) *Server {
 	s.registerCases()
 	s.checkpoints = cfg.Checkpoints
 	s.registerCheckpoints()
+	if cfg.Gateway != nil {
+		mux.Handle(GatewayPrefix, cfg.Gateway)
+	}
 	s.handler = s.middleware(s.routeStreams(mux))
 	return s
 }

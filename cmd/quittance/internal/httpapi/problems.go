@@ -146,6 +146,13 @@ func problemFor(ctx context.Context, log *slog.Logger, err error) error {
 	return newProblem(status, w.code, w.detail)
 }
 
+// ProblemOf is the problem the API answers err with (problemFor): the A2A
+// gateway carries its status and code in its A2A errors, so a refusal
+// has the same code over A2A as over the REST API.
+func ProblemOf(ctx context.Context, log *slog.Logger, err error) *Problem {
+	return problemFor(ctx, log, err).(*Problem)
+}
+
 // wording is a problem's fixed code and detail.
 type wording struct{ code, detail string }
 

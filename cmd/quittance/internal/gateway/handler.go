@@ -1,0 +1,336 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"strconv"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/ledger"
+)
+
+// handler is the a2asrv.RequestHandler of every org's A2A server: each
+// call runs as the request's orchestrator (callOf), about the org its path
+// names.
+type handler struct {
+	g *Gateway
+}
+
+var _ a2asrv.RequestHandler = (*handler)(nil)
+
+// errTaskNotFound is the one answer for a task id that is unknown, not a
+// UUID, another tenant's or another org's: the same error, word for word,
+// so the answer tells nothing of which it was.
+func errTaskNotFound() error { return a2a.NewError(a2a.ErrTaskNotFound, "task not found") }
+
+// begin is the call of ctx, once the request's tenant, where sent, is the
+// credential's.
+func (h *handler) begin(ctx context.Context, tenant string) (call, error) {
+	c, ok := callOf(ctx)
+	if !ok {
+		return call{}, a2a.ErrUnauthenticated
+	}
+	if tenant != "" && tenant != c.p.Tenant {
+		return call{}, a2a.NewError(a2a.ErrUnauthorized, "tenant is not the credential's tenant")
+	}
+	return c, nil
+}
+
+// delegation loads the task id's delegation as c may see it: one of c's
+// tenant, with c's org. Anything else is errTaskNotFound.
+func (h *handler) delegation(ctx context.Context, c call, id a2a.TaskID) (ledger.Delegation, error) {
+	did, err := uuid.Parse(string(id))
+	if err != nil {
+		return ledger.Delegation{}, errTaskNotFound()
+	}
+	d, err := h.g.cfg.Ledger.GetDelegation(ctx, c.p, did)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && d.OrgID != c.org) {
+		return ledger.Delegation{}, errTaskNotFound()
+	}
+	if err != nil {
+		return ledger.Delegation{}, h.fail(ctx, err)
+	}
+	return d, nil
+}
+
+// SendMessage creates a dispatched delegation from a message that carries
+// the ledger extension's data (GATEWAY.md, "Sending a task").
+func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
+	c, err := h.begin(ctx, req.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	msg := req.Message
+	if msg == nil || msg.ID == "" {
+		return nil, a2a.NewError(a2a.ErrInvalidParams, "message with a messageId is required")
+	}
+	if msg.TaskID != "" {
+		if _, err := h.delegation(ctx, c, msg.TaskID); err != nil {
+			return nil, err
+		}
+		return nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a message on an existing task (continuation) is not served by the gateway yet; answer it with POST /v1/delegations/{id}/messages")
+	}
+	data, rest, err := parseLedgerData(msg.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	dispatch, err := dispatchMessage(msg, rest)
+	if err != nil {
+		return nil, err
+	}
+	op := data.BusinessOperationID
+	if op == "" {
+		op = msg.ID
+	}
+	d, _, err := h.g.cfg.Ledger.CreateDelegation(ctx, c.p, ledger.CreateInput{
+		BusinessOperationID: op, OrgID: c.org, TaskClass: data.TaskClass, BudgetID: data.BudgetID,
+		Hold:     ledger.Money{AmountMinor: *data.Hold.AmountMinor, Currency: data.Hold.Currency},
+		Dispatch: &ledger.DispatchInput{Message: dispatch},
+	})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return h.task(ctx, c, d)
+}
+
+// dispatchMessage is the message Quittance sends the org's agent: the
+// client's parts, and its metadata without the ledger extension's entry.
+func dispatchMessage(msg *a2a.Message, metadata map[string]any) (json.RawMessage, error) {
+	out := map[string]any{"parts": msg.Parts}
+	if len(metadata) > 0 {
+		out["metadata"] = metadata
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, a2a.NewError(a2a.ErrInvalidParams, "message does not encode: "+err.Error())
+	}
+	return raw, nil
+}
+
+// GetTask answers the task of one of the caller's delegations at the org.
+func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
+	c, err := h.begin(ctx, req.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	d, err := h.delegation(ctx, c, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return h.task(ctx, c, d)
+}
+
+// maxPageSize is ListTasks' largest page, and its default.
+const (
+	maxPageSize     = 100
+	defaultPageSize = 50
+)
+
+// ListTasks lists the caller's tenant's delegations at the org, newest
+// first; pageToken is the last task id of the previous page.
+func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
+	c, err := h.begin(ctx, req.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	size := req.PageSize
+	switch {
+	case size == 0:
+		size = defaultPageSize
+	case size < 0 || size > maxPageSize:
+		return nil, a2a.NewError(a2a.ErrInvalidParams, "pageSize must be 1 to "+strconv.Itoa(maxPageSize))
+	}
+	f := ledger.DelegationFilter{OrgID: c.org, Limit: size}
+	if req.PageToken != "" {
+		after, err := uuid.Parse(req.PageToken)
+		if err != nil {
+			return nil, a2a.NewError(a2a.ErrInvalidParams, "pageToken is not one this server issued")
+		}
+		f.After = after
+	}
+	if req.Status != a2a.TaskStateUnspecified {
+		st, err := ledger.ParseTaskStatus(string(req.Status))
+		if err != nil {
+			return nil, a2a.NewError(a2a.ErrInvalidParams, "status is not an A2A task state")
+		}
+		f.TaskStatus = st
+	}
+	if req.ContextID != "" || req.StatusTimestampAfter != nil {
+		return nil, a2a.NewError(a2a.ErrInvalidParams, "the contextId and statusTimestampAfter filters are not served by the gateway yet")
+	}
+	ds, err := h.g.cfg.Ledger.ListDelegations(ctx, c.p, f)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out := &a2a.ListTasksResponse{Tasks: []*a2a.Task{}, PageSize: size}
+	for _, d := range ds {
+		t, err := h.task(ctx, c, d)
+		if err != nil {
+			return nil, err
+		}
+		if !req.IncludeArtifacts {
+			t.Artifacts = nil
+		}
+		out.Tasks = append(out.Tasks, t)
+	}
+	out.TotalSize = len(out.Tasks)
+	if len(ds) == size {
+		out.NextPageToken = ds[len(ds)-1].ID.String()
+	}
+	return out, nil
+}
+
+// CancelTask asks for the delegation's cancel (ledger.Service.RequestCancel):
+// Quittance cancels the remote task; the hold stays until what it observes
+// there, and evidence where the gate applies, ends the obligation.
+func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
+	c, err := h.begin(ctx, req.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	d, err := h.delegation(ctx, c, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if d.TaskStatus.Terminal() {
+		return nil, a2a.NewError(a2a.ErrTaskNotCancelable, "the task is "+string(d.TaskStatus))
+	}
+	d, err = h.g.cfg.Ledger.RequestCancel(ctx, c.p, d.ID)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return h.task(ctx, c, d)
+}
+
+// errNotServed answers the operations the gateway does not serve yet.
+func errNotServed(what string) error {
+	return a2a.NewError(a2a.ErrUnsupportedOperation, what+" is not served by the gateway yet (GATEWAY.md, \"Not served yet\")")
+}
+
+// SubscribeToTask is not served yet.
+func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, errNotServed("SubscribeToTask")) }
+}
+
+// SendStreamingMessage is not served yet.
+func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, errNotServed("SendStreamingMessage")) }
+}
+
+// GetTaskPushConfig is not served yet.
+func (h *handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// ListTaskPushConfigs is not served yet.
+func (h *handler) ListTaskPushConfigs(context.Context, *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// CreateTaskPushConfig is not served yet.
+func (h *handler) CreateTaskPushConfig(context.Context, *a2a.PushConfig) (*a2a.PushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+// DeleteTaskPushConfig is not served yet.
+func (h *handler) DeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigRequest) error {
+	return a2a.ErrPushNotificationNotSupported
+}
+
+// GetExtendedAgentCard: the gateway's card is the only one.
+func (h *handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
+	return nil, a2a.ErrExtendedCardNotConfigured
+}
+
+// fail maps a domain error to the A2A error of its REST problem: the A2A
+// code by the problem's status, and the problem's code and status in the
+// ErrorInfo's metadata (problem_code, problem_status) and as a detail.
+func (h *handler) fail(ctx context.Context, err error) error {
+	p := httpapi.ProblemOf(ctx, h.g.cfg.Log, err)
+	var base error
+	switch p.Status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge:
+		base = a2a.ErrInvalidParams
+	case http.StatusUnauthorized:
+		base = a2a.ErrUnauthenticated
+	case http.StatusForbidden:
+		base = a2a.ErrUnauthorized
+	case http.StatusNotFound:
+		base = a2a.ErrTaskNotFound
+	case http.StatusConflict:
+		base = a2a.ErrInvalidRequest
+	default:
+		base = a2a.ErrInternalError
+	}
+	return a2a.NewError(base, p.Detail).
+		WithErrorInfoMeta(map[string]string{"problem_code": p.Code, "problem_status": strconv.Itoa(p.Status)}).
+		WithDetails(map[string]any{"code": p.Code, "status": p.Status, "detail": p.Detail})
+}
+
+// ledgerData is the ledger extension's data in a message's metadata
+// (ledger/extension/v1/message-metadata.schema.json).
+type ledgerData struct {
+	BudgetID string `json:"budget_id"`
+	Hold     *struct {
+		AmountMinor *int64 `json:"amount_minor"`
+		Currency    string `json:"currency"`
+	} `json:"hold"`
+	TaskClass           string `json:"task_class"`
+	BusinessOperationID string `json:"business_operation_id"`
+}
+
+// parseLedgerData reads the ledger extension's data from a message's
+// metadata and returns the rest of the metadata. No entry under the URI
+// is ExtensionSupportRequiredError; a malformed one is InvalidParams
+// naming the member at fault. What the values must be beyond their shape
+// (a budget the tenant holds on, a positive amount, a task class's
+// spelling) is the ledger's to say, as for POST /v1/delegations.
+func parseLedgerData(metadata map[string]any) (ledgerData, map[string]any, error) {
+	entry, ok := metadata[ExtensionURI]
+	if !ok || entry == nil {
+		return ledgerData{}, nil, a2a.NewError(a2a.ErrExtensionSupportRequired,
+			"this agent requires the extension "+ExtensionURI+": put budget_id, hold {amount_minor, currency} and task_class in message.metadata[\""+ExtensionURI+"\"]").
+			WithErrorInfoMeta(map[string]string{"extension": ExtensionURI})
+	}
+	invalid := func(format string, args ...any) error {
+		return a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("message.metadata[%q]: ", ExtensionURI)+fmt.Sprintf(format, args...)).
+			WithErrorInfoMeta(map[string]string{"extension": ExtensionURI})
+	}
+	if _, isObject := entry.(map[string]any); !isObject {
+		return ledgerData{}, nil, invalid("must be an object")
+	}
+	raw, err := json.Marshal(entry)
+	if err != nil {
+		return ledgerData{}, nil, invalid("does not encode")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var data ledgerData
+	if err := dec.Decode(&data); err != nil {
+		return ledgerData{}, nil, invalid("%v", err)
+	}
+	switch {
+	case data.BudgetID == "":
+		return ledgerData{}, nil, invalid("budget_id is required")
+	case data.Hold == nil || data.Hold.AmountMinor == nil || data.Hold.Currency == "":
+		return ledgerData{}, nil, invalid("hold with amount_minor and currency is required")
+	case data.TaskClass == "":
+		return ledgerData{}, nil, invalid("task_class is required")
+	}
+	rest := make(map[string]any, len(metadata))
+	for k, v := range metadata {
+		if k != ExtensionURI {
+			rest[k] = v
+		}
+	}
+	return data, rest, nil
+}

@@ -293,7 +293,7 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 	hash := in.hash()
 	keys := WriteKeys{Budgets: []string{in.BudgetID}, Operations: []OperationKey{{Tenant: p.Tenant, ID: in.BusinessOperationID}}}
 	if in.Remote.TaskID != "" {
-		keys.RemoteTasks = []RemoteTaskKey{{OrgID: in.OrgID, TaskID: in.Remote.TaskID}}
+		keys.RecordedTasks = []RemoteTaskKey{{OrgID: in.OrgID, TaskID: in.Remote.TaskID}}
 	}
 	err = s.store.InTx(WithWriteKeys(ctx, keys), func(tx Tx) error {
 		d, created, err = s.createInTx(ctx, tx, p, in, hash)

@@ -20,8 +20,10 @@ type WriteKeys struct {
 	Budgets []string
 	// Operations are business operation ids a creation records.
 	Operations []OperationKey
-	// RemoteTasks are remote tasks a creation records, or evidence names:
-	// the task's lock and every delegation recording it.
+	// RecordedTasks are remote tasks a creation records: the task's lock.
+	RecordedTasks []RemoteTaskKey
+	// RemoteTasks are remote tasks evidence names: the task's lock and
+	// every delegation recording it.
 	RemoteTasks []RemoteTaskKey
 }
 

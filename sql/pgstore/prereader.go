@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
@@ -48,6 +49,9 @@ func merge(keys ...ledger.WriteKeys) flushKeys {
 		for _, op := range w.Operations {
 			k.locks = append(k.locks, operationLock(op.Tenant, op.ID))
 		}
+		for _, rt := range w.RecordedTasks {
+			k.locks = append(k.locks, remoteTaskLock(rt.OrgID, rt.TaskID))
+		}
 		for _, rt := range w.RemoteTasks {
 			k.locks = append(k.locks, remoteTaskLock(rt.OrgID, rt.TaskID))
 			k.orgIDs = append(k.orgIDs, rt.OrgID)
@@ -64,8 +68,10 @@ func (k flushKeys) empty() bool {
 }
 
 // preRead is a flush's sorted, locking pre-read (ledger/DESIGN.md §5, "The
-// write path"): in one round trip (one pgx.Batch, with the BEGIN), before
-// any operation runs, it takes every lock the operations named, class by
+// write path"): queued on conn, so that it is sent in one pgx.Batch with
+// the BEGIN and the first statement of the flush's first operation (no
+// round trip of its own), before any operation's statement runs, it takes
+// every lock the operations named, class by
 // class and each class in one order: the advisory locks of business
 // operation ids and remote tasks (by name), the delegations (by id, with
 // those recording the remote tasks), their event streams' locks (by
@@ -86,53 +92,83 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 	ids := slices.Clone(k.delegations)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
-	var heads []dbsqlc.EventStreamHeadsLockedForFlushRow
-	// The statements are those of the queries: issued once against a
-	// recorder, to be sent in one batch, and once against its results.
-	issue := func(q *dbsqlc.Queries) error {
-		if err := q.AdvisoryXactLocksSorted(ctx, nonNil(k.locks)); err != nil {
-			return err
-		}
-		_, err := q.DelegationsLockForFlush(ctx, dbsqlc.DelegationsLockForFlushParams{
+	// A statement with nothing to lock is not sent: a creation alone
+	// locks its operation id, its remote task and its budget, in two.
+	delegations := len(ids) > 0 || len(k.orgIDs) > 0
+	rec := &planRecorder{}
+	q := newQueries(rec)
+	var err error
+	if len(k.locks) > 0 {
+		err = errors.Join(err, q.AdvisoryXactLocksSorted(ctx, k.locks))
+	}
+	heads := -1 // the index of the heads' statement
+	if delegations {
+		_, e1 := q.DelegationsLockForFlush(ctx, dbsqlc.DelegationsLockForFlushParams{
 			Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
 		})
-		if err != nil {
-			return err
-		}
-		heads, err = q.EventStreamHeadsLockedForFlush(ctx, dbsqlc.EventStreamHeadsLockedForFlushParams{
+		heads = len(rec.statements)
+		_, e2 := q.EventStreamHeadsLockedForFlush(ctx, dbsqlc.EventStreamHeadsLockedForFlushParams{
 			Streams: []string{}, Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
 		})
-		if err != nil {
-			return err
-		}
-		_, err = q.BudgetsLockForFlush(ctx, dbsqlc.BudgetsLockForFlushParams{
+		err = errors.Join(err, e1, e2)
+	}
+	if delegations || len(k.budgets) > 0 {
+		_, e := q.BudgetsLockForFlush(ctx, dbsqlc.BudgetsLockForFlushParams{
 			BudgetIds: nonNil(k.budgets), Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
 		})
-		return err
-	}
-	rec := &planRecorder{}
-	if err := issue(newQueries(rec)); err != nil {
-		return err
-	}
-	br, err := conn.sendAll(ctx, rec.statements)
-	if err != nil {
-		return err
-	}
-	err = issue(newQueries(&batchReplay{batch: br}))
-	if cerr := br.Close(); err == nil {
-		err = cerr
+		err = errors.Join(err, e)
 	}
 	if err != nil {
-		conn.failed = err
 		return err
 	}
-	if shared.heads == nil {
-		shared.heads = make(map[string]streamHead, len(heads))
-	}
-	for _, h := range heads {
-		shared.heads[h.Stream] = streamHead{seq: h.StreamSeq, hash: h.Hash}
+	// Queued: they ride in one batch with the BEGIN and the first
+	// statement the operations send, so the pre-read costs no round trip
+	// of its own. An append before their results arrive reads its
+	// stream's head itself (it holds the lock by then).
+	for i, st := range rec.statements {
+		st.check = func(_ pgconn.CommandTag, err error) error {
+			if err != nil {
+				return fmt.Errorf("the flush's pre-read: %w", err)
+			}
+			return nil
+		}
+		st.read = func(br pgx.BatchResults) error {
+			if i != heads {
+				_, err := br.Exec()
+				return err
+			}
+			return readHeads(br, shared)
+		}
+		conn.queued = append(conn.queued, st)
 	}
 	return nil
+}
+
+// readHeads reads the stream heads of a pre-read's
+// EventStreamHeadsLockedForFlush into shared.heads.
+func readHeads(br pgx.BatchResults, shared *txShared) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if shared.heads == nil {
+		shared.heads = map[string]streamHead{}
+	}
+	for rows.Next() {
+		var (
+			stream string
+			seq    int32
+			hash   []byte
+		)
+		if err := rows.Scan(&stream, &seq, &hash); err != nil {
+			return err
+		}
+		if _, ok := shared.heads[stream]; !ok {
+			shared.heads[stream] = streamHead{seq: seq, hash: hash}
+		}
+	}
+	return rows.Err()
 }
 
 // nonNil is s, or an empty slice for nil: a nil slice is sent as NULL,
@@ -161,22 +197,6 @@ func (r *planRecorder) Query(_ context.Context, sql string, args ...any) (pgx.Ro
 func (r *planRecorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
 	r.statements = append(r.statements, queuedStatement{sql: sql, args: args})
 	return errRow{}
-}
-
-// batchReplay answers the same run of queries with the results of the
-// batch the planRecorder's statements were sent in, one after the other.
-type batchReplay struct{ batch pgx.BatchResults }
-
-func (b *batchReplay) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return b.batch.Exec()
-}
-
-func (b *batchReplay) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return b.batch.Query()
-}
-
-func (b *batchReplay) QueryRow(context.Context, string, ...any) pgx.Row {
-	return b.batch.QueryRow()
 }
 
 // noRows are the rows of a recorded query: none.

@@ -75,6 +75,10 @@ type queuedStatement struct {
 	// check judges the statement's result: its command tag, or the error
 	// it failed with; it returns the error the transaction fails with.
 	check func(pgconn.CommandTag, error) error
+	// read, when set, reads the statement's result (one, from the batch)
+	// instead of Exec, and check is given its error alone: a queued read
+	// whose rows are kept (a flush's pre-read, prereader.go).
+	read func(pgx.BatchResults) error
 }
 
 // queue queues the one statement that send issues through q (an :exec or
@@ -142,7 +146,15 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 		}
 	}
 	for _, q := range queued {
-		tag, err := br.Exec()
+		var (
+			tag pgconn.CommandTag
+			err error
+		)
+		if q.read != nil {
+			err = q.read(br)
+		} else {
+			tag, err = br.Exec()
+		}
 		if cerr := q.check(tag, err); cerr != nil {
 			b.culprit = 0
 			if statementRefused(err) {

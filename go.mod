@@ -16,6 +16,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/quittance/quittance/compensation/kit v0.0.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
@@ -96,3 +97,7 @@ tool github.com/sqlc-dev/sqlc/cmd/sqlc
 // for its a2acompat/a2av0 bridge, which Quittance does not import; without
 // this line that requirement would silently move the pinned 0.3 peer.
 replace github.com/a2aproject/a2a-go => github.com/a2aproject/a2a-go v0.3.3
+
+// The compensation kit is a module of its own, for remote orgs; Quittance's
+// tests run an a2a-go v2 peer built with it (cmd/quittance/internal/httpapi).
+replace github.com/quittance/quittance/compensation/kit => ./compensation/kit

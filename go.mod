@@ -99,5 +99,6 @@ tool github.com/sqlc-dev/sqlc/cmd/sqlc
 replace github.com/a2aproject/a2a-go => github.com/a2aproject/a2a-go v0.3.3
 
 // The compensation kit is a module of its own (a remote org imports it
-// without the ledger); the demo supplier uses the copy beside it.
+// without the ledger); the demo supplier and the a2a-go v2 test peer
+// (cmd/quittance/internal/httpapi) use the copy beside it.
 replace github.com/quittance/quittance/compensation/kit => ./compensation/kit

@@ -48,6 +48,9 @@ type Observation struct {
 	// compensation instead (task_ended_gated). Observers leave it empty:
 	// ApplyEvidence reads them under the delegation's lock (applyTaskEnd).
 	ExtraRemoteTasks []string
+	// Binding is the A2A protocol binding of the call that read the
+	// status, kept on the event; "" for a push or a report.
+	Binding string
 }
 
 // CheckReport checks an orchestrator's report of the remote task before
@@ -212,7 +215,7 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 func observationData(d ledger.Delegation, obs Observation, at time.Time) ledger.TaskObservation {
 	data := ledger.TaskObservation{
 		State: string(obs.Status), Timestamp: at.Format(time.RFC3339Nano), Previous: string(d.TaskStatus),
-		Message: obs.Message, Source: obs.Source,
+		Message: obs.Message, Source: obs.Source, Binding: obs.Binding,
 	}
 	if !obs.ReportedTimestamp.IsZero() {
 		data.ReportedTimestamp = obs.ReportedTimestamp.UTC().Format(time.RFC3339Nano)

@@ -45,7 +45,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	card, client, _, err := w.agent(ctx, org)
+	card, client, iface, err := w.agent(ctx, org)
 	var task a2a.Task
 	if err == nil {
 		exts, meta, merr := w.cancelExtensions(d, card)
@@ -54,7 +54,7 @@ func (w *Worker) cancel(ctx context.Context, j Job) error {
 		}
 		task, err = client.CancelTaskWithMetadata(ctx, d.Remote.TaskID, exts, meta)
 	}
-	return w.takeCancelAnswer(ctx, j, d, taskAnswer{org: org, card: card, task: task, source: "cancel"}, err)
+	return w.takeCancelAnswer(ctx, j, d, taskAnswer{org: org, card: card, task: task, source: "cancel", binding: iface.Binding}, err)
 }
 
 // cancelExtensions is CancelExtensions with the worker's identity and clock.
@@ -116,7 +116,7 @@ func (w *Worker) takeCancelAnswer(ctx context.Context, j Job, d ledger.Delegatio
 		return w.finish(ctx, j, "not_cancelable", func(tx Tx) error {
 			now := w.now()
 			if err := record(ctx, tx, d, ledger.EventTypeCancelRefused, now, ledger.CancelRefusedData{
-				TaskID: d.Remote.TaskID, Error: errorText(err),
+				TaskID: d.Remote.TaskID, Error: errorText(err), Binding: answer.binding,
 			}); err != nil {
 				return err
 			}
@@ -127,14 +127,14 @@ func (w *Worker) takeCancelAnswer(ctx context.Context, j Job, d ledger.Delegatio
 		// it): recorded on every cancel, never read as canceled or
 		// rejected; the hold stays.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
-			return taskNotFound(ctx, tx, d, notFoundAnswer{source: "cancel", cause: err, attempt: j.Attempt, always: true}, w.now())
+			return taskNotFound(ctx, tx, d, notFoundAnswer{source: "cancel", cause: err, attempt: j.Attempt, always: true, binding: answer.binding}, w.now())
 		})
 	case a2a.Retryable(err):
 		return w.retryAt(ctx, j, w.now().Add(w.backoff.Wait(j.Attempt)), errorText(err), nil)
 	}
 	return w.finish(ctx, j, "cancel_failed", func(tx Tx) error {
 		return record(ctx, tx, d, ledger.EventTypeCancelFailed, w.now(), ledger.CancelFailedData{
-			TaskID: d.Remote.TaskID, Error: errorText(err), Attempt: j.Attempt,
+			TaskID: d.Remote.TaskID, Error: errorText(err), Attempt: j.Attempt, Binding: answer.binding,
 		})
 	})
 }

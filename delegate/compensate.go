@@ -53,7 +53,8 @@ func (w *Worker) compensate(ctx context.Context, j Job) error {
 	}
 	run := &compensationRun{j: j, d: d, org: org, round: max(tr.CompensationRound, 1)}
 	run.msgID = compensation.RequestMessageID(d.ID, run.round)
-	_, client, _, err := w.agent(ctx, org)
+	_, client, iface, err := w.agent(ctx, org)
+	run.binding = iface.Binding
 	if err != nil {
 		return w.compensationFailed(ctx, j, run.round, compensationFailure{problem: "agent unavailable: " + errorText(err),
 			outcome: outcomeError, counted: true, taskID: tr.CompensationTaskID})
@@ -80,6 +81,8 @@ type compensationRun struct {
 	msgID string
 	// named are the extra tasks the request names.
 	named []string
+	// binding is the protocol binding the run calls the agent over.
+	binding string
 	remoteAnswer
 }
 
@@ -359,7 +362,7 @@ func (w *Worker) recordRequested(ctx context.Context, tx Tx, run *compensationRu
 		Data: ledger.CompensationRequestedData{
 			MessageID: run.msgID, Round: round, Attempt: d.Compensation.Attempts,
 			CompensationTaskID: taskID, TaskID: d.Remote.TaskID, IdempotencyKey: ledger.CompensationKey(d),
-			ExtraTaskIDs: named,
+			ExtraTaskIDs: named, Binding: run.binding,
 		},
 	})
 	if err != nil || len(named) == 0 {

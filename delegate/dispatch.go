@@ -368,7 +368,7 @@ func (w *Worker) applyDispatched(ctx context.Context, tx Tx, run *dispatchRun, t
 	iface := run.iface
 	d.Remote = ledger.RemoteTask{TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion}
 	d, _, err = ledger.Apply(ctx, tx, d, ledger.Change{Type: ledger.EventTypeTaskDispatched, Actor: workerActor, At: now, Data: ledger.TaskDispatchedData{
-		TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion,
+		TaskID: task.ID, ContextID: task.ContextID, ProtocolVersion: iface.ProtocolVersion, Binding: iface.Binding,
 		MessageID: DispatchMessageID(d.ID), Attempt: run.j.Attempt, PushRegistered: run.push != nil,
 	}})
 	if err != nil {
@@ -386,6 +386,7 @@ func taskStatus(s a2a.TaskState) ledger.TaskStatus { return ledger.TaskStatus(s)
 func observation(t a2a.Task, source string) compensation.Observation {
 	return compensation.Observation{
 		Status: taskStatus(t.Status.State), Timestamp: t.Status.Timestamp, Message: messageText(t.Status.Message), Source: source,
+		Binding: t.Binding,
 	}
 }
 

@@ -211,7 +211,7 @@ func (w *Worker) observe(ctx context.Context, j Job) error {
 		// task (it may have purged it): never read as an end, and the
 		// same answer again is no news.
 		return w.finish(ctx, j, "task_not_found", func(tx Tx) error {
-			return taskNotFound(ctx, tx, d, notFoundAnswer{source: source, cause: err, attempt: j.Attempt}, w.now())
+			return taskNotFound(ctx, tx, d, notFoundAnswer{source: source, cause: err, attempt: j.Attempt, binding: client.Interface().Binding}, w.now())
 		})
 	}
 	if err != nil {
@@ -306,6 +306,7 @@ type notFoundAnswer struct {
 	cause   error
 	attempt int
 	always  bool
+	binding string // of the call answered so
 }
 
 // taskNotFound records, in tx, that d's agent answered a.cause for d's
@@ -321,7 +322,7 @@ func taskNotFound(ctx context.Context, tx Tx, d ledger.Delegation, a notFoundAns
 	if changed || a.always {
 		attempt := a.attempt
 		if err := record(ctx, tx, d, ledger.EventTypeRemoteTaskNotFound, now, ledger.RemoteTaskNotFoundData{
-			TaskID: d.Remote.TaskID, Source: a.source, Error: answer, Attempt: &attempt,
+			TaskID: d.Remote.TaskID, Source: a.source, Error: answer, Attempt: &attempt, Binding: a.binding,
 		}); err != nil {
 			return err
 		}
@@ -359,6 +360,9 @@ type taskAnswer struct {
 	card   a2a.AgentCard
 	task   a2a.Task
 	source string
+	// binding is the protocol binding of the call, for the events of an
+	// error answer (a task notes its own).
+	binding string
 }
 
 // recordTaskAndReceipt records the task a returned, as recordTask does,
@@ -603,7 +607,7 @@ func (w *Worker) followStream(ctx context.Context, d ledger.Delegation, client *
 			continue
 		}
 		applied = true
-		after, err := w.applyStreamedStatus(ctx, d, ev, *status)
+		after, err := w.applyStreamedStatus(ctx, d, ev, *status, client.Interface().Binding)
 		if err != nil {
 			w.log.ErrorContext(ctx, "record streamed status failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
 			break
@@ -629,8 +633,9 @@ func (w *Worker) applyStreamedArtifact(ctx context.Context, id uuid.UUID, u a2a.
 
 // applyStreamedStatus records a task or status update of d's task from the
 // stream: its snapshot, and the status as an observation
-// (compensation.Service.ObserveTaskStatus). It returns the delegation after.
-func (w *Worker) applyStreamedStatus(ctx context.Context, d ledger.Delegation, ev a2a.StreamEvent, status a2a.TaskStatus) (ledger.Delegation, error) {
+// (compensation.Service.ObserveTaskStatus), read over binding. It returns
+// the delegation after.
+func (w *Worker) applyStreamedStatus(ctx context.Context, d ledger.Delegation, ev a2a.StreamEvent, status a2a.TaskStatus, binding string) (ledger.Delegation, error) {
 	var after ledger.Delegation
 	err := w.store.InTx(ctx, func(tx Tx) error {
 		cur, err := tx.DelegationForUpdate(ctx, d.ID)
@@ -646,7 +651,7 @@ func (w *Worker) applyStreamedStatus(ctx context.Context, d ledger.Delegation, e
 		}); err != nil {
 			return err
 		}
-		obs := observation(a2a.Task{ID: d.Remote.TaskID, Status: status}, "stream")
+		obs := observation(a2a.Task{ID: d.Remote.TaskID, Status: status, Binding: binding}, "stream")
 		after, err = w.cfg.Compensation.ObserveTaskStatus(ctx, tx.Receipts(), cur, obs, workerActor, now)
 		if err != nil {
 			return err

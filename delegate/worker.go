@@ -529,7 +529,9 @@ func (w *Worker) FetchTask(ctx context.Context, org ledger.Org, taskID string) (
 	return task, iface, err
 }
 
-// agent returns the org's agent card and a client for its JSON-RPC interface.
+// agent returns the org's agent card, the interface to call — the first
+// of the card's declared order the client speaks
+// (a2a.AgentCard.PreferredInterface) — and a client for it.
 func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a.Client, a2a.AgentInterface, error) {
 	if org.AgentCardURL == "" {
 		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
@@ -538,7 +540,7 @@ func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a
 	if err != nil {
 		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}
-	iface, err := card.JSONRPCInterface()
+	iface, err := card.PreferredInterface()
 	if err != nil {
 		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}

@@ -85,6 +85,9 @@ type TaskObservation struct {
 	Message           string `json:"message,omitempty"`
 	Source            string `json:"source,omitempty"`
 	ReportedTimestamp string `json:"reported_timestamp,omitempty"`
+	// Binding is the A2A protocol binding (JSONRPC, HTTP+JSON, GRPC) of
+	// the call the status was read with; absent for a push or a report.
+	Binding string `json:"binding,omitempty"`
 }
 
 // TaskStatusChangedData is the data of task_status_changed: the observation
@@ -583,9 +586,13 @@ type TaskDispatchedData struct {
 	TaskID          string `json:"task_id"`
 	ContextID       string `json:"context_id"`
 	ProtocolVersion string `json:"protocol_version"`
-	MessageID       string `json:"message_id"`
-	Attempt         int    `json:"attempt"`
-	PushRegistered  bool   `json:"push_registered"`
+	// Binding is the A2A protocol binding the task was sent over
+	// (JSONRPC, HTTP+JSON, GRPC); absent on events from before bindings
+	// other than JSON-RPC, which were all JSON-RPC.
+	Binding        string `json:"binding,omitempty"`
+	MessageID      string `json:"message_id"`
+	Attempt        int    `json:"attempt"`
+	PushRegistered bool   `json:"push_registered"`
 }
 
 // DispatchFailedData is the data of dispatch_failed.
@@ -598,8 +605,9 @@ type DispatchFailedData struct {
 
 // CancelRefusedData is the data of cancel_refused.
 type CancelRefusedData struct {
-	TaskID string `json:"task_id"`
-	Error  string `json:"error"`
+	TaskID  string `json:"task_id"`
+	Error   string `json:"error"`
+	Binding string `json:"binding,omitempty"`
 }
 
 // CancelFailedData is the data of cancel_failed: the reason when there was no
@@ -609,6 +617,7 @@ type CancelFailedData struct {
 	TaskID  string `json:"task_id,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Attempt int    `json:"attempt"`
+	Binding string `json:"binding,omitempty"`
 }
 
 // PushRefusedData is the data of push_refused.
@@ -655,6 +664,7 @@ type CompensationRequestedData struct {
 	TaskID             string   `json:"task_id"`
 	IdempotencyKey     string   `json:"idempotency_key"`
 	ExtraTaskIDs       []string `json:"extra_task_ids"`
+	Binding            string   `json:"binding,omitempty"`
 }
 
 // CompensationAttempt is a compensation request attempt that brought no
@@ -732,6 +742,7 @@ type RemoteTaskNotFoundData struct {
 	Source  string `json:"source"`
 	Error   string `json:"error"`
 	Attempt *int   `json:"attempt,omitempty"`
+	Binding string `json:"binding,omitempty"`
 }
 
 // CompensationRedrivenData is the data of compensation_redriven.

@@ -54,19 +54,27 @@ func (c *Client) Interface() AgentInterface { return c.iface }
 // SendMessage sends a message (v1.0 SendMessage, v0.3 message/send) and
 // returns the task the agent created or its direct reply.
 func (c *Client) SendMessage(ctx context.Context, req SendRequest) (SendResult, error) {
-	return c.b.sendMessage(ctx, req)
+	res, err := c.b.sendMessage(ctx, req)
+	if res.Task != nil {
+		res.Task.Binding = c.iface.Binding
+	}
+	return res, err
 }
 
 // GetTask fetches the current state of a task (v1.0 GetTask, v0.3 tasks/get).
 func (c *Client) GetTask(ctx context.Context, id string) (Task, error) {
-	return c.b.getTask(ctx, id)
+	return c.tagged(c.b.getTask(ctx, id))
 }
 
 // ListTasks lists the tasks of a context (v1.0 ListTasks, v0.3.7 and later
 // tasks/list), newest status first, one page at a time. An agent that does
 // not list tasks answers with an error that Unsupported recognizes.
 func (c *Client) ListTasks(ctx context.Context, req ListTasksRequest) (ListTasksResult, error) {
-	return c.b.listTasks(ctx, req)
+	res, err := c.b.listTasks(ctx, req)
+	for i := range res.Tasks {
+		res.Tasks[i].Binding = c.iface.Binding
+	}
+	return res, err
 }
 
 // CancelTask asks the agent to cancel a task (v1.0 CancelTask, v0.3
@@ -81,7 +89,15 @@ func (c *Client) CancelTask(ctx context.Context, id string, extensions []string)
 // JSON object or nil: the compensation request travels there to an agent
 // that declares atomicCancel.
 func (c *Client) CancelTaskWithMetadata(ctx context.Context, id string, extensions []string, metadata json.RawMessage) (Task, error) {
-	return c.b.cancelTask(ctx, id, extensions, metadata)
+	return c.tagged(c.b.cancelTask(ctx, id, extensions, metadata))
+}
+
+// tagged notes the client's binding on a task it read.
+func (c *Client) tagged(t Task, err error) (Task, error) {
+	if err == nil {
+		t.Binding = c.iface.Binding
+	}
+	return t, err
 }
 
 // SetPushConfig registers a push notification endpoint for a task (v1.0
@@ -94,7 +110,16 @@ func (c *Client) SetPushConfig(ctx context.Context, taskID string, pc PushConfig
 // v0.3 tasks/resubscribe) until the agent closes the stream, an error
 // occurs, or ctx ends. An error ends the sequence.
 func (c *Client) Subscribe(ctx context.Context, taskID string) iter.Seq2[StreamEvent, error] {
-	return c.b.subscribe(ctx, taskID)
+	return func(yield func(StreamEvent, error) bool) {
+		for ev, err := range c.b.subscribe(ctx, taskID) {
+			if ev.Task != nil {
+				ev.Task.Binding = c.iface.Binding
+			}
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
 }
 
 // unusableBinding answers every call with ErrNoUsableInterface.

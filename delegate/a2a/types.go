@@ -72,6 +72,10 @@ type Task struct {
 	// HistoryMessageIDs are the messageIds of the task's history, as far
 	// as the agent returned it: they tell which message created the task.
 	HistoryMessageIDs []string
+	// Binding is the protocol binding of the call that returned the task
+	// (BindingJSONRPC, BindingHTTPJSON, BindingGRPC), set by Client; ""
+	// for a task from a push notification.
+	Binding string
 }
 
 // ListTasksRequest asks for the tasks of one context, a page at a time.

@@ -140,3 +140,37 @@ func a2aSeries(t *testing.T, reg *prometheus.Registry) map[string]uint64 {
 	}
 	return out
 }
+
+// TestRESTCallsCountedUnderTheirMethods: the calls of the HTTP+JSON binding
+// are counted under the names of the JSON-RPC methods they are, tenant in
+// the path or not, and none as "other".
+func TestRESTCallsCountedUnderTheirMethods(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	reg := prometheus.NewRegistry()
+	transport := telemetry.Transport(nil, telemetry.New(reg))
+	defer transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	hc := &http.Client{Transport: transport}
+	ctx := context.Background()
+	for _, tenant := range []string{"", "acme"} {
+		c := a2a.NewClient(hc, a2a.AgentInterface{URL: srv.URL + "/a2a", Binding: a2a.BindingHTTPJSON, ProtocolVersion: "1.0", Tenant: tenant})
+		_, _ = c.SendMessage(ctx, a2a.SendRequest{Message: a2a.Message{MessageID: "m", Role: a2a.RoleUser, Parts: []a2a.Part{{Text: "x"}}}})
+		_, _ = c.GetTask(ctx, "t-1")
+		_, _ = c.ListTasks(ctx, a2a.ListTasksRequest{ContextID: "c"})
+		_, _ = c.CancelTask(ctx, "t-1", nil)
+		_ = c.SetPushConfig(ctx, "t-1", a2a.PushConfig{URL: "https://q.example/push"})
+		for range c.Subscribe(ctx, "t-1") {
+		}
+	}
+	after := a2aSeries(t, reg)
+	for _, m := range []string{"SendMessage", "GetTask", "ListTasks", "CancelTask", "CreateTaskPushNotificationConfig", "SubscribeToTask"} {
+		if after[m] != 2 {
+			t.Errorf("%s: %d calls observed under its name, want 2", m, after[m])
+		}
+	}
+	if after["other"] != 0 {
+		t.Errorf("%d calls counted as other", after["other"])
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -125,10 +126,13 @@ const maxPeek = 1 << 20
 // a2aMethod names the call: the JSON-RPC "method" of a replayable body, or
 // agent_card for GETs of an agent card.
 func a2aMethod(req *http.Request) string {
+	if req.Method == http.MethodGet && (strings.Contains(req.URL.Path, "agent-card") || strings.HasSuffix(req.URL.Path, "agent.json")) {
+		return "agent_card"
+	}
+	if m, ok := restMethod(req); ok {
+		return m
+	}
 	if req.Method == http.MethodGet {
-		if strings.Contains(req.URL.Path, "agent-card") || strings.HasSuffix(req.URL.Path, "agent.json") {
-			return "agent_card"
-		}
 		return "other"
 	}
 	if req.GetBody == nil {
@@ -147,6 +151,36 @@ func a2aMethod(req *http.Request) string {
 		return "other"
 	}
 	return knownMethod(rpc.Method)
+}
+
+// restMethod names an A2A v1.0 HTTP+JSON call by its method and the end of
+// its path (a2a.proto's HTTP mapping), under the JSON-RPC method's name.
+func restMethod(req *http.Request) (string, bool) {
+	p := req.URL.Path
+	parent := path.Base(path.Dir(p))
+	switch req.Method {
+	case http.MethodPost:
+		switch {
+		case strings.HasSuffix(p, "/message:send"):
+			return "SendMessage", true
+		case strings.HasSuffix(p, "/message:stream"):
+			return "SendStreamingMessage", true
+		case parent == "tasks" && strings.HasSuffix(p, ":cancel"):
+			return "CancelTask", true
+		case parent == "tasks" && strings.HasSuffix(p, ":subscribe"):
+			return "SubscribeToTask", true
+		case strings.HasSuffix(p, "/pushNotificationConfigs") && path.Base(path.Dir(path.Dir(p))) == "tasks":
+			return "CreateTaskPushNotificationConfig", true
+		}
+	case http.MethodGet:
+		switch {
+		case strings.HasSuffix(p, "/tasks"):
+			return "ListTasks", true
+		case parent == "tasks":
+			return "GetTask", true
+		}
+	}
+	return "", false
 }
 
 func knownMethod(m string) string {

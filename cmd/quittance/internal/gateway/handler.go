@@ -87,9 +87,9 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if err != nil {
 		return nil, err
 	}
-	op := data.BusinessOperationID
-	if op == "" {
-		op = msg.ID
+	op := msg.ID
+	if data.BusinessOperationID != nil {
+		op = *data.BusinessOperationID
 	}
 	d, _, err := h.g.cfg.Ledger.CreateDelegation(ctx, c.p, ledger.CreateInput{
 		BusinessOperationID: op, OrgID: c.org, TaskClass: data.TaskClass, BudgetID: data.BudgetID,
@@ -284,8 +284,10 @@ type ledgerData struct {
 		AmountMinor *int64 `json:"amount_minor"`
 		Currency    string `json:"currency"`
 	} `json:"hold"`
-	TaskClass           string `json:"task_class"`
-	BusinessOperationID string `json:"business_operation_id"`
+	TaskClass string `json:"task_class"`
+	// BusinessOperationID is nil when absent (the messageId is used), so
+	// that an empty one is refused rather than taken for absent.
+	BusinessOperationID *string `json:"business_operation_id"`
 }
 
 // parseLedgerData reads the ledger extension's data from a message's
@@ -325,6 +327,8 @@ func parseLedgerData(metadata map[string]any) (ledgerData, map[string]any, error
 		return ledgerData{}, nil, invalid("hold with amount_minor and currency is required")
 	case data.TaskClass == "":
 		return ledgerData{}, nil, invalid("task_class is required")
+	case data.BusinessOperationID != nil && *data.BusinessOperationID == "":
+		return ledgerData{}, nil, invalid("business_operation_id, when present, must not be empty")
 	}
 	rest := make(map[string]any, len(metadata))
 	for k, v := range metadata {

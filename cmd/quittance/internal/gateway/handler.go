@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -74,10 +75,7 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		return nil, a2a.NewError(a2a.ErrInvalidParams, "message with a messageId is required")
 	}
 	if msg.TaskID != "" {
-		if _, err := h.delegation(ctx, c, msg.TaskID); err != nil {
-			return nil, err
-		}
-		return nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a message on an existing task (continuation) is not served by the gateway yet; answer it with POST /v1/delegations/{id}/messages")
+		return h.continueTask(ctx, c, msg)
 	}
 	data, rest, err := parseLedgerData(msg.Metadata)
 	if err != nil {
@@ -97,6 +95,37 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		Dispatch: &ledger.DispatchInput{Message: dispatch},
 	})
 	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return h.task(ctx, c, d)
+}
+
+// continueTask answers an interrupted task (input_required,
+// auth_required): delegate.Orchestrator.Continue queues the message's
+// parts and metadata (without the ledger extension's entry, which only a
+// new task takes) for the org's agent on the remote task, idempotent on
+// the messageId; a task that is not interrupted is refused with the REST
+// problem (task_not_interrupted, task_terminal). The answer is the task as
+// it stands: the answer is sent after it.
+func (h *handler) continueTask(ctx context.Context, c call, msg *a2a.Message) (a2a.SendMessageResult, error) {
+	d, err := h.delegation(ctx, c, msg.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	rest := make(map[string]any, len(msg.Metadata))
+	for k, v := range msg.Metadata {
+		if k != ExtensionURI {
+			rest[k] = v
+		}
+	}
+	raw, err := dispatchMessage(msg, rest)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := h.g.cfg.Orchestrator.Continue(ctx, c.p, d.ID, delegate.ContinueInput{MessageID: msg.ID, Message: raw}); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if d, err = h.g.cfg.Ledger.GetDelegation(ctx, c.p, d.ID); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	return h.task(ctx, c, d)

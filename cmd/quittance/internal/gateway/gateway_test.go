@@ -50,7 +50,8 @@ func newGatewayEnv(t *testing.T, w ...apitest.Worker) *gwEnv {
 	if len(w) > 0 {
 		worker = w[0]
 	}
-	e := &gwEnv{Env: apitest.New(t, apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(gwLedgerID), apitest.WithWorker(worker))}
+	e := &gwEnv{Env: apitest.New(t, apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(gwLedgerID), apitest.WithWorker(worker),
+		apitest.WithStream(50*time.Millisecond, time.Second))}
 	e.acme, e.globex = e.NewOrchestrator(t, "acme"), e.NewOrchestrator(t, "globex")
 	e.PutBudget(t, "ops", "EUR", 1_000_000)
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
@@ -230,8 +231,8 @@ func TestGatewayCard(t *testing.T) {
 	if len(exts) != 1 || exts[0].URI != gateway.ExtensionURI || !exts[0].Required {
 		t.Fatalf("extensions %+v: want the ledger extension alone, required (not the remote's compensation extension)", exts)
 	}
-	if card.Capabilities.Streaming || card.Capabilities.PushNotifications {
-		t.Fatalf("capabilities %+v: the gateway serves neither streaming nor push yet", card.Capabilities)
+	if !card.Capabilities.Streaming || card.Capabilities.PushNotifications {
+		t.Fatalf("capabilities %+v: the gateway serves streaming, not push notifications yet", card.Capabilities)
 	}
 	scheme, ok := card.SecuritySchemes["bearer"].(a2a.HTTPAuthSecurityScheme)
 	if !ok || !strings.EqualFold(scheme.Scheme, "bearer") || len(card.SecurityRequirements) != 1 {
@@ -446,3 +447,6 @@ func TestGatewayRefusals(t *testing.T) {
 		t.Fatalf("held %d after refusals only", held)
 	}
 }
+
+// extensionURI is the ledger extension's URI, as the gateway declares it.
+func extensionURI() string { return gateway.ExtensionURI }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"net/http"
 	"strconv"
 
@@ -238,21 +237,6 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 		return nil, h.fail(ctx, err)
 	}
 	return h.task(ctx, c, d)
-}
-
-// errNotServed answers the operations the gateway does not serve yet.
-func errNotServed(what string) error {
-	return a2a.NewError(a2a.ErrUnsupportedOperation, what+" is not served by the gateway yet (GATEWAY.md, \"Not served yet\")")
-}
-
-// SubscribeToTask is not served yet.
-func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) { yield(nil, errNotServed("SubscribeToTask")) }
-}
-
-// SendStreamingMessage is not served yet.
-func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) { yield(nil, errNotServed("SendStreamingMessage")) }
 }
 
 // GetTaskPushConfig is not served yet.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -88,10 +89,15 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if data.BusinessOperationID != nil {
 		op = *data.BusinessOperationID
 	}
+	from, refs, err := links(msg)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
 	d, _, err := h.g.cfg.Ledger.CreateDelegation(ctx, c.p, ledger.CreateInput{
 		BusinessOperationID: op, OrgID: c.org, TaskClass: data.TaskClass, BudgetID: data.BudgetID,
-		Hold:     ledger.Money{AmountMinor: *data.Hold.AmountMinor, Currency: data.Hold.Currency},
-		Dispatch: &ledger.DispatchInput{Message: dispatch},
+		Hold:        ledger.Money{AmountMinor: *data.Hold.AmountMinor, Currency: data.Hold.Currency},
+		Dispatch:    &ledger.DispatchInput{Message: dispatch},
+		ContextFrom: from, References: refs,
 	})
 	if err != nil {
 		return nil, h.fail(ctx, err)
@@ -128,6 +134,35 @@ func (h *handler) continueTask(ctx context.Context, c call, msg *a2a.Message) (a
 		return nil, h.fail(ctx, err)
 	}
 	return h.task(ctx, c, d)
+}
+
+// links maps a new task's contextId and referenceTaskIds onto the
+// delegation's links, as POST /v1/delegations takes them: a contextId the
+// gateway gave one of the caller's tasks (quittance-context-<delegation
+// id>) is context_from, and each referenced task id, a delegation id, is
+// among references. Whether the caller sees them, at this org, with the
+// remote context or task to link to, is the ledger's to check; an id
+// that is not one the gateway gives names no delegation, and is refused
+// as an unknown one is (context_from_not_found, references_not_found).
+func links(msg *a2a.Message) (uuid.UUID, []uuid.UUID, error) {
+	var from uuid.UUID
+	if msg.ContextID != "" {
+		raw, ok := strings.CutPrefix(msg.ContextID, contextPrefix)
+		id, err := uuid.Parse(raw)
+		if !ok || err != nil {
+			return uuid.Nil, nil, &ledger.ReferenceError{Field: "context_from", ID: msg.ContextID}
+		}
+		from = id
+	}
+	refs := make([]uuid.UUID, 0, len(msg.ReferenceTasks))
+	for _, ref := range msg.ReferenceTasks {
+		id, err := uuid.Parse(string(ref))
+		if err != nil {
+			return uuid.Nil, nil, &ledger.ReferenceError{Field: "references", ID: string(ref)}
+		}
+		refs = append(refs, id)
+	}
+	return from, refs, nil
 }
 
 // dispatchMessage is the message Quittance sends the org's agent: the

@@ -62,6 +62,7 @@ var testHelpers = []string{
 	"delegate/jspeer/...",
 	"compensation/compensationtest/...",
 	"compensation/extension/...",
+	"ledger/extension/...",
 	"cmd/quittance/internal/httpapi/apitest/...",
 	"sql/pgtest/...",
 }
@@ -122,8 +123,15 @@ var layering = []layerRule{
 		imports: []string{"github.com/santhosh-tekuri/jsonschema/v6/..."},
 	},
 	{
+		why: "the ledger extension's schemas (ledger/extension) import no package of the module and no other module " +
+			"but the JSON Schema validator",
+		covers:  []string{"ledger/extension"},
+		forbid:  []string{"..."},
+		imports: []string{"github.com/santhosh-tekuri/jsonschema/v6/..."},
+	},
+	{
 		why:    "HTTP handlers never import the store",
-		covers: []string{"cmd/quittance/internal/httpapi/...", "cmd/quittance/internal/console/..."},
+		covers: []string{"cmd/quittance/internal/httpapi/...", "cmd/quittance/internal/console/...", "cmd/quittance/internal/gateway/..."},
 		except: []string{"cmd/quittance/internal/httpapi/apitest/..."},
 		forbid: []string{"sql/..."},
 	},

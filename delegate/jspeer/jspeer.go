@@ -522,3 +522,18 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Modules installs the pinned npm packages if needed, as Start does, and
+// returns the node binary and the node_modules directory they are in, for
+// tests that run a script of their own on @a2a-js/sdk (an orchestrator on
+// its client). It skips the test when node or npm is missing, unless
+// RequireEnv is set.
+func Modules(t testing.TB) (node, nodeModules string) {
+	t.Helper()
+	node = requireNode(t)
+	script, err := install()
+	if err != nil {
+		t.Fatalf("jspeer: %v", err)
+	}
+	return node, filepath.Join(filepath.Dir(script), "node_modules")
+}

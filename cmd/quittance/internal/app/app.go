@@ -275,7 +275,7 @@ func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
 	// their own.
 	gw := gateway.New(gateway.Config{
 		Ledger: a.Ledger, Access: a.Access, Orchestrator: a.Orchestrator, CardClient: egress.NewClient(cfg.Egress),
-		PublicURL: cfg.A2A.PublicURL, Log: log.With(slog.String("component", "gateway")),
+		PublicURL: cfg.A2A.PublicURL, Poll: cfg.Stream.Poll, Log: log.With(slog.String("component", "gateway")),
 	})
 	a.API = httpapi.New(httpapi.Config{
 		Ledger: a.Ledger, Access: a.Access, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,

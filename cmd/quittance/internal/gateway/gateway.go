@@ -44,6 +44,9 @@ type Config struct {
 	// PublicURL is the service's public base URL, used in the cards'
 	// interfaces; empty: the base URL the request came to.
 	PublicURL string
+	// Poll is how often a task's stream reads the task (default 1s;
+	// the binary passes QUITTANCE_STREAM_POLL).
+	Poll time.Duration
 	// CardTTL is how long a fetched remote card is reused (default 5m).
 	CardTTL time.Duration
 	// Log receives what the gateway logs; nil discards it.

@@ -21,6 +21,7 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/gateway"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/extension"
 )
 
 // These tests put a2a-go v2's own client (a2aclient, over JSON-RPC and
@@ -42,10 +43,15 @@ type gwEnv struct {
 	acme, globex string
 }
 
-func newGatewayEnv(t *testing.T) *gwEnv {
+func newGatewayEnv(t *testing.T, w ...apitest.Worker) *gwEnv {
 	t.Helper()
 	agent, base := serveDemoAgent(t)
-	e := &gwEnv{Env: apitest.New(t, apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(gwLedgerID), apitest.WithWorker(apitest.Worker{}))}
+	worker := apitest.Worker{}
+	if len(w) > 0 {
+		worker = w[0]
+	}
+	e := &gwEnv{Env: apitest.New(t, apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(gwLedgerID), apitest.WithWorker(worker),
+		apitest.WithStream(50*time.Millisecond, time.Second))}
 	e.acme, e.globex = e.NewOrchestrator(t, "acme"), e.NewOrchestrator(t, "globex")
 	e.PutBudget(t, "ops", "EUR", 1_000_000)
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
@@ -116,6 +122,9 @@ func (e *gwEnv) card(t *testing.T, token, org string) *a2a.AgentCard {
 func (e *gwEnv) client(t *testing.T, token, org string, binding a2a.TransportProtocol) *a2aclient.Client {
 	t.Helper()
 	card := e.card(t, e.acme, orgID)
+	if org != orgID && org != "acme-supplies" {
+		card = e.card(t, e.acme, org)
+	}
 	var iface *a2a.AgentInterface
 	for _, i := range card.SupportedInterfaces {
 		if i.ProtocolBinding == binding {
@@ -152,6 +161,9 @@ func meta(t *testing.T, task *a2a.Task) map[string]any {
 	m, ok := task.Metadata[gateway.ExtensionURI].(map[string]any)
 	if !ok {
 		t.Fatalf("task %s has no ledger metadata: %+v", task.ID, task.Metadata)
+	}
+	if err := extension.ValidateValue(extension.SchemaTaskMetadata, m); err != nil {
+		t.Fatalf("task %s: its ledger metadata %+v: %v", task.ID, m, err)
 	}
 	return m
 }
@@ -219,8 +231,8 @@ func TestGatewayCard(t *testing.T) {
 	if len(exts) != 1 || exts[0].URI != gateway.ExtensionURI || !exts[0].Required {
 		t.Fatalf("extensions %+v: want the ledger extension alone, required (not the remote's compensation extension)", exts)
 	}
-	if card.Capabilities.Streaming || card.Capabilities.PushNotifications {
-		t.Fatalf("capabilities %+v: the gateway serves neither streaming nor push yet", card.Capabilities)
+	if !card.Capabilities.Streaming || card.Capabilities.PushNotifications {
+		t.Fatalf("capabilities %+v: the gateway serves streaming, not push notifications yet", card.Capabilities)
 	}
 	scheme, ok := card.SecuritySchemes["bearer"].(a2a.HTTPAuthSecurityScheme)
 	if !ok || !strings.EqualFold(scheme.Scheme, "bearer") || len(card.SecurityRequirements) != 1 {
@@ -435,3 +447,6 @@ func TestGatewayRefusals(t *testing.T) {
 		t.Fatalf("held %d after refusals only", held)
 	}
 }
+
+// extensionURI is the ledger extension's URI, as the gateway declares it.
+func extensionURI() string { return gateway.ExtensionURI }

@@ -6,15 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
+	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -74,10 +75,7 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		return nil, a2a.NewError(a2a.ErrInvalidParams, "message with a messageId is required")
 	}
 	if msg.TaskID != "" {
-		if _, err := h.delegation(ctx, c, msg.TaskID); err != nil {
-			return nil, err
-		}
-		return nil, a2a.NewError(a2a.ErrUnsupportedOperation, "a message on an existing task (continuation) is not served by the gateway yet; answer it with POST /v1/delegations/{id}/messages")
+		return h.continueTask(ctx, c, msg)
 	}
 	data, rest, err := parseLedgerData(msg.Metadata)
 	if err != nil {
@@ -87,19 +85,84 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if err != nil {
 		return nil, err
 	}
-	op := data.BusinessOperationID
-	if op == "" {
-		op = msg.ID
+	op := msg.ID
+	if data.BusinessOperationID != nil {
+		op = *data.BusinessOperationID
+	}
+	from, refs, err := links(msg)
+	if err != nil {
+		return nil, h.fail(ctx, err)
 	}
 	d, _, err := h.g.cfg.Ledger.CreateDelegation(ctx, c.p, ledger.CreateInput{
 		BusinessOperationID: op, OrgID: c.org, TaskClass: data.TaskClass, BudgetID: data.BudgetID,
-		Hold:     ledger.Money{AmountMinor: *data.Hold.AmountMinor, Currency: data.Hold.Currency},
-		Dispatch: &ledger.DispatchInput{Message: dispatch},
+		Hold:        ledger.Money{AmountMinor: *data.Hold.AmountMinor, Currency: data.Hold.Currency},
+		Dispatch:    &ledger.DispatchInput{Message: dispatch},
+		ContextFrom: from, References: refs,
 	})
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	return h.task(ctx, c, d)
+}
+
+// continueTask answers an interrupted task (input_required,
+// auth_required): delegate.Orchestrator.Continue queues the message's
+// parts and metadata (without the ledger extension's entry, which only a
+// new task takes) for the org's agent on the remote task, idempotent on
+// the messageId; a task that is not interrupted is refused with the REST
+// problem (task_not_interrupted, task_terminal). The answer is the task as
+// it stands: the answer is sent after it.
+func (h *handler) continueTask(ctx context.Context, c call, msg *a2a.Message) (a2a.SendMessageResult, error) {
+	d, err := h.delegation(ctx, c, msg.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	rest := make(map[string]any, len(msg.Metadata))
+	for k, v := range msg.Metadata {
+		if k != ExtensionURI {
+			rest[k] = v
+		}
+	}
+	raw, err := dispatchMessage(msg, rest)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := h.g.cfg.Orchestrator.Continue(ctx, c.p, d.ID, delegate.ContinueInput{MessageID: msg.ID, Message: raw}); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	if d, err = h.g.cfg.Ledger.GetDelegation(ctx, c.p, d.ID); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return h.task(ctx, c, d)
+}
+
+// links maps a new task's contextId and referenceTaskIds onto the
+// delegation's links, as POST /v1/delegations takes them: a contextId the
+// gateway gave one of the caller's tasks (quittance-context-<delegation
+// id>) is context_from, and each referenced task id, a delegation id, is
+// among references. Whether the caller sees them, at this org, with the
+// remote context or task to link to, is the ledger's to check; an id
+// that is not one the gateway gives names no delegation, and is refused
+// as an unknown one is (context_from_not_found, references_not_found).
+func links(msg *a2a.Message) (uuid.UUID, []uuid.UUID, error) {
+	var from uuid.UUID
+	if msg.ContextID != "" {
+		raw, ok := strings.CutPrefix(msg.ContextID, contextPrefix)
+		id, err := uuid.Parse(raw)
+		if !ok || err != nil {
+			return uuid.Nil, nil, &ledger.ReferenceError{Field: "context_from", ID: msg.ContextID}
+		}
+		from = id
+	}
+	refs := make([]uuid.UUID, 0, len(msg.ReferenceTasks))
+	for _, ref := range msg.ReferenceTasks {
+		id, err := uuid.Parse(string(ref))
+		if err != nil {
+			return uuid.Nil, nil, &ledger.ReferenceError{Field: "references", ID: string(ref)}
+		}
+		refs = append(refs, id)
+	}
+	return from, refs, nil
 }
 
 // dispatchMessage is the message Quittance sends the org's agent: the
@@ -211,21 +274,6 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 	return h.task(ctx, c, d)
 }
 
-// errNotServed answers the operations the gateway does not serve yet.
-func errNotServed(what string) error {
-	return a2a.NewError(a2a.ErrUnsupportedOperation, what+" is not served by the gateway yet (GATEWAY.md, \"Not served yet\")")
-}
-
-// SubscribeToTask is not served yet.
-func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) { yield(nil, errNotServed("SubscribeToTask")) }
-}
-
-// SendStreamingMessage is not served yet.
-func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) { yield(nil, errNotServed("SendStreamingMessage")) }
-}
-
 // GetTaskPushConfig is not served yet.
 func (h *handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
 	return nil, a2a.ErrPushNotificationNotSupported
@@ -284,8 +332,10 @@ type ledgerData struct {
 		AmountMinor *int64 `json:"amount_minor"`
 		Currency    string `json:"currency"`
 	} `json:"hold"`
-	TaskClass           string `json:"task_class"`
-	BusinessOperationID string `json:"business_operation_id"`
+	TaskClass string `json:"task_class"`
+	// BusinessOperationID is nil when absent (the messageId is used), so
+	// that an empty one is refused rather than taken for absent.
+	BusinessOperationID *string `json:"business_operation_id"`
 }
 
 // parseLedgerData reads the ledger extension's data from a message's
@@ -325,6 +375,8 @@ func parseLedgerData(metadata map[string]any) (ledgerData, map[string]any, error
 		return ledgerData{}, nil, invalid("hold with amount_minor and currency is required")
 	case data.TaskClass == "":
 		return ledgerData{}, nil, invalid("task_class is required")
+	case data.BusinessOperationID != nil && *data.BusinessOperationID == "":
+		return ledgerData{}, nil, invalid("business_operation_id, when present, must not be empty")
 	}
 	rest := make(map[string]any, len(metadata))
 	for k, v := range metadata {

@@ -4,12 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 )
+
+// contextPrefix begins the contexts Quittance sends tasks in
+// (delegate.DispatchContextID): a task's contextId is the context of the
+// delegation it was sent in, which a new message names to refine it.
+const contextPrefix = "quittance-context-"
 
 // taskStates maps a delegation's observed task status to A2A's; unknown
 // (nothing observed yet: the dispatch is queued or its outcome not known)
@@ -36,7 +43,14 @@ func (h *handler) task(ctx context.Context, c call, d ledger.Delegation) (*a2a.T
 		Status:   a2a.TaskStatus{State: taskStates[d.TaskStatus]},
 		Metadata: map[string]any{ExtensionURI: taskMetadata(d)},
 	}
-	if t.ContextID == "" {
+	if d.Remote.ContextID == "" {
+		// Not dispatched yet: the context it will be sent in.
+		ctxID, err := h.pendingContext(ctx, c, d)
+		if err != nil {
+			return nil, err
+		}
+		t.ContextID = ctxID
+	} else if !ownContext(t.ContextID) {
 		t.ContextID = delegate.DispatchContextID(d.ID)
 	}
 	if t.Status.State == a2a.TaskStateUnspecified {
@@ -74,6 +88,34 @@ func (h *handler) task(ctx context.Context, c call, d ledger.Delegation) (*a2a.T
 		t.Artifacts = append(t.Artifacts, a)
 	}
 	return t, nil
+}
+
+// ownContext reports whether id is a context Quittance chose
+// (quittance-context-<delegation id>).
+func ownContext(id string) bool {
+	raw, ok := strings.CutPrefix(id, contextPrefix)
+	_, err := uuid.Parse(raw)
+	return ok && err == nil
+}
+
+// pendingContext is the context a delegation not yet dispatched will be
+// sent in: its context_from's, or its own.
+func (h *handler) pendingContext(ctx context.Context, c call, d ledger.Delegation) (string, error) {
+	l, err := h.g.cfg.Ledger.DelegationLinks(ctx, c.p, d.ID)
+	if err != nil {
+		return "", h.fail(ctx, err)
+	}
+	if l.ContextFrom == uuid.Nil {
+		return delegate.DispatchContextID(d.ID), nil
+	}
+	from, err := h.g.cfg.Ledger.GetDelegation(ctx, c.p, l.ContextFrom)
+	if err != nil {
+		return "", h.fail(ctx, err)
+	}
+	if ownContext(from.Remote.ContextID) {
+		return from.Remote.ContextID, nil
+	}
+	return delegate.DispatchContextID(from.ID), nil
 }
 
 // parts converts a snapshot's parts to A2A parts.

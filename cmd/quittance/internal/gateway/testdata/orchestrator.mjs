@@ -1,0 +1,80 @@
+// An orchestrating agent on @a2a-js/sdk's client (1.3), delegating through
+// Quittance's A2A gateway: TestGatewayJSClient runs it with node. It
+// resolves the gateway's card for the org with its bearer token, builds
+// its client for BINDING (JSONRPC or HTTP+JSON) from the card, and walks
+// one purchase order through: send, resend, follow, cancel, wait for the
+// receipt; then the refusals. Each step prints one JSON line.
+import { pathToFileURL } from 'node:url';
+import crypto from 'node:crypto';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+};
+const modules = env('NODE_MODULES');
+const load = (path) => import(pathToFileURL(`${modules}/@a2a-js/sdk/dist/${path}`).href);
+const { Role, TaskState } = await load('index.js');
+const { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory,
+  createAuthenticatingFetchWithRetry } = await load('client/index.js');
+const { TaskNotFoundError, ExtensionSupportRequiredError } = await load('errors/index.js');
+
+const uri = env('LEDGER_EXT');
+const token = env('ORCH_TOKEN');
+const authed = createAuthenticatingFetchWithRetry(fetch, {
+  headers: async () => ({ Authorization: `Bearer ${token}` }),
+  shouldRetryWithHeaders: async () => undefined,
+});
+const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+  transports: [new JsonRpcTransportFactory({ fetchImpl: authed }), new RestTransportFactory({ fetchImpl: authed })],
+  preferredTransports: [env('BINDING')],
+  cardResolver: new DefaultAgentCardResolver({ fetchImpl: authed }),
+}));
+const client = await factory.createFromUrl(env('GATEWAY_URL'));
+
+const print = (step, fields) => console.log(JSON.stringify({ step, ...fields }));
+const text = (value) => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' });
+const message = (messageId, words, metadata) => ({
+  messageId, contextId: '', taskId: '', role: Role.ROLE_USER, parts: [text(words)], metadata, extensions: [], referenceTaskIds: [],
+});
+const send = (msg) => client.sendMessage({ tenant: '', message: msg, configuration: undefined, metadata: undefined });
+const get = (id) => client.getTask({ tenant: '', id, historyLength: undefined });
+const ledger = (task) => task.metadata?.[uri] ?? {};
+const state = (task) => TaskState[task.status?.state] ?? String(task.status?.state);
+const waitFor = async (id, ok) => {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const task = await get(id);
+    if (ok(task)) return task;
+    if (Date.now() > deadline) throw new Error(`timed out; task ${JSON.stringify({ state: state(task), ledger: ledger(task) })}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+const refusal = async (what, call) => {
+  try {
+    await call();
+    print(what, { error: 'none' });
+  } catch (err) {
+    const kind = err instanceof TaskNotFoundError ? 'TaskNotFound'
+      : err instanceof ExtensionSupportRequiredError ? 'ExtensionSupportRequired' : err.constructor.name;
+    print(what, { error: kind, message: err.message });
+  }
+};
+
+const order = message(env('MESSAGE_ID'), 'Order 12 monitors for the Lyon office', {
+  [uri]: { budget_id: env('BUDGET_ID'), task_class: 'procurement', hold: { amount_minor: 30000, currency: 'EUR' } },
+});
+const sent = await send(order);
+print('sent', { id: sent.id, state: state(sent), ledger: ledger(sent) });
+const resent = await send(order);
+print('resent', { id: resent.id });
+const working = await waitFor(sent.id, (t) => state(t) === 'TASK_STATE_WORKING');
+print('working', { ledger: ledger(working), status: working.status?.message?.parts?.map((p) => p.content?.value).join(' ') });
+const canceled = await client.cancelTask({ tenant: '', id: sent.id, metadata: undefined });
+print('cancel', { ledger: ledger(canceled) });
+const done = await waitFor(sent.id, (t) => ledger(t).obligation_state === 'compensated');
+print('compensated', { state: state(done), ledger: ledger(done) });
+
+await refusal('no_extension', () => send(message(crypto.randomUUID(), 'Order 1 monitor', undefined)));
+await refusal('unknown', () => get(crypto.randomUUID()));
+await refusal('other_tenant', () => get(env('OTHER_TASK')));

@@ -6,7 +6,7 @@ GO        ?= go
 GOTEST    ?= $(GO) test -race -count=1
 PGTESTENV  = $(GO) run ./sql/pgtest/pgtestenv
 
-.PHONY: run test test-go test-deploy test-kit generate verify-generated vet fmt-check prometheus check-rules fuzz bench soak
+.PHONY: run test test-go test-deploy test-kit generate verify-generated vet fmt-check prometheus check-rules fuzz bench bench-failover soak
 
 ## run: serve on the embedded default (a private PostgreSQL cluster under ./.quittance)
 # The binary is built to a git-ignored path and exec'd; the service takes
@@ -79,6 +79,15 @@ BENCH_QUICK ?=
 BENCH_FLAGS ?=
 bench:
 	$(GO) run ./cmd/quittance-bench bench $(if $(filter 1 yes true,$(BENCH_QUICK)),-quick) $(BENCH_FLAGS)
+
+## bench-failover: a primary and its streaming standby (the machine's binaries):
+## time from the primary's kill to the first write, acknowledged answers lost
+## with synchronous and asynchronous replication, and the lifecycle's
+## throughput beside a 100,000-row CSV export read from the primary or the
+## standby (BENCH_QUICK=1 for a short run; BENCH_FAILOVER_FLAGS for more)
+BENCH_FAILOVER_FLAGS ?=
+bench-failover:
+	$(GO) run ./cmd/quittance-bench failover $(if $(filter 1 yes true,$(BENCH_QUICK)),-quick) $(BENCH_FAILOVER_FLAGS)
 
 ## soak: concurrent lifecycle on REPLICAS service processes (default 1) with the
 ## demo agent as the remote, under SIGKILLs of random replicas and immediate

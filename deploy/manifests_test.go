@@ -699,6 +699,7 @@ type cnpgCluster struct {
 	Spec struct {
 		Instances  int `json:"instances"`
 		PostgreSQL struct {
+			Parameters  map[string]string `json:"parameters,omitempty"`
 			Synchronous *struct {
 				Method         string `json:"method"`
 				Number         int    `json:"number"`
@@ -765,6 +766,9 @@ func TestCloudNativePGCluster(t *testing.T) {
 	}
 	if s != nil && s.DataDurability != "" && s.DataDurability != "required" {
 		t.Errorf("synchronous.dataDurability = %q: preferred lets the primary acknowledge what a failover can lose", s.DataDurability)
+	}
+	if c.Spec.PostgreSQL.Parameters["hot_standby_feedback"] != "on" {
+		t.Error("postgresql.parameters.hot_standby_feedback must be on: exports read from the standby are otherwise canceled by recovery conflicts")
 	}
 	if c.Spec.Bootstrap.InitDB.Database != "quittance" {
 		t.Errorf("initdb database = %q, want quittance", c.Spec.Bootstrap.InitDB.Database)
@@ -857,6 +861,9 @@ func TestPatroniConfig(t *testing.T) {
 	}
 	if v := dcs.PostgreSQL.Parameters["synchronous_commit"]; v != "" && v != "on" && v != "remote_apply" {
 		t.Errorf("synchronous_commit = %q, want on or remote_apply", v)
+	}
+	if dcs.PostgreSQL.Parameters["hot_standby_feedback"] != "on" {
+		t.Error("bootstrap.dcs.postgresql.parameters.hot_standby_feedback must be on: exports read from the standby are otherwise canceled by recovery conflicts")
 	}
 	if p.PostgreSQL.Parameters["ssl"] != "on" {
 		t.Error("postgresql.parameters.ssl must be on: the service connects with sslmode=verify-full")

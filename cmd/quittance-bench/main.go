@@ -3,6 +3,7 @@
 //
 //	quittance-bench bench [flags]   pgbench vs. the Quittance lifecycle (one and several replicas), data scale
 //	quittance-bench soak  [flags]   concurrent lifecycle on one or more replicas under SIGKILLs and PostgreSQL crashes
+//	quittance-bench failover [flags] failover to a streaming standby; exports read from it
 //
 // Both subcommands start a private PostgreSQL cluster from the machine's
 // binaries (sql/pgcluster, fsync on) in a temporary directory, build the
@@ -60,6 +61,10 @@ commands:
           many budgets) vs. the Quittance lifecycle at 8 and 32 clients; three
           replicas beside one; reconciliation, the console page and the sweep at 10M
           delegations
+  failover  a primary and its streaming standby: the time from the primary's
+          kill to the first write, the acknowledged answers lost with
+          synchronous and asynchronous replication, and the lifecycle's
+          throughput beside a CSV export read from the primary or the standby
   soak    concurrent lifecycle on -replicas service processes, with the demo
           agent as the remote, SIGKILLs of random replicas and immediate
           PostgreSQL restarts; checks every invariant, the agent's tasks, the
@@ -79,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "soak":
 		return runSoak(ctx, args[1:], stdout, stderr)
+	case "failover":
+		return runFailoverBench(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -190,6 +190,11 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 		})
 	}
 	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
+	// The update that records the status marks the row observed too, so
+	// markObserved below writes nothing more when it did.
+	if now.After(d.LastObservedAt) {
+		d.LastObservedAt = now
+	}
 	changed := &ledger.TaskStatusChangedData{TaskObservation: data}
 	change := ledger.Change{Type: ledger.EventTypeTaskStatusChanged, Actor: actor, At: now, Data: changed}
 	var err error

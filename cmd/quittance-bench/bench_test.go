@@ -124,7 +124,7 @@ func TestSoakRunsEveryPart(t *testing.T) {
 		t.Fatalf("soak: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"violations: 0", "SIGKILLs of a replica", "acknowledged delegations checked"} {
+	for _, want := range []string{"violations: 0", "SIGKILLs of a replica", "acknowledged delegations checked", "write coalescer: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}

@@ -133,6 +133,7 @@ type soak struct {
 	ops, retries      atomic.Int64
 	kills, pgRestarts atomic.Int64
 	scenarios         [numScenarios]atomic.Int64
+	writes            *flushWatch // the replicas' write coalescers
 
 	mu         sync.Mutex
 	acked      map[string]ledger.ObligationState // delegation id → last state the API acknowledged
@@ -318,6 +319,10 @@ func (s *soak) load(ctx context.Context) error {
 		stopSSE()
 		<-sseDone
 	}
+	s.writes = newFlushWatch(cfg.Replicas)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	s.defers(stopWatch)
+	go s.writes.run(watchCtx, func() []string { return s.urls }, 500*time.Millisecond)
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
@@ -380,6 +385,12 @@ type soakChecks struct {
 func (s *soak) check(ctx context.Context) (soakChecks, error) {
 	var res soakChecks
 	var err error
+	for i, u := range s.urls {
+		s.writes.read(ctx, i, u)
+	}
+	if c, seen := s.writes.total(); !seen || c.flushes == 0 {
+		s.violate("the write coalescer: %s", s.writes)
+	}
 	if res.rep, err = pgstore.CheckInvariants(ctx, s.pool); err != nil {
 		return res, err
 	}
@@ -413,6 +424,7 @@ func (s *soak) print(stdout io.Writer, ran time.Duration, took drainTimes, res s
 		sc = append(sc, fmt.Sprintf("%s %d", scenarioNames[i], s.scenarios[i].Load()))
 	}
 	fmt.Fprintf(stdout, "  scenarios: %s\n", strings.Join(sc, ", "))
+	fmt.Fprintf(stdout, "  write coalescer: %s\n", s.writes)
 	fmt.Fprintf(stdout, "  faults injected: %d SIGKILLs of a replica, %d immediate PostgreSQL restarts\n", s.kills.Load(), s.pgRestarts.Load())
 	fmt.Fprintf(stdout, "  database: %d delegations %v, %d budgets, %d events in %d streams\n",
 		len(rep.Delegations), sortedCounts(states), rep.Budgets, rep.Events, rep.Streams)

@@ -155,6 +155,15 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 		CompensationLastError: optional(d.Compensation.LastError), CompensationReceipt: d.Compensation.Receipt,
 		PendingWriteOffID: uuid.NullUUID{UUID: d.PendingWriteOffID, Valid: d.PendingWriteOffID != uuid.Nil},
 		PreviousVersion:   d.Version - 1, UpdatedAt: d.UpdatedAt,
+		ObservedAt: optionalTime(d.LastObservedAt),
+	}
+	if !d.LastObservedAt.IsZero() {
+		// The update marks the row observed at LastObservedAt: a mark of
+		// no later time by the same operation need not be written again.
+		if t.observed == nil {
+			t.observed = map[uuid.UUID]time.Time{}
+		}
+		t.observed[d.ID] = d.LastObservedAt
 	}
 	return t.conn.queue(func(q *dbsqlc.Queries) error {
 		_, err := q.DelegationUpdate(ctx, p)
@@ -170,8 +179,15 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 	})
 }
 
-// MarkDelegationObserved queues the update (txConn.queue).
+// MarkDelegationObserved queues the update (txConn.queue), unless the
+// operation's own update of the delegation marked it observed at at or
+// later (UpdateDelegation, with the delegation's LastObservedAt): one
+// update of the row, not two, for an observation that changes it. Were
+// that update refused, the operation would fail with it, mark and all.
 func (t *tx) MarkDelegationObserved(ctx context.Context, id uuid.UUID, at time.Time) error {
+	if marked, ok := t.observed[id]; ok && !marked.Before(at) {
+		return nil
+	}
 	return t.conn.queue(func(q *dbsqlc.Queries) error {
 		return q.DelegationMarkObserved(ctx, dbsqlc.DelegationMarkObservedParams{ID: id, ObservedAt: at})
 	}, refusedByError, func(_ pgconn.CommandTag, err error) error {

@@ -3,6 +3,9 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/delegate"
@@ -23,6 +26,9 @@ type tx struct {
 	// deliveriesQueued: an append queued webhook deliveries (or may
 	// have), so the commit wakes the webhook workers.
 	deliveriesQueued bool
+	// observed are the times the operation's updates of delegations
+	// marked them observed at (UpdateDelegation), by delegation.
+	observed map[uuid.UUID]time.Time
 	// txShared is what every operation of one transaction shares: a flush
 	// of coalesced operations runs them one after the other in it.
 	*txShared

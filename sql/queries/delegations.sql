@@ -65,6 +65,9 @@ UPDATE delegations SET
     compensation_last_error = @compensation_last_error,
     compensation_receipt    = @compensation_receipt,
     pending_write_off_id    = @pending_write_off_id,
+    -- An observation of the remote task that changes the row marks it
+    -- here (NULL: none), so it needs no DelegationMarkObserved after.
+    last_observed_at        = greatest(last_observed_at, sqlc.narg(observed_at)::timestamptz),
     version                 = version + 1,
     updated_at              = @updated_at
 WHERE id = @id AND version = @previous_version;

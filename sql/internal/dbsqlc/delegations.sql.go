@@ -745,9 +745,12 @@ UPDATE delegations SET
     compensation_last_error = $16,
     compensation_receipt    = $17,
     pending_write_off_id    = $18,
+    -- An observation of the remote task that changes the row marks it
+    -- here (NULL: none), so it needs no DelegationMarkObserved after.
+    last_observed_at        = greatest(last_observed_at, $19::timestamptz),
     version                 = version + 1,
-    updated_at              = $19
-WHERE id = $20 AND version = $21
+    updated_at              = $20
+WHERE id = $21 AND version = $22
 `
 
 type DelegationUpdateParams struct {
@@ -769,6 +772,7 @@ type DelegationUpdateParams struct {
 	CompensationLastError *string
 	CompensationReceipt   json.RawMessage
 	PendingWriteOffID     uuid.NullUUID
+	ObservedAt            *time.Time
 	UpdatedAt             time.Time
 	ID                    uuid.UUID
 	PreviousVersion       int64
@@ -794,6 +798,7 @@ func (q *Queries) DelegationUpdate(ctx context.Context, arg DelegationUpdatePara
 		arg.CompensationLastError,
 		arg.CompensationReceipt,
 		arg.PendingWriteOffID,
+		arg.ObservedAt,
 		arg.UpdatedAt,
 		arg.ID,
 		arg.PreviousVersion,

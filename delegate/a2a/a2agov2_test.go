@@ -63,7 +63,17 @@ func (e *v2Executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) it
 	e.executed++
 	e.mu.Unlock()
 	return func(yield func(v2.Event, error) bool) {
-		if !yield(v2.NewSubmittedTask(ec, ec.Message), nil) || !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) {
+		if !yield(v2.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if parts := ec.Message.Parts; len(parts) == 1 && parts[0].Text() == "huge" {
+			// A task larger than the client takes.
+			if yield(v2.NewArtifactEvent(ec, v2.NewTextPart(strings.Repeat("a", maxBodyBytes+1))), nil) {
+				yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateCompleted, nil), nil)
+			}
+			return
+		}
+		if !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) {
 			return
 		}
 		select {
@@ -621,5 +631,22 @@ func TestGRPCInterfaceTarget(t *testing.T) {
 	rest := AgentInterface{URL: "agent.example:443", Binding: BindingHTTPJSON, ProtocolVersion: "1.0"}
 	if err := checkInterfaceHost(rest, []string{"agent.example"}); !errors.Is(err, egress.ErrDenied) {
 		t.Fatalf("a bare host:port is a URL for gRPC only: %v", err)
+	}
+}
+
+// TestV2ResponseCap: on each binding, a task larger than the cap is
+// ErrBodyTooLarge, not retryable.
+func TestV2ResponseCap(t *testing.T) {
+	t.Parallel()
+	for _, b := range bindings {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			a := serveV2(t, &v2Executor{})
+			c := a.client(t, b)
+			_, err := c.SendMessage(t.Context(), SendRequest{Message: Message{MessageID: "msg-huge-" + b, Role: RoleUser, Parts: []Part{{Text: "huge"}}}})
+			if !errors.Is(err, ErrBodyTooLarge) || Retryable(err) {
+				t.Fatalf("a task over the cap: %v", err)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -41,12 +42,12 @@ type GRPCStatusError struct {
 
 // Error returns the code and the message.
 func (e *GRPCStatusError) Error() string {
-	return fmt.Sprintf("a2a: grpc status %s: %s", codes.Code(e.Code), e.Message) //nolint:gosec // a gRPC code
+	return fmt.Sprintf("a2a: grpc status %s: %s", codes.Code(e.Code), e.Message)
 }
 
 // retryable: the gRPC codes a call may be repeated after, unchanged.
 func (e *GRPCStatusError) retryable() bool {
-	switch codes.Code(e.Code) { //nolint:gosec // a gRPC code
+	switch codes.Code(e.Code) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
 		return true
 	}
@@ -273,6 +274,11 @@ func (c *grpcBinding) err(ctx context.Context, op string, h *grpcStatus, err err
 	}
 	if rpcErr := statusDetailsError(h.st.Message(), details); rpcErr != nil {
 		return fmt.Errorf("%s: %w", op, rpcErr)
+	}
+	if h.st.Code() == codes.ResourceExhausted && strings.Contains(h.st.Message(), "larger than max") {
+		// The client's own limit on a message (maxGRPCMessageBytes), not
+		// the server's: the same answer again would be as large.
+		return fmt.Errorf("%s: %w: %s", op, ErrBodyTooLarge, h.st.Message())
 	}
 	if h.st.Code() == codes.Unimplemented {
 		return fmt.Errorf("%s: %w", op, &RPCError{Code: -32601, Message: h.st.Message()})

@@ -21,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/quittance/quittance/delegate/egress"
@@ -648,5 +649,38 @@ func TestV2ResponseCap(t *testing.T) {
 				t.Fatalf("a task over the cap: %v", err)
 			}
 		})
+	}
+}
+
+// TestV2GRPCOverTLS: a gRPC interface at https://host:port, or a bare
+// host:port, is spoken to over TLS with the HTTP client's TLS
+// configuration (here the test server's root), and its dialer.
+func TestV2GRPCOverTLS(t *testing.T) {
+	t.Parallel()
+	exec := &v2Executor{stop: make(chan struct{})}
+	t.Cleanup(func() { close(exec.stop) })
+	handler := a2asrv.NewHandler(exec)
+	certs := httptest.NewUnstartedServer(http.NotFoundHandler())
+	certs.StartTLS()
+	t.Cleanup(certs.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.Creds(credentials.NewServerTLSFromCert(&certs.TLS.Certificates[0])))
+	a2agrpc.NewHandler(handler).RegisterWith(gs)
+	go func() { _ = gs.Serve(l) }()
+	t.Cleanup(gs.Stop)
+	for _, u := range []string{"https://" + l.Addr().String(), l.Addr().String()} {
+		c := NewClient(certs.Client(), AgentInterface{URL: u, Binding: BindingGRPC, ProtocolVersion: "1.0"})
+		task := startV2Task(t, c, "")
+		if got := waitV2State(t, c, task.ID, TaskStateWorking); got.Binding != BindingGRPC {
+			t.Fatalf("%s: task %+v", u, got)
+		}
+	}
+	// Without the test root, the certificate is refused, finally.
+	c := NewClient(egress.NewClient(loopbackPolicy), AgentInterface{URL: "https://" + l.Addr().String(), Binding: BindingGRPC, ProtocolVersion: "1.0"})
+	if _, err := c.GetTask(t.Context(), "t-1"); err == nil || Retryable(err) || errors.Is(err, egress.ErrDenied) {
+		t.Fatalf("a certificate from an unknown authority: %v, retryable %v; want a final refusal", err, Retryable(err))
 	}
 }

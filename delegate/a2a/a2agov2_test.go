@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/quittance/quittance/delegate/egress"
 )
@@ -38,6 +42,7 @@ type v2Executor struct {
 	release      map[string]chan struct{}
 	cancelMeta   map[string]map[string]any
 	stop         chan struct{} // closed when the test ends: every task stops
+	executed     int
 }
 
 func (e *v2Executor) releaseChan(taskID string) chan struct{} {
@@ -55,8 +60,21 @@ func (e *v2Executor) releaseChan(taskID string) chan struct{} {
 }
 
 func (e *v2Executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[v2.Event, error] {
+	e.mu.Lock()
+	e.executed++
+	e.mu.Unlock()
 	return func(yield func(v2.Event, error) bool) {
-		if !yield(v2.NewSubmittedTask(ec, ec.Message), nil) || !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) {
+		if !yield(v2.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if parts := ec.Message.Parts; len(parts) == 1 && parts[0].Text() == "huge" {
+			// A task larger than the client takes.
+			if yield(v2.NewArtifactEvent(ec, v2.NewTextPart(strings.Repeat("a", maxBodyBytes+1))), nil) {
+				yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateCompleted, nil), nil)
+			}
+			return
+		}
+		if !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) {
 			return
 		}
 		select {
@@ -99,6 +117,55 @@ type v2Agent struct {
 	hc      *http.Client
 	// grpcCancelMeta: the metadata of each CancelTask over gRPC, by task.
 	grpcCancelMeta *sync.Map
+	lose           *atomic.Int32
+}
+
+// loseReplies handles a request and drops the connection instead of
+// replying while lose is above zero.
+func loseReplies(lose *atomic.Int32, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lose.Add(-1) < 0 {
+			lose.Add(1)
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	})
+}
+
+// TestV2LostReply: on each binding, a SendMessage the agent handled but
+// whose reply was lost — the connection dropped after the handler ran
+// (HTTP bindings), UNAVAILABLE after it ran (gRPC, from an interceptor) —
+// is retryable, and the resend with the same messageId is answered.
+func TestV2LostReply(t *testing.T) {
+	t.Parallel()
+	for _, b := range bindings {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			exec := &v2Executor{}
+			a := serveV2(t, exec)
+			c := a.client(t, b)
+			req := SendRequest{Message: Message{MessageID: "msg-lost-" + b, Role: RoleUser, Parts: []Part{{Text: "buy"}}}, ReturnImmediately: true}
+			a.lose.Store(1)
+			_, err := c.SendMessage(t.Context(), req)
+			if err == nil || !Retryable(err) {
+				t.Fatalf("a lost reply: %v, retryable %v", err, Retryable(err))
+			}
+			exec.mu.Lock()
+			handled := exec.executed
+			exec.mu.Unlock()
+			if handled != 1 {
+				t.Fatalf("the agent executed %d messages before the reply was lost, want 1", handled)
+			}
+			res, err := c.SendMessage(t.Context(), req)
+			if err != nil || res.Task == nil || res.Task.Binding != b {
+				t.Fatalf("the resend: %+v, %v", res, err)
+			}
+		})
+	}
 }
 
 func serveV2(t *testing.T, exec *v2Executor, order ...string) *v2Agent {
@@ -109,8 +176,11 @@ func serveV2(t *testing.T, exec *v2Executor, order ...string) *v2Agent {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
-	mux.Handle("/rest/", http.StripPrefix("/rest", a2asrv.NewRESTHandler(handler)))
+	// lose > 0: the next that many calls are handled and their replies
+	// lost, the connection dropped (HTTP) or UNAVAILABLE (gRPC).
+	lose := &atomic.Int32{}
+	mux.Handle("/rpc", loseReplies(lose, a2asrv.NewJSONRPCHandler(handler)))
+	mux.Handle("/rest/", loseReplies(lose, http.StripPrefix("/rest", a2asrv.NewRESTHandler(handler))))
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,7 +194,12 @@ func serveV2(t *testing.T, exec *v2Executor, order ...string) *v2Agent {
 		if r, ok := req.(*a2apb.CancelTaskRequest); ok && r.GetMetadata() != nil {
 			grpcCancelMeta.Store(r.GetId(), r.GetMetadata().AsMap())
 		}
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		if lose.Add(-1) >= 0 {
+			return nil, status.Error(codes.Unavailable, "reply lost")
+		}
+		lose.Add(1)
+		return resp, err
 	}))
 	a2agrpc.NewHandler(handler).RegisterWith(gs)
 	go func() { _ = gs.Serve(l) }()
@@ -157,7 +232,7 @@ func serveV2(t *testing.T, exec *v2Executor, order ...string) *v2Agent {
 	if err != nil {
 		t.Fatalf("fetch card: %v", err)
 	}
-	return &v2Agent{exec: exec, srv: srv, grpcURL: urls[BindingGRPC], card: got, hc: hc, grpcCancelMeta: grpcCancelMeta}
+	return &v2Agent{exec: exec, srv: srv, grpcURL: urls[BindingGRPC], card: got, hc: hc, grpcCancelMeta: grpcCancelMeta, lose: lose}
 }
 
 // client returns a client for the agent's interface of the given binding.
@@ -365,19 +440,20 @@ func TestV2Subscribe(t *testing.T) {
 	}
 }
 
-// TestV2Push: on each binding, the push config registered for a task
-// brings a notification with the token.
+// TestV2Push: on each binding, the push configs registered for a task
+// bring notifications with their credentials: a token (a2a-go sends it as
+// A2A-Notification-Token) and an Authorization scheme with credentials.
 func TestV2Push(t *testing.T) {
 	t.Parallel()
 	for _, b := range bindings {
 		t.Run(b, func(t *testing.T) {
 			t.Parallel()
-			got := make(chan string, 16)
+			got := make(chan string, 64)
 			hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body := make([]byte, 1<<16)
 				n, _ := r.Body.Read(body)
 				if ev, err := ParsePushNotification(body[:n]); err == nil {
-					got <- PushTokenFromRequest(r) + " " + ev.TaskID()
+					got <- r.Header.Get("Authorization") + "|" + PushTokenFromRequest(r) + "|" + ev.TaskID()
 				}
 			}))
 			t.Cleanup(hook.Close)
@@ -388,14 +464,24 @@ func TestV2Push(t *testing.T) {
 			if err := c.SetPushConfig(t.Context(), task.ID, PushConfig{ID: "p1", URL: hook.URL, Token: "tok-1"}); err != nil {
 				t.Fatalf("set push config: %v", err)
 			}
+			if err := c.SetPushConfig(t.Context(), task.ID, PushConfig{ID: "p2", URL: hook.URL, AuthScheme: "Bearer", AuthCredentials: "cred-1"}); err != nil {
+				t.Fatalf("set push config with authentication: %v", err)
+			}
 			close(exec.releaseChan(task.ID))
-			select {
-			case s := <-got:
-				if s != "tok-1 "+task.ID {
-					t.Fatalf("push %q", s)
+			want := map[string]bool{"|tok-1|" + task.ID: false, "Bearer cred-1|cred-1|" + task.ID: false}
+			for deadline := time.After(20 * time.Second); ; {
+				select {
+				case s := <-got:
+					if _, ok := want[s]; !ok {
+						t.Fatalf("push %q; want one of %v", s, want)
+					}
+					want[s] = true
+				case <-deadline:
+					t.Fatalf("push notifications seen: %v", want)
 				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("no push notification")
+				if want["|tok-1|"+task.ID] && want["Bearer cred-1|cred-1|"+task.ID] {
+					return
+				}
 			}
 		})
 	}
@@ -546,5 +632,55 @@ func TestGRPCInterfaceTarget(t *testing.T) {
 	rest := AgentInterface{URL: "agent.example:443", Binding: BindingHTTPJSON, ProtocolVersion: "1.0"}
 	if err := checkInterfaceHost(rest, []string{"agent.example"}); !errors.Is(err, egress.ErrDenied) {
 		t.Fatalf("a bare host:port is a URL for gRPC only: %v", err)
+	}
+}
+
+// TestV2ResponseCap: on each binding, a task larger than the cap is
+// ErrBodyTooLarge, not retryable.
+func TestV2ResponseCap(t *testing.T) {
+	t.Parallel()
+	for _, b := range bindings {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			a := serveV2(t, &v2Executor{})
+			c := a.client(t, b)
+			_, err := c.SendMessage(t.Context(), SendRequest{Message: Message{MessageID: "msg-huge-" + b, Role: RoleUser, Parts: []Part{{Text: "huge"}}}})
+			if !errors.Is(err, ErrBodyTooLarge) || Retryable(err) {
+				t.Fatalf("a task over the cap: %v", err)
+			}
+		})
+	}
+}
+
+// TestV2GRPCOverTLS: a gRPC interface at https://host:port, or a bare
+// host:port, is spoken to over TLS with the HTTP client's TLS
+// configuration (here the test server's root), and its dialer.
+func TestV2GRPCOverTLS(t *testing.T) {
+	t.Parallel()
+	exec := &v2Executor{stop: make(chan struct{})}
+	t.Cleanup(func() { close(exec.stop) })
+	handler := a2asrv.NewHandler(exec)
+	certs := httptest.NewUnstartedServer(http.NotFoundHandler())
+	certs.StartTLS()
+	t.Cleanup(certs.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.Creds(credentials.NewServerTLSFromCert(&certs.TLS.Certificates[0])))
+	a2agrpc.NewHandler(handler).RegisterWith(gs)
+	go func() { _ = gs.Serve(l) }()
+	t.Cleanup(gs.Stop)
+	for _, u := range []string{"https://" + l.Addr().String(), l.Addr().String()} {
+		c := NewClient(certs.Client(), AgentInterface{URL: u, Binding: BindingGRPC, ProtocolVersion: "1.0"})
+		task := startV2Task(t, c, "")
+		if got := waitV2State(t, c, task.ID, TaskStateWorking); got.Binding != BindingGRPC {
+			t.Fatalf("%s: task %+v", u, got)
+		}
+	}
+	// Without the test root, the certificate is refused, finally.
+	c := NewClient(egress.NewClient(loopbackPolicy), AgentInterface{URL: "https://" + l.Addr().String(), Binding: BindingGRPC, ProtocolVersion: "1.0"})
+	if _, err := c.GetTask(t.Context(), "t-1"); err == nil || Retryable(err) || errors.Is(err, egress.ErrDenied) {
+		t.Fatalf("a certificate from an unknown authority: %v, retryable %v; want a final refusal", err, Retryable(err))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -22,8 +23,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-
-	"github.com/quittance/quittance/delegate/egress"
 )
 
 // maxGRPCMessageBytes caps a gRPC response message, as maxBodyBytes caps a
@@ -41,12 +40,12 @@ type GRPCStatusError struct {
 
 // Error returns the code and the message.
 func (e *GRPCStatusError) Error() string {
-	return fmt.Sprintf("a2a: grpc status %s: %s", codes.Code(e.Code), e.Message) //nolint:gosec // a gRPC code
+	return fmt.Sprintf("a2a: grpc status %s: %s", codes.Code(e.Code), e.Message)
 }
 
 // retryable: the gRPC codes a call may be repeated after, unchanged.
 func (e *GRPCStatusError) retryable() bool {
-	switch codes.Code(e.Code) { //nolint:gosec // a gRPC code
+	switch codes.Code(e.Code) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
 		return true
 	}
@@ -194,7 +193,7 @@ func (c *grpcBinding) conn(h *grpcStatus) (*grpc.ClientConn, error) {
 		if cfg == nil {
 			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		creds = credentials.NewTLS(cfg)
+		creds = keptCreds{TransportCredentials: credentials.NewTLS(cfg), h: h}
 	}
 	return grpc.NewClient("passthrough:///"+c.target,
 		grpc.WithTransportCredentials(creds),
@@ -218,6 +217,22 @@ func (c *grpcBinding) conn(h *grpcStatus) (*grpc.ClientConn, error) {
 			return &keptStream{ClientStream: s, ctx: ctx}, nil
 		}),
 	)
+}
+
+// keptCreds keeps the error of the TLS handshakes of a call's connection.
+type keptCreds struct {
+	credentials.TransportCredentials
+	h *grpcStatus
+}
+
+func (k keptCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, info, err := k.TransportCredentials.ClientHandshake(ctx, authority, conn)
+	k.h.dialed(err)
+	return c, info, err
+}
+
+func (k keptCreds) Clone() credentials.TransportCredentials {
+	return keptCreds{TransportCredentials: k.TransportCredentials.Clone(), h: k.h}
 }
 
 // keptStream keeps the status a stream ends with.
@@ -252,9 +267,10 @@ func (c *grpcBinding) err(ctx context.Context, op string, h *grpcStatus, err err
 	if err == nil {
 		return nil
 	}
-	// gRPC reports a failed dial as Unavailable, text only: an egress
-	// refusal must stay one, final.
-	if dialErr := h.dialError(); dialErr != nil && errors.Is(dialErr, egress.ErrDenied) {
+	// gRPC reports a failed dial or TLS handshake as Unavailable, text
+	// only: an egress refusal or a refused certificate must stay one,
+	// final.
+	if dialErr := h.dialError(); dialErr != nil && !Retryable(dialErr) {
 		return fmt.Errorf("%s: %w", op, dialErr)
 	}
 	if h.st == nil {
@@ -273,6 +289,11 @@ func (c *grpcBinding) err(ctx context.Context, op string, h *grpcStatus, err err
 	}
 	if rpcErr := statusDetailsError(h.st.Message(), details); rpcErr != nil {
 		return fmt.Errorf("%s: %w", op, rpcErr)
+	}
+	if h.st.Code() == codes.ResourceExhausted && strings.Contains(h.st.Message(), "larger than max") {
+		// The client's own limit on a message (maxGRPCMessageBytes), not
+		// the server's: the same answer again would be as large.
+		return fmt.Errorf("%s: %w: %s", op, ErrBodyTooLarge, h.st.Message())
 	}
 	if h.st.Code() == codes.Unimplemented {
 		return fmt.Errorf("%s: %w", op, &RPCError{Code: -32601, Message: h.st.Message()})

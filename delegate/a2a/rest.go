@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -93,7 +94,9 @@ func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	return resp, nil
 }
 
-// cappedBody fails with ErrBodyTooLarge once more than max bytes are read.
+// cappedBody fails with ErrBodyTooLarge once the body has more than max
+// bytes, handing out none beyond max: a JSON decoder that finds a whole
+// value in what it was given would otherwise not look at the error.
 type cappedBody struct {
 	rc   io.ReadCloser
 	max  int64
@@ -101,10 +104,13 @@ type cappedBody struct {
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
+	if left := b.max - b.read + 1; int64(len(p)) > left {
+		p = p[:left]
+	}
 	n, err := b.rc.Read(p)
 	b.read += int64(n)
-	if b.read > b.max {
-		return n, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, b.max)
+	if over := b.read - b.max; over > 0 {
+		return n - int(over), fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, b.max)
 	}
 	return n, err
 }
@@ -269,10 +275,33 @@ func (c *restBinding) subscribe(ctx context.Context, taskID string) iter.Seq2[St
 }
 
 // streamErr converts an error of an event stream: before the stream, as a
-// call's; within it, an error event is the *RPCError of its reason.
+// call's; within it, an error event (which the SDK reads into an
+// *sdk.Error) is the *RPCError of its reason, its details as Data.
 func (c *restBinding) streamErr(ex *exchange, err error) error {
 	if ex.status != http.StatusOK {
 		return c.err("SubscribeToTask", ex, err)
+	}
+	var sdkErr *sdk.Error
+	if errors.As(err, &sdkErr) {
+		details := make([]json.RawMessage, 0, len(sdkErr.TypedDetails)+1)
+		for _, d := range sdkErr.TypedDetails {
+			m := map[string]any{"@type": d.TypeURL}
+			for k, v := range d.Value {
+				if k != "@type" {
+					m[k] = v
+				}
+			}
+			if raw, merr := json.Marshal(m); merr == nil {
+				details = append(details, raw)
+			}
+		}
+		info, _ := json.Marshal(map[string]any{"@type": errorInfoType, "reason": sdk.ErrorReason(sdkErr.Err), "domain": sdk.ProtocolDomain})
+		if rpcErr := statusDetailsError(sdkErr.Message, append(details, info)); rpcErr != nil {
+			return fmt.Errorf("SubscribeToTask: %w", rpcErr)
+		}
+	}
+	if malformed(err) {
+		return fmt.Errorf("SubscribeToTask: %w: %w", ErrMalformedResponse, err)
 	}
 	return fmt.Errorf("SubscribeToTask: %w", err)
 }

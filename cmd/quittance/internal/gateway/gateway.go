@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -189,8 +191,39 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
+	if err != nil {
+		return
+	}
+	if len(body) > maxRequestBytes {
+		writeRPCError(w, nil, -32600, "the request is larger than 2 MiB")
+		return
+	}
+	var head struct {
+		Method string `json:"method"`
+		ID     any    `json:"id"`
+	}
+	_ = json.Unmarshal(body, &head)
+	if v := r.Header.Get("A2A-Version"); strings.Contains(head.Method, "/") || (v != "" && v != "1" && !strings.HasPrefix(v, "1.")) {
+		// An A2A 0.3 client (method names like message/send): answered
+		// with 1.0's VersionNotSupportedError rather than MethodNotFound,
+		// so it says why.
+		writeRPCError(w, head.ID, -32009, "this agent serves A2A 1.0 only (JSON-RPC and HTTP+JSON); A2A 0.3 is not served")
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	ctx := context.WithValue(r.Context(), callKey{}, call{p: p, org: r.PathValue("org")})
 	g.jsonrpc.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// maxRequestBytes bounds a JSON-RPC request (a dispatched message is at
+// most 256 KiB).
+const maxRequestBytes = 2 << 20
+
+// writeRPCError writes a JSON-RPC error object (HTTP 200, as a2asrv does).
+func writeRPCError(w http.ResponseWriter, id any, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
 }
 
 // serveREST serves /a2a/orgs/{org}/rest/... with a2asrv's HTTP+JSON

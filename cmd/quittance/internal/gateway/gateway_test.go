@@ -446,6 +446,44 @@ func TestGatewayRefusals(t *testing.T) {
 	if held := e.budgetHeld(t); held != 0 {
 		t.Fatalf("held %d after refusals only", held)
 	}
+
+	// The same messageId with another message is the REST API's
+	// idempotency_mismatch, and holds nothing more.
+	c := e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)
+	id := uuid.NewString()
+	send(t, c, ledgerMessage(id, "Order 40 laptops", 50_000))
+	_, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: ledgerMessage(id, "Order 41 laptops", 50_000)})
+	if !errors.Is(err, a2a.ErrInvalidParams) || errorInfoMeta(t, err)["problem_code"] != "idempotency_mismatch" {
+		t.Fatalf("the same messageId with another message: %v", err)
+	}
+	if held := e.budgetHeld(t); held != 50_000 {
+		t.Fatalf("held %d, want the first message's 50000", held)
+	}
+
+	// Without an orchestrator's token, each binding refuses in its own
+	// shape, before anything is read.
+	rpc := e.Do(t, http.MethodPost, "/a2a/orgs/"+orgID+gateway.JSONRPCPath, "",
+		map[string]any{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": map[string]any{"id": id}}).Expect(t, http.StatusUnauthorized)
+	var rpcErr struct {
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	rpc.JSON(t, &rpcErr)
+	if rpcErr.Error.Code != -31401 || rpc.Header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("JSON-RPC without a token: %s %v", rpc.Body, rpc.Header)
+	}
+	finance := e.NewToken(t, ledger.RoleFinance, "", "finance")
+	rest := e.Do(t, http.MethodGet, "/a2a/orgs/"+orgID+gateway.RESTPath+"/tasks", finance, nil).Expect(t, http.StatusForbidden)
+	var restErr struct {
+		Error struct {
+			Status string `json:"status"`
+		} `json:"error"`
+	}
+	rest.JSON(t, &restErr)
+	if restErr.Error.Status != "PERMISSION_DENIED" {
+		t.Fatalf("HTTP+JSON with a finance token: %s", rest.Body)
+	}
 }
 
 // extensionURI is the ledger extension's URI, as the gateway declares it.

@@ -182,3 +182,30 @@ func TestJudgeCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestStatementRefused: only a statement's own refusal makes its operation
+// the flush's culprit; a shutdown, a read-only standby, a lost connection,
+// a deadlock or a serialization failure is the whole flush's, so every
+// operation is replayed alone (and answered 503 if the database is still
+// going away) instead of one being refused for it.
+func TestStatementRefused(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, true},
+		{&pgconn.PgError{Code: "23505"}, true}, // unique_violation
+		{&pgconn.PgError{Code: "P0001"}, true}, // raise_exception (a trigger's refusal)
+		{&pgconn.PgError{Code: "57P01"}, false},
+		{&pgconn.PgError{Code: "57P02"}, false},
+		{&pgconn.PgError{Code: "25006"}, false},
+		{&pgconn.PgError{Code: "08006"}, false},
+		{&pgconn.PgError{Code: "40001"}, false},
+		{&pgconn.PgError{Code: "40P01"}, false},
+		{syscall.ECONNRESET, false},
+	} {
+		if got := statementRefused(c.err); got != c.want {
+			t.Errorf("statementRefused(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

@@ -167,12 +167,14 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 }
 
 // statementRefused: err is no error (the statement ran, and its check
-// refused its result) or PostgreSQL's refusal of the statement itself, not
-// a lost connection, and not a serialization failure or deadlock, which are
-// the transaction's, not the statement's.
+// refused its result) or PostgreSQL's refusal of the statement itself —
+// not a lost connection; not a serialization failure or deadlock, which are
+// the transaction's; and not the server's refusal of every statement now
+// (serverRefusal: a shutdown's FATAL 57P01 reaches whichever queued
+// statement is read first, whoever's it is).
 func statementRefused(err error) bool {
 	var pgErr *pgconn.PgError
-	return err == nil || errors.As(err, &pgErr) && !retryable(err)
+	return err == nil || errors.As(err, &pgErr) && !retryable(err) && !serverRefusal(pgErr.Code)
 }
 
 // fail records err as the transaction's failure and closes br.

@@ -38,7 +38,7 @@ import (
 // unavailableDB is the DBTX under every statement of the store
 // (newQueries): it marks the errors of db's statements unavailable by the
 // rule above. inTx says db is a transaction whose COMMIT is sent
-// elsewhere (txConn, pgx.Tx).
+// elsewhere (txConn, an operation's opConn in a coalesced flush, pgx.Tx).
 type unavailableDB struct {
 	db   dbsqlc.DBTX
 	inTx bool
@@ -47,7 +47,9 @@ type unavailableDB struct {
 // withUnavailable wraps db in unavailableDB.
 func withUnavailable(db dbsqlc.DBTX) dbsqlc.DBTX {
 	switch db.(type) {
-	case *txConn, pgx.Tx:
+	case *txConn, *opConn, pgx.Tx:
+		// An operation's statements in a coalesced flush (opConn) run in
+		// its txConn's transaction too.
 		return unavailableDB{db: db, inTx: true}
 	case *recorder:
 		return db // records statements, sends none

@@ -56,3 +56,9 @@ SELECT * FROM moved;
 -- name: BudgetSetTenants :execrows
 -- Replaces the tenants whose orchestrators may hold on the budget.
 UPDATE budgets SET tenants = @tenants::text[], updated_at = @updated_at WHERE id = @id;
+
+-- name: BudgetNamesTenant :one
+-- Whether any budget names the tenant: while none does, its orchestrators
+-- learn nothing of the orgs, the A2A gateway's cards included
+-- (ledger/DESIGN.md §2.3).
+SELECT EXISTS (SELECT 1 FROM budgets WHERE @tenant::text = ANY (tenants))::boolean AS named;

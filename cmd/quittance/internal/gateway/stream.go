@@ -69,9 +69,16 @@ func (h *handler) follow(ctx context.Context, c call, d ledger.Delegation, answe
 		yield(nil, err)
 		return
 	}
-	first := task.Status
+	// An answer's stream ends at an interruption only once the task moved
+	// on from the one it answers: it worked since, or it asks something
+	// else (a status re-observed with another timestamp is the same
+	// question).
+	first, resumed := task.Status, false
 	ended := func(st a2a.TaskStatus) bool {
-		return st.State.Terminal() || (ends(st.State) && !(answering && sameJSON(st, first)))
+		if !ends(st.State) {
+			resumed = true
+		}
+		return st.State.Terminal() || (ends(st.State) && (!answering || resumed || st.State != first.State || !sameJSON(st.Message, first.Message)))
 	}
 	if !yield(task, nil) || ended(task.Status) {
 		return

@@ -26,6 +26,8 @@ type OrchestratorStore interface {
 	TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
 	// RemoteTasks lists the delegation's extra remote tasks, oldest first.
 	RemoteTasks(ctx context.Context, id uuid.UUID) ([]RemoteTask, error)
+	// BudgetNamesTenant reports whether any budget names the tenant.
+	BudgetNamesTenant(ctx context.Context, tenant string) (bool, error)
 }
 
 // OrchestratorTx is what the Orchestrator writes through, a small part of
@@ -139,13 +141,21 @@ func (o *Orchestrator) RemoteTasks(ctx context.Context, p ledger.Principal, id u
 
 // AgentOrg returns the org an orchestrator may delegate to through the
 // A2A gateway: registered with an agent card URL and its identity not
-// revoked. Any other org, and an org the principal's role may not
-// delegate to, is ledger.ErrNotFound (ledger.ErrForbidden for a role that
-// may not delegate at all), so the gateway's answer is the same for an
-// org that does not exist and one it does not serve.
+// revoked. Any other org is ledger.ErrNotFound (ledger.ErrForbidden for a
+// role that may not delegate at all), so the gateway's answer is the same
+// for an org that does not exist and one it does not serve; and so is
+// every org while no budget names the principal's tenant, whose
+// orchestrators learn nothing of the orgs (ledger/DESIGN.md §2.3).
 func (o *Orchestrator) AgentOrg(ctx context.Context, p ledger.Principal, orgID string) (ledger.Org, error) {
 	if err := ledger.Authorize(p, ledger.ActionDelegate); err != nil {
 		return ledger.Org{}, err
+	}
+	named, err := o.store.BudgetNamesTenant(ctx, p.Tenant)
+	if err != nil {
+		return ledger.Org{}, err
+	}
+	if !named {
+		return ledger.Org{}, fmt.Errorf("no budget names tenant %s: %w", p.Tenant, ledger.ErrNotFound)
 	}
 	org, err := o.store.Org(ctx, orgID)
 	if err != nil {

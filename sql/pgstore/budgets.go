@@ -23,6 +23,12 @@ func (r reader) Budget(ctx context.Context, id string) (ledger.Budget, error) {
 	return toBudget(row), nil
 }
 
+// BudgetNamesTenant reports whether any budget names tenant
+// (delegate.OrchestratorStore).
+func (r reader) BudgetNamesTenant(ctx context.Context, tenant string) (bool, error) {
+	return r.q.BudgetNamesTenant(ctx, tenant)
+}
+
 // Budget reads a budget with the transaction's movements of it applied.
 func (t *tx) Budget(ctx context.Context, id string) (ledger.Budget, error) {
 	if err := t.queueMoves(); err != nil {

@@ -71,3 +71,9 @@ WHERE id = ANY(@budget_ids::text[])
    )
 ORDER BY id
 FOR NO KEY UPDATE;
+
+-- name: BudgetNamesTenant :one
+-- Whether any budget names the tenant: while none does, its orchestrators
+-- learn nothing of the orgs, the A2A gateway's cards included
+-- (ledger/DESIGN.md §2.3).
+SELECT EXISTS (SELECT 1 FROM budgets WHERE @tenant::text = ANY (tenants))::boolean AS named;

@@ -153,6 +153,20 @@ func (q *Queries) BudgetMove(ctx context.Context, arg BudgetMoveParams) (BudgetM
 	return i, err
 }
 
+const budgetNamesTenant = `-- name: BudgetNamesTenant :one
+SELECT EXISTS (SELECT 1 FROM budgets WHERE $1::text = ANY (tenants))::boolean AS named
+`
+
+// Whether any budget names the tenant: while none does, its orchestrators
+// learn nothing of the orgs, the A2A gateway's cards included
+// (ledger/DESIGN.md §2.3).
+func (q *Queries) BudgetNamesTenant(ctx context.Context, tenant string) (bool, error) {
+	row := q.db.QueryRow(ctx, budgetNamesTenant, tenant)
+	var named bool
+	err := row.Scan(&named)
+	return named, err
+}
+
 const budgetSetTenants = `-- name: BudgetSetTenants :execrows
 UPDATE budgets SET tenants = $1::text[], updated_at = $2 WHERE id = $3
 `

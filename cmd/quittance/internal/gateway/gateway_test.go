@@ -250,6 +250,14 @@ func TestGatewayCard(t *testing.T) {
 	if string(unknown.Body) != string(noAgent.Body) {
 		t.Fatalf("an unknown org %s, one without an agent %s", unknown.Body, noAgent.Body)
 	}
+	// While no budget names its tenant, an orchestrator learns nothing of
+	// the orgs (ledger/DESIGN.md §2.3): every card is that same 404.
+	initech := e.NewOrchestrator(t, "initech")
+	if r := e.Do(t, http.MethodGet, "/a2a/orgs/"+orgID+gateway.CardPath, initech, nil).Expect(t, http.StatusNotFound); string(r.Body) != string(unknown.Body) {
+		t.Fatalf("the card for a tenant no budget names: %s", r.Body)
+	}
+	e.PutBudgetFor(t, "initech-ops", "EUR", 1_000, "initech")
+	e.Do(t, http.MethodGet, "/a2a/orgs/"+orgID+gateway.CardPath, initech, nil).Expect(t, http.StatusOK)
 }
 
 // budgetHeld is what budget "ops" holds.

@@ -227,10 +227,18 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		}
 		f.TaskStatus = st
 	}
-	if req.ContextID != "" || req.StatusTimestampAfter != nil {
-		return nil, a2a.NewError(a2a.ErrInvalidParams, "the contextId and statusTimestampAfter filters are not served by the gateway yet")
+	if req.StatusTimestampAfter != nil {
+		return nil, a2a.NewError(a2a.ErrInvalidParams, "the statusTimestampAfter filter is not served by the gateway yet")
 	}
-	ds, err := h.g.cfg.Ledger.ListDelegations(ctx, c.p, f)
+	var ds []ledger.Delegation
+	if req.ContextID != "" {
+		if req.PageToken != "" {
+			return nil, a2a.NewError(a2a.ErrInvalidParams, "a contextId's tasks are one page")
+		}
+		ds, err = h.contextDelegations(ctx, c, req.ContextID, f.TaskStatus)
+	} else {
+		ds, err = h.g.cfg.Ledger.ListDelegations(ctx, c.p, f)
+	}
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -246,8 +254,42 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		out.Tasks = append(out.Tasks, t)
 	}
 	out.TotalSize = len(out.Tasks)
-	if len(ds) == size {
+	if req.ContextID == "" && len(ds) == size {
 		out.NextPageToken = ds[len(ds)-1].ID.String()
+	}
+	return out, nil
+}
+
+// contextDelegations are the caller's delegations at the org in the
+// context the gateway names contextID (quittance-context-<delegation
+// id>): that delegation and those sent in its context (its links'
+// context_children), oldest first, with status st when set. A context
+// that names none of the caller's delegations has no tasks.
+func (h *handler) contextDelegations(ctx context.Context, c call, contextID string, st ledger.TaskStatus) ([]ledger.Delegation, error) {
+	raw, ok := strings.CutPrefix(contextID, contextPrefix)
+	id, err := uuid.Parse(raw)
+	if !ok || err != nil {
+		return nil, nil
+	}
+	l, err := h.g.cfg.Ledger.DelegationLinks(ctx, c.p, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []ledger.Delegation
+	for _, did := range append([]uuid.UUID{id}, l.ContextChildren...) {
+		d, err := h.g.cfg.Ledger.GetDelegation(ctx, c.p, did)
+		if errors.Is(err, ledger.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d.OrgID == c.org && (st == "" || d.TaskStatus == st) {
+			out = append(out, d)
+		}
 	}
 	return out, nil
 }

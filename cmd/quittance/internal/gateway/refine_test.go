@@ -43,7 +43,16 @@ func TestGatewayRefinement(t *testing.T) {
 			return task.Status.State == a2a.TaskStateWorking && task.ContextID == first.ContextID
 		})
 
+		// ListTasks by the context: the first task and its refinement.
+		list, err := acme.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: first.ContextID})
+		if err != nil || len(list.Tasks) != 2 || !containsTask(list.Tasks, first.ID) || !containsTask(list.Tasks, second.ID) {
+			t.Fatalf("%s: the context's tasks: %v %+v", binding, err, list)
+		}
+
 		globex := e.client(t, e.globex, orgID, binding)
+		if list, err := globex.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: first.ContextID}); err != nil || len(list.Tasks) != 0 {
+			t.Fatalf("%s: globex lists acme's context: %v %+v", binding, err, list)
+		}
 		theirs := send(t, globex, ledgerMessage(uuid.NewString(), "Order 2 chairs", 1_000))
 		codes := map[string]string{}
 		for what, ref := range map[string]a2a.TaskID{"globex's task": theirs.ID, "no task": a2a.TaskID(uuid.NewString()), "no UUID": "po-1"} {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"iter"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -69,9 +70,17 @@ func (h *handler) follow(ctx context.Context, c call, d ledger.Delegation, answe
 		yield(nil, err)
 		return
 	}
-	first := task.Status
+	// An answer's stream ends at an interruption only once the task moved
+	// on from the one it answers: it worked since, or it asks something
+	// else (a status re-observed with another timestamp, message id or no
+	// message is the same question).
+	first, resumed := task.Status, false
 	ended := func(st a2a.TaskStatus) bool {
-		return st.State.Terminal() || (ends(st.State) && !(answering && sameJSON(st, first)))
+		if !ends(st.State) {
+			resumed = true
+		}
+		asks := statusText(st)
+		return st.State.Terminal() || (ends(st.State) && (!answering || resumed || st.State != first.State || (asks != "" && asks != statusText(first))))
 	}
 	if !yield(task, nil) || ended(task.Status) {
 		return
@@ -109,6 +118,19 @@ func (h *handler) follow(ctx context.Context, c call, d ledger.Delegation, answe
 			return
 		}
 	}
+}
+
+// statusText is the text of a status's message: what an interrupted task
+// asks, however its message was observed (ids and timestamps aside).
+func statusText(st a2a.TaskStatus) string {
+	if st.Message == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range st.Message.Parts {
+		b.WriteString(p.Text())
+	}
+	return b.String()
 }
 
 // ends reports whether a stream ends at state: a terminal or interrupted

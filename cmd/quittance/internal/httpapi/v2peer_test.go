@@ -45,15 +45,23 @@ var v2Bindings = []string{a2a.BindingJSONRPC, a2a.BindingHTTPJSON, a2a.BindingGR
 // the SendMessage reply arrived, is then older than the status Quittance
 // holds and recorded as stale (task_status_stale), so the task reads
 // "submitted" until a later dated status.
-type v2Work struct{}
+type v2Work struct {
+	// finishAfter > 0: the task completes by itself after that long.
+	finishAfter time.Duration
+}
 
-func (v2Work) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[v2.Event, error] {
+func (w v2Work) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[v2.Event, error] {
 	return func(yield func(v2.Event, error) bool) {
 		submitted := v2.NewSubmittedTask(ec, ec.Message)
 		now := time.Now()
 		submitted.Status.Timestamp = &now
-		if yield(submitted, nil) {
-			yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil)
+		if !yield(submitted, nil) || !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) || w.finishAfter == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.finishAfter):
+			yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateCompleted, nil), nil)
 		}
 	}
 }
@@ -138,6 +146,8 @@ type v2PeerConfig struct {
 	pending bool        // answer pending first, then outcome
 	atomic  bool        // declare atomicCancel
 	purge   bool        // forget a task asked to cancel: TaskNotFound from then on
+	// finishAfter > 0: a task completes by itself after that long.
+	finishAfter time.Duration
 }
 
 // v2PurgingStore is a2a-go's in-memory task store that forgets the tasks
@@ -203,7 +213,7 @@ func serveV2Peer(t *testing.T, cfg v2PeerConfig) *v2Peer {
 	opts := []a2asrv.RequestHandlerOption{
 		a2asrv.WithPushNotifications(v2push.NewInMemoryStore(), v2push.NewHTTPPushSender(&v2push.HTTPSenderConfig{Timeout: 5 * time.Second})),
 	}
-	var work a2asrv.AgentExecutor = v2Work{}
+	var work a2asrv.AgentExecutor = v2Work{finishAfter: cfg.finishAfter}
 	if cfg.purge {
 		store := &v2PurgingStore{InMemory: taskstore.NewInMemory(nil)}
 		work = v2Purging{store: store}
@@ -446,5 +456,44 @@ func TestV2PeerPurgedTask(t *testing.T) {
 			}
 			e.CheckInvariants(t)
 		})
+	}
+}
+
+// TestV2PeerObserved: on each binding, the end of a task the agent
+// completes by itself reaches Quittance by push (confirmed with GetTask),
+// by the task's stream, or by polling, each over the binding, and is
+// recorded with its source and binding.
+func TestV2PeerObserved(t *testing.T) {
+	t.Parallel()
+	ways := map[string]apitest.Worker{
+		"push":   {},
+		"stream": {NoPush: true, Streaming: true},
+		"poll":   {NoPush: true, PollAfter: purgePollAfter},
+	}
+	for _, b := range v2Bindings {
+		for source, w := range ways {
+			t.Run(b+"/"+source, func(t *testing.T) {
+				t.Parallel()
+				e, _, d := dispatchToV2Peer(t, v2PeerConfig{binding: b, outcome: kit.Compensated, finishAfter: 2 * time.Second}, w)
+				d = e.waitFor(t, d.ID, "the task completed", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "completed" })
+				var found bool
+				for _, ev := range e.events(t, d.ID) {
+					var data struct {
+						State, Source, Binding string
+					}
+					if ev.Type != ledger.EventTypeTaskStatusChanged || json.Unmarshal(ev.Data, &data) != nil || data.State != "completed" {
+						continue
+					}
+					if data.Source != source || data.Binding != b {
+						t.Fatalf("completed recorded from %s over %q, want %s over %s: %s", data.Source, data.Binding, source, b, ev.Data)
+					}
+					found = true
+				}
+				if !found {
+					t.Fatal("no task_status_changed for the completion")
+				}
+				e.CheckInvariants(t)
+			})
+		}
 	}
 }

@@ -128,8 +128,9 @@ func (c *restBinding) call(ctx context.Context, op string, f func(ctx context.Co
 
 // err converts the error of a call: a response other than 200 OK is the
 // *RPCError its google.rpc.Status names by an A2A ErrorInfo reason, else an
-// *HTTPStatusError; a 200 OK the SDK could not read is malformed; anything
-// else (the connection, the context) is kept as it is, wrapped.
+// *HTTPStatusError; a 200 OK the SDK could not read (unreadable) is
+// malformed; anything else (the connection, the context) is kept as it is,
+// wrapped.
 func (c *restBinding) err(op string, ex *exchange, err error) error {
 	if err == nil {
 		return nil
@@ -148,7 +149,7 @@ func (c *restBinding) err(op string, ex *exchange, err error) error {
 		}
 		return fmt.Errorf("%s: %w", op, &HTTPStatusError{StatusCode: ex.status})
 	}
-	if ex.status == http.StatusOK && malformed(err) {
+	if ex.status == http.StatusOK && unreadable(err) {
 		return fmt.Errorf("%s: %w: %w", op, ErrMalformedResponse, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
@@ -304,4 +305,11 @@ func (c *restBinding) streamErr(ex *exchange, err error) error {
 		return fmt.Errorf("SubscribeToTask: %w: %w", ErrMalformedResponse, err)
 	}
 	return fmt.Errorf("SubscribeToTask: %w", err)
+}
+
+// unreadable reports whether err, after a 200 OK, is the SDK's refusal of
+// the body itself — bad JSON, or a value that is no A2A answer — rather
+// than the connection failing under it, the cap, or the caller's context.
+func unreadable(err error) bool {
+	return malformed(err) || !(Retryable(err) || errors.Is(err, ErrBodyTooLarge) || errors.Is(err, context.Canceled))
 }

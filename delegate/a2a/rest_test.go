@@ -39,6 +39,9 @@ func TestRESTEdges(t *testing.T) {
 			fmt.Fprint(w, `{"id":"huge","contextId":"c","status":{"state":"TASK_STATE_WORKING"},"metadata":{"x":"`)
 			fmt.Fprint(w, strings.Repeat("a", maxBodyBytes))
 			fmt.Fprint(w, `"}}`)
+		case strings.HasSuffix(r.URL.Path, "/message:send"):
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"neither":"task nor message"}`)
 		case strings.HasSuffix(r.URL.Path, "/tasks/teapot"):
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTeapot)
@@ -76,6 +79,9 @@ func TestRESTEdges(t *testing.T) {
 	}
 	if _, err := c.GetTask(ctx, "huge"); !errors.Is(err, ErrBodyTooLarge) || Retryable(err) {
 		t.Errorf("body over the cap: %v", err)
+	}
+	if _, err := c.SendMessage(ctx, SendRequest{Message: Message{MessageID: "m", Role: RoleUser, Parts: []Part{{Text: "x"}}}}); !errors.Is(err, ErrMalformedResponse) || Retryable(err) {
+		t.Errorf("a send answered with neither a task nor a message: %v", err)
 	}
 	var statusErr *HTTPStatusError
 	if _, err := c.GetTask(ctx, "teapot"); !errors.As(err, &statusErr) || statusErr.StatusCode != http.StatusTeapot || Retryable(err) {

@@ -16,6 +16,7 @@ import (
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	v2push "github.com/a2aproject/a2a-go/v2/a2asrv/push"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"google.golang.org/grpc"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
@@ -44,15 +45,23 @@ var v2Bindings = []string{a2a.BindingJSONRPC, a2a.BindingHTTPJSON, a2a.BindingGR
 // the SendMessage reply arrived, is then older than the status Quittance
 // holds and recorded as stale (task_status_stale), so the task reads
 // "submitted" until a later dated status.
-type v2Work struct{}
+type v2Work struct {
+	// finishAfter > 0: the task completes by itself after that long.
+	finishAfter time.Duration
+}
 
-func (v2Work) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[v2.Event, error] {
+func (w v2Work) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[v2.Event, error] {
 	return func(yield func(v2.Event, error) bool) {
 		submitted := v2.NewSubmittedTask(ec, ec.Message)
 		now := time.Now()
 		submitted.Status.Timestamp = &now
-		if yield(submitted, nil) {
-			yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil)
+		if !yield(submitted, nil) || !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) || w.finishAfter == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.finishAfter):
+			yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateCompleted, nil), nil)
 		}
 	}
 }
@@ -136,6 +145,45 @@ type v2PeerConfig struct {
 	outcome kit.Outcome // Compensated or NotSupported
 	pending bool        // answer pending first, then outcome
 	atomic  bool        // declare atomicCancel
+	purge   bool        // forget a task asked to cancel: TaskNotFound from then on
+	// finishAfter > 0: a task completes by itself after that long.
+	finishAfter time.Duration
+}
+
+// v2PurgingStore is a2a-go's in-memory task store that forgets the tasks
+// purged: Get and Update answer TaskNotFound for them.
+type v2PurgingStore struct {
+	*taskstore.InMemory
+	purged sync.Map
+}
+
+func (s *v2PurgingStore) Get(ctx context.Context, id v2.TaskID) (*taskstore.StoredTask, error) {
+	if _, ok := s.purged.Load(id); ok {
+		return nil, v2.ErrTaskNotFound
+	}
+	return s.InMemory.Get(ctx, id)
+}
+
+func (s *v2PurgingStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (taskstore.TaskVersion, error) {
+	if _, ok := s.purged.Load(req.Task.ID); ok {
+		return 0, v2.ErrTaskNotFound
+	}
+	return s.InMemory.Update(ctx, req)
+}
+
+// v2Purging cancels nothing: it purges the task, the purchase order
+// standing, and the cancel's own status update then finds no task, so the
+// cancel is answered TaskNotFound (and the task's execution ends).
+type v2Purging struct {
+	v2Work
+	store *v2PurgingStore
+}
+
+func (p v2Purging) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[v2.Event, error] {
+	return func(yield func(v2.Event, error) bool) {
+		p.store.purged.Store(ec.TaskID, true)
+		yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateCanceled, nil), nil)
+	}
 }
 
 type v2Peer struct {
@@ -162,12 +210,20 @@ func serveV2Peer(t *testing.T, cfg v2PeerConfig) *v2Peer {
 		t.Fatal(err)
 	}
 	rev := &v2Reversals{outcome: cfg.outcome, count: map[string]int{}}
-	exec := kit.Wrap(v2Work{}, signer, rev.reverse)
+	opts := []a2asrv.RequestHandlerOption{
+		a2asrv.WithPushNotifications(v2push.NewInMemoryStore(), v2push.NewHTTPPushSender(&v2push.HTTPSenderConfig{Timeout: 5 * time.Second})),
+	}
+	var work a2asrv.AgentExecutor = v2Work{finishAfter: cfg.finishAfter}
+	if cfg.purge {
+		store := &v2PurgingStore{InMemory: taskstore.NewInMemory(nil)}
+		work = v2Purging{store: store}
+		opts = append(opts, a2asrv.WithTaskStore(store))
+	}
+	exec := kit.Wrap(work, signer, rev.reverse)
 	if cfg.pending {
 		exec = &pendingFirst{next: exec, signer: signer, rev: rev, delay: time.Second}
 	}
-	handler := a2asrv.NewHandler(exec,
-		a2asrv.WithPushNotifications(v2push.NewInMemoryStore(), v2push.NewHTTPPushSender(&v2push.HTTPSenderConfig{Timeout: 5 * time.Second})))
+	handler := a2asrv.NewHandler(exec, opts...)
 
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -207,17 +263,7 @@ func serveV2Peer(t *testing.T, cfg v2PeerConfig) *v2Peer {
 // cancels it once the task works, and waits for the obligation to be want.
 func runV2Peer(t *testing.T, cfg v2PeerConfig, want string) (httpapi.DelegationBody, []ledger.EventRecord, *v2Peer) {
 	t.Helper()
-	peer := serveV2Peer(t, cfg)
-	e := newA2AEnv(t, apitest.Worker{})
-	e.must(t, http.MethodPut, "/admin/v1/orgs/"+peer.orgID, e.OncallToken, map[string]any{
-		"name": "v2 supplier", "agent_card_url": peer.cardURL, "allowed_hosts": []string{"127.0.0.1"},
-		"jwks": json.RawMessage(peer.jwks), "require_signed_receipts": true,
-	}, http.StatusCreated)
-	d := e.dispatch(t, "po-v2", peer.orgID)
-	d = e.waitFor(t, d.ID, "the task working", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
-	if d.Remote.ProtocolVersion != "1.0" || d.Remote.ContextID == "" {
-		t.Fatalf("remote = %+v", d.Remote)
-	}
+	e, peer, d := dispatchToV2Peer(t, cfg, apitest.Worker{})
 	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
 	d = e.waitFor(t, d.ID, want, func(d httpapi.DelegationBody) bool { return d.ObligationState == want })
 	if d.TaskStatus != "canceled" {
@@ -227,6 +273,25 @@ func runV2Peer(t *testing.T, cfg v2PeerConfig, want string) (httpapi.DelegationB
 	checkBindingRecorded(t, events, cfg.binding)
 	e.CheckInvariants(t)
 	return d, events, peer
+}
+
+// dispatchToV2Peer serves the peer, registers its org on an a2aEnv whose
+// workers are w, and dispatches a delegation to it, returned once its task
+// works.
+func dispatchToV2Peer(t *testing.T, cfg v2PeerConfig, w apitest.Worker) (*a2aEnv, *v2Peer, httpapi.DelegationBody) {
+	t.Helper()
+	peer := serveV2Peer(t, cfg)
+	e := newA2AEnv(t, w)
+	e.must(t, http.MethodPut, "/admin/v1/orgs/"+peer.orgID, e.OncallToken, map[string]any{
+		"name": "v2 supplier", "agent_card_url": peer.cardURL, "allowed_hosts": []string{"127.0.0.1"},
+		"jwks": json.RawMessage(peer.jwks), "require_signed_receipts": true,
+	}, http.StatusCreated)
+	d := e.dispatch(t, "po-v2", peer.orgID)
+	d = e.waitFor(t, d.ID, "the task working", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
+	if d.Remote.ProtocolVersion != "1.0" || d.Remote.ContextID == "" {
+		t.Fatalf("remote = %+v", d.Remote)
+	}
+	return e, peer, d
 }
 
 // checkBindingRecorded: the events of the calls name the binding they went
@@ -351,4 +416,84 @@ func (p *v2Peer) reversals(key string) int {
 	p.rev.mu.Lock()
 	defer p.rev.mu.Unlock()
 	return p.rev.count[key]
+}
+
+// TestV2PeerPurgedTask: on each binding, an agent that forgets the task
+// it is asked to cancel answers the cancel and every GetTask after it with
+// TaskNotFound. Quittance records remote_task_not_found, naming the
+// binding, once for the cancel and at most once for the polls; it never
+// reads the task as ended: the obligation stays held, the hold active,
+// and no compensation is asked for.
+func TestV2PeerPurgedTask(t *testing.T) {
+	t.Parallel()
+	for _, b := range v2Bindings {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			e, peer, d := dispatchToV2Peer(t, v2PeerConfig{binding: b, outcome: kit.Compensated, purge: true}, apitest.Worker{PollAfter: purgePollAfter})
+			e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+			waitNotFound(t, e, d.ID, purgePollAfter)
+			d = e.get(t, d.ID)
+			if d.ObligationState != "held" || d.HoldState != "active" || d.TaskStatus != "working" || d.Compensation.Attempts != 0 {
+				t.Fatalf("after TaskNotFound for a purged task: %+v", d)
+			}
+			events := e.events(t, d.ID)
+			for _, ev := range events {
+				if ev.Type != ledger.EventTypeRemoteTaskNotFound {
+					continue
+				}
+				var data struct {
+					Binding string `json:"binding"`
+				}
+				if err := json.Unmarshal(ev.Data, &data); err != nil || data.Binding != b {
+					t.Errorf("remote_task_not_found %s: binding %q, want %q", ev.Data, data.Binding, b)
+				}
+			}
+			if path := obligationPath(events); path != "" {
+				t.Fatalf("a purged task moved the obligation: %s", path)
+			}
+			if n := peer.reversals(d.Compensation.IdempotencyKey); n != 0 {
+				t.Fatalf("the org reversed %d times", n)
+			}
+			e.CheckInvariants(t)
+		})
+	}
+}
+
+// TestV2PeerObserved: on each binding, the end of a task the agent
+// completes by itself reaches Quittance by push (confirmed with GetTask),
+// by the task's stream, or by polling, each over the binding, and is
+// recorded with its source and binding.
+func TestV2PeerObserved(t *testing.T) {
+	t.Parallel()
+	ways := map[string]apitest.Worker{
+		"push":   {},
+		"stream": {NoPush: true, Streaming: true},
+		"poll":   {NoPush: true, PollAfter: purgePollAfter},
+	}
+	for _, b := range v2Bindings {
+		for source, w := range ways {
+			t.Run(b+"/"+source, func(t *testing.T) {
+				t.Parallel()
+				e, _, d := dispatchToV2Peer(t, v2PeerConfig{binding: b, outcome: kit.Compensated, finishAfter: 2 * time.Second}, w)
+				d = e.waitFor(t, d.ID, "the task completed", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "completed" })
+				var found bool
+				for _, ev := range e.events(t, d.ID) {
+					var data struct {
+						State, Source, Binding string
+					}
+					if ev.Type != ledger.EventTypeTaskStatusChanged || json.Unmarshal(ev.Data, &data) != nil || data.State != "completed" {
+						continue
+					}
+					if data.Source != source || data.Binding != b {
+						t.Fatalf("completed recorded from %s over %q, want %s over %s: %s", data.Source, data.Binding, source, b, ev.Data)
+					}
+					found = true
+				}
+				if !found {
+					t.Fatal("no task_status_changed for the completion")
+				}
+				e.CheckInvariants(t)
+			})
+		}
+	}
 }

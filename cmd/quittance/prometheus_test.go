@@ -163,16 +163,25 @@ func TestPrometheusAlertsAndDashboards(t *testing.T) {
 
 	// A fresh replica: every panel has a value, or says what none means. A
 	// panel whose empty text says the target or collector is down has a
-	// value while both are up, so that text never shows wrongly.
-	for _, q := range queries {
-		samples := p.query(t, expand(q.Expr))
-		switch {
-		case len(samples) == 0 && q.NoValue == "":
-			t.Errorf("%s, panel %q (%s) shows No data on a fresh replica: %s", q.Dashboard, q.Panel, q.RefID, q.Expr)
-		case len(samples) == 0 && strings.Contains(q.NoValue, "down"):
-			t.Errorf("%s, panel %q (%s) says %q with the target and collector up: %s", q.Dashboard, q.Panel, q.RefID, q.NoValue, q.Expr)
+	// value while both are up, so that text never shows wrongly. Asked
+	// until a scrape that succeeded answers them all: on a loaded machine
+	// one scrape may time out, and its series are then stale for a moment.
+	eventually(t, 30*time.Second, "every panel answered while the target and collector are up", func() string {
+		if _, why := one(p.query(t, `up{job="`+promJob+`"} == 1 and on () quittance_collector_up{job="`+promJob+`"} == 1`)); why != "" {
+			return "target or collector not up: " + why
 		}
-	}
+		var wrong []string
+		for _, q := range queries {
+			samples := p.query(t, expand(q.Expr))
+			switch {
+			case len(samples) == 0 && q.NoValue == "":
+				wrong = append(wrong, fmt.Sprintf("%s, panel %q (%s) shows No data on a fresh replica: %s", q.Dashboard, q.Panel, q.RefID, q.Expr))
+			case len(samples) == 0 && strings.Contains(q.NoValue, "down"):
+				wrong = append(wrong, fmt.Sprintf("%s, panel %q (%s) says %q with the target and collector up: %s", q.Dashboard, q.Panel, q.RefID, q.NoValue, q.Expr))
+			}
+		}
+		return strings.Join(wrong, "\n")
+	})
 	for _, c := range []struct{ dashboard, panel, ref string }{
 		{"quittance-oncall", "Escalations", "B"},
 		{"quittance-finance", "Written-off obligations per hour", "A"},

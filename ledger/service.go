@@ -291,7 +291,7 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		return Delegation{}, false, err
 	}
 	hash := in.hash()
-	keys := WriteKeys{Budgets: []string{in.BudgetID}, Operations: []OperationKey{{Tenant: p.Tenant, ID: in.BusinessOperationID}}}
+	keys := WriteKeys{Operations: []OperationKey{{Tenant: p.Tenant, ID: in.BusinessOperationID}}}
 	if in.Remote.TaskID != "" {
 		keys.RecordedTasks = []RemoteTaskKey{{OrgID: in.OrgID, TaskID: in.Remote.TaskID}}
 	}

@@ -14,10 +14,8 @@ import (
 // path"). They are a hint: a write that locks more than it names still
 // runs, its other locks taken as it goes.
 type WriteKeys struct {
-	// Delegations are locked with their event streams and budgets.
+	// Delegations are locked with their event streams.
 	Delegations []uuid.UUID
-	// Budgets are locked as a movement locks them.
-	Budgets []string
 	// Operations are business operation ids a creation records.
 	Operations []OperationKey
 	// RecordedTasks are remote tasks a creation records: the task's lock.

@@ -29,11 +29,12 @@ func (r reader) BudgetNamesTenant(ctx context.Context, tenant string) (bool, err
 	return r.q.BudgetNamesTenant(ctx, tenant)
 }
 
-// Budget reads a budget with the transaction's movements of it applied.
+// Budget reads a budget, without the transaction's movements kept for
+// its commit (its callers read whom it names, not its amounts): sending
+// them here would lock budgets mid-flush, in arrival order, where a
+// flush locks them only at its end, in id order, after every other lock
+// (coalesce.go, checkFunds).
 func (t *tx) Budget(ctx context.Context, id string) (ledger.Budget, error) {
-	if err := t.queueMoves(); err != nil {
-		return ledger.Budget{}, err
-	}
 	return t.reader.Budget(ctx, id)
 }
 

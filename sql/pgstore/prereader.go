@@ -22,7 +22,6 @@ type flushKeys struct {
 	delegations []uuid.UUID
 	orgIDs      []string // remote tasks: orgIDs[i]'s taskIDs[i]
 	taskIDs     []string
-	budgets     []string
 }
 
 // operationLock is the name of the transaction lock a flush takes on a
@@ -58,13 +57,12 @@ func merge(keys ...ledger.WriteKeys) flushKeys {
 			k.taskIDs = append(k.taskIDs, rt.TaskID)
 		}
 		k.delegations = append(k.delegations, w.Delegations...)
-		k.budgets = append(k.budgets, w.Budgets...)
 	}
 	return k
 }
 
 func (k flushKeys) empty() bool {
-	return len(k.locks) == 0 && len(k.delegations) == 0 && len(k.orgIDs) == 0 && len(k.budgets) == 0
+	return len(k.locks) == 0 && len(k.delegations) == 0 && len(k.orgIDs) == 0
 }
 
 // preRead is a flush's sorted, locking pre-read (ledger/DESIGN.md §5, "The
@@ -75,7 +73,8 @@ func (k flushKeys) empty() bool {
 // class and each class in one order: the advisory locks of business
 // operation ids and remote tasks (by name), the delegations (by id, with
 // those recording the remote tasks), their event streams' locks (by
-// name) and the budgets they and the operations move (by id). That is the
+// name). Budgets are the last class: the flush locks those it moves at its
+// end, in id order (checkFunds), and takes no lock after them. That is the
 // order in which an operation alone takes them (a delegation, then its
 // stream, then at the commit its budget), so two flushes, or a flush and
 // a transaction alone, that need the same rows wait for each other rather
@@ -93,7 +92,7 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
 	// A statement with nothing to lock is not sent: a creation alone
-	// locks its operation id, its remote task and its budget, in two.
+	// locks its operation id and its remote task, in one.
 	delegations := len(ids) > 0 || len(k.orgIDs) > 0
 	rec := &planRecorder{}
 	q := newQueries(rec)
@@ -111,12 +110,6 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 			Streams: []string{}, Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
 		})
 		err = errors.Join(err, e1, e2)
-	}
-	if delegations || len(k.budgets) > 0 {
-		_, e := q.BudgetsLockForFlush(ctx, dbsqlc.BudgetsLockForFlushParams{
-			BudgetIds: nonNil(k.budgets), Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
-		})
-		err = errors.Join(err, e)
 	}
 	if err != nil {
 		return err

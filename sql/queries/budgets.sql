@@ -57,21 +57,6 @@ SELECT * FROM moved;
 -- Replaces the tenants whose orchestrators may hold on the budget.
 UPDATE budgets SET tenants = @tenants::text[], updated_at = @updated_at WHERE id = @id;
 
--- name: BudgetsLockForFlush :many
--- BudgetsForUpdate for a flush's pre-read: the budgets of @budget_ids and
--- those of the delegations DelegationsLockForFlush locked (the same @ids,
--- @org_ids and @task_ids), in id order, the last locks of the pre-read
--- (sql/pgstore/prereader.go).
-SELECT * FROM budgets
-WHERE id = ANY(@budget_ids::text[])
-   OR id IN (
-        SELECT d.budget_id FROM delegations d
-        WHERE d.id = ANY(@ids::uuid[])
-           OR (d.org_id, d.remote_task_id) IN (SELECT unnest(@org_ids::text[]), unnest(@task_ids::text[]))
-   )
-ORDER BY id
-FOR NO KEY UPDATE;
-
 -- name: BudgetNamesTenant :one
 -- Whether any budget names the tenant: while none does, its orchestrators
 -- learn nothing of the orgs, the A2A gateway's cards included

@@ -248,31 +248,30 @@ func setupBenchLoad(ctx context.Context, c *client, bootstrap, prefix string) (*
 	return l, nil
 }
 
+// benchRequest is one request of a lifecycle: what send sends, where it
+// decodes the answer (out; nil: nowhere) and the statuses that count as
+// answered (want).
+type benchRequest struct {
+	method, path, token, contentType string
+	body, out                        any
+	want                             []int
+}
+
 // send sends one request until it is answered with something other than
 // a transport error or a 5xx, for at most a minute.
-func (l *benchLoad) send(ctx context.Context, method, path, token, contentType string, body any, out any, want ...int) bool {
+func (l *benchLoad) send(ctx context.Context, r benchRequest) bool {
 	deadline := time.Now().Add(time.Minute)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		sent := time.Now()
-		resp, err := l.c.do(ctx, method, path, token, contentType, body)
+		resp, err := l.c.do(ctx, r.method, r.path, r.token, r.contentType, r.body)
 		if ctx.Err() != nil {
 			return false
 		}
-		a := benchAnswer{sent: sent, answered: time.Now(), status: resp.Status}
-		if err == nil && resp.Status >= 500 {
-			var p struct {
-				Code string `json:"code"`
-			}
-			_ = json.Unmarshal(resp.Body, &p)
-			a.code = p.Code
-		}
-		l.mu.Lock()
-		l.answers = append(l.answers, a)
-		l.mu.Unlock()
-		if err == nil && slices.Contains(want, resp.Status) {
+		l.record(sent, resp, err)
+		if err == nil && slices.Contains(r.want, resp.Status) {
 			l.okCount.Add(1)
-			if out != nil {
-				return json.Unmarshal(resp.Body, out) == nil
+			if r.out != nil {
+				return json.Unmarshal(resp.Body, r.out) == nil
 			}
 			return true
 		}
@@ -282,6 +281,23 @@ func (l *benchLoad) send(ctx context.Context, method, path, token, contentType s
 		time.Sleep(50 * time.Millisecond)
 	}
 	return false
+}
+
+// record keeps one attempt's answer, with the problem's code when it was
+// a 5xx, so that the report can say what the clients saw and when; it is
+// apart from send so that the retry loop reads as the policy it is.
+func (l *benchLoad) record(sent time.Time, resp response, err error) {
+	a := benchAnswer{sent: sent, answered: time.Now(), status: resp.Status}
+	if err == nil && resp.Status >= 500 {
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(resp.Body, &p)
+		a.code = p.Code
+	}
+	l.mu.Lock()
+	l.answers = append(l.answers, a)
+	l.mu.Unlock()
 }
 
 // confirm records that op's step was answered 2xx.
@@ -298,21 +314,22 @@ func (l *benchLoad) confirm(op string, step int) {
 func (l *benchLoad) lifecycle(ctx context.Context, op string) {
 	task := "task-" + op
 	var d delegation
-	if !l.send(ctx, http.MethodPost, "/v1/delegations", l.orch, "", map[string]any{
+	if !l.send(ctx, benchRequest{method: http.MethodPost, path: "/v1/delegations", token: l.orch, body: map[string]any{
 		"business_operation_id": op, "org_id": l.org, "task_class": "procurement", "budget_id": l.budget,
 		"hold":   map[string]any{"amount_minor": 1000, "currency": "EUR"},
 		"remote": map[string]any{"task_id": task, "context_id": "ctx-" + op},
-	}, &d, http.StatusCreated, http.StatusOK) {
+	}, out: &d, want: []int{http.StatusCreated, http.StatusOK}}) {
 		return
 	}
 	l.confirm(op, 1)
-	if !l.send(ctx, http.MethodPost, "/v1/delegations/"+d.ID+"/task-status", l.orch, "",
-		map[string]any{"state": "TASK_STATE_CANCELED"}, &d, http.StatusOK) || d.Compensation == nil {
+	if !l.send(ctx, benchRequest{method: http.MethodPost, path: "/v1/delegations/" + d.ID + "/task-status", token: l.orch,
+		body: map[string]any{"state": "TASK_STATE_CANCELED"}, out: &d, want: []int{http.StatusOK}}) || d.Compensation == nil {
 		return
 	}
 	l.confirm(op, 2)
 	token := l.sig.sign(typAck, evidenceClaims(l.org, task, d.Compensation.IdempotencyKey, time.Now()))
-	if l.send(ctx, http.MethodPost, "/v1/compensation/acks", "", "application/jose", token, nil, http.StatusOK) {
+	if l.send(ctx, benchRequest{method: http.MethodPost, path: "/v1/compensation/acks", contentType: "application/jose",
+		body: token, want: []int{http.StatusOK}}) {
 		l.confirm(op, 3)
 	}
 }
@@ -497,27 +514,16 @@ func runExportBench(ctx context.Context, h *harness, cfg failoverConfig) ([]expo
 			return nil, err
 		}
 	}
-	fmt.Fprintf(h.stderr, "generating %d open obligations with SQL (replicated to the synchronous standby)\n", cfg.ExportOpen)
-	gen := *h
-	gen.cluster = p.primary
-	if err := generate(ctx, &gen, p.primary.URL(pgcluster.Database), scaleConfig{
-		Delegations: 2 * cfg.ExportOpen, Open: cfg.ExportOpen, Chunk: 2 * cfg.ExportOpen,
-	}); err != nil {
+	if err := generateExportRows(ctx, h, p, cfg); err != nil {
 		return nil, err
 	}
 	bootstrap := access.NewTokenSecret()
-	base := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_SHUTDOWN_TIMEOUT=5s"}
-	var svcs [2]*service
-	for i, env := range [][]string{base, append(slices.Clone(base), "QUITTANCE_READ_DATABASE_URL="+p.standby.URL(pgcluster.Database))} {
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		if svcs[i], err = startService(ctx, serviceConfig{Binary: h.binary, Addr: addr, DatabaseURL: p.url(pgcluster.Database), Token: bootstrap,
-			LogPath: filepath.Join(h.dir, fmt.Sprintf("%s-%d.log", name, i)), Env: env}); err != nil {
-			return nil, err
-		}
-		defer svcs[i].stop()
+	svcs, err := startExportServices(ctx, h, p, name, bootstrap)
+	for _, s := range svcs {
+		defer s.stop()
+	}
+	if err != nil {
+		return nil, err
 	}
 	// The fixtures, made once through the first service.
 	c0 := newClient(svcs[0].URL, cfg.Clients)
@@ -531,45 +537,87 @@ func runExportBench(ctx context.Context, h *harness, cfg failoverConfig) ([]expo
 	}
 	var out []exportRun
 	for i, from := range []string{"primary", "standby"} {
-		c := newClient(svcs[i].URL, cfg.Clients)
-		l := &benchLoad{c: c, orch: setup.orch, org: setup.org, budget: setup.budget, sig: setup.sig, prefix: "export-" + from,
-			steps: map[string]int{}, ackedAt: map[string][4]time.Time{}}
-		run := exportRun{From: from}
-		loadCtx, stopLoad := context.WithCancel(ctx)
-		wait := l.run(loadCtx, cfg.Clients)
-		time.Sleep(2 * time.Second) // warm up
-		t0 := time.Now()
-		time.Sleep(cfg.ExportFor)
-		t1 := time.Now()
-		run.Baseline = float64(l.okBetween(t0, t1)) / t1.Sub(t0).Seconds()
-		var took time.Duration
-		for t1 = time.Now(); time.Since(t1) < cfg.ExportFor; {
-			e, err := exportCSV(ctx, c, finance)
-			if err != nil {
-				stopLoad()
-				wait()
-				return nil, err
-			}
-			// The load's canceled delegations not yet acked are open too.
-			if e.Rows < int64(cfg.ExportOpen) {
-				stopLoad()
-				wait()
-				return nil, fmt.Errorf("the CSV export from the %s has %d rows, want at least %d", from, e.Rows, cfg.ExportOpen)
-			}
-			run.Exports++
-			run.ExportRows = e.Rows
-			took += e.Total
+		l := &benchLoad{c: newClient(svcs[i].URL, cfg.Clients), orch: setup.orch, org: setup.org, budget: setup.budget, sig: setup.sig,
+			prefix: "export-" + from, steps: map[string]int{}, ackedAt: map[string][4]time.Time{}}
+		run, err := measureExportRun(ctx, cfg, l, finance, from)
+		if err != nil {
+			return nil, err
 		}
-		t2 := time.Now()
-		run.DuringExport = float64(l.okBetween(t1, t2)) / t2.Sub(t1).Seconds()
-		run.ExportAvgTook = took / time.Duration(run.Exports)
-		stopLoad()
-		wait()
 		fmt.Fprintf(h.stderr, "export from the %s: lifecycle %.0f answers/s alone, %.0f during %d exports of %d rows (%s each)\n",
 			from, run.Baseline, run.DuringExport, run.Exports, run.ExportRows, run.ExportAvgTook.Round(time.Millisecond))
 		out = append(out, run)
 	}
 	return out, nil
+}
+
+// generateExportRows writes cfg.ExportOpen open obligations with SQL on
+// the primary, so that each export has that many rows to read before the
+// load adds its own; the synchronous standby has them too.
+func generateExportRows(ctx context.Context, h *harness, p pair, cfg failoverConfig) error {
+	fmt.Fprintf(h.stderr, "generating %d open obligations with SQL (replicated to the synchronous standby)\n", cfg.ExportOpen)
+	gen := *h
+	gen.cluster = p.primary
+	return generate(ctx, &gen, p.primary.URL(pgcluster.Database), scaleConfig{
+		Delegations: 2 * cfg.ExportOpen, Open: cfg.ExportOpen, Chunk: 2 * cfg.ExportOpen,
+	})
+}
+
+// startExportServices starts the two services the export bench compares,
+// both writing through the pair: the first also reads from the primary,
+// the second reads from the standby (QUITTANCE_READ_DATABASE_URL). It
+// returns the services it started even with an error, for the caller to
+// stop.
+func startExportServices(ctx context.Context, h *harness, p pair, name, bootstrap string) ([]*service, error) {
+	base := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_SHUTDOWN_TIMEOUT=5s"}
+	var svcs []*service
+	for i, env := range [][]string{base, append(slices.Clone(base), "QUITTANCE_READ_DATABASE_URL="+p.standby.URL(pgcluster.Database))} {
+		addr, err := freeAddr()
+		if err != nil {
+			return svcs, err
+		}
+		svc, err := startService(ctx, serviceConfig{Binary: h.binary, Addr: addr, DatabaseURL: p.url(pgcluster.Database), Token: bootstrap,
+			LogPath: filepath.Join(h.dir, fmt.Sprintf("%s-%d.log", name, i)), Env: env})
+		if err != nil {
+			return svcs, err
+		}
+		svcs = append(svcs, svc)
+	}
+	return svcs, nil
+}
+
+// measureExportRun runs l's lifecycles, measures their throughput alone
+// and then beside back-to-back CSV exports (as finance) through the same
+// service, reading from the server named by from. The load is stopped
+// before it returns.
+func measureExportRun(ctx context.Context, cfg failoverConfig, l *benchLoad, finance, from string) (exportRun, error) {
+	run := exportRun{From: from}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	wait := l.run(loadCtx, cfg.Clients)
+	defer wait()
+	defer stopLoad()
+	time.Sleep(2 * time.Second) // warm up
+	t0 := time.Now()
+	time.Sleep(cfg.ExportFor)
+	t1 := time.Now()
+	run.Baseline = float64(l.okBetween(t0, t1)) / t1.Sub(t0).Seconds()
+	var took time.Duration
+	for t1 = time.Now(); time.Since(t1) < cfg.ExportFor; {
+		e, err := exportCSV(ctx, l.c, finance)
+		if err != nil {
+			return run, err
+		}
+		// The load's canceled delegations not yet acked are open too.
+		if e.Rows < int64(cfg.ExportOpen) {
+			return run, fmt.Errorf("the CSV export from the %s has %d rows, want at least %d", from, e.Rows, cfg.ExportOpen)
+		}
+		run.Exports++
+		run.ExportRows = e.Rows
+		took += e.Total
+	}
+	t2 := time.Now()
+	run.DuringExport = float64(l.okBetween(t1, t2)) / t2.Sub(t1).Seconds()
+	run.ExportAvgTook = took / time.Duration(run.Exports)
+	return run, nil
 }
 
 // setStandbyFeedback turns hot_standby_feedback on on the standby.

@@ -71,33 +71,16 @@ func Patroni(t testing.TB) *PatroniPair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := ensurePatroni(ctx); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	binDir, err := pgcluster.FindBinaries()
+	binDir, cred, err := patroniPrerequisites(ctx)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
-	}
-	if real, err := filepath.EvalSymlinks(filepath.Join(binDir, "postgres")); err == nil {
-		binDir = filepath.Dir(real) // beside pg_ctl, pg_basebackup, pg_controldata
-	}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("pgtest: running as root, PostgreSQL runs as the postgres OS user, which is missing: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	}
 	dir, err := scratch.NewDir()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	p := &PatroniPair{}
-	var etcd *exec.Cmd
-	etcdDone := make(chan struct{})
+	var etcd *etcdServer
 	t.Cleanup(func() {
 		for _, n := range p.nodes {
 			if n != nil {
@@ -105,54 +88,24 @@ func Patroni(t testing.TB) *PatroniPair {
 			}
 		}
 		if etcd != nil {
-			_ = etcd.Process.Kill()
-			<-etcdDone
+			etcd.stop()
 		}
 		_ = os.RemoveAll(dir)
 	})
-	chown := func(path string) {
-		if cred != nil {
-			if err := os.Chown(path, int(cred.Uid), int(cred.Gid)); err != nil {
-				t.Fatalf("pgtest: %v", err)
-			}
-		}
-	}
-	chown(dir)
-
-	ports := freePorts(t, 6)
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	etcdLog, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
+	if err := chownTo(cred, dir); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	defer etcdLog.Close()
-	etcd = exec.Command("etcd", "--name", "pgtest", "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "pgtest="+peerURL, "--initial-cluster-state", "new")
-	etcd.Stdout, etcd.Stderr = etcdLog, etcdLog
-	etcd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := etcd.Start(); err != nil {
-		t.Fatalf("pgtest: start etcd: %v", err)
+	ports := freePorts(t, 6)
+	if etcd, err = startEtcd(ctx, dir, ports[0], ports[1]); err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
-	go func() { _ = etcd.Wait(); close(etcdDone) }()
-	if err := waitHTTP(ctx, etcdURL+"/health", etcdDone); err != nil {
-		t.Fatalf("pgtest: etcd: %v\n%s", err, fileTail(etcdLog.Name()))
-	}
-
 	scope := filepath.Base(dir) // one cluster per pair in the shared etcd namespace
 	for i := range p.nodes {
 		n := &patroniNode{name: fmt.Sprintf("node%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 			pgPort: ports[2+2*i], apiPort: ports[3+2*i]}
-		if err := os.Mkdir(n.dir, 0o700); err != nil {
+		if err := n.prepare(scope, etcd.url, binDir, cred); err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
-		chown(n.dir)
-		if err := os.WriteFile(n.config(), []byte(n.yaml(scope, etcdURL, binDir)), 0o600); err != nil {
-			t.Fatalf("pgtest: %v", err)
-		}
-		chown(n.config())
 		if err := n.start(cred); err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
@@ -167,16 +120,7 @@ func Patroni(t testing.TB) *PatroniPair {
 			t.Fatalf("pgtest: %s (%s): %v\n%s", n.name, want, err, fileTail(n.log()))
 		}
 	}
-	adminURL := p.nodes[0].url("postgres")
-	if err := pgcluster.EnsureServiceLogin(ctx, adminURL); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	tpl, err := buildTemplate(ctx, adminURL, migrationsHash())
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	p.Database = databaseName(t.Name())
-	if err := createFromTemplate(ctx, adminURL, p.Database, tpl); err != nil {
+	if p.Database, err = createPatroniDatabase(ctx, p.nodes[0].url("postgres"), t.Name()); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
@@ -187,6 +131,122 @@ func Patroni(t testing.TB) *PatroniPair {
 		}
 	})
 	return p
+}
+
+// patroniPrerequisites makes sure Patroni and etcd are installed and
+// finds what the members run: the directory of the PostgreSQL server
+// binaries Patroni is given (bin_dir), and, under root, the postgres OS
+// user's credential, since PostgreSQL refuses to run as root (nil
+// otherwise: the caller's user).
+func patroniPrerequisites(ctx context.Context) (binDir string, cred *syscall.Credential, err error) {
+	if err := ensurePatroni(ctx); err != nil {
+		return "", nil, err
+	}
+	binDir, err = pgcluster.FindBinaries()
+	if err != nil {
+		return "", nil, err
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Join(binDir, "postgres")); err == nil {
+		binDir = filepath.Dir(real) // beside pg_ctl, pg_basebackup, pg_controldata
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return "", nil, fmt.Errorf("running as root, PostgreSQL runs as the postgres OS user, which is missing: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	}
+	return binDir, cred, nil
+}
+
+// chownTo gives path to cred's user, so that the members, run as that
+// user, can write where the test (root) made directories and files; with
+// a nil cred the members run as the caller and nothing changes.
+func chownTo(cred *syscall.Credential, path string) error {
+	if cred == nil {
+		return nil
+	}
+	return os.Chown(path, int(cred.Uid), int(cred.Gid))
+}
+
+// etcdServer is the pair's etcd, Patroni's distributed configuration
+// store, listening for clients on url.
+type etcdServer struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+// startEtcd starts a one-member etcd with its data and log under dir,
+// for clients on clientPort and peers on peerPort, and waits until it is
+// healthy: the members cannot bootstrap without it. When it returns an
+// etcdServer, with an error or not, the caller stops it.
+func startEtcd(ctx context.Context, dir string, clientPort, peerPort int) (*etcdServer, error) {
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	etcdLog, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer etcdLog.Close()
+	cmd := exec.Command("etcd", "--name", "pgtest", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "pgtest="+peerURL, "--initial-cluster-state", "new")
+	cmd.Stdout, cmd.Stderr = etcdLog, etcdLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start etcd: %w", err)
+	}
+	e := &etcdServer{url: etcdURL, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(e.done) }()
+	if err := waitHTTP(ctx, etcdURL+"/health", e.done); err != nil {
+		return e, fmt.Errorf("etcd: %w\n%s", err, fileTail(etcdLog.Name()))
+	}
+	return e, nil
+}
+
+// stop kills etcd and waits for it to exit; it holds nothing the test
+// keeps, so it need not stop cleanly.
+func (e *etcdServer) stop() {
+	_ = e.cmd.Process.Kill()
+	<-e.done
+}
+
+// prepare makes the member's directory and writes its Patroni
+// configuration there, both owned by cred's user (see chownTo).
+func (n *patroniNode) prepare(scope, etcdURL, binDir string, cred *syscall.Credential) error {
+	if err := os.Mkdir(n.dir, 0o700); err != nil {
+		return err
+	}
+	if err := chownTo(cred, n.dir); err != nil {
+		return err
+	}
+	if err := os.WriteFile(n.config(), []byte(n.yaml(scope, etcdURL, binDir)), 0o600); err != nil {
+		return err
+	}
+	return chownTo(cred, n.config())
+}
+
+// createPatroniDatabase makes the test's database, named after testName,
+// on the leader at adminURL from the migrated template, as Replicated
+// does for its pair; the standby gets it by replication. It returns the
+// database's name.
+func createPatroniDatabase(ctx context.Context, adminURL, testName string) (string, error) {
+	if err := pgcluster.EnsureServiceLogin(ctx, adminURL); err != nil {
+		return "", err
+	}
+	tpl, err := buildTemplate(ctx, adminURL, migrationsHash())
+	if err != nil {
+		return "", err
+	}
+	db := databaseName(testName)
+	if err := createFromTemplate(ctx, adminURL, db, tpl); err != nil {
+		return "", err
+	}
+	return db, nil
 }
 
 // ensurePatroni installs patroniPackages when patroni or etcd is missing.

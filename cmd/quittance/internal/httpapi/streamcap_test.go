@@ -169,6 +169,24 @@ func TestEventStreamsShareReads(t *testing.T) {
 		}
 	}
 	before := settled()
+	// Only a notification wakes the streams: the commit waits until the
+	// service's LISTEN connection for events is up (on a loaded machine it
+	// can come after the streams opened).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var listening bool
+		if err := e.Pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'quittance listen quittance_events')`).Scan(&listening); err != nil {
+			t.Fatal(err)
+		}
+		if listening {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the service never listened for events")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// One commit: a delegation created.
 	e.must(t, http.MethodPost, "/v1/delegations", e.orch, map[string]any{
 		"business_operation_id": "op-shared", "org_id": "plain", "task_class": "read_only", "budget_id": "ops",
@@ -183,7 +201,7 @@ func TestEventStreamsShareReads(t *testing.T) {
 			if ev.id == "" {
 				t.Fatalf("stream %d: an event without an id: %+v", i, ev)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("stream %d never received the commit's event", i)
 		}
 	}

@@ -6,17 +6,13 @@
 package extension
 
 import (
-	"bytes"
 	"embed"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"path"
 	"strings"
-	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/quittance/quittance/internal/specschema"
 )
 
 // URI is the extension's URI. Its path below https://quittance.dev/ maps to
@@ -40,94 +36,19 @@ const (
 //go:embed v1/README.md v1/*.schema.json
 var Files embed.FS
 
+// spec serves Files under URI.
+var spec = specschema.New(URI, Files, "v1")
+
 // Path is the file of Files that a URI at or below URI names ("" when it
 // names none).
-func Path(uri string) string {
-	if uri == URI {
-		return "v1/README.md"
-	}
-	name, ok := strings.CutPrefix(uri, URI+"/")
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return ""
-	}
-	return path.Join("v1", name)
-}
-
-var (
-	compileOnce sync.Once
-	compiled    map[string]*jsonschema.Schema
-	compileErr  error
-)
-
-// compile compiles every schema of v1, each resolved by its $id.
-func compile() (map[string]*jsonschema.Schema, error) {
-	compileOnce.Do(func() {
-		c := jsonschema.NewCompiler()
-		c.DefaultDraft(jsonschema.Draft2020)
-		c.AssertFormat()
-		names, err := fs.Glob(Files, "v1/*.schema.json")
-		if err != nil {
-			compileErr = err
-			return
-		}
-		for _, name := range names {
-			b, err := Files.ReadFile(name)
-			if err != nil {
-				compileErr = err
-				return
-			}
-			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-			if err != nil {
-				compileErr = fmt.Errorf("%s: %w", name, err)
-				return
-			}
-			if err := c.AddResource(URI+"/"+path.Base(name), doc); err != nil {
-				compileErr = fmt.Errorf("%s: %w", name, err)
-				return
-			}
-		}
-		compiled = map[string]*jsonschema.Schema{}
-		for _, name := range names {
-			s, err := c.Compile(URI + "/" + path.Base(name))
-			if err != nil {
-				compileErr = fmt.Errorf("%s: %w", name, err)
-				return
-			}
-			compiled[path.Base(name)] = s
-		}
-	})
-	return compiled, compileErr
-}
+func Path(uri string) string { return spec.Path(uri) }
 
 // Validate checks the JSON document doc against the v1 schema named schema
 // (one of the Schema constants).
-func Validate(schema string, doc []byte) error {
-	schemas, err := compile()
-	if err != nil {
-		return fmt.Errorf("compile the extension's schemas: %w", err)
-	}
-	s, ok := schemas[schema]
-	if !ok {
-		return fmt.Errorf("no schema %q", schema)
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return fmt.Errorf("%s: not JSON: %w", schema, err)
-	}
-	if err := s.Validate(v); err != nil {
-		return fmt.Errorf("%s: %w", schema, err)
-	}
-	return nil
-}
+func Validate(schema string, doc []byte) error { return spec.Validate(schema, doc) }
 
 // ValidateValue is Validate of v encoded as JSON.
-func ValidateValue(schema string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return Validate(schema, b)
-}
+func ValidateValue(schema string, v any) error { return spec.ValidateValue(schema, v) }
 
 // ValidateToken checks the protected header and the claims of the compact
 // JWS token against the token schema named schema (SchemaReceiptToken or

@@ -50,6 +50,13 @@ func Validate(schema string, doc []byte) error { return spec.Validate(schema, do
 // ValidateValue is Validate of v encoded as JSON.
 func ValidateValue(schema string, v any) error { return spec.ValidateValue(schema, v) }
 
+// CheckDocument reports what is wrong with v1 as a published document
+// (specschema.Spec.CheckDocument), and returns its schema files.
+func CheckDocument() (schemas []string, problems []string) { return spec.CheckDocument() }
+
+// Examples returns the document's JSON examples with their markers.
+func Examples() ([]specschema.Example, error) { return spec.Examples() }
+
 // ValidateToken checks the protected header and the claims of the compact
 // JWS token against the token schema named schema (SchemaReceiptToken or
 // SchemaRequestToken), as {"header": …, "claims": …}. The signature is not

@@ -1,13 +1,9 @@
 package extension_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"io/fs"
 	"os"
-	"path"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,72 +24,33 @@ func TestURIMapsToThisDirectory(t *testing.T) {
 	if compensation.ExtensionURI != extension.URI {
 		t.Fatalf("compensation.ExtensionURI %q, the document's %q", compensation.ExtensionURI, extension.URI)
 	}
-	doc, err := extension.Files.ReadFile(extension.Path(extension.URI))
-	if err != nil {
-		t.Fatal(err)
+	schemas, problems := extension.CheckDocument()
+	for _, p := range problems {
+		t.Error(p)
 	}
-	if !bytes.Contains(doc, []byte("`"+extension.URI+"`")) {
-		t.Errorf("the document does not state its URI %s", extension.URI)
-	}
-	names, _ := fs.Glob(extension.Files, "v1/*.schema.json")
-	if len(names) != 7 {
-		t.Errorf("schemas %v, want 7", names)
-	}
-	for _, name := range names {
-		b, _ := extension.Files.ReadFile(name)
-		var s struct {
-			ID     string `json:"$id"`
-			Schema string `json:"$schema"`
-		}
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if extension.Path(s.ID) != name || s.Schema != "https://json-schema.org/draft/2020-12/schema" {
-			t.Errorf("%s: $id %s maps to %q, $schema %s", name, s.ID, extension.Path(s.ID), s.Schema)
-		}
-		if !bytes.Contains(doc, []byte("]("+path.Base(name)+")")) {
-			t.Errorf("the document does not link %s", name)
-		}
+	if len(schemas) != 7 {
+		t.Errorf("schemas %v, want 7", schemas)
 	}
 }
-
-var exampleMarker = regexp.MustCompile(`^<!-- example: (.+) -->$`)
 
 // TestDocExamplesValidate: every JSON example of the document validates,
 // at the JSON pointers its marker names, against the schemas it names,
 // and every jws or requestJws in it against the token schemas.
 func TestDocExamplesValidate(t *testing.T) {
-	doc, err := extension.Files.ReadFile("v1/README.md")
+	examples, err := extension.Examples()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prev, block string
-	in, n := false, 0
-	sc := bufio.NewScanner(bytes.NewReader(doc))
-	var marker string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case !in && line == "```json":
-			in, block, marker = true, "", prev
-		case in && line == "```":
-			in = false
-			n++
-			m := exampleMarker.FindStringSubmatch(marker)
-			if m == nil {
-				t.Errorf("JSON example %d has no <!-- example: … --> marker before it", n)
-				continue
-			}
-			checkExample(t, n, m[1], []byte(block))
-		case in:
-			block += line + "\n"
+	for i, ex := range examples {
+		n := i + 1
+		if ex.Marker == "" {
+			t.Errorf("JSON example %d has no <!-- example: … --> marker before it", n)
+			continue
 		}
-		if strings.TrimSpace(line) != "" {
-			prev = line
-		}
+		checkExample(t, n, ex.Marker, []byte(ex.JSON))
 	}
-	if n < 10 {
-		t.Errorf("%d JSON examples found, want at least 10", n)
+	if len(examples) < 10 {
+		t.Errorf("%d JSON examples found, want at least 10", len(examples))
 	}
 }
 

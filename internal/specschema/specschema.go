@@ -7,11 +7,13 @@
 package specschema
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -115,4 +117,91 @@ func (s *Spec) ValidateValue(schema string, v any) error {
 		return err
 	}
 	return s.Validate(schema, b)
+}
+
+// CheckDocument reports what is wrong with the specification's files as a
+// published document: the document must state its URI, and every schema
+// must be draft 2020-12, have its file's URI as its $id and be linked
+// from the document. It returns the schema files it checked.
+func (s *Spec) CheckDocument() (schemas []string, problems []string) {
+	doc, err := fs.ReadFile(s.files, s.Path(s.uri))
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	if !bytes.Contains(doc, []byte("`"+s.uri+"`")) {
+		problems = append(problems, "the document does not state its URI "+s.uri)
+	}
+	schemas, err = fs.Glob(s.files, path.Join(s.dir, "*.schema.json"))
+	if err != nil {
+		return nil, append(problems, err.Error())
+	}
+	for _, name := range schemas {
+		b, err := fs.ReadFile(s.files, name)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		var head struct {
+			ID     string `json:"$id"`
+			Schema string `json:"$schema"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		if s.Path(head.ID) != name || head.Schema != "https://json-schema.org/draft/2020-12/schema" {
+			problems = append(problems, fmt.Sprintf("%s: $id %s maps to %q, $schema %s", name, head.ID, s.Path(head.ID), head.Schema))
+		}
+		if !bytes.Contains(doc, []byte("]("+path.Base(name)+")")) {
+			problems = append(problems, "the document does not link "+name)
+		}
+	}
+	return schemas, problems
+}
+
+// Example is a JSON example of the document: a ```json block, and what the
+// "<!-- example: … -->" marker on the last non-blank line before it says
+// ("" when there is none).
+type Example struct {
+	Marker string
+	JSON   string
+}
+
+var exampleMarker = regexp.MustCompile(`^<!-- example: (.+) -->$`)
+
+// Examples returns the document's JSON examples, in order.
+func (s *Spec) Examples() ([]Example, error) {
+	doc, err := fs.ReadFile(s.files, s.Path(s.uri))
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out       []Example
+		prev      string
+		in        bool
+		current   Example
+		jsonLines strings.Builder
+	)
+	sc := bufio.NewScanner(bytes.NewReader(doc))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case !in && line == "```json":
+			in, current = true, Example{}
+			jsonLines.Reset()
+			if m := exampleMarker.FindStringSubmatch(prev); m != nil {
+				current.Marker = m[1]
+			}
+		case in && line == "```":
+			in = false
+			current.JSON = jsonLines.String()
+			out = append(out, current)
+		case in:
+			jsonLines.WriteString(line + "\n")
+		}
+		if strings.TrimSpace(line) != "" {
+			prev = line
+		}
+	}
+	return out, sc.Err()
 }

@@ -1,14 +1,9 @@
 package gateway_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
-	"path"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -26,66 +21,28 @@ func TestLedgerExtensionURIMapsToThisDirectory(t *testing.T) {
 	if gateway.ExtensionURI != extension.URI {
 		t.Fatalf("gateway.ExtensionURI %q, the document's %q", gateway.ExtensionURI, extension.URI)
 	}
-	doc, err := extension.Files.ReadFile(extension.Path(extension.URI))
-	if err != nil {
-		t.Fatal(err)
+	schemas, problems := extension.CheckDocument()
+	for _, p := range problems {
+		t.Error(p)
 	}
-	if !bytes.Contains(doc, []byte("`"+extension.URI+"`")) {
-		t.Errorf("the document does not state its URI %s", extension.URI)
-	}
-	names, _ := fs.Glob(extension.Files, "v1/*.schema.json")
-	if len(names) != 2 {
-		t.Errorf("schemas %v, want 2", names)
-	}
-	for _, name := range names {
-		b, _ := extension.Files.ReadFile(name)
-		var s struct {
-			ID     string `json:"$id"`
-			Schema string `json:"$schema"`
-		}
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if extension.Path(s.ID) != name || s.Schema != "https://json-schema.org/draft/2020-12/schema" {
-			t.Errorf("%s: $id %s maps to %q, $schema %s", name, s.ID, extension.Path(s.ID), s.Schema)
-		}
-		if !bytes.Contains(doc, []byte("]("+path.Base(name)+")")) {
-			t.Errorf("the document does not link %s", name)
-		}
+	if len(schemas) != 2 {
+		t.Errorf("schemas %v, want 2", schemas)
 	}
 }
-
-var exampleMarker = regexp.MustCompile(`^<!-- example: (\S+) -->$`)
 
 // docExamples returns the document's JSON examples marked with the schema
 // they follow, by schema.
 func docExamples(t *testing.T) map[string][]string {
 	t.Helper()
-	doc, err := extension.Files.ReadFile("v1/README.md")
+	examples, err := extension.Examples()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]string{}
-	var prev, block, schema string
-	in := false
-	sc := bufio.NewScanner(bytes.NewReader(doc))
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case !in && line == "```json":
-			in, block, schema = true, "", ""
-			if m := exampleMarker.FindStringSubmatch(prev); m != nil {
-				schema = m[1]
-			}
-		case in && line == "```":
-			in = false
-			if schema != "" {
-				out[schema] = append(out[schema], block)
-			}
-		case in:
-			block += line + "\n"
+	for _, ex := range examples {
+		if ex.Marker != "" {
+			out[ex.Marker] = append(out[ex.Marker], ex.JSON)
 		}
-		prev = line
 	}
 	return out
 }

@@ -153,14 +153,7 @@ func TestCrashGatewayBeforeRemoteSend(t *testing.T) {
 	// together.
 	_, _ = e.gatewayClient(t).SendMessage(context.WithoutCancel(t.Context()), gatewayOrder(op))
 	e.expectKilled()
-	pool := testPool(t, e.env["DATABASE_URL"])
-	var id string
-	var attempts int
-	if err := pool.QueryRow(t.Context(), `SELECT d.id::text, o.attempts FROM delegations d
-		JOIN a2a_outbox o ON o.delegation_id = d.id AND o.kind = 'dispatch'
-		WHERE d.business_operation_id = $1`, op).Scan(&id, &attempts); err != nil {
-		t.Fatalf("the dispatch job: %v", err)
-	}
+	id, attempts := dispatchJob(t, testPool(t, e.env["DATABASE_URL"]), op)
 	messageID := delegate.DispatchMessageID(uuid.MustParse(id))
 	if sends, _ := counter.counts(messageID); sends != 0 || attempts != 1 {
 		t.Fatalf("before the restart: %d sends, job claimed %d times; want 0 and 1", sends, attempts)

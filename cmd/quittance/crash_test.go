@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/compensation/compensationtest"
@@ -554,13 +555,7 @@ func TestCrashBeforeRemoteSend(t *testing.T) {
 	e.expectKilled()
 
 	pool := testPool(t, e.env["DATABASE_URL"])
-	var id string
-	var attempts int
-	if err := pool.QueryRow(t.Context(), `SELECT d.id::text, o.attempts FROM delegations d
-		JOIN a2a_outbox o ON o.delegation_id = d.id AND o.kind = 'dispatch'
-		WHERE d.business_operation_id = $1`, op).Scan(&id, &attempts); err != nil {
-		t.Fatalf("the dispatch job: %v", err)
-	}
+	id, attempts := dispatchJob(t, pool, op)
 	messageID := delegate.DispatchMessageID(uuid.MustParse(id))
 	if sends, _ := counter.counts(messageID); sends != 0 || attempts != 1 {
 		t.Fatalf("before the restart: %d sends, job claimed %d times; want 0 and 1 (killed between claim and send)", sends, attempts)
@@ -592,4 +587,16 @@ func TestCrashBeforeRemoteSend(t *testing.T) {
 		t.Errorf("%d task_dispatched events (%v), want 1", dispatched, err)
 	}
 	e.check(op)
+}
+
+// dispatchJob returns the delegation of business operation op and how many
+// times its dispatch job was claimed.
+func dispatchJob(t *testing.T, pool *pgxpool.Pool, op string) (id string, attempts int) {
+	t.Helper()
+	if err := pool.QueryRow(t.Context(), `SELECT d.id::text, o.attempts FROM delegations d
+		JOIN a2a_outbox o ON o.delegation_id = d.id AND o.kind = 'dispatch'
+		WHERE d.business_operation_id = $1`, op).Scan(&id, &attempts); err != nil {
+		t.Fatalf("the dispatch job: %v", err)
+	}
+	return id, attempts
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/access"
@@ -120,22 +120,24 @@ const (
 )
 
 // authenticate resolves the request's bearer token to an orchestrator;
-// otherwise it writes the refusal (401 or 403) in the binding's shape and
-// reports false.
+// otherwise it writes the refusal (401, 403, or 503 while the credential
+// cannot be checked) in the binding's shape and reports false.
 func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, b binding) (ledger.Principal, bool) {
-	p, err := g.cfg.Access.Authenticate(r.Context(), bearerSecret(r.Header.Get("Authorization")))
+	p, err := g.cfg.Access.Authenticate(r.Context(), httpapi.BearerSecret(r.Header.Get("Authorization")))
 	switch {
 	case err == nil && !p.Permits(ledger.ActionDelegate):
 		err = ledger.ErrForbidden
 	case err == nil:
 		return p, true
 	}
-	status, code, msg := http.StatusUnauthorized, "UNAUTHENTICATED", "a valid bearer token of an orchestrator is required"
-	if errors.Is(err, ledger.ErrForbidden) {
-		status, code, msg = http.StatusForbidden, "UNAUTHORIZED", "this token's role may not delegate"
-	} else if !errors.Is(err, ledger.ErrUnauthenticated) {
-		g.cfg.Log.WarnContext(r.Context(), "gateway authentication failed", slog.Any("error", err))
-		status, code, msg = http.StatusServiceUnavailable, "INTERNAL_ERROR", "the credential could not be checked; try again"
+	// The API's one mapping decides the status (and logs what it does not
+	// know); the binding's shape only names it.
+	problem := httpapi.ProblemOf(r.Context(), g.cfg.Log, err)
+	status, msg := problem.Status, problem.Detail
+	code := map[int]string{http.StatusUnauthorized: "UNAUTHENTICATED", http.StatusForbidden: "UNAUTHORIZED",
+		http.StatusServiceUnavailable: "UNAVAILABLE"}[status]
+	if code == "" {
+		code = "INTERNAL_ERROR"
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="quittance"`)
@@ -173,15 +175,6 @@ func writeRefusal(w http.ResponseWriter, b binding, status int, reason, msg stri
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
-}
-
-// bearerSecret is the token of an "Authorization: Bearer <token>" header.
-func bearerSecret(header string) string {
-	scheme, secret, _ := strings.Cut(header, " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(secret)
 }
 
 // serveJSONRPC serves /a2a/orgs/{org}/jsonrpc with a2asrv's JSON-RPC

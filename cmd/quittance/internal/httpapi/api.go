@@ -191,7 +191,7 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	if ctx.Operation().Metadata[bootstrapOperation] == true {
 		authenticate = s.access.AuthenticateBootstrap
 	}
-	p, err := authenticate(ctx.Context(), bearerSecret(ctx.Header("Authorization")))
+	p, err := authenticate(ctx.Context(), BearerSecret(ctx.Header("Authorization")))
 	if err != nil {
 		s.writeProblem(ctx, problemFor(ctx.Context(), s.log, err))
 		return
@@ -202,9 +202,10 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
-// bearerSecret is the token of an "Authorization: Bearer <token>" header
-// value; empty for any other scheme or none.
-func bearerSecret(header string) string {
+// BearerSecret is the token of an "Authorization: Bearer <token>" header
+// value; empty for any other scheme or none. The A2A gateway reads its
+// callers' tokens with it too.
+func BearerSecret(header string) string {
 	scheme, secret, _ := strings.Cut(header, " ")
 	if !strings.EqualFold(scheme, "Bearer") {
 		return ""

@@ -125,7 +125,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		limited, wait := false, time.Duration(0)
 		if s.limiter != nil && !exemptPaths[r.URL.Path] {
-			if p, cached := s.access.CachedPrincipal(bearerSecret(r.Header.Get("Authorization"))); cached {
+			if p, cached := s.access.CachedPrincipal(BearerSecret(r.Header.Get("Authorization"))); cached {
 				var ok bool
 				if ok, wait = s.limiter.AllowPrincipal(p.ID); ok {
 					r = r.WithContext(context.WithValue(r.Context(), chargedKey{}, true))

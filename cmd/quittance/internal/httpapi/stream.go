@@ -277,7 +277,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, delegation s
 		s.writeHTTPProblem(w, r, apiRealm, err)
 		return streamRequest{}, false
 	}
-	secret := bearerSecret(r.Header.Get("Authorization"))
+	secret := BearerSecret(r.Header.Get("Authorization"))
 	p, err := s.access.Authenticate(ctx, secret)
 	if err != nil {
 		return fail(err)

@@ -27,15 +27,17 @@ var ErrAgentCardNotUsed = errors.New("agent card not used")
 
 // checkCard verifies card's signatures (A2A.md, "Signed agent cards") and
 // has the ledger record the result and decide whether the card is used.
-func (w *Worker) checkCard(ctx context.Context, org ledger.Org, card a2a.AgentCard) error {
-	check, err := w.cfg.ObserveAgentCard(ctx, org.ID, w.verifyCard(ctx, org, card))
+// It returns what the check observed.
+func (w *Worker) checkCard(ctx context.Context, org ledger.Org, card a2a.AgentCard) (ledger.CardObservation, error) {
+	obs := w.verifyCard(ctx, org, card)
+	check, err := w.cfg.ObserveAgentCard(ctx, org.ID, obs)
 	if err != nil {
-		return err
+		return ledger.CardObservation{}, err
 	}
 	if !check.Used {
-		return fmt.Errorf("%w: org %s's card is %s: %s", ErrAgentCardNotUsed, org.ID, check.State(), check.Reason)
+		return ledger.CardObservation{}, fmt.Errorf("%w: org %s's card is %s: %s", ErrAgentCardNotUsed, org.ID, check.State(), check.Reason)
 	}
-	return nil
+	return obs, nil
 }
 
 // verifyCard checks the card's signatures in turn until one verifies.

@@ -536,7 +536,7 @@ func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a
 	if org.AgentCardURL == "" {
 		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, fmt.Errorf("org %s has no agent card URL", org.ID)
 	}
-	card, err := w.cards.get(ctx, org, func(card a2a.AgentCard) error { return w.checkCard(ctx, org, card) })
+	card, err := w.cards.get(ctx, org, func(card a2a.AgentCard) (ledger.CardObservation, error) { return w.checkCard(ctx, org, card) })
 	if err != nil {
 		return a2a.AgentCard{}, nil, a2a.AgentInterface{}, err
 	}
@@ -548,9 +548,11 @@ func (w *Worker) agent(ctx context.Context, org ledger.Org) (a2a.AgentCard, *a2a
 }
 
 // cardCache keeps fetched agent cards that passed their check for a
-// while, per org; a change of the org's card URL, allowed hosts, card
-// requirements or pin fetches and checks again. A card that did not pass
-// is not kept: the next call fetches it again.
+// while, per org. A change of the org's card URL, allowed hosts or card
+// requirements fetches and checks again, and so does a pin the cached card
+// does not match (on-call accepted another card); the pin its own first
+// check set matches it. A card that did not pass is not kept: the next
+// call fetches it again.
 type cardCache struct {
 	hc    *http.Client
 	clock ledger.Clock
@@ -562,6 +564,7 @@ type cardCache struct {
 type cachedCard struct {
 	key     string
 	card    a2a.AgentCard
+	obs     ledger.CardObservation
 	fetched time.Time
 }
 
@@ -569,24 +572,24 @@ func newCardCache(hc *http.Client, clock ledger.Clock, ttl time.Duration) *cardC
 	return &cardCache{hc: hc, clock: clock, ttl: ttl, m: map[string]cachedCard{}}
 }
 
-func (c *cardCache) get(ctx context.Context, org ledger.Org, check func(a2a.AgentCard) error) (a2a.AgentCard, error) {
-	key := fmt.Sprint(org.AgentCardURL, "\x00", org.AllowedHosts, "\x00", org.RequireSignedCard, org.CardJKUHosts, "\x00", org.CardPin.Thumbprint,
-		"\x00", string(org.CardPin.CompensationParams), org.CardPin.PinnedAt)
+func (c *cardCache) get(ctx context.Context, org ledger.Org, check func(a2a.AgentCard) (ledger.CardObservation, error)) (a2a.AgentCard, error) {
+	key := fmt.Sprint(org.AgentCardURL, "\x00", org.AllowedHosts, "\x00", org.RequireSignedCard, org.CardJKUHosts)
 	c.mu.Lock()
 	e, ok := c.m[org.ID]
 	c.mu.Unlock()
-	if ok && e.key == key && c.clock.Now().Sub(e.fetched) < c.ttl {
+	if ok && e.key == key && c.clock.Now().Sub(e.fetched) < c.ttl && (org.CardPin.IsZero() || org.CardPin.Admits(e.obs)) {
 		return e.card, nil
 	}
 	card, err := a2a.FetchAgentCard(ctx, c.hc, org.AgentCardURL, org.AllowedHosts)
 	if err != nil {
 		return a2a.AgentCard{}, err
 	}
-	if err := check(card); err != nil {
+	obs, err := check(card)
+	if err != nil {
 		return a2a.AgentCard{}, err
 	}
 	c.mu.Lock()
-	c.m[org.ID] = cachedCard{key: key, card: card, fetched: c.clock.Now()}
+	c.m[org.ID] = cachedCard{key: key, card: card, obs: obs, fetched: c.clock.Now()}
 	c.mu.Unlock()
 	return card, nil
 }

@@ -53,6 +53,12 @@ type CardPin struct {
 // IsZero reports whether nothing is pinned.
 func (p CardPin) IsZero() bool { return p.PinnedAt.IsZero() }
 
+// Admits reports whether a card observed as obs carries the pinned key and
+// compensation params: such a card is used without on-call's approval.
+func (p CardPin) Admits(obs CardObservation) bool {
+	return p.Thumbprint == obs.Thumbprint && sameJSON(p.CompensationParams, obs.CompensationParams)
+}
+
 // CardObservation is what Quittance found on fetching an org's agent card
 // and checking its signatures (delegate/A2A.md).
 type CardObservation struct {
@@ -161,13 +167,13 @@ func judgeCard(org Org, obs CardObservation) (CardCheck, bool, EventType) {
 	case !obs.Signed && org.RequireSignedCard:
 		c.Status, c.Reason = CardUnsigned, "the org is registered as requiring a signed agent card"
 		return c, false, EventTypeOrgCardChecked
-	case !obs.Signed && (pinned.IsZero() || pinned.Thumbprint == "" && sameJSON(pinned.CompensationParams, obs.CompensationParams)):
+	case !obs.Signed && (pinned.IsZero() || pinned.Admits(obs)):
 		c.Status, c.Used = CardUnsigned, true
 		return c, false, EventTypeOrgCardChecked
 	case pinned.IsZero():
 		c.Status, c.Used = CardVerified, true
 		return c, true, EventTypeOrgCardChecked
-	case pinned.Thumbprint == obs.Thumbprint && sameJSON(pinned.CompensationParams, obs.CompensationParams):
+	case pinned.Admits(obs):
 		c.Status, c.Used = CardVerified, true
 		return c, false, EventTypeOrgCardChecked
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // TestGatewayJSClient: an orchestrator on @a2a-js/sdk's client
-// (testdata/orchestrator.mjs, in node), over each binding, resolves the
+// (examples/js/orchestrator.mjs, in node), over each binding, resolves the
 // gateway's card and delegates a purchase order to the demo supplier
 // through it: one task for a send and its resend, the supplier's task as
 // observed, a cancel answered with the obligation held, compensated on
@@ -32,7 +32,7 @@ import (
 func TestGatewayJSClient(t *testing.T) {
 	t.Parallel()
 	node, modules := jspeer.Modules(t)
-	script, err := filepath.Abs("testdata/orchestrator.mjs")
+	script, err := filepath.Abs("examples/js/orchestrator.mjs")
 	if err != nil {
 		t.Fatal(err)
 	}

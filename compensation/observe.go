@@ -184,12 +184,15 @@ func (s *Service) ObserveTaskStatus(ctx context.Context, tx ReceiptTx, d ledger.
 		// took Quittance's clock, and every later poll carrying the
 		// agent's own, earlier, status time is still the same status.
 		return markObserved(ctx, tx, d, now)
-	case !d.TaskStatusAt.IsZero() && at.Before(d.TaskStatusAt):
+	case !d.TaskStatusAt.IsZero() && !d.TaskStatusUndated && at.Before(d.TaskStatusAt):
+		// Only the agent's own dates order statuses: an undated status
+		// took Quittance's clock at receipt, later than the date the
+		// agent gives its next status when that came a moment after.
 		return record(ledger.EventTypeTaskStatusStale, ledger.TaskStatusStaleData{
 			TaskObservation: data, LastAppliedAt: d.TaskStatusAt.UTC().Format(time.RFC3339Nano),
 		})
 	}
-	d.TaskStatus, d.TaskStatusAt, d.TaskStatusMessage = obs.Status, at, message
+	d.TaskStatus, d.TaskStatusAt, d.TaskStatusUndated, d.TaskStatusMessage = obs.Status, at, obs.Timestamp.IsZero(), message
 	// The update that records the status marks the row observed too, so
 	// markObserved below writes nothing more when it did.
 	if now.After(d.LastObservedAt) {

@@ -58,8 +58,12 @@ type Delegation struct {
 	// the obligation is compensated.
 	ReversedAmountMinor int64
 
-	TaskStatus        TaskStatus
-	TaskStatusAt      time.Time
+	TaskStatus   TaskStatus
+	TaskStatusAt time.Time
+	// TaskStatusUndated: the status came without the agent's date, and
+	// TaskStatusAt is when Quittance received it; it orders no later
+	// status (a status dated before it is not stale).
+	TaskStatusUndated bool
 	TaskStatusMessage string
 	// LastObservedAt is when Quittance last received an observation of the
 	// remote task, whether or not it changed anything (zero before the

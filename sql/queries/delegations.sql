@@ -55,6 +55,7 @@ UPDATE delegations SET
     protocol_version        = @protocol_version,
     task_status             = @task_status,
     task_status_at          = @task_status_at,
+    task_status_undated     = @task_status_undated,
     task_status_message     = @task_status_message,
     obligation_state        = @obligation_state,
     obligation_reason       = @obligation_reason,

@@ -235,7 +235,7 @@ func (q *Queries) A2ATrackingSetPushToken(ctx context.Context, arg A2ATrackingSe
 }
 
 const delegationGetByIDForUpdateWithDispatch = `-- name: DelegationGetByIDForUpdateWithDispatch :one
-SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer,
+SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer, d.task_status_undated,
        coalesce(a.dispatched, false)::boolean AS dispatched,
        (d.remote_task_id IS NOT NULL OR d.dispatch_unknown_at IS NOT NULL OR EXISTS (
            SELECT FROM a2a_outbox o WHERE o.delegation_id = d.id AND o.kind = 'dispatch' AND o.attempts > 0))::boolean AS sent,
@@ -296,6 +296,7 @@ func (q *Queries) DelegationGetByIDForUpdateWithDispatch(ctx context.Context, id
 		&i.Delegation.ReversedAmountMinor,
 		&i.Delegation.TaskNotFoundAt,
 		&i.Delegation.TaskNotFoundAnswer,
+		&i.Delegation.TaskStatusUndated,
 		&i.Dispatched,
 		&i.Sent,
 		&i.UnknownSince,

@@ -15,7 +15,7 @@ import (
 )
 
 const delegationClaimPastDeadline = `-- name: DelegationClaimPastDeadline :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations
 WHERE obligation_state = 'revocation_pending_compensation'
   AND compensation_deadline <= $1
 ORDER BY compensation_deadline, id
@@ -75,6 +75,7 @@ func (q *Queries) DelegationClaimPastDeadline(ctx context.Context, arg Delegatio
 			&i.ReversedAmountMinor,
 			&i.TaskNotFoundAt,
 			&i.TaskNotFoundAnswer,
+			&i.TaskStatusUndated,
 		); err != nil {
 			return nil, err
 		}
@@ -113,7 +114,7 @@ func (q *Queries) DelegationClearTaskNotFound(ctx context.Context, id uuid.UUID)
 }
 
 const delegationGetByID = `-- name: DelegationGetByID :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE id = $1
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations WHERE id = $1
 `
 
 func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -155,12 +156,13 @@ func (q *Queries) DelegationGetByID(ctx context.Context, id uuid.UUID) (Delegati
 		&i.ReversedAmountMinor,
 		&i.TaskNotFoundAt,
 		&i.TaskNotFoundAnswer,
+		&i.TaskStatusUndated,
 	)
 	return i, err
 }
 
 const delegationGetByIDForUpdate = `-- name: DelegationGetByIDForUpdate :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE id = $1 FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Delegation, error) {
@@ -202,12 +204,13 @@ func (q *Queries) DelegationGetByIDForUpdate(ctx context.Context, id uuid.UUID) 
 		&i.ReversedAmountMinor,
 		&i.TaskNotFoundAt,
 		&i.TaskNotFoundAnswer,
+		&i.TaskStatusUndated,
 	)
 	return i, err
 }
 
 const delegationGetByOperation = `-- name: DelegationGetByOperation :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE tenant = $1 AND business_operation_id = $2
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations WHERE tenant = $1 AND business_operation_id = $2
 `
 
 type DelegationGetByOperationParams struct {
@@ -254,12 +257,13 @@ func (q *Queries) DelegationGetByOperation(ctx context.Context, arg DelegationGe
 		&i.ReversedAmountMinor,
 		&i.TaskNotFoundAt,
 		&i.TaskNotFoundAnswer,
+		&i.TaskStatusUndated,
 	)
 	return i, err
 }
 
 const delegationGetByRemoteTask = `-- name: DelegationGetByRemoteTask :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE org_id = $1 AND remote_task_id = $2 AND tenant = $3
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations WHERE org_id = $1 AND remote_task_id = $2 AND tenant = $3
 `
 
 type DelegationGetByRemoteTaskParams struct {
@@ -309,12 +313,13 @@ func (q *Queries) DelegationGetByRemoteTask(ctx context.Context, arg DelegationG
 		&i.ReversedAmountMinor,
 		&i.TaskNotFoundAt,
 		&i.TaskNotFoundAnswer,
+		&i.TaskStatusUndated,
 	)
 	return i, err
 }
 
 const delegationGetRemoteTaskHolder = `-- name: DelegationGetRemoteTaskHolder :one
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations
 WHERE org_id = $1 AND remote_task_id = $2 AND id <> $3
 ORDER BY (tenant = $4) DESC, id
 LIMIT 1
@@ -376,6 +381,7 @@ func (q *Queries) DelegationGetRemoteTaskHolder(ctx context.Context, arg Delegat
 		&i.ReversedAmountMinor,
 		&i.TaskNotFoundAt,
 		&i.TaskNotFoundAnswer,
+		&i.TaskStatusUndated,
 	)
 	return i, err
 }
@@ -443,7 +449,7 @@ func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertPara
 }
 
 const delegationList = `-- name: DelegationList :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations
 WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::text IS NULL OR obligation_state = $2)
   AND ($3::text IS NULL OR task_status = $3)
@@ -514,6 +520,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 			&i.ReversedAmountMinor,
 			&i.TaskNotFoundAt,
 			&i.TaskNotFoundAnswer,
+			&i.TaskStatusUndated,
 		); err != nil {
 			return nil, err
 		}
@@ -526,7 +533,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 }
 
 const delegationListByRemoteTaskForUpdate = `-- name: DelegationListByRemoteTaskForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations WHERE org_id = $1 AND remote_task_id = $2 ORDER BY id FOR UPDATE
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations WHERE org_id = $1 AND remote_task_id = $2 ORDER BY id FOR UPDATE
 `
 
 type DelegationListByRemoteTaskForUpdateParams struct {
@@ -583,6 +590,7 @@ func (q *Queries) DelegationListByRemoteTaskForUpdate(ctx context.Context, arg D
 			&i.ReversedAmountMinor,
 			&i.TaskNotFoundAt,
 			&i.TaskNotFoundAnswer,
+			&i.TaskStatusUndated,
 		); err != nil {
 			return nil, err
 		}
@@ -595,7 +603,7 @@ func (q *Queries) DelegationListByRemoteTaskForUpdate(ctx context.Context, arg D
 }
 
 const delegationListEscalatableByOrgForUpdate = `-- name: DelegationListEscalatableByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations
 WHERE org_id = $1
   AND obligation_state IN ('held', 'revocation_pending_compensation', 'compensation_unconfirmed')
 ORDER BY id
@@ -648,6 +656,7 @@ func (q *Queries) DelegationListEscalatableByOrgForUpdate(ctx context.Context, o
 			&i.ReversedAmountMinor,
 			&i.TaskNotFoundAt,
 			&i.TaskNotFoundAnswer,
+			&i.TaskStatusUndated,
 		); err != nil {
 			return nil, err
 		}
@@ -735,22 +744,23 @@ UPDATE delegations SET
     protocol_version        = $6,
     task_status             = $7,
     task_status_at          = $8,
-    task_status_message     = $9,
-    obligation_state        = $10,
-    obligation_reason       = $11,
-    cancel_requested_at     = $12,
-    compensation_key        = $13,
-    compensation_deadline   = $14,
-    compensation_attempts   = $15,
-    compensation_last_error = $16,
-    compensation_receipt    = $17,
-    pending_write_off_id    = $18,
+    task_status_undated     = $9,
+    task_status_message     = $10,
+    obligation_state        = $11,
+    obligation_reason       = $12,
+    cancel_requested_at     = $13,
+    compensation_key        = $14,
+    compensation_deadline   = $15,
+    compensation_attempts   = $16,
+    compensation_last_error = $17,
+    compensation_receipt    = $18,
+    pending_write_off_id    = $19,
     -- An observation of the remote task that changes the row marks it
     -- here (NULL: none), so it needs no DelegationMarkObserved after.
-    last_observed_at        = greatest(last_observed_at, $19::timestamptz),
+    last_observed_at        = greatest(last_observed_at, $20::timestamptz),
     version                 = version + 1,
-    updated_at              = $20
-WHERE id = $21 AND version = $22
+    updated_at              = $21
+WHERE id = $22 AND version = $23
 `
 
 type DelegationUpdateParams struct {
@@ -762,6 +772,7 @@ type DelegationUpdateParams struct {
 	ProtocolVersion       *string
 	TaskStatus            string
 	TaskStatusAt          *time.Time
+	TaskStatusUndated     bool
 	TaskStatusMessage     *string
 	ObligationState       string
 	ObligationReason      *string
@@ -788,6 +799,7 @@ func (q *Queries) DelegationUpdate(ctx context.Context, arg DelegationUpdatePara
 		arg.ProtocolVersion,
 		arg.TaskStatus,
 		arg.TaskStatusAt,
+		arg.TaskStatusUndated,
 		arg.TaskStatusMessage,
 		arg.ObligationState,
 		arg.ObligationReason,

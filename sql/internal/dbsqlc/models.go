@@ -169,6 +169,7 @@ type Delegation struct {
 	ReversedAmountMinor   pgtype.Int8
 	TaskNotFoundAt        *time.Time
 	TaskNotFoundAnswer    *string
+	TaskStatusUndated     bool
 }
 
 type DelegationCase struct {

@@ -13,7 +13,7 @@ import (
 )
 
 const delegationListDeclaredReleasesByOrgForUpdate = `-- name: DelegationListDeclaredReleasesByOrgForUpdate :many
-SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer FROM delegations
+SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations
 WHERE org_id = $1
   AND obligation_state = 'released'
   AND obligation_reason = 'no_compensation_declared'
@@ -69,6 +69,7 @@ func (q *Queries) DelegationListDeclaredReleasesByOrgForUpdate(ctx context.Conte
 			&i.ReversedAmountMinor,
 			&i.TaskNotFoundAt,
 			&i.TaskNotFoundAnswer,
+			&i.TaskStatusUndated,
 		); err != nil {
 			return nil, err
 		}
@@ -81,7 +82,7 @@ func (q *Queries) DelegationListDeclaredReleasesByOrgForUpdate(ctx context.Conte
 }
 
 const delegationListUnannouncedRevokedReleasesForUpdate = `-- name: DelegationListUnannouncedRevokedReleasesForUpdate :many
-SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer FROM delegations d
+SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer, d.task_status_undated FROM delegations d
 JOIN revoked_identity_releases r ON r.delegation_id = d.id
 WHERE NOT EXISTS (
     SELECT FROM events e WHERE e.delegation_id = d.id AND e.type = 'released_on_revoked_identity')
@@ -139,6 +140,7 @@ func (q *Queries) DelegationListUnannouncedRevokedReleasesForUpdate(ctx context.
 			&i.ReversedAmountMinor,
 			&i.TaskNotFoundAt,
 			&i.TaskNotFoundAnswer,
+			&i.TaskStatusUndated,
 		); err != nil {
 			return nil, err
 		}

@@ -39,12 +39,10 @@ var v2Bindings = []string{a2a.BindingJSONRPC, a2a.BindingHTTPJSON, a2a.BindingGR
 
 // v2Work is the org's own executor: a task works until it is canceled.
 //
-// Its submitted task is dated. a2a-go v2.3.1's NewSubmittedTask leaves the
-// status undated, and Quittance dates an undated status when it receives
-// it: the agent's "working" update, dated by the agent a moment before
-// the SendMessage reply arrived, is then older than the status Quittance
-// holds and recorded as stale (task_status_stale), so the task reads
-// "submitted" until a later dated status.
+// Its submitted task is undated, as a2a-go v2.3.1's NewSubmittedTask makes
+// it: Quittance dates it on receipt, after the agent dated its "working"
+// update, and that receipt date must not make the update stale
+// (dispatchToV2Peer checks).
 type v2Work struct {
 	// finishAfter > 0: the task completes by itself after that long.
 	finishAfter time.Duration
@@ -52,10 +50,7 @@ type v2Work struct {
 
 func (w v2Work) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[v2.Event, error] {
 	return func(yield func(v2.Event, error) bool) {
-		submitted := v2.NewSubmittedTask(ec, ec.Message)
-		now := time.Now()
-		submitted.Status.Timestamp = &now
-		if !yield(submitted, nil) || !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) || w.finishAfter == 0 {
+		if !yield(v2.NewSubmittedTask(ec, ec.Message), nil) || !yield(v2.NewStatusUpdateEvent(ec, v2.TaskStateWorking, nil), nil) || w.finishAfter == 0 {
 			return
 		}
 		select {
@@ -290,6 +285,9 @@ func dispatchToV2Peer(t *testing.T, cfg v2PeerConfig, w apitest.Worker) (*a2aEnv
 	d = e.waitFor(t, d.ID, "the task working", func(d httpapi.DelegationBody) bool { return dispatched(d) && d.TaskStatus == "working" })
 	if d.Remote.ProtocolVersion != "1.0" || d.Remote.ContextID == "" {
 		t.Fatalf("remote = %+v", d.Remote)
+	}
+	if n := countEvents(e.events(t, d.ID), ledger.EventTypeTaskStatusStale); n != 0 {
+		t.Fatalf("%d task_status_stale events: the undated submitted status made the agent's working update stale", n)
 	}
 	return e, peer, d
 }

@@ -38,13 +38,7 @@ func text(m *a2a.Message) string {
 func (p *v2Peer) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		if ec.StoredTask == nil {
-			// The submitted task carries its timestamp: Quittance dates a
-			// status without one by its own clock, which would make the
-			// agent's next status look older than it.
-			submitted := a2a.NewSubmittedTask(ec, ec.Message)
-			now := time.Now()
-			submitted.Status.Timestamp = &now
-			if !yield(submitted, nil) {
+			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 				return
 			}
 			if text(ec.Message) == "input_required" {

@@ -91,8 +91,8 @@ func TestGatewayJSClient(t *testing.T) {
 // TestGatewayJSClientStreams: an orchestrator on @a2a-js/sdk's client
 // (testdata/interrupted.mjs), over each binding, streams a send to an
 // agent that asks for input until the task stops in input_required,
-// streams its answer on the task's id to the task's completion with the
-// agent's artifact (a resend is the same answer, delivered once),
+// streams its answer on the task's id to the task's completion (a resend
+// is the same answer, delivered once), sees the agent's artifact,
 // resubscribes to the ended task (the task alone), and refines it: a new
 // task in its context.
 func TestGatewayJSClientStreams(t *testing.T) {
@@ -122,7 +122,10 @@ func TestGatewayJSClientStreams(t *testing.T) {
 		if steps["answered"]["id"] != streamed["id"] || steps["answered_again"]["id"] != streamed["id"] {
 			fail("the answers' replies")
 		}
-		if a := steps["answered"]; a["artifact"] != "PO-42 charged to CC-42" || !strings.HasSuffix(fmt.Sprint(a["states"]), "TASK_STATE_COMPLETED]") {
+		// (The artifact is on the stream only when Quittance observed it
+		// before the completion: the answer's reply may carry the status
+		// alone, and the next read of the task brings the artifact.)
+		if a := steps["answered"]; !strings.HasSuffix(fmt.Sprint(a["states"]), "TASK_STATE_COMPLETED]") {
 			fail("the answer's stream")
 		}
 		if c := steps["completed"]; c["state"] != "TASK_STATE_COMPLETED" || c["artifact"] != "PO-42 charged to CC-42" ||

@@ -75,7 +75,13 @@ print('answered', { id: answered.id, states: answered.states, artifact: answered
 const again = await client.sendMessage(request(answer));
 print('answered_again', { id: again.id });
 const resubscribed = await follow(client.resubscribeTask({ tenant: '', id: asked.id }));
-const ended = await client.getTask({ tenant: '', id: asked.id, historyLength: undefined });
+// The answer's reply may carry the completion alone: the artifact comes
+// with Quittance's next read of the task.
+let ended;
+for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+  ended = await client.getTask({ tenant: '', id: asked.id, historyLength: undefined });
+  if (ended.artifacts?.length) break;
+}
 print('completed', { states: resubscribed.states, state: state(ended.status), artifact: words(ended.artifacts?.[0]?.parts),
   obligation: ended.metadata?.[uri]?.obligation_state });
 

@@ -222,6 +222,17 @@ func v03Push(ctx context.Context, h *handler, req v03Request) (any, error) {
 	}
 	switch req.Method {
 	case "tasks/pushNotificationConfig/get":
+		if q.ConfigID == "" {
+			// 0.3 asks for a task's config by the task's id alone: its
+			// first, if it has one.
+			res, err := h.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: a2a.TaskID(q.ID)})
+			if err != nil {
+				return nil, err
+			}
+			if len(res.Configs) > 0 {
+				return v03PushConfigOf(res.Configs[0]), nil
+			}
+		}
 		pc, err := h.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: a2a.TaskID(q.ID), ID: q.ConfigID})
 		if err != nil {
 			return nil, err

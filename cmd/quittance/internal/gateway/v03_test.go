@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	a2aclient03 "github.com/a2aproject/a2a-go/a2aclient"
 	agentcard03 "github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/gateway"
@@ -326,5 +328,43 @@ func TestGatewayRefusals03(t *testing.T) {
 	}
 	if held := e.budgetHeld(t); held != 0 {
 		t.Fatalf("held %d after refusals only", held)
+	}
+}
+
+// TestGateway03PartsAre10Parts: a 0.3 message's text, data and file parts
+// (a URI and bytes) are the 1.0 message's: the same messageId sent again
+// by a2a-go v2's client with the 1.0 parts is the same task, one hold,
+// while one file name changed is the REST API's idempotency_mismatch.
+func TestGateway03PartsAre10Parts(t *testing.T) {
+	t.Parallel()
+	e := newGatewayEnv(t)
+	msgID := "po-parts-" + uuid.NewString()
+	m03 := ledgerMessage03(msgID, "Order 40 laptops", 50_000)
+	m03.Parts = append(m03.Parts,
+		a2a03.DataPart{Data: map[string]any{"sku": "LAP-14", "qty": float64(40)}},
+		a2a03.FilePart{File: a2a03.FileURI{URI: "https://buyer.example/po-42.pdf", FileMeta: a2a03.FileMeta{MimeType: "application/pdf", Name: "po-42.pdf"}}},
+		a2a03.FilePart{File: a2a03.FileBytes{Bytes: base64.StdEncoding.EncodeToString([]byte("deliver to dock 3")), FileMeta: a2a03.FileMeta{MimeType: "text/plain", Name: "note.txt"}}},
+	)
+	task := send03(t, e.client03(t, e.acme), m03)
+
+	m10 := func(name string) *a2a.Message {
+		m := ledgerMessage(msgID, "Order 40 laptops", 50_000)
+		pdf := a2a.NewFileURLPart("https://buyer.example/po-42.pdf", "application/pdf")
+		pdf.Filename = "po-42.pdf"
+		note := a2a.NewRawPart([]byte("deliver to dock 3"))
+		note.MediaType, note.Filename = "text/plain", name
+		m.Parts = append(m.Parts, a2a.NewDataPart(map[string]any{"sku": "LAP-14", "qty": 40}), pdf, note)
+		return m
+	}
+	v2 := e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)
+	if again := send(t, v2, m10("note.txt")); string(again.ID) != string(task.ID) {
+		t.Fatalf("the 1.0 message is task %s, the 0.3 one %s", again.ID, task.ID)
+	}
+	_, err := v2.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: m10("other.txt")})
+	if !errors.Is(err, a2a.ErrInvalidParams) || errorInfoMeta(t, err)["problem_code"] != "idempotency_mismatch" {
+		t.Fatalf("the same messageId with another file name: %v", err)
+	}
+	if held := e.budgetHeld(t); held != 50_000 {
+		t.Fatalf("held %d, want one hold", held)
 	}
 }

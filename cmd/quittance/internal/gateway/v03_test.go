@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/gateway"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 )
 
 // These tests put a2a-go v0.3.3's client (the A2A 0.3 SDK the repository
@@ -25,12 +26,16 @@ import (
 // gateway's card as 0.3 reads it and delegates through the gateway's 0.3
 // face to the demo supplier, as gateway_test.go does with a2a-go v2's.
 
-// client03 is an a2a-go v0.3.3 client of the gateway for org, sending
-// token, built from the card a 0.3 resolver reads.
-func (e *gwEnv) client03(t *testing.T, token string) *a2aclient03.Client {
+// client03 is an a2a-go v0.3.3 client of the gateway for org (orgID
+// when not given), sending token, built from the card a 0.3 resolver reads.
+func (e *gwEnv) client03(t *testing.T, token string, org ...string) *a2aclient03.Client {
 	t.Helper()
 	hc := e.httpClient(token)
-	card, err := agentcard03.NewResolver(hc).Resolve(context.Background(), e.orgBase(orgID))
+	base := e.orgBase(orgID)
+	if len(org) > 0 {
+		base = e.orgBase(org[0])
+	}
+	card, err := agentcard03.NewResolver(hc).Resolve(context.Background(), base)
 	if err != nil {
 		t.Fatalf("a 0.3 client resolves the card: %v", err)
 	}
@@ -266,6 +271,7 @@ func TestGatewayStream03(t *testing.T) {
 			kinds = append(kinds, "artifact")
 		}
 	}
+	t.Logf("the stream: %v", kinds)
 	if len(kinds) == 0 || !strings.HasPrefix(kinds[0], "task:") || last == nil || last.Status.State != a2a03.TaskStateCanceled || !last.Final {
 		t.Fatalf("the stream: %v", kinds)
 	}
@@ -366,5 +372,68 @@ func TestGateway03PartsAre10Parts(t *testing.T) {
 	}
 	if held := e.budgetHeld(t); held != 50_000 {
 		t.Fatalf("held %d, want one hold", held)
+	}
+}
+
+// TestGatewayContinuation03: a 0.3 client answers a task that stopped in
+// input-required with message/stream on its id: the stream begins at the
+// interruption it answers, does not end there, and brings the agent's
+// artifact and the final status, completed; the agent gets the answer once.
+func TestGatewayContinuation03(t *testing.T) {
+	t.Parallel()
+	e := newGatewayEnv(t, apitest.Worker{PollAfter: 100 * time.Millisecond})
+	peer := e.servePartsDesk(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	acme := e.client03(t, e.acme, "parts-desk")
+	task := send03(t, acme, ledgerMessage03("parts-v03", "input_required", 20_000))
+	task = waitTask03(t, acme, task.ID, "the task asking for input", func(task *a2a03.Task) bool {
+		return task.Status.State == a2a03.TaskStateInputRequired
+	})
+	if ask, _ := task.Status.Message.Parts[0].(a2a03.TextPart); ask.Text != "Which cost center should be charged?" {
+		t.Fatalf("status %+v: want the agent's question", task.Status)
+	}
+
+	answer := a2a03.NewMessageForTask(a2a03.MessageRoleUser, task, a2a03.TextPart{Text: "CC-42"})
+	var (
+		kinds []string
+		last  *a2a03.TaskStatusUpdateEvent
+		art   *a2a03.Artifact
+	)
+	for ev, err := range acme.SendStreamingMessage(ctx, &a2a03.MessageSendParams{Message: answer}) {
+		if err != nil {
+			t.Fatalf("message/stream: %v (after %v)", err, kinds)
+		}
+		switch ev := ev.(type) {
+		case *a2a03.Task:
+			kinds = append(kinds, "task:"+string(ev.Status.State))
+		case *a2a03.TaskStatusUpdateEvent:
+			kinds = append(kinds, "status:"+string(ev.Status.State))
+			if ev.Final != ev.Status.State.Terminal() {
+				t.Fatalf("status update %+v after %v", ev, kinds)
+			}
+			last = ev
+		case *a2a03.TaskArtifactUpdateEvent:
+			kinds = append(kinds, "artifact")
+			art = ev.Artifact
+		}
+	}
+	t.Logf("the answer's stream: %v", kinds)
+	if len(kinds) == 0 || kinds[0] != "task:input-required" || last == nil || last.Status.State != a2a03.TaskStateCompleted || art == nil {
+		t.Fatalf("the answer's stream: %v", kinds)
+	}
+	if result, _ := art.Parts[0].(a2a03.TextPart); result.Text != "PO-42 charged to CC-42" || art.Name != "result" {
+		t.Fatalf("the artifact %+v", art)
+	}
+	task = waitTask03(t, acme, task.ID, "the obligation settled", func(task *a2a03.Task) bool {
+		return meta03(t, task)["obligation_state"] == "settled"
+	})
+	if len(task.Artifacts) != 1 || task.Artifacts[0].ID != art.ID {
+		t.Fatalf("the task's artifacts %+v", task.Artifacts)
+	}
+	peer.mu.Lock()
+	defer peer.mu.Unlock()
+	if strings.Join(peer.answers, ",") != "CC-42" {
+		t.Fatalf("the agent got the answers %v", peer.answers)
 	}
 }

@@ -283,6 +283,7 @@ func TestGatewayStream03(t *testing.T) {
 // TestGatewayRefusals03: a 0.3 message without the ledger extension's
 // data is refused — InvalidParams, 0.3 having no
 // ExtensionSupportRequiredError — naming the extension, and holds nothing;
+// the ledger extension activated with X-A2A-Extensions is echoed there;
 // a 1.0 method sent as another version is VersionNotSupportedError; a 0.3
 // request without a token is 401.
 func TestGatewayRefusals03(t *testing.T) {
@@ -305,6 +306,7 @@ func TestGatewayRefusals03(t *testing.T) {
 		body, _ := json.Marshal(req)
 		r, _ := http.NewRequest(http.MethodPost, e.orgBase(orgID)+gateway.JSONRPCPath, bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-A2A-Extensions", "https://example.com/other/v1, "+gateway.ExtensionURI)
 		if token != "" {
 			r.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -324,6 +326,9 @@ func TestGatewayRefusals03(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || answer.Error.Code != -32602 ||
 		answer.Error.Data["reason"] != "EXTENSION_SUPPORT_REQUIRED" || answer.Error.Data["extension"] != gateway.ExtensionURI {
 		t.Fatalf("the refusal on the wire: %+v (%v)", answer, err)
+	}
+	if got := resp.Header.Get("X-A2A-Extensions"); got != gateway.ExtensionURI {
+		t.Fatalf("X-A2A-Extensions %q: want the ledger extension echoed, alone", got)
 	}
 	resp = rpc(e.acme, "0.3", map[string]any{"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": map[string]any{"id": uuid.NewString()}})
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || answer.Error.Code != -32009 {

@@ -121,7 +121,13 @@ func partsSize(parts []SnapshotPart) int {
 }
 
 // ApplyTask replaces the snapshot with a fetched task, bounded by limits.
+// A task whose status is dated before the snapshot's is older than what
+// the snapshot holds (a poll answered before a newer reply was recorded)
+// and leaves it as it is: its artifacts and status would go back in time.
 func (s TaskSnapshot) ApplyTask(t a2a.Task, source string, now time.Time, limits SnapshotLimits) TaskSnapshot {
+	if s.TaskID == t.ID && s.StatusTimestamp != nil && !t.Status.Timestamp.IsZero() && t.Status.Timestamp.Before(*s.StatusTimestamp) {
+		return s
+	}
 	out := TaskSnapshot{TaskID: t.ID, ContextID: t.ContextID, Source: source, UpdatedAt: now, Artifacts: []SnapshotArtifact{}}
 	out = out.withStatus(t.Status)
 	for _, a := range t.Artifacts {

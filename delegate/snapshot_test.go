@@ -66,3 +66,24 @@ func TestSnapshotAppliesChunksInOrder(t *testing.T) {
 		t.Fatalf("after a fetched task: %+v", s)
 	}
 }
+
+// A poll answered before a newer reply was recorded carries an older
+// status: it does not take the newer snapshot's status or artifacts away.
+func TestSnapshotKeepsNewerThanAnOlderFetch(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 6, 8, 31, 21, 0, time.UTC)
+	limits := SnapshotLimits{MaxArtifactBytes: 200, MaxTotalBytes: 400}
+	asked := a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateInputRequired, Timestamp: at}}
+	done := a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: at.Add(300 * time.Millisecond)},
+		Artifacts: []a2a.Artifact{{ArtifactID: "r", Parts: []a2a.Part{{Text: "PO-42 charged to CC-42"}}}}}
+	var s TaskSnapshot
+	s = s.ApplyTask(done, "message_reply", at.Add(time.Second), limits)
+	s = s.ApplyTask(asked, "poll", at.Add(2*time.Second), limits)
+	if s.State != ledger.StatusCompleted || len(s.Artifacts) != 1 || s.Source != "message_reply" {
+		t.Fatalf("an older fetch replaced the snapshot: %+v", s)
+	}
+	later := a2a.Task{ID: "t1", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: at.Add(time.Second)}, Artifacts: done.Artifacts}
+	if s = s.ApplyTask(later, "poll", at.Add(3*time.Second), limits); s.Source != "poll" {
+		t.Fatalf("a newer fetch did not replace the snapshot: %+v", s)
+	}
+}

@@ -661,13 +661,13 @@ func startDev(t *testing.T, extra map[string]string) devRun {
 func TestDocWalkthroughs(t *testing.T) {
 	t.Parallel()
 	var missing []string
-	for _, tool := range []string{"bash", "curl", "jq", "openssl", "go"} {
+	for _, tool := range []string{"bash", "curl", "jq", "openssl", "go", "node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool)
 		}
 	}
 	if len(missing) > 0 {
-		t.Fatalf("the walk-throughs need %s on PATH; install them (Debian: apt-get install bash curl jq openssl) and run again",
+		t.Fatalf("the walk-throughs need %s on PATH; install them (Debian: apt-get install bash curl jq openssl nodejs npm) and run again",
 			strings.Join(missing, ", "))
 	}
 	root := repoRoot(t)

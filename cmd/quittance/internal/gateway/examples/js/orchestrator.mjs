@@ -1,9 +1,10 @@
 // An orchestrating agent on @a2a-js/sdk's client (1.3), delegating through
-// Quittance's A2A gateway: TestGatewayJSClient runs it with node. It
-// resolves the gateway's card for the org with its bearer token, builds
-// its client for BINDING (JSONRPC or HTTP+JSON) from the card, and walks
-// one purchase order through: send, resend, follow, cancel, wait for the
-// receipt; then the refusals. Each step prints one JSON line.
+// Quittance's A2A gateway: GATEWAY.md's walk-through and TestGatewayJSClient
+// run it with node. It resolves the gateway's card for the org with its
+// bearer token, builds its client for BINDING (JSONRPC or HTTP+JSON) from
+// the card, and walks one purchase order through: send, resend, follow,
+// cancel, wait for the receipt; then the refusals (another tenant's task
+// when OTHER_TASK names one). Each step prints one JSON line.
 import { pathToFileURL } from 'node:url';
 import crypto from 'node:crypto';
 
@@ -65,9 +66,9 @@ const order = message(env('MESSAGE_ID'), 'Order 12 monitors for the Lyon office'
   [uri]: { budget_id: env('BUDGET_ID'), task_class: 'procurement', hold: { amount_minor: 30000, currency: 'EUR' } },
 });
 const sent = await send(order);
-print('sent', { id: sent.id, state: state(sent), ledger: ledger(sent) });
+print('sent', { id: sent.id, ledger: ledger(sent) });
 const resent = await send(order);
-print('resent', { id: resent.id });
+print('resent', { id: resent.id, same: resent.id === sent.id });
 const working = await waitFor(sent.id, (t) => state(t) === 'TASK_STATE_WORKING');
 print('working', { ledger: ledger(working), status: working.status?.message?.parts?.map((p) => p.content?.value).join(' ') });
 const canceled = await client.cancelTask({ tenant: '', id: sent.id, metadata: undefined });
@@ -77,4 +78,4 @@ print('compensated', { state: state(done), ledger: ledger(done) });
 
 await refusal('no_extension', () => send(message(crypto.randomUUID(), 'Order 1 monitor', undefined)));
 await refusal('unknown', () => get(crypto.randomUUID()));
-await refusal('other_tenant', () => get(env('OTHER_TASK')));
+if (process.env.OTHER_TASK) await refusal('other_tenant', () => get(process.env.OTHER_TASK));

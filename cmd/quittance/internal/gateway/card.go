@@ -59,8 +59,9 @@ func (g *Gateway) serveCard(w http.ResponseWriter, r *http.Request) {
 // card is the gateway's card for an org's agent: the remote card's name,
 // description, version, provider, skills and input and output modes;
 // Quittance's own interfaces (JSON-RPC and HTTP+JSON, A2A 1.0, then
-// JSON-RPC, A2A 0.3, at the same URL as 1.0's) and bearer security scheme; and the ledger extension, required. Capabilities are
-// what the gateway serves, whatever the remote agent offers: streaming,
+// JSON-RPC, A2A 0.3, at the same URL as 1.0's) and bearer security scheme;
+// and the ledger extension, required. Capabilities are what the gateway
+// serves, whatever the remote agent offers: streaming,
 // and no push notifications yet.
 func (g *Gateway) card(base string, remote *a2a.AgentCard) *a2a.AgentCard {
 	return &a2a.AgentCard{

@@ -44,16 +44,24 @@ func (g *Gateway) serveCard(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, bindingCard, http.StatusBadGateway, "REMOTE_AGENT_UNAVAILABLE", "the org's agent card could not be fetched; try again later")
 		return
 	}
+	// Both A2A versions' members in one card (v03card.go).
+	card, err := dualCard(g.card(g.baseURL(r)+"/a2a/orgs/"+org.ID, remote))
+	if err != nil {
+		g.cfg.Log.ErrorContext(r.Context(), "gateway card: encode failed", slog.Any("error", err))
+		writeRefusal(w, bindingCard, http.StatusInternalServerError, "INTERNAL_ERROR", "the card could not be encoded")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "private, max-age=60")
-	_ = json.NewEncoder(w).Encode(g.card(g.baseURL(r)+"/a2a/orgs/"+org.ID, remote))
+	_ = json.NewEncoder(w).Encode(card)
 }
 
 // card is the gateway's card for an org's agent: the remote card's name,
 // description, version, provider, skills and input and output modes;
-// Quittance's own interfaces (JSON-RPC and HTTP+JSON, A2A 1.0) and bearer
-// security scheme; and the ledger extension, required. Capabilities are
-// what the gateway serves, whatever the remote agent offers: streaming,
+// Quittance's own interfaces (JSON-RPC and HTTP+JSON, A2A 1.0, then
+// JSON-RPC, A2A 0.3, at the same URL as 1.0's) and bearer security scheme;
+// and the ledger extension, required. Capabilities are what the gateway
+// serves, whatever the remote agent offers: streaming,
 // and no push notifications yet.
 func (g *Gateway) card(base string, remote *a2a.AgentCard) *a2a.AgentCard {
 	return &a2a.AgentCard{
@@ -62,6 +70,7 @@ func (g *Gateway) card(base string, remote *a2a.AgentCard) *a2a.AgentCard {
 		SupportedInterfaces: []*a2a.AgentInterface{
 			{URL: base + JSONRPCPath, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version},
 			{URL: base + RESTPath, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: a2a.Version},
+			{URL: base + JSONRPCPath, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: v03Version},
 		},
 		Capabilities: a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{{
 			URI: ExtensionURI, Required: true,

@@ -197,11 +197,17 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 		ID     any    `json:"id"`
 	}
 	_ = json.Unmarshal(body, &head)
-	if v := r.Header.Get("A2A-Version"); strings.Contains(head.Method, "/") || (v != "" && v != "1" && !strings.HasPrefix(v, "1.")) {
-		// An A2A 0.3 client (method names like message/send): answered
-		// with 1.0's VersionNotSupportedError rather than MethodNotFound,
-		// so it says why.
-		writeRPCError(w, head.ID, -32009, "this agent serves A2A 1.0 only (JSON-RPC and HTTP+JSON); A2A 0.3 is not served")
+	if isV03Method(head.Method) {
+		// An A2A 0.3 method (message/send, …): the 0.3 face (v03.go).
+		g.serveV03(w, r, p, body)
+		return
+	}
+	if v := r.Header.Get("A2A-Version"); v != "" && v != "1" && !strings.HasPrefix(v, "1.") {
+		// A 1.0 method under another version: 1.0's
+		// VersionNotSupportedError rather than MethodNotFound, so it says
+		// why.
+		writeRPCError(w, head.ID, -32009, "A2A-Version "+v+" is not served with A2A 1.0's methods: "+
+			"this agent serves A2A 1.0 (JSON-RPC and HTTP+JSON) and A2A 0.3's JSON-RPC methods (message/send, …)")
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -127,7 +127,7 @@ func (e *gwEnv) client(t *testing.T, token, org string, binding a2a.TransportPro
 	}
 	var iface *a2a.AgentInterface
 	for _, i := range card.SupportedInterfaces {
-		if i.ProtocolBinding == binding {
+		if i.ProtocolBinding == binding && i.ProtocolVersion == a2a.Version {
 			iface = &a2a.AgentInterface{URL: strings.Replace(i.URL, "/a2a/orgs/"+orgID+"/", "/a2a/orgs/"+org+"/", 1), ProtocolBinding: i.ProtocolBinding, ProtocolVersion: i.ProtocolVersion}
 		}
 	}
@@ -222,10 +222,13 @@ func TestGatewayCard(t *testing.T) {
 		t.Fatalf("the card does not mirror the remote card: %+v", card)
 	}
 	base := e.URL + "/a2a/orgs/" + orgID
-	if len(card.SupportedInterfaces) != 2 ||
+	// 1.0's JSON-RPC and HTTP+JSON, then 0.3's JSON-RPC at 1.0's URL
+	// (v03_test.go reads the card as a 0.3 client).
+	if len(card.SupportedInterfaces) != 3 ||
 		*card.SupportedInterfaces[0] != (a2a.AgentInterface{URL: base + "/jsonrpc", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: "1.0"}) ||
-		*card.SupportedInterfaces[1] != (a2a.AgentInterface{URL: base + "/rest", ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: "1.0"}) {
-		t.Fatalf("interfaces %+v %+v", card.SupportedInterfaces[0], card.SupportedInterfaces[1])
+		*card.SupportedInterfaces[1] != (a2a.AgentInterface{URL: base + "/rest", ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: "1.0"}) ||
+		*card.SupportedInterfaces[2] != (a2a.AgentInterface{URL: base + "/jsonrpc", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3"}) {
+		t.Fatalf("interfaces %+v", card.SupportedInterfaces)
 	}
 	exts := card.Capabilities.Extensions
 	if len(exts) != 1 || exts[0].URI != gateway.ExtensionURI || !exts[0].Required {

@@ -442,3 +442,50 @@ func TestGatewayContinuation03(t *testing.T) {
 		t.Fatalf("the agent got the answers %v", peer.answers)
 	}
 }
+
+// TestGatewayRefinement03: a 0.3 client refines a task as a 1.0 one does:
+// a new message in the task's contextId, referring to it, is a delegation
+// linked to it, in the same context; a reference to another tenant's task
+// is refused as one to no task, with the REST problem's code.
+func TestGatewayRefinement03(t *testing.T) {
+	t.Parallel()
+	e := newGatewayEnv(t)
+	acme := e.client03(t, e.acme)
+	first := send03(t, acme, ledgerMessage03(uuid.NewString(), "Order 40 laptops for the Lyon office", 50_000))
+	first = waitTask03(t, acme, first.ID, "the first task working", func(task *a2a03.Task) bool { return task.Status.State == a2a03.TaskStateWorking })
+
+	more := ledgerMessage03(uuid.NewString(), "Add 40 docking stations to that order", 8_000)
+	more.ContextID, more.ReferenceTasks = first.ContextID, []a2a03.TaskID{first.ID}
+	second := send03(t, acme, more)
+	if second.ContextID != first.ContextID {
+		t.Fatalf("the refinement's context %q, the first task's %q", second.ContextID, first.ContextID)
+	}
+	var d struct {
+		Links *struct {
+			ContextFrom string   `json:"context_from"`
+			References  []string `json:"references"`
+		} `json:"links"`
+	}
+	e.Do(t, http.MethodGet, "/v1/delegations/"+string(second.ID), e.acme, nil).Expect(t, http.StatusOK).JSON(t, &d)
+	if d.Links == nil || d.Links.ContextFrom != string(first.ID) || len(d.Links.References) != 1 || d.Links.References[0] != string(first.ID) {
+		t.Fatalf("the refinement's links %+v", d.Links)
+	}
+	waitTask03(t, acme, second.ID, "the refinement working", func(task *a2a03.Task) bool {
+		return task.Status.State == a2a03.TaskStateWorking && task.ContextID == first.ContextID
+	})
+
+	theirs := send(t, e.client(t, e.globex, orgID, a2a.TransportProtocolJSONRPC), ledgerMessage(uuid.NewString(), "Order 2 chairs", 1_000))
+	refusals := map[string]string{}
+	for what, ref := range map[string]a2a03.TaskID{"globex's task": a2a03.TaskID(theirs.ID), "no task": a2a03.TaskID(uuid.NewString())} {
+		m := ledgerMessage03(uuid.NewString(), "Add 2 chairs", 1_000)
+		m.ReferenceTasks = []a2a03.TaskID{ref}
+		_, err := acme.SendMessage(context.Background(), &a2a03.MessageSendParams{Message: m})
+		if !errors.Is(err, a2a03.ErrInvalidParams) {
+			t.Fatalf("a reference to %s: %v", what, err)
+		}
+		refusals[what] = strings.ReplaceAll(err.Error(), string(ref), "ID")
+	}
+	if refusals["globex's task"] != refusals["no task"] {
+		t.Fatalf("a reference to another tenant's task is told apart from one to no task: %q", refusals)
+	}
+}

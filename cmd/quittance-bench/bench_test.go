@@ -24,7 +24,7 @@ func TestBenchRunsEveryPart(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	md := filepath.Join(t.TempDir(), "bench.md")
 	err := run(ctx, []string{"bench", "-markdown", md,
-		"-duration", "2s", "-warmup", "500ms", "-clients", "2", "-budgets", "4", "-many-scale", "2", "-replicas", "2",
+		"-duration", "2s", "-warmup", "500ms", "-clients", "2", "-budgets", "4", "-many-scale", "2", "-replicas", "2", "-batch-size", "10",
 		"-scale-delegations", "2000", "-scale-open", "100", "-scale-requests", "3", "-scale-chunk", "1000",
 		"-sweep-due", "100", "-sweep-replicas", "2",
 	}, &stdout, &stderr)
@@ -35,7 +35,7 @@ func TestBenchRunsEveryPart(t *testing.T) {
 	for _, want := range []string{
 		"one hot budget", "Replicas: 2 service processes",
 		"obligations, first page", "console: obligations page", "CSV export #3", "Deadline sweep: 100 obligations",
-		"0 moved twice", "Cost per operation", "Cost per lifecycle",
+		"0 moved twice", "Cost per operation", "Cost per lifecycle", "Batch endpoints",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
@@ -50,15 +50,15 @@ func TestBenchRunsEveryPart(t *testing.T) {
 }
 
 // checkCostTables checks that the Markdown cost tables have a row for
-// each anchor and lifecycle run of the tiny bench (two anchors, three
-// lifecycle runs) and that every figure measured is there and positive:
+// each anchor and lifecycle run of the tiny bench (two anchors, four
+// lifecycle runs: one replica and two, the batch endpoints, the hot budget) and that every figure measured is there and positive:
 // all but the service's for pgbench and the nested statements (pgbench
 // has none), and the statements only when pg_stat_statements is installed.
 func checkCostTables(t *testing.T, doc string, statements bool) {
 	t.Helper()
 	perOp := tableRows(doc, "Cost per operation")
-	if len(perOp) != 5 {
-		t.Fatalf("%d rows in the cost per operation table, want 5:\n%s", len(perOp), doc)
+	if len(perOp) != 6 {
+		t.Fatalf("%d rows in the cost per operation table, want 6:\n%s", len(perOp), doc)
 	}
 	// Columns: clients, case, side, ops, PG, service, load generator,
 	// total, WAL, statements, nested, commits.
@@ -76,8 +76,8 @@ func checkCostTables(t *testing.T, doc string, statements bool) {
 		}
 	}
 	perLifecycle := tableRows(doc, "Cost per lifecycle")
-	if len(perLifecycle) != 3 {
-		t.Fatalf("%d rows in the cost per lifecycle table, want 3:\n%s", len(perLifecycle), doc)
+	if len(perLifecycle) != 4 {
+		t.Fatalf("%d rows in the cost per lifecycle table, want 4:\n%s", len(perLifecycle), doc)
 	}
 	for _, row := range perLifecycle {
 		if pg := row[3]; !regexp.MustCompile(`^[1-9][0-9]* / [1-9][0-9]*$`).MatchString(pg) {

@@ -197,8 +197,8 @@ func (s *Service) DeletePushConfig(ctx context.Context, p ledger.Principal, dele
 
 // deliverPush makes one attempt of a push and records its outcome. The
 // body is the task as it stands now, so a push that succeeds also
-// delivers the config's pushes queued before this attempt began: their
-// events are in it.
+// delivers the config's pushes pending when this attempt began: their
+// events, committed then, are in it.
 func (s *Service) deliverPush(ctx context.Context, d Delivery) error {
 	if s.cfg.Push == nil {
 		return errors.New("webhook: a push delivery, and no Config.Push to render it")
@@ -207,7 +207,7 @@ func (s *Service) deliverPush(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return err
 	}
-	upTo, err := s.cfg.Store.LastPendingPush(ctx, d)
+	before, err := s.cfg.Store.PendingPushes(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -225,7 +225,7 @@ func (s *Service) deliverPush(ctx context.Context, d Delivery) error {
 	}
 	now := s.now()
 	if problem == "" {
-		if err := s.cfg.Store.SupersedePushes(ctx, d, upTo, status, now); err != nil {
+		if err := s.cfg.Store.SupersedePushes(ctx, before, status, now); err != nil {
 			return err
 		}
 		return s.cfg.Store.DeliveryDone(ctx, d, status, now)

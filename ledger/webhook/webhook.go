@@ -128,13 +128,12 @@ type Store interface {
 	// DeletePushConfig removes tenant's push config of a delegation, and
 	// its deliveries; none there is no error.
 	DeletePushConfig(ctx context.Context, tenant string, delegationID uuid.UUID, id string) error
-	// LastPendingPush is the id of the newest pending delivery to the push
-	// config of claimed push delivery d.
-	LastPendingPush(ctx context.Context, d Delivery) (int64, error)
-	// SupersedePushes marks delivered, with httpStatus, the pending
-	// deliveries to the push config of claimed delivery d up to id upTo,
-	// but d (DeliveryDone's) and any claimed.
-	SupersedePushes(ctx context.Context, d Delivery, upTo int64, httpStatus int, now time.Time) error
+	// PendingPushes are the ids of the pending deliveries to the push
+	// config of claimed push delivery d, but d.
+	PendingPushes(ctx context.Context, d Delivery) ([]int64, error)
+	// SupersedePushes marks delivered, with httpStatus, the deliveries ids
+	// that are still pending and not claimed.
+	SupersedePushes(ctx context.Context, ids []int64, httpStatus int, now time.Time) error
 }
 
 // Failure is a failed delivery attempt, as Store.DeliveryFailed records it.

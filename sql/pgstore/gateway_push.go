@@ -69,23 +69,25 @@ func (w webhookStore) DeletePushConfig(ctx context.Context, tenant string, deleg
 	return nil
 }
 
-func (w webhookStore) LastPendingPush(ctx context.Context, d webhook.Delivery) (int64, error) {
-	n, err := w.q.GatewayPushLastPending(ctx, dbsqlc.GatewayPushLastPendingParams{
-		DelegationID: uuid.NullUUID{UUID: d.PushDelegationID, Valid: true}, ID: &d.PushConfigID,
+func (w webhookStore) PendingPushes(ctx context.Context, d webhook.Delivery) ([]int64, error) {
+	ids, err := w.q.GatewayPushPending(ctx, dbsqlc.GatewayPushPendingParams{
+		DelegationID: uuid.NullUUID{UUID: d.PushDelegationID, Valid: true}, ID: &d.PushConfigID, ClaimedID: d.ID,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("read pending pushes of delivery %d: %w", d.ID, err)
+		return nil, fmt.Errorf("read pending pushes besides delivery %d: %w", d.ID, err)
 	}
-	return n, nil
+	return ids, nil
 }
 
-func (w webhookStore) SupersedePushes(ctx context.Context, d webhook.Delivery, upTo int64, httpStatus int, now time.Time) error {
+func (w webhookStore) SupersedePushes(ctx context.Context, ids []int64, httpStatus int, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	_, err := w.q.GatewayPushSupersede(ctx, dbsqlc.GatewayPushSupersedeParams{
-		LastStatus: pgtype.Int4{Int32: int32(httpStatus), Valid: httpStatus != 0}, Now: &now,
-		DelegationID: uuid.NullUUID{UUID: d.PushDelegationID, Valid: true}, ID: &d.PushConfigID, UpTo: upTo, ClaimedID: d.ID,
+		LastStatus: pgtype.Int4{Int32: int32(httpStatus), Valid: httpStatus != 0}, Now: &now, Ids: ids,
 	})
 	if err != nil {
-		return fmt.Errorf("supersede pushes before delivery %d: %w", d.ID, err)
+		return fmt.Errorf("supersede pushes %v: %w", ids, err)
 	}
 	return nil
 }

@@ -25,16 +25,17 @@ SELECT * FROM gateway_push_configs WHERE delegation_id = @delegation_id ORDER BY
 -- name: GatewayPushConfigDelete :execrows
 DELETE FROM gateway_push_configs WHERE tenant = @tenant AND delegation_id = @delegation_id AND id = @id;
 
--- name: GatewayPushLastPending :one
--- The newest pending delivery of a push config: every event before it
--- was committed when it was read.
-SELECT coalesce(max(id), 0)::bigint FROM webhook_deliveries
-WHERE push_delegation_id = @delegation_id AND push_config_id = @id AND status = 'pending';
+-- name: GatewayPushPending :many
+-- The pending deliveries of a push config, but the claimed one @claimed_id:
+-- their events were committed when they were read.
+SELECT id FROM webhook_deliveries
+WHERE push_delegation_id = @delegation_id AND push_config_id = @id AND status = 'pending' AND id <> @claimed_id
+ORDER BY id;
 
 -- name: GatewayPushSupersede :execrows
--- Marks delivered the pending deliveries of a push config up to @up_to
--- (but the claimed one, recorded by WebhookDeliveryDone): a push carries
--- the task as it stood when it was sent, after their events.
+-- Marks delivered the pending deliveries @ids of a push config (read by
+-- GatewayPushPending before the push's task was read): the push that
+-- succeeded carries the task as it stood after their events.
 UPDATE webhook_deliveries SET
     status       = 'delivered',
     last_status  = @last_status,
@@ -43,5 +44,4 @@ UPDATE webhook_deliveries SET
     locked_until = NULL,
     lease_token  = NULL,
     updated_at   = @now
-WHERE push_delegation_id = @delegation_id AND push_config_id = @id AND status = 'pending'
-  AND id <= @up_to AND id <> @claimed_id AND lease_token IS NULL;
+WHERE id = ANY(@ids::bigint[]) AND status = 'pending' AND lease_token IS NULL;

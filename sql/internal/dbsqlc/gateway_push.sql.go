@@ -160,23 +160,38 @@ func (q *Queries) GatewayPushConfigUpsert(ctx context.Context, arg GatewayPushCo
 	return i, err
 }
 
-const gatewayPushLastPending = `-- name: GatewayPushLastPending :one
-SELECT coalesce(max(id), 0)::bigint FROM webhook_deliveries
-WHERE push_delegation_id = $1 AND push_config_id = $2 AND status = 'pending'
+const gatewayPushPending = `-- name: GatewayPushPending :many
+SELECT id FROM webhook_deliveries
+WHERE push_delegation_id = $1 AND push_config_id = $2 AND status = 'pending' AND id <> $3
+ORDER BY id
 `
 
-type GatewayPushLastPendingParams struct {
+type GatewayPushPendingParams struct {
 	DelegationID uuid.NullUUID
 	ID           *string
+	ClaimedID    int64
 }
 
-// The newest pending delivery of a push config: every event before it
-// was committed when it was read.
-func (q *Queries) GatewayPushLastPending(ctx context.Context, arg GatewayPushLastPendingParams) (int64, error) {
-	row := q.db.QueryRow(ctx, gatewayPushLastPending, arg.DelegationID, arg.ID)
-	var column_1 int64
-	err := row.Scan(&column_1)
-	return column_1, err
+// The pending deliveries of a push config, but the claimed one @claimed_id:
+// their events were committed when they were read.
+func (q *Queries) GatewayPushPending(ctx context.Context, arg GatewayPushPendingParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, gatewayPushPending, arg.DelegationID, arg.ID, arg.ClaimedID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const gatewayPushSupersede = `-- name: GatewayPushSupersede :execrows
@@ -188,31 +203,20 @@ UPDATE webhook_deliveries SET
     locked_until = NULL,
     lease_token  = NULL,
     updated_at   = $2
-WHERE push_delegation_id = $3 AND push_config_id = $4 AND status = 'pending'
-  AND id <= $5 AND id <> $6 AND lease_token IS NULL
+WHERE id = ANY($3::bigint[]) AND status = 'pending' AND lease_token IS NULL
 `
 
 type GatewayPushSupersedeParams struct {
-	LastStatus   pgtype.Int4
-	Now          *time.Time
-	DelegationID uuid.NullUUID
-	ID           *string
-	UpTo         int64
-	ClaimedID    int64
+	LastStatus pgtype.Int4
+	Now        *time.Time
+	Ids        []int64
 }
 
-// Marks delivered the pending deliveries of a push config up to @up_to
-// (but the claimed one, recorded by WebhookDeliveryDone): a push carries
-// the task as it stood when it was sent, after their events.
+// Marks delivered the pending deliveries @ids of a push config (read by
+// GatewayPushPending before the push's task was read): the push that
+// succeeded carries the task as it stood after their events.
 func (q *Queries) GatewayPushSupersede(ctx context.Context, arg GatewayPushSupersedeParams) (int64, error) {
-	result, err := q.db.Exec(ctx, gatewayPushSupersede,
-		arg.LastStatus,
-		arg.Now,
-		arg.DelegationID,
-		arg.ID,
-		arg.UpTo,
-		arg.ClaimedID,
-	)
+	result, err := q.db.Exec(ctx, gatewayPushSupersede, arg.LastStatus, arg.Now, arg.Ids)
 	if err != nil {
 		return 0, err
 	}

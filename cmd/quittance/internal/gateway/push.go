@@ -139,8 +139,9 @@ func inlinePush(req *a2a.SendMessageRequest) *a2a.PushConfig {
 // sendWithPush is SendMessage with a push config: the config is checked
 // first, so a refused one creates no task; the message is then sent as
 // without it, and the config registered on the task it answers (id
-// inlinePushID when it has none). A resend of the message is the same task
-// and replaces the config.
+// inlinePushID when it has none). It needs a token: the answer is the
+// task, which cannot show one Quittance would make. A resend of the
+// message is the same task and replaces the config.
 func (h *handler) sendWithPush(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
 	c, err := h.begin(ctx, req.Tenant)
 	if err != nil {
@@ -152,6 +153,10 @@ func (h *handler) sendWithPush(ctx context.Context, req *a2a.SendMessageRequest)
 	in := *req.Config.PushConfig
 	if in.ID == "" {
 		in.ID = inlinePushID
+	}
+	if in.Token == "" {
+		// The answer is the task: it could not show a token Quittance made.
+		return nil, a2a.NewError(a2a.ErrInvalidParams, "a push notification config given with a message needs a token")
 	}
 	if err := h.g.cfg.Webhooks.CheckPushConfig(c.p, pushConfig(uuid.Nil, &in)); err != nil {
 		return nil, h.fail(ctx, err)

@@ -294,12 +294,17 @@ func TestGatewayPushRefusals(t *testing.T) {
 
 	held := e.budgetHeld(t)
 	for _, c := range []*a2aclient.Client{acme, e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)} {
-		_, err := c.SendMessage(ctx, &a2a.SendMessageRequest{
-			Message: ledgerMessage(uuid.NewString(), "Order 2 laptops", 2_000),
-			Config:  &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: "https://user:pw@127.0.0.1/push"}},
-		})
-		if !errors.Is(err, a2a.ErrInvalidParams) {
-			t.Fatalf("a message with a refused config: %v", err)
+		for what, pc := range map[string]*a2a.PushConfig{
+			"userinfo": {URL: "https://user:pw@127.0.0.1/push", Token: "t"},
+			"no token": {URL: "http://127.0.0.1/push"},
+		} {
+			_, err := c.SendMessage(ctx, &a2a.SendMessageRequest{
+				Message: ledgerMessage(uuid.NewString(), "Order 2 laptops", 2_000),
+				Config:  &a2a.SendMessageConfig{PushConfig: pc},
+			})
+			if !errors.Is(err, a2a.ErrInvalidParams) {
+				t.Fatalf("a message with a config with %s: %v", what, err)
+			}
 		}
 	}
 	if now := e.budgetHeld(t); now != held {

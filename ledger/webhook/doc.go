@@ -12,6 +12,12 @@
 // on-call redrives it. A receiver therefore sees each event at least once,
 // identified by the same webhook-id on every attempt.
 //
+// The A2A gateway's push notification configs (PushConfig) are delivered
+// by the same outbox and workers: a push is a delivery whose target is a
+// config of one delegation rather than a tenant's endpoint, queued with
+// each of the delegation's events, its body the task as the gateway shows
+// it when sent (PushRenderer), signed with Sign under PushSecret.
+//
 // It must never import pgx, the sql/ store or the delegate packages (it is
 // handed its HTTP client and URL check), never send anywhere the egress
 // policy forbids, and never log a secret or a signature.

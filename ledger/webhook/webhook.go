@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/quittance/quittance/internal/backoff"
 	"github.com/quittance/quittance/internal/panics"
 	"github.com/quittance/quittance/internal/text"
@@ -53,13 +55,17 @@ type Endpoint struct {
 
 // Delivery is one event to deliver to one endpoint.
 type Delivery struct {
-	ID            int64
-	Tenant        string
-	EndpointID    string
-	EventSeq      int64
-	Status        string
-	Attempts      int
-	NextAttemptAt time.Time
+	ID     int64
+	Tenant string
+	// EndpointID is the webhook endpoint delivered to; empty for a push,
+	// which PushDelegationID and PushConfigID name the config of.
+	EndpointID       string
+	PushDelegationID uuid.UUID
+	PushConfigID     string
+	EventSeq         int64
+	Status           string
+	Attempts         int
+	NextAttemptAt    time.Time
 	// LastStatus is the HTTP status of the last attempt (0: no response).
 	LastStatus  int
 	LastError   string
@@ -111,6 +117,23 @@ type Store interface {
 	DeliveryFailed(ctx context.Context, d Delivery, f Failure, now time.Time) error
 	// Event returns the event with sequence seq.
 	Event(ctx context.Context, seq int64) (ledger.Event, error)
+	// PutPushConfig creates a push config (c.ID set) or replaces the
+	// delegation's config of that id; ErrPushConfigLimit when it would be
+	// the delegation's max+1th.
+	PutPushConfig(ctx context.Context, c PushConfig, max int, now time.Time) (PushConfig, error)
+	// PushConfig returns a delegation's push config.
+	PushConfig(ctx context.Context, delegationID uuid.UUID, id string) (PushConfig, error)
+	// PushConfigs lists a delegation's push configs, oldest first.
+	PushConfigs(ctx context.Context, delegationID uuid.UUID) ([]PushConfig, error)
+	// DeletePushConfig removes tenant's push config of a delegation, and
+	// its deliveries; none there is no error.
+	DeletePushConfig(ctx context.Context, tenant string, delegationID uuid.UUID, id string) error
+	// PendingPushes are the ids of the pending deliveries to the push
+	// config of claimed push delivery d, but d.
+	PendingPushes(ctx context.Context, d Delivery) ([]int64, error)
+	// SupersedePushes marks delivered, with httpStatus, the deliveries ids
+	// that are still pending and not claimed.
+	SupersedePushes(ctx context.Context, ids []int64, httpStatus int, now time.Time) error
 }
 
 // Failure is a failed delivery attempt, as Store.DeliveryFailed records it.
@@ -156,6 +179,9 @@ type Config struct {
 	// OnPanic is told of each panic recovered in a delivery (PanicDelivery)
 	// or a round of Run (PanicRound); nil counts nothing.
 	OnPanic func(worker string)
+	// Push renders the pushes to the A2A gateway's push configs; nil
+	// fails each push attempt.
+	Push PushRenderer
 }
 
 // Where deliveries recover from panics, the worker names OnPanic is given.
@@ -405,6 +431,9 @@ type Payload struct {
 
 // deliver makes one attempt and records its outcome.
 func (s *Service) deliver(ctx context.Context, d Delivery) error {
+	if d.PushConfigID != "" {
+		return s.deliverPush(ctx, d)
+	}
 	ep, err := s.cfg.Store.Endpoint(ctx, d.Tenant, d.EndpointID)
 	if err != nil {
 		return err
@@ -417,7 +446,7 @@ func (s *Service) deliver(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return err
 	}
-	status, problem := s.post(ctx, ep, d, body)
+	status, problem := s.post(ctx, request{url: ep.URL, secret: ep.Secret, msgID: MessageID(d.EventSeq), body: body})
 	now := s.now()
 	if problem == "" {
 		return s.cfg.Store.DeliveryDone(ctx, d, status, now)
@@ -428,20 +457,32 @@ func (s *Service) deliver(ctx context.Context, d Delivery) error {
 	return s.cfg.Store.DeliveryFailed(ctx, d, Failure{Dead: dead, Next: now.Add(s.backoff.Wait(d.Attempts)), HTTPStatus: status, Problem: problem}, now)
 }
 
+// request is one signed delivery attempt: where, the signing secret, the
+// webhook-id, headers of its own (a push's token and authorization) and
+// the body.
+type request struct {
+	url, secret, msgID string
+	header             http.Header
+	body               []byte
+}
+
 // post sends a signed delivery and returns the status and, for anything
 // but a 2xx, a problem.
-func (s *Service) post(ctx context.Context, ep Endpoint, d Delivery, body []byte) (int, string) {
+func (s *Service) post(ctx context.Context, r request) (int, string) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	ts := s.cfg.Clock.Now()
-	msgID := MessageID(d.EventSeq)
-	sig, err := Sign(ep.Secret, msgID, ts, body)
+	msgID, body := r.msgID, r.body
+	sig, err := Sign(r.secret, msgID, ts, body)
 	if err != nil {
 		return 0, "endpoint secret unusable"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "bad endpoint URL"
+	}
+	for k, v := range r.header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Quittance-Webhooks/1")

@@ -33,7 +33,7 @@ func (w webhookStore) Endpoint(ctx context.Context, tenant, id string) (webhook.
 }
 
 func (w webhookStore) Deliveries(ctx context.Context, f webhook.DeliveryFilter) ([]webhook.Delivery, error) {
-	p := dbsqlc.WebhookDeliveryListParams{Tenant: f.Tenant, EndpointID: f.EndpointID, Status: optional(f.Status), MaxRows: int32(f.Limit)}
+	p := dbsqlc.WebhookDeliveryListParams{Tenant: f.Tenant, EndpointID: &f.EndpointID, Status: optional(f.Status), MaxRows: int32(f.Limit)}
 	if f.Before > 0 {
 		p.BeforeID = pgtype.Int8{Int64: f.Before, Valid: true}
 	}
@@ -115,7 +115,8 @@ func toEndpoint(r dbsqlc.WebhookEndpoint) webhook.Endpoint {
 
 func toDelivery(r dbsqlc.WebhookDelivery) webhook.Delivery {
 	return webhook.Delivery{
-		ID: r.ID, Tenant: r.Tenant, EndpointID: r.EndpointID, EventSeq: r.EventSeq, Status: r.Status, Attempts: int(r.Attempts),
+		ID: r.ID, Tenant: r.Tenant, EndpointID: deref(r.EndpointID), PushDelegationID: r.PushDelegationID.UUID, PushConfigID: deref(r.PushConfigID),
+		EventSeq: r.EventSeq, Status: r.Status, Attempts: int(r.Attempts),
 		NextAttemptAt: r.NextAttemptAt, LastStatus: int(r.LastStatus.Int32), LastError: deref(r.LastError),
 		CreatedAt: r.CreatedAt, DeliveredAt: derefTime(r.DeliveredAt), LeaseToken: deref(r.LeaseToken),
 	}

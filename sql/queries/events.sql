@@ -8,7 +8,8 @@ SELECT h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash FROM event_str
 -- as jsonb for queries (data), from the one parameter. The parameter is
 -- text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
 -- every webhook endpoint of the delegation's tenant that subscribes to its
--- type (all types when event_types is empty), in one statement, and says
+-- type (all types when event_types is empty) and a push to each of the
+-- delegation's gateway push configs, in one statement, and says
 -- how many deliveries it queued: only those wake the webhook workers.
 WITH appended AS (
     INSERT INTO events (
@@ -28,8 +29,17 @@ WITH appended AS (
     WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
     ON CONFLICT DO NOTHING
     RETURNING 1
+), pushed AS (
+    -- Every event of a delegation may change its task as the A2A gateway
+    -- shows it: a push to each of the delegation's push configs.
+    INSERT INTO webhook_deliveries (tenant, push_delegation_id, push_config_id, event_seq, next_attempt_at, created_at, updated_at)
+    SELECT c.tenant, c.delegation_id, c.id, a.seq, a.at, a.at, a.at
+    FROM appended a
+    JOIN gateway_push_configs c ON c.delegation_id = a.delegation_id
+    ON CONFLICT DO NOTHING
+    RETURNING 1
 )
-SELECT a.seq, (SELECT count(*) FROM queued)::integer AS deliveries FROM appended a;
+SELECT a.seq, ((SELECT count(*) FROM queued) + (SELECT count(*) FROM pushed))::integer AS deliveries FROM appended a;
 
 -- name: EventListByStream :many
 SELECT * FROM events WHERE stream = $1 ORDER BY stream_seq;

@@ -24,6 +24,14 @@ WITH due AS (
     WHERE status = 'pending'
       AND next_attempt_at <= @now
       AND (locked_until IS NULL OR locked_until <= @now)
+      -- A push config's deliveries go one at a time, oldest first: each
+      -- carries the task as it stands when sent, so a receiver never gets
+      -- an older task after a newer one.
+      AND (push_config_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries e
+          WHERE e.push_delegation_id = webhook_deliveries.push_delegation_id
+            AND e.push_config_id = webhook_deliveries.push_config_id
+            AND e.status = 'pending' AND e.id < webhook_deliveries.id))
     ORDER BY next_attempt_at, id
     LIMIT @max_rows
     FOR UPDATE SKIP LOCKED

@@ -248,6 +248,18 @@ type EventPosition struct {
 	TxPos        int64
 }
 
+type GatewayPushConfig struct {
+	DelegationID    uuid.UUID
+	ID              string
+	Tenant          string
+	Url             string
+	Token           string
+	AuthScheme      *string
+	AuthCredentials *string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
 type ObligationCount struct {
 	State string
 	N     int64
@@ -520,20 +532,22 @@ type UsedTokenID struct {
 }
 
 type WebhookDelivery struct {
-	ID            int64
-	Tenant        string
-	EndpointID    string
-	EventSeq      int64
-	Status        string
-	Attempts      int32
-	NextAttemptAt time.Time
-	LockedUntil   *time.Time
-	LeaseToken    *string
-	LastStatus    pgtype.Int4
-	LastError     *string
-	CreatedAt     time.Time
-	DeliveredAt   *time.Time
-	UpdatedAt     time.Time
+	ID               int64
+	Tenant           string
+	EndpointID       *string
+	EventSeq         int64
+	Status           string
+	Attempts         int32
+	NextAttemptAt    time.Time
+	LockedUntil      *time.Time
+	LeaseToken       *string
+	LastStatus       pgtype.Int4
+	LastError        *string
+	CreatedAt        time.Time
+	DeliveredAt      *time.Time
+	UpdatedAt        time.Time
+	PushDelegationID uuid.NullUUID
+	PushConfigID     *string
 }
 
 type WebhookEndpoint struct {

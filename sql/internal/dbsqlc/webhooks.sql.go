@@ -18,6 +18,14 @@ WITH due AS (
     WHERE status = 'pending'
       AND next_attempt_at <= $3
       AND (locked_until IS NULL OR locked_until <= $3)
+      -- A push config's deliveries go one at a time, oldest first: each
+      -- carries the task as it stands when sent, so a receiver never gets
+      -- an older task after a newer one.
+      AND (push_config_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries e
+          WHERE e.push_delegation_id = webhook_deliveries.push_delegation_id
+            AND e.push_config_id = webhook_deliveries.push_config_id
+            AND e.status = 'pending' AND e.id < webhook_deliveries.id))
     ORDER BY next_attempt_at, id
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -29,7 +37,7 @@ UPDATE webhook_deliveries d SET
     updated_at   = $3
 FROM due
 WHERE d.id = due.id
-RETURNING d.id, d.tenant, d.endpoint_id, d.event_seq, d.status, d.attempts, d.next_attempt_at, d.locked_until, d.lease_token, d.last_status, d.last_error, d.created_at, d.delivered_at, d.updated_at
+RETURNING d.id, d.tenant, d.endpoint_id, d.event_seq, d.status, d.attempts, d.next_attempt_at, d.locked_until, d.lease_token, d.last_status, d.last_error, d.created_at, d.delivered_at, d.updated_at, d.push_delegation_id, d.push_config_id
 `
 
 type WebhookDeliveryClaimParams struct {
@@ -68,6 +76,8 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, arg WebhookDeliveryC
 			&i.CreatedAt,
 			&i.DeliveredAt,
 			&i.UpdatedAt,
+			&i.PushDelegationID,
+			&i.PushConfigID,
 		); err != nil {
 			return nil, err
 		}
@@ -172,7 +182,7 @@ func (q *Queries) WebhookDeliveryFail(ctx context.Context, arg WebhookDeliveryFa
 }
 
 const webhookDeliveryList = `-- name: WebhookDeliveryList :many
-SELECT id, tenant, endpoint_id, event_seq, status, attempts, next_attempt_at, locked_until, lease_token, last_status, last_error, created_at, delivered_at, updated_at FROM webhook_deliveries
+SELECT id, tenant, endpoint_id, event_seq, status, attempts, next_attempt_at, locked_until, lease_token, last_status, last_error, created_at, delivered_at, updated_at, push_delegation_id, push_config_id FROM webhook_deliveries
 WHERE tenant = $1 AND endpoint_id = $2
   AND ($3::text IS NULL OR status = $3)
   AND ($4::bigint IS NULL OR id < $4)
@@ -182,7 +192,7 @@ LIMIT $5
 
 type WebhookDeliveryListParams struct {
 	Tenant     string
-	EndpointID string
+	EndpointID *string
 	Status     *string
 	BeforeID   pgtype.Int8
 	MaxRows    int32
@@ -218,6 +228,8 @@ func (q *Queries) WebhookDeliveryList(ctx context.Context, arg WebhookDeliveryLi
 			&i.CreatedAt,
 			&i.DeliveredAt,
 			&i.UpdatedAt,
+			&i.PushDelegationID,
+			&i.PushConfigID,
 		); err != nil {
 			return nil, err
 		}

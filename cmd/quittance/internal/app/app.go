@@ -253,6 +253,9 @@ func (a *App) buildWorkers(cfg Config, log *slog.Logger) {
 	webhookCfg.Store, webhookCfg.Clock, webhookCfg.Log = store.Webhooks(), cfg.Clock, log.With(slog.String("component", "webhooks"))
 	webhookCfg.ValidateURL, webhookCfg.HTTPClient, webhookCfg.Wake = cfg.Egress.ValidateURL, egress.NewClient(cfg.Egress), store.WebhookWake
 	webhookCfg.OnPanic = metrics.Panic
+	// Pushes to the A2A gateway's push configs are webhook deliveries too:
+	// the gateway renders what they carry, its task.
+	webhookCfg.Push = gateway.NewPushRenderer(a.Ledger, a.Orchestrator, log.With(slog.String("component", "gateway")))
 	a.Webhooks = webhook.NewService(webhookCfg)
 }
 
@@ -274,7 +277,7 @@ func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
 	// agent cards are fetched through the egress policy, on a client of
 	// their own.
 	gw := gateway.New(gateway.Config{
-		Ledger: a.Ledger, Access: a.Access, Orchestrator: a.Orchestrator, CardClient: egress.NewClient(cfg.Egress),
+		Ledger: a.Ledger, Access: a.Access, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, CardClient: egress.NewClient(cfg.Egress),
 		PublicURL: cfg.A2A.PublicURL, Poll: cfg.Stream.Poll, Log: log.With(slog.String("component", "gateway")),
 	})
 	a.API = httpapi.New(httpapi.Config{

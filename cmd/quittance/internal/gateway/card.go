@@ -61,8 +61,8 @@ func (g *Gateway) serveCard(w http.ResponseWriter, r *http.Request) {
 // Quittance's own interfaces (JSON-RPC and HTTP+JSON, A2A 1.0, then
 // JSON-RPC, A2A 0.3, at the same URL as 1.0's) and bearer security scheme;
 // and the ledger extension, required. Capabilities are what the gateway
-// serves, whatever the remote agent offers: streaming,
-// and no push notifications yet.
+// serves, whatever the remote agent offers: streaming, and push
+// notifications when it has Config.Webhooks to deliver them.
 func (g *Gateway) card(base string, remote *a2a.AgentCard) *a2a.AgentCard {
 	return &a2a.AgentCard{
 		Name: remote.Name, Description: remote.Description, Version: remote.Version, Provider: remote.Provider,
@@ -72,7 +72,7 @@ func (g *Gateway) card(base string, remote *a2a.AgentCard) *a2a.AgentCard {
 			{URL: base + RESTPath, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: a2a.Version},
 			{URL: base + JSONRPCPath, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: v03Version},
 		},
-		Capabilities: a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{{
+		Capabilities: a2a.AgentCapabilities{Streaming: true, PushNotifications: g.cfg.Webhooks != nil, Extensions: []a2a.AgentExtension{{
 			URI: ExtensionURI, Required: true,
 			Description: "Quittance's ledger: every task holds budget and is tracked until its obligation ends. " +
 				"Put budget_id, hold {amount_minor, currency} and task_class in message.metadata under this URI.",

@@ -17,6 +17,7 @@ import (
 	"github.com/quittance/quittance/delegate"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/access"
+	"github.com/quittance/quittance/ledger/webhook"
 )
 
 // ExtensionURI is the URI of Quittance's ledger extension: the data an
@@ -40,6 +41,9 @@ type Config struct {
 	// Orchestrator serves task snapshots and the orgs an orchestrator
 	// may delegate to.
 	Orchestrator *delegate.Orchestrator
+	// Webhooks stores and delivers the tasks' push notification configs
+	// (push.go); nil answers them PushNotificationNotSupportedError.
+	Webhooks *webhook.Service
 	// CardClient fetches remote agent cards: the egress client every
 	// outbound call goes through.
 	CardClient *http.Client

@@ -234,8 +234,8 @@ func TestGatewayCard(t *testing.T) {
 	if len(exts) != 1 || exts[0].URI != gateway.ExtensionURI || !exts[0].Required {
 		t.Fatalf("extensions %+v: want the ledger extension alone, required (not the remote's compensation extension)", exts)
 	}
-	if !card.Capabilities.Streaming || card.Capabilities.PushNotifications {
-		t.Fatalf("capabilities %+v: the gateway serves streaming, not push notifications yet", card.Capabilities)
+	if !card.Capabilities.Streaming || !card.Capabilities.PushNotifications {
+		t.Fatalf("capabilities %+v: the gateway serves streaming and push notifications", card.Capabilities)
 	}
 	scheme, ok := card.SecuritySchemes["bearer"].(a2a.HTTPAuthSecurityScheme)
 	if !ok || !strings.EqualFold(scheme.Scheme, "bearer") || len(card.SecurityRequirements) != 1 {

@@ -74,6 +74,9 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if msg == nil || msg.ID == "" {
 		return nil, a2a.NewError(a2a.ErrInvalidParams, "message with a messageId is required")
 	}
+	if inlinePush(req) != nil {
+		return h.sendWithPush(ctx, req)
+	}
 	if msg.TaskID != "" {
 		return h.continueTask(ctx, c, msg)
 	}
@@ -314,26 +317,6 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 		return nil, h.fail(ctx, err)
 	}
 	return h.task(ctx, c, d)
-}
-
-// GetTaskPushConfig is not served yet.
-func (h *handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
-}
-
-// ListTaskPushConfigs is not served yet.
-func (h *handler) ListTaskPushConfigs(context.Context, *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
-}
-
-// CreateTaskPushConfig is not served yet.
-func (h *handler) CreateTaskPushConfig(context.Context, *a2a.PushConfig) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
-}
-
-// DeleteTaskPushConfig is not served yet.
-func (h *handler) DeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigRequest) error {
-	return a2a.ErrPushNotificationNotSupported
 }
 
 // GetExtendedAgentCard: the gateway's card is the only one.

@@ -28,13 +28,17 @@ type PushConfig struct {
 	ID string
 	// URL receives the pushes (POST).
 	URL string
-	// Token is sent as the A2A-Notification-Token header, and keys the
-	// signature (PushSecret). The client's, or one Quittance makes.
+	// Token is sent as the A2A-Notification-Token header (0.3's
+	// X-A2A-Notification-Token), and keys the signature (PushSecret). The
+	// client's, or one Quittance makes.
 	Token string
 	// AuthScheme ("Bearer" or "Basic") and AuthCredentials, when set, are
 	// sent as the Authorization header.
 	AuthScheme      string
 	AuthCredentials string
+	// ProtocolVersion is the A2A version of the interface that registered
+	// the config, which its pushes speak: PushV1 (the default) or PushV03.
+	ProtocolVersion string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }
@@ -53,11 +57,18 @@ const MaxPushConfigs = 10
 // already (the store's answer to one more).
 var ErrPushConfigLimit = errors.New("webhook: the task has as many push configs as it may")
 
+// The A2A versions a push config speaks.
+const (
+	PushV1  = "1.0"
+	PushV03 = "0.3"
+)
+
 // PushRenderer renders a push: the JSON body Quittance POSTs to a push
 // config of a delegation, the task as it stands when the push is sent (the
-// A2A gateway's, an A2A 1.0 StreamResponse).
+// A2A gateway's: an A2A 1.0 StreamResponse, or for a config of version
+// PushV03 the 0.3 task, as a2a-go v0.3's push sender posts it).
 type PushRenderer interface {
-	RenderPush(ctx context.Context, tenant string, delegationID uuid.UUID) ([]byte, error)
+	RenderPush(ctx context.Context, tenant string, delegationID uuid.UUID, version string) ([]byte, error)
 }
 
 // PushSecret is the Standard Webhooks signing secret of a push config's
@@ -213,11 +224,15 @@ func (s *Service) deliverPush(ctx context.Context, d Delivery) error {
 	}
 	var status int
 	problem := "the task could not be read"
-	if body, err := s.cfg.Push.RenderPush(ctx, c.Tenant, c.DelegationID); err != nil {
+	if body, err := s.cfg.Push.RenderPush(ctx, c.Tenant, c.DelegationID, c.ProtocolVersion); err != nil {
 		s.cfg.Log.ErrorContext(ctx, "push not rendered", slog.Int64("delivery_id", d.ID), slog.Any("error", err))
 	} else {
 		h := http.Header{}
-		h.Set("A2A-Notification-Token", c.Token)
+		tokenHeader := "A2A-Notification-Token"
+		if c.ProtocolVersion == PushV03 {
+			tokenHeader = "X-A2A-Notification-Token"
+		}
+		h.Set(tokenHeader, c.Token)
 		if c.AuthScheme != "" {
 			h.Set("Authorization", c.AuthScheme+" "+c.AuthCredentials)
 		}

@@ -7,7 +7,10 @@
 -- orchestrator's secrets, kept as webhook_endpoints keeps its signing
 -- secret: shown once, in the answer that registered them, never again and
 -- never logged. At most 10 per delegation, checked by the store under a
--- lock of the delegation's.
+-- lock of the delegation's. protocol_version is the A2A version of the
+-- interface that registered the config, which its pushes speak: 1.0's
+-- StreamResponse with A2A-Notification-Token, or 0.3's task with
+-- X-A2A-Notification-Token.
 CREATE TABLE gateway_push_configs (
     delegation_id    uuid        NOT NULL REFERENCES delegations (id),
     id               text        NOT NULL CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$'),
@@ -16,6 +19,7 @@ CREATE TABLE gateway_push_configs (
     token            text        NOT NULL CHECK (length(token) BETWEEN 1 AND 512),
     auth_scheme      text        CHECK (length(auth_scheme) <= 64),
     auth_credentials text        CHECK (length(auth_credentials) <= 4096),
+    protocol_version text        NOT NULL DEFAULT '1.0' CHECK (protocol_version IN ('1.0', '0.3')),
     created_at       timestamptz NOT NULL,
     updated_at       timestamptz NOT NULL,
     PRIMARY KEY (delegation_id, id)

@@ -31,7 +31,7 @@ func (w webhookStore) PutPushConfig(ctx context.Context, c webhook.PushConfig, l
 		}
 		row, err := t.q.GatewayPushConfigUpsert(ctx, dbsqlc.GatewayPushConfigUpsertParams{
 			DelegationID: c.DelegationID, ID: c.ID, Tenant: c.Tenant, Url: c.URL, Token: c.Token,
-			AuthScheme: optional(c.AuthScheme), AuthCredentials: optional(c.AuthCredentials), Now: now,
+			AuthScheme: optional(c.AuthScheme), AuthCredentials: optional(c.AuthCredentials), ProtocolVersion: c.ProtocolVersion, Now: now,
 		})
 		out = toPushConfig(row)
 		return err
@@ -95,6 +95,7 @@ func (w webhookStore) SupersedePushes(ctx context.Context, ids []int64, httpStat
 func toPushConfig(r dbsqlc.GatewayPushConfig) webhook.PushConfig {
 	return webhook.PushConfig{
 		Tenant: r.Tenant, DelegationID: r.DelegationID, ID: r.ID, URL: r.Url, Token: r.Token,
-		AuthScheme: deref(r.AuthScheme), AuthCredentials: deref(r.AuthCredentials), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		AuthScheme: deref(r.AuthScheme), AuthCredentials: deref(r.AuthCredentials), ProtocolVersion: r.ProtocolVersion,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }

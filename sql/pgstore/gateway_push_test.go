@@ -25,7 +25,7 @@ type renderCount struct {
 	n  int
 }
 
-func (r *renderCount) RenderPush(context.Context, string, uuid.UUID) ([]byte, error) {
+func (r *renderCount) RenderPush(context.Context, string, uuid.UUID, string) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.n++

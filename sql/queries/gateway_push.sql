@@ -4,15 +4,16 @@ SELECT count(*)::integer FROM gateway_push_configs WHERE delegation_id = @delega
 
 -- name: GatewayPushConfigUpsert :one
 -- Registers a push config, or replaces the one of the same id on the
--- delegation (its URL, token and authentication), as A2A's
--- CreateTaskPushNotificationConfig does for an id it already has.
-INSERT INTO gateway_push_configs (delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, created_at, updated_at)
-VALUES (@delegation_id, @id, @tenant, @url, @token, @auth_scheme, @auth_credentials, @now, @now)
+-- delegation (its URL, token, authentication and protocol version), as
+-- A2A's CreateTaskPushNotificationConfig does for an id it already has.
+INSERT INTO gateway_push_configs (delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, protocol_version, created_at, updated_at)
+VALUES (@delegation_id, @id, @tenant, @url, @token, @auth_scheme, @auth_credentials, @protocol_version, @now, @now)
 ON CONFLICT (delegation_id, id) DO UPDATE SET
     url              = EXCLUDED.url,
     token            = EXCLUDED.token,
     auth_scheme      = EXCLUDED.auth_scheme,
     auth_credentials = EXCLUDED.auth_credentials,
+    protocol_version = EXCLUDED.protocol_version,
     updated_at       = EXCLUDED.updated_at
 RETURNING *;
 

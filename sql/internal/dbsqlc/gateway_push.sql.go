@@ -49,7 +49,7 @@ func (q *Queries) GatewayPushConfigDelete(ctx context.Context, arg GatewayPushCo
 }
 
 const gatewayPushConfigGet = `-- name: GatewayPushConfigGet :one
-SELECT delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, created_at, updated_at FROM gateway_push_configs WHERE delegation_id = $1 AND id = $2
+SELECT delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, protocol_version, created_at, updated_at FROM gateway_push_configs WHERE delegation_id = $1 AND id = $2
 `
 
 type GatewayPushConfigGetParams struct {
@@ -68,6 +68,7 @@ func (q *Queries) GatewayPushConfigGet(ctx context.Context, arg GatewayPushConfi
 		&i.Token,
 		&i.AuthScheme,
 		&i.AuthCredentials,
+		&i.ProtocolVersion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -75,7 +76,7 @@ func (q *Queries) GatewayPushConfigGet(ctx context.Context, arg GatewayPushConfi
 }
 
 const gatewayPushConfigList = `-- name: GatewayPushConfigList :many
-SELECT delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, created_at, updated_at FROM gateway_push_configs WHERE delegation_id = $1 ORDER BY created_at, id
+SELECT delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, protocol_version, created_at, updated_at FROM gateway_push_configs WHERE delegation_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) GatewayPushConfigList(ctx context.Context, delegationID uuid.UUID) ([]GatewayPushConfig, error) {
@@ -95,6 +96,7 @@ func (q *Queries) GatewayPushConfigList(ctx context.Context, delegationID uuid.U
 			&i.Token,
 			&i.AuthScheme,
 			&i.AuthCredentials,
+			&i.ProtocolVersion,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -109,15 +111,16 @@ func (q *Queries) GatewayPushConfigList(ctx context.Context, delegationID uuid.U
 }
 
 const gatewayPushConfigUpsert = `-- name: GatewayPushConfigUpsert :one
-INSERT INTO gateway_push_configs (delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+INSERT INTO gateway_push_configs (delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, protocol_version, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
 ON CONFLICT (delegation_id, id) DO UPDATE SET
     url              = EXCLUDED.url,
     token            = EXCLUDED.token,
     auth_scheme      = EXCLUDED.auth_scheme,
     auth_credentials = EXCLUDED.auth_credentials,
+    protocol_version = EXCLUDED.protocol_version,
     updated_at       = EXCLUDED.updated_at
-RETURNING delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, created_at, updated_at
+RETURNING delegation_id, id, tenant, url, token, auth_scheme, auth_credentials, protocol_version, created_at, updated_at
 `
 
 type GatewayPushConfigUpsertParams struct {
@@ -128,12 +131,13 @@ type GatewayPushConfigUpsertParams struct {
 	Token           string
 	AuthScheme      *string
 	AuthCredentials *string
+	ProtocolVersion string
 	Now             time.Time
 }
 
 // Registers a push config, or replaces the one of the same id on the
-// delegation (its URL, token and authentication), as A2A's
-// CreateTaskPushNotificationConfig does for an id it already has.
+// delegation (its URL, token, authentication and protocol version), as
+// A2A's CreateTaskPushNotificationConfig does for an id it already has.
 func (q *Queries) GatewayPushConfigUpsert(ctx context.Context, arg GatewayPushConfigUpsertParams) (GatewayPushConfig, error) {
 	row := q.db.QueryRow(ctx, gatewayPushConfigUpsert,
 		arg.DelegationID,
@@ -143,6 +147,7 @@ func (q *Queries) GatewayPushConfigUpsert(ctx context.Context, arg GatewayPushCo
 		arg.Token,
 		arg.AuthScheme,
 		arg.AuthCredentials,
+		arg.ProtocolVersion,
 		arg.Now,
 	)
 	var i GatewayPushConfig
@@ -154,6 +159,7 @@ func (q *Queries) GatewayPushConfigUpsert(ctx context.Context, arg GatewayPushCo
 		&i.Token,
 		&i.AuthScheme,
 		&i.AuthCredentials,
+		&i.ProtocolVersion,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)

@@ -256,6 +256,7 @@ type GatewayPushConfig struct {
 	Token           string
 	AuthScheme      *string
 	AuthCredentials *string
+	ProtocolVersion string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }

@@ -100,10 +100,13 @@ func New(cfg Config) *Gateway {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
 // call is what every A2A call of a request runs as: the authenticated
-// orchestrator and the org whose agent the path names.
+// orchestrator, the org whose agent the path names, and the A2A version
+// the client speaks (webhook.PushV1 or PushV03: what a push config it
+// registers is pushed in).
 type call struct {
-	p   ledger.Principal
-	org string
+	p       ledger.Principal
+	org     string
+	version string
 }
 
 type callKey struct{}
@@ -215,7 +218,7 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	ctx := context.WithValue(r.Context(), callKey{}, call{p: p, org: r.PathValue("org")})
+	ctx := context.WithValue(r.Context(), callKey{}, call{p: p, org: r.PathValue("org"), version: webhook.PushV1})
 	g.jsonrpc.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -238,7 +241,7 @@ func (g *Gateway) serveREST(w http.ResponseWriter, r *http.Request) {
 	}
 	org := r.PathValue("org")
 	prefix := "/a2a/orgs/" + org + RESTPath
-	r2 := r.WithContext(context.WithValue(r.Context(), callKey{}, call{p: p, org: org}))
+	r2 := r.WithContext(context.WithValue(r.Context(), callKey{}, call{p: p, org: org, version: webhook.PushV1}))
 	u := *r.URL
 	u.Path, u.RawPath = strings.TrimPrefix(r.URL.Path, prefix), ""
 	r2.URL = &u

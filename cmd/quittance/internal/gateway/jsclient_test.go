@@ -91,6 +91,7 @@ func TestGatewayJSClient(t *testing.T) {
 // TestGatewayJSClientStreams: an orchestrator on @a2a-js/sdk's client
 // (testdata/interrupted.mjs), over each binding, streams a send to an
 // agent that asks for input until the task stops in input_required,
+// registers a push config (its receiver is pushed the completed task),
 // streams its answer on the task's id to the task's completion (a resend
 // is the same answer, delivered once), sees the agent's artifact,
 // resubscribes to the ended task (the task alone), and refines it: a new
@@ -102,12 +103,15 @@ func TestGatewayJSClientStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newGatewayEnv(t, apitest.Worker{PollAfter: 100 * time.Millisecond})
+	e := newGatewayEnv(t, apitest.Worker{PollAfter: 100 * time.Millisecond, Webhooks: true})
 	peer := e.servePartsDesk(t)
+	recv := newPushReceiver(t)
 	for _, binding := range []string{"JSONRPC", "HTTP+JSON"} {
-		msgID := "parts-js-" + uuid.NewString()
+		msgID, pushToken := "parts-js-"+uuid.NewString(), "js-"+uuid.NewString()
+		recv.expect(pushToken, "")
 		steps := runJS(t, node, script, "NODE_MODULES="+modules, "LEDGER_EXT="+gateway.ExtensionURI, "ORCH_TOKEN="+e.acme,
-			"BINDING="+binding, "GATEWAY_URL="+e.orgBase("parts-desk")+"/", "BUDGET_ID=ops", "MESSAGE_ID="+msgID)
+			"BINDING="+binding, "GATEWAY_URL="+e.orgBase("parts-desk")+"/", "BUDGET_ID=ops", "MESSAGE_ID="+msgID,
+			"PUSH_URL="+recv.url, "PUSH_TOKEN="+pushToken)
 		fail := func(format string, args ...any) {
 			t.Helper()
 			t.Fatalf("%s: "+format+"\nsteps: %v", append(append([]any{binding}, args...), steps)...)
@@ -132,6 +136,12 @@ func TestGatewayJSClientStreams(t *testing.T) {
 			c["obligation"] != "settled" || fmt.Sprint(c["states"]) != "[TASK_STATE_COMPLETED]" {
 			fail("the ended task")
 		}
+		if steps["push"]["task"] != streamed["id"] {
+			fail("the push config")
+		}
+		recv.wait(pushToken, "the completed task", func(p *a2a.Task) bool {
+			return string(p.ID) == streamed["id"] && p.Status.State == a2a.TaskStateCompleted
+		})
 		if steps["refined"]["same_context"] != true || steps["refined"]["id"] == streamed["id"] {
 			fail("the refinement")
 		}

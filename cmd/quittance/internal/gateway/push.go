@@ -28,13 +28,17 @@ func errNoPushConfig() error {
 	return a2a.NewError(a2a.ErrInvalidParams, "the task has no push notification config with this id")
 }
 
-// pushConfig is an A2A push config as ledger/webhook takes it.
-func pushConfig(d uuid.UUID, in *a2a.PushConfig) webhook.PushConfig {
-	c := webhook.PushConfig{DelegationID: d, ID: in.ID, URL: in.URL, Token: in.Token}
-	if in.Auth != nil {
-		c.AuthScheme, c.AuthCredentials = in.Auth.Scheme, in.Auth.Credentials
+// pushConfig is an A2A push config, registered in call c, as
+// ledger/webhook takes it: pushed in the version c speaks.
+func pushConfig(c call, d uuid.UUID, in *a2a.PushConfig) webhook.PushConfig {
+	out := webhook.PushConfig{DelegationID: d, ID: in.ID, URL: in.URL, Token: in.Token, ProtocolVersion: c.version}
+	if out.ProtocolVersion == "" {
+		out.ProtocolVersion = webhook.PushV1
 	}
-	return c
+	if in.Auth != nil {
+		out.AuthScheme, out.AuthCredentials = in.Auth.Scheme, in.Auth.Credentials
+	}
+	return out
 }
 
 // a2aPushConfig is a stored config as A2A shows it: secrets only where
@@ -70,7 +74,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 	if err != nil {
 		return nil, err
 	}
-	out, err := h.g.cfg.Webhooks.PutPushConfig(ctx, c.p, pushConfig(d.ID, req))
+	out, err := h.g.cfg.Webhooks.PutPushConfig(ctx, c.p, pushConfig(c, d.ID, req))
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
@@ -158,7 +162,7 @@ func (h *handler) sendWithPush(ctx context.Context, req *a2a.SendMessageRequest)
 		// The answer is the task: it could not show a token Quittance made.
 		return nil, a2a.NewError(a2a.ErrInvalidParams, "a push notification config given with a message needs a token")
 	}
-	if err := h.g.cfg.Webhooks.CheckPushConfig(c.p, pushConfig(uuid.Nil, &in)); err != nil {
+	if err := h.g.cfg.Webhooks.CheckPushConfig(c.p, pushConfig(c, uuid.Nil, &in)); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	plain, conf := *req, *req.Config
@@ -175,7 +179,7 @@ func (h *handler) sendWithPush(ctx context.Context, req *a2a.SendMessageRequest)
 	if err != nil {
 		return nil, errTaskNotFound()
 	}
-	if _, err := h.g.cfg.Webhooks.PutPushConfig(ctx, c.p, pushConfig(did, &in)); err != nil {
+	if _, err := h.g.cfg.Webhooks.PutPushConfig(ctx, c.p, pushConfig(c, did, &in)); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	return res, nil
@@ -199,8 +203,9 @@ func NewPushRenderer(l *ledger.Service, o *delegate.Orchestrator, log *slog.Logg
 
 // RenderPush is the body of a push of delegationID, a delegation of
 // tenant: an A2A 1.0 StreamResponse with the task as the gateway shows it
-// to the tenant now, as a2a-go v2's push sender sends an event.
-func (r *PushRenderer) RenderPush(ctx context.Context, tenant string, delegationID uuid.UUID) ([]byte, error) {
+// to the tenant now, as a2a-go v2's push sender sends an event; for a
+// config of 0.3 (webhook.PushV03), the 0.3 task, as a2a-go v0.3's does.
+func (r *PushRenderer) RenderPush(ctx context.Context, tenant string, delegationID uuid.UUID, version string) ([]byte, error) {
 	p := ledger.Principal{Role: ledger.RoleOrchestrator, Tenant: tenant, Name: "gateway push"}
 	d, err := r.h.g.cfg.Ledger.GetDelegation(ctx, p, delegationID)
 	if err != nil {
@@ -209,6 +214,9 @@ func (r *PushRenderer) RenderPush(ctx context.Context, tenant string, delegation
 	t, err := r.h.task(ctx, call{p: p, org: d.OrgID}, d)
 	if err != nil {
 		return nil, err
+	}
+	if version == webhook.PushV03 {
+		return json.Marshal(v03TaskOf(t))
 	}
 	return json.Marshal(a2a.StreamResponse{Event: t})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/webhook"
 )
 
 // The A2A 0.3 JSON-RPC face (GATEWAY.md, "A2A 0.3"): a 0.3 request on the
@@ -45,7 +46,7 @@ func (g *Gateway) serveV03(w http.ResponseWriter, r *http.Request, p ledger.Prin
 		writeV03(w, nil, nil, a2a.NewError(a2a.ErrInvalidRequest, `a JSON-RPC 2.0 request has "jsonrpc":"2.0" and an id that is a string, a number or null`))
 		return
 	}
-	ctx := context.WithValue(r.Context(), callKey{}, call{p: p, org: r.PathValue("org")})
+	ctx := context.WithValue(r.Context(), callKey{}, call{p: p, org: r.PathValue("org"), version: webhook.PushV03})
 	for _, h := range []string{"X-A2A-Extensions", "A2A-Extensions"} {
 		for _, v := range r.Header.Values(h) {
 			for _, uri := range strings.Split(v, ",") {

@@ -6,8 +6,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -488,4 +492,91 @@ func TestGatewayRefinement03(t *testing.T) {
 	if refusals["globex's task"] != refusals["no task"] {
 		t.Fatalf("a reference to another tenant's task is told apart from one to no task: %q", refusals)
 	}
+}
+
+// push03Receiver is a 0.3 orchestrator's push endpoint on loopback: it
+// takes pushes carrying its token in X-A2A-Notification-Token, signed as
+// every push is, whose body is a 0.3 task, as a2a-go v0.3's push sender
+// posts it.
+type push03Receiver struct {
+	url, token string
+	mu         sync.Mutex
+	tasks      []*a2a03.Task
+	bad        []string
+}
+
+func newPush03Receiver(t *testing.T, token string) *push03Receiver {
+	r := &push03Receiver{token: token}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var task a2a03.Task
+		switch {
+		case req.Header.Get("X-A2A-Notification-Token") != token:
+			r.bad = append(r.bad, "token "+req.Header.Get("X-A2A-Notification-Token"))
+		case verifyPushSignature(token, req.Header, body) != nil:
+			r.bad = append(r.bad, "signature")
+		case json.Unmarshal(body, &task) != nil || !strings.Contains(string(body), `"kind":"task"`):
+			r.bad = append(r.bad, "body "+string(body))
+		default:
+			r.tasks = append(r.tasks, &task)
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	r.url = srv.URL + "/push"
+	return r
+}
+
+// wait waits until a pushed task satisfies ok.
+func (r *push03Receiver) wait(t *testing.T, what string, ok func(*a2a03.Task) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		tasks, bad := slices.Clone(r.tasks), slices.Clone(r.bad)
+		r.mu.Unlock()
+		if len(bad) > 0 {
+			t.Fatalf("pushes refused: %v", bad)
+		}
+		if slices.ContainsFunc(tasks, ok) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited for a push of %s; %d pushed", what, len(tasks))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestGatewayPush03: a 0.3 client registers a push config on its task
+// with tasks/pushNotificationConfig/set, and is pushed the task as 0.3
+// speaks it — the 0.3 task, X-A2A-Notification-Token — signed as every
+// push is, as the task works, is canceled and is compensated; it reads the
+// config back without its token.
+func TestGatewayPush03(t *testing.T) {
+	t.Parallel()
+	e := newGatewayEnv(t, apitest.Worker{Webhooks: true})
+	ctx := context.Background()
+	recv := newPush03Receiver(t, "v03-"+uuid.NewString())
+	c := e.client03(t, e.acme)
+	task := send03(t, c, ledgerMessage03(uuid.NewString(), "Order 40 laptops for the Lyon office", 10_000))
+	set, err := c.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task.ID, Config: a2a03.PushConfig{ID: "po-desk", URL: recv.url, Token: recv.token}})
+	if err != nil || set.Config.Token != recv.token || set.TaskID != task.ID {
+		t.Fatalf("tasks/pushNotificationConfig/set: %+v %v", set, err)
+	}
+	recv.wait(t, "the task working", func(p *a2a03.Task) bool { return p.ID == task.ID && p.Status.State == a2a03.TaskStateWorking })
+	got, err := c.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task.ID, ConfigID: "po-desk"})
+	if err != nil || got.Config.URL != recv.url || got.Config.Token != "" {
+		t.Fatalf("the config read back: %+v %v", got, err)
+	}
+	if _, err := c.CancelTask(ctx, &a2a03.TaskIDParams{ID: task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	recv.wait(t, "the task compensated", func(p *a2a03.Task) bool {
+		m, _ := p.Metadata[gateway.ExtensionURI].(map[string]any)
+		return p.ID == task.ID && p.Status.State == a2a03.TaskStateCanceled && m["obligation_state"] == "compensated"
+	})
 }

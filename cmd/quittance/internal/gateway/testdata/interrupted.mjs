@@ -2,7 +2,8 @@
 // that asks for input, through Quittance's A2A gateway:
 // TestGatewayJSClientStreams runs it with node against an agent that asks
 // which cost center to charge. It streams the send until the task stops
-// in input_required, answers on the task's id with a streamed message
+// in input_required, registers a push config for the task, answers on the
+// task's id with a streamed message
 // followed to the task's end, sends the answer again (the same answer),
 // resubscribes to the ended task, then refines it (a new task in its
 // context, referring to it) and cancels the refinement. Each step prints
@@ -66,6 +67,11 @@ const asked = await follow(client.sendMessageStream(request(message({
   messageId: env('MESSAGE_ID'), parts: [text('input_required')], metadata: hold(20000, 'procurement'),
 }))));
 print('streamed', asked);
+// Pushes of the task from here on, to the receiver at PUSH_URL.
+const push = await client.createTaskPushNotificationConfig({
+  tenant: '', id: 'js-receiver', taskId: asked.id, url: env('PUSH_URL'), token: env('PUSH_TOKEN'), authentication: undefined,
+});
+print('push', { id: push.id, task: push.taskId });
 const task = await client.getTask({ tenant: '', id: asked.id, historyLength: undefined });
 print('asked', { state: state(task.status), question: words(task.status?.message?.parts) });
 

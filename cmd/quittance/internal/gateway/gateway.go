@@ -46,9 +46,11 @@ type Config struct {
 	// PublicURL is the service's public base URL, used in the cards'
 	// interfaces; empty: the base URL the request came to.
 	PublicURL string
-	// Poll is how often a task's stream reads the task (default 1s;
-	// the binary passes QUITTANCE_STREAM_POLL).
-	Poll time.Duration
+	// Streams are the API's event streams' caps and hubs: a task's stream
+	// takes a slot of them and is woken by its delegation's events, and
+	// reads the task every Streams.Poll() besides (QUITTANCE_STREAM_POLL).
+	// Nil: streams are not capped and read the task every second.
+	Streams *httpapi.EventStreams
 	// CardTTL is how long a fetched remote card is reused (default 5m).
 	CardTTL time.Duration
 	// Log receives what the gateway logs; nil discards it.

@@ -253,4 +253,3 @@ func firstError(events func(yield func(a2a.Event, error) bool)) error {
 	}
 	return errors.New("an empty stream")
 }
-

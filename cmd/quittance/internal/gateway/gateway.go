@@ -234,6 +234,7 @@ func (g *Gateway) serveREST(w http.ResponseWriter, r *http.Request) {
 	u := *r.URL
 	u.Path, u.RawPath = strings.TrimPrefix(r.URL.Path, prefix), ""
 	r2.URL = &u
+	r2 = withListQuery(r2, u.Path)
 	first, _, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
 	if first == "tasks" || first == "extendedAgentCard" || strings.HasPrefix(first, "message:") {
 		g.rest.ServeHTTP(w, r2)

@@ -20,7 +20,9 @@ func TestGatewayListTasksTotalAndStatusTimestamp(t *testing.T) {
 	t.Parallel()
 	e := newGatewayEnv(t)
 	acme := e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)
-	working := func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking && task.Status.Timestamp != nil }
+	working := func(task *a2a.Task) bool {
+		return task.Status.State == a2a.TaskStateWorking && task.Status.Timestamp != nil
+	}
 	var ids []a2a.TaskID
 	var first *a2a.Task
 	for i, text := range []string{"Order 1 lamp", "Order 2 lamps", "Order 3 lamps"} {

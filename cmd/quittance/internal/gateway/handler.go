@@ -70,6 +70,7 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if err != nil {
 		return nil, err
 	}
+	ctx = sendHistory(ctx, req.Config)
 	msg := req.Message
 	if msg == nil || msg.ID == "" {
 		return nil, a2a.NewError(a2a.ErrInvalidParams, "message with a messageId is required")
@@ -189,7 +190,7 @@ func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 	if err != nil {
 		return nil, err
 	}
-	return h.task(ctx, c, d)
+	return h.task(historyFor(ctx, req.HistoryLength), c, d)
 }
 
 // maxPageSize is ListTasks' largest page, and its default.
@@ -238,6 +239,9 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		return nil, err
 	}
 	out := &a2a.ListTasksResponse{Tasks: []*a2a.Task{}, PageSize: size, TotalSize: total}
+	if req.HistoryLength != nil {
+		ctx = historyFor(ctx, req.HistoryLength)
+	}
 	for _, d := range ds {
 		t, err := h.task(ctx, c, d)
 		if err != nil {

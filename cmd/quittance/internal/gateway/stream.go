@@ -39,6 +39,15 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 			yield(nil, err)
 			return
 		}
+		if d.TaskStatus.Terminal() && d.ObligationState.Terminal() {
+			// Nothing more will move: the task alone, with no slot taken.
+			if task, err := h.task(ctx, c, d); err != nil {
+				yield(nil, err)
+			} else {
+				yield(task, nil)
+			}
+			return
+		}
 		w, err := h.openStream(c)
 		if err != nil {
 			yield(nil, err)

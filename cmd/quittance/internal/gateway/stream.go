@@ -154,21 +154,22 @@ func (t *taskWatch) close() {
 // follow watches delegation id, yields its task, then reads it on each of
 // its events (and every poll interval, for what changes without an event:
 // streamed artifact chunks) and yields what changed, until the stream ends
-// (streamEnds), the client goes away or yield declines.
+// (streamEnds), the client goes away or yield declines. An error once the
+// client is gone is not told.
 func (h *handler) follow(ctx context.Context, c call, w *taskWatch, id uuid.UUID, answering bool, yield func(a2a.Event, error) bool) {
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			yield(nil, err)
+		}
+	}
 	if err := w.watch(ctx, id); err != nil {
-		yield(nil, h.fail(ctx, err))
+		fail(h.fail(ctx, err))
 		return
 	}
 	// Read after the watch began: a change committed since wakes it.
-	d, err := h.g.cfg.Ledger.GetDelegation(ctx, c.p, id)
+	d, task, err := h.current(ctx, c, id)
 	if err != nil {
-		yield(nil, h.fail(ctx, err))
-		return
-	}
-	task, err := h.task(ctx, c, d)
-	if err != nil {
-		yield(nil, err)
+		fail(err)
 		return
 	}
 	end := streamEnds(task.Status, answering)
@@ -179,19 +180,16 @@ func (h *handler) follow(ctx context.Context, c call, w *taskWatch, id uuid.UUID
 	defer ticker.Stop()
 	for last := task; ; {
 		if err := w.wait(ctx, ticker.C); err != nil {
-			if ctx.Err() == nil && !errors.Is(err, httpapi.ErrStreamsClosed) {
-				yield(nil, h.fail(ctx, err))
+			// A graceful shutdown ends the stream as a dropped connection
+			// does: the client subscribes again.
+			if !errors.Is(err, httpapi.ErrStreamsClosed) {
+				fail(h.fail(ctx, err))
 			}
 			return
 		}
-		d, err := h.g.cfg.Ledger.GetDelegation(ctx, c.p, id)
+		d, now, err := h.current(ctx, c, id)
 		if err != nil {
-			yield(nil, h.fail(ctx, err))
-			return
-		}
-		now, err := h.task(ctx, c, d)
-		if err != nil {
-			yield(nil, err)
+			fail(err)
 			return
 		}
 		for _, ev := range changes(last, now) {
@@ -203,6 +201,16 @@ func (h *handler) follow(ctx context.Context, c call, w *taskWatch, id uuid.UUID
 			return
 		}
 	}
+}
+
+// current is delegation id and its task as they stand.
+func (h *handler) current(ctx context.Context, c call, id uuid.UUID) (ledger.Delegation, *a2a.Task, error) {
+	d, err := h.g.cfg.Ledger.GetDelegation(ctx, c.p, id)
+	if err != nil {
+		return d, nil, h.fail(ctx, err)
+	}
+	t, err := h.task(ctx, c, d)
+	return d, t, err
 }
 
 // streamEnds is when a stream that began at status first ends: at an

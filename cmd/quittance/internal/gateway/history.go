@@ -113,8 +113,12 @@ func historyFor(ctx context.Context, length *int) context.Context {
 
 type history struct{ length *int }
 
-// sendHistory is historyFor with a SendMessage's configuration.
+// sendHistory is historyFor with a SendMessage's configuration, unless
+// ctx already says (a streamed message's answer is not told: no history).
 func sendHistory(ctx context.Context, cfg *a2a.SendMessageConfig) context.Context {
+	if _, set := historyOf(ctx); set {
+		return ctx
+	}
 	if cfg == nil {
 		return historyFor(ctx, nil)
 	}

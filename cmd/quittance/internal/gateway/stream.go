@@ -76,7 +76,8 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 			return
 		}
 		defer w.close()
-		res, err := h.SendMessage(ctx, req)
+		none := 0
+		res, err := h.SendMessage(historyFor(ctx, &none), req)
 		if err != nil {
 			yield(nil, err)
 			return

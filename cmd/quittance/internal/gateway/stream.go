@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
@@ -88,17 +89,26 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 }
 
 // taskWatch is a stream's slot among the event streams and its wake-ups
-// (httpapi.DelegationWatch); without event streams, nothing but the poll.
+// (httpapi.DelegationWatch; without event streams, nothing but the poll),
+// and when it last read its task and checked its credential.
 type taskWatch struct {
 	w    *httpapi.DelegationWatch
 	poll time.Duration
+	// tick paces the poll and the credential checks.
+	tick                *time.Ticker
+	lastRead, lastCheck time.Time
+}
+
+func newTaskWatch(w *httpapi.DelegationWatch, poll time.Duration) *taskWatch {
+	now := time.Now()
+	return &taskWatch{w: w, poll: poll, tick: time.NewTicker(min(poll, httpapi.StreamRecheck)), lastRead: now, lastCheck: now}
 }
 
 // openStream takes a stream slot of c's principal: over the event
 // streams' caps it is the A2A refusal that says so (streamRefusal).
 func (h *handler) openStream(c call) (*taskWatch, error) {
 	if h.g.cfg.Streams == nil {
-		return &taskWatch{poll: defaultPoll}, nil
+		return newTaskWatch(nil, defaultPoll), nil
 	}
 	w, err := h.g.cfg.Streams.OpenSlot(c.p)
 	var refused *httpapi.StreamRefusedError
@@ -108,7 +118,7 @@ func (h *handler) openStream(c call) (*taskWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &taskWatch{w: w, poll: h.g.cfg.Streams.Poll()}, nil
+	return newTaskWatch(w, h.g.cfg.Streams.Poll()), nil
 }
 
 // streamRefusal is the A2A error of a stream over a cap. A2A has no code
@@ -131,25 +141,67 @@ func (t *taskWatch) watch(ctx context.Context, id uuid.UUID) error {
 	return t.w.Watch(ctx, id)
 }
 
-// wait blocks until the delegation has new events or poll fires (nil), or
-// the stream is to end (the context's end, the process stopping its
-// streams, a failed read).
-func (t *taskWatch) wait(ctx context.Context, poll <-chan time.Time) error {
-	if t.w == nil {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-poll:
+// errCredentialChanged ends a stream whose credential no longer holds, as
+// the API's event streams end.
+var errCredentialChanged = a2a.NewError(a2a.ErrUnauthenticated,
+	"the stream's credential no longer holds (revoked, expired, or its principal disabled or changed)")
+
+// next blocks until the task is to be read again: its delegation had
+// events, or the poll interval passed since the last read. Every
+// httpapi.StreamRecheck it calls check, and ends the stream with
+// errCredentialChanged when it says no. Any other error ends the stream
+// too: the context's end, the process stopping its streams, a failed read.
+func (t *taskWatch) next(ctx context.Context, check func() bool) error {
+	for {
+		woke, err := t.wait(ctx)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if now.Sub(t.lastCheck) >= httpapi.StreamRecheck {
+			t.lastCheck = now
+			if !check() {
+				return errCredentialChanged
+			}
+		}
+		if woke || now.Sub(t.lastRead) >= t.poll {
+			t.lastRead = now
 			return nil
 		}
 	}
-	return t.w.Wait(ctx, poll)
+}
+
+// wait is the watch's next wake-up: true for the delegation's events.
+func (t *taskWatch) wait(ctx context.Context) (bool, error) {
+	if t.w == nil {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.tick.C:
+			return false, nil
+		}
+	}
+	return t.w.Wait(ctx, t.tick.C)
 }
 
 func (t *taskWatch) close() {
+	t.tick.Stop()
 	if t.w != nil {
 		t.w.Close()
 	}
+}
+
+// stillAuthorized is the check of a stream's credential: the bearer token
+// of the request that opened it still authenticates as c's principal did
+// (httpapi.StillAuthorized).
+func (h *handler) stillAuthorized(ctx context.Context, c call) func() bool {
+	var secret string
+	if cc, ok := a2asrv.CallContextFrom(ctx); ok {
+		if v, ok := cc.ServiceParams().Get("authorization"); ok && len(v) > 0 {
+			secret = httpapi.BearerSecret(v[0])
+		}
+	}
+	return func() bool { return httpapi.StillAuthorized(ctx, h.g.cfg.Access, secret, c.p) }
 }
 
 // follow watches delegation id, yields its task, then reads it on each of
@@ -177,13 +229,16 @@ func (h *handler) follow(ctx context.Context, c call, w *taskWatch, id uuid.UUID
 	if !yield(task, nil) || end(task.Status, d.ObligationState) {
 		return
 	}
-	ticker := time.NewTicker(w.poll)
-	defer ticker.Stop()
+	check := h.stillAuthorized(ctx, c)
 	for last := task; ; {
-		if err := w.wait(ctx, ticker.C); err != nil {
+		if err := w.next(ctx, check); err != nil {
 			// A graceful shutdown ends the stream as a dropped connection
 			// does: the client subscribes again.
-			if !errors.Is(err, httpapi.ErrStreamsClosed) {
+			var ae *a2a.Error
+			switch {
+			case errors.As(err, &ae):
+				fail(err)
+			case !errors.Is(err, httpapi.ErrStreamsClosed):
 				fail(h.fail(ctx, err))
 			}
 			return

@@ -253,3 +253,41 @@ func firstError(events func(yield func(a2a.Event, error) bool)) error {
 	}
 	return errors.New("an empty stream")
 }
+
+// TestGatewayStreamEndsWhenItsCredentialIsRevoked: a task stream checks
+// its credential as the API's event streams do: revoked, the open
+// subscription ends with UnauthenticatedError within seconds.
+func TestGatewayStreamEndsWhenItsCredentialIsRevoked(t *testing.T) {
+	t.Parallel()
+	e := newGatewayEnvWith(t, apitest.Worker{}, demoagent.Config{}, apitest.WithStream(time.Minute, time.Second))
+	var credential struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	e.Do(t, http.MethodPost, "/admin/v1/tokens", e.OncallToken, map[string]any{"role": "orchestrator", "tenant": "acme", "name": "short-lived"}).
+		Expect(t, http.StatusCreated).JSON(t, &credential)
+	c := e.client(t, credential.Token, orgID, a2a.TransportProtocolJSONRPC)
+	task := send(t, c, ledgerMessage("po-revoked-"+t.Name(), "Order 8 chairs", 10_000))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := background(ctx, c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}))
+	next(t, "the subscription's task", events, 10*time.Second)
+	e.Do(t, http.MethodPost, "/admin/v1/credentials/"+credential.ID+"/revoke", e.OncallToken, map[string]any{"reason": "leaked"}).
+		Expect(t, http.StatusOK)
+	for {
+		select {
+		case s, ok := <-events:
+			if !ok {
+				t.Fatal("the stream ended without an error")
+			}
+			if s.err != nil {
+				if !errors.Is(s.err, a2a.ErrUnauthenticated) {
+					t.Fatalf("the stream ended with %v, want UnauthenticatedError", s.err)
+				}
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream of a revoked credential is still open")
+		}
+	}
+}

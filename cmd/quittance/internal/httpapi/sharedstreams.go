@@ -11,6 +11,7 @@ import (
 
 	"github.com/quittance/quittance/cmd/quittance/internal/telemetry"
 	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/ledger/access"
 	"github.com/quittance/quittance/ledger/report"
 )
 
@@ -101,21 +102,21 @@ func (w *DelegationWatch) Watch(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// Wait blocks until the delegation has new events (nil), poll fires (nil),
-// ctx ends (its error) or the process stops serving streams
+// Wait blocks until the delegation has new events (true), tick fires
+// (false), ctx ends (its error) or the process stops serving streams
 // (ErrStreamsClosed); a failed read of the feed is its error. The watch
 // goes on waiting for the next events while the caller reads.
-func (w *DelegationWatch) Wait(ctx context.Context, poll <-chan time.Time) error {
+func (w *DelegationWatch) Wait(ctx context.Context, tick <-chan time.Time) (bool, error) {
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-w.es.cfg.Done:
-		return ErrStreamsClosed
-	case <-poll:
-		return nil
+		return false, ErrStreamsClosed
+	case <-tick:
+		return false, nil
 	case page := <-w.pages():
 		if page.err != nil {
-			return page.err
+			return false, page.err
 		}
 		w.pos = page.events[len(page.events)-1].Position
 		round := page.round
@@ -123,9 +124,25 @@ func (w *DelegationWatch) Wait(ctx context.Context, poll <-chan time.Time) error
 			round = 0 // more may follow at once
 		}
 		w.hub.wait(w.sub, w.pos, round)
-		return nil
+		return true, nil
 	}
 }
+
+// StillAuthorized reports whether secret still authenticates as a
+// principal with the access opened had: what an open stream was allowed
+// on. A database fault is not a refusal (the stream's next read fails
+// too, and ends it). The API's event streams check it every second; so
+// do the gateway's task streams.
+func StillAuthorized(ctx context.Context, a *access.Service, secret string, opened ledger.Principal) bool {
+	p, err := a.Authenticate(ctx, secret)
+	if errors.Is(err, ledger.ErrUnauthenticated) {
+		return false
+	}
+	return err != nil || p.SameAccess(opened)
+}
+
+// StreamRecheck is how often an open stream checks its credential.
+const StreamRecheck = streamRecheck
 
 // Close leaves the hub and gives the slot back; a second Close does
 // nothing.

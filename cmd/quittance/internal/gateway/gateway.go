@@ -83,9 +83,15 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, cards: newCardCache(cfg.CardClient, cfg.CardTTL)}
 	h := &handler{g: g}
-	g.jsonrpc = a2asrv.NewJSONRPCHandler(h)
-	g.rest = a2asrv.NewRESTHandler(h)
-	g.restTenant = a2asrv.NewTenantRESTHandler("/{*}", h)
+	var opts []a2asrv.TransportOption
+	if cfg.Streams != nil {
+		// An idle stream (a canceled task waiting for its compensation) is
+		// kept open through proxies as the event streams are.
+		opts = append(opts, a2asrv.WithTransportKeepAlive(cfg.Streams.Heartbeat()))
+	}
+	g.jsonrpc = a2asrv.NewJSONRPCHandler(h, opts...)
+	g.rest = a2asrv.NewRESTHandler(h, opts...)
+	g.restTenant = a2asrv.NewTenantRESTHandler("/{*}", h, opts...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /a2a/orgs/{org}"+CardPath, g.serveCard)
 	mux.HandleFunc("/a2a/orgs/{org}"+JSONRPCPath, g.serveJSONRPC)

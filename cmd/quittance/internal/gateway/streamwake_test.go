@@ -1,9 +1,11 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,4 +292,40 @@ func TestGatewayStreamEndsWhenItsCredentialIsRevoked(t *testing.T) {
 			t.Fatal("the stream of a revoked credential is still open")
 		}
 	}
+}
+
+// TestGatewayStreamKeepsAlive: an idle task stream sends a comment line
+// every heartbeat (a second here), so proxies keep it open while the task
+// works or its obligation waits, as the event streams do.
+func TestGatewayStreamKeepsAlive(t *testing.T) {
+	t.Parallel()
+	e := newGatewayEnv(t)
+	acme := e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)
+	task := send(t, acme, ledgerMessage("po-idle-"+t.Name(), "Order 1 desk", 10_000))
+	waitTask(t, acme, task.ID, "the task working", func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + string(task.ID) + `"}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.orgBase(orgID)+"/jsonrpc", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.acme)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := (&http.Client{Transport: e.Client.Transport}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	lines := bufio.NewScanner(res.Body)
+	var seen []string
+	for lines.Scan() {
+		if line := lines.Text(); strings.HasPrefix(line, ":") {
+			return
+		} else if line != "" {
+			seen = append(seen, line)
+		}
+	}
+	t.Fatalf("no comment line on the idle stream (%v); it showed %q", lines.Err(), seen)
 }

@@ -46,6 +46,9 @@ func NewEventStreams(feed report.Feed, cfg StreamConfig, log *slog.Logger, metri
 // Poll is how often the event streams read the table without a wake-up.
 func (es *EventStreams) Poll() time.Duration { return es.cfg.Poll }
 
+// Heartbeat is how long a stream may be idle before a comment line is sent.
+func (es *EventStreams) Heartbeat() time.Duration { return es.cfg.Heartbeat }
+
 // StreamRefusedError is a stream refused by a cap: the principal's
 // (Cap "principal") or the process's ("process").
 type StreamRefusedError struct {

@@ -2,6 +2,8 @@ package delegate
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +23,12 @@ type OrchestratorStore interface {
 	InTx(ctx context.Context, fn func(OrchestratorTx) error) error
 	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
 	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
+	// FollowUps lists a delegation's follow-up messages in the order queued.
+	FollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
+	// DispatchMessage returns the message a dispatched delegation was sent
+	// with, as queued, and when; ledger.ErrNotFound for a delegation
+	// Quittance did not dispatch.
+	DispatchMessage(ctx context.Context, id uuid.UUID) (json.RawMessage, time.Time, error)
 	// TaskSnapshot returns the delegation's latest task snapshot, or
 	// ledger.ErrNotFound when none was kept yet.
 	TaskSnapshot(ctx context.Context, id uuid.UUID) (TaskSnapshot, error)
@@ -57,6 +65,12 @@ type OrchestratorTx interface {
 	ClearDispatchUnknown(ctx context.Context, id uuid.UUID) (bool, error)
 	// FollowUp returns a delegation's follow-up message, or ledger.ErrNotFound.
 	FollowUp(ctx context.Context, id uuid.UUID, messageID string) (FollowUp, error)
+	// FollowUps lists a delegation's follow-up messages in the order queued.
+	FollowUps(ctx context.Context, id uuid.UUID) ([]FollowUp, error)
+	// DispatchMessage returns the message a dispatched delegation was sent
+	// with, as queued, and when; ledger.ErrNotFound for a delegation
+	// Quittance did not dispatch.
+	DispatchMessage(ctx context.Context, id uuid.UUID) (json.RawMessage, time.Time, error)
 	// InsertFollowUp queues a follow-up message.
 	InsertFollowUp(ctx context.Context, m FollowUp) error
 }
@@ -117,6 +131,51 @@ func (o *Orchestrator) FollowUp(ctx context.Context, p ledger.Principal, id uuid
 		return FollowUp{}, err
 	}
 	return o.store.FollowUp(ctx, id, messageID)
+}
+
+// SentMessage is a message Quittance sent, or queued to send, on a
+// delegation's remote task: the dispatched one or a follow-up.
+type SentMessage struct {
+	// A2AMessageID is the messageId it is sent with.
+	A2AMessageID string
+	// Message is the message as JSON, {"parts": [...], "metadata": {...}},
+	// as the orchestrator gave it.
+	Message json.RawMessage
+	// Status is queued, sent or failed (a dispatch is queued until it
+	// named a remote task).
+	Status string
+	// At is when it was queued.
+	At time.Time
+}
+
+// SentMessages returns the messages Quittance sent or queued on a
+// delegation the principal may see, in the order queued: the dispatched
+// message (for a delegation Quittance dispatched), then the follow-ups.
+func (o *Orchestrator) SentMessages(ctx context.Context, p ledger.Principal, id uuid.UUID) ([]SentMessage, error) {
+	d, err := ledger.Visible(ctx, o.store, p, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []SentMessage
+	msg, at, err := o.store.DispatchMessage(ctx, id)
+	switch {
+	case err == nil:
+		st := MessageQueued
+		if d.Remote.TaskID != "" {
+			st = MessageSent
+		}
+		out = append(out, SentMessage{A2AMessageID: DispatchMessageID(id), Message: msg, Status: st, At: at})
+	case !errors.Is(err, ledger.ErrNotFound):
+		return nil, err
+	}
+	follow, err := o.store.FollowUps(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range follow {
+		out = append(out, SentMessage{A2AMessageID: m.A2AMessageID, Message: m.Payload, Status: m.Status, At: m.CreatedAt})
+	}
+	return out, nil
 }
 
 // TaskSnapshot returns the latest remote task snapshot of a delegation the

@@ -176,6 +176,9 @@ type DelegationFilter struct {
 	ObligationState ObligationState
 	TaskStatus      TaskStatus
 	OrgID           string
+	// StatusAfter, when set, keeps the delegations whose task status was
+	// observed after it (task_status_at): a task never observed has none.
+	StatusAfter time.Time
 	// After is the cursor: only delegations listed after it are returned.
 	After uuid.UUID
 	Limit int

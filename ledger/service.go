@@ -459,6 +459,15 @@ func (s *Service) ListDelegations(ctx context.Context, p Principal, f Delegation
 	return s.store.ListDelegations(ctx, f)
 }
 
+// CountDelegations counts the delegations ListDelegations lists with f,
+// on every page: orchestrators count their tenant's.
+func (s *Service) CountDelegations(ctx context.Context, p Principal, f DelegationFilter) (int64, error) {
+	if !p.Permits(ActionReadAllEvents) {
+		f.Tenant = p.Tenant
+	}
+	return s.store.CountDelegations(ctx, f)
+}
+
 // DelegationEvents returns a visible delegation's events, oldest first.
 func (s *Service) DelegationEvents(ctx context.Context, p Principal, id uuid.UUID) ([]Event, error) {
 	d, err := Visible(ctx, s.store, p, id)

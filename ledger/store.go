@@ -48,6 +48,9 @@ type Store interface {
 type Reader interface {
 	Delegation(ctx context.Context, id uuid.UUID) (Delegation, error)
 	ListDelegations(ctx context.Context, f DelegationFilter) ([]Delegation, error)
+	// CountDelegations counts the delegations f's filters match, on every
+	// page (its After and Limit aside).
+	CountDelegations(ctx context.Context, f DelegationFilter) (int64, error)
 	// StreamEvents returns a stream's events in stream order.
 	StreamEvents(ctx context.Context, stream string) ([]Event, error)
 	Budget(ctx context.Context, id string) (Budget, error)

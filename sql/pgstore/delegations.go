@@ -37,12 +37,24 @@ func (r reader) DelegationByRemoteTask(ctx context.Context, tenant, orgID, taskI
 	return toDelegation(row), nil
 }
 
+func (r reader) CountDelegations(ctx context.Context, f ledger.DelegationFilter) (int64, error) {
+	n, err := r.q.DelegationCount(ctx, dbsqlc.DelegationCountParams{
+		Tenant: optional(f.Tenant), ObligationState: optional(string(f.ObligationState)),
+		TaskStatus: optional(string(f.TaskStatus)), OrgID: optional(f.OrgID), StatusAfter: optionalTime(f.StatusAfter),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count delegations: %w", err)
+	}
+	return n, nil
+}
+
 func (r reader) ListDelegations(ctx context.Context, f ledger.DelegationFilter) ([]ledger.Delegation, error) {
 	p := dbsqlc.DelegationListParams{
 		Tenant:          optional(f.Tenant),
 		ObligationState: optional(string(f.ObligationState)),
 		TaskStatus:      optional(string(f.TaskStatus)),
 		OrgID:           optional(f.OrgID),
+		StatusAfter:     optionalTime(f.StatusAfter),
 		MaxRows:         int32(f.Limit),
 	}
 	if f.After != uuid.Nil {

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -18,6 +19,26 @@ func (r reader) FollowUp(ctx context.Context, id uuid.UUID, messageID string) (d
 		return delegate.FollowUp{}, notFound(err, "message", messageID)
 	}
 	return toFollowUp(row), nil
+}
+
+func (r reader) FollowUps(ctx context.Context, id uuid.UUID) ([]delegate.FollowUp, error) {
+	rows, err := r.q.FollowUpListByDelegation(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("list messages of delegation %s: %w", id, err)
+	}
+	out := make([]delegate.FollowUp, len(rows))
+	for i, row := range rows {
+		out[i] = toFollowUp(row)
+	}
+	return out, nil
+}
+
+func (r reader) DispatchMessage(ctx context.Context, id uuid.UUID) (json.RawMessage, time.Time, error) {
+	row, err := r.q.OutboxDispatchMessage(ctx, id)
+	if err != nil {
+		return nil, time.Time{}, notFound(err, "dispatch message of delegation", id)
+	}
+	return row.Payload, row.CreatedAt, nil
 }
 
 func (r reader) QueuedFollowUps(ctx context.Context, id uuid.UUID) ([]delegate.FollowUp, error) {

@@ -85,9 +85,19 @@ WHERE (sqlc.narg(tenant)::text IS NULL OR tenant = sqlc.narg(tenant))
   AND (sqlc.narg(obligation_state)::text IS NULL OR obligation_state = sqlc.narg(obligation_state))
   AND (sqlc.narg(task_status)::text IS NULL OR task_status = sqlc.narg(task_status))
   AND (sqlc.narg(org_id)::text IS NULL OR org_id = sqlc.narg(org_id))
+  AND (sqlc.narg(status_after)::timestamptz IS NULL OR task_status_at > sqlc.narg(status_after))
   AND (sqlc.narg(after)::uuid IS NULL OR id < sqlc.narg(after))
 ORDER BY id DESC
 LIMIT @max_rows;
+
+-- name: DelegationCount :one
+-- How many delegations DelegationList's filters match, on every page.
+SELECT count(*) FROM delegations
+WHERE (sqlc.narg(tenant)::text IS NULL OR tenant = sqlc.narg(tenant))
+  AND (sqlc.narg(obligation_state)::text IS NULL OR obligation_state = sqlc.narg(obligation_state))
+  AND (sqlc.narg(task_status)::text IS NULL OR task_status = sqlc.narg(task_status))
+  AND (sqlc.narg(org_id)::text IS NULL OR org_id = sqlc.narg(org_id))
+  AND (sqlc.narg(status_after)::timestamptz IS NULL OR task_status_at > sqlc.narg(status_after));
 
 -- name: DelegationListEscalatableByOrgForUpdate :many
 -- Every obligation an identity revocation escalates, locked in id order.

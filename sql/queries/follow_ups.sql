@@ -25,3 +25,7 @@ WHERE delegation_id = @delegation_id AND message_id = @message_id;
 -- name: FollowUpAttempt :exec
 UPDATE delegation_messages SET attempts = attempts + 1, error = @error, updated_at = @now
 WHERE delegation_id = @delegation_id AND message_id = @message_id;
+
+-- name: FollowUpListByDelegation :many
+-- Every follow-up message of a delegation, in the order queued.
+SELECT * FROM delegation_messages WHERE delegation_id = $1 ORDER BY created_at, message_id;

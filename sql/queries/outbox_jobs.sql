@@ -64,3 +64,10 @@ WHERE id = @id AND lease_token = @lease_token AND done_at IS NULL;
 SELECT EXISTS (
     SELECT 1 FROM a2a_outbox WHERE delegation_id = @delegation_id AND kind = @kind AND done_at IS NULL
 ) AS open;
+
+-- name: OutboxDispatchMessage :one
+-- The message a delegation was dispatched with, as queued: the payload of
+-- its first dispatch job (jobs are kept once done).
+SELECT payload, created_at FROM a2a_outbox
+WHERE delegation_id = @delegation_id AND kind = 'dispatch'
+ORDER BY id LIMIT 1;

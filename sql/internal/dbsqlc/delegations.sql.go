@@ -113,6 +113,37 @@ func (q *Queries) DelegationClearTaskNotFound(ctx context.Context, id uuid.UUID)
 	return err
 }
 
+const delegationCount = `-- name: DelegationCount :one
+SELECT count(*) FROM delegations
+WHERE ($1::text IS NULL OR tenant = $1)
+  AND ($2::text IS NULL OR obligation_state = $2)
+  AND ($3::text IS NULL OR task_status = $3)
+  AND ($4::text IS NULL OR org_id = $4)
+  AND ($5::timestamptz IS NULL OR task_status_at > $5)
+`
+
+type DelegationCountParams struct {
+	Tenant          *string
+	ObligationState *string
+	TaskStatus      *string
+	OrgID           *string
+	StatusAfter     *time.Time
+}
+
+// How many delegations DelegationList's filters match, on every page.
+func (q *Queries) DelegationCount(ctx context.Context, arg DelegationCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, delegationCount,
+		arg.Tenant,
+		arg.ObligationState,
+		arg.TaskStatus,
+		arg.OrgID,
+		arg.StatusAfter,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const delegationGetByID = `-- name: DelegationGetByID :one
 SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations WHERE id = $1
 `
@@ -454,9 +485,10 @@ WHERE ($1::text IS NULL OR tenant = $1)
   AND ($2::text IS NULL OR obligation_state = $2)
   AND ($3::text IS NULL OR task_status = $3)
   AND ($4::text IS NULL OR org_id = $4)
-  AND ($5::uuid IS NULL OR id < $5)
+  AND ($5::timestamptz IS NULL OR task_status_at > $5)
+  AND ($6::uuid IS NULL OR id < $6)
 ORDER BY id DESC
-LIMIT $6
+LIMIT $7
 `
 
 type DelegationListParams struct {
@@ -464,6 +496,7 @@ type DelegationListParams struct {
 	ObligationState *string
 	TaskStatus      *string
 	OrgID           *string
+	StatusAfter     *time.Time
 	After           uuid.NullUUID
 	MaxRows         int32
 }
@@ -474,6 +507,7 @@ func (q *Queries) DelegationList(ctx context.Context, arg DelegationListParams) 
 		arg.ObligationState,
 		arg.TaskStatus,
 		arg.OrgID,
+		arg.StatusAfter,
 		arg.After,
 		arg.MaxRows,
 	)

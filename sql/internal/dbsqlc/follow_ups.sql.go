@@ -129,6 +129,44 @@ func (q *Queries) FollowUpInsert(ctx context.Context, arg FollowUpInsertParams) 
 	return result.RowsAffected(), nil
 }
 
+const followUpListByDelegation = `-- name: FollowUpListByDelegation :many
+SELECT delegation_id, message_id, a2a_message_id, request_hash, payload, status, attempts, error, result_state, created_at, sent_at, updated_at FROM delegation_messages WHERE delegation_id = $1 ORDER BY created_at, message_id
+`
+
+// Every follow-up message of a delegation, in the order queued.
+func (q *Queries) FollowUpListByDelegation(ctx context.Context, delegationID uuid.UUID) ([]DelegationMessage, error) {
+	rows, err := q.db.Query(ctx, followUpListByDelegation, delegationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationMessage
+	for rows.Next() {
+		var i DelegationMessage
+		if err := rows.Scan(
+			&i.DelegationID,
+			&i.MessageID,
+			&i.A2aMessageID,
+			&i.RequestHash,
+			&i.Payload,
+			&i.Status,
+			&i.Attempts,
+			&i.Error,
+			&i.ResultState,
+			&i.CreatedAt,
+			&i.SentAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const followUpListQueued = `-- name: FollowUpListQueued :many
 SELECT delegation_id, message_id, a2a_message_id, request_hash, payload, status, attempts, error, result_state, created_at, sent_at, updated_at FROM delegation_messages WHERE delegation_id = $1 AND status = 'queued' ORDER BY created_at, message_id
 `

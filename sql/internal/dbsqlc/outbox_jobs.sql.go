@@ -13,6 +13,26 @@ import (
 	"github.com/google/uuid"
 )
 
+const outboxDispatchMessage = `-- name: OutboxDispatchMessage :one
+SELECT payload, created_at FROM a2a_outbox
+WHERE delegation_id = $1 AND kind = 'dispatch'
+ORDER BY id LIMIT 1
+`
+
+type OutboxDispatchMessageRow struct {
+	Payload   json.RawMessage
+	CreatedAt time.Time
+}
+
+// The message a delegation was dispatched with, as queued: the payload of
+// its first dispatch job (jobs are kept once done).
+func (q *Queries) OutboxDispatchMessage(ctx context.Context, delegationID uuid.UUID) (OutboxDispatchMessageRow, error) {
+	row := q.db.QueryRow(ctx, outboxDispatchMessage, delegationID)
+	var i OutboxDispatchMessageRow
+	err := row.Scan(&i.Payload, &i.CreatedAt)
+	return i, err
+}
+
 const outboxJobClaim = `-- name: OutboxJobClaim :many
 WITH due AS (
     SELECT id FROM a2a_outbox

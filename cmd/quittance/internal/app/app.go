@@ -276,15 +276,18 @@ func (a *App) buildHandlers(cfg Config, log *slog.Logger) {
 	// The A2A gateway fronts each org's agent for orchestrators; remote
 	// agent cards are fetched through the egress policy, on a client of
 	// their own.
+	// Its task streams count against the event streams' caps and are woken
+	// by the same hubs: one set for both.
+	streams := httpapi.NewEventStreams(store, cfg.Stream, log, metrics)
 	gw := gateway.New(gateway.Config{
 		Ledger: a.Ledger, Access: a.Access, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, CardClient: egress.NewClient(cfg.Egress),
-		PublicURL: cfg.A2A.PublicURL, Poll: cfg.Stream.Poll, Log: log.With(slog.String("component", "gateway")),
+		PublicURL: cfg.A2A.PublicURL, Streams: streams, Log: log.With(slog.String("component", "gateway")),
 	})
 	a.API = httpapi.New(httpapi.Config{
 		Ledger: a.Ledger, Access: a.Access, Compensation: a.Compensation, Reports: a.Reports, Feed: store, Ready: store.Ping,
 		Push: a.Worker, Orchestrator: a.Orchestrator, Webhooks: a.Webhooks, JWKS: jwks,
 		Log: log, Version: cfg.Version, LedgerID: cfg.LedgerID, Metrics: metrics,
-		Limiter: limiter, Stream: cfg.Stream, Cases: a.Cases, Checkpoints: a.Checkpoints, Gateway: gw,
+		Limiter: limiter, Stream: cfg.Stream, Streams: streams, Cases: a.Cases, Checkpoints: a.Checkpoints, Gateway: gw,
 	})
 	a.Console = newConsole(cfg, a, log, limiter)
 }

@@ -50,9 +50,11 @@ type Config struct {
 	// PublicURL is the service's public base URL, used in the cards'
 	// interfaces; empty: the base URL the request came to.
 	PublicURL string
-	// Poll is how often a task's stream reads the task (default 1s;
-	// the binary passes QUITTANCE_STREAM_POLL).
-	Poll time.Duration
+	// Streams are the API's event streams' caps and hubs: a task's stream
+	// takes a slot of them and is woken by its delegation's events, and
+	// reads the task every Streams.Poll() besides (QUITTANCE_STREAM_POLL).
+	// Nil: streams are not capped and read the task every second.
+	Streams *httpapi.EventStreams
 	// CardTTL is how long a fetched remote card is reused (default 5m).
 	CardTTL time.Duration
 	// Log receives what the gateway logs; nil discards it.
@@ -85,9 +87,15 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, cards: newCardCache(cfg.CardClient, cfg.CardTTL)}
 	h := &handler{g: g}
-	g.jsonrpc = a2asrv.NewJSONRPCHandler(h)
-	g.rest = a2asrv.NewRESTHandler(h)
-	g.restTenant = a2asrv.NewTenantRESTHandler("/{*}", h)
+	var opts []a2asrv.TransportOption
+	if cfg.Streams != nil {
+		// An idle stream (a canceled task waiting for its compensation) is
+		// kept open through proxies as the event streams are.
+		opts = append(opts, a2asrv.WithTransportKeepAlive(cfg.Streams.Heartbeat()))
+	}
+	g.jsonrpc = a2asrv.NewJSONRPCHandler(h, opts...)
+	g.rest = a2asrv.NewRESTHandler(h, opts...)
+	g.restTenant = a2asrv.NewTenantRESTHandler("/{*}", h, opts...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /a2a/orgs/{org}"+CardPath, g.serveCard)
 	mux.HandleFunc("/a2a/orgs/{org}"+JSONRPCPath, g.serveJSONRPC)
@@ -245,6 +253,7 @@ func (g *Gateway) serveREST(w http.ResponseWriter, r *http.Request) {
 	u := *r.URL
 	u.Path, u.RawPath = strings.TrimPrefix(r.URL.Path, prefix), ""
 	r2.URL = &u
+	r2 = withListQuery(r2, u.Path)
 	first, _, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
 	if first == "tasks" || first == "extendedAgentCard" || strings.HasPrefix(first, "message:") {
 		g.rest.ServeHTTP(w, r2)

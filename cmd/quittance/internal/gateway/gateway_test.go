@@ -45,13 +45,22 @@ type gwEnv struct {
 
 func newGatewayEnv(t *testing.T, w ...apitest.Worker) *gwEnv {
 	t.Helper()
-	agent, base := serveDemoAgent(t)
 	worker := apitest.Worker{}
 	if len(w) > 0 {
 		worker = w[0]
 	}
-	e := &gwEnv{Env: apitest.New(t, apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(gwLedgerID), apitest.WithWorker(worker),
-		apitest.WithStream(50*time.Millisecond, time.Second))}
+	return newGatewayEnvWith(t, worker, demoagent.Config{})
+}
+
+// newGatewayEnvWith is newGatewayEnv with the demo supplier configured as
+// agent says (WorkDelay an hour unless set) and the API's options opts
+// after the gateway tests' own (event streams polled every 50 ms).
+func newGatewayEnvWith(t *testing.T, worker apitest.Worker, agentCfg demoagent.Config, opts ...apitest.Option) *gwEnv {
+	t.Helper()
+	agent, base := serveDemoAgent(t, agentCfg)
+	opts = append([]apitest.Option{apitest.WithClock(ledger.SystemClock{}), apitest.WithLedgerID(gwLedgerID), apitest.WithWorker(worker),
+		apitest.WithStream(50*time.Millisecond, time.Second)}, opts...)
+	e := &gwEnv{Env: apitest.New(t, opts...)}
 	e.acme, e.globex = e.NewOrchestrator(t, "acme"), e.NewOrchestrator(t, "globex")
 	e.PutBudget(t, "ops", "EUR", 1_000_000)
 	e.Do(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
@@ -61,9 +70,10 @@ func newGatewayEnv(t *testing.T, w ...apitest.Worker) *gwEnv {
 	return e
 }
 
-// serveDemoAgent serves the demo supplier's agent on loopback until the
-// test ends; its tasks work for an hour unless canceled.
-func serveDemoAgent(t *testing.T) (*demoagent.Agent, string) {
+// serveDemoAgent serves the demo supplier's agent, configured as cfg, on
+// loopback until the test ends; its tasks work for an hour unless
+// canceled, or cfg's WorkDelay.
+func serveDemoAgent(t *testing.T, cfg demoagent.Config) (*demoagent.Agent, string) {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -74,7 +84,11 @@ func serveDemoAgent(t *testing.T) (*demoagent.Agent, string) {
 		t.Fatal(err)
 	}
 	base := "http://" + l.Addr().String()
-	agent, err := demoagent.New(demoagent.Config{LedgerID: gwLedgerID, Key: key, BaseURL: base, WorkDelay: time.Hour})
+	cfg.LedgerID, cfg.Key, cfg.BaseURL = gwLedgerID, key, base
+	if cfg.WorkDelay == 0 {
+		cfg.WorkDelay = time.Hour
+	}
+	agent, err := demoagent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,7 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if err != nil {
 		return nil, err
 	}
+	ctx = sendHistory(ctx, req.Config)
 	msg := req.Message
 	if msg == nil || msg.ID == "" {
 		return nil, a2a.NewError(a2a.ErrInvalidParams, "message with a messageId is required")
@@ -192,7 +193,7 @@ func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 	if err != nil {
 		return nil, err
 	}
-	return h.task(ctx, c, d)
+	return h.task(historyFor(ctx, req.HistoryLength), c, d)
 }
 
 // maxPageSize is ListTasks' largest page, and its default.
@@ -206,6 +207,9 @@ const (
 func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
 	c, err := h.begin(ctx, req.Tenant)
 	if err != nil {
+		return nil, err
+	}
+	if err := restListQuery(ctx, req); err != nil {
 		return nil, err
 	}
 	size := req.PageSize
@@ -231,21 +235,16 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		f.TaskStatus = st
 	}
 	if req.StatusTimestampAfter != nil {
-		return nil, a2a.NewError(a2a.ErrInvalidParams, "the statusTimestampAfter filter is not served by the gateway yet")
+		f.StatusAfter = req.StatusTimestampAfter.UTC()
 	}
-	var ds []ledger.Delegation
-	if req.ContextID != "" {
-		if req.PageToken != "" {
-			return nil, a2a.NewError(a2a.ErrInvalidParams, "a contextId's tasks are one page")
-		}
-		ds, err = h.contextDelegations(ctx, c, req.ContextID, f.TaskStatus)
-	} else {
-		ds, err = h.g.cfg.Ledger.ListDelegations(ctx, c.p, f)
-	}
+	ds, total, err := h.listDelegations(ctx, c, req, f)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
-	out := &a2a.ListTasksResponse{Tasks: []*a2a.Task{}, PageSize: size}
+	out := &a2a.ListTasksResponse{Tasks: []*a2a.Task{}, PageSize: size, TotalSize: total}
+	if req.HistoryLength != nil {
+		ctx = historyFor(ctx, req.HistoryLength)
+	}
 	for _, d := range ds {
 		t, err := h.task(ctx, c, d)
 		if err != nil {
@@ -256,19 +255,44 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		}
 		out.Tasks = append(out.Tasks, t)
 	}
-	out.TotalSize = len(out.Tasks)
 	if req.ContextID == "" && len(ds) == size {
 		out.NextPageToken = ds[len(ds)-1].ID.String()
 	}
 	return out, nil
 }
 
+// listDelegations is the page of delegations ListTasks answers with f,
+// and how many match on every page: a contextId's are one page, counted
+// as listed; otherwise the ledger counts them.
+func (h *handler) listDelegations(ctx context.Context, c call, req *a2a.ListTasksRequest, f ledger.DelegationFilter) ([]ledger.Delegation, int, error) {
+	if req.ContextID != "" {
+		if req.PageToken != "" {
+			return nil, 0, a2a.NewError(a2a.ErrInvalidParams, "a contextId's tasks are one page")
+		}
+		ds, err := h.contextDelegations(ctx, c, req.ContextID, f)
+		if err != nil {
+			return nil, 0, h.fail(ctx, err)
+		}
+		return ds, len(ds), nil
+	}
+	ds, err := h.g.cfg.Ledger.ListDelegations(ctx, c.p, f)
+	if err != nil {
+		return nil, 0, h.fail(ctx, err)
+	}
+	total, err := h.g.cfg.Ledger.CountDelegations(ctx, c.p, f)
+	if err != nil {
+		return nil, 0, h.fail(ctx, err)
+	}
+	return ds, int(total), nil
+}
+
 // contextDelegations are the caller's delegations at the org in the
 // context the gateway names contextID (quittance-context-<delegation
 // id>): that delegation and those sent in its context (its links'
-// context_children), oldest first, with status st when set. A context
-// that names none of the caller's delegations has no tasks.
-func (h *handler) contextDelegations(ctx context.Context, c call, contextID string, st ledger.TaskStatus) ([]ledger.Delegation, error) {
+// context_children), oldest first, with f's task status and status
+// timestamp when set. A context that names none of the caller's
+// delegations has no tasks.
+func (h *handler) contextDelegations(ctx context.Context, c call, contextID string, f ledger.DelegationFilter) ([]ledger.Delegation, error) {
 	raw, ok := strings.CutPrefix(contextID, contextPrefix)
 	id, err := uuid.Parse(raw)
 	if !ok || err != nil {
@@ -290,7 +314,7 @@ func (h *handler) contextDelegations(ctx context.Context, c call, contextID stri
 		if err != nil {
 			return nil, err
 		}
-		if d.OrgID == c.org && (st == "" || d.TaskStatus == st) {
+		if d.OrgID == c.org && (f.TaskStatus == "" || d.TaskStatus == f.TaskStatus) && (f.StatusAfter.IsZero() || d.TaskStatusAt.After(f.StatusAfter)) {
 			out = append(out, d)
 		}
 	}

@@ -35,8 +35,9 @@ var taskStates = map[ledger.TaskStatus]a2a.TaskState{
 
 // task is delegation d as an A2A task: its id is the delegation's, its
 // status the remote task's as Quittance last observed it, its artifacts
-// those of the task snapshot, and its metadata under ExtensionURI the
-// ledger's view (taskMetadata).
+// those of the task snapshot, its metadata under ExtensionURI the
+// ledger's view (taskMetadata), and its history what ctx asks for
+// (historyOf; history.go).
 func (h *handler) task(ctx context.Context, c call, d ledger.Delegation) (*a2a.Task, error) {
 	t := &a2a.Task{
 		ID: a2a.TaskID(d.ID.String()), ContextID: d.Remote.ContextID,
@@ -63,6 +64,11 @@ func (h *handler) task(ctx context.Context, c call, d ledger.Delegation) (*a2a.T
 	if d.TaskStatusMessage != "" {
 		t.Status.Message = a2a.NewMessageForTask(a2a.MessageRoleAgent, t, a2a.NewTextPart(d.TaskStatusMessage))
 		t.Status.Message.ID = "status-" + d.ID.String()
+	}
+	if length, ok := historyOf(ctx); ok {
+		if err := h.withHistory(ctx, c, d, t, length); err != nil {
+			return nil, err
+		}
 	}
 	snap, err := h.g.cfg.Orchestrator.TaskSnapshot(ctx, c.p, d.ID)
 	switch {

@@ -284,9 +284,10 @@ func errorEvents(err error) iter.Seq2[a2a.Event, error] {
 
 // streamV03 writes a stream's events as Server-Sent Events, one JSON-RPC
 // response with id each, as 0.3 does; an error is the stream's last event.
-// A status update is final when the stream ends at its state: a terminal
-// task, or an interrupted one (input-required, auth-required) but, in the
-// stream of an answer (answering), the interruption it answers.
+// A status update is final when the stream ends with it, by the one rule
+// of the 1.0 streams (streamEnds): an interruption (but, in the stream of
+// an answer, the one it answers), or a terminal task whose obligation, in
+// the update's ledger metadata, ended too.
 func streamV03(w http.ResponseWriter, id any, events iter.Seq2[a2a.Event, error], answering bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -300,8 +301,7 @@ func streamV03(w http.ResponseWriter, id any, events iter.Seq2[a2a.Event, error]
 		}
 		return rc.Flush() == nil
 	}
-	var first a2a.TaskState
-	moved := false
+	var end func(a2a.TaskStatus, ledger.ObligationState) bool
 	for ev, err := range events {
 		if err != nil {
 			send(nil, err)
@@ -310,11 +310,9 @@ func streamV03(w http.ResponseWriter, id any, events iter.Seq2[a2a.Event, error]
 		final := false
 		switch e := ev.(type) {
 		case *a2a.Task:
-			first = e.Status.State
+			end = streamEnds(e.Status, answering)
 		case *a2a.TaskStatusUpdateEvent:
-			st := e.Status.State
-			moved = moved || !ends(st)
-			final = st.Terminal() || (ends(st) && (!answering || moved || st != first))
+			final = end != nil && end(e.Status, obligationIn(e.Metadata))
 		}
 		if !send(v03EventOf(ev, final), nil) {
 			return
@@ -397,4 +395,12 @@ func v03ErrorOf(err error) v03Error {
 		}
 	}
 	return out
+}
+
+// obligationIn is the obligation state in a task's or update's ledger
+// metadata (taskMetadata), empty when it has none.
+func obligationIn(metadata map[string]any) ledger.ObligationState {
+	m, _ := metadata[ExtensionURI].(map[string]any)
+	s, _ := m["obligation_state"].(string)
+	return ledger.ObligationState(s)
 }

@@ -56,6 +56,10 @@ type Config struct {
 	Feed report.Feed
 	// Stream tunes the event streams.
 	Stream StreamConfig
+	// Streams are the event streams' caps and shared reads, when they are
+	// shared with the A2A gateway's task streams (app builds them once from
+	// Stream); nil: the API builds its own from Stream.
+	Streams *EventStreams
 	// Webhooks manages webhook endpoints and deliveries; those operations
 	// are registered only when it is set.
 	Webhooks *webhook.Service
@@ -129,11 +133,14 @@ func New(cfg Config) *Server {
 	s := &Server{ledger: cfg.Ledger, access: cfg.Access, ready: cfg.Ready, log: cfg.Log, mux: mux}
 	s.compensation = cfg.Compensation
 	s.push = cfg.Push
-	s.orchestrator, s.feed, s.stream, s.webhooks, s.jwks = cfg.Orchestrator, cfg.Feed, cfg.Stream.withDefaults(), cfg.Webhooks, cfg.JWKS
+	streams := cfg.Streams
+	if streams == nil {
+		streams = NewEventStreams(cfg.Feed, cfg.Stream, cfg.Log, cfg.Metrics)
+	}
+	s.orchestrator, s.feed, s.stream, s.webhooks, s.jwks = cfg.Orchestrator, cfg.Feed, streams.cfg, cfg.Webhooks, cfg.JWKS
 	s.reports, s.ledgerID, s.metrics = cfg.Reports, cfg.LedgerID, cfg.Metrics
 	s.limiter = cfg.Limiter
-	s.streamLimits = newStreamLimits(s.stream.MaxPerPrincipal, s.stream.MaxOpen)
-	s.streamHubs = &streamHubs{feed: s.feed, poll: s.stream.Poll, batch: s.stream.Batch, log: s.log, metrics: s.metrics, hubs: map[scopeKey]*scopeHub{}}
+	s.streamLimits, s.streamHubs = streams.limits, streams.hubs
 	s.api = humago.New(mux, hc)
 	s.api.UseMiddleware(s.authenticate)
 	s.registerHealth()

@@ -413,14 +413,7 @@ func (s *Server) pump(ctx context.Context, es *eventStream) {
 // scope was decided from. A database fault is not a refusal: the stream's
 // next read fails too, and ends it.
 func (s *Server) streamStillAuthorized(ctx context.Context, secret string, opened ledger.Principal) bool {
-	p, err := s.access.Authenticate(ctx, secret)
-	if errors.Is(err, ledger.ErrUnauthenticated) {
-		return false
-	}
-	if err != nil {
-		return true
-	}
-	return p.SameAccess(opened)
+	return StillAuthorized(ctx, s.access, secret, opened)
 }
 
 // The bearer realms a 401 names: the API's, and the push receiver's (whose

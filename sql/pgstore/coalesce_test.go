@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -393,6 +395,55 @@ func TestCoalescedFailureAfterWriteSparesNeighbours(t *testing.T) {
 	}
 	if events != 1 || delegations != 3 {
 		t.Errorf("%d budget events (want 1, its funding) and %d delegations (want 3)", events, delegations)
+	}
+	checkInvariants(t, b)
+}
+
+// TestCoalescedRefusedEventBatchIsReplayed: a flush's events are written
+// in one statement (eventbatch.go); when PostgreSQL refuses it, the refusal
+// is no one operation's, so the flush's operations run again one at a
+// time: the one whose event was refused is answered with its refusal, its
+// neighbours are accepted, their events chained and in the feed.
+func TestCoalescedRefusedEventBatchIsReplayed(t *testing.T) {
+	t.Parallel()
+	b, _ := setupCoalesced(t, pgstore.Coalescing{MaxBatch: 16, Flushers: 1})
+	fixtures(t, b, 10_000)
+	ctx := context.Background()
+	create := func(op string) func() error {
+		return func() error {
+			_, _, err := b.svc.CreateDelegation(ctx, orch, creation(op, "globex", 100))
+			return err
+		}
+	}
+	errs := together(t, b.store,
+		create("before"),
+		func() error {
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				// The stream has events: its first position is taken, which
+				// only the batch's INSERT finds out.
+				_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "budget:ops", StreamSeq: 1, Type: ledger.EventTypeBudgetFunded, At: epoch, Actor: "test"}, nil)
+				return err
+			})
+		},
+		create("after"),
+	)
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[1], &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("the operation whose event took a taken position: %v, want its unique violation", errs[1])
+	}
+	for _, i := range []int{0, 2} {
+		if errs[i] != nil {
+			t.Errorf("neighbour %d: %v", i, errs[i])
+		}
+	}
+	var events, delegations, unpositioned int
+	if err := b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM events WHERE stream = 'budget:ops'),
+		(SELECT count(*) FROM delegations),
+		(SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM event_positions p WHERE p.seq = e.seq))`).Scan(&events, &delegations, &unpositioned); err != nil {
+		t.Fatal(err)
+	}
+	if events != 1 || delegations != 2 || unpositioned != 0 {
+		t.Errorf("%d budget events (want 1, its funding), %d delegations (want 2), %d events without a feed position", events, delegations, unpositioned)
 	}
 	checkInvariants(t, b)
 }

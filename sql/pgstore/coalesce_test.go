@@ -539,6 +539,75 @@ func TestMayWrite(t *testing.T) {
 	}
 }
 
+// TestReadsEvents: the classifier that decides which statements a
+// transaction's buffered events are written before.
+func TestReadsEvents(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]bool{
+		"-- name: EventListByStream :many\nSELECT * FROM events WHERE stream = $1":                 true,
+		"-- name: X :many\nSELECT * FROM event_positions p JOIN events e USING (seq)":              true,
+		"-- name: EventStreamHeadsLocked :many\nSELECT h.* FROM event_stream_head($1) h":           true,
+		"-- name: X :many\nSELECT * FROM reporting.anomalies_v1":                                   true,
+		"-- name: X :one\nSELECT count(*) FROM webhook_deliveries":                                 true,
+		"-- name: X :exec\nSELECT quittance_find_shared_remote_tasks()":                            true,
+		"-- name: EventStreamHead :one\nSELECT h.stream_seq FROM event_stream_head($1::text) AS h": false,
+		"-- name: DelegationUpdate :execrows\nUPDATE delegations SET version = version + 1":        false,
+		"-- name: X :many\nSELECT * FROM budgets WHERE id = ANY($1) FOR UPDATE":                    false,
+		"COMMIT": false,
+	} {
+		if got := pgstore.ReadsEvents(sql); got != want {
+			t.Errorf("readsEvents(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
+// TestCoalescedLaterOperationReadsEarlierEvents: an operation reads the
+// events the operations before it in its flush appended, though they are
+// written together at the flush's end: the read writes them first.
+func TestCoalescedLaterOperationReadsEarlierEvents(t *testing.T) {
+	t.Parallel()
+	b, _ := setupCoalesced(t, pgstore.Coalescing{MaxBatch: 16, Flushers: 1})
+	ctx := context.Background()
+	appendTo := func(stream string) func() error {
+		return func() error {
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				_, err := ledger.Append(ctx, tx, ledger.Event{Stream: stream, Type: ledger.EventTypeBudgetFunded, At: epoch, Actor: "test"}, nil)
+				return err
+			})
+		}
+	}
+	var seen []ledger.Event
+	errs := together(t, b.store,
+		appendTo("test:read"), appendTo("test:read"),
+		func() error {
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				r := tx.(interface {
+					StreamEvents(context.Context, string) ([]ledger.Event, error)
+				})
+				var err error
+				seen, err = r.StreamEvents(ctx, "test:read")
+				return err
+			})
+		},
+		appendTo("test:read"),
+	)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("operation %d: %v", i, err)
+		}
+	}
+	if len(seen) != 2 || seen[0].StreamSeq != 1 || seen[1].StreamSeq != 2 || seen[1].Seq <= seen[0].Seq {
+		t.Errorf("the third operation read %d events of the stream (%+v), want the two appended before it", len(seen), seen)
+	}
+	all, err := b.store.StreamEvents(ctx, "test:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.VerifyChain(all); err != nil || len(all) != 3 {
+		t.Errorf("the stream has %d events, chain: %v; want 3, chained", len(all), err)
+	}
+}
+
 // compObservation is a reported task status at at.
 func compObservation(st ledger.TaskStatus, at time.Time) compensation.Observation {
 	return compensation.Observation{Status: st, Timestamp: at}

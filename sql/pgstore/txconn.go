@@ -225,8 +225,10 @@ func (b *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 }
 
 // Commit sends the buffered events (queueEvents), the queued writes and
-// COMMIT, in one batch unless one of them is refusedByRowCount. With no statement sent or queued, there is no
-// transaction and nothing to send.
+// COMMIT, in one batch unless one of them is refusedByRowCount. With no
+// statement sent or queued, there is no transaction and nothing to send.
+// A failure PostgreSQL answered before the COMMIT's own answer is a
+// commitSkipped: nothing committed.
 func (b *txConn) Commit(ctx context.Context) error {
 	b.queueEvents(ctx)
 	if b.conn == nil && len(b.queued) == 0 {
@@ -236,11 +238,11 @@ func (b *txConn) Commit(ctx context.Context) error {
 	if slices.ContainsFunc(b.queued, func(q queuedStatement) bool { return q.refusal == refusedByRowCount }) {
 		br, err := b.send(ctx, "", nil) // the queued writes alone
 		if err != nil {
-			return err
+			return skippedCommit(err)
 		}
 		if err := br.Close(); err != nil {
 			b.failed = err
-			return err
+			return skippedCommit(err)
 		}
 	}
 	br, err := b.send(ctx, "COMMIT", nil)

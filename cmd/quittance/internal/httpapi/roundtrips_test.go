@@ -94,9 +94,11 @@ func tracedCompEnv(t *testing.T) (*compEnv, *roundTrips) {
 // each call of the benchmarked lifecycle (create → canceled → signed ack)
 // costs: the service is bound by them (cmd/quittance-bench/BENCHMARK.md),
 // and a change that adds one shows here. Each call is one transaction:
-// BEGIN rides with its first statement, and the writes whose only result
-// is whether they matched with the statement after them or the COMMIT
-// (sql/pgstore/txconn.go).
+// BEGIN rides with its first statement, the writes whose only result is
+// whether they matched with the statement after them or the COMMIT
+// (sql/pgstore/txconn.go), and its events, in one statement, with the
+// COMMIT or the first statement that may read them
+// (sql/pgstore/eventbatch.go).
 func TestRoundTripsPerLifecycleCall(t *testing.T) {
 	t.Parallel()
 	e, rt := tracedCompEnv(t)

@@ -82,10 +82,11 @@ type Reader interface {
 // EventAppender appends events: what Append and Record write through.
 // Error contract: as Store.
 type EventAppender interface {
-	// AppendEvent appends e to its stream, filling Seq, StreamSeq, PrevHash
-	// and Hash (Seq is left 0 for an event of a batch whose heads the store
-	// read ahead, such as the sweep's: see compensation.Tx's
-	// ClaimPastDeadline). Appends to one stream are serialized. A caller that created
+	// AppendEvent appends e to its stream, filling StreamSeq, PrevHash and
+	// Hash. Seq is left 0: the store may write a transaction's events
+	// together, at its end (ledger/DESIGN.md §5, "The write path"); a read
+	// of the stream in the same transaction sees e with its Seq. Appends to
+	// one stream are serialized. A caller that created
 	// the stream's owner in this transaction sets StreamSeq to 1: the event
 	// is then appended as the stream's first without reading its head, and
 	// refused if the stream has events after all. A delegation's event is

@@ -219,6 +219,8 @@ type flushResult struct {
 	err      error         // unknown: everyone's answer
 	answers  []error       // committed: each operation's
 	txs      []*tx
+	// deliveries: the committed appends queued webhook deliveries.
+	deliveries bool
 }
 
 // flush runs ops and answers each (ledger/DESIGN.md §5, "The write path").
@@ -304,17 +306,13 @@ func (c *coalescer) flushRounds(ops []*writeOp, held *[]heldRefusal, accepted ma
 // committed runs the after-commit hooks of a committed flush, once for
 // all its events, and answers its operations.
 func (c *coalescer) committed(ops []*writeOp, r flushResult) {
-	var (
-		events     []ledger.Event
-		deliveries bool
-	)
+	var events []ledger.Event
 	for i, t := range r.txs {
 		if r.answers[i] == nil && t != nil {
 			events = append(events, t.appended...)
-			deliveries = deliveries || t.deliveriesQueued
 		}
 	}
-	c.s.afterCommitted(events, deliveries)
+	c.s.afterCommitted(events, r.deliveries)
 	for i, o := range ops {
 		o.done <- r.answers[i]
 	}
@@ -344,6 +342,9 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 		}
 		return judge(conn, i, err)
 	}
+	// The flush's events, in one statement, ride with the budgets' locks
+	// or the COMMIT.
+	conn.queueEvents(ctx)
 	if rr, ok := checkFunds(ctx, conn, shared); !ok {
 		return rr
 	}
@@ -359,6 +360,7 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 	if len(ops) > 1 {
 		failpoint.Inject("batch-after-commit") // crash tests: a batch committed, no one answered
 	}
+	r.deliveries = conn.deliveries
 	return r
 }
 
@@ -387,7 +389,9 @@ func refusedOne(i int, err error) flushResult {
 // COMMIT is sent with the writes still queued, so a refusal of one of them
 // is its operation's alone. Otherwise the flush runs again one operation
 // at a time only where nothing can have been committed: nothing was sent,
-// or PostgreSQL refused the COMMIT itself. A lost connection, or a
+// or PostgreSQL refused the COMMIT itself or a statement sent before it
+// (the batch's events, whose refusal has no one operation), so that it
+// never ran. A lost connection, or a
 // shutdown's FATAL error (which may come after a local commit that waited
 // for a synchronous standby), leaves the outcome unknown (commitError): it
 // is answered as such, never run again blindly, and a caller that retries
@@ -397,7 +401,7 @@ func judgeCommit(conn *txConn, err error) flushResult {
 	switch {
 	case conn.culprit > 0:
 		return refusedOne(conn.culprit-1, conn.failed)
-	case errors.Is(err, pgx.ErrTxCommitRollback), nothingSent(err),
+	case errors.Is(err, pgx.ErrTxCommitRollback), nothingSent(err), isCommitSkipped(err),
 		errors.As(err, &pgErr) && !cannotTakeNow(err):
 		return flushResult{outcome: replay}
 	}

@@ -172,6 +172,10 @@ func TestJudgeCommit(t *testing.T) {
 		{"rolled back", pgx.ErrTxCommitRollback, replay},
 		{"connection reset after sending", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, unknown},
 		{"admin shutdown", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}, unknown},
+		// A statement before the COMMIT in its batch was answered with an
+		// error, so PostgreSQL never ran the COMMIT.
+		{"read-only before the COMMIT", &commitSkipped{&pgconn.PgError{Code: "25006"}}, replay},
+		{"admin shutdown before the COMMIT", &commitSkipped{&pgconn.PgError{Severity: "FATAL", Code: "57P01"}}, replay},
 	} {
 		r := judgeCommit(&txConn{}, c.err)
 		if r.outcome != c.want {

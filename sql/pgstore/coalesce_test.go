@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -397,6 +399,55 @@ func TestCoalescedFailureAfterWriteSparesNeighbours(t *testing.T) {
 	checkInvariants(t, b)
 }
 
+// TestCoalescedRefusedEventBatchIsReplayed: a flush's events are written
+// in one statement (eventbatch.go); when PostgreSQL refuses it, the refusal
+// is no one operation's, so the flush's operations run again one at a
+// time: the one whose event was refused is answered with its refusal, its
+// neighbours are accepted, their events chained and in the feed.
+func TestCoalescedRefusedEventBatchIsReplayed(t *testing.T) {
+	t.Parallel()
+	b, _ := setupCoalesced(t, pgstore.Coalescing{MaxBatch: 16, Flushers: 1})
+	fixtures(t, b, 10_000)
+	ctx := context.Background()
+	create := func(op string) func() error {
+		return func() error {
+			_, _, err := b.svc.CreateDelegation(ctx, orch, creation(op, "globex", 100))
+			return err
+		}
+	}
+	errs := together(t, b.store,
+		create("before"),
+		func() error {
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				// The stream has events: its first position is taken, which
+				// only the batch's INSERT finds out.
+				_, err := ledger.Append(ctx, tx, ledger.Event{Stream: "budget:ops", StreamSeq: 1, Type: ledger.EventTypeBudgetFunded, At: epoch, Actor: "test"}, nil)
+				return err
+			})
+		},
+		create("after"),
+	)
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[1], &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("the operation whose event took a taken position: %v, want its unique violation", errs[1])
+	}
+	for _, i := range []int{0, 2} {
+		if errs[i] != nil {
+			t.Errorf("neighbour %d: %v", i, errs[i])
+		}
+	}
+	var events, delegations, unpositioned int
+	if err := b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM events WHERE stream = 'budget:ops'),
+		(SELECT count(*) FROM delegations),
+		(SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM event_positions p WHERE p.seq = e.seq))`).Scan(&events, &delegations, &unpositioned); err != nil {
+		t.Fatal(err)
+	}
+	if events != 1 || delegations != 2 || unpositioned != 0 {
+		t.Errorf("%d budget events (want 1, its funding), %d delegations (want 2), %d events without a feed position", events, delegations, unpositioned)
+	}
+	checkInvariants(t, b)
+}
+
 // TestCoalescedUnderConcurrency: concurrent callers' writes share
 // transactions (fewer flushes than operations), and every one is applied.
 func TestCoalescedUnderConcurrency(t *testing.T) {
@@ -485,6 +536,75 @@ func TestMayWrite(t *testing.T) {
 		if got := pgstore.MayWrite(sql); got != want {
 			t.Errorf("mayWrite(%q) = %v, want %v", sql, got, want)
 		}
+	}
+}
+
+// TestReadsEvents: the classifier that decides which statements a
+// transaction's buffered events are written before.
+func TestReadsEvents(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]bool{
+		"-- name: EventListByStream :many\nSELECT * FROM events WHERE stream = $1":                 true,
+		"-- name: X :many\nSELECT * FROM event_positions p JOIN events e USING (seq)":              true,
+		"-- name: EventStreamHeadsLocked :many\nSELECT h.* FROM event_stream_head($1) h":           true,
+		"-- name: X :many\nSELECT * FROM reporting.anomalies_v1":                                   true,
+		"-- name: X :one\nSELECT count(*) FROM webhook_deliveries":                                 true,
+		"-- name: X :exec\nSELECT quittance_find_shared_remote_tasks()":                            true,
+		"-- name: EventStreamHead :one\nSELECT h.stream_seq FROM event_stream_head($1::text) AS h": false,
+		"-- name: DelegationUpdate :execrows\nUPDATE delegations SET version = version + 1":        false,
+		"-- name: X :many\nSELECT * FROM budgets WHERE id = ANY($1) FOR UPDATE":                    false,
+		"COMMIT": false,
+	} {
+		if got := pgstore.ReadsEvents(sql); got != want {
+			t.Errorf("readsEvents(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
+// TestCoalescedLaterOperationReadsEarlierEvents: an operation reads the
+// events the operations before it in its flush appended, though they are
+// written together at the flush's end: the read writes them first.
+func TestCoalescedLaterOperationReadsEarlierEvents(t *testing.T) {
+	t.Parallel()
+	b, _ := setupCoalesced(t, pgstore.Coalescing{MaxBatch: 16, Flushers: 1})
+	ctx := context.Background()
+	appendTo := func(stream string) func() error {
+		return func() error {
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				_, err := ledger.Append(ctx, tx, ledger.Event{Stream: stream, Type: ledger.EventTypeBudgetFunded, At: epoch, Actor: "test"}, nil)
+				return err
+			})
+		}
+	}
+	var seen []ledger.Event
+	errs := together(t, b.store,
+		appendTo("test:read"), appendTo("test:read"),
+		func() error {
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				r := tx.(interface {
+					StreamEvents(context.Context, string) ([]ledger.Event, error)
+				})
+				var err error
+				seen, err = r.StreamEvents(ctx, "test:read")
+				return err
+			})
+		},
+		appendTo("test:read"),
+	)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("operation %d: %v", i, err)
+		}
+	}
+	if len(seen) != 2 || seen[0].StreamSeq != 1 || seen[1].StreamSeq != 2 || seen[1].Seq <= seen[0].Seq {
+		t.Errorf("the third operation read %d events of the stream (%+v), want the two appended before it", len(seen), seen)
+	}
+	all, err := b.store.StreamEvents(ctx, "test:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.VerifyChain(all); err != nil || len(all) != 3 {
+		t.Errorf("the stream has %d events, chain: %v; want 3, chained", len(all), err)
 	}
 }
 

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"math/big"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
@@ -39,18 +37,22 @@ func (w webhookStore) Event(ctx context.Context, seq int64) (ledger.Event, error
 	return toEvent(row), nil
 }
 
+// AppendEvent chains e to its stream's head and buffers it: the
+// transaction's events are written in one statement, at its end or before
+// a statement that may read them (eventbatch.go), so e's Seq is left 0.
 func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
-	var (
-		locked bool // this transaction holds the stream's lock
-		batch  bool // the append is one of a batch (lockStreamHeads)
-	)
+	locked := false // this transaction holds the stream's lock
 	if e.StreamSeq == 1 {
 		// A new stream: the unique (stream, stream_seq) constraint refuses
 		// the insert if it is not.
 		e.PrevHash = ledger.GenesisHash
 	} else if head, ok := t.heads[e.Stream]; ok {
-		e.StreamSeq, e.PrevHash, locked, batch = head.seq+1, head.hash, true, head.batch
+		e.StreamSeq, e.PrevHash, locked = head.seq+1, head.hash, true
 	} else {
+		if t.conn.conn.buffered(e.Stream) {
+			// Its first event, buffered: the head is read once it is written.
+			t.conn.conn.queueEvents(ctx)
+		}
 		head, err := t.q.EventStreamHead(ctx, e.Stream)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -72,45 +74,15 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	if e.Hash, err = e.ComputeHash(); err != nil {
 		return ledger.Event{}, err
 	}
-	p := dbsqlc.EventInsertParams{
-		Stream: e.Stream, StreamSeq: e.StreamSeq, Type: string(e.Type), At: e.At, Actor: e.Actor,
-		ObligationFrom: optional(string(e.ObligationFrom)), ObligationTo: optional(string(e.ObligationTo)),
-		HashedData: string(e.Data), Evidence: optional(e.Evidence), PrevHash: e.PrevHash, Hash: e.Hash,
-	}
-	if e.DelegationID != uuid.Nil {
-		p.DelegationID = uuid.NullUUID{UUID: e.DelegationID, Valid: true}
-	}
-	if batch {
-		// One of a batch: queued (txConn.queue), its Seq left 0, so that
-		// the batch's appends ride with its commit. A refused insert
-		// (another event at this position) fails its statement, so the
-		// commit sent with it rolls back. Nothing reads back whether it
-		// queued webhook deliveries, so the commit wakes the workers.
-		t.deliveriesQueued = true
-		if err := t.conn.queue(func(q *dbsqlc.Queries) error {
-			_, err := q.EventInsert(ctx, p)
-			return err
-		}, refusedByError, func(_ pgconn.CommandTag, err error) error {
-			if err != nil {
-				return fmt.Errorf("insert event into %s: %w", e.Stream, err)
-			}
-			return nil
-		}); err != nil {
-			return ledger.Event{}, err
-		}
-	} else {
-		row, err := t.q.EventInsert(ctx, p)
-		if err != nil {
-			return ledger.Event{}, fmt.Errorf("insert event into %s: %w", e.Stream, err)
-		}
-		e.Seq = row.Seq
-		t.deliveriesQueued = t.deliveriesQueued || row.Deliveries > 0
+	t.conn.wrote = true
+	if err := t.conn.conn.bufferEvent(t.conn.owner, e); err != nil {
+		return ledger.Event{}, err
 	}
 	if locked {
 		if t.heads == nil {
 			t.heads = map[string]streamHead{}
 		}
-		t.heads[e.Stream] = streamHead{seq: e.StreamSeq, hash: e.Hash, batch: batch}
+		t.heads[e.Stream] = streamHead{seq: e.StreamSeq, hash: e.Hash}
 	}
 	t.appended = append(t.appended, e)
 	return e, nil

@@ -53,3 +53,7 @@ func (s *Store) QueuedWrites() int {
 
 // MayWrite is mayWrite, the coalescer's classifier of statements.
 func MayWrite(sql string) bool { return classify(sql) }
+
+// ReadsEvents is readsEvents, which decides when a transaction's buffered
+// events are written before a statement.
+func ReadsEvents(sql string) bool { return readsEvents(sql) }

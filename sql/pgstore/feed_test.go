@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,32 @@ func feedEvent(stream string, delegation uuid.UUID, tag string) ledger.Event {
 		Stream: stream, DelegationID: delegation, Type: "feed_test", At: epoch, Actor: "test",
 		Data: []byte(fmt.Sprintf(`{"tag": %q}`, tag)),
 	}
+}
+
+// appendWritten appends e in tx and has it written at once: a
+// transaction's events are written together at its end, or before a
+// statement that reads events (sql/pgstore/eventbatch.go), here the read of
+// e's stream, which also gives e its Seq. So the transaction holds its
+// xid and e's seq from here, as the feed's tests need.
+func appendWritten(ctx context.Context, tx ledger.Tx, e ledger.Event) (ledger.Event, error) {
+	e, err := tx.AppendEvent(ctx, e)
+	if err != nil {
+		return e, err
+	}
+	r, ok := tx.(interface {
+		StreamEvents(context.Context, string) ([]ledger.Event, error)
+	})
+	if !ok {
+		return e, fmt.Errorf("%T reads no stream", tx)
+	}
+	events, err := r.StreamEvents(ctx, e.Stream)
+	if err != nil {
+		return e, err
+	}
+	if n := len(events); n == 0 || events[n-1].StreamSeq != e.StreamSeq || !bytes.Equal(events[n-1].Hash, e.Hash) {
+		return e, fmt.Errorf("stream %s does not end at the event appended (%d events)", e.Stream, n)
+	}
+	return events[len(events)-1], nil
 }
 
 // widePool opens a second pool on pool's database, with room for many
@@ -238,7 +265,7 @@ func TestFeedConcurrentWriters(t *testing.T) {
 				err := b.store.InTx(ctx, func(tx ledger.Tx) error {
 					seqs, began = seqs[:0], clock.Add(1)
 					appendOne := func(stream string, deleg uuid.UUID) error {
-						e, err := tx.AppendEvent(ctx, feedEvent(stream, deleg, fmt.Sprintf("w%d/t%d", w, i)))
+						e, err := appendWritten(ctx, tx, feedEvent(stream, deleg, fmt.Sprintf("w%d/t%d", w, i)))
 						if err == nil {
 							seqs = append(seqs, e.Seq)
 						}
@@ -471,7 +498,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 			t.Cleanup(end) // before the pool closes, should the test fail
 			go func() {
 				ended <- b.store.InTx(ctx, func(tx ledger.Tx) error {
-					e, err := tx.AppendEvent(ctx, feedEvent("feed:slow", uuid.Nil, "slow"))
+					e, err := appendWritten(ctx, tx, feedEvent("feed:slow", uuid.Nil, "slow"))
 					if err != nil {
 						return err
 					}
@@ -487,7 +514,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 			var fast ledger.Event
 			if err := b.store.InTx(ctx, func(tx ledger.Tx) error {
 				var err error
-				fast, err = tx.AppendEvent(ctx, feedEvent("feed:fast", uuid.Nil, "fast"))
+				fast, err = appendWritten(ctx, tx, feedEvent("feed:fast", uuid.Nil, "fast"))
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -568,7 +595,7 @@ func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 		var seqs []int64
 		if err := store.InTx(ctx, func(tx ledger.Tx) error {
 			for _, tag := range tags {
-				e, err := tx.AppendEvent(ctx, feedEvent("feed:"+tag[:1], uuid.Nil, tag))
+				e, err := appendWritten(ctx, tx, feedEvent("feed:"+tag[:1], uuid.Nil, tag))
 				if err != nil {
 					return err
 				}

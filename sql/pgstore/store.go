@@ -123,7 +123,7 @@ func (s *Store) inTxAlone(ctx context.Context, fn func(*tx) error) error {
 		var t *tx
 		t, err = s.inTxOnce(ctx, fn)
 		if err == nil {
-			s.afterCommitted(t.appended, t.deliveriesQueued)
+			s.afterCommitted(t.appended, t.conn.conn.deliveries)
 			return nil
 		}
 		if !retryable(err) || ctx.Err() != nil {

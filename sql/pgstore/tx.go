@@ -23,9 +23,6 @@ type tx struct {
 	// notes whether the operation wrote (coalesce.go).
 	conn     *opConn
 	appended []ledger.Event
-	// deliveriesQueued: an append queued webhook deliveries (or may
-	// have), so the commit wakes the webhook workers.
-	deliveriesQueued bool
 	// observed are the times the operation's updates of delegations
 	// marked them observed at (UpdateDelegation), by delegation.
 	observed map[uuid.UUID]time.Time
@@ -39,9 +36,10 @@ type tx struct {
 // the operations run again start from a new one.
 type txShared struct {
 	// heads are the last events of the streams this transaction holds the
-	// lock of (event_stream_head), as it left them, so that appending to
-	// one again, or to one whose head a batch read (lockStreamHeads), needs
-	// no read first.
+	// lock of (event_stream_head), as it left them (its own appends
+	// included, written or still buffered), so that appending to one
+	// again, or to one whose head a batch or the pre-read read
+	// (lockStreamHeads, preRead), needs no read first.
 	heads map[string]streamHead
 	// moves are the budget movements not yet queued (MoveBudget): they are
 	// queued just before the commit, sorted by budget, or before a read of
@@ -58,14 +56,10 @@ func newTx(conn *opConn, shared *txShared) *tx {
 type streamHead struct {
 	seq  int32
 	hash []byte
-	// batch: the head was read for a batch of appends (lockStreamHeads),
-	// whose inserts are queued: nothing reads their Seq back.
-	batch bool
 }
 
 // lockStreamHeads takes the locks of streams, in one statement, and keeps
-// their heads, so that the appends of a batch to them are queued writes
-// (AppendEvent), sent with the commit, rather than two round trips each.
+// their heads, so that the appends of a batch to them read no head each.
 func (t *tx) lockStreamHeads(ctx context.Context, streams []string) error {
 	rows, err := t.q.EventStreamHeadsLocked(ctx, streams)
 	if err != nil {
@@ -75,7 +69,7 @@ func (t *tx) lockStreamHeads(ctx context.Context, streams []string) error {
 		t.heads = make(map[string]streamHead, len(rows))
 	}
 	for _, r := range rows {
-		t.heads[r.Stream] = streamHead{seq: r.StreamSeq, hash: r.Hash, batch: true}
+		t.heads[r.Stream] = streamHead{seq: r.StreamSeq, hash: r.Hash}
 	}
 	return nil
 }

@@ -51,6 +51,10 @@ type txConn struct {
 	// coalesced operations answers that operation alone (coalesce.go).
 	culprit int
 	closed  bool // committed or rolled back
+	// events are the appends not sent yet (eventbatch.go); deliveries says
+	// that the ones sent queued webhook deliveries.
+	events     eventBatch
+	deliveries bool
 }
 
 // refusal says how a queued write is refused.
@@ -120,6 +124,9 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 	}
 	if b.closed {
 		return nil, errors.New("transaction already closed")
+	}
+	if len(b.events.owners) > 0 && slices.ContainsFunc(stmts, func(st queuedStatement) bool { return readsEvents(st.sql) }) {
+		b.queueEvents(ctx)
 	}
 	var batch pgx.Batch
 	begin := b.conn == nil
@@ -217,10 +224,13 @@ func (b *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return batchRow{batch: br}
 }
 
-// Commit sends the queued writes and COMMIT, in one batch unless one of
-// them is refusedByRowCount. With no statement sent or queued, there is no
-// transaction and nothing to send.
+// Commit sends the buffered events (queueEvents), the queued writes and
+// COMMIT, in one batch unless one of them is refusedByRowCount. With no
+// statement sent or queued, there is no transaction and nothing to send.
+// A failure PostgreSQL answered before the COMMIT's own answer is a
+// commitSkipped: nothing committed.
 func (b *txConn) Commit(ctx context.Context) error {
+	b.queueEvents(ctx)
 	if b.conn == nil && len(b.queued) == 0 {
 		b.closed = true
 		return nil
@@ -228,16 +238,16 @@ func (b *txConn) Commit(ctx context.Context) error {
 	if slices.ContainsFunc(b.queued, func(q queuedStatement) bool { return q.refusal == refusedByRowCount }) {
 		br, err := b.send(ctx, "", nil) // the queued writes alone
 		if err != nil {
-			return err
+			return skippedCommit(err)
 		}
 		if err := br.Close(); err != nil {
 			b.failed = err
-			return err
+			return skippedCommit(err)
 		}
 	}
 	br, err := b.send(ctx, "COMMIT", nil)
 	if err != nil {
-		return err
+		return skippedCommit(err)
 	}
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
@@ -318,4 +328,28 @@ type batchRows struct {
 func (r *batchRows) Close() {
 	r.Rows.Close()
 	_ = r.batch.Close()
+}
+
+// commitSkipped is the failure of a statement sent before COMMIT in its
+// batch (a queued write, the buffered events) that PostgreSQL answered
+// with an error: it skips what follows a failed statement in a batch, so
+// the COMMIT was never run and nothing of the transaction committed.
+type commitSkipped struct{ err error }
+
+func (e *commitSkipped) Error() string { return e.err.Error() }
+func (e *commitSkipped) Unwrap() error { return e.err }
+
+// skippedCommit marks err a commitSkipped when PostgreSQL answered it.
+func skippedCommit(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return &commitSkipped{err}
+	}
+	return err
+}
+
+// isCommitSkipped: err says the COMMIT was never run (commitSkipped).
+func isCommitSkipped(err error) bool {
+	var s *commitSkipped
+	return errors.As(err, &s)
 }

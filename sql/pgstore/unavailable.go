@@ -105,14 +105,15 @@ func (r unavailableRow) Scan(dest ...any) error { return r.u.mark(r.row.Scan(des
 func readOnlyError(err error) error { return unavailableDB{inTx: true}.mark(err) }
 
 // commitError is the error of a failed COMMIT: unavailable when nothing
-// of it was sent, of unknown outcome when the database could not answer
+// of it was sent or PostgreSQL answered a statement before it with the
+// error (commitSkipped), of unknown outcome when the database could not answer
 // it (see above), and otherwise PostgreSQL's refusal as it is.
 func commitError(err error) error {
 	err = fmt.Errorf("commit: %w", err)
 	switch {
 	case !cannotTakeNow(err):
 		return err
-	case nothingSent(err):
+	case nothingSent(err), isCommitSkipped(err):
 		return markUnavailable(err)
 	}
 	return fmt.Errorf("%w: %w", ledger.ErrOutcomeUnknown, err)

@@ -29,9 +29,12 @@ func TestUnavailableWhenTheDatabaseCannotTakeIt(t *testing.T) {
 		return ledger.Event{Stream: stream, StreamSeq: 1, Type: "test", At: epoch, Actor: "test", Data: []byte(`{}`)}
 	}
 
-	// The transaction's connection is terminated after its first write.
+	// The transaction's connection is terminated once it has begun (the
+	// first append reads its stream's head) and has appended.
 	err := b.store.InTx(ctx, func(tx ledger.Tx) error {
-		if _, err := tx.AppendEvent(ctx, event("test:terminated-1")); err != nil {
+		first := event("test:terminated-1")
+		first.StreamSeq = 0
+		if _, err := tx.AppendEvent(ctx, first); err != nil {
 			return err
 		}
 		if _, err := b.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity

@@ -3,44 +3,6 @@
 -- event (no row for a new stream): see event_stream_head.
 SELECT h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash FROM event_stream_head(@stream::text) AS h;
 
--- name: EventInsert :one
--- Appends an event, its data kept both exactly as hashed (hashed_data) and
--- as jsonb for queries (data), from the one parameter. The parameter is
--- text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
--- every webhook endpoint of the delegation's tenant that subscribes to its
--- type (all types when event_types is empty) and a push to each of the
--- delegation's gateway push configs, in one statement, and says
--- how many deliveries it queued: only those wake the webhook workers.
-WITH appended AS (
-    INSERT INTO events (
-        stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
-        data, hashed_data, evidence, prev_hash, hash
-    ) VALUES (
-        @stream, @stream_seq, @delegation_id, @type, @at, @actor, @obligation_from, @obligation_to,
-        (@hashed_data::text)::jsonb, (@hashed_data::text)::json, @evidence, @prev_hash, @hash
-    )
-    RETURNING seq, delegation_id, type, at
-), queued AS (
-    INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
-    SELECT w.tenant, w.id, a.seq, a.at, a.at, a.at
-    FROM appended a
-    JOIN delegations d ON d.id = a.delegation_id
-    JOIN webhook_endpoints w ON w.tenant = d.tenant
-    WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
-    ON CONFLICT DO NOTHING
-    RETURNING 1
-), pushed AS (
-    -- Every event of a delegation may change its task as the A2A gateway
-    -- shows it: a push to each of the delegation's push configs.
-    INSERT INTO webhook_deliveries (tenant, push_delegation_id, push_config_id, event_seq, next_attempt_at, created_at, updated_at)
-    SELECT c.tenant, c.delegation_id, c.id, a.seq, a.at, a.at, a.at
-    FROM appended a
-    JOIN gateway_push_configs c ON c.delegation_id = a.delegation_id
-    ON CONFLICT DO NOTHING
-    RETURNING 1
-)
-SELECT a.seq, ((SELECT count(*) FROM queued) + (SELECT count(*) FROM pushed))::integer AS deliveries FROM appended a;
-
 -- name: EventListByStream :many
 SELECT * FROM events WHERE stream = $1 ORDER BY stream_seq;
 
@@ -72,3 +34,57 @@ FROM (
     ORDER BY 1
 ) s
 CROSS JOIN LATERAL event_stream_head(s.stream) h;
+
+-- name: EventInsertBatch :one
+-- Appends the events of a transaction (a flush's, in arrival order) in
+-- one statement, one row of the arrays each, in their order, so that their
+-- seqs, and the feed positions the commit gives them, follow it. Each
+-- event's data is kept both exactly as hashed (hashed_data) and as jsonb
+-- for queries (data), from the one text (were it jsonb, its json copy
+-- would be jsonb's normalised text). An empty text stands for NULL in
+-- @delegation_ids, @obligation_froms, @obligation_tos and @evidences (none
+-- is ever empty otherwise). For a delegation's event, queues its delivery
+-- to every webhook endpoint of the delegation's tenant that subscribes to
+-- its type (all types when event_types is empty), and a push to each of
+-- the delegation's gateway push configs. Says how many events it appended
+-- and how many deliveries it queued: only those wake the webhook workers.
+WITH appended AS (
+    INSERT INTO events (
+        stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
+        data, hashed_data, evidence, prev_hash, hash
+    )
+    SELECT r.stream, r.stream_seq, nullif(r.delegation_id, '')::uuid, r.type, r.at, r.actor,
+           nullif(r.obligation_from, ''), nullif(r.obligation_to, ''),
+           r.hashed_data::jsonb, r.hashed_data::json, nullif(r.evidence, ''), r.prev_hash, r.hash
+    FROM (
+        SELECT generate_subscripts(@streams::text[], 1) AS ord,
+               unnest(@streams::text[]) AS stream, unnest(@stream_seqs::integer[]) AS stream_seq,
+               unnest(@delegation_ids::text[]) AS delegation_id, unnest(@types::text[]) AS type,
+               unnest(@ats::timestamptz[]) AS at, unnest(@actors::text[]) AS actor,
+               unnest(@obligation_froms::text[]) AS obligation_from, unnest(@obligation_tos::text[]) AS obligation_to,
+               unnest(@hashed_datas::text[]) AS hashed_data, unnest(@evidences::text[]) AS evidence,
+               unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash
+    ) r
+    ORDER BY r.ord
+    RETURNING seq, delegation_id, type, at
+), queued AS (
+    INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
+    SELECT w.tenant, w.id, a.seq, a.at, a.at, a.at
+    FROM appended a
+    JOIN delegations d ON d.id = a.delegation_id
+    JOIN webhook_endpoints w ON w.tenant = d.tenant
+    WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), pushed AS (
+    -- Every event of a delegation may change its task as the A2A gateway
+    -- shows it: a push to each of the delegation's push configs.
+    INSERT INTO webhook_deliveries (tenant, push_delegation_id, push_config_id, event_seq, next_attempt_at, created_at, updated_at)
+    SELECT c.tenant, c.delegation_id, c.id, a.seq, a.at, a.at, a.at
+    FROM appended a
+    JOIN gateway_push_configs c ON c.delegation_id = a.delegation_id
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM appended)::integer AS appended,
+       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM pushed))::integer AS deliveries;

@@ -38,15 +38,25 @@ func (q *Queries) EventGetBySeq(ctx context.Context, seq int64) (Event, error) {
 	return i, err
 }
 
-const eventInsert = `-- name: EventInsert :one
+const eventInsertBatch = `-- name: EventInsertBatch :one
 WITH appended AS (
     INSERT INTO events (
         stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
         data, hashed_data, evidence, prev_hash, hash
-    ) VALUES (
-        $1, $2, $3, $4, $5, $6, $7, $8,
-        ($9::text)::jsonb, ($9::text)::json, $10, $11, $12
     )
+    SELECT r.stream, r.stream_seq, nullif(r.delegation_id, '')::uuid, r.type, r.at, r.actor,
+           nullif(r.obligation_from, ''), nullif(r.obligation_to, ''),
+           r.hashed_data::jsonb, r.hashed_data::json, nullif(r.evidence, ''), r.prev_hash, r.hash
+    FROM (
+        SELECT generate_subscripts($1::text[], 1) AS ord,
+               unnest($1::text[]) AS stream, unnest($2::integer[]) AS stream_seq,
+               unnest($3::text[]) AS delegation_id, unnest($4::text[]) AS type,
+               unnest($5::timestamptz[]) AS at, unnest($6::text[]) AS actor,
+               unnest($7::text[]) AS obligation_from, unnest($8::text[]) AS obligation_to,
+               unnest($9::text[]) AS hashed_data, unnest($10::text[]) AS evidence,
+               unnest($11::bytea[]) AS prev_hash, unnest($12::bytea[]) AS hash
+    ) r
+    ORDER BY r.ord
     RETURNING seq, delegation_id, type, at
 ), queued AS (
     INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
@@ -67,53 +77,59 @@ WITH appended AS (
     ON CONFLICT DO NOTHING
     RETURNING 1
 )
-SELECT a.seq, ((SELECT count(*) FROM queued) + (SELECT count(*) FROM pushed))::integer AS deliveries FROM appended a
+SELECT (SELECT count(*) FROM appended)::integer AS appended,
+       ((SELECT count(*) FROM queued) + (SELECT count(*) FROM pushed))::integer AS deliveries
 `
 
-type EventInsertParams struct {
-	Stream         string
-	StreamSeq      int32
-	DelegationID   uuid.NullUUID
-	Type           string
-	At             time.Time
-	Actor          string
-	ObligationFrom *string
-	ObligationTo   *string
-	HashedData     string
-	Evidence       *string
-	PrevHash       []byte
-	Hash           []byte
+type EventInsertBatchParams struct {
+	Streams         []string
+	StreamSeqs      []int32
+	DelegationIds   []string
+	Types           []string
+	Ats             []time.Time
+	Actors          []string
+	ObligationFroms []string
+	ObligationTos   []string
+	HashedDatas     []string
+	Evidences       []string
+	PrevHashes      [][]byte
+	Hashes          [][]byte
 }
 
-type EventInsertRow struct {
-	Seq        int64
+type EventInsertBatchRow struct {
+	Appended   int32
 	Deliveries int32
 }
 
-// Appends an event, its data kept both exactly as hashed (hashed_data) and
-// as jsonb for queries (data), from the one parameter. The parameter is
-// text: were it jsonb, its json copy would be jsonb's normalised text. And, for a delegation's event, queues its delivery to
-// every webhook endpoint of the delegation's tenant that subscribes to its
-// type (all types when event_types is empty) and a push to each of the
-// delegation's gateway push configs, in one statement, and says
-// how many deliveries it queued: only those wake the webhook workers.
-func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) (EventInsertRow, error) {
-	row := q.db.QueryRow(ctx, eventInsert,
-		arg.Stream,
-		arg.StreamSeq,
-		arg.DelegationID,
-		arg.Type,
-		arg.At,
-		arg.Actor,
-		arg.ObligationFrom,
-		arg.ObligationTo,
-		arg.HashedData,
-		arg.Evidence,
-		arg.PrevHash,
-		arg.Hash,
+// Appends the events of a transaction (a flush's, in arrival order) in
+// one statement, one row of the arrays each, in their order, so that their
+// seqs, and the feed positions the commit gives them, follow it. Each
+// event's data is kept both exactly as hashed (hashed_data) and as jsonb
+// for queries (data), from the one text (were it jsonb, its json copy
+// would be jsonb's normalised text). An empty text stands for NULL in
+// @delegation_ids, @obligation_froms, @obligation_tos and @evidences (none
+// is ever empty otherwise). For a delegation's event, queues its delivery
+// to every webhook endpoint of the delegation's tenant that subscribes to
+// its type (all types when event_types is empty), and a push to each of
+// the delegation's gateway push configs. Says how many events it appended
+// and how many deliveries it queued: only those wake the webhook workers.
+func (q *Queries) EventInsertBatch(ctx context.Context, arg EventInsertBatchParams) (EventInsertBatchRow, error) {
+	row := q.db.QueryRow(ctx, eventInsertBatch,
+		arg.Streams,
+		arg.StreamSeqs,
+		arg.DelegationIds,
+		arg.Types,
+		arg.Ats,
+		arg.Actors,
+		arg.ObligationFroms,
+		arg.ObligationTos,
+		arg.HashedDatas,
+		arg.Evidences,
+		arg.PrevHashes,
+		arg.Hashes,
 	)
-	var i EventInsertRow
-	err := row.Scan(&i.Seq, &i.Deliveries)
+	var i EventInsertBatchRow
+	err := row.Scan(&i.Appended, &i.Deliveries)
 	return i, err
 }
 

@@ -465,7 +465,28 @@ func recordMarker(ctx context.Context, tx ledger.Tx, id uuid.UUID, typ ledger.Ev
 	if err != nil {
 		return ledger.Event{}, err
 	}
-	return ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: "test", At: time.Now().UTC().Truncate(time.Microsecond)})
+	ev, err := ledger.Record(ctx, tx, d, ledger.Change{Type: typ, Actor: "test", At: time.Now().UTC().Truncate(time.Microsecond)})
+	if err != nil {
+		return ev, err
+	}
+	// The store writes a transaction's events at its end, or before a
+	// statement that reads events (sql/pgstore/eventbatch.go): reading the
+	// stream writes the marker now, so the transaction holds its xid and
+	// the marker its Seq from here.
+	r, ok := tx.(interface {
+		StreamEvents(context.Context, string) ([]ledger.Event, error)
+	})
+	if !ok {
+		return ev, fmt.Errorf("%T reads no stream", tx)
+	}
+	events, err := r.StreamEvents(ctx, ev.Stream)
+	if err != nil {
+		return ev, err
+	}
+	if n := len(events); n == 0 || events[n-1].StreamSeq != ev.StreamSeq {
+		return ev, fmt.Errorf("stream %s does not end at the marker", ev.Stream)
+	}
+	return events[len(events)-1], nil
 }
 
 func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {

@@ -94,9 +94,11 @@ func tracedCompEnv(t *testing.T) (*compEnv, *roundTrips) {
 // each call of the benchmarked lifecycle (create → canceled → signed ack)
 // costs: the service is bound by them (cmd/quittance-bench/BENCHMARK.md),
 // and a change that adds one shows here. Each call is one transaction:
-// BEGIN rides with its first statement, and the writes whose only result
-// is whether they matched with the statement after them or the COMMIT
-// (sql/pgstore/txconn.go).
+// BEGIN rides with its first statement, the writes whose only result is
+// whether they matched with the statement after them or the COMMIT
+// (sql/pgstore/txconn.go), and its events, in one statement, with the
+// COMMIT or the first statement that may read them
+// (sql/pgstore/eventbatch.go).
 func TestRoundTripsPerLifecycleCall(t *testing.T) {
 	t.Parallel()
 	e, rt := tracedCompEnv(t)
@@ -112,7 +114,7 @@ func TestRoundTripsPerLifecycleCall(t *testing.T) {
 		max  int
 		f    func(i int)
 	}{
-		{"create", 4, func(i int) { ds[i] = e.delegation(t, orgB, 100) }},
+		{"create", 3, func(i int) { ds[i] = e.delegation(t, orgB, 100) }},
 		{"task-status canceled", 5, func(i int) { ds[i] = e.ReportStatus(t, e.orch, ds[i].ID, "TASK_STATE_CANCELED", time.Time{}) }},
 		{"signed ack", 8, func(i int) { e.acceptAnswer(t, acksPath, e.ack(t, ds[i]), "applied") }},
 	} {

@@ -1,0 +1,138 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/quittance/quittance/ledger"
+	"github.com/quittance/quittance/sql/internal/dbsqlc"
+)
+
+// eventBatch is the events a transaction appended and has not sent yet:
+// they are written in one statement (EventInsertBatch), in the order they
+// were appended, at the transaction's end or before the first statement
+// that may read them (ledger/DESIGN.md §5, "The write path"). Their hash
+// chain is computed as they are appended (AppendEvent), each stream's
+// extended from the head the transaction holds.
+type eventBatch struct {
+	p dbsqlc.EventInsertBatchParams
+	// owners are the operations that appended them, one per event.
+	owners []int
+	// streams counts the events of each stream.
+	streams map[string]int
+}
+
+// add appends e, appended by operation owner: its text and data as
+// PostgreSQL stores them (ledger.StorableEvent), its hash computed.
+func (e *eventBatch) add(owner int, ev ledger.Event) {
+	if e.streams == nil {
+		e.streams = map[string]int{}
+	}
+	e.streams[ev.Stream]++
+	e.owners = append(e.owners, owner)
+	b := &e.p
+	b.Streams = append(b.Streams, ev.Stream)
+	b.StreamSeqs = append(b.StreamSeqs, ev.StreamSeq)
+	id := ""
+	if ev.DelegationID != uuid.Nil {
+		id = ev.DelegationID.String()
+	}
+	b.DelegationIds = append(b.DelegationIds, id)
+	b.Types = append(b.Types, string(ev.Type))
+	b.Ats = append(b.Ats, ev.At)
+	b.Actors = append(b.Actors, ev.Actor)
+	b.ObligationFroms = append(b.ObligationFroms, string(ev.ObligationFrom))
+	b.ObligationTos = append(b.ObligationTos, string(ev.ObligationTo))
+	b.HashedDatas = append(b.HashedDatas, string(ev.Data))
+	b.Evidences = append(b.Evidences, ev.Evidence)
+	b.PrevHashes = append(b.PrevHashes, ev.PrevHash)
+	b.Hashes = append(b.Hashes, ev.Hash)
+}
+
+// owner is the one operation that appended every event of the batch, or 0
+// when several did: a refusal of the statement is then no one operation's,
+// and the flush replays its operations one at a time to find whose it is.
+func (e *eventBatch) owner() int {
+	for _, o := range e.owners {
+		if o != e.owners[0] {
+			return 0
+		}
+	}
+	return e.owners[0]
+}
+
+// bufferEvent buffers an event appended by operation owner, to be sent
+// with the transaction's other appends (queueEvents).
+func (b *txConn) bufferEvent(owner int, e ledger.Event) error {
+	if b.closed {
+		return fmt.Errorf("transaction already closed")
+	}
+	b.events.add(owner, e)
+	return nil
+}
+
+// buffered says whether events of stream wait in the buffer.
+func (b *txConn) buffered(stream string) bool { return b.events.streams[stream] > 0 }
+
+// queueEvents queues the buffered events' one statement (EventInsertBatch)
+// as a write, so that it runs before the next statement sent. It is
+// refused by an error (a stream position taken, a constraint), so the
+// COMMIT may ride with it; its result says whether it queued webhook
+// deliveries (txConn.deliveries).
+func (b *txConn) queueEvents(ctx context.Context) {
+	if len(b.events.owners) == 0 {
+		return
+	}
+	rec := &recorder{}
+	_, _ = newQueries(rec).EventInsertBatch(ctx, b.events.p)
+	st := rec.statements[0]
+	n := len(b.events.owners)
+	st.owner, st.refusal = b.events.owner(), refusedByError
+	st.read = func(br pgx.BatchResults) error {
+		var appended, deliveries int32
+		if err := br.QueryRow().Scan(&appended, &deliveries); err != nil {
+			return err
+		}
+		if int(appended) != n {
+			return fmt.Errorf("appended %d events of %d", appended, n)
+		}
+		b.deliveries = b.deliveries || deliveries > 0
+		return nil
+	}
+	st.check = func(_ pgconn.CommandTag, err error) error {
+		if err != nil {
+			return fmt.Errorf("insert %d events: %w", n, err)
+		}
+		return nil
+	}
+	b.queued = append(b.queued, st)
+	b.events = eventBatch{}
+}
+
+// readsEvents: the statement sql may read the events table, directly or
+// through a view, a function or a trigger, so the buffered events must be
+// written before it runs. Conservative: any mention of events, webhook
+// deliveries (the appends queue them), the reporting views or the schema's
+// own functions counts. A stream's head (EventStreamHead) is the append's
+// own read: it writes the buffer first only when the buffer holds events
+// of that stream (AppendEvent).
+func readsEvents(sql string) bool {
+	if r, ok := readsEventsCache.Load(sql); ok {
+		return r.(bool)
+	}
+	l := strings.ToLower(sql)
+	r := !strings.HasPrefix(l, "-- name: eventstreamhead :one") &&
+		(strings.Contains(l, "event") || strings.Contains(l, "webhook") ||
+			strings.Contains(l, "reporting.") || strings.Contains(l, "quittance_"))
+	readsEventsCache.Store(sql, r)
+	return r
+}
+
+// readsEventsCache: statements are the queries' constants, a few hundred.
+var readsEventsCache sync.Map

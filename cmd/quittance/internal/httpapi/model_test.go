@@ -95,14 +95,17 @@ type modelDelegation struct {
 	dispatched                     bool   // dispatched by Quittance to the model's agent; no orchestrator operation picks it
 	taskStatus                     ledger.TaskStatus
 	taskAt                         time.Time
-	obligation                     ledger.ObligationState
-	compKey                        string
-	deadline                       time.Time
-	cancelRequested                bool
-	dispatchUnknown                bool // an ambiguous dispatch: listed as dispatch_unknown, the hold active
-	pendingWriteOff                *modelWriteOff
-	accepted                       []modelToken
-	evidence                       *modelEvidence // accepted under the compensation idempotency key
+	// taskUndated: the status applied came without a timestamp (dated
+	// on receipt), so it makes no later report stale.
+	taskUndated     bool
+	obligation      ledger.ObligationState
+	compKey         string
+	deadline        time.Time
+	cancelRequested bool
+	dispatchUnknown bool // an ambiguous dispatch: listed as dispatch_unknown, the hold active
+	pendingWriteOff *modelWriteOff
+	accepted        []modelToken
+	evidence        *modelEvidence // accepted under the compensation idempotency key
 }
 
 // modelEvidence is the evidence accepted for a delegation's compensation
@@ -523,9 +526,10 @@ func (m *model) opReport() {
 	group := modelStates[m.pick(len(modelStates))]
 	raw := group[m.pick(len(group))]
 	body := map[string]any{"state": raw}
-	at := m.now()
+	at, undated := m.now(), true
 	if m.pick(4) != 0 {
 		// A remote timestamp, sometimes older than the last applied one.
+		undated = false
 		at = m.now().Add(time.Duration(m.pick(700)-600) * time.Second)
 		body["timestamp"] = at.Format(time.RFC3339Nano)
 	}
@@ -547,7 +551,7 @@ func (m *model) opReport() {
 		at = m.now() // a report dated too far ahead is taken as dated now
 	}
 	st, err := ledger.ParseTaskStatus(raw)
-	newStatus := err == nil && !d.taskStatus.Terminal() && (d.taskAt.IsZero() || !at.Before(d.taskAt)) && st != d.taskStatus
+	newStatus := err == nil && !d.taskStatus.Terminal() && (d.taskAt.IsZero() || d.taskUndated || !at.Before(d.taskAt)) && st != d.taskStatus
 	switch {
 	case err != nil:
 		m.expect(r, expectation{http.StatusUnprocessableEntity, "unknown_task_status"})
@@ -565,7 +569,7 @@ func (m *model) opReport() {
 	}
 	m.expect(r, expectation{http.StatusOK, ""})
 	if newStatus {
-		d.taskStatus, d.taskAt = st, at
+		d.taskStatus, d.taskAt, d.taskUndated = st, at, undated
 		if st.Terminal() && d.obligation == ledger.ObligationHeld {
 			if st == ledger.StatusCompleted && settled != nil {
 				m.ops["report: partial settlement"]++

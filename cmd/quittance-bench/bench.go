@@ -215,45 +215,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer h.cost.close()
-		for _, n := range cfg.Clients {
-			// Each anchor is run right before the Quittance case it anchors,
-			// so both see the machine in the same state.
-			for _, mode := range []string{"many", "hot"} {
-				scale := cfg.ManyScale
-				if mode == "hot" {
-					scale = cfg.HotScale
-				}
-				r, err := runPgbench(ctx, h, n, scale, cfg.Duration, cfg.TxnLog)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stderr, "pgbench   c=%-3d scale %-3d %8.1f tps  mean %s p50 %s p99 %s load %s\n  %s\n",
-					n, scale, r.TPS, ms(r.Avg), ms(r.P50), ms(r.P99), r.Load, r.Cost)
-				pgb = append(pgb, r)
-				replicas := []int{1}
-				if mode == "many" && cfg.Replicas > 1 {
-					replicas = append(replicas, cfg.Replicas)
-				}
-				runs := []lifecycleCase{}
-				for _, rep := range replicas {
-					runs = append(runs, lifecycleCase{mode: mode, replicas: rep})
-				}
-				if mode == "many" && cfg.BatchSize > 0 {
-					runs = append(runs, lifecycleCase{mode: "batch", replicas: 1})
-				}
-				for _, c := range runs {
-					l, err := runLifecycle(ctx, h, cfg, n, c.mode, c.replicas)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(stderr, "quittance c=%-3d %-5s ×%d %8.1f ops/s mean %s p50 %s p99 %s rss %s errors %d load %s\n  %s\n",
-						n, c.mode, c.replicas, l.OpsPerS, ms(l.Avg), ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load, l.Cost)
-					lifes = append(lifes, l)
-				}
-			}
-		}
-		// The runs after these pay nothing for counting statements.
-		if err := h.cost.track(ctx, "none"); err != nil {
+		if pgb, lifes, err = runLifecycles(ctx, h, cfg, stderr); err != nil {
 			return err
 		}
 	}
@@ -273,6 +235,58 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%d targets missed", report.missed)
 	}
 	return nil
+}
+
+// runLifecycles runs, for each number of clients, each pgbench anchor and
+// right after it the Quittance runs it anchors (one replica and, on many
+// budgets, several and the batch endpoints), printing each as it ends.
+func runLifecycles(ctx context.Context, h *harness, cfg benchConfig, stderr io.Writer) ([]pgbenchResult, []lifecycleResult, error) {
+	var (
+		pgb   []pgbenchResult
+		lifes []lifecycleResult
+	)
+	for _, n := range cfg.Clients {
+		// Each anchor is run right before the Quittance case it anchors,
+		// so both see the machine in the same state.
+		for _, mode := range []string{"many", "hot"} {
+			scale := cfg.ManyScale
+			if mode == "hot" {
+				scale = cfg.HotScale
+			}
+			r, err := runPgbench(ctx, h, n, scale, cfg.Duration, cfg.TxnLog)
+			if err != nil {
+				return nil, nil, err
+			}
+			fmt.Fprintf(stderr, "pgbench   c=%-3d scale %-3d %8.1f tps  mean %s p50 %s p99 %s load %s\n  %s\n",
+				n, scale, r.TPS, ms(r.Avg), ms(r.P50), ms(r.P99), r.Load, r.Cost)
+			pgb = append(pgb, r)
+			replicas := []int{1}
+			if mode == "many" && cfg.Replicas > 1 {
+				replicas = append(replicas, cfg.Replicas)
+			}
+			runs := []lifecycleCase{}
+			for _, rep := range replicas {
+				runs = append(runs, lifecycleCase{mode: mode, replicas: rep})
+			}
+			if mode == "many" && cfg.BatchSize > 0 {
+				runs = append(runs, lifecycleCase{mode: "batch", replicas: 1})
+			}
+			for _, c := range runs {
+				l, err := runLifecycle(ctx, h, cfg, n, c.mode, c.replicas)
+				if err != nil {
+					return nil, nil, err
+				}
+				fmt.Fprintf(stderr, "quittance c=%-3d %-5s ×%d %8.1f ops/s mean %s p50 %s p99 %s rss %s errors %d load %s\n  %s\n",
+					n, c.mode, c.replicas, l.OpsPerS, ms(l.Avg), ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load, l.Cost)
+				lifes = append(lifes, l)
+			}
+		}
+	}
+	// The runs after these pay nothing for counting statements.
+	if err := h.cost.track(ctx, "none"); err != nil {
+		return nil, nil, err
+	}
+	return pgb, lifes, nil
 }
 
 // checkpoint forces a checkpoint, so that no run pays for the writes of

@@ -108,16 +108,25 @@ func New(cfg Config) *Gateway {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
 // call is what every A2A call of a request runs as: the authenticated
-// orchestrator, the org whose agent the path names, and the A2A version
-// the client speaks (webhook.PushV1 or PushV03: what a push config it
-// registers is pushed in).
+// orchestrator, the org whose agent the path names, the A2A version the
+// client speaks (webhook.PushV1 or PushV03: what a push config it
+// registers is pushed in), and the bearer secret it authenticated with
+// (what an open stream checks again).
 type call struct {
 	p       ledger.Principal
 	org     string
 	version string
+	secret  string
 }
 
 type callKey struct{}
+
+// withCall is r's context carrying the call of principal p, authenticated
+// from r, in version.
+func withCall(r *http.Request, p ledger.Principal, version string) context.Context {
+	c := call{p: p, org: r.PathValue("org"), version: version, secret: httpapi.BearerSecret(r.Header.Get("Authorization"))}
+	return context.WithValue(r.Context(), callKey{}, c)
+}
 
 // callOf is the call the request's context carries.
 func callOf(ctx context.Context) (call, bool) {
@@ -226,7 +235,7 @@ func (g *Gateway) serveJSONRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	ctx := context.WithValue(r.Context(), callKey{}, call{p: p, org: r.PathValue("org"), version: webhook.PushV1})
+	ctx := withCall(r, p, webhook.PushV1)
 	g.jsonrpc.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -249,7 +258,7 @@ func (g *Gateway) serveREST(w http.ResponseWriter, r *http.Request) {
 	}
 	org := r.PathValue("org")
 	prefix := "/a2a/orgs/" + org + RESTPath
-	r2 := r.WithContext(context.WithValue(r.Context(), callKey{}, call{p: p, org: org, version: webhook.PushV1}))
+	r2 := r.WithContext(withCall(r, p, webhook.PushV1))
 	u := *r.URL
 	u.Path, u.RawPath = strings.TrimPrefix(r.URL.Path, prefix), ""
 	r2.URL = &u

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/google/uuid"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
@@ -193,15 +192,9 @@ func (t *taskWatch) close() {
 
 // stillAuthorized is the check of a stream's credential: the bearer token
 // of the request that opened it still authenticates as c's principal did
-// (httpapi.StillAuthorized).
+// (httpapi.StillAuthorized), whichever binding or version it came over.
 func (h *handler) stillAuthorized(ctx context.Context, c call) func() bool {
-	var secret string
-	if cc, ok := a2asrv.CallContextFrom(ctx); ok {
-		if v, ok := cc.ServiceParams().Get("authorization"); ok && len(v) > 0 {
-			secret = httpapi.BearerSecret(v[0])
-		}
-	}
-	return func() bool { return httpapi.StillAuthorized(ctx, h.g.cfg.Access, secret, c.p) }
+	return func() bool { return httpapi.StillAuthorized(ctx, h.g.cfg.Access, c.secret, c.p) }
 }
 
 // follow watches delegation id, yields its task, then reads it on each of

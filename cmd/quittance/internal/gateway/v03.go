@@ -46,7 +46,7 @@ func (g *Gateway) serveV03(w http.ResponseWriter, r *http.Request, p ledger.Prin
 		writeV03(w, nil, nil, a2a.NewError(a2a.ErrInvalidRequest, `a JSON-RPC 2.0 request has "jsonrpc":"2.0" and an id that is a string, a number or null`))
 		return
 	}
-	ctx := context.WithValue(r.Context(), callKey{}, call{p: p, org: r.PathValue("org"), version: webhook.PushV03})
+	ctx := withCall(r, p, webhook.PushV03)
 	for _, h := range []string{"X-A2A-Extensions", "A2A-Extensions"} {
 		for _, v := range r.Header.Values(h) {
 			for _, uri := range strings.Split(v, ",") {

@@ -3,38 +3,12 @@
 // TestGatewayJSClientStreams runs it with node against an agent that asks
 // which cost center to charge. It streams the send until the task stops
 // in input_required, registers a push config for the task, answers on the
-// task's id with a streamed message
-// followed to the task's end, sends the answer again (the same answer),
-// resubscribes to the ended task, then refines it (a new task in its
-// context, referring to it) and cancels the refinement. Each step prints
-// one JSON line.
-import { pathToFileURL } from 'node:url';
+// task's id with a streamed message followed to the task's end, sends the
+// answer again (the same answer), resubscribes to the ended task, then
+// refines it (a new task in its context, referring to it) and cancels the
+// refinement. Each step prints one JSON line.
+import { env, uri, client, print, text, Role, TaskState } from '../examples/js/gateway.mjs';
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
-const load = (path) => import(pathToFileURL(`${env('NODE_MODULES')}/@a2a-js/sdk/dist/${path}`).href);
-const { Role, TaskState } = await load('index.js');
-const { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory,
-  createAuthenticatingFetchWithRetry } = await load('client/index.js');
-
-const uri = env('LEDGER_EXT');
-const token = env('ORCH_TOKEN');
-const authed = createAuthenticatingFetchWithRetry(fetch, {
-  headers: async () => ({ Authorization: `Bearer ${token}` }),
-  shouldRetryWithHeaders: async () => undefined,
-});
-const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-  transports: [new JsonRpcTransportFactory({ fetchImpl: authed }), new RestTransportFactory({ fetchImpl: authed })],
-  preferredTransports: [env('BINDING')],
-  cardResolver: new DefaultAgentCardResolver({ fetchImpl: authed }),
-}));
-const client = await factory.createFromUrl(env('GATEWAY_URL'));
-
-const print = (step, fields) => console.log(JSON.stringify({ step, ...fields }));
-const text = (value) => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' });
 const words = (parts) => (parts ?? []).map((p) => p.content?.value).join(' ');
 const message = (fields) => ({
   contextId: '', taskId: '', role: Role.ROLE_USER, metadata: undefined, extensions: [], referenceTaskIds: [], ...fields,

@@ -5,36 +5,10 @@
 // the card, and walks one purchase order through: send, resend, follow,
 // cancel, wait for the receipt; then the refusals (another tenant's task
 // when OTHER_TASK names one). Each step prints one JSON line.
-import { pathToFileURL } from 'node:url';
 import crypto from 'node:crypto';
+import { env, load, uri, client, print, text, Role, TaskState } from './gateway.mjs';
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
-const modules = env('NODE_MODULES');
-const load = (path) => import(pathToFileURL(`${modules}/@a2a-js/sdk/dist/${path}`).href);
-const { Role, TaskState } = await load('index.js');
-const { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory,
-  createAuthenticatingFetchWithRetry } = await load('client/index.js');
 const { TaskNotFoundError, ExtensionSupportRequiredError } = await load('errors/index.js');
-
-const uri = env('LEDGER_EXT');
-const token = env('ORCH_TOKEN');
-const authed = createAuthenticatingFetchWithRetry(fetch, {
-  headers: async () => ({ Authorization: `Bearer ${token}` }),
-  shouldRetryWithHeaders: async () => undefined,
-});
-const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-  transports: [new JsonRpcTransportFactory({ fetchImpl: authed }), new RestTransportFactory({ fetchImpl: authed })],
-  preferredTransports: [env('BINDING')],
-  cardResolver: new DefaultAgentCardResolver({ fetchImpl: authed }),
-}));
-const client = await factory.createFromUrl(env('GATEWAY_URL'));
-
-const print = (step, fields) => console.log(JSON.stringify({ step, ...fields }));
-const text = (value) => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' });
 const message = (messageId, words, metadata) => ({
   messageId, contextId: '', taskId: '', role: Role.ROLE_USER, parts: [text(words)], metadata, extensions: [], referenceTaskIds: [],
 });

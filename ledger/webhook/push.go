@@ -37,7 +37,8 @@ type PushConfig struct {
 	AuthScheme      string
 	AuthCredentials string
 	// ProtocolVersion is the A2A version of the interface that registered
-	// the config, which its pushes speak: PushV1 (the default) or PushV03.
+	// the config, which its pushes speak: PushV1 (the default, when empty)
+	// or PushV03.
 	ProtocolVersion string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
@@ -107,6 +108,8 @@ func (s *Service) checkPushConfig(c PushConfig) error {
 		return ledger.Invalid("authentication.scheme", "must be Bearer or Basic")
 	case c.AuthScheme != "" && c.AuthCredentials == "":
 		return ledger.Invalid("authentication.credentials", "is required with a scheme")
+	case c.ProtocolVersion != "" && c.ProtocolVersion != PushV1 && c.ProtocolVersion != PushV03:
+		return ledger.Invalid("protocol_version", "must be %s or %s", PushV1, PushV03)
 	}
 	if err := s.cfg.ValidateURL(c.URL); err != nil {
 		return ledger.Invalid("url", "refused by the egress policy: %v", err)
@@ -150,6 +153,9 @@ func (s *Service) PutPushConfig(ctx context.Context, p ledger.Principal, c PushC
 	}
 	if c.Token == "" {
 		c.Token = NewSecret()
+	}
+	if c.ProtocolVersion == "" {
+		c.ProtocolVersion = PushV1
 	}
 	switch {
 	case strings.EqualFold(c.AuthScheme, "Bearer"):

@@ -32,9 +32,6 @@ func errNoPushConfig() error {
 // ledger/webhook takes it: pushed in the version c speaks.
 func pushConfig(c call, d uuid.UUID, in *a2a.PushConfig) webhook.PushConfig {
 	out := webhook.PushConfig{DelegationID: d, ID: in.ID, URL: in.URL, Token: in.Token, ProtocolVersion: c.version}
-	if out.ProtocolVersion == "" {
-		out.ProtocolVersion = webhook.PushV1
-	}
 	if in.Auth != nil {
 		out.AuthScheme, out.AuthCredentials = in.Auth.Scheme, in.Auth.Credentials
 	}

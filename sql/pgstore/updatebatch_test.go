@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -171,6 +172,74 @@ func TestCoalescedLaterOperationReadsEarlierUpdate(t *testing.T) {
 	if sent := names.sent(); sent["DelegationUpdateBatch"] != 2 || sent["DelegationUpdate"] != 0 {
 		t.Errorf("the flush sent %d DelegationUpdateBatch and %d DelegationUpdate, want 2 and 0: the first two changes in one, the third written before the read by its task",
 			sent["DelegationUpdateBatch"], sent["DelegationUpdate"])
+	}
+	checkInvariants(t, b)
+}
+
+// evidenceTx is the evidence part of a transaction.
+type evidenceTx interface {
+	CompensationEvidence(ctx context.Context, delegationID uuid.UUID) (ledger.StoredEvidence, error)
+	PutCompensationEvidence(ctx context.Context, e ledger.StoredEvidence) error
+}
+
+// putEvidence stores an ack of d with idempotency key key, received and
+// not decided yet, as an operation of its own.
+func putEvidence(b bundle, d ledger.Delegation, key string) func() error {
+	return func() error {
+		ctx := context.Background()
+		return b.store.InTx(ctx, func(tx ledger.Tx) error {
+			return tx.(evidenceTx).PutCompensationEvidence(ctx, ledger.StoredEvidence{
+				DelegationID: d.ID, IdempotencyKey: key, Kind: ledger.EventCompensationAck, Channel: ledger.ChannelHTTP,
+				PayloadSHA256: []byte{1}, Status: ledger.EvidenceReceived, Receipt: []byte(`{}`), Data: []byte(`{"key":"` + key + `"}`),
+				ReceivedAt: epoch,
+			})
+		})
+	}
+}
+
+// TestCoalescedEvidenceBatch: a flush's compensation evidence is written in
+// one statement (evidencebatch.go). A later operation reads an earlier
+// one's buffered evidence; a refusal of the statement carrying several
+// operations' rows (an idempotency key taken) replays them one at a time,
+// and the one whose row was refused is answered with it.
+func TestCoalescedEvidenceBatch(t *testing.T) {
+	t.Parallel()
+	b, names, ds := setupUpdateBatches(t, 3)
+	ctx := context.Background()
+	var read ledger.StoredEvidence
+	errs := together(t, b.store,
+		putEvidence(b, ds[0], "key-0"),
+		putEvidence(b, ds[1], "key-1"),
+		func() error {
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				var err error
+				read, err = tx.(evidenceTx).CompensationEvidence(ctx, ds[0].ID)
+				return err
+			})
+		})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("operation %d: %v", i, err)
+		}
+	}
+	if read.IdempotencyKey != "key-0" || !read.ReceivedAt.Equal(epoch) || !read.DecidedAt.IsZero() || string(read.Data) != `{"key":"key-0"}` {
+		t.Errorf("the later operation read %+v, want the evidence buffered before it", read)
+	}
+	if sent := names.sent(); sent["CompensationEvidencePutBatch"] != 1 {
+		t.Errorf("the flush sent %d CompensationEvidencePutBatch, want 1", sent["CompensationEvidencePutBatch"])
+	}
+
+	errs = together(t, b.store, putEvidence(b, ds[2], "key-0"), putEvidence(b, ds[0], "key-0"))
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[0], &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("evidence with a taken idempotency key: %v, want its unique violation", errs[0])
+	}
+	if errs[1] != nil {
+		t.Errorf("its neighbour: %v", errs[1])
+	}
+	var n int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM compensation_evidence`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("%d evidence rows (%v), want 2", n, err)
 	}
 	checkInvariants(t, b)
 }

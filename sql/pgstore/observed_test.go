@@ -117,8 +117,8 @@ func TestStatusChangeMarksObservedInItsUpdate(t *testing.T) {
 	got = report(later)
 	sent = names.sent()
 	if sent["DelegationUpdate"]+sent["DelegationUpdateBatch"] != 0 || sent["DelegationMarkObserved"] != 1 {
-		t.Errorf("the repeat sent %d DelegationUpdate and %d DelegationMarkObserved, want 0 and 1",
-			sent["DelegationUpdate"], sent["DelegationMarkObserved"])
+		t.Errorf("the repeat sent %d updates of the row and %d DelegationMarkObserved, want 0 and 1",
+			sent["DelegationUpdate"]+sent["DelegationUpdateBatch"], sent["DelegationMarkObserved"])
 	}
 	if at := observedAt(); !at.Equal(later) || !got.LastObservedAt.Equal(later) {
 		t.Errorf("after the repeat: last_observed_at %v (answered %v), want %v", at, got.LastObservedAt, later)

@@ -66,7 +66,7 @@ func (u *updateBatch) add(owner int, d ledger.Delegation) {
 	p.CompensationDeadlines = append(p.CompensationDeadlines, orZero(d.Compensation.Deadline))
 	p.CompensationAttempts = append(p.CompensationAttempts, int32(d.Compensation.Attempts))
 	p.CompensationLastErrors = append(p.CompensationLastErrors, d.Compensation.LastError)
-	p.CompensationReceipts = append(p.CompensationReceipts, string(d.Compensation.Receipt))
+	p.CompensationReceipts = append(p.CompensationReceipts, storableJSONText(d.Compensation.Receipt))
 	writeOff := ""
 	if d.PendingWriteOffID != uuid.Nil {
 		writeOff = d.PendingWriteOffID.String()

@@ -342,8 +342,10 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 		}
 		return judge(conn, i, err)
 	}
-	// The flush's events, in one statement, ride with the budgets' locks
-	// or the COMMIT.
+	// The flush's updates of delegations, its evidence and its events, one
+	// statement each, ride with the budgets' locks or the COMMIT.
+	conn.queueUpdates(ctx)
+	conn.queueEvidence(ctx)
 	conn.queueEvents(ctx)
 	if rr, ok := checkFunds(ctx, conn, shared); !ok {
 		return rr

@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
-	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
 
 // CompensationEvidence implements ledger.EvidenceTx.
@@ -31,26 +29,12 @@ func (t *tx) CompensationEvidence(ctx context.Context, delegationID uuid.UUID) (
 	return e, nil
 }
 
-// PutCompensationEvidence implements ledger.EvidenceTx.
-// PutCompensationEvidence queues the write (txConn.queue).
+// PutCompensationEvidence implements ledger.EvidenceTx: it buffers the
+// row, written with the transaction's other evidence in one statement
+// (evidencebatch.go).
 func (t *tx) PutCompensationEvidence(ctx context.Context, e ledger.StoredEvidence) error {
-	var decided *time.Time
-	if !e.DecidedAt.IsZero() {
-		decided = &e.DecidedAt
-	}
-	p := dbsqlc.CompensationEvidencePutParams{
-		DelegationID: e.DelegationID, IdempotencyKey: e.IdempotencyKey, Kind: string(e.Kind), Channel: string(e.Channel),
-		PayloadSha256: e.PayloadSHA256, Status: string(e.Status), Receipt: e.Receipt, Data: e.Data, Token: e.Token,
-		ReceivedAt: e.ReceivedAt, DecidedAt: decided,
-	}
-	return t.conn.queue(func(q *dbsqlc.Queries) error {
-		return q.CompensationEvidencePut(ctx, p)
-	}, refusedByError, func(_ pgconn.CommandTag, err error) error {
-		if err != nil {
-			return fmt.Errorf("store compensation evidence of delegation %s: %w", e.DelegationID, err)
-		}
-		return nil
-	})
+	t.conn.wrote = true
+	return t.conn.conn.bufferEvidence(ctx, t.conn.owner, e)
 }
 
 // EvidenceFacts implements compensation.ReceiptTx, in one round trip.

@@ -76,7 +76,7 @@ func (t *tx) DelegationForUpdate(ctx context.Context, id uuid.UUID) (ledger.Dele
 	if err != nil {
 		return ledger.Delegation{}, notFound(err, "delegation", id)
 	}
-	return toDelegation(row), nil
+	return t.seen(toDelegation(row))[0], nil
 }
 
 // remoteTaskLock is the name of the transaction lock on one org's remote
@@ -107,7 +107,7 @@ func (t *tx) DelegationsByRemoteTaskForUpdate(ctx context.Context, orgID, taskID
 	if err != nil {
 		return nil, fmt.Errorf("lock delegations of org %s's remote task: %w", orgID, err)
 	}
-	return toDelegations(rows), nil
+	return t.seen(toDelegations(rows)...), nil
 }
 
 func (t *tx) OpenDelegationsOfOrgForUpdate(ctx context.Context, orgID string) ([]ledger.Delegation, error) {
@@ -115,7 +115,7 @@ func (t *tx) OpenDelegationsOfOrgForUpdate(ctx context.Context, orgID string) ([
 	if err != nil {
 		return nil, fmt.Errorf("lock open delegations of org %s: %w", orgID, err)
 	}
-	return toDelegations(rows), nil
+	return t.seen(toDelegations(rows)...), nil
 }
 
 func (t *tx) ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([]ledger.Delegation, error) {
@@ -123,7 +123,7 @@ func (t *tx) ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("claim delegations past their compensation deadline: %w", err)
 	}
-	due := toDelegations(rows)
+	due := t.seen(toDelegations(rows)...)
 	if len(due) == 0 {
 		return due, nil
 	}
@@ -150,9 +150,11 @@ func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, e
 	return n == 1, nil
 }
 
-// UpdateDelegation queues the update (txConn.queue): the row is locked, so
-// it fails only if its version moved, which the transaction's next
-// statement or its commit then reports.
+// UpdateDelegation buffers the update (updatebatch.go) when it leaves the
+// delegation's remote task as the transaction last read it, and queues it
+// (txConn.queue) otherwise: the row is locked, so it fails only if its
+// version moved, which the transaction's next statement or its commit
+// then reports.
 func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 	p := dbsqlc.DelegationUpdateParams{
 		ID: d.ID, AmountMinor: d.Hold.AmountMinor,
@@ -177,6 +179,13 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 		}
 		t.observed[d.ID] = d.LastObservedAt
 	}
+	if remote, ok := t.remotes[d.ID]; ok && remote == d.Remote {
+		// Its remote task stays as the transaction read it: buffered, to
+		// be written with the transaction's other updates in one statement.
+		t.conn.wrote = true
+		return t.conn.conn.bufferUpdate(ctx, t.conn.owner, d)
+	}
+	t.seen(d)
 	return t.conn.queue(func(q *dbsqlc.Queries) error {
 		_, err := q.DelegationUpdate(ctx, p)
 		return err

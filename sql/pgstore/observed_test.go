@@ -104,9 +104,9 @@ func TestStatusChangeMarksObservedInItsUpdate(t *testing.T) {
 	first := epoch.Add(time.Minute)
 	got := report(first)
 	sent := names.sent()
-	if sent["DelegationUpdate"] != 1 || sent["DelegationMarkObserved"] != 0 {
-		t.Errorf("the status change sent %d DelegationUpdate and %d DelegationMarkObserved, want 1 and 0",
-			sent["DelegationUpdate"], sent["DelegationMarkObserved"])
+	if sent["DelegationUpdate"]+sent["DelegationUpdateBatch"] != 1 || sent["DelegationMarkObserved"] != 0 {
+		t.Errorf("the status change sent %d updates of the row and %d DelegationMarkObserved, want 1 and 0",
+			sent["DelegationUpdate"]+sent["DelegationUpdateBatch"], sent["DelegationMarkObserved"])
 	}
 	if at := observedAt(); !at.Equal(first) || !got.LastObservedAt.Equal(first) {
 		t.Errorf("after the change: last_observed_at %v (answered %v), want %v", at, got.LastObservedAt, first)
@@ -116,9 +116,9 @@ func TestStatusChangeMarksObservedInItsUpdate(t *testing.T) {
 	later := epoch.Add(2 * time.Minute)
 	got = report(later)
 	sent = names.sent()
-	if sent["DelegationUpdate"] != 0 || sent["DelegationMarkObserved"] != 1 {
-		t.Errorf("the repeat sent %d DelegationUpdate and %d DelegationMarkObserved, want 0 and 1",
-			sent["DelegationUpdate"], sent["DelegationMarkObserved"])
+	if sent["DelegationUpdate"]+sent["DelegationUpdateBatch"] != 0 || sent["DelegationMarkObserved"] != 1 {
+		t.Errorf("the repeat sent %d updates of the row and %d DelegationMarkObserved, want 0 and 1",
+			sent["DelegationUpdate"]+sent["DelegationUpdateBatch"], sent["DelegationMarkObserved"])
 	}
 	if at := observedAt(); !at.Equal(later) || !got.LastObservedAt.Equal(later) {
 		t.Errorf("after the repeat: last_observed_at %v (answered %v), want %v", at, got.LastObservedAt, later)

@@ -52,7 +52,7 @@ func (t *tx) DelegationDispatchForUpdate(ctx context.Context, id uuid.UUID) (led
 		return ledger.Delegation{}, ledger.DispatchState{}, notFound(err, "delegation", id)
 	}
 	st := ledger.DispatchState{Dispatched: row.Dispatched, Sent: row.Sent, UnknownSince: derefTime(row.UnknownSince)}
-	return toDelegation(row.Delegation), st, nil
+	return t.seen(toDelegation(row.Delegation))[0], st, nil
 }
 
 func (r reader) TaskClassPolicy(ctx context.Context, org, tenant string) (ledger.TaskClassPolicy, error) {

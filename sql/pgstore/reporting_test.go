@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
@@ -278,5 +280,63 @@ func TestSharedRemoteTasksKept(t *testing.T) {
 	}
 	if got := viewed(); !slices.Equal(got, want) {
 		t.Fatalf("after the backfill the view lists %v, want %v", got, want)
+	}
+}
+
+// TestSharedRemoteTaskKeptOnChange: an update of a delegation keeps a
+// shared remote task id when it changes the delegation's id to one
+// another delegation holds, and runs nothing when it leaves the id as it
+// was (migration 00043): a pair removed by hand is not found again by an
+// update that sets the id it already had.
+func TestSharedRemoteTaskKeptOnChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.delegation(t, "budget-and-org")
+	other := ledger.Principal{Role: ledger.RoleOrchestrator, Name: "orch-initech", Tenant: "initech"}
+	holdsFor(t, b.store, "ops", orch.Tenant, other.Tenant)
+	create := func(p ledger.Principal, op, task string) ledger.Delegation {
+		d, _, err := b.svc.CreateDelegation(ctx, p, ledger.CreateInput{
+			BusinessOperationID: op, OrgID: "globex", TaskClass: "procurement", BudgetID: "ops",
+			Hold: ledger.Money{AmountMinor: 10, Currency: "EUR"}, Remote: ledger.RemoteTask{TaskID: task, ContextID: "ctx"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	create(orch, "op-1", "task-shared")
+	holder := create(other, "op-1", "task-shared")
+	create(other, "op-2", "task-alone")
+	moved := create(orch, "op-2", "task-moved")
+	shared := func() []string {
+		t.Helper()
+		rows, err := b.pool.Query(ctx, `SELECT remote_task_id FROM shared_remote_tasks ORDER BY remote_task_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tasks
+	}
+	if got := shared(); !slices.Equal(got, []string{"task-shared"}) {
+		t.Fatalf("after the inserts: %v shared", got)
+	}
+	if _, err := b.pool.Exec(ctx, `DELETE FROM shared_remote_tasks`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE delegations SET remote_task_id = remote_task_id, task_status = task_status WHERE id = $1`, holder.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := shared(); len(got) != 0 {
+		t.Fatalf("an update leaving the remote task id as it was found %v again", got)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE delegations SET remote_task_id = 'task-alone' WHERE id = $1`, moved.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := shared(); !slices.Equal(got, []string{"task-alone"}) {
+		t.Fatalf("an update recording a held remote task id: %v shared", got)
 	}
 }

@@ -16,7 +16,7 @@ func (t *tx) DeclaredReleasesOfOrgForUpdate(ctx context.Context, orgID string) (
 	if err != nil {
 		return nil, fmt.Errorf("lock declared releases of org %s: %w", orgID, err)
 	}
-	return toDelegations(rows), nil
+	return t.seen(toDelegations(rows)...), nil
 }
 
 func (t *tx) UnannouncedRevokedReleasesForUpdate(ctx context.Context, limit int) ([]ledger.Delegation, error) {
@@ -24,7 +24,7 @@ func (t *tx) UnannouncedRevokedReleasesForUpdate(ctx context.Context, limit int)
 	if err != nil {
 		return nil, fmt.Errorf("lock unannounced releases on revoked identities: %w", err)
 	}
-	return toDelegations(rows), nil
+	return t.seen(toDelegations(rows)...), nil
 }
 
 func (t *tx) RevokedReleaseAnnounced(ctx context.Context, delegationID uuid.UUID) (bool, error) {

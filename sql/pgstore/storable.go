@@ -94,3 +94,18 @@ func storableArgs(args []any) []any {
 	}
 	return out
 }
+
+// storableJSONText is raw as a text element of an array parameter (a
+// batch's unnest, which casts it back to json or jsonb), cleaned as
+// storableArgs cleans a json.RawMessage: array elements are text to
+// storableArgs, so the JSON is cleaned here. Empty stays empty (the
+// batch's NULL).
+func storableJSONText(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	if c, changed, err := ledger.StorableJSON(raw); err == nil && changed {
+		return string(c)
+	}
+	return string(raw)
+}

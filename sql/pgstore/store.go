@@ -159,6 +159,10 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(*tx) error) (*tx, error) {
 	if err := fn(t); err != nil {
 		return nil, interpretError(err)
 	}
+	// The buffered updates and evidence go before the budgets' movements,
+	// as in a flush: budgets are the last locks a transaction takes.
+	pgtx.queueUpdates(ctx)
+	pgtx.queueEvidence(ctx)
 	if err := t.queueMoves(); err != nil {
 		return nil, err
 	}

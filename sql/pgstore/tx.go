@@ -45,6 +45,22 @@ type txShared struct {
 	// queued just before the commit, sorted by budget, or before a read of
 	// a budget.
 	moves []pendingMove
+	// remotes are the remote tasks of the delegations this transaction
+	// locked, as it last read or updated them (seen, UpdateDelegation): an
+	// update that leaves one as it was may be buffered (updatebatch.go).
+	remotes map[uuid.UUID]ledger.RemoteTask
+}
+
+// seen notes the remote tasks of delegations the transaction locked and
+// read, and returns them.
+func (s *txShared) seen(ds ...ledger.Delegation) []ledger.Delegation {
+	if s.remotes == nil {
+		s.remotes = make(map[uuid.UUID]ledger.RemoteTask, len(ds))
+	}
+	for _, d := range ds {
+		s.remotes[d.ID] = d.Remote
+	}
+	return ds
 }
 
 // newTx returns the tx of one operation run on conn.

@@ -55,6 +55,10 @@ type txConn struct {
 	// that the ones sent queued webhook deliveries.
 	events     eventBatch
 	deliveries bool
+	// updates are the updates of delegations not sent yet (updatebatch.go),
+	// evidence the compensation evidence (evidencebatch.go).
+	updates  updateBatch
+	evidence evidenceBatch
 }
 
 // refusal says how a queued write is refused.
@@ -83,6 +87,10 @@ type queuedStatement struct {
 	// instead of Exec, and check is given its error alone: a queued read
 	// whose rows are kept (a flush's pre-read, prereader.go).
 	read func(pgx.BatchResults) error
+	// blame, when set, names the operation whose refusal a failed check
+	// is, instead of owner: a statement carrying several operations'
+	// writes (updatebatch.go).
+	blame func() int
 }
 
 // queue queues the one statement that send issues through q (an :exec or
@@ -102,6 +110,12 @@ func (b *txConn) queue(owner int, send func(q *dbsqlc.Queries) error, r refusal,
 	}
 	s := rec.statements[0]
 	s.refusal, s.check, s.owner = r, check, owner
+	if b.updates.mustPrecede(s.sql, s.args) {
+		b.queueUpdates(context.Background())
+	}
+	if b.evidence.mustPrecede(s.sql, s.args) {
+		b.queueEvidence(context.Background())
+	}
 	b.queued = append(b.queued, s)
 	return nil
 }
@@ -124,6 +138,12 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 	}
 	if b.closed {
 		return nil, errors.New("transaction already closed")
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.updates.mustPrecede(st.sql, st.args) }) {
+		b.queueUpdates(ctx)
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.evidence.mustPrecede(st.sql, st.args) }) {
+		b.queueEvidence(ctx)
 	}
 	if len(b.events.owners) > 0 && slices.ContainsFunc(stmts, func(st queuedStatement) bool { return readsEvents(st.sql) }) {
 		b.queueEvents(ctx)
@@ -166,6 +186,9 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 			b.culprit = 0
 			if statementRefused(err) {
 				b.culprit = q.owner
+				if q.blame != nil {
+					b.culprit = q.blame()
+				}
 			}
 			return nil, b.fail(br, cerr)
 		}
@@ -224,12 +247,15 @@ func (b *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return batchRow{batch: br}
 }
 
-// Commit sends the buffered events (queueEvents), the queued writes and
+// Commit sends the buffered updates, evidence and events (queueUpdates,
+// queueEvidence, queueEvents), the queued writes and
 // COMMIT, in one batch unless one of them is refusedByRowCount. With no
 // statement sent or queued, there is no transaction and nothing to send.
 // A failure PostgreSQL answered before the COMMIT's own answer is a
 // commitSkipped: nothing committed.
 func (b *txConn) Commit(ctx context.Context) error {
+	b.queueUpdates(ctx)
+	b.queueEvidence(ctx)
 	b.queueEvents(ctx)
 	if b.conn == nil && len(b.queued) == 0 {
 		b.closed = true

@@ -1,12 +1,26 @@
 -- name: CompensationEvidenceGet :one
 SELECT * FROM compensation_evidence WHERE delegation_id = $1;
 
--- name: CompensationEvidencePut :exec
+-- name: CompensationEvidencePutBatch :exec
+-- The evidence a transaction buffered (sql/pgstore/evidencebatch.go), in
+-- one statement: one row of the arrays each, in their order, each of a
+-- different delegation: a delegation's evidence is inserted, or, stored
+-- already, its status and decision time are updated. The zero time
+-- (0001-01-01 UTC) in @decided_ats stands for NULL.
 INSERT INTO compensation_evidence (
     delegation_id, idempotency_key, kind, channel, payload_sha256, status, receipt, data, token, received_at, decided_at
-) VALUES (
-    @delegation_id, @idempotency_key, @kind, @channel, @payload_sha256, @status, @receipt, @data, @token, @received_at, @decided_at
 )
+SELECT r.delegation_id, r.idempotency_key, r.kind, r.channel, r.payload_sha256, r.status, r.receipt::json, r.data::json,
+       r.token, r.received_at, nullif(r.decided_at, '0001-01-01 00:00:00+00'::timestamptz)
+FROM (
+    SELECT generate_subscripts(@delegation_ids::uuid[], 1) AS ord,
+           unnest(@delegation_ids::uuid[]) AS delegation_id, unnest(@idempotency_keys::text[]) AS idempotency_key,
+           unnest(@kinds::text[]) AS kind, unnest(@channels::text[]) AS channel,
+           unnest(@payload_sha256s::bytea[]) AS payload_sha256, unnest(@statuses::text[]) AS status,
+           unnest(@receipts::text[]) AS receipt, unnest(@datas::text[]) AS data, unnest(@tokens::text[]) AS token,
+           unnest(@received_ats::timestamptz[]) AS received_at, unnest(@decided_ats::timestamptz[]) AS decided_at
+) r
+ORDER BY r.ord
 ON CONFLICT (delegation_id) DO UPDATE SET status = EXCLUDED.status, decided_at = EXCLUDED.decided_at;
 
 -- name: EvidenceFactsGet :one

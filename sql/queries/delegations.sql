@@ -73,6 +73,58 @@ UPDATE delegations SET
     updated_at              = @updated_at
 WHERE id = @id AND version = @previous_version;
 
+-- name: DelegationUpdateBatch :many
+-- The updates of delegations a transaction buffered (sql/pgstore/
+-- updatebatch.go), in one statement: one row of the arrays each, each the
+-- DelegationUpdate of a different delegation whose remote task (id,
+-- context, protocol version) it leaves as it was, so those columns are
+-- not set (and the shared-remote-task trigger does not fire). An empty
+-- text stands for NULL in the optional texts, @pending_write_off_ids and
+-- @compensation_receipts, the zero time (0001-01-01 UTC) in the optional
+-- times: DelegationUpdate's callers never store either. The amounts are
+-- set where @settled_set and @reversed_set say. Returns the ids of the
+-- rows whose version matched: a missing one is that update's refusal.
+UPDATE delegations d SET
+    amount_minor            = u.amount_minor,
+    settled_amount_minor    = CASE WHEN u.settled_set THEN u.settled_amount_minor END,
+    reversed_amount_minor   = CASE WHEN u.reversed_set THEN u.reversed_amount_minor END,
+    task_status             = u.task_status,
+    task_status_at          = nullif(u.task_status_at, '0001-01-01 00:00:00+00'::timestamptz),
+    task_status_undated     = u.task_status_undated,
+    task_status_message     = nullif(u.task_status_message, ''),
+    obligation_state        = u.obligation_state,
+    obligation_reason       = nullif(u.obligation_reason, ''),
+    cancel_requested_at     = nullif(u.cancel_requested_at, '0001-01-01 00:00:00+00'::timestamptz),
+    compensation_key        = nullif(u.compensation_key, ''),
+    compensation_deadline   = nullif(u.compensation_deadline, '0001-01-01 00:00:00+00'::timestamptz),
+    compensation_attempts   = u.compensation_attempts,
+    compensation_last_error = nullif(u.compensation_last_error, ''),
+    compensation_receipt    = nullif(u.compensation_receipt, '')::jsonb,
+    pending_write_off_id    = nullif(u.pending_write_off_id, '')::uuid,
+    last_observed_at        = greatest(d.last_observed_at, nullif(u.observed_at, '0001-01-01 00:00:00+00'::timestamptz)),
+    version                 = d.version + 1,
+    updated_at              = u.updated_at
+FROM (
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@previous_versions::bigint[]) AS previous_version,
+           unnest(@amount_minors::bigint[]) AS amount_minor,
+           unnest(@settled_set::boolean[]) AS settled_set, unnest(@settled_amount_minors::bigint[]) AS settled_amount_minor,
+           unnest(@reversed_set::boolean[]) AS reversed_set, unnest(@reversed_amount_minors::bigint[]) AS reversed_amount_minor,
+           unnest(@task_statuses::text[]) AS task_status, unnest(@task_status_ats::timestamptz[]) AS task_status_at,
+           unnest(@task_status_undated::boolean[]) AS task_status_undated,
+           unnest(@task_status_messages::text[]) AS task_status_message,
+           unnest(@obligation_states::text[]) AS obligation_state, unnest(@obligation_reasons::text[]) AS obligation_reason,
+           unnest(@cancel_requested_ats::timestamptz[]) AS cancel_requested_at,
+           unnest(@compensation_keys::text[]) AS compensation_key,
+           unnest(@compensation_deadlines::timestamptz[]) AS compensation_deadline,
+           unnest(@compensation_attempts::integer[]) AS compensation_attempts,
+           unnest(@compensation_last_errors::text[]) AS compensation_last_error,
+           unnest(@compensation_receipts::text[]) AS compensation_receipt,
+           unnest(@pending_write_off_ids::text[]) AS pending_write_off_id,
+           unnest(@observed_ats::timestamptz[]) AS observed_at, unnest(@updated_ats::timestamptz[]) AS updated_at
+) u
+WHERE d.id = u.id AND d.version = u.previous_version
+RETURNING d.id;
+
 -- name: DelegationMarkObserved :exec
 -- An observation of the remote task: last_observed_at only moves forward,
 -- and the row's version and updated_at stay (nothing it shows changed).

@@ -36,42 +36,56 @@ func (q *Queries) CompensationEvidenceGet(ctx context.Context, delegationID uuid
 	return i, err
 }
 
-const compensationEvidencePut = `-- name: CompensationEvidencePut :exec
+const compensationEvidencePutBatch = `-- name: CompensationEvidencePutBatch :exec
 INSERT INTO compensation_evidence (
     delegation_id, idempotency_key, kind, channel, payload_sha256, status, receipt, data, token, received_at, decided_at
-) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
 )
+SELECT r.delegation_id, r.idempotency_key, r.kind, r.channel, r.payload_sha256, r.status, r.receipt::json, r.data::json,
+       r.token, r.received_at, nullif(r.decided_at, '0001-01-01 00:00:00+00'::timestamptz)
+FROM (
+    SELECT generate_subscripts($1::uuid[], 1) AS ord,
+           unnest($1::uuid[]) AS delegation_id, unnest($2::text[]) AS idempotency_key,
+           unnest($3::text[]) AS kind, unnest($4::text[]) AS channel,
+           unnest($5::bytea[]) AS payload_sha256, unnest($6::text[]) AS status,
+           unnest($7::text[]) AS receipt, unnest($8::text[]) AS data, unnest($9::text[]) AS token,
+           unnest($10::timestamptz[]) AS received_at, unnest($11::timestamptz[]) AS decided_at
+) r
+ORDER BY r.ord
 ON CONFLICT (delegation_id) DO UPDATE SET status = EXCLUDED.status, decided_at = EXCLUDED.decided_at
 `
 
-type CompensationEvidencePutParams struct {
-	DelegationID   uuid.UUID
-	IdempotencyKey string
-	Kind           string
-	Channel        string
-	PayloadSha256  []byte
-	Status         string
-	Receipt        []byte
-	Data           []byte
-	Token          string
-	ReceivedAt     time.Time
-	DecidedAt      *time.Time
+type CompensationEvidencePutBatchParams struct {
+	DelegationIds   []uuid.UUID
+	IdempotencyKeys []string
+	Kinds           []string
+	Channels        []string
+	PayloadSha256s  [][]byte
+	Statuses        []string
+	Receipts        []string
+	Datas           []string
+	Tokens          []string
+	ReceivedAts     []time.Time
+	DecidedAts      []time.Time
 }
 
-func (q *Queries) CompensationEvidencePut(ctx context.Context, arg CompensationEvidencePutParams) error {
-	_, err := q.db.Exec(ctx, compensationEvidencePut,
-		arg.DelegationID,
-		arg.IdempotencyKey,
-		arg.Kind,
-		arg.Channel,
-		arg.PayloadSha256,
-		arg.Status,
-		arg.Receipt,
-		arg.Data,
-		arg.Token,
-		arg.ReceivedAt,
-		arg.DecidedAt,
+// The evidence a transaction buffered (sql/pgstore/evidencebatch.go), in
+// one statement: one row of the arrays each, in their order, each of a
+// different delegation: a delegation's evidence is inserted, or, stored
+// already, its status and decision time are updated. The zero time
+// (0001-01-01 UTC) in @decided_ats stands for NULL.
+func (q *Queries) CompensationEvidencePutBatch(ctx context.Context, arg CompensationEvidencePutBatchParams) error {
+	_, err := q.db.Exec(ctx, compensationEvidencePutBatch,
+		arg.DelegationIds,
+		arg.IdempotencyKeys,
+		arg.Kinds,
+		arg.Channels,
+		arg.PayloadSha256s,
+		arg.Statuses,
+		arg.Receipts,
+		arg.Datas,
+		arg.Tokens,
+		arg.ReceivedAts,
+		arg.DecidedAts,
 	)
 	return err
 }

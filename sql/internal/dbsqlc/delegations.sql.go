@@ -855,6 +855,127 @@ func (q *Queries) DelegationUpdate(ctx context.Context, arg DelegationUpdatePara
 	return result.RowsAffected(), nil
 }
 
+const delegationUpdateBatch = `-- name: DelegationUpdateBatch :many
+UPDATE delegations d SET
+    amount_minor            = u.amount_minor,
+    settled_amount_minor    = CASE WHEN u.settled_set THEN u.settled_amount_minor END,
+    reversed_amount_minor   = CASE WHEN u.reversed_set THEN u.reversed_amount_minor END,
+    task_status             = u.task_status,
+    task_status_at          = nullif(u.task_status_at, '0001-01-01 00:00:00+00'::timestamptz),
+    task_status_undated     = u.task_status_undated,
+    task_status_message     = nullif(u.task_status_message, ''),
+    obligation_state        = u.obligation_state,
+    obligation_reason       = nullif(u.obligation_reason, ''),
+    cancel_requested_at     = nullif(u.cancel_requested_at, '0001-01-01 00:00:00+00'::timestamptz),
+    compensation_key        = nullif(u.compensation_key, ''),
+    compensation_deadline   = nullif(u.compensation_deadline, '0001-01-01 00:00:00+00'::timestamptz),
+    compensation_attempts   = u.compensation_attempts,
+    compensation_last_error = nullif(u.compensation_last_error, ''),
+    compensation_receipt    = nullif(u.compensation_receipt, '')::jsonb,
+    pending_write_off_id    = nullif(u.pending_write_off_id, '')::uuid,
+    last_observed_at        = greatest(d.last_observed_at, nullif(u.observed_at, '0001-01-01 00:00:00+00'::timestamptz)),
+    version                 = d.version + 1,
+    updated_at              = u.updated_at
+FROM (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS previous_version,
+           unnest($3::bigint[]) AS amount_minor,
+           unnest($4::boolean[]) AS settled_set, unnest($5::bigint[]) AS settled_amount_minor,
+           unnest($6::boolean[]) AS reversed_set, unnest($7::bigint[]) AS reversed_amount_minor,
+           unnest($8::text[]) AS task_status, unnest($9::timestamptz[]) AS task_status_at,
+           unnest($10::boolean[]) AS task_status_undated,
+           unnest($11::text[]) AS task_status_message,
+           unnest($12::text[]) AS obligation_state, unnest($13::text[]) AS obligation_reason,
+           unnest($14::timestamptz[]) AS cancel_requested_at,
+           unnest($15::text[]) AS compensation_key,
+           unnest($16::timestamptz[]) AS compensation_deadline,
+           unnest($17::integer[]) AS compensation_attempts,
+           unnest($18::text[]) AS compensation_last_error,
+           unnest($19::text[]) AS compensation_receipt,
+           unnest($20::text[]) AS pending_write_off_id,
+           unnest($21::timestamptz[]) AS observed_at, unnest($22::timestamptz[]) AS updated_at
+) u
+WHERE d.id = u.id AND d.version = u.previous_version
+RETURNING d.id
+`
+
+type DelegationUpdateBatchParams struct {
+	Ids                    []uuid.UUID
+	PreviousVersions       []int64
+	AmountMinors           []int64
+	SettledSet             []bool
+	SettledAmountMinors    []int64
+	ReversedSet            []bool
+	ReversedAmountMinors   []int64
+	TaskStatuses           []string
+	TaskStatusAts          []time.Time
+	TaskStatusUndated      []bool
+	TaskStatusMessages     []string
+	ObligationStates       []string
+	ObligationReasons      []string
+	CancelRequestedAts     []time.Time
+	CompensationKeys       []string
+	CompensationDeadlines  []time.Time
+	CompensationAttempts   []int32
+	CompensationLastErrors []string
+	CompensationReceipts   []string
+	PendingWriteOffIds     []string
+	ObservedAts            []time.Time
+	UpdatedAts             []time.Time
+}
+
+// The updates of delegations a transaction buffered (sql/pgstore/
+// updatebatch.go), in one statement: one row of the arrays each, each the
+// DelegationUpdate of a different delegation whose remote task (id,
+// context, protocol version) it leaves as it was, so those columns are
+// not set (and the shared-remote-task trigger does not fire). An empty
+// text stands for NULL in the optional texts, @pending_write_off_ids and
+// @compensation_receipts, the zero time (0001-01-01 UTC) in the optional
+// times: DelegationUpdate's callers never store either. The amounts are
+// set where @settled_set and @reversed_set say. Returns the ids of the
+// rows whose version matched: a missing one is that update's refusal.
+func (q *Queries) DelegationUpdateBatch(ctx context.Context, arg DelegationUpdateBatchParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, delegationUpdateBatch,
+		arg.Ids,
+		arg.PreviousVersions,
+		arg.AmountMinors,
+		arg.SettledSet,
+		arg.SettledAmountMinors,
+		arg.ReversedSet,
+		arg.ReversedAmountMinors,
+		arg.TaskStatuses,
+		arg.TaskStatusAts,
+		arg.TaskStatusUndated,
+		arg.TaskStatusMessages,
+		arg.ObligationStates,
+		arg.ObligationReasons,
+		arg.CancelRequestedAts,
+		arg.CompensationKeys,
+		arg.CompensationDeadlines,
+		arg.CompensationAttempts,
+		arg.CompensationLastErrors,
+		arg.CompensationReceipts,
+		arg.PendingWriteOffIds,
+		arg.ObservedAts,
+		arg.UpdatedAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const delegationsLockForFlush = `-- name: DelegationsLockForFlush :many
 SELECT id, budget_id FROM delegations
 WHERE id = ANY($1::uuid[])

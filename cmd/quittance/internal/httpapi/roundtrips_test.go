@@ -96,9 +96,9 @@ func tracedCompEnv(t *testing.T) (*compEnv, *roundTrips) {
 // and a change that adds one shows here. Each call is one transaction:
 // BEGIN rides with its first statement, the writes whose only result is
 // whether they matched with the statement after them or the COMMIT
-// (sql/pgstore/txconn.go), and its events, in one statement, with the
-// COMMIT or the first statement that may read them
-// (sql/pgstore/eventbatch.go).
+// (sql/pgstore/txconn.go), and its updates of delegations and its events,
+// one statement each, with the COMMIT or the first statement that may read
+// them (sql/pgstore/updatebatch.go, eventbatch.go).
 func TestRoundTripsPerLifecycleCall(t *testing.T) {
 	t.Parallel()
 	e, rt := tracedCompEnv(t)

@@ -246,10 +246,14 @@ type heldRefusal struct {
 // answerHeld answers each held refusal once its flush is done: with its
 // refusal when every operation it rested on committed, else (one was
 // refused later, or its commit failed) by running it again alone, after
-// them, so that it is never refused on writes that were not committed.
+// them, so that it is never refused on writes that were not committed. A
+// refusal for funds is always run again alone: it rested on the budget as
+// the refusing round read it, and the budget is locked only at a round's
+// end, so another flush may have moved it (funded it, returned a hold)
+// before the round that committed the operations it rested on.
 func (c *coalescer) answerHeld(held []heldRefusal, accepted map[*writeOp]bool) {
 	for _, h := range held {
-		if !slices.ContainsFunc(h.deps, func(o *writeOp) bool { return !accepted[o] }) {
+		if !errors.Is(h.err, ledger.ErrInsufficientFunds) && !slices.ContainsFunc(h.deps, func(o *writeOp) bool { return !accepted[o] }) {
 			h.op.done <- h.err
 			continue
 		}

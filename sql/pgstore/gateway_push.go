@@ -15,7 +15,7 @@ import (
 // PutPushConfig counts the delegation's other configs and writes this one
 // in a transaction of its own, under a transaction lock of the
 // delegation's configs, so that two registrations at once cannot both
-// take the last place.
+// take the last place; and queues a push of the task as it stands to it.
 func (w webhookStore) PutPushConfig(ctx context.Context, c webhook.PushConfig, limit int, now time.Time) (webhook.PushConfig, error) {
 	var out webhook.PushConfig
 	err := w.inTxAlone(ctx, func(t *tx) error {
@@ -33,8 +33,13 @@ func (w webhookStore) PutPushConfig(ctx context.Context, c webhook.PushConfig, l
 			DelegationID: c.DelegationID, ID: c.ID, Tenant: c.Tenant, Url: c.URL, Token: c.Token,
 			AuthScheme: optional(c.AuthScheme), AuthCredentials: optional(c.AuthCredentials), ProtocolVersion: c.ProtocolVersion, Now: now,
 		})
+		if err != nil {
+			return err
+		}
 		out = toPushConfig(row)
-		return err
+		return t.q.GatewayPushQueueCurrent(ctx, dbsqlc.GatewayPushQueueCurrentParams{
+			Tenant: c.Tenant, DelegationID: c.DelegationID, ID: c.ID, Now: now,
+		})
 	})
 	if err != nil {
 		return webhook.PushConfig{}, fmt.Errorf("store push config %s of %s: %w", c.ID, c.DelegationID, err)

@@ -46,3 +46,16 @@ UPDATE webhook_deliveries SET
     lease_token  = NULL,
     updated_at   = @now
 WHERE id = ANY(@ids::bigint[]) AND status = 'pending' AND lease_token IS NULL;
+
+-- name: GatewayPushQueueCurrent :exec
+-- Queues a push of the task as it stands to a config just registered,
+-- keyed to the delegation's last event: a task that moved before its
+-- config was stored (a worker is quick) is pushed its current state at
+-- once, not at its next change.
+INSERT INTO webhook_deliveries (tenant, push_delegation_id, push_config_id, event_seq, next_attempt_at, created_at, updated_at)
+SELECT @tenant::text, @delegation_id::uuid, @id::text, e.seq, @now::timestamptz, @now, @now
+FROM events e
+WHERE e.delegation_id = @delegation_id::uuid
+ORDER BY e.seq DESC
+LIMIT 1
+ON CONFLICT DO NOTHING;

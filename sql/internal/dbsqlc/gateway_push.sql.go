@@ -200,6 +200,37 @@ func (q *Queries) GatewayPushPending(ctx context.Context, arg GatewayPushPending
 	return items, nil
 }
 
+const gatewayPushQueueCurrent = `-- name: GatewayPushQueueCurrent :exec
+INSERT INTO webhook_deliveries (tenant, push_delegation_id, push_config_id, event_seq, next_attempt_at, created_at, updated_at)
+SELECT $1::text, $2::uuid, $3::text, e.seq, $4::timestamptz, $4, $4
+FROM events e
+WHERE e.delegation_id = $2::uuid
+ORDER BY e.seq DESC
+LIMIT 1
+ON CONFLICT DO NOTHING
+`
+
+type GatewayPushQueueCurrentParams struct {
+	Tenant       string
+	DelegationID uuid.UUID
+	ID           string
+	Now          time.Time
+}
+
+// Queues a push of the task as it stands to a config just registered,
+// keyed to the delegation's last event: a task that moved before its
+// config was stored (a worker is quick) is pushed its current state at
+// once, not at its next change.
+func (q *Queries) GatewayPushQueueCurrent(ctx context.Context, arg GatewayPushQueueCurrentParams) error {
+	_, err := q.db.Exec(ctx, gatewayPushQueueCurrent,
+		arg.Tenant,
+		arg.DelegationID,
+		arg.ID,
+		arg.Now,
+	)
+	return err
+}
+
 const gatewayPushSupersede = `-- name: GatewayPushSupersede :execrows
 UPDATE webhook_deliveries SET
     status       = 'delivered',

@@ -491,7 +491,10 @@ func recordMarker(ctx context.Context, tx ledger.Tx, id uuid.UUID, typ ledger.Ev
 
 func TestEventStreamResumesWithoutGapsOrDuplicates(t *testing.T) {
 	t.Parallel()
-	e := newOrchEnv(t, apitest.Worker{}, apitest.WithStream(50*time.Millisecond, 100*time.Millisecond))
+	// A cluster of its own: the test times the feed, whose cut is the
+	// cluster's (another test's open transaction would hold it back), and
+	// holds a transaction open itself.
+	e := newOrchEnv(t, apitest.Worker{}, apitest.WithStream(50*time.Millisecond, 100*time.Millisecond), apitest.WithPrivateCluster())
 	e.must(t, http.MethodPut, "/admin/v1/orgs/plain", e.OncallToken, map[string]any{"name": "Plain"}, http.StatusCreated)
 	create := func(op string) uuid.UUID {
 		var d httpapi.DelegationBody

@@ -146,7 +146,10 @@ func TestEventStreamsShareReads(t *testing.T) {
 	t.Parallel()
 	const streams = 50
 	// No poll and no heartbeat during the test: only the commit wakes.
-	e := newOrchEnv(t, apitest.Worker{}, apitest.WithStream(time.Hour, time.Hour), apitest.WithStreamCaps(streams, 4*streams))
+	// A cluster of its own: the feed's cut is the cluster's, and with no
+	// poll a commit held back by another test's transaction would never
+	// reach the streams.
+	e := newOrchEnv(t, apitest.Worker{}, apitest.WithStream(time.Hour, time.Hour), apitest.WithStreamCaps(streams, 4*streams), apitest.WithPrivateCluster())
 	e.must(t, http.MethodPut, "/admin/v1/orgs/plain", e.OncallToken, map[string]any{"name": "Plain"}, http.StatusCreated)
 	url := e.URL + "/v1/events?stream=true"
 	tokens := []string{e.orch, e.NewToken(t, ledger.RoleOrchestrator, "acme", "reader-two"), e.NewToken(t, ledger.RoleOrchestrator, "acme", "reader-three")}

@@ -177,6 +177,7 @@ type Worker struct {
 type Option func(*options)
 
 type options struct {
+	privateCluster bool
 	clock          ledger.Clock
 	ledgerID       string
 	threshold      int64
@@ -289,11 +290,31 @@ func WithEvidenceRefusalTime(d time.Duration) Option { return func(o *options) {
 // requests are signed and its JWK Set is served.
 func WithIdentity() Option { return func(o *options) { o.identity = true } }
 
+// WithPrivateCluster runs the API on a database of a throwaway cluster of
+// its own (pgtest.Cluster) rather than the shared test server: for tests
+// of the event feed's timing, whose cut (pg_snapshot_xmin) is the whole
+// cluster's, so that another test's open transaction in another database
+// of the shared server does not hold its events back.
+func WithPrivateCluster() Option { return func(o *options) { o.privateCluster = true } }
+
 // New starts an API on a fresh migrated database. Everything is torn down
 // when t ends.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
-	return Start(t, pgtest.Pool(t), opts...)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.privateCluster {
+		return Start(t, pgtest.Pool(t), opts...)
+	}
+	_, dbURL := pgtest.Cluster(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatalf("apitest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return Start(t, pool, opts...)
 }
 
 // Start starts an API on pool's database, with new services: what a fresh

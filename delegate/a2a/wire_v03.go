@@ -2,73 +2,17 @@ package a2a
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
+
+	"github.com/quittance/quittance/delegate/a2a/wire03"
 )
 
 // v03Dialect encodes requests for A2A v0.3 JSON-RPC: slash-separated
-// methods, "kind" discriminators, lower-case roles, the blocking flag and
-// nested push configs.
+// methods, and 0.3's objects (wire03, which the gateway's 0.3 face reads
+// them with) — "kind" discriminators, lower-case roles, the blocking flag
+// and nested push configs. Metadata is sent as the caller gave it.
 type v03Dialect struct{}
-
-type v03File struct {
-	Name     string `json:"name,omitempty"`
-	MimeType string `json:"mimeType,omitempty"`
-	Bytes    string `json:"bytes,omitempty"`
-	URI      string `json:"uri,omitempty"`
-}
-
-type v03Part struct {
-	Kind     string          `json:"kind"`
-	Text     *string         `json:"text,omitempty"`
-	Data     json.RawMessage `json:"data,omitempty"`
-	File     *v03File        `json:"file,omitempty"`
-	Metadata json.RawMessage `json:"metadata,omitempty"`
-}
-
-type v03Message struct {
-	Kind             string          `json:"kind"`
-	MessageID        string          `json:"messageId"`
-	ContextID        string          `json:"contextId,omitempty"`
-	TaskID           string          `json:"taskId,omitempty"`
-	Role             string          `json:"role"`
-	Parts            []v03Part       `json:"parts"`
-	Metadata         json.RawMessage `json:"metadata,omitempty"`
-	Extensions       []string        `json:"extensions,omitempty"`
-	ReferenceTaskIDs []string        `json:"referenceTaskIds,omitempty"`
-}
-
-type v03Auth struct {
-	Schemes     []string `json:"schemes"`
-	Credentials string   `json:"credentials,omitempty"`
-}
-
-type v03PushConfig struct {
-	ID             string   `json:"id,omitempty"`
-	URL            string   `json:"url"`
-	Token          string   `json:"token,omitempty"`
-	Authentication *v03Auth `json:"authentication,omitempty"`
-}
-
-type v03SendConfig struct {
-	Blocking               bool           `json:"blocking"`
-	PushNotificationConfig *v03PushConfig `json:"pushNotificationConfig,omitempty"`
-}
-
-type v03SendParams struct {
-	Message       v03Message    `json:"message"`
-	Configuration v03SendConfig `json:"configuration"`
-}
-
-type v03TaskParams struct {
-	ID string `json:"id"`
-}
-
-type v03TaskPushConfig struct {
-	TaskID                 string        `json:"taskId"`
-	PushNotificationConfig v03PushConfig `json:"pushNotificationConfig"`
-}
 
 func (v03Dialect) version() string          { return "0.3" }
 func (v03Dialect) extensionsHeader() string { return "X-A2A-Extensions" }
@@ -78,7 +22,8 @@ func (v03Dialect) sendMessage(req SendRequest) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	p := v03SendParams{Message: msg, Configuration: v03SendConfig{Blocking: !req.ReturnImmediately}}
+	blocking := !req.ReturnImmediately
+	p := wire03.SendParams[json.RawMessage]{Message: &msg, Configuration: &wire03.SendConfig{Blocking: &blocking}}
 	if req.Push != nil {
 		pc := v03EncodePushConfig(*req.Push)
 		p.Configuration.PushNotificationConfig = &pc
@@ -87,72 +32,67 @@ func (v03Dialect) sendMessage(req SendRequest) (string, any, error) {
 }
 
 func (v03Dialect) getTask(id string) (string, any) {
-	return "tasks/get", v03TaskParams{ID: id}
+	return "tasks/get", wire03.TaskParams[json.RawMessage]{ID: id}
 }
 
-// v03ListParams is the ListTasksParams of tasks/list (v0.3.7 and later).
-type v03ListParams struct {
-	ContextID     string `json:"contextId,omitempty"`
-	PageSize      int    `json:"pageSize,omitempty"`
-	PageToken     string `json:"pageToken,omitempty"`
-	HistoryLength int    `json:"historyLength,omitempty"`
-}
-
+// listTasks is tasks/list (v0.3.7 and later); a history length of 0 is
+// not sent.
 func (v03Dialect) listTasks(req ListTasksRequest) (string, any) {
-	return "tasks/list", v03ListParams(req)
+	p := wire03.ListParams{ContextID: req.ContextID, PageSize: req.PageSize, PageToken: req.PageToken}
+	if req.HistoryLength != 0 {
+		p.HistoryLength = &req.HistoryLength
+	}
+	return "tasks/list", p
 }
 
+// cancelTask is tasks/cancel, with TaskIdParams' optional metadata.
 func (v03Dialect) cancelTask(id string, metadata json.RawMessage) (string, any) {
-	return "tasks/cancel", v03CancelParams{ID: id, Metadata: metadata}
-}
-
-// v03CancelParams is TaskIdParams with its optional metadata.
-type v03CancelParams struct {
-	ID       string          `json:"id"`
-	Metadata json.RawMessage `json:"metadata,omitempty"`
+	return "tasks/cancel", wire03.TaskParams[json.RawMessage]{ID: id, Metadata: metadata}
 }
 
 func (v03Dialect) subscribe(id string) (string, any) {
-	return "tasks/resubscribe", v03TaskParams{ID: id}
+	return "tasks/resubscribe", wire03.TaskParams[json.RawMessage]{ID: id}
 }
 
 func (v03Dialect) setPushConfig(taskID string, pc PushConfig) (string, any) {
-	return "tasks/pushNotificationConfig/set", v03TaskPushConfig{TaskID: taskID, PushNotificationConfig: v03EncodePushConfig(pc)}
+	return "tasks/pushNotificationConfig/set", wire03.TaskPushConfig{TaskID: taskID, PushNotificationConfig: v03EncodePushConfig(pc)}
 }
 
-func v03EncodePushConfig(pc PushConfig) v03PushConfig {
-	out := v03PushConfig{ID: pc.ID, URL: pc.URL, Token: pc.Token}
+func v03EncodePushConfig(pc PushConfig) wire03.PushConfig {
+	out := wire03.PushConfig{ID: pc.ID, URL: pc.URL, Token: pc.Token}
 	if pc.AuthScheme != "" {
-		out.Authentication = &v03Auth{Schemes: []string{pc.AuthScheme}, Credentials: pc.AuthCredentials}
+		out.Authentication = &wire03.PushAuth{Schemes: []string{pc.AuthScheme}, Credentials: pc.AuthCredentials}
 	}
 	return out
 }
 
-func v03EncodeMessage(m Message) (v03Message, error) {
-	role := RoleUser
+// v03EncodeMessage is m as 0.3 sends it; a data part that is not a JSON
+// object is refused, 0.3 having no other.
+func v03EncodeMessage(m Message) (wire03.Message[json.RawMessage], error) {
+	role := wire03.RoleUser
 	if m.Role == RoleAgent {
-		role = RoleAgent
+		role = wire03.RoleAgent
 	}
-	parts := make([]v03Part, 0, len(m.Parts))
+	parts := make([]wire03.Part[json.RawMessage], 0, len(m.Parts))
 	for _, p := range m.Parts {
-		w := v03Part{Metadata: p.Metadata}
+		var w wire03.Part[json.RawMessage]
 		switch {
 		case p.Data != nil:
 			if !bytes.HasPrefix(bytes.TrimSpace(p.Data), []byte("{")) {
-				return v03Message{}, fmt.Errorf("encode v0.3 message: a data part must be a JSON object")
+				return wire03.Message[json.RawMessage]{}, fmt.Errorf("encode v0.3 message: a data part must be a JSON object")
 			}
-			w.Kind, w.Data = "data", p.Data
+			w = wire03.DataPart(p.Data, p.Metadata)
 		case p.URL != "":
-			w.Kind, w.File = "file", &v03File{Name: p.Filename, MimeType: p.MediaType, URI: p.URL}
+			w = wire03.URIPart(p.Filename, p.MediaType, p.URL, p.Metadata)
 		case p.Raw != nil:
-			w.Kind, w.File = "file", &v03File{Name: p.Filename, MimeType: p.MediaType, Bytes: base64.StdEncoding.EncodeToString(p.Raw)}
+			w = wire03.BytesPart(p.Filename, p.MediaType, p.Raw, p.Metadata)
 		default:
-			w.Kind, w.Text = "text", &p.Text
+			w = wire03.TextPart(p.Text, p.Metadata)
 		}
 		parts = append(parts, w)
 	}
-	return v03Message{
-		Kind:             "message",
+	return wire03.Message[json.RawMessage]{
+		Kind:             wire03.KindMessage,
 		MessageID:        m.MessageID,
 		ContextID:        m.ContextID,
 		TaskID:           m.TaskID,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/quittance/quittance/delegate/a2a/wire03"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/ledger/webhook"
 )
@@ -173,7 +174,7 @@ func v03Call(ctx context.Context, h *handler, req v03Request) (any, error) {
 
 // v03List answers tasks/list (A2A 0.3.7 and later) with ListTasks.
 func v03List(ctx context.Context, h *handler, params json.RawMessage) (any, error) {
-	var p v03ListParams
+	var p wire03.ListParams
 	if len(bytes.TrimSpace(params)) > 0 {
 		if err := decodeV03(params, &p); err != nil {
 			return nil, err
@@ -207,7 +208,7 @@ func v03List(ctx context.Context, h *handler, params json.RawMessage) (any, erro
 // handler's: set with CreateTaskPushConfig, the others alike.
 func v03Push(ctx context.Context, h *handler, req v03Request) (any, error) {
 	if req.Method == "tasks/pushNotificationConfig/set" {
-		var p v03TaskPushConfig
+		var p wire03.TaskPushConfig
 		if err := decodeV03(req.Params, &p); err != nil {
 			return nil, err
 		}
@@ -244,7 +245,7 @@ func v03Push(ctx context.Context, h *handler, req v03Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out := []v03TaskPushConfig{}
+		out := []wire03.TaskPushConfig{}
 		for _, pc := range res.Configs {
 			out = append(out, v03PushConfigOf(pc))
 		}
@@ -263,12 +264,12 @@ func v03EventOf(ev a2a.Event, final bool) any {
 		return v03MessageOf(e)
 	case *a2a.TaskStatusUpdateEvent:
 		return v03StatusUpdate{
-			Kind: "status-update", TaskID: string(e.TaskID), ContextID: e.ContextID, Status: v03StatusOf(e.Status),
+			Kind: wire03.KindStatusUpdate, TaskID: string(e.TaskID), ContextID: e.ContextID, Status: v03StatusOf(e.Status),
 			Final: final, Metadata: e.Metadata,
 		}
 	case *a2a.TaskArtifactUpdateEvent:
 		return v03ArtifactUpdate{
-			Kind: "artifact-update", TaskID: string(e.TaskID), ContextID: e.ContextID, Artifact: v03ArtifactOf(e.Artifact),
+			Kind: wire03.KindArtifactUpdate, TaskID: string(e.TaskID), ContextID: e.ContextID, Artifact: v03ArtifactOf(e.Artifact),
 			Append: e.Append, LastChunk: e.LastChunk, Metadata: e.Metadata,
 		}
 	}

@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/quittance/quittance/delegate/a2a/wire03"
 )
 
-// The A2A 0.3 JSON-RPC wire shapes the 0.3 face reads and writes
-// (GATEWAY.md, "A2A 0.3"), written here rather than taken from a2a-go
-// v0.3, the repository's 0.3 test peer, so that the peer checks them.
-// They differ from 1.0's in the "kind" discriminators, lower-case roles and
-// task states, file parts nested under "file", data parts that are objects
-// and the push config nested in its task's.
+// The 0.3 face reads and writes A2A 0.3's objects (GATEWAY.md, "A2A 0.3")
+// as wire03 has them — the one copy, the one Quittance's A2A client sends
+// too —, here with metadata as a2a-go v2 has it (map[string]any); the
+// JSON-RPC envelope and error are the face's own. 0.3's objects differ
+// from 1.0's in the "kind" discriminators, lower-case roles and task
+// states, file parts nested under "file", data parts that are objects and
+// the push config nested in its task's.
 
 type v03Request struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -30,135 +32,18 @@ type v03Error struct {
 	Data    map[string]any `json:"data,omitempty"`
 }
 
-type v03File struct {
-	Name     string `json:"name,omitempty"`
-	MimeType string `json:"mimeType,omitempty"`
-	Bytes    string `json:"bytes,omitempty"`
-	URI      string `json:"uri,omitempty"`
-}
-
-type v03Part struct {
-	Kind string  `json:"kind"`
-	Text *string `json:"text,omitempty"`
-	// Data is an object in 0.3; a 1.0 value that is none goes wrapped
-	// (dataPartCompat).
-	Data     any            `json:"data,omitempty"`
-	File     *v03File       `json:"file,omitempty"`
-	Metadata map[string]any `json:"metadata,omitempty"`
-}
-
-type v03Message struct {
-	Kind             string         `json:"kind"`
-	MessageID        string         `json:"messageId"`
-	ContextID        string         `json:"contextId,omitempty"`
-	TaskID           string         `json:"taskId,omitempty"`
-	Role             string         `json:"role"`
-	Parts            []v03Part      `json:"parts"`
-	Metadata         map[string]any `json:"metadata,omitempty"`
-	Extensions       []string       `json:"extensions,omitempty"`
-	ReferenceTaskIDs []string       `json:"referenceTaskIds,omitempty"`
-}
-
-type v03Status struct {
-	State     string      `json:"state"`
-	Message   *v03Message `json:"message,omitempty"`
-	Timestamp *time.Time  `json:"timestamp,omitempty"`
-}
-
-type v03Artifact struct {
-	ArtifactID  string         `json:"artifactId"`
-	Name        string         `json:"name,omitempty"`
-	Description string         `json:"description,omitempty"`
-	Parts       []v03Part      `json:"parts"`
-	Metadata    map[string]any `json:"metadata,omitempty"`
-	Extensions  []string       `json:"extensions,omitempty"`
-}
-
-type v03Task struct {
-	Kind      string         `json:"kind"`
-	ID        string         `json:"id"`
-	ContextID string         `json:"contextId"`
-	Status    v03Status      `json:"status"`
-	Artifacts []v03Artifact  `json:"artifacts,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-}
-
-type v03StatusUpdate struct {
-	Kind      string         `json:"kind"`
-	TaskID    string         `json:"taskId"`
-	ContextID string         `json:"contextId"`
-	Status    v03Status      `json:"status"`
-	Final     bool           `json:"final"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-}
-
-type v03ArtifactUpdate struct {
-	Kind      string         `json:"kind"`
-	TaskID    string         `json:"taskId"`
-	ContextID string         `json:"contextId"`
-	Artifact  v03Artifact    `json:"artifact"`
-	Append    bool           `json:"append,omitempty"`
-	LastChunk bool           `json:"lastChunk,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-}
-
-type v03SendConfig struct {
-	AcceptedOutputModes    []string       `json:"acceptedOutputModes,omitempty"`
-	Blocking               *bool          `json:"blocking,omitempty"`
-	HistoryLength          *int           `json:"historyLength,omitempty"`
-	PushNotificationConfig *v03PushConfig `json:"pushNotificationConfig,omitempty"`
-}
-
-type v03SendParams struct {
-	Message       *v03Message    `json:"message"`
-	Configuration *v03SendConfig `json:"configuration,omitempty"`
-	Metadata      map[string]any `json:"metadata,omitempty"`
-}
-
-// v03TaskParams is TaskQueryParams, TaskIdParams and the push config
-// methods' params: the task's id, and the config's where one is named.
-type v03TaskParams struct {
-	ID            string         `json:"id"`
-	HistoryLength *int           `json:"historyLength,omitempty"`
-	Metadata      map[string]any `json:"metadata,omitempty"`
-	ConfigID      string         `json:"pushNotificationConfigId,omitempty"`
-}
-
-// v03ListParams is tasks/list's ListTasksParams (A2A 0.3.7 and later).
-type v03ListParams struct {
-	ContextID        string `json:"contextId,omitempty"`
-	Status           string `json:"status,omitempty"`
-	PageSize         int    `json:"pageSize,omitempty"`
-	PageToken        string `json:"pageToken,omitempty"`
-	HistoryLength    *int   `json:"historyLength,omitempty"`
-	IncludeArtifacts bool   `json:"includeArtifacts,omitempty"`
-	// LastUpdatedAfter is in milliseconds since the epoch.
-	LastUpdatedAfter *int64 `json:"lastUpdatedAfter,omitempty"`
-}
-
-type v03ListResult struct {
-	Tasks         []v03Task `json:"tasks"`
-	TotalSize     int       `json:"totalSize"`
-	PageSize      int       `json:"pageSize"`
-	NextPageToken string    `json:"nextPageToken"`
-}
-
-type v03PushAuth struct {
-	Schemes     []string `json:"schemes"`
-	Credentials string   `json:"credentials,omitempty"`
-}
-
-type v03PushConfig struct {
-	ID             string       `json:"id,omitempty"`
-	URL            string       `json:"url"`
-	Token          string       `json:"token,omitempty"`
-	Authentication *v03PushAuth `json:"authentication,omitempty"`
-}
-
-type v03TaskPushConfig struct {
-	TaskID                 string        `json:"taskId"`
-	PushNotificationConfig v03PushConfig `json:"pushNotificationConfig"`
-}
+type (
+	v03Part           = wire03.Part[map[string]any]
+	v03Message        = wire03.Message[map[string]any]
+	v03Status         = wire03.Status[map[string]any]
+	v03Artifact       = wire03.Artifact[map[string]any]
+	v03Task           = wire03.Task[map[string]any]
+	v03StatusUpdate   = wire03.StatusUpdate[map[string]any]
+	v03ArtifactUpdate = wire03.ArtifactUpdate[map[string]any]
+	v03SendParams     = wire03.SendParams[map[string]any]
+	v03TaskParams     = wire03.TaskParams[map[string]any]
+	v03ListResult     = wire03.ListResult[map[string]any]
+)
 
 // v03States maps 1.0's task states to 0.3's; a state 0.3 does not name
 // (none today) is "unknown".
@@ -204,21 +89,20 @@ func v03Parts(in a2a.ContentParts) []v03Part {
 		if p == nil {
 			continue
 		}
-		w := v03Part{Metadata: p.Metadata}
+		var w v03Part
 		switch c := p.Content.(type) {
 		case a2a.Data:
-			w.Kind, w.Data = "data", c.Value
-			if _, isObject := c.Value.(map[string]any); !isObject {
-				w.Data = map[string]any{"value": c.Value}
-				w.Metadata = withMeta(p.Metadata, dataPartCompat, true)
+			if _, isObject := c.Value.(map[string]any); isObject {
+				w = wire03.DataPart(c.Value, p.Metadata)
+			} else {
+				w = wire03.DataPart(map[string]any{"value": c.Value}, withMeta(p.Metadata, dataPartCompat, true))
 			}
 		case a2a.Raw:
-			w.Kind, w.File = "file", &v03File{Name: p.Filename, MimeType: p.MediaType, Bytes: base64.StdEncoding.EncodeToString(c)}
+			w = wire03.BytesPart(p.Filename, p.MediaType, c, p.Metadata)
 		case a2a.URL:
-			w.Kind, w.File = "file", &v03File{Name: p.Filename, MimeType: p.MediaType, URI: string(c)}
+			w = wire03.URIPart(p.Filename, p.MediaType, string(c), p.Metadata)
 		default:
-			text := p.Text()
-			w.Kind, w.Text = "text", &text
+			w = wire03.TextPart(p.Text(), p.Metadata)
 		}
 		out = append(out, w)
 	}
@@ -243,19 +127,19 @@ func v1Parts(in []v03Part) (a2a.ContentParts, error) {
 	for i, w := range in {
 		var p *a2a.Part
 		switch w.Kind {
-		case "text":
+		case wire03.KindText:
 			if w.Text == nil {
 				return nil, invalidPart(i, "a text part needs text")
 			}
 			p = a2a.NewTextPart(*w.Text)
-		case "data":
+		case wire03.KindData:
 			v := w.Data
 			if obj, ok := v.(map[string]any); ok && w.Metadata[dataPartCompat] == true {
 				v = obj["value"]
 				w.Metadata = withoutMeta(w.Metadata, dataPartCompat)
 			}
 			p = a2a.NewDataPart(v)
-		case "file":
+		case wire03.KindFile:
 			var err error
 			if p, err = v1FilePart(w.File); err != nil {
 				return nil, invalidPart(i, err.Error())
@@ -275,7 +159,7 @@ func invalidPart(i int, why string) error {
 
 // v1FilePart is a 0.3 file's 1.0 part: raw bytes or a URL, with its name
 // and media type.
-func v1FilePart(f *v03File) (*a2a.Part, error) {
+func v1FilePart(f *wire03.File) (*a2a.Part, error) {
 	switch {
 	case f == nil || (f.Bytes == "") == (f.URI == ""):
 		return nil, errors.New("a file part needs one of file.bytes and file.uri")
@@ -313,7 +197,7 @@ func v1Message(m *v03Message) (*a2a.Message, error) {
 	if m == nil {
 		return nil, a2a.NewError(a2a.ErrInvalidParams, "message is required")
 	}
-	roles := map[string]a2a.MessageRole{"user": a2a.MessageRoleUser, "agent": a2a.MessageRoleAgent}
+	roles := map[string]a2a.MessageRole{wire03.RoleUser: a2a.MessageRoleUser, wire03.RoleAgent: a2a.MessageRoleAgent}
 	role, ok := roles[m.Role]
 	if !ok {
 		return nil, a2a.NewError(a2a.ErrInvalidParams, `message.role must be "user" or "agent"`)
@@ -337,12 +221,12 @@ func v03MessageOf(m *a2a.Message) *v03Message {
 	if m == nil {
 		return nil
 	}
-	role := "user"
+	role := wire03.RoleUser
 	if m.Role == a2a.MessageRoleAgent {
-		role = "agent"
+		role = wire03.RoleAgent
 	}
 	out := &v03Message{
-		Kind: "message", MessageID: m.ID, ContextID: m.ContextID, TaskID: string(m.TaskID), Role: role,
+		Kind: wire03.KindMessage, MessageID: m.ID, ContextID: m.ContextID, TaskID: string(m.TaskID), Role: role,
 		Parts: v03Parts(m.Parts), Metadata: m.Metadata, Extensions: m.Extensions,
 	}
 	for _, ref := range m.ReferenceTasks {
@@ -365,7 +249,7 @@ func v03ArtifactOf(a *a2a.Artifact) v03Artifact {
 // v03TaskOf converts a 1.0 task to 0.3's (the gateway's tasks carry no
 // history).
 func v03TaskOf(t *a2a.Task) v03Task {
-	out := v03Task{Kind: "task", ID: string(t.ID), ContextID: t.ContextID, Status: v03StatusOf(t.Status), Metadata: t.Metadata}
+	out := v03Task{Kind: wire03.KindTask, ID: string(t.ID), ContextID: t.ContextID, Status: v03StatusOf(t.Status), Metadata: t.Metadata}
 	for _, a := range t.Artifacts {
 		if a != nil {
 			out.Artifacts = append(out.Artifacts, v03ArtifactOf(a))
@@ -376,17 +260,17 @@ func v03TaskOf(t *a2a.Task) v03Task {
 
 // v03PushConfigOf converts a 1.0 push config to 0.3's, nested in its
 // task's; 1.0's one authentication scheme is 0.3's list of one.
-func v03PushConfigOf(pc *a2a.PushConfig) v03TaskPushConfig {
-	out := v03TaskPushConfig{TaskID: string(pc.TaskID), PushNotificationConfig: v03PushConfig{ID: pc.ID, URL: pc.URL, Token: pc.Token}}
+func v03PushConfigOf(pc *a2a.PushConfig) wire03.TaskPushConfig {
+	out := wire03.TaskPushConfig{TaskID: string(pc.TaskID), PushNotificationConfig: wire03.PushConfig{ID: pc.ID, URL: pc.URL, Token: pc.Token}}
 	if pc.Auth != nil {
-		out.PushNotificationConfig.Authentication = &v03PushAuth{Schemes: []string{pc.Auth.Scheme}, Credentials: pc.Auth.Credentials}
+		out.PushNotificationConfig.Authentication = &wire03.PushAuth{Schemes: []string{pc.Auth.Scheme}, Credentials: pc.Auth.Credentials}
 	}
 	return out
 }
 
 // v1PushConfig converts a 0.3 push config of task taskID to 1.0's; of
 // 0.3's list of authentication schemes, 1.0 takes one: the first.
-func v1PushConfig(taskID string, pc *v03PushConfig) *a2a.PushConfig {
+func v1PushConfig(taskID string, pc *wire03.PushConfig) *a2a.PushConfig {
 	if pc == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -196,23 +197,40 @@ func send(t *testing.T, c *a2aclient.Client, msg *a2a.Message) *a2a.Task {
 	return task
 }
 
-// waitTask polls GetTask until ok holds of the task.
-func waitTask(t *testing.T, c *a2aclient.Client, id a2a.TaskID, what string, ok func(*a2a.Task) bool) *a2a.Task {
+// poll calls get every 20 ms until ok holds of what it returns, and
+// returns that. An error of get fails the test at once; 30 s without ok
+// fails it with what was waited for and show of what get returned last.
+// It is how the tests wait, whichever version's client or receiver they
+// wait on.
+func poll[T any](t *testing.T, what string, get func() (T, error), ok func(T) bool, show func(T) string) T {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		task, err := c.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id})
+		v, err := get()
 		if err != nil {
-			t.Fatalf("GetTask %s: %v", id, err)
+			t.Fatal(err)
 		}
-		if ok(task) {
-			return task
+		if ok(v) {
+			return v
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited for %s; task %+v, metadata %+v", what, task.Status, task.Metadata)
+			t.Fatalf("waited for %s; %s", what, show(v))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitTask polls GetTask until ok holds of the task.
+func waitTask(t *testing.T, c *a2aclient.Client, id a2a.TaskID, what string, ok func(*a2a.Task) bool) *a2a.Task {
+	t.Helper()
+	get := func() (*a2a.Task, error) {
+		task, err := c.GetTask(context.Background(), &a2a.GetTaskRequest{ID: id})
+		if err != nil {
+			return nil, fmt.Errorf("GetTask %s: %w", id, err)
+		}
+		return task, nil
+	}
+	return poll(t, what, get, ok, func(task *a2a.Task) string { return fmt.Sprintf("task %+v, metadata %+v", task.Status, task.Metadata) })
 }
 
 // errorInfoMeta is the metadata of an A2A error's ErrorInfo.

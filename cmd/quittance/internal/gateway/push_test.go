@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,25 +26,90 @@ import (
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 )
 
+// pushLog is a push endpoint, of either version's receiver: it keeps the
+// tasks of the pushes take accepts, by the token they came with, and
+// answers any other 401, noting why, which fails the test at its next
+// wait.
+type pushLog[T any] struct {
+	t   *testing.T
+	url string
+	// take is a push's token and task, or why it is refused; it is called
+	// with mu held.
+	take  func(req *http.Request, body []byte) (token string, task T, refused string)
+	mu    sync.Mutex
+	tasks map[string][]T
+	bad   []string
+}
+
+func newPushLog[T any](t *testing.T, take func(*http.Request, []byte) (string, T, string)) *pushLog[T] {
+	return &pushLog[T]{t: t, take: take, tasks: map[string][]T{}}
+}
+
+// serve serves the endpoint on loopback until the test ends, at path.
+func (l *pushLog[T]) serve(path string) {
+	srv := httptest.NewServer(l)
+	l.t.Cleanup(srv.Close)
+	l.url = srv.URL + path
+}
+
+func (l *pushLog[T]) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	token, task, refused := l.take(req, body)
+	if refused != "" {
+		l.bad = append(l.bad, refused)
+		http.Error(w, refused, http.StatusUnauthorized)
+		return
+	}
+	l.tasks[token] = append(l.tasks[token], task)
+}
+
+// wait waits until a task pushed with token satisfies ok, and returns it;
+// a push refused before fails the test.
+func (l *pushLog[T]) wait(token, what string, ok func(T) bool) T {
+	l.t.Helper()
+	pushed := func() ([]T, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.bad) > 0 {
+			return nil, fmt.Errorf("pushes refused: %v", l.bad)
+		}
+		return slices.Clone(l.tasks[token]), nil
+	}
+	var found T
+	has := func(tasks []T) bool {
+		i := slices.IndexFunc(tasks, ok)
+		if i >= 0 {
+			found = tasks[i]
+		}
+		return i >= 0
+	}
+	poll(l.t, "a push of "+what+" with token "+token, pushed, has, func(tasks []T) string { return fmt.Sprintf("%d pushed", len(tasks)) })
+	return found
+}
+
+// pushed is how many pushes came with token.
+func (l *pushLog[T]) pushed(token string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.tasks[token])
+}
+
 // pushReceiver is an orchestrator's push endpoint on loopback: it checks
 // each push as a receiver does — a token it gave, the Standard Webhooks
 // signature keyed with that token, a StreamResponse body — and keeps the
 // tasks it was pushed, by token.
 type pushReceiver struct {
-	t      *testing.T
-	url    string
-	mu     sync.Mutex
+	*pushLog[*a2a.Task]
 	tokens map[string]bool
 	auth   map[string]string // token: the Authorization header it must come with
-	tasks  map[string][]*a2a.Task
-	bad    []string
 }
 
 func newPushReceiver(t *testing.T) *pushReceiver {
-	r := &pushReceiver{t: t, tokens: map[string]bool{}, auth: map[string]string{}, tasks: map[string][]*a2a.Task{}}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	r.url = srv.URL + "/a2a-push"
+	r := &pushReceiver{tokens: map[string]bool{}, auth: map[string]string{}}
+	r.pushLog = newPushLog(t, r.take)
+	r.serve("/a2a-push")
 	return r
 }
 
@@ -55,41 +121,31 @@ func (r *pushReceiver) expect(token, authorization string) {
 	r.tokens[token], r.auth[token] = true, authorization
 }
 
-func (r *pushReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	token := req.Header.Get("A2A-Notification-Token")
-	refuse := func(why string) {
-		r.bad = append(r.bad, why)
-		http.Error(w, why, http.StatusUnauthorized)
-	}
+// take is the task of a push with a token the receiver expects, the
+// Authorization header that goes with it, JSON, signed with the token,
+// whose body is a StreamResponse of a task; or why it is not.
+func (r *pushReceiver) take(req *http.Request, body []byte) (token string, task *a2a.Task, refused string) {
+	token = req.Header.Get("A2A-Notification-Token")
 	switch {
 	case !r.tokens[token]:
-		refuse("unknown token " + strconv.Quote(token))
-		return
+		return "", nil, "unknown token " + strconv.Quote(token)
 	case req.Header.Get("Authorization") != r.auth[token]:
-		refuse("authorization " + strconv.Quote(req.Header.Get("Authorization")))
-		return
+		return "", nil, "authorization " + strconv.Quote(req.Header.Get("Authorization"))
 	case req.Header.Get("Content-Type") != "application/json":
-		refuse("content type " + req.Header.Get("Content-Type"))
-		return
+		return "", nil, "content type " + req.Header.Get("Content-Type")
 	}
 	if err := verifyPushSignature(token, req.Header, body); err != nil {
-		refuse("signature: " + err.Error())
-		return
+		return "", nil, "signature: " + err.Error()
 	}
 	var sr a2a.StreamResponse
 	if err := json.Unmarshal(body, &sr); err != nil {
-		refuse("body: " + err.Error())
-		return
+		return "", nil, "body: " + err.Error()
 	}
 	task, ok := sr.Event.(*a2a.Task)
 	if !ok {
-		refuse(fmt.Sprintf("a push of %T", sr.Event))
-		return
+		return "", nil, fmt.Sprintf("a push of %T", sr.Event)
 	}
-	r.tasks[token] = append(r.tasks[token], task)
+	return token, task, ""
 }
 
 // verifyPushSignature checks a push as a Standard Webhooks receiver does,
@@ -116,36 +172,6 @@ func verifyPushSignature(token string, h http.Header, body []byte) error {
 		}
 	}
 	return errors.New("no signature matches")
-}
-
-// wait waits until a task pushed with token satisfies ok, and returns it.
-func (r *pushReceiver) wait(token, what string, ok func(*a2a.Task) bool) *a2a.Task {
-	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mu.Lock()
-		pushed, bad := r.tasks[token], r.bad
-		r.mu.Unlock()
-		if len(bad) > 0 {
-			r.t.Fatalf("pushes refused: %v", bad)
-		}
-		for _, task := range pushed {
-			if ok(task) {
-				return task
-			}
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("waited for a push of %s with token %s; %d pushed", what, token, len(pushed))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// pushed is how many pushes came with token.
-func (r *pushReceiver) pushed(token string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.tasks[token])
 }
 
 // TestGatewayPush: over each binding, a2a-go v2's client registers push
@@ -365,7 +391,8 @@ func TestGatewayPushReceiverDown(t *testing.T) {
 
 	// Up again, on the same address: the receiver gets the task as it
 	// stands, canceled.
-	recv := &pushReceiver{t: t, tokens: map[string]bool{token: true}, auth: map[string]string{token: ""}, tasks: map[string][]*a2a.Task{}}
+	recv := &pushReceiver{tokens: map[string]bool{token: true}, auth: map[string]string{token: ""}}
+	recv.pushLog = newPushLog(t, recv.take)
 	l, err = net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen again on %s: %v", addr, err)

@@ -6,12 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,20 +86,16 @@ func send03(t *testing.T, c *a2aclient03.Client, msg *a2a03.Message) *a2a03.Task
 // waitTask03 polls tasks/get until ok holds of the task.
 func waitTask03(t *testing.T, c *a2aclient03.Client, id a2a03.TaskID, what string, ok func(*a2a03.Task) bool) *a2a03.Task {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	get := func() (*a2a03.Task, error) {
 		task, err := c.GetTask(context.Background(), &a2a03.TaskQueryParams{ID: id})
 		if err != nil {
-			t.Fatalf("tasks/get %s: %v", id, err)
+			return nil, fmt.Errorf("tasks/get %s: %w", id, err)
 		}
-		if ok(task) {
-			return task
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited for %s; task %+v, metadata %+v", what, task.Status, task.Metadata)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return task, nil
 	}
+	return poll(t, what, get, ok, func(task *a2a03.Task) string {
+		return fmt.Sprintf("task %+v, metadata %+v", task.Status, task.Metadata)
+	})
 }
 
 // TestGatewayCardFor03: the one card serves both versions. A 0.3 client's
@@ -503,56 +496,30 @@ func TestGatewayRefinement03(t *testing.T) {
 // every push is, whose body is a 0.3 task, as a2a-go v0.3's push sender
 // posts it.
 type push03Receiver struct {
-	url, token string
-	mu         sync.Mutex
-	tasks      []*a2a03.Task
-	bad        []string
+	*pushLog[*a2a03.Task]
+	token string
 }
 
 func newPush03Receiver(t *testing.T, token string) *push03Receiver {
 	r := &push03Receiver{token: token}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		var task a2a03.Task
-		switch {
-		case req.Header.Get("X-A2A-Notification-Token") != token:
-			r.bad = append(r.bad, "token "+req.Header.Get("X-A2A-Notification-Token"))
-		case verifyPushSignature(token, req.Header, body) != nil:
-			r.bad = append(r.bad, "signature")
-		case json.Unmarshal(body, &task) != nil || !strings.Contains(string(body), `"kind":"task"`):
-			r.bad = append(r.bad, "body "+string(body))
-		default:
-			r.tasks = append(r.tasks, &task)
-			return
-		}
-		w.WriteHeader(http.StatusUnauthorized)
-	}))
-	t.Cleanup(srv.Close)
-	r.url = srv.URL + "/push"
+	r.pushLog = newPushLog(t, r.take)
+	r.serve("/push")
 	return r
 }
 
-// wait waits until a pushed task satisfies ok.
-func (r *push03Receiver) wait(t *testing.T, what string, ok func(*a2a03.Task) bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mu.Lock()
-		tasks, bad := slices.Clone(r.tasks), slices.Clone(r.bad)
-		r.mu.Unlock()
-		if len(bad) > 0 {
-			t.Fatalf("pushes refused: %v", bad)
-		}
-		if slices.ContainsFunc(tasks, ok) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited for a push of %s; %d pushed", what, len(tasks))
-		}
-		time.Sleep(20 * time.Millisecond)
+// take is the task of a push that carries the receiver's token, is
+// signed with it and is a 0.3 task, or why it is not.
+func (r *push03Receiver) take(req *http.Request, body []byte) (token string, task *a2a03.Task, refused string) {
+	task = &a2a03.Task{}
+	switch {
+	case req.Header.Get("X-A2A-Notification-Token") != r.token:
+		return "", nil, "token " + req.Header.Get("X-A2A-Notification-Token")
+	case verifyPushSignature(r.token, req.Header, body) != nil:
+		return "", nil, "signature"
+	case json.Unmarshal(body, task) != nil || !strings.Contains(string(body), `"kind":"task"`):
+		return "", nil, "body " + string(body)
 	}
+	return r.token, task, ""
 }
 
 // TestGatewayPush03: a 0.3 client registers a push config on its task
@@ -571,7 +538,7 @@ func TestGatewayPush03(t *testing.T) {
 	if err != nil || set.Config.Token != recv.token || set.TaskID != task.ID {
 		t.Fatalf("tasks/pushNotificationConfig/set: %+v %v", set, err)
 	}
-	recv.wait(t, "the task working", func(p *a2a03.Task) bool { return p.ID == task.ID && p.Status.State == a2a03.TaskStateWorking })
+	recv.wait(recv.token, "the task working", func(p *a2a03.Task) bool { return p.ID == task.ID && p.Status.State == a2a03.TaskStateWorking })
 	got, err := c.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task.ID, ConfigID: "po-desk"})
 	if err != nil || got.Config.URL != recv.url || got.Config.Token != "" {
 		t.Fatalf("the config read back: %+v %v", got, err)
@@ -579,7 +546,7 @@ func TestGatewayPush03(t *testing.T) {
 	if _, err := c.CancelTask(ctx, &a2a03.TaskIDParams{ID: task.ID}); err != nil {
 		t.Fatal(err)
 	}
-	recv.wait(t, "the task compensated", func(p *a2a03.Task) bool {
+	recv.wait(recv.token, "the task compensated", func(p *a2a03.Task) bool {
 		m, _ := p.Metadata[gateway.ExtensionURI].(map[string]any)
 		return p.ID == task.ID && p.Status.State == a2a03.TaskStateCanceled && m["obligation_state"] == "compensated"
 	})

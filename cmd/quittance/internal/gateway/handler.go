@@ -46,6 +46,17 @@ func (h *handler) begin(ctx context.Context, tenant string) (call, error) {
 	return c, nil
 }
 
+// beginTask is begin, and the delegation of task id as the call may see it
+// (delegation): how a request on one task starts.
+func (h *handler) beginTask(ctx context.Context, tenant string, id a2a.TaskID) (call, ledger.Delegation, error) {
+	c, err := h.begin(ctx, tenant)
+	if err != nil {
+		return call{}, ledger.Delegation{}, err
+	}
+	d, err := h.delegation(ctx, c, id)
+	return c, d, err
+}
+
 // delegation loads the task id's delegation as c may see it: one of c's
 // tenant, with c's org. Anything else is errTaskNotFound.
 func (h *handler) delegation(ctx context.Context, c call, id a2a.TaskID) (ledger.Delegation, error) {
@@ -185,11 +196,7 @@ func dispatchMessage(msg *a2a.Message, metadata map[string]any) (json.RawMessage
 
 // GetTask answers the task of one of the caller's delegations at the org.
 func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
-	c, err := h.begin(ctx, req.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	d, err := h.delegation(ctx, c, req.ID)
+	c, d, err := h.beginTask(ctx, req.Tenant, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -325,11 +332,7 @@ func (h *handler) contextDelegations(ctx context.Context, c call, contextID stri
 // Quittance cancels the remote task; the hold stays until what it observes
 // there, and evidence where the gate applies, ends the obligation.
 func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
-	c, err := h.begin(ctx, req.Tenant)
-	if err != nil {
-		return nil, err
-	}
-	d, err := h.delegation(ctx, c, req.ID)
+	c, d, err := h.beginTask(ctx, req.Tenant, req.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -29,12 +29,7 @@ const defaultPoll = time.Second
 // and starts from the task as it then stands.
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		c, err := h.begin(ctx, req.Tenant)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		d, err := h.delegation(ctx, c, req.ID)
+		c, d, err := h.beginTask(ctx, req.Tenant, req.ID)
 		if err != nil {
 			yield(nil, err)
 			return

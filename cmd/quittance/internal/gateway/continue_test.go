@@ -149,8 +149,7 @@ func TestGatewayContinuation(t *testing.T) {
 		// agent has no task left running when the test ends.)
 		order := ledgerMessage("parts-working-"+name, "Order 3 gaskets", 1_000)
 		order.Metadata[gateway.ExtensionURI].(map[string]any)["task_class"] = "read_only"
-		working := send(t, acme, order)
-		working = waitTask(t, acme, working.ID, "the task working", func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking })
+		working := sendWorking(t, acme, order)
 		_, err = acme.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, working, a2a.NewTextPart("CC-44"))})
 		if !errors.Is(err, a2a.ErrInvalidRequest) || errorInfoMeta(t, err)["problem_code"] != "task_not_interrupted" {
 			t.Fatalf("%s: an answer to a working task: %v", binding, err)

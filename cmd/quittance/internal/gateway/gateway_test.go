@@ -159,14 +159,21 @@ func (e *gwEnv) client(t *testing.T, token, org string, binding a2a.TransportPro
 	return c
 }
 
+// ledgerData is a purchase order's metadata, in either version: the
+// ledger extension's data, a hold of amountMinor EUR on budget "ops" for
+// task class procurement.
+func ledgerData(amountMinor int64) map[string]any {
+	return map[string]any{gateway.ExtensionURI: map[string]any{
+		"budget_id": "ops", "task_class": "procurement",
+		"hold": map[string]any{"amount_minor": amountMinor, "currency": "EUR"},
+	}}
+}
+
 // ledgerMessage is a purchase order with the ledger extension's data.
 func ledgerMessage(messageID, text string, amountMinor int64) *a2a.Message {
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
 	m.ID = messageID
-	m.Metadata = map[string]any{gateway.ExtensionURI: map[string]any{
-		"budget_id": "ops", "task_class": "procurement",
-		"hold": map[string]any{"amount_minor": amountMinor, "currency": "EUR"},
-	}}
+	m.Metadata = ledgerData(amountMinor)
 	return m
 }
 
@@ -195,6 +202,14 @@ func send(t *testing.T, c *a2aclient.Client, msg *a2a.Message) *a2a.Task {
 		t.Fatalf("SendMessage answered %T, want a task", res)
 	}
 	return task
+}
+
+// sendWorking sends msg with c and waits until the task it answers works,
+// as a test of what a running task does begins.
+func sendWorking(t *testing.T, c *a2aclient.Client, msg *a2a.Message) *a2a.Task {
+	t.Helper()
+	task := send(t, c, msg)
+	return waitTask(t, c, task.ID, "the task working", func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking })
 }
 
 // poll calls get every 20 ms until ok holds of what it returns, and

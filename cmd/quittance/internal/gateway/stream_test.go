@@ -120,8 +120,7 @@ func TestGatewayStreamEndsWithItsClient(t *testing.T) {
 	t.Parallel()
 	e := newGatewayEnv(t)
 	acme := e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)
-	task := send(t, acme, ledgerMessage("po-stream-"+t.Name(), "Order 2 desks", 10_000))
-	waitTask(t, acme, task.ID, "the task working", func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking })
+	task := sendWorking(t, acme, ledgerMessage("po-stream-"+t.Name(), "Order 2 desks", 10_000))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := 0

@@ -87,8 +87,7 @@ func TestGatewayStreamFollowsTheObligation(t *testing.T) {
 		apitest.WithStream(time.Minute, time.Second))
 	t.Run("woken", func(t *testing.T) {
 		acme := e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)
-		task := send(t, acme, ledgerMessage("po-woken-"+t.Name(), "Order 3 chairs", 10_000))
-		waitTask(t, acme, task.ID, "the task working", func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking })
+		task := sendWorking(t, acme, ledgerMessage("po-woken-"+t.Name(), "Order 3 chairs", 10_000))
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 		defer cancel()
 		events := background(ctx, acme.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}))
@@ -110,8 +109,7 @@ func TestGatewayStreamFollowsTheObligation(t *testing.T) {
 	})
 	t.Run("resubscribed", func(t *testing.T) {
 		acme := e.client(t, e.acme, orgID, a2a.TransportProtocolHTTPJSON)
-		task := send(t, acme, ledgerMessage("po-resub-"+t.Name(), "Order 4 chairs", 10_000))
-		waitTask(t, acme, task.ID, "the task working", func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking })
+		task := sendWorking(t, acme, ledgerMessage("po-resub-"+t.Name(), "Order 4 chairs", 10_000))
 		dropped, drop := context.WithCancel(context.Background())
 		events := background(dropped, acme.SubscribeToTask(dropped, &a2a.SubscribeToTaskRequest{ID: task.ID}))
 		next(t, "the first subscription", events, 10*time.Second)
@@ -301,8 +299,7 @@ func TestGatewayStreamKeepsAlive(t *testing.T) {
 	t.Parallel()
 	e := newGatewayEnv(t)
 	acme := e.client(t, e.acme, orgID, a2a.TransportProtocolJSONRPC)
-	task := send(t, acme, ledgerMessage("po-idle-"+t.Name(), "Order 1 desk", 10_000))
-	waitTask(t, acme, task.ID, "the task working", func(task *a2a.Task) bool { return task.Status.State == a2a.TaskStateWorking })
+	task := sendWorking(t, acme, ledgerMessage("po-idle-"+t.Name(), "Order 1 desk", 10_000))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	body := `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + string(task.ID) + `"}}`

@@ -53,10 +53,7 @@ func (e *gwEnv) client03(t *testing.T, token string, org ...string) *a2aclient03
 func ledgerMessage03(messageID, text string, amountMinor int64) *a2a03.Message {
 	m := a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: text})
 	m.ID = messageID
-	m.Metadata = map[string]any{gateway.ExtensionURI: map[string]any{
-		"budget_id": "ops", "task_class": "procurement",
-		"hold": map[string]any{"amount_minor": amountMinor, "currency": "EUR"},
-	}}
+	m.Metadata = ledgerData(amountMinor)
 	return m
 }
 

@@ -2,14 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
@@ -70,74 +64,20 @@ func (t *tx) SetBudgetTenants(ctx context.Context, id string, tenants []string, 
 	return nil
 }
 
-// MoveBudget keeps the movement until the transaction's commit (or a read
-// of a budget), when the movements of every operation of the transaction
-// are queued sorted by budget (queueMoves): the budget row is shared by
-// many delegations, so its lock is taken last and held for the shortest
-// time, and two transactions lock budgets in one order. Its refusal fails
-// the transaction there (ledger/DESIGN.md §5, "The write path").
+// MoveBudget keeps the movement until the transaction's end (or a read of
+// a budget): the budget row is shared by many delegations, so its lock is
+// taken last and held for the shortest time, and two transactions lock
+// budgets in one order. A flush sends its operations' movements in one
+// statement once it has played them against the budgets, locked
+// (checkFunds); a transaction alone sends each in a statement of its own
+// (tx.queueMoves). Its refusal fails the transaction there
+// (ledger/DESIGN.md §5, "The write path").
 func (t *tx) MoveBudget(ctx context.Context, m ledger.BudgetMove) error {
 	if !m.Kind.Valid() {
 		return fmt.Errorf("unknown budget movement %q", m.Kind)
 	}
-	p := dbsqlc.BudgetMoveParams{ID: m.BudgetID, Kind: string(m.Kind), Amount: m.AmountMinor, At: m.At}
-	if m.DelegationID != uuid.Nil {
-		p.DelegationID = uuid.NullUUID{UUID: m.DelegationID, Valid: true}
-	}
-	conn := t.conn
-	conn.wrote = true
-	t.moves = append(t.moves, pendingMove{move: m, owner: conn.owner, queue: func() error {
-		return conn.queue(func(q *dbsqlc.Queries) error {
-			_, err := q.BudgetMove(ctx, p)
-			return err
-		}, refusedByError, func(tag pgconn.CommandTag, err error) error {
-			var pgErr *pgconn.PgError
-			switch {
-			case errors.As(err, &pgErr) && (pgErr.ConstraintName == "budgets_available_minor_check" || pgErr.ConstraintName == "budgets_held_minor_check"):
-				return moveRefused(m, pgErr.ConstraintName == "budgets_available_minor_check")
-			case errors.As(err, &pgErr) && pgErr.ConstraintName == "budget_entries_budget_id_fkey":
-				return fmt.Errorf("%s %d on budget %s: no such budget", m.Kind, m.AmountMinor, m.BudgetID)
-			case err != nil:
-				return fmt.Errorf("%s %d on budget %s: %w", m.Kind, m.AmountMinor, m.BudgetID, err)
-			case tag.RowsAffected() != 1:
-				// The statement cannot succeed without moving one row (see the
-				// query); this is the last guard, should it ever change.
-				return fmt.Errorf("%s %d on budget %s: moved %d rows", m.Kind, m.AmountMinor, m.BudgetID, tag.RowsAffected())
-			}
-			return nil
-		})
-	}})
-	return nil
-}
-
-// moveRefused is the refusal of a movement that would take a budget's
-// available amount (available) or its held amount below zero.
-func moveRefused(m ledger.BudgetMove, available bool) error {
-	if available && m.Kind == ledger.MoveHold {
-		return fmt.Errorf("hold %d on budget %s: %w", m.AmountMinor, m.BudgetID, ledger.ErrInsufficientFunds)
-	}
-	return fmt.Errorf("%s %d on budget %s: the amount is not there to move", m.Kind, m.AmountMinor, m.BudgetID)
-}
-
-// pendingMove is a budget movement kept by MoveBudget: queue queues it on
-// the connection of the operation (owner) that made it.
-type pendingMove struct {
-	move  ledger.BudgetMove
-	owner int
-	queue func() error
-}
-
-// queueMoves queues the transaction's kept movements, sorted by budget
-// (stable: one budget's in the order they were made).
-func (s *txShared) queueMoves() error {
-	moves := s.moves
-	s.moves = nil
-	slices.SortStableFunc(moves, func(a, b pendingMove) int { return strings.Compare(a.move.BudgetID, b.move.BudgetID) })
-	for _, m := range moves {
-		if err := m.queue(); err != nil {
-			return err
-		}
-	}
+	t.conn.wrote = true
+	t.moves = append(t.moves, pendingMove{move: m, owner: t.conn.owner})
 	return nil
 }
 

@@ -354,9 +354,6 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 	if rr, ok := checkFunds(ctx, conn, shared); !ok {
 		return rr
 	}
-	if err := shared.queueMoves(); err != nil {
-		return flushResult{outcome: replay}
-	}
 	if len(ops) > 1 {
 		failpoint.Inject("batch-before-commit") // crash tests: a batch written, its COMMIT not sent
 	}
@@ -430,8 +427,9 @@ func broken(conn *txConn) bool {
 // movement the budget cannot cover would fail the commit, and be refused
 // alone; with many on a hot budget, one at a time would run the flush again
 // for each. Every operation refused here is answered, and the others run
-// again without them (ok false). A budget moved meanwhile is caught by the
-// commit, as without this check.
+// again without them (ok false). Otherwise the movements, played and
+// found covered, are queued in one statement (queueMoveBatch) that updates
+// each budget once, by their net, with the budgets locked to the commit.
 func checkFunds(ctx context.Context, conn *txConn, shared *txShared) (flushResult, bool) {
 	if len(shared.moves) == 0 {
 		return flushResult{}, true
@@ -451,79 +449,16 @@ func checkFunds(ctx context.Context, conn *txConn, shared *txShared) (flushResul
 	}
 	balances := make(map[string]*fundsBalance, len(rows))
 	for _, b := range rows {
-		balances[b.ID] = &fundsBalance{available: b.AvailableMinor, held: b.HeldMinor}
-	}
-	refusals := playMoves(shared.moves, balances)
-	if len(refusals) == 0 {
-		return flushResult{}, true
-	}
-	return flushResult{outcome: refused, refusals: refusals}, false
-}
-
-// fundsBalance is what a budget's movements may take below zero.
-type fundsBalance struct{ available, held int64 }
-
-// playMoves applies moves, grouped by operation in the order they were
-// made, to balances, and returns the refusal of each operation (by its
-// index) a movement of which would take a balance below zero; a refused
-// operation's movements are not applied. A budget missing from balances is
-// left to the commit.
-func playMoves(moves []pendingMove, balances map[string]*fundsBalance) map[int]error {
-	byOwner := map[int][]ledger.BudgetMove{}
-	var owners []int
-	for _, m := range moves {
-		if _, ok := byOwner[m.owner]; !ok {
-			owners = append(owners, m.owner)
-		}
-		byOwner[m.owner] = append(byOwner[m.owner], m.move)
-	}
-	refusals := map[int]error{}
-	for _, owner := range owners {
-		trial := map[string]fundsBalance{}
-		var refusal error
-		for _, m := range byOwner[owner] {
-			b, ok := balances[m.BudgetID]
-			if !ok || m.AmountMinor <= 0 {
-				continue
-			}
-			cur, ok := trial[m.BudgetID]
-			if !ok {
-				cur = *b
-			}
-			available, held := moveSigns(m.Kind)
-			cur.available += available * m.AmountMinor
-			cur.held += held * m.AmountMinor
-			if cur.available < 0 || cur.held < 0 {
-				refusal = moveRefused(m, cur.available < 0)
-				break
-			}
-			trial[m.BudgetID] = cur
-		}
-		if refusal != nil {
-			refusals[owner-1] = refusal
-			continue
-		}
-		for id, b := range trial {
-			*balances[id] = b
+		balances[b.ID] = &fundsBalance{
+			funded: b.FundedMinor, available: b.AvailableMinor, held: b.HeldMinor, spent: b.SpentMinor, writtenOff: b.WrittenOffMinor,
 		}
 	}
-	return refusals
-}
-
-// moveSigns are the signs with which a movement of kind k changes a
-// budget's available and held amounts (the BudgetMove query's table).
-func moveSigns(k ledger.BudgetMoveKind) (available, held int64) {
-	switch k {
-	case ledger.MoveFund:
-		return 1, 0
-	case ledger.MoveHold:
-		return -1, 1
-	case ledger.MoveReturn:
-		return 1, -1
-	case ledger.MoveSpend, ledger.MoveWriteOff:
-		return 0, -1
+	if refusals := playMoves(shared.moves, balances); len(refusals) > 0 {
+		return flushResult{outcome: refused, refusals: refusals}, false
 	}
-	return 0, 0
+	conn.queueMoveBatch(shared.moves, balances)
+	shared.moves = nil
+	return flushResult{}, true
 }
 
 // opConn is one operation's connection to a transaction (txConn) it may

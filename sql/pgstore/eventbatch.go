@@ -23,7 +23,7 @@ import (
 type eventBatch struct {
 	p dbsqlc.EventInsertBatchParams
 	// owners are the operations that appended them, one per event.
-	owners []int
+	owners
 	// streams counts the events of each stream.
 	streams map[string]int
 }
@@ -55,18 +55,6 @@ func (e *eventBatch) add(owner int, ev ledger.Event) {
 	b.Hashes = append(b.Hashes, ev.Hash)
 }
 
-// owner is the one operation that appended every event of the batch, or 0
-// when several did: a refusal of the statement is then no one operation's,
-// and the flush replays its operations one at a time to find whose it is.
-func (e *eventBatch) owner() int {
-	for _, o := range e.owners {
-		if o != e.owners[0] {
-			return 0
-		}
-	}
-	return e.owners[0]
-}
-
 // bufferEvent buffers an event appended by operation owner, to be sent
 // with the transaction's other appends (queueEvents).
 func (b *txConn) bufferEvent(owner int, e ledger.Event) error {
@@ -89,29 +77,28 @@ func (b *txConn) queueEvents(ctx context.Context) {
 	if len(b.events.owners) == 0 {
 		return
 	}
-	rec := &recorder{}
-	_, _ = newQueries(rec).EventInsertBatch(ctx, b.events.p)
-	st := rec.statements[0]
 	n := len(b.events.owners)
-	st.owner, st.refusal = b.events.owner(), refusedByError
-	st.read = func(br pgx.BatchResults) error {
-		var appended, deliveries int32
-		if err := br.QueryRow().Scan(&appended, &deliveries); err != nil {
-			return err
-		}
-		if int(appended) != n {
-			return fmt.Errorf("appended %d events of %d", appended, n)
-		}
-		b.deliveries = b.deliveries || deliveries > 0
-		return nil
-	}
-	st.check = func(_ pgconn.CommandTag, err error) error {
-		if err != nil {
-			return fmt.Errorf("insert %d events: %w", n, err)
-		}
-		return nil
-	}
-	b.queued = append(b.queued, st)
+	p := b.events.p
+	b.queueBuffered(b.events.owners, func(q *dbsqlc.Queries) { _, _ = q.EventInsertBatch(ctx, p) }, queuedStatement{
+		refusal: refusedByError,
+		read: func(br pgx.BatchResults) error {
+			var appended, deliveries int32
+			if err := br.QueryRow().Scan(&appended, &deliveries); err != nil {
+				return err
+			}
+			if int(appended) != n {
+				return fmt.Errorf("appended %d events of %d", appended, n)
+			}
+			b.deliveries = b.deliveries || deliveries > 0
+			return nil
+		},
+		check: func(_ pgconn.CommandTag, err error) error {
+			if err != nil {
+				return fmt.Errorf("insert %d events: %w", n, err)
+			}
+			return nil
+		},
+	})
 	b.events = eventBatch{}
 }
 

@@ -21,8 +21,8 @@ import (
 type evidenceBatch struct {
 	p dbsqlc.CompensationEvidencePutBatchParams
 	// owners are the operations that stored it, one per row.
-	owners []int
-	ids    map[uuid.UUID]bool
+	owners
+	ids map[uuid.UUID]bool
 }
 
 // add buffers e, stored by operation owner.
@@ -46,17 +46,6 @@ func (v *evidenceBatch) add(owner int, e ledger.StoredEvidence) {
 	p.DecidedAts = append(p.DecidedAts, orZero(e.DecidedAt))
 }
 
-// owner is the one operation that stored every row of the batch, or 0 when
-// several did (eventBatch.owner).
-func (v *evidenceBatch) owner() int {
-	for _, o := range v.owners {
-		if o != v.owners[0] {
-			return 0
-		}
-	}
-	return v.owners[0]
-}
-
 // bufferEvidence buffers e, stored by operation owner; a buffered row of
 // the same delegation is queued first (an INSERT … ON CONFLICT DO UPDATE
 // changes a row once).
@@ -75,23 +64,22 @@ func (b *txConn) bufferEvidence(ctx context.Context, owner int, e ledger.StoredE
 // refused by an error (a constraint, a foreign key), so the COMMIT may
 // ride with it. A refusal is its operation's when the rows are all one
 // operation's, else no one's: the flush then replays its operations one
-// at a time (eventBatch's queueEvents).
+// at a time (queueBuffered).
 func (b *txConn) queueEvidence(ctx context.Context) {
 	if len(b.evidence.owners) == 0 {
 		return
 	}
-	rec := &recorder{}
-	_ = newQueries(rec).CompensationEvidencePutBatch(ctx, b.evidence.p)
-	st := rec.statements[0]
 	n := len(b.evidence.owners)
-	st.owner, st.refusal = b.evidence.owner(), refusedByError
-	st.check = func(_ pgconn.CommandTag, err error) error {
-		if err != nil {
-			return fmt.Errorf("store the compensation evidence of %d delegations: %w", n, err)
-		}
-		return nil
-	}
-	b.queued = append(b.queued, st)
+	p := b.evidence.p
+	b.queueBuffered(b.evidence.owners, func(q *dbsqlc.Queries) { _ = q.CompensationEvidencePutBatch(ctx, p) }, queuedStatement{
+		refusal: refusedByError,
+		check: func(_ pgconn.CommandTag, err error) error {
+			if err != nil {
+				return fmt.Errorf("store the compensation evidence of %d delegations: %w", n, err)
+			}
+			return nil
+		},
+	})
 	b.evidence = evidenceBatch{}
 }
 

@@ -120,6 +120,35 @@ func (b *txConn) queue(owner int, send func(q *dbsqlc.Queries) error, r refusal,
 	return nil
 }
 
+// owners are the operations that buffered the rows of a write buffer
+// (eventbatch.go, updatebatch.go, evidencebatch.go), one per row.
+type owners []int
+
+// sole is the one operation that buffered every row, or 0 when several
+// did: a refusal of the buffer's statement is then no one operation's, and
+// the flush replays its operations one at a time to find whose it is.
+func (o owners) sole() int {
+	for _, x := range o {
+		if x != o[0] {
+			return 0
+		}
+	}
+	return o[0]
+}
+
+// queueBuffered queues the one statement that send issues for a write
+// buffer whose rows the operations o buffered, as st says it is read,
+// judged and refused (st's statement and owner are filled in): it runs
+// before the next statement sent, and a refusal is attributed to o's sole
+// operation unless st.blame names another. send's results are
+// meaningless: it runs against a recorder.
+func (b *txConn) queueBuffered(o owners, send func(q *dbsqlc.Queries), st queuedStatement) {
+	rec := &planRecorder{}
+	send(newQueries(rec))
+	st.sql, st.args, st.owner = rec.statements[0].sql, rec.statements[0].args, o.sole()
+	b.queued = append(b.queued, st)
+}
+
 // send sends BEGIN (on the first statement), the queued writes and then
 // sql (if any) in one batch, and reads every result but sql's: the caller
 // reads it from the returned batch, and closes it.

@@ -26,8 +26,8 @@ import (
 type updateBatch struct {
 	p dbsqlc.DelegationUpdateBatchParams
 	// owners are the operations that buffered them, one per update.
-	owners []int
-	ids    map[uuid.UUID]bool
+	owners
+	ids map[uuid.UUID]bool
 	// tasks are the buffered delegations' remote tasks (org, task id).
 	tasks map[remoteTaskKey]bool
 }
@@ -85,17 +85,6 @@ func orZero(t time.Time) time.Time {
 	return t
 }
 
-// owner is the one operation that buffered every update of the batch, or 0
-// when several did (eventBatch.owner).
-func (u *updateBatch) owner() int {
-	for _, o := range u.owners {
-		if o != u.owners[0] {
-			return 0
-		}
-	}
-	return u.owners[0]
-}
-
 // bufferUpdate buffers the update of d by operation owner; a buffered
 // update of the same delegation is queued first (one statement updates a
 // row once).
@@ -121,49 +110,47 @@ func (b *txConn) queueUpdates(ctx context.Context) {
 	if len(b.updates.owners) == 0 {
 		return
 	}
-	rec := &planRecorder{}
-	_, _ = newQueries(rec).DelegationUpdateBatch(ctx, b.updates.p)
-	st := rec.statements[0]
 	u := b.updates
 	missing := -1
-	st.owner, st.refusal = u.owner(), refusedByRowCount
-	st.read = func(br pgx.BatchResults) error {
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			return err
-		}
-		matched := make(map[uuid.UUID]bool, len(ids))
-		for _, id := range ids {
-			matched[id] = true
-		}
-		for i, id := range u.p.Ids {
-			if !matched[id] {
-				missing = i
-				break
+	b.queueBuffered(u.owners, func(q *dbsqlc.Queries) { _, _ = q.DelegationUpdateBatch(ctx, u.p) }, queuedStatement{
+		refusal: refusedByRowCount,
+		read: func(br pgx.BatchResults) error {
+			rows, err := br.Query()
+			if err != nil {
+				return err
 			}
-		}
-		return nil
-	}
-	st.check = func(_ pgconn.CommandTag, err error) error {
-		switch {
-		case err != nil:
-			return fmt.Errorf("update %d delegations: %w", len(u.owners), err)
-		case missing >= 0:
-			return fmt.Errorf("delegation %s version %d: %w", u.p.Ids[missing], u.p.PreviousVersions[missing], ledger.ErrConcurrentUpdate)
-		}
-		return nil
-	}
-	st.blame = func() int {
-		if missing >= 0 {
-			return u.owners[missing]
-		}
-		return u.owner()
-	}
-	b.queued = append(b.queued, st)
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			if err != nil {
+				return err
+			}
+			matched := make(map[uuid.UUID]bool, len(ids))
+			for _, id := range ids {
+				matched[id] = true
+			}
+			for i, id := range u.p.Ids {
+				if !matched[id] {
+					missing = i
+					break
+				}
+			}
+			return nil
+		},
+		check: func(_ pgconn.CommandTag, err error) error {
+			switch {
+			case err != nil:
+				return fmt.Errorf("update %d delegations: %w", len(u.owners), err)
+			case missing >= 0:
+				return fmt.Errorf("delegation %s version %d: %w", u.p.Ids[missing], u.p.PreviousVersions[missing], ledger.ErrConcurrentUpdate)
+			}
+			return nil
+		},
+		blame: func() int {
+			if missing >= 0 {
+				return u.owners[missing]
+			}
+			return u.owners.sole()
+		},
+	})
 	b.updates = updateBatch{}
 }
 

@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 const budgetGetByID = `-- name: BudgetGetByID :one
@@ -72,84 +70,92 @@ func (q *Queries) BudgetInsert(ctx context.Context, arg BudgetInsertParams) erro
 	return err
 }
 
-const budgetMove = `-- name: BudgetMove :one
-WITH moved AS (
-    UPDATE budgets b SET
-        funded_minor      = b.funded_minor      + k.funded      * $1::bigint,
-        available_minor   = b.available_minor   + k.available   * $1::bigint,
-        held_minor        = b.held_minor        + k.held        * $1::bigint,
-        spent_minor       = b.spent_minor       + k.spent       * $1::bigint,
-        written_off_minor = b.written_off_minor + k.written_off * $1::bigint,
-        updated_at        = $2
-    FROM (VALUES
+const budgetMoveBatch = `-- name: BudgetMoveBatch :one
+WITH m AS (
+    SELECT generate_subscripts($1::text[], 1) AS ord,
+           unnest($1::text[]) AS budget_id, unnest($2::text[]) AS kind,
+           unnest($3::bigint[]) AS amount, unnest($4::text[]) AS delegation_id,
+           unnest($5::timestamptz[]) AS at
+), net AS (
+    SELECT m.budget_id,
+           sum(k.funded * m.amount)::bigint AS funded, sum(k.available * m.amount)::bigint AS available,
+           sum(k.held * m.amount)::bigint AS held, sum(k.spent * m.amount)::bigint AS spent,
+           sum(k.written_off * m.amount)::bigint AS written_off, max(m.at) AS at
+    FROM m
+    JOIN (VALUES
         --            funded available held spent written_off
         ('fund',      1,     1,         0,   0,    0),
         ('hold',      0,     -1,        1,   0,    0),
         ('spend',     0,     0,         -1,  1,    0),
         ('return',    0,     1,         -1,  0,    0),
         ('write_off', 0,     0,         -1,  0,    1)
-    ) AS k (kind, funded, available, held, spent, written_off)
-    WHERE b.id = $3 AND k.kind = $4::text
-    RETURNING b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at, b.tenants
+    ) AS k (kind, funded, available, held, spent, written_off) ON k.kind = m.kind
+    GROUP BY m.budget_id
+), moved AS (
+    UPDATE budgets b SET
+        funded_minor      = b.funded_minor      + n.funded,
+        available_minor   = b.available_minor   + n.available,
+        held_minor        = b.held_minor        + n.held,
+        spent_minor       = b.spent_minor       + n.spent,
+        written_off_minor = b.written_off_minor + n.written_off,
+        updated_at        = n.at
+    FROM net n
+    WHERE b.id = n.budget_id
+    RETURNING b.id
 ), journal AS (
     INSERT INTO budget_entries (budget_id, delegation_id, kind, amount_minor, at)
-    VALUES ($3, $5, $4::text, $1::bigint, $2)
+    SELECT m.budget_id, nullif(m.delegation_id, '')::uuid, m.kind, m.amount, m.at
+    FROM m
+    ORDER BY m.ord
+    RETURNING 1
 )
-SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM moved
+SELECT (SELECT count(*) FROM moved)::integer AS budgets,
+       (SELECT count(*) FROM journal)::integer AS entries
 `
 
-type BudgetMoveParams struct {
-	Amount       int64
-	At           time.Time
-	ID           string
-	Kind         string
-	DelegationID uuid.NullUUID
+type BudgetMoveBatchParams struct {
+	BudgetIds     []string
+	Kinds         []string
+	Amounts       []int64
+	DelegationIds []string
+	Ats           []time.Time
 }
 
-type BudgetMoveRow struct {
-	ID              string
-	Currency        string
-	FundedMinor     int64
-	AvailableMinor  int64
-	HeldMinor       int64
-	SpentMinor      int64
-	WrittenOffMinor int64
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	Tenants         []string
+type BudgetMoveBatchRow struct {
+	Budgets int32
+	Entries int32
 }
 
-// Moves an amount between a budget's columns and journals the movement, in
-// one statement. The signs say which columns each kind of movement credits
-// (+1) and debits (-1). A movement that is refused fails the statement,
-// never matches nothing, so it can be sent with the transaction's COMMIT
-// (sql/pgstore/txconn.go) and still roll everything back: a hold larger
-// than the available amount violates budgets_available_minor_check, a
-// release larger than the held amount budgets_held_minor_check (the row is
-// locked by the UPDATE, so a budget can never be overdrawn whatever runs
-// concurrently), and a budget that does not exist fails the journal's
-// foreign key.
-func (q *Queries) BudgetMove(ctx context.Context, arg BudgetMoveParams) (BudgetMoveRow, error) {
-	row := q.db.QueryRow(ctx, budgetMove,
-		arg.Amount,
-		arg.At,
-		arg.ID,
-		arg.Kind,
-		arg.DelegationID,
+// Moves amounts between budgets' columns and journals the movements, in
+// one statement: one movement per row of the arrays, in the order they
+// were made (a transaction's, sql/pgstore/movebatch.go). An empty text
+// stands for NULL in @delegation_ids. The signs say which columns each
+// kind of movement credits (+1) and debits (-1); this table is the rule
+// (sql/pgstore's moveSigns mirrors it for the flush's funds check). The
+// journal gets one row per movement, in their order; each budget moved is
+// updated once, by the sum of its movements' signed amounts, column by
+// column, and updated_at their latest at: one new version of a hot
+// budget's row for many movements. The CHECK constraints judge that net
+// change, so a statement of several movements on one budget is sent only
+// once they have been played one by one against the budget's locked
+// amounts (sql/pgstore/coalesce.go, checkFunds); a statement of one
+// movement is judged as that movement. A movement that is refused fails
+// the statement, never matches nothing, so it can be sent with the
+// transaction's COMMIT (sql/pgstore/txconn.go) and still roll everything
+// back: an amount taken from a column that does not hold it violates that
+// column's CHECK (budgets_available_minor_check, budgets_held_minor_check,
+// ...), and a budget that does not exist fails the journal's foreign key.
+// Says how many budgets it moved and how many movements it journaled.
+func (q *Queries) BudgetMoveBatch(ctx context.Context, arg BudgetMoveBatchParams) (BudgetMoveBatchRow, error) {
+	row := q.db.QueryRow(ctx, budgetMoveBatch,
+		arg.BudgetIds,
+		arg.Kinds,
+		arg.Amounts,
+		arg.DelegationIds,
+		arg.Ats,
 	)
-	var i BudgetMoveRow
-	err := row.Scan(
-		&i.ID,
-		&i.Currency,
-		&i.FundedMinor,
-		&i.AvailableMinor,
-		&i.HeldMinor,
-		&i.SpentMinor,
-		&i.WrittenOffMinor,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Tenants,
-	)
+	var i BudgetMoveBatchRow
+	err := row.Scan(&i.Budgets, &i.Entries)
 	return i, err
 }
 

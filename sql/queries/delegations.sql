@@ -207,8 +207,16 @@ WHERE id = @id AND task_not_found_at IS NOT NULL;
 -- those of @ids and every delegation, of any tenant, recording one of the
 -- org's remote tasks (@org_ids[i], @task_ids[i]), as evidence naming the
 -- task locks them (sql/pgstore/prereader.go).
+--
+-- The two are found apart, each through its index, and joined in one list:
+-- an OR of the two conditions is planned as a scan of every delegation
+-- (TestWritePathPlansUseIndexes).
 SELECT id, budget_id FROM delegations
-WHERE id = ANY(@ids::uuid[])
-   OR (org_id, remote_task_id) IN (SELECT unnest(@org_ids::text[]), unnest(@task_ids::text[]))
+WHERE id IN (
+    SELECT unnest(@ids::uuid[])
+    UNION ALL
+    SELECT t.id FROM (SELECT unnest(@org_ids::text[]) AS org_id, unnest(@task_ids::text[]) AS task_id) k
+    JOIN delegations t ON t.org_id = k.org_id AND t.remote_task_id = k.task_id
+)
 ORDER BY id
 FOR UPDATE;

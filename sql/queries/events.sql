@@ -21,15 +21,20 @@ CROSS JOIN LATERAL event_stream_head(s.stream) h;
 -- name: EventStreamHeadsLockedForFlush :many
 -- EventStreamHeadsLocked for a flush's pre-read: the streams of @streams
 -- and those of the delegations DelegationsLockForFlush locked (the same
--- @ids, @org_ids and @task_ids), locked in stream order.
+-- @ids, @org_ids and @task_ids, found as it finds them), locked in stream
+-- order.
 SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
 FROM (
     SELECT DISTINCT x.stream FROM (
         SELECT unnest(@streams::text[]) AS stream
         UNION ALL
         SELECT 'delegation:' || d.id::text FROM delegations d
-        WHERE d.id = ANY(@ids::uuid[])
-           OR (d.org_id, d.remote_task_id) IN (SELECT unnest(@org_ids::text[]), unnest(@task_ids::text[]))
+        WHERE d.id IN (
+            SELECT unnest(@ids::uuid[])
+            UNION ALL
+            SELECT t.id FROM (SELECT unnest(@org_ids::text[]) AS org_id, unnest(@task_ids::text[]) AS task_id) k
+            JOIN delegations t ON t.org_id = k.org_id AND t.remote_task_id = k.task_id
+        )
     ) x
     ORDER BY 1
 ) s

@@ -978,8 +978,12 @@ func (q *Queries) DelegationUpdateBatch(ctx context.Context, arg DelegationUpdat
 
 const delegationsLockForFlush = `-- name: DelegationsLockForFlush :many
 SELECT id, budget_id FROM delegations
-WHERE id = ANY($1::uuid[])
-   OR (org_id, remote_task_id) IN (SELECT unnest($2::text[]), unnest($3::text[]))
+WHERE id IN (
+    SELECT unnest($1::uuid[])
+    UNION ALL
+    SELECT t.id FROM (SELECT unnest($2::text[]) AS org_id, unnest($3::text[]) AS task_id) k
+    JOIN delegations t ON t.org_id = k.org_id AND t.remote_task_id = k.task_id
+)
 ORDER BY id
 FOR UPDATE
 `
@@ -999,6 +1003,10 @@ type DelegationsLockForFlushRow struct {
 // those of @ids and every delegation, of any tenant, recording one of the
 // org's remote tasks (@org_ids[i], @task_ids[i]), as evidence naming the
 // task locks them (sql/pgstore/prereader.go).
+//
+// The two are found apart, each through its index, and joined in one list:
+// an OR of the two conditions is planned as a scan of every delegation
+// (TestWritePathPlansUseIndexes).
 func (q *Queries) DelegationsLockForFlush(ctx context.Context, arg DelegationsLockForFlushParams) ([]DelegationsLockForFlushRow, error) {
 	rows, err := q.db.Query(ctx, delegationsLockForFlush, arg.Ids, arg.OrgIds, arg.TaskIds)
 	if err != nil {

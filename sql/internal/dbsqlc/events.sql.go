@@ -233,8 +233,12 @@ FROM (
         SELECT unnest($1::text[]) AS stream
         UNION ALL
         SELECT 'delegation:' || d.id::text FROM delegations d
-        WHERE d.id = ANY($2::uuid[])
-           OR (d.org_id, d.remote_task_id) IN (SELECT unnest($3::text[]), unnest($4::text[]))
+        WHERE d.id IN (
+            SELECT unnest($2::uuid[])
+            UNION ALL
+            SELECT t.id FROM (SELECT unnest($3::text[]) AS org_id, unnest($4::text[]) AS task_id) k
+            JOIN delegations t ON t.org_id = k.org_id AND t.remote_task_id = k.task_id
+        )
     ) x
     ORDER BY 1
 ) s
@@ -256,7 +260,8 @@ type EventStreamHeadsLockedForFlushRow struct {
 
 // EventStreamHeadsLocked for a flush's pre-read: the streams of @streams
 // and those of the delegations DelegationsLockForFlush locked (the same
-// @ids, @org_ids and @task_ids), locked in stream order.
+// @ids, @org_ids and @task_ids, found as it finds them), locked in stream
+// order.
 func (q *Queries) EventStreamHeadsLockedForFlush(ctx context.Context, arg EventStreamHeadsLockedForFlushParams) ([]EventStreamHeadsLockedForFlushRow, error) {
 	rows, err := q.db.Query(ctx, eventStreamHeadsLockedForFlush,
 		arg.Streams,

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,27 +28,39 @@ type roundTrips struct {
 	mu   sync.Mutex
 	on   bool
 	sent []string
+	// statements are the statements sent, each with its arguments, a
+	// batch's one by one (TestWritePathPlansUseIndexes plans them).
+	statements []sentStatement
 }
 
-func (r *roundTrips) record(s string) {
+// sentStatement is a statement as a connection sent it.
+type sentStatement struct {
+	sql  string
+	args []any
+}
+
+func (r *roundTrips) record(s string, statements ...sentStatement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.on && !strings.Contains(s, "name: FeedNotify ") {
 		r.sent = append(r.sent, strings.Join(strings.Fields(s), " "))
+		r.statements = append(r.statements, statements...)
 	}
 }
 
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.record(d.SQL)
+	r.record(d.SQL, sentStatement{sql: d.SQL, args: d.Args})
 	return ctx
 }
 func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	var first []string
+	var statements []sentStatement
 	for _, q := range d.Batch.QueuedQueries {
 		first = append(first, strings.SplitN(strings.TrimPrefix(q.SQL, "-- name: "), " ", 2)[0])
+		statements = append(statements, sentStatement{sql: q.SQL, args: q.Arguments})
 	}
-	r.record("batch: " + strings.Join(first, ", "))
+	r.record("batch: "+strings.Join(first, ", "), statements...)
 	return ctx
 }
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
@@ -56,7 +69,7 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // during returns what f sent, once the service is quiet.
 func (r *roundTrips) during(f func()) []string {
 	r.mu.Lock()
-	r.on, r.sent = true, nil
+	r.on, r.sent, r.statements = true, nil, nil
 	r.mu.Unlock()
 	f()
 	r.mu.Lock()
@@ -171,4 +184,11 @@ func TestRoundTripsPerSweepBatch(t *testing.T) {
 		t.Errorf("moving 40 obligations took %d round trips, moving 2 took %d:\n%s", len(many), len(few), strings.Join(many, "\n"))
 	}
 	t.Logf("a sweep batch: %d round trips\n%s", len(many), strings.Join(many, "\n"))
+}
+
+// sentStatements returns the statements the last during sent.
+func (r *roundTrips) sentStatements() []sentStatement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.statements)
 }

@@ -90,7 +90,10 @@ func (k flushKeys) empty() bool {
 // a transaction alone, that need the same rows wait for each other rather
 // than in a cycle; what the operations then lock again, they hold. The
 // streams' heads it read are kept (txShared.heads), so the appends that
-// follow read no head. A transaction alone (inTxOnce) whose operation
+// follow read no head. A flush's pre-read then reads which of its
+// creations' business operation ids and remote tasks a delegation records
+// already (queueKeysTaken): the inserts of the others may be buffered
+// (insertbatch.go). A transaction alone (inTxOnce) whose operation
 // named its rows takes them the same way, so that it too locks in that
 // order (a creation alone would otherwise hold its business operation id's
 // index entry before its remote task's lock, a flush the other way round).

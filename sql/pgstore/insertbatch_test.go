@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -181,54 +180,60 @@ func TestCoalescedRacedInsertRunsAgainAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := pgstore.New(b.pool)
-	release := openTx(t, other, func(ctx context.Context, tx compensation.Tx) error {
-		d := ledger.Delegation{
-			ID: uuid.New(), Tenant: orch.Tenant, BusinessOperationID: "raced", RequestHash: []byte("another request"),
-			OrgID: "globex", TaskClass: "procurement", BudgetID: "ops", Hold: ledger.Money{AmountMinor: 10, Currency: "EUR"},
-			TaskStatus: ledger.StatusUnknown, ObligationState: ledger.ObligationHeld, Version: 1, CreatedAt: epoch, UpdatedAt: epoch,
-		}
+	raced := ledger.Delegation{
+		ID: uuid.New(), Tenant: orch.Tenant, BusinessOperationID: "raced", RequestHash: []byte("another request"),
+		OrgID: "globex", TaskClass: "procurement", BudgetID: "ops", Hold: ledger.Money{AmountMinor: 10, Currency: "EUR"},
+		TaskStatus: ledger.StatusUnknown, ObligationState: ledger.ObligationHeld, Version: 1, CreatedAt: epoch, UpdatedAt: epoch,
+	}
+	answers := make([]created, 2)
+	errs := racedFlush(t, b, other, func(ctx context.Context, tx compensation.Tx) error {
 		lt, ok := tx.(ledger.Tx) // one transaction serves both domains
 		if !ok {
 			return errors.New("the compensation transaction is no ledger transaction")
 		}
-		if _, err := lt.InsertDelegation(ctx, d); err != nil {
-			return err
-		}
-		_, err := tx.InsertUsedToken(ctx, compensation.UsedToken{OrgID: "globex", JTI: "raced-jti", DelegationID: victim.ID, TokenSHA256: []byte{9}, UsedAt: epoch})
+		_, err := lt.InsertDelegation(ctx, raced)
 		return err
-	})
-	answers := make([]created, 3)
-	replayed := make([]bool, 2)
-	var errs []error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		errs = together(t, b.store,
-			create(b, creation("raced", "globex", 10), &answers[0]),
-			create(b, creation("neighbour", "globex", 10), &answers[1]),
-			useToken(b.store, "globex", "raced-jti", victim.ID, []byte{1}, &replayed[0]),
-			useToken(b.store, "globex", "neighbour-jti", victim.ID, []byte{2}, &replayed[1]))
-	})
-	waitUntil(t, "the flush waits for the open transaction", func() bool { return waitersOf(t, b.pool) > 0 })
-	time.Sleep(50 * time.Millisecond)
-	if err := release(); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
+	}, create(b, creation("raced", "globex", 10), &answers[0]), create(b, creation("neighbour", "globex", 10), &answers[1]))
 	if !errors.Is(errs[0], ledger.ErrIdempotencyMismatch) || answers[0].new {
 		t.Errorf("the raced creation: created %v, %v; want ErrIdempotencyMismatch", answers[0].new, errs[0])
 	}
 	if errs[1] != nil || !answers[1].new {
 		t.Errorf("its neighbour: created %v, %v; want created", answers[1].new, errs[1])
 	}
-	if errs[2] != nil || !replayed[0] {
-		t.Errorf("the raced token: replayed %v, %v; want replayed", replayed[0], errs[2])
-	}
-	if errs[3] != nil || replayed[1] {
-		t.Errorf("its neighbour: replayed %v, %v; want recorded", replayed[1], errs[3])
-	}
 	if n := delegationsOf(t, b.pool, "raced"); n != 1 {
 		t.Errorf("%d delegations record raced, want 1", n)
 	}
+
+	replayed := make([]bool, 2)
+	errs = racedFlush(t, b, other, func(ctx context.Context, tx compensation.Tx) error {
+		_, err := tx.InsertUsedToken(ctx, compensation.UsedToken{OrgID: "globex", JTI: "raced-jti", DelegationID: victim.ID, TokenSHA256: []byte{9}, UsedAt: epoch})
+		return err
+	}, useToken(b.store, "globex", "raced-jti", victim.ID, []byte{1}, &replayed[0]),
+		useToken(b.store, "globex", "neighbour-jti", victim.ID, []byte{2}, &replayed[1]))
+	if errs[0] != nil || !replayed[0] {
+		t.Errorf("the raced token: replayed %v, %v; want replayed", replayed[0], errs[0])
+	}
+	if errs[1] != nil || replayed[1] {
+		t.Errorf("its neighbour: replayed %v, %v; want recorded", replayed[1], errs[1])
+	}
+}
+
+// racedFlush runs ops in one flush of b's store while a transaction of
+// other, which took no lock, holds what insert wrote uncommitted: it
+// commits once the flush waits for it (its buffered inserts' statement
+// does). It returns the ops' answers.
+func racedFlush(t *testing.T, b bundle, other *pgstore.Store, insert func(context.Context, compensation.Tx) error, ops ...func() error) []error {
+	t.Helper()
+	release := openTx(t, other, insert)
+	var errs []error
+	var wg sync.WaitGroup
+	wg.Go(func() { errs = together(t, b.store, ops...) })
+	waitUntil(t, "the flush waits for the open transaction", func() bool { return waitersOf(t, b.pool) > 0 })
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return errs
 }
 
 // useToken returns an operation that claims org's jti for delegation d as

@@ -247,13 +247,15 @@ type heldRefusal struct {
 // refusal when every operation it rested on committed, else (one was
 // refused later, or its commit failed) by running it again alone, after
 // them, so that it is never refused on writes that were not committed. A
+// buffered insert that found its row taken (errInsertTaken,
+// insertbatch.go) is always run again alone, to read what is recorded. A
 // refusal for funds is always run again alone: it rested on the budget as
 // the refusing round read it, and the budget is locked only at a round's
 // end, so another flush may have moved it (funded it, returned a hold)
 // before the round that committed the operations it rested on.
 func (c *coalescer) answerHeld(held []heldRefusal, accepted map[*writeOp]bool) {
 	for _, h := range held {
-		if !errors.Is(h.err, ledger.ErrInsufficientFunds) && !slices.ContainsFunc(h.deps, func(o *writeOp) bool { return !accepted[o] }) {
+		if !errors.Is(h.err, ledger.ErrInsufficientFunds) && !errors.Is(h.err, errInsertTaken) && !slices.ContainsFunc(h.deps, func(o *writeOp) bool { return !accepted[o] }) {
 			h.op.done <- h.err
 			continue
 		}

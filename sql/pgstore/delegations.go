@@ -136,7 +136,16 @@ func (t *tx) ClaimPastDeadline(ctx context.Context, now time.Time, limit int) ([
 	return due, t.lockStreamHeads(ctx, streams)
 }
 
+// InsertDelegation buffers the insert (insertbatch.go) and answers it
+// inserted at once when the transaction is a flush whose pre-read proved,
+// under their locks, that no delegation records d's business operation id
+// and remote task, and no insert of the flush named them since; it sends
+// the insert at once otherwise.
 func (t *tx) InsertDelegation(ctx context.Context, d ledger.Delegation) (bool, error) {
+	if fresh := t.conn.conn.fresh.claimDelegation(d); fresh && t.conn.flush != nil {
+		t.conn.wrote = true
+		return true, t.conn.conn.bufferInsert(t.conn.owner, d)
+	}
 	n, err := t.q.DelegationInsert(ctx, dbsqlc.DelegationInsertParams{
 		ID: d.ID, Tenant: d.Tenant, BusinessOperationID: d.BusinessOperationID, RequestHash: d.RequestHash,
 		OrgID: d.OrgID, TaskClass: d.TaskClass, BudgetID: d.BudgetID, AmountMinor: d.Hold.AmountMinor,
@@ -186,6 +195,9 @@ func (t *tx) UpdateDelegation(ctx context.Context, d ledger.Delegation) error {
 		return t.conn.conn.bufferUpdate(ctx, t.conn.owner, d)
 	}
 	t.seen(d)
+	// It may record a remote task: a creation recording it after it in
+	// the transaction must ask whether it is taken.
+	t.conn.conn.fresh.claimTask(d.OrgID, d.Remote.TaskID)
 	return t.conn.queue(func(q *dbsqlc.Queries) error {
 		_, err := q.DelegationUpdate(ctx, p)
 		return err

@@ -22,6 +22,12 @@ type flushKeys struct {
 	delegations []uuid.UUID
 	orgIDs      []string // remote tasks: orgIDs[i]'s taskIDs[i]
 	taskIDs     []string
+	// operations and recorded are the business operation ids and remote
+	// tasks creations record; flush says the keys are a flush's, whose
+	// pre-read reads which of them are recorded already (insertbatch.go).
+	operations []ledger.OperationKey
+	recorded   []ledger.RemoteTaskKey
+	flush      bool
 }
 
 // operationLock is the name of the transaction lock a flush takes on a
@@ -38,7 +44,9 @@ func mergeKeys(ops []*writeOp) flushKeys {
 	for i, o := range ops {
 		keys[i] = o.keys
 	}
-	return merge(keys...)
+	k := merge(keys...)
+	k.flush = true
+	return k
 }
 
 // merge merges write keys.
@@ -48,9 +56,11 @@ func merge(keys ...ledger.WriteKeys) flushKeys {
 		for _, op := range w.Operations {
 			k.locks = append(k.locks, operationLock(op.Tenant, op.ID))
 		}
+		k.operations = append(k.operations, w.Operations...)
 		for _, rt := range w.RecordedTasks {
 			k.locks = append(k.locks, remoteTaskLock(rt.OrgID, rt.TaskID))
 		}
+		k.recorded = append(k.recorded, w.RecordedTasks...)
 		for _, rt := range w.RemoteTasks {
 			k.locks = append(k.locks, remoteTaskLock(rt.OrgID, rt.TaskID))
 			k.orgIDs = append(k.orgIDs, rt.OrgID)
@@ -80,7 +90,10 @@ func (k flushKeys) empty() bool {
 // a transaction alone, that need the same rows wait for each other rather
 // than in a cycle; what the operations then lock again, they hold. The
 // streams' heads it read are kept (txShared.heads), so the appends that
-// follow read no head. A transaction alone (inTxOnce) whose operation
+// follow read no head. A flush's pre-read then reads which of its
+// creations' business operation ids and remote tasks a delegation records
+// already (queueKeysTaken): the inserts of the others may be buffered
+// (insertbatch.go). A transaction alone (inTxOnce) whose operation
 // named its rows takes them the same way, so that it too locks in that
 // order (a creation alone would otherwise hold its business operation id's
 // index entry before its remote task's lock, a flush the other way round).
@@ -111,7 +124,8 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 		})
 		err = errors.Join(err, e1, e2)
 	}
-	if err != nil {
+	fresh, e3 := queueKeysTaken(ctx, q, rec, k)
+	if err = errors.Join(err, e3); err != nil {
 		return err
 	}
 	// Queued: they ride in one batch with the BEGIN and the first
@@ -126,11 +140,14 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 			return nil
 		}
 		st.read = func(br pgx.BatchResults) error {
-			if i != heads {
-				_, err := br.Exec()
-				return err
+			switch i {
+			case heads:
+				return readHeads(br, shared)
+			case fresh:
+				return readKeysTaken(br, conn, k)
 			}
-			return readHeads(br, shared)
+			_, err := br.Exec()
+			return err
 		}
 		conn.queued = append(conn.queued, st)
 	}

@@ -59,6 +59,12 @@ type txConn struct {
 	// evidence the compensation evidence (evidencebatch.go).
 	updates  updateBatch
 	evidence evidenceBatch
+	// inserts are the inserts of new delegations not sent yet, tokens the
+	// used token ids, and fresh what the transaction proved no row
+	// records yet, so that their inserts may be buffered (insertbatch.go).
+	inserts insertBatch
+	tokens  tokenBatch
+	fresh   freshKeys
 }
 
 // refusal says how a queued write is refused.
@@ -110,6 +116,12 @@ func (b *txConn) queue(owner int, send func(q *dbsqlc.Queries) error, r refusal,
 	}
 	s := rec.statements[0]
 	s.refusal, s.check, s.owner = r, check, owner
+	if b.inserts.mustPrecede(s.sql, s.args) {
+		b.queueInserts()
+	}
+	if b.tokens.mustPrecede(s.sql, s.args) {
+		b.queueTokens()
+	}
 	if b.updates.mustPrecede(s.sql, s.args) {
 		b.queueUpdates(context.Background())
 	}
@@ -140,9 +152,13 @@ func (o owners) sole() int {
 // buffer whose rows the operations o buffered, as st says it is read,
 // judged and refused (st's statement and owner are filled in): it runs
 // before the next statement sent, and a refusal is attributed to o's sole
-// operation unless st.blame names another. send's results are
-// meaningless: it runs against a recorder.
+// operation unless st.blame names another. The buffered new delegations
+// and used token ids are queued first (insertbatch.go): the other
+// buffers' rows may refer to them. send's results are meaningless: it
+// runs against a recorder.
 func (b *txConn) queueBuffered(o owners, send func(q *dbsqlc.Queries), st queuedStatement) {
+	b.queueInserts()
+	b.queueTokens()
 	rec := &planRecorder{}
 	send(newQueries(rec))
 	st.sql, st.args, st.owner = rec.statements[0].sql, rec.statements[0].args, o.sole()
@@ -167,6 +183,12 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 	}
 	if b.closed {
 		return nil, errors.New("transaction already closed")
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.inserts.mustPrecede(st.sql, st.args) }) {
+		b.queueInserts()
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.tokens.mustPrecede(st.sql, st.args) }) {
+		b.queueTokens()
 	}
 	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.updates.mustPrecede(st.sql, st.args) }) {
 		b.queueUpdates(ctx)
@@ -276,13 +298,16 @@ func (b *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return batchRow{batch: br}
 }
 
-// Commit sends the buffered updates, evidence and events (queueUpdates,
-// queueEvidence, queueEvents), the queued writes and
+// Commit sends the buffered inserts, updates, evidence and events
+// (queueInserts, queueTokens, queueUpdates, queueEvidence, queueEvents),
+// the queued writes and
 // COMMIT, in one batch unless one of them is refusedByRowCount. With no
 // statement sent or queued, there is no transaction and nothing to send.
 // A failure PostgreSQL answered before the COMMIT's own answer is a
 // commitSkipped: nothing committed.
 func (b *txConn) Commit(ctx context.Context) error {
+	b.queueInserts()
+	b.queueTokens()
 	b.queueUpdates(ctx)
 	b.queueEvidence(ctx)
 	b.queueEvents(ctx)

@@ -220,3 +220,49 @@ WHERE id IN (
 )
 ORDER BY id
 FOR UPDATE;
+
+-- name: DelegationInsertBatch :many
+-- Inserts a flush's new delegations, in one statement, each as
+-- DelegationInsert would (an empty remote task, context or protocol version
+-- stored as NULL), and returns the ids of those inserted: a flush buffers
+-- only creations its pre-read proved no delegation records yet, under
+-- their locks (sql/pgstore/insertbatch.go), so a missing id is a conflict
+-- the proof missed, whose operation runs again alone.
+INSERT INTO delegations (
+    id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,
+    amount_minor, currency, remote_task_id, remote_context_id, protocol_version,
+    task_status, obligation_state, version, created_at, updated_at
+)
+SELECT u.id, u.tenant, u.business_operation_id, u.request_hash, u.org_id, u.task_class, u.budget_id,
+       u.amount_minor, u.currency, NULLIF(u.remote_task_id, ''), NULLIF(u.remote_context_id, ''),
+       NULLIF(u.protocol_version, ''), u.task_status, u.obligation_state, u.version, u.created_at, u.updated_at
+FROM (
+    SELECT generate_subscripts(@ids::uuid[], 1) AS ord,
+           unnest(@ids::uuid[]) AS id, unnest(@tenants::text[]) AS tenant,
+           unnest(@business_operation_ids::text[]) AS business_operation_id,
+           unnest(@request_hashes::bytea[]) AS request_hash, unnest(@org_ids::text[]) AS org_id,
+           unnest(@task_classes::text[]) AS task_class, unnest(@budget_ids::text[]) AS budget_id,
+           unnest(@amount_minors::bigint[]) AS amount_minor, unnest(@currencies::text[]) AS currency,
+           unnest(@remote_task_ids::text[]) AS remote_task_id, unnest(@remote_context_ids::text[]) AS remote_context_id,
+           unnest(@protocol_versions::text[]) AS protocol_version, unnest(@task_statuses::text[]) AS task_status,
+           unnest(@obligation_states::text[]) AS obligation_state, unnest(@versions::bigint[]) AS version,
+           unnest(@created_ats::timestamptz[]) AS created_at, unnest(@updated_ats::timestamptz[]) AS updated_at
+) u
+ORDER BY u.ord
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: DelegationKeysTaken :many
+-- Of the business operation ids (@tenants[i], @operation_ids[i]) and the
+-- org's remote tasks (@org_ids[i], @task_ids[i]) a flush's creations
+-- record, those a delegation records already (a task: of any tenant). Read
+-- in the flush's pre-read, after their locks are taken, so what it does not
+-- return no committed delegation records and no creation that takes those
+-- locks can record before the flush commits (sql/pgstore/insertbatch.go).
+SELECT 'operation'::text AS kind, d.tenant AS k1, d.business_operation_id AS k2
+FROM delegations d
+WHERE (d.tenant, d.business_operation_id) IN (SELECT unnest(@tenants::text[]), unnest(@operation_ids::text[]))
+UNION ALL
+SELECT 'task'::text, d.org_id, d.remote_task_id
+FROM delegations d
+WHERE (d.org_id, d.remote_task_id) IN (SELECT unnest(@org_ids::text[]), unnest(@task_ids::text[]));

@@ -5,3 +5,20 @@ SELECT * FROM used_token_ids WHERE org_id = $1 AND jti = $2;
 INSERT INTO used_token_ids (org_id, jti, delegation_id, token_sha256, used_at)
 VALUES (@org_id, @jti, @delegation_id, @token_sha256, @used_at)
 ON CONFLICT (org_id, jti) DO NOTHING;
+
+-- name: UsedTokenInsertBatch :many
+-- Records a flush's used token ids, in one statement, each as
+-- UsedTokenInsert would, and returns those recorded: a flush buffers only
+-- ids its transaction read as unused (sql/pgstore/insertbatch.go), so one
+-- missing is a use that raced it, whose operation runs again alone.
+INSERT INTO used_token_ids (org_id, jti, delegation_id, token_sha256, used_at)
+SELECT u.org_id, u.jti, u.delegation_id, u.token_sha256, u.used_at
+FROM (
+    SELECT generate_subscripts(@org_ids::text[], 1) AS ord,
+           unnest(@org_ids::text[]) AS org_id, unnest(@jtis::text[]) AS jti,
+           unnest(@delegation_ids::uuid[]) AS delegation_id, unnest(@token_sha256s::bytea[]) AS token_sha256,
+           unnest(@used_ats::timestamptz[]) AS used_at
+) u
+ORDER BY u.ord
+ON CONFLICT (org_id, jti) DO NOTHING
+RETURNING org_id, jti;

@@ -479,6 +479,150 @@ func (q *Queries) DelegationInsert(ctx context.Context, arg DelegationInsertPara
 	return result.RowsAffected(), nil
 }
 
+const delegationInsertBatch = `-- name: DelegationInsertBatch :many
+INSERT INTO delegations (
+    id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id,
+    amount_minor, currency, remote_task_id, remote_context_id, protocol_version,
+    task_status, obligation_state, version, created_at, updated_at
+)
+SELECT u.id, u.tenant, u.business_operation_id, u.request_hash, u.org_id, u.task_class, u.budget_id,
+       u.amount_minor, u.currency, NULLIF(u.remote_task_id, ''), NULLIF(u.remote_context_id, ''),
+       NULLIF(u.protocol_version, ''), u.task_status, u.obligation_state, u.version, u.created_at, u.updated_at
+FROM (
+    SELECT generate_subscripts($1::uuid[], 1) AS ord,
+           unnest($1::uuid[]) AS id, unnest($2::text[]) AS tenant,
+           unnest($3::text[]) AS business_operation_id,
+           unnest($4::bytea[]) AS request_hash, unnest($5::text[]) AS org_id,
+           unnest($6::text[]) AS task_class, unnest($7::text[]) AS budget_id,
+           unnest($8::bigint[]) AS amount_minor, unnest($9::text[]) AS currency,
+           unnest($10::text[]) AS remote_task_id, unnest($11::text[]) AS remote_context_id,
+           unnest($12::text[]) AS protocol_version, unnest($13::text[]) AS task_status,
+           unnest($14::text[]) AS obligation_state, unnest($15::bigint[]) AS version,
+           unnest($16::timestamptz[]) AS created_at, unnest($17::timestamptz[]) AS updated_at
+) u
+ORDER BY u.ord
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type DelegationInsertBatchParams struct {
+	Ids                  []uuid.UUID
+	Tenants              []string
+	BusinessOperationIds []string
+	RequestHashes        [][]byte
+	OrgIds               []string
+	TaskClasses          []string
+	BudgetIds            []string
+	AmountMinors         []int64
+	Currencies           []string
+	RemoteTaskIds        []string
+	RemoteContextIds     []string
+	ProtocolVersions     []string
+	TaskStatuses         []string
+	ObligationStates     []string
+	Versions             []int64
+	CreatedAts           []time.Time
+	UpdatedAts           []time.Time
+}
+
+// Inserts a flush's new delegations, in one statement, each as
+// DelegationInsert would (an empty remote task, context or protocol version
+// stored as NULL), and returns the ids of those inserted: a flush buffers
+// only creations its pre-read proved no delegation records yet, under
+// their locks (sql/pgstore/insertbatch.go), so a missing id is a conflict
+// the proof missed, whose operation runs again alone.
+func (q *Queries) DelegationInsertBatch(ctx context.Context, arg DelegationInsertBatchParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, delegationInsertBatch,
+		arg.Ids,
+		arg.Tenants,
+		arg.BusinessOperationIds,
+		arg.RequestHashes,
+		arg.OrgIds,
+		arg.TaskClasses,
+		arg.BudgetIds,
+		arg.AmountMinors,
+		arg.Currencies,
+		arg.RemoteTaskIds,
+		arg.RemoteContextIds,
+		arg.ProtocolVersions,
+		arg.TaskStatuses,
+		arg.ObligationStates,
+		arg.Versions,
+		arg.CreatedAts,
+		arg.UpdatedAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const delegationKeysTaken = `-- name: DelegationKeysTaken :many
+SELECT 'operation'::text AS kind, d.tenant AS k1, d.business_operation_id AS k2
+FROM delegations d
+WHERE (d.tenant, d.business_operation_id) IN (SELECT unnest($1::text[]), unnest($2::text[]))
+UNION ALL
+SELECT 'task'::text, d.org_id, d.remote_task_id
+FROM delegations d
+WHERE (d.org_id, d.remote_task_id) IN (SELECT unnest($3::text[]), unnest($4::text[]))
+`
+
+type DelegationKeysTakenParams struct {
+	Tenants      []string
+	OperationIds []string
+	OrgIds       []string
+	TaskIds      []string
+}
+
+type DelegationKeysTakenRow struct {
+	Kind string
+	K1   string
+	K2   string
+}
+
+// Of the business operation ids (@tenants[i], @operation_ids[i]) and the
+// org's remote tasks (@org_ids[i], @task_ids[i]) a flush's creations
+// record, those a delegation records already (a task: of any tenant). Read
+// in the flush's pre-read, after their locks are taken, so what it does not
+// return no committed delegation records and no creation that takes those
+// locks can record before the flush commits (sql/pgstore/insertbatch.go).
+func (q *Queries) DelegationKeysTaken(ctx context.Context, arg DelegationKeysTakenParams) ([]DelegationKeysTakenRow, error) {
+	rows, err := q.db.Query(ctx, delegationKeysTaken,
+		arg.Tenants,
+		arg.OperationIds,
+		arg.OrgIds,
+		arg.TaskIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationKeysTakenRow
+	for rows.Next() {
+		var i DelegationKeysTakenRow
+		if err := rows.Scan(&i.Kind, &i.K1, &i.K2); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const delegationList = `-- name: DelegationList :many
 SELECT id, tenant, business_operation_id, request_hash, org_id, task_class, budget_id, amount_minor, currency, remote_task_id, remote_context_id, protocol_version, task_status, task_status_at, task_status_message, obligation_state, obligation_reason, cancel_requested_at, compensation_key, compensation_deadline, compensation_attempts, compensation_last_error, compensation_receipt, version, created_at, updated_at, pending_write_off_id, obligation_state_since, last_observed_at, dispatch_unknown_at, dispatch_unknown_reason, settled_amount_minor, reversed_amount_minor, task_not_found_at, task_not_found_answer, task_status_undated FROM delegations
 WHERE ($1::text IS NULL OR tenant = $1)

@@ -61,3 +61,60 @@ func (q *Queries) UsedTokenInsert(ctx context.Context, arg UsedTokenInsertParams
 	}
 	return result.RowsAffected(), nil
 }
+
+const usedTokenInsertBatch = `-- name: UsedTokenInsertBatch :many
+INSERT INTO used_token_ids (org_id, jti, delegation_id, token_sha256, used_at)
+SELECT u.org_id, u.jti, u.delegation_id, u.token_sha256, u.used_at
+FROM (
+    SELECT generate_subscripts($1::text[], 1) AS ord,
+           unnest($1::text[]) AS org_id, unnest($2::text[]) AS jti,
+           unnest($3::uuid[]) AS delegation_id, unnest($4::bytea[]) AS token_sha256,
+           unnest($5::timestamptz[]) AS used_at
+) u
+ORDER BY u.ord
+ON CONFLICT (org_id, jti) DO NOTHING
+RETURNING org_id, jti
+`
+
+type UsedTokenInsertBatchParams struct {
+	OrgIds        []string
+	Jtis          []string
+	DelegationIds []uuid.UUID
+	TokenSha256s  [][]byte
+	UsedAts       []time.Time
+}
+
+type UsedTokenInsertBatchRow struct {
+	OrgID string
+	Jti   string
+}
+
+// Records a flush's used token ids, in one statement, each as
+// UsedTokenInsert would, and returns those recorded: a flush buffers only
+// ids its transaction read as unused (sql/pgstore/insertbatch.go), so one
+// missing is a use that raced it, whose operation runs again alone.
+func (q *Queries) UsedTokenInsertBatch(ctx context.Context, arg UsedTokenInsertBatchParams) ([]UsedTokenInsertBatchRow, error) {
+	rows, err := q.db.Query(ctx, usedTokenInsertBatch,
+		arg.OrgIds,
+		arg.Jtis,
+		arg.DelegationIds,
+		arg.TokenSha256s,
+		arg.UsedAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UsedTokenInsertBatchRow
+	for rows.Next() {
+		var i UsedTokenInsertBatchRow
+		if err := rows.Scan(&i.OrgID, &i.Jti); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -80,9 +80,15 @@ func WithCoalescing(c Coalescing) Option {
 // flush at a time in this process, and the operations on it run in the
 // order they were queued; two flushes of this process never wait for each
 // other's locks on rows they named (ledger/DESIGN.md §5, "The write
-// path"). An operation that names no keys may touch anything: it is taken
-// only when no other flush runs, and while it waits, nothing queued after
-// it is taken; while its flush runs, no other flush starts.
+// path"). An operation that names no keys is never left: it takes its
+// locks as it goes, beside the other flush, as it did before the
+// partition and as a flush of another replica does. The partition only
+// spares waits; what keeps writes right is PostgreSQL's locks (the
+// pre-read's, in one order, and those taken as they go, a deadlock
+// replaying the flush one operation at a time). Holding the whole
+// replica for such an operation would make one that waits for a lock
+// (another replica's flush, a transaction alone) stall every write of the
+// replica, and two callers' transactions could no longer both be open.
 type coalescer struct {
 	s   *Store
 	cfg Coalescing
@@ -95,9 +101,6 @@ type coalescer struct {
 	running int
 	owners  map[string]uint64
 	flushes uint64
-	// wild is the number of the running flush that carries an operation
-	// naming no keys, or 0.
-	wild uint64
 }
 
 // writeOp is one caller's operation, answered on done once the transaction
@@ -243,12 +246,11 @@ func (c *coalescer) flusher() {
 // may run beside the flushes running, and holds their keys under a new
 // flush number. An operation whose key a running flush holds is left,
 // and its keys with it, so that no later operation on one of them is
-// taken before it; an operation naming no keys is taken only when no
-// other flush runs, and left, nothing after it is taken. It looks at
-// the queue up to the batch's end, past it only over the operations it
+// taken before it; an operation naming no keys is always taken. It looks
+// at the queue up to the batch's end, past it only over the operations it
 // leaves.
 func (c *coalescer) take() ([]*writeOp, uint64) {
-	if c.wild != 0 || len(c.queue) == 0 {
+	if len(c.queue) == 0 {
 		return nil, 0
 	}
 	c.flushes++
@@ -259,9 +261,6 @@ func (c *coalescer) take() ([]*writeOp, uint64) {
 	i := 0
 	for ; i < len(c.queue) && len(ops) < c.cfg.MaxBatch; i++ {
 		o := c.queue[i]
-		if c.running > 0 && len(o.part) == 0 {
-			break
-		}
 		if c.running > 0 && c.blocked(o, id, left) {
 			if left == nil {
 				left = map[string]bool{}
@@ -274,9 +273,6 @@ func (c *coalescer) take() ([]*writeOp, uint64) {
 		}
 		o.taken = true
 		ops = append(ops, o)
-		if len(o.part) == 0 {
-			c.wild = id
-		}
 		if c.owners == nil {
 			c.owners = map[string]uint64{}
 		}
@@ -305,7 +301,7 @@ func (c *coalescer) blocked(o *writeOp, id uint64, left map[string]bool) bool {
 // free: a flusher started now could take o, had nothing been queued
 // before it (under c.mu).
 func (c *coalescer) free(o *writeOp) bool {
-	return c.wild == 0 && len(o.part) > 0 && !c.blocked(o, 0, nil)
+	return !c.blocked(o, 0, nil)
 }
 
 // release (under c.mu) lets go of the keys flush id held.
@@ -316,9 +312,6 @@ func (c *coalescer) release(ops []*writeOp, id uint64) {
 				delete(c.owners, k)
 			}
 		}
-	}
-	if c.wild == id {
-		c.wild = 0
 	}
 	c.running--
 }

@@ -69,7 +69,26 @@ func WithCoalescing(c Coalescing) Option {
 // them in flushes: up to MaxBatch operations, one after the other, in one
 // transaction. A flusher takes what is queued as soon as its previous
 // flush returns (no timer: an idle service answers at once), and exits
-// when the queue is empty.
+// when it finds nothing it may take.
+//
+// The queue is partitioned by the keys the operations name (their write
+// keys, partitionKeys): a flusher takes, in queue order, only operations
+// whose keys no flush running in another flusher holds, and holds their
+// keys until its flush is done; an operation on a key held, or named by
+// an operation queued before it that was left, is left for later. So a
+// delegation, a business operation id or a remote task belongs to one
+// flush at a time in this process, and the operations on it run in the
+// order they were queued; two flushes of this process never wait for each
+// other's locks on rows they named (ledger/DESIGN.md §5, "The write
+// path"). An operation that names no keys is never left: it takes its
+// locks as it goes, beside the other flush, as it did before the
+// partition and as a flush of another replica does. The partition only
+// spares waits; what keeps writes right is PostgreSQL's locks (the
+// pre-read's, in one order, and those taken as they go, a deadlock
+// replaying the flush one operation at a time). Holding the whole
+// replica for such an operation would make one that waits for a lock
+// (another replica's flush, a transaction alone) stall every write of the
+// replica, and two callers' transactions could no longer both be open.
 type coalescer struct {
 	s   *Store
 	cfg Coalescing
@@ -77,6 +96,11 @@ type coalescer struct {
 	mu     sync.Mutex
 	queue  []*writeOp
 	active int // flushers running
+	// running counts the flushes running; owners has, for each key a
+	// running flush holds, that flush's number (flushes numbers them).
+	running int
+	owners  map[string]uint64
+	flushes uint64
 }
 
 // writeOp is one caller's operation, answered on done once the transaction
@@ -84,11 +108,32 @@ type coalescer struct {
 type writeOp struct {
 	ctx context.Context
 	// keys are the rows the operation said it will lock, for the flush's
-	// pre-read (prereader.go).
+	// pre-read (prereader.go); part are the names the queue is
+	// partitioned by (partitionKeys), none when it named nothing.
 	keys  ledger.WriteKeys
+	part  []string
 	fn    func(*tx) error
 	done  chan error
 	taken bool // by a flush (under coalescer.mu)
+}
+
+// partitionKeys are the names of what k says an operation will lock, by
+// which the queue is partitioned: the pre-read's advisory locks (business
+// operation ids, remote tasks) and the delegations. They are names, not
+// rows: evidence naming a remote task and a task status naming the
+// delegation recording it have no key in common, and may run in two
+// flushes at once; their pre-reads lock the delegation in one order, so
+// one waits for the other, and neither deadlocks. Budgets are no keys:
+// a flush locks those it moves only at its end (checkFunds), and holding
+// a hot budget for a whole flush would run its flushes one after the
+// other, as locking it in the pre-read did.
+func partitionKeys(k ledger.WriteKeys) []string {
+	m := merge(k)
+	part := m.locks
+	for _, id := range m.delegations {
+		part = append(part, "quittance/delegation:"+id.String())
+	}
+	return part
 }
 
 // do runs fn in a flush and returns its answer.
@@ -100,7 +145,7 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 		return err
 	}
 	keys, _ := ledger.WriteKeysOf(ctx)
-	o := &writeOp{ctx: ctx, keys: keys, fn: guarded(fn), done: make(chan error, 1)}
+	o := &writeOp{ctx: ctx, keys: keys, part: partitionKeys(keys), fn: guarded(fn), done: make(chan error, 1)}
 	c.mu.Lock()
 	if len(c.queue) >= c.cfg.MaxQueue {
 		c.mu.Unlock()
@@ -110,7 +155,10 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 		return fmt.Errorf("write queue full (%d operations wait for a commit): %w", c.cfg.MaxQueue, ledger.ErrUnavailable)
 	}
 	c.queue = append(c.queue, o)
-	start := c.active < c.cfg.Flushers
+	// A flusher is started only where it may find something to take: an
+	// operation a running flush keeps waiting is taken by that flush's
+	// flusher, which looks at the queue again when the flush is done.
+	start := c.active < c.cfg.Flushers && (c.running == 0 || c.free(o))
 	if start {
 		c.active++
 	}
@@ -170,28 +218,102 @@ func repanic(err error) error {
 	return err
 }
 
-// flusher flushes what is queued until the queue is empty.
+// flusher flushes what is queued until it finds nothing it may take. It
+// exits only when the queue is empty or what is queued waits for a flush
+// running in another flusher (take takes the queue's head when no other
+// flush runs); that flusher looks at the queue again when its flush is
+// done, so no operation is left queued with no flusher to take it.
 func (c *coalescer) flusher() {
+	c.mu.Lock()
 	for {
-		c.mu.Lock()
-		if len(c.queue) == 0 {
+		ops, id := c.take()
+		if len(ops) == 0 {
 			c.active--
 			c.mu.Unlock()
 			return
 		}
-		n := min(len(c.queue), c.cfg.MaxBatch)
-		ops := make([]*writeOp, n)
-		copy(ops, c.queue)
-		for _, o := range ops {
-			o.taken = true
-		}
-		c.queue = append(c.queue[:0], c.queue[n:]...)
 		c.mu.Unlock()
 		if c.cfg.ObserveBatch != nil {
-			c.cfg.ObserveBatch(n)
+			c.cfg.ObserveBatch(len(ops))
 		}
 		c.flush(ops)
+		c.mu.Lock()
+		c.release(ops, id)
 	}
+}
+
+// take takes (under c.mu), in queue order, up to MaxBatch operations that
+// may run beside the flushes running, and holds their keys under a new
+// flush number. An operation whose key a running flush holds is left,
+// and its keys with it, so that no later operation on one of them is
+// taken before it; an operation naming no keys is always taken. It looks
+// at the queue up to the batch's end, past it only over the operations it
+// leaves.
+func (c *coalescer) take() ([]*writeOp, uint64) {
+	if len(c.queue) == 0 {
+		return nil, 0
+	}
+	c.flushes++
+	id := c.flushes
+	var ops []*writeOp
+	var left map[string]bool // the keys of the operations left
+	kept := c.queue[:0]      // the operations left, in order
+	i := 0
+	for ; i < len(c.queue) && len(ops) < c.cfg.MaxBatch; i++ {
+		o := c.queue[i]
+		if c.running > 0 && c.blocked(o, id, left) {
+			if left == nil {
+				left = map[string]bool{}
+			}
+			for _, k := range o.part {
+				left[k] = true
+			}
+			kept = append(kept, o)
+			continue
+		}
+		o.taken = true
+		ops = append(ops, o)
+		if c.owners == nil {
+			c.owners = map[string]uint64{}
+		}
+		for _, k := range o.part {
+			c.owners[k] = id
+		}
+	}
+	c.queue = append(kept, c.queue[i:]...)
+	if len(ops) > 0 {
+		c.running++
+	}
+	return ops, id
+}
+
+// blocked: one of o's keys is held by a flush other than id, or is one of
+// left's.
+func (c *coalescer) blocked(o *writeOp, id uint64, left map[string]bool) bool {
+	for _, k := range o.part {
+		if owner, ok := c.owners[k]; (ok && owner != id) || left[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// free: a flusher started now could take o, had nothing been queued
+// before it (under c.mu).
+func (c *coalescer) free(o *writeOp) bool {
+	return !c.blocked(o, 0, nil)
+}
+
+// release (under c.mu) lets go of the keys flush id held.
+func (c *coalescer) release(ops []*writeOp, id uint64) {
+	for _, o := range ops {
+		for _, k := range o.part {
+			if c.owners[k] == id {
+				delete(c.owners, k)
+			}
+		}
+	}
+	c.running--
 }
 
 // flushOutcome is how one transaction of a flush ended.

@@ -1,44 +1,18 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/ledger"
 )
-
-// checkPlans seeds e's database with rows of org on budget in every table
-// that grows with the ledger (apitest.SeedLargeTables), records what run
-// sends through rt and plans each statement generic: a sequential scan of
-// one of those tables fails t. It logs the statements planned, as what.
-func checkPlans(t *testing.T, e *apitest.Env, rt *apitest.Recorder, org, budget, what string, run func()) {
-	t.Helper()
-	ctx := context.Background()
-	owner, err := pgx.Connect(ctx, e.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer owner.Close(ctx)
-	apitest.SeedLargeTables(t, owner, 20000, org, budget)
-	rt.During(run)
-	statements := rt.Statements()
-	if len(statements) < 10 {
-		t.Fatalf("recorded %d statements of %s; the tracer missed them", len(statements), what)
-	}
-	names := apitest.CheckPlans(t, owner, statements)
-	t.Logf("planned %d statements of %s: %s", len(names), what, strings.Join(names, ", "))
-}
 
 // readAll GETs paths as token, each of which must answer without a
 // server error: what they send is what is planned.
@@ -82,7 +56,7 @@ func TestWritePathPlansUseIndexes(t *testing.T) {
 	bob := e.NewToken(t, ledger.RoleOncall, "", "bob")
 	// Warm up (authentication, statement caches).
 	e.accept(t, acksPath, e.ack(t, e.pending(t, orgB, 100)), "applied")
-	checkPlans(t, e.Env, rt, orgB, budgetID, "the write path", func() {
+	e.CheckPlansOf(t, rt, orgB, budgetID, "the write path", func() {
 		d := e.delegation(t, orgB, 100)
 		d = e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_CANCELED", time.Time{})
 		e.acceptAnswer(t, acksPath, e.ack(t, d), "applied")
@@ -134,7 +108,7 @@ func TestWorkerPathPlansUseIndexes(t *testing.T) {
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(hooks.Close)
 	e.must(t, http.MethodPut, "/v1/webhooks/plans", e.orch, map[string]any{"url": hooks.URL + "/hook"}, http.StatusCreated)
-	checkPlans(t, e.Env, rt, agent.OrgID(), "ops", "the workers", func() {
+	e.CheckPlansOf(t, rt, agent.OrgID(), "ops", "the workers", func() {
 		stream := openStream(t, e.URL+"/v1/events?stream=true", e.orch, "")
 		defer stream.close()
 		canceled, completed := e.dispatch(t, "po-plans-1", agent.OrgID()), e.dispatch(t, "po-plans-2", agent.OrgID())

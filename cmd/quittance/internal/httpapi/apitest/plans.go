@@ -185,6 +185,29 @@ func SeedLargeTables(t testing.TB, conn *pgx.Conn, n int, org, budget string) {
 	}
 }
 
+// CheckPlansOf seeds e's database with rows of org on budget in every
+// table that grows with the ledger (SeedLargeTables), records what run
+// sends through rt (e's recorder, WithRecorder) and plans each statement
+// generic (CheckPlans): a sequential scan of one of those tables fails t.
+// It logs the statements planned, as those of what.
+func (e *Env) CheckPlansOf(t testing.TB, rt *Recorder, org, budget, what string, run func()) {
+	t.Helper()
+	ctx := context.Background()
+	owner, err := pgx.Connect(ctx, e.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	SeedLargeTables(t, owner, 20000, org, budget)
+	rt.During(run)
+	statements := rt.Statements()
+	if len(statements) < 10 {
+		t.Fatalf("recorded %d statements of %s; the recorder missed them", len(statements), what)
+	}
+	names := CheckPlans(t, owner, statements)
+	t.Logf("planned %d statements of %s: %s", len(names), what, strings.Join(names, ", "))
+}
+
 // CheckPlans plans every statement of statements (once each) as a pooled
 // connection runs it once its prepared statement goes generic (EXPLAIN
 // EXECUTE under plan_cache_mode=force_generic_plan, with the statement's

@@ -1,0 +1,68 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/uuid"
+
+	"github.com/quittance/quittance/cmd/quittance/internal/demoagent"
+	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
+)
+
+// TestGatewayPlansUseIndexes plans, as the httpapi tests plan the API's
+// (TestWritePathPlansUseIndexes), every statement the gateway sends for an
+// orchestrator on both bindings: a send with a push config, GetTask while
+// Quittance dispatches it to the demo supplier, the push configs read, CancelTask until the supplier's receipt compensates it,
+// the pushes delivered and a subscription to the ended task. Against
+// tables of tens of thousands of rows, a sequential scan of one that grows
+// with the ledger fails it. ListTasks is left out: it is a list read, not
+// a task's path, and its count (DelegationCount), whose optional filters
+// leave a generic plan no index, reads the whole of delegations; that is
+// the list reads' to fix.
+func TestGatewayPlansUseIndexes(t *testing.T) {
+	t.Parallel()
+	rt := &apitest.Recorder{}
+	e := newGatewayEnvWith(t, apitest.Worker{Webhooks: true}, demoagent.Config{}, apitest.WithRecorder(rt))
+	recv := newPushReceiver(t)
+	e.CheckPlansOf(t, rt, orgID, "ops", "the gateway", func() {
+		for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON} {
+			gatewayLifecycle(t, e, recv, binding)
+		}
+	})
+}
+
+// gatewayLifecycle is what TestGatewayPlansUseIndexes records on one
+// binding.
+func gatewayLifecycle(t *testing.T, e *gwEnv, recv *pushReceiver, binding a2a.TransportProtocol) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acme := e.client(t, e.acme, orgID, binding)
+	token := "plans-" + uuid.NewString()
+	recv.expect(token, "")
+	res, err := acme.SendMessage(ctx, &a2a.SendMessageRequest{
+		Message: ledgerMessage(uuid.NewString(), "Order 40 laptops for the Lyon office", 10_000),
+		Config:  &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: recv.url, Token: token}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	waitTask(t, acme, task.ID, "the remote task working", func(task *a2a.Task) bool {
+		return task.Status.State == a2a.TaskStateWorking && meta(t, task)["remote_task_id"] != nil
+	})
+	if _, err := acme.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acme.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, acme, task.ID, "the task canceled and compensated", func(task *a2a.Task) bool {
+		return task.Status.State == a2a.TaskStateCanceled && meta(t, task)["obligation_state"] == "compensated"
+	})
+	recv.wait(token, "the task canceled", func(p *a2a.Task) bool { return p.ID == task.ID && p.Status.State == a2a.TaskStateCanceled })
+	drain(t, "subscribe", acme.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}))
+}

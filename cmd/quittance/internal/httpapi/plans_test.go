@@ -93,7 +93,8 @@ func TestWritePathPlansUseIndexes(t *testing.T) {
 // runs per job: two delegations dispatched through the A2A workers to the
 // demo supplier's agent on loopback, observed by push, stream and poll,
 // one canceled (the cancel, the compensation request and the agent's
-// signed receipt) and one completing (settled); webhook deliveries of
+// signed receipt) and one completing (settled); a third, to an agent that
+// asks a question, answered by a follow-up message; webhook deliveries of
 // their events claimed and attempted to an endpoint on loopback; an open
 // event stream; and the per-item reads of a dispatched delegation.
 func TestWorkerPathPlansUseIndexes(t *testing.T) {
@@ -108,6 +109,8 @@ func TestWorkerPathPlansUseIndexes(t *testing.T) {
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(hooks.Close)
 	e.must(t, http.MethodPut, "/v1/webhooks/plans", e.orch, map[string]any{"url": hooks.URL + "/hook"}, http.StatusCreated)
+	asker := startOrchPeer(t)
+	e.putOrg(t, "asker", asker.cardURL, http.StatusCreated)
 	e.CheckPlansOf(t, rt, agent.OrgID(), "ops", "the workers", func() {
 		stream := openStream(t, e.URL+"/v1/events?stream=true", e.orch, "")
 		defer stream.close()
@@ -116,6 +119,13 @@ func TestWorkerPathPlansUseIndexes(t *testing.T) {
 		e.must(t, http.MethodPost, "/v1/delegations/"+canceled.ID+"/cancel", e.orch, nil, http.StatusOK)
 		e.waitFor(t, canceled.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
 		e.waitFor(t, completed.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
+		// A follow-up message answers a task that asks a question.
+		asked := (&orchEnv{e}).dispatchText(t, "po-plans-3", "asker", "input_required", nil)
+		e.waitFor(t, asked.ID, "input_required", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "input_required" })
+		e.must(t, http.MethodPost, "/v1/delegations/"+asked.ID+"/messages", e.orch, map[string]any{
+			"message_id": "answer-1", "message": map[string]any{"parts": []any{map[string]any{"text": "CC-42"}}},
+		}, http.StatusAccepted)
+		e.waitFor(t, asked.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
 		stream.next(t)
 		deadline := time.Now().Add(15 * time.Second)
 		for !delivered(t, e) {

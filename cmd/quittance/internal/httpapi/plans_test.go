@@ -42,9 +42,10 @@ func readDelegation(t *testing.T, e *apitest.Env, orch, id string) {
 // of such a statement grows with the ledger, not with the call. It covers
 // the benchmarked lifecycle (create → canceled → signed ack), the deadline
 // sweep, a declaration, a hold raised and cut, a settlement, a write-off
-// below the threshold and one approved by a second on-call, both batch
-// endpoints, the event feed and the per-item reads of a delegation and a
-// write-off. A flush's pre-read that found its delegations with an OR of
+// below the threshold, one approved and one rejected by a second on-call,
+// case handling (owner, note, snooze), both batch endpoints, the event
+// feed, the per-item reads of a delegation and a write-off, and an org's
+// identity revoked. A flush's pre-read that found its delegations with an OR of
 // an id list and a subquery scanned delegations whole, 195 ms a flush at
 // 300,000 rows; the benchmark's lifecycle runs start from an empty
 // database and did not show it. TestWorkerPathPlansUseIndexes does the
@@ -70,6 +71,14 @@ func TestWritePathPlansUseIndexes(t *testing.T) {
 		var w httpapi.WriteOffBody
 		e.writeOff(t, alice, e.pending(t, orgB, threshold+1).ID, "remote org bankrupt").Expect(t, http.StatusCreated).JSON(t, &w)
 		e.approve(t, bob, w.ID).Expect(t, http.StatusOK)
+		var rejected httpapi.WriteOffBody
+		e.writeOff(t, alice, e.pending(t, orgB, threshold+1).ID, "remote org bankrupt").Expect(t, http.StatusCreated).JSON(t, &rejected)
+		e.Do(t, http.MethodPost, "/admin/v1/write-offs/"+rejected.ID+"/reject", bob, map[string]any{"reason": "refund arrived"}).Expect(t, http.StatusOK)
+		// Case handling of an open obligation.
+		open := "/v1/delegations/" + e.pending(t, orgB, 100).ID
+		e.Do(t, http.MethodPut, open+"/owner", alice, map[string]any{"owner": "alice"}).Expect(t, http.StatusOK)
+		e.Do(t, http.MethodPost, open+"/notes", alice, map[string]any{"note": "asked for a receipt"}).Expect(t, http.StatusCreated)
+		e.Do(t, http.MethodPost, open+"/snooze", alice, map[string]any{"until": e.Clock.Now().Add(48 * time.Hour), "reason": "waiting"}).Expect(t, http.StatusOK)
 		items := make([]any, 3)
 		for i := range items {
 			items[i] = apitest.NewCreateRequest(fmt.Sprintf("plans-batch-%d", i), orgB, "procurement", budgetID, 1, "EUR")
@@ -83,9 +92,11 @@ func TestWritePathPlansUseIndexes(t *testing.T) {
 		// And the deadline sweep, which moves obligations in batches.
 		e.pending(t, orgB, 100)
 		e.Clock.Advance(ledger.DefaultCompensationTimeout + time.Minute)
-		if n := e.sweep(t); n != 1 {
-			t.Fatalf("the sweep moved %d, want 1", n)
+		if n := e.sweep(t); n != 3 {
+			t.Fatalf("the sweep moved %d, want 3", n)
 		}
+		// And a revoked identity, which escalates the org's open obligations.
+		e.Do(t, http.MethodPost, "/admin/v1/orgs/"+orgB+"/revoke-identity", alice, map[string]any{"reason": "signing key leaked"}).Expect(t, http.StatusOK)
 	})
 }
 

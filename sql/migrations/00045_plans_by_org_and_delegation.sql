@@ -12,5 +12,12 @@
 CREATE INDEX delegations_declared_releases ON delegations (org_id, id)
     WHERE obligation_state = 'released' AND obligation_reason = 'no_compensation_declared';
 
+-- A delegation's page (the console's) lists the delegation's write-offs
+-- (WriteOffListByDelegation), newest first. write_offs has no other index
+-- by delegation than the one of its pending write-off, so the list read
+-- every write-off ever requested (TestWritePathPlansUseIndexes).
+CREATE INDEX write_offs_delegation ON write_offs (delegation_id, created_at DESC, id DESC);
+
 -- +goose Down
+DROP INDEX write_offs_delegation;
 DROP INDEX delegations_declared_releases;

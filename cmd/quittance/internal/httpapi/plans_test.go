@@ -85,7 +85,8 @@ func readDelegation(t *testing.T, e *apitest.Env, orch, id string) {
 // below the threshold, one approved and one rejected by a second on-call,
 // case handling (owner, note, snooze), both batch endpoints, the event
 // feed, the per-item reads of a delegation and a write-off (the API's and
-// the console's), and an org's identity revoked. A flush's pre-read that found its delegations with an OR of
+// the console's), and an org's identity revoked, with the release its
+// declaration made acknowledged. A flush's pre-read that found its delegations with an OR of
 // an id list and a subquery scanned delegations whole, 195 ms a flush at
 // 300,000 rows; the benchmark's lifecycle runs start from an empty
 // database and did not show it. TestWorkerPathPlansUseIndexes does the
@@ -95,13 +96,15 @@ func TestWritePathPlansUseIndexes(t *testing.T) {
 	e, rt := tracedCompEnv(t)
 	alice := e.NewToken(t, ledger.RoleOncall, "", "alice")
 	bob := e.NewToken(t, ledger.RoleOncall, "", "bob")
+	finance := e.NewToken(t, ledger.RoleFinance, "", "finance")
 	// Warm up (authentication, statement caches).
 	e.accept(t, acksPath, e.ack(t, e.pending(t, orgB, 100)), "applied")
 	e.CheckPlansOf(t, rt, orgB, budgetID, "the write path", func() {
 		d := e.delegation(t, orgB, 100)
 		d = e.ReportStatus(t, e.orch, d.ID, "TASK_STATE_CANCELED", time.Time{})
 		e.acceptAnswer(t, acksPath, e.ack(t, d), "applied")
-		e.accept(t, declsPath, e.declaration(t, e.pending(t, orgB, 100)), "applied")
+		declared := e.pending(t, orgB, 100)
+		e.accept(t, declsPath, e.declaration(t, declared), "applied")
 		held := e.delegation(t, orgB, 500)
 		for _, amount := range []int64{800, 300} {
 			e.Do(t, http.MethodPatch, "/v1/delegations/"+held.ID+"/hold", e.orch, map[string]any{"amount_minor": amount}).Expect(t, http.StatusOK)
@@ -141,6 +144,9 @@ func TestWritePathPlansUseIndexes(t *testing.T) {
 		}
 		// And a revoked identity, which escalates the org's open obligations.
 		e.Do(t, http.MethodPost, "/admin/v1/orgs/"+orgB+"/revoke-identity", alice, map[string]any{"reason": "signing key leaked"}).Expect(t, http.StatusOK)
+		// Finance acknowledges the release on the discredited declaration.
+		e.Do(t, http.MethodPost, "/v1/delegations/"+declared.ID+"/revoked-release/acknowledge", finance,
+			map[string]any{"note": "claimed back from the supplier"}).Expect(t, http.StatusOK)
 	})
 }
 
@@ -149,7 +155,8 @@ func TestWritePathPlansUseIndexes(t *testing.T) {
 // demo supplier's agent on loopback, observed by push, stream and poll,
 // one canceled (the cancel, the compensation request and the agent's
 // signed receipt) and one completing (settled); a third, to an agent that
-// asks a question, answered by a follow-up message; webhook deliveries of
+// asks a question, answered by a follow-up message; a fourth whose
+// compensation fails until on-call redrives it; webhook deliveries of
 // their events claimed and attempted to an endpoint on loopback; an open
 // event stream; and the per-item reads of a dispatched delegation.
 func TestWorkerPathPlansUseIndexes(t *testing.T) {
@@ -166,6 +173,8 @@ func TestWorkerPathPlansUseIndexes(t *testing.T) {
 	e.must(t, http.MethodPut, "/v1/webhooks/plans", e.orch, map[string]any{"url": hooks.URL + "/hook"}, http.StatusCreated)
 	asker := startOrchPeer(t)
 	e.putOrg(t, "asker", asker.cardURL, http.StatusCreated)
+	failing := startV03Peer(t, &v03Peer{compOutcome: "failed"}, "127.0.0.1")
+	e.putOrg(t, "failing", failing.cardURL, http.StatusCreated)
 	e.CheckPlansOf(t, rt, agent.OrgID(), "ops", "the workers", func() {
 		stream := openStream(t, e.URL+"/v1/events?stream=true", e.orch, "")
 		defer stream.close()
@@ -181,6 +190,17 @@ func TestWorkerPathPlansUseIndexes(t *testing.T) {
 			"message_id": "answer-1", "message": map[string]any{"parts": []any{map[string]any{"text": "CC-42"}}},
 		}, http.StatusAccepted)
 		e.waitFor(t, asked.ID, "settled", func(d httpapi.DelegationBody) bool { return d.ObligationState == "settled" })
+		// A compensation that fails until on-call redrives it.
+		redriven := e.dispatch(t, "po-plans-4", "failing")
+		e.waitFor(t, redriven.ID, "the dispatched task", dispatched)
+		e.must(t, http.MethodPost, "/v1/delegations/"+redriven.ID+"/cancel", e.orch, nil, http.StatusOK)
+		e.waitFor(t, redriven.ID, "unconfirmed", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensation_unconfirmed" })
+		failing.mu.Lock()
+		failing.compOutcome = "compensated"
+		failing.mu.Unlock()
+		e.must(t, http.MethodPost, "/admin/v1/delegations/"+redriven.ID+"/compensation/redrive", e.OncallToken,
+			map[string]any{"reason": "supplier fixed their compensation handler"}, http.StatusOK)
+		e.waitFor(t, redriven.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
 		stream.next(t)
 		deadline := time.Now().Add(15 * time.Second)
 		for !delivered(t, e) {

@@ -101,8 +101,10 @@ func WithRecorder(r *Recorder) Option { return func(o *options) { o.recorder = r
 // its work. Every other table is bounded by configuration (orgs, budgets,
 // task classes, principals and their tokens, webhook endpoints, key
 // sets), by what is open right now (pending changes, which expire; open
-// cases; the org backoff), or by a retention (console sessions,
-// token refusal samples), so scanning it is no cost of the ledger's size.
+// cases; the org backoff), by a retention (console sessions, token
+// refusal samples), or by rare events (the releases an identity
+// revocation discredits, one per declaration of a revoked org), so
+// scanning it is no cost of the ledger's size.
 var LargeTables = map[string]string{
 	"delegations":             "one a delegation",
 	"events":                  "several a delegation",

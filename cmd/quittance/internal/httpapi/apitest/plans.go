@@ -121,14 +121,17 @@ var LargeTables = map[string]string{
 	"gateway_push_configs":    "those the gateway's callers set, per task",
 	"delegation_messages":     "one a follow-up message",
 	"delegation_links":        "one a link between delegations",
+	"delegation_cases":        "one a delegation on-call handled",
+	"checkpoints":             "one a signing interval, kept for ever",
 }
 
 // SeedLargeTables adds n settled, dispatched delegations of org on
 // budget (tenant "seed"), each with its creation event, its hold's
 // journal entry, a used token id, its evidence, its finished dispatch
-// job, its remote task and snapshot, a link, an executed write-off, a sent
-// follow-up message, a gateway push configuration and a delivered push,
-// and has PostgreSQL analyze them, as a ledger in use would be.
+// job, its remote task and snapshot, a link, a case, an executed
+// write-off, a sent follow-up message, a gateway push configuration and a
+// delivered push, and as many checkpoints, and has PostgreSQL analyze
+// them, as a ledger in use would be.
 func SeedLargeTables(t testing.TB, conn *pgx.Conn, n int, org, budget string) {
 	t.Helper()
 	ctx := context.Background()
@@ -166,6 +169,7 @@ func SeedLargeTables(t testing.TB, conn *pgx.Conn, n int, org, budget string) {
 		`INSERT INTO delegation_remote_tasks (delegation_id, task_id, purpose, found_by, status, found_at, updated_at)
 		 SELECT id, remote_task_id, 'dispatch', 'seed', 'completed', now(), now()` + seeded,
 		`INSERT INTO delegation_links (delegation_id, linked_id, kind, created_at) SELECT id, id, 'reference', now()` + seeded,
+		`INSERT INTO delegation_cases (delegation_id, notes, updated_at) SELECT id, 1, now()` + seeded,
 		`INSERT INTO task_snapshots (delegation_id, snapshot, updated_at) SELECT id, '{}', now()` + seeded,
 		`INSERT INTO write_offs (id, delegation_id, amount_minor, currency, reason, status, requested_by, requested_by_id,
 		     approved_by, approved_by_id, created_at, executed_at)
@@ -177,6 +181,12 @@ func SeedLargeTables(t testing.TB, conn *pgx.Conn, n int, org, budget string) {
 		`INSERT INTO webhook_deliveries (tenant, event_seq, status, attempts, next_attempt_at, created_at, delivered_at,
 		     updated_at, push_delegation_id, push_config_id)
 		 SELECT 'seed', 1, 'delivered', 1, now(), now(), now(), now(), id, 'seed'` + seeded,
+		// Checkpoints through positions before any event the test appends,
+		// so that none signs its streams; ids far above the ones it may sign.
+		`INSERT INTO checkpoints (id, created_at, created_by, kid, streams, heads_sha256, payload, jws,
+		     through_pos, through_order_xid, through_tx_pos)
+		 SELECT 1000000000 + g, now(), 'seed', 'seed', 0, '\x00', '{"streams": []}', 'seed', g, '1'::xid8, g
+		 FROM generate_series(1, $1::integer) g WHERE $2::text <> '' AND $3::text <> ''`,
 	} {
 		if _, err := conn.Exec(ctx, q, n, org, budget); err != nil {
 			t.Fatalf("seed: %v\n%s", err, q)

@@ -86,11 +86,12 @@ func readDelegation(t *testing.T, e *apitest.Env, orch, id string) {
 // case handling (owner, note, snooze), both batch endpoints, the event
 // feed, the per-item reads of a delegation and a write-off (the API's and
 // the console's), and an org's identity revoked, with the release its
-// declaration made acknowledged. A flush's pre-read that found its delegations with an OR of
-// an id list and a subquery scanned delegations whole, 195 ms a flush at
-// 300,000 rows; the benchmark's lifecycle runs start from an empty
-// database and did not show it. TestWorkerPathPlansUseIndexes does the
-// same for the A2A and webhook workers.
+// declaration made acknowledged. A flush's pre-read that found its
+// delegations with an OR of an id list and a subquery scanned delegations
+// whole, 195 ms a flush at 300,000 rows; the benchmark's lifecycle runs
+// start from an empty database and did not show it.
+// TestWorkerPathPlansUseIndexes does the same for the A2A and webhook
+// workers.
 func TestWritePathPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	e, rt := tracedCompEnv(t)

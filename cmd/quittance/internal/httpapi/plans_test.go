@@ -227,3 +227,24 @@ func delivered(t *testing.T, e *a2aEnv) bool {
 	}
 	return len(out.Deliveries) > 0
 }
+
+// TestDispatchResolvePlansUseIndexes is TestWritePathPlansUseIndexes for a
+// dispatch whose outcome nothing proves: the worker's dispatch and resend
+// to an agent that lost the answer and refuses the resend, the delegation
+// put in the dispatch_unknown condition, on-call resolving it with the
+// task the org names, and the worker observing that task.
+func TestDispatchResolvePlansUseIndexes(t *testing.T) {
+	t.Parallel()
+	rt := &apitest.Recorder{}
+	agent := startLostAnswerAgent(t)
+	e := newA2AEnv(t, apitest.Worker{NoPush: true}, apitest.WithRecorder(rt))
+	e.putOrg(t, "flaky", agent.cardURL, http.StatusCreated)
+	e.CheckPlansOf(t, rt, "flaky", "ops", "a dispatch resolved", func() {
+		d := e.dispatch(t, "po-resolve", "flaky")
+		e.waitEvent(t, d.ID, ledger.EventTypeDispatchUnknown)
+		e.must(t, http.MethodPost, "/admin/v1/delegations/"+d.ID+"/dispatch/resolve", e.OncallToken, map[string]any{
+			"task_id": "t-found", "context_id": "ctx-t-found", "reason": "Flaky's ops confirmed the task by messageId",
+		}, http.StatusOK)
+		e.waitFor(t, d.ID, "the resolved task observed", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
+	})
+}

@@ -248,3 +248,26 @@ func TestDispatchResolvePlansUseIndexes(t *testing.T) {
 		e.waitFor(t, d.ID, "the resolved task observed", func(d httpapi.DelegationBody) bool { return d.TaskStatus == "working" })
 	})
 }
+
+// TestExtraTaskPlansUseIndexes is TestWritePathPlansUseIndexes for a
+// dispatch that created an extra task at its agent: the extra task found,
+// its compensation requested when the delegation settles, and on-call
+// writing it off when the org never answers.
+func TestExtraTaskPlansUseIndexes(t *testing.T) {
+	t.Parallel()
+	rt := &apitest.Recorder{}
+	k := &taskKeeper{compWorking: true}
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond}, apitest.WithRecorder(rt))
+	dupAgent(t, k)
+	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
+	e.CheckPlansOf(t, rt, "dup", "ops", "an extra task written off", func() {
+		d := e.dispatch(t, "po-writeoff-extra", "dup")
+		e.waitEvent(t, d.ID, ledger.EventTypeRemoteTaskEnded)
+		k.mu.Lock()
+		k.tasks["kt-2"]["status"] = map[string]any{"state": "completed"}
+		k.mu.Unlock()
+		e.waitEvent(t, d.ID, ledger.EventTypeExtraTaskCompensationRequired)
+		e.must(t, http.MethodPost, "/admin/v1/delegations/"+d.ID+"/remote-tasks/kt-1/write-off", e.OncallToken,
+			map[string]any{"reason": "org confirmed the duplicate PO was voided"}, http.StatusOK)
+	})
+}

@@ -343,9 +343,15 @@ func (c compensationStore) WriteOffs(ctx context.Context, f compensation.WriteOf
 	for i, s := range f.Statuses {
 		statuses[i] = string(s)
 	}
-	rows, err := c.q.WriteOffList(ctx, dbsqlc.WriteOffListParams{
-		Statuses: statuses, DelegationID: nullUUID(f.DelegationID), MaxRows: int32(f.Limit),
-	})
+	var rows []dbsqlc.WriteOff
+	var err error
+	if f.DelegationID != uuid.Nil {
+		rows, err = c.q.WriteOffListByDelegation(ctx, dbsqlc.WriteOffListByDelegationParams{
+			DelegationID: f.DelegationID, Statuses: statuses, MaxRows: int32(f.Limit),
+		})
+	} else {
+		rows, err = c.q.WriteOffList(ctx, dbsqlc.WriteOffListParams{Statuses: statuses, MaxRows: int32(f.Limit)})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list write-offs: %w", err)
 	}

@@ -53,6 +53,13 @@ CROSS JOIN LATERAL event_stream_head(s.stream) h;
 -- its type (all types when event_types is empty), and a push to each of
 -- the delegation's gateway push configs. Says how many events it appended
 -- and how many deliveries it queued: only those wake the webhook workers.
+--
+-- Each event finds its delegation and its push configs through their
+-- indexes, in subqueries the planner cannot merge into a join (LIMIT,
+-- OFFSET 0): planned as joins, with the thousand rows it guesses for the
+-- arrays, a generic plan hashes the whole of delegations and of
+-- gateway_push_configs on every flush until those tables reach hundreds
+-- of thousands of rows (TestWritePathPlansUseIndexes).
 WITH appended AS (
     INSERT INTO events (
         stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
@@ -76,7 +83,7 @@ WITH appended AS (
     INSERT INTO webhook_deliveries (tenant, endpoint_id, event_seq, next_attempt_at, created_at, updated_at)
     SELECT w.tenant, w.id, a.seq, a.at, a.at, a.at
     FROM appended a
-    JOIN delegations d ON d.id = a.delegation_id
+    CROSS JOIN LATERAL (SELECT d.tenant FROM delegations d WHERE d.id = a.delegation_id LIMIT 1) d
     JOIN webhook_endpoints w ON w.tenant = d.tenant
     WHERE cardinality(w.event_types) = 0 OR a.type = ANY (w.event_types)
     ON CONFLICT DO NOTHING
@@ -87,7 +94,9 @@ WITH appended AS (
     INSERT INTO webhook_deliveries (tenant, push_delegation_id, push_config_id, event_seq, next_attempt_at, created_at, updated_at)
     SELECT c.tenant, c.delegation_id, c.id, a.seq, a.at, a.at, a.at
     FROM appended a
-    JOIN gateway_push_configs c ON c.delegation_id = a.delegation_id
+    CROSS JOIN LATERAL (
+        SELECT c.tenant, c.delegation_id, c.id FROM gateway_push_configs c WHERE c.delegation_id = a.delegation_id OFFSET 0
+    ) c
     ON CONFLICT DO NOTHING
     RETURNING 1
 )

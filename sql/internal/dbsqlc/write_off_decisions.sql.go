@@ -16,20 +16,73 @@ const writeOffList = `-- name: WriteOffList :many
 
 SELECT id, delegation_id, amount_minor, currency, reason, reference, status, requested_by, requested_by_id, approved_by, approved_by_id, created_at, executed_at, rejected_by, rejected_by_id, rejection_reason, rejected_at FROM write_offs w
 WHERE (cardinality($1::text[]) = 0 OR w.status = ANY ($1::text[]))
-  AND ($2::uuid IS NULL OR w.delegation_id = $2)
 ORDER BY w.created_at DESC, w.id DESC
-LIMIT $3
+LIMIT $2
 `
 
 type WriteOffListParams struct {
-	Statuses     []string
-	DelegationID uuid.NullUUID
-	MaxRows      int32
+	Statuses []string
+	MaxRows  int32
 }
 
 // Write-off listings and rejections (compensation/writeoff_decisions.go).
 func (q *Queries) WriteOffList(ctx context.Context, arg WriteOffListParams) ([]WriteOff, error) {
-	rows, err := q.db.Query(ctx, writeOffList, arg.Statuses, arg.DelegationID, arg.MaxRows)
+	rows, err := q.db.Query(ctx, writeOffList, arg.Statuses, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WriteOff
+	for rows.Next() {
+		var i WriteOff
+		if err := rows.Scan(
+			&i.ID,
+			&i.DelegationID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.Reason,
+			&i.Reference,
+			&i.Status,
+			&i.RequestedBy,
+			&i.RequestedByID,
+			&i.ApprovedBy,
+			&i.ApprovedByID,
+			&i.CreatedAt,
+			&i.ExecutedAt,
+			&i.RejectedBy,
+			&i.RejectedByID,
+			&i.RejectionReason,
+			&i.RejectedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeOffListByDelegation = `-- name: WriteOffListByDelegation :many
+SELECT id, delegation_id, amount_minor, currency, reason, reference, status, requested_by, requested_by_id, approved_by, approved_by_id, created_at, executed_at, rejected_by, rejected_by_id, rejection_reason, rejected_at FROM write_offs w
+WHERE w.delegation_id = $1
+  AND (cardinality($2::text[]) = 0 OR w.status = ANY ($2::text[]))
+ORDER BY w.created_at DESC, w.id DESC
+LIMIT $3
+`
+
+type WriteOffListByDelegationParams struct {
+	DelegationID uuid.UUID
+	Statuses     []string
+	MaxRows      int32
+}
+
+// WriteOffList of one delegation (a delegation's page): its own statement,
+// so that its plan, generic too, finds the delegation's write-offs through
+// write_offs_delegation (migration 00045) rather than reading them all.
+func (q *Queries) WriteOffListByDelegation(ctx context.Context, arg WriteOffListByDelegationParams) ([]WriteOff, error) {
+	rows, err := q.db.Query(ctx, writeOffListByDelegation, arg.DelegationID, arg.Statuses, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -21,44 +21,7 @@ import (
 // in the condition cannot be resolved.
 func TestA2AResolveDispatchUnknown(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	sends := map[string]int{} // per messageId
-	agent := startRawAgent(t, &rawAgent{handle: func(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
-		switch method {
-		case "message/send":
-			var p struct {
-				Message struct {
-					MessageID string `json:"messageId"`
-				} `json:"message"`
-			}
-			_ = json.Unmarshal(params, &p)
-			mu.Lock()
-			sends[p.Message.MessageID]++
-			n := sends[p.Message.MessageID]
-			mu.Unlock()
-			if n == 1 {
-				return nil, nil, true // the task exists at the remote; the answer is lost
-			}
-			return nil, &rawRPCError{Code: -32602, Message: "duplicate messageId"}, false
-		case "tasks/get":
-			var p struct {
-				ID string `json:"id"`
-			}
-			_ = json.Unmarshal(params, &p)
-			// The agent holds every message it was sent in the task's
-			// history: it shows the task is each delegation's.
-			task := workingTask(p.ID)
-			var history []any
-			mu.Lock()
-			for id := range sends {
-				history = append(history, map[string]any{"kind": "message", "messageId": id, "role": "user", "parts": []any{}})
-			}
-			mu.Unlock()
-			task["history"] = history
-			return task, nil, false
-		}
-		return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
-	}})
+	agent := startLostAnswerAgent(t)
 	e := newA2AEnv(t, apitest.Worker{NoPush: true})
 	e.putOrg(t, "flaky", agent.cardURL, http.StatusCreated)
 	d := e.dispatch(t, "po-resolve", "flaky")
@@ -102,4 +65,50 @@ func TestA2AResolveDispatchUnknown(t *testing.T) {
 	e.Do(t, http.MethodPost, "/admin/v1/delegations/"+other.ID+"/dispatch/resolve", e.OncallToken, body).
 		Problem(t, http.StatusConflict, "remote_task_taken")
 	e.CheckInvariants(t)
+}
+
+// startLostAnswerAgent serves an agent that creates the task of each
+// message it is sent but whose answer to the first send is lost, refuses
+// the resend as a duplicate (so the dispatch ends dispatch_unknown), and
+// shows every message it was sent in each task's history.
+func startLostAnswerAgent(t *testing.T) *rawAgent {
+	t.Helper()
+	var mu sync.Mutex
+	sends := map[string]int{} // per messageId
+	return startRawAgent(t, &rawAgent{handle: func(method string, _ int, params json.RawMessage) (any, *rawRPCError, bool) {
+		switch method {
+		case "message/send":
+			var p struct {
+				Message struct {
+					MessageID string `json:"messageId"`
+				} `json:"message"`
+			}
+			_ = json.Unmarshal(params, &p)
+			mu.Lock()
+			sends[p.Message.MessageID]++
+			n := sends[p.Message.MessageID]
+			mu.Unlock()
+			if n == 1 {
+				return nil, nil, true // the task exists at the remote; the answer is lost
+			}
+			return nil, &rawRPCError{Code: -32602, Message: "duplicate messageId"}, false
+		case "tasks/get":
+			var p struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(params, &p)
+			// The agent holds every message it was sent in the task's
+			// history: it shows the task is each delegation's.
+			task := workingTask(p.ID)
+			var history []any
+			mu.Lock()
+			for id := range sends {
+				history = append(history, map[string]any{"kind": "message", "messageId": id, "role": "user", "parts": []any{}})
+			}
+			mu.Unlock()
+			task["history"] = history
+			return task, nil, false
+		}
+		return nil, &rawRPCError{Code: -32601, Message: "method not found"}, false
+	}})
 }

@@ -1,102 +1,28 @@
 package httpapi_test
 
 import (
-	"context"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi"
 	"github.com/quittance/quittance/cmd/quittance/internal/httpapi/apitest"
 	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
-	"github.com/quittance/quittance/sql/pgtest"
 )
 
 // roundTrips counts the round trips the service's connections make to
-// PostgreSQL: each statement sent on its own and each batch is one.
-// Preparing a statement the first time a connection sends it is not
-// counted (it happens once per connection), nor is the wake-up of feed
-// readers (FeedNotify), sent after the commit, outside the request's
-// transaction.
-type roundTrips struct {
-	mu   sync.Mutex
-	on   bool
-	sent []string
-	// statements are the statements sent, each with its arguments, a
-	// batch's one by one (TestWritePathPlansUseIndexes plans them).
-	statements []sentStatement
-}
-
-// sentStatement is a statement as a connection sent it.
-type sentStatement struct {
-	sql  string
-	args []any
-}
-
-func (r *roundTrips) record(s string, statements ...sentStatement) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.on && !strings.Contains(s, "name: FeedNotify ") {
-		r.sent = append(r.sent, strings.Join(strings.Fields(s), " "))
-		r.statements = append(r.statements, statements...)
-	}
-}
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.record(d.SQL, sentStatement{sql: d.SQL, args: d.Args})
-	return ctx
-}
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	var first []string
-	var statements []sentStatement
-	for _, q := range d.Batch.QueuedQueries {
-		first = append(first, strings.SplitN(strings.TrimPrefix(q.SQL, "-- name: "), " ", 2)[0])
-		statements = append(statements, sentStatement{sql: q.SQL, args: q.Arguments})
-	}
-	r.record("batch: "+strings.Join(first, ", "), statements...)
-	return ctx
-}
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-// during returns what f sent, once the service is quiet.
-func (r *roundTrips) during(f func()) []string {
-	r.mu.Lock()
-	r.on, r.sent, r.statements = true, nil, nil
-	r.mu.Unlock()
-	f()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.on = false
-	return r.sent
-}
+// PostgreSQL and keeps the statements sent (apitest.Recorder).
+type roundTrips = apitest.Recorder
 
 // tracedCompEnv is a service whose connections count their round trips,
-// with a funded budget, an orchestrator and org B registered.
-func tracedCompEnv(t *testing.T) (*compEnv, *roundTrips) {
+// with a funded budget, an orchestrator and org B registered; opts change
+// the rest.
+func tracedCompEnv(t *testing.T, opts ...apitest.Option) (*compEnv, *roundTrips) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rt := &roundTrips{}
-	cfg.ConnConfig.Tracer = rt
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e := &compEnv{
-		Env: apitest.Start(t, pool, apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold)),
-		b:   compensationtest.NewEd25519Signer(t, "b-1"),
-	}
+	opts = append([]apitest.Option{apitest.WithRecorder(rt), apitest.WithLedgerID(ledgerID), apitest.WithWriteOffThreshold(threshold)}, opts...)
+	e := &compEnv{Env: apitest.New(t, opts...), b: compensationtest.NewEd25519Signer(t, "b-1")}
 	e.orch = e.NewOrchestrator(t, "acme")
 	e.PutBudget(t, budgetID, "EUR", funded)
 	e.putOrg(t, orgB, e.b.JWKS())
@@ -133,7 +59,7 @@ func TestRoundTripsPerLifecycleCall(t *testing.T) {
 	} {
 		var fewest []string
 		for i := range ds {
-			if sent := rt.during(func() { c.f(i) }); fewest == nil || len(sent) < len(fewest) {
+			if sent := rt.During(func() { c.f(i) }); fewest == nil || len(sent) < len(fewest) {
 				fewest = sent
 			}
 		}
@@ -168,7 +94,7 @@ func TestRoundTripsPerSweepBatch(t *testing.T) {
 				e.pending(t, orgB, 100)
 			}
 			e.Clock.Advance(ledger.DefaultCompensationTimeout + time.Minute)
-			sent := rt.during(func() {
+			sent := rt.During(func() {
 				if n := e.sweep(t); n != due {
 					t.Fatalf("sweep of %d due moved %d", due, n)
 				}
@@ -184,11 +110,4 @@ func TestRoundTripsPerSweepBatch(t *testing.T) {
 		t.Errorf("moving 40 obligations took %d round trips, moving 2 took %d:\n%s", len(many), len(few), strings.Join(many, "\n"))
 	}
 	t.Logf("a sweep batch: %d round trips\n%s", len(many), strings.Join(many, "\n"))
-}
-
-// sentStatements returns the statements the last during sent.
-func (r *roundTrips) sentStatements() []sentStatement {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.statements)
 }

@@ -196,6 +196,7 @@ type options struct {
 	pendingSweep   time.Duration
 	kidInterval    time.Duration
 	refusalTime    time.Duration
+	recorder       *Recorder
 }
 
 // WithClock runs every service on c instead of a new Clock stopped at
@@ -304,6 +305,19 @@ func New(t testing.TB, opts ...Option) *Env {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.recorder != nil {
+		cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+		if err != nil {
+			t.Fatalf("apitest: %v", err)
+		}
+		cfg.ConnConfig.Tracer = o.recorder
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("apitest: %v", err)
+		}
+		t.Cleanup(pool.Close)
+		return Start(t, pool, opts...)
 	}
 	if !o.privateCluster {
 		return Start(t, pgtest.Pool(t), opts...)

@@ -779,16 +779,21 @@ func (lc *lifecycleClient) batchLifecycle(ctx context.Context, k int) {
 	tokens := make([]string, 0, n)
 	for i, res := range created.Results {
 		if res.Status != http.StatusCreated || res.Delegation == nil {
-			r.errs.Add(1)
+			r.itemRefused(fmt.Errorf("delegation batch: item %d answered %d", i, res.Status))
 			continue
 		}
 		d := *res.Delegation
-		ok := lc.do(ctx, func(c *client) error {
+		if !lc.do(ctx, func(c *client) error {
 			return c.must(ctx, request{http.MethodPost, "/v1/delegations/" + d.ID + "/task-status", r.orch,
 				map[string]any{"state": "TASK_STATE_CANCELED"}}, &d, http.StatusOK)
-		})
-		if !ok || d.Compensation == nil || d.ObligationState != "revocation_pending_compensation" {
-			r.errs.Add(1)
+		}) {
+			if ctx.Err() != nil {
+				return // the run is over: what was not sent is no error
+			}
+			continue // do counted the error
+		}
+		if d.Compensation == nil || d.ObligationState != "revocation_pending_compensation" {
+			r.itemRefused(fmt.Errorf("task status: delegation %s is %s with no compensation asked", d.ID, d.ObligationState))
 			continue
 		}
 		task := items[i]["remote"].(map[string]any)["task_id"].(string)
@@ -813,6 +818,13 @@ func (lc *lifecycleClient) batchLifecycle(ctx context.Context, k int) {
 		}
 		return nil
 	})
+}
+
+// itemRefused counts an item of a batch that was answered, but not as
+// the lifecycle expects, as one error.
+func (r *lifecycleRun) itemRefused(err error) {
+	r.errs.Add(1)
+	r.firstErr.CompareAndSwap(nil, err.Error())
 }
 
 // measure counts the clients' operations for the configured duration (or

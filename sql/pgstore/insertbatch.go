@@ -303,26 +303,9 @@ func (b *txConn) queueInserts() {
 	missing := -1
 	b.queueBuffered(u.owners, func(q *dbsqlc.Queries) { _, _ = q.DelegationInsertBatch(context.Background(), u.p) }, queuedStatement{
 		refusal: refusedByRowCount,
-		read: func(br pgx.BatchResults) error {
-			rows, err := br.Query()
-			if err != nil {
-				return err
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-			if err != nil {
-				return err
-			}
-			inserted := make(map[uuid.UUID]bool, len(ids))
-			for _, id := range ids {
-				inserted[id] = true
-			}
-			for i, id := range u.p.Ids {
-				if !inserted[id] {
-					missing = i
-					break
-				}
-			}
-			return nil
+		read: func(br pgx.BatchResults) (err error) {
+			missing, err = firstNotReturned(br, u.p.Ids)
+			return err
 		},
 		check: func(_ pgconn.CommandTag, err error) error {
 			switch {

@@ -114,26 +114,9 @@ func (b *txConn) queueUpdates(ctx context.Context) {
 	missing := -1
 	b.queueBuffered(u.owners, func(q *dbsqlc.Queries) { _, _ = q.DelegationUpdateBatch(ctx, u.p) }, queuedStatement{
 		refusal: refusedByRowCount,
-		read: func(br pgx.BatchResults) error {
-			rows, err := br.Query()
-			if err != nil {
-				return err
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-			if err != nil {
-				return err
-			}
-			matched := make(map[uuid.UUID]bool, len(ids))
-			for _, id := range ids {
-				matched[id] = true
-			}
-			for i, id := range u.p.Ids {
-				if !matched[id] {
-					missing = i
-					break
-				}
-			}
-			return nil
+		read: func(br pgx.BatchResults) (err error) {
+			missing, err = firstNotReturned(br, u.p.Ids)
+			return err
 		},
 		check: func(_ pgconn.CommandTag, err error) error {
 			switch {
@@ -237,3 +220,27 @@ func delegationReadOf(sql string) delegationRead {
 }
 
 var delegationReads sync.Map
+
+// firstNotReturned reads the ids a batched statement returned (the rows
+// it wrote) and gives the index in want of the first it did not return,
+// or -1 when it returned them all.
+func firstNotReturned(br pgx.BatchResults, want []uuid.UUID) (int, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return -1, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return -1, err
+	}
+	returned := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		returned[id] = true
+	}
+	for i, id := range want {
+		if !returned[id] {
+			return i, nil
+		}
+	}
+	return -1, nil
+}

@@ -27,7 +27,7 @@ import (
 func TestGatewayPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	rt := &apitest.Recorder{}
-	e := newGatewayEnvWith(t, apitest.Worker{Webhooks: true}, demoagent.Config{}, apitest.WithRecorder(rt))
+	e := newGatewayEnvWith(t, apitest.Worker{Webhooks: true}, demoagent.Config{}, apitest.WithRecorder(rt), apitest.WithPrivateCluster())
 	recv := newPushReceiver(t)
 	e.CheckPlansOf(t, rt, orgID, "ops", "the gateway", func() {
 		for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON} {

@@ -94,7 +94,7 @@ func readDelegation(t *testing.T, e *apitest.Env, orch, id string) {
 // workers.
 func TestWritePathPlansUseIndexes(t *testing.T) {
 	t.Parallel()
-	e, rt := tracedCompEnv(t)
+	e, rt := tracedCompEnv(t, apitest.WithPrivateCluster())
 	alice := e.NewToken(t, ledger.RoleOncall, "", "alice")
 	bob := e.NewToken(t, ledger.RoleOncall, "", "bob")
 	finance := e.NewToken(t, ledger.RoleFinance, "", "finance")
@@ -164,7 +164,7 @@ func TestWorkerPathPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	rt := &apitest.Recorder{}
 	agent, base := serveDemoAgent(t, demoagent.Config{WorkDelay: 1500 * time.Millisecond})
-	e := newA2AEnv(t, apitest.Worker{Webhooks: true, Streaming: true, PollAfter: 200 * time.Millisecond}, apitest.WithRecorder(rt))
+	e := newA2AEnv(t, apitest.Worker{Webhooks: true, Streaming: true, PollAfter: 200 * time.Millisecond}, apitest.WithRecorder(rt), apitest.WithPrivateCluster())
 	e.must(t, http.MethodPut, "/admin/v1/orgs/"+agent.OrgID(), e.OncallToken, map[string]any{
 		"name": "Demo supplier", "agent_card_url": agent.CardURL(base), "allowed_hosts": []string{"127.0.0.1"},
 		"jwks": json.RawMessage(agent.JWKS()), "require_signed_receipts": true,
@@ -237,7 +237,7 @@ func TestDispatchResolvePlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	rt := &apitest.Recorder{}
 	agent := startLostAnswerAgent(t)
-	e := newA2AEnv(t, apitest.Worker{NoPush: true}, apitest.WithRecorder(rt))
+	e := newA2AEnv(t, apitest.Worker{NoPush: true}, apitest.WithRecorder(rt), apitest.WithPrivateCluster())
 	e.putOrg(t, "flaky", agent.cardURL, http.StatusCreated)
 	e.CheckPlansOf(t, rt, "flaky", "ops", "a dispatch resolved", func() {
 		d := e.dispatch(t, "po-resolve", "flaky")
@@ -257,7 +257,7 @@ func TestExtraTaskPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	rt := &apitest.Recorder{}
 	k := &taskKeeper{compWorking: true}
-	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond}, apitest.WithRecorder(rt))
+	e := newA2AEnv(t, apitest.Worker{NoPush: true, PollAfter: 50 * time.Millisecond}, apitest.WithRecorder(rt), apitest.WithPrivateCluster())
 	dupAgent(t, k)
 	e.putOrg(t, "dup", k.cardURL, http.StatusCreated)
 	e.CheckPlansOf(t, rt, "dup", "ops", "an extra task written off", func() {

@@ -292,10 +292,12 @@ func WithEvidenceRefusalTime(d time.Duration) Option { return func(o *options) {
 func WithIdentity() Option { return func(o *options) { o.identity = true } }
 
 // WithPrivateCluster runs the API on a database of a throwaway cluster of
-// its own (pgtest.Cluster) rather than the shared test server: for tests
-// of the event feed's timing, whose cut (pg_snapshot_xmin) is the whole
-// cluster's, so that another test's open transaction in another database
-// of the shared server does not hold its events back.
+// its own (pgtest.Cluster) rather than the shared test server. The event
+// feed's cut (pg_snapshot_xmin) is the whole cluster's, so a transaction
+// open for long in one database of the shared server holds back the feeds
+// of the tests on every other: tests of the feed's timing run on a
+// cluster of their own, and so do tests whose own transactions run for
+// long (the plan checks' seeding of tens of thousands of rows).
 func WithPrivateCluster() Option { return func(o *options) { o.privateCluster = true } }
 
 // New starts an API on a fresh migrated database. Everything is torn down
@@ -306,24 +308,23 @@ func New(t testing.TB, opts ...Option) *Env {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.recorder != nil {
-		cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-		if err != nil {
-			t.Fatalf("apitest: %v", err)
-		}
-		cfg.ConnConfig.Tracer = o.recorder
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			t.Fatalf("apitest: %v", err)
-		}
-		t.Cleanup(pool.Close)
-		return Start(t, pool, opts...)
-	}
-	if !o.privateCluster {
+	var dbURL string
+	switch {
+	case o.privateCluster:
+		_, dbURL = pgtest.Cluster(t)
+	case o.recorder != nil:
+		dbURL = pgtest.URL(t)
+	default:
 		return Start(t, pgtest.Pool(t), opts...)
 	}
-	_, dbURL := pgtest.Cluster(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("apitest: %v", err)
+	}
+	if o.recorder != nil {
+		cfg.ConnConfig.Tracer = o.recorder
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("apitest: %v", err)
 	}

@@ -205,15 +205,12 @@ func delegationReadOf(sql string) delegationRead {
 	if r, ok := delegationReads.Load(sql); ok {
 		return r.(delegationRead)
 	}
-	r := delegationRead{kind: readsNone}
-	var name string
-	if _, err := fmt.Sscanf(sql, "-- name: %s ", &name); err == nil {
-		if k, ok := keyedReads[name]; ok {
-			r = k
+	r, keyed := keyedReads[statementName(sql)]
+	if !keyed {
+		r = delegationRead{kind: readsNone}
+		if namesDelegations.MatchString(sql) {
+			r.kind = readsAny
 		}
-	}
-	if _, keyed := keyedReads[name]; !keyed && namesDelegations.MatchString(sql) {
-		r.kind = readsAny
 	}
 	delegationReads.Store(sql, r)
 	return r

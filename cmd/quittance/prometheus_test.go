@@ -306,10 +306,17 @@ func TestPrometheusAlertsAndDashboards(t *testing.T) {
 			t.Fatalf("write-off %s: %s", id, errOut)
 		}
 	}
+	// The gauge is read from the database at the scrape, the counters are
+	// counted after each commit: wait for a scrape that has seen both.
 	eventually(t, 10*time.Second, "the write-offs scraped", func() string {
-		v, why := one(p.query(t, `max(quittance_obligations{state="written_off"})`))
-		if why != "" || v != 2 {
-			return fmt.Sprint(v, why)
+		for _, q := range []string{
+			`max(quittance_obligations{state="written_off"})`,
+			`sum(quittance_write_offs_total{status="executed"})`,
+			`sum(quittance_transitions_total{to="written_off"})`,
+		} {
+			if v, why := one(p.query(t, q)); why != "" || v != 2 {
+				return fmt.Sprint(q, ": ", v, why)
+			}
 		}
 		return ""
 	})

@@ -29,7 +29,7 @@ import (
 func TestCheckpointsFromReplicasAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.URL(t)
+	_, dbURL := pgtest.Cluster(t) // the feed's cut waits for other tests' transactions
 	identity := newIdentity(t)
 	const replicas, perReplica = 4, 8
 	stores := make([]*pgstore.Store, replicas)

@@ -494,7 +494,7 @@ func TestCollectorExtraTaskCompensations(t *testing.T) {
 func TestCollectorUnanchoredEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := pgstore.New(pgtest.Pool(t))
+	store := pgstore.New(pgtest.PrivatePool(t))
 	identity := newIdentity(t)
 	cps := audit.NewCheckpoints(store, compensation.CheckpointSigner{Identity: identity}, "quittance", nil, nil)
 	const metric = "quittance_oldest_unanchored_event_timestamp_seconds"

@@ -200,7 +200,7 @@ func (r *feedReader) run(ctx context.Context, done <-chan struct{}, want func() 
 // committed before another began comes first.
 func TestFeedConcurrentWriters(t *testing.T) {
 	t.Parallel()
-	base := pgtest.Pool(t)
+	base := pgtest.PrivatePool(t)
 	pool := widePool(t, base, 16)
 	b := bundle{pool: pool, store: pgstore.New(pool)}
 	b.svc = ledger.NewService(ledger.Config{Store: b.store, Clock: fixedClock{epoch}})
@@ -487,7 +487,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 	for _, rollback := range []bool{true, false} {
 		t.Run(fmt.Sprintf("rollback=%v", rollback), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t)
+			b := privateSetup(t)
 			ctx := context.Background()
 			wake, stop := b.store.FeedWake()
 			defer stop()
@@ -581,7 +581,7 @@ func TestFeedWaitsForOlderTransactions(t *testing.T) {
 // 00009 rolls back and forth.
 func TestFeedPositionsSurviveTheMigration(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
+	pool := pgtest.PrivatePool(t)
 	store := pgstore.New(pool)
 	ctx := context.Background()
 	db := stdlib.OpenDBFromPool(pool)

@@ -36,7 +36,18 @@ type bundle struct {
 
 func setup(t *testing.T) bundle {
 	t.Helper()
-	pool := pgtest.Pool(t)
+	return setupOn(pgtest.Pool(t))
+}
+
+// privateSetup is setup on a private cluster, for tests that time what
+// the feed serves: its cut waits for every transaction open on the
+// server, and other tests' transactions would hold it back.
+func privateSetup(t *testing.T) bundle {
+	t.Helper()
+	return setupOn(pgtest.PrivatePool(t))
+}
+
+func setupOn(pool *pgxpool.Pool) bundle {
 	store := pgstore.New(pool)
 	return bundle{pool: pool, store: store, svc: ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})}
 }

@@ -120,7 +120,13 @@ func ServiceURL(t testing.TB, dbURL string) string {
 // dropped.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	dbURL := URL(t)
+	return poolFor(t, URL(t))
+}
+
+// poolFor opens a pool of at most PoolMaxConns connections to dbURL,
+// closed when the test ends.
+func poolFor(t testing.TB, dbURL string) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatalf("pgtest: parse %s: %v", dbURL, err)
@@ -137,6 +143,15 @@ func Pool(t testing.TB) *pgxpool.Pool {
 		t.Fatalf("pgtest: ping %s: %v", dbURL, err)
 	}
 	return pool
+}
+
+// PrivatePool is Pool on a database of a private cluster (see Cluster):
+// for tests that time what the feed serves, whose cut waits for every
+// transaction open on the server, other tests' included.
+func PrivatePool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	_, dbURL := Cluster(t)
+	return poolFor(t, dbURL)
 }
 
 // Cluster starts a private throwaway cluster for the test, creates a

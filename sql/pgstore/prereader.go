@@ -115,14 +115,11 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 	}
 	heads := -1 // the index of the heads' statement
 	if delegations {
-		_, e1 := q.DelegationsLockForFlush(ctx, dbsqlc.DelegationsLockForFlushParams{
+		heads = len(rec.statements)
+		_, e := q.DelegationsAndStreamsLockForFlush(ctx, dbsqlc.DelegationsAndStreamsLockForFlushParams{
 			Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
 		})
-		heads = len(rec.statements)
-		_, e2 := q.EventStreamHeadsLockedForFlush(ctx, dbsqlc.EventStreamHeadsLockedForFlushParams{
-			Streams: []string{}, Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
-		})
-		err = errors.Join(err, e1, e2)
+		err = errors.Join(err, e)
 	}
 	fresh, e3 := queueKeysTaken(ctx, q, rec, k)
 	if err = errors.Join(err, e3); err != nil {
@@ -155,7 +152,7 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 }
 
 // readHeads reads the stream heads of a pre-read's
-// EventStreamHeadsLockedForFlush into shared.heads.
+// DelegationsAndStreamsLockForFlush into shared.heads.
 func readHeads(br pgx.BatchResults, shared *txShared) error {
 	rows, err := br.Query()
 	if err != nil {

@@ -11,8 +11,13 @@ SELECT * FROM budgets WHERE id = $1 FOR UPDATE;
 -- the movements' UPDATE takes: FOR UPDATE would also wait for the key
 -- share locks that the foreign keys of other transactions' new
 -- delegations and journal entries hold on the budget until they commit,
--- while they wait for this one's.
-SELECT * FROM budgets WHERE id = ANY(@ids::text[]) ORDER BY id FOR NO KEY UPDATE;
+-- while they wait for this one's. The array is read through a subquery
+-- the planner cannot flatten (OFFSET 0), so that PostgreSQL keeps the
+-- generic plan rather than planning again on every flush, as
+-- DelegationsAndStreamsLockForFlush explains.
+SELECT * FROM budgets
+WHERE id IN (SELECT unnest(a.ids) FROM (SELECT @ids::text[] AS ids OFFSET 0) a)
+ORDER BY id FOR NO KEY UPDATE;
 
 -- name: BudgetInsert :exec
 INSERT INTO budgets (id, currency, funded_minor, available_minor, created_at, updated_at)

@@ -18,28 +18,6 @@ SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::by
 FROM (SELECT DISTINCT unnest(@streams::text[]) AS stream ORDER BY 1) s
 CROSS JOIN LATERAL event_stream_head(s.stream) h;
 
--- name: EventStreamHeadsLockedForFlush :many
--- EventStreamHeadsLocked for a flush's pre-read: the streams of @streams
--- and those of the delegations DelegationsLockForFlush locked (the same
--- @ids, @org_ids and @task_ids, found as it finds them), locked in stream
--- order.
-SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
-FROM (
-    SELECT DISTINCT x.stream FROM (
-        SELECT unnest(@streams::text[]) AS stream
-        UNION ALL
-        SELECT 'delegation:' || d.id::text FROM delegations d
-        WHERE d.id IN (
-            SELECT unnest(@ids::uuid[])
-            UNION ALL
-            SELECT t.id FROM (SELECT unnest(@org_ids::text[]) AS org_id, unnest(@task_ids::text[]) AS task_id) k
-            JOIN delegations t ON t.org_id = k.org_id AND t.remote_task_id = k.task_id
-        )
-    ) x
-    ORDER BY 1
-) s
-CROSS JOIN LATERAL event_stream_head(s.stream) h;
-
 -- name: EventInsertBatch :one
 -- Appends the events of a transaction (a flush's, in arrival order) in
 -- one statement, one row of the arrays each, in their order, so that their

@@ -193,7 +193,9 @@ func (q *Queries) BudgetSetTenants(ctx context.Context, arg BudgetSetTenantsPara
 }
 
 const budgetsForUpdate = `-- name: BudgetsForUpdate :many
-SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM budgets WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE
+SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, written_off_minor, created_at, updated_at, tenants FROM budgets
+WHERE id IN (SELECT unnest(a.ids) FROM (SELECT $1::text[] AS ids OFFSET 0) a)
+ORDER BY id FOR NO KEY UPDATE
 `
 
 // Locks budgets in id order, so two transactions that lock the same ones
@@ -202,7 +204,10 @@ SELECT id, currency, funded_minor, available_minor, held_minor, spent_minor, wri
 // the movements' UPDATE takes: FOR UPDATE would also wait for the key
 // share locks that the foreign keys of other transactions' new
 // delegations and journal entries hold on the budget until they commit,
-// while they wait for this one's.
+// while they wait for this one's. The array is read through a subquery
+// the planner cannot flatten (OFFSET 0), so that PostgreSQL keeps the
+// generic plan rather than planning again on every flush, as
+// DelegationsAndStreamsLockForFlush explains.
 func (q *Queries) BudgetsForUpdate(ctx context.Context, ids []string) ([]Budget, error) {
 	rows, err := q.db.Query(ctx, budgetsForUpdate, ids)
 	if err != nil {

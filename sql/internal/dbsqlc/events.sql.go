@@ -8,8 +8,6 @@ package dbsqlc
 import (
 	"context"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 const eventGetBySeq = `-- name: EventGetBySeq :one
@@ -224,67 +222,6 @@ func (q *Queries) EventStreamHeadsLocked(ctx context.Context, streams []string) 
 	var items []EventStreamHeadsLockedRow
 	for rows.Next() {
 		var i EventStreamHeadsLockedRow
-		if err := rows.Scan(&i.Stream, &i.StreamSeq, &i.Hash); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const eventStreamHeadsLockedForFlush = `-- name: EventStreamHeadsLockedForFlush :many
-SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
-FROM (
-    SELECT DISTINCT x.stream FROM (
-        SELECT unnest($1::text[]) AS stream
-        UNION ALL
-        SELECT 'delegation:' || d.id::text FROM delegations d
-        WHERE d.id IN (
-            SELECT unnest($2::uuid[])
-            UNION ALL
-            SELECT t.id FROM (SELECT unnest($3::text[]) AS org_id, unnest($4::text[]) AS task_id) k
-            JOIN delegations t ON t.org_id = k.org_id AND t.remote_task_id = k.task_id
-        )
-    ) x
-    ORDER BY 1
-) s
-CROSS JOIN LATERAL event_stream_head(s.stream) h
-`
-
-type EventStreamHeadsLockedForFlushParams struct {
-	Streams []string
-	Ids     []uuid.UUID
-	OrgIds  []string
-	TaskIds []string
-}
-
-type EventStreamHeadsLockedForFlushRow struct {
-	Stream    string
-	StreamSeq int32
-	Hash      []byte
-}
-
-// EventStreamHeadsLocked for a flush's pre-read: the streams of @streams
-// and those of the delegations DelegationsLockForFlush locked (the same
-// @ids, @org_ids and @task_ids, found as it finds them), locked in stream
-// order.
-func (q *Queries) EventStreamHeadsLockedForFlush(ctx context.Context, arg EventStreamHeadsLockedForFlushParams) ([]EventStreamHeadsLockedForFlushRow, error) {
-	rows, err := q.db.Query(ctx, eventStreamHeadsLockedForFlush,
-		arg.Streams,
-		arg.Ids,
-		arg.OrgIds,
-		arg.TaskIds,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []EventStreamHeadsLockedForFlushRow
-	for rows.Next() {
-		var i EventStreamHeadsLockedForFlushRow
 		if err := rows.Scan(&i.Stream, &i.StreamSeq, &i.Hash); err != nil {
 			return nil, err
 		}

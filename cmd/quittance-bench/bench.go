@@ -493,6 +493,7 @@ type lifecycleRun struct {
 	name      string
 	mode      string
 	debugAddr string // the profiled replica's debug listener, with -pprof
+	dbURL     string
 	svcs      []*service
 	clients   []*client // one per replica
 	org       string
@@ -534,6 +535,9 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 		return res, err
 	}
 	time.Sleep(cfg.Warmup)
+	if err := r.analyze(ctx); err != nil {
+		return res, err
+	}
 	if err := r.measure(ctx, &res); err != nil {
 		return res, err
 	}
@@ -548,6 +552,28 @@ func runLifecycle(ctx context.Context, h *harness, cfg benchConfig, n int, mode 
 	return res, r.results(&res)
 }
 
+// analyze gives the planner statistics of the tables the warm-up filled,
+// as autovacuum does in a ledger in use, and as pgbench's initialization
+// does for its tables. Without them, a run on a fresh database measures
+// plans made for empty tables: the replicas' connections keep the generic
+// plan of each statement they made while the tables were empty, sequential
+// scans of a table that then grows through the run, since no statistics
+// change to invalidate them in a run shorter than autovacuum's first look
+// (ledger/DESIGN.md §5, "The write path"). ANALYZE invalidates those
+// plans; the measured window then runs plans made for tables of the
+// warm-up's size.
+func (r *lifecycleRun) analyze(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, r.dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		return fmt.Errorf("analyze after the warm-up: %w", err)
+	}
+	return nil
+}
+
 // startReplicas creates the run's database and starts its replicas with a
 // fresh bootstrap token, which it returns; with -pprof the first replica
 // gets a debug listener. Each replica's client keeps up to 2×conns idle
@@ -557,6 +583,7 @@ func (r *lifecycleRun) startReplicas(ctx context.Context, replicas, conns int) (
 	if err != nil {
 		return "", err
 	}
+	r.dbURL = dbURL
 	admin := access.NewTokenSecret()
 	env := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}
 	if r.cfg.Pprof {

@@ -94,3 +94,78 @@ func statementLabel(sql string) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(sql), "\n")
 	return first
 }
+
+// TestPreReadProbesIndexesAfterTheTableGrows: the pre-read's lock of the
+// delegations looks each one up through an index even in a generic plan
+// made while the table held a few hundred rows. A connection keeps that
+// plan as the table grows, until statistics change; a plan that hashed a
+// scan of the table, cheaper at that size, read every delegation on every
+// flush of a bench run as the table grew past thousands (measured with
+// auto_explain), and the whole ledger's after a quiet start.
+func TestPreReadProbesIndexesAfterTheTableGrows(t *testing.T) {
+	t.Parallel()
+	b, _ := setupCoalesced(t, pgstore.Coalescing{})
+	fixtures(t, b, 1_000_000)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := lifecycle(ctx, b, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	var statement string
+	for _, c := range b.pool.AcquireAllIdle(ctx) {
+		if statement == "" {
+			// The text as the store sends it, from the connection that prepared it.
+			_ = c.QueryRow(ctx, `SELECT statement FROM pg_prepared_statements
+				WHERE statement LIKE '-- name: DelegationsAndStreamsLockForFlush %'`).Scan(&statement)
+		}
+		c.Release()
+	}
+	if statement == "" {
+		t.Fatal("no connection prepared DelegationsAndStreamsLockForFlush")
+	}
+	// A few hundred delegations, and their statistics.
+	if _, err := b.pool.Exec(ctx, `INSERT INTO delegations (id, tenant, business_operation_id, request_hash, org_id,
+		     task_class, budget_id, amount_minor, currency, remote_task_id, task_status, obligation_state,
+		     settled_amount_minor, version, created_at, updated_at)
+		 SELECT gen_random_uuid(), 'seed', 'seed-' || g, '\x00', 'globex', 'seed', 'ops', 1, 'EUR', 'seed-task-' || g,
+		     'completed', 'settled', 1, 2, now(), now()
+		 FROM generate_series(1, 400) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `ANALYZE delegations`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // it only read
+	for _, q := range []string{`SET LOCAL plan_cache_mode = force_generic_plan`, `PREPARE pre_read AS ` + statement} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE pre_read('{00000000-0000-0000-0000-000000000001}', '{globex}', '{seed-task-1}')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text := strings.Join(lines, "\n"); strings.Contains(text, "Seq Scan on delegations") {
+		t.Errorf("the generic plan scans the delegations:\n%s", text)
+	}
+}

@@ -216,25 +216,29 @@ WHERE id = @id AND task_not_found_at IS NOT NULL;
 -- also wait for the key share locks the foreign keys of other transactions'
 -- new events, evidence and outbox rows hold until they commit.
 --
--- The two ways of finding a delegation are apart, each through its index:
--- an OR of the two conditions is planned as a scan of every delegation
--- (TestWritePathPlansUseIndexes). The arrays are read through subqueries
--- the planner cannot flatten (OFFSET 0), so that a plan made for one
--- flush's arrays is estimated no cheaper than the generic plan: PostgreSQL
--- then keeps the generic plan instead of planning the statement again on
--- every flush (half a millisecond each time, measured).
-WITH locked AS MATERIALIZED (
-    SELECT d.id FROM delegations d
-    WHERE d.id IN (
-        SELECT unnest(a.ids) FROM (SELECT @ids::uuid[] AS ids OFFSET 0) a
-        UNION ALL
-        SELECT t.id
-        FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
-              FROM (SELECT @org_ids::text[] AS org_ids, @task_ids::text[] AS task_ids OFFSET 0) a) k
-        JOIN delegations t ON t.org_id = k.org_id AND t.remote_task_id = k.task_id
-    )
-    ORDER BY d.id
-    FOR NO KEY UPDATE
+-- Each delegation is found by a lookup of its own through an index (a
+-- lateral subquery the planner cannot flatten into a join): as a join, a
+-- generic plan made while the table was small hashes a scan of the whole
+-- table, and a connection keeps that plan while the table grows (an OR of
+-- the two conditions is a scan of every delegation at any size;
+-- TestWritePathPlansUseIndexes). The arrays are read through subqueries
+-- the planner cannot flatten either (OFFSET 0), so that a plan made for
+-- one flush's arrays is estimated no cheaper than the generic plan:
+-- PostgreSQL then keeps the generic plan instead of planning the statement
+-- again on every flush (TestWritePathKeepsGenericPlans).
+WITH wanted AS MATERIALIZED (
+    SELECT unnest(a.ids) AS id FROM (SELECT @ids::uuid[] AS ids OFFSET 0) a
+    UNION
+    SELECT t.id
+    FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
+          FROM (SELECT @org_ids::text[] AS org_ids, @task_ids::text[] AS task_ids OFFSET 0) a) k
+    CROSS JOIN LATERAL (
+        SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
+    ) t
+    ORDER BY id
+), locked AS MATERIALIZED (
+    SELECT d.id FROM wanted w
+    CROSS JOIN LATERAL (SELECT d.id FROM delegations d WHERE d.id = w.id FOR NO KEY UPDATE) d
 )
 SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
 FROM (SELECT 'delegation:' || l.id::text AS stream FROM locked l ORDER BY 1) s

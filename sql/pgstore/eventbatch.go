@@ -102,6 +102,35 @@ func (b *txConn) queueEvents(ctx context.Context) {
 	b.events = eventBatch{}
 }
 
+// mustPrecede says whether the buffered events must be written before the
+// statement sql runs with args: whether it may read them (readsEvents).
+// EvidenceFactsGet reads only the dispatch_resolved events of the
+// delegation its first argument names, so it waits for the buffer only
+// when that holds one of those. It runs once in every task status and
+// every piece of evidence, and writing the buffer before each had split a
+// flush's events into one statement for each of its operations.
+func (e *eventBatch) mustPrecede(sql string, args []any) bool {
+	if len(e.owners) == 0 {
+		return false
+	}
+	if statementName(sql) == "EvidenceFactsGet" {
+		id, ok := firstUUID(args)
+		return !ok || e.holds(id.String(), ledger.EventTypeDispatchResolved)
+	}
+	return readsEvents(sql)
+}
+
+// holds says whether the buffer holds an event of type typ of the
+// delegation id.
+func (e *eventBatch) holds(id string, typ ledger.EventType) bool {
+	for i, d := range e.p.DelegationIds {
+		if d == id && e.p.Types[i] == string(typ) {
+			return true
+		}
+	}
+	return false
+}
+
 // readsEvents: the statement sql may read the events table, directly or
 // through a view, a function or a trigger, so the buffered events must be
 // written before it runs. Conservative: any mention of events, webhook

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/pgstore"
 )
@@ -40,6 +42,10 @@ func TestWritePathKeepsGenericPlans(t *testing.T) {
 		}
 	}
 	conns := b.pool.AcquireAllIdle(ctx)
+	for len(conns) == 0 && ctx.Err() == nil { // the last flush's connection is on its way back
+		time.Sleep(10 * time.Millisecond)
+		conns = b.pool.AcquireAllIdle(ctx)
+	}
 	defer func() {
 		for _, c := range conns {
 			c.Release()
@@ -111,18 +117,7 @@ func TestPreReadProbesIndexesAfterTheTableGrows(t *testing.T) {
 	if err := lifecycle(ctx, b, "probe"); err != nil {
 		t.Fatal(err)
 	}
-	var statement string
-	for _, c := range b.pool.AcquireAllIdle(ctx) {
-		if statement == "" {
-			// The text as the store sends it, from the connection that prepared it.
-			_ = c.QueryRow(ctx, `SELECT statement FROM pg_prepared_statements
-				WHERE statement LIKE '-- name: DelegationsAndStreamsLockForFlush %'`).Scan(&statement)
-		}
-		c.Release()
-	}
-	if statement == "" {
-		t.Fatal("no connection prepared DelegationsAndStreamsLockForFlush")
-	}
+	statement := preparedStatement(ctx, t, b.pool, "DelegationsAndStreamsLockForFlush")
 	// A few hundred delegations, and their statistics.
 	if _, err := b.pool.Exec(ctx, `INSERT INTO delegations (id, tenant, business_operation_id, request_hash, org_id,
 		     task_class, budget_id, amount_minor, currency, remote_task_id, task_status, obligation_state,
@@ -168,4 +163,27 @@ func TestPreReadProbesIndexesAfterTheTableGrows(t *testing.T) {
 	if text := strings.Join(lines, "\n"); strings.Contains(text, "Seq Scan on delegations") {
 		t.Errorf("the generic plan scans the delegations:\n%s", text)
 	}
+}
+
+// preparedStatement is the text of the statement named name as the store
+// sends it, read from the connection that prepared it once that
+// connection is back in the pool.
+func preparedStatement(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name string) string {
+	t.Helper()
+	for ctx.Err() == nil {
+		var statement string
+		for _, c := range pool.AcquireAllIdle(ctx) {
+			if statement == "" {
+				_ = c.QueryRow(ctx, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE $1`,
+					"-- name: "+name+" %").Scan(&statement)
+			}
+			c.Release()
+		}
+		if statement != "" {
+			return statement
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no connection prepared %s", name)
+	return ""
 }

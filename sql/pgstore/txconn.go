@@ -196,7 +196,7 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.evidence.mustPrecede(st.sql, st.args) }) {
 		b.queueEvidence(ctx)
 	}
-	if len(b.events.owners) > 0 && slices.ContainsFunc(stmts, func(st queuedStatement) bool { return readsEvents(st.sql) }) {
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.events.mustPrecede(st.sql, st.args) }) {
 		b.queueEvents(ctx)
 	}
 	var batch pgx.Batch

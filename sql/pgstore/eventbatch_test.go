@@ -1,0 +1,93 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/ledger"
+)
+
+// TestCoalescedTaskStatusesShareOneEventStatement: a flush of task
+// statuses of three delegations writes their events in one statement.
+// Each status reads its delegation's evidence facts (EvidenceFactsGet),
+// which read only that delegation's dispatch_resolved events, so no
+// operation's read waits for the events of the operations before it.
+func TestCoalescedTaskStatusesShareOneEventStatement(t *testing.T) {
+	t.Parallel()
+	b, names, ds := setupUpdateBatches(t, 3)
+	ops := make([]func() error, len(ds))
+	for i, d := range ds {
+		ops[i] = func() error {
+			_, err := b.comp().ReportTaskStatus(context.Background(), orch, d.ID, compObservation(ledger.StatusCanceled, epoch.Add(time.Second)))
+			return err
+		}
+	}
+	for i, err := range together(t, b.store, ops...) {
+		if err != nil {
+			t.Fatalf("status %d: %v", i, err)
+		}
+	}
+	if sent := names.sent(); sent["EvidenceFactsGet"] != 3 || sent["EventInsertBatch"] != 1 {
+		t.Errorf("sent %d EvidenceFactsGet and %d EventInsertBatch, want 3 and 1", sent["EvidenceFactsGet"], sent["EventInsertBatch"])
+	}
+	for _, d := range ds {
+		if got := stored(t, b, d).ObligationState; got != ledger.ObligationRevocationPendingCompensation {
+			t.Errorf("delegation %s is %s", d.ID, got)
+		}
+	}
+}
+
+// TestCoalescedFactsSeeABufferedDispatchResolution: the evidence facts
+// of a delegation whose dispatch_resolved event an earlier operation of
+// the same flush appended are read after that event is written, and say
+// that a person resolved the dispatch.
+func TestCoalescedFactsSeeABufferedDispatchResolution(t *testing.T) {
+	t.Parallel()
+	b, names, ds := setupUpdateBatches(t, 2)
+	resolve := func(d ledger.Delegation) func() error {
+		return func() error {
+			ctx := context.Background()
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				_, err := tx.AppendEvent(ctx, ledger.Event{
+					Stream: "delegation:" + d.ID.String(), DelegationID: d.ID, Type: ledger.EventTypeDispatchResolved,
+					At: epoch, Actor: "oncall", Data: []byte(`{"found_by": "oncall"}`),
+				})
+				return err
+			})
+		}
+	}
+	resolved := make([]bool, len(ds))
+	facts := func(i int) func() error {
+		return func() error {
+			ctx := context.Background()
+			return b.store.InTx(ctx, func(tx ledger.Tx) error {
+				r, ok := tx.(interface{ Receipts() compensation.ReceiptTx })
+				if !ok {
+					return fmt.Errorf("%T reads no evidence facts", tx)
+				}
+				if _, err := tx.DelegationForUpdate(ctx, ds[i].ID); err != nil {
+					return err
+				}
+				f, err := r.Receipts().EvidenceFacts(ctx, ds[i].ID)
+				resolved[i] = f.ResolvedByPerson
+				return err
+			})
+		}
+	}
+	// The first delegation's resolution, then both delegations' facts.
+	for i, err := range together(t, b.store, resolve(ds[0]), facts(1), facts(0)) {
+		if err != nil {
+			t.Fatalf("operation %d: %v", i, err)
+		}
+	}
+	if !resolved[0] || resolved[1] {
+		t.Errorf("resolved by a person: %v, want [true false]", resolved)
+	}
+	// The second delegation's facts did not write the buffer; the first's did.
+	if sent := names.sent(); sent["EventInsertBatch"] != 1 {
+		t.Errorf("sent %d EventInsertBatch, want 1", sent["EventInsertBatch"])
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -138,17 +137,11 @@ func (e *eventBatch) holds(id string, typ ledger.EventType) bool {
 // own functions counts. A stream's head (EventStreamHead) is the append's
 // own read: it writes the buffer first only when the buffer holds events
 // of that stream (AppendEvent).
-func readsEvents(sql string) bool {
-	if r, ok := readsEventsCache.Load(sql); ok {
-		return r.(bool)
-	}
+func readsEvents(sql string) bool { return eventReads.of(sql) }
+
+var eventReads = perStatement[bool]{classify: func(sql string) bool {
 	l := strings.ToLower(sql)
-	r := !strings.HasPrefix(l, "-- name: eventstreamhead :one") &&
+	return !strings.HasPrefix(l, "-- name: eventstreamhead :one") &&
 		(strings.Contains(l, "event") || strings.Contains(l, "webhook") ||
 			strings.Contains(l, "reporting.") || strings.Contains(l, "quittance_"))
-	readsEventsCache.Store(sql, r)
-	return r
-}
-
-// readsEventsCache: statements are the queries' constants, a few hundred.
-var readsEventsCache sync.Map
+}}

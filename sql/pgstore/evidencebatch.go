@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -114,21 +113,14 @@ var keyedEvidenceReads = map[string]bool{"CompensationEvidenceGet": true, "Evide
 var namesEvidence = regexp.MustCompile(`(?i)\bcompensation_evidence\b|reporting\.|quittance_`)
 
 // evidenceReadOf classifies sql, once per statement.
-func evidenceReadOf(sql string) int {
-	if r, ok := evidenceReads.Load(sql); ok {
-		return r.(int)
-	}
-	r := readsNone
-	var name string
-	_, _ = fmt.Sscanf(sql, "-- name: %s ", &name)
-	switch {
-	case keyedEvidenceReads[name]:
-		r = readsByID
-	case namesEvidence.MatchString(sql):
-		r = readsAny
-	}
-	evidenceReads.Store(sql, r)
-	return r
-}
+func evidenceReadOf(sql string) int { return evidenceReads.of(sql) }
 
-var evidenceReads sync.Map
+var evidenceReads = perStatement[int]{classify: func(sql string) int {
+	switch {
+	case keyedEvidenceReads[statementName(sql)]:
+		return readsByID
+	case namesEvidence.MatchString(sql):
+		return readsAny
+	}
+	return readsNone
+}}

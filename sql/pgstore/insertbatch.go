@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -248,16 +247,9 @@ func (u *insertBatch) mustPrecede(sql string, args []any) bool {
 
 // namesDependents: sql names what dependsOnDelegations matches, once per
 // statement (they are the queries' constants, a few hundred).
-func namesDependents(sql string) bool {
-	if d, ok := dependents.Load(sql); ok {
-		return d.(bool)
-	}
-	d := dependsOnDelegations.MatchString(sql)
-	dependents.Store(sql, d)
-	return d
-}
+func namesDependents(sql string) bool { return dependents.of(sql) }
 
-var dependents sync.Map
+var dependents = perStatement[bool]{classify: dependsOnDelegations.MatchString}
 
 // firstUUID is args' first argument, when it is an id.
 func firstUUID(args []any) (uuid.UUID, bool) {
@@ -365,8 +357,10 @@ func (t *tokenBatch) mustPrecede(sql string, args []any) bool {
 		jti, ok2 := args[1].(string)
 		return !ok1 || !ok2 || t.keys[tokenKey{org: org, jti: jti}]
 	}
-	return namesUsedTokens.MatchString(sql)
+	return tokenReads.of(sql)
 }
+
+var tokenReads = perStatement[bool]{classify: namesUsedTokens.MatchString}
 
 // bufferToken buffers u, by operation owner.
 func (b *txConn) bufferToken(owner int, u compensation.UsedToken) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -201,22 +200,17 @@ var namesDelegations = regexp.MustCompile(`(?i)\bdelegations\b|obligation_count|
 
 // delegationReadOf classifies sql, once per statement (they are the
 // queries' constants, a few hundred).
-func delegationReadOf(sql string) delegationRead {
-	if r, ok := delegationReads.Load(sql); ok {
-		return r.(delegationRead)
-	}
-	r, keyed := keyedReads[statementName(sql)]
-	if !keyed {
-		r = delegationRead{kind: readsNone}
-		if namesDelegations.MatchString(sql) {
-			r.kind = readsAny
-		}
-	}
-	delegationReads.Store(sql, r)
-	return r
-}
+func delegationReadOf(sql string) delegationRead { return delegationReads.of(sql) }
 
-var delegationReads sync.Map
+var delegationReads = perStatement[delegationRead]{classify: func(sql string) delegationRead {
+	if r, keyed := keyedReads[statementName(sql)]; keyed {
+		return r
+	}
+	if namesDelegations.MatchString(sql) {
+		return delegationRead{kind: readsAny}
+	}
+	return delegationRead{kind: readsNone}
+}}
 
 // firstNotReturned reads the ids a batched statement returned (the rows
 // it wrote) and gives the index in want of the first it did not return,

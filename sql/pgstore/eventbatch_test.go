@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quittance/quittance/compensation"
+	"github.com/quittance/quittance/compensation/compensationtest"
 	"github.com/quittance/quittance/ledger"
 )
 
@@ -90,4 +91,58 @@ func TestCoalescedFactsSeeABufferedDispatchResolution(t *testing.T) {
 	if sent := names.sent(); sent["EventInsertBatch"] != 1 {
 		t.Errorf("sent %d EventInsertBatch, want 1", sent["EventInsertBatch"])
 	}
+}
+
+// TestCoalescedLifecycleFlushWritesEachBufferOnce: a flush carrying each
+// call of the lifecycle twice (two creations, two task statuses, two
+// signed acks) sends each buffer's statement once, at its end. No
+// operation's read makes an earlier operation's buffered rows go out
+// early: each read that names a delegation waits only for that
+// delegation's rows. A task status's gate policy (GatePolicy) once wrote
+// the buffered creations before it, so a flush of the lifecycle sent two
+// inserts of delegations (pg_stat_statements on a bench run).
+func TestCoalescedLifecycleFlushWritesEachBufferOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, names, ds := setupUpdateBatches(t, 4)
+	kit := newModelEvidence(t, b)
+	// The last two wait for compensation, to be acked in the flush.
+	for _, d := range ds[2:] {
+		if _, err := b.comp().ReportTaskStatus(ctx, orch, d.ID, compObservation(ledger.StatusCanceled, epoch.Add(time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names.sent()
+	var c1, c2 created
+	status := func(d ledger.Delegation) func() error {
+		return func() error {
+			_, err := b.comp().ReportTaskStatus(ctx, orch, d.ID, compObservation(ledger.StatusCanceled, epoch.Add(time.Second)))
+			return err
+		}
+	}
+	ack := func(d ledger.Delegation) func() error {
+		return func() error {
+			claims := compensationtest.AckClaims("globex", modelLedgerID, d.Remote.TaskID, ledger.CompensationKey(d), epoch)
+			res, err := kit.comp.Submit(ctx, compensation.KindAck, []byte(kit.signer.Sign(t, string(compensation.KindAck), claims)), "127.0.0.1")
+			if err == nil && res.Outcome != compensation.OutcomeApplied {
+				err = fmt.Errorf("ack of %s: %s", d.ID, res.Outcome)
+			}
+			return err
+		}
+	}
+	for i, err := range together(t, b.store,
+		create(b, creation("new-1", "globex", 10), &c1), status(ds[0]), ack(ds[2]),
+		create(b, creation("new-2", "globex", 10), &c2), status(ds[1]), ack(ds[3]),
+	) {
+		if err != nil {
+			t.Fatalf("operation %d: %v", i, err)
+		}
+	}
+	sent := names.sent()
+	for _, name := range []string{"DelegationInsertBatch", "DelegationUpdateBatch", "EventInsertBatch", "UsedTokenInsertBatch", "CompensationEvidencePutBatch", "BudgetMoveBatch"} {
+		if sent[name] != 1 {
+			t.Errorf("sent %d %s, want 1", sent[name], name)
+		}
+	}
+	checkInvariants(t, b)
 }

@@ -211,8 +211,10 @@ var dependsOnDelegations = regexp.MustCompile(`(?i)\b(delegations|a2a_delegation
 // Conservative: every write, and every read naming what
 // dependsOnDelegations matches, counts, but for the reads whose rows
 // their arguments name: a read of one delegation by id, by business
-// operation id or by remote task waits only for a buffered insert of that
-// delegation (a read of another one cannot see these).
+// operation id or by remote task (and a gate policy, which reads one
+// delegation's dispatch by its id) waits only for a buffered insert of
+// that delegation (a read of another one cannot see these); a read of a
+// used token id never does.
 func (u *insertBatch) mustPrecede(sql string, args []any) bool {
 	if len(u.owners) == 0 {
 		return false
@@ -230,7 +232,7 @@ func (u *insertBatch) mustPrecede(sql string, args []any) bool {
 		return "", false
 	}
 	switch statementName(sql) {
-	case "DelegationGetByID", "DelegationGetByIDForUpdate", "DelegationGetByIDForUpdateWithDispatch", "EvidenceFactsGet":
+	case "DelegationGetByID", "DelegationGetByIDForUpdate", "DelegationGetByIDForUpdateWithDispatch", "EvidenceFactsGet", "GatePolicy":
 		id, ok := firstUUID(args)
 		return !ok || u.ids[id]
 	case "DelegationGetByOperation":
@@ -241,6 +243,10 @@ func (u *insertBatch) mustPrecede(sql string, args []any) bool {
 		org, ok1 := arg(0)
 		task, ok2 := arg(1)
 		return !ok1 || !ok2 || u.tasks[remoteTaskKey{org: org, task: task}]
+	case "UsedTokenGet":
+		// A used token id names a new delegation only once the tokens
+		// are written, after the inserts (queueTokens).
+		return false
 	}
 	return mayWrite(sql) || namesDependents(sql)
 }
@@ -293,7 +299,7 @@ func (b *txConn) queueInserts() {
 	u := b.inserts
 	b.inserts = insertBatch{}
 	missing := -1
-	b.queueBuffered(u.owners, func(q *dbsqlc.Queries) { _, _ = q.DelegationInsertBatch(context.Background(), u.p) }, queuedStatement{
+	b.queueOwned(u.owners, func(q *dbsqlc.Queries) { _, _ = q.DelegationInsertBatch(context.Background(), u.p) }, queuedStatement{
 		refusal: refusedByRowCount,
 		read: func(br pgx.BatchResults) (err error) {
 			missing, err = firstNotReturned(br, u.p.Ids)
@@ -380,7 +386,8 @@ func (b *txConn) queueTokens() {
 	t := b.tokens
 	b.tokens = tokenBatch{}
 	missing := -1
-	b.queueBuffered(t.owners, func(q *dbsqlc.Queries) { _, _ = q.UsedTokenInsertBatch(context.Background(), t.p) }, queuedStatement{
+	b.queueInserts() // a token may name a delegation created in the flush
+	b.queueOwned(t.owners, func(q *dbsqlc.Queries) { _, _ = q.UsedTokenInsertBatch(context.Background(), t.p) }, queuedStatement{
 		refusal: refusedByRowCount,
 		read: func(br pgx.BatchResults) error {
 			rows, err := br.Query()

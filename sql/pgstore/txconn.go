@@ -159,6 +159,13 @@ func (o owners) sole() int {
 func (b *txConn) queueBuffered(o owners, send func(q *dbsqlc.Queries), st queuedStatement) {
 	b.queueInserts()
 	b.queueTokens()
+	b.queueOwned(o, send, st)
+}
+
+// queueOwned is queueBuffered without the other buffers queued first: for
+// the new delegations, which refer to no buffered row, and the used token
+// ids, which refer only to delegations.
+func (b *txConn) queueOwned(o owners, send func(q *dbsqlc.Queries), st queuedStatement) {
 	rec := &planRecorder{}
 	send(newQueries(rec))
 	st.sql, st.args, st.owner = rec.statements[0].sql, rec.statements[0].args, o.sole()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -512,5 +513,55 @@ func TestCollectorUnanchoredEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectSamples(t, "every event checkpointed", scrape(t, store, later), map[string]float64{metric: 0})
+	}
+}
+
+// TestCollectorUnanchoredProbesTheFeedIndex: the scrape finds the first
+// event after the latest checkpoint with one probe of the feed's index,
+// the checkpoint's end its condition. As a filter, it read the whole feed
+// on every scrape once checkpoints covered it, and at 30,000,000 events
+// every scrape timed out (make bench).
+func TestCollectorUnanchoredProbesTheFeedIndex(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	store := pgstore.New(pool)
+	svc := ledger.NewService(ledger.Config{Store: store, Clock: fixedClock{epoch}})
+	if _, _, err := svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000}); err != nil {
+		t.Fatal(err)
+	}
+	cps := audit.NewCheckpoints(store, compensation.CheckpointSigner{Identity: newIdentity(t)}, "quittance", nil, nil)
+	if _, err := cps.Create(ctx, oncall); err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, store, epoch)
+	statement := preparedStatement(ctx, t, pool, "MetricsWaiting")
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // it only read
+	for _, q := range []string{`SET LOCAL plan_cache_mode = force_generic_plan`, `PREPARE waiting AS ` + statement} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE waiting(now())`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "Index Cond: (ROW(order_xid, tx_pos, pos) >") {
+		t.Errorf("the first unanchored event is not found by the feed index's condition:\n%s", text)
 	}
 }

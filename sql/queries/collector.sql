@@ -34,7 +34,12 @@
 --                   feed's order, after the span the latest checkpoint
 --                   signed: the oldest event no checkpoint covers yet; 0
 --                   when every event is covered. One probe of
---                   event_positions_feed.
+--                   event_positions_feed: the latest checkpoint's end is
+--                   compared as three scalars, each its own subquery, so
+--                   that the comparison is the index scan's condition (as
+--                   one record, coalesced, it was a filter on a scan of the
+--                   whole feed, and the scrape timed out at 30 million
+--                   events: make bench, 2026-12-07).
 --
 -- Only open jobs (a2a_outbox_due), jobs that lost a lease
 -- (a2a_outbox_lease_expired) and pending or dead deliveries
@@ -105,10 +110,10 @@ UNION ALL
 SELECT 'unanchored_since', '', '', coalesce(extract(epoch FROM (
     SELECT e.at
     FROM event_positions p JOIN events e ON e.seq = p.seq
-    WHERE (p.order_xid, p.tx_pos, p.pos) > coalesce(
-        (SELECT (c.through_order_xid, c.through_tx_pos, c.through_pos)
-         FROM checkpoints c WHERE c.through_pos IS NOT NULL ORDER BY c.id DESC LIMIT 1),
-        ('0'::xid8, 0::bigint, 0::bigint))
+    WHERE (p.order_xid, p.tx_pos, p.pos) > (
+        coalesce((SELECT c.through_order_xid FROM checkpoints c WHERE c.through_pos IS NOT NULL ORDER BY c.id DESC LIMIT 1), '0'::xid8),
+        coalesce((SELECT c.through_tx_pos FROM checkpoints c WHERE c.through_pos IS NOT NULL ORDER BY c.id DESC LIMIT 1), 0::bigint),
+        coalesce((SELECT c.through_pos FROM checkpoints c WHERE c.through_pos IS NOT NULL ORDER BY c.id DESC LIMIT 1), 0::bigint))
     ORDER BY p.order_xid, p.tx_pos, p.pos
     LIMIT 1
 )), 0)::float8;

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -537,30 +536,7 @@ func TestCollectorUnanchoredProbesTheFeedIndex(t *testing.T) {
 	}
 	scrape(t, store, epoch)
 	statement := preparedStatement(ctx, t, pool, "MetricsWaiting")
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // it only read
-	for _, q := range []string{`SET LOCAL plan_cache_mode = force_generic_plan`, `PREPARE waiting AS ` + statement} {
-		if _, err := tx.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE waiting(now())`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
+	text := genericPlan(ctx, t, pool, statement, `now()`)
 	if !strings.Contains(text, "Index Cond: (ROW(order_xid, tx_pos, pos) >") {
 		t.Errorf("the first unanchored event is not found by the feed index's condition:\n%s", text)
 	}

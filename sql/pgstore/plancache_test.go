@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/ledger"
@@ -130,37 +131,8 @@ func TestPreReadProbesIndexesAfterTheTableGrows(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `ANALYZE delegations`); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := b.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // it only read
-	for _, q := range []string{`SET LOCAL plan_cache_mode = force_generic_plan`, `PREPARE pre_read AS ` + statement} {
-		if _, err := tx.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE pre_read('{00000000-0000-0000-0000-000000000001}', '{globex}', '{seed-task-1}')`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if text := strings.Join(lines, "\n"); strings.Contains(text, "Seq Scan on delegations") {
+	text := genericPlan(ctx, t, b.pool, statement, `'{00000000-0000-0000-0000-000000000001}', '{globex}', '{seed-task-1}'`)
+	if strings.Contains(text, "Seq Scan on delegations") {
 		t.Errorf("the generic plan scans the delegations:\n%s", text)
 	}
 }
@@ -186,4 +158,29 @@ func preparedStatement(ctx context.Context, t *testing.T, pool *pgxpool.Pool, na
 	}
 	t.Fatalf("no connection prepared %s", name)
 	return ""
+}
+
+// genericPlan is the plan PostgreSQL runs for statement, with args (SQL
+// literals), once it keeps the statement's generic plan.
+func genericPlan(ctx context.Context, t *testing.T, pool *pgxpool.Pool, statement, args string) string {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // it only plans
+	for _, q := range []string{`SET LOCAL plan_cache_mode = force_generic_plan`, `PREPARE planned AS ` + statement} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE planned(`+args+`)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
 }

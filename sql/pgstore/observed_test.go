@@ -47,6 +47,16 @@ func (s *statementNames) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx
 func (s *statementNames) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (s *statementNames) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// inOrder returns the names of the statements sent since the last call
+// (of it or of sent), in the order they were sent, and forgets them.
+func (s *statementNames) inOrder() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := s.names
+	s.names = nil
+	return names
+}
+
 // sent returns how many statements of each name were sent since the last
 // call, and forgets them.
 func (s *statementNames) sent() map[string]int {

@@ -530,10 +530,6 @@ func TestCollectorUnanchoredProbesTheFeedIndex(t *testing.T) {
 	if _, _, err := svc.PutBudget(ctx, oncall, "ops", ledger.BudgetInput{Currency: "EUR", FundedMinor: 1_000}); err != nil {
 		t.Fatal(err)
 	}
-	cps := audit.NewCheckpoints(store, compensation.CheckpointSigner{Identity: newIdentity(t)}, "quittance", nil, nil)
-	if _, err := cps.Create(ctx, oncall); err != nil {
-		t.Fatal(err)
-	}
 	scrape(t, store, epoch)
 	statement := preparedStatement(ctx, t, pool, "MetricsWaiting")
 	text := genericPlan(ctx, t, pool, statement, `now()`)

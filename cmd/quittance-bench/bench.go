@@ -165,6 +165,9 @@ type pgbenchResult struct {
 	Txns     int
 	Load     string // the 1-minute load average at the end
 	Cost     windowCost
+	// Flushes are the replicas' write coalescer figures in the window:
+	// how many operations a commit carried.
+	Flushes flushCounts
 }
 
 // lifecycleCase is one Quittance run measured after an anchor.
@@ -189,6 +192,9 @@ type lifecycleResult struct {
 	Duration time.Duration
 	Load     string // the 1-minute load average at the end
 	Cost     windowCost
+	// Flushes are the replicas' write coalescer figures in the window:
+	// how many operations a commit carried.
+	Flushes flushCounts
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -276,8 +282,8 @@ func runLifecycles(ctx context.Context, h *harness, cfg benchConfig, stderr io.W
 				if err != nil {
 					return nil, nil, err
 				}
-				fmt.Fprintf(stderr, "quittance c=%-3d %-5s ×%d %8.1f ops/s mean %s p50 %s p99 %s rss %s errors %d load %s\n  %s\n",
-					n, c.mode, c.replicas, l.OpsPerS, ms(l.Avg), ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load, l.Cost)
+				fmt.Fprintf(stderr, "quittance c=%-3d %-5s ×%d %8.1f ops/s mean %s p50 %s p99 %s rss %s errors %d load %s\n  %s\n  %s\n",
+					n, c.mode, c.replicas, l.OpsPerS, ms(l.Avg), ms(l.P50), ms(l.P99), mib(l.PeakRSS), l.Errors, l.Load, l.Cost, l.Flushes)
 				lifes = append(lifes, l)
 			}
 		}
@@ -878,6 +884,7 @@ func (r *lifecycleRun) measure(ctx context.Context, res *lifecycleResult) error 
 	for i, s := range r.svcs {
 		pids[i] = s.cmd.Process.Pid
 	}
+	flushesBefore := r.flushCounts(ctx)
 	w, err := h.cost.begin(ctx, r.name, pids)
 	if err != nil {
 		return err
@@ -893,6 +900,7 @@ func (r *lifecycleRun) measure(ctx context.Context, res *lifecycleResult) error 
 	if res.Cost, err = w.end(ctx, false); err != nil {
 		return err
 	}
+	res.Flushes = r.flushCounts(ctx).sub(flushesBefore)
 	if perf != nil {
 		_ = perf.Process.Signal(os.Interrupt)
 		_ = perf.Wait()
@@ -905,6 +913,16 @@ func (r *lifecycleRun) measure(ctx context.Context, res *lifecycleResult) error 
 		fmt.Fprintf(h.stderr, "  CPU profile: go tool pprof %s %s\n", h.binary, pprofPath)
 	}
 	return nil
+}
+
+// flushCounts are the replicas' write coalescer figures now, added up.
+func (r *lifecycleRun) flushCounts(ctx context.Context) flushCounts {
+	w := newFlushWatch(len(r.svcs))
+	for i, s := range r.svcs {
+		w.read(ctx, i, s.URL)
+	}
+	c, _ := w.total()
+	return c
 }
 
 // results fills in res, after the clients stopped, from the counters, the

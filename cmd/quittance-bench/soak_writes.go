@@ -24,6 +24,19 @@ func (c flushCounts) add(o flushCounts) flushCounts {
 	return flushCounts{c.flushes + o.flushes, c.ops + o.ops, c.several + o.several}
 }
 
+func (c flushCounts) sub(o flushCounts) flushCounts {
+	return flushCounts{c.flushes - o.flushes, c.ops - o.ops, c.several - o.several}
+}
+
+// String says how many operations a flush carried.
+func (c flushCounts) String() string {
+	if c.flushes == 0 {
+		return "write coalescer: no flush"
+	}
+	return fmt.Sprintf("write coalescer: %d flushes carried %d operations (%.2f a flush); %.0f%% of them carried one",
+		c.flushes, c.ops, float64(c.ops)/float64(c.flushes), 100*float64(c.flushes-c.several)/float64(c.flushes))
+}
+
 // parseFlushCounts reads flushCounts from a /metrics page; ok is false
 // when the page has no quittance_write_batch_size.
 func parseFlushCounts(r io.Reader) (c flushCounts, ok bool, err error) {

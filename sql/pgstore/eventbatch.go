@@ -113,8 +113,8 @@ func (e *eventBatch) mustPrecede(sql string, args []any) bool {
 		return false
 	}
 	if statementName(sql) == "EvidenceFactsGet" {
-		id, ok := firstUUID(args)
-		return !ok || e.holds(id.String(), ledger.EventTypeDispatchResolved)
+		r, ok := rowsRead(sql, args)
+		return !ok || e.holds(r.id.String(), ledger.EventTypeDispatchResolved)
 	}
 	return readsEvents(sql)
 }

@@ -85,42 +85,21 @@ func (b *txConn) queueEvidence(ctx context.Context) {
 // mustPrecede: the statement sql, sent with args, may read the buffered
 // evidence, so it must be written before it runs. Conservative: any
 // statement naming the table, the reporting views or the schema's own
-// functions counts, but a read of one delegation's evidence by id
+// functions counts, but a keyed read of one delegation's evidence
 // (CompensationEvidenceGet, EvidenceFactsGet) waits only for that
 // delegation's.
 func (v *evidenceBatch) mustPrecede(sql string, args []any) bool {
 	if len(v.owners) == 0 {
 		return false
 	}
-	switch evidenceReadOf(sql) {
-	case readsNone:
-		return false
-	case readsByID:
-		if len(args) == 0 {
-			return true
-		}
-		id, ok := args[0].(uuid.UUID)
-		return !ok || v.ids[id]
-	}
-	return true
+	return mustPrecedeRead(sql, args, evidenceReads.of, v.holds)
 }
 
-// keyedEvidenceReads are the statements that read one delegation's
-// evidence, named by their first argument.
-var keyedEvidenceReads = map[string]bool{"CompensationEvidenceGet": true, "EvidenceFactsGet": true}
+// holds: r is of a delegation whose evidence is buffered, or of other
+// rows.
+func (v *evidenceBatch) holds(r readRows) bool { return r.kind != byDelegation || v.ids[r.id] }
 
 // namesEvidence matches what a statement reading the evidence names.
 var namesEvidence = regexp.MustCompile(`(?i)\bcompensation_evidence\b|reporting\.|quittance_`)
 
-// evidenceReadOf classifies sql, once per statement.
-func evidenceReadOf(sql string) int { return evidenceReads.of(sql) }
-
-var evidenceReads = perStatement[int]{classify: func(sql string) int {
-	switch {
-	case keyedEvidenceReads[statementName(sql)]:
-		return readsByID
-	case namesEvidence.MatchString(sql):
-		return readsAny
-	}
-	return readsNone
-}}
+var evidenceReads = perStatement[bool]{classify: namesEvidence.MatchString}

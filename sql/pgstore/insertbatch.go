@@ -207,48 +207,34 @@ var dependsOnDelegations = regexp.MustCompile(`(?i)\b(delegations|a2a_delegation
 	`reporting\.|quittance_|event_stream_head`)
 
 // mustPrecede: the statement sql, sent with args, may see or conflict
-// with the buffered inserts, so they must be written before it runs.
-// Conservative: every write, and every read naming what
-// dependsOnDelegations matches, counts, but for the reads whose rows
-// their arguments name: a read of one delegation by id, by business
-// operation id or by remote task (and a gate policy, which reads one
-// delegation's dispatch by its id) waits only for a buffered insert of
-// that delegation (a read of another one cannot see these); a read of a
-// used token id never does.
+// with the buffered inserts, so they must be written before it runs:
+// every write, and every statement naming what dependsOnDelegations
+// matches, but a keyed read (keyedreads.go) only when a buffered insert is
+// of a row it names.
 func (u *insertBatch) mustPrecede(sql string, args []any) bool {
 	if len(u.owners) == 0 {
 		return false
 	}
-	arg := func(i int) (string, bool) {
-		if i >= len(args) {
-			return "", false
-		}
-		switch v := args[i].(type) {
-		case string:
-			return v, true
-		case *string:
-			return deref(v), v != nil
-		}
-		return "", false
-	}
-	switch statementName(sql) {
-	case "DelegationGetByID", "DelegationGetByIDForUpdate", "DelegationGetByIDForUpdateWithDispatch", "EvidenceFactsGet", "GatePolicy":
-		id, ok := firstUUID(args)
-		return !ok || u.ids[id]
-	case "DelegationGetByOperation":
-		tenant, ok1 := arg(0)
-		op, ok2 := arg(1)
-		return !ok1 || !ok2 || u.operations[ledger.OperationKey{Tenant: tenant, ID: op}]
-	case "DelegationGetByRemoteTask", "DelegationListByRemoteTaskForUpdate":
-		org, ok1 := arg(0)
-		task, ok2 := arg(1)
-		return !ok1 || !ok2 || u.tasks[remoteTaskKey{org: org, task: task}]
-	case "UsedTokenGet":
-		// A used token id names a new delegation only once the tokens
-		// are written, after the inserts (queueTokens).
+	return mustPrecedeRead(sql, args, concernsInserts, u.holds)
+}
+
+func concernsInserts(sql string) bool { return mayWrite(sql) || namesDependents(sql) }
+
+// holds: a buffered insert is of a row r names. A used token id names a
+// new delegation only once the tokens are written, after the inserts
+// (queueTokens).
+func (u *insertBatch) holds(r readRows) bool {
+	switch r.kind {
+	case byDelegation:
+		return u.ids[r.id]
+	case byOperation:
+		return u.operations[r.operation()]
+	case byRemoteTask:
+		return u.tasks[r.task()]
+	case byUsedToken:
 		return false
 	}
-	return mayWrite(sql) || namesDependents(sql)
+	return true
 }
 
 // namesDependents: sql names what dependsOnDelegations matches, once per
@@ -256,15 +242,6 @@ func (u *insertBatch) mustPrecede(sql string, args []any) bool {
 func namesDependents(sql string) bool { return dependents.of(sql) }
 
 var dependents = perStatement[bool]{classify: dependsOnDelegations.MatchString}
-
-// firstUUID is args' first argument, when it is an id.
-func firstUUID(args []any) (uuid.UUID, bool) {
-	if len(args) == 0 {
-		return uuid.Nil, false
-	}
-	id, ok := args[0].(uuid.UUID)
-	return id, ok
-}
 
 // statementName is the sqlc name of sql ("" for none).
 func statementName(sql string) string {
@@ -358,13 +335,11 @@ func (t *tokenBatch) mustPrecede(sql string, args []any) bool {
 	if len(t.owners) == 0 {
 		return false
 	}
-	if statementName(sql) == "UsedTokenGet" && len(args) >= 2 {
-		org, ok1 := args[0].(string)
-		jti, ok2 := args[1].(string)
-		return !ok1 || !ok2 || t.keys[tokenKey{org: org, jti: jti}]
-	}
-	return tokenReads.of(sql)
+	return mustPrecedeRead(sql, args, tokenReads.of, t.holds)
 }
+
+// holds: r is of a buffered token id, or of other rows.
+func (t *tokenBatch) holds(r readRows) bool { return r.kind != byUsedToken || t.keys[r.token()] }
 
 var tokenReads = perStatement[bool]{classify: namesUsedTokens.MatchString}
 

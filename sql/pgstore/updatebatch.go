@@ -27,8 +27,10 @@ type updateBatch struct {
 	// owners are the operations that buffered them, one per update.
 	owners
 	ids map[uuid.UUID]bool
-	// tasks are the buffered delegations' remote tasks (org, task id).
-	tasks map[remoteTaskKey]bool
+	// operations and tasks are the buffered delegations' business
+	// operations and remote tasks, which an update leaves as they are.
+	operations map[ledger.OperationKey]bool
+	tasks      map[remoteTaskKey]bool
 }
 
 // remoteTaskKey is one org's remote task id.
@@ -37,11 +39,12 @@ type remoteTaskKey struct{ org, task string }
 // add buffers the update of d, by operation owner.
 func (u *updateBatch) add(owner int, d ledger.Delegation) {
 	if u.ids == nil {
-		u.ids, u.tasks = map[uuid.UUID]bool{}, map[remoteTaskKey]bool{}
+		u.ids, u.operations, u.tasks = map[uuid.UUID]bool{}, map[ledger.OperationKey]bool{}, map[remoteTaskKey]bool{}
 	}
 	u.ids[d.ID] = true
+	u.operations[operationKey(d.Tenant, d.BusinessOperationID)] = true
 	if d.Remote.TaskID != "" {
-		u.tasks[remoteTaskKey{d.OrgID, d.Remote.TaskID}] = true
+		u.tasks[taskKey(d.OrgID, d.Remote.TaskID)] = true
 	}
 	u.owners = append(u.owners, owner)
 	p := &u.p
@@ -140,76 +143,41 @@ func (b *txConn) queueUpdates(ctx context.Context) {
 // the buffered updates change, so they must be written before it runs.
 // Conservative: any statement naming the delegations table, the counts
 // its triggers keep, the reporting views or the schema's own functions
-// counts, but for the statements whose rows are known from their
-// arguments: a read of one delegation by id waits only for that
-// delegation's buffered update, a read of the delegations recording a
-// remote task only for the buffered updates of delegations recording it
-// (a buffered update never changes which task that is), and an insert of a
-// delegation for none (it reads the others only by the business operation
-// id and remote task a buffered update leaves as they are).
+// counts, but a keyed read (keyedreads.go) only when a buffered update is
+// of a delegation it names, and an insert of a delegation never (it reads
+// the others only by the business operation id and remote task a
+// buffered update leaves as they are).
 func (u *updateBatch) mustPrecede(sql string, args []any) bool {
 	if len(u.owners) == 0 {
 		return false
 	}
-	switch r := delegationReadOf(sql); r.kind {
-	case readsNone:
+	return mustPrecedeRead(sql, args, delegationReads.of, u.holds)
+}
+
+// holds: a buffered update is of a delegation r names (a buffered update
+// never changes a delegation's business operation or, once recorded, its
+// remote task, and writes no used token id).
+func (u *updateBatch) holds(r readRows) bool {
+	switch r.kind {
+	case byDelegation:
+		return u.ids[r.id]
+	case byOperation:
+		return u.operations[r.operation()]
+	case byRemoteTask:
+		return u.tasks[r.task()]
+	case byUsedToken:
 		return false
-	case readsByID:
-		if r.arg >= len(args) {
-			return true
-		}
-		id, ok := args[r.arg].(uuid.UUID)
-		return !ok || u.ids[id]
-	case readsByRemoteTask:
-		if len(args) < 2 {
-			return true
-		}
-		org, ok1 := args[0].(string)
-		task, ok2 := args[1].(*string)
-		return !ok1 || !ok2 || task == nil || u.tasks[remoteTaskKey{org, *task}]
 	}
 	return true
-}
-
-// delegationRead is what a statement reads of the delegations.
-type delegationRead struct {
-	kind int
-	arg  int // readsByID: the argument holding the id
-}
-
-const (
-	readsNone = iota
-	readsAny
-	readsByID
-	readsByRemoteTask
-)
-
-// keyedReads are the statements whose rows of delegations their
-// arguments name (mustPrecede).
-var keyedReads = map[string]delegationRead{
-	"DelegationGetByID":                      {kind: readsByID},
-	"DelegationGetByIDForUpdate":             {kind: readsByID},
-	"DelegationGetByIDForUpdateWithDispatch": {kind: readsByID},
-	"EvidenceFactsGet":                       {kind: readsByID},
-	"DelegationListByRemoteTaskForUpdate":    {kind: readsByRemoteTask},
-	"DelegationInsert":                       {kind: readsNone},
 }
 
 // namesDelegations matches what a statement reading the delegations names.
 var namesDelegations = regexp.MustCompile(`(?i)\bdelegations\b|obligation_count|reporting\.|quittance_`)
 
-// delegationReadOf classifies sql, once per statement (they are the
-// queries' constants, a few hundred).
-func delegationReadOf(sql string) delegationRead { return delegationReads.of(sql) }
-
-var delegationReads = perStatement[delegationRead]{classify: func(sql string) delegationRead {
-	if r, keyed := keyedReads[statementName(sql)]; keyed {
-		return r
-	}
-	if namesDelegations.MatchString(sql) {
-		return delegationRead{kind: readsAny}
-	}
-	return delegationRead{kind: readsNone}
+// delegationReads classifies statements: whether they concern the
+// buffered updates.
+var delegationReads = perStatement[bool]{classify: func(sql string) bool {
+	return statementName(sql) != "DelegationInsert" && namesDelegations.MatchString(sql)
 }}
 
 // firstNotReturned reads the ids a batched statement returned (the rows

@@ -75,8 +75,11 @@ func openDatabase(ctx context.Context, cfg config, log *slog.Logger) (pool, read
 	if err := migrateDatabase(ctx, cfg, log); err != nil {
 		return nil, nil, err
 	}
-	pool, err = pgxpool.New(ctx, cfg.DatabaseURL)
+	pc, err := poolConfig(cfg.DatabaseURL)
 	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
+	}
+	if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return nil, nil, usageError{fmt.Errorf("DATABASE_URL: %w", err)}
 	}
 	if readPool, err = openReadPool(ctx, cfg); err != nil {

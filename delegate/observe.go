@@ -607,6 +607,9 @@ func (w *Worker) followStream(ctx context.Context, d ledger.Delegation, client *
 			continue
 		}
 		applied = true
+		if w.applyStreamedEnd(ctx, d.ID, *status) {
+			return applied, true
+		}
 		after, err := w.applyStreamedStatus(ctx, d, ev, *status, client.Interface().Binding)
 		if err != nil {
 			w.log.ErrorContext(ctx, "record streamed status failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
@@ -617,6 +620,54 @@ func (w *Worker) followStream(ctx context.Context, d ledger.Delegation, client *
 		}
 	}
 	return applied, false
+}
+
+// applyStreamedEnd applies a terminal status the stream reported for the
+// task of delegation id as the task GetTask returns, when the agent's card
+// declares atomicCancel and the obligation is held: a status update carries
+// no artifacts, and the atomic receipt such an agent keeps on the canceled
+// task must be read with the status (recordTaskAndReceipt), or the
+// obligation would leave held without it and the receipt in the cancel
+// reply, arriving after, would no longer be read. So whichever of the
+// stream, the cancel reply, a push or a poll reaches the ledger first, the
+// receipt applies. It returns false when it applied nothing (another
+// status, another agent, an obligation no longer held, or a task that could
+// not be fetched or is not terminal yet): the streamed status is applied as
+// it came then.
+func (w *Worker) applyStreamedEnd(ctx context.Context, id uuid.UUID, status a2a.TaskStatus) bool {
+	if !taskStatus(status.State).Terminal() {
+		return false
+	}
+	d, err := w.store.Delegation(ctx, id)
+	if err != nil || d.ObligationState != ledger.ObligationHeld || d.Remote.TaskID == "" {
+		return false
+	}
+	org, err := w.store.Org(ctx, d.OrgID)
+	if err != nil {
+		return false
+	}
+	card, client, _, err := w.agent(ctx, org)
+	if err != nil {
+		return false
+	}
+	if _, atomic := compensationExtension(card); !atomic {
+		return false
+	}
+	task, err := client.GetTask(ctx, d.Remote.TaskID)
+	if err != nil || task.ID != d.Remote.TaskID || !taskStatus(task.Status.State).Terminal() {
+		return false
+	}
+	// Before the transaction: the receipt may make the org's JWKS URL be
+	// fetched.
+	if org, err = w.orgForAtomicReceipt(ctx, d, org, card, task); err != nil {
+		return false
+	}
+	answer := taskAnswer{org: org, card: card, task: task, source: "stream"}
+	if err := w.store.InTx(ctx, func(tx Tx) error { return w.recordObserved(ctx, tx, id, answer) }); err != nil {
+		w.log.ErrorContext(ctx, "record streamed task end failed", slog.String("delegation_id", id.String()), slog.Any("error", err))
+		return false
+	}
+	return true
 }
 
 // applyStreamedArtifact applies an artifact chunk to the task snapshot, in

@@ -740,19 +740,132 @@ func TestDocWalkthroughs(t *testing.T) {
 	}
 }
 
+// walkthroughBound is how long one walk-through may run, second terminals
+// included: a hang fails within it.
+const walkthroughBound = 5 * time.Minute
+
 // runWalkthrough runs a walk-through's blocks with bash in root, as a
 // reader pastes them into one shell (stopping at the first failing
 // command), and its second-terminal blocks in shells of their own, each
 // stopped when the walk-through ends. It checks each block's output
-// against the block's "# → " lines.
+// against the block's "# → " lines. A failure says which block, how long
+// it ran, whether bash had ended by itself (and how) or the test stopped
+// it because of the failure, and what the second terminals printed.
 func runWalkthrough(t *testing.T, root string, env []string, chain []walkBlock) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), walkthroughBound)
 	defer cancel()
 	dir := t.TempDir()
-	// The driver sources each block in turn and, after it, prints a marker
-	// and waits until the test lets it go on: by then the test checked the
-	// block's output and started the second terminals that come next.
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", walkthroughDriver(t, dir, chain))
+	cmd.Dir, cmd.Env = root, env
+	// Commands the block started may outlive a killed bash; stop waiting
+	// for their output then.
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("run bash: %v", err)
+	}
+	lines := scanLines(out, &stdout)
+	var (
+		terminals  []secondTerminal
+		blockStart = time.Now()
+		bashEnded  bool // bash closed its output: it exited by itself
+	)
+	fail := func(format string, args ...any) {
+		t.Helper()
+		timedOut := ctx.Err() != nil
+		cancel()
+		for range lines {
+		}
+		how := bashEnd(cmd.Wait(), timedOut, bashEnded)
+		t.Fatalf("%s, after %s in that block (%s)\nstdout:\n%s\nstderr:\n%s%s", fmt.Sprintf(format, args...),
+			time.Since(blockStart).Round(time.Millisecond), how, stdout.String(), stderr.String(), secondTerminalsOutput(terminals))
+	}
+	n := 0 // the foreground block being run
+	for i := 0; i < len(chain); i++ {
+		b := chain[i]
+		blockStart = time.Now()
+		var got []string
+		for done := false; !done; {
+			select {
+			case line, ok := <-lines:
+				switch {
+				case !ok:
+					bashEnded = true
+					fail("the walk-through stopped in the block at line %d", b.line)
+				case line == blockDone(n):
+					done = true
+				default:
+					got = append(got, line)
+				}
+			case <-ctx.Done():
+				fail("the block at line %d did not finish in time: it had printed %d lines, its next expected line %q not among them",
+					b.line, len(got), unseen(b.expectations(), got))
+			}
+		}
+		if missing := unseen(b.expectations(), got); missing != "" {
+			fail("the block at line %d printed no line %q where expected", b.line, missing)
+		}
+		// Second terminals opened after this block run before the next one.
+		for i+1 < len(chain) && chain[i+1].background {
+			i++
+			terminals = append(terminals, runSecondTerminal(t, ctx, root, env, chain[i]))
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("go-%d", n)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bash: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("%d blocks checked", len(chain))
+}
+
+// scanLines sends each line r gives on the channel it returns, after
+// adding it to all, and closes the channel at the end of r.
+func scanLines(r io.Reader, all *lockedBuffer) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			all.Write([]byte(sc.Text() + "\n"))
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+}
+
+// bashEnd says how a walk-through's bash ended, err being what Wait
+// returned: at the walk-through's bound, by itself (it had closed its
+// output), or stopped by the test after a failed check, whose "signal:
+// killed" is then the test's doing, not a timeout.
+func bashEnd(err error, timedOut, ended bool) string {
+	switch {
+	case timedOut:
+		return fmt.Sprintf("bash stopped at the walk-through's %s bound: %v", walkthroughBound, err)
+	case ended:
+		return fmt.Sprintf("bash exited by itself: %v", err)
+	}
+	return fmt.Sprintf("bash was still running; the test stopped it because of this failure: %v", err)
+}
+
+// walkthroughDriver writes the foreground blocks of chain to files in dir
+// and returns the bash script that runs them: it sources each block in
+// turn and, after it, prints blockDone and waits until the test creates
+// dir/go-<n>: by then the test checked the block's output and started the
+// second terminals that come next.
+func walkthroughDriver(t *testing.T, dir string, chain []walkBlock) string {
+	t.Helper()
 	var driver strings.Builder
 	n := 0
 	for _, b := range chain {
@@ -767,76 +880,7 @@ func runWalkthrough(t *testing.T, root string, env []string, chain []walkBlock) 
 			script, blockDone(n), filepath.Join(dir, fmt.Sprintf("go-%d", n)))
 		n++
 	}
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", driver.String())
-	cmd.Dir, cmd.Env = root, env
-	// Commands the block started may outlive a killed bash; stop waiting
-	// for their output then.
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("run bash: %v", err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			stdout.Write([]byte(sc.Text() + "\n"))
-			lines <- sc.Text()
-		}
-	}()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		cancel()
-		for range lines {
-		}
-		err := cmd.Wait()
-		t.Fatalf("%s (bash: %v)\nstdout:\n%s\nstderr:\n%s", fmt.Sprintf(format, args...), err, stdout.String(), stderr.String())
-	}
-	n = 0 // the foreground block being run
-	for i := 0; i < len(chain); i++ {
-		b := chain[i]
-		var got []string
-		for done := false; !done; {
-			select {
-			case line, ok := <-lines:
-				switch {
-				case !ok:
-					fail("the walk-through stopped in the block at line %d", b.line)
-				case line == blockDone(n):
-					done = true
-				default:
-					got = append(got, line)
-				}
-			case <-ctx.Done():
-				fail("the block at line %d did not finish in time", b.line)
-			}
-		}
-		if missing := unseen(b.expectations(), got); missing != "" {
-			fail("the block at line %d printed no line %q where expected", b.line, missing)
-		}
-		// Second terminals opened after this block run before the next one.
-		for i+1 < len(chain) && chain[i+1].background {
-			i++
-			runSecondTerminal(t, ctx, root, env, chain[i])
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("go-%d", n)), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	for range lines {
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("bash: %v\nstderr:\n%s", err, stderr.String())
-	}
-	t.Logf("%d blocks checked", len(chain))
+	return driver.String()
 }
 
 // blockDone is the line the driver prints after block n.
@@ -857,16 +901,40 @@ func unseen(want, got []string) string {
 	return ""
 }
 
+// secondTerminalBound is how long a second terminal may take to print its
+// "# → " lines: long enough for go run to build what it runs on a loaded
+// machine; shorter than walkthroughBound, so a silent agent fails here.
+const secondTerminalBound = 2 * time.Minute
+
+// secondTerminal is a running second-terminal block: its first line and
+// everything it printed so far.
+type secondTerminal struct {
+	line   int
+	output *lockedBuffer
+}
+
+// secondTerminalsOutput is what the second terminals printed, for a
+// failure of the walk-through beside them (an agent's log says what it was
+// asked and answered).
+func secondTerminalsOutput(terminals []secondTerminal) string {
+	var b strings.Builder
+	for _, st := range terminals {
+		fmt.Fprintf(&b, "\nsecond terminal of line %d:\n%s", st.line, st.output.String())
+	}
+	return b.String()
+}
+
 // runSecondTerminal starts a second-terminal block in a process group of
 // its own, waits until it printed its "# → " lines, and stops the group
-// (go run and what it runs) when the test ends.
-func runSecondTerminal(t *testing.T, ctx context.Context, root string, env []string, b walkBlock) {
+// (go run and what it runs) when the test ends. It returns the terminal,
+// whose output keeps growing while it runs.
+func runSecondTerminal(t *testing.T, ctx context.Context, root string, env []string, b walkBlock) secondTerminal {
 	t.Helper()
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.text)
 	cmd.Dir, cmd.Env = root, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var output lockedBuffer
-	cmd.Stdout, cmd.Stderr = &output, &output
+	output := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = output, output
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("run bash: %v", err)
 	}
@@ -882,23 +950,21 @@ func runSecondTerminal(t *testing.T, ctx context.Context, root string, env []str
 		}
 	})
 	want := b.expectations()
-	// Long enough for go run to build what it runs; shorter than the
-	// walk-through's own bound, so a silent agent fails here.
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, secondTerminalBound)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if unseen(want, strings.Split(output.String(), "\n")) == "" {
-			return
+			return secondTerminal{line: b.line, output: output}
 		}
 		select {
 		case err := <-exited:
 			t.Fatalf("the second terminal of line %d ended (%v) before printing %q\n%s", b.line, err,
 				unseen(want, strings.Split(output.String(), "\n")), output.String())
 		case <-ctx.Done():
-			t.Fatalf("the second terminal of line %d did not print %q in time\n%s", b.line,
-				unseen(want, strings.Split(output.String(), "\n")), output.String())
+			t.Fatalf("the second terminal of line %d did not print %q within %s (go run builds what it runs first)\n%s", b.line,
+				unseen(want, strings.Split(output.String(), "\n")), secondTerminalBound, output.String())
 		case <-tick.C:
 		}
 	}

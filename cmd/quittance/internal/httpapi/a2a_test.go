@@ -1143,3 +1143,105 @@ func TestA2AAtomicReceiptFetchedAfterALostCancelReply(t *testing.T) {
 		t.Errorf("%d compensation requests after an atomic receipt", n)
 	}
 }
+
+// TestA2AAtomicReceiptAfterAStreamedCancel: with streaming on (the
+// binary's default), the agent's stream reports the canceled task before
+// its reply to CancelTask arrives: the reply is held back until the ledger
+// has the task canceled. The stream's status update carries no artifacts;
+// the worker fetches the canceled task, whose atomic receipt compensates at
+// once, as the reply would have: held → compensated, no compensation
+// request.
+func TestA2AAtomicReceiptAfterAStreamedCancel(t *testing.T) {
+	t.Parallel()
+	var (
+		env        atomic.Pointer[a2aEnv]
+		id         atomic.Pointer[uuid.UUID]
+		subscribed = make(chan struct{})
+		once       sync.Once
+		streamed   atomic.Bool
+		replied    = make(chan struct{})
+		replyOnce  sync.Once
+	)
+	// canceledInLedger waits until the ledger has the delegation's task
+	// canceled, from something other than the cancel reply.
+	canceledInLedger := func() bool {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if e, d := env.Load(), id.Load(); e != nil && d != nil {
+				if cur, err := e.Store.Delegation(context.Background(), *d); err == nil && cur.TaskStatus == ledger.StatusCanceled {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	streamFirst := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var call struct {
+				Method string `json:"method"`
+			}
+			_ = json.Unmarshal(body, &call)
+			switch call.Method {
+			case "SubscribeToTask":
+				h.ServeHTTP(firstWriteWriter{ResponseWriter: w, wrote: func() { once.Do(func() { close(subscribed) }) }}, r)
+			case "CancelTask":
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r) // the agent cancels, compensates and tells its stream
+				streamed.Store(canceledInLedger())
+				maps.Copy(w.Header(), rec.Header())
+				w.WriteHeader(rec.Code)
+				w.Write(rec.Body.Bytes())
+				replyOnce.Do(func() { close(replied) })
+			default:
+				h.ServeHTTP(w, r)
+			}
+		})
+	}
+	e, _, d := dispatchToDemoAgent(t, demoagent.Config{AtomicCancel: true}, apitest.Worker{Streaming: true}, streamFirst)
+	env.Store(e)
+	did := uuid.MustParse(d.ID)
+	id.Store(&did)
+	select {
+	case <-subscribed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker did not subscribe to the task within 15s")
+	}
+	e.must(t, http.MethodPost, "/v1/delegations/"+d.ID+"/cancel", e.orch, nil, http.StatusOK)
+	select {
+	case <-replied:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the agent did not reply to the cancel within 15s")
+	}
+	if !streamed.Load() {
+		t.Fatal("the ledger did not have the task canceled before the cancel reply: the stream did not report it")
+	}
+	d = e.waitFor(t, d.ID, "compensated", func(d httpapi.DelegationBody) bool { return d.ObligationState == "compensated" })
+	if d.ObligationReason != ledger.ReasonAtomicCompensation || d.Compensation.Attempts != 0 {
+		t.Fatalf("after a streamed cancel: compensated (%s) after %d requests; want %s with no compensation request",
+			d.ObligationReason, d.Compensation.Attempts, ledger.ReasonAtomicCompensation)
+	}
+	if n := countEvents(e.events(t, d.ID), ledger.EventTypeCompensationRequested); n != 0 {
+		t.Errorf("%d compensation requests after an atomic receipt", n)
+	}
+}
+
+// firstWriteWriter calls wrote on the first write of a response (for a
+// stream: its first event, sent once the agent has subscribed it).
+type firstWriteWriter struct {
+	http.ResponseWriter
+	wrote func()
+}
+
+func (w firstWriteWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.wrote()
+	return n, err
+}
+
+// Unwrap lets http.ResponseController flush the stream.
+func (w firstWriteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -48,6 +48,9 @@ type benchConfig struct {
 	Perf            bool
 	Pprof           bool
 	ResultsMarkdown string
+	// ServiceEnv are extra NAME=value settings of the lifecycle runs'
+	// service processes (-service-env), for trying a setting side by side.
+	ServiceEnv []string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (benchConfig, error) {
@@ -74,6 +77,13 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&cfg.Perf, "perf", false, "record a CPU profile of the service with perf(1), kernel included, during each lifecycle run (kept with -keep)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "take Go's CPU profile of the service (QUITTANCE_DEBUG_ADDR) during each lifecycle run, for go tool pprof (kept with -keep)")
 	fs.StringVar(&cfg.ResultsMarkdown, "markdown", "", "also write the machine and the results as Markdown to this file")
+	fs.Func("service-env", "NAME=value for the lifecycle runs' service processes (repeatable), e.g. QUITTANCE_WRITE_FLUSHERS=1 or GOGC=200", func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return fmt.Errorf("%q is not NAME=value", v)
+		}
+		cfg.ServiceEnv = append(cfg.ServiceEnv, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return cfg, errUsage
 	}
@@ -591,7 +601,7 @@ func (r *lifecycleRun) startReplicas(ctx context.Context, replicas, conns int) (
 	}
 	r.dbURL = dbURL
 	admin := access.NewTokenSecret()
-	env := []string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}
+	env := append([]string{"QUITTANCE_SWEEP_INTERVAL=1h", "QUITTANCE_A2A_STREAMING=false"}, r.cfg.ServiceEnv...)
 	if r.cfg.Pprof {
 		if r.debugAddr, err = freeAddr(); err != nil {
 			return "", err

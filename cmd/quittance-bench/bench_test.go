@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +28,7 @@ func TestBenchRunsEveryPart(t *testing.T) {
 	err := run(ctx, []string{"bench", "-markdown", md,
 		"-duration", "2s", "-warmup", "500ms", "-clients", "2", "-budgets", "4", "-many-scale", "2", "-replicas", "2", "-batch-size", "10",
 		"-scale-delegations", "2000", "-scale-open", "100", "-scale-requests", "3", "-scale-chunk", "1000",
-		"-sweep-due", "100", "-sweep-replicas", "2",
+		"-sweep-due", "100", "-sweep-replicas", "2", "-service-env", "GOGC=400",
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
@@ -40,6 +42,10 @@ func TestBenchRunsEveryPart(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
+	}
+	// Every lifecycle run says how many operations a flush carried.
+	if n := len(regexp.MustCompile(`write coalescer: [1-9][0-9]* flushes carried [1-9][0-9]* operations`).FindAllString(stderr.String(), -1)); n != 4 {
+		t.Errorf("%d lifecycle runs printed their flushes, want 4:\n%s", n, stderr.String())
 	}
 	// The reads ran on the data set as its vacuum left it: a step that
 	// wrote its active holds after that vacuum (and before the reads)
@@ -116,6 +122,21 @@ func tableRows(doc, title string) [][]string {
 		rows = append(rows, cells)
 	}
 	return rows
+}
+
+// TestServiceEnvFlag: -service-env collects NAME=value settings, in
+// order, and refuses anything else.
+func TestServiceEnvFlag(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseBenchFlags([]string{"-service-env", "GOGC=200", "-service-env", "QUITTANCE_WRITE_FLUSHERS=1"}, io.Discard)
+	if err != nil || !slices.Equal(cfg.ServiceEnv, []string{"GOGC=200", "QUITTANCE_WRITE_FLUSHERS=1"}) {
+		t.Errorf("parsed %q, %v", cfg.ServiceEnv, err)
+	}
+	for _, bad := range []string{"GOGC", "=200"} {
+		if _, err := parseBenchFlags([]string{"-service-env", bad}, io.Discard); err == nil {
+			t.Errorf("-service-env %q was accepted", bad)
+		}
+	}
 }
 
 func TestSoakRunsEveryPart(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -160,21 +159,12 @@ type insertBatch struct {
 	p dbsqlc.DelegationInsertBatchParams
 	// owners are the operations that buffered them, one per insert.
 	owners
-	ids        map[uuid.UUID]bool
-	operations map[ledger.OperationKey]bool
-	tasks      map[remoteTaskKey]bool
+	delegationKeys
 }
 
 // add buffers the insert of d, by operation owner.
 func (u *insertBatch) add(owner int, d ledger.Delegation) {
-	if u.ids == nil {
-		u.ids, u.operations, u.tasks = map[uuid.UUID]bool{}, map[ledger.OperationKey]bool{}, map[remoteTaskKey]bool{}
-	}
-	u.ids[d.ID] = true
-	u.operations[operationKey(d.Tenant, d.BusinessOperationID)] = true
-	if d.Remote.TaskID != "" {
-		u.tasks[taskKey(d.OrgID, d.Remote.TaskID)] = true
-	}
+	u.delegationKeys.add(d)
 	u.owners = append(u.owners, owner)
 	p := &u.p
 	p.Ids = append(p.Ids, d.ID)
@@ -215,27 +205,12 @@ func (u *insertBatch) mustPrecede(sql string, args []any) bool {
 	if len(u.owners) == 0 {
 		return false
 	}
+	// A used token id names a new delegation only once the tokens are
+	// written, after the inserts (queueTokens): delegationKeys.holds.
 	return mustPrecedeRead(sql, args, concernsInserts, u.holds)
 }
 
 func concernsInserts(sql string) bool { return mayWrite(sql) || namesDependents(sql) }
-
-// holds: a buffered insert is of a row r names. A used token id names a
-// new delegation only once the tokens are written, after the inserts
-// (queueTokens).
-func (u *insertBatch) holds(r readRows) bool {
-	switch r.kind {
-	case byDelegation:
-		return u.ids[r.id]
-	case byOperation:
-		return u.operations[r.operation()]
-	case byRemoteTask:
-		return u.tasks[r.task()]
-	case byUsedToken:
-		return false
-	}
-	return true
-}
 
 // namesDependents: sql names what dependsOnDelegations matches, once per
 // statement (they are the queries' constants, a few hundred).

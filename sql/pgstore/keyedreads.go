@@ -99,6 +99,43 @@ func rowsRead(sql string, args []any) (r readRows, ok bool) {
 	return r, true
 }
 
+// delegationKeys are the keys of the delegations whose inserts or updates
+// a buffer holds: what a keyed read may name them by.
+type delegationKeys struct {
+	ids        map[uuid.UUID]bool
+	operations map[ledger.OperationKey]bool
+	tasks      map[remoteTaskKey]bool
+}
+
+// add notes d's keys, as stored (operationKey, taskKey).
+func (k *delegationKeys) add(d ledger.Delegation) {
+	if k.ids == nil {
+		k.ids, k.operations, k.tasks = map[uuid.UUID]bool{}, map[ledger.OperationKey]bool{}, map[remoteTaskKey]bool{}
+	}
+	k.ids[d.ID] = true
+	k.operations[operationKey(d.Tenant, d.BusinessOperationID)] = true
+	if d.Remote.TaskID != "" {
+		k.tasks[taskKey(d.OrgID, d.Remote.TaskID)] = true
+	}
+}
+
+// holds: the buffer holds a delegation r names. A used token id names
+// none of them: the token ids are a buffer of their own, written after
+// the inserts (queueTokens), and an update writes none.
+func (k *delegationKeys) holds(r readRows) bool {
+	switch r.kind {
+	case byDelegation:
+		return k.ids[r.id]
+	case byOperation:
+		return k.operations[r.operation()]
+	case byRemoteTask:
+		return k.tasks[r.task()]
+	case byUsedToken:
+		return false
+	}
+	return true
+}
+
 // mustPrecedeRead is a buffer's mustPrecede from what concerns it and what
 // it holds: a statement that concerns the buffer waits for it, a keyed
 // read only when the buffer holds a row it names.

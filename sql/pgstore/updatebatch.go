@@ -26,11 +26,9 @@ type updateBatch struct {
 	p dbsqlc.DelegationUpdateBatchParams
 	// owners are the operations that buffered them, one per update.
 	owners
-	ids map[uuid.UUID]bool
-	// operations and tasks are the buffered delegations' business
-	// operations and remote tasks, which an update leaves as they are.
-	operations map[ledger.OperationKey]bool
-	tasks      map[remoteTaskKey]bool
+	// The buffered delegations' keys: an update leaves their business
+	// operations and remote tasks as they are.
+	delegationKeys
 }
 
 // remoteTaskKey is one org's remote task id.
@@ -38,14 +36,7 @@ type remoteTaskKey struct{ org, task string }
 
 // add buffers the update of d, by operation owner.
 func (u *updateBatch) add(owner int, d ledger.Delegation) {
-	if u.ids == nil {
-		u.ids, u.operations, u.tasks = map[uuid.UUID]bool{}, map[ledger.OperationKey]bool{}, map[remoteTaskKey]bool{}
-	}
-	u.ids[d.ID] = true
-	u.operations[operationKey(d.Tenant, d.BusinessOperationID)] = true
-	if d.Remote.TaskID != "" {
-		u.tasks[taskKey(d.OrgID, d.Remote.TaskID)] = true
-	}
+	u.delegationKeys.add(d)
 	u.owners = append(u.owners, owner)
 	p := &u.p
 	p.Ids = append(p.Ids, d.ID)
@@ -152,23 +143,6 @@ func (u *updateBatch) mustPrecede(sql string, args []any) bool {
 		return false
 	}
 	return mustPrecedeRead(sql, args, delegationReads.of, u.holds)
-}
-
-// holds: a buffered update is of a delegation r names (a buffered update
-// never changes a delegation's business operation or, once recorded, its
-// remote task, and writes no used token id).
-func (u *updateBatch) holds(r readRows) bool {
-	switch r.kind {
-	case byDelegation:
-		return u.ids[r.id]
-	case byOperation:
-		return u.operations[r.operation()]
-	case byRemoteTask:
-		return u.tasks[r.task()]
-	case byUsedToken:
-		return false
-	}
-	return true
 }
 
 // namesDelegations matches what a statement reading the delegations names.

@@ -1109,16 +1109,11 @@ func TestA2AAtomicReceiptFetchedAfterALostCancelReply(t *testing.T) {
 	var lost atomic.Int32
 	loseCancelReplies := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
+			method, ok := rpcMethod(w, r)
+			if !ok {
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var call struct {
-				Method string `json:"method"`
-			}
-			if json.Unmarshal(body, &call) != nil || call.Method != "CancelTask" {
+			if method != "CancelTask" {
 				h.ServeHTTP(w, r)
 				return
 			}
@@ -1176,17 +1171,11 @@ func TestA2AAtomicReceiptAfterAStreamedCancel(t *testing.T) {
 	}
 	streamFirst := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
+			method, ok := rpcMethod(w, r)
+			if !ok {
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var call struct {
-				Method string `json:"method"`
-			}
-			_ = json.Unmarshal(body, &call)
-			switch call.Method {
+			switch method {
 			case "SubscribeToTask":
 				h.ServeHTTP(firstWriteWriter{ResponseWriter: w, wrote: func() { once.Do(func() { close(subscribed) }) }}, r)
 			case "CancelTask":
@@ -1245,3 +1234,20 @@ func (w firstWriteWriter) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController flush the stream.
 func (w firstWriteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// rpcMethod is the JSON-RPC method r calls ("" when its body is not one),
+// its body left to be read again; false, with a 400 sent, when the body
+// cannot be read.
+func rpcMethod(w http.ResponseWriter, r *http.Request) (string, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return "", false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var call struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &call)
+	return call.Method, true
+}

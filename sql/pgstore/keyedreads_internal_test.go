@@ -2,35 +2,14 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/compensation"
 	"github.com/quittance/quittance/ledger"
 	"github.com/quittance/quittance/sql/internal/dbsqlc"
 )
-
-// sentStatements records what the generated queries send, rows and all.
-type sentStatements struct{ sent []queuedStatement }
-
-func (s *sentStatements) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	s.sent = append(s.sent, queuedStatement{sql: sql, args: args})
-	return pgconn.CommandTag{}, nil
-}
-
-func (s *sentStatements) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
-	s.sent = append(s.sent, queuedStatement{sql: sql, args: args})
-	return nil, errors.New("recorded")
-}
-
-func (s *sentStatements) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
-	s.sent = append(s.sent, queuedStatement{sql: sql, args: args})
-	return errRow{errors.New("recorded")}
-}
 
 // TestKeyedReadsNameTheirRows sends every statement of keyedReads through
 // the generated code and checks that rowsRead finds the rows its caller
@@ -41,7 +20,7 @@ func TestKeyedReadsNameTheirRows(t *testing.T) {
 	id := uuid.New()
 	task := "task-7"
 	want := map[string]readRows{}
-	rec := &sentStatements{}
+	rec := &planRecorder{}
 	q := dbsqlc.New(rec)
 	send := func(name string, r readRows, call func()) {
 		want[name] = r
@@ -72,7 +51,7 @@ func TestKeyedReadsNameTheirRows(t *testing.T) {
 	if len(want) != len(keyedReads) {
 		t.Errorf("the test sends %d statements, keyedReads has %d: send each", len(want), len(keyedReads))
 	}
-	for _, s := range rec.sent {
+	for _, s := range rec.statements {
 		name := statementName(s.sql)
 		got, ok := rowsRead(s.sql, s.args)
 		if !ok || got != want[name] {
@@ -86,7 +65,7 @@ func TestKeyedReadsNameTheirRows(t *testing.T) {
 // read that names nothing waits for every buffer it concerns.
 func TestBuffersWaitOnlyForTheRowsAKeyedReadNames(t *testing.T) {
 	ctx := context.Background()
-	rec := &sentStatements{}
+	rec := &planRecorder{}
 	q := dbsqlc.New(rec)
 	mine, other := uuid.New(), uuid.New()
 	task := "task-1"
@@ -124,10 +103,10 @@ func TestBuffersWaitOnlyForTheRowsAKeyedReadNames(t *testing.T) {
 		{false, false, false, false}, // another token id
 		{true, true, false, false},   // a read of any delegation
 	}
-	if len(rec.sent) != len(want) {
-		t.Fatalf("sent %d statements, want %d", len(rec.sent), len(want))
+	if len(rec.statements) != len(want) {
+		t.Fatalf("sent %d statements, want %d", len(rec.statements), len(want))
 	}
-	for i, s := range rec.sent {
+	for i, s := range rec.statements {
 		got := [4]bool{inserts.mustPrecede(s.sql, s.args), updates.mustPrecede(s.sql, s.args),
 			evidence.mustPrecede(s.sql, s.args), tokens.mustPrecede(s.sql, s.args)}
 		if got != want[i] {

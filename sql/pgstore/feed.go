@@ -89,10 +89,27 @@ const (
 	channelWebhooks = "quittance_webhooks"
 )
 
-// notifier sends the notifications of a Store's commits.
+// notifyInterval is the least time between the starts of two of a
+// Store's notifications. A NOTIFY wakes every backend that LISTENs in the
+// database, whatever its channel (each replica's webhook and credential
+// listeners among them), and each wakes into a transaction of its own to
+// read the queue: a notification for every flush made PostgreSQL commit
+// about three transactions a flush beside the flush's own with three
+// replicas (cmd/quittance-bench/BENCHMARK.md). The commits of one interval
+// share the notification sent when it ends, so another replica hears of a
+// commit at most this late, and of the first commit after a quiet one at
+// once. This replica's own subscribers are woken at every commit.
+const notifyInterval = 50 * time.Millisecond
+
+// notifier sends the notifications of a Store's commits, one at a time
+// and at most one an interval; the commits that arrive meanwhile share
+// the next one.
 type notifier struct {
+	send     func(webhooks bool) // sends one notification
+	interval time.Duration
+
 	mu       sync.Mutex
-	running  bool // a goroutine is sending
+	running  bool // a goroutine is sending, or waiting out the interval
 	again    bool // a commit came after it started its last notification
 	webhooks bool // a commit not yet announced queued webhook deliveries
 }
@@ -102,14 +119,26 @@ type notifier struct {
 // at once, every replica's (this one's too) through NOTIFY. The
 // notification is sent in a statement of its own, never in the writing
 // transaction, whose commit would then take PostgreSQL's cluster-wide
-// notification lock. One goroutine sends at a time; the commits that
-// arrive meanwhile share its next notification.
+// notification lock.
 func (s *Store) eventsCommitted(deliveriesQueued bool) {
 	s.feedListen.broadcast()
 	if deliveriesQueued {
 		s.webhookListen.broadcast()
 	}
-	n := &s.notify
+	s.notify.committed(deliveriesQueued)
+}
+
+// sendNotification sends one notification of this Store's commits.
+func (s *Store) sendNotification(webhooks bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A lost notification costs latency, never an event: readers poll.
+	_ = s.q.FeedNotify(ctx, webhooks)
+}
+
+// committed announces a commit: at once if no notification was started in
+// the last interval, else with the next one.
+func (n *notifier) committed(deliveriesQueued bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.webhooks = n.webhooks || deliveriesQueued
@@ -118,20 +147,19 @@ func (s *Store) eventsCommitted(deliveriesQueued bool) {
 		return
 	}
 	n.running = true
-	go s.sendNotifications()
+	go n.run()
 }
 
-func (s *Store) sendNotifications() {
-	n := &s.notify
+// run sends notifications while commits keep coming, one an interval.
+func (n *notifier) run() {
 	n.mu.Lock()
 	for {
 		webhooks := n.webhooks
 		n.webhooks = false
 		n.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		// A lost notification costs latency, never an event: readers poll.
-		_ = s.q.FeedNotify(ctx, webhooks)
-		cancel()
+		started := time.Now()
+		n.send(webhooks)
+		time.Sleep(n.interval - time.Since(started))
 		n.mu.Lock()
 		if !n.again {
 			n.running = false

@@ -62,6 +62,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s.writes = coalescer{s: s, cfg: DefaultCoalescing}
 	s.feedListen = newListener(s, channelEvents)
 	s.webhookListen = newListener(s, channelWebhooks)
+	s.notify.send, s.notify.interval = s.sendNotification, notifyInterval
 	for _, o := range opts {
 		o(s)
 	}

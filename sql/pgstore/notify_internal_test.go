@@ -31,24 +31,37 @@ func newRecordingNotifier(interval time.Duration) *recordingNotifier {
 	return r
 }
 
+// sentSoFar is what the notifier has sent so far.
+func (r *recordingNotifier) sentSoFar() []sentNotification {
+	r.sentMu.Lock()
+	defer r.sentMu.Unlock()
+	return append([]sentNotification(nil), r.sent...)
+}
+
+// isRunning: the notifier is sending, or waiting out its interval.
+func (r *recordingNotifier) isRunning() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running
+}
+
 // settled waits until the notifier has nothing left to send, and returns
 // what it sent.
 func (r *recordingNotifier) settled(t *testing.T) []sentNotification {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		r.mu.Lock()
-		running := r.running
-		r.mu.Unlock()
-		if !running {
-			break
-		}
+	within(t, 10*time.Second, "the notifier to be done after the last commit", func() bool { return !r.isRunning() })
+	return r.sentSoFar()
+}
+
+// within polls cond every millisecond until it holds, or fails the test
+// after d, saying what it waited for.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the notifier is still sending 10 s after the last commit")
+			t.Fatalf("waited %s for %s", d, what)
 		}
 	}
-	r.sentMu.Lock()
-	defer r.sentMu.Unlock()
-	return append([]sentNotification(nil), r.sent...)
 }
 
 // TestNotifierSendsOneNotificationAnInterval: commits far more frequent
@@ -100,19 +113,8 @@ func TestNotifierAnnouncesAQuietCommitAtOnce(t *testing.T) {
 	t.Parallel()
 	const interval = 2 * time.Second
 	r := newRecordingNotifier(interval)
-	committed := time.Now()
 	r.committed(false)
-	for deadline := time.Now().Add(interval / 2); ; time.Sleep(time.Millisecond) {
-		r.sentMu.Lock()
-		n := len(r.sent)
-		r.sentMu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no notification %s after a commit on a quiet notifier (interval %s)", time.Since(committed), interval)
-		}
-	}
+	within(t, interval/2, "a notification after a commit on a quiet notifier", func() bool { return len(r.sentSoFar()) > 0 })
 	if sent := r.settled(t); len(sent) != 1 || sent[0].webhooks {
 		t.Fatalf("one commit without deliveries sent %v, want one notification without webhooks", sent)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -131,10 +132,13 @@ func partitionKeys(k ledger.WriteKeys) []string {
 	m := merge(k)
 	part := m.locks
 	for _, id := range m.delegations {
-		part = append(part, "quittance/delegation:"+id.String())
+		part = append(part, delegationKey(id))
 	}
 	return part
 }
+
+// delegationKey is a delegation's partition key.
+func delegationKey(id uuid.UUID) string { return "quittance/delegation:" + id.String() }
 
 // do runs fn in a flush and returns its answer.
 func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
@@ -457,12 +461,23 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 	if err := preRead(ctx, conn, shared, mergeKeys(ops)); err != nil {
 		return judge(conn, -1, nil)
 	}
+	steps := make([]*pipeStep, len(ops))
 	for i, o := range ops {
 		oc := &opConn{conn: conn, owner: i + 1, flush: ctx}
 		t := newTx(oc, shared)
 		r.txs[i] = t
-		err := o.fn(t)
-		if conn.failed == nil && !aborted(conn) && (err == nil || !oc.wrote) {
+		oc.step = &pipeStep{owner: oc.owner, part: o.part, run: func() error { return o.fn(t) }}
+		steps[i] = oc.step
+	}
+	errs := runPipelined(ctx, conn, shared, steps)
+	var read *readRefused
+	if k := conn.culprit - 1; k >= 0 && errors.As(conn.failed, &read) && errs[k] != nil {
+		// A statement operation k waited for was refused: its refusal is
+		// what it answered, as when it ran alone.
+		return refusedOne(k, errs[k])
+	}
+	for i, err := range errs {
+		if conn.failed == nil && !aborted(conn) && (err == nil || !r.txs[i].conn.wrote) {
 			// Accepted, or refused without a write: the transaction goes
 			// on, and the answer waits for its commit.
 			r.answers[i] = interpretError(err)
@@ -558,6 +573,9 @@ func checkFunds(ctx context.Context, conn *txConn, shared *txShared) (flushResul
 	if len(shared.moves) == 0 {
 		return flushResult{}, true
 	}
+	// The operations of a pipelined flush made them interleaved: they are
+	// played in arrival order.
+	slices.SortStableFunc(shared.moves, func(a, b pendingMove) int { return a.owner - b.owner })
 	var ids []string
 	seen := map[string]bool{}
 	for _, m := range shared.moves {
@@ -598,6 +616,10 @@ type opConn struct {
 	// wrote: the operation sent or queued a statement that may have
 	// written (mayWrite).
 	wrote bool
+	// step, in a pipelined flush, is the operation's place in it: a
+	// statement it sends waits for the flush's next round trip
+	// (pipeline.go).
+	step *pipeStep
 }
 
 var _ dbsqlc.DBTX = (*opConn)(nil)
@@ -619,6 +641,9 @@ func (o *opConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
+	if o.step != nil {
+		return o.step.exec(sql, args)
+	}
 	return o.conn.Exec(ctx, sql, args...)
 }
 
@@ -627,6 +652,9 @@ func (o *opConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if err != nil {
 		return nil, err
 	}
+	if o.step != nil {
+		return o.step.query(sql, args)
+	}
 	return o.conn.Query(ctx, sql, args...)
 }
 
@@ -634,6 +662,9 @@ func (o *opConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	ctx, err := o.context(ctx, sql)
 	if err != nil {
 		return errRow{err}
+	}
+	if o.step != nil {
+		return o.step.queryRow(sql, args)
 	}
 	return o.conn.QueryRow(ctx, sql, args...)
 }

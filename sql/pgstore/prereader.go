@@ -121,6 +121,12 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 		})
 		err = errors.Join(err, e)
 	}
+	recording := -1 // the index of the remote tasks' delegations' statement
+	if k.flush && len(ids) > 0 && len(k.orgIDs) > 0 {
+		recording = len(rec.statements)
+		_, e := q.DelegationsRecordingRemoteTasks(ctx, dbsqlc.DelegationsRecordingRemoteTasksParams{OrgIds: k.orgIDs, TaskIds: k.taskIDs})
+		err = errors.Join(err, e)
+	}
 	fresh, e3 := queueKeysTaken(ctx, q, rec, k)
 	if err = errors.Join(err, e3); err != nil {
 		return err
@@ -142,6 +148,8 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 				return readHeads(br, shared)
 			case fresh:
 				return readKeysTaken(br, conn, k)
+			case recording:
+				return readRecording(br, shared, k)
 			}
 			_, err := br.Exec()
 			return err
@@ -176,6 +184,27 @@ func readHeads(br pgx.BatchResults, shared *txShared) error {
 		}
 	}
 	return rows.Err()
+}
+
+// readRecording reads which delegations record the remote tasks the flush
+// names (DelegationsRecordingRemoteTasks) into shared.recording.
+func readRecording(br pgx.BatchResults, shared *txShared, k flushKeys) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.DelegationsRecordingRemoteTasksRow])
+	if err != nil {
+		return err
+	}
+	shared.recording = map[string][]string{}
+	for _, r := range found {
+		if i := int(r.Ord) - 1; i >= 0 && i < len(k.orgIDs) {
+			task := remoteTaskLock(k.orgIDs[i], k.taskIDs[i])
+			shared.recording[task] = append(shared.recording[task], delegationKey(r.ID))
+		}
+	}
+	return nil
 }
 
 // nonNil is s, or an empty slice for nil: a nil slice is sent as NULL,

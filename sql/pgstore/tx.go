@@ -49,6 +49,11 @@ type txShared struct {
 	// locked, as it last read or updated them (seen, UpdateDelegation): an
 	// update that leaves one as it was may be buffered (updatebatch.go).
 	remotes map[uuid.UUID]ledger.RemoteTask
+	// recording are the delegations recording the remote tasks a flush's
+	// operations name, as partition keys by the task's (partitionKeys),
+	// from the pre-read: a pipelined flush runs an operation naming one
+	// after one naming the other (pipeline.go).
+	recording map[string][]string
 }
 
 // seen notes the remote tasks of delegations the transaction locked and

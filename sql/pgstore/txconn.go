@@ -191,21 +191,7 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 	if b.closed {
 		return nil, errors.New("transaction already closed")
 	}
-	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.inserts.mustPrecede(st.sql, st.args) }) {
-		b.queueInserts()
-	}
-	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.tokens.mustPrecede(st.sql, st.args) }) {
-		b.queueTokens()
-	}
-	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.updates.mustPrecede(st.sql, st.args) }) {
-		b.queueUpdates(ctx)
-	}
-	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.evidence.mustPrecede(st.sql, st.args) }) {
-		b.queueEvidence(ctx)
-	}
-	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.events.mustPrecede(st.sql, st.args) }) {
-		b.queueEvents(ctx)
-	}
+	b.precede(ctx, stmts)
 	var batch pgx.Batch
 	begin := b.conn == nil
 	if begin {
@@ -252,6 +238,26 @@ func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.Batc
 		}
 	}
 	return br, nil
+}
+
+// precede queues the buffers whose rows one of stmts may read or conflict
+// with (each buffer's mustPrecede), so that they run before it.
+func (b *txConn) precede(ctx context.Context, stmts []queuedStatement) {
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.inserts.mustPrecede(st.sql, st.args) }) {
+		b.queueInserts()
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.tokens.mustPrecede(st.sql, st.args) }) {
+		b.queueTokens()
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.updates.mustPrecede(st.sql, st.args) }) {
+		b.queueUpdates(ctx)
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.evidence.mustPrecede(st.sql, st.args) }) {
+		b.queueEvidence(ctx)
+	}
+	if slices.ContainsFunc(stmts, func(st queuedStatement) bool { return b.events.mustPrecede(st.sql, st.args) }) {
+		b.queueEvents(ctx)
+	}
 }
 
 // statementRefused: err is no error (the statement ran, and its check

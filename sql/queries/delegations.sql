@@ -244,6 +244,20 @@ SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::by
 FROM (SELECT 'delegation:' || l.id::text AS stream FROM locked l ORDER BY 1) s
 CROSS JOIN LATERAL event_stream_head(s.stream) h;
 
+-- name: DelegationsRecordingRemoteTasks :many
+-- The delegations recording the org's remote tasks (@org_ids[i],
+-- @task_ids[i]), each with the position i of the task it records (from
+-- 1): a flush's pre-read reads them after DelegationsAndStreamsLockForFlush
+-- has locked them, so that an operation naming a delegation and one naming
+-- its remote task run one after the other (sql/pgstore/pipeline.go). Each
+-- is found by a lookup of its own, as in DelegationsAndStreamsLockForFlush.
+SELECT k.ord::integer AS ord, t.id
+FROM (SELECT generate_subscripts(a.org_ids, 1) AS ord, unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
+      FROM (SELECT @org_ids::text[] AS org_ids, @task_ids::text[] AS task_ids OFFSET 0) a) k
+CROSS JOIN LATERAL (
+    SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
+) t;
+
 -- name: DelegationInsertBatch :many
 -- Inserts a flush's new delegations, in one statement, each as
 -- DelegationInsert would (an empty remote task, context or protocol version

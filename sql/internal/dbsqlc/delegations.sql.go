@@ -1194,3 +1194,48 @@ func (q *Queries) DelegationsAndStreamsLockForFlush(ctx context.Context, arg Del
 	}
 	return items, nil
 }
+
+const delegationsRecordingRemoteTasks = `-- name: DelegationsRecordingRemoteTasks :many
+SELECT k.ord::integer AS ord, t.id
+FROM (SELECT generate_subscripts(a.org_ids, 1) AS ord, unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
+      FROM (SELECT $1::text[] AS org_ids, $2::text[] AS task_ids OFFSET 0) a) k
+CROSS JOIN LATERAL (
+    SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
+) t
+`
+
+type DelegationsRecordingRemoteTasksParams struct {
+	OrgIds  []string
+	TaskIds []string
+}
+
+type DelegationsRecordingRemoteTasksRow struct {
+	Ord int32
+	ID  uuid.UUID
+}
+
+// The delegations recording the org's remote tasks (@org_ids[i],
+// @task_ids[i]), each with the position i of the task it records (from
+// 1): a flush's pre-read reads them after DelegationsAndStreamsLockForFlush
+// has locked them, so that an operation naming a delegation and one naming
+// its remote task run one after the other (sql/pgstore/pipeline.go). Each
+// is found by a lookup of its own, as in DelegationsAndStreamsLockForFlush.
+func (q *Queries) DelegationsRecordingRemoteTasks(ctx context.Context, arg DelegationsRecordingRemoteTasksParams) ([]DelegationsRecordingRemoteTasksRow, error) {
+	rows, err := q.db.Query(ctx, delegationsRecordingRemoteTasks, arg.OrgIds, arg.TaskIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationsRecordingRemoteTasksRow
+	for rows.Next() {
+		var i DelegationsRecordingRemoteTasksRow
+		if err := rows.Scan(&i.Ord, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -67,8 +67,8 @@ func WithCoalescing(c Coalescing) Option {
 }
 
 // coalescer queues the operations of concurrent callers of inTx and runs
-// them in flushes: up to MaxBatch operations, one after the other, in one
-// transaction. A flusher takes what is queued as soon as its previous
+// them in flushes: up to MaxBatch operations, side by side as if one after
+// the other (pipeline.go), in one transaction. A flusher takes what is queued as soon as its previous
 // flush returns (no timer: an idle service answers at once), and exits
 // when it finds nothing it may take.
 //
@@ -562,7 +562,8 @@ func broken(conn *txConn) bool {
 }
 
 // checkFunds locks the budgets the flush moves, in id order, and plays the
-// movements in the order the operations made them: an operation with a
+// movements in arrival order (each operation's in the order it made them;
+// side by side, the operations made them interleaved): an operation with a
 // movement the budget cannot cover would fail the commit, and be refused
 // alone; with many on a hot budget, one at a time would run the flush again
 // for each. Every operation refused here is answered, and the others run
@@ -573,8 +574,6 @@ func checkFunds(ctx context.Context, conn *txConn, shared *txShared) (flushResul
 	if len(shared.moves) == 0 {
 		return flushResult{}, true
 	}
-	// The operations of a pipelined flush made them interleaved: they are
-	// played in arrival order.
 	slices.SortStableFunc(shared.moves, func(a, b pendingMove) int { return a.owner - b.owner })
 	var ids []string
 	seen := map[string]bool{}

@@ -58,7 +58,7 @@ func (t *tx) queueMoves() error {
 	return nil
 }
 
-// queueMoveBatch queues moves, a flush's in the order they were made, in
+// queueMoveBatch queues moves, a flush's in arrival order (checkFunds), in
 // one statement: one journal row each, one update of each budget by the
 // net of its movements. checkFunds has locked the budgets (locked holds
 // each one that exists) and played the movements one by one against them,

@@ -193,7 +193,7 @@ func (s *pipeStep) wait(sql string, args []any) *keptResult {
 		return &keptResult{answered: true, err: errors.New("transaction already closed")}
 	}
 	res := &keptResult{}
-	c.queueRead(s.owner, sql, args, res)
+	c.queueRead(s.p.flush, s.owner, sql, args, res)
 	s.waiting, s.state = res, stepWaiting
 	s.p.baton <- struct{}{}
 	<-s.wake
@@ -224,9 +224,9 @@ func (s *pipeStep) queryRow(sql string, args []any) pgx.Row {
 // queueRead queues sql, a statement a step of a pipelined flush waits for,
 // after the buffers it must follow: its result is kept in res. PostgreSQL's
 // refusal of it is its operation's (readRefused).
-func (b *txConn) queueRead(owner int, sql string, args []any, res *keptResult) {
+func (b *txConn) queueRead(ctx context.Context, owner int, sql string, args []any, res *keptResult) {
 	st := queuedStatement{sql: sql, args: args, owner: owner, read: res.read}
-	b.precede(context.Background(), []queuedStatement{st})
+	b.precede(ctx, []queuedStatement{st})
 	st.check = func(_ pgconn.CommandTag, err error) error {
 		if err != nil {
 			return &readRefused{err}

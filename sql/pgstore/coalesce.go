@@ -68,9 +68,9 @@ func WithCoalescing(c Coalescing) Option {
 
 // coalescer queues the operations of concurrent callers of inTx and runs
 // them in flushes: up to MaxBatch operations, side by side as if one after
-// the other (pipeline.go), in one transaction. A flusher takes what is queued as soon as its previous
-// flush returns (no timer: an idle service answers at once), and exits
-// when it finds nothing it may take.
+// the other (pipeline.go), in one transaction. A flusher takes what is
+// queued as soon as its previous flush returns (no timer: an idle service
+// answers at once), and exits when it finds nothing it may take.
 //
 // The queue is partitioned by the keys the operations name (their write
 // keys, partitionKeys): a flusher takes, in queue order, only operations
@@ -450,7 +450,8 @@ func (c *coalescer) committed(ops []*writeOp, r flushResult) {
 	}
 }
 
-// run runs ops one after the other in one transaction and commits it.
+// run runs ops side by side (runPipelined) in one transaction and commits
+// it.
 func (c *coalescer) run(ops []*writeOp) flushResult {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.FlushTimeout)
 	defer cancel()

@@ -42,6 +42,13 @@ func killFlushConnection(tb testing.TB, s *Store, t *tx) {
 // flush carries them all, and returns each one's answer.
 func flushTogether(t *testing.T, s *Store, fns ...func(*tx) error) []error {
 	t.Helper()
+	return flushTogetherKeyed(t, s, nil, fns...)
+}
+
+// flushTogetherKeyed is flushTogether with fns[i] naming keys[i] (none
+// past the end of keys).
+func flushTogetherKeyed(t *testing.T, s *Store, keys []ledger.WriteKeys, fns ...func(*tx) error) []error {
+	t.Helper()
 	ctx := context.Background()
 	started, gate := make(chan struct{}), make(chan struct{})
 	held := make(chan error, 1)
@@ -56,7 +63,11 @@ func flushTogether(t *testing.T, s *Store, fns ...func(*tx) error) []error {
 	errs := make([]error, len(fns))
 	var wg sync.WaitGroup
 	for i, fn := range fns {
-		wg.Go(func() { errs[i] = s.inTx(ctx, fn) })
+		opCtx := ctx
+		if i < len(keys) {
+			opCtx = ledger.WithWriteKeys(ctx, keys[i])
+		}
+		wg.Go(func() { errs[i] = s.inTx(opCtx, fn) })
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			s.writes.mu.Lock()

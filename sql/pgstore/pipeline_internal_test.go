@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quittance/quittance/ledger"
@@ -52,5 +53,71 @@ func TestPipelinedRefusedReadIsItsOperations(t *testing.T) {
 	}
 	if n := budgetsExist(t, s, "a", "b", "c"); n != 2 {
 		t.Errorf("%d budgets exist, want the neighbours' 2", n)
+	}
+}
+
+// TestPipelinedRowsReadAsPgxRows: a statement's rows, kept from the round
+// trip an operation waited for, read as pgx's own rows of the same
+// statement do: Values and Scan, NULL included, and no row for QueryRow
+// as pgx.ErrNoRows.
+func TestPipelinedRowsReadAsPgxRows(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := New(pool, WithCoalescing(Coalescing{MaxBatch: 16, Flushers: 1}))
+	ctx := context.Background()
+	const sql = `SELECT 7::int AS n, 'x'::text AS s, NULL::int AS none, '2026-03-02T09:00:00Z'::timestamptz AS at FROM generate_series(1, 2)`
+	values := func(rows pgx.Rows) ([][]any, error) {
+		defer rows.Close()
+		var all [][]any
+		for rows.Next() {
+			v, err := rows.Values()
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, v)
+		}
+		return all, rows.Err()
+	}
+	rows, err := pool.Query(ctx, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := values(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]any
+	var scanned struct {
+		n    int
+		none *int
+	}
+	var noRow error
+	// A flush of one operation runs it as a transaction alone: a second
+	// makes it a step of a pipelined flush.
+	errs := flushTogether(t, s, insertBudget("beside"), func(t *tx) error {
+		rows, err := t.conn.Query(ctx, sql)
+		if err != nil {
+			return err
+		}
+		if got, err = values(rows); err != nil {
+			return err
+		}
+		if err := t.conn.QueryRow(ctx, sql).Scan(&scanned.n, nil, &scanned.none, nil); err != nil {
+			return err
+		}
+		noRow = t.conn.QueryRow(ctx, `SELECT 1 WHERE false`).Scan(new(int))
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != 2 {
+		t.Errorf("kept rows' values %v, pgx's %v", got, want)
+	}
+	if scanned.n != 7 || scanned.none != nil {
+		t.Errorf("scanned %d and %v, want 7 and NULL", scanned.n, scanned.none)
+	}
+	if !errors.Is(noRow, pgx.ErrNoRows) {
+		t.Errorf("a row of no rows scanned: %v, want pgx.ErrNoRows", noRow)
 	}
 }

@@ -17,20 +17,28 @@ import (
 )
 
 // statementNames records the sqlc names of the statements a pool sends,
-// alone or in batches.
+// alone or in batches, and its round trips.
 type statementNames struct {
 	mu    sync.Mutex
 	names []string
+	// trips are the round trips sent (a statement alone, or a batch),
+	// each as its statements' names (a text without one as itself).
+	trips []string
 }
 
-func (s *statementNames) note(sql string) {
-	name, ok := strings.CutPrefix(sql, "-- name: ")
-	if !ok {
-		return
-	}
+// note notes one round trip of the statements sqls.
+func (s *statementNames) note(sqls ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.names = append(s.names, strings.Fields(name)[0])
+	trip := make([]string, len(sqls))
+	for i, sql := range sqls {
+		trip[i] = sql
+		if name, ok := strings.CutPrefix(sql, "-- name: "); ok {
+			trip[i] = strings.Fields(name)[0]
+			s.names = append(s.names, trip[i])
+		}
+	}
+	s.trips = append(s.trips, strings.Join(trip, ", "))
 }
 
 func (s *statementNames) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
@@ -39,9 +47,11 @@ func (s *statementNames) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx
 }
 func (s *statementNames) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 func (s *statementNames) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	for _, q := range d.Batch.QueuedQueries {
-		s.note(q.SQL)
+	sqls := make([]string, len(d.Batch.QueuedQueries))
+	for i, q := range d.Batch.QueuedQueries {
+		sqls[i] = q.SQL
 	}
+	s.note(sqls...)
 	return ctx
 }
 func (s *statementNames) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
@@ -55,6 +65,16 @@ func (s *statementNames) inOrder() []string {
 	names := s.names
 	s.names = nil
 	return names
+}
+
+// roundTrips returns the round trips sent since its last call, in the
+// order they were sent, and forgets them.
+func (s *statementNames) roundTrips() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	trips := s.trips
+	s.trips = nil
+	return trips
 }
 
 // sent returns how many statements of each name were sent since the last

@@ -471,20 +471,16 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 		steps[i] = oc.step
 	}
 	errs := runPipelined(ctx, conn, shared, steps)
-	var read *readRefused
-	if k := conn.culprit - 1; k >= 0 && errors.As(conn.failed, &read) && errs[k] != nil {
-		// A statement operation k waited for was refused: its refusal is
-		// what it answered, as when it ran alone.
-		return refusedOne(k, errs[k])
+	if conn.failed != nil || aborted(conn) {
+		return judgeFailedRun(conn, errs)
 	}
 	for i, err := range errs {
-		if conn.failed == nil && !aborted(conn) && (err == nil || !r.txs[i].conn.wrote) {
-			// Accepted, or refused without a write: the transaction goes
-			// on, and the answer waits for its commit.
-			r.answers[i] = interpretError(err)
-			continue
+		if err != nil && r.txs[i].conn.wrote {
+			return judge(conn, i, err)
 		}
-		return judge(conn, i, err)
+		// Accepted, or refused without a write: the transaction goes on,
+		// and the answer waits for its commit.
+		r.answers[i] = interpretError(err)
 	}
 	// The flush's updates of delegations, its evidence and its events, one
 	// statement each, ride with the budgets' locks or the COMMIT.
@@ -520,6 +516,21 @@ func judge(conn *txConn, i int, err error) flushResult {
 		return flushResult{outcome: replay}
 	}
 	return refusedOne(i, err)
+}
+
+// judgeFailedRun says what a transaction becomes when it failed while its
+// operations ran (errs, each one's answer). Every statement an operation
+// sent or queued is tagged with it, so the statement that failed names
+// its culprit: when that was a statement the operation waited for
+// (readRefused), its refusal is what the operation answered, as when it
+// ran alone; otherwise judge decides by the failed statement alone, and
+// with no culprit each operation runs again alone.
+func judgeFailedRun(conn *txConn, errs []error) flushResult {
+	var read *readRefused
+	if k := conn.culprit - 1; k >= 0 && errors.As(conn.failed, &read) && errs[k] != nil {
+		return refusedOne(k, errs[k])
+	}
+	return judge(conn, -1, nil)
 }
 
 // refusedOne is the result of a transaction rolled back for operation i's

@@ -186,11 +186,8 @@ func (p *pipeline) sendWaiting() {
 // until it is answered; it runs in s's goroutine.
 func (s *pipeStep) wait(sql string, args []any) *keptResult {
 	c := s.p.conn
-	if c.failed != nil {
-		return &keptResult{answered: true, err: c.failed}
-	}
-	if c.closed {
-		return &keptResult{answered: true, err: errors.New("transaction already closed")}
+	if err := c.unusable(); err != nil {
+		return &keptResult{answered: true, err: err}
 	}
 	res := &keptResult{}
 	c.queueRead(s.p.flush, s.owner, sql, args, res)

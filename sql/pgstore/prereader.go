@@ -121,6 +121,9 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 		})
 		err = errors.Join(err, e)
 	}
+	// Only a flush naming delegations by id as well as remote tasks needs
+	// to know which delegations record the tasks (pipeline.go): otherwise
+	// operations on one delegation name it alike.
 	recording := -1 // the index of the remote tasks' delegations' statement
 	if k.flush && len(ids) > 0 && len(k.orgIDs) > 0 {
 		recording = len(rec.statements)

@@ -182,14 +182,23 @@ func (b *txConn) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	return b.sendAll(ctx, []queuedStatement{{sql: sql, args: args}})
 }
 
+// unusable is why nothing more can be sent in the transaction (it failed,
+// or it is closed), or nil.
+func (b *txConn) unusable() error {
+	if b.failed != nil {
+		return b.failed
+	}
+	if b.closed {
+		return errors.New("transaction already closed")
+	}
+	return nil
+}
+
 // sendAll is send with any number of statements after the queued writes,
 // whose results the caller reads, in order, from the returned batch.
 func (b *txConn) sendAll(ctx context.Context, stmts []queuedStatement) (pgx.BatchResults, error) {
-	if b.failed != nil {
-		return nil, b.failed
-	}
-	if b.closed {
-		return nil, errors.New("transaction already closed")
+	if err := b.unusable(); err != nil {
+		return nil, err
 	}
 	b.precede(ctx, stmts)
 	var batch pgx.Batch

@@ -131,7 +131,7 @@ func TestPreReadProbesIndexesAfterTheTableGrows(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `ANALYZE delegations`); err != nil {
 		t.Fatal(err)
 	}
-	text := genericPlan(ctx, t, b.pool, statement, `'{00000000-0000-0000-0000-000000000001}', '{globex}', '{seed-task-1}'`)
+	text := genericPlan(ctx, t, b.pool, statement, `'{globex}', '{seed-task-1}', '{00000000-0000-0000-0000-000000000001}'`)
 	if strings.Contains(text, "Seq Scan on delegations") {
 		t.Errorf("the generic plan scans the delegations:\n%s", text)
 	}

@@ -121,15 +121,6 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 		})
 		err = errors.Join(err, e)
 	}
-	// Only a flush naming delegations by id as well as remote tasks needs
-	// to know which delegations record the tasks (pipeline.go): otherwise
-	// operations on one delegation name it alike.
-	recording := -1 // the index of the remote tasks' delegations' statement
-	if k.flush && len(ids) > 0 && len(k.orgIDs) > 0 {
-		recording = len(rec.statements)
-		_, e := q.DelegationsRecordingRemoteTasks(ctx, dbsqlc.DelegationsRecordingRemoteTasksParams{OrgIds: k.orgIDs, TaskIds: k.taskIDs})
-		err = errors.Join(err, e)
-	}
 	fresh, e3 := queueKeysTaken(ctx, q, rec, k)
 	if err = errors.Join(err, e3); err != nil {
 		return err
@@ -148,11 +139,9 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 		st.read = func(br pgx.BatchResults) error {
 			switch i {
 			case heads:
-				return readHeads(br, shared)
+				return readLocked(br, shared, k)
 			case fresh:
 				return readKeysTaken(br, conn, k)
-			case recording:
-				return readRecording(br, shared, k)
 			}
 			_, err := br.Exec()
 			return err
@@ -162,49 +151,35 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 	return nil
 }
 
-// readHeads reads the stream heads of a pre-read's
-// DelegationsAndStreamsLockForFlush into shared.heads.
-func readHeads(br pgx.BatchResults, shared *txShared) error {
+// readLocked reads what a pre-read's DelegationsAndStreamsLockForFlush
+// returns for each delegation it locked: its stream's head, into
+// shared.heads, and the remote tasks among k's it records, into
+// shared.recording.
+func readLocked(br pgx.BatchResults, shared *txShared, k flushKeys) error {
 	rows, err := br.Query()
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
+	locked, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.DelegationsAndStreamsLockForFlushRow])
+	if err != nil {
+		return err
+	}
 	if shared.heads == nil {
 		shared.heads = map[string]streamHead{}
 	}
-	for rows.Next() {
-		var (
-			stream string
-			seq    int32
-			hash   []byte
-		)
-		if err := rows.Scan(&stream, &seq, &hash); err != nil {
-			return err
+	for _, d := range locked {
+		stream := ledger.DelegationStream(d.ID)
+		if _, ok := shared.heads[stream]; !ok && d.StreamSeq > 0 {
+			shared.heads[stream] = streamHead{seq: d.StreamSeq, hash: d.Hash}
 		}
-		if _, ok := shared.heads[stream]; !ok {
-			shared.heads[stream] = streamHead{seq: seq, hash: hash}
-		}
-	}
-	return rows.Err()
-}
-
-// readRecording reads which delegations record the remote tasks the flush
-// names (DelegationsRecordingRemoteTasks) into shared.recording.
-func readRecording(br pgx.BatchResults, shared *txShared, k flushKeys) error {
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbsqlc.DelegationsRecordingRemoteTasksRow])
-	if err != nil {
-		return err
-	}
-	shared.recording = map[string][]string{}
-	for _, r := range found {
-		if i := int(r.Ord) - 1; i >= 0 && i < len(k.orgIDs) {
-			task := remoteTaskLock(k.orgIDs[i], k.taskIDs[i])
-			shared.recording[task] = append(shared.recording[task], delegationKey(r.ID))
+		for _, ord := range d.RecordedTasks {
+			if i := int(ord) - 1; i >= 0 && i < len(k.orgIDs) {
+				if shared.recording == nil {
+					shared.recording = map[string][]string{}
+				}
+				task := remoteTaskLock(k.orgIDs[i], k.taskIDs[i])
+				shared.recording[task] = append(shared.recording[task], delegationKey(d.ID))
+			}
 		}
 	}
 	return nil

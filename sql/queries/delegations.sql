@@ -205,12 +205,16 @@ WHERE id = @id AND task_not_found_at IS NOT NULL;
 -- name: DelegationsAndStreamsLockForFlush :many
 -- Locks, in id order, the delegations a flush of coalesced writes touches,
 -- then their event streams in stream order, as event_stream_head locks
--- one, and returns the last event of each stream that has one (sql/pgstore/
+-- one, and returns a row for each delegation locked: the last event of its
+-- stream (stream_seq 0 when it has none), and the positions i (from 1) of
+-- the remote tasks it records among those named (sql/pgstore/
 -- prereader.go). The delegations are those of @ids and every delegation,
 -- of any tenant, recording one of the org's remote tasks (@org_ids[i],
--- @task_ids[i]), as evidence naming the task locks them. All row locks are
--- taken before the first stream's: the sort of the streams reads the whole
--- of the locked CTE first.
+-- @task_ids[i]), as evidence naming the task locks them; which tasks each
+-- records lets an operation naming a delegation and one naming its remote
+-- task run one after the other (sql/pgstore/pipeline.go). All row locks
+-- are taken before the first stream's: the sort of the streams reads the
+-- whole of the locked CTE first.
 --
 -- NO KEY UPDATE is the lock the delegations' UPDATE takes; FOR UPDATE would
 -- also wait for the key share locks the foreign keys of other transactions'
@@ -226,37 +230,28 @@ WHERE id = @id AND task_not_found_at IS NOT NULL;
 -- one flush's arrays is estimated no cheaper than the generic plan:
 -- PostgreSQL then keeps the generic plan instead of planning the statement
 -- again on every flush (TestWritePathKeepsGenericPlans).
-WITH wanted AS MATERIALIZED (
-    SELECT unnest(a.ids) AS id FROM (SELECT @ids::uuid[] AS ids OFFSET 0) a
-    UNION
-    SELECT t.id
-    FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
+WITH by_task AS MATERIALIZED (
+    SELECT k.ord, t.id
+    FROM (SELECT generate_subscripts(a.org_ids, 1) AS ord, unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
           FROM (SELECT @org_ids::text[] AS org_ids, @task_ids::text[] AS task_ids OFFSET 0) a) k
     CROSS JOIN LATERAL (
         SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
     ) t
+), wanted AS MATERIALIZED (
+    SELECT unnest(a.ids) AS id FROM (SELECT @ids::uuid[] AS ids OFFSET 0) a
+    UNION
+    SELECT b.id FROM by_task b
     ORDER BY id
 ), locked AS MATERIALIZED (
     SELECT d.id FROM wanted w
     CROSS JOIN LATERAL (SELECT d.id FROM delegations d WHERE d.id = w.id FOR NO KEY UPDATE) d
 )
-SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
-FROM (SELECT 'delegation:' || l.id::text AS stream FROM locked l ORDER BY 1) s
-CROSS JOIN LATERAL event_stream_head(s.stream) h;
-
--- name: DelegationsRecordingRemoteTasks :many
--- The delegations recording the org's remote tasks (@org_ids[i],
--- @task_ids[i]), each with the position i of the task it records (from
--- 1): a flush's pre-read reads them after DelegationsAndStreamsLockForFlush
--- has locked them, so that an operation naming a delegation and one naming
--- its remote task run one after the other (sql/pgstore/pipeline.go). Each
--- is found by a lookup of its own, as in DelegationsAndStreamsLockForFlush.
-SELECT k.ord::integer AS ord, t.id
-FROM (SELECT generate_subscripts(a.org_ids, 1) AS ord, unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
-      FROM (SELECT @org_ids::text[] AS org_ids, @task_ids::text[] AS task_ids OFFSET 0) a) k
-CROSS JOIN LATERAL (
-    SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
-) t;
+SELECT s.id, coalesce(h.stream_seq, 0)::integer AS stream_seq, h.hash,
+    (SELECT array_agg(b.ord ORDER BY b.ord) FROM by_task b WHERE b.id = s.id)::integer[] AS recorded_tasks
+FROM (SELECT l.id, 'delegation:' || l.id::text AS stream FROM locked l ORDER BY 2) s
+LEFT JOIN LATERAL (
+    SELECT e.stream_seq::integer AS stream_seq, e.hash::bytea AS hash FROM event_stream_head(s.stream) e
+) h ON true;
 
 -- name: DelegationInsertBatch :many
 -- Inserts a flush's new delegations, in one statement, each as

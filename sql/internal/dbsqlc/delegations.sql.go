@@ -1121,45 +1121,55 @@ func (q *Queries) DelegationUpdateBatch(ctx context.Context, arg DelegationUpdat
 }
 
 const delegationsAndStreamsLockForFlush = `-- name: DelegationsAndStreamsLockForFlush :many
-WITH wanted AS MATERIALIZED (
-    SELECT unnest(a.ids) AS id FROM (SELECT $1::uuid[] AS ids OFFSET 0) a
-    UNION
-    SELECT t.id
-    FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
-          FROM (SELECT $2::text[] AS org_ids, $3::text[] AS task_ids OFFSET 0) a) k
+WITH by_task AS MATERIALIZED (
+    SELECT k.ord, t.id
+    FROM (SELECT generate_subscripts(a.org_ids, 1) AS ord, unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
+          FROM (SELECT $1::text[] AS org_ids, $2::text[] AS task_ids OFFSET 0) a) k
     CROSS JOIN LATERAL (
         SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
     ) t
+), wanted AS MATERIALIZED (
+    SELECT unnest(a.ids) AS id FROM (SELECT $3::uuid[] AS ids OFFSET 0) a
+    UNION
+    SELECT b.id FROM by_task b
     ORDER BY id
 ), locked AS MATERIALIZED (
     SELECT d.id FROM wanted w
     CROSS JOIN LATERAL (SELECT d.id FROM delegations d WHERE d.id = w.id FOR NO KEY UPDATE) d
 )
-SELECT s.stream::text AS stream, h.stream_seq::integer AS stream_seq, h.hash::bytea AS hash
-FROM (SELECT 'delegation:' || l.id::text AS stream FROM locked l ORDER BY 1) s
-CROSS JOIN LATERAL event_stream_head(s.stream) h
+SELECT s.id, coalesce(h.stream_seq, 0)::integer AS stream_seq, h.hash,
+    (SELECT array_agg(b.ord ORDER BY b.ord) FROM by_task b WHERE b.id = s.id)::integer[] AS recorded_tasks
+FROM (SELECT l.id, 'delegation:' || l.id::text AS stream FROM locked l ORDER BY 2) s
+LEFT JOIN LATERAL (
+    SELECT e.stream_seq::integer AS stream_seq, e.hash::bytea AS hash FROM event_stream_head(s.stream) e
+) h ON true
 `
 
 type DelegationsAndStreamsLockForFlushParams struct {
-	Ids     []uuid.UUID
 	OrgIds  []string
 	TaskIds []string
+	Ids     []uuid.UUID
 }
 
 type DelegationsAndStreamsLockForFlushRow struct {
-	Stream    string
-	StreamSeq int32
-	Hash      []byte
+	ID            uuid.UUID
+	StreamSeq     int32
+	Hash          []byte
+	RecordedTasks []int32
 }
 
 // Locks, in id order, the delegations a flush of coalesced writes touches,
 // then their event streams in stream order, as event_stream_head locks
-// one, and returns the last event of each stream that has one (sql/pgstore/
+// one, and returns a row for each delegation locked: the last event of its
+// stream (stream_seq 0 when it has none), and the positions i (from 1) of
+// the remote tasks it records among those named (sql/pgstore/
 // prereader.go). The delegations are those of @ids and every delegation,
 // of any tenant, recording one of the org's remote tasks (@org_ids[i],
-// @task_ids[i]), as evidence naming the task locks them. All row locks are
-// taken before the first stream's: the sort of the streams reads the whole
-// of the locked CTE first.
+// @task_ids[i]), as evidence naming the task locks them; which tasks each
+// records lets an operation naming a delegation and one naming its remote
+// task run one after the other (sql/pgstore/pipeline.go). All row locks
+// are taken before the first stream's: the sort of the streams reads the
+// whole of the locked CTE first.
 //
 // NO KEY UPDATE is the lock the delegations' UPDATE takes; FOR UPDATE would
 // also wait for the key share locks the foreign keys of other transactions'
@@ -1176,7 +1186,7 @@ type DelegationsAndStreamsLockForFlushRow struct {
 // PostgreSQL then keeps the generic plan instead of planning the statement
 // again on every flush (TestWritePathKeepsGenericPlans).
 func (q *Queries) DelegationsAndStreamsLockForFlush(ctx context.Context, arg DelegationsAndStreamsLockForFlushParams) ([]DelegationsAndStreamsLockForFlushRow, error) {
-	rows, err := q.db.Query(ctx, delegationsAndStreamsLockForFlush, arg.Ids, arg.OrgIds, arg.TaskIds)
+	rows, err := q.db.Query(ctx, delegationsAndStreamsLockForFlush, arg.OrgIds, arg.TaskIds, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
@@ -1184,52 +1194,12 @@ func (q *Queries) DelegationsAndStreamsLockForFlush(ctx context.Context, arg Del
 	var items []DelegationsAndStreamsLockForFlushRow
 	for rows.Next() {
 		var i DelegationsAndStreamsLockForFlushRow
-		if err := rows.Scan(&i.Stream, &i.StreamSeq, &i.Hash); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const delegationsRecordingRemoteTasks = `-- name: DelegationsRecordingRemoteTasks :many
-SELECT k.ord::integer AS ord, t.id
-FROM (SELECT generate_subscripts(a.org_ids, 1) AS ord, unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
-      FROM (SELECT $1::text[] AS org_ids, $2::text[] AS task_ids OFFSET 0) a) k
-CROSS JOIN LATERAL (
-    SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
-) t
-`
-
-type DelegationsRecordingRemoteTasksParams struct {
-	OrgIds  []string
-	TaskIds []string
-}
-
-type DelegationsRecordingRemoteTasksRow struct {
-	Ord int32
-	ID  uuid.UUID
-}
-
-// The delegations recording the org's remote tasks (@org_ids[i],
-// @task_ids[i]), each with the position i of the task it records (from
-// 1): a flush's pre-read reads them after DelegationsAndStreamsLockForFlush
-// has locked them, so that an operation naming a delegation and one naming
-// its remote task run one after the other (sql/pgstore/pipeline.go). Each
-// is found by a lookup of its own, as in DelegationsAndStreamsLockForFlush.
-func (q *Queries) DelegationsRecordingRemoteTasks(ctx context.Context, arg DelegationsRecordingRemoteTasksParams) ([]DelegationsRecordingRemoteTasksRow, error) {
-	rows, err := q.db.Query(ctx, delegationsRecordingRemoteTasks, arg.OrgIds, arg.TaskIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []DelegationsRecordingRemoteTasksRow
-	for rows.Next() {
-		var i DelegationsRecordingRemoteTasksRow
-		if err := rows.Scan(&i.Ord, &i.ID); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.StreamSeq,
+			&i.Hash,
+			&i.RecordedTasks,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

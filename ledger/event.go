@@ -59,6 +59,29 @@ func (e Event) ComputeHash() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("canonicalize event data: %w", err)
 	}
+	return e.hashOver(data)
+}
+
+// HashedEvent is StorableEvent(e) with its Hash (ComputeHash): how the
+// store seals an event it appends. The data StorableEvent returns is in
+// canonical form already, so it is hashed as it is, not decoded again.
+func HashedEvent(e Event) (Event, error) {
+	e, err := StorableEvent(e)
+	if err != nil {
+		return Event{}, err
+	}
+	data := e.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null") // as CanonicalJSON has it
+	}
+	if e.Hash, err = e.hashOver(data); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// hashOver is e's hash with data, its data in canonical form.
+func (e Event) hashOver(data json.RawMessage) ([]byte, error) {
 	delegation := ""
 	if e.DelegationID != uuid.Nil {
 		delegation = e.DelegationID.String()

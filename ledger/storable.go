@@ -84,12 +84,11 @@ func StorableTruncated(s string, n int) string {
 // form (CanonicalJSON). Keys that clean to the same text keep the value of
 // the last in byte order. raw that is not JSON is an error.
 func StorableJSON(raw []byte) (json.RawMessage, bool, error) {
-	v, err := decodeJSON(raw)
+	clean, changed, err := storableData(raw)
 	if err != nil {
 		return nil, false, err
 	}
-	clean, changed := storableValue(v)
-	if !changed && utf8.Valid(raw) && !hasLoneSurrogate(raw) {
+	if !changed {
 		return raw, false, nil
 	}
 	out, err := json.Marshal(clean)
@@ -97,6 +96,18 @@ func StorableJSON(raw []byte) (json.RawMessage, bool, error) {
 		return nil, false, err
 	}
 	return out, true, nil
+}
+
+// storableData is raw decoded (decodeJSON) and cleaned (storableValue), and
+// whether cleaning changed it (see StorableJSON). Encoded with
+// json.Marshal, it is StorableJSON's result in canonical form.
+func storableData(raw []byte) (any, bool, error) {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	clean, changed := storableValue(v)
+	return clean, changed || !utf8.Valid(raw) || hasLoneSurrogate(raw), nil
 }
 
 // CanonicalJSON re-encodes a JSON value with object keys sorted, no
@@ -125,23 +136,17 @@ func StorableEvent(e Event) (Event, error) {
 	if len(e.Data) == 0 {
 		return e, nil // no data: the store refuses it
 	}
-	clean, changed, err := StorableJSON(e.Data)
+	// The data is decoded once, for every event appended: the cleaned
+	// value, encoded, is both storable and canonical, as CanonicalJSON of
+	// StorableJSON's result would be.
+	clean, changed, err := storableData(e.Data)
 	if err != nil {
 		return Event{}, fmt.Errorf("event data: %w", err)
 	}
-	if changed {
-		v, err := decodeJSON(clean)
-		if err != nil {
-			return Event{}, err
-		}
-		if obj, ok := v.(map[string]any); ok {
-			obj[RawDataKey] = base64.StdEncoding.EncodeToString(e.Data)
-			if clean, err = json.Marshal(obj); err != nil {
-				return Event{}, err
-			}
-		}
+	if obj, ok := clean.(map[string]any); ok && changed {
+		obj[RawDataKey] = base64.StdEncoding.EncodeToString(e.Data)
 	}
-	if e.Data, err = CanonicalJSON(clean); err != nil {
+	if e.Data, err = json.Marshal(clean); err != nil {
 		return Event{}, err
 	}
 	return e, nil

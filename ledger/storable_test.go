@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func FuzzStorableJSON(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		out, _, err := ledger.StorableJSON(raw)
+		out, cleaned, err := ledger.StorableJSON(raw)
 		if err != nil {
 			t.Fatalf("StorableJSON(%q): %v", raw, err)
 		}
@@ -83,6 +84,18 @@ func FuzzStorableJSON(f *testing.F) {
 		c2, err := ledger.CanonicalJSON(c1)
 		if err != nil || string(c1) != string(c2) {
 			t.Fatalf("CanonicalJSON not idempotent: %q then %q (%v)", c1, c2, err)
+		}
+		// An appended event's data is c1, with the raw data beside it in
+		// an object that had to change, and its hash is ComputeHash's.
+		e, err := ledger.HashedEvent(ledger.Event{Stream: "s", Data: raw})
+		if err != nil {
+			t.Fatalf("HashedEvent(%q): %v", raw, err)
+		}
+		if rawKept := cleaned && strings.HasPrefix(string(c1), "{"); !rawKept && string(e.Data) != string(c1) {
+			t.Fatalf("HashedEvent(%q) data %q, want %q", raw, e.Data, c1)
+		}
+		if h, err := e.ComputeHash(); err != nil || !bytes.Equal(h, e.Hash) {
+			t.Fatalf("HashedEvent(%q) hash %x, ComputeHash %x (%v)", raw, e.Hash, h, err)
 		}
 	})
 }

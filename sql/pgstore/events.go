@@ -41,6 +41,7 @@ func (w webhookStore) Event(ctx context.Context, seq int64) (ledger.Event, error
 // transaction's events are written in one statement, at its end or before
 // a statement that may read them (eventbatch.go), so e's Seq is left 0.
 func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
+	stream := e.Stream
 	locked := false // this transaction holds the stream's lock
 	if e.StreamSeq == 1 {
 		// A new stream: the unique (stream, stream_seq) constraint refuses
@@ -67,12 +68,9 @@ func (t *tx) AppendEvent(ctx context.Context, e ledger.Event) (ledger.Event, err
 	// What is hashed is what is stored: the event's text and data as
 	// PostgreSQL can store them, the data in canonical form, kept byte for
 	// byte in hashed_data (jsonb's copy may read back differently).
-	e, err := ledger.StorableEvent(e)
+	e, err := ledger.HashedEvent(e)
 	if err != nil {
-		return ledger.Event{}, fmt.Errorf("event for %s: %w", e.Stream, err)
-	}
-	if e.Hash, err = e.ComputeHash(); err != nil {
-		return ledger.Event{}, err
+		return ledger.Event{}, fmt.Errorf("event for %s: %w", stream, err)
 	}
 	t.conn.wrote = true
 	if err := t.conn.conn.bufferEvent(t.conn.owner, e); err != nil {

@@ -1137,9 +1137,13 @@ WITH by_task AS MATERIALIZED (
     SELECT d.id FROM wanted w
     CROSS JOIN LATERAL (SELECT d.id FROM delegations d WHERE d.id = w.id FOR NO KEY UPDATE) d
 )
-SELECT s.id, coalesce(h.stream_seq, 0)::integer AS stream_seq, h.hash,
-    (SELECT array_agg(b.ord ORDER BY b.ord) FROM by_task b WHERE b.id = s.id)::integer[] AS recorded_tasks
-FROM (SELECT l.id, 'delegation:' || l.id::text AS stream FROM locked l ORDER BY 2) s
+SELECT s.id, coalesce(h.stream_seq, 0)::integer AS stream_seq, h.hash, s.recorded_tasks
+FROM (
+    SELECT l.id, 'delegation:' || l.id::text AS stream, r.ords::integer[] AS recorded_tasks
+    FROM locked l
+    LEFT JOIN (SELECT b.id, array_agg(b.ord ORDER BY b.ord) AS ords FROM by_task b GROUP BY b.id) r ON r.id = l.id
+    ORDER BY 2
+) s
 LEFT JOIN LATERAL (
     SELECT e.stream_seq::integer AS stream_seq, e.hash::bytea AS hash FROM event_stream_head(s.stream) e
 ) h ON true

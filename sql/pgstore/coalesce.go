@@ -30,6 +30,10 @@ type Coalescing struct {
 	MaxQueue int
 	// Flushers is how many flushes run at once.
 	Flushers int
+	// StallAfter is how long an operation waits, beside a running flush
+	// carrying more operations than are queued, before a flusher takes
+	// it anyway (coalescer.mayTake).
+	StallAfter time.Duration
 	// FlushTimeout bounds a flush: its statements run on a context of its
 	// own, never on one caller's, so that a caller that leaves cannot
 	// break its neighbours' transaction.
@@ -42,7 +46,7 @@ type Coalescing struct {
 
 // DefaultCoalescing is the coalescer's configuration unless WithCoalescing
 // gives another.
-var DefaultCoalescing = Coalescing{MaxBatch: 64, MaxQueue: 4096, Flushers: 2, FlushTimeout: 30 * time.Second}
+var DefaultCoalescing = Coalescing{MaxBatch: 64, MaxQueue: 4096, Flushers: 2, StallAfter: 10 * time.Millisecond, FlushTimeout: 30 * time.Second}
 
 // WithCoalescing configures the write coalescer; a zero field keeps
 // DefaultCoalescing's.
@@ -58,6 +62,9 @@ func WithCoalescing(c Coalescing) Option {
 		if c.Flushers > 0 {
 			d.Flushers = c.Flushers
 		}
+		if c.StallAfter > 0 {
+			d.StallAfter = c.StallAfter
+		}
 		if c.FlushTimeout > 0 {
 			d.FlushTimeout = c.FlushTimeout
 		}
@@ -70,7 +77,9 @@ func WithCoalescing(c Coalescing) Option {
 // them in flushes: up to MaxBatch operations, side by side as if one after
 // the other (pipeline.go), in one transaction. A flusher takes what is
 // queued as soon as its previous flush returns (no timer: an idle service
-// answers at once), and exits when it finds nothing it may take.
+// answers at once), beside another flush once as many operations are
+// queued as that one carries (mayTake), and exits when it finds nothing
+// it may take.
 //
 // The queue is partitioned by the keys the operations name (their write
 // keys, partitionKeys): a flusher takes, in queue order, only operations
@@ -97,11 +106,16 @@ type coalescer struct {
 	mu     sync.Mutex
 	queue  []*writeOp
 	active int // flushers running
-	// running counts the flushes running; owners has, for each key a
-	// running flush holds, that flush's number (flushes numbers them).
+	// running counts the flushes running, and sizes has each one's
+	// operations by its number (flushes numbers them); owners has, for
+	// each key a running flush holds, that flush's number.
 	running int
+	sizes   map[uint64]int
 	owners  map[string]uint64
 	flushes uint64
+	// stall, when set, is to start a flusher once the queue's oldest
+	// operation has waited StallAfter (mayTake).
+	stall *time.Timer
 }
 
 // writeOp is one caller's operation, answered on done once the transaction
@@ -113,9 +127,10 @@ type writeOp struct {
 	// partitioned by (partitionKeys), none when it named nothing.
 	keys  ledger.WriteKeys
 	part  []string
-	fn    func(*tx) error
-	done  chan error
-	taken bool // by a flush (under coalescer.mu)
+	fn     func(*tx) error
+	done   chan error
+	queued time.Time
+	taken  bool // by a flush (under coalescer.mu)
 }
 
 // partitionKeys are the names of what k says an operation will lock, by
@@ -149,7 +164,7 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 		return err
 	}
 	keys, _ := ledger.WriteKeysOf(ctx)
-	o := &writeOp{ctx: ctx, keys: keys, part: partitionKeys(keys), fn: guarded(fn), done: make(chan error, 1)}
+	o := &writeOp{ctx: ctx, keys: keys, part: partitionKeys(keys), fn: guarded(fn), done: make(chan error, 1), queued: time.Now()}
 	c.mu.Lock()
 	if len(c.queue) >= c.cfg.MaxQueue {
 		c.mu.Unlock()
@@ -160,16 +175,13 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 	}
 	c.queue = append(c.queue, o)
 	// A flusher is started only where it may find something to take: an
-	// operation a running flush keeps waiting is taken by that flush's
-	// flusher, which looks at the queue again when the flush is done.
-	start := c.active < c.cfg.Flushers && (c.running == 0 || c.free(o))
-	if start {
-		c.active++
+	// operation a running flush keeps waiting is taken once that flush is
+	// done, by its flusher, which looks at the queue again, or by one the
+	// stall timer starts (awaitStall).
+	if c.active < c.cfg.Flushers && (c.running == 0 || c.free(o)) {
+		c.startFlusher()
 	}
 	c.mu.Unlock()
-	if start {
-		go c.flusher()
-	}
 	select {
 	case err := <-o.done:
 		return repanic(err)
@@ -223,13 +235,21 @@ func repanic(err error) error {
 }
 
 // flusher flushes what is queued until it finds nothing it may take. It
-// exits only when the queue is empty or what is queued waits for a flush
+// exits only when the queue is empty, or what is queued waits for a flush
 // running in another flusher (take takes the queue's head when no other
-// flush runs); that flusher looks at the queue again when its flush is
-// done, so no operation is left queued with no flusher to take it.
+// flush runs), or mayTake says to wait for more beside that flush; that
+// flusher looks at the queue again when its flush is done, and the stall
+// timer starts one in the meantime, so no operation is left queued with
+// no flusher to take it.
 func (c *coalescer) flusher() {
 	c.mu.Lock()
 	for {
+		if !c.mayTake(time.Now()) {
+			c.active--
+			c.awaitStall()
+			c.mu.Unlock()
+			return
+		}
 		ops, id := c.take()
 		if len(ops) == 0 {
 			c.active--
@@ -287,8 +307,68 @@ func (c *coalescer) take() ([]*writeOp, uint64) {
 	c.queue = append(kept, c.queue[i:]...)
 	if len(ops) > 0 {
 		c.running++
+		if c.sizes == nil {
+			c.sizes = map[uint64]int{}
+		}
+		c.sizes[id] = len(ops)
 	}
 	return ops, id
+}
+
+// mayTake: a flusher may take from the queue now (under c.mu). With no
+// flush running, at once, so an idle replica answers at once. Beside a
+// running flush, once as many operations are queued as the smallest
+// running flush carries, so that flushes stay as large as the load makes
+// them: two flushers taking each operation as it came ran half their
+// flushes with one, at half again the CPU an operation
+// (cmd/quittance-bench/BENCHMARK.md). Or once the queue's oldest
+// operation has waited StallAfter, so that a flush that waits for a lock
+// (another replica's, a transaction's a caller holds open) holds up the
+// replica's other writes no longer than that.
+func (c *coalescer) mayTake(now time.Time) bool {
+	if len(c.queue) == 0 {
+		return false
+	}
+	if c.running == 0 || now.Sub(c.queue[0].queued) >= c.cfg.StallAfter {
+		return true
+	}
+	for _, n := range c.sizes {
+		if len(c.queue) >= n {
+			return true
+		}
+	}
+	return false
+}
+
+// startFlusher (under c.mu), where fewer than Flushers run and one could
+// take an operation queued, starts a flusher if mayTake allows it, and
+// otherwise once the queue's oldest operation has waited StallAfter.
+func (c *coalescer) startFlusher() {
+	if !c.mayTake(time.Now()) {
+		c.awaitStall()
+		return
+	}
+	c.active++
+	go c.flusher()
+}
+
+// awaitStall (under c.mu) arms the stall timer, when operations are
+// queued, a flusher could be started for them, and none is armed. A
+// flusher it starts that finds nothing it may take (every operation
+// queued waits for a key a running flush holds) exits without arming it
+// again: that flush's flusher takes them when it is done.
+func (c *coalescer) awaitStall() {
+	if c.stall != nil || len(c.queue) == 0 || c.active >= c.cfg.Flushers {
+		return
+	}
+	c.stall = time.AfterFunc(c.cfg.StallAfter-time.Since(c.queue[0].queued), func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.stall = nil
+		if c.active < c.cfg.Flushers {
+			c.startFlusher()
+		}
+	})
 }
 
 // blocked: one of o's keys is held by a flush other than id, or is one of
@@ -317,6 +397,7 @@ func (c *coalescer) release(ops []*writeOp, id uint64) {
 			}
 		}
 	}
+	delete(c.sizes, id)
 	c.running--
 }
 

@@ -339,3 +339,51 @@ func sampleLockWaits(ctx context.Context, t *testing.T, b bundle) int {
 	}
 	return seen
 }
+
+// TestCoalescedFlushBesideARunningOneWaitsForAsMany: beside a running
+// flush of two operations, a second flush starts once two operations are
+// queued, not for each one as it comes, or once the queue's oldest has
+// waited StallAfter.
+func TestCoalescedFlushBesideARunningOneWaitsForAsMany(t *testing.T) {
+	t.Parallel()
+	const stall = time.Second
+	b, log := setupCoalesced(t, pgstore.Coalescing{MaxBatch: 16, Flushers: 2, StallAfter: stall})
+	r := newPartitionRun(t, b)
+	// b1 and b2 wait behind a for K, and are then taken in one flush,
+	// which b1 holds open.
+	releaseA, a := r.held("a", "K")
+	gate := make(chan struct{})
+	releaseB := sync.OnceFunc(func() { close(gate) })
+	r.gates = append(r.gates, releaseB)
+	before := b.store.QueuedWrites()
+	b1, b1Started := r.start("b1", gate, []string{"K"})
+	waitUntil(t, "b1 is queued", func() bool { return b.store.QueuedWrites() == before+1 })
+	b2 := r.queue("b2", "K")
+	releaseA()
+	answered(t, "a", a)
+	<-b1Started
+
+	c := r.queue("c", "M")
+	select {
+	case err := <-c:
+		t.Fatalf("c answered (%v) while one operation was queued beside a flush of two", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	d, _ := r.start("d", nil, []string{"N"}) // taken with c at once: never seen queued
+	answered(t, "c", c)
+	answered(t, "d", d)
+
+	queued := time.Now()
+	e := r.queue("e", "P")
+	answered(t, "e", e)
+	if waited := time.Since(queued); waited < stall {
+		t.Errorf("e, alone beside a flush of two, was answered after %v, before StallAfter (%v)", waited, stall)
+	}
+	releaseB()
+	answered(t, "b1", b1)
+	answered(t, "b2", b2)
+	r.wg.Wait()
+	if sizes, _ := log.snapshot(); !slices.Equal(sizes, []int{1, 2, 2, 1}) {
+		t.Errorf("flush sizes %v, want 1, 2 (b1, b2), 2 (c, d), 1 (e)", sizes)
+	}
+}

@@ -103,7 +103,7 @@ func TestWritePathKeepsGenericPlans(t *testing.T) {
 // keptPlan is the generic plan c keeps for its prepared statement name,
 // which takes params parameters. A plan estimated dearer than
 // jit_above_cost is compiled with LLVM each time it runs: a pre-read whose
-// estimate crossed it cost PostgreSQL 40 ms of CPU a flush in a bench run
+// estimate crossed it cost PostgreSQL 40 ms of CPU an operation in a bench run
 // (TestWritePathKeepsGenericPlans).
 func keptPlan(ctx context.Context, t *testing.T, c *pgxpool.Conn, name string, params int) string {
 	t.Helper()

@@ -125,8 +125,8 @@ type writeOp struct {
 	// keys are the rows the operation said it will lock, for the flush's
 	// pre-read (prereader.go); part are the names the queue is
 	// partitioned by (partitionKeys), none when it named nothing.
-	keys  ledger.WriteKeys
-	part  []string
+	keys   ledger.WriteKeys
+	part   []string
 	fn     func(*tx) error
 	done   chan error
 	queued time.Time

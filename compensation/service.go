@@ -170,9 +170,10 @@ func (s *Service) SubmitDeclaration(ctx context.Context, token []byte, clientAdd
 	return s.Submit(ctx, KindDeclaration, token, clientAddress)
 }
 
-// Submit verifies signed evidence of the given kind and applies it: the
-// signature first, against the keys of the org its iss names, then, in one
-// transaction, the delegation it matches, locked, and ApplyEvidence
+// Submit verifies signed evidence of the given kind and applies it, in
+// one transaction: the delegations recording the task it names locked,
+// the signature checked against the keys of the org its iss names, then
+// the delegation it matches chosen among them and ApplyEvidence
 // (ledger/DESIGN.md §3). Every refusal is a *RefusalError; one decided
 // before the token verified and matched is CodeTokenRefused, answered
 // alike after the same work and Config.RefusalTime after arrival, its
@@ -251,6 +252,16 @@ func (s *Service) attempt(ctx context.Context, tx Tx, sub *submission) error {
 		issRef *RefusalError // the refusal the iss alone decides
 		err    error
 	)
+	// The delegations recording the task the token names are locked
+	// first, whatever the token turns out to be, so that the org and
+	// its keys are read under their locks: a revocation, which locks the
+	// org's open delegations, committed before this read or waits for
+	// this transaction. Which of them it is about, if any, is decided
+	// once the token verified (match).
+	candidates, err := s.recording(ctx, tx, sub.peek)
+	if err != nil {
+		return err
+	}
 	if _, replaced := ledger.StorableText(sub.peek.Issuer); replaced {
 		// No org id holds a NUL or invalid UTF-8; PostgreSQL would
 		// refuse the lookup.
@@ -267,20 +278,10 @@ func (s *Service) attempt(ctx context.Context, tx Tx, sub *submission) error {
 	if err != nil {
 		return err
 	}
-	d, known, err := s.match(ctx, tx, org.ID, claims)
+	d, known, err := s.match(ctx, org.ID, claims, sub.peek, candidates)
 	if err != nil || !known {
 		sub.told = known
 		return err
-	}
-	// Under the delegation's lock: a revocation that committed since
-	// the keys were read is seen here (it locks the org's open
-	// delegations, so it cannot commit between this read and ours).
-	again, err := tx.Org(ctx, org.ID)
-	if err != nil {
-		return fmt.Errorf("load org %s: %w", org.ID, err)
-	}
-	if again.IdentityRevoked() {
-		return Refuse(CodeTokenOrgRevoked, "the issuing org's identity is revoked; its signatures are no longer accepted")
 	}
 	sub.found, sub.told = d, true
 	failpoint.Inject("after-evidence-verified") // crash tests: verified, nothing released yet
@@ -352,21 +353,32 @@ func (s *Service) verify(ctx context.Context, sub *submission, org ledger.Org, i
 	return claims, err
 }
 
-// match locks the delegations recording the org's task that verified
-// claims name — one per tenant at most — and picks the one the token is
-// about: the one whose compensation idempotency key it carries, or the
-// only one. known is false when no delegation records the task (a refusal
-// not told to the signer); a token that carries no key, or a key of none
-// of them, for a task more than one tenant recorded is refused and told
-// (the signer's own task: nothing about which tenants recorded it).
-func (s *Service) match(ctx context.Context, tx Tx, orgID string, c Claims) (d ledger.Delegation, known bool, err error) {
-	if _, replaced := ledger.StorableText(c.Subject); replaced {
-		// No recorded task id holds a NUL or invalid UTF-8.
-		return ledger.Delegation{}, false, Refuse(CodeTokenDelegationUnknown, "no delegation records the org's task named by sub")
+// recording locks and returns the delegations recording the task a
+// token names by its iss and sub (peek), one per tenant at most: none when
+// neither can be an org's or a task's id (no recorded one holds a NUL or
+// invalid UTF-8, and PostgreSQL would refuse the lookup).
+func (s *Service) recording(ctx context.Context, tx Tx, peek Peek) ([]ledger.Delegation, error) {
+	_, badIss := ledger.StorableText(peek.Issuer)
+	_, badSub := ledger.StorableText(peek.Subject)
+	if badIss || badSub {
+		return nil, nil
 	}
-	candidates, err := tx.DelegationsByRemoteTaskForUpdate(ctx, orgID, c.Subject)
-	if err != nil {
-		return ledger.Delegation{}, false, err
+	return tx.DelegationsByRemoteTaskForUpdate(ctx, peek.Issuer, peek.Subject)
+}
+
+// match picks, among candidates, the delegations recording the task the
+// token named (recording), the one the token of the org orgID, verified
+// with claims c, is about: the one whose compensation idempotency key it
+// carries, or the only one. known is false when no delegation records the
+// task (a refusal not told to the signer); a token that carries no key,
+// or a key of none of them, for a task more than one tenant recorded is
+// refused and told (the signer's own task: nothing about which tenants
+// recorded it).
+func (s *Service) match(ctx context.Context, orgID string, c Claims, peek Peek, candidates []ledger.Delegation) (d ledger.Delegation, known bool, err error) {
+	if orgID != peek.Issuer || c.Subject != peek.Subject {
+		// The verified token is the token peeked at, parsed alike: its
+		// iss and sub cannot differ.
+		return ledger.Delegation{}, false, fmt.Errorf("verified token names %s/%s, peeked at as %s/%s", orgID, c.Subject, peek.Issuer, peek.Subject)
 	}
 	switch len(candidates) {
 	case 0:

@@ -55,7 +55,7 @@ func TestRoundTripsPerLifecycleCall(t *testing.T) {
 	}{
 		{"create", 3, func(i int) { ds[i] = e.delegation(t, orgB, 100) }},
 		{"task-status canceled", 5, func(i int) { ds[i] = e.ReportStatus(t, e.orch, ds[i].ID, "TASK_STATE_CANCELED", time.Time{}) }},
-		{"signed ack", 8, func(i int) { e.acceptAnswer(t, acksPath, e.ack(t, ds[i]), "applied") }},
+		{"signed ack", 7, func(i int) { e.acceptAnswer(t, acksPath, e.ack(t, ds[i]), "applied") }},
 	} {
 		var fewest []string
 		for i := range ds {

@@ -355,8 +355,8 @@ func (s *Service) verify(ctx context.Context, sub *submission, org ledger.Org, i
 
 // recording locks and returns the delegations recording the task a
 // token names by its iss and sub (peek), one per tenant at most: none when
-// neither can be an org's or a task's id (no recorded one holds a NUL or
-// invalid UTF-8, and PostgreSQL would refuse the lookup).
+// either cannot be an org's or a task's id (no recorded one holds a NUL
+// or invalid UTF-8, and PostgreSQL would refuse the lookup).
 func (s *Service) recording(ctx context.Context, tx Tx, peek Peek) ([]ledger.Delegation, error) {
 	_, badIss := ledger.StorableText(peek.Issuer)
 	_, badSub := ledger.StorableText(peek.Subject)

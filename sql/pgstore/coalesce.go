@@ -323,7 +323,7 @@ func (c *coalescer) take() ([]*writeOp, uint64) {
 // flushes with one, at half again the CPU an operation
 // (cmd/quittance-bench/BENCHMARK.md). Or once the queue's oldest
 // operation has waited StallAfter, so that a flush that waits for a lock
-// (another replica's, a transaction's a caller holds open) holds up the
+// (another replica's, or one a caller holds open) holds up the
 // replica's other writes no longer than that.
 func (c *coalescer) mayTake(now time.Time) bool {
 	if len(c.queue) == 0 {

@@ -113,9 +113,9 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 	if len(k.locks) > 0 {
 		err = errors.Join(err, q.AdvisoryXactLocksSorted(ctx, k.locks))
 	}
-	heads := -1 // the index of the heads' statement
+	locking := -1 // the index of the delegations' and streams' lock
 	if delegations {
-		heads = len(rec.statements)
+		locking = len(rec.statements)
 		_, e := q.DelegationsAndStreamsLockForFlush(ctx, dbsqlc.DelegationsAndStreamsLockForFlushParams{
 			Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
 		})
@@ -138,7 +138,7 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 		}
 		st.read = func(br pgx.BatchResults) error {
 			switch i {
-			case heads:
+			case locking:
 				return readLocked(br, shared, k)
 			case fresh:
 				return readKeysTaken(br, conn, k)

@@ -111,11 +111,19 @@ func keptPlan(ctx context.Context, t *testing.T, c *pgxpool.Conn, name string, p
 		t.Fatal(err)
 	}
 	defer c.Exec(context.WithoutCancel(ctx), `RESET plan_cache_mode`) //nolint:errcheck // the pool's connection is closed with the test
-	execute := `EXPLAIN EXECUTE ` + pgx.Identifier{name}.Sanitize()
+	execute := `EXECUTE ` + pgx.Identifier{name}.Sanitize()
 	if params > 0 {
 		execute += `(` + strings.TrimSuffix(strings.Repeat("NULL, ", params), ", ") + `)`
 	}
-	rows, err := c.Query(ctx, execute)
+	return explain(ctx, t, c, execute)
+}
+
+// explain is the plan PostgreSQL shows for statement, run on q.
+func explain(ctx context.Context, t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, statement string) string {
+	t.Helper()
+	rows, err := q.Query(ctx, `EXPLAIN `+statement)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,13 +222,5 @@ func genericPlan(ctx context.Context, t *testing.T, pool *pgxpool.Pool, statemen
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.Query(ctx, `EXPLAIN EXECUTE planned(`+args+`)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(plan, "\n")
+	return explain(ctx, t, tx, `EXECUTE planned(`+args+`)`)
 }

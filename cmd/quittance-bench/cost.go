@@ -306,9 +306,12 @@ func readProcStat(pid int) (procStat, error) {
 
 // postgresCPU is the CPU time of the cluster in dataDir: its postmaster,
 // the children it waited for (the backends that exited), and every child
-// still running, found by its parent's pid. The postmaster is read
-// first, so a backend that exits in between is missed rather than
-// counted twice.
+// still running, found by its parent's pid. A child the postmaster waits
+// for while the children are read would be missed (read neither running
+// nor among those waited for), as a pgbench run's backends all were when
+// its sample fell as they exited: the postmaster is read before and after
+// the children, and they are read again until no child was waited for in
+// between.
 func postgresCPU(dataDir string) (time.Duration, error) {
 	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
@@ -319,15 +322,33 @@ func postgresCPU(dataDir string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("postmaster.pid: %w", err)
 	}
-	st, err := readProcStat(pm)
+	before, err := readProcStat(pm)
 	if err != nil {
 		return 0, fmt.Errorf("CPU time of the postmaster: %w", err)
 	}
-	total := st.own + st.children
+	for tries := 1; ; tries++ {
+		running, err := childrenCPU(pm)
+		if err != nil {
+			return 0, err
+		}
+		after, err := readProcStat(pm)
+		if err != nil {
+			return 0, fmt.Errorf("CPU time of the postmaster: %w", err)
+		}
+		if after.children == before.children || tries == 10 {
+			return after.own + after.children + running, nil
+		}
+		before = after
+	}
+}
+
+// childrenCPU is the CPU time of the running children of process pm.
+func childrenCPU(pm int) (time.Duration, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
 	}
+	var total time.Duration
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == pm {

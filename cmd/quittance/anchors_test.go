@@ -35,7 +35,7 @@ type signedCheckpoint struct {
 // make, once) is a failed invariant.
 func TestServiceRoleCannotMoveAnchors(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
 	e.putBudget(t, "ops", 1_000_000, "acme")
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {
@@ -205,7 +205,7 @@ func TestServiceRoleCannotMoveAnchors(t *testing.T) {
 // key, as whoever holds it could) is a break of its own.
 func TestCheckpointHeadNeverMovesBack(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
 	for _, funded := range []int64{1000, 2000} {
 		e.putBudget(t, "ops", funded)

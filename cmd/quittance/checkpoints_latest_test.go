@@ -32,7 +32,7 @@ type latestCheckpoint struct {
 // before, which it names by the hash of its JWS.
 func TestLatestCheckpoint(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	finance := e.newToken(t, "--role", "finance", "--name", "fin")
 	orch := e.newToken(t, "--role", "orchestrator", "--tenant", "acme", "--name", "orch")
 

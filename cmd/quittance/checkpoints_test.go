@@ -80,7 +80,7 @@ func (e *cliEnv) lastEvent(t *testing.T, token, stream string) ledger.Event {
 // checkpoints deleted too, the exported file still catches it.
 func TestVerifyChainAgainstCheckpoints(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
 	e.putBudget(t, "ops", 1_000_000, "acme")
 	if s := e.api(t, http.MethodPut, "/admin/v1/orgs/supplier", e.oncall, map[string]any{"name": "Supplier"}, nil); s >= 300 {

@@ -235,7 +235,7 @@ func TestEvidencePackVerifiesOffline(t *testing.T) {
 // whose one checkpoint listed every stream, still verifies.
 func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
 	orch, finance := e.supplierLedger(t, signer)
 	id := e.compensatedBySignedAck(t, orch, "pack-cp", signer)
@@ -416,7 +416,7 @@ func TestEvidencePackCheckpointAnchorsTheTail(t *testing.T) {
 // break. The genuine pack verifies pinned.
 func TestForgedPackNamesItsLedgerKey(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
 	orch, finance := e.supplierLedger(t, signer)
 	id := e.compensatedBySignedAck(t, orch, "pack-forged", signer)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quittance/quittance/cmd/quittance/internal/errkind"
 	"github.com/quittance/quittance/compensation/compensationtest"
@@ -52,7 +53,22 @@ type cliEnv struct {
 // restricted role (DATABASE_URL).
 func startService(t *testing.T, extraEnv ...string) *cliEnv {
 	t.Helper()
-	pool := pgtest.Pool(t)
+	return startServiceOn(t, pgtest.Pool(t), extraEnv...)
+}
+
+// startCheckpointingService is startService on a private cluster, for a
+// test that creates checkpoints: one waits up to ten seconds for every
+// transaction open on the server to end (a checkpoint covers the feed up
+// to its cut), other tests' on the shared server included, and answers
+// 409 checkpoint_held_back past that.
+func startCheckpointingService(t *testing.T, extraEnv ...string) *cliEnv {
+	t.Helper()
+	return startServiceOn(t, pgtest.PrivatePool(t), extraEnv...)
+}
+
+// startServiceOn is startService on pool's database.
+func startServiceOn(t *testing.T, pool *pgxpool.Pool, extraEnv ...string) *cliEnv {
+	t.Helper()
 	ownerURL := pool.Config().ConnString()
 	token := access.NewTokenSecret()
 	env := map[string]string{

@@ -88,7 +88,7 @@ func (e *cliEnv) tokenEvent(t *testing.T, token, id string) ledger.Event {
 // --delegation, a key added to the org's history behind its stream's back.
 func TestVerifyChainTakesTheDelegationFromItsEvents(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	ctx := context.Background()
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
 	orch, finance := e.supplierLedger(t, signer)
@@ -178,7 +178,7 @@ func TestVerifyChainTakesTheDelegationFromItsEvents(t *testing.T) {
 // that did not include it.
 func TestBackdatedAckIsABreak(t *testing.T) {
 	t.Parallel()
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h")
 	old := compensationtest.NewEd25519Signer(t, "old-key")
 	next := compensationtest.NewEd25519Signer(t, "new-key")
 	orch, finance := e.supplierLedger(t, old)

@@ -44,7 +44,7 @@ func TestVerifyEveryStoredTokenPath(t *testing.T) {
 	t.Cleanup(agent.Close)
 	srv := httptest.NewServer(agent.Handler())
 	t.Cleanup(srv.Close)
-	e := startService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h", "QUITTANCE_EGRESS_ALLOW_HTTP=true", "QUITTANCE_EGRESS_ALLOW_CIDRS=127.0.0.1/32",
+	e := startCheckpointingService(t, "QUITTANCE_CHECKPOINT_INTERVAL=1h", "QUITTANCE_EGRESS_ALLOW_HTTP=true", "QUITTANCE_EGRESS_ALLOW_CIDRS=127.0.0.1/32",
 		"QUITTANCE_A2A_INTERVAL=100ms", "QUITTANCE_A2A_STREAMING=false", "QUITTANCE_POLL_AFTER=200ms", "QUITTANCE_RATE_LIMIT_RPS=0")
 	signer := compensationtest.NewEd25519Signer(t, "sup-key")
 	orch, finance := e.supplierLedger(t, signer)

@@ -41,7 +41,7 @@ func eventsDigest(t *testing.T, conn *pgx.Conn) string {
 // test runs on the same setup.
 func TestServiceRoleCannotRewriteEvents(t *testing.T) {
 	t.Parallel()
-	e := startService(t)
+	e := startCheckpointingService(t)
 	ctx := context.Background()
 	// Some events, and a checkpoint over them, signed as the service role.
 	e.putBudget(t, "ops", 1000)

@@ -106,11 +106,10 @@ type coalescer struct {
 	mu     sync.Mutex
 	queue  []*writeOp
 	active int // flushers running
-	// running counts the flushes running, and sizes has each one's
-	// operations by its number (flushes numbers them); owners has, for
-	// each key a running flush holds, that flush's number.
-	running int
-	sizes   map[uint64]int
+	// running has the operations each running flush carries, by its
+	// number (flushes numbers them); owners has, for each key a running
+	// flush holds, that flush's number.
+	running map[uint64]int
 	owners  map[string]uint64
 	flushes uint64
 	// stall, when set, is to start a flusher once the queue's oldest
@@ -178,7 +177,7 @@ func (c *coalescer) do(ctx context.Context, fn func(*tx) error) error {
 	// operation a running flush keeps waiting is taken once that flush is
 	// done, by its flusher, which looks at the queue again, or by one the
 	// stall timer starts (awaitStall).
-	if c.active < c.cfg.Flushers && (c.running == 0 || c.free(o)) {
+	if c.active < c.cfg.Flushers && (len(c.running) == 0 || c.free(o)) {
 		c.startFlusher()
 	}
 	c.mu.Unlock()
@@ -285,7 +284,7 @@ func (c *coalescer) take() ([]*writeOp, uint64) {
 	i := 0
 	for ; i < len(c.queue) && len(ops) < c.cfg.MaxBatch; i++ {
 		o := c.queue[i]
-		if c.running > 0 && c.blocked(o, id, left) {
+		if len(c.running) > 0 && c.blocked(o, id, left) {
 			if left == nil {
 				left = map[string]bool{}
 			}
@@ -306,11 +305,10 @@ func (c *coalescer) take() ([]*writeOp, uint64) {
 	}
 	c.queue = append(kept, c.queue[i:]...)
 	if len(ops) > 0 {
-		c.running++
-		if c.sizes == nil {
-			c.sizes = map[uint64]int{}
+		if c.running == nil {
+			c.running = map[uint64]int{}
 		}
-		c.sizes[id] = len(ops)
+		c.running[id] = len(ops)
 	}
 	return ops, id
 }
@@ -329,10 +327,10 @@ func (c *coalescer) mayTake(now time.Time) bool {
 	if len(c.queue) == 0 {
 		return false
 	}
-	if c.running == 0 || now.Sub(c.queue[0].queued) >= c.cfg.StallAfter {
+	if len(c.running) == 0 || now.Sub(c.queue[0].queued) >= c.cfg.StallAfter {
 		return true
 	}
-	for _, n := range c.sizes {
+	for _, n := range c.running {
 		if len(c.queue) >= n {
 			return true
 		}
@@ -397,8 +395,7 @@ func (c *coalescer) release(ops []*writeOp, id uint64) {
 			}
 		}
 	}
-	delete(c.sizes, id)
-	c.running--
+	delete(c.running, id)
 }
 
 // flushOutcome is how one transaction of a flush ended.

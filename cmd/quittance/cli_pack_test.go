@@ -45,7 +45,7 @@ func offlineCLI(t *testing.T, args ...string) (string, string, int) {
 // checkpoint makes verify-pack exit 1.
 func TestEvidencePackVerifiesOffline(t *testing.T) {
 	t.Parallel()
-	e := startService(t)
+	e := startCheckpointingService(t)
 	old := compensationtest.NewEd25519Signer(t, "old-key")
 	next := compensationtest.NewES256Signer(t, "new-key")
 	orch, finance := e.supplierLedger(t, old)

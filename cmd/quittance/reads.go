@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quittance/quittance/sql/pgtypes"
 )
 
 // readConnectTimeout bounds a connection to the read database when its URL
@@ -62,6 +64,7 @@ func poolConfig(url string) (*pgxpool.Config, error) {
 	if _, set := pc.ConnConfig.RuntimeParams[parallelWorkersParam]; !set {
 		pc.ConnConfig.RuntimeParams[parallelWorkersParam] = "0"
 	}
+	pc.AfterConnect = pgtypes.AfterConnect
 	return pc, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/quittance/quittance/sql/migrations"
 	"github.com/quittance/quittance/sql/pgcluster"
 	"github.com/quittance/quittance/sql/pgtest/internal/scratch"
+	"github.com/quittance/quittance/sql/pgtypes"
 )
 
 // EnvDatabaseURL names the environment variable that points the tests at a
@@ -132,6 +133,7 @@ func poolFor(t testing.TB, dbURL string) *pgxpool.Pool {
 		t.Fatalf("pgtest: parse %s: %v", dbURL, err)
 	}
 	cfg.MaxConns = PoolMaxConns
+	cfg.AfterConnect = pgtypes.AfterConnect
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -44,6 +44,7 @@ import (
 	"github.com/quittance/quittance/ledger/webhook"
 	"github.com/quittance/quittance/sql/pgstore"
 	"github.com/quittance/quittance/sql/pgtest"
+	"github.com/quittance/quittance/sql/pgtypes"
 )
 
 // Epoch is the fake clock's time when an Env starts.
@@ -321,6 +322,7 @@ func New(t testing.TB, opts ...Option) *Env {
 	if err != nil {
 		t.Fatalf("apitest: %v", err)
 	}
+	cfg.AfterConnect = pgtypes.AfterConnect
 	if o.recorder != nil {
 		cfg.ConnConfig.Tracer = o.recorder
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -34,5 +35,25 @@ func TestWriteCoalescingConfig(t *testing.T) {
 		if _, err := load(map[string]string{name: "many"}); err == nil {
 			t.Errorf("%s=many was accepted", name)
 		}
+	}
+}
+
+// TestGCPercentUnlessGOGCIsSet: the binary runs its collector at
+// gcPercent, and an operator's GOGC, which the runtime applied before main,
+// is left as it is.
+func TestGCPercentUnlessGOGCIsSet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	setGCPercent(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Fatalf("GOGC unset: the collector's target is %d, want %d", got, gcPercent)
+	}
+	setGCPercent(func(k string) string {
+		if k == "GOGC" {
+			return "100"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC=100: the collector's target is %d, want the operator's 100", got)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -38,22 +39,27 @@ func TestWriteCoalescingConfig(t *testing.T) {
 	}
 }
 
-// TestGCPercentUnlessGOGCIsSet: the binary runs its collector at
-// gcPercent, and an operator's GOGC, which the runtime applied before main,
-// is left as it is.
-func TestGCPercentUnlessGOGCIsSet(t *testing.T) {
+// TestGCSettingsUnlessTheEnvironmentSetsThem: the binary runs its
+// collector at gcPercent with memoryLimit, and an operator's GOGC or
+// GOMEMLIMIT, which the runtime applied before main, is left as it is.
+func TestGCSettingsUnlessTheEnvironmentSetsThem(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	setGCPercent(func(string) string { return "" })
-	if got := debug.SetGCPercent(100); got != gcPercent {
-		t.Fatalf("GOGC unset: the collector's target is %d, want %d", got, gcPercent)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	settings := func() (int, int64) {
+		percent := debug.SetGCPercent(100)
+		debug.SetGCPercent(percent)
+		return percent, debug.SetMemoryLimit(-1)
 	}
-	setGCPercent(func(k string) string {
-		if k == "GOGC" {
-			return "100"
-		}
-		return ""
+	tuneGC(func(string) string { return "" })
+	if percent, limit := settings(); percent != gcPercent || limit != memoryLimit {
+		t.Fatalf("neither set: target %d, limit %d; want %d, %d", percent, limit, gcPercent, memoryLimit)
+	}
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(math.MaxInt64)
+	tuneGC(func(k string) string {
+		return map[string]string{"GOGC": "100", "GOMEMLIMIT": "off"}[k]
 	})
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Fatalf("GOGC=100: the collector's target is %d, want the operator's 100", got)
+	if percent, limit := settings(); percent != 100 || limit != math.MaxInt64 {
+		t.Fatalf("both set: target %d, limit %d; want the operator's 100 and none", percent, limit)
 	}
 }

@@ -441,7 +441,7 @@ func TestConfigurationTableMatchesConfig(t *testing.T) {
 		}
 	}
 
-	// The client and dev variables: read through getenv by the command.
+	// The variables the command reads through getenv.
 	var source strings.Builder
 	goFiles, err := filepath.Glob("*.go")
 	if err != nil {
@@ -457,12 +457,16 @@ func TestConfigurationTableMatchesConfig(t *testing.T) {
 		}
 		source.Write(b)
 	}
+	// The client and dev variables, and the Go runtime's the binary sets
+	// unless they are set (tuneGC).
 	clientDocumented := map[string]bool{}
-	for _, row := range markdownTable(t, md, "The client and `dev`") {
-		for _, m := range envName.FindAllStringSubmatch(row[0], -1) {
-			clientDocumented[m[1]] = true
-			if !strings.Contains(source.String(), `getenv("`+m[1]+`")`) {
-				t.Errorf("the client table lists %s, which the command does not read", m[1])
+	for _, table := range []string{"The client and `dev`", "The Go runtime"} {
+		for _, row := range markdownTable(t, md, table) {
+			for _, m := range envName.FindAllStringSubmatch(row[0], -1) {
+				clientDocumented[m[1]] = true
+				if !strings.Contains(source.String(), `getenv("`+m[1]+`")`) {
+					t.Errorf("the table %q lists %s, which the command does not read", table, m[1])
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -133,4 +134,40 @@ func TestEncodeEventData(t *testing.T) {
 	if got, err := encodeEventData(EventTypeCancelRequested, nil, nil); err != nil || string(got) != "{}" {
 		t.Errorf("no payload: %s, %v; want {}", got, err)
 	}
+}
+
+// FuzzEachMember: for any JSON value as json.Marshal encodes it, eachMember
+// yields the members decoding it into a map of raw messages yields, and
+// refuses what that refuses (any value but an object or null).
+func FuzzEachMember(f *testing.F) {
+	for _, s := range []string{`{}`, `null`, `{"a":1,"b":{"c":[1,{"d":"}"}]},"a":"x\"y"}`, `{"\u003c":"<&>","é":"\u2028","\\":[]}`, `[1]`, `"s"`, `{"k":"\xff\x00"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !json.Valid(in) {
+			t.Skip()
+		}
+		raw, err := json.Marshal(json.RawMessage(in))
+		if err != nil {
+			t.Skip()
+		}
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(raw, &want)
+		got := map[string]json.RawMessage{}
+		gotErr := eachMember(raw, func(k string, m json.RawMessage) { got[k] = m })
+		if (gotErr != nil) != (wantErr != nil) {
+			t.Fatalf("%s: error %v, want %v", raw, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: members %v, want %v", raw, got, want)
+		}
+		for k, m := range want {
+			if !bytes.Equal(got[k], m) {
+				t.Fatalf("%s: member %q is %s, want %s", raw, k, got[k], m)
+			}
+		}
+	})
 }

@@ -3,6 +3,8 @@ package ledger
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // The event type of every payload type (eventdata.go).
@@ -411,14 +413,71 @@ func addMembers(members map[string]json.RawMessage, v any) error {
 	if err != nil {
 		return err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return err
+	return eachMember(raw, func(k string, m json.RawMessage) { members[k] = m })
+}
+
+// eachMember calls f with each member of raw, in order: its key as
+// json.Unmarshal decodes it (escapes read, invalid UTF-8 made U+FFFD) and
+// its value's bytes. raw must be as json.Marshal encodes (valid, compact),
+// an object or null (no members). It reads raw once: decoding it into a
+// map of raw messages would validate it and then scan it again, for
+// every event appended (FuzzEachMember checks the two agree).
+func eachMember(raw []byte, f func(string, json.RawMessage)) error {
+	if string(raw) == "null" {
+		return nil
 	}
-	for k, m := range top {
-		members[k] = m
+	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
+		return fmt.Errorf("event data %.40q is not a JSON object", raw)
+	}
+	for i := 1; i < len(raw)-1; {
+		end := jsonStringEnd(raw, i)
+		key := string(raw[i+1 : end-1])
+		if strings.IndexByte(key, '\\') >= 0 || !utf8.ValidString(key) {
+			if err := json.Unmarshal(raw[i:end], &key); err != nil {
+				return err
+			}
+		}
+		start := end + 1 // past the colon
+		i = jsonValueEnd(raw, start)
+		f(key, json.RawMessage(raw[start:i]))
+		if raw[i] == ',' {
+			i++
+		}
 	}
 	return nil
+}
+
+// jsonStringEnd is the index just past the string that starts at raw[i].
+func jsonStringEnd(raw []byte, i int) int {
+	for i++; raw[i] != '"'; i++ {
+		if raw[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// jsonValueEnd is the index of the comma or the brace that ends the
+// object member's value that starts at raw[i].
+func jsonValueEnd(raw []byte, i int) int {
+	depth := 0
+	for ; ; i++ {
+		switch raw[i] {
+		case '"':
+			i = jsonStringEnd(raw, i) - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
 }
 
 // PayloadJSON is v, a payload or a part of one, encoded as event data is

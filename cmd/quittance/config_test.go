@@ -39,9 +39,10 @@ func TestWriteCoalescingConfig(t *testing.T) {
 	}
 }
 
-// TestGCSettingsUnlessTheEnvironmentSetsThem: the binary runs its
-// collector at gcPercent with memoryLimit, and an operator's GOGC or
-// GOMEMLIMIT, which the runtime applied before main, is left as it is.
+// TestGCSettingsUnlessTheEnvironmentSetsThem: the service (serve, dev)
+// runs its collector at gcPercent with memoryLimit, an operator's GOGC or
+// GOMEMLIMIT, which the runtime applied before main, is left as it is, and
+// a client command keeps Go's defaults.
 func TestGCSettingsUnlessTheEnvironmentSetsThem(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
@@ -50,16 +51,30 @@ func TestGCSettingsUnlessTheEnvironmentSetsThem(t *testing.T) {
 		debug.SetGCPercent(percent)
 		return percent, debug.SetMemoryLimit(-1)
 	}
-	tuneGC(func(string) string { return "" })
-	if percent, limit := settings(); percent != gcPercent || limit != memoryLimit {
-		t.Fatalf("neither set: target %d, limit %d; want %d, %d", percent, limit, gcPercent, memoryLimit)
+	reset := func() {
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(math.MaxInt64)
 	}
-	debug.SetGCPercent(100)
-	debug.SetMemoryLimit(math.MaxInt64)
-	tuneGC(func(k string) string {
+	unset := func(string) string { return "" }
+	for _, cmd := range []string{"serve", "dev"} {
+		reset()
+		tuneGC([]string{cmd}, unset)
+		if percent, limit := settings(); percent != gcPercent || limit != memoryLimit {
+			t.Fatalf("%s, neither set: target %d, limit %d; want %d, %d", cmd, percent, limit, gcPercent, memoryLimit)
+		}
+	}
+	reset()
+	tuneGC([]string{"serve"}, func(k string) string {
 		return map[string]string{"GOGC": "100", "GOMEMLIMIT": "off"}[k]
 	})
 	if percent, limit := settings(); percent != 100 || limit != math.MaxInt64 {
 		t.Fatalf("both set: target %d, limit %d; want the operator's 100 and none", percent, limit)
+	}
+	for _, args := range [][]string{{"verify-pack", "pack.json"}, {}} {
+		reset()
+		tuneGC(args, unset)
+		if percent, limit := settings(); percent != 100 || limit != math.MaxInt64 {
+			t.Fatalf("%q: target %d, limit %d; want Go's defaults", args, percent, limit)
+		}
 	}
 }

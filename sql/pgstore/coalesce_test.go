@@ -116,7 +116,8 @@ func budgetState(t *testing.T, b bundle, id string) (available, held, holds int6
 	return available, held, holds
 }
 
-// checkInvariants fails the test on any broken invariant of the database.
+// checkInvariants fails the test on any broken invariant of the database,
+// or a read a flush's pre-read serves unlike the statement itself.
 func checkInvariants(t *testing.T, b bundle) {
 	t.Helper()
 	rep, err := pgstore.CheckInvariants(context.Background(), b.pool)
@@ -125,6 +126,9 @@ func checkInvariants(t *testing.T, b bundle) {
 	}
 	for _, v := range rep.Violations {
 		t.Errorf("invariant: %s", v)
+	}
+	if err := pgstore.CheckServedReads(context.Background(), b.pool); err != nil {
+		t.Errorf("served reads: %v", err)
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 
 // TestCoalescedTaskStatusesShareOneEventStatement: a flush of task
 // statuses of three delegations writes their events in one statement.
-// Each status reads its delegation's evidence facts (EvidenceFactsGet),
-// which read only that delegation's dispatch_resolved events, so no
-// operation's read waits for the events of the operations before it.
+// Each status reads its delegation's evidence facts, which the pre-read
+// answers (served.go), so no operation's read waits for the events of the
+// operations before it.
 func TestCoalescedTaskStatusesShareOneEventStatement(t *testing.T) {
 	t.Parallel()
 	b, names, ds := setupUpdateBatches(t, 3)
@@ -32,8 +32,10 @@ func TestCoalescedTaskStatusesShareOneEventStatement(t *testing.T) {
 			t.Fatalf("status %d: %v", i, err)
 		}
 	}
-	if sent := names.sent(); sent["EvidenceFactsGet"] != 3 || sent["EventInsertBatch"] != 1 {
-		t.Errorf("sent %d EvidenceFactsGet and %d EventInsertBatch, want 3 and 1", sent["EvidenceFactsGet"], sent["EventInsertBatch"])
+	// The pre-read answers the three reads of evidence facts (served.go).
+	if sent := names.sent(); sent["EvidenceFactsGet"] != 0 || sent["DelegationsServedForFlush"] != 1 || sent["EventInsertBatch"] != 1 {
+		t.Errorf("sent %d EvidenceFactsGet, %d DelegationsServedForFlush and %d EventInsertBatch, want 0, 1 and 1",
+			sent["EvidenceFactsGet"], sent["DelegationsServedForFlush"], sent["EventInsertBatch"])
 	}
 	for _, d := range ds {
 		if got := stored(t, b, d).ObligationState; got != ledger.ObligationRevocationPendingCompensation {
@@ -99,6 +101,7 @@ func TestCoalescedFactsSeeABufferedDispatchResolution(t *testing.T) {
 	if want := []string{"EvidenceFactsGet", "EventInsertBatch", "EvidenceFactsGet"}; !slices.Equal(reads, want) {
 		t.Errorf("sent %v, want %v", reads, want)
 	}
+	checkInvariants(t, b) // a pre-read serves the resolution by a person too
 }
 
 // TestCoalescedLifecycleFlushWritesEachBufferOnce: a flush carrying each
@@ -147,9 +150,19 @@ func TestCoalescedLifecycleFlushWritesEachBufferOnce(t *testing.T) {
 		}
 	}
 	sent := names.sent()
-	for _, name := range []string{"DelegationInsertBatch", "DelegationUpdateBatch", "EventInsertBatch", "UsedTokenInsertBatch", "CompensationEvidencePutBatch", "BudgetMoveBatch"} {
+	for _, name := range []string{"DelegationInsertBatch", "DelegationUpdateBatch", "EventInsertBatch", "UsedTokenInsertBatch", "CompensationEvidencePutBatch", "BudgetMoveBatch", "DelegationsServedForFlush"} {
 		if sent[name] != 1 {
 			t.Errorf("sent %d %s, want 1", sent[name], name)
+		}
+	}
+	// The pre-read answers what the statuses and the acks read of their
+	// delegations and orgs (served.go): each ack sends only its token's.
+	for name, want := range map[string]int{
+		"DelegationGetByIDForUpdateWithDispatch": 0, "GatePolicy": 0, "EvidenceFactsGet": 0,
+		"DelegationListByRemoteTaskForUpdate": 0, "OrgGetByID": 0, "UsedTokenGet": 2,
+	} {
+		if sent[name] != want {
+			t.Errorf("sent %d %s, want %d", sent[name], name, want)
 		}
 	}
 	checkInvariants(t, b)

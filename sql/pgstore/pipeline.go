@@ -52,7 +52,8 @@ type pipeline struct {
 // pipeStep is one operation of a pipelined flush.
 type pipeStep struct {
 	p     *pipeline
-	owner int // as its opConn's
+	op    *opConn // the operation's connection: whether it wrote
+	owner int     // as its opConn's
 	run   func() error
 	part  []string // the operation's partition keys (writeOp.part)
 	state stepState
@@ -175,7 +176,7 @@ func (p *pipeline) sendWaiting() {
 		if !s.waiting.answered {
 			s.waiting.answered = true
 			s.waiting.err = errors.Join(err, p.conn.failed)
-			if s.waiting.err == nil {
+			if s.waiting.err == nil && !s.waiting.awaited {
 				s.waiting.err = errors.New("a pipelined statement was not answered")
 			}
 		}
@@ -183,18 +184,68 @@ func (p *pipeline) sendWaiting() {
 }
 
 // wait queues sql, whose result step s needs, and hands the baton back
-// until it is answered; it runs in s's goroutine.
+// until it is answered; it runs in s's goroutine. A read the pre-read
+// answers is not sent (served).
 func (s *pipeStep) wait(sql string, args []any) *keptResult {
 	c := s.p.conn
 	if err := c.unusable(); err != nil {
 		return &keptResult{answered: true, err: err}
 	}
+	if res, ok := s.served(sql, args); ok {
+		return res
+	}
 	res := &keptResult{}
 	c.queueRead(s.p.flush, s.owner, sql, args, res)
+	s.handOver(res)
+	return res
+}
+
+// handOver hands the baton back until res is answered.
+func (s *pipeStep) handOver(res *keptResult) {
 	s.waiting, s.state = res, stepWaiting
 	s.p.baton <- struct{}{}
 	<-s.wake
-	return res
+}
+
+// served is the pre-read's answer to sql (served.go), when it has one s
+// may be given: first waiting for the pre-read's round trip, which
+// carries nothing of s's own, if its result is not in yet.
+func (s *pipeStep) served(sql string, args []any) (*keptResult, bool) {
+	r := s.p.shared.served
+	if r == nil || s.op.wrote || !servable(statementName(sql)) {
+		return nil, false
+	}
+	if !r.answered {
+		res := &keptResult{awaited: true}
+		s.handOver(res)
+		if res.err != nil {
+			return res, true
+		}
+	}
+	res, keys, ok := r.answer(sql, args)
+	if !ok || !s.p.mayServe(s, keys) {
+		return nil, false
+	}
+	return res, true
+}
+
+// mayServe: s names every one of keys, and every step before it names
+// rows, none of keys (served.go).
+func (p *pipeline) mayServe(s *pipeStep, keys []string) bool {
+	mine := p.keys(s)
+	if slices.ContainsFunc(keys, func(k string) bool { return !slices.Contains(mine, k) }) {
+		return false
+	}
+	for _, before := range p.steps {
+		if before == s {
+			return true
+		}
+		theirs := p.keys(before)
+		if len(theirs) == 0 || slices.ContainsFunc(theirs, func(k string) bool { return slices.Contains(keys, k) }) {
+			return false
+		}
+	}
+	return false
 }
 
 func (s *pipeStep) exec(sql string, args []any) (pgconn.CommandTag, error) {
@@ -246,11 +297,14 @@ func (e *readRefused) Unwrap() error { return e.err }
 // descriptions say they are encoded.
 type keptResult struct {
 	answered bool
-	err      error
-	tag      pgconn.CommandTag
-	fields   []pgconn.FieldDescription
-	rows     [][][]byte
-	typeMap  *pgtype.Map
+	// awaited: no statement of its own, only the round trip that carries
+	// the pre-read (pipeStep.served).
+	awaited bool
+	err     error
+	tag     pgconn.CommandTag
+	fields  []pgconn.FieldDescription
+	rows    [][][]byte
+	typeMap *pgtype.Map
 }
 
 // read reads the result from br.

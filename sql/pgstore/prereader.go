@@ -93,7 +93,8 @@ func (k flushKeys) empty() bool {
 // follow read no head. A flush's pre-read then reads which of its
 // creations' business operation ids and remote tasks a delegation records
 // already (queueKeysTaken): the inserts of the others may be buffered
-// (insertbatch.go). A transaction alone (inTxOnce) whose operation
+// (insertbatch.go); and the reads of the delegations it locked that its
+// operations would send (served.go). A transaction alone (inTxOnce) whose operation
 // named its rows takes them the same way, so that it too locks in that
 // order (a creation alone would otherwise hold its business operation id's
 // index entry before its remote task's lock, a flush the other way round).
@@ -113,13 +114,23 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 	if len(k.locks) > 0 {
 		err = errors.Join(err, q.AdvisoryXactLocksSorted(ctx, k.locks))
 	}
-	locking := -1 // the index of the delegations' and streams' lock
+	// The indexes of the delegations' and streams' lock, and of the reads
+	// it serves a flush's operations.
+	locking, serving := -1, -1
 	if delegations {
 		locking = len(rec.statements)
-		_, e := q.DelegationsAndStreamsLockForFlush(ctx, dbsqlc.DelegationsAndStreamsLockForFlushParams{
+		params := dbsqlc.DelegationsAndStreamsLockForFlushParams{
 			Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
-		})
+		}
+		_, e := q.DelegationsAndStreamsLockForFlush(ctx, params)
 		err = errors.Join(err, e)
+		if k.flush {
+			serving, shared.served = len(rec.statements), &servedReads{}
+			_, e := q.DelegationsServedForFlush(ctx, dbsqlc.DelegationsServedForFlushParams{
+				Ids: params.Ids, OrgIds: params.OrgIds, TaskIds: params.TaskIds,
+			})
+			err = errors.Join(err, e)
+		}
 	}
 	fresh, e3 := queueKeysTaken(ctx, q, rec, k)
 	if err = errors.Join(err, e3); err != nil {
@@ -140,6 +151,8 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 			switch i {
 			case locking:
 				return readLocked(br, shared, k)
+			case serving:
+				return shared.served.read(br)
 			case fresh:
 				return readKeysTaken(br, conn, k)
 			}

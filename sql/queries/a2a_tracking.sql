@@ -142,6 +142,8 @@ LIMIT @max_rows;
 -- dispatch may have reached the agent (a task recorded, the dispatch
 -- unknown, or a dispatch job claimed at least once: attempts count claims,
 -- and a claim may have sent before it crashed), in the lock's round trip.
+-- A flush's pre-read serves it too (DelegationsServedForFlush's
+-- served_delegation_get_by_id_for_update_with_dispatch columns): change both together.
 SELECT sqlc.embed(d),
        coalesce(a.dispatched, false)::boolean AS dispatched,
        (d.remote_task_id IS NOT NULL OR d.dispatch_unknown_at IS NOT NULL OR EXISTS (

@@ -28,6 +28,8 @@ ON CONFLICT (delegation_id) DO UPDATE SET status = EXCLUDED.status, decided_at =
 -- one round trip: its stored evidence (has_evidence false when none), its
 -- extra remote tasks (oldest first), and whether a person named its
 -- remote task (an on-call dispatch_resolved event).
+-- A flush's pre-read serves it too (DelegationsServedForFlush's
+-- served_evidence_facts_get columns): change both together.
 SELECT
     (e.delegation_id IS NOT NULL)::boolean AS has_evidence,
     coalesce(e.idempotency_key, '')::text AS idempotency_key,

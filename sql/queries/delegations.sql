@@ -257,6 +257,74 @@ LEFT JOIN LATERAL (
     SELECT e.stream_seq::integer AS stream_seq, e.hash::bytea AS hash FROM event_stream_head(s.stream) e
 ) h ON true;
 
+-- name: DelegationsServedForFlush :many
+-- Answers, for each delegation DelegationsAndStreamsLockForFlush locked
+-- (the same arguments: the same delegations), the reads a flush's
+-- operations would otherwise send one by one (sql/pgstore/served.go):
+-- after a marker column naming each (served_<statement>), the columns of
+-- DelegationGetByIDForUpdateWithDispatch, EvidenceFactsGet and GatePolicy,
+-- the same expressions in the same order as the statement's own
+-- (TestPreReadServesWhatTheReadsWouldRead): change them together. It is
+-- a statement of its own, sent after the lock: a statement sees what was
+-- committed when it began, and the lock may have waited for a commit
+-- that changed these rows.
+WITH wanted AS MATERIALIZED (
+    SELECT unnest(a.ids) AS id FROM (SELECT @ids::uuid[] AS ids OFFSET 0) a
+    UNION
+    SELECT t.id
+    FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
+          FROM (SELECT @org_ids::text[] AS org_ids, @task_ids::text[] AS task_ids OFFSET 0) a) k
+    CROSS JOIN LATERAL (
+        SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
+    ) t
+)
+SELECT w.id,
+       NULL::boolean AS served_delegation_get_by_id_for_update_with_dispatch,
+       d.*,
+       coalesce(a.dispatched, false)::boolean AS dispatched,
+       (d.remote_task_id IS NOT NULL OR d.dispatch_unknown_at IS NOT NULL OR EXISTS (
+           SELECT FROM a2a_outbox ob WHERE ob.delegation_id = d.id AND ob.kind = 'dispatch' AND ob.attempts > 0))::boolean AS sent,
+       d.dispatch_unknown_at AS unknown_since,
+       NULL::boolean AS served_evidence_facts_get,
+       (e.delegation_id IS NOT NULL)::boolean AS has_evidence,
+       coalesce(e.idempotency_key, '')::text AS idempotency_key,
+       coalesce(e.kind, '')::text AS kind,
+       coalesce(e.channel, '')::text AS channel,
+       coalesce(e.payload_sha256, ''::bytea)::bytea AS payload_sha256,
+       coalesce(e.status, '')::text AS status,
+       e.receipt,
+       e.data,
+       coalesce(e.token, '')::text AS token,
+       e.received_at AS evidence_received_at,
+       e.decided_at AS evidence_decided_at,
+       EXISTS (
+           SELECT 1 FROM events ev
+           WHERE ev.delegation_id = d.id AND ev.type = 'dispatch_resolved' AND ev.data->>'found_by' = 'oncall'
+       )::boolean AS resolved_by_person,
+       coalesce((
+           SELECT json_agg(json_build_object(
+               'task_id', t.task_id, 'purpose', t.purpose, 'context_id', t.context_id, 'found_by', t.found_by,
+               'status', t.status, 'found_at', t.found_at, 'cancel_sent_at', t.cancel_sent_at,
+               'named_round', coalesce(t.named_round, 0),
+               'compensation_required_at', t.compensation_required_at, 'compensation_attempts', t.compensation_attempts,
+               'compensation_resolved_at', t.compensation_resolved_at,
+               'compensation_resolution', t.compensation_resolution) ORDER BY t.found_at, t.task_id)
+           FROM delegation_remote_tasks t WHERE t.delegation_id = d.id
+       ), '[]')::json AS remote_tasks,
+       NULL::boolean AS served_gate_policy,
+       o.*,
+       c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
+       c.updated_at AS class_updated_at,
+       coalesce(a.dispatched, false)::boolean AS dispatched,
+       EXISTS (SELECT FROM task_class_policies p
+               WHERE p.org_id = o.id AND p.tenant = d.tenant AND d.task_class = ANY (p.classes))::boolean AS policy_lists_class
+FROM wanted w
+CROSS JOIN LATERAL (SELECT d.* FROM delegations d WHERE d.id = w.id OFFSET 0) d
+LEFT JOIN LATERAL (SELECT a.* FROM a2a_delegations a WHERE a.delegation_id = w.id OFFSET 0) a ON true
+LEFT JOIN LATERAL (SELECT e.* FROM compensation_evidence e WHERE e.delegation_id = w.id OFFSET 0) e ON true
+CROSS JOIN LATERAL (SELECT o.* FROM remote_orgs o WHERE o.id = d.org_id OFFSET 0) o
+LEFT JOIN LATERAL (SELECT c.* FROM task_classes c WHERE c.name = d.task_class OFFSET 0) c ON true;
+
 -- name: DelegationInsertBatch :many
 -- Inserts a flush's new delegations, in one statement, each as
 -- DelegationInsert would (an empty remote task, context or protocol version

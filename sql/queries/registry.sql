@@ -49,6 +49,8 @@ ON CONFLICT (id) DO UPDATE SET
 -- its org, its task class when registered (NULL columns when not), whether
 -- Quittance dispatched it, and whether the task-class policy of its tenant
 -- at its org lists its class, in one round trip.
+-- A flush's pre-read serves it too (DelegationsServedForFlush's
+-- served_gate_policy columns): change both together.
 SELECT sqlc.embed(o), c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
        c.updated_at AS class_updated_at,
        coalesce((SELECT a.dispatched FROM a2a_delegations a WHERE a.delegation_id = @delegation_id), false)::boolean AS dispatched,

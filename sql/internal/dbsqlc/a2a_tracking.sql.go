@@ -257,6 +257,8 @@ type DelegationGetByIDForUpdateWithDispatchRow struct {
 // dispatch may have reached the agent (a task recorded, the dispatch
 // unknown, or a dispatch job claimed at least once: attempts count claims,
 // and a claim may have sent before it crashed), in the lock's round trip.
+// A flush's pre-read serves it too (DelegationsServedForFlush's
+// served_delegation_get_by_id_for_update_with_dispatch columns): change both together.
 func (q *Queries) DelegationGetByIDForUpdateWithDispatch(ctx context.Context, id uuid.UUID) (DelegationGetByIDForUpdateWithDispatchRow, error) {
 	row := q.db.QueryRow(ctx, delegationGetByIDForUpdateWithDispatch, id)
 	var i DelegationGetByIDForUpdateWithDispatchRow

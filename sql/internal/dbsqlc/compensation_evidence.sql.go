@@ -142,6 +142,8 @@ type EvidenceFactsGetRow struct {
 // one round trip: its stored evidence (has_evidence false when none), its
 // extra remote tasks (oldest first), and whether a person named its
 // remote task (an on-call dispatch_resolved event).
+// A flush's pre-read serves it too (DelegationsServedForFlush's
+// served_evidence_facts_get columns): change both together.
 func (q *Queries) EvidenceFactsGet(ctx context.Context, delegationID uuid.UUID) (EvidenceFactsGetRow, error) {
 	row := q.db.QueryRow(ctx, evidenceFactsGet, delegationID)
 	var i EvidenceFactsGetRow

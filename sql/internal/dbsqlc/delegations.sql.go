@@ -1213,3 +1213,268 @@ func (q *Queries) DelegationsAndStreamsLockForFlush(ctx context.Context, arg Del
 	}
 	return items, nil
 }
+
+const delegationsServedForFlush = `-- name: DelegationsServedForFlush :many
+WITH wanted AS MATERIALIZED (
+    SELECT unnest(a.ids) AS id FROM (SELECT $1::uuid[] AS ids OFFSET 0) a
+    UNION
+    SELECT t.id
+    FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.task_ids) AS task_id
+          FROM (SELECT $2::text[] AS org_ids, $3::text[] AS task_ids OFFSET 0) a) k
+    CROSS JOIN LATERAL (
+        SELECT t.id FROM delegations t WHERE t.org_id = k.org_id AND t.remote_task_id = k.task_id OFFSET 0
+    ) t
+)
+SELECT w.id,
+       NULL::boolean AS served_delegation_get_by_id_for_update_with_dispatch,
+       d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer, d.task_status_undated,
+       coalesce(a.dispatched, false)::boolean AS dispatched,
+       (d.remote_task_id IS NOT NULL OR d.dispatch_unknown_at IS NOT NULL OR EXISTS (
+           SELECT FROM a2a_outbox ob WHERE ob.delegation_id = d.id AND ob.kind = 'dispatch' AND ob.attempts > 0))::boolean AS sent,
+       d.dispatch_unknown_at AS unknown_since,
+       NULL::boolean AS served_evidence_facts_get,
+       (e.delegation_id IS NOT NULL)::boolean AS has_evidence,
+       coalesce(e.idempotency_key, '')::text AS idempotency_key,
+       coalesce(e.kind, '')::text AS kind,
+       coalesce(e.channel, '')::text AS channel,
+       coalesce(e.payload_sha256, ''::bytea)::bytea AS payload_sha256,
+       coalesce(e.status, '')::text AS status,
+       e.receipt,
+       e.data,
+       coalesce(e.token, '')::text AS token,
+       e.received_at AS evidence_received_at,
+       e.decided_at AS evidence_decided_at,
+       EXISTS (
+           SELECT 1 FROM events ev
+           WHERE ev.delegation_id = d.id AND ev.type = 'dispatch_resolved' AND ev.data->>'found_by' = 'oncall'
+       )::boolean AS resolved_by_person,
+       coalesce((
+           SELECT json_agg(json_build_object(
+               'task_id', t.task_id, 'purpose', t.purpose, 'context_id', t.context_id, 'found_by', t.found_by,
+               'status', t.status, 'found_at', t.found_at, 'cancel_sent_at', t.cancel_sent_at,
+               'named_round', coalesce(t.named_round, 0),
+               'compensation_required_at', t.compensation_required_at, 'compensation_attempts', t.compensation_attempts,
+               'compensation_resolved_at', t.compensation_resolved_at,
+               'compensation_resolution', t.compensation_resolution) ORDER BY t.found_at, t.task_id)
+           FROM delegation_remote_tasks t WHERE t.delegation_id = d.id
+       ), '[]')::json AS remote_tasks,
+       NULL::boolean AS served_gate_policy,
+       o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, o.require_signed_card, o.card_jku_hosts, o.card_pin, o.card_check,
+       c.name AS class_name, c.effect_capable, c.gate_on, c.compensation_timeout_ms,
+       c.updated_at AS class_updated_at,
+       coalesce(a.dispatched, false)::boolean AS dispatched,
+       EXISTS (SELECT FROM task_class_policies p
+               WHERE p.org_id = o.id AND p.tenant = d.tenant AND d.task_class = ANY (p.classes))::boolean AS policy_lists_class
+FROM wanted w
+CROSS JOIN LATERAL (SELECT d.id, d.tenant, d.business_operation_id, d.request_hash, d.org_id, d.task_class, d.budget_id, d.amount_minor, d.currency, d.remote_task_id, d.remote_context_id, d.protocol_version, d.task_status, d.task_status_at, d.task_status_message, d.obligation_state, d.obligation_reason, d.cancel_requested_at, d.compensation_key, d.compensation_deadline, d.compensation_attempts, d.compensation_last_error, d.compensation_receipt, d.version, d.created_at, d.updated_at, d.pending_write_off_id, d.obligation_state_since, d.last_observed_at, d.dispatch_unknown_at, d.dispatch_unknown_reason, d.settled_amount_minor, d.reversed_amount_minor, d.task_not_found_at, d.task_not_found_answer, d.task_status_undated FROM delegations d WHERE d.id = w.id OFFSET 0) d
+LEFT JOIN LATERAL (SELECT a.delegation_id, a.dispatched, a.push_token_hash, a.observed_at, a.compensation_task_id, a.compensation_round, a.created_at, a.updated_at FROM a2a_delegations a WHERE a.delegation_id = w.id OFFSET 0) a ON true
+LEFT JOIN LATERAL (SELECT e.delegation_id, e.idempotency_key, e.kind, e.channel, e.payload_sha256, e.status, e.receipt, e.data, e.token, e.received_at, e.decided_at FROM compensation_evidence e WHERE e.delegation_id = w.id OFFSET 0) e ON true
+CROSS JOIN LATERAL (SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, o.require_signed_card, o.card_jku_hosts, o.card_pin, o.card_check FROM remote_orgs o WHERE o.id = d.org_id OFFSET 0) o
+LEFT JOIN LATERAL (SELECT c.name, c.effect_capable, c.gate_on, c.compensation_timeout_ms, c.updated_at FROM task_classes c WHERE c.name = d.task_class OFFSET 0) c ON true
+`
+
+type DelegationsServedForFlushParams struct {
+	Ids     []uuid.UUID
+	OrgIds  []string
+	TaskIds []string
+}
+
+type DelegationsServedForFlushRow struct {
+	ID                                           string
+	ServedDelegationGetByIDForUpdateWithDispatch pgtype.Bool
+	ID_2                                         uuid.UUID
+	Tenant                                       string
+	BusinessOperationID                          string
+	RequestHash                                  []byte
+	OrgID                                        string
+	TaskClass                                    string
+	BudgetID                                     string
+	AmountMinor                                  int64
+	Currency                                     string
+	RemoteTaskID                                 *string
+	RemoteContextID                              *string
+	ProtocolVersion                              *string
+	TaskStatus                                   string
+	TaskStatusAt                                 *time.Time
+	TaskStatusMessage                            *string
+	ObligationState                              string
+	ObligationReason                             *string
+	CancelRequestedAt                            *time.Time
+	CompensationKey                              *string
+	CompensationDeadline                         *time.Time
+	CompensationAttempts                         int32
+	CompensationLastError                        *string
+	CompensationReceipt                          json.RawMessage
+	Version                                      int64
+	CreatedAt                                    time.Time
+	UpdatedAt                                    time.Time
+	PendingWriteOffID                            uuid.NullUUID
+	ObligationStateSince                         *time.Time
+	LastObservedAt                               *time.Time
+	DispatchUnknownAt                            *time.Time
+	DispatchUnknownReason                        *string
+	SettledAmountMinor                           pgtype.Int8
+	ReversedAmountMinor                          pgtype.Int8
+	TaskNotFoundAt                               *time.Time
+	TaskNotFoundAnswer                           *string
+	TaskStatusUndated                            bool
+	Dispatched                                   bool
+	Sent                                         bool
+	UnknownSince                                 *time.Time
+	ServedEvidenceFactsGet                       pgtype.Bool
+	HasEvidence                                  bool
+	IdempotencyKey                               string
+	Kind                                         string
+	Channel                                      string
+	PayloadSha256                                []byte
+	Status                                       string
+	Receipt                                      []byte
+	Data                                         []byte
+	Token                                        string
+	EvidenceReceivedAt                           time.Time
+	EvidenceDecidedAt                            *time.Time
+	ResolvedByPerson                             bool
+	RemoteTasks                                  []byte
+	ServedGatePolicy                             pgtype.Bool
+	ID_3                                         string
+	Name                                         string
+	SharedCoordinator                            bool
+	Jwks                                         json.RawMessage
+	AgentCardUrl                                 *string
+	AllowedHosts                                 []string
+	RequireSignedReceipts                        bool
+	IdentityRevokedAt                            *time.Time
+	IdentityRevokedReason                        *string
+	CreatedAt_2                                  time.Time
+	UpdatedAt_2                                  time.Time
+	JwksUrl                                      *string
+	JwksFetched                                  json.RawMessage
+	JwksFetchedAt                                *time.Time
+	JwksFetchAttemptedAt                         *time.Time
+	JwksFetchError                               *string
+	RequireSignedCard                            bool
+	CardJkuHosts                                 []string
+	CardPin                                      json.RawMessage
+	CardCheck                                    json.RawMessage
+	ClassName                                    string
+	EffectCapable                                bool
+	GateOn                                       []string
+	CompensationTimeoutMs                        int64
+	ClassUpdatedAt                               time.Time
+	Dispatched_2                                 bool
+	PolicyListsClass                             bool
+}
+
+// Answers, for each delegation DelegationsAndStreamsLockForFlush locked
+// (the same arguments: the same delegations), the reads a flush's
+// operations would otherwise send one by one (sql/pgstore/served.go):
+// after a marker column naming each (served_<statement>), the columns of
+// DelegationGetByIDForUpdateWithDispatch, EvidenceFactsGet and GatePolicy,
+// the same expressions in the same order as the statement's own
+// (TestPreReadServesWhatTheReadsWouldRead): change them together. It is
+// a statement of its own, sent after the lock: a statement sees what was
+// committed when it began, and the lock may have waited for a commit
+// that changed these rows.
+func (q *Queries) DelegationsServedForFlush(ctx context.Context, arg DelegationsServedForFlushParams) ([]DelegationsServedForFlushRow, error) {
+	rows, err := q.db.Query(ctx, delegationsServedForFlush, arg.Ids, arg.OrgIds, arg.TaskIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelegationsServedForFlushRow
+	for rows.Next() {
+		var i DelegationsServedForFlushRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ServedDelegationGetByIDForUpdateWithDispatch,
+			&i.ID_2,
+			&i.Tenant,
+			&i.BusinessOperationID,
+			&i.RequestHash,
+			&i.OrgID,
+			&i.TaskClass,
+			&i.BudgetID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.RemoteTaskID,
+			&i.RemoteContextID,
+			&i.ProtocolVersion,
+			&i.TaskStatus,
+			&i.TaskStatusAt,
+			&i.TaskStatusMessage,
+			&i.ObligationState,
+			&i.ObligationReason,
+			&i.CancelRequestedAt,
+			&i.CompensationKey,
+			&i.CompensationDeadline,
+			&i.CompensationAttempts,
+			&i.CompensationLastError,
+			&i.CompensationReceipt,
+			&i.Version,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.PendingWriteOffID,
+			&i.ObligationStateSince,
+			&i.LastObservedAt,
+			&i.DispatchUnknownAt,
+			&i.DispatchUnknownReason,
+			&i.SettledAmountMinor,
+			&i.ReversedAmountMinor,
+			&i.TaskNotFoundAt,
+			&i.TaskNotFoundAnswer,
+			&i.TaskStatusUndated,
+			&i.Dispatched,
+			&i.Sent,
+			&i.UnknownSince,
+			&i.ServedEvidenceFactsGet,
+			&i.HasEvidence,
+			&i.IdempotencyKey,
+			&i.Kind,
+			&i.Channel,
+			&i.PayloadSha256,
+			&i.Status,
+			&i.Receipt,
+			&i.Data,
+			&i.Token,
+			&i.EvidenceReceivedAt,
+			&i.EvidenceDecidedAt,
+			&i.ResolvedByPerson,
+			&i.RemoteTasks,
+			&i.ServedGatePolicy,
+			&i.ID_3,
+			&i.Name,
+			&i.SharedCoordinator,
+			&i.Jwks,
+			&i.AgentCardUrl,
+			&i.AllowedHosts,
+			&i.RequireSignedReceipts,
+			&i.IdentityRevokedAt,
+			&i.IdentityRevokedReason,
+			&i.CreatedAt_2,
+			&i.UpdatedAt_2,
+			&i.JwksUrl,
+			&i.JwksFetched,
+			&i.JwksFetchedAt,
+			&i.JwksFetchAttemptedAt,
+			&i.JwksFetchError,
+			&i.RequireSignedCard,
+			&i.CardJkuHosts,
+			&i.CardPin,
+			&i.CardCheck,
+			&i.ClassName,
+			&i.EffectCapable,
+			&i.GateOn,
+			&i.CompensationTimeoutMs,
+			&i.ClassUpdatedAt,
+			&i.Dispatched_2,
+			&i.PolicyListsClass,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

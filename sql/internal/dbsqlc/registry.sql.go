@@ -107,6 +107,8 @@ type GatePolicyRow struct {
 // its org, its task class when registered (NULL columns when not), whether
 // Quittance dispatched it, and whether the task-class policy of its tenant
 // at its org lists its class, in one round trip.
+// A flush's pre-read serves it too (DelegationsServedForFlush's
+// served_gate_policy columns): change both together.
 func (q *Queries) GatePolicy(ctx context.Context, arg GatePolicyParams) (GatePolicyRow, error) {
 	row := q.db.QueryRow(ctx, gatePolicy,
 		arg.DelegationID,

@@ -195,8 +195,13 @@ func (s *Service) Submit(ctx context.Context, kind TokenKind, token []byte, clie
 	sub.refusal.ClaimedIssuer = storable(peek.Issuer, report.MaxClaimedIssuer)
 	attempt := func(tx Tx) error { return s.attempt(ctx, tx, sub) }
 	// The delegations recording the task the token names are those it may
-	// change: the flush's pre-read locks them.
-	keyed := ledger.WithWriteKeys(ctx, ledger.WriteKeys{RemoteTasks: []ledger.RemoteTaskKey{{OrgID: peek.Issuer, TaskID: peek.Subject}}})
+	// change: the flush's pre-read locks them, and reads whether its token
+	// id is used.
+	keys := ledger.WriteKeys{RemoteTasks: []ledger.RemoteTaskKey{{OrgID: peek.Issuer, TaskID: peek.Subject}}}
+	if peek.TokenID != "" {
+		keys.UsedTokens = []ledger.UsedTokenKey{{OrgID: peek.Issuer, JTI: peek.TokenID}}
+	}
+	keyed := ledger.WithWriteKeys(ctx, keys)
 	err = s.store.InTx(keyed, attempt)
 	var ref *RefusalError
 	// Only an org whose keys come from a JWKS URL can have rotated a key in

@@ -154,6 +154,9 @@ type Peek struct {
 	Subject string
 	// KeyID is the unverified "kid" header; it may be empty.
 	KeyID string
+	// TokenID is the unverified "jti" claim; empty when it is absent or
+	// no string (verification then refuses the token).
+	TokenID string
 }
 
 // PeekToken parses a compact JWS without verifying it. It enforces
@@ -189,7 +192,8 @@ func PeekToken(token []byte) (Peek, error) {
 	if len(missing) > 0 {
 		return Peek{}, refusef(CodeTokenClaimsMissing, "missing required claims: %s", strings.Join(missing, ", "))
 	}
-	return Peek{Issuer: iss, Subject: sub, KeyID: kid}, nil
+	jti, _ := p.Claim("jti")
+	return Peek{Issuer: iss, Subject: sub, KeyID: kid, TokenID: jti}, nil
 }
 
 // claimString returns a string claim, refusing a claim that is present but not a

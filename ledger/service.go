@@ -291,7 +291,10 @@ func (s *Service) CreateDelegation(ctx context.Context, p Principal, in CreateIn
 		return Delegation{}, false, err
 	}
 	hash := in.hash()
-	keys := WriteKeys{Operations: []OperationKey{{Tenant: p.Tenant, ID: in.BusinessOperationID}}}
+	keys := WriteKeys{
+		Operations: []OperationKey{{Tenant: p.Tenant, ID: in.BusinessOperationID}},
+		References: []ReferenceKey{{OrgID: in.OrgID, BudgetID: in.BudgetID}},
+	}
 	if in.Remote.TaskID != "" {
 		keys.RecordedTasks = []RemoteTaskKey{{OrgID: in.OrgID, TaskID: in.Remote.TaskID}}
 	}

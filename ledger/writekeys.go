@@ -23,7 +23,20 @@ type WriteKeys struct {
 	// RemoteTasks are remote tasks evidence names: the task's lock and
 	// every delegation recording it.
 	RemoteTasks []RemoteTaskKey
+	// References are the org and budget a creation refers to: the org's
+	// share lock, and both rows read for the whole flush.
+	References []ReferenceKey
+	// UsedTokens are token ids evidence may record as used, read for the
+	// whole flush. Unlike the others they name no lock: a token id's
+	// insert finds a use that raced it.
+	UsedTokens []UsedTokenKey
 }
+
+// ReferenceKey is the org and the budget a creation refers to.
+type ReferenceKey struct{ OrgID, BudgetID string }
+
+// UsedTokenKey is an org's token id (its "jti").
+type UsedTokenKey struct{ OrgID, JTI string }
 
 // OperationKey is a tenant's business operation id: a creation's
 // idempotency key.

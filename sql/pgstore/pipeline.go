@@ -211,11 +211,11 @@ func (s *pipeStep) handOver(res *keptResult) {
 // may be given: first waiting for the pre-read's round trip, which
 // carries nothing of s's own, if its result is not in yet.
 func (s *pipeStep) served(sql string, args []any) (*keptResult, bool) {
-	r := s.p.shared.served
-	if r == nil || s.op.wrote || !servable(statementName(sql)) {
+	r := s.p.shared.served[statementName(sql)]
+	if r == nil || s.op.wrote {
 		return nil, false
 	}
-	if !r.answered {
+	if !r.ready() {
 		res := &keptResult{awaited: true}
 		s.handOver(res)
 		if res.err != nil {

@@ -28,6 +28,11 @@ type flushKeys struct {
 	operations []ledger.OperationKey
 	recorded   []ledger.RemoteTaskKey
 	flush      bool
+	// references and tokens are what a flush's pre-read reads for its
+	// operations (served.go): creations' orgs and budgets, evidence's
+	// token ids.
+	references []ledger.ReferenceKey
+	tokens     []ledger.UsedTokenKey
 }
 
 // operationLock is the name of the transaction lock a flush takes on a
@@ -67,6 +72,8 @@ func merge(keys ...ledger.WriteKeys) flushKeys {
 			k.taskIDs = append(k.taskIDs, rt.TaskID)
 		}
 		k.delegations = append(k.delegations, w.Delegations...)
+		k.references = append(k.references, w.References...)
+		k.tokens = append(k.tokens, w.UsedTokens...)
 	}
 	return k
 }
@@ -93,8 +100,8 @@ func (k flushKeys) empty() bool {
 // follow read no head. A flush's pre-read then reads which of its
 // creations' business operation ids and remote tasks a delegation records
 // already (queueKeysTaken): the inserts of the others may be buffered
-// (insertbatch.go); and the reads of the delegations it locked that its
-// operations would send (served.go). A transaction alone (inTxOnce) whose operation
+// (insertbatch.go); and what its operations would read (queueServed). A
+// transaction alone (inTxOnce) whose operation
 // named its rows takes them the same way, so that it too locks in that
 // order (a creation alone would otherwise hold its business operation id's
 // index entry before its remote task's lock, a flush the other way round).
@@ -102,35 +109,24 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 	if k.empty() {
 		return nil
 	}
-	ids := slices.Clone(k.delegations)
-	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
-	ids = slices.Compact(ids)
-	// A statement with nothing to lock is not sent: a creation alone
-	// locks its operation id and its remote task, in one.
-	delegations := len(ids) > 0 || len(k.orgIDs) > 0
+	ids := k.sortedDelegations()
 	rec := &planRecorder{}
 	q := newQueries(rec)
 	var err error
 	if len(k.locks) > 0 {
 		err = errors.Join(err, q.AdvisoryXactLocksSorted(ctx, k.locks))
 	}
-	// The indexes of the delegations' and streams' lock, and of the reads
-	// it serves a flush's operations.
-	locking, serving := -1, -1
-	if delegations {
+	locking := -1 // the index of the delegations' and streams' lock
+	if k.locksDelegations() {
 		locking = len(rec.statements)
-		params := dbsqlc.DelegationsAndStreamsLockForFlushParams{
+		_, e := q.DelegationsAndStreamsLockForFlush(ctx, dbsqlc.DelegationsAndStreamsLockForFlushParams{
 			Ids: nonNil(ids), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
-		}
-		_, e := q.DelegationsAndStreamsLockForFlush(ctx, params)
+		})
 		err = errors.Join(err, e)
-		if k.flush {
-			serving, shared.served = len(rec.statements), &servedReads{}
-			_, e := q.DelegationsServedForFlush(ctx, dbsqlc.DelegationsServedForFlushParams{
-				Ids: params.Ids, OrgIds: params.OrgIds, TaskIds: params.TaskIds,
-			})
-			err = errors.Join(err, e)
-		}
+	}
+	plan := &preReadPlan{q: q, rec: rec, reads: map[int]func(pgx.BatchResults) error{}}
+	if k.flush {
+		err = errors.Join(err, queueServed(ctx, plan, conn, shared, k))
 	}
 	fresh, e3 := queueKeysTaken(ctx, q, rec, k)
 	if err = errors.Join(err, e3); err != nil {
@@ -151,10 +147,11 @@ func preRead(ctx context.Context, conn *txConn, shared *txShared, k flushKeys) e
 			switch i {
 			case locking:
 				return readLocked(br, shared, k)
-			case serving:
-				return shared.served.read(br)
 			case fresh:
 				return readKeysTaken(br, conn, k)
+			}
+			if read := plan.reads[i]; read != nil {
+				return read(br)
 			}
 			_, err := br.Exec()
 			return err
@@ -196,6 +193,75 @@ func readLocked(br pgx.BatchResults, shared *txShared, k flushKeys) error {
 		}
 	}
 	return nil
+}
+
+// preReadPlan is a pre-read's statements as queued, and the readers of
+// those whose results answer its operations' reads, by index.
+type preReadPlan struct {
+	q     *dbsqlc.Queries
+	rec   *planRecorder
+	reads map[int]func(pgx.BatchResults) error
+}
+
+// readLast reads the result of the statement queued last with read.
+func (p *preReadPlan) readLast(read func(pgx.BatchResults) error) {
+	p.reads[len(p.rec.statements)-1] = read
+}
+
+// sortedDelegations are the delegations k names, sorted, once each.
+func (k flushKeys) sortedDelegations() []uuid.UUID {
+	ids := slices.Clone(k.delegations)
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	return slices.Compact(ids)
+}
+
+// locksDelegations: k names delegations, by id or remote task. A
+// statement with nothing to lock is not sent: a creation alone locks its
+// operation id and its remote task, in one.
+func (k flushKeys) locksDelegations() bool { return len(k.delegations) > 0 || len(k.orgIDs) > 0 }
+
+// queueServed adds to a flush's pre-read, after its locks, the reads its
+// operations would send (served.go), and registers what answers them:
+// those of the delegations it locked (DelegationsServedForFlush), of its
+// creations' orgs and budgets (CreationReferencesForFlush, which
+// share-locks the orgs as each creation would) and of its evidence's
+// token ids (UsedTokensForFlush). A token id the transaction buffered the
+// use of is not answered: the read would see the buffer.
+func queueServed(ctx context.Context, plan *preReadPlan, conn *txConn, shared *txShared, k flushKeys) error {
+	var err error
+	q := plan.q
+	shared.served = map[string]servedSource{}
+	if k.locksDelegations() {
+		_, err = q.DelegationsServedForFlush(ctx, dbsqlc.DelegationsServedForFlushParams{
+			Ids: nonNil(k.sortedDelegations()), OrgIds: nonNil(k.orgIDs), TaskIds: nonNil(k.taskIDs),
+		})
+		r := &servedReads{}
+		plan.readLast(r.read)
+		serve(shared.served, r, servedStatementNames()...)
+	}
+	if len(k.references) > 0 {
+		var orgs, budgets []string
+		for _, r := range k.references {
+			orgs, budgets = append(orgs, r.OrgID), append(budgets, r.BudgetID)
+		}
+		_, e := q.CreationReferencesForFlush(ctx, dbsqlc.CreationReferencesForFlushParams{OrgIds: orgs, BudgetIds: budgets})
+		err = errors.Join(err, e)
+		a := newPairAnswers(orgs, budgets, nil)
+		plan.readLast(a.read)
+		serve(shared.served, a, "CreationReferences")
+	}
+	if len(k.tokens) > 0 {
+		var orgs, jtis []string
+		for _, t := range k.tokens {
+			orgs, jtis = append(orgs, t.OrgID), append(jtis, t.JTI)
+		}
+		_, e := q.UsedTokensForFlush(ctx, dbsqlc.UsedTokensForFlushParams{OrgIds: orgs, Jtis: jtis})
+		err = errors.Join(err, e)
+		a := newPairAnswers(orgs, jtis, func(p [2]string) bool { return conn.tokens.keys[tokenKey{org: p[0], jti: p[1]}] })
+		plan.readLast(a.read)
+		serve(shared.served, a, "UsedTokenGet")
+	}
+	return err
 }
 
 // nonNil is s, or an empty slice for nil: a nil slice is sent as NULL,

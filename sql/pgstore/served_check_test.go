@@ -93,11 +93,80 @@ func CheckServedReads(ctx context.Context, pool *pgxpool.Pool) error {
 			}
 		}
 	}
+	return checkServedPairs(ctx, tx)
+}
+
+// checkServedPairs compares the served CreationReferences of every
+// delegation's org and budget, and UsedTokenGet of every used token id,
+// each with one pair that names no row, with the statements' answers.
+func checkServedPairs(ctx context.Context, tx pgx.Tx) error {
+	own := dbsqlc.New(tx)
+	pairs := func(sql string) (firsts, seconds []string, err error) {
+		rows, err := tx.Query(ctx, sql)
+		if err != nil {
+			return nil, nil, err
+		}
+		for rows.Next() {
+			var a, b string
+			if err := rows.Scan(&a, &b); err != nil {
+				return nil, nil, err
+			}
+			firsts, seconds = append(firsts, a), append(seconds, b)
+		}
+		return append(firsts, "no-such-org"), append(seconds, "no-such-row"), rows.Err()
+	}
+	checks := []struct {
+		pairs string
+		queue func(q *dbsqlc.Queries, a, b []string)
+		read  func(q *dbsqlc.Queries, a, b string) (any, error)
+	}{
+		{`SELECT DISTINCT org_id, budget_id FROM delegations LIMIT 200`,
+			func(q *dbsqlc.Queries, a, b []string) {
+				_, _ = q.CreationReferencesForFlush(ctx, dbsqlc.CreationReferencesForFlushParams{OrgIds: a, BudgetIds: b})
+			},
+			func(q *dbsqlc.Queries, a, b string) (any, error) {
+				return q.CreationReferences(ctx, dbsqlc.CreationReferencesParams{OrgID: a, BudgetID: b})
+			}},
+		{`SELECT org_id, jti FROM used_token_ids LIMIT 200`,
+			func(q *dbsqlc.Queries, a, b []string) {
+				_, _ = q.UsedTokensForFlush(ctx, dbsqlc.UsedTokensForFlushParams{OrgIds: a, Jtis: b})
+			},
+			func(q *dbsqlc.Queries, a, b string) (any, error) {
+				return q.UsedTokenGet(ctx, dbsqlc.UsedTokenGetParams{OrgID: a, Jti: b})
+			}},
+	}
+	for _, c := range checks {
+		firsts, seconds, err := pairs(c.pairs)
+		if err != nil {
+			return err
+		}
+		rec := &planRecorder{}
+		c.queue(newQueries(rec), firsts, seconds)
+		a := newPairAnswers(firsts, seconds, nil)
+		rows, err := tx.Query(ctx, rec.statements[0].sql, rec.statements[0].args...)
+		if err != nil {
+			return err
+		}
+		if err := a.readRows(rows); err != nil {
+			return err
+		}
+		served := dbsqlc.New(servedDB{a})
+		for i := range firsts {
+			want, wantErr := c.read(own, firsts[i], seconds[i])
+			got, gotErr := c.read(served, firsts[i], seconds[i])
+			if !errors.Is(gotErr, wantErr) && (gotErr == nil || wantErr == nil || gotErr.Error() != wantErr.Error()) {
+				return fmt.Errorf("%s of %s, %s: served error %v, the statement's %v", statementName(rec.statements[0].sql), firsts[i], seconds[i], gotErr, wantErr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				return fmt.Errorf("%s of %s, %s: served %+v, the statement's %+v", statementName(rec.statements[0].sql), firsts[i], seconds[i], got, want)
+			}
+		}
+	}
 	return nil
 }
 
 // servedDB answers the reads the pre-read serves from r, and nothing else.
-type servedDB struct{ r *servedReads }
+type servedDB struct{ r servedSource }
 
 var errNotServed = errors.New("not served")
 

@@ -54,9 +54,9 @@ type txShared struct {
 	// from the pre-read: a pipelined flush runs an operation naming one
 	// after one naming the other (pipeline.go).
 	recording map[string][]string
-	// served are the reads a flush's pre-read answers (served.go); nil
-	// when it locks no delegation, or the transaction is no flush.
-	served *servedReads
+	// served are what answers, by statement name, the reads a flush's
+	// pre-read answers (served.go); none in a transaction alone.
+	served map[string]servedSource
 }
 
 // seen notes the remote tasks of delegations the transaction locked and

@@ -6,11 +6,26 @@ SELECT * FROM remote_orgs WHERE id = $1;
 -- row when either is missing. Delegation creation holds the org's share
 -- lock until it commits, so an identity revocation (which updates the row)
 -- either sees the new delegation and escalates it, or commits first and the
--- creation sees the revocation.
+-- creation sees the revocation. A flush's pre-read serves it too
+-- (CreationReferencesForFlush): change both together.
 SELECT sqlc.embed(o), sqlc.embed(b)
 FROM remote_orgs o, budgets b
 WHERE o.id = @org_id AND b.id = @budget_id
 FOR SHARE OF o;
+
+-- name: CreationReferencesForFlush :many
+-- CreationReferences of each of a flush's creations (@org_ids[i],
+-- @budget_ids[i]), for its pre-read to answer them (sql/pgstore/
+-- served.go): the pair, then CreationReferences' columns in its order
+-- (TestPreReadServesWhatTheReadsWouldRead), each org share-locked as
+-- CreationReferences locks it, in id order. No row for a pair with either
+-- missing.
+SELECT k.org_id AS key_org_id, k.budget_id AS key_budget_id, o.*, b.*
+FROM (SELECT DISTINCT unnest(a.org_ids) AS org_id, unnest(a.budget_ids) AS budget_id
+      FROM (SELECT @org_ids::text[] AS org_ids, @budget_ids::text[] AS budget_ids OFFSET 0) a
+      ORDER BY 1, 2) k
+CROSS JOIN LATERAL (SELECT o.* FROM remote_orgs o WHERE o.id = k.org_id OFFSET 0 FOR SHARE) o
+CROSS JOIN LATERAL (SELECT b.* FROM budgets b WHERE b.id = k.budget_id OFFSET 0) b;
 
 -- name: OrgUpsert :exec
 INSERT INTO remote_orgs (

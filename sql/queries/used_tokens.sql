@@ -1,5 +1,17 @@
 -- name: UsedTokenGet :one
+-- A flush's pre-read serves it too (UsedTokensForFlush): change both
+-- together.
 SELECT * FROM used_token_ids WHERE org_id = $1 AND jti = $2;
+
+-- name: UsedTokensForFlush :many
+-- UsedTokenGet of each token id a flush's evidence names (@org_ids[i],
+-- @jtis[i]), for its pre-read to answer them (sql/pgstore/served.go):
+-- the pair, then UsedTokenGet's columns in its order. No row for an
+-- unused one.
+SELECT k.org_id AS key_org_id, k.jti AS key_jti, u.*
+FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.jtis) AS jti
+      FROM (SELECT @org_ids::text[] AS org_ids, @jtis::text[] AS jtis OFFSET 0) a) k
+CROSS JOIN LATERAL (SELECT u.* FROM used_token_ids u WHERE u.org_id = k.org_id AND u.jti = k.jti OFFSET 0) u;
 
 -- name: UsedTokenInsert :execrows
 INSERT INTO used_token_ids (org_id, jti, delegation_id, token_sha256, used_at)

@@ -35,7 +35,8 @@ type CreationReferencesRow struct {
 // row when either is missing. Delegation creation holds the org's share
 // lock until it commits, so an identity revocation (which updates the row)
 // either sees the new delegation and escalates it, or commits first and the
-// creation sees the revocation.
+// creation sees the revocation. A flush's pre-read serves it too
+// (CreationReferencesForFlush): change both together.
 func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferencesParams) (CreationReferencesRow, error) {
 	row := q.db.QueryRow(ctx, creationReferences, arg.OrgID, arg.BudgetID)
 	var i CreationReferencesRow
@@ -72,6 +73,114 @@ func (q *Queries) CreationReferences(ctx context.Context, arg CreationReferences
 		&i.Budget.Tenants,
 	)
 	return i, err
+}
+
+const creationReferencesForFlush = `-- name: CreationReferencesForFlush :many
+SELECT k.org_id AS key_org_id, k.budget_id AS key_budget_id, o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, o.require_signed_card, o.card_jku_hosts, o.card_pin, o.card_check, b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at, b.tenants
+FROM (SELECT DISTINCT unnest(a.org_ids) AS org_id, unnest(a.budget_ids) AS budget_id
+      FROM (SELECT $1::text[] AS org_ids, $2::text[] AS budget_ids OFFSET 0) a
+      ORDER BY 1, 2) k
+CROSS JOIN LATERAL (SELECT o.id, o.name, o.shared_coordinator, o.jwks, o.agent_card_url, o.allowed_hosts, o.require_signed_receipts, o.identity_revoked_at, o.identity_revoked_reason, o.created_at, o.updated_at, o.jwks_url, o.jwks_fetched, o.jwks_fetched_at, o.jwks_fetch_attempted_at, o.jwks_fetch_error, o.require_signed_card, o.card_jku_hosts, o.card_pin, o.card_check FROM remote_orgs o WHERE o.id = k.org_id OFFSET 0 FOR SHARE) o
+CROSS JOIN LATERAL (SELECT b.id, b.currency, b.funded_minor, b.available_minor, b.held_minor, b.spent_minor, b.written_off_minor, b.created_at, b.updated_at, b.tenants FROM budgets b WHERE b.id = k.budget_id OFFSET 0) b
+`
+
+type CreationReferencesForFlushParams struct {
+	OrgIds    []string
+	BudgetIds []string
+}
+
+type CreationReferencesForFlushRow struct {
+	KeyOrgID              interface{}
+	KeyBudgetID           interface{}
+	ID                    string
+	Name                  string
+	SharedCoordinator     bool
+	Jwks                  json.RawMessage
+	AgentCardUrl          *string
+	AllowedHosts          []string
+	RequireSignedReceipts bool
+	IdentityRevokedAt     *time.Time
+	IdentityRevokedReason *string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+	JwksUrl               *string
+	JwksFetched           json.RawMessage
+	JwksFetchedAt         *time.Time
+	JwksFetchAttemptedAt  *time.Time
+	JwksFetchError        *string
+	RequireSignedCard     bool
+	CardJkuHosts          []string
+	CardPin               json.RawMessage
+	CardCheck             json.RawMessage
+	ID_2                  string
+	Currency              string
+	FundedMinor           int64
+	AvailableMinor        int64
+	HeldMinor             int64
+	SpentMinor            int64
+	WrittenOffMinor       int64
+	CreatedAt_2           time.Time
+	UpdatedAt_2           time.Time
+	Tenants               []string
+}
+
+// CreationReferences of each of a flush's creations (@org_ids[i],
+// @budget_ids[i]), for its pre-read to answer them (sql/pgstore/
+// served.go): the pair, then CreationReferences' columns in its order
+// (TestPreReadServesWhatTheReadsWouldRead), each org share-locked as
+// CreationReferences locks it, in id order. No row for a pair with either
+// missing.
+func (q *Queries) CreationReferencesForFlush(ctx context.Context, arg CreationReferencesForFlushParams) ([]CreationReferencesForFlushRow, error) {
+	rows, err := q.db.Query(ctx, creationReferencesForFlush, arg.OrgIds, arg.BudgetIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CreationReferencesForFlushRow
+	for rows.Next() {
+		var i CreationReferencesForFlushRow
+		if err := rows.Scan(
+			&i.KeyOrgID,
+			&i.KeyBudgetID,
+			&i.ID,
+			&i.Name,
+			&i.SharedCoordinator,
+			&i.Jwks,
+			&i.AgentCardUrl,
+			&i.AllowedHosts,
+			&i.RequireSignedReceipts,
+			&i.IdentityRevokedAt,
+			&i.IdentityRevokedReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.JwksUrl,
+			&i.JwksFetched,
+			&i.JwksFetchedAt,
+			&i.JwksFetchAttemptedAt,
+			&i.JwksFetchError,
+			&i.RequireSignedCard,
+			&i.CardJkuHosts,
+			&i.CardPin,
+			&i.CardCheck,
+			&i.ID_2,
+			&i.Currency,
+			&i.FundedMinor,
+			&i.AvailableMinor,
+			&i.HeldMinor,
+			&i.SpentMinor,
+			&i.WrittenOffMinor,
+			&i.CreatedAt_2,
+			&i.UpdatedAt_2,
+			&i.Tenants,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const gatePolicy = `-- name: GatePolicy :one

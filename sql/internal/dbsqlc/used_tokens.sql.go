@@ -21,6 +21,8 @@ type UsedTokenGetParams struct {
 	Jti   string
 }
 
+// A flush's pre-read serves it too (UsedTokensForFlush): change both
+// together.
 func (q *Queries) UsedTokenGet(ctx context.Context, arg UsedTokenGetParams) (UsedTokenID, error) {
 	row := q.db.QueryRow(ctx, usedTokenGet, arg.OrgID, arg.Jti)
 	var i UsedTokenID
@@ -109,6 +111,60 @@ func (q *Queries) UsedTokenInsertBatch(ctx context.Context, arg UsedTokenInsertB
 	for rows.Next() {
 		var i UsedTokenInsertBatchRow
 		if err := rows.Scan(&i.OrgID, &i.Jti); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const usedTokensForFlush = `-- name: UsedTokensForFlush :many
+SELECT k.org_id AS key_org_id, k.jti AS key_jti, u.org_id, u.jti, u.delegation_id, u.token_sha256, u.used_at
+FROM (SELECT unnest(a.org_ids) AS org_id, unnest(a.jtis) AS jti
+      FROM (SELECT $1::text[] AS org_ids, $2::text[] AS jtis OFFSET 0) a) k
+CROSS JOIN LATERAL (SELECT u.org_id, u.jti, u.delegation_id, u.token_sha256, u.used_at FROM used_token_ids u WHERE u.org_id = k.org_id AND u.jti = k.jti OFFSET 0) u
+`
+
+type UsedTokensForFlushParams struct {
+	OrgIds []string
+	Jtis   []string
+}
+
+type UsedTokensForFlushRow struct {
+	KeyOrgID     interface{}
+	KeyJti       interface{}
+	OrgID        string
+	Jti          string
+	DelegationID uuid.UUID
+	TokenSha256  []byte
+	UsedAt       time.Time
+}
+
+// UsedTokenGet of each token id a flush's evidence names (@org_ids[i],
+// @jtis[i]), for its pre-read to answer them (sql/pgstore/served.go):
+// the pair, then UsedTokenGet's columns in its order. No row for an
+// unused one.
+func (q *Queries) UsedTokensForFlush(ctx context.Context, arg UsedTokensForFlushParams) ([]UsedTokensForFlushRow, error) {
+	rows, err := q.db.Query(ctx, usedTokensForFlush, arg.OrgIds, arg.Jtis)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UsedTokensForFlushRow
+	for rows.Next() {
+		var i UsedTokensForFlushRow
+		if err := rows.Scan(
+			&i.KeyOrgID,
+			&i.KeyJti,
+			&i.OrgID,
+			&i.Jti,
+			&i.DelegationID,
+			&i.TokenSha256,
+			&i.UsedAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

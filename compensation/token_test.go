@@ -414,17 +414,27 @@ func TestPeekToken(t *testing.T) {
 	t.Parallel()
 	s := compensationtest.NewEd25519Signer(t, "peek-1")
 
-	t.Run("reads iss sub kid without verifying", func(t *testing.T) {
+	t.Run("reads iss sub kid jti without verifying", func(t *testing.T) {
 		t.Parallel()
 		// Signed by a key nobody registered: Peek does not care.
-		token := s.Sign(t, ack, ackClaims())
+		claims := with(ackClaims(), "jti", "peek-jti-1")
+		token := s.Sign(t, ack, claims)
 		got, err := compensation.PeekToken([]byte(token))
 		if err != nil {
 			t.Fatalf("PeekToken: %v", err)
 		}
-		want := compensation.Peek{Issuer: testOrg, Subject: testTask, KeyID: "peek-1"}
+		want := compensation.Peek{Issuer: testOrg, Subject: testTask, KeyID: "peek-1", TokenID: "peek-jti-1"}
 		if got != want {
 			t.Fatalf("Peek = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("a jti missing or no string is left to Verify", func(t *testing.T) {
+		t.Parallel()
+		for _, jti := range []any{nil, 42} {
+			got, err := compensation.PeekToken([]byte(s.Sign(t, ack, with(ackClaims(), "jti", jti))))
+			if err != nil || got.TokenID != "" || got.Issuer != testOrg {
+				t.Fatalf("jti %v: PeekToken = %+v, %v", jti, got, err)
+			}
 		}
 	})
 	t.Run("missing kid is left to Verify", func(t *testing.T) {

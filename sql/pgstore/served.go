@@ -203,13 +203,18 @@ func (r *servedReads) answer(sql string, args []any) (res *keptResult, keys []st
 		keys = []string{delegationKey(read.id)}
 		rows = [][][]byte{row.values[cols[0]:cols[1]]}
 	}
+	return answered(r.fields[cols[0]:cols[1]], rows, r.typeMap), keys, true
+}
+
+// answered is a read's answer: rows of fields.
+func answered(fields []pgconn.FieldDescription, rows [][][]byte, typeMap *pgtype.Map) *keptResult {
 	return &keptResult{
 		answered: true,
 		tag:      pgconn.NewCommandTag(fmt.Sprintf("SELECT %d", len(rows))),
-		fields:   r.fields[cols[0]:cols[1]],
+		fields:   fields,
 		rows:     rows,
-		typeMap:  r.typeMap,
-	}, keys, true
+		typeMap:  typeMap,
+	}
 }
 
 // gatePolicyOf: GatePolicy's args (delegation, tenant, task class, org)
@@ -341,13 +346,7 @@ func (a *pairAnswers) answer(_ string, args []any) (*keptResult, []string, bool)
 	if row, found := a.rows[pair]; found {
 		rows = [][][]byte{row}
 	}
-	return &keptResult{
-		answered: true,
-		tag:      pgconn.NewCommandTag(fmt.Sprintf("SELECT %d", len(rows))),
-		fields:   a.fields,
-		rows:     rows,
-		typeMap:  a.typeMap,
-	}, nil, true
+	return answered(a.fields, rows, a.typeMap), nil, true
 }
 
 // servedStatementNames are the reads servedReads answers.

@@ -95,30 +95,24 @@ func Patroni(t testing.TB) *PatroniPair {
 	if err := chownTo(cred, dir); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	ports := freePorts(t, 6)
+	ports := freePorts(t, 2)
 	if etcd, err = startEtcd(ctx, dir, ports[0], ports[1]); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	scope := filepath.Base(dir) // one cluster per pair in the shared etcd namespace
-	for i := range p.nodes {
-		n := &patroniNode{name: fmt.Sprintf("node%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			pgPort: ports[2+2*i], apiPort: ports[3+2*i]}
-		if err := n.prepare(scope, etcd.url, binDir, cred); err != nil {
+	// A member's port may be taken between freePorts and its bind (the
+	// suite's other servers and clients share the range), and its
+	// postmaster then exits: the pair is started again, on other ports,
+	// up to three times.
+	for attempt := 1; ; attempt++ {
+		m := members{dir: filepath.Join(dir, fmt.Sprint(attempt)), etcdURL: etcd.url, binDir: binDir, cred: cred}
+		err := p.startMembers(ctx, t, m)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !errors.Is(err, errExited) {
 			t.Fatalf("pgtest: %v", err)
 		}
-		if err := n.start(cred); err != nil {
-			t.Fatalf("pgtest: %v", err)
-		}
-		p.nodes[i] = n
-		// The first member bootstraps and leads; the second follows as its
-		// synchronous standby.
-		want := "/primary"
-		if i == 1 {
-			want = "/sync"
-		}
-		if err := waitHTTP(ctx, n.api(want), n.done); err != nil {
-			t.Fatalf("pgtest: %s (%s): %v\n%s", n.name, want, err, fileTail(n.log()))
-		}
+		t.Logf("pgtest: %v\nstarting the pair again on other ports", err)
 	}
 	if p.Database, err = createPatroniDatabase(ctx, p.nodes[0].url("postgres"), t.Name()); err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -132,6 +126,55 @@ func Patroni(t testing.TB) *PatroniPair {
 	})
 	return p
 }
+
+// members is where and how a pair's members run.
+type members struct {
+	dir, etcdURL, binDir string
+	cred                 *syscall.Credential
+}
+
+// startMembers stops the members of an earlier attempt, then starts two
+// in m.dir on free ports, one cluster in the etcd namespace (its scope
+// named after the directory): the first bootstraps and leads, the second
+// follows as its synchronous standby.
+func (p *PatroniPair) startMembers(ctx context.Context, t testing.TB, m members) error {
+	for i, n := range p.nodes {
+		if n != nil {
+			n.stop(t)
+			p.nodes[i] = nil
+		}
+	}
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return err
+	}
+	if err := chownTo(m.cred, m.dir); err != nil {
+		return err
+	}
+	ports := freePorts(t, 4)
+	scope := filepath.Base(filepath.Dir(m.dir)) + "-" + filepath.Base(m.dir)
+	for i := range p.nodes {
+		n := &patroniNode{name: fmt.Sprintf("node%d", i+1), dir: filepath.Join(m.dir, fmt.Sprintf("n%d", i+1)),
+			pgPort: ports[2*i], apiPort: ports[2*i+1]}
+		if err := n.prepare(scope, m.etcdURL, m.binDir, m.cred); err != nil {
+			return err
+		}
+		if err := n.start(m.cred); err != nil {
+			return err
+		}
+		p.nodes[i] = n
+		want := "/primary"
+		if i == 1 {
+			want = "/sync"
+		}
+		if err := waitHTTP(ctx, n.api(want), n.done); err != nil {
+			return fmt.Errorf("%s (%s): %w\n%s", n.name, want, err, fileTail(n.log()))
+		}
+	}
+	return nil
+}
+
+// errExited: a member exited before it was ready.
+var errExited = errors.New("exited")
 
 // patroniPrerequisites makes sure Patroni and etcd are installed and
 // finds what the members run: the directory of the PostgreSQL server
@@ -446,7 +489,7 @@ func waitHTTP(ctx context.Context, url string, done <-chan struct{}) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("exited before %s answered 200", url)
+			return fmt.Errorf("%w before %s answered 200", errExited, url)
 		case <-ctx.Done():
 			return fmt.Errorf("%s did not answer 200: %w", url, ctx.Err())
 		case <-time.After(100 * time.Millisecond):

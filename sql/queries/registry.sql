@@ -17,7 +17,7 @@ FOR SHARE OF o;
 -- CreationReferences of each of a flush's creations (@org_ids[i],
 -- @budget_ids[i]), for its pre-read to answer them (sql/pgstore/
 -- served.go): the pair, then CreationReferences' columns in its order
--- (TestPreReadServesWhatTheReadsWouldRead), each org share-locked as
+-- (CheckServedReads, sql/pgstore/served_check_test.go), each org share-locked as
 -- CreationReferences locks it, in id order. No row for a pair with either
 -- missing.
 SELECT k.org_id AS key_org_id, k.budget_id AS key_budget_id, o.*, b.*

@@ -1371,7 +1371,7 @@ type DelegationsServedForFlushRow struct {
 // after a marker column naming each (served_<statement>), the columns of
 // DelegationGetByIDForUpdateWithDispatch, EvidenceFactsGet and GatePolicy,
 // the same expressions in the same order as the statement's own
-// (TestPreReadServesWhatTheReadsWouldRead): change them together. It is
+// (CheckServedReads, sql/pgstore/served_check_test.go): change them together. It is
 // a statement of its own, sent after the lock: a statement sees what was
 // committed when it began, and the lock may have waited for a commit
 // that changed these rows.

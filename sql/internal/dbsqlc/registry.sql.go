@@ -127,7 +127,7 @@ type CreationReferencesForFlushRow struct {
 // CreationReferences of each of a flush's creations (@org_ids[i],
 // @budget_ids[i]), for its pre-read to answer them (sql/pgstore/
 // served.go): the pair, then CreationReferences' columns in its order
-// (TestPreReadServesWhatTheReadsWouldRead), each org share-locked as
+// (CheckServedReads, sql/pgstore/served_check_test.go), each org share-locked as
 // CreationReferences locks it, in id order. No row for a pair with either
 // missing.
 func (q *Queries) CreationReferencesForFlush(ctx context.Context, arg CreationReferencesForFlushParams) ([]CreationReferencesForFlushRow, error) {

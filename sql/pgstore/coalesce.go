@@ -545,7 +545,7 @@ func (c *coalescer) run(ops []*writeOp) flushResult {
 		oc := &opConn{conn: conn, owner: i + 1, flush: ctx}
 		t := newTx(oc, shared)
 		r.txs[i] = t
-		oc.step = &pipeStep{op: oc, owner: oc.owner, part: o.part, run: func() error { return o.fn(t) }}
+		oc.step = &pipeStep{op: oc, part: o.part, run: func() error { return o.fn(t) }}
 		steps[i] = oc.step
 	}
 	errs := runPipelined(ctx, conn, shared, steps)

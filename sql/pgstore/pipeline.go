@@ -52,8 +52,7 @@ type pipeline struct {
 // pipeStep is one operation of a pipelined flush.
 type pipeStep struct {
 	p     *pipeline
-	op    *opConn // the operation's connection: whether it wrote
-	owner int     // as its opConn's
+	op    *opConn // the operation's connection: its owner, whether it wrote
 	run   func() error
 	part  []string // the operation's partition keys (writeOp.part)
 	state stepState
@@ -195,7 +194,7 @@ func (s *pipeStep) wait(sql string, args []any) *keptResult {
 		return res
 	}
 	res := &keptResult{}
-	c.queueRead(s.p.flush, s.owner, sql, args, res)
+	c.queueRead(s.p.flush, s.op.owner, sql, args, res)
 	s.handOver(res)
 	return res
 }

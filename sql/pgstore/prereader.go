@@ -237,7 +237,7 @@ func queueServed(ctx context.Context, plan *preReadPlan, conn *txConn, shared *t
 		})
 		r := &servedReads{}
 		plan.readLast(r.read)
-		serve(shared.served, r, servedStatementNames()...)
+		serve(shared.served, r, servedReadNames...)
 	}
 	if len(k.references) > 0 {
 		var orgs, budgets []string

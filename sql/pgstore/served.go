@@ -331,14 +331,15 @@ func (a *pairAnswers) readRows(rows pgx.Rows) error {
 	return nil
 }
 
-// answer answers the read of the pair its first two arguments are.
+// answer answers the read of the pair its first two arguments are (as
+// cleaned before they reach the transaction: storableDB).
 func (a *pairAnswers) answer(_ string, args []any) (*keptResult, []string, bool) {
 	if len(args) < 2 {
 		return nil, nil, false
 	}
 	first, ok1 := args[0].(string)
 	second, ok2 := args[1].(string)
-	pair := [2]string{storable(first), storable(second)}
+	pair := [2]string{first, second}
 	if !ok1 || !ok2 || !a.asked[pair] || (a.changed != nil && a.changed(pair)) {
 		return nil, nil, false
 	}
@@ -349,11 +350,11 @@ func (a *pairAnswers) answer(_ string, args []any) (*keptResult, []string, bool)
 	return answered(a.fields, rows, a.typeMap), nil, true
 }
 
-// servedStatementNames are the reads servedReads answers.
-func servedStatementNames() []string {
+// servedReadNames are the reads servedReads answers.
+var servedReadNames = func() []string {
 	names := []string{servedByRemoteTask, servedOrg}
 	for _, n := range servedStatements {
 		names = append(names, n)
 	}
 	return names
-}
+}()

@@ -84,6 +84,10 @@ WHERE id = @id AND version = @previous_version;
 -- times: DelegationUpdate's callers never store either. The amounts are
 -- set where @settled_set and @reversed_set say. Returns the ids of the
 -- rows whose version matched: a missing one is that update's refusal.
+-- The arrays are read through a subquery the planner cannot flatten
+-- (OFFSET 0), so that PostgreSQL keeps the generic plan rather than
+-- planning again on every flush, as DelegationsAndStreamsLockForFlush
+-- explains.
 UPDATE delegations d SET
     amount_minor            = u.amount_minor,
     settled_amount_minor    = CASE WHEN u.settled_set THEN u.settled_amount_minor END,
@@ -105,22 +109,51 @@ UPDATE delegations d SET
     version                 = d.version + 1,
     updated_at              = u.updated_at
 FROM (
-    SELECT unnest(@ids::uuid[]) AS id, unnest(@previous_versions::bigint[]) AS previous_version,
-           unnest(@amount_minors::bigint[]) AS amount_minor,
-           unnest(@settled_set::boolean[]) AS settled_set, unnest(@settled_amount_minors::bigint[]) AS settled_amount_minor,
-           unnest(@reversed_set::boolean[]) AS reversed_set, unnest(@reversed_amount_minors::bigint[]) AS reversed_amount_minor,
-           unnest(@task_statuses::text[]) AS task_status, unnest(@task_status_ats::timestamptz[]) AS task_status_at,
-           unnest(@task_status_undated::boolean[]) AS task_status_undated,
-           unnest(@task_status_messages::text[]) AS task_status_message,
-           unnest(@obligation_states::text[]) AS obligation_state, unnest(@obligation_reasons::text[]) AS obligation_reason,
-           unnest(@cancel_requested_ats::timestamptz[]) AS cancel_requested_at,
-           unnest(@compensation_keys::text[]) AS compensation_key,
-           unnest(@compensation_deadlines::timestamptz[]) AS compensation_deadline,
-           unnest(@compensation_attempts::integer[]) AS compensation_attempts,
-           unnest(@compensation_last_errors::text[]) AS compensation_last_error,
-           unnest(@compensation_receipts::text[]) AS compensation_receipt,
-           unnest(@pending_write_off_ids::text[]) AS pending_write_off_id,
-           unnest(@observed_ats::timestamptz[]) AS observed_at, unnest(@updated_ats::timestamptz[]) AS updated_at
+    SELECT unnest(a.ids) AS id,
+           unnest(a.previous_versions) AS previous_version,
+           unnest(a.amount_minors) AS amount_minor,
+           unnest(a.settled_set) AS settled_set,
+           unnest(a.settled_amount_minors) AS settled_amount_minor,
+           unnest(a.reversed_set) AS reversed_set,
+           unnest(a.reversed_amount_minors) AS reversed_amount_minor,
+           unnest(a.task_statuses) AS task_status,
+           unnest(a.task_status_ats) AS task_status_at,
+           unnest(a.task_status_undated) AS task_status_undated,
+           unnest(a.task_status_messages) AS task_status_message,
+           unnest(a.obligation_states) AS obligation_state,
+           unnest(a.obligation_reasons) AS obligation_reason,
+           unnest(a.cancel_requested_ats) AS cancel_requested_at,
+           unnest(a.compensation_keys) AS compensation_key,
+           unnest(a.compensation_deadlines) AS compensation_deadline,
+           unnest(a.compensation_attempts) AS compensation_attempts,
+           unnest(a.compensation_last_errors) AS compensation_last_error,
+           unnest(a.compensation_receipts) AS compensation_receipt,
+           unnest(a.pending_write_off_ids) AS pending_write_off_id,
+           unnest(a.observed_ats) AS observed_at,
+           unnest(a.updated_ats) AS updated_at
+    FROM (SELECT @ids::uuid[] AS ids,
+                 @previous_versions::bigint[] AS previous_versions,
+                 @amount_minors::bigint[] AS amount_minors,
+                 @settled_set::boolean[] AS settled_set,
+                 @settled_amount_minors::bigint[] AS settled_amount_minors,
+                 @reversed_set::boolean[] AS reversed_set,
+                 @reversed_amount_minors::bigint[] AS reversed_amount_minors,
+                 @task_statuses::text[] AS task_statuses,
+                 @task_status_ats::timestamptz[] AS task_status_ats,
+                 @task_status_undated::boolean[] AS task_status_undated,
+                 @task_status_messages::text[] AS task_status_messages,
+                 @obligation_states::text[] AS obligation_states,
+                 @obligation_reasons::text[] AS obligation_reasons,
+                 @cancel_requested_ats::timestamptz[] AS cancel_requested_ats,
+                 @compensation_keys::text[] AS compensation_keys,
+                 @compensation_deadlines::timestamptz[] AS compensation_deadlines,
+                 @compensation_attempts::integer[] AS compensation_attempts,
+                 @compensation_last_errors::text[] AS compensation_last_errors,
+                 @compensation_receipts::text[] AS compensation_receipts,
+                 @pending_write_off_ids::text[] AS pending_write_off_ids,
+                 @observed_ats::timestamptz[] AS observed_ats,
+                 @updated_ats::timestamptz[] AS updated_ats
+          OFFSET 0) a
 ) u
 WHERE d.id = u.id AND d.version = u.previous_version
 RETURNING d.id;

@@ -1021,22 +1021,51 @@ UPDATE delegations d SET
     version                 = d.version + 1,
     updated_at              = u.updated_at
 FROM (
-    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS previous_version,
-           unnest($3::bigint[]) AS amount_minor,
-           unnest($4::boolean[]) AS settled_set, unnest($5::bigint[]) AS settled_amount_minor,
-           unnest($6::boolean[]) AS reversed_set, unnest($7::bigint[]) AS reversed_amount_minor,
-           unnest($8::text[]) AS task_status, unnest($9::timestamptz[]) AS task_status_at,
-           unnest($10::boolean[]) AS task_status_undated,
-           unnest($11::text[]) AS task_status_message,
-           unnest($12::text[]) AS obligation_state, unnest($13::text[]) AS obligation_reason,
-           unnest($14::timestamptz[]) AS cancel_requested_at,
-           unnest($15::text[]) AS compensation_key,
-           unnest($16::timestamptz[]) AS compensation_deadline,
-           unnest($17::integer[]) AS compensation_attempts,
-           unnest($18::text[]) AS compensation_last_error,
-           unnest($19::text[]) AS compensation_receipt,
-           unnest($20::text[]) AS pending_write_off_id,
-           unnest($21::timestamptz[]) AS observed_at, unnest($22::timestamptz[]) AS updated_at
+    SELECT unnest(a.ids) AS id,
+           unnest(a.previous_versions) AS previous_version,
+           unnest(a.amount_minors) AS amount_minor,
+           unnest(a.settled_set) AS settled_set,
+           unnest(a.settled_amount_minors) AS settled_amount_minor,
+           unnest(a.reversed_set) AS reversed_set,
+           unnest(a.reversed_amount_minors) AS reversed_amount_minor,
+           unnest(a.task_statuses) AS task_status,
+           unnest(a.task_status_ats) AS task_status_at,
+           unnest(a.task_status_undated) AS task_status_undated,
+           unnest(a.task_status_messages) AS task_status_message,
+           unnest(a.obligation_states) AS obligation_state,
+           unnest(a.obligation_reasons) AS obligation_reason,
+           unnest(a.cancel_requested_ats) AS cancel_requested_at,
+           unnest(a.compensation_keys) AS compensation_key,
+           unnest(a.compensation_deadlines) AS compensation_deadline,
+           unnest(a.compensation_attempts) AS compensation_attempts,
+           unnest(a.compensation_last_errors) AS compensation_last_error,
+           unnest(a.compensation_receipts) AS compensation_receipt,
+           unnest(a.pending_write_off_ids) AS pending_write_off_id,
+           unnest(a.observed_ats) AS observed_at,
+           unnest(a.updated_ats) AS updated_at
+    FROM (SELECT $1::uuid[] AS ids,
+                 $2::bigint[] AS previous_versions,
+                 $3::bigint[] AS amount_minors,
+                 $4::boolean[] AS settled_set,
+                 $5::bigint[] AS settled_amount_minors,
+                 $6::boolean[] AS reversed_set,
+                 $7::bigint[] AS reversed_amount_minors,
+                 $8::text[] AS task_statuses,
+                 $9::timestamptz[] AS task_status_ats,
+                 $10::boolean[] AS task_status_undated,
+                 $11::text[] AS task_status_messages,
+                 $12::text[] AS obligation_states,
+                 $13::text[] AS obligation_reasons,
+                 $14::timestamptz[] AS cancel_requested_ats,
+                 $15::text[] AS compensation_keys,
+                 $16::timestamptz[] AS compensation_deadlines,
+                 $17::integer[] AS compensation_attempts,
+                 $18::text[] AS compensation_last_errors,
+                 $19::text[] AS compensation_receipts,
+                 $20::text[] AS pending_write_off_ids,
+                 $21::timestamptz[] AS observed_ats,
+                 $22::timestamptz[] AS updated_ats
+          OFFSET 0) a
 ) u
 WHERE d.id = u.id AND d.version = u.previous_version
 RETURNING d.id
@@ -1077,6 +1106,10 @@ type DelegationUpdateBatchParams struct {
 // times: DelegationUpdate's callers never store either. The amounts are
 // set where @settled_set and @reversed_set say. Returns the ids of the
 // rows whose version matched: a missing one is that update's refusal.
+// The arrays are read through a subquery the planner cannot flatten
+// (OFFSET 0), so that PostgreSQL keeps the generic plan rather than
+// planning again on every flush, as DelegationsAndStreamsLockForFlush
+// explains.
 func (q *Queries) DelegationUpdateBatch(ctx context.Context, arg DelegationUpdateBatchParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, delegationUpdateBatch,
 		arg.Ids,

@@ -396,10 +396,18 @@ RETURNING id;
 -- in the flush's pre-read, after their locks are taken, so what it does not
 -- return no committed delegation records and no creation that takes those
 -- locks can record before the flush commits (sql/pgstore/insertbatch.go).
+-- The arrays are read through subqueries the planner cannot flatten
+-- (OFFSET 0), so that PostgreSQL keeps the generic plan rather than
+-- planning again on every flush, as DelegationsAndStreamsLockForFlush
+-- explains.
 SELECT 'operation'::text AS kind, d.tenant AS k1, d.business_operation_id AS k2
 FROM delegations d
-WHERE (d.tenant, d.business_operation_id) IN (SELECT unnest(@tenants::text[]), unnest(@operation_ids::text[]))
+WHERE (d.tenant, d.business_operation_id) IN (
+    SELECT unnest(a.tenants), unnest(a.operation_ids)
+    FROM (SELECT @tenants::text[] AS tenants, @operation_ids::text[] AS operation_ids OFFSET 0) a)
 UNION ALL
 SELECT 'task'::text, d.org_id, d.remote_task_id
 FROM delegations d
-WHERE (d.org_id, d.remote_task_id) IN (SELECT unnest(@org_ids::text[]), unnest(@task_ids::text[]));
+WHERE (d.org_id, d.remote_task_id) IN (
+    SELECT unnest(a.org_ids), unnest(a.task_ids)
+    FROM (SELECT @org_ids::text[] AS org_ids, @task_ids::text[] AS task_ids OFFSET 0) a);

@@ -37,7 +37,10 @@ CROSS JOIN LATERAL event_stream_head(s.stream) h;
 -- OFFSET 0): planned as joins, with the thousand rows it guesses for the
 -- arrays, a generic plan hashes the whole of delegations and of
 -- gateway_push_configs on every flush until those tables reach hundreds
--- of thousands of rows (TestWritePathPlansUseIndexes).
+-- of thousands of rows (TestWritePathPlansUseIndexes). The arrays are read
+-- through a subquery the planner cannot flatten either (OFFSET 0), so that
+-- PostgreSQL keeps the generic plan rather than planning again on many
+-- flushes, as DelegationsAndStreamsLockForFlush explains.
 WITH appended AS (
     INSERT INTO events (
         stream, stream_seq, delegation_id, type, at, actor, obligation_from, obligation_to,
@@ -47,13 +50,20 @@ WITH appended AS (
            nullif(r.obligation_from, ''), nullif(r.obligation_to, ''),
            r.hashed_data::jsonb, r.hashed_data::json, nullif(r.evidence, ''), r.prev_hash, r.hash
     FROM (
-        SELECT generate_subscripts(@streams::text[], 1) AS ord,
-               unnest(@streams::text[]) AS stream, unnest(@stream_seqs::integer[]) AS stream_seq,
-               unnest(@delegation_ids::text[]) AS delegation_id, unnest(@types::text[]) AS type,
-               unnest(@ats::timestamptz[]) AS at, unnest(@actors::text[]) AS actor,
-               unnest(@obligation_froms::text[]) AS obligation_from, unnest(@obligation_tos::text[]) AS obligation_to,
-               unnest(@hashed_datas::text[]) AS hashed_data, unnest(@evidences::text[]) AS evidence,
-               unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash
+        SELECT generate_subscripts(a.streams, 1) AS ord,
+               unnest(a.streams) AS stream, unnest(a.stream_seqs) AS stream_seq,
+               unnest(a.delegation_ids) AS delegation_id, unnest(a.types) AS type,
+               unnest(a.ats) AS at, unnest(a.actors) AS actor,
+               unnest(a.obligation_froms) AS obligation_from, unnest(a.obligation_tos) AS obligation_to,
+               unnest(a.hashed_datas) AS hashed_data, unnest(a.evidences) AS evidence,
+               unnest(a.prev_hashes) AS prev_hash, unnest(a.hashes) AS hash
+        FROM (SELECT @streams::text[] AS streams, @stream_seqs::integer[] AS stream_seqs,
+                     @delegation_ids::text[] AS delegation_ids, @types::text[] AS types,
+                     @ats::timestamptz[] AS ats, @actors::text[] AS actors,
+                     @obligation_froms::text[] AS obligation_froms, @obligation_tos::text[] AS obligation_tos,
+                     @hashed_datas::text[] AS hashed_datas, @evidences::text[] AS evidences,
+                     @prev_hashes::bytea[] AS prev_hashes, @hashes::bytea[] AS hashes
+              OFFSET 0) a
     ) r
     ORDER BY r.ord
     RETURNING seq, delegation_id, type, at

@@ -572,11 +572,15 @@ func (q *Queries) DelegationInsertBatch(ctx context.Context, arg DelegationInser
 const delegationKeysTaken = `-- name: DelegationKeysTaken :many
 SELECT 'operation'::text AS kind, d.tenant AS k1, d.business_operation_id AS k2
 FROM delegations d
-WHERE (d.tenant, d.business_operation_id) IN (SELECT unnest($1::text[]), unnest($2::text[]))
+WHERE (d.tenant, d.business_operation_id) IN (
+    SELECT unnest(a.tenants), unnest(a.operation_ids)
+    FROM (SELECT $1::text[] AS tenants, $2::text[] AS operation_ids OFFSET 0) a)
 UNION ALL
 SELECT 'task'::text, d.org_id, d.remote_task_id
 FROM delegations d
-WHERE (d.org_id, d.remote_task_id) IN (SELECT unnest($3::text[]), unnest($4::text[]))
+WHERE (d.org_id, d.remote_task_id) IN (
+    SELECT unnest(a.org_ids), unnest(a.task_ids)
+    FROM (SELECT $3::text[] AS org_ids, $4::text[] AS task_ids OFFSET 0) a)
 `
 
 type DelegationKeysTakenParams struct {
@@ -598,6 +602,10 @@ type DelegationKeysTakenRow struct {
 // in the flush's pre-read, after their locks are taken, so what it does not
 // return no committed delegation records and no creation that takes those
 // locks can record before the flush commits (sql/pgstore/insertbatch.go).
+// The arrays are read through subqueries the planner cannot flatten
+// (OFFSET 0), so that PostgreSQL keeps the generic plan rather than
+// planning again on every flush, as DelegationsAndStreamsLockForFlush
+// explains.
 func (q *Queries) DelegationKeysTaken(ctx context.Context, arg DelegationKeysTakenParams) ([]DelegationKeysTakenRow, error) {
 	rows, err := q.db.Query(ctx, delegationKeysTaken,
 		arg.Tenants,

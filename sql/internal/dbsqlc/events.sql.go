@@ -46,13 +46,20 @@ WITH appended AS (
            nullif(r.obligation_from, ''), nullif(r.obligation_to, ''),
            r.hashed_data::jsonb, r.hashed_data::json, nullif(r.evidence, ''), r.prev_hash, r.hash
     FROM (
-        SELECT generate_subscripts($1::text[], 1) AS ord,
-               unnest($1::text[]) AS stream, unnest($2::integer[]) AS stream_seq,
-               unnest($3::text[]) AS delegation_id, unnest($4::text[]) AS type,
-               unnest($5::timestamptz[]) AS at, unnest($6::text[]) AS actor,
-               unnest($7::text[]) AS obligation_from, unnest($8::text[]) AS obligation_to,
-               unnest($9::text[]) AS hashed_data, unnest($10::text[]) AS evidence,
-               unnest($11::bytea[]) AS prev_hash, unnest($12::bytea[]) AS hash
+        SELECT generate_subscripts(a.streams, 1) AS ord,
+               unnest(a.streams) AS stream, unnest(a.stream_seqs) AS stream_seq,
+               unnest(a.delegation_ids) AS delegation_id, unnest(a.types) AS type,
+               unnest(a.ats) AS at, unnest(a.actors) AS actor,
+               unnest(a.obligation_froms) AS obligation_from, unnest(a.obligation_tos) AS obligation_to,
+               unnest(a.hashed_datas) AS hashed_data, unnest(a.evidences) AS evidence,
+               unnest(a.prev_hashes) AS prev_hash, unnest(a.hashes) AS hash
+        FROM (SELECT $1::text[] AS streams, $2::integer[] AS stream_seqs,
+                     $3::text[] AS delegation_ids, $4::text[] AS types,
+                     $5::timestamptz[] AS ats, $6::text[] AS actors,
+                     $7::text[] AS obligation_froms, $8::text[] AS obligation_tos,
+                     $9::text[] AS hashed_datas, $10::text[] AS evidences,
+                     $11::bytea[] AS prev_hashes, $12::bytea[] AS hashes
+              OFFSET 0) a
     ) r
     ORDER BY r.ord
     RETURNING seq, delegation_id, type, at
@@ -119,7 +126,10 @@ type EventInsertBatchRow struct {
 // OFFSET 0): planned as joins, with the thousand rows it guesses for the
 // arrays, a generic plan hashes the whole of delegations and of
 // gateway_push_configs on every flush until those tables reach hundreds
-// of thousands of rows (TestWritePathPlansUseIndexes).
+// of thousands of rows (TestWritePathPlansUseIndexes). The arrays are read
+// through a subquery the planner cannot flatten either (OFFSET 0), so that
+// PostgreSQL keeps the generic plan rather than planning again on many
+// flushes, as DelegationsAndStreamsLockForFlush explains.
 func (q *Queries) EventInsertBatch(ctx context.Context, arg EventInsertBatchParams) (EventInsertBatchRow, error) {
 	row := q.db.QueryRow(ctx, eventInsertBatch,
 		arg.Streams,

@@ -24,6 +24,11 @@ import (
 // plans; a statement whose arrays' lengths the planner reads from the
 // arguments stays dearer, and was planned on every flush (half a
 // millisecond of PostgreSQL's CPU each time, measured on the pre-read).
+// After an invalidation (an analyze, or a reset of the connection's
+// caches while the suite's other tests change catalogs) PostgreSQL may
+// plan a statement for its arguments once more, setting the new generic
+// plan's cost against the old plans' average: the test fails a statement
+// planned so on more than a fifth of its runs after the first five.
 // No generic plan it keeps is estimated dear enough to be compiled (JIT)
 // on every run (keptPlan).
 func TestWritePathKeepsGenericPlans(t *testing.T) {
@@ -90,7 +95,7 @@ func TestWritePathKeepsGenericPlans(t *testing.T) {
 				continue
 			}
 			checked++
-			if custom > 5 {
+			if later, planned := custom+generic-5, custom-5; planned*5 > later {
 				t.Errorf("%s: planned for its arguments %d times, its generic plan run %d times", statementLabel(p.statement), custom, generic)
 			}
 			kept = append(kept, p)

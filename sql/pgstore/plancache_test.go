@@ -35,7 +35,7 @@ func TestWritePathKeepsGenericPlans(t *testing.T) {
 	t.Parallel()
 	b, _ := setupCoalesced(t, pgstore.Coalescing{})
 	fixtures(t, b, 1_000_000)
-	a := newAcker(t, b)
+	k := newModelEvidence(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// A ledger of some size, its statistics read: the planner's estimates
@@ -50,7 +50,7 @@ func TestWritePathKeepsGenericPlans(t *testing.T) {
 	for i := range 30 {
 		errs := make(chan error, atOnce)
 		for j := range atOnce {
-			go func() { errs <- lifecycle(ctx, t, b, a, fmt.Sprintf("plan-%d-%d", i, j)) }()
+			go func() { errs <- lifecycle(ctx, t, b, k, fmt.Sprintf("plan-%d-%d", i, j)) }()
 		}
 		for range atOnce {
 			if err := <-errs; err != nil {
@@ -148,24 +148,10 @@ func explain(ctx context.Context, t *testing.T, q interface {
 	return strings.Join(plan, "\n")
 }
 
-// acker signs globex's compensation acknowledgements and submits them.
-type acker struct {
-	signer *compensationtest.Signer
-	comp   *compensation.Service
-}
-
-// newAcker registers a signer's key as globex's.
-func newAcker(t *testing.T, b bundle) acker {
-	t.Helper()
-	signer := compensationtest.NewEd25519Signer(t, "globex-plans")
-	b.setGlobexKey(t, signer)
-	return acker{signer: signer, comp: compensation.NewService(compensation.Config{Store: b.store.Compensation(), Clock: fixedClock{epoch}, LedgerID: modelLedgerID})}
-}
-
 // lifecycle is the benchmark's: it creates a delegation, reports its
-// remote task canceled and submits globex's signed acknowledgement of the
-// compensation, which releases the hold.
-func lifecycle(ctx context.Context, t *testing.T, b bundle, a acker, op string) error {
+// remote task canceled and submits globex's acknowledgement of the
+// compensation, signed with k's key, which releases the hold.
+func lifecycle(ctx context.Context, t *testing.T, b bundle, k *modelEvidenceKit, op string) error {
 	d, _, err := b.svc.CreateDelegation(ctx, orch, creation(op, "globex", 10))
 	if err != nil {
 		return err
@@ -173,9 +159,9 @@ func lifecycle(ctx context.Context, t *testing.T, b bundle, a acker, op string) 
 	if _, err := b.comp().ReportTaskStatus(ctx, orch, d.ID, compObservation(ledger.StatusCanceled, epoch.Add(time.Second))); err != nil {
 		return err
 	}
-	ack := a.signer.Sign(t, string(compensation.KindAck),
+	ack := k.signer.Sign(t, string(compensation.KindAck),
 		compensationtest.AckClaims("globex", modelLedgerID, d.Remote.TaskID, ledger.CompensationKey(d), epoch))
-	res, err := a.comp.Submit(ctx, compensation.KindAck, []byte(ack), "127.0.0.1")
+	res, err := k.comp.Submit(ctx, compensation.KindAck, []byte(ack), "127.0.0.1")
 	if err == nil && res.Outcome != compensation.OutcomeApplied {
 		err = fmt.Errorf("the acknowledgement of %s was answered %s", op, res.Outcome)
 	}
@@ -201,7 +187,7 @@ func TestPreReadProbesIndexesAfterTheTableGrows(t *testing.T) {
 	fixtures(t, b, 1_000_000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := lifecycle(ctx, t, b, newAcker(t, b), "probe"); err != nil {
+	if err := lifecycle(ctx, t, b, newModelEvidence(t, b), "probe"); err != nil {
 		t.Fatal(err)
 	}
 	statement := preparedStatement(ctx, t, b.pool, "DelegationsAndStreamsLockForFlush")
